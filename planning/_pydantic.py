@@ -1,0 +1,42 @@
+"""Turn pydantic's validation errors into counterplan's own, naming the object and field.
+
+Pydantic checks types; counterplan promises errors that say which feature or goal is wrong.
+Models call :func:`reraise` from ``__init__`` so that a bad feature raises ``FeatureError``
+("feature 'income.low': ...") rather than a generic ``pydantic.ValidationError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NoReturn
+
+from pydantic import ValidationError
+
+from planning.errors import InvalidInputError
+
+
+def describe(exc: ValidationError) -> list[tuple[str, str]]:
+    """Return ``(field path, message)`` for every error in a pydantic ``ValidationError``."""
+    out: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"])
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if "input" in err and err["type"] != "value_error" and not isinstance(err["input"], dict):
+            msg = f"{msg} (given {err['input']!r})"
+        out.append((loc, msg))
+    return out
+
+
+def reraise(
+    exc: ValidationError,
+    owner: str,
+    make: Callable[[str, str], InvalidInputError],
+) -> NoReturn:
+    """Raise ``make(field, problem)`` for ``exc``; ``owner`` prefixes the field path."""
+    problems = describe(exc)
+    fields = [f"{owner}.{loc}" if loc else owner for loc, _ in problems]
+    field = fields[0] if len(fields) == 1 else ", ".join(fields)
+    text = "; ".join(f"{f}: {m}" if len(problems) > 1 else m for f, (_, m) in zip(fields, problems, strict=True))
+    raise make(field, text) from None

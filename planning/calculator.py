@@ -1,0 +1,217 @@
+"""The vectorised score calculator: a candidate matrix in, a score matrix out, one model call.
+
+``ScoreCalculator.calculate(X)`` returns an ``(n, 5)`` score matrix (hard 0..2, soft 0..1, as
+in :mod:`planning.score`) and the predictions it made. A model that raises or returns NaN/inf
+for a candidate makes that candidate infeasible: hard 0 becomes :data:`FAILED_PREDICTION`,
+and the reason is kept. When the whole batch call raises, the batch is bisected to find the
+rows that fail, so one bad candidate costs O(log n) extra calls, not n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.distance import feature_distance
+from planning.errors import CounterplanError, ModelAdapterError
+from planning.goals import BoundGoal
+from planning.models import Predictions
+from planning.problem import CounterfactualProblem
+from planning.score import LEVELS, BendableScore
+from planning.space import FloatMatrix
+
+FAILED_PREDICTION = -1.0e15
+"""Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
+_MAX_GOAL_DISTANCE = 1.0e14
+
+
+class ScoreMismatchError(CounterplanError, AssertionError):
+    """Assert mode found the vectorised score differing from the per-row reference."""
+
+
+@dataclass
+class Evaluation:
+    """Scores and predictions of one batch of candidates."""
+
+    scores: FloatMatrix
+    """``(n, 5)``: hard 0, hard 1, hard 2, soft 0, soft 1."""
+    predictions: Predictions
+    """Per output name: ``(n, n_classes)`` probabilities or ``(n,)`` values; NaN where failed."""
+    failures: list[str | None] = field(default_factory=list)
+    """Per row: why its prediction failed, or None."""
+
+    @property
+    def feasible(self) -> npt.NDArray[np.bool_]:
+        """Rows whose every hard level is 0."""
+        return np.asarray((self.scores[:, :3] >= 0.0).all(axis=1))
+
+    def score(self, row: int) -> BendableScore:
+        """The score of one row as a :class:`BendableScore`."""
+        return BendableScore.of(self.scores[row])
+
+
+class ScoreCalculator:
+    """Scores candidate matrices of one problem; counts what it spends.
+
+    Parameters
+    ----------
+    problem:
+        The problem whose candidates to score.
+    assert_mode:
+        Also score every row with the slow per-row reference and raise
+        :class:`ScoreMismatchError` on any difference (tests only: one model call per row).
+    """
+
+    def __init__(self, problem: CounterfactualProblem, assert_mode: bool = False) -> None:
+        self.problem = problem
+        self.assert_mode = assert_mode
+        self.calculation_count = 0
+        self.model_call_count = 0
+        space = problem.space
+        self._original = space.original
+        self._frozen = ~space.mutable
+        self._confidence_goals = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
+
+    def calculate(self, X: FloatMatrix) -> Evaluation:
+        """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
+        problem = self.problem
+        X = problem.space.check_candidates(X)
+        n = X.shape[0]
+        scores = np.zeros((n, LEVELS), dtype=np.float64)
+        if n == 0:
+            return Evaluation(scores, _empty_predictions(problem, 0), [])
+        predictions, failures = self._predict(X)
+        failed = np.array([reason is not None for reason in failures], dtype=bool)
+        goal_distance = np.zeros(n, dtype=np.float64)
+        below = np.zeros(n, dtype=np.int64)
+        for bound in problem.goals:
+            column = predictions[bound.output.name]
+            with np.errstate(invalid="ignore"):
+                goal_distance += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                below += bound.below_confidence(column)
+        scores[:, 0] = np.where(failed, FAILED_PREDICTION, -goal_distance)
+        changed = self._original != X
+        scores[:, 1] = -(changed & self._frozen).sum(axis=1)
+        scores[:, 2] = np.where(failed, -max(self._confidence_goals, 1), -below)
+        scores[:, 3] = -feature_distance(
+            X, self._original, problem.space.nominal, problem.scales, problem.distance.metric
+        )
+        scores[:, 4] = -changed.sum(axis=1)
+        scores += 0.0  # fold -0.0 into 0.0
+        self.calculation_count += n
+        evaluation = Evaluation(scores, predictions, failures)
+        if self.assert_mode:
+            self._assert_matches_reference(X, evaluation)
+        return evaluation
+
+    def _predict(self, X: FloatMatrix) -> tuple[Predictions, list[str | None]]:
+        n = X.shape[0]
+        predictions = _empty_predictions(self.problem, n)
+        failures: list[str | None] = [None] * n
+        self._predict_into(X, 0, predictions, failures)
+        for name, array in predictions.items():
+            bad_rows = ~np.isfinite(array) if array.ndim == 1 else ~np.isfinite(array).all(axis=1)
+            for row in np.flatnonzero(bad_rows):
+                if failures[row] is None:
+                    failures[row] = f"output {name!r} is not finite"
+        return predictions, failures
+
+    def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None]) -> None:
+        self.model_call_count += 1
+        try:
+            result = self.problem.model.predict(X, self.problem.space)
+        except ModelAdapterError:
+            raise
+        except Exception as exc:  # the model's own failure: find the rows that cause it
+            if X.shape[0] == 1:
+                failures[offset] = f"model raised {type(exc).__name__}: {exc}"
+                return
+            half = X.shape[0] // 2
+            self._predict_into(X[:half], offset, out, failures)
+            self._predict_into(X[half:], offset + half, out, failures)
+            return
+        for spec in self.problem.model.outputs:
+            if spec.name not in result:
+                raise ModelAdapterError("outputs", f"the model returned no output {spec.name!r}")
+            values = np.asarray(result[spec.name], dtype=np.float64)
+            target = out[spec.name][offset : offset + X.shape[0]]
+            if values.shape != target.shape:
+                raise ModelAdapterError(
+                    f"outputs.{spec.name}",
+                    f"the model returned shape {values.shape}; expected {target.shape}",
+                )
+            target[...] = values
+
+    def _assert_matches_reference(self, X: FloatMatrix, evaluation: Evaluation) -> None:
+        for i in range(X.shape[0]):
+            expected = reference_score(self.problem, X[i])
+            if not np.allclose(expected, evaluation.scores[i], rtol=1e-9, atol=1e-12):
+                raise ScoreMismatchError(
+                    f"row {i}: vectorised {evaluation.scores[i].tolist()} != reference {expected.tolist()}"
+                )
+
+
+def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMatrix:
+    """The score of one candidate, computed plainly, one feature and goal at a time.
+
+    This is the specification the vectorised calculator is tested against; it calls the
+    model once for this row alone.
+    """
+    space = problem.space
+    try:
+        predictions: Predictions | None = problem.model.predict(row.reshape(1, -1), space)
+    except ModelAdapterError:
+        raise
+    except Exception:
+        predictions = None
+    hard0 = 0.0
+    below = 0
+    failed = predictions is None
+    n_confidence = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
+    if predictions is not None:
+        for bound in problem.goals:
+            value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
+            if not np.isfinite(value).all():
+                failed = True
+                break
+            hard0 -= min(float(bound.distance(value)[0]), _MAX_GOAL_DISTANCE)
+            below += int(bound.below_confidence(value)[0])
+    hard1 = 0.0
+    soft0 = 0.0
+    soft1 = 0.0
+    for i, feature in enumerate(space.features):
+        delta = float(row[i] - space.original[i])
+        if delta == 0.0:
+            continue
+        soft1 -= 1.0
+        if not feature.mutable:
+            hard1 -= 1.0
+        if space.nominal[i]:
+            soft0 -= 1.0
+        elif problem.distance.metric == "sd_squared":
+            soft0 -= (delta / problem.scales[i]) ** 2
+        else:
+            soft0 -= abs(delta) / problem.scales[i]
+    if failed:
+        return np.array([FAILED_PREDICTION, hard1, -max(n_confidence, 1), soft0, soft1]) + 0.0
+    return np.array([hard0, hard1, -below, soft0, soft1], dtype=np.float64) + 0.0
+
+
+def _empty_predictions(problem: CounterfactualProblem, n: int) -> Predictions:
+    out: Predictions = {}
+    for spec in problem.model.outputs:
+        shape = (n, len(spec.classes)) if spec.classes is not None else (n,)
+        out[spec.name] = np.full(shape, np.nan, dtype=np.float64)
+    return out
+
+
+__all__ = [
+    "FAILED_PREDICTION",
+    "BoundGoal",
+    "Evaluation",
+    "ScoreCalculator",
+    "ScoreMismatchError",
+    "reference_score",
+]

@@ -1,0 +1,209 @@
+"""Goals: what a model output must become for a candidate to count as a counterfactual.
+
+Each goal names a model output (matched by name, never by position alone) and is graded, so
+the search can climb towards it: its *distance* is 0 exactly when the goal is met and grows
+with how far the prediction is from meeting it. Hard level 0 of the score is minus the sum of
+these distances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Self
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from planning._pydantic import reraise
+from planning.errors import GoalError
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+_UNMET_FLOOR = 1e-12
+"""Distance of an unmet class goal whose probabilities tie: unmet is never distance 0."""
+
+
+class _Goal(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    output: str | None = None
+    """Name of the model output; may be omitted when the model has exactly one output."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            reraise(exc, f"{type(self).__name__}({data.get('output') or ''})", GoalError)
+
+
+class ClassGoal(_Goal):
+    """A classifier must predict ``target``, with at least ``confidence`` if given."""
+
+    kind: Literal["class"] = "class"
+    target: str | int | float | bool
+    confidence: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+
+
+class ValueGoal(_Goal):
+    """A numeric output must equal ``value`` within a relative ``tolerance``.
+
+    The output ``p`` meets goal ``g`` when ``|p - g| / max(|p|, |g|) < tolerance``; when
+    ``g == 0`` the rule is ``|p| < tolerance``. With tolerance 0 only equality meets it.
+    """
+
+    kind: Literal["value"] = "value"
+    value: float
+    tolerance: Annotated[float, Field(ge=0.0)] = 0.0
+
+
+class RangeGoal(_Goal):
+    """A numeric output must land in the inclusive interval ``[low, high]``."""
+
+    kind: Literal["range"] = "range"
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.low > self.high:
+            raise ValueError(f"inverted range: low {self.low!r} is greater than high {self.high!r}")
+        return self
+
+
+Goal = Annotated[ClassGoal | ValueGoal | RangeGoal, Field(discriminator="kind")]
+_GOAL_ADAPTER: TypeAdapter[ClassGoal | ValueGoal | RangeGoal] = TypeAdapter(Goal)
+
+
+def parse_goal(data: Any) -> ClassGoal | ValueGoal | RangeGoal:
+    """Build a goal from plain data (a dict with a ``kind``), raising ``GoalError``."""
+    try:
+        return _GOAL_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        owner = f"goal({data.get('output') or ''})" if isinstance(data, dict) else "goal"
+        reraise(exc, owner, GoalError)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One output of a model: a classifier's class probabilities, or a number."""
+
+    name: str
+    classes: tuple[Any, ...] | None = None
+
+    @property
+    def is_classification(self) -> bool:
+        """True for a class-probability output."""
+        return self.classes is not None
+
+
+@dataclass(frozen=True)
+class BoundGoal:
+    """A goal matched to one model output, ready to grade prediction columns."""
+
+    goal: ClassGoal | ValueGoal | RangeGoal
+    output: OutputSpec
+    class_index: int = -1
+
+    def distance(self, prediction: FloatArray) -> FloatArray:
+        """Distance of each prediction from the goal; 0 exactly where the goal is met.
+
+        ``prediction`` is ``(n, n_classes)`` probabilities for a class goal, ``(n,)`` values
+        otherwise. Non-finite predictions are the caller's to handle.
+        """
+        goal = self.goal
+        if isinstance(goal, ClassGoal):
+            return _class_distance(prediction, self.class_index, goal.confidence)
+        if isinstance(goal, ValueGoal):
+            return _value_distance(prediction, goal.value, goal.tolerance)
+        below = np.maximum(goal.low - prediction, 0.0)
+        above = np.maximum(prediction - goal.high, 0.0)
+        return below + above
+
+    def below_confidence(self, prediction: FloatArray) -> BoolArray:
+        """Where a class goal's target probability is below its confidence threshold."""
+        goal = self.goal
+        if isinstance(goal, ClassGoal) and goal.confidence is not None:
+            return np.asarray(prediction[:, self.class_index] < goal.confidence)
+        return np.zeros(prediction.shape[0], dtype=bool)
+
+    def met(self, prediction: FloatArray) -> BoolArray:
+        """Where the goal is met."""
+        return np.asarray(self.distance(prediction) == 0.0, dtype=bool)
+
+
+def bind_goals(
+    goals: list[ClassGoal | ValueGoal | RangeGoal] | tuple[ClassGoal | ValueGoal | RangeGoal, ...],
+    outputs: tuple[OutputSpec, ...],
+) -> tuple[BoundGoal, ...]:
+    """Match goals to model outputs by name and check each goal fits its output's kind."""
+    if not goals:
+        raise GoalError("goals", "give at least one goal")
+    by_name = {spec.name: spec for spec in outputs}
+    bound: list[BoundGoal] = []
+    used: set[str] = set()
+    for i, goal in enumerate(goals):
+        field = f"goals[{i}]"
+        if goal.output is None:
+            if len(outputs) != 1:
+                raise GoalError(
+                    f"{field}.output",
+                    f"the model has {len(outputs)} outputs {list(by_name)}; name one",
+                )
+            spec = outputs[0]
+        elif goal.output in by_name:
+            spec = by_name[goal.output]
+        else:
+            raise GoalError(f"{field}.output", f"unknown output {goal.output!r}; the model has {list(by_name)}")
+        if spec.name in used:
+            raise GoalError(f"{field}.output", f"output {spec.name!r} has two goals")
+        used.add(spec.name)
+        if isinstance(goal, ClassGoal):
+            if spec.classes is None:
+                raise GoalError(f"{field}.target", f"output {spec.name!r} is numeric, not a class")
+            bound.append(BoundGoal(goal, spec, _class_index(spec, goal.target, f"{field}.target")))
+        else:
+            if spec.classes is not None:
+                raise GoalError(
+                    f"{field}.kind",
+                    f"output {spec.name!r} is a classifier's; use a class goal",
+                )
+            bound.append(BoundGoal(goal, spec))
+    return tuple(bound)
+
+
+def _class_index(spec: OutputSpec, target: Any, field: str) -> int:
+    assert spec.classes is not None
+    for i, label in enumerate(spec.classes):
+        if _is_bool(label) == _is_bool(target) and label == target:
+            return i
+    matches = [i for i, label in enumerate(spec.classes) if str(label) == str(target)]
+    if len(matches) == 1:
+        return matches[0]
+    raise GoalError(field, f"class {target!r} is not one of {list(spec.classes)}")
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def _class_distance(proba: FloatArray, index: int, confidence: float | None) -> FloatArray:
+    target = proba[:, index]
+    others = np.delete(proba, index, axis=1)
+    best_other = others.max(axis=1) if others.shape[1] else np.zeros_like(target)
+    # Predicted means: strictly above every other class, or tied only with later classes
+    # (the first maximum wins, as numpy's and scikit-learn's argmax do).
+    predicted = np.argmax(proba, axis=1) == index
+    shortfall = np.where(predicted, 0.0, np.maximum(best_other - target, _UNMET_FLOOR))
+    if confidence is not None:
+        shortfall = np.maximum(shortfall, np.maximum(confidence - target, 0.0))
+    return shortfall
+
+
+def _value_distance(p: FloatArray, g: float, tolerance: float) -> FloatArray:
+    gap = np.abs(p - g)
+    if g == 0.0:
+        return np.where(np.abs(p) < tolerance, 0.0, gap)
+    scale = np.maximum(np.abs(p), abs(g))
+    return np.where(gap / scale < tolerance, 0.0, gap)

@@ -1,0 +1,219 @@
+"""Model adapters: one batched model call for a whole matrix of candidates.
+
+An adapter turns an encoded candidate matrix into what the model takes (a DataFrame with the
+original column names and category strings for a pipeline fitted on a DataFrame; the plain
+encoded array for a bare estimator) and the model's answer into named outputs: an
+``(n, n_classes)`` probability matrix per classification output, an ``(n,)`` vector per
+numeric output. It is called once per batch, never once per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.base import is_classifier
+
+from planning.errors import ModelAdapterError
+from planning.goals import OutputSpec
+from planning.space import FeatureSpace, FloatMatrix
+
+Predictions = dict[str, npt.NDArray[np.float64]]
+InputKind = Literal["dataframe", "array"]
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """What the score calculator needs from a model."""
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """The model's named outputs."""
+        ...
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Predict every output for every row of the encoded matrix ``X``, in one call."""
+        ...
+
+
+def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
+    return space.to_frame(X) if kind == "dataframe" else X
+
+
+class SklearnClassifierAdapter:
+    """A fitted scikit-learn classifier (or pipeline ending in one), via ``predict_proba``.
+
+    Parameters
+    ----------
+    model:
+        Fitted estimator with ``predict_proba`` and ``classes_``.
+    output:
+        Name of the output (the target column's name is a good choice).
+    input_kind:
+        ``"dataframe"`` to pass decoded columns with their names and category strings,
+        ``"array"`` to pass the encoded matrix. Default: a DataFrame when the model was fitted
+        on one (it has ``feature_names_in_``), else the array.
+    """
+
+    def __init__(self, model: Any, output: str = "prediction", input_kind: InputKind | None = None) -> None:
+        if not hasattr(model, "predict_proba"):
+            raise ModelAdapterError("model", f"{type(model).__name__} has no predict_proba")
+        classes = getattr(model, "classes_", None)
+        if classes is None:
+            raise ModelAdapterError("model", f"{type(model).__name__} is not fitted (no classes_)")
+        if np.ndim(classes) != 1:
+            raise ModelAdapterError("model", "multi-output classifiers are not supported; use a callable adapter")
+        self.model = model
+        self.input_kind: InputKind = input_kind or _default_input_kind(model)
+        self._outputs = (OutputSpec(output, tuple(_plain(c) for c in classes)),)
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """One classification output."""
+        return self._outputs
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Class probabilities for every candidate, one ``predict_proba`` call."""
+        proba = np.asarray(self.model.predict_proba(_model_input(X, space, self.input_kind)), dtype=np.float64)
+        return {self._outputs[0].name: proba}
+
+
+class SklearnRegressorAdapter:
+    """A fitted scikit-learn regressor, single- or multi-output, via ``predict``.
+
+    Parameters
+    ----------
+    model:
+        Fitted estimator with ``predict``.
+    outputs:
+        One name per output column (``["price"]``, or ``["low", "high"]`` for a
+        multi-output regressor). Their count must match what the model returns.
+    input_kind:
+        As for :class:`SklearnClassifierAdapter`.
+    """
+
+    def __init__(
+        self, model: Any, outputs: Sequence[str] = ("prediction",), input_kind: InputKind | None = None
+    ) -> None:
+        if not hasattr(model, "predict"):
+            raise ModelAdapterError("model", f"{type(model).__name__} has no predict")
+        names = list(outputs)
+        if not names or len(set(names)) != len(names):
+            raise ModelAdapterError("outputs", f"give unique output names, given {names}")
+        self.model = model
+        self.input_kind: InputKind = input_kind or _default_input_kind(model)
+        self._outputs = tuple(OutputSpec(name) for name in names)
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """One numeric output per name."""
+        return self._outputs
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Numeric predictions for every candidate, one ``predict`` call."""
+        raw = np.asarray(self.model.predict(_model_input(X, space, self.input_kind)), dtype=np.float64)
+        return _split_columns(raw, self._outputs, X.shape[0])
+
+
+class CallableAdapter:
+    """A plain vectorised Python function: a matrix (or DataFrame) in, outputs out.
+
+    Parameters
+    ----------
+    function:
+        Called once per batch. Returns either a dict ``{output name: array}`` or an array of
+        shape ``(n,)`` / ``(n, n_outputs)`` for numeric outputs, ``(n, n_classes)`` for a
+        single classification output.
+    outputs:
+        The output specifications, in column order.
+    input_kind:
+        ``"array"`` (default) for the encoded float matrix, ``"dataframe"`` for decoded columns.
+    """
+
+    def __init__(
+        self,
+        function: Callable[[Any], Any],
+        outputs: Sequence[OutputSpec],
+        input_kind: InputKind = "array",
+    ) -> None:
+        if not callable(function):
+            raise ModelAdapterError("function", "must be callable")
+        self.function = function
+        self._outputs = tuple(outputs)
+        if not self._outputs:
+            raise ModelAdapterError("outputs", "give at least one output")
+        self.input_kind: InputKind = input_kind
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """The outputs given at construction."""
+        return self._outputs
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Call the function once on the whole batch and name its outputs."""
+        raw = self.function(_model_input(X, space, self.input_kind))
+        if isinstance(raw, dict):
+            missing = [spec.name for spec in self._outputs if spec.name not in raw]
+            if missing:
+                raise ModelAdapterError("outputs", f"the function returned no {missing}")
+            return {spec.name: np.asarray(raw[spec.name], dtype=np.float64) for spec in self._outputs}
+        array = np.asarray(raw, dtype=np.float64)
+        if len(self._outputs) == 1 and self._outputs[0].is_classification:
+            return {self._outputs[0].name: array}
+        return _split_columns(array, self._outputs, X.shape[0])
+
+
+def adapt_sklearn(
+    model: Any,
+    outputs: str | Sequence[str] = "prediction",
+    input_kind: InputKind | None = None,
+) -> SklearnClassifierAdapter | SklearnRegressorAdapter:
+    """Pick the scikit-learn adapter for a fitted model: classifier or regressor."""
+    names = [outputs] if isinstance(outputs, str) else list(outputs)
+    if _looks_like_classifier(model):
+        if len(names) != 1:
+            raise ModelAdapterError("outputs", f"a classifier has one output, given {names}")
+        return SklearnClassifierAdapter(model, names[0], input_kind)
+    return SklearnRegressorAdapter(model, names, input_kind)
+
+
+def _looks_like_classifier(model: Any) -> bool:
+    if hasattr(model, "predict_proba") and hasattr(model, "classes_"):
+        return True
+    try:
+        return bool(is_classifier(model))
+    except AttributeError:  # not a scikit-learn estimator at all
+        return False
+
+
+def _default_input_kind(model: Any) -> InputKind:
+    return "dataframe" if hasattr(model, "feature_names_in_") else "array"
+
+
+def _split_columns(array: npt.NDArray[np.float64], outputs: tuple[OutputSpec, ...], n: int) -> Predictions:
+    if array.ndim == 1:
+        array = array.reshape(-1, 1)
+    if array.ndim != 2 or array.shape != (n, len(outputs)):
+        raise ModelAdapterError(
+            "outputs",
+            f"the model returned shape {array.shape}; expected ({n}, {len(outputs)}) for outputs "
+            f"{[o.name for o in outputs]}",
+        )
+    return {spec.name: array[:, j] for j, spec in enumerate(outputs)}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python scalars, so class labels compare and print plainly."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+__all__ = [
+    "CallableAdapter",
+    "ModelAdapter",
+    "Predictions",
+    "SklearnClassifierAdapter",
+    "SklearnRegressorAdapter",
+    "adapt_sklearn",
+]

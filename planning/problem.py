@@ -1,0 +1,120 @@
+"""The counterfactual problem: features, goals, a model adapter and distance settings.
+
+It is everything the score calculator needs, and it is built once: validation happens here,
+at the boundary, so the hot loop can trust its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planning.distance import DistanceSettings, FeatureStatistics, feature_scales
+from planning.errors import ProblemError
+from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, bind_goals
+from planning.inference import infer_features, infer_statistics
+from planning.models import ModelAdapter, adapt_sklearn
+from planning.space import AnyFeature, FeatureSpace, FloatMatrix
+
+AnyGoal = ClassGoal | ValueGoal | RangeGoal
+
+
+class CounterfactualProblem:
+    """A question "what is the smallest change to this input that reaches these goals?".
+
+    Parameters
+    ----------
+    features:
+        The typed features with their original values and domains, in model-input order.
+    goals:
+        One goal per model output to steer (matched by output name).
+    model:
+        A :class:`~planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
+        with :func:`~planning.models.adapt_sklearn`, output named ``"prediction"``).
+    distance:
+        How soft level 0 measures proximity; range-scaled L1 by default.
+    statistics:
+        Per-feature normalisation statistics (range, SD, MAD); needed for the MAD and SD
+        metrics, inferred by :meth:`from_dataframe`.
+    """
+
+    def __init__(
+        self,
+        features: Iterable[AnyFeature],
+        goals: Sequence[AnyGoal],
+        model: ModelAdapter | Any,
+        distance: DistanceSettings | None = None,
+        statistics: Mapping[str, FeatureStatistics] | None = None,
+    ) -> None:
+        self.space = FeatureSpace(features)
+        self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
+        self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
+        self.distance = distance or DistanceSettings()
+        self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
+        self.scales: FloatMatrix = feature_scales(self.space, self.distance, self.statistics)
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        data: pd.DataFrame,
+        instance: Mapping[str, Any] | pd.Series | int,
+        model: ModelAdapter | Any,
+        goals: Sequence[AnyGoal],
+        *,
+        columns: Sequence[str] | None = None,
+        target: str | None = None,
+        immutable: Iterable[str] = (),
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        distance: DistanceSettings | None = None,
+    ) -> CounterfactualProblem:
+        """Build a problem the way data scientists work: training data plus one row.
+
+        Parameters
+        ----------
+        data:
+            Training DataFrame; domains and statistics are inferred from it.
+        instance:
+            The row to explain: a mapping, a Series, or a positional row index into ``data``.
+        model:
+            As in the constructor. A bare scikit-learn model gets its output named ``target``.
+        goals:
+            As in the constructor.
+        columns:
+            Feature columns in model-input order; default the model's ``feature_names_in_``,
+            else every column but ``target``.
+        target:
+            The label column, left out of the features.
+        immutable:
+            Columns the search must never change.
+        overrides:
+            ``{column: {field: value}}`` replacing inferred feature fields.
+        distance:
+            As in the constructor.
+        """
+        if isinstance(instance, int | np.integer):
+            if not 0 <= int(instance) < len(data):
+                raise ProblemError("instance", f"row {instance} is outside the data's {len(data)} rows")
+            row: Mapping[str, Any] = {str(k): v for k, v in data.iloc[int(instance)].items()}
+        elif isinstance(instance, pd.Series):
+            row = {str(k): v for k, v in instance.items()}
+        else:
+            row = instance
+        if columns is None:
+            names = getattr(model, "feature_names_in_", None)
+            if names is not None and not isinstance(model, ModelAdapter):
+                columns = [str(c) for c in names]
+            else:
+                columns = [str(c) for c in data.columns if c != target]
+        if target is not None and target in columns:
+            raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
+        features = infer_features(data, row, columns, immutable, overrides)
+        if not isinstance(model, ModelAdapter):
+            model = adapt_sklearn(model, target or "prediction")
+        return cls(features, goals, model, distance, infer_statistics(data, features))
+
+    def original_row(self) -> FloatMatrix:
+        """The encoded original instance as a ``(1, n_features)`` matrix."""
+        return self.space.original.reshape(1, -1).copy()

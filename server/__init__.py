@@ -1,0 +1,1 @@
+"""counterplan's outer ring: command line, gRPC service, model registry, settings, logging."""

@@ -1,0 +1,1 @@
+"""counterplan's search engines (local search phases, termination, events). See DESIGN.md."""

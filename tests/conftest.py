@@ -1,0 +1,38 @@
+"""Shared fixtures: real scikit-learn models trained on data the tests generate."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, settings
+from sklearn.pipeline import Pipeline
+
+from planning.demo import TARGET, make_loan_data, train_loan_model
+
+# Tests must pass on a slow, busy 2-core machine, and the same way every run.
+settings.register_profile(
+    "counterplan",
+    deadline=None,
+    derandomize=True,
+    max_examples=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("counterplan")
+
+
+@pytest.fixture(scope="session")
+def loan_data() -> pd.DataFrame:
+    """The demo loan table (small, deterministic)."""
+    return make_loan_data(n=1500, seed=3)
+
+
+@pytest.fixture(scope="session")
+def loan_model(loan_data: pd.DataFrame) -> Pipeline:
+    """A gradient-boosting pipeline (ColumnTransformer + OneHotEncoder) fitted on ``loan_data``."""
+    return train_loan_model(loan_data)
+
+
+@pytest.fixture(scope="session")
+def loan_features(loan_data: pd.DataFrame) -> pd.DataFrame:
+    """``loan_data`` without its label column."""
+    return loan_data.drop(columns=[TARGET])

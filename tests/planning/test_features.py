@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planning import (
+    BooleanFeature,
+    CategoricalFeature,
+    FeatureError,
+    FeatureSpace,
+    FloatFeature,
+    IntegerFeature,
+    parse_feature,
+)
+
+
+def test_each_kind_holds_its_domain() -> None:
+    age = IntegerFeature(name="age", value=30, low=18, high=90)
+    income = FloatFeature(name="income", value=1.5, low=0.0, high=10.0)
+    color = CategoricalFeature(name="color", value="red", categories=("red", "blue"))
+    flag = BooleanFeature(name="flag", value=True)
+    assert age.bounds == (18.0, 90.0) and age.mutable
+    assert income.bounds == (0.0, 10.0)
+    assert color.bounds == (0.0, 1.0) and color.encode("blue") == 1.0
+    assert flag.bounds == (0.0, 1.0) and flag.encode(True) == 1.0
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        IntegerFeature(name="a", value=3),
+        FloatFeature(name="b", value=2.5),
+        CategoricalFeature(name="c", value="x"),
+    ],
+)
+def test_a_feature_without_domain_is_constrained(
+    feature: IntegerFeature | FloatFeature | CategoricalFeature,
+) -> None:
+    assert feature.constrained
+    assert not feature.mutable
+    low, high = feature.bounds
+    assert low == high
+
+
+def test_boolean_is_mutable_unless_constrained() -> None:
+    assert BooleanFeature(name="b", value=False).mutable
+    assert not BooleanFeature(name="b", value=False, constrained=True).mutable
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda: IntegerFeature(name="age", value=100, low=18, high=90), "outside its domain"),
+        (lambda: FloatFeature(name="income", value=-1.0, low=0.0, high=5.0), "outside its domain"),
+        (lambda: FloatFeature(name="income", value=1.0, low=5.0, high=0.0), "inverted domain"),
+        (lambda: IntegerFeature(name="age", value=1, low=1), "high is missing"),
+        (lambda: FloatFeature(name="income", value=math.nan, low=0.0, high=1.0), "finite"),
+        (lambda: FloatFeature(name="income", value=math.inf, low=0.0, high=1.0), "finite"),
+        (lambda: FloatFeature(name="income", value=1.0, low=0.0, high=math.inf), "finite"),
+        (lambda: IntegerFeature(name="age", value=30.5, low=18, high=90), "fractional"),
+        (lambda: CategoricalFeature(name="color", value="red", categories=()), "empty domain"),
+        (lambda: CategoricalFeature(name="color", value="pink", categories=("red",)), "not one of"),
+        (lambda: CategoricalFeature(name="color", value="red", categories=("red", "red")), "twice"),
+    ],
+)
+def test_bad_features_raise_feature_error_naming_the_feature(build: object, fragment: str) -> None:
+    with pytest.raises(FeatureError) as info:
+        build()  # type: ignore[operator]
+    assert isinstance(info.value, ValueError)
+    name = info.value.field.split(".")[0]
+    assert name in {"age", "income", "color"}
+    assert name in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_duplicate_names_are_rejected() -> None:
+    with pytest.raises(FeatureError, match="duplicate feature name") as info:
+        FeatureSpace([FloatFeature(name="x", value=1.0), IntegerFeature(name="x", value=1)])
+    assert info.value.field == "x"
+
+
+def test_encoding_rejects_values_of_the_wrong_kind() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="n", value=1, low=0, high=5),
+            CategoricalFeature(name="c", value="a", categories=("a", "b")),
+            BooleanFeature(name="b", value=False),
+        ]
+    )
+    with pytest.raises(FeatureError, match="fractional"):
+        space.encode({"n": 1.5, "c": "a", "b": False})
+    with pytest.raises(FeatureError, match="not one of"):
+        space.encode({"n": 1, "c": "z", "b": False})
+    with pytest.raises(FeatureError, match="boolean"):
+        space.encode({"n": 1, "c": "a", "b": "yes"})
+    with pytest.raises(FeatureError, match="missing"):
+        space.encode({"n": 1, "c": "a"})
+    with pytest.raises(FeatureError, match="unknown feature"):
+        space.encode({"n": 1, "c": "a", "b": True, "extra": 2})
+    with pytest.raises(FeatureError, match="finite"):
+        space.encode({"n": math.nan, "c": "a", "b": True})
+
+
+def test_parse_feature_builds_by_kind_and_names_bad_fields() -> None:
+    feature = parse_feature({"kind": "float", "name": "x", "value": 1.0, "low": 0.0, "high": 2.0})
+    assert isinstance(feature, FloatFeature)
+    with pytest.raises(FeatureError) as info:
+        parse_feature({"kind": "integer", "name": "n", "value": "lots", "low": 0, "high": 2})
+    assert info.value.field.startswith("n")
+    with pytest.raises(FeatureError):
+        parse_feature({"kind": "complex", "name": "z", "value": 1})

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planning import ClassGoal, GoalError, OutputSpec, RangeGoal, ValueGoal, parse_goal
+from planning.goals import bind_goals
+
+NUMERIC = (OutputSpec("y"),)
+BINARY = (OutputSpec("decision", ("no", "yes")),)
+
+
+def _distance(goal: ValueGoal | RangeGoal, *values: float) -> list[float]:
+    (bound,) = bind_goals([goal], NUMERIC)
+    return bound.distance(np.array(values, dtype=np.float64)).tolist()
+
+
+@pytest.mark.parametrize(
+    ("p", "expected"),
+    [
+        (0.04, 0.0),  # |p| < t
+        (-0.04, 0.0),
+        (0.05, 0.05),  # exactly at the threshold: not met
+        (-0.06, 0.06),
+        (0.0, 0.0),
+    ],
+)
+def test_value_goal_of_zero_uses_absolute_tolerance(p: float, expected: float) -> None:
+    assert _distance(ValueGoal(value=0.0, tolerance=0.05), p) == [pytest.approx(expected)]
+
+
+@pytest.mark.parametrize(
+    ("g", "p", "t", "expected"),
+    [
+        (10.0, 10.4, 0.05, 0.0),  # 0.4 / 10.4 < 0.05
+        (10.0, 9.0, 0.1, 1.0),  # 1 / 10 == 0.1 exactly: not met
+        (10.0, 9.01, 0.1, 0.0),
+        (-10.0, -10.4, 0.05, 0.0),  # negative values: scale by magnitudes
+        (-10.0, -9.0, 0.05, 1.0),
+        (-10.0, 10.0, 0.5, 20.0),  # opposite signs are far apart
+        (3.0, 3.0, 0.0, 0.0),  # tolerance 0: equality only
+        (3.0, 3.0001, 0.0, 0.0001),
+    ],
+)
+def test_value_goal_relative_tolerance(g: float, p: float, t: float, expected: float) -> None:
+    assert _distance(ValueGoal(value=g, tolerance=t), p) == [pytest.approx(expected)]
+
+
+def test_range_goal_distance_is_the_distance_to_the_interval() -> None:
+    got = _distance(RangeGoal(low=1.0, high=2.0), 0.25, 1.0, 1.5, 2.0, 3.5)
+    assert got == pytest.approx([0.75, 0.0, 0.0, 0.0, 1.5])
+
+
+def test_class_goal_is_graded_towards_the_boundary() -> None:
+    (plain,) = bind_goals([ClassGoal(target="yes")], BINARY)
+    (confident,) = bind_goals([ClassGoal(target="yes", confidence=0.8)], BINARY)
+    proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.1, 0.9], [0.2, 0.8]])
+    assert plain.distance(proba) == pytest.approx([0.8, 0.2, 0.0, 0.0, 0.0])
+    assert confident.distance(proba) == pytest.approx([0.8, 0.4, 0.1, 0.0, 0.0])
+    assert confident.below_confidence(proba).tolist() == [True, True, True, False, False]
+    assert plain.below_confidence(proba).tolist() == [False] * 5
+
+
+def test_a_tie_meets_only_the_class_argmax_picks() -> None:
+    tie = np.array([[0.5, 0.5]])
+    (first,) = bind_goals([ClassGoal(target="no")], BINARY)
+    (second,) = bind_goals([ClassGoal(target="yes")], BINARY)
+    assert first.met(tie).tolist() == [True]
+    assert second.met(tie).tolist() == [False]
+    assert second.distance(tie)[0] > 0.0
+
+
+def test_class_goal_matches_labels_by_value_then_text() -> None:
+    spec = (OutputSpec("label", (0, 1, 2)),)
+    assert bind_goals([ClassGoal(target=2)], spec)[0].class_index == 2
+    assert bind_goals([ClassGoal(target="1")], spec)[0].class_index == 1
+    bools = (OutputSpec("label", (False, True)),)
+    assert bind_goals([ClassGoal(target=True)], bools)[0].class_index == 1
+    with pytest.raises(GoalError, match="not one of"):
+        bind_goals([ClassGoal(target=7)], spec)
+
+
+def test_goals_are_matched_by_output_name() -> None:
+    outputs = (OutputSpec("high"), OutputSpec("low"))
+    bound = bind_goals([RangeGoal(output="low", low=0, high=1), ValueGoal(output="high", value=5)], outputs)
+    assert [b.output.name for b in bound] == ["low", "high"]
+
+
+@pytest.mark.parametrize(
+    ("goals", "outputs", "field", "fragment"),
+    [
+        ([ValueGoal(value=1.0)], (OutputSpec("a"), OutputSpec("b")), "goals[0].output", "name one"),
+        ([ValueGoal(output="c", value=1.0)], NUMERIC, "goals[0].output", "unknown output"),
+        ([ClassGoal(target="yes")], NUMERIC, "goals[0].target", "numeric"),
+        ([ValueGoal(value=1.0)], BINARY, "goals[0].kind", "class goal"),
+        ([ValueGoal(value=1.0), RangeGoal(low=0, high=1)], NUMERIC, "goals[1].output", "two goals"),
+        ([], NUMERIC, "goals", "at least one"),
+    ],
+)
+def test_binding_errors_name_the_goal_field(
+    goals: list[ClassGoal | ValueGoal | RangeGoal], outputs: tuple[OutputSpec, ...], field: str, fragment: str
+) -> None:
+    with pytest.raises(GoalError, match=fragment) as info:
+        bind_goals(goals, outputs)
+    assert info.value.field == field
+
+
+def test_invalid_goal_fields_raise_goal_error() -> None:
+    with pytest.raises(GoalError, match="inverted range"):
+        RangeGoal(low=2.0, high=1.0)
+    with pytest.raises(GoalError, match="confidence"):
+        ClassGoal(target=1, confidence=1.5)
+    with pytest.raises(GoalError, match="tolerance"):
+        ValueGoal(value=1.0, tolerance=-0.1)
+    with pytest.raises(GoalError):
+        ValueGoal(value=float("nan"))
+    assert isinstance(parse_goal({"kind": "range", "low": 0, "high": 1}), RangeGoal)
+    with pytest.raises(GoalError):
+        parse_goal({"kind": "shape", "output": "y"})

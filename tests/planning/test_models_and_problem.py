@@ -1,0 +1,160 @@
+"""Model adapters and building a problem from a training DataFrame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import make_regression
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import Pipeline
+
+from planning import (
+    CallableAdapter,
+    ClassGoal,
+    CounterfactualProblem,
+    FeatureError,
+    ModelAdapterError,
+    OutputSpec,
+    ProblemError,
+    RangeGoal,
+    ScoreCalculator,
+    SklearnClassifierAdapter,
+    SklearnRegressorAdapter,
+    ValueGoal,
+    adapt_sklearn,
+)
+from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+
+
+def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    seen: list[Any] = []
+
+    class Spy:
+        classes_ = loan_model.classes_
+        feature_names_in_ = loan_model.feature_names_in_
+
+        def predict_proba(self, frame: Any) -> Any:
+            seen.append(frame)
+            return loan_model.predict_proba(frame)
+
+    problem = CounterfactualProblem.from_dataframe(loan_data, 0, Spy(), [ClassGoal(target=1)], target=TARGET)
+    ScoreCalculator(problem).calculate(np.repeat(problem.original_row(), 3, axis=0))
+    (frame,) = seen
+    assert isinstance(frame, pd.DataFrame) and frame.shape == (3, len(loan_model.feature_names_in_))
+    assert list(frame.columns) == list(loan_model.feature_names_in_)
+    assert frame["education"].iloc[0] == loan_data["education"].iloc[0]
+    assert frame["has_guarantor"].dtype == bool
+
+
+def test_bare_estimator_gets_the_encoded_array() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    model = LogisticRegression().fit(X, y)
+    adapter = adapt_sklearn(model, "label")
+    assert isinstance(adapter, SklearnClassifierAdapter) and adapter.input_kind == "array"
+    assert adapter.outputs == (OutputSpec("label", (0, 1)),)
+    data = pd.DataFrame(X, columns=["a", "b", "c"])
+    problem = CounterfactualProblem.from_dataframe(data, 0, adapter, [ClassGoal(target=1)])
+    evaluation = ScoreCalculator(problem).calculate(X[:5])
+    np.testing.assert_allclose(evaluation.predictions["label"], model.predict_proba(X[:5]))
+
+
+def test_single_and_multi_output_regressors() -> None:
+    X, y = make_regression(n_samples=100, n_features=3, n_targets=2, random_state=0)
+    data = pd.DataFrame(X, columns=["a", "b", "c"])
+    multi = LinearRegression().fit(X, y)
+    adapter = adapt_sklearn(multi, ["first", "second"])
+    assert isinstance(adapter, SklearnRegressorAdapter)
+    goals = [ValueGoal(output="second", value=0.0, tolerance=0.1), RangeGoal(output="first", low=-1, high=1)]
+    problem = CounterfactualProblem.from_dataframe(data, 3, adapter, goals)
+    evaluation = ScoreCalculator(problem, assert_mode=True).calculate(X[:4])
+    np.testing.assert_allclose(evaluation.predictions["first"], multi.predict(X[:4])[:, 0])
+    np.testing.assert_allclose(evaluation.predictions["second"], multi.predict(X[:4])[:, 1])
+    single = LinearRegression().fit(X, y[:, 0])
+    problem = CounterfactualProblem.from_dataframe(data, 3, single, [ValueGoal(value=1.0)])
+    assert problem.model.outputs == (OutputSpec("prediction"),)
+    with pytest.raises(ModelAdapterError, match="expected"):
+        CounterfactualProblem.from_dataframe(
+            data, 3, adapt_sklearn(multi, "only"), [ValueGoal(value=1.0)]
+        ).model.predict(X[:2], problem.space)
+
+
+def test_adapter_errors_name_the_problem() -> None:
+    with pytest.raises(ModelAdapterError, match="predict_proba"):
+        SklearnClassifierAdapter(object())
+    with pytest.raises(ModelAdapterError, match="not fitted"):
+        SklearnClassifierAdapter(LogisticRegression())
+    with pytest.raises(ModelAdapterError, match="unique output names"):
+        SklearnRegressorAdapter(LinearRegression(), ["a", "a"])
+    with pytest.raises(ModelAdapterError, match="callable"):
+        CallableAdapter(42, [OutputSpec("y")])  # type: ignore[arg-type]
+
+
+def test_from_dataframe_infers_kinds_domains_and_statistics(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET,
+        immutable=IMMUTABLE,
+        overrides={"income": {"low": 0.0, "high": 500_000.0}},
+    )
+    space = problem.space
+    kinds = {f.name: f.kind for f in space.features}
+    assert kinds["age"] == "integer" and kinds["income"] == "float"
+    assert kinds["education"] == "categorical" and kinds["has_guarantor"] == "boolean"
+    assert not space["age"].mutable and not space["has_prior_default"].mutable
+    assert space["income"].bounds == (0.0, 500_000.0)
+    assert space["credit_cards"].bounds == (
+        float(loan_data["credit_cards"].min()),
+        float(loan_data["credit_cards"].max()),
+    )
+    education = space["education"]
+    assert isinstance(education, ack := type(education)) and ack.__name__ == "CategoricalFeature"
+    assert set(education.domain) == set(loan_data["education"])  # type: ignore[union-attr]
+    debt = loan_data["debt"].to_numpy()
+    stats = problem.statistics["debt"]
+    assert stats.std == pytest.approx(debt.std())
+    assert stats.mad == pytest.approx(np.median(np.abs(debt - np.median(debt))))
+    assert stats.range == pytest.approx(debt.max() - debt.min())
+    assert problem.model.outputs[0].name == TARGET
+
+
+def test_domains_widen_to_hold_the_instance(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    applicant = {**rejected_applicant(), "income": 1_000_000.0, "purpose": "wedding"}
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data, applicant, loan_model, [ClassGoal(target=1)], target=TARGET
+    )
+    assert problem.space["income"].bounds[1] == 1_000_000.0
+    assert "wedding" in problem.space["purpose"].domain  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"immutable": ["height"]}, ProblemError, "not a feature column"),
+        ({"columns": ["age", TARGET], "target": TARGET}, ProblemError, "label column"),
+        ({"instance": 10**9}, ProblemError, "outside"),
+        ({"instance": {**rejected_applicant(), "income": float("nan")}}, FeatureError, "finite"),
+        ({"instance": {**rejected_applicant(), "credit_cards": 2.5}}, FeatureError, "fractional"),
+        ({"overrides": {"income": {"low": 30_000.0, "high": 40_000.0}}}, FeatureError, "outside its domain"),
+    ],
+)
+def test_from_dataframe_errors(
+    loan_data: pd.DataFrame,
+    loan_model: Pipeline,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    fragment: str,
+) -> None:
+    arguments: dict[str, Any] = {"instance": rejected_applicant(), "target": TARGET, **kwargs}
+    instance = arguments.pop("instance")
+    with pytest.raises(error, match=fragment):
+        CounterfactualProblem.from_dataframe(loan_data, instance, loan_model, [ClassGoal(target=1)], **arguments)

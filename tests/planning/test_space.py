@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planning import (
+    BooleanFeature,
+    CandidateError,
+    CategoricalFeature,
+    FeatureSpace,
+    FloatFeature,
+    IntegerFeature,
+)
+from planning.space import AnyFeature
+
+
+@st.composite
+def feature_and_value(draw: st.DrawFn, index: int) -> tuple[AnyFeature, Any]:
+    """A random feature of any kind plus a random value from its domain."""
+    name = f"f{index}"
+    kind = draw(st.sampled_from(["integer", "float", "categorical", "boolean"]))
+    if kind == "integer":
+        low = draw(st.integers(-1000, 1000))
+        high = draw(st.integers(low, low + 2000))
+        value = draw(st.integers(low, high))
+        other = draw(st.integers(low, high))
+        return IntegerFeature(name=name, value=value, low=low, high=high), other
+    if kind == "float":
+        floats = st.floats(-1e9, 1e9, allow_nan=False, allow_infinity=False)
+        a, b = sorted((draw(floats) + 0.0, draw(floats) + 0.0))
+        value = draw(st.floats(a, b))
+        other = draw(st.floats(a, b))
+        return FloatFeature(name=name, value=value, low=a, high=b), other
+    if kind == "categorical":
+        categories = draw(st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=6, unique=True))
+        value = draw(st.sampled_from(categories))
+        other = draw(st.sampled_from(categories))
+        return CategoricalFeature(name=name, value=value, categories=tuple(categories)), other
+    return BooleanFeature(name=name, value=draw(st.booleans())), draw(st.booleans())
+
+
+@st.composite
+def space_and_row(draw: st.DrawFn) -> tuple[FeatureSpace, dict[str, Any]]:
+    count = draw(st.integers(1, 8))
+    pairs = [draw(feature_and_value(i)) for i in range(count)]
+    return FeatureSpace([f for f, _ in pairs]), {f.name: v for f, v in pairs}
+
+
+@given(space_and_row())
+def test_encoding_round_trips_losslessly(case: tuple[FeatureSpace, dict[str, Any]]) -> None:
+    space, values = case
+    row = space.encode(values)
+    assert row.dtype == np.float64 and row.shape == (len(space),)
+    assert space.decode(row) == values
+    matrix = np.vstack([row, space.original])
+    space.check_candidates(matrix)
+    frame = space.to_frame(matrix)
+    assert list(frame.columns) == list(space.names)
+    assert {name: frame[name].iloc[0] for name in space.names} == values
+    original = {f.name: f.value for f in space.features}
+    assert space.decode(space.original) == original
+
+
+def test_to_frame_gives_the_types_a_pipeline_expects() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="n", value=2, low=0, high=5),
+            FloatFeature(name="x", value=0.5, low=0.0, high=1.0),
+            CategoricalFeature(name="c", value="b", categories=("a", "b")),
+            BooleanFeature(name="flag", value=True),
+        ]
+    )
+    frame = space.to_frame(np.array([[3.0, 0.25, 0.0, 0.0]]))
+    assert frame["n"].dtype == np.int64 and frame["n"].iloc[0] == 3
+    assert frame["x"].dtype == np.float64
+    assert frame["c"].iloc[0] == "a"
+    assert frame["flag"].dtype == bool and not frame["flag"].iloc[0]
+
+
+def test_candidates_outside_the_space_are_rejected_by_name() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="n", value=2, low=0, high=5),
+            FloatFeature(name="x", value=0.5, low=0.0, high=1.0),
+        ]
+    )
+    with pytest.raises(CandidateError, match="shape"):
+        space.check_candidates(np.zeros((2, 3)))
+    with pytest.raises(CandidateError) as info:
+        space.check_candidates(np.array([[2.0, 0.5], [2.0, 1.5]]))
+    assert info.value.field == "x" and "row 1" in str(info.value)
+    with pytest.raises(CandidateError, match="whole number"):
+        space.check_candidates(np.array([[2.5, 0.5]]))
+    with pytest.raises(CandidateError):
+        space.check_candidates(np.array([[2.0, np.nan]]))

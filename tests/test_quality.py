@@ -1,0 +1,33 @@
+"""The packages stay ruff- and mypy --strict-clean, and the layers import downwards only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_ruff_is_clean() -> None:
+    result = _run("ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = _run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
+    code = (
+        "import sys, planning, planning.demo\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in {'solver', 'server', 'grpc', 'optuna'}]\n"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
