@@ -111,7 +111,7 @@ class FeatureSpace:
                 columns[feature.name] = np.rint(column).astype(np.int64)
             else:
                 columns[feature.name] = column
-        return pd.DataFrame(columns, columns=list(self.names))
+        return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
 
     def check_candidates(self, X: Any) -> FloatMatrix:
         """Check that ``X`` is a finite, in-domain candidate matrix of this space.
