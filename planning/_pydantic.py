@@ -20,6 +20,10 @@ def describe(exc: ValidationError) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(part) for part in err["loc"])
+        inner = err.get("ctx", {}).get("error")
+        if isinstance(inner, InvalidInputError):  # a nested model's own error: keep its path
+            out.append((f"{loc}.{inner.field}" if loc else inner.field, inner.problem))
+            continue
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
@@ -34,9 +38,9 @@ def reraise(
     owner: str,
     make: Callable[[str, str], InvalidInputError],
 ) -> NoReturn:
-    """Raise ``make(field, problem)`` for ``exc``; ``owner`` prefixes the field path."""
+    """Raise ``make(field, problem)`` for ``exc``; ``owner`` (may be empty) prefixes the field path."""
     problems = describe(exc)
-    fields = [f"{owner}.{loc}" if loc else owner for loc, _ in problems]
+    fields = [".".join(part for part in (owner, loc) if part) or "value" for loc, _ in problems]
     field = fields[0] if len(fields) == 1 else ", ".join(fields)
     text = "; ".join(f"{f}: {m}" if len(problems) > 1 else m for f, (_, m) in zip(fields, problems, strict=True))
     raise make(field, text) from None

@@ -1,0 +1,184 @@
+"""The ``counterplan`` command line: the same engine as the Python API, seen from a terminal.
+
+``counterplan explain`` with no arguments explains the embedded demo: a loan model trained on
+data counterplan generates, for a rejected applicant. With arguments it explains a row of your
+own model and data. Bad arguments print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from planning.distance import DistanceSettings
+from planning.errors import CounterplanError
+from planning.goals import ClassGoal, RangeGoal, ValueGoal
+from planning.models import adapt_sklearn
+from planning.problem import CounterfactualProblem
+from server.goal_text import GOAL_HELP, parse_goal_text
+from server.loading import load_csv, load_instance, load_model
+from server.render import print_result, progress_line
+from solver.config import SolverConfig, TerminationConfig
+from solver.counterfactual import CounterfactualSolver
+from solver.result import BestSolutionEvent
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    explain = commands.add_parser(
+        "explain",
+        help="find the smallest actionable change that reaches a goal",
+        description="Explain one prediction with a counterfactual. With no arguments: the embedded demo loan model.",
+    )
+    explain.add_argument("--model", help="fitted scikit-learn model: .skops or .joblib file")
+    explain.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    explain.add_argument("--data", help="CSV of training data: domains and statistics are inferred from it")
+    explain.add_argument("--row", type=int, help="row of --data to explain (0-based)")
+    explain.add_argument("--instance", help="the instance as a JSON object, or @file.json")
+    explain.add_argument("--target", help="label column of --data, left out of the features")
+    explain.add_argument(
+        "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns never to change"
+    )
+    explain.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
+    explain.add_argument("--distance", choices=["range_l1", "mad_l1", "sd_squared"], default="range_l1")
+    explain.add_argument("--config", help="solver configuration file (YAML or JSON)")
+    explain.add_argument("--seed", type=int, help="random seed (default: the config's)")
+    explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
+    explain.add_argument("--json", action="store_true", help="print the result as JSON")
+    explain.add_argument("--no-progress", action="store_true", help="no live best-score display")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "explain":
+            return _explain(args)
+    except CounterplanError as exc:
+        parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
+    return EXIT_USAGE
+
+
+def _explain(args: argparse.Namespace) -> int:
+    problem = _problem(args)
+    config = SolverConfig.load(args.config) if args.config else SolverConfig()
+    if args.time_limit is not None:
+        if args.time_limit <= 0:
+            raise CounterplanError("--time-limit must be above 0") from None
+        config = config.model_copy(
+            update={
+                "termination": TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
+            }
+        )
+    solver = CounterfactualSolver(problem, config, args.seed)
+    err = Console(stderr=True)
+    show_progress = not args.no_progress and not args.json and err.is_terminal
+    if show_progress:
+        with err.status("searching...") as status:
+
+            def update(event: BestSolutionEvent) -> None:
+                status.update(progress_line(event))
+
+            solver.add_listener(update)
+            result = solver.solve()
+    else:
+        result = solver.solve()
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print_result(result, Console())
+    return 0
+
+
+def _problem(args: argparse.Namespace) -> CounterfactualProblem:
+    immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
+    goals = [parse_goal_text(text) for text in args.goal]
+    distance = DistanceSettings(metric=args.distance)
+    if args.model is None and args.data is None:
+        if args.row is not None or args.target is not None:
+            raise _usage("--row and --target need --model and --data")
+        return _demo_problem(args, goals, immutable, distance)
+    if args.model is None or args.data is None:
+        raise _usage("give both --model and --data (or neither, for the demo)")
+    if (args.row is None) == (args.instance is None):
+        raise _usage("give exactly one of --row and --instance")
+    data = load_csv(args.data)
+    model = load_model(args.model, trust=args.trust_model)
+    instance: Any = args.row if args.row is not None else load_instance(args.instance)
+    adapter = adapt_sklearn(model, args.target or "prediction")
+    if not goals:
+        goals = [_default_goal(adapter, data, instance, args.target)]
+    return CounterfactualProblem.from_dataframe(
+        data,
+        instance,
+        adapter,
+        goals,
+        target=args.target,
+        immutable=immutable,
+        distance=distance,
+        columns=_model_columns(model, data, args.target),
+    )
+
+
+def _demo_problem(
+    args: argparse.Namespace,
+    goals: list[ClassGoal | ValueGoal | RangeGoal],
+    immutable: list[str],
+    distance: DistanceSettings,
+) -> CounterfactualProblem:
+    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
+
+    data = demo.make_loan_data()
+    model = demo.train_loan_model(data)
+    instance: Any = demo.rejected_applicant() if args.instance is None else load_instance(args.instance)
+    return CounterfactualProblem.from_dataframe(
+        data,
+        instance,
+        model,
+        goals or [ClassGoal(target=1, confidence=0.7)],
+        target=demo.TARGET,
+        immutable=immutable or list(demo.IMMUTABLE),
+        distance=distance,
+    )
+
+
+def _model_columns(model: Any, data: Any, target: str | None) -> list[str]:
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        return [str(n) for n in names]
+    return [str(c) for c in data.columns if c != target]
+
+
+def _default_goal(adapter: Any, data: Any, instance: Any, target: str | None) -> ClassGoal:
+    """For a binary classifier: the class it does not predict now."""
+    spec = adapter.outputs[0]
+    if spec.classes is None or len(spec.classes) != 2:
+        raise _usage("this model needs an explicit --goal")
+    row = data.iloc[[instance]] if isinstance(instance, int) else __import__("pandas").DataFrame([instance])
+    columns = _model_columns(adapter.model, data, target)
+    predicted = adapter.model.predict(row[columns] if adapter.input_kind == "dataframe" else row[columns].to_numpy())[0]
+    other = [label for label in spec.classes if str(label) != str(predicted)]
+    return ClassGoal(target=other[0])
+
+
+class _UsageError(CounterplanError, ValueError):
+    pass
+
+
+def _usage(message: str) -> _UsageError:
+    return _UsageError(message)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

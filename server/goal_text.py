@@ -1,0 +1,40 @@
+"""Goals written on the command line: ``[OUTPUT=]class:LABEL[@CONFIDENCE]``,
+``[OUTPUT=]value:VALUE[~TOLERANCE]`` and ``[OUTPUT=]range:LOW..HIGH``."""
+
+from __future__ import annotations
+
+from planning.errors import GoalError
+from planning.goals import ClassGoal, RangeGoal, ValueGoal
+
+GOAL_HELP = "goal: [OUTPUT=]class:LABEL[@CONFIDENCE] | [OUTPUT=]value:V[~TOLERANCE] | [OUTPUT=]range:LOW..HIGH"
+
+
+def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:
+    """Parse one goal from its command-line form."""
+    output: str | None = None
+    body = text.strip()
+    if "=" in body.split(":", 1)[0]:
+        output, body = body.split("=", 1)
+        output = output.strip() or None
+    kind, _, spec = body.partition(":")
+    kind = kind.strip().lower()
+    try:
+        if kind == "class":
+            label, _, confidence = spec.partition("@")
+            target: str | int = int(label) if label.strip().lstrip("-").isdigit() else label.strip()
+            if target == "":
+                raise ValueError("empty class label")
+            return ClassGoal(output=output, target=target, confidence=float(confidence) if confidence else None)
+        if kind == "value":
+            value, _, tolerance = spec.partition("~")
+            return ValueGoal(output=output, value=float(value), tolerance=float(tolerance) if tolerance else 0.0)
+        if kind == "range":
+            low, sep, high = spec.partition("..")
+            if not sep:
+                raise ValueError("expected LOW..HIGH")
+            return RangeGoal(output=output, low=float(low), high=float(high))
+    except GoalError:
+        raise
+    except ValueError as exc:
+        raise GoalError(text, f"{exc}; {GOAL_HELP}") from None
+    raise GoalError(text, f"unknown goal kind {kind!r}; {GOAL_HELP}")

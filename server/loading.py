@@ -1,0 +1,91 @@
+"""Load models and data files named on the command line or in a model registry.
+
+scikit-learn models come as skops files (safe: only trusted types load) or joblib/pickle
+files (which run code while loading: only load files you trust).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import joblib
+import pandas as pd
+
+from planning.errors import InvalidInputError
+
+
+class LoadError(InvalidInputError):
+    """A file cannot be loaded; names the file and why."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("file", field, problem)
+
+
+def load_model(path: str | Path, trust: bool = False) -> Any:
+    """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file.
+
+    Parameters
+    ----------
+    path:
+        The file.
+    trust:
+        For skops files: also load types skops does not trust by default (only for files you
+        made). Joblib files always run code while loading.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise LoadError(str(file), "no such file")
+    suffix = file.suffix.lower()
+    try:
+        if suffix == ".skops":
+            import skops.io as sio  # noqa: PLC0415 - optional dependency, loaded at the edge
+
+            untrusted = sio.get_untrusted_types(file=file)
+            if untrusted and not trust:
+                raise LoadError(
+                    str(file), f"holds types skops does not trust ({', '.join(untrusted)}); pass --trust-model"
+                )
+            return sio.load(file, trusted=untrusted)
+        if suffix in {".joblib", ".pkl", ".pickle"}:
+            return joblib.load(file)
+    except LoadError:
+        raise
+    except ImportError:
+        raise LoadError(
+            str(file), "loading .skops files needs the skops extra: pip install 'counterplan[skops]'"
+        ) from None
+    except Exception as exc:  # a corrupt or foreign file: report it, not a traceback
+        raise LoadError(str(file), f"cannot load model: {type(exc).__name__}: {exc}") from None
+    raise LoadError(str(file), f"unknown model file type {suffix!r}; use .skops or .joblib")
+
+
+def load_csv(path: str | Path) -> pd.DataFrame:
+    """Read a CSV of training data."""
+    file = Path(path)
+    if not file.is_file():
+        raise LoadError(str(file), "no such file")
+    try:
+        data = pd.read_csv(file, skipinitialspace=True)
+    except Exception as exc:
+        raise LoadError(str(file), f"cannot read CSV: {exc}") from None
+    if data.empty:
+        raise LoadError(str(file), "the CSV has no rows")
+    return data
+
+
+def load_instance(text: str) -> dict[str, Any]:
+    """Parse an instance given as a JSON object, or as ``@file.json``."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise LoadError(text[1:], f"cannot read: {exc.strerror}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LoadError("instance", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise LoadError("instance", "expected a JSON object of feature values")
+    return value

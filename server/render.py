@@ -1,0 +1,58 @@
+"""Human-readable output of a counterfactual result, and the live best-score display."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from solver.result import BestSolutionEvent, CounterfactualResult
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.2f}"
+    return str(value)
+
+
+def _fmt_predictions(predictions: dict[str, Any]) -> str:
+    parts = []
+    for name, value in predictions.items():
+        if isinstance(value, dict):
+            probabilities = ", ".join(f"{label}: {p:.3f}" for label, p in value.items())
+            parts.append(f"{name} ({probabilities})")
+        else:
+            parts.append(f"{name} = {_fmt(value)}")
+    return "; ".join(parts)
+
+
+def print_result(result: CounterfactualResult, console: Console) -> None:
+    """A table of the changes, then the predictions, the score and the statistics."""
+    if result.changes:
+        table = Table(title="Counterfactual: change these features", title_justify="left")
+        table.add_column("feature")
+        table.add_column("original", justify="right")
+        table.add_column("proposed", justify="right", style="bold")
+        for change in result.changes:
+            table.add_row(change.feature, _fmt(change.original), _fmt(change.proposed))
+        console.print(table)
+    else:
+        console.print("No change found that improves on the original instance.")
+    verdict = "[green]valid[/green]" if result.valid else "[red]not valid: the goal is not reached[/red]"
+    console.print(f"Prediction before: {_fmt_predictions(result.original_predictions)}")
+    console.print(f"Prediction after:  {_fmt_predictions(result.predictions)}  {verdict}")
+    console.print(f"Score: {result.score}")
+    s = result.statistics
+    console.print(
+        f"Search: {s.steps} steps, {s.score_calculation_count:,} candidates scored in {s.model_call_count} model calls "
+        f"({s.score_calculation_speed:,.0f}/s), {s.time_spent_seconds * 1e3:.0f} ms; best found at step "
+        f"{s.best_found_at_step}; stopped: {s.termination_reason}",
+        style="dim",
+    )
+
+
+def progress_line(event: BestSolutionEvent) -> str:
+    """One line for the live display: the best score so far."""
+    state = "feasible" if event.feasible else "searching"
+    return f"best {event.score} ({state}) at step {event.step_index}, {event.time_spent_seconds * 1e3:.0f} ms"

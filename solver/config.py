@@ -1,0 +1,260 @@
+"""Solver configuration as pure data: pydantic models that round-trip through JSON and YAML.
+
+The shape follows OptaPlanner's solver config: a solver has a termination and a list of
+phases; a local-search phase has an acceptor, a forager, a move selector and its own
+termination. Factories (``solver.factory``) fill defaults and reject contradictions; runtime
+objects live for one solve. A tuned configuration is saved with :meth:`SolverConfig.to_yaml`
+and served as is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planning._pydantic import reraise
+from planning.errors import InvalidInputError, ScoreFormatError
+from planning.score import BendableScore
+
+
+class ConfigError(InvalidInputError):
+    """A solver configuration is invalid or contradicts itself."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("solver config", field, problem)
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            reraise(exc, "", ConfigError)
+
+
+def _parse_score(field: str, text: str) -> BendableScore:
+    try:
+        return BendableScore.parse(text)
+    except ScoreFormatError as exc:
+        raise ConfigError(field, exc.problem) from None
+
+
+PositiveSeconds = Annotated[float, Field(gt=0.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class TerminationConfig(_Config):
+    """Limits that end a solve or a phase; set limits are joined by ``composition``.
+
+    Every field left ``None`` is not a limit. ``children`` nest further terminations, joined
+    with this level's limits by the same ``composition`` (``"or"``: any one ends it;
+    ``"and"``: all must hold).
+    """
+
+    spent_limit_seconds: PositiveSeconds | None = None
+    unimproved_spent_limit_seconds: PositiveSeconds | None = None
+    step_count_limit: PositiveInt | None = None
+    unimproved_step_count_limit: PositiveInt | None = None
+    best_score_limit: str | None = None
+    """The text form of a score; reached when the best score is at least this good."""
+    best_score_feasible: bool | None = None
+    """When true: reached once the best score is feasible."""
+    score_calculation_count_limit: PositiveInt | None = None
+    move_count_limit: PositiveInt | None = None
+    composition: Literal["or", "and"] = "or"
+    children: tuple[TerminationConfig, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.best_score_limit is not None:
+            _parse_score("best_score_limit", self.best_score_limit)
+        if self.best_score_feasible is False:
+            raise ConfigError("best_score_feasible", "either true or left out")
+        return self
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no limit is set anywhere in this tree."""
+        own = self.model_dump(exclude={"composition", "children"}, exclude_none=True)
+        return not own and all(child.is_empty for child in self.children)
+
+
+class HillClimbingAcceptorConfig(_Config):
+    """Accept a move whose score is not worse than the current step's."""
+
+    type: Literal["hill_climbing"] = "hill_climbing"
+
+
+class TabuSearchAcceptorConfig(_Config):
+    """Tabu search: recently changed features, values or moves are tabu for some steps.
+
+    Aspiration: a tabu move whose score beats the best score so far is accepted anyway.
+    """
+
+    type: Literal["tabu_search"] = "tabu_search"
+    entity_tabu_size: Annotated[int, Field(ge=0)] | None = None
+    value_tabu_size: Annotated[int, Field(ge=0)] | None = None
+    move_tabu_size: Annotated[int, Field(ge=0)] | None = None
+    aspiration_enabled: bool = True
+
+
+class LateAcceptanceAcceptorConfig(_Config):
+    """Accept a move not worse than the step score ``late_acceptance_size`` steps ago."""
+
+    type: Literal["late_acceptance"] = "late_acceptance"
+    late_acceptance_size: PositiveInt = 20
+
+
+class SimulatedAnnealingAcceptorConfig(_Config):
+    """Accept worse moves with a chance that shrinks as the temperature cools.
+
+    ``starting_temperature`` is a score in text form, one temperature per level (as in
+    OptaPlanner); the temperature falls linearly with the termination's progress (time
+    gradient), reaching 0 at the end.
+    """
+
+    type: Literal["simulated_annealing"] = "simulated_annealing"
+    starting_temperature: str = "[0.05/0/0]hard/[0.2/1]soft"
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        levels = _parse_score("starting_temperature", self.starting_temperature).levels
+        if any(level < 0 for level in levels) or not any(levels):
+            raise ConfigError("starting_temperature", "needs levels >= 0, at least one above 0")
+        return self
+
+
+class GreatDelugeAcceptorConfig(_Config):
+    """Accept moves above a water level that rises towards 0 every step."""
+
+    type: Literal["great_deluge"] = "great_deluge"
+    water_level_increment_ratio: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
+
+
+class StepCountingHillClimbingAcceptorConfig(_Config):
+    """Accept moves not worse than a threshold refreshed every ``size`` steps."""
+
+    type: Literal["step_counting_hill_climbing"] = "step_counting_hill_climbing"
+    step_counting_hill_climbing_size: PositiveInt = 10
+
+
+AcceptorConfig = Annotated[
+    HillClimbingAcceptorConfig
+    | TabuSearchAcceptorConfig
+    | LateAcceptanceAcceptorConfig
+    | SimulatedAnnealingAcceptorConfig
+    | GreatDelugeAcceptorConfig
+    | StepCountingHillClimbingAcceptorConfig,
+    Field(discriminator="type"),
+]
+
+PickEarlyType = Literal["never", "first_best_score_improving", "first_last_step_score_improving"]
+
+
+class ForagerConfig(_Config):
+    """Picks the step among the accepted moves (OptaPlanner's local search forager)."""
+
+    accepted_count_limit: PositiveInt | None = None
+    """Consider only the first N accepted moves of the sample; None: all of them."""
+    pick_early_type: PickEarlyType = "never"
+
+
+class MoveSelectorConfig(_Config):
+    """Which moves a step samples, with relative weights, and how many per step."""
+
+    moves_per_step: PositiveInt = 48
+    """Sampled moves per walker per step; all are scored in one batched model call."""
+    change_weight: Annotated[float, Field(ge=0.0)] = 4.0
+    revert_weight: Annotated[float, Field(ge=0.0)] = 1.0
+    pair_change_weight: Annotated[float, Field(ge=0.0)] = 1.0
+    toward_original_weight: Annotated[float, Field(ge=0.0)] = 2.0
+    swap_weight: Annotated[float, Field(ge=0.0)] = 0.0
+    local_step_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    """Share of numeric change moves that step locally rather than uniformly in the domain."""
+    local_step_scale: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
+    """Largest local step, as a fraction of the feature's range."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        weights = (self.change_weight, self.revert_weight, self.pair_change_weight, self.toward_original_weight)
+        if sum(weights) + self.swap_weight <= 0.0:
+            raise ConfigError("weights", "at least one move weight must be above 0")
+        return self
+
+
+class LocalSearchPhaseConfig(_Config):
+    """A local-search phase: acceptor, forager, move selector, walkers and termination."""
+
+    type: Literal["local_search"] = "local_search"
+    acceptor: AcceptorConfig = Field(default_factory=TabuSearchAcceptorConfig)
+    forager: ForagerConfig = Field(default_factory=ForagerConfig)
+    move_selector: MoveSelectorConfig = Field(default_factory=MoveSelectorConfig)
+    walkers: Annotated[int, Field(ge=1, le=64)] = 4
+    """Independent searches stepping in lockstep; their moves share one model call per step."""
+    termination: TerminationConfig | None = None
+
+
+def default_termination() -> TerminationConfig:
+    """Stop once the answer is stable, never later than a time cap.
+
+    Feasible and no better solution for 40 steps, or no feasible solution after 400 steps,
+    or 10 seconds; whichever comes first.
+    """
+    return TerminationConfig(
+        spent_limit_seconds=10.0,
+        unimproved_step_count_limit=400,
+        children=(TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=40),),
+    )
+
+
+class SolverConfig(_Config):
+    """A whole solve: phases run in sequence under one solver-level termination."""
+
+    phases: tuple[LocalSearchPhaseConfig, ...] = Field(default_factory=lambda: (LocalSearchPhaseConfig(),))
+    termination: TerminationConfig = Field(default_factory=default_termination)
+    random_seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.phases:
+            raise ConfigError("phases", "give at least one phase")
+        if self.termination.is_empty and any(p.termination is None or p.termination.is_empty for p in self.phases):
+            raise ConfigError("termination", "the solver or every phase needs a termination, or the solve never ends")
+        return self
+
+    def to_yaml(self) -> str:
+        """The configuration as YAML."""
+        return yaml.safe_dump(self.model_dump(mode="json", exclude_defaults=False), sort_keys=False)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> SolverConfig:
+        """Parse YAML (or JSON, which YAML reads too)."""
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError("yaml", f"not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError("yaml", "expected a mapping at the top level")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SolverConfig:
+        """Validate plain data, raising :class:`ConfigError` naming the bad field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            reraise(exc, "", ConfigError)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SolverConfig:
+        """Read a ``.yaml``/``.yml``/``.json`` file."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(str(path), f"cannot read: {exc.strerror}") from None
+        return cls.from_yaml(text)

@@ -1,0 +1,171 @@
+"""Solving counterfactual problems: the bridge from the engines to the planning domain.
+
+``explain(problem, config)`` runs the engines on a :class:`planning.CounterfactualProblem`
+and returns a decoded :class:`~solver.result.CounterfactualResult`; listeners hear decoded
+:class:`~solver.result.BestSolutionEvent` s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from planning.calculator import Evaluation, ScoreCalculator
+from planning.errors import CounterplanError
+from planning.problem import CounterfactualProblem
+from planning.score import BendableScore
+from solver.config import SolverConfig
+from solver.engine import Solver
+from solver.events import BestSolutionChanged
+from solver.protocol import FloatMatrix
+from solver.result import BestSolutionEvent, Change, CounterfactualResult, SolveStatistics
+
+Listener = Callable[[BestSolutionEvent], None]
+
+
+class ModelFailureError(CounterplanError):
+    """The model fails on the original instance itself: there is nothing to search from."""
+
+
+class CalculatorScorer:
+    """Adapts :class:`planning.ScoreCalculator` to the engines' batch-scorer protocol."""
+
+    def __init__(self, calculator: ScoreCalculator) -> None:
+        self.calculator = calculator
+        self.last_evaluation: Evaluation | None = None
+
+    @property
+    def calculation_count(self) -> int:
+        """Candidates scored so far."""
+        return self.calculator.calculation_count
+
+    @property
+    def model_call_count(self) -> int:
+        """Model calls made so far."""
+        return self.calculator.model_call_count
+
+    def score(self, X: FloatMatrix) -> FloatMatrix:
+        """Score a batch with one model call."""
+        evaluation = self.calculator.calculate(X)
+        self.last_evaluation = evaluation
+        return evaluation.scores
+
+
+class CounterfactualSolver:
+    """Finds the best counterfactual of one problem.
+
+    Parameters
+    ----------
+    problem:
+        The problem to solve.
+    config:
+        Engine configuration; the default is a tabu search with an early-stopping termination.
+    seed:
+        Overrides ``config.random_seed``; the same problem, config and seed give the same answer.
+    """
+
+    def __init__(self, problem: CounterfactualProblem, config: SolverConfig | None = None, seed: int | None = None):
+        config = config or SolverConfig()
+        if seed is not None:
+            config = config.model_copy(update={"random_seed": seed})
+        self.problem = problem
+        self.config = config
+        self.listeners: list[Listener] = []
+        self._solver = Solver(config)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Hear every new best solution (decoded), in the solving thread."""
+        self.listeners.append(listener)
+
+    def terminate_early(self) -> None:
+        """Stop the running solve at its next step; the best so far comes back."""
+        self._solver.terminate_early()
+
+    def solve(self) -> CounterfactualResult:
+        """Run the search and decode its answer."""
+        problem = self.problem
+        calculator = ScoreCalculator(problem)
+        original = calculator.calculate(problem.original_row())
+        if original.failures[0] is not None:
+            raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
+        scorer = CalculatorScorer(calculator)
+        self._solver.listeners = [self._forward] if self.listeners else []
+        outcome = self._solver.solve(problem.space, scorer)
+        final = calculator.calculate(outcome.best_row.reshape(1, -1))
+        score = BendableScore.of(outcome.best_score)
+        levels = list(score.levels)
+        speed = outcome.score_calculation_count / outcome.time_spent if outcome.time_spent > 0 else 0.0
+        return CounterfactualResult(
+            original=problem.space.decode(problem.space.original),
+            proposed=problem.space.decode(outcome.best_row),
+            changes=self._changes(outcome.best_row),
+            predictions=self._predictions(final),
+            original_predictions=self._predictions(original),
+            score=str(score),
+            score_levels=levels,
+            valid=levels[0] == 0.0 and levels[2] == 0.0 and final.failures[0] is None,
+            feasible=score.is_feasible and final.failures[0] is None,
+            statistics=SolveStatistics(
+                steps=outcome.step_count,
+                score_calculation_count=outcome.score_calculation_count,
+                model_call_count=outcome.model_call_count,
+                score_calculation_speed=speed,
+                time_spent_seconds=outcome.time_spent,
+                best_found_at_step=outcome.best_step_index,
+                best_found_after_seconds=outcome.best_time,
+                termination_reason=outcome.termination_reason,
+            ),
+            failure=final.failures[0],
+        )
+
+    def _forward(self, event: BestSolutionChanged) -> None:
+        score = BendableScore.of(event.score)
+        decoded = BestSolutionEvent(
+            score=str(score),
+            score_levels=list(score.levels),
+            feasible=score.is_feasible,
+            values=self.problem.space.decode(event.row),
+            time_spent_seconds=event.time_spent,
+            step_index=event.step_index,
+            score_calculation_count=event.score_calculation_count,
+        )
+        for listener in self.listeners:
+            listener(decoded)
+
+    def _changes(self, row: FloatMatrix) -> list[Change]:
+        space = self.problem.space
+        changed = np.flatnonzero(row != space.original)
+        return [
+            Change(
+                feature=space.names[i],
+                original=space.features[i].decode(float(space.original[i])),
+                proposed=space.features[i].decode(float(row[i])),
+            )
+            for i in changed
+        ]
+
+    def _predictions(self, evaluation: Evaluation) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for spec in self.problem.model.outputs:
+            values = evaluation.predictions[spec.name][0]
+            if spec.classes is not None:
+                out[spec.name] = {str(label): float(p) for label, p in zip(spec.classes, values, strict=True)}
+            else:
+                out[spec.name] = float(values)
+        return out
+
+
+def explain(
+    problem: CounterfactualProblem,
+    config: SolverConfig | None = None,
+    *,
+    seed: int | None = None,
+    listeners: Iterable[Listener] = (),
+) -> CounterfactualResult:
+    """Find the best counterfactual of ``problem``; see :class:`CounterfactualSolver`."""
+    solver = CounterfactualSolver(problem, config, seed)
+    for listener in listeners:
+        solver.add_listener(listener)
+    return solver.solve()

@@ -1,0 +1,106 @@
+"""The solver: runs its phases in sequence on one problem, from the original instance.
+
+It knows the problem only through :mod:`solver.protocol`. The solver-level termination
+bounds every phase; :meth:`Solver.terminate_early` stops the solve from another thread, and
+the best solution found so far comes back.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.config import SolverConfig
+from solver.events import BestSolutionChanged, EngineListener
+from solver.phase import LocalSearchPhase
+from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.scope import Progress, SolverScope
+from solver.termination import Termination
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    """The engine's answer: the best row and score, and what the search spent."""
+
+    best_row: FloatMatrix
+    best_score: FloatMatrix
+    step_count: int
+    score_calculation_count: int
+    model_call_count: int
+    time_spent: float
+    termination_reason: str
+    best_step_index: int
+    best_time: float
+
+
+class Solver:
+    """Solves one encoded problem with a :class:`~solver.config.SolverConfig`.
+
+    Parameters
+    ----------
+    config:
+        Phases, termination and random seed.
+    listeners:
+        Called on every new best solution, in the solving thread.
+    """
+
+    def __init__(self, config: SolverConfig, listeners: list[EngineListener] | None = None) -> None:
+        self.config = config
+        self.listeners: list[EngineListener] = list(listeners or [])
+        self._terminate = threading.Event()
+
+    def add_listener(self, listener: EngineListener) -> None:
+        """Hear every new best solution."""
+        self.listeners.append(listener)
+
+    def terminate_early(self) -> None:
+        """Ask a running solve to stop at its next step; safe from any thread."""
+        self._terminate.set()
+
+    def solve(self, space: EncodedSpace, scorer: BatchScorer) -> SolveOutcome:
+        """Search from the original instance until the termination says stop."""
+        start = space.original.reshape(1, -1).copy()
+        start_score = scorer.score(start)[0]
+        scope = SolverScope(
+            space=space,
+            scorer=scorer,
+            rng=np.random.default_rng(self.config.random_seed),
+            best_row=start[0].copy(),
+            best_score=start_score.copy(),
+            progress=Progress.starting(start_score),
+            terminate_flag=self._terminate,
+        )
+        scope.progress.score_calculation_count = 1
+        best_time = 0.0
+        best_step = 0
+
+        def remember(event: BestSolutionChanged) -> None:
+            nonlocal best_time, best_step
+            best_time, best_step = event.time_spent, event.step_index
+
+        listeners = [remember, *self.listeners]
+        initial = BestSolutionChanged(start[0].copy(), start_score.copy(), scope.time_spent(), 0, 1)
+        for listener in listeners:
+            listener(initial)
+        termination = Termination(self.config.termination)
+        for index, phase_config in enumerate(self.config.phases):
+            scope.phase_index = index
+            if self._terminate.is_set():
+                scope.termination_reason = "terminated early"
+                break
+            LocalSearchPhase(phase_config).solve(scope, termination, listeners)
+            if scope.termination_reason and not scope.termination_reason.startswith("phase "):
+                break
+        return SolveOutcome(
+            best_row=scope.best_row,
+            best_score=scope.best_score,
+            step_count=scope.progress.step_count,
+            score_calculation_count=scorer.calculation_count,
+            model_call_count=scorer.model_call_count,
+            time_spent=scope.time_spent(),
+            termination_reason=scope.termination_reason or "all phases ended",
+            best_step_index=best_step,
+            best_time=best_time,
+        )

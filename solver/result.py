@@ -1,0 +1,90 @@
+"""What a counterfactual solve returns, and what its listeners hear, in decoded form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from planning.score import BendableScore
+
+
+class Change(BaseModel):
+    """One feature the counterfactual changes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    feature: str
+    original: Any
+    proposed: Any
+
+
+class SolveStatistics(BaseModel):
+    """What the search spent, and why it stopped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    steps: int
+    score_calculation_count: int
+    model_call_count: int
+    score_calculation_speed: float
+    """Candidate scores per second over the whole solve."""
+    time_spent_seconds: float
+    best_found_at_step: int
+    best_found_after_seconds: float
+    termination_reason: str
+
+
+class CounterfactualResult(BaseModel):
+    """The best counterfactual found: values, changes, predictions, score and statistics."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original: dict[str, Any]
+    proposed: dict[str, Any]
+    changes: list[Change]
+    predictions: dict[str, Any]
+    """Per output: ``{class: probability}`` for a classifier, the value otherwise."""
+    original_predictions: dict[str, Any]
+    score: str
+    """The bendable score in text form, ``[h0/h1/h2]hard/[s0/s1]soft``."""
+    score_levels: list[float]
+    valid: bool
+    """Every goal is met, with its confidence."""
+    feasible: bool
+    """Every hard level is 0: goals met and no actionability rule broken."""
+    statistics: SolveStatistics
+    failure: str | None = None
+    """Why the proposed row's prediction failed, if it did."""
+
+    @property
+    def bendable_score(self) -> BendableScore:
+        """The score as a :class:`~planning.score.BendableScore`."""
+        return BendableScore.parse(self.score)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per feature: original, proposed, and whether it changed."""
+        changed = {c.feature for c in self.changes}
+        return pd.DataFrame(
+            {
+                "feature": list(self.original),
+                "original": list(self.original.values()),
+                "proposed": [self.proposed[name] for name in self.original],
+                "changed": [name in changed for name in self.original],
+            }
+        )
+
+
+class BestSolutionEvent(BaseModel):
+    """A new best solution during the search, as listeners receive it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: str
+    score_levels: list[float]
+    feasible: bool
+    values: dict[str, Any]
+    time_spent_seconds: float
+    step_index: int
+    score_calculation_count: int

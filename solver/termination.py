@@ -1,0 +1,93 @@
+"""Terminations: when a solve or a phase stops, and how far along it is (0..1).
+
+Built from a :class:`~solver.config.TerminationConfig` tree. Each limit reports whether it
+is reached and its progress; ``"or"`` ends at the first reached limit and reports the largest
+progress, ``"and"`` ends when all are reached and reports the smallest, as in OptaPlanner.
+Simulated annealing cools by this progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from planning.score import BendableScore
+from solver.config import TerminationConfig
+from solver.scope import Progress
+from solver.scores import is_feasible, not_worse
+
+Check = tuple[str, Callable[[Progress], tuple[bool, float]]]
+
+
+def _ratio(value: float, limit: float) -> tuple[bool, float]:
+    return value >= limit, min(value / limit, 1.0)
+
+
+class Termination:
+    """A runtime termination tree, checked against a :class:`~solver.scope.Progress`."""
+
+    def __init__(self, config: TerminationConfig) -> None:
+        self.config = config
+        self.composition = config.composition
+        self._checks: list[Check] = []
+        self._children = [Termination(child) for child in config.children]
+        c = config
+        if c.spent_limit_seconds is not None:
+            limit = c.spent_limit_seconds
+            self._checks.append(("spent time limit", lambda p: _ratio(p.elapsed(), limit)))
+        if c.unimproved_spent_limit_seconds is not None:
+            unimproved = c.unimproved_spent_limit_seconds
+            self._checks.append(
+                (
+                    "unimproved time limit",
+                    lambda p: _ratio(time.perf_counter() - p.last_improvement_time, unimproved),
+                )
+            )
+        if c.step_count_limit is not None:
+            steps = c.step_count_limit
+            self._checks.append(("step count limit", lambda p: _ratio(p.step_count, steps)))
+        if c.unimproved_step_count_limit is not None:
+            idle = c.unimproved_step_count_limit
+            self._checks.append(
+                ("unimproved step count limit", lambda p: _ratio(p.step_count - p.best_step_index, idle))
+            )
+        if c.best_score_limit is not None:
+            target = BendableScore.parse(c.best_score_limit).to_array()
+
+            def reached(p: Progress) -> tuple[bool, float]:
+                done = bool(not_worse(p.best_score.reshape(1, -1), target)[0])
+                return done, 1.0 if done else 0.0
+
+            self._checks.append(("best score limit", reached))
+        if c.best_score_feasible:
+
+            def feasible(p: Progress) -> tuple[bool, float]:
+                done = is_feasible(p.best_score)
+                return done, 1.0 if done else 0.0
+
+            self._checks.append(("best score feasible", feasible))
+        if c.score_calculation_count_limit is not None:
+            calcs = c.score_calculation_count_limit
+            self._checks.append(("score calculation count limit", lambda p: _ratio(p.score_calculation_count, calcs)))
+        if c.move_count_limit is not None:
+            moves = c.move_count_limit
+            self._checks.append(("move count limit", lambda p: _ratio(p.move_count, moves)))
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no limit is set: such a termination never ends anything."""
+        return not self._checks and all(child.is_empty for child in self._children)
+
+    def evaluate(self, progress: Progress) -> tuple[bool, float, str]:
+        """``(terminated, progress 0..1, reason)`` for the current counters."""
+        results: list[tuple[bool, float, str]] = [(*check(progress), name) for name, check in self._checks]
+        results += [child.evaluate(progress) for child in self._children if not child.is_empty]
+        if not results:
+            return False, 0.0, ""
+        done = [r for r in results if r[0]]
+        if self.composition == "or":
+            return bool(done), float(np.max([r[1] for r in results])), done[0][2] if done else ""
+        all_done = len(done) == len(results)
+        return all_done, float(np.min([r[1] for r in results])), " and ".join(r[2] for r in results) if all_done else ""
