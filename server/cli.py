@@ -75,7 +75,7 @@ def _explain(args: argparse.Namespace) -> int:
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
     if args.time_limit is not None:
         if args.time_limit <= 0:
-            raise CounterplanError("--time-limit must be above 0") from None
+            raise _usage("--time-limit must be above 0")
         config = config.model_copy(
             update={
                 "termination": TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))

@@ -30,7 +30,8 @@ def _fmt_predictions(predictions: dict[str, Any]) -> str:
 def print_result(result: CounterfactualResult, console: Console) -> None:
     """A table of the changes, then the predictions, the score and the statistics."""
     if result.changes:
-        table = Table(title="Counterfactual: change these features", title_justify="left")
+        console.print("Counterfactual: change these features")
+        table = Table()
         table.add_column("feature")
         table.add_column("original", justify="right")
         table.add_column("proposed", justify="right", style="bold")

@@ -1,0 +1,187 @@
+"""The command line, run in-process (and once through the installed console script)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import joblib
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from planning.demo import IMMUTABLE, TARGET
+from server.cli import main
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def quick_config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("config") / "quick.yaml"
+    path.write_text("termination:\n  unimproved_step_count_limit: 15\n  spent_limit_seconds: 30\n")
+    return str(path)
+
+
+def test_explain_with_no_arguments_explains_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "explain", "--no-progress")
+    assert code == 0
+    assert "Counterfactual: change these features" in out
+    assert "valid" in out and "Score: [0/0/0]hard/" in out
+
+
+def test_json_output_is_the_whole_result(capsys: pytest.CaptureFixture[str], quick_config: str) -> None:
+    code, out, _ = _run(capsys, "explain", "--json", "--seed", "5", "--config", quick_config)
+    assert code == 0
+    result = json.loads(out)
+    assert result["valid"] and result["feasible"]
+    assert all(result["proposed"][name] == result["original"][name] for name in IMMUTABLE)
+    assert result["changes"] and result["statistics"]["score_calculation_count"] > 0
+    again = _run(capsys, "explain", "--json", "--seed", "5", "--config", quick_config)[1]
+    assert json.loads(again)["proposed"] == result["proposed"]
+
+
+@pytest.fixture(scope="module")
+def model_files(
+    tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline
+) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("model")
+    csv = folder / "loans.csv"
+    loan_data.to_csv(csv, index=False)
+    joblib_file = folder / "model.joblib"
+    joblib.dump(loan_model, joblib_file)
+    import skops.io as sio
+
+    skops_file = folder / "model.skops"
+    sio.dump(loan_model, skops_file)
+    return {"csv": csv, "joblib": joblib_file, "skops": skops_file}
+
+
+def _rejected_row(loan_data: pd.DataFrame, loan_model: Pipeline) -> int:
+    proba = loan_model.predict_proba(loan_data.drop(columns=[TARGET]))[:, 1]
+    return int((proba < 0.3).nonzero()[0][0])
+
+
+def test_explain_a_model_file_and_csv(
+    capsys: pytest.CaptureFixture[str],
+    model_files: dict[str, Path],
+    loan_data: pd.DataFrame,
+    loan_model: Pipeline,
+    quick_config: str,
+) -> None:
+    row = _rejected_row(loan_data, loan_model)
+    args = [
+        "explain",
+        "--model",
+        str(model_files["joblib"]),
+        "--data",
+        str(model_files["csv"]),
+        "--row",
+        str(row),
+        "--target",
+        TARGET,
+        "--immutable",
+        "age,has_prior_default",
+        "--goal",
+        "class:1@0.6",
+        "--json",
+        "--config",
+        quick_config,
+    ]
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["valid"]
+    assert result["predictions"][TARGET]["1"] >= 0.6
+    assert result["proposed"]["age"] == loan_data["age"].iloc[row]
+    # with no goal, a binary classifier is asked for the class it does not predict now
+    code, out, _ = _run(capsys, *[a for a in args if a not in ("--goal", "class:1@0.6")])
+    assert code == 0 and json.loads(out)["predictions"][TARGET]["1"] > 0.5
+
+
+def test_skops_files_load_only_trusted_types_unless_told(
+    capsys: pytest.CaptureFixture[str],
+    model_files: dict[str, Path],
+    loan_data: pd.DataFrame,
+    loan_model: Pipeline,
+    quick_config: str,
+) -> None:
+    row = str(_rejected_row(loan_data, loan_model))
+    base = [
+        "explain",
+        "--model",
+        str(model_files["skops"]),
+        "--data",
+        str(model_files["csv"]),
+        "--row",
+        row,
+        "--target",
+        TARGET,
+        "--json",
+        "--config",
+        quick_config,
+    ]
+    import skops.io as sio
+
+    if sio.get_untrusted_types(file=model_files["skops"]):
+        code, _, err = _run(capsys, *base)
+        assert code == 2 and "--trust-model" in err
+    code, out, err = _run(capsys, *base, "--trust-model")
+    assert code == 0, err
+    assert json.loads(out)["valid"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--row", "3"], "need --model and --data"),
+        (["--model", "missing.joblib"], "give both --model and --data"),
+        (["--goal", "class"], "goal"),
+        (["--goal", "prediction=colour:red"], "unknown goal kind"),
+        (["--goal", "range:1"], "LOW..HIGH"),
+        (["--goal", "class:7"], "not one of"),
+        (["--immutable", "height"], "not a feature column"),
+        (["--instance", "{not json"], "not valid JSON"),
+        (["--instance", json.dumps({"age": 30})], "no value"),
+        (["--config", "missing.yaml"], "cannot read"),
+        (["--time-limit", "-1"], "--time-limit"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], fragment: str
+) -> None:
+    code, out, err = _run(capsys, "explain", "--no-progress", *args)
+    assert code == 2
+    assert err.startswith("counterplan: error:") and err.count("\n") == 1
+    assert fragment in err
+    assert "Traceback" not in err + out
+
+
+def test_files_that_do_not_load_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_files: dict[str, Path]
+) -> None:
+    garbage = tmp_path / "model.joblib"
+    garbage.write_bytes(b"not a pickle")
+    code, _, err = _run(capsys, "explain", "--model", str(garbage), "--data", str(model_files["csv"]), "--row", "0")
+    assert code == 2 and "cannot load model" in err
+    code, _, err = _run(
+        capsys, "explain", "--model", str(tmp_path / "m.onnx"), "--data", str(model_files["csv"]), "--row", "0"
+    )
+    assert code == 2 and "no such file" in err
+
+
+def test_the_console_script_is_installed() -> None:
+    script = shutil.which("counterplan", path=str(Path(sys.executable).parent))
+    assert script is not None
+    result = subprocess.run([script, "explain", "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and "--goal" in result.stdout

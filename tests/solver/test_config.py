@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from solver import (
+    ConfigError,
+    LocalSearchPhaseConfig,
+    SimulatedAnnealingAcceptorConfig,
+    SolverConfig,
+    TabuSearchAcceptorConfig,
+    TerminationConfig,
+)
+from solver.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
+
+
+def _rich_config() -> SolverConfig:
+    return SolverConfig(
+        phases=(
+            LocalSearchPhaseConfig(
+                acceptor=SimulatedAnnealingAcceptorConfig(starting_temperature="[0.1/0/0]hard/[0.5/2]soft"),
+                walkers=2,
+                termination=TerminationConfig(step_count_limit=30),
+            ),
+            LocalSearchPhaseConfig(
+                acceptor=TabuSearchAcceptorConfig(entity_tabu_size=2, value_tabu_size=3),
+                move_selector=MoveSelectorConfig(moves_per_step=16, swap_weight=1.0),
+            ),
+        ),
+        termination=TerminationConfig(
+            composition="and",
+            best_score_feasible=True,
+            children=(TerminationConfig(unimproved_step_count_limit=5, spent_limit_seconds=2.5),),
+        ),
+        random_seed=11,
+    )
+
+
+def test_config_round_trips_through_json_and_yaml() -> None:
+    config = _rich_config()
+    assert SolverConfig.model_validate_json(config.model_dump_json()) == config
+    assert SolverConfig.from_yaml(config.to_yaml()) == config
+    assert SolverConfig.from_yaml(config.model_dump_json()) == config  # JSON is YAML
+
+
+def test_default_config_stops_when_stable_with_a_time_cap() -> None:
+    termination = SolverConfig().termination
+    assert termination.spent_limit_seconds is not None
+    (stable,) = termination.children
+    assert stable.composition == "and" and stable.best_score_feasible
+    assert stable.unimproved_step_count_limit is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "fragment"),
+    [
+        (
+            {"phases": [{"acceptor": {"type": "tabu_search", "entity_tabu_size": -1}}]},
+            "entity_tabu_size",
+            "greater than or equal to 0",
+        ),
+        ({"phases": [{"acceptor": {"type": "annealing"}}]}, "acceptor", "tag"),
+        ({"termination": {"best_score_limit": "0hard"}}, "termination.best_score_limit", "expected the form"),
+        ({"termination": {"spent_limit_seconds": -1}}, "termination.spent_limit_seconds", "greater than 0"),
+        ({"phases": []}, "phases", "at least one phase"),
+        ({"termination": {}, "phases": [{}]}, "termination", "never ends"),
+        ({"phases": [{"walkers": 0}]}, "phases.0.walkers", "greater than or equal to 1"),
+        (
+            {
+                "phases": [
+                    {
+                        "move_selector": {
+                            "change_weight": 0,
+                            "revert_weight": 0,
+                            "pair_change_weight": 0,
+                            "toward_original_weight": 0,
+                        }
+                    }
+                ]
+            },
+            "weights",
+            "above 0",
+        ),
+        (
+            {
+                "phases": [
+                    {"acceptor": {"type": "simulated_annealing", "starting_temperature": "[-1/0/0]hard/[0/0]soft"}}
+                ]
+            },
+            "starting_temperature",
+            ">= 0",
+        ),
+        ({"random_seed": 1, "unknown": True}, "unknown", "Extra inputs"),
+    ],
+)
+def test_bad_configs_name_the_field(data: dict[str, Any], field: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SolverConfig.from_dict(data)
+    assert isinstance(info.value, ValueError)
+    assert field in info.value.field
+    assert fragment in info.value.problem
+
+
+def test_constructing_a_bad_acceptor_directly_raises_config_error() -> None:
+    with pytest.raises(ConfigError, match="late_acceptance_size"):
+        LateAcceptanceAcceptorConfig(late_acceptance_size=0)
+
+
+def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
+    with pytest.raises(ConfigError, match="YAML"):
+        SolverConfig.from_yaml("phases: [")
+    with pytest.raises(ConfigError, match="mapping"):
+        SolverConfig.from_yaml("- 1")
+    with pytest.raises(ConfigError, match="cannot read"):
+        SolverConfig.load(tmp_path / "missing.yaml")
+    path = tmp_path / "config.yaml"
+    path.write_text(_rich_config().to_yaml())
+    assert SolverConfig.load(path) == _rich_config()

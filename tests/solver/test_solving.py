@@ -1,0 +1,177 @@
+"""End-to-end solves on problems with known answers, with every acceptor."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from planning.space import FloatMatrix
+from solver import (
+    BestSolutionEvent,
+    CounterfactualSolver,
+    GreatDelugeAcceptorConfig,
+    HillClimbingAcceptorConfig,
+    LateAcceptanceAcceptorConfig,
+    LocalSearchPhaseConfig,
+    ModelFailureError,
+    SimulatedAnnealingAcceptorConfig,
+    SolverConfig,
+    StepCountingHillClimbingAcceptorConfig,
+    TabuSearchAcceptorConfig,
+    TerminationConfig,
+    explain,
+)
+from solver.config import AcceptorConfig
+
+ACCEPTORS: list[AcceptorConfig] = [
+    HillClimbingAcceptorConfig(),
+    TabuSearchAcceptorConfig(),
+    LateAcceptanceAcceptorConfig(),
+    SimulatedAnnealingAcceptorConfig(),
+    GreatDelugeAcceptorConfig(),
+    StepCountingHillClimbingAcceptorConfig(),
+]
+
+
+def _config(acceptor: AcceptorConfig, steps: int = 150) -> SolverConfig:
+    return SolverConfig(
+        phases=(LocalSearchPhaseConfig(acceptor=acceptor),),
+        termination=TerminationConfig(step_count_limit=steps),
+    )
+
+
+@pytest.mark.parametrize("acceptor", ACCEPTORS, ids=lambda a: a.type)
+def test_every_acceptor_finds_the_cheapest_change(
+    linear_problem: CounterfactualProblem, acceptor: AcceptorConfig
+) -> None:
+    result = explain(linear_problem, _config(acceptor), seed=3)
+    assert result.valid and result.feasible
+    assert [c.feature for c in result.changes] == ["x"]
+    # the boundary is x = 2; the optimum is just past it (distance 0.15 of the range)
+    assert 2.0 < result.proposed["x"] < 2.1
+    assert result.score_levels[3] == pytest.approx(-0.15, abs=0.01)
+    assert result.proposed["frozen_flag"] is True and result.proposed["age"] == 40
+    assert result.predictions["approved"]["1"] > 0.5 > result.original_predictions["approved"]["1"]
+
+
+def test_same_seed_same_answer_and_different_seeds_search_differently(linear_problem: CounterfactualProblem) -> None:
+    config = _config(TabuSearchAcceptorConfig(), steps=20)
+    first = explain(linear_problem, config, seed=7)
+    again = explain(linear_problem, config, seed=7)
+    other = explain(linear_problem, config, seed=8)
+    assert first.proposed == again.proposed and first.score == again.score
+    assert first.statistics.score_calculation_count == again.statistics.score_calculation_count
+    assert other.proposed != first.proposed
+
+
+def test_listeners_hear_every_new_best_in_improving_order(linear_problem: CounterfactualProblem) -> None:
+    events: list[BestSolutionEvent] = []
+    result = explain(linear_problem, _config(TabuSearchAcceptorConfig(), steps=60), seed=1, listeners=[events.append])
+    assert events[0].step_index == 0 and events[0].values == result.original
+    levels = [tuple(e.score_levels) for e in events]
+    assert all(a < b for a, b in itertools.pairwise(levels))
+    assert events[-1].score == result.score and events[-1].values == result.proposed
+    assert [e.step_index for e in events] == sorted(e.step_index for e in events)
+    assert events[-1].step_index == result.statistics.best_found_at_step
+
+
+def test_the_default_termination_stops_once_stable(linear_problem: CounterfactualProblem) -> None:
+    result = explain(linear_problem, seed=0)
+    assert result.valid
+    assert "unimproved step count" in result.statistics.termination_reason
+    assert result.statistics.steps < 400
+
+
+def test_terminate_early_returns_the_best_so_far(linear_problem: CounterfactualProblem) -> None:
+    config = SolverConfig(termination=TerminationConfig(spent_limit_seconds=60.0))
+    solver = CounterfactualSolver(linear_problem, config)
+    started = threading.Event()
+    solver.add_listener(lambda event: started.set())
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(result=solver.solve()))
+    thread.start()
+    assert started.wait(30)
+    time.sleep(0.2)
+    solver.terminate_early()
+    thread.join(30)
+    assert not thread.is_alive()
+    result = box["result"]
+    assert result.statistics.termination_reason == "terminated early"  # type: ignore[attr-defined]
+    assert result.statistics.time_spent_seconds < 60  # type: ignore[attr-defined]
+
+
+def test_phases_run_in_sequence_and_later_ones_start_from_the_best(linear_problem: CounterfactualProblem) -> None:
+    config = SolverConfig(
+        phases=(
+            LocalSearchPhaseConfig(
+                acceptor=HillClimbingAcceptorConfig(), termination=TerminationConfig(best_score_feasible=True)
+            ),
+            LocalSearchPhaseConfig(
+                acceptor=TabuSearchAcceptorConfig(), termination=TerminationConfig(step_count_limit=80)
+            ),
+        ),
+        termination=TerminationConfig(step_count_limit=400),
+    )
+    result = explain(linear_problem, config, seed=2)
+    assert result.valid
+    assert result.statistics.termination_reason.startswith("phase 1")
+    assert result.score_levels[3] == pytest.approx(-0.15, abs=0.01)
+
+
+def test_model_failures(linear_problem: CounterfactualProblem) -> None:
+    def broken(X: FloatMatrix) -> FloatMatrix:
+        raise RuntimeError("model server down")
+
+    problem = CounterfactualProblem(
+        linear_problem.space.features, [ClassGoal(target=1)], CallableAdapter(broken, [OutputSpec("approved", (0, 1))])
+    )
+    with pytest.raises(ModelFailureError, match="model server down"):
+        explain(problem)
+
+    def fails_above_two(X: FloatMatrix) -> FloatMatrix:
+        if (X[:, 0] > 2.0).any():
+            raise ValueError("x out of the model's range")
+        margin = 2.0 * X[:, 0] + X[:, 1] - X[:, 3] - 4.0
+        p = np.where(X[:, 1] > 5, np.nan, 1.0 / (1.0 + np.exp(-3.0 * margin)))
+        return np.column_stack([1.0 - p, p])
+
+    fragile = CounterfactualProblem(
+        linear_problem.space.features,
+        [ClassGoal(target=1)],
+        CallableAdapter(fails_above_two, [OutputSpec("approved", (0, 1))]),
+    )
+    result = explain(fragile, _config(TabuSearchAcceptorConfig(), steps=60), seed=0)
+    assert result.valid and result.failure is None
+    assert result.proposed["x"] <= 2.0 and result.proposed["n"] <= 5
+
+
+def test_demo_pipeline_gets_a_valid_counterfactual_that_respects_immutables(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET,
+        immutable=IMMUTABLE,
+    )
+    result = explain(problem, seed=0)
+    assert result.valid and result.feasible
+    frame = pd.DataFrame([result.proposed])[list(loan_model.feature_names_in_)]
+    assert loan_model.predict_proba(frame)[0, 1] >= 0.7  # checked with the model itself
+    assert all(result.proposed[name] == result.original[name] for name in IMMUTABLE)
+    table = result.to_dataframe()
+    assert list(table.columns) == ["feature", "original", "proposed", "changed"]
+    assert table["changed"].sum() == len(result.changes) >= 1
+    stats = result.statistics
+    assert stats.model_call_count <= stats.steps + 3  # one batched call per step
+    assert stats.score_calculation_count > 10 * stats.model_call_count
