@@ -25,7 +25,8 @@ Methods (``--methods``, comma separated, default all):
   (a YAML ``SolverConfig``). The timed span includes building the problem.
 * ``trustyai``: ``CounterfactualExplainer(steps=--trustyai-steps)`` (default 10,000, TrustyAI's own
   default), run on only the first ``--trustyai-rows`` (default 5) queries, because 10,000 steps
-  cost about 70 s per instance.
+  cost about 70 s per instance. ``explain`` gets ``timeout=--trustyai-timeout`` (default 3600 s):
+  TrustyAI's own default silently stops the search after 120 s of wall time.
 * ``dice-random``, ``dice-genetic``, ``dice-kdtree``: ``dice_ml`` with ``total_CFs=1``,
   ``desired_class="opposite"``, ``features_to_vary`` = the mutable features. kdtree raises when it
   finds nothing; that counts as not valid.
@@ -277,7 +278,7 @@ def counterplan_runner(bench: Bench, config_path: str | None) -> Runner:
     return run
 
 
-def trustyai_runner(bench: Bench, steps: int) -> Runner:
+def trustyai_runner(bench: Bench, steps: int, timeout: float) -> Runner:
     # Imported here: importing TrustyAI starts a JVM, which runs without TrustyAI should not pay.
     from trustyai.explainers import CounterfactualExplainer
     from trustyai.model import Model, feature_domain
@@ -310,6 +311,7 @@ def trustyai_runner(bench: Bench, steps: int) -> Runner:
                 goal=pd.DataFrame({target: [1]}),
                 model=model,
                 feature_domains=domains,
+                timeout=timeout,  # without it, TrustyAI stops silently after 120 s wall time
             )
         finally:
             outcome.seconds = time.perf_counter() - start
@@ -356,7 +358,7 @@ def make_runner(method: str, bench: Bench, args: argparse.Namespace) -> Runner:
     if method == "counterplan":
         return counterplan_runner(bench, args.counterplan_config)
     if method == "trustyai":
-        return trustyai_runner(bench, args.trustyai_steps)
+        return trustyai_runner(bench, args.trustyai_steps, args.trustyai_timeout)
     return dice_runner(bench, method.removeprefix("dice-"))
 
 
@@ -471,6 +473,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=20, help="rejected test rows per data set")
     parser.add_argument("--trustyai-steps", type=int, default=10_000, help="TrustyAI score-calculation limit")
     parser.add_argument("--trustyai-rows", type=int, default=5, help="run TrustyAI on only the first N rows")
+    parser.add_argument(
+        "--trustyai-timeout", type=float, default=3600.0, help="TrustyAI wall-time cap per instance, seconds"
+    )
     parser.add_argument("--counterplan-config", default=None, help="YAML SolverConfig for counterplan")
     parser.add_argument("--quick", action="store_true", help="smoke run: rows=5, trustyai-steps=1000, trustyai-rows=2")
     parser.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
@@ -537,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nrows={args.rows} per data set; trustyai: steps={args.trustyai_steps} on the first "
         f"{args.trustyai_rows} rows; counterplan config: {config}\n"
     )
+    print(f"counterplan imported from {Path(sys.modules['planning'].__file__ or '?').parent.parent}\n")
     print(render(HEADER, summary, markdown=False))
     h2h = head_to_head(results, args.dataset_list)
     if h2h:

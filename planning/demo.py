@@ -97,11 +97,11 @@ def rejected_applicant() -> dict[str, Any]:
     """The applicant the demo explains: rejected, with room to act."""
     return {
         "age": 34,
-        "income": 24_500.0,
+        "income": 38_000.0,
         "years_employed": 3,
-        "credit_cards": 5,
-        "debt": 14_000.0,
-        "loan_amount": 25_000.0,
+        "credit_cards": 6,
+        "debt": 26_000.0,
+        "loan_amount": 30_000.0,
         "education": "high-school",
         "home_ownership": "rent",
         "purpose": "debt-consolidation",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from planning._pydantic import reraise
 from planning.errors import InvalidInputError, ScoreFormatError
@@ -167,21 +167,29 @@ class ForagerConfig(_Config):
 class MoveSelectorConfig(_Config):
     """Which moves a step samples, with relative weights, and how many per step."""
 
-    moves_per_step: PositiveInt = 48
+    moves_per_step: PositiveInt = 96
     """Sampled moves per walker per step; all are scored in one batched model call."""
     change_weight: Annotated[float, Field(ge=0.0)] = 4.0
     revert_weight: Annotated[float, Field(ge=0.0)] = 1.0
     pair_change_weight: Annotated[float, Field(ge=0.0)] = 1.0
     toward_original_weight: Annotated[float, Field(ge=0.0)] = 2.0
+    shrink_weight: Annotated[float, Field(ge=0.0)] = 1.0
+    """Moves that scale every changed number part of the way back to the original at once."""
     swap_weight: Annotated[float, Field(ge=0.0)] = 0.0
-    local_step_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    local_step_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     """Share of numeric change moves that step locally rather than uniformly in the domain."""
     local_step_scale: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
     """Largest local step, as a fraction of the feature's range."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        weights = (self.change_weight, self.revert_weight, self.pair_change_weight, self.toward_original_weight)
+        weights = (
+            self.change_weight,
+            self.revert_weight,
+            self.pair_change_weight,
+            self.toward_original_weight,
+            self.shrink_weight,
+        )
         if sum(weights) + self.swap_weight <= 0.0:
             raise ConfigError("weights", "at least one move weight must be above 0")
         return self
@@ -194,28 +202,61 @@ class LocalSearchPhaseConfig(_Config):
     acceptor: AcceptorConfig = Field(default_factory=TabuSearchAcceptorConfig)
     forager: ForagerConfig = Field(default_factory=ForagerConfig)
     move_selector: MoveSelectorConfig = Field(default_factory=MoveSelectorConfig)
-    walkers: Annotated[int, Field(ge=1, le=64)] = 4
+    walkers: Annotated[int, Field(ge=1, le=64)] = 8
     """Independent searches stepping in lockstep; their moves share one model call per step."""
     termination: TerminationConfig | None = None
+
+
+class FeatureScanPhaseConfig(_Config):
+    """A construction phase: scan each mutable feature's domain alone, in one batched call.
+
+    Every mutable feature is set, one at a time, to each of ``grid_size`` values spread over
+    its numeric domain (every category, the other boolean), the rest kept original. The best
+    row becomes the solution, and the best rows of distinct features become the starting
+    points of the next local-search phase's walkers, so they search different basins. This
+    plays the part of OptaPlanner's construction heuristic.
+    """
+
+    type: Literal["feature_scan"] = "feature_scan"
+    grid_size: Annotated[int, Field(ge=2, le=256)] = 24
+
+
+def _phase_type(value: Any) -> str:
+    """A phase's ``type``; local search when a dict leaves it out."""
+    if isinstance(value, dict):
+        return str(value.get("type", "local_search"))
+    return str(getattr(value, "type", "local_search"))
+
+
+PhaseConfig = Annotated[
+    Annotated[LocalSearchPhaseConfig, Tag("local_search")] | Annotated[FeatureScanPhaseConfig, Tag("feature_scan")],
+    Discriminator(_phase_type),
+]
+
+
+def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig, ...]:
+    """A feature scan, then tabu search."""
+    return (FeatureScanPhaseConfig(), LocalSearchPhaseConfig())
 
 
 def default_termination() -> TerminationConfig:
     """Stop once the answer is stable, never later than a time cap.
 
-    Feasible and no better solution for 40 steps, or no feasible solution after 400 steps,
-    or 10 seconds; whichever comes first.
+    Feasible and no better solution for 15 steps, or no better solution for 400 steps,
+    or 10 seconds; whichever comes first. Only the 10-second cap depends on the clock, so
+    the same seed gives the same answer unless the cap is reached.
     """
     return TerminationConfig(
         spent_limit_seconds=10.0,
         unimproved_step_count_limit=400,
-        children=(TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=40),),
+        children=(TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=15),),
     )
 
 
 class SolverConfig(_Config):
     """A whole solve: phases run in sequence under one solver-level termination."""
 
-    phases: tuple[LocalSearchPhaseConfig, ...] = Field(default_factory=lambda: (LocalSearchPhaseConfig(),))
+    phases: tuple[PhaseConfig, ...] = Field(default_factory=default_phases)
     termination: TerminationConfig = Field(default_factory=default_termination)
     random_seed: int = 0
 
@@ -223,7 +264,8 @@ class SolverConfig(_Config):
     def _check(self) -> Self:
         if not self.phases:
             raise ConfigError("phases", "give at least one phase")
-        if self.termination.is_empty and any(p.termination is None or p.termination.is_empty for p in self.phases):
+        local = [p for p in self.phases if isinstance(p, LocalSearchPhaseConfig)]
+        if self.termination.is_empty and any(p.termination is None or p.termination.is_empty for p in local):
             raise ConfigError("termination", "the solver or every phase needs a termination, or the solve never ends")
         return self
 

@@ -32,9 +32,9 @@ class ModelFailureError(CounterplanError):
 class CalculatorScorer:
     """Adapts :class:`planning.ScoreCalculator` to the engines' batch-scorer protocol."""
 
-    def __init__(self, calculator: ScoreCalculator) -> None:
+    def __init__(self, calculator: ScoreCalculator, original: Evaluation | None = None) -> None:
         self.calculator = calculator
-        self.last_evaluation: Evaluation | None = None
+        self._original = original
 
     @property
     def calculation_count(self) -> int:
@@ -47,10 +47,11 @@ class CalculatorScorer:
         return self.calculator.model_call_count
 
     def score(self, X: FloatMatrix) -> FloatMatrix:
-        """Score a batch with one model call."""
-        evaluation = self.calculator.calculate(X)
-        self.last_evaluation = evaluation
-        return evaluation.scores
+        """Score a batch with one model call (the original row alone is already scored)."""
+        space = self.calculator.problem.space
+        if self._original is not None and X.shape[0] == 1 and np.array_equal(X[0], space.original):
+            return self._original.scores.copy()
+        return self.calculator.calculate(X).scores
 
 
 class CounterfactualSolver:
@@ -90,7 +91,7 @@ class CounterfactualSolver:
         original = calculator.calculate(problem.original_row())
         if original.failures[0] is not None:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
-        scorer = CalculatorScorer(calculator)
+        scorer = CalculatorScorer(calculator, original)
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.config import SolverConfig
+from solver.config import FeatureScanPhaseConfig, SolverConfig
 from solver.events import BestSolutionChanged, EngineListener
 from solver.phase import LocalSearchPhase
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.scan import FeatureScanPhase
 from solver.scope import Progress, SolverScope
 from solver.termination import Termination
 
@@ -90,7 +91,12 @@ class Solver:
             if self._terminate.is_set():
                 scope.termination_reason = "terminated early"
                 break
-            LocalSearchPhase(phase_config).solve(scope, termination, listeners)
+            phase = (
+                FeatureScanPhase(phase_config)
+                if isinstance(phase_config, FeatureScanPhaseConfig)
+                else LocalSearchPhase(phase_config)
+            )
+            phase.solve(scope, termination, listeners)
             if scope.termination_reason and not scope.termination_reason.startswith("phase "):
                 break
         return SolveOutcome(

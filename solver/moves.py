@@ -9,6 +9,7 @@ two for counterfactuals:
 * ``pair_change``: two features at once;
 * ``revert``: a changed feature back to its original value (sparsity);
 * ``toward_original``: a changed number part of the way back (proximity);
+* ``shrink``: every changed number the same part of the way back at once;
 * ``swap``: two features of the same kind exchange values (OptaPlanner's swap, for parity).
 
 Constrained features are pinned: no move ever touches them. A batch is a candidate matrix
@@ -24,7 +25,7 @@ import numpy as np
 from solver.config import MoveSelectorConfig
 from solver.protocol import BoolArray, EncodedSpace, FloatMatrix
 
-MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "swap")
+MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "shrink", "swap")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class MoveSelector:
                 config.pair_change_weight,
                 config.revert_weight,
                 config.toward_original_weight,
+                config.shrink_weight,
                 config.swap_weight,
             ]
         )
@@ -85,8 +87,10 @@ class MoveSelector:
             weights[2] = 0.0
         if changed_numeric.size == 0:
             weights[3] = 0.0
+        if changed_numeric.size < 2:
+            weights[4] = 0.0  # with one changed number, shrinking is toward_original
         if self._swap_pairs.shape[0] == 0:
-            weights[4] = 0.0
+            weights[5] = 0.0
         if self.mutable_columns.size < 2:
             weights[1] = 0.0
         if weights.sum() <= 0.0:
@@ -114,6 +118,8 @@ class MoveSelector:
                 touched[block, columns] = True
             elif kind == 3:
                 self._toward_original(X, touched, block, rng.choice(changed_numeric, n), rng)
+            elif kind == 4:
+                self._shrink(X, touched, block, changed_numeric, rng)
             else:
                 pairs = self._swap_pairs[rng.integers(0, self._swap_pairs.shape[0], n)]
                 a, b = pairs[:, 0], pairs[:, 1]
@@ -155,14 +161,27 @@ class MoveSelector:
         X[rows, columns] = np.where(nominal, other, numeric)
         touched[rows, columns] = True
 
+    def _shrink(
+        self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, columns: np.ndarray, rng: np.random.Generator
+    ) -> None:
+        s = self.space
+        now = X[np.ix_(rows, columns)]
+        target = s.original[columns]
+        fraction = rng.uniform(0.02, 0.6, (rows.size, 1))
+        moved = now + fraction * (target - now)
+        integral = s.integral[columns]
+        moved = np.where(integral, np.rint(moved), moved)
+        X[np.ix_(rows, columns)] = moved
+        touched[np.ix_(rows, columns)] = moved != now
+
     def _toward_original(
         self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, columns: np.ndarray, rng: np.random.Generator
     ) -> None:
         s = self.space
         now = X[rows, columns]
         target = s.original[columns]
-        fraction = rng.choice((0.1, 0.25, 0.5, 0.75, 0.9), rows.size) * rng.uniform(0.8, 1.2, rows.size)
-        moved = now + np.clip(fraction, 0.0, 1.0) * (target - now)
+        fraction = 10.0 ** rng.uniform(-2.0, 0.0, rows.size)  # fine shaves and big steps alike
+        moved = now + fraction * (target - now)
         integral = s.integral[columns]
         moved = np.where(integral, np.rint(moved), moved)
         stuck = integral & (moved == now)

@@ -7,8 +7,6 @@ far, by any walker. Walkers start from the best solution when the phase starts.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from solver.acceptors import StepContext
@@ -18,7 +16,6 @@ from solver.factory import build_acceptor
 from solver.forager import Forager
 from solver.moves import MoveSelector
 from solver.scope import Progress, SolverScope, Walker
-from solver.scores import best_row, is_better
 from solver.termination import Termination
 
 
@@ -35,7 +32,7 @@ class LocalSearchPhase:
         mutable_count = int(np.count_nonzero(space.mutable))
         selector = MoveSelector(config.move_selector, space)
         forager = Forager(config.forager)
-        walkers = [Walker(i, scope.best_row.copy(), scope.best_score.copy()) for i in range(config.walkers)]
+        walkers = self._walkers(scope)
         acceptors = [build_acceptor(config.acceptor, mutable_count) for _ in walkers]
         for walker, acceptor in zip(walkers, acceptors, strict=True):
             acceptor.phase_started(walker)
@@ -79,27 +76,36 @@ class LocalSearchPhase:
                     taken = batch.select(np.arange(len(batch)) == pick)
                 acceptor.step_ended(walker, taken, previous)
                 walker.step_count += 1
-            for counters in (solver, phase):
-                counters.step_count += 1
-                counters.score_calculation_count += X.shape[0]
-                counters.move_count += X.shape[0]
-            top = best_row(scores)
-            if is_better(scores[top], best_before):
-                scope.best_row = X[top].copy()
-                scope.best_score = scores[top].copy()
-                now = time.perf_counter()
-                for counters in (solver, phase):
-                    counters.best_score = scope.best_score.copy()
-                    counters.best_step_index = counters.step_count
-                    counters.last_improvement_time = now
-                event = BestSolutionChanged(
-                    scope.best_row.copy(),
-                    scope.best_score.copy(),
-                    scope.time_spent(),
-                    solver.step_count,
-                    scope.scorer.calculation_count,
-                )
-                for listener in listeners:
-                    listener(event)
+            if scope.offer(X, scores, [solver, phase]):
+                announce(scope, listeners)
         for acceptor in acceptors:
             acceptor.phase_ended()
+
+    def _walkers(self, scope: SolverScope) -> list[Walker]:
+        """Walkers start from a construction phase's starting points, else from the best."""
+        starts = scope.starts or [scope.best_row]
+        scope.starts = []
+        walkers = []
+        for i in range(self.config.walkers):
+            row = starts[i % len(starts)].copy()
+            score = scope.best_score if row is scope.best_row else None
+            walkers.append(Walker(i, row, score.copy() if score is not None else np.empty(0)))
+        unscored = [w for w in walkers if w.current_score.size == 0]
+        if unscored:
+            scores = scope.scorer.score(np.vstack([w.current for w in unscored]))
+            for walker, score in zip(unscored, scores, strict=True):
+                walker.current_score = score.copy()
+        return walkers
+
+
+def announce(scope: SolverScope, listeners: list[EngineListener]) -> None:
+    """Tell every listener about the scope's new best solution."""
+    event = BestSolutionChanged(
+        scope.best_row.copy(),
+        scope.best_score.copy(),
+        scope.time_spent(),
+        scope.progress.step_count,
+        scope.scorer.calculation_count,
+    )
+    for listener in listeners:
+        listener(event)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.scores import best_row, is_better
 
 
 @dataclass
@@ -51,10 +52,32 @@ class SolverScope:
     terminate_flag: threading.Event = field(default_factory=threading.Event)
     termination_reason: str = ""
     phase_index: int = -1
+    starts: list[FloatMatrix] = field(default_factory=list)
+    """Starting points a construction phase leaves for the next local-search phase's walkers."""
 
     def time_spent(self) -> float:
         """Seconds since the solve started."""
         return self.progress.elapsed()
+
+    def offer(self, X: FloatMatrix, scores: FloatMatrix, counters: list[Progress]) -> bool:
+        """Count a scored batch; take its best row if it beats the best. True when it did."""
+        for progress in counters:
+            progress.step_count += 1
+            progress.score_calculation_count += X.shape[0]
+            progress.move_count += X.shape[0]
+        if X.shape[0] == 0:
+            return False
+        top = best_row(scores)
+        if not is_better(scores[top], self.best_score):
+            return False
+        self.best_row = X[top].copy()
+        self.best_score = scores[top].copy()
+        now = time.perf_counter()
+        for progress in counters:
+            progress.best_score = self.best_score.copy()
+            progress.best_step_index = progress.step_count
+            progress.last_improvement_time = now
+        return True
 
 
 @dataclass

@@ -65,7 +65,7 @@ def test_default_config_stops_when_stable_with_a_time_cap() -> None:
         ({"termination": {"spent_limit_seconds": -1}}, "termination.spent_limit_seconds", "greater than 0"),
         ({"phases": []}, "phases", "at least one phase"),
         ({"termination": {}, "phases": [{}]}, "termination", "never ends"),
-        ({"phases": [{"walkers": 0}]}, "phases.0.walkers", "greater than or equal to 1"),
+        ({"phases": [{"walkers": 0}]}, "walkers", "greater than or equal to 1"),
         (
             {
                 "phases": [
@@ -75,6 +75,7 @@ def test_default_config_stops_when_stable_with_a_time_cap() -> None:
                             "revert_weight": 0,
                             "pair_change_weight": 0,
                             "toward_original_weight": 0,
+                            "shrink_weight": 0,
                         }
                     }
                 ]

@@ -29,7 +29,7 @@ from solver import (
     TerminationConfig,
     explain,
 )
-from solver.config import AcceptorConfig
+from solver.config import AcceptorConfig, FeatureScanPhaseConfig
 
 ACCEPTORS: list[AcceptorConfig] = [
     HillClimbingAcceptorConfig(),
@@ -175,3 +175,30 @@ def test_demo_pipeline_gets_a_valid_counterfactual_that_respects_immutables(
     stats = result.statistics
     assert stats.model_call_count <= stats.steps + 3  # one batched call per step
     assert stats.score_calculation_count > 10 * stats.model_call_count
+
+
+def test_the_feature_scan_finds_single_feature_counterfactuals_in_one_call(
+    linear_problem: CounterfactualProblem,
+) -> None:
+    config = SolverConfig(phases=(FeatureScanPhaseConfig(grid_size=21),), termination=TerminationConfig())
+    result = explain(linear_problem, config)
+    # the grid over x in [0, 10] has a point every 0.5: the first one past 2 is 2.5
+    assert result.valid and [c.feature for c in result.changes] == ["x"]
+    assert result.proposed["x"] == 2.5
+    assert result.statistics.steps == 1
+    mutable = [f for f in linear_problem.space.features if f.mutable]
+    expected_rows = 20 + 10 + 2 + 20  # x and debt: 21 grid values less the current; n: 0..10 less 1; plan: 2 others
+    assert len(mutable) == 4
+    assert result.statistics.score_calculation_count == expected_rows + 1  # plus the original
+
+
+def test_walkers_start_from_the_scan_and_polish_past_its_grid(linear_problem: CounterfactualProblem) -> None:
+    config = SolverConfig(
+        phases=(
+            FeatureScanPhaseConfig(grid_size=5),
+            LocalSearchPhaseConfig(termination=TerminationConfig(step_count_limit=60)),
+        ),
+    )
+    result = explain(linear_problem, config, seed=0)
+    assert result.valid
+    assert 2.0 < result.proposed["x"] < 2.1  # the scan's 2.5 shaved down to the boundary
