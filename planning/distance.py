@@ -4,11 +4,12 @@ Three options, each per feature and summed:
 
 * ``range_l1`` (default, Gower-style): ``|x - x'| / range``, range from the data or the domain;
 * ``mad_l1``: ``|x - x'| / MAD``, the median absolute deviation of the training data (DiCE,
-  Wachter et al.);
+  Wachter et al.); as in DiCE, a MAD of 0 (a column that is mostly one value) counts as 1,
+  so changing such a feature is costly in its own units;
 * ``sd_squared``: ``((x - x') / SD)^2``, the original constraint-solver design's choice.
 
-Categorical and boolean features count 1 when changed, 0 otherwise. A scale of 0 (a column
-with one value) falls back to the domain range, then to 1.
+Categorical and boolean features count 1 when changed, 0 otherwise. A range or SD of 0 (a
+column with one value) falls back to the domain range, then to 1.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def feature_scales(
                 )
             continue
         if not value:
-            value = stats.range or float(space.upper[i] - space.lower[i])
+            value = 1.0 if needed == "mad" else stats.range or float(space.upper[i] - space.lower[i])
         scales[i] = value if value else 1.0
     return scales
 

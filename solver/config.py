@@ -221,6 +221,20 @@ class FeatureScanPhaseConfig(_Config):
     grid_size: Annotated[int, Field(ge=2, le=256)] = 24
 
 
+class BoundaryPolishPhaseConfig(_Config):
+    """A phase that shaves the best solution down to the decision boundary, deterministically.
+
+    Each iteration tries, in one batched call, every changed number at ``grid_size - 1``
+    points between its original and current value, all of them moved back together by the
+    same fractions, and each changed feature reverted; it keeps the best. It stops after
+    ``max_iterations`` or at the first iteration that finds nothing better.
+    """
+
+    type: Literal["boundary_polish"] = "boundary_polish"
+    grid_size: Annotated[int, Field(ge=2, le=256)] = 32
+    max_iterations: Annotated[int, Field(ge=1, le=100)] = 6
+
+
 def _phase_type(value: Any) -> str:
     """A phase's ``type``; local search when a dict leaves it out."""
     if isinstance(value, dict):
@@ -229,28 +243,35 @@ def _phase_type(value: Any) -> str:
 
 
 PhaseConfig = Annotated[
-    Annotated[LocalSearchPhaseConfig, Tag("local_search")] | Annotated[FeatureScanPhaseConfig, Tag("feature_scan")],
+    Annotated[LocalSearchPhaseConfig, Tag("local_search")]
+    | Annotated[FeatureScanPhaseConfig, Tag("feature_scan")]
+    | Annotated[BoundaryPolishPhaseConfig, Tag("boundary_polish")],
     Discriminator(_phase_type),
 ]
 
 
-def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig, ...]:
-    """A feature scan, then tabu search."""
-    return (FeatureScanPhaseConfig(), LocalSearchPhaseConfig())
+def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig | BoundaryPolishPhaseConfig, ...]:
+    """A feature scan; tabu search until feasible and stable; a boundary polish."""
+    return (
+        FeatureScanPhaseConfig(),
+        LocalSearchPhaseConfig(termination=stable_termination()),
+        BoundaryPolishPhaseConfig(),
+    )
+
+
+def stable_termination(unimproved_steps: int = 10) -> TerminationConfig:
+    """Ends once the best is feasible and has not improved for ``unimproved_steps`` steps."""
+    return TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=unimproved_steps)
 
 
 def default_termination() -> TerminationConfig:
-    """Stop once the answer is stable, never later than a time cap.
+    """The solve's caps: no better solution for 400 steps, or 10 seconds.
 
-    Feasible and no better solution for 15 steps, or no better solution for 400 steps,
-    or 10 seconds; whichever comes first. Only the 10-second cap depends on the clock, so
-    the same seed gives the same answer unless the cap is reached.
+    The default local-search phase ends much sooner, once its best is feasible and stable
+    (:func:`stable_termination`). Only the 10-second cap depends on the clock, so the same
+    seed gives the same answer unless the cap is reached.
     """
-    return TerminationConfig(
-        spent_limit_seconds=10.0,
-        unimproved_step_count_limit=400,
-        children=(TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=15),),
-    )
+    return TerminationConfig(spent_limit_seconds=10.0, unimproved_step_count_limit=400)
 
 
 class SolverConfig(_Config):

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.config import FeatureScanPhaseConfig, SolverConfig
+from solver.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig, SolverConfig
 from solver.events import BestSolutionChanged, EngineListener
 from solver.phase import LocalSearchPhase
+from solver.polish import BoundaryPolishPhase
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
 from solver.scan import FeatureScanPhase
 from solver.scope import Progress, SolverScope
@@ -91,11 +92,13 @@ class Solver:
             if self._terminate.is_set():
                 scope.termination_reason = "terminated early"
                 break
-            phase = (
-                FeatureScanPhase(phase_config)
-                if isinstance(phase_config, FeatureScanPhaseConfig)
-                else LocalSearchPhase(phase_config)
-            )
+            phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase
+            if isinstance(phase_config, FeatureScanPhaseConfig):
+                phase = FeatureScanPhase(phase_config)
+            elif isinstance(phase_config, BoundaryPolishPhaseConfig):
+                phase = BoundaryPolishPhase(phase_config)
+            else:
+                phase = LocalSearchPhase(phase_config)
             phase.solve(scope, termination, listeners)
             if scope.termination_reason and not scope.termination_reason.startswith("phase "):
                 break

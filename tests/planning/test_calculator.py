@@ -103,10 +103,12 @@ def test_mad_and_sd_metrics_by_hand() -> None:
     assert ScoreCalculator(sd).calculate(a).scores[0, 3] == pytest.approx(-((2 / 4) ** 2 + (2 / 1) ** 2 + 2))
 
 
-def test_a_zero_mad_falls_back_to_the_range() -> None:
-    stats = {"x": FeatureStatistics(mad=0.0, range=8.0), "n": FeatureStatistics(mad=1.0)}
-    problem, _ = _problem(ValueGoal(output="y", value=10.0), "mad_l1", stats)
-    assert problem.scales[0] == 8.0 and problem.scales[1] == 1.0
+def test_zero_scales_fall_back_like_dice() -> None:
+    stats = {"x": FeatureStatistics(mad=0.0, std=0.0, range=8.0), "n": FeatureStatistics(mad=0.5, std=0.0)}
+    mad, _ = _problem(ValueGoal(output="y", value=10.0), "mad_l1", stats)
+    assert mad.scales[0] == 1.0 and mad.scales[1] == 0.5  # a MAD of 0 counts as 1, as in DiCE
+    sd, _ = _problem(ValueGoal(output="y", value=10.0), "sd_squared", stats)
+    assert sd.scales[0] == 8.0 and sd.scales[1] == 5.0  # an SD of 0 falls back to the range
 
 
 def test_metrics_needing_statistics_say_so() -> None:

@@ -45,10 +45,11 @@ def test_config_round_trips_through_json_and_yaml() -> None:
 
 
 def test_default_config_stops_when_stable_with_a_time_cap() -> None:
-    termination = SolverConfig().termination
-    assert termination.spent_limit_seconds is not None
-    (stable,) = termination.children
-    assert stable.composition == "and" and stable.best_score_feasible
+    config = SolverConfig()
+    assert config.termination.spent_limit_seconds is not None
+    assert [phase.type for phase in config.phases] == ["feature_scan", "local_search", "boundary_polish"]
+    stable = config.phases[1].termination
+    assert stable is not None and stable.composition == "and" and stable.best_score_feasible
     assert stable.unimproved_step_count_limit is not None
 
 

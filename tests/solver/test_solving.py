@@ -29,7 +29,7 @@ from solver import (
     TerminationConfig,
     explain,
 )
-from solver.config import AcceptorConfig, FeatureScanPhaseConfig
+from solver.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 
 ACCEPTORS: list[AcceptorConfig] = [
     HillClimbingAcceptorConfig(),
@@ -91,7 +91,7 @@ def test_the_default_termination_stops_once_stable(linear_problem: Counterfactua
 
 
 def test_terminate_early_returns_the_best_so_far(linear_problem: CounterfactualProblem) -> None:
-    config = SolverConfig(termination=TerminationConfig(spent_limit_seconds=60.0))
+    config = SolverConfig(phases=(LocalSearchPhaseConfig(),), termination=TerminationConfig(spent_limit_seconds=60.0))
     solver = CounterfactualSolver(linear_problem, config)
     started = threading.Event()
     solver.add_listener(lambda event: started.set())
@@ -202,3 +202,19 @@ def test_walkers_start_from_the_scan_and_polish_past_its_grid(linear_problem: Co
     result = explain(linear_problem, config, seed=0)
     assert result.valid
     assert 2.0 < result.proposed["x"] < 2.1  # the scan's 2.5 shaved down to the boundary
+
+
+def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem: CounterfactualProblem) -> None:
+    only_scan = SolverConfig(phases=(FeatureScanPhaseConfig(grid_size=5),), termination=TerminationConfig())
+    coarse = explain(linear_problem, only_scan)
+    assert coarse.valid and coarse.proposed["x"] == 2.5  # grid 0, 2.5, 5, ...
+    polished = explain(
+        linear_problem,
+        SolverConfig(
+            phases=(FeatureScanPhaseConfig(grid_size=5), BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6)),
+            termination=TerminationConfig(),
+        ),
+    )
+    assert polished.valid
+    assert 2.0 < polished.proposed["x"] < 2.001  # 2 / 16**k of the gap left after k iterations
+    assert polished.statistics.steps <= 1 + 6
