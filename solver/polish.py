@@ -1,15 +1,16 @@
 """The boundary-polish phase: shave a counterfactual down to the decision boundary.
 
-A local search gets close to the boundary by chance; this phase gets there deterministically.
-Each iteration scores, in one batched call, the best solution with
+A local search gets close to the boundary by chance; this phase gets there deterministically,
+as a batched many-way bisection. Each iteration scores, in one call, the best solution with
 
-* every changed number set to each point of a grid between its original and current value,
-* all changed numbers moved back together by each fraction of the same grid,
+* every changed number set to each point of a grid between its current value and the nearest
+  value known to be on the wrong side of the boundary (at first, its original value),
+* all changed numbers moved back together by each fraction of a grid,
 * each changed feature reverted,
 
-and keeps the best row. Each iteration divides the remaining gap by the grid size, so a few
-iterations reach the boundary to high precision; the phase stops early when an iteration
-finds nothing better.
+and keeps the best row. When the winner moved one number, the grid point just past it
+becomes that number's new bracket, so the next grid is ``grid_size`` times finer. It stops
+after ``max_iterations`` or at the first iteration that finds nothing better.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from solver.events import EngineListener
 from solver.phase import announce
 from solver.protocol import FloatMatrix
 from solver.scope import Progress, SolverScope
+from solver.scores import best_row
 from solver.termination import Termination
+
+_JOINT = -1
+_REVERT = -2
 
 
 class BoundaryPolishPhase:
@@ -30,40 +35,60 @@ class BoundaryPolishPhase:
     def __init__(self, config: BoundaryPolishPhaseConfig) -> None:
         self.config = config
 
-    def candidates(self, scope: SolverScope) -> FloatMatrix:
-        """The rows one iteration scores around the current best."""
+    def candidates(self, scope: SolverScope, bracket: FloatMatrix) -> tuple[FloatMatrix, np.ndarray]:
+        """One iteration's rows around the best, and which feature each moves (or joint/revert).
+
+        ``bracket[j]`` is the value of feature ``j`` known to be past the boundary.
+        """
         space = scope.space
         best = scope.best_row
         changed = np.flatnonzero((best != space.original) & space.mutable)
         if changed.size == 0:
-            return np.empty((0, best.size))
+            return np.empty((0, best.size)), np.empty(0, dtype=np.intp)
         fractions = np.linspace(0.0, 1.0, self.config.grid_size + 1)[1:-1]  # strictly between
         numeric = changed[~space.nominal[changed]]
         blocks: list[FloatMatrix] = []
-        gap = space.original - best  # moving by a fraction t of the gap goes back towards the original
+        owners: list[np.ndarray] = []
         for j in numeric:
             block = np.repeat(best.reshape(1, -1), fractions.size, axis=0)
-            block[:, j] = best[j] + fractions * gap[j]
+            block[:, j] = best[j] + fractions * (bracket[j] - best[j])
             blocks.append(block)
+            owners.append(np.full(fractions.size, j))
         if numeric.size > 1:
-            joint = best + np.outer(fractions, np.where(np.isin(np.arange(best.size), numeric), gap, 0.0))
-            blocks.append(joint)
+            gap = np.zeros_like(best)
+            gap[numeric] = space.original[numeric] - best[numeric]
+            blocks.append(best + np.outer(fractions, gap))
+            owners.append(np.full(fractions.size, _JOINT))
         reverts = np.repeat(best.reshape(1, -1), changed.size, axis=0)
         reverts[np.arange(changed.size), changed] = space.original[changed]
         blocks.append(reverts)
+        owners.append(np.full(changed.size, _REVERT))
         X = np.vstack(blocks)
         X = np.where(space.integral, np.rint(X), X)
-        return np.asarray(X[(best != X).any(axis=1)], dtype=np.float64)
+        keep = (best != X).any(axis=1)
+        return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
         """Iterate until an iteration improves nothing, the limit, or the solver's termination."""
         phase = Progress.starting(scope.best_score)
+        bracket = scope.space.original.copy()
         for _ in range(self.config.max_iterations):
             if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
                 return
-            X = self.candidates(scope)
+            X, owners = self.candidates(scope, bracket)
             if X.shape[0] == 0:
                 return
-            if not scope.offer(X, scope.scorer.score(X), [scope.progress, phase]):
+            scores = scope.scorer.score(X)
+            winner = best_row(scores)
+            previous = scope.best_row.copy()
+            if not scope.offer(X, scores, [scope.progress, phase]):
                 return
             announce(scope, listeners)
+            j = int(owners[winner])
+            old = bracket[j] if j >= 0 else 0.0
+            bracket = scope.space.original.copy()  # another feature moved: old brackets may be wrong
+            if j >= 0:  # the grid point just past the winner, towards the old bracket, is the new one
+                values = X[owners == j, j]
+                side = np.sign(previous[j] - old)
+                beyond = values[(values - X[winner, j]) * side < 0.0]
+                bracket[j] = beyond[np.argmin(np.abs(beyond - X[winner, j]))] if beyond.size else old
