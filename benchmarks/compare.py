@@ -47,13 +47,14 @@ valid for both. Seeds are fixed everywhere (DiCE random gets ``random_seed=0``; 
 Python's global generators are reseeded before every DiCE call; OptaPlanner's default is
 reproducible).
 
-Run from the repository root with the benchmark venv (TrustyAI and DiCE live there; install
-counterplan into it with ``/work/benchvenv/bin/pip install --no-deps -e .``)::
+Run from the repository root in a separate benchmark virtual environment (TrustyAI needs Java 17
+on the machine; the references are the project's ``benchmark`` extra, never runtime dependencies)::
 
-    /work/benchvenv/bin/python benchmarks/compare.py                 # everything, ~10 min + TrustyAI
-    /work/benchvenv/bin/python benchmarks/compare.py --quick         # smoke run: 5 rows, TrustyAI 1k steps on 2
-    /work/benchvenv/bin/python benchmarks/compare.py --methods counterplan,dice-random --datasets adult
-    /work/benchvenv/bin/python benchmarks/compare.py --markdown --per-instance
+    python3 -m venv .benchvenv && .benchvenv/bin/pip install -e '.[benchmark]'
+    .benchvenv/bin/python benchmarks/compare.py                 # everything, ~10 min + TrustyAI
+    .benchvenv/bin/python benchmarks/compare.py --quick         # smoke run: 5 rows, TrustyAI 1k steps on 2
+    .benchvenv/bin/python benchmarks/compare.py --methods counterplan,dice-random --datasets adult
+    .benchvenv/bin/python benchmarks/compare.py --markdown --per-instance
 
 ``--per-instance`` also prints one line per query and method.
 """

@@ -219,6 +219,9 @@ class FeatureScanPhaseConfig(_Config):
 
     type: Literal["feature_scan"] = "feature_scan"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 24
+    greedy_steps: Annotated[int, Field(ge=0, le=50)] = 6
+    """Then build a counterfactual greedily: take the move with the best goal gain per unit
+    of distance and scan again from there, until feasible or this many times (one call each)."""
 
 
 class BoundaryPolishPhaseConfig(_Config):
@@ -259,7 +262,7 @@ def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig | 
     )
 
 
-def stable_termination(unimproved_steps: int = 10) -> TerminationConfig:
+def stable_termination(unimproved_steps: int = 5) -> TerminationConfig:
     """Ends once the best is feasible and has not improved for ``unimproved_steps`` steps."""
     return TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=unimproved_steps)
 

@@ -28,10 +28,10 @@ class FeatureScanPhase:
     def __init__(self, config: FeatureScanPhaseConfig) -> None:
         self.config = config
 
-    def candidates(self, scope: SolverScope) -> tuple[FloatMatrix, np.ndarray]:
-        """The scan's rows and, for each, the feature it changes."""
+    def candidates(self, scope: SolverScope, base: FloatMatrix | None = None) -> tuple[FloatMatrix, np.ndarray]:
+        """The scan's rows around ``base`` (default: the best) and the feature each changes."""
         space = scope.space
-        base = scope.best_row
+        base = scope.best_row if base is None else base
         rows: list[FloatMatrix] = []
         owners: list[np.ndarray] = []
         for j in np.flatnonzero(space.mutable):
@@ -51,20 +51,77 @@ class FeatureScanPhase:
             return np.empty((0, base.size)), np.empty(0, dtype=np.intp)
         return np.vstack(rows), np.concatenate(owners)
 
+    def _score(self, scope: SolverScope, X: FloatMatrix) -> FloatMatrix:
+        return np.vstack(
+            [scope.scorer.score(X[i : i + _MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], _MAX_ROWS_PER_CALL)]
+        )
+
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
         """Score the scan in batched calls and leave starting points for the next phase."""
         if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
             return
-        X, owners = self.candidates(scope)
+        base, base_score = scope.best_row.copy(), scope.best_score.copy()
+        X, owners = self.candidates(scope, base)
         if X.shape[0] == 0:
             return
-        scores = np.vstack(
-            [scope.scorer.score(X[i : i + _MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], _MAX_ROWS_PER_CALL)]
-        )
+        scores = self._score(scope, X)
         phase = Progress.starting(scope.best_score)
         if scope.offer(X, scores, [scope.progress, phase]):
             announce(scope, listeners)
         order = np.lexsort(scores.T[::-1])[::-1]  # best first
         _, first = np.unique(owners[order], return_index=True)
         per_feature = order[np.sort(first)]  # each feature's best row, best features first
-        scope.starts = [X[i].copy() for i in per_feature]
+        starts = [X[i].copy() for i in per_feature]
+        chain = self._greedy_chain(
+            scope,
+            base=base,
+            base_score=base_score,
+            X=X,
+            scores=scores,
+            phase=phase,
+            solver_termination=solver_termination,
+            listeners=listeners,
+        )
+        scope.starts = [*chain, *starts]
+
+    def _greedy_chain(
+        self,
+        scope: SolverScope,
+        *,
+        base: FloatMatrix,
+        base_score: FloatMatrix,
+        X: FloatMatrix,
+        scores: FloatMatrix,
+        phase: Progress,
+        solver_termination: Termination,
+        listeners: list[EngineListener],
+    ) -> list[FloatMatrix]:
+        """Build a counterfactual greedily: take the most efficient scanned move, rescan, repeat.
+
+        Efficiency is the gain on hard level 0 (the goal distance) per unit of feature
+        distance added. Going for the largest gain alone jumps features to their extremes;
+        this ratio combines cheap partial moves of several features instead, and it runs even
+        when a scanned row is feasible, since that row may be a costly one. The chain's last
+        row starts the first walker.
+        """
+        chain: list[FloatMatrix] = []
+        for _ in range(self.config.greedy_steps):
+            if (base_score[:3] >= 0.0).all():
+                break  # the chain reached a feasible row: the local search takes it from here
+            gain = scores[:, 0] - base_score[0]
+            cost = np.maximum(base_score[3] - scores[:, 3], 1e-12)
+            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+            pick = int(np.argmax(ratio))
+            if not np.isfinite(ratio[pick]):
+                break
+            base, base_score = X[pick].copy(), scores[pick].copy()
+            chain.insert(0, base.copy())
+            if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+                break
+            X, _ = self.candidates(scope, base)
+            if X.shape[0] == 0:
+                break
+            scores = self._score(scope, X)
+            if scope.offer(X, scores, [scope.progress, phase]):
+                announce(scope, listeners)
+        return chain[:1]

@@ -31,3 +31,12 @@ def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_the_readme_configuration_example_is_the_default() -> None:
+    from solver import SolverConfig
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```yaml") + len("```yaml")
+    example = text[start : text.index("```", start)]
+    assert SolverConfig.from_yaml(example) == SolverConfig()

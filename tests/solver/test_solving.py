@@ -180,7 +180,9 @@ def test_demo_pipeline_gets_a_valid_counterfactual_that_respects_immutables(
 def test_the_feature_scan_finds_single_feature_counterfactuals_in_one_call(
     linear_problem: CounterfactualProblem,
 ) -> None:
-    config = SolverConfig(phases=(FeatureScanPhaseConfig(grid_size=21),), termination=TerminationConfig())
+    config = SolverConfig(
+        phases=(FeatureScanPhaseConfig(grid_size=21, greedy_steps=0),), termination=TerminationConfig()
+    )
     result = explain(linear_problem, config)
     # the grid over x in [0, 10] has a point every 0.5: the first one past 2 is 2.5
     assert result.valid and [c.feature for c in result.changes] == ["x"]
@@ -205,16 +207,42 @@ def test_walkers_start_from_the_scan_and_polish_past_its_grid(linear_problem: Co
 
 
 def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem: CounterfactualProblem) -> None:
-    only_scan = SolverConfig(phases=(FeatureScanPhaseConfig(grid_size=5),), termination=TerminationConfig())
+    only_scan = SolverConfig(
+        phases=(FeatureScanPhaseConfig(grid_size=5, greedy_steps=0),), termination=TerminationConfig()
+    )
     coarse = explain(linear_problem, only_scan)
     assert coarse.valid and coarse.proposed["x"] == 2.5  # grid 0, 2.5, 5, ...
     polished = explain(
         linear_problem,
         SolverConfig(
-            phases=(FeatureScanPhaseConfig(grid_size=5), BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6)),
+            phases=(
+                FeatureScanPhaseConfig(grid_size=5, greedy_steps=0),
+                BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6),
+            ),
             termination=TerminationConfig(),
         ),
     )
     assert polished.valid
     assert 2.0 < polished.proposed["x"] < 2.001  # 2 / 16**k of the gap left after k iterations
     assert polished.statistics.steps <= 1 + 6
+
+
+def test_the_greedy_chain_combines_features_no_single_one_can_flip() -> None:
+    from planning import FloatFeature
+
+    def joint(X: FloatMatrix) -> FloatMatrix:
+        p = 1.0 / (1.0 + np.exp(-5.0 * (X[:, 0] + X[:, 1] - 1.2)))
+        return np.column_stack([1.0 - p, p])
+
+    features = [FloatFeature(name=name, value=0.0, low=0.0, high=1.0) for name in ("x", "y")]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(joint, [OutputSpec("ok", (0, 1))]))
+
+    def scan(greedy: int) -> SolverConfig:
+        return SolverConfig(
+            phases=(FeatureScanPhaseConfig(grid_size=5, greedy_steps=greedy),), termination=TerminationConfig()
+        )
+
+    assert not explain(problem, scan(0)).valid  # x or y alone reaches at most 1.0 < 1.2
+    chained = explain(problem, scan(6))
+    assert chained.valid and len(chained.changes) == 2
+    assert chained.proposed["x"] + chained.proposed["y"] > 1.2
