@@ -99,5 +99,5 @@ def _infer_one(name: str, column: pd.Series, value: Any) -> dict[str, Any]:
             spec["low"] = cast(min(observed.min(), value))
             spec["high"] = cast(max(observed.max(), value))
         return spec
-    categories = sorted({str(v) for v in observed} | {str(value)})
+    categories = sorted(set(observed.astype(str).unique().tolist()) | {str(value)})
     return {"kind": "categorical", "name": name, "value": str(value), "categories": categories}

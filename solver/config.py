@@ -262,7 +262,7 @@ def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig | 
     )
 
 
-def stable_termination(unimproved_steps: int = 5) -> TerminationConfig:
+def stable_termination(unimproved_steps: int = 3) -> TerminationConfig:
     """Ends once the best is feasible and has not improved for ``unimproved_steps`` steps."""
     return TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=unimproved_steps)
 
