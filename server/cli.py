@@ -55,6 +55,27 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
     explain.add_argument("--json", action="store_true", help="print the result as JSON")
     explain.add_argument("--no-progress", action="store_true", help="no live best-score display")
+    explain.add_argument("--server", metavar="HOST:PORT", help="explain on a counterplan server instead of in-process")
+    explain.add_argument("--model-id", default="loan-demo", help="with --server: the served model's id")
+    explain.add_argument("--token", help="with --server: bearer token")
+    explain.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
+    serve = commands.add_parser(
+        "serve",
+        help="run the gRPC service",
+        description="Serve counterfactual explanations over gRPC. Flags override COUNTERPLAN_* variables.",
+    )
+    serve.add_argument("--address", help="listen address (COUNTERPLAN_ADDRESS, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port, 0 for a free one (COUNTERPLAN_PORT, default 50051)")
+    serve.add_argument("--models-dir", help="directory of model cards (default: the embedded demo model)")
+    serve.add_argument("--trust-pickle", action="store_true", default=None, help="allow joblib/pickle model files")
+    serve.add_argument("--workers", type=int, help="gRPC worker threads")
+    serve.add_argument("--max-concurrent-solves", type=int, help="more are refused with RESOURCE_EXHAUSTED")
+    serve.add_argument("--max-solve-seconds", type=float, help="cap on every solve")
+    serve.add_argument("--stream-max-per-second", type=float, help="intermediate stream messages per second")
+    serve.add_argument("--tls-cert", help="PEM certificate chain")
+    serve.add_argument("--tls-key", help="PEM private key")
+    serve.add_argument("--auth-token", help="require this bearer token")
+    serve.add_argument("--grace-seconds", type=float, help="shutdown grace period for running solves")
     return parser
 
 
@@ -64,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "explain":
-            return _explain(args)
+            return _explain_remote(args) if args.server else _explain(args)
+        if args.command == "serve":
+            return _serve(args)
     except CounterplanError as exc:
         parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
     return EXIT_USAGE
@@ -99,6 +122,55 @@ def _explain(args: argparse.Namespace) -> int:
     else:
         print_result(result, Console())
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from server.app import serve  # noqa: PLC0415 - grpc loads only for the server
+    from server.logs import configure_json_logs  # noqa: PLC0415
+    from server.settings import ServerSettings  # noqa: PLC0415
+
+    names = (
+        "address",
+        "port",
+        "models_dir",
+        "trust_pickle",
+        "workers",
+        "max_concurrent_solves",
+        "max_solve_seconds",
+        "stream_max_per_second",
+        "tls_cert",
+        "tls_key",
+        "auth_token",
+        "grace_seconds",
+    )
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    try:
+        settings = ServerSettings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise _usage(f"{'.'.join(str(p) for p in first['loc']) or 'settings'}: {first['msg']}") from None
+    configure_json_logs()
+    serve(settings)
+    return 0
+
+
+def _explain_remote(args: argparse.Namespace) -> int:
+    import grpc  # noqa: PLC0415 - grpc loads only when a server is named
+
+    from server.client import CounterplanClient  # noqa: PLC0415
+    from server.remote import explain_remote  # noqa: PLC0415
+
+    if args.model or args.data or args.row is not None:
+        raise _usage("with --server, the model is the server's: use --model-id and --instance")
+    try:
+        with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
+            return explain_remote(client, args)
+    except grpc.RpcError as exc:
+        code = exc.code()
+        detail = exc.details()
+        raise _RemoteError(f"server said {code.name}: {detail}") from None
 
 
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
@@ -173,6 +245,10 @@ def _default_goal(adapter: Any, data: Any, instance: Any, target: str | None) ->
 
 
 class _UsageError(CounterplanError, ValueError):
+    pass
+
+
+class _RemoteError(CounterplanError):
     pass
 
 

@@ -1,0 +1,354 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FeatureType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEATURE_TYPE_UNSPECIFIED: _ClassVar[FeatureType]
+    FEATURE_TYPE_INTEGER: _ClassVar[FeatureType]
+    FEATURE_TYPE_FLOAT: _ClassVar[FeatureType]
+    FEATURE_TYPE_CATEGORICAL: _ClassVar[FeatureType]
+    FEATURE_TYPE_BOOLEAN: _ClassVar[FeatureType]
+
+class Engine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENGINE_UNSPECIFIED: _ClassVar[Engine]
+    ENGINE_TABU_SEARCH: _ClassVar[Engine]
+    ENGINE_HILL_CLIMBING: _ClassVar[Engine]
+    ENGINE_LATE_ACCEPTANCE: _ClassVar[Engine]
+    ENGINE_SIMULATED_ANNEALING: _ClassVar[Engine]
+    ENGINE_GREAT_DELUGE: _ClassVar[Engine]
+    ENGINE_STEP_COUNTING_HILL_CLIMBING: _ClassVar[Engine]
+
+class DistanceMetric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DISTANCE_METRIC_UNSPECIFIED: _ClassVar[DistanceMetric]
+    DISTANCE_METRIC_RANGE_L1: _ClassVar[DistanceMetric]
+    DISTANCE_METRIC_MAD_L1: _ClassVar[DistanceMetric]
+    DISTANCE_METRIC_SD_SQUARED: _ClassVar[DistanceMetric]
+
+class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STAGE_UNSPECIFIED: _ClassVar[Stage]
+    STAGE_INTERMEDIATE: _ClassVar[Stage]
+    STAGE_FINAL: _ClassVar[Stage]
+FEATURE_TYPE_UNSPECIFIED: FeatureType
+FEATURE_TYPE_INTEGER: FeatureType
+FEATURE_TYPE_FLOAT: FeatureType
+FEATURE_TYPE_CATEGORICAL: FeatureType
+FEATURE_TYPE_BOOLEAN: FeatureType
+ENGINE_UNSPECIFIED: Engine
+ENGINE_TABU_SEARCH: Engine
+ENGINE_HILL_CLIMBING: Engine
+ENGINE_LATE_ACCEPTANCE: Engine
+ENGINE_SIMULATED_ANNEALING: Engine
+ENGINE_GREAT_DELUGE: Engine
+ENGINE_STEP_COUNTING_HILL_CLIMBING: Engine
+DISTANCE_METRIC_UNSPECIFIED: DistanceMetric
+DISTANCE_METRIC_RANGE_L1: DistanceMetric
+DISTANCE_METRIC_MAD_L1: DistanceMetric
+DISTANCE_METRIC_SD_SQUARED: DistanceMetric
+STAGE_UNSPECIFIED: Stage
+STAGE_INTERMEDIATE: Stage
+STAGE_FINAL: Stage
+
+class FeatureValue(_message.Message):
+    __slots__ = ("number_value", "integer_value", "category_value", "bool_value")
+    NUMBER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    number_value: float
+    integer_value: int
+    category_value: str
+    bool_value: bool
+    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., category_value: _Optional[str] = ..., bool_value: _Optional[bool] = ...) -> None: ...
+
+class FeatureDomain(_message.Message):
+    __slots__ = ("low", "high", "categories")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    categories: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FeatureOverride(_message.Message):
+    __slots__ = ("name", "domain", "constrained")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    domain: FeatureDomain
+    constrained: bool
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ...) -> None: ...
+
+class Goal(_message.Message):
+    __slots__ = ("output", "class_target", "value_target", "range_target")
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    CLASS_TARGET_FIELD_NUMBER: _ClassVar[int]
+    VALUE_TARGET_FIELD_NUMBER: _ClassVar[int]
+    RANGE_TARGET_FIELD_NUMBER: _ClassVar[int]
+    output: str
+    class_target: ClassTarget
+    value_target: ValueTarget
+    range_target: RangeTarget
+    def __init__(self, output: _Optional[str] = ..., class_target: _Optional[_Union[ClassTarget, _Mapping]] = ..., value_target: _Optional[_Union[ValueTarget, _Mapping]] = ..., range_target: _Optional[_Union[RangeTarget, _Mapping]] = ...) -> None: ...
+
+class ClassTarget(_message.Message):
+    __slots__ = ("label", "confidence")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    confidence: float
+    def __init__(self, label: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class ValueTarget(_message.Message):
+    __slots__ = ("value", "tolerance")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    value: float
+    tolerance: float
+    def __init__(self, value: _Optional[float] = ..., tolerance: _Optional[float] = ...) -> None: ...
+
+class RangeTarget(_message.Message):
+    __slots__ = ("low", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+
+class Termination(_message.Message):
+    __slots__ = ("spent_limit_seconds", "unimproved_spent_limit_seconds", "step_count_limit", "unimproved_step_count_limit", "best_score_limit", "score_calculation_count_limit")
+    SPENT_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    UNIMPROVED_SPENT_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNIMPROVED_STEP_COUNT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEST_SCORE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_CALCULATION_COUNT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    spent_limit_seconds: float
+    unimproved_spent_limit_seconds: float
+    step_count_limit: int
+    unimproved_step_count_limit: int
+    best_score_limit: str
+    score_calculation_count_limit: int
+    def __init__(self, spent_limit_seconds: _Optional[float] = ..., unimproved_spent_limit_seconds: _Optional[float] = ..., step_count_limit: _Optional[int] = ..., unimproved_step_count_limit: _Optional[int] = ..., best_score_limit: _Optional[str] = ..., score_calculation_count_limit: _Optional[int] = ...) -> None: ...
+
+class SolverSpec(_message.Message):
+    __slots__ = ("config_json", "engine", "termination", "seed")
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    TERMINATION_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    config_json: str
+    engine: Engine
+    termination: Termination
+    seed: int
+    def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id")
+    class InstanceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    GOALS_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_METRIC_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    instance: _containers.MessageMap[str, FeatureValue]
+    overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
+    goals: _containers.RepeatedCompositeFieldContainer[Goal]
+    solver: SolverSpec
+    distance_metric: DistanceMetric
+    request_id: str
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class FeatureChange(_message.Message):
+    __slots__ = ("feature", "original", "proposed")
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    feature: str
+    original: FeatureValue
+    proposed: FeatureValue
+    def __init__(self, feature: _Optional[str] = ..., original: _Optional[_Union[FeatureValue, _Mapping]] = ..., proposed: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+
+class OutputPrediction(_message.Message):
+    __slots__ = ("output", "probabilities", "value")
+    class ProbabilitiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    output: str
+    probabilities: _containers.ScalarMap[str, float]
+    value: float
+    def __init__(self, output: _Optional[str] = ..., probabilities: _Optional[_Mapping[str, float]] = ..., value: _Optional[float] = ...) -> None: ...
+
+class Score(_message.Message):
+    __slots__ = ("hard_levels", "soft_levels", "text", "feasible")
+    HARD_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    SOFT_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    hard_levels: _containers.RepeatedScalarFieldContainer[float]
+    soft_levels: _containers.RepeatedScalarFieldContainer[float]
+    text: str
+    feasible: bool
+    def __init__(self, hard_levels: _Optional[_Iterable[float]] = ..., soft_levels: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., feasible: _Optional[bool] = ...) -> None: ...
+
+class SolveStatistics(_message.Message):
+    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_CALCULATION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_CALCULATION_SPEED_FIELD_NUMBER: _ClassVar[int]
+    TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BEST_FOUND_AT_STEP_FIELD_NUMBER: _ClassVar[int]
+    TERMINATION_REASON_FIELD_NUMBER: _ClassVar[int]
+    steps: int
+    score_calculation_count: int
+    model_call_count: int
+    score_calculation_speed: float
+    time_spent_seconds: float
+    best_found_at_step: int
+    termination_reason: str
+    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ...) -> None: ...
+
+class ExplainResponse(_message.Message):
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics")
+    class ProposedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    model_id: str
+    proposed: _containers.MessageMap[str, FeatureValue]
+    changes: _containers.RepeatedCompositeFieldContainer[FeatureChange]
+    predictions: _containers.RepeatedCompositeFieldContainer[OutputPrediction]
+    original_predictions: _containers.RepeatedCompositeFieldContainer[OutputPrediction]
+    score: Score
+    valid: bool
+    feasible: bool
+    statistics: SolveStatistics
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ...) -> None: ...
+
+class ExplainStreamResponse(_message.Message):
+    __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")
+    class ProposedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    sequence_id: int
+    stage: Stage
+    score: Score
+    proposed: _containers.MessageMap[str, FeatureValue]
+    time_spent_seconds: float
+    step_index: int
+    result: ExplainResponse
+    def __init__(self, sequence_id: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., time_spent_seconds: _Optional[float] = ..., step_index: _Optional[int] = ..., result: _Optional[_Union[ExplainResponse, _Mapping]] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[ModelSummary]
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelSummary, _Mapping]]] = ...) -> None: ...
+
+class ModelSummary(_message.Message):
+    __slots__ = ("id", "version", "description")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    version: str
+    description: str
+    def __init__(self, id: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class GetModelRequest(_message.Message):
+    __slots__ = ("model_id",)
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    def __init__(self, model_id: _Optional[str] = ...) -> None: ...
+
+class FeatureSchema(_message.Message):
+    __slots__ = ("name", "type", "domain", "immutable")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    IMMUTABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: FeatureType
+    domain: FeatureDomain
+    immutable: bool
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[FeatureType, str]] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., immutable: _Optional[bool] = ...) -> None: ...
+
+class OutputSchema(_message.Message):
+    __slots__ = ("name", "classes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ("id", "version", "description", "features", "outputs", "default_solver_config_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_SOLVER_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    version: str
+    description: str
+    features: _containers.RepeatedCompositeFieldContainer[FeatureSchema]
+    outputs: _containers.RepeatedCompositeFieldContainer[OutputSchema]
+    default_solver_config_json: str
+    def __init__(self, id: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., features: _Optional[_Iterable[_Union[FeatureSchema, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputSchema, _Mapping]]] = ..., default_solver_config_json: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,150 @@
+"""Build and run the gRPC server: the service, health, reflection, auth, TLS and shutdown.
+
+Health says SERVING once the models are loaded and NOT_SERVING as soon as shutdown starts;
+running solves then get ``grace_seconds`` before they are cut (a cut solve stops at its next
+step). With ``auth_token`` set, every call but health and reflection needs
+``authorization: Bearer <token>`` (UNAUTHENTICATED otherwise).
+"""
+
+from __future__ import annotations
+
+import hmac
+import signal
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from server.registry import ModelRegistry
+from server.service import CounterfactualService
+from server.settings import ServerSettings
+
+log = structlog.get_logger("counterplan.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CounterfactualService"].full_name
+_OPEN_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
+
+
+if TYPE_CHECKING:
+    _Interceptor = grpc.ServerInterceptor[Any, Any]
+else:
+    _Interceptor = grpc.ServerInterceptor
+
+
+class BearerTokenInterceptor(_Interceptor):
+    """Refuses calls without ``authorization: Bearer <token>`` (health and reflection are open)."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+        def deny(request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+
+        self._deny_unary = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails) -> Any:
+        """Pass authorised calls on; deny the rest."""
+        method = details.method or ""
+        if method.startswith(_OPEN_PREFIXES):
+            return continuation(details)
+        given = dict(details.invocation_metadata or ()).get("authorization", "")
+        given_bytes = given.encode() if isinstance(given, str) else bytes(given)
+        if hmac.compare_digest(given_bytes, self._expected):
+            return continuation(details)
+        return self._deny_stream if method.endswith("Stream") else self._deny_unary
+
+
+@dataclass
+class RunningServer:
+    """A started server: stop it with :meth:`stop`."""
+
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+    service: CounterfactualService
+    settings: ServerSettings
+
+    def stop(self, grace: float | None = None) -> None:
+        """Say NOT_SERVING, give running calls ``grace`` seconds, then cut them."""
+        self.health.enter_graceful_shutdown()
+        done = self.server.stop(self.settings.grace_seconds if grace is None else grace)
+        done.wait()
+        self.service.shutdown()
+        log.info("server stopped", port=self.port)
+
+    @property
+    def target(self) -> str:
+        """``host:port`` to dial."""
+        return f"{self.settings.address}:{self.port}"
+
+
+def start_server(settings: ServerSettings, registry: ModelRegistry | None = None) -> RunningServer:
+    """Load the models, start serving, and return at once."""
+    if registry is None:
+        registry = (
+            ModelRegistry.from_directory(settings.models_dir, settings.trust_pickle)
+            if settings.models_dir is not None
+            else ModelRegistry.demo()
+        )
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
+        [BearerTokenInterceptor(settings.auth_token)] if settings.auth_token else []
+    )
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="counterplan-grpc"),
+        interceptors=interceptors,
+        options=options,
+    )
+    service = CounterfactualService(registry, settings)
+    pb_grpc.add_CounterfactualServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    address = f"{settings.address}:{settings.port}"
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        credentials = grpc.ssl_server_credentials([(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())])
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info(
+        "server started",
+        address=settings.address,
+        port=port,
+        models=[m.id for m in registry.list()],
+        tls=settings.tls_cert is not None,
+        auth=settings.auth_token is not None,
+    )
+    return RunningServer(server, port, health_servicer, service, settings)
+
+
+def serve(settings: ServerSettings) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    running = start_server(settings)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("shutdown requested", signal=signal.Signals(signum).name)
+        stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"counterplan serving on {running.target}", flush=True)
+    stopping.wait()
+    running.stop()

@@ -1,0 +1,110 @@
+"""A small typed Python client of the counterplan gRPC service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from server.convert import value_message
+
+
+def class_goal(label: Any, confidence: float | None = None, output: str = "") -> pb.Goal:
+    """A class goal message."""
+    target = pb.ClassTarget(label=str(label))
+    if confidence is not None:
+        target.confidence = confidence
+    return pb.Goal(output=output, class_target=target)
+
+
+def value_goal(value: float, tolerance: float = 0.0, output: str = "") -> pb.Goal:
+    """A value goal message."""
+    return pb.Goal(output=output, value_target=pb.ValueTarget(value=value, tolerance=tolerance))
+
+
+def range_goal(low: float, high: float, output: str = "") -> pb.Goal:
+    """A range goal message."""
+    return pb.Goal(output=output, range_target=pb.RangeTarget(low=low, high=high))
+
+
+class CounterplanClient:
+    """Calls a counterplan server.
+
+    Parameters
+    ----------
+    target:
+        ``host:port``.
+    token:
+        Bearer token, when the server asks for one.
+    root_certificate:
+        PEM file of the CA that signed the server's certificate, for TLS; None for plaintext.
+    """
+
+    def __init__(self, target: str, token: str | None = None, root_certificate: str | Path | None = None) -> None:
+        if root_certificate is not None:
+            credentials = grpc.ssl_channel_credentials(Path(root_certificate).read_bytes())
+            self.channel = grpc.secure_channel(target, credentials)
+        else:
+            self.channel = grpc.insecure_channel(target)
+        self.stub = pb_grpc.CounterfactualServiceStub(self.channel)  # type: ignore[no-untyped-call]
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def close(self) -> None:
+        """Close the channel."""
+        self.channel.close()
+
+    def __enter__(self) -> CounterplanClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def request(
+        model_id: str,
+        instance: Mapping[str, Any],
+        goals: Sequence[pb.Goal],
+        *,
+        seed: int | None = None,
+        config_json: str = "",
+        request_id: str = "",
+        immutable: Sequence[str] = (),
+    ) -> pb.ExplainRequest:
+        """Build an ``ExplainRequest`` from plain Python values."""
+        solver = pb.SolverSpec(config_json=config_json)
+        if seed is not None:
+            solver.seed = seed
+        return pb.ExplainRequest(
+            model_id=model_id,
+            instance={name: value_message(value) for name, value in instance.items()},
+            goals=list(goals),
+            overrides=[pb.FeatureOverride(name=name, constrained=True) for name in immutable],
+            solver=solver,
+            request_id=request_id,
+        )
+
+    def explain(self, request: pb.ExplainRequest, timeout: float | None = 30.0) -> pb.ExplainResponse:
+        """The final result; ``timeout`` is the call's deadline in seconds."""
+        response: pb.ExplainResponse = self.stub.Explain(request, timeout=timeout, metadata=self._metadata)
+        return response
+
+    def explain_stream(
+        self, request: pb.ExplainRequest, timeout: float | None = 30.0
+    ) -> Iterator[pb.ExplainStreamResponse]:
+        """Every intermediate best, then the FINAL message."""
+        yield from self.stub.ExplainStream(request, timeout=timeout, metadata=self._metadata)
+
+    def list_models(self, timeout: float | None = 10.0) -> list[pb.ModelSummary]:
+        """The served models."""
+        return list(self.stub.ListModels(pb.ListModelsRequest(), timeout=timeout, metadata=self._metadata).models)
+
+    def get_model(self, model_id: str, timeout: float | None = 10.0) -> pb.Model:
+        """One model's schema."""
+        model: pb.Model = self.stub.GetModel(
+            pb.GetModelRequest(model_id=model_id), timeout=timeout, metadata=self._metadata
+        )
+        return model

@@ -1,0 +1,364 @@
+"""Between the wire and the domain: proto messages in, checked problems out, results back.
+
+Validation happens here, once, at the boundary, and collects every problem of a request
+(each as a field path and a description) before reporting them together, so a caller fixes
+its request in one round trip.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from planning.distance import DistanceSettings
+from planning.errors import InvalidInputError
+from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
+from planning.space import AnyFeature
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.registry import FeatureSpec, RegisteredModel
+from solver.config import (
+    ConfigError,
+    GreatDelugeAcceptorConfig,
+    HillClimbingAcceptorConfig,
+    LateAcceptanceAcceptorConfig,
+    LocalSearchPhaseConfig,
+    SimulatedAnnealingAcceptorConfig,
+    SolverConfig,
+    StepCountingHillClimbingAcceptorConfig,
+    TabuSearchAcceptorConfig,
+    TerminationConfig,
+)
+from solver.result import BestSolutionEvent, CounterfactualResult
+
+Violation = tuple[str, str]
+
+_ENGINES: dict[int, Any] = {
+    pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
+    pb.ENGINE_HILL_CLIMBING: HillClimbingAcceptorConfig,
+    pb.ENGINE_LATE_ACCEPTANCE: LateAcceptanceAcceptorConfig,
+    pb.ENGINE_SIMULATED_ANNEALING: SimulatedAnnealingAcceptorConfig,
+    pb.ENGINE_GREAT_DELUGE: GreatDelugeAcceptorConfig,
+    pb.ENGINE_STEP_COUNTING_HILL_CLIMBING: StepCountingHillClimbingAcceptorConfig,
+}
+_METRICS = {
+    pb.DISTANCE_METRIC_UNSPECIFIED: "range_l1",
+    pb.DISTANCE_METRIC_RANGE_L1: "range_l1",
+    pb.DISTANCE_METRIC_MAD_L1: "mad_l1",
+    pb.DISTANCE_METRIC_SD_SQUARED: "sd_squared",
+}
+
+
+class BadRequestError(InvalidInputError):
+    """A request with one or more bad fields; ``violations`` names each."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        self.violations = violations
+        text = "; ".join(f"{f}: {d}" for f, d in violations)
+        super().__init__("request", violations[0][0] if violations else "", text)
+
+
+class CheckedRequest:
+    """A request turned into domain objects, every field checked."""
+
+    def __init__(
+        self,
+        features: list[AnyFeature],
+        goals: list[ClassGoal | ValueGoal | RangeGoal],
+        distance: DistanceSettings,
+        config: SolverConfig,
+        seed: int | None,
+    ) -> None:
+        self.features = features
+        self.goals = goals
+        self.distance = distance
+        self.config = config
+        self.seed = seed
+
+
+def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_features: int) -> CheckedRequest:
+    """Check every field of ``request`` against ``model``; raise :class:`BadRequestError`."""
+    violations: list[Violation] = []
+    if len(request.instance) > max_features:
+        violations.append(("instance", f"{len(request.instance)} features; at most {max_features} allowed"))
+    overrides: dict[str, dict[str, Any]] = {}
+    for i, override in enumerate(request.overrides):
+        field = f"overrides[{i}]"
+        spec = model.feature(override.name)
+        if spec is None:
+            violations.append((f"{field}.name", f"unknown feature {override.name!r}"))
+            continue
+        if override.name in overrides:
+            violations.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
+            continue
+        overrides[override.name] = _override(override, spec, field, violations)
+    features: list[AnyFeature] = []
+    for name in request.instance:
+        if model.feature(name) is None:
+            violations.append((f"instance[{name}]", "unknown feature"))
+    for spec in model.features:
+        field = f"instance[{spec.name}]"
+        if spec.name not in request.instance:
+            violations.append((field, "missing: every model feature needs a value"))
+            continue
+        value = _value(request.instance[spec.name], spec, field, violations)
+        if value is None:
+            continue
+        try:
+            features.append(model.build_feature(spec, value, overrides.get(spec.name, {})))
+        except InvalidInputError as exc:
+            where = "overrides" if spec.name in overrides and "domain" in exc.problem else "instance"
+            target = f"{where}[{spec.name}]" if where == "instance" else f"overrides.{spec.name}"
+            violations.append((target, exc.problem))
+    goals = _goals(request, model.outputs, violations)
+    config, seed = _solver(request.solver, model.default_config, violations)
+    metric = _METRICS.get(request.distance_metric)
+    if metric is None:
+        violations.append(("distance_metric", f"unknown value {request.distance_metric}"))
+        metric = "range_l1"
+    if metric != "range_l1":
+        numeric = [f.name for f in model.features if f.kind in ("integer", "float") and not f.immutable]
+        stat = "mad" if metric == "mad_l1" else "std"
+        missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
+        if missing:
+            violations.append(("distance_metric", f"the model has no {stat} statistics for {missing}"))
+    if violations:
+        raise BadRequestError(violations)
+    return CheckedRequest(features, goals, DistanceSettings(metric=metric), config, seed)
+
+
+def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if override.HasField("constrained"):
+        result["constrained"] = override.constrained
+    if not override.HasField("domain"):
+        return result
+    domain = override.domain
+    if spec.kind in ("integer", "float"):
+        if domain.categories:
+            out.append((f"{field}.domain.categories", f"feature {spec.name!r} is numeric"))
+        if domain.HasField("low") != domain.HasField("high"):
+            out.append((f"{field}.domain", "give both low and high"))
+        elif domain.HasField("low"):
+            if not (math.isfinite(domain.low) and math.isfinite(domain.high)):
+                out.append((f"{field}.domain", "bounds must be finite"))
+            elif domain.low > domain.high:
+                out.append((f"{field}.domain", f"empty domain: low {domain.low} > high {domain.high}"))
+            else:
+                result["low"], result["high"] = domain.low, domain.high
+    elif spec.kind == "categorical":
+        if domain.HasField("low") or domain.HasField("high"):
+            out.append((f"{field}.domain", f"feature {spec.name!r} is categorical: give categories"))
+        if domain.categories:
+            result["categories"] = list(domain.categories)
+        elif not domain.HasField("low"):
+            out.append((f"{field}.domain.categories", "empty domain: give at least one category"))
+    else:
+        out.append((f"{field}.domain", f"feature {spec.name!r} is boolean: its domain is fixed"))
+    return result
+
+
+def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Violation]) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind is None:
+        out.append((field, "no value set"))
+        return None
+    raw = getattr(value, kind)
+    if spec.kind == "float" and kind in ("number_value", "integer_value"):
+        if not math.isfinite(raw):
+            out.append((field, f"must be finite, given {raw}"))
+            return None
+        return float(raw)
+    if spec.kind == "integer" and kind in ("integer_value", "number_value"):
+        if kind == "number_value" and not (math.isfinite(raw) and float(raw).is_integer()):
+            out.append((field, f"integer feature given {raw}"))
+            return None
+        return int(raw)
+    if spec.kind == "categorical" and kind == "category_value":
+        return raw
+    if spec.kind == "boolean" and kind == "bool_value":
+        return raw
+    expected = {
+        "float": "number_value",
+        "integer": "integer_value",
+        "categorical": "category_value",
+        "boolean": "bool_value",
+    }
+    out.append(
+        (field, f"wrong type: feature {spec.name!r} is {spec.kind}, expects {expected[spec.kind]}, given {kind}")
+    )
+    return None
+
+
+def _goals(
+    request: pb.ExplainRequest, outputs: tuple[OutputSpec, ...], out: list[Violation]
+) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    goals: list[ClassGoal | ValueGoal | RangeGoal] = []
+    if not request.goals:
+        out.append(("goals", "give at least one goal"))
+        return goals
+    for i, goal in enumerate(request.goals):
+        field = f"goals[{i}]"
+        output = goal.output or None
+        kind = goal.WhichOneof("target")
+        try:
+            if kind == "class_target":
+                target = goal.class_target
+                confidence = target.confidence if target.HasField("confidence") else None
+                goals.append(ClassGoal(output=output, target=target.label, confidence=confidence))
+            elif kind == "value_target":
+                goals.append(
+                    ValueGoal(output=output, value=goal.value_target.value, tolerance=goal.value_target.tolerance)
+                )
+            elif kind == "range_target":
+                goals.append(RangeGoal(output=output, low=goal.range_target.low, high=goal.range_target.high))
+            else:
+                out.append((f"{field}.target", "set one of class_target, value_target, range_target"))
+        except InvalidInputError as exc:
+            out.append((f"{field}.{exc.field.split('.')[-1]}", exc.problem))
+    if goals and len(goals) == len(request.goals):
+        try:
+            bind_goals(goals, outputs)
+        except InvalidInputError as exc:
+            out.append((exc.field, exc.problem))
+    return goals
+
+
+def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) -> tuple[SolverConfig, int | None]:
+    config = default
+    if spec.config_json:
+        try:
+            config = SolverConfig.from_yaml(spec.config_json)
+        except ConfigError as exc:
+            out.append((f"solver.config_json.{exc.field}", exc.problem))
+    if spec.engine:
+        acceptor = _ENGINES.get(spec.engine)
+        if acceptor is None:
+            out.append(("solver.engine", f"unknown engine {spec.engine}"))
+        else:
+            phases = tuple(
+                p.model_copy(update={"acceptor": acceptor()}) if isinstance(p, LocalSearchPhaseConfig) else p
+                for p in config.phases
+            )
+            config = config.model_copy(update={"phases": phases})
+    if spec.HasField("termination"):
+        t = spec.termination
+        limits: dict[str, Any] = {}
+        for name in (
+            "spent_limit_seconds",
+            "unimproved_spent_limit_seconds",
+            "step_count_limit",
+            "unimproved_step_count_limit",
+            "score_calculation_count_limit",
+        ):
+            if t.HasField(name):
+                value = getattr(t, name)
+                if not value > 0:
+                    out.append((f"solver.termination.{name}", f"must be above 0, given {value}"))
+                else:
+                    limits[name] = value
+        if t.best_score_limit:
+            limits["best_score_limit"] = t.best_score_limit
+        try:
+            extra = TerminationConfig(**limits)
+            config = config.model_copy(update={"termination": TerminationConfig(children=(config.termination, extra))})
+        except ConfigError as exc:
+            out.append((f"solver.termination.{exc.field}", exc.problem))
+    seed = spec.seed if spec.HasField("seed") else None
+    return config, seed
+
+
+def value_message(value: Any) -> pb.FeatureValue:
+    """A Python feature value as a ``FeatureValue``."""
+    if isinstance(value, bool):
+        return pb.FeatureValue(bool_value=value)
+    if isinstance(value, int):
+        return pb.FeatureValue(integer_value=value)
+    if isinstance(value, float):
+        return pb.FeatureValue(number_value=value)
+    return pb.FeatureValue(category_value=str(value))
+
+
+def plain_value(value: pb.FeatureValue) -> Any:
+    """A ``FeatureValue`` as a Python value."""
+    kind = value.WhichOneof("kind")
+    return getattr(value, kind) if kind else None
+
+
+def score_message(levels: list[float], text: str, feasible: bool) -> pb.Score:
+    """The score message."""
+    return pb.Score(hard_levels=levels[:3], soft_levels=levels[3:], text=text, feasible=feasible)
+
+
+def _predictions(predictions: dict[str, Any]) -> list[pb.OutputPrediction]:
+    out = []
+    for name, value in predictions.items():
+        if isinstance(value, dict):
+            out.append(pb.OutputPrediction(output=name, probabilities=value))
+        else:
+            out.append(pb.OutputPrediction(output=name, value=value))
+    return out
+
+
+def result_message(result: CounterfactualResult, request_id: str, model_id: str) -> pb.ExplainResponse:
+    """A solve's result as an ``ExplainResponse``."""
+    s = result.statistics
+    return pb.ExplainResponse(
+        request_id=request_id,
+        model_id=model_id,
+        proposed={k: value_message(v) for k, v in result.proposed.items()},
+        changes=[
+            pb.FeatureChange(feature=c.feature, original=value_message(c.original), proposed=value_message(c.proposed))
+            for c in result.changes
+        ],
+        predictions=_predictions(result.predictions),
+        original_predictions=_predictions(result.original_predictions),
+        score=score_message(result.score_levels, result.score, result.feasible),
+        valid=result.valid,
+        feasible=result.feasible,
+        statistics=pb.SolveStatistics(
+            steps=s.steps,
+            score_calculation_count=s.score_calculation_count,
+            model_call_count=s.model_call_count,
+            score_calculation_speed=s.score_calculation_speed,
+            time_spent_seconds=s.time_spent_seconds,
+            best_found_at_step=s.best_found_at_step,
+            termination_reason=s.termination_reason,
+        ),
+    )
+
+
+def event_message(event: BestSolutionEvent, sequence_id: int) -> pb.ExplainStreamResponse:
+    """An intermediate best solution as a stream message."""
+    return pb.ExplainStreamResponse(
+        sequence_id=sequence_id,
+        stage=pb.STAGE_INTERMEDIATE,
+        score=score_message(event.score_levels, event.score, event.feasible),
+        proposed={k: value_message(v) for k, v in event.values.items()},
+        time_spent_seconds=event.time_spent_seconds,
+        step_index=event.step_index,
+    )
+
+
+def model_message(model: RegisteredModel) -> pb.Model:
+    """A registered model's schema as a ``Model``."""
+    types = {
+        "integer": pb.FEATURE_TYPE_INTEGER,
+        "float": pb.FEATURE_TYPE_FLOAT,
+        "categorical": pb.FEATURE_TYPE_CATEGORICAL,
+        "boolean": pb.FEATURE_TYPE_BOOLEAN,
+    }
+    features = []
+    for f in model.features:
+        domain = pb.FeatureDomain(categories=list(f.categories or ()))
+        if f.low is not None and f.high is not None:
+            domain.low, domain.high = f.low, f.high
+        features.append(pb.FeatureSchema(name=f.name, type=types[f.kind], domain=domain, immutable=f.immutable))
+    outputs = [pb.OutputSchema(name=o.name, classes=[str(c) for c in o.classes or ()]) for o in model.outputs]
+    return pb.Model(
+        id=model.id,
+        version=model.version,
+        description=model.description,
+        features=features,
+        outputs=outputs,
+        default_solver_config_json=model.default_config.model_dump_json(),
+    )

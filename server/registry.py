@@ -1,0 +1,236 @@
+"""The model registry: the models a server explains, each with its feature schema.
+
+A registry is a directory of *model cards* (``*.yaml``, ``*.yml`` or ``*.json``), each naming a
+model file (``.skops``, or ``.joblib``/``.pkl`` only when the directory is trusted, since
+pickle runs code while loading) and its feature schema, outputs and default solver config;
+the schema can be inferred from a training CSV the card names. With no directory the embedded
+demo loan model is served, so a server works out of the box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import structlog
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planning._pydantic import describe
+from planning.distance import DistanceSettings, FeatureStatistics
+from planning.errors import InvalidInputError
+from planning.features import parse_feature
+from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
+from planning.inference import infer_features, infer_statistics
+from planning.models import ModelAdapter, adapt_sklearn
+from planning.problem import CounterfactualProblem
+from planning.space import AnyFeature
+from server.loading import LoadError, load_csv, load_model
+from solver.config import SolverConfig
+
+log = structlog.get_logger(__name__)
+
+DEMO_ID = "loan-demo"
+
+
+class RegistryError(InvalidInputError):
+    """A model card or model file cannot be loaded."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("model registry", field, problem)
+
+
+class FeatureSpec(BaseModel):
+    """One feature of a model's schema: its kind, default domain and immutability."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    kind: Literal["integer", "float", "categorical", "boolean"]
+    low: float | None = None
+    high: float | None = None
+    categories: tuple[str, ...] | None = None
+    immutable: bool = False
+
+
+class ModelCard(BaseModel):
+    """What a model card file holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    version: str = "1"
+    description: str = ""
+    model_file: str
+    outputs: list[str] = Field(default_factory=lambda: ["prediction"])
+    features: list[FeatureSpec] | None = None
+    training_data: str | None = None
+    target: str | None = None
+    immutable: list[str] = Field(default_factory=list)
+    statistics: dict[str, FeatureStatistics] = Field(default_factory=dict)
+    default_solver_config: dict[str, Any] | None = None
+
+
+@dataclass
+class RegisteredModel:
+    """A loaded model: its adapter, feature schema, statistics and default solver config."""
+
+    id: str
+    version: str
+    description: str
+    adapter: ModelAdapter
+    features: list[FeatureSpec]
+    statistics: dict[str, FeatureStatistics] = field(default_factory=dict)
+    default_config: SolverConfig = field(default_factory=SolverConfig)
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """The model's outputs."""
+        return self.adapter.outputs
+
+    def feature(self, name: str) -> FeatureSpec | None:
+        """The schema of one feature, or None."""
+        return next((f for f in self.features if f.name == name), None)
+
+    def build_feature(self, spec: FeatureSpec, value: Any, override: Mapping[str, Any]) -> AnyFeature:
+        """A planning feature for ``value`` with this schema and a request's override."""
+        data: dict[str, Any] = {"kind": spec.kind, "name": spec.name, "value": value}
+        constrained = bool(override.get("constrained", spec.immutable))
+        if constrained and not override:  # an immutable feature never moves: its domain is moot
+            data["constrained"] = True
+            return parse_feature(data)
+        if spec.kind in ("integer", "float"):
+            cast = int if spec.kind == "integer" else float
+            low = override.get("low", spec.low)
+            high = override.get("high", spec.high)
+            if low is not None and high is not None:
+                data["low"], data["high"] = cast(low), cast(high)
+                if spec.kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
+                    data["low"], data["high"] = low, high  # let the feature report the fraction
+        elif spec.kind == "categorical":
+            categories = override.get("categories") or spec.categories
+            if categories is not None:
+                data["categories"] = list(categories)
+        data["constrained"] = constrained
+        return parse_feature(data)
+
+    def problem(
+        self,
+        features: list[AnyFeature],
+        goals: list[ClassGoal | ValueGoal | RangeGoal],
+        distance: DistanceSettings,
+    ) -> CounterfactualProblem:
+        """The counterfactual problem for checked features and goals."""
+        return CounterfactualProblem(features, goals, self.adapter, distance, self.statistics)
+
+
+class ModelRegistry:
+    """The served models, by id."""
+
+    def __init__(self, models: Iterable[RegisteredModel]) -> None:
+        self._models = {m.id: m for m in models}
+
+    def get(self, model_id: str) -> RegisteredModel | None:
+        """The model with this id, or None."""
+        return self._models.get(model_id)
+
+    def list(self) -> list[RegisteredModel]:
+        """Every model, by id."""
+        return [self._models[k] for k in sorted(self._models)]
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    @classmethod
+    def demo(cls) -> ModelRegistry:
+        """A registry holding only the embedded demo loan model."""
+        return cls([demo_model()])
+
+    @classmethod
+    def from_directory(cls, directory: str | Path, trust_pickle: bool = False) -> ModelRegistry:
+        """Load every model card in ``directory``."""
+        folder = Path(directory)
+        if not folder.is_dir():
+            raise RegistryError(str(folder), "not a directory")
+        cards = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".yaml", ".yml", ".json"})
+        if not cards:
+            raise RegistryError(str(folder), "holds no model card (*.yaml, *.yml, *.json)")
+        models = [load_card(card, trust_pickle) for card in cards]
+        ids = [m.id for m in models]
+        duplicate = next((i for i in ids if ids.count(i) > 1), None)
+        if duplicate is not None:
+            raise RegistryError(duplicate, "two model cards use this id")
+        return cls(models)
+
+
+def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
+    """Load one model card and the model it names."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        card = ModelCard.model_validate(data)
+    except yaml.YAMLError as exc:
+        raise RegistryError(path.name, f"not valid YAML/JSON: {exc}") from None
+    except ValidationError as exc:
+        loc, msg = describe(exc)[0]
+        raise RegistryError(f"{path.name}:{loc}", msg) from None
+    model_path = (path.parent / card.model_file).resolve()
+    if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
+        raise RegistryError(
+            f"{path.name}:model_file",
+            "joblib/pickle files run code while loading; set COUNTERPLAN_TRUST_PICKLE=true for a trusted directory",
+        )
+    try:
+        model = load_model(model_path, trust=trust_pickle)
+    except LoadError as exc:
+        raise RegistryError(f"{path.name}:model_file", exc.problem) from None
+    adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])
+    features = card.features
+    statistics = dict(card.statistics)
+    if features is None:
+        if card.training_data is None:
+            raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
+        data = load_csv(path.parent / card.training_data)
+        features, inferred = schema_from_data(data, model, card.target, card.immutable)
+        statistics = {**inferred, **statistics}
+    config = SolverConfig.from_dict(card.default_solver_config) if card.default_solver_config else SolverConfig()
+    log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
+    return RegisteredModel(card.id, card.version, card.description, adapter, features, statistics, config)
+
+
+def schema_from_data(
+    data: pd.DataFrame, model: Any, target: str | None, immutable: Iterable[str]
+) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
+    """Infer a feature schema and statistics from training data."""
+    names = getattr(model, "feature_names_in_", None)
+    columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
+    first = {c: data[c].iloc[0] for c in columns}
+    inferred = infer_features(data, first, columns, immutable)
+    specs = []
+    for feature in inferred:
+        spec: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
+        if feature.kind in ("integer", "float"):
+            spec["low"], spec["high"] = feature.bounds
+        elif feature.kind == "categorical":
+            spec["categories"] = feature.domain
+        specs.append(FeatureSpec(**spec))
+    return specs, infer_statistics(data, inferred)
+
+
+def demo_model() -> RegisteredModel:
+    """The embedded demo: the loan model trained on the data counterplan generates."""
+    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is served
+
+    data = demo.make_loan_data()
+    model = demo.train_loan_model(data)
+    features, statistics = schema_from_data(data, model, demo.TARGET, demo.IMMUTABLE)
+    return RegisteredModel(
+        DEMO_ID,
+        "1",
+        "Demo loan approval: gradient boosting on synthetic applicants (approved = 1)",
+        adapt_sklearn(model, demo.TARGET),
+        features,
+        statistics,
+    )

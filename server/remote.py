@@ -1,0 +1,120 @@
+"""``counterplan explain --server``: the same command, solved by a server, shown live."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from google.protobuf import json_format
+from rich.console import Console
+
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.client import CounterplanClient
+from server.convert import plain_value
+from server.goal_text import parse_goal_text
+from server.loading import load_instance
+from solver.result import BestSolutionEvent, Change, CounterfactualResult, SolveStatistics
+
+
+def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
+    """Stream a solve from the server, with the live best-score line; print like ``explain``."""
+    from planning.demo import rejected_applicant  # noqa: PLC0415
+    from server.render import print_result, progress_line  # noqa: PLC0415
+
+    instance = load_instance(args.instance) if args.instance else rejected_applicant()
+    goals = [_goal_message(text) for text in args.goal] or [
+        pb.Goal(class_target=pb.ClassTarget(label="1", confidence=0.7))
+    ]
+    solver = pb.SolverSpec()
+    if args.seed is not None:
+        solver.seed = args.seed
+    if args.config:
+        with open(args.config, encoding="utf-8") as handle:
+            solver.config_json = handle.read()
+    if args.time_limit is not None:
+        solver.termination.spent_limit_seconds = args.time_limit
+    request = CounterplanClient.request(args.model_id, instance, goals)
+    request.solver.CopyFrom(solver)
+    request.overrides.extend(
+        pb.FeatureOverride(name=name.strip(), constrained=True)
+        for item in args.immutable
+        for name in item.split(",")
+        if name.strip()
+    )
+    err = Console(stderr=True)
+    final: pb.ExplainResponse | None = None
+    show = not args.no_progress and not args.json and err.is_terminal
+    with err.status("searching on the server...") as status:
+        for message in client.explain_stream(request, timeout=None):
+            if message.stage == pb.STAGE_FINAL:
+                final = message.result
+            elif show:
+                status.update(progress_line(_event(message)))
+    assert final is not None, "the server's stream ended without a FINAL message"
+    if args.json:
+        print(json.dumps(json_format.MessageToDict(final), indent=2))
+    else:
+        print_result(_result(final), Console())
+    return 0
+
+
+def _goal_message(text: str) -> pb.Goal:
+    goal = parse_goal_text(text)
+    message = pb.Goal(output=goal.output or "")
+    if goal.kind == "class":
+        message.class_target.label = str(goal.target)
+        if goal.confidence is not None:
+            message.class_target.confidence = goal.confidence
+    elif goal.kind == "value":
+        message.value_target.value, message.value_target.tolerance = goal.value, goal.tolerance
+    else:
+        message.range_target.low, message.range_target.high = goal.low, goal.high
+    return message
+
+
+def _event(message: pb.ExplainStreamResponse) -> BestSolutionEvent:
+    return BestSolutionEvent(
+        score=message.score.text,
+        score_levels=[*message.score.hard_levels, *message.score.soft_levels],
+        feasible=message.score.feasible,
+        values={k: plain_value(v) for k, v in message.proposed.items()},
+        time_spent_seconds=message.time_spent_seconds,
+        step_index=message.step_index,
+        score_calculation_count=0,
+    )
+
+
+def _predictions(items: list[pb.OutputPrediction]) -> dict[str, object]:
+    return {p.output: dict(p.probabilities) if p.probabilities else p.value for p in items}
+
+
+def _result(message: pb.ExplainResponse) -> CounterfactualResult:
+    s = message.statistics
+    proposed = {k: plain_value(v) for k, v in message.proposed.items()}
+    original = dict(proposed)
+    for change in message.changes:
+        original[change.feature] = plain_value(change.original)
+    return CounterfactualResult(
+        original=original,
+        proposed=proposed,
+        changes=[
+            Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
+            for c in message.changes
+        ],
+        predictions=_predictions(list(message.predictions)),
+        original_predictions=_predictions(list(message.original_predictions)),
+        score=message.score.text,
+        score_levels=[*message.score.hard_levels, *message.score.soft_levels],
+        valid=message.valid,
+        feasible=message.feasible,
+        statistics=SolveStatistics(
+            steps=s.steps,
+            score_calculation_count=s.score_calculation_count,
+            model_call_count=s.model_call_count,
+            score_calculation_speed=s.score_calculation_speed,
+            time_spent_seconds=s.time_spent_seconds,
+            best_found_at_step=s.best_found_at_step,
+            best_found_after_seconds=0.0,
+            termination_reason=s.termination_reason,
+        ),
+    )

@@ -1,0 +1,45 @@
+"""Server settings from flags and ``COUNTERPLAN_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServerSettings(BaseSettings):
+    """How a counterplan server runs. Every field reads ``COUNTERPLAN_<NAME>`` too."""
+
+    model_config = SettingsConfigDict(env_prefix="COUNTERPLAN_", extra="forbid")
+
+    address: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 50051
+    """0 picks a free port."""
+    models_dir: Path | None = None
+    """Directory of model cards; none serves the embedded demo model."""
+    trust_pickle: bool = False
+    """Allow joblib/pickle model files in ``models_dir`` (they run code while loading)."""
+    workers: Annotated[int, Field(ge=1, le=256)] = 8
+    """gRPC worker threads."""
+    max_concurrent_solves: Annotated[int, Field(ge=1)] = 4
+    """More solves at once are refused with RESOURCE_EXHAUSTED."""
+    max_solve_seconds: Annotated[float, Field(gt=0)] = 30.0
+    """Every solve is capped at this, and at the client's deadline."""
+    stream_max_per_second: Annotated[float, Field(gt=0)] = 20.0
+    """Intermediate stream messages per second at most (the last one is always sent)."""
+    max_features: Annotated[int, Field(ge=1)] = 1000
+    max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    auth_token: str | None = None
+    """When set, every call needs ``authorization: Bearer <token>``."""
+    grace_seconds: Annotated[float, Field(ge=0)] = 5.0
+    """On shutdown, running solves get this long, then are cut."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("give both tls_cert and tls_key, or neither")
+        return self
