@@ -35,7 +35,8 @@ class _Goal(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            reraise(exc, f"{type(self).__name__}({data.get('output') or ''})", GoalError)
+            output = data.get("output")
+            reraise(exc, f"goal[{output}]" if output else "goal", GoalError)
 
 
 class ClassGoal(_Goal):
@@ -68,7 +69,7 @@ class RangeGoal(_Goal):
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.low > self.high:
-            raise ValueError(f"inverted range: low {self.low!r} is greater than high {self.high!r}")
+            raise GoalError("low", f"inverted range: low {self.low!r} is greater than high {self.high!r}")
         return self
 
 

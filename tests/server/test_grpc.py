@@ -1,0 +1,445 @@
+"""Integration tests: a real gRPC server on a free loopback port, real clients."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from grpc_status import rpc_status
+
+from planning import CallableAdapter, OutputSpec
+from planning.demo import rejected_applicant
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.app import RunningServer, start_server
+from server.client import CounterplanClient, class_goal, range_goal, value_goal
+from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
+from server.settings import ServerSettings
+from solver.config import SolverConfig, TerminationConfig
+
+
+@pytest.fixture(scope="module")
+def demo() -> RegisteredModel:
+    return demo_model()
+
+
+class SlowModel:
+    """p(yes) rises with x; every call sleeps, so solves take long; counts its calls."""
+
+    def __init__(self, delay: float = 0.02, fail: bool = False) -> None:
+        self.delay = delay
+        self.fail = fail
+        self.calls = 0
+
+    def __call__(self, X: Any) -> Any:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("the model's backend is down")
+        time.sleep(self.delay)
+        p = 1.0 / (1.0 + np.exp(-(X[:, 0] - 5.0)))
+        return np.column_stack([1.0 - p, p])
+
+
+def _toy(model_id: str, model: SlowModel, config: SolverConfig | None = None) -> RegisteredModel:
+    features = [
+        FeatureSpec(name="x", kind="float", low=0.0, high=10.0),
+        FeatureSpec(name="y", kind="float", low=0.0, high=10.0),
+    ]
+    adapter = CallableAdapter(model, [OutputSpec("label", ("no", "yes"))])
+    return RegisteredModel(model_id, "1", "toy", adapter, features, default_config=config or SolverConfig())
+
+
+ENDLESS = SolverConfig(termination=TerminationConfig(spent_limit_seconds=120.0), phases=({"type": "local_search"},))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def models(demo: RegisteredModel) -> dict[str, Any]:
+    return {"slow": SlowModel(), "broken": SlowModel(fail=True), "slow2": SlowModel()}
+
+
+@pytest.fixture(scope="module")
+def server(demo: RegisteredModel, models: dict[str, Any]) -> Iterator[RunningServer]:
+    registry = ModelRegistry(
+        [
+            demo,
+            _toy("slow", models["slow"], ENDLESS),
+            _toy("broken", models["broken"]),
+            _toy("slow2", models["slow2"], ENDLESS),
+        ]
+    )
+    settings = ServerSettings(
+        port=0, max_concurrent_solves=3, max_features=50, max_message_bytes=64 * 1024, grace_seconds=0.5
+    )
+    running = start_server(settings, registry)
+    yield running
+    running.stop(0)
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[CounterplanClient]:
+    with CounterplanClient(server.target) as c:
+        yield c
+
+
+def _demo_request(**changes: Any) -> pb.ExplainRequest:
+    return CounterplanClient.request(DEMO_ID, {**rejected_applicant(), **changes}, [class_goal(1, 0.7)], seed=3)
+
+
+def test_list_and_get_models(client: CounterplanClient) -> None:
+    assert [m.id for m in client.list_models()] == ["broken", DEMO_ID, "slow", "slow2"]
+    model = client.get_model(DEMO_ID)
+    by_name = {f.name: f for f in model.features}
+    assert by_name["age"].immutable and by_name["age"].type == pb.FEATURE_TYPE_INTEGER
+    assert (
+        by_name["education"].type == pb.FEATURE_TYPE_CATEGORICAL and "master" in by_name["education"].domain.categories
+    )
+    assert by_name["income"].domain.HasField("low")
+    assert [o.name for o in model.outputs] == ["approved"] and list(model.outputs[0].classes) == ["0", "1"]
+    assert SolverConfig.model_validate_json(model.default_solver_config_json) == SolverConfig()
+
+
+def test_unary_explain(client: CounterplanClient) -> None:
+    request = _demo_request()
+    request.request_id = "req-42"
+    response = client.explain(request)
+    assert response.request_id == "req-42" and response.model_id == DEMO_ID
+    assert response.valid and response.feasible and response.score.text.startswith("[0/0/0]hard")
+    assert response.changes and all(c.feature not in ("age", "has_prior_default") for c in response.changes)
+    (prediction,) = response.predictions
+    assert prediction.probabilities["1"] >= 0.7
+    assert response.statistics.score_calculation_count > 0 and response.statistics.termination_reason
+
+
+def test_stream_sends_increasing_ids_and_exactly_one_final_last(client: CounterplanClient) -> None:
+    messages = list(client.explain_stream(_demo_request()))
+    ids = [m.sequence_id for m in messages]
+    assert ids == list(range(1, len(messages) + 1))
+    stages = [m.stage for m in messages]
+    assert stages.count(pb.STAGE_FINAL) == 1 and stages[-1] == pb.STAGE_FINAL
+    assert all(s == pb.STAGE_INTERMEDIATE for s in stages[:-1]) and len(stages) >= 2
+    final = messages[-1].result
+    assert final.valid and messages[-1].score.text == final.score.text
+    assert messages[-2].score.text == final.score.text  # the last improvement is always delivered
+    unary = client.explain(_demo_request())
+    assert unary.score.text == final.score.text and dict(unary.proposed) == dict(final.proposed)  # same seed
+
+
+def _bad(client: CounterplanClient, request: pb.ExplainRequest) -> tuple[grpc.StatusCode, list[str]]:
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request)
+    error: Any = info.value
+    status = rpc_status.from_call(error)
+    fields = []
+    if status is not None:
+        for detail in status.details:
+            bad = error_details_pb2.BadRequest()
+            if detail.Unpack(bad):
+                fields += [v.field for v in bad.field_violations]
+    return error.code(), fields
+
+
+def _with_override(name: str, **domain: Any) -> pb.ExplainRequest:
+    request = _demo_request()
+    override = request.overrides.add(name=name)
+    for key, value in domain.items():
+        if key == "categories":
+            override.domain.categories.extend(value)
+        elif key == "constrained":
+            override.constrained = value
+        else:
+            setattr(override.domain, key, value)
+    return request
+
+
+def _with_goal(goal: pb.Goal | None) -> pb.ExplainRequest:
+    request = _demo_request()
+    del request.goals[:]
+    if goal is not None:
+        request.goals.append(goal)
+    return request
+
+
+def _with_solver(**termination: Any) -> pb.ExplainRequest:
+    request = _demo_request()
+    for key, value in termination.items():
+        if key == "config_json":
+            request.solver.config_json = value
+        elif key == "engine":
+            request.solver.engine = value
+        else:
+            setattr(request.solver.termination, key, value)
+    return request
+
+
+def _instance(**changes: Any) -> pb.ExplainRequest:
+    request = _demo_request()
+    for name, value in changes.items():
+        if value is None:
+            del request.instance[name]
+        else:
+            request.instance[name].CopyFrom(value)
+    return request
+
+
+BAD_REQUESTS: list[tuple[str, Any, str]] = [
+    ("unknown feature", lambda: _instance(height=pb.FeatureValue(number_value=1.8)), "instance[height]"),
+    ("missing feature", lambda: _instance(income=None), "instance[income]"),
+    ("wrong type", lambda: _instance(income=pb.FeatureValue(category_value="lots")), "instance[income]"),
+    ("no value set", lambda: _instance(income=pb.FeatureValue()), "instance[income]"),
+    ("fractional integer", lambda: _instance(credit_cards=pb.FeatureValue(number_value=2.5)), "instance[credit_cards]"),
+    ("outside domain", lambda: _instance(income=pb.FeatureValue(number_value=1e9)), "instance[income]"),
+    ("not finite", lambda: _instance(income=pb.FeatureValue(number_value=float("nan"))), "instance[income]"),
+    (
+        "unknown category",
+        lambda: _instance(education=pb.FeatureValue(category_value="kindergarten")),
+        "instance[education]",
+    ),
+    ("override unknown feature", lambda: _with_override("height", low=1.0, high=2.0), "overrides[0].name"),
+    ("override empty domain", lambda: _with_override("income", low=5.0, high=1.0), "overrides[0].domain"),
+    ("override half domain", lambda: _with_override("income", low=5.0), "overrides[0].domain"),
+    (
+        "override no categories",
+        lambda: _with_override("education", constrained=False) if False else _empty_categories(),
+        "overrides[0].domain.categories",
+    ),
+    (
+        "override categories on a number",
+        lambda: _with_override("income", categories=["a"]),
+        "overrides[0].domain.categories",
+    ),
+    ("override boolean domain", lambda: _with_override("has_guarantor", low=0.0, high=1.0), "overrides[0].domain"),
+    ("no goals", lambda: _with_goal(None), "goals"),
+    ("goal on unknown output", lambda: _with_goal(class_goal(1, output="price")), "goals[0].output"),
+    ("unknown class", lambda: _with_goal(class_goal(7)), "goals[0].target"),
+    ("confidence above 1", lambda: _with_goal(class_goal(1, confidence=1.5)), "goals[0].confidence"),
+    ("goal without target", lambda: _with_goal(pb.Goal()), "goals[0].target"),
+    ("value goal on a classifier", lambda: _with_goal(value_goal(3.0)), "goals[0].kind"),
+    ("inverted range goal", lambda: _with_goal(range_goal(2.0, 1.0, output="approved")), "goals[0].low"),
+    ("negative time limit", lambda: _with_solver(spent_limit_seconds=-1.0), "solver.termination.spent_limit_seconds"),
+    ("negative step limit", lambda: _with_solver(step_count_limit=-5), "solver.termination.step_count_limit"),
+    ("bad score limit", lambda: _with_solver(best_score_limit="zero"), "solver.termination.best_score_limit"),
+    ("bad config", lambda: _with_solver(config_json='{"phases": []}'), "solver.config_json.phases"),
+    ("unknown engine", lambda: _with_solver(engine=99), "solver.engine"),
+    (
+        "too many features",
+        lambda: _instance(**{f"extra_{i}": pb.FeatureValue(number_value=1.0) for i in range(60)}),
+        "instance",
+    ),
+]
+
+
+def _empty_categories() -> pb.ExplainRequest:
+    request = _demo_request()
+    override = request.overrides.add(name="education")
+    override.domain.SetInParent()
+    return request
+
+
+@pytest.mark.parametrize(("name", "build", "field"), BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS])
+def test_bad_requests_are_invalid_argument_naming_the_field(
+    client: CounterplanClient, name: str, build: Any, field: str
+) -> None:
+    code, fields = _bad(client, build())
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in fields, fields
+
+
+def test_every_bad_field_is_named_at_once(client: CounterplanClient) -> None:
+    request = _instance(income=pb.FeatureValue(category_value="x"), height=pb.FeatureValue(number_value=1.0))
+    del request.goals[:]
+    code, fields = _bad(client, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert {"instance[income]", "instance[height]", "goals"} <= set(fields)
+
+
+def test_unknown_model_and_missing_id(client: CounterplanClient) -> None:
+    request = _demo_request()
+    request.model_id = "nope"
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+    request.model_id = ""
+    assert _bad(client, request) == (grpc.StatusCode.INVALID_ARGUMENT, ["model_id"])
+
+
+def test_oversized_messages_are_refused(client: CounterplanClient) -> None:
+    request = _demo_request()
+    request.request_id = "x" * (128 * 1024)
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+
+
+def test_a_model_that_fails_is_internal_without_a_traceback(client: CounterplanClient) -> None:
+    request = CounterplanClient.request("broken", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request)
+    error: Any = info.value
+    assert error.code() == grpc.StatusCode.INTERNAL
+    assert "backend is down" in error.details() and "Traceback" not in error.details()
+
+
+def test_the_deadline_caps_the_solve(client: CounterplanClient) -> None:
+    request = CounterplanClient.request("slow", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
+    started = time.perf_counter()
+    response = client.explain(request, timeout=1.5)
+    assert time.perf_counter() - started < 1.5
+    assert response.valid
+    assert "spent time" in response.statistics.termination_reason
+
+
+def test_a_cancelled_call_stops_the_solver(
+    client: CounterplanClient, models: dict[str, Any], server: RunningServer
+) -> None:
+    model: SlowModel = models["slow2"]
+    request = CounterplanClient.request("slow2", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
+    call = client.stub.ExplainStream(request, timeout=60)
+    next(call)  # the solve is running
+    call.cancel()
+    time.sleep(0.5)
+    calls = model.calls
+    time.sleep(0.6)
+    assert model.calls == calls  # no orphaned work
+    assert all(job.status.value != "solving" for job in server.service.manager.list_jobs())
+
+
+def test_more_solves_than_allowed_are_resource_exhausted(client: CounterplanClient, server: RunningServer) -> None:
+    request = CounterplanClient.request("slow", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
+    calls = [client.stub.ExplainStream(request, timeout=60) for _ in range(3)]
+    for call in calls:
+        next(call)  # all three slots are taken
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request, timeout=10)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    for call in calls:
+        call.cancel()
+    time.sleep(0.3)
+    assert client.explain(_demo_request()).valid  # slots come back
+
+
+def test_health_and_reflection(server: RunningServer) -> None:
+    with grpc.insecure_channel(server.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "counterplan.v1.CounterfactualService"):
+            status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+            assert status == health_pb2.HealthCheckResponse.SERVING
+        database = ProtoReflectionDescriptorDatabase(channel)
+        services = database.get_services()
+        assert "counterplan.v1.CounterfactualService" in services and "grpc.health.v1.Health" in services
+        method = database.FindFileContainingSymbol("counterplan.v1.CounterfactualService")
+        assert method.package == "counterplan.v1"
+
+
+def test_auth_token(demo: RegisteredModel) -> None:
+    running = start_server(ServerSettings(port=0, auth_token="s3cret"), ModelRegistry([demo]))
+    try:
+        for token in (None, "wrong"):
+            with CounterplanClient(running.target, token=token) as c, pytest.raises(grpc.RpcError) as info:
+                c.list_models()
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+            with CounterplanClient(running.target, token=token) as c, pytest.raises(grpc.RpcError) as info:
+                list(c.explain_stream(_demo_request()))
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        with CounterplanClient(running.target, token="s3cret") as c:
+            assert [m.id for m in c.list_models()] == [DEMO_ID]
+        with grpc.insecure_channel(running.target) as channel:  # health needs no token
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+            assert status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        running.stop(0)
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "server.crt", folder / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+def test_tls(demo: RegisteredModel, tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    running = start_server(
+        ServerSettings(address="localhost", port=0, tls_cert=cert, tls_key=key), ModelRegistry([demo])
+    )
+    try:
+        with CounterplanClient(f"localhost:{running.port}", root_certificate=cert) as c:
+            assert c.explain(_demo_request()).valid
+        with CounterplanClient(f"localhost:{running.port}") as plain, pytest.raises(grpc.RpcError):
+            plain.list_models(timeout=2)
+    finally:
+        running.stop(0)
+
+
+def test_graceful_shutdown_says_not_serving_and_cuts_solves_at_the_grace(demo: RegisteredModel) -> None:
+    slow = SlowModel()
+    running = start_server(ServerSettings(port=0, grace_seconds=0.5), ModelRegistry([_toy("slow", slow, ENDLESS)]))
+    channel = grpc.insecure_channel(running.target)
+    watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    client = CounterplanClient(running.target)
+    call = client.stub.ExplainStream(
+        CounterplanClient.request("slow", {"x": 1.0, "y": 1.0}, [class_goal("yes")]), timeout=60
+    )
+    next(call)
+    stopper = threading.Thread(target=running.stop)
+    started = time.perf_counter()
+    stopper.start()
+    assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    with pytest.raises(grpc.RpcError):
+        for _ in call:
+            pass
+    stopper.join(10)
+    assert time.perf_counter() - started < 5
+    time.sleep(0.3)  # the cut solve's last step and its final prediction
+    calls = slow.calls
+    time.sleep(0.5)
+    assert slow.calls == calls
+    client.close()
+    channel.close()
+
+
+def test_one_log_line_per_request(client: CounterplanClient) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        request = _demo_request()
+        request.request_id = "logged-1"
+        client.explain(request)
+        _bad(client, _with_goal(None))
+    lines = [entry for entry in logs if entry.get("event") == "request"]
+    assert len(lines) == 2
+    ok, bad = lines
+    assert ok["request_id"] == "logged-1" and ok["model_id"] == DEMO_ID and ok["status"] == "OK"
+    assert ok["score"].startswith("[0/0/0]hard") and ok["duration_ms"] > 0
+    assert bad["status"] == "INVALID_ARGUMENT"
