@@ -9,7 +9,8 @@ port (or dials ``--target host:port``), and builds 16 fixed problems: the first 
   thread walks the problems in turn) for ``--seconds``, and record every latency and status.
   The server refuses solves beyond ``max_concurrent_solves`` with RESOURCE_EXHAUSTED by design,
   so ``--max-concurrent-solves`` defaults to ``--clients`` for a run that should see no error;
-  errors are reported by status code;
+  errors are reported by status code. ``requests`` counts every call, ``requests/s`` and the
+  latency percentiles only the successful ones;
 * **in-process p50**: ``solver.counterfactual.explain`` on the very problems the server builds
   (the same request checked by ``server.convert.check_request`` against the same registered
   model, with the same solve-time cap the server adds), one at a time;

@@ -7,6 +7,7 @@ files (which run code while loading: only load files you trust).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ class LoadError(InvalidInputError):
         super().__init__("file", field, problem)
 
 
-def load_model(path: str | Path, trust: bool = False) -> Any:
+def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[str] = ()) -> Any:
     """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file.
 
     Parameters
@@ -31,8 +32,10 @@ def load_model(path: str | Path, trust: bool = False) -> Any:
     path:
         The file.
     trust:
-        For skops files: also load types skops does not trust by default (only for files you
-        made). Joblib files always run code while loading.
+        For skops files: also load every type skops does not trust by default (only for files
+        you made). Joblib files always run code while loading.
+    trusted_types:
+        For skops files: the types beyond skops's defaults that may load (the safe way).
     """
     file = Path(path)
     if not file.is_file():
@@ -43,9 +46,12 @@ def load_model(path: str | Path, trust: bool = False) -> Any:
             import skops.io as sio  # noqa: PLC0415 - optional dependency, loaded at the edge
 
             untrusted = sio.get_untrusted_types(file=file)
-            if untrusted and not trust:
+            unlisted = [t for t in untrusted if t not in set(trusted_types)]
+            if unlisted and not trust:
                 raise LoadError(
-                    str(file), f"holds types skops does not trust ({', '.join(untrusted)}); pass --trust-model"
+                    str(file),
+                    f"holds types skops does not trust by default ({', '.join(unlisted)}); list them as "
+                    "trusted_types in the model card, or pass --trust-model on the command line",
                 )
             return sio.load(file, trusted=untrusted)
         if suffix in {".joblib", ".pkl", ".pickle"}:

@@ -72,6 +72,8 @@ class ModelCard(BaseModel):
     immutable: list[str] = Field(default_factory=list)
     statistics: dict[str, FeatureStatistics] = Field(default_factory=dict)
     default_solver_config: dict[str, Any] | None = None
+    trusted_types: list[str] = Field(default_factory=list)
+    """For skops files: types beyond skops's defaults that may load (e.g. sklearn.tree._tree.Tree)."""
 
 
 @dataclass
@@ -183,7 +185,7 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
             "joblib/pickle files run code while loading; set COUNTERPLAN_TRUST_PICKLE=true for a trusted directory",
         )
     try:
-        model = load_model(model_path, trust=trust_pickle)
+        model = load_model(model_path, trusted_types=card.trusted_types)
     except LoadError as exc:
         raise RegistryError(f"{path.name}:model_file", exc.problem) from None
     adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])

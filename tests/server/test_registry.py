@@ -1,0 +1,123 @@
+"""Model registries loaded from a directory of model cards, and served."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import joblib
+import pandas as pd
+import pytest
+import skops.io as sio
+import yaml
+from sklearn.pipeline import Pipeline
+
+from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from server.app import start_server
+from server.client import CounterplanClient, class_goal
+from server.registry import ModelRegistry, RegistryError
+from server.settings import ServerSettings
+
+
+@pytest.fixture(scope="module")
+def card_dir(tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    sio.dump(loan_model, folder / "loan.skops")
+    loan_data.to_csv(folder / "train.csv", index=False)
+    (folder / "loan.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "id": "loan",
+                "version": "7",
+                "description": "from a card",
+                "model_file": "loan.skops",
+                "outputs": [TARGET],
+                "training_data": "train.csv",
+                "target": TARGET,
+                "immutable": list(IMMUTABLE),
+                "default_solver_config": {"random_seed": 5},
+                "trusted_types": sio.get_untrusted_types(file=folder / "loan.skops"),
+            }
+        )
+    )
+    return folder
+
+
+def test_a_directory_of_cards_is_served(card_dir: Path) -> None:
+    registry = ModelRegistry.from_directory(card_dir)
+    model = registry.get("loan")
+    assert model is not None and model.version == "7" and model.default_config.random_seed == 5
+    assert model.feature("age") is not None and model.feature("age").immutable  # type: ignore[union-attr]
+    assert "mad" in model.statistics["income"].model_dump()
+    running = start_server(ServerSettings(port=0, models_dir=card_dir))
+    try:
+        with CounterplanClient(running.target) as client:
+            assert [m.id for m in client.list_models()] == ["loan"]
+            response = client.explain(client.request("loan", rejected_applicant(), [class_goal(1, 0.6)]))
+            assert response.valid and response.model_id == "loan"
+    finally:
+        running.stop(0)
+
+
+def test_explicit_feature_schema_and_json_cards(tmp_path: Path, loan_model: Pipeline) -> None:
+    sio.dump(loan_model, tmp_path / "m.skops")
+    features = [
+        {"name": "age", "kind": "integer", "low": 18, "high": 90, "immutable": True},
+        {"name": "income", "kind": "float", "low": 0, "high": 200000},
+        {"name": "years_employed", "kind": "integer", "low": 0, "high": 40},
+        {"name": "credit_cards", "kind": "integer", "low": 0, "high": 10},
+        {"name": "debt", "kind": "float", "low": 0, "high": 150000},
+        {"name": "loan_amount", "kind": "float", "low": 1000, "high": 60000},
+        {"name": "education", "kind": "categorical", "categories": ["high-school", "bachelor", "master", "doctorate"]},
+        {"name": "home_ownership", "kind": "categorical", "categories": ["rent", "mortgage", "own"]},
+        {
+            "name": "purpose",
+            "kind": "categorical",
+            "categories": ["car", "home-improvement", "debt-consolidation", "education"],
+        },
+        {"name": "has_prior_default", "kind": "boolean", "immutable": True},
+        {"name": "has_guarantor", "kind": "boolean"},
+    ]
+    card: dict[str, object] = {"id": "m", "model_file": "m.skops", "outputs": [TARGET], "features": features}
+    (tmp_path / "m.json").write_text(json.dumps(card))
+    with pytest.raises(RegistryError, match="trusted_types"):  # skops loads only trusted types
+        ModelRegistry.from_directory(tmp_path)
+    card["trusted_types"] = sio.get_untrusted_types(file=tmp_path / "m.skops")
+    (tmp_path / "m.json").write_text(json.dumps(card))
+    model = ModelRegistry.from_directory(tmp_path).get("m")
+    assert model is not None and [f.name for f in model.features] == [f["name"] for f in features]
+
+
+def test_pickle_needs_a_trusted_directory(tmp_path: Path, loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    joblib.dump(loan_model, tmp_path / "m.joblib")
+    loan_data.to_csv(tmp_path / "train.csv", index=False)
+    card = {"id": "m", "model_file": "m.joblib", "outputs": [TARGET], "training_data": "train.csv", "target": TARGET}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(card))
+    with pytest.raises(RegistryError, match="TRUST_PICKLE"):
+        ModelRegistry.from_directory(tmp_path)
+    assert ModelRegistry.from_directory(tmp_path, trust_pickle=True).get("m") is not None
+
+
+@pytest.mark.parametrize(
+    ("card", "fragment"),
+    [
+        ({"id": "bad id!", "model_file": "m.skops"}, "id"),
+        ({"id": "m"}, "model_file"),
+        ({"id": "m", "model_file": "missing.skops", "features": []}, "no such file"),
+        ({"id": "m", "model_file": "m.skops", "unknown": 1}, "unknown"),
+    ],
+)
+def test_bad_cards_name_the_problem(
+    tmp_path: Path, loan_model: Pipeline, card: dict[str, object], fragment: str
+) -> None:
+    sio.dump(loan_model, tmp_path / "m.skops")
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(card))
+    with pytest.raises(RegistryError, match=fragment):
+        ModelRegistry.from_directory(tmp_path)
+
+
+def test_empty_or_missing_directories(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="no model card"):
+        ModelRegistry.from_directory(tmp_path)
+    with pytest.raises(RegistryError, match="not a directory"):
+        ModelRegistry.from_directory(tmp_path / "nope")
