@@ -21,6 +21,7 @@ from planning.models import adapt_sklearn
 from planning.problem import CounterfactualProblem
 from server.goal_text import GOAL_HELP, parse_goal_text
 from server.loading import load_csv, load_instance, load_model
+from server.logs import configure_console_logs
 from server.render import print_result, progress_line
 from solver.config import SolverConfig, TerminationConfig
 from solver.counterfactual import CounterfactualSolver
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_console_logs()
     try:
         if args.command == "explain":
             return _explain_remote(args) if args.server else _explain(args)

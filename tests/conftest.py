@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pandas as pd
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 from sklearn.pipeline import Pipeline
 
@@ -18,6 +21,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("counterplan")
+
+
+@pytest.fixture(autouse=True)
+def _default_logging() -> Iterator[None]:
+    """The command line configures structlog globally; every test starts from the defaults."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")

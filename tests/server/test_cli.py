@@ -185,3 +185,28 @@ def test_the_console_script_is_installed() -> None:
     assert script is not None
     result = subprocess.run([script, "explain", "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "--goal" in result.stdout
+
+
+def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
+    from server.app import start_server
+    from server.registry import ModelRegistry
+    from server.settings import ServerSettings
+
+    running = start_server(ServerSettings(port=0), ModelRegistry.demo())
+    capsys.readouterr()
+    try:
+        code, out, err = _run(capsys, "explain", "--server", running.target, "--json", "--seed", "2")
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["valid"] and result["modelId"] == "loan-demo"
+        code, out, _ = _run(capsys, "explain", "--server", running.target, "--no-progress")
+        assert code == 0 and "Counterfactual: change these features" in out
+        code, _, err = _run(capsys, "explain", "--server", running.target, "--model-id", "nope")
+        assert code == 1 and "NOT_FOUND" in err and err.count("\n") == 1
+    finally:
+        running.stop(0)
+
+
+def test_serve_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "serve", "--port", "70000")
+    assert code == 2 and "port" in err

@@ -443,3 +443,37 @@ def test_one_log_line_per_request(client: CounterplanClient) -> None:
     assert ok["request_id"] == "logged-1" and ok["model_id"] == DEMO_ID and ok["status"] == "OK"
     assert ok["score"].startswith("[0/0/0]hard") and ok["duration_ms"] > 0
     assert bad["status"] == "INVALID_ARGUMENT"
+
+
+def test_intermediate_messages_are_throttled(demo: RegisteredModel) -> None:
+    slow = SlowModel(delay=0.01)
+    config = SolverConfig(
+        phases=({"type": "local_search", "walkers": 1, "move_selector": {"moves_per_step": 4}},),  # type: ignore[arg-type]
+        termination=TerminationConfig(step_count_limit=120),
+    )
+    running = start_server(
+        ServerSettings(port=0, stream_max_per_second=4.0), ModelRegistry([_toy("slow", slow, config)])
+    )
+    try:
+        with CounterplanClient(running.target) as c:
+            request = CounterplanClient.request("slow", {"x": 0.0, "y": 0.0}, [class_goal("yes", 0.999)])
+            started = time.perf_counter()
+            messages = list(c.explain_stream(request))
+            elapsed = time.perf_counter() - started
+        intermediate = [m for m in messages if m.stage == pb.STAGE_INTERMEDIATE]
+        assert 1 <= len(intermediate) <= elapsed * 4.0 + 2
+        assert messages[-1].stage == pb.STAGE_FINAL
+        assert intermediate[-1].score.text == messages[-1].score.text  # the last one is delivered
+    finally:
+        running.stop(0)
+
+
+def test_settings_come_from_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COUNTERPLAN_PORT", "6123")
+    monkeypatch.setenv("COUNTERPLAN_MAX_CONCURRENT_SOLVES", "9")
+    monkeypatch.setenv("COUNTERPLAN_AUTH_TOKEN", "t")
+    settings = ServerSettings()
+    assert (settings.port, settings.max_concurrent_solves, settings.auth_token) == (6123, 9, "t")
+    assert ServerSettings(port=7000).port == 7000  # flags win
+    with pytest.raises(ValueError, match="tls"):
+        ServerSettings(tls_cert=Path("cert.pem"))
