@@ -93,10 +93,10 @@ class ScoreCalculator:
                 below += bound.below_confidence(column)
         scores[:, 0] = np.where(failed, FAILED_PREDICTION, -goal_distance)
         changed = self._original != X
-        scores[:, 1] = -(changed & self._frozen).sum(axis=1)
+        scores[:, 1] = -self._broken_rules(X, changed)
         scores[:, 2] = np.where(failed, -max(self._confidence_goals, 1), -below)
         scores[:, 3] = -feature_distance(
-            X, self._original, problem.space.nominal, problem.scales, problem.distance.metric
+            X, self._original, problem.space.nominal, problem.scales, problem.distance.metric, costs=problem.space.costs
         )
         scores[:, 4] = -changed.sum(axis=1)
         scores += 0.0  # fold -0.0 into 0.0
@@ -105,6 +105,19 @@ class ScoreCalculator:
         if self.assert_mode:
             self._assert_matches_reference(X, evaluation)
         return evaluation
+
+    def _broken_rules(self, X: FloatMatrix, changed: npt.NDArray[np.bool_]) -> FloatMatrix:
+        """Actionability rules each row breaks: immutables changed, monotone rules, too many changes."""
+        space = self.problem.space
+        broken = (changed & self._frozen).sum(axis=1).astype(np.float64)
+        broken += ((X - self._original) * space.monotone < 0.0).sum(axis=1)
+        limit = self.problem.max_changed_features
+        if limit is not None:
+            broken += np.maximum(changed.sum(axis=1) - limit, 0)
+        plausibility = self.problem.plausibility
+        if plausibility is not None:
+            broken += ~plausibility.plausible(X)
+        return np.asarray(broken, dtype=np.float64)
 
     def _predict(self, X: FloatMatrix) -> tuple[Predictions, list[str | None]]:
         n = X.shape[0]
@@ -188,12 +201,18 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
         soft1 -= 1.0
         if not feature.mutable:
             hard1 -= 1.0
+        if (feature.monotone == "increase" and delta < 0) or (feature.monotone == "decrease" and delta > 0):
+            hard1 -= 1.0
         if space.nominal[i]:
-            soft0 -= 1.0
+            soft0 -= feature.cost
         elif problem.distance.metric == "sd_squared":
-            soft0 -= (delta / problem.scales[i]) ** 2
+            soft0 -= feature.cost * (delta / problem.scales[i]) ** 2
         else:
-            soft0 -= abs(delta) / problem.scales[i]
+            soft0 -= feature.cost * abs(delta) / problem.scales[i]
+    if problem.max_changed_features is not None:
+        hard1 -= max(-soft1 - problem.max_changed_features, 0.0)
+    if problem.plausibility is not None and not problem.plausibility.plausible(row.reshape(1, -1))[0]:
+        hard1 -= 1.0
     if failed:
         return np.array([FAILED_PREDICTION, hard1, -max(n_confidence, 1), soft0, soft1]) + 0.0
     return np.array([hard0, hard1, -below, soft0, soft1], dtype=np.float64) + 0.0

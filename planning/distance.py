@@ -70,7 +70,7 @@ def feature_scales(
                 )
             continue
         if not value:
-            value = 1.0 if needed == "mad" else stats.range or float(space.upper[i] - space.lower[i])
+            value = 1.0 if needed == "mad" else stats.range or float(space.domain_upper[i] - space.domain_lower[i])
         scales[i] = value if value else 1.0
     return scales
 
@@ -81,10 +81,14 @@ def feature_distance(
     nominal: npt.NDArray[np.bool_],
     scales: FloatMatrix,
     metric: DistanceMetric,
+    *,
+    costs: FloatMatrix | None = None,
 ) -> FloatMatrix:
-    """d(x, original) for every row of ``X``; vectorised over rows and columns."""
+    """d(x, original) for every row of ``X``, each feature weighted by its change cost."""
     diff = X - original
     scaled = diff / scales
     per_feature = np.square(scaled) if metric == "sd_squared" else np.abs(scaled)
     per_feature = np.where(nominal, (diff != 0.0).astype(np.float64), per_feature)
+    if costs is not None:
+        per_feature = per_feature * costs
     return np.asarray(per_feature.sum(axis=1), dtype=np.float64)

@@ -18,6 +18,7 @@ from planning._pydantic import reraise
 from planning.errors import FeatureError
 
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
+Monotone = Literal["increase", "decrease"]
 
 
 class _Feature(BaseModel):
@@ -27,6 +28,10 @@ class _Feature(BaseModel):
 
     name: Annotated[str, Field(min_length=1)]
     constrained: bool = False
+    cost: Annotated[float, Field(gt=0.0)] = 1.0
+    """Weight of this feature's change in the distance: 2 makes a change cost twice as much."""
+    monotone: Monotone | None = None
+    """The feature may only increase or only decrease (categories: along their listed order)."""
 
     def __init__(self, /, **data: Any) -> None:
         try:

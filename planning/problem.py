@@ -17,6 +17,7 @@ from planning.errors import ProblemError
 from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, bind_goals
 from planning.inference import infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
+from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 AnyGoal = ClassGoal | ValueGoal | RangeGoal
@@ -39,6 +40,11 @@ class CounterfactualProblem:
     statistics:
         Per-feature normalisation statistics (range, SD, MAD); needed for the MAD and SD
         metrics, inferred by :meth:`from_dataframe`.
+    max_changed_features:
+        At most this many features may change; each one more breaks a rule (hard level 1).
+    plausibility:
+        A :class:`~planning.plausibility.PlausibilityModel`: an implausible candidate breaks a
+        rule (hard level 1). Built by :meth:`from_dataframe` when asked.
     """
 
     def __init__(
@@ -48,7 +54,14 @@ class CounterfactualProblem:
         model: ModelAdapter | Any,
         distance: DistanceSettings | None = None,
         statistics: Mapping[str, FeatureStatistics] | None = None,
+        *,
+        max_changed_features: int | None = None,
+        plausibility: PlausibilityModel | None = None,
     ) -> None:
+        if max_changed_features is not None and max_changed_features < 1:
+            raise ProblemError("max_changed_features", f"must be at least 1, given {max_changed_features}")
+        self.max_changed_features = max_changed_features
+        self.plausibility = plausibility
         self.space = FeatureSpace(features)
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
         self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
@@ -69,6 +82,8 @@ class CounterfactualProblem:
         immutable: Iterable[str] = (),
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         distance: DistanceSettings | None = None,
+        max_changed_features: int | None = None,
+        plausibility: PlausibilitySettings | None = None,
     ) -> CounterfactualProblem:
         """Build a problem the way data scientists work: training data plus one row.
 
@@ -93,6 +108,11 @@ class CounterfactualProblem:
             ``{column: {field: value}}`` replacing inferred feature fields.
         distance:
             As in the constructor.
+        max_changed_features:
+            As in the constructor.
+        plausibility:
+            Judge candidates against the training rows of the desired class (the first class
+            goal's target, read from the ``target`` column).
         """
         if isinstance(instance, int | np.integer):
             if not 0 <= int(instance) < len(data):
@@ -113,8 +133,29 @@ class CounterfactualProblem:
         features = infer_features(data, row, columns, immutable, overrides)
         if not isinstance(model, ModelAdapter):
             model = adapt_sklearn(model, target or "prediction")
-        return cls(features, goals, model, distance, infer_statistics(data, features))
+        statistics = infer_statistics(data, features)
+        judge = None
+        if plausibility is not None:
+            judge = _plausibility_model(data, features, goals, target, plausibility)
+        return cls(
+            features, goals, model, distance, statistics, max_changed_features=max_changed_features, plausibility=judge
+        )
 
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""
         return self.space.original.reshape(1, -1).copy()
+
+
+def _plausibility_model(
+    data: pd.DataFrame,
+    features: list[AnyFeature],
+    goals: Sequence[AnyGoal],
+    target: str | None,
+    settings: PlausibilitySettings,
+) -> PlausibilityModel:
+    goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
+    if goal is None or target is None or target not in data.columns:
+        raise ProblemError("plausibility", "needs a class goal and the label column given as target")
+    rows = data[data[target].astype(str) == str(goal.target)]
+    space = FeatureSpace(features)
+    return PlausibilityModel(space, encode_frame(space, rows), settings)

@@ -43,14 +43,24 @@ class FeatureSpace:
         self.names: tuple[str, ...] = tuple(f.name for f in self.features)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         bounds = np.array([f.bounds for f in self.features], dtype=np.float64)
-        self.lower: FloatMatrix = bounds[:, 0].copy()
-        self.upper: FloatMatrix = bounds[:, 1].copy()
+        self.domain_lower: FloatMatrix = bounds[:, 0].copy()
+        """Inclusive encoded domain bounds: what a candidate may hold at all."""
+        self.domain_upper: FloatMatrix = bounds[:, 1].copy()
+        self.monotone: FloatMatrix = np.array(
+            [{"increase": 1.0, "decrease": -1.0}.get(f.monotone or "", 0.0) for f in self.features]
+        )
+        """+1 where a feature may only increase, -1 only decrease, 0 either way."""
+        self.costs: FloatMatrix = np.array([f.cost for f in self.features], dtype=np.float64)
         self.mutable: BoolArray = np.array([f.mutable for f in self.features], dtype=bool)
         self.nominal: BoolArray = np.array(
             [isinstance(f, CategoricalFeature | BooleanFeature) for f in self.features], dtype=bool
         )
         self.integral: BoolArray = np.array([not isinstance(f, FloatFeature) for f in self.features], dtype=bool)
         self.original: FloatMatrix = np.array([f.encode(f.value) for f in self.features], dtype=np.float64)
+        # The search moves within these: the domain, narrowed by monotone rules, so no move
+        # breaks one; candidates from elsewhere that break one are counted on hard level 1.
+        self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
+        self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
         self._categories: dict[int, npt.NDArray[np.object_]] = {
             i: np.array(f.domain, dtype=object)
             for i, f in enumerate(self.features)
@@ -124,7 +134,7 @@ class FeatureSpace:
             raise CandidateError("shape", f"expected (n, {self.n_features}) candidates, given {matrix.shape}")
         if matrix.shape[0] == 0:
             return matrix
-        bad = ~np.isfinite(matrix) | (matrix < self.lower) | (matrix > self.upper)
+        bad = ~np.isfinite(matrix) | (matrix < self.domain_lower) | (matrix > self.domain_upper)
         bad |= self.integral & (matrix != np.rint(matrix))
         if bad.any():
             row, col = map(int, np.argwhere(bad)[0])
@@ -132,7 +142,7 @@ class FeatureSpace:
             raise CandidateError(
                 feature.name,
                 f"row {row} holds {matrix[row, col]!r}, outside the domain "
-                f"[{self.lower[col]!r}, {self.upper[col]!r}]"
+                f"[{self.domain_lower[col]!r}, {self.domain_upper[col]!r}]"
                 + (" or not a whole number" if self.integral[col] else ""),
             )
         return matrix

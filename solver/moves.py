@@ -155,9 +155,10 @@ class MoveSelector:
         stuck = integral & (numeric == now)  # an integer step that rounded to nothing
         numeric = np.where(stuck, now + rng.choice((-1.0, 1.0), rows.size), numeric)
         numeric = np.clip(numeric, low, high)
-        # Categories and booleans: any other value of the domain, uniformly.
+        # Categories and booleans: any other value of the (search) domain, uniformly.
         size = np.maximum(span + 1.0, 1.0)
-        other = np.mod(now + 1.0 + np.floor(rng.random(rows.size) * np.maximum(size - 1.0, 1.0)), size)
+        shift = 1.0 + np.floor(rng.random(rows.size) * np.maximum(size - 1.0, 1.0))
+        other = low + np.mod(now - low + shift, size)
         X[rows, columns] = np.where(nominal, other, numeric)
         touched[rows, columns] = True
 

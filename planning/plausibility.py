@@ -1,0 +1,95 @@
+"""Plausibility against the data: a counterfactual should lie near real rows of the desired class.
+
+Optional, when training data is given. Rows are compared in a Gower-like space (numbers scaled
+by their domain range, categories and booleans one-hot at weight 1/2, so a mismatch costs 1)
+with Manhattan distance. A candidate is plausible when its k-th nearest reference row (a
+training row of the desired class) is no farther than the ``quantile`` of the reference rows'
+own k-th-neighbour distances: as close to the data as typical rows of that class are.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+from sklearn.neighbors import NearestNeighbors
+
+from planning.errors import ProblemError
+from planning.features import BooleanFeature, CategoricalFeature
+from planning.space import FeatureSpace, FloatMatrix
+
+
+class PlausibilitySettings(BaseModel):
+    """How plausibility is judged."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    k: Annotated[int, Field(ge=1, le=100)] = 5
+    quantile: Annotated[float, Field(gt=0.0, le=1.0)] = 0.95
+    max_reference_rows: Annotated[int, Field(ge=10)] = 5000
+    """Larger reference sets are subsampled (deterministically) to keep each batch fast."""
+
+
+class PlausibilityModel:
+    """k-nearest-neighbour plausibility of encoded candidates against reference rows."""
+
+    def __init__(self, space: FeatureSpace, reference: FloatMatrix, settings: PlausibilitySettings) -> None:
+        if reference.shape[0] <= settings.k:
+            raise ProblemError(
+                "plausibility", f"needs more than k={settings.k} reference rows, has {reference.shape[0]}"
+            )
+        if reference.shape[0] > settings.max_reference_rows:
+            keep = np.random.default_rng(0).choice(reference.shape[0], settings.max_reference_rows, replace=False)
+            reference = reference[np.sort(keep)]
+        self.space = space
+        self.settings = settings
+        span = space.domain_upper - space.domain_lower
+        self._scale = np.where(span > 0, span, 1.0)
+        self._nominal = np.flatnonzero(space.nominal)
+        self._sizes = (space.domain_upper[self._nominal] + 1).astype(int)
+        points = self._transform(reference)
+        self._index = NearestNeighbors(n_neighbors=settings.k + 1, metric="manhattan").fit(points)
+        own, _ = self._index.kneighbors(points)
+        self.threshold = float(np.quantile(own[:, -1], settings.quantile))  # column 0 is the row itself
+
+    def _transform(self, X: FloatMatrix) -> FloatMatrix:
+        numeric = np.where(self.space.nominal, 0.0, (X - self.space.domain_lower) / self._scale)
+        blocks = [numeric]
+        for column, size in zip(self._nominal, self._sizes, strict=True):
+            onehot = np.zeros((X.shape[0], size))
+            onehot[np.arange(X.shape[0]), np.rint(X[:, column]).astype(int)] = 0.5
+            blocks.append(onehot)
+        return np.hstack(blocks)
+
+    def distance(self, X: FloatMatrix) -> FloatMatrix:
+        """Distance of each candidate to its k-th nearest reference row."""
+        distances, _ = self._index.kneighbors(self._transform(X), n_neighbors=self.settings.k)
+        return np.asarray(distances[:, -1], dtype=np.float64)
+
+    def plausible(self, X: FloatMatrix) -> npt.NDArray[np.bool_]:
+        """Candidates as close to the desired class's rows as its typical rows are."""
+        return np.asarray(self.distance(X) <= self.threshold, dtype=bool)
+
+
+def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
+    """Encode DataFrame rows into the space's matrix, dropping rows outside its domains."""
+    columns = []
+    keep = np.ones(len(data), dtype=bool)
+    for feature in space.features:
+        column = data[feature.name]
+        if isinstance(feature, CategoricalFeature):
+            codes = pd.Categorical(column.astype(str), categories=list(feature.domain)).codes.astype(np.float64)
+            keep &= codes >= 0
+            columns.append(codes)
+        elif isinstance(feature, BooleanFeature):
+            columns.append(np.asarray(column.astype(bool).to_numpy(), dtype=np.float64))
+        else:
+            values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+            keep &= np.isfinite(values)
+            columns.append(values)
+    matrix = np.column_stack(columns)
+    keep &= ((matrix >= space.domain_lower) & (matrix <= space.domain_upper)).all(axis=1)
+    return np.asarray(matrix[keep], dtype=np.float64)

@@ -1,0 +1,125 @@
+"""Hard level 1: monotone features, ordered categories, change limits, costs, plausibility."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from planning import (
+    CallableAdapter,
+    CategoricalFeature,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    OutputSpec,
+    ProblemError,
+    ScoreCalculator,
+    ValueGoal,
+)
+from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from planning.plausibility import PlausibilitySettings
+from planning.space import FloatMatrix
+from solver import explain
+
+
+def _sum_model(X: FloatMatrix) -> FloatMatrix:
+    return X.sum(axis=1)
+
+
+def _problem(**kwargs: object) -> CounterfactualProblem:
+    features = [
+        IntegerFeature(name="years", value=5, low=0, high=40, monotone="increase"),
+        FloatFeature(name="debt", value=10.0, low=0.0, high=50.0, monotone="decrease", cost=2.0),
+        CategoricalFeature(name="level", value="b", categories=("a", "b", "c", "d"), monotone="increase"),
+        FloatFeature(name="free", value=1.0, low=0.0, high=10.0),
+    ]
+    return CounterfactualProblem(
+        features,
+        [ValueGoal(value=30.0)],
+        CallableAdapter(_sum_model, [OutputSpec("y")]),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_monotone_rules_narrow_the_search_and_count_when_broken() -> None:
+    problem = _problem()
+    space = problem.space
+    assert space.lower.tolist() == [5.0, 0.0, 1.0, 0.0]  # years and level may only go up
+    assert space.upper.tolist() == [40.0, 10.0, 3.0, 10.0]  # debt may only go down
+    X = np.repeat(problem.original_row(), 4, axis=0)
+    X[1, 0] = 4.0  # years down: broken
+    X[2, 1] = 12.0  # debt up: broken
+    X[3, 2] = 0.0  # level down: broken
+    X[3, 0] = 6.0  # years up: fine
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[:, 1].tolist() == [0.0, -1.0, -1.0, -1.0]
+
+
+def test_change_costs_weight_the_distance() -> None:
+    problem = _problem()
+    X = problem.original_row()
+    X[0, 1] = 5.0  # debt -5 of a range 50, at cost 2
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[0, 3] == pytest.approx(-2.0 * 5.0 / 50.0)
+
+
+def test_a_change_limit_counts_every_change_past_it() -> None:
+    problem = _problem(max_changed_features=1)
+    X = np.repeat(problem.original_row(), 2, axis=0)
+    X[0, 3] = 2.0
+    X[1, [0, 3]] = [6.0, 2.0]
+    X[1, 2] = 2.0
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[:, 1].tolist() == [0.0, -2.0]
+    with pytest.raises(ProblemError, match="at least 1"):
+        _problem(max_changed_features=0)
+
+
+def test_the_search_respects_every_rule() -> None:
+    problem = _problem(max_changed_features=2)
+    result = explain(problem, seed=1)
+    assert result.valid and result.feasible
+    assert result.proposed["years"] >= 5 and result.proposed["debt"] <= 10.0
+    assert result.proposed["level"] in ("b", "c", "d") and len(result.changes) <= 2
+
+
+def test_plausibility_against_the_desired_class(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    settings = PlausibilitySettings(k=5, quantile=0.9)
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        [ClassGoal(target=1)],
+        target=TARGET,
+        immutable=IMMUTABLE,
+        plausibility=settings,
+    )
+    judge = problem.plausibility
+    assert judge is not None and judge.threshold > 0
+    approved = loan_data[loan_data[TARGET] == 1].drop(columns=[TARGET]).head(50)
+    from planning.plausibility import encode_frame
+
+    typical = judge.plausible(encode_frame(problem.space, approved))
+    assert typical.mean() > 0.8  # real approved applicants look plausible
+    weird = problem.original_row()
+    weird[0, problem.space.index["income"]] = problem.space.domain_upper[problem.space.index["income"]]
+    weird[0, problem.space.index["loan_amount"]] = problem.space.domain_lower[problem.space.index["loan_amount"]]
+    weird[0, problem.space.index["credit_cards"]] = 0
+    weird[0, problem.space.index["debt"]] = problem.space.domain_upper[problem.space.index["debt"]]
+    assert not judge.plausible(weird)[0]
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(weird).scores
+    assert scores[0, 1] == -1.0
+    result = explain(problem, seed=0)
+    assert result.valid and result.feasible  # a plausible counterfactual was found
+    with pytest.raises(ProblemError, match="label column"):
+        CounterfactualProblem.from_dataframe(
+            loan_data,
+            rejected_applicant(),
+            loan_model,
+            [ClassGoal(target=1)],
+            plausibility=settings,
+            columns=list(loan_model.feature_names_in_),
+        )
