@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 
 from planning.calculator import Evaluation, ScoreCalculator
-from planning.errors import CounterplanError
+from planning.errors import CounterplanError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from solver.config import SolverConfig
+from solver.diversity import select_diverse
 from solver.engine import Solver
 from solver.events import BestSolutionChanged
 from solver.protocol import FloatMatrix
-from solver.result import BestSolutionEvent, Change, CounterfactualResult, SolveStatistics
+from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 
 Listener = Callable[[BestSolutionEvent], None]
 
@@ -65,16 +66,27 @@ class CounterfactualSolver:
         Engine configuration; the default is a tabu search with an early-stopping termination.
     seed:
         Overrides ``config.random_seed``; the same problem, config and seed give the same answer.
+    num_counterfactuals:
+        How many distinct valid answers to return (see :mod:`solver.diversity`).
     """
 
-    def __init__(self, problem: CounterfactualProblem, config: SolverConfig | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        problem: CounterfactualProblem,
+        config: SolverConfig | None = None,
+        seed: int | None = None,
+        num_counterfactuals: int = 1,
+    ):
         config = config or SolverConfig()
         if seed is not None:
             config = config.model_copy(update={"random_seed": seed})
+        if num_counterfactuals < 1:
+            raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
         self.problem = problem
         self.config = config
+        self.num_counterfactuals = num_counterfactuals
         self.listeners: list[Listener] = []
-        self._solver = Solver(config)
+        self._solver = Solver(config, collect_pool=num_counterfactuals > 1)
 
     def add_listener(self, listener: Listener) -> None:
         """Hear every new best solution (decoded), in the solving thread."""
@@ -95,6 +107,7 @@ class CounterfactualSolver:
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))
+        alternatives = self._alternatives(calculator, outcome.pool, outcome.best_row, final)
         score = BendableScore.of(outcome.best_score)
         levels = list(score.levels)
         speed = outcome.score_calculation_count / outcome.time_spent if outcome.time_spent > 0 else 0.0
@@ -119,7 +132,54 @@ class CounterfactualSolver:
                 termination_reason=outcome.termination_reason,
             ),
             failure=final.failures[0],
+            counterfactuals=alternatives,
+            requested=self.num_counterfactuals,
         )
+
+    def _alternatives(
+        self,
+        calculator: ScoreCalculator,
+        pool: tuple[FloatMatrix, FloatMatrix] | None,
+        best: FloatMatrix,
+        final: Evaluation,
+    ) -> list[Counterfactual]:
+        """The best and up to k - 1 diverse others, re-scored in one call."""
+        if self.num_counterfactuals == 1 or pool is None:
+            rows = best.reshape(1, -1) if (final.scores[0, :3] >= 0.0).all() else np.empty((0, best.size))
+        else:
+            space = self.problem.space
+            chosen = select_diverse(
+                pool[0],
+                pool[1],
+                original=space.original,
+                scales=self.problem.scales,
+                nominal=space.nominal,
+                k=self.num_counterfactuals,
+            )
+            rows = pool[0][chosen]
+        if rows.shape[0] == 0:
+            return []
+        evaluation = calculator.calculate(rows)
+        out = []
+        for i in range(rows.shape[0]):
+            score = evaluation.score(i)
+            levels = list(score.levels)
+            fine = evaluation.failures[i] is None
+            single = Evaluation(
+                evaluation.scores[i : i + 1], {k: v[i : i + 1] for k, v in evaluation.predictions.items()}
+            )
+            out.append(
+                Counterfactual(
+                    proposed=self.problem.space.decode(rows[i]),
+                    changes=self._changes(rows[i]),
+                    predictions=self._predictions(single),
+                    score=str(score),
+                    score_levels=levels,
+                    valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
+                    feasible=score.is_feasible and fine,
+                )
+            )
+        return out
 
     def _forward(self, event: BestSolutionChanged) -> None:
         score = BendableScore.of(event.score)
@@ -164,9 +224,10 @@ def explain(
     *,
     seed: int | None = None,
     listeners: Iterable[Listener] = (),
+    num_counterfactuals: int = 1,
 ) -> CounterfactualResult:
-    """Find the best counterfactual of ``problem``; see :class:`CounterfactualSolver`."""
-    solver = CounterfactualSolver(problem, config, seed)
+    """Find the best counterfactual of ``problem`` (or several); see :class:`CounterfactualSolver`."""
+    solver = CounterfactualSolver(problem, config, seed, num_counterfactuals)
     for listener in listeners:
         solver.add_listener(listener)
     return solver.solve()

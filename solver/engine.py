@@ -35,6 +35,8 @@ class SolveOutcome:
     termination_reason: str
     best_step_index: int
     best_time: float
+    pool: tuple[FloatMatrix, FloatMatrix] | None = None
+    """When collected: distinct feasible rows and their scores."""
 
 
 class Solver:
@@ -48,9 +50,12 @@ class Solver:
         Called on every new best solution, in the solving thread.
     """
 
-    def __init__(self, config: SolverConfig, listeners: list[EngineListener] | None = None) -> None:
+    def __init__(
+        self, config: SolverConfig, listeners: list[EngineListener] | None = None, collect_pool: bool = False
+    ) -> None:
         self.config = config
         self.listeners: list[EngineListener] = list(listeners or [])
+        self.collect_pool = collect_pool
         self._terminate = threading.Event()
 
     def add_listener(self, listener: EngineListener) -> None:
@@ -73,6 +78,7 @@ class Solver:
             best_score=start_score.copy(),
             progress=Progress.starting(start_score),
             terminate_flag=self._terminate,
+            pool=[] if self.collect_pool else None,
         )
         scope.progress.score_calculation_count = 1
         best_time = 0.0
@@ -112,4 +118,22 @@ class Solver:
             termination_reason=scope.termination_reason or "all phases ended",
             best_step_index=best_step,
             best_time=best_time,
+            pool=_merge_pool(scope.pool, start[0], start_score),
         )
+
+
+def _merge_pool(
+    pool: list[tuple[FloatMatrix, FloatMatrix]] | None, start: FloatMatrix, start_score: FloatMatrix
+) -> tuple[FloatMatrix, FloatMatrix] | None:
+    """Distinct feasible rows (the start too, when feasible), each once."""
+    if pool is None:
+        return None
+    parts = [*pool]
+    if (start_score[:3] >= 0.0).all():
+        parts.append((start.reshape(1, -1), start_score.reshape(1, -1)))
+    if not parts:
+        return np.empty((0, start.size)), np.empty((0, start_score.size))
+    rows = np.vstack([p[0] for p in parts])
+    scores = np.vstack([p[1] for p in parts])
+    _, first = np.unique(rows, axis=0, return_index=True)
+    return rows[first], scores[first]

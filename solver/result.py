@@ -36,6 +36,20 @@ class SolveStatistics(BaseModel):
     termination_reason: str
 
 
+class Counterfactual(BaseModel):
+    """One answer of several: its values, changes, predictions and score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposed: dict[str, Any]
+    changes: list[Change]
+    predictions: dict[str, Any]
+    score: str
+    score_levels: list[float]
+    valid: bool
+    feasible: bool
+
+
 class CounterfactualResult(BaseModel):
     """The best counterfactual found: values, changes, predictions, score and statistics."""
 
@@ -57,6 +71,18 @@ class CounterfactualResult(BaseModel):
     statistics: SolveStatistics
     failure: str | None = None
     """Why the proposed row's prediction failed, if it did."""
+    counterfactuals: list[Counterfactual] = []
+    """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
+    the one above). Fewer than asked when fewer exist within the limits; never padded."""
+    requested: int = 1
+    """How many answers were asked for."""
+
+    @property
+    def note(self) -> str | None:
+        """Says so when fewer answers than asked were found."""
+        if self.requested > 1 and len(self.counterfactuals) < self.requested:
+            return f"found {len(self.counterfactuals)} distinct valid counterfactuals of the {self.requested} asked for"
+        return None
 
     @property
     def bendable_score(self) -> BendableScore:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.scores import best_row, is_better
+from solver.scores import HARD_LEVELS, best_row, is_better
 
 
 @dataclass
@@ -54,6 +54,8 @@ class SolverScope:
     phase_index: int = -1
     starts: list[FloatMatrix] = field(default_factory=list)
     """Starting points a construction phase leaves for the next local-search phase's walkers."""
+    pool: list[tuple[FloatMatrix, FloatMatrix]] | None = None
+    """When collecting: every feasible row scored, with its score, for choosing several answers."""
 
     def time_spent(self) -> float:
         """Seconds since the solve started."""
@@ -67,6 +69,10 @@ class SolverScope:
             progress.move_count += X.shape[0]
         if X.shape[0] == 0:
             return False
+        if self.pool is not None:
+            feasible = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
+            if feasible.any():
+                self.pool.append((X[feasible].copy(), scores[feasible].copy()))
         top = best_row(scores)
         if not is_better(scores[top], self.best_score):
             return False

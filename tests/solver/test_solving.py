@@ -246,3 +246,35 @@ def test_the_greedy_chain_combines_features_no_single_one_can_flip() -> None:
     chained = explain(problem, scan(6))
     assert chained.valid and len(chained.changes) == 2
     assert chained.proposed["x"] + chained.proposed["y"] > 1.2
+
+
+def test_several_diverse_counterfactuals(linear_problem: CounterfactualProblem) -> None:
+    result = explain(linear_problem, seed=0, num_counterfactuals=3)
+    assert len(result.counterfactuals) == 3 and result.note is None
+    first = result.counterfactuals[0]
+    assert first.proposed == result.proposed and first.score == result.score  # the best comes first
+    assert all(c.valid and c.feasible for c in result.counterfactuals)
+    rows = [tuple(sorted(c.proposed.items())) for c in result.counterfactuals]
+    assert len(set(rows)) == 3  # distinct
+    assert all(c.proposed["frozen_flag"] is True and c.proposed["age"] == 40 for c in result.counterfactuals)
+    feature_sets = {frozenset(ch.feature for ch in c.changes) for c in result.counterfactuals}
+    assert len(feature_sets) >= 2  # they differ in which features they change, not only in values
+
+
+def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
+    from planning import IntegerFeature
+
+    def threshold(X: FloatMatrix) -> FloatMatrix:
+        p = (X[:, 0] >= 8).astype(float)
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [IntegerFeature(name="n", value=2, low=0, high=9)],
+        [ClassGoal(target=1)],
+        CallableAdapter(threshold, [OutputSpec("ok", (0, 1))]),
+    )
+    result = explain(problem, seed=0, num_counterfactuals=5)
+    assert [c.proposed["n"] for c in result.counterfactuals] == [8, 9]  # the only valid values
+    assert result.note is not None and "2" in result.note and "5" in result.note
+    with pytest.raises(ValueError, match="num_counterfactuals"):
+        explain(problem, num_counterfactuals=0)
