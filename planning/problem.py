@@ -136,7 +136,7 @@ class CounterfactualProblem:
         statistics = infer_statistics(data, features)
         judge = None
         if plausibility is not None:
-            judge = _plausibility_model(data, features, goals, target, plausibility)
+            judge = plausibility_model(data, features, goals, target, plausibility)
         return cls(
             features, goals, model, distance, statistics, max_changed_features=max_changed_features, plausibility=judge
         )
@@ -146,13 +146,14 @@ class CounterfactualProblem:
         return self.space.original.reshape(1, -1).copy()
 
 
-def _plausibility_model(
+def plausibility_model(
     data: pd.DataFrame,
     features: list[AnyFeature],
     goals: Sequence[AnyGoal],
     target: str | None,
     settings: PlausibilitySettings,
 ) -> PlausibilityModel:
+    """Plausibility against the rows of ``data`` whose ``target`` is the first class goal's."""
     goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
     if goal is None or target is None or target not in data.columns:
         raise ProblemError("plausibility", "needs a class goal and the label column given as target")

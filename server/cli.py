@@ -51,6 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
     explain.add_argument("--distance", choices=["range_l1", "mad_l1", "sd_squared"], default="range_l1")
+    explain.add_argument(
+        "-k", "--num-counterfactuals", type=int, default=1, metavar="K", help="return K distinct valid answers"
+    )
+    explain.add_argument(
+        "--monotone",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="NAME may only increase or decrease (categories along their order): income=increase",
+    )
+    explain.add_argument("--cost", action="append", default=[], metavar="NAME=W", help="weight of a change to NAME")
+    explain.add_argument("--max-changes", type=int, metavar="N", help="change at most N features")
+    explain.add_argument(
+        "--plausible", action="store_true", help="only answers near real rows of the desired class (needs data)"
+    )
     explain.add_argument("--config", help="solver configuration file (YAML or JSON)")
     explain.add_argument("--seed", type=int, help="random seed (default: the config's)")
     explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
@@ -106,7 +121,9 @@ def _explain(args: argparse.Namespace) -> int:
                 "termination": TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
             }
         )
-    solver = CounterfactualSolver(problem, config, args.seed)
+    if args.num_counterfactuals < 1:
+        raise _usage("--num-counterfactuals must be at least 1")
+    solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals)
     err = Console(stderr=True)
     show_progress = not args.no_progress and not args.json and err.is_terminal
     if show_progress:
@@ -202,7 +219,33 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
         immutable=immutable,
         distance=distance,
         columns=_model_columns(model, data, args.target),
+        **_actionability(args),
     )
+
+
+def _actionability(args: argparse.Namespace) -> dict[str, Any]:
+    """``overrides``, ``max_changed_features`` and ``plausibility`` from the flags."""
+    from planning.plausibility import PlausibilitySettings  # noqa: PLC0415
+
+    overrides: dict[str, dict[str, Any]] = {}
+    for text in args.monotone:
+        name, _, direction = text.partition("=")
+        if direction not in ("increase", "decrease"):
+            raise _usage(f"--monotone {text!r}: expected NAME=increase or NAME=decrease")
+        overrides.setdefault(name.strip(), {})["monotone"] = direction
+    for text in args.cost:
+        name, _, weight = text.partition("=")
+        try:
+            overrides.setdefault(name.strip(), {})["cost"] = float(weight)
+        except ValueError:
+            raise _usage(f"--cost {text!r}: expected NAME=WEIGHT") from None
+    if args.max_changes is not None and args.max_changes < 1:
+        raise _usage("--max-changes must be at least 1")
+    return {
+        "overrides": overrides,
+        "max_changed_features": args.max_changes,
+        "plausibility": PlausibilitySettings() if args.plausible else None,
+    }
 
 
 def _demo_problem(
@@ -224,6 +267,7 @@ def _demo_problem(
         target=demo.TARGET,
         immutable=immutable or list(demo.IMMUTABLE),
         distance=distance,
+        **_actionability(args),
     )
 
 

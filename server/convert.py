@@ -31,6 +31,8 @@ from solver.config import (
 from solver.result import BestSolutionEvent, CounterfactualResult
 
 Violation = tuple[str, str]
+MAX_COUNTERFACTUALS = 100
+_MONOTONE = {pb.MONOTONE_INCREASE: "increase", pb.MONOTONE_DECREASE: "decrease"}
 
 _ENGINES: dict[int, Any] = {
     pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
@@ -67,12 +69,19 @@ class CheckedRequest:
         distance: DistanceSettings,
         config: SolverConfig,
         seed: int | None,
+        *,
+        num_counterfactuals: int = 1,
+        max_changed_features: int | None = None,
+        plausible: bool = False,
     ) -> None:
         self.features = features
         self.goals = goals
         self.distance = distance
         self.config = config
         self.seed = seed
+        self.num_counterfactuals = num_counterfactuals
+        self.max_changed_features = max_changed_features
+        self.plausible = plausible
 
 
 def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_features: int) -> CheckedRequest:
@@ -121,15 +130,44 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
         if missing:
             violations.append(("distance_metric", f"the model has no {stat} statistics for {missing}"))
+    k = request.num_counterfactuals or 1
+    if not 1 <= k <= MAX_COUNTERFACTUALS:
+        violations.append(("num_counterfactuals", f"must be 1 to {MAX_COUNTERFACTUALS}, given {k}"))
+    limit = request.max_changed_features if request.HasField("max_changed_features") else None
+    if limit is not None and limit < 1:
+        violations.append(("max_changed_features", f"must be at least 1, given {limit}"))
+    if request.plausible and model.reference is None:
+        violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
+    if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
+        violations.append(("plausible", "needs a class goal"))
     if violations:
         raise BadRequestError(violations)
-    return CheckedRequest(features, goals, DistanceSettings(metric=metric), config, seed)
+    return CheckedRequest(
+        features,
+        goals,
+        DistanceSettings(metric=metric),
+        config,
+        seed,
+        num_counterfactuals=k,
+        max_changed_features=limit,
+        plausible=request.plausible,
+    )
 
 
 def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     if override.HasField("constrained"):
         result["constrained"] = override.constrained
+    if override.monotone:
+        if override.monotone not in _MONOTONE:
+            out.append((f"{field}.monotone", f"unknown value {override.monotone}"))
+        else:
+            result["monotone"] = _MONOTONE[override.monotone]
+    if override.HasField("cost"):
+        if not (math.isfinite(override.cost) and override.cost > 0):
+            out.append((f"{field}.cost", f"must be above 0, given {override.cost}"))
+        else:
+            result["cost"] = override.cost
     if not override.HasField("domain"):
         return result
     domain = override.domain
@@ -315,6 +353,23 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         score=score_message(result.score_levels, result.score, result.feasible),
         valid=result.valid,
         feasible=result.feasible,
+        counterfactuals=[
+            pb.Counterfactual(
+                proposed={k: value_message(v) for k, v in c.proposed.items()},
+                changes=[
+                    pb.FeatureChange(
+                        feature=ch.feature, original=value_message(ch.original), proposed=value_message(ch.proposed)
+                    )
+                    for ch in c.changes
+                ],
+                predictions=_predictions(c.predictions),
+                score=score_message(c.score_levels, c.score, c.feasible),
+                valid=c.valid,
+                feasible=c.feasible,
+            )
+            for c in result.counterfactuals
+        ],
+        note=result.note or "",
         statistics=pb.SolveStatistics(
             steps=s.steps,
             score_calculation_count=s.score_calculation_count,
@@ -352,7 +407,14 @@ def model_message(model: RegisteredModel) -> pb.Model:
         domain = pb.FeatureDomain(categories=list(f.categories or ()))
         if f.low is not None and f.high is not None:
             domain.low, domain.high = f.low, f.high
-        features.append(pb.FeatureSchema(name=f.name, type=types[f.kind], domain=domain, immutable=f.immutable))
+        monotone = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}.get(
+            f.monotone or "", pb.MONOTONE_UNSPECIFIED
+        )
+        features.append(
+            pb.FeatureSchema(
+                name=f.name, type=types[f.kind], domain=domain, immutable=f.immutable, monotone=monotone, cost=f.cost
+            )
+        )
     outputs = [pb.OutputSchema(name=o.name, classes=[str(c) for c in o.classes or ()]) for o in model.outputs]
     return pb.Model(
         id=model.id,

@@ -26,7 +26,8 @@ from planning.features import parse_feature
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
 from planning.inference import infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
-from planning.problem import CounterfactualProblem
+from planning.plausibility import PlausibilitySettings
+from planning.problem import CounterfactualProblem, plausibility_model
 from planning.space import AnyFeature
 from server.loading import LoadError, load_csv, load_model
 from solver.config import SolverConfig
@@ -54,6 +55,8 @@ class FeatureSpec(BaseModel):
     high: float | None = None
     categories: tuple[str, ...] | None = None
     immutable: bool = False
+    monotone: Literal["increase", "decrease"] | None = None
+    cost: float = Field(default=1.0, gt=0.0)
 
 
 class ModelCard(BaseModel):
@@ -87,6 +90,9 @@ class RegisteredModel:
     features: list[FeatureSpec]
     statistics: dict[str, FeatureStatistics] = field(default_factory=dict)
     default_config: SolverConfig = field(default_factory=SolverConfig)
+    reference: pd.DataFrame | None = None
+    """Training data with its label column, for plausibility; None when the card gave none."""
+    target: str | None = None
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
@@ -100,6 +106,8 @@ class RegisteredModel:
     def build_feature(self, spec: FeatureSpec, value: Any, override: Mapping[str, Any]) -> AnyFeature:
         """A planning feature for ``value`` with this schema and a request's override."""
         data: dict[str, Any] = {"kind": spec.kind, "name": spec.name, "value": value}
+        data["cost"] = override.get("cost", spec.cost)
+        data["monotone"] = override.get("monotone", spec.monotone)
         constrained = bool(override.get("constrained", spec.immutable))
         if constrained and not override:  # an immutable feature never moves: its domain is moot
             data["constrained"] = True
@@ -124,9 +132,22 @@ class RegisteredModel:
         features: list[AnyFeature],
         goals: list[ClassGoal | ValueGoal | RangeGoal],
         distance: DistanceSettings,
+        max_changed_features: int | None = None,
+        plausible: bool = False,
     ) -> CounterfactualProblem:
         """The counterfactual problem for checked features and goals."""
-        return CounterfactualProblem(features, goals, self.adapter, distance, self.statistics)
+        judge = None
+        if plausible and self.reference is not None and self.target is not None:
+            judge = plausibility_model(self.reference, features, goals, self.target, PlausibilitySettings())
+        return CounterfactualProblem(
+            features,
+            goals,
+            self.adapter,
+            distance,
+            self.statistics,
+            max_changed_features=max_changed_features,
+            plausibility=judge,
+        )
 
 
 class ModelRegistry:
@@ -197,9 +218,14 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         data = load_csv(path.parent / card.training_data)
         features, inferred = schema_from_data(data, model, card.target, card.immutable)
         statistics = {**inferred, **statistics}
+    reference = None
+    if card.training_data is not None and card.target is not None:
+        reference = load_csv(path.parent / card.training_data)
     config = SolverConfig.from_dict(card.default_solver_config) if card.default_solver_config else SolverConfig()
     log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
-    return RegisteredModel(card.id, card.version, card.description, adapter, features, statistics, config)
+    return RegisteredModel(
+        card.id, card.version, card.description, adapter, features, statistics, config, reference, card.target
+    )
 
 
 def schema_from_data(
@@ -235,4 +261,6 @@ def demo_model() -> RegisteredModel:
         adapt_sklearn(model, demo.TARGET),
         features,
         statistics,
+        reference=data,
+        target=demo.TARGET,
     )

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from solver.result import BestSolutionEvent, CounterfactualResult
+from solver.result import BestSolutionEvent, Change, CounterfactualResult
 
 
 def _fmt(value: Any) -> str:
@@ -31,19 +31,18 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
     """A table of the changes, then the predictions, the score and the statistics."""
     if result.changes:
         console.print("Counterfactual: change these features")
-        table = Table()
-        table.add_column("feature")
-        table.add_column("original", justify="right")
-        table.add_column("proposed", justify="right", style="bold")
-        for change in result.changes:
-            table.add_row(change.feature, _fmt(change.original), _fmt(change.proposed))
-        console.print(table)
+        console.print(_changes_table(result.changes))
     else:
         console.print("No change found that improves on the original instance.")
     verdict = "[green]valid[/green]" if result.valid else "[red]not valid: the goal is not reached[/red]"
     console.print(f"Prediction before: {_fmt_predictions(result.original_predictions)}")
     console.print(f"Prediction after:  {_fmt_predictions(result.predictions)}  {verdict}")
     console.print(f"Score: {result.score}")
+    for i, option in enumerate(result.counterfactuals[1:], start=2):
+        console.print(f"Alternative {i}: {option.score}  ({_fmt_predictions(option.predictions)})")
+        console.print(_changes_table(option.changes))
+    if result.note:
+        console.print(result.note, style="yellow")
     s = result.statistics
     console.print(
         f"Search: {s.steps} steps, {s.score_calculation_count:,} candidates scored in {s.model_call_count} model calls "
@@ -51,6 +50,16 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         f"{s.best_found_at_step}; stopped: {s.termination_reason}",
         style="dim",
     )
+
+
+def _changes_table(changes: list[Change]) -> Table:
+    table = Table()
+    table.add_column("feature")
+    table.add_column("original", justify="right")
+    table.add_column("proposed", justify="right", style="bold")
+    for change in changes:
+        table.add_row(change.feature, _fmt(change.original), _fmt(change.proposed))
+    return table
 
 
 def progress_line(event: BestSolutionEvent) -> str:

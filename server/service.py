@@ -187,9 +187,16 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         config = checked.config.model_copy(
             update={"termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,))}
         )
-        problem = model.problem(checked.features, checked.goals, checked.distance)
+        problem = model.problem(
+            checked.features, checked.goals, checked.distance, checked.max_changed_features, checked.plausible
+        )
         job = self.manager.submit(
-            problem, config, seed=checked.seed, listener=listener, job_id=f"{request_id}-{uuid.uuid4().hex[:8]}"
+            problem,
+            config,
+            seed=checked.seed,
+            listener=listener,
+            job_id=f"{request_id}-{uuid.uuid4().hex[:8]}",
+            num_counterfactuals=checked.num_counterfactuals,
         )
         context.add_callback(job.terminate_early)  # the call ended (done, cancelled, deadline)
         return job

@@ -99,9 +99,10 @@ class SolverManager:
         seed: int | None = None,
         listener: Listener | None = None,
         job_id: str | None = None,
+        num_counterfactuals: int = 1,
     ) -> SolverJob:
         """Schedule a solve; returns its job at once."""
-        solver = CounterfactualSolver(problem, config, seed)
+        solver = CounterfactualSolver(problem, config, seed, num_counterfactuals)
         if listener is not None:
             solver.add_listener(listener)
         with self._lock:

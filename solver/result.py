@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from planning.score import BendableScore
 
@@ -77,6 +77,7 @@ class CounterfactualResult(BaseModel):
     requested: int = 1
     """How many answers were asked for."""
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def note(self) -> str | None:
         """Says so when fewer answers than asked were found."""

@@ -210,3 +210,35 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
 def test_serve_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "serve", "--port", "70000")
     assert code == 2 and "port" in err
+
+
+def test_several_counterfactuals_and_actionability_flags(capsys: pytest.CaptureFixture[str], quick_config: str) -> None:
+    code, out, err = _run(
+        capsys,
+        "explain",
+        "-k",
+        "3",
+        "--monotone",
+        "income=increase",
+        "--monotone",
+        "debt=decrease",
+        "--cost",
+        "debt=2",
+        "--max-changes",
+        "3",
+        "--json",
+        "--config",
+        quick_config,
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["valid"] and 1 <= len(result["counterfactuals"]) <= 3 and result["requested"] == 3
+    for option in result["counterfactuals"]:
+        assert option["valid"] and len(option["changes"]) <= 3
+        assert option["proposed"]["income"] >= result["original"]["income"]
+        assert option["proposed"]["debt"] <= result["original"]["debt"]
+    code, out, _ = _run(capsys, "explain", "-k", "2", "--plausible", "--no-progress", "--config", quick_config)
+    assert code == 0 and "Counterfactual" in out
+    for bad in (["--monotone", "income=up"], ["--cost", "debt=much"], ["--max-changes", "0"], ["-k", "0"]):
+        code, _, err = _run(capsys, "explain", "--no-progress", *bad)
+        assert code == 2 and err.startswith("counterplan: error:")

@@ -229,12 +229,28 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("bad score limit", lambda: _with_solver(best_score_limit="zero"), "solver.termination.best_score_limit"),
     ("bad config", lambda: _with_solver(config_json='{"phases": []}'), "solver.config_json.phases"),
     ("unknown engine", lambda: _with_solver(engine=99), "solver.engine"),
+    ("too many counterfactuals", lambda: _request_with(num_counterfactuals=500), "num_counterfactuals"),
+    ("change limit below 1", lambda: _request_with(max_changed_features=0), "max_changed_features"),
+    ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
     (
         "too many features",
         lambda: _instance(**{f"extra_{i}": pb.FeatureValue(number_value=1.0) for i in range(60)}),
         "instance",
     ),
 ]
+
+
+def _request_with(**fields: Any) -> pb.ExplainRequest:
+    request = _demo_request()
+    for key, value in fields.items():
+        setattr(request, key, value)
+    return request
+
+
+def _with_cost(name: str, cost: float) -> pb.ExplainRequest:
+    request = _demo_request()
+    request.overrides.add(name=name, cost=cost)
+    return request
 
 
 def _empty_categories() -> pb.ExplainRequest:
@@ -477,3 +493,30 @@ def test_settings_come_from_environment_variables(monkeypatch: pytest.MonkeyPatc
     assert ServerSettings(port=7000).port == 7000  # flags win
     with pytest.raises(ValueError, match="tls"):
         ServerSettings(tls_cert=Path("cert.pem"))
+
+
+def test_several_counterfactuals_with_actionability_rules(client: CounterplanClient) -> None:
+    request = _demo_request()
+    request.num_counterfactuals = 3
+    request.max_changed_features = 3
+    request.plausible = True
+    request.overrides.add(name="income", monotone=pb.MONOTONE_INCREASE)
+    request.overrides.add(name="debt", monotone=pb.MONOTONE_DECREASE, cost=2.0)
+    response = client.explain(request)
+    assert response.valid and 1 <= len(response.counterfactuals) <= 3
+    assert (len(response.counterfactuals) < 3) == bool(response.note)
+    assert response.counterfactuals[0].score.text == response.score.text
+    seen = set()
+    for option in response.counterfactuals:
+        values = {k: getattr(v, v.WhichOneof("kind") or "") for k, v in option.proposed.items()}
+        assert option.valid and len(option.changes) <= 3
+        assert values["income"] >= rejected_applicant()["income"] and values["debt"] <= rejected_applicant()["debt"]
+        seen.add(tuple(sorted(values.items())))
+    assert len(seen) == len(response.counterfactuals)
+
+
+def test_plausibility_needs_training_data(client: CounterplanClient) -> None:
+    request = CounterplanClient.request("broken", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
+    request.plausible = True
+    code, fields = _bad(client, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["plausible"]

@@ -15,6 +15,12 @@ class FeatureType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FEATURE_TYPE_CATEGORICAL: _ClassVar[FeatureType]
     FEATURE_TYPE_BOOLEAN: _ClassVar[FeatureType]
 
+class Monotone(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MONOTONE_UNSPECIFIED: _ClassVar[Monotone]
+    MONOTONE_INCREASE: _ClassVar[Monotone]
+    MONOTONE_DECREASE: _ClassVar[Monotone]
+
 class Engine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ENGINE_UNSPECIFIED: _ClassVar[Engine]
@@ -42,6 +48,9 @@ FEATURE_TYPE_INTEGER: FeatureType
 FEATURE_TYPE_FLOAT: FeatureType
 FEATURE_TYPE_CATEGORICAL: FeatureType
 FEATURE_TYPE_BOOLEAN: FeatureType
+MONOTONE_UNSPECIFIED: Monotone
+MONOTONE_INCREASE: Monotone
+MONOTONE_DECREASE: Monotone
 ENGINE_UNSPECIFIED: Engine
 ENGINE_TABU_SEARCH: Engine
 ENGINE_HILL_CLIMBING: Engine
@@ -80,14 +89,18 @@ class FeatureDomain(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FeatureOverride(_message.Message):
-    __slots__ = ("name", "domain", "constrained")
+    __slots__ = ("name", "domain", "constrained", "monotone", "cost")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
+    MONOTONE_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
     name: str
     domain: FeatureDomain
     constrained: bool
-    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ...) -> None: ...
+    monotone: Monotone
+    cost: float
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ...) -> None: ...
 
 class Goal(_message.Message):
     __slots__ = ("output", "class_target", "value_target", "range_target")
@@ -154,7 +167,7 @@ class SolverSpec(_message.Message):
     def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +182,9 @@ class ExplainRequest(_message.Message):
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     DISTANCE_METRIC_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NUM_COUNTERFACTUALS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHANGED_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    PLAUSIBLE_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -176,7 +192,33 @@ class ExplainRequest(_message.Message):
     solver: SolverSpec
     distance_metric: DistanceMetric
     request_id: str
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    num_counterfactuals: int
+    max_changed_features: int
+    plausible: bool
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ...) -> None: ...
+
+class Counterfactual(_message.Message):
+    __slots__ = ("proposed", "changes", "predictions", "score", "valid", "feasible")
+    class ProposedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    proposed: _containers.MessageMap[str, FeatureValue]
+    changes: _containers.RepeatedCompositeFieldContainer[FeatureChange]
+    predictions: _containers.RepeatedCompositeFieldContainer[OutputPrediction]
+    score: Score
+    valid: bool
+    feasible: bool
+    def __init__(self, proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ...) -> None: ...
 
 class FeatureChange(_message.Message):
     __slots__ = ("feature", "original", "proposed")
@@ -236,7 +278,7 @@ class SolveStatistics(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics")
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note")
     class ProposedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +296,8 @@ class ExplainResponse(_message.Message):
     VALID_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_FIELD_NUMBER: _ClassVar[int]
     STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    COUNTERFACTUALS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     proposed: _containers.MessageMap[str, FeatureValue]
@@ -264,7 +308,9 @@ class ExplainResponse(_message.Message):
     valid: bool
     feasible: bool
     statistics: SolveStatistics
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ...) -> None: ...
+    counterfactuals: _containers.RepeatedCompositeFieldContainer[Counterfactual]
+    note: str
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ExplainStreamResponse(_message.Message):
     __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")
@@ -318,16 +364,20 @@ class GetModelRequest(_message.Message):
     def __init__(self, model_id: _Optional[str] = ...) -> None: ...
 
 class FeatureSchema(_message.Message):
-    __slots__ = ("name", "type", "domain", "immutable")
+    __slots__ = ("name", "type", "domain", "immutable", "monotone", "cost")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     IMMUTABLE_FIELD_NUMBER: _ClassVar[int]
+    MONOTONE_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: FeatureType
     domain: FeatureDomain
     immutable: bool
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[FeatureType, str]] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., immutable: _Optional[bool] = ...) -> None: ...
+    monotone: Monotone
+    cost: float
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[FeatureType, str]] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., immutable: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ...) -> None: ...
 
 class OutputSchema(_message.Message):
     __slots__ = ("name", "classes")
