@@ -19,6 +19,7 @@ from planning.errors import CounterplanError
 from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import adapt_sklearn
 from planning.problem import CounterfactualProblem
+from server import tune_command
 from server.goal_text import GOAL_HELP, parse_goal_text
 from server.loading import load_csv, load_instance, load_model
 from server.logs import configure_console_logs
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--model-id", default="loan-demo", help="with --server: the served model's id")
     explain.add_argument("--token", help="with --server: bearer token")
     explain.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
+    tune_command.add_parser(commands)
     serve = commands.add_parser(
         "serve",
         help="run the gRPC service",
@@ -105,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _explain_remote(args) if args.server else _explain(args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "tune":
+            return tune_command.run(args, _usage)
     except CounterplanError as exc:
         parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
     return EXIT_USAGE

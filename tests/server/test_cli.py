@@ -242,3 +242,30 @@ def test_several_counterfactuals_and_actionability_flags(capsys: pytest.CaptureF
     for bad in (["--monotone", "income=up"], ["--cost", "debt=much"], ["--max-changes", "0"], ["-k", "0"]):
         code, _, err = _run(capsys, "explain", "--no-progress", *bad)
         assert code == 2 and err.startswith("counterplan: error:")
+
+
+def test_tune_writes_a_configuration_explain_accepts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    output = tmp_path / "tuned.yaml"
+    code, out, err = _run(
+        capsys,
+        "tune",
+        "--rows",
+        "2",
+        "--heldout",
+        "1",
+        "--trials",
+        "2",
+        "--budget",
+        "0.05",
+        "--storage",
+        f"sqlite:///{tmp_path / 'tune.db'}",
+        "--output",
+        str(output),
+    )
+    assert code == 0, err
+    assert "Held-out gain over the default" in out and "trial 1:" in err
+    code, out, err = _run(capsys, "explain", "--config", str(output), "--json")
+    assert code == 0, err
+    assert json.loads(out)["valid"]
+    code, _, err = _run(capsys, "tune", "--rows", "0")
+    assert code == 2 and "--rows" in err

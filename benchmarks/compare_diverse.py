@@ -1,0 +1,296 @@
+"""counterplan against DiCE 0.12 when one or several counterfactuals are asked for (k = 1 and 4).
+
+It measures the quality of the *sets* of answers each method returns, on the setup of
+``benchmarks/compare.py`` (imported from it, not copied): the adult, compas and heloc data sets from
+``--data-dir`` (default ``shared/data`` next to the repository root), the same immutables, the same
+fitted ``GradientBoostingClassifier`` pipeline for every method, and the same queries (the first
+``--rows``, default 10, test rows the model rejects). The goal is class 1.
+
+Methods, each asked for ``k`` answers per query (``--k``, default ``1,4``):
+
+* ``counterplan``: ``CounterfactualProblem.from_dataframe(train, row, pipeline, [ClassGoal(target=1)],
+  target=..., immutable=..., distance=DistanceSettings(metric="mad_l1"))`` then
+  ``solver.explain(problem, seed=0, num_counterfactuals=k)``; the answers are
+  ``result.counterfactuals`` (distinct valid answers, possibly fewer than ``k``). The timed span
+  includes building the problem.
+* ``dice-random``, ``dice-genetic``, ``dice-kdtree``: ``dice_ml`` with ``total_CFs=k``,
+  ``desired_class="opposite"``, ``features_to_vary`` = the mutable features; the answers are
+  ``final_cfs_df``. DiCE raising "No counterfactuals found" means 0 answers.
+
+Every answer set is judged by ``planning.metrics.evaluate`` (DiCE's and CARLA's formulas, see that
+module's docstring) with a ``MetricContext`` of the training features and label (so ``knn`` and
+``ynn`` work, ``k=5`` neighbours), the categorical features, the pipeline's ``predict_proba``,
+classes ``[0, 1]``, target class 1 and the immutable features. One table row per data set, ``k``
+and method:
+
+* ``answers/row``: mean number of answers per query (0 when a method found none or failed);
+* ``rows valid``: queries with at least one valid answer, of those run;
+* ``validity`` (share of a query's answers predicted 1), ``prox_cont`` (MAD-scaled L1 over the
+  numeric features), ``prox_cat`` (share of categoricals changed), ``changed`` (features changed),
+  ``l1`` (CARLA d2 on min-max scaled features), ``redundancy`` (changes revertible alone),
+  ``ynn``: means over the queries that got at least one answer;
+* ``immutable``: immutable features changed, summed over every answer of every query;
+* ``diversity`` (mean pairwise MAD-L1 + categorical mismatches) and ``count_div`` (mean pairwise
+  share of differing features): k > 1 only, over the queries with at least two answers;
+* ``median s/row``: median wall seconds per query.
+
+Seeds are fixed (counterplan ``seed=0``; DiCE random ``random_seed=0``; numpy's and Python's
+global generators reseeded before every DiCE call). An exception in one call is caught, warned
+about on stderr in one line, and counted as 0 answers. ``--skip dataset:method`` (comma separated)
+leaves a pair out, e.g. ``--skip heloc:dice-kdtree`` (about 50 s per heloc query).
+
+Run from the repository root in the benchmark virtual environment (``pip install -e '.[benchmark]'``)::
+
+    .benchvenv/bin/python benchmarks/compare_diverse.py
+    .benchvenv/bin/python benchmarks/compare_diverse.py --rows 6 --k 4 --skip heloc:dice-kdtree --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable from the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.compare import DATASETS, SEED, Bench, default_data_dir, load_bench, render
+from planning import ClassGoal, CounterfactualProblem, DistanceSettings
+from planning.metrics import MetricContext, evaluate
+from solver import explain
+
+METHODS = ("counterplan", "dice-random", "dice-genetic", "dice-kdtree")
+NO_CF = "No counterfactuals found"
+
+Runner = Callable[[pd.DataFrame, int], pd.DataFrame]
+"""(1-row query, k) -> the answers, in the training frame's feature columns and dtypes."""
+
+
+def counterplan_runner(bench: Bench) -> Runner:
+    spec = bench.spec
+
+    def run(query: pd.DataFrame, k: int) -> pd.DataFrame:
+        row = {c: query.iloc[0][c] for c in bench.features}
+        problem = CounterfactualProblem.from_dataframe(
+            bench.train,
+            row,
+            bench.pipe,
+            [ClassGoal(target=1)],
+            target=spec.target,
+            immutable=spec.immutable,
+            distance=DistanceSettings(metric="mad_l1"),
+        )
+        result = explain(problem, seed=SEED, num_counterfactuals=k)
+        if not result.counterfactuals:
+            return pd.DataFrame(columns=bench.features)
+        return bench.coerce(pd.DataFrame([cf.proposed for cf in result.counterfactuals]))
+
+    return run
+
+
+def dice_runner(bench: Bench, method: str) -> Runner:
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    import dice_ml
+
+    data = dice_ml.Data(dataframe=bench.train, continuous_features=bench.numeric, outcome_name=bench.spec.target)
+    explainer = dice_ml.Dice(data, dice_ml.Model(model=bench.pipe, backend="sklearn"), method=method)
+
+    def run(query: pd.DataFrame, k: int) -> pd.DataFrame:
+        random.seed(SEED)
+        np.random.seed(SEED)  # noqa: NPY002 - DiCE draws from numpy's global generator
+        extra = {"random_seed": SEED} if method == "random" else {}
+        try:
+            res = explainer.generate_counterfactuals(
+                query, total_CFs=k, desired_class="opposite", features_to_vary=bench.mutable, **extra
+            )
+        except Exception as exc:
+            if NO_CF in str(exc):
+                return pd.DataFrame(columns=bench.features)
+            raise
+        cf = res.cf_examples_list[0].final_cfs_df
+        if cf is None or len(cf) == 0:
+            return pd.DataFrame(columns=bench.features)
+        return bench.coerce(cf[bench.features])
+
+    return run
+
+
+def make_runner(method: str, bench: Bench) -> Runner:
+    return counterplan_runner(bench) if method == "counterplan" else dice_runner(bench, method.removeprefix("dice-"))
+
+
+def metric_context(bench: Bench) -> MetricContext:
+    spec = bench.spec
+    return MetricContext(
+        train=bench.train,
+        features=bench.features,
+        categorical=list(spec.categorical),
+        predict_proba=bench.pipe.predict_proba,
+        classes=[0, 1],
+        target_class=1,
+        immutable=list(spec.immutable),
+        label=spec.target,
+        k=5,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+HEADER = [
+    "dataset",
+    "k",
+    "method",
+    "rows",
+    "answers/row",
+    "rows valid",
+    "validity",
+    "prox_cont",
+    "prox_cat",
+    "changed",
+    "l1",
+    "redundancy",
+    "ynn",
+    "immutable",
+    "diversity",
+    "count_div",
+    "median s/row",
+]
+
+
+def summary_row(dataset: str, k: int, method: str, results: Sequence[dict[str, float]]) -> list[str]:
+    def mean(key: str, digits: int = 3) -> str:
+        values = [r[key] for r in results if not np.isnan(r[key])]
+        return f"{statistics.fmean(values):.{digits}f}" if values else "-"
+
+    answered = [r for r in results if r["count"] > 0]
+    return [
+        dataset,
+        str(k),
+        method,
+        str(len(results)),
+        mean("count", 2),
+        f"{sum(r['validity'] > 0 for r in answered)}/{len(results)}",
+        mean("validity"),
+        mean("proximity_continuous"),
+        mean("proximity_categorical"),
+        mean("changed_features", 2),
+        mean("l1"),
+        mean("redundancy", 2),
+        mean("ynn"),
+        f"{sum(r['immutable_violations'] for r in answered):.0f}",
+        mean("diversity") if k > 1 else "-",
+        mean("count_diversity") if k > 1 else "-",
+        f"{statistics.median(r['seconds'] for r in results):.3f}" if results else "-",
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir(), help="folder with the three CSVs")
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated: adult,compas,heloc")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated: " + ",".join(METHODS))
+    parser.add_argument("--k", default="1,4", help="comma-separated numbers of counterfactuals to ask for")
+    parser.add_argument("--rows", type=int, default=10, help="rejected test rows per data set")
+    parser.add_argument("--skip", default="", help="comma-separated dataset:method pairs to leave out")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument("--per-instance", action="store_true", help="print one stderr line per query and method")
+    args = parser.parse_args(argv)
+    args.dataset_list = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    args.method_list = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.k_list = [int(k) for k in args.k.split(",") if k.strip()]
+    args.skip_set = {s.strip() for s in args.skip.split(",") if s.strip()}
+    for name in args.dataset_list:
+        if name not in DATASETS:
+            parser.error(f"unknown data set {name!r}; choose from {', '.join(DATASETS)}")
+    for name in args.method_list:
+        if name not in METHODS:
+            parser.error(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    for pair in args.skip_set:
+        dataset, _, method = pair.partition(":")
+        if dataset not in DATASETS or method not in METHODS:
+            parser.error(f"bad --skip entry {pair!r}; expected dataset:method")
+    if any(k < 1 for k in args.k_list):
+        parser.error("--k values must be at least 1")
+    return args
+
+
+def run_one(runner: Runner | None, context: MetricContext, query: pd.DataFrame, k: int, label: str) -> dict[str, float]:
+    """One query through one method, judged; failures are 0 answers with a stderr warning."""
+    features = context.features
+    answers = pd.DataFrame(columns=features)
+    start = time.perf_counter()
+    if runner is not None:
+        try:
+            answers = runner(query, k)
+        except Exception as exc:
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            print(f"warning: {label}: {message}", file=sys.stderr)
+    seconds = time.perf_counter() - start
+    original = {c: query.iloc[0][c] for c in features}
+    return evaluate(context, original, answers, seconds=seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    summary: list[list[str]] = []
+    for dataset in args.dataset_list:
+        bench = load_bench(DATASETS[dataset], args.data_dir, args.rows)
+        context = metric_context(bench)
+        print(
+            f"[{dataset}] train {len(bench.train)} rows, {len(bench.features)} features, "
+            f"{len(bench.queries)} rejected queries",
+            file=sys.stderr,
+        )
+        runners: dict[str, Runner | None] = {}
+        for method in args.method_list:
+            if f"{dataset}:{method}" in args.skip_set:
+                continue
+            try:
+                runners[method] = make_runner(method, bench)
+            except Exception as exc:
+                print(f"warning: {dataset}/{method}: setup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                runners[method] = None
+        for k in args.k_list:
+            for method, runner in runners.items():
+                results = []
+                for row_id in bench.queries.index:
+                    label = f"{dataset}/k={k}/{method} row {row_id}"
+                    result = run_one(runner, context, bench.queries.loc[[row_id]], k, label)
+                    results.append(result)
+                    if args.per_instance:
+                        print(
+                            f"  {label}: answers={result['count']:.0f} validity={result['validity']:.2f} "
+                            f"prox={result['proximity_continuous']:.3f} changed={result['changed_features']:.2f} "
+                            f"{result['seconds']:.2f}s",
+                            file=sys.stderr,
+                        )
+                summary.append(summary_row(dataset, k, method, results))
+                print(f"  done {dataset} k={k} {method}", file=sys.stderr)
+
+    skipped = ", ".join(sorted(args.skip_set)) or "none"
+    print(f"\nrows={args.rows} per data set; k={args.k}; skipped: {skipped}\n")
+    print(render(HEADER, summary, markdown=False, left=3))
+    if args.markdown:
+        print()
+        print(render(HEADER, summary, markdown=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""``counterplan tune``: search solver configurations with optuna and report what it found."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from planning.goals import ClassGoal
+from planning.problem import CounterfactualProblem
+
+
+def add_parser(commands: Any) -> None:
+    """The ``tune`` subcommand's flags."""
+    tune = commands.add_parser(
+        "tune",
+        help="tune the solver configuration with optuna",
+        description="Tune the solver configuration on rows of your data (default: the demo) with optuna; "
+        "the best configuration is written as a file explain --config, model cards and gRPC accept.",
+    )
+    tune.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
+    tune.add_argument("--trust-model", action="store_true")
+    tune.add_argument("--data", help="CSV of training data (with the label column)")
+    tune.add_argument("--target", help="label column of --data")
+    tune.add_argument("--immutable", action="append", default=[], metavar="COLUMNS")
+    tune.add_argument("--goal", help="class goal, e.g. class:1@0.7 (default: class 1, or 1@0.7 for the demo)")
+    tune.add_argument("--rows", type=int, default=12, help="rows to tune on (rejected rows, seeded shuffle)")
+    tune.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
+    tune.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
+    tune.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
+    tune.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")
+    tune.add_argument("--study-name", default="counterplan", help="resumed when it exists")
+    tune.add_argument("--output", default="tuned-solver.yaml", help="where to write the best configuration")
+    tune.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace, usage: Any) -> int:
+    """Tune, print the report, write the best configuration."""
+    try:
+        import optuna  # noqa: PLC0415 - optional: only tuning needs it
+    except ImportError:
+        raise usage("tuning needs optuna: pip install 'counterplan[tune]'") from None
+    from server.goal_text import parse_goal_text  # noqa: PLC0415
+    from server.loading import load_csv, load_model  # noqa: PLC0415
+    from solver.tuning import tune  # noqa: PLC0415
+
+    if args.rows < 1 or args.heldout < 0 or args.trials < 1 or args.budget <= 0:
+        raise usage("--rows and --trials must be at least 1, --heldout at least 0, --budget above 0")
+    immutable = [n.strip() for item in args.immutable for n in item.split(",") if n.strip()]
+    if args.model is None and args.data is None:
+        from planning import demo  # noqa: PLC0415
+
+        data = demo.make_loan_data()
+        model: Any = demo.train_loan_model(data)
+        target = demo.TARGET
+        immutable = immutable or list(demo.IMMUTABLE)
+        default_goal = "class:1@0.7"
+    elif args.model is None or args.data is None or args.target is None:
+        raise usage("give --model, --data and --target together (or none, for the demo)")
+    else:
+        data, model, target, default_goal = (
+            load_csv(args.data),
+            load_model(args.model, args.trust_model),
+            args.target,
+            "class:1",
+        )
+    goal = parse_goal_text(args.goal or default_goal)
+    if not isinstance(goal, ClassGoal):
+        raise usage("tune takes a class goal")
+    features = data.drop(columns=[target])
+    names = getattr(model, "feature_names_in_", None)
+    columns = [str(c) for c in names] if names is not None else list(features.columns)
+    proba = np.asarray(model.predict_proba(features[columns]))
+    classes = [str(c) for c in model.classes_]
+    if str(goal.target) not in classes:
+        raise usage(f"class {goal.target!r} is not one of {classes}")
+    p = proba[:, classes.index(str(goal.target))]
+    rejected = np.flatnonzero(p < (goal.confidence or 0.5))
+    rng = np.random.default_rng(args.seed)
+    chosen = rng.permutation(rejected)[: args.rows + args.heldout]
+    if len(chosen) < args.rows + 1 and args.heldout:
+        raise usage(f"only {len(rejected)} rows miss the goal; ask for fewer --rows/--heldout")
+    problems = [
+        CounterfactualProblem.from_dataframe(
+            data, int(i), model, [goal], target=target, immutable=immutable, columns=columns
+        )
+        for i in chosen
+    ]
+    err = Console(stderr=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def progress(study: Any, trial: Any) -> None:
+        state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
+        try:
+            best = f"{study.best_value:.4f}"
+        except ValueError:
+            best = "-"
+        err.print(f"trial {trial.number}: {state}  (best {best})")
+
+    report = tune(
+        problems[: args.rows],
+        problems[args.rows :],
+        n_trials=args.trials,
+        budget_seconds=args.budget,
+        storage=args.storage,
+        study_name=args.study_name,
+        seed=args.seed,
+        on_trial=progress,
+    )
+    Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
+    _print_report(report, args, Console())
+    return 0
+
+
+def _print_report(report: Any, args: argparse.Namespace, console: Console) -> None:
+    import optuna  # noqa: PLC0415
+
+    trials = [t for t in report.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in report.study.trials)
+    console.print(
+        f"Study {args.study_name!r} in {args.storage}: {len(report.study.trials)} trials, "
+        f"{len(trials)} complete, {pruned} pruned. Objective: mean over rows of "
+        "(10 + goal distance if invalid) + feature distance + 0.1 x changed features; lower is better."
+    )
+    best = Table(title="Best trials")
+    for column in ("trial", "objective", "engine", "walkers", "moves/step", "scan", "polish"):
+        best.add_column(column)
+    for t in sorted(trials, key=lambda t: t.value)[:5]:
+        p = t.params
+        best.add_row(
+            str(t.number),
+            f"{t.value:.4f}",
+            p.get("engine", ""),
+            str(p.get("walkers", "")),
+            str(p.get("moves_per_step", "")),
+            str(p.get("feature_scan", "")),
+            str(p.get("boundary_polish", "")),
+        )
+    console.print(best)
+    if report.importances:
+        imp = Table(title="Parameter importances")
+        imp.add_column("parameter")
+        imp.add_column("importance", justify="right")
+        for name, value in list(report.importances.items())[:8]:
+            imp.add_row(name, f"{value:.3f}")
+        console.print(imp)
+    if report.tuned_heldout is not None and report.default_heldout is not None:
+        table = Table(title=f"Held-out rows ({args.heldout}), {args.budget} s budget per row")
+        for column in ("configuration", "objective", "validity", "mean distance", "mean changed", "median s"):
+            table.add_column(column, justify="right")
+        for label, e in (("default", report.default_heldout), ("tuned", report.tuned_heldout)):
+            table.add_row(
+                label,
+                f"{e.mean_cost:.4f}",
+                f"{e.validity:.0%}",
+                f"{e.mean_distance:.4f}",
+                f"{e.mean_changed:.2f}",
+                f"{e.median_seconds:.3f}",
+            )
+        console.print(table)
+        gain = report.default_heldout.mean_cost - report.tuned_heldout.mean_cost
+        console.print(f"Held-out gain over the default: {gain:+.4f} objective")
+    console.print(f"Best configuration written to {args.output} (use: counterplan explain --config {args.output})")

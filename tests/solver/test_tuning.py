@@ -1,0 +1,74 @@
+"""A small real optuna study in a real SQLite file: it resumes, prunes, and its output solves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from planning import CounterfactualProblem
+from solver import SolverConfig, explain
+from solver.tuning import row_cost, suggest_config, tune
+
+
+def _rows(problem: CounterfactualProblem, count: int) -> list[CounterfactualProblem]:
+    return [problem] * count
+
+
+def test_a_study_runs_resumes_and_its_best_configuration_solves(
+    linear_problem: CounterfactualProblem, tmp_path: Path
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    report = tune(
+        _rows(linear_problem, 2),
+        _rows(linear_problem, 1),
+        n_trials=3,
+        budget_seconds=0.05,
+        storage=storage,
+        study_name="s",
+        seed=1,
+    )
+    assert len(report.study.trials) == 3
+    assert report.default_heldout is not None and report.tuned_heldout is not None
+    assert report.tuned_heldout.validity == 1.0
+    again = tune(_rows(linear_problem, 2), [], n_trials=2, budget_seconds=0.05, storage=storage, study_name="s", seed=1)
+    assert len(again.study.trials) == 5  # resumed from the same SQLite file
+    reopened = optuna.load_study(study_name="s", storage=storage)
+    assert len(reopened.trials) == 5 and reopened.best_value == again.best_value
+    saved = tmp_path / "best.yaml"
+    saved.write_text(again.best_config.to_yaml())
+    config = SolverConfig.load(saved)
+    assert config == again.best_config
+    assert explain(linear_problem, config).valid  # the output loads and solves
+
+
+def test_unpromising_trials_are_pruned(linear_problem: CounterfactualProblem, tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'pruned.db'}"
+    with pytest.raises(ValueError, match="no trial completed"):
+        tune(
+            _rows(linear_problem, 3),
+            [],
+            n_trials=2,
+            budget_seconds=0.05,
+            storage=storage,
+            study_name="p",
+            pruner=optuna.pruners.ThresholdPruner(upper=0.0),
+        )  # every cost is above 0: prune at once
+    study = optuna.load_study(study_name="p", storage=storage)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.PRUNED] * 2
+    assert all(len(t.intermediate_values) == 1 for t in study.trials)  # stopped after the first row
+
+
+def test_the_search_space_is_conditional_per_engine(linear_problem: CounterfactualProblem) -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    engines: dict[str, set[str]] = {}
+    for _ in range(40):
+        trial = study.ask()
+        config = suggest_config(trial, 0.05)
+        engines.setdefault(trial.params["engine"], set()).update(trial.params)
+        study.tell(trial, row_cost(explain(linear_problem, config)) if len(engines) < 3 else 1.0)
+    assert "entity_tabu_size" in engines["tabu_search"]
+    assert "temperature_hard" in engines["simulated_annealing"]
+    assert all("entity_tabu_size" not in params for engine, params in engines.items() if engine != "tabu_search")
+    assert len(engines) >= 4
