@@ -124,7 +124,7 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
     console.print(
         f"Study {args.study_name!r} in {args.storage}: {len(report.study.trials)} trials, "
         f"{len(trials)} complete, {pruned} pruned. Objective: mean over rows of "
-        "(10 + goal distance if invalid) + feature distance + 0.1 x changed features; lower is better."
+        "(10 + goal distance if invalid) + d/(1+d) + 0.1 c/(1+c), d the distance, c the changes; lower is better."
     )
     best = Table(title="Best trials")
     for column in ("trial", "objective", "engine", "walkers", "moves/step", "scan", "polish"):
