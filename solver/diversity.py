@@ -3,11 +3,13 @@
 Why this method: the walkers already search different basins, and every feasible row they
 score is kept, so the pool holds many valid answers at no extra model call. Successive solves
 that penalise used feature sets would cost a whole solve per answer. From the pool, the best
-row comes first; each next one maximises its smallest distance to those already chosen
-(values scaled as in the score, plus one per feature changed by one and not the other)
-minus half its own distance from the original and a quarter of its number of changes, so
-answers differ while staying close and sparse.
-Near-duplicates (distance below ``min_difference``) are never chosen: when fewer than k
+row comes first. Only rows still close are eligible: at most ``CLOSENESS`` times the best's
+distance (widened step by step when too few distinct rows qualify). Among them, each next
+answer maximises its smallest difference to those already chosen, where a difference counts
+each feature changed by one and not the other, plus each value gap capped at 1 (values scaled
+as in the score, so a far jump in one feature cannot buy diversity), less a small proximity
+term. Answers therefore differ in features or values while staying close and sparse.
+Near-duplicates (difference below ``min_difference``) are never chosen: when fewer than k
 distinct answers exist, fewer come back.
 """
 
@@ -16,11 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from solver.protocol import FloatMatrix
-from solver.scores import best_row
 
 CANDIDATES = 400
-PROXIMITY_WEIGHT = 0.5
-SPARSITY_WEIGHT = 0.25
+CLOSENESS = (3.0, 10.0, float("inf"))
+PROXIMITY_WEIGHT = 0.25
 
 
 def select_diverse(
@@ -39,20 +40,24 @@ def select_diverse(
     order = np.lexsort(scores.T[::-1])[::-1][:CANDIDATES]  # best first
     pool = rows[order]
     changed = pool != original
-    values = np.where(nominal, (pool != original).astype(float), pool / scales)
-    own = -scores[order, 3] - SPARSITY_WEIGHT / PROXIMITY_WEIGHT * scores[order, 4]
-    chosen = [best_row(scores[order])]
+    values = np.where(nominal, 0.0, pool / scales)
+    own = np.maximum(-scores[order, 3], 0.0)
+    best_own = max(float(own[0]), 1e-9)
+    chosen = [0]
     nearest = np.full(pool.shape[0], np.inf)
-    while len(chosen) < k:
-        last = chosen[-1]
-        value_gap = np.abs(values - values[last])
-        value_gap = np.where(nominal, (pool != pool[last]).astype(float), value_gap)
-        feature_gap = (changed != changed[last]).sum(axis=1)
-        nearest = np.minimum(nearest, value_gap.sum(axis=1) + feature_gap)
-        gain = np.where(nearest > min_difference, nearest - PROXIMITY_WEIGHT * own, -np.inf)
-        gain[chosen] = -np.inf
-        pick = int(np.argmax(gain))
-        if not np.isfinite(gain[pick]):
+    for factor in CLOSENESS:
+        eligible = own <= factor * best_own
+        while len(chosen) < k:
+            last = chosen[-1]
+            gap = np.minimum(np.abs(values - values[last]), 1.0)
+            gap = np.where(nominal, (pool != pool[last]).astype(float), gap)
+            nearest = np.minimum(nearest, gap.sum(axis=1) + (changed != changed[last]).sum(axis=1))
+            gain = np.where(eligible & (nearest > min_difference), nearest - PROXIMITY_WEIGHT * own / best_own, -np.inf)
+            gain[chosen] = -np.inf
+            pick = int(np.argmax(gain))
+            if not np.isfinite(gain[pick]):
+                break
+            chosen.append(pick)
+        if len(chosen) >= k:
             break
-        chosen.append(pick)
     return [int(order[i]) for i in chosen]
