@@ -74,7 +74,9 @@ class ModelCard(BaseModel):
     target: str | None = None
     immutable: list[str] = Field(default_factory=list)
     statistics: dict[str, FeatureStatistics] = Field(default_factory=dict)
-    default_solver_config: dict[str, Any] | None = None
+    default_solver_config: dict[str, Any] | str | None = None
+    """A SolverConfig as a mapping, or the path (relative to the card) of a file such as
+    ``counterplan tune`` writes."""
     trusted_types: list[str] = Field(default_factory=list)
     """For skops files: types beyond skops's defaults that may load (e.g. sklearn.tree._tree.Tree)."""
 
@@ -221,7 +223,15 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     reference = None
     if card.training_data is not None and card.target is not None:
         reference = load_csv(path.parent / card.training_data)
-    config = SolverConfig.from_dict(card.default_solver_config) if card.default_solver_config else SolverConfig()
+    try:
+        if isinstance(card.default_solver_config, str):
+            config = SolverConfig.load(path.parent / card.default_solver_config)
+        elif card.default_solver_config:
+            config = SolverConfig.from_dict(card.default_solver_config)
+        else:
+            config = SolverConfig()
+    except InvalidInputError as exc:
+        raise RegistryError(f"{path.name}:default_solver_config.{exc.field}", exc.problem) from None
     log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
     return RegisteredModel(
         card.id, card.version, card.description, adapter, features, statistics, config, reference, card.target

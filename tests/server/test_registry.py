@@ -116,6 +116,29 @@ def test_bad_cards_name_the_problem(
         ModelRegistry.from_directory(tmp_path)
 
 
+def test_a_card_can_name_a_tuned_configuration_file(tmp_path: Path, loan_model: Pipeline) -> None:
+    from solver.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig, SolverConfig
+
+    sio.dump(loan_model, tmp_path / "m.skops")
+    tuned = SolverConfig(phases=(LocalSearchPhaseConfig(acceptor=LateAcceptanceAcceptorConfig()),), random_seed=9)
+    (tmp_path / "configs").mkdir()  # every *.yaml at the top level is a model card
+    (tmp_path / "configs" / "tuned-solver.yaml").write_text(tuned.to_yaml())
+    card = {
+        "id": "m",
+        "model_file": "m.skops",
+        "outputs": [TARGET],
+        "features": [{"name": "income", "kind": "float"}],
+        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
+        "default_solver_config": "configs/tuned-solver.yaml",
+    }
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(card))
+    model = ModelRegistry.from_directory(tmp_path).get("m")
+    assert model is not None and model.default_config == tuned
+    (tmp_path / "configs" / "tuned-solver.yaml").write_text("phases: []")
+    with pytest.raises(RegistryError, match="default_solver_config"):
+        ModelRegistry.from_directory(tmp_path)
+
+
 def test_empty_or_missing_directories(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match="no model card"):
         ModelRegistry.from_directory(tmp_path)
