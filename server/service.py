@@ -181,8 +181,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         remaining = context.time_remaining()
         if remaining is not None:
             limit = min(limit, remaining * 0.9 - 0.05)
-        if limit < _MIN_SOLVE_SECONDS:
-            self._slots.release()
+        if limit < _MIN_SOLVE_SECONDS:  # the caller's finally releases the slot
             abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline leaves no time to solve")
         config = checked.config.model_copy(
             update={"termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,))}

@@ -520,3 +520,11 @@ def test_plausibility_needs_training_data(client: CounterplanClient) -> None:
     request.plausible = True
     code, fields = _bad(client, request)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["plausible"]
+
+
+def test_a_deadline_too_short_to_solve_is_deadline_exceeded(client: CounterplanClient) -> None:
+    for _ in range(5):  # more than max_concurrent_solves: a slot leak or double release would show
+        with pytest.raises(grpc.RpcError) as info:
+            client.explain(_demo_request(), timeout=0.04)
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+    assert client.explain(_demo_request()).valid
