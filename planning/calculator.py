@@ -111,6 +111,8 @@ class ScoreCalculator:
         space = self.problem.space
         broken = (changed & self._frozen).sum(axis=1).astype(np.float64)
         broken += ((X - self._original) * space.monotone < 0.0).sum(axis=1)
+        if space.allowed:
+            broken += space.off_grid(X)
         limit = self.problem.max_changed_features
         if limit is not None:
             broken += np.maximum(changed.sum(axis=1) - limit, 0)
@@ -209,6 +211,9 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             soft0 -= feature.cost * (delta / problem.scales[i]) ** 2
         else:
             soft0 -= feature.cost * abs(delta) / problem.scales[i]
+    for column, grid in space.allowed.items():
+        if row[column] not in grid:
+            hard1 -= 1.0
     if problem.max_changed_features is not None:
         hard1 -= max(-soft1 - problem.max_changed_features, 0.0)
     if problem.plausibility is not None and not problem.plausibility.plausible(row.reshape(1, -1))[0]:

@@ -48,6 +48,9 @@ class _Feature(BaseModel):
 class _NumericFeature(_Feature):
     """A number with inclusive bounds; no bounds means constrained."""
 
+    allowed: tuple[float, ...] | None = None
+    """When set, a changed value must be one of these (say, loan amounts in steps of 1,000)."""
+
     @model_validator(mode="before")
     @classmethod
     def _no_domain_means_constrained(cls, data: Any) -> Any:
@@ -67,6 +70,12 @@ class _NumericFeature(_Feature):
             raise ValueError(f"inverted domain: low {low!r} is greater than high {high!r}")
         if not low <= value <= high:
             raise ValueError(f"original value {value!r} is outside its domain [{low!r}, {high!r}]")
+        if self.allowed is not None:
+            if not self.allowed:
+                raise ValueError("allowed values: give at least one")
+            outside = [v for v in self.allowed if not low <= v <= high]
+            if outside:
+                raise ValueError(f"allowed values {outside} are outside the domain [{low!r}, {high!r}]")
 
 
 class IntegerFeature(_NumericFeature):

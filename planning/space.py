@@ -61,6 +61,13 @@ class FeatureSpace:
         # breaks one; candidates from elsewhere that break one are counted on hard level 1.
         self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
         self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
+        self.allowed: dict[int, FloatMatrix] = {}
+        """Per column with allowed values: the sorted values a candidate may take (the original too)."""
+        for i, f in enumerate(self.features):
+            values = getattr(f, "allowed", None)
+            if values is not None and f.mutable:
+                grid = np.unique(np.append(np.asarray(values, dtype=np.float64), self.original[i]))
+                self.allowed[i] = grid[(grid >= self.lower[i]) & (grid <= self.upper[i])]
         self._categories: dict[int, npt.NDArray[np.object_]] = {
             i: np.array(f.domain, dtype=object)
             for i, f in enumerate(self.features)
@@ -122,6 +129,26 @@ class FeatureSpace:
             else:
                 columns[feature.name] = column
         return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
+
+    def snap(self, X: FloatMatrix) -> FloatMatrix:
+        """Move every value of a column with allowed values to the nearest allowed one (in place)."""
+        for column, grid in self.allowed.items():
+            values = X[:, column]
+            right = np.clip(np.searchsorted(grid, values), 1, max(grid.size - 1, 1))
+            left = right - 1
+            if grid.size == 1:
+                X[:, column] = grid[0]
+                continue
+            nearer_left = np.abs(values - grid[left]) <= np.abs(grid[right] - values)
+            X[:, column] = np.where(nearer_left, grid[left], grid[right])
+        return X
+
+    def off_grid(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
+        """Per row: how many columns hold a value their allowed values do not include."""
+        count = np.zeros(X.shape[0], dtype=np.int64)
+        for column, grid in self.allowed.items():
+            count += ~np.isin(X[:, column], grid)
+        return count
 
     def check_candidates(self, X: Any) -> FloatMatrix:
         """Check that ``X`` is a finite, in-domain candidate matrix of this space.

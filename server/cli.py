@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="NAME may only increase or decrease (categories along their order): income=increase",
     )
     explain.add_argument("--cost", action="append", default=[], metavar="NAME=W", help="weight of a change to NAME")
+    explain.add_argument(
+        "--allowed",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2,...",
+        help="a number may only change to these values: loan_amount=10000,20000,30000",
+    )
     explain.add_argument("--max-changes", type=int, metavar="N", help="change at most N features")
     explain.add_argument(
         "--plausible", action="store_true", help="only answers near real rows of the desired class (needs data)"
@@ -243,6 +250,12 @@ def _actionability(args: argparse.Namespace) -> dict[str, Any]:
             overrides.setdefault(name.strip(), {})["cost"] = float(weight)
         except ValueError:
             raise _usage(f"--cost {text!r}: expected NAME=WEIGHT") from None
+    for text in args.allowed:
+        name, _, values = text.partition("=")
+        try:
+            overrides.setdefault(name.strip(), {})["allowed"] = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise _usage(f"--allowed {text!r}: expected NAME=V1,V2,...") from None
     if args.max_changes is not None and args.max_changes < 1:
         raise _usage("--max-changes must be at least 1")
     return {

@@ -163,6 +163,11 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
             out.append((f"{field}.monotone", f"unknown value {override.monotone}"))
         else:
             result["monotone"] = _MONOTONE[override.monotone]
+    if override.allowed_values:
+        if spec.kind not in ("integer", "float"):
+            out.append((f"{field}.allowed_values", f"feature {spec.name!r} is not numeric"))
+        else:
+            result["allowed"] = tuple(override.allowed_values)
     if override.HasField("cost"):
         if not (math.isfinite(override.cost) and override.cost > 0):
             out.append((f"{field}.cost", f"must be above 0, given {override.cost}"))

@@ -57,6 +57,8 @@ class FeatureSpec(BaseModel):
     immutable: bool = False
     monotone: Literal["increase", "decrease"] | None = None
     cost: float = Field(default=1.0, gt=0.0)
+    allowed: tuple[float, ...] | None = None
+    """For numbers: the only values a change may reach."""
 
 
 class ModelCard(BaseModel):
@@ -115,6 +117,9 @@ class RegisteredModel:
             data["constrained"] = True
             return parse_feature(data)
         if spec.kind in ("integer", "float"):
+            allowed = override.get("allowed", spec.allowed)
+            if allowed is not None:
+                data["allowed"] = tuple(allowed)
             cast = int if spec.kind == "integer" else float
             low = override.get("low", spec.low)
             high = override.get("high", spec.high)

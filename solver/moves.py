@@ -125,7 +125,9 @@ class MoveSelector:
                 a, b = pairs[:, 0], pairs[:, 1]
                 X[block, a], X[block, b] = current[b], current[a]
                 touched[block, a] = touched[block, b] = True
+        X = self.space.snap(X)
         moved = (current != X).any(axis=1)
+        touched &= current != X
         return MoveBatch(X[moved], touched[moved], kinds[moved])
 
     def _random_columns(self, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -64,7 +64,7 @@ class BoundaryPolishPhase:
         blocks.append(reverts)
         owners.append(np.full(changed.size, _REVERT))
         X = np.vstack(blocks)
-        X = np.where(space.integral, np.rint(X), X)
+        X = space.snap(np.where(space.integral, np.rint(X), X))
         keep = (best != X).any(axis=1)
         return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 

@@ -26,10 +26,16 @@ class EncodedSpace(Protocol):
     integral: BoolArray
     nominal: BoolArray
     original: FloatMatrix
+    allowed: dict[int, FloatMatrix]
+    """Columns restricted to listed values: their sorted allowed values."""
 
     @property
     def n_features(self) -> int:
         """Number of columns."""
+        ...
+
+    def snap(self, X: FloatMatrix) -> FloatMatrix:
+        """Move values onto each column's allowed values, if it has any (in place)."""
         ...
 
 

@@ -42,6 +42,11 @@ class FeatureScanPhase:
                 values = np.linspace(low, high, self.config.grid_size)
                 if space.integral[j]:
                     values = np.unique(np.rint(values))
+            grid = space.allowed.get(int(j))
+            if grid is not None:
+                values = grid[(grid >= low) & (grid <= high)]
+                if values.size > 4 * self.config.grid_size:  # a long list: an even sample of it
+                    values = values[np.unique(np.linspace(0, values.size - 1, 4 * self.config.grid_size).astype(int))]
             values = values[values != base[j]]
             block = np.repeat(base.reshape(1, -1), values.size, axis=0)
             block[:, j] = values

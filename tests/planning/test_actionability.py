@@ -123,3 +123,28 @@ def test_plausibility_against_the_desired_class(loan_data: pd.DataFrame, loan_mo
             plausibility=settings,
             columns=list(loan_model.feature_names_in_),
         )
+
+
+def test_allowed_values_for_numbers() -> None:
+    features = [
+        FloatFeature(
+            name="loan", value=12_345.0, low=1_000.0, high=50_000.0, allowed=tuple(range(1_000, 50_001, 1_000))
+        ),
+        FloatFeature(name="free", value=1.0, low=0.0, high=10.0),
+    ]
+    problem = CounterfactualProblem(
+        features, [ValueGoal(value=30_000.0, tolerance=0.01)], CallableAdapter(_sum_model, [OutputSpec("y")])
+    )
+    space = problem.space
+    assert space.allowed[0][0] == 1_000.0 and 12_345.0 in space.allowed[0]  # the original stays allowed
+    X = np.repeat(problem.original_row(), 3, axis=0)
+    X[1, 0] = 20_000.0
+    X[2, 0] = 20_500.0  # not an allowed value
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[:, 1].tolist() == [0.0, 0.0, -1.0]
+    assert space.snap(X.copy())[2, 0] in (20_000.0, 21_000.0)
+    result = explain(problem, seed=0)
+    assert result.valid and result.feasible
+    assert result.proposed["loan"] % 1_000 == 0 or result.proposed["loan"] == 12_345.0
+    with pytest.raises(ValueError, match="outside the domain"):
+        FloatFeature(name="loan", value=2.0, low=1.0, high=5.0, allowed=(0.0, 3.0))

@@ -239,7 +239,14 @@ def test_several_counterfactuals_and_actionability_flags(capsys: pytest.CaptureF
         assert option["proposed"]["debt"] <= result["original"]["debt"]
     code, out, _ = _run(capsys, "explain", "-k", "2", "--plausible", "--no-progress", "--config", quick_config)
     assert code == 0 and "Counterfactual" in out
-    for bad in (["--monotone", "income=up"], ["--cost", "debt=much"], ["--max-changes", "0"], ["-k", "0"]):
+    bad_flags = (
+        ["--monotone", "income=up"],
+        ["--cost", "debt=much"],
+        ["--max-changes", "0"],
+        ["-k", "0"],
+        ["--allowed", "income=lots"],
+    )
+    for bad in bad_flags:
         code, _, err = _run(capsys, "explain", "--no-progress", *bad)
         assert code == 2 and err.startswith("counterplan: error:")
 

@@ -232,6 +232,8 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("too many counterfactuals", lambda: _request_with(num_counterfactuals=500), "num_counterfactuals"),
     ("change limit below 1", lambda: _request_with(max_changed_features=0), "max_changed_features"),
     ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
+    ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides[0].allowed_values"),
+    ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),
     (
         "too many features",
         lambda: _instance(**{f"extra_{i}": pb.FeatureValue(number_value=1.0) for i in range(60)}),
@@ -250,6 +252,12 @@ def _request_with(**fields: Any) -> pb.ExplainRequest:
 def _with_cost(name: str, cost: float) -> pb.ExplainRequest:
     request = _demo_request()
     request.overrides.add(name=name, cost=cost)
+    return request
+
+
+def _with_allowed(name: str, values: list[float]) -> pb.ExplainRequest:
+    request = _demo_request()
+    request.overrides.add(name=name, allowed_values=values)
     return request
 
 
@@ -528,3 +536,13 @@ def test_a_deadline_too_short_to_solve_is_deadline_exceeded(client: CounterplanC
             client.explain(_demo_request(), timeout=0.04)
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
     assert client.explain(_demo_request()).valid
+
+
+def test_allowed_values_are_honoured(client: CounterplanClient) -> None:
+    request = _demo_request()
+    allowed = [float(v) for v in range(40_000, 150_001, 10_000)]
+    request.overrides.add(name="income", allowed_values=allowed)
+    response = client.explain(request)
+    assert response.valid
+    income = response.proposed["income"].number_value
+    assert income in allowed or income == rejected_applicant()["income"]

@@ -89,18 +89,20 @@ class FeatureDomain(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FeatureOverride(_message.Message):
-    __slots__ = ("name", "domain", "constrained", "monotone", "cost")
+    __slots__ = ("name", "domain", "constrained", "monotone", "cost", "allowed_values")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
     MONOTONE_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_VALUES_FIELD_NUMBER: _ClassVar[int]
     name: str
     domain: FeatureDomain
     constrained: bool
     monotone: Monotone
     cost: float
-    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ...) -> None: ...
+    allowed_values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., allowed_values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Goal(_message.Message):
     __slots__ = ("output", "class_target", "value_target", "range_target")
