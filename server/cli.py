@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 
 from planning.distance import DistanceSettings
@@ -300,7 +301,7 @@ def _default_goal(adapter: Any, data: Any, instance: Any, target: str | None) ->
     spec = adapter.outputs[0]
     if spec.classes is None or len(spec.classes) != 2:
         raise _usage("this model needs an explicit --goal")
-    row = data.iloc[[instance]] if isinstance(instance, int) else __import__("pandas").DataFrame([instance])
+    row = data.iloc[[instance]] if isinstance(instance, int) else pd.DataFrame([instance])
     columns = _model_columns(adapter.model, data, target)
     predicted = adapter.model.predict(row[columns] if adapter.input_kind == "dataframe" else row[columns].to_numpy())[0]
     other = [label for label in spec.classes if str(label) != str(predicted)]
