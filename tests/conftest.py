@@ -10,7 +10,8 @@ import structlog
 from hypothesis import HealthCheck, settings
 from sklearn.pipeline import Pipeline
 
-from planning.demo import TARGET, make_loan_data, train_loan_model
+from planning import ClassGoal, CounterfactualProblem
+from planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
 
 # Tests must pass on a slow, busy 2-core machine, and the same way every run.
 settings.register_profile(
@@ -41,6 +42,19 @@ def loan_data() -> pd.DataFrame:
 def loan_model(loan_data: pd.DataFrame) -> Pipeline:
     """A gradient-boosting pipeline (ColumnTransformer + OneHotEncoder) fitted on ``loan_data``."""
     return train_loan_model(loan_data)
+
+
+@pytest.fixture
+def loan_problem(loan_data: pd.DataFrame, loan_model: Pipeline) -> CounterfactualProblem:
+    """The demo question on ``loan_model``: approve the rejected applicant with 70% confidence."""
+    return CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET,
+        immutable=IMMUTABLE,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
@@ -24,7 +23,7 @@ from planning import (
     ValueGoal,
     reference_score,
 )
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from planning.demo import TARGET
 from planning.features import parse_feature
 from planning.space import AnyFeature, FloatMatrix
 
@@ -206,16 +205,9 @@ def test_a_model_that_raises_or_returns_nan_never_looks_valid() -> None:
 
 
 def test_assert_mode_agrees_with_the_reference_on_a_real_pipeline(
-    loan_data: pd.DataFrame, loan_model: Pipeline
+    loan_problem: CounterfactualProblem, loan_model: Pipeline
 ) -> None:
-    problem = CounterfactualProblem.from_dataframe(
-        loan_data,
-        rejected_applicant(),
-        loan_model,
-        [ClassGoal(target=1, confidence=0.7)],
-        target=TARGET,
-        immutable=IMMUTABLE,
-    )
+    problem = loan_problem
     space = problem.space
     rng = np.random.default_rng(1)
     X = np.repeat(problem.original_row(), 40, axis=0)

@@ -12,7 +12,7 @@ import pytest
 from sklearn.pipeline import Pipeline
 
 from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from planning.demo import IMMUTABLE
 from planning.space import FloatMatrix
 from solver import (
     BestSolutionEvent,
@@ -154,17 +154,9 @@ def test_model_failures(linear_problem: CounterfactualProblem) -> None:
 
 
 def test_demo_pipeline_gets_a_valid_counterfactual_that_respects_immutables(
-    loan_data: pd.DataFrame, loan_model: Pipeline
+    loan_problem: CounterfactualProblem, loan_model: Pipeline
 ) -> None:
-    problem = CounterfactualProblem.from_dataframe(
-        loan_data,
-        rejected_applicant(),
-        loan_model,
-        [ClassGoal(target=1, confidence=0.7)],
-        target=TARGET,
-        immutable=IMMUTABLE,
-    )
-    result = explain(problem, seed=0)
+    result = explain(loan_problem, seed=0)
     assert result.valid and result.feasible
     frame = pd.DataFrame([result.proposed])[list(loan_model.feature_names_in_)]
     assert loan_model.predict_proba(frame)[0, 1] >= 0.7  # checked with the model itself
