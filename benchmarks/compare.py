@@ -251,24 +251,26 @@ def measure(bench: Bench, original: pd.DataFrame, proposed: pd.DataFrame | None,
 Runner = Callable[[Outcome, pd.DataFrame], Outcome]
 
 
+def counterplan_problem(bench: Bench, query: pd.DataFrame) -> CounterfactualProblem:
+    """counterplan's problem for one query row: class 1, the data set's immutables, MAD-scaled L1."""
+    return CounterfactualProblem.from_dataframe(
+        bench.train,
+        {c: query.iloc[0][c] for c in bench.features},
+        bench.pipe,
+        [ClassGoal(target=1)],
+        target=bench.spec.target,
+        immutable=bench.spec.immutable,
+        distance=DistanceSettings(metric="mad_l1"),
+    )
+
+
 def counterplan_runner(bench: Bench, config_path: str | None) -> Runner:
     config = SolverConfig.load(config_path) if config_path else SolverConfig()
-    spec = bench.spec
 
     def run(outcome: Outcome, query: pd.DataFrame) -> Outcome:
-        row = {c: query.iloc[0][c] for c in bench.features}
         start = time.perf_counter()
         try:
-            problem = CounterfactualProblem.from_dataframe(
-                bench.train,
-                row,
-                bench.pipe,
-                [ClassGoal(target=1)],
-                target=spec.target,
-                immutable=spec.immutable,
-                distance=DistanceSettings(metric="mad_l1"),
-            )
-            result = explain(problem, config, seed=SEED)
+            result = explain(counterplan_problem(bench, query), config, seed=SEED)
         finally:
             outcome.seconds = time.perf_counter() - start
         outcome.model_rows = result.statistics.score_calculation_count

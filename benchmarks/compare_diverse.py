@@ -63,8 +63,7 @@ import pandas as pd
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable from the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.compare import DATASETS, SEED, Bench, default_data_dir, load_bench, render
-from planning import ClassGoal, CounterfactualProblem, DistanceSettings
+from benchmarks.compare import DATASETS, SEED, Bench, counterplan_problem, default_data_dir, load_bench, render
 from planning.metrics import MetricContext, evaluate
 from solver import explain
 
@@ -76,20 +75,9 @@ Runner = Callable[[pd.DataFrame, int], pd.DataFrame]
 
 
 def counterplan_runner(bench: Bench) -> Runner:
-    spec = bench.spec
 
     def run(query: pd.DataFrame, k: int) -> pd.DataFrame:
-        row = {c: query.iloc[0][c] for c in bench.features}
-        problem = CounterfactualProblem.from_dataframe(
-            bench.train,
-            row,
-            bench.pipe,
-            [ClassGoal(target=1)],
-            target=spec.target,
-            immutable=spec.immutable,
-            distance=DistanceSettings(metric="mad_l1"),
-        )
-        result = explain(problem, seed=SEED, num_counterfactuals=k)
+        result = explain(counterplan_problem(bench, query), seed=SEED, num_counterfactuals=k)
         if not result.counterfactuals:
             return pd.DataFrame(columns=bench.features)
         return bench.coerce(pd.DataFrame([cf.proposed for cf in result.counterfactuals]))

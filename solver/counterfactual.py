@@ -143,10 +143,12 @@ class CounterfactualSolver:
         best: FloatMatrix,
         final: Evaluation,
     ) -> list[Counterfactual]:
-        """The best and up to k - 1 diverse others, re-scored in one call."""
+        """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1)."""
         if self.num_counterfactuals == 1 or pool is None:
             rows = best.reshape(1, -1) if (final.scores[0, :3] >= 0.0).all() else np.empty((0, best.size))
+            evaluation: Evaluation | None = final  # already scored: no second model call
         else:
+            evaluation = None
             space = self.problem.space
             chosen = select_diverse(
                 pool[0],
@@ -159,7 +161,8 @@ class CounterfactualSolver:
             rows = pool[0][chosen]
         if rows.shape[0] == 0:
             return []
-        evaluation = calculator.calculate(rows)
+        if evaluation is None:
+            evaluation = calculator.calculate(rows)
         out = []
         for i in range(rows.shape[0]):
             score = evaluation.score(i)
