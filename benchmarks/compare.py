@@ -251,7 +251,7 @@ def measure(bench: Bench, original: pd.DataFrame, proposed: pd.DataFrame | None,
 Runner = Callable[[Outcome, pd.DataFrame], Outcome]
 
 
-def counterplan_problem(bench: Bench, query: pd.DataFrame) -> CounterfactualProblem:
+def counterplan_problem(bench: Bench, query: pd.DataFrame, change_penalty: float = 0.0) -> CounterfactualProblem:
     """counterplan's problem for one query row: class 1, the data set's immutables, MAD-scaled L1."""
     return CounterfactualProblem.from_dataframe(
         bench.train,
@@ -260,7 +260,7 @@ def counterplan_problem(bench: Bench, query: pd.DataFrame) -> CounterfactualProb
         [ClassGoal(target=1)],
         target=bench.spec.target,
         immutable=bench.spec.immutable,
-        distance=DistanceSettings(metric="mad_l1"),
+        distance=DistanceSettings(metric="mad_l1", change_penalty=change_penalty),
     )
 
 

@@ -48,6 +48,7 @@ Run from the repository root in the benchmark virtual environment (``pip install
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -74,10 +75,11 @@ Runner = Callable[[pd.DataFrame, int], pd.DataFrame]
 """(1-row query, k) -> the answers, in the training frame's feature columns and dtypes."""
 
 
-def counterplan_runner(bench: Bench) -> Runner:
+def counterplan_runner(bench: Bench, change_penalty: float) -> Runner:
 
     def run(query: pd.DataFrame, k: int) -> pd.DataFrame:
-        result = explain(counterplan_problem(bench, query), seed=SEED, num_counterfactuals=k)
+        problem = counterplan_problem(bench, query, change_penalty)
+        result = explain(problem, seed=SEED, num_counterfactuals=k)
         if not result.counterfactuals:
             return pd.DataFrame(columns=bench.features)
         return bench.coerce(pd.DataFrame([cf.proposed for cf in result.counterfactuals]))
@@ -112,8 +114,10 @@ def dice_runner(bench: Bench, method: str) -> Runner:
     return run
 
 
-def make_runner(method: str, bench: Bench) -> Runner:
-    return counterplan_runner(bench) if method == "counterplan" else dice_runner(bench, method.removeprefix("dice-"))
+def make_runner(method: str, bench: Bench, change_penalty: float) -> Runner:
+    if method == "counterplan":
+        return counterplan_runner(bench, change_penalty)
+    return dice_runner(bench, method.removeprefix("dice-"))
 
 
 def metric_context(bench: Bench) -> MetricContext:
@@ -182,6 +186,48 @@ def summary_row(dataset: str, k: int, method: str, results: Sequence[dict[str, f
     ]
 
 
+PAIRED_HEADER = [
+    "dataset",
+    "k",
+    "rival",
+    "rows",
+    "answers/row",
+    "prox_cont",
+    "prox_cat",
+    "changed",
+    "diversity",
+    "count_div",
+]
+PAIRED_METRICS = ("count", "proximity_continuous", "proximity_categorical", "changed_features")
+
+
+def paired_rows(
+    dataset: str, k: int, ours: Sequence[dict[str, float]], rivals: dict[str, Sequence[dict[str, float]]]
+) -> list[list[str]]:
+    """counterplan against each rival on the queries both answered: ``ours / theirs`` per metric.
+
+    Unpaired means compare different queries when a method answers only some (DiCE kdtree);
+    here each cell averages the same queries for both. Diversity is over the queries where
+    both returned at least two answers.
+    """
+    out = []
+    for rival, theirs in rivals.items():
+        both = [(a, b) for a, b in zip(ours, theirs, strict=True) if a["count"] > 0 and b["count"] > 0]
+        many = [(a, b) for a, b in both if a["count"] > 1 and b["count"] > 1]
+
+        def pair(key: str, rows: Sequence[tuple[dict[str, float], dict[str, float]]], digits: int = 3) -> str:
+            if not rows:
+                return "-"
+            a = statistics.fmean(r[0][key] for r in rows)
+            b = statistics.fmean(r[1][key] for r in rows)
+            return f"{a:.{digits}f} / {b:.{digits}f}"
+
+        cells = [pair(key, both, 2 if key in ("count", "changed_features") else 3) for key in PAIRED_METRICS]
+        diversity = [pair("diversity", many), pair("count_diversity", many)] if k > 1 else ["-", "-"]
+        out.append([dataset, str(k), rival, str(len(both)), *cells, *diversity])
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # main
 
@@ -196,6 +242,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip", default="", help="comma-separated dataset:method pairs to leave out")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--per-instance", action="store_true", help="print one stderr line per query and method")
+    parser.add_argument(
+        "--change-penalty",
+        type=float,
+        default=0.0,
+        help="counterplan's DistanceSettings.change_penalty (MADs per changed feature)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="folder where DiCE's answers are stored and reused (counterplan is always run afresh)",
+    )
     args = parser.parse_args(argv)
     args.dataset_list = [d.strip() for d in args.datasets.split(",") if d.strip()]
     args.method_list = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -216,18 +274,55 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_one(runner: Runner | None, context: MetricContext, query: pd.DataFrame, k: int, label: str) -> dict[str, float]:
+def cached_answers(
+    cache: Path | None, key: str, bench: Bench, compute: Callable[[], tuple[pd.DataFrame, float]]
+) -> tuple[pd.DataFrame, float]:
+    """A reference method's answers and seconds, read from ``cache/key.json`` when an earlier run stored them.
+
+    The references do not change between runs of this script (same library versions, same seeds),
+    while counterplan does; caching them lets a counterplan change be measured against the full
+    table without re-running DiCE kdtree's minutes per heloc query.
+    """
+    path = None if cache is None else cache / f"{key}.json"
+    if path is not None and path.exists():
+        stored = json.loads(path.read_text())
+        frame = pd.DataFrame(stored["answers"], columns=bench.features)
+        return (bench.coerce(frame) if len(frame) else frame), float(stored["seconds"])
+    answers, seconds = compute()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        records = json.loads(answers.to_json(orient="records"))
+        path.write_text(json.dumps({"answers": records, "seconds": seconds}))
+    return answers, seconds
+
+
+def run_one(
+    runner: Runner | None,
+    context: MetricContext,
+    query: pd.DataFrame,
+    k: int,
+    label: str,
+    *,
+    cache: tuple[Path, str, Bench] | None = None,
+) -> dict[str, float]:
     """One query through one method, judged; failures are 0 answers with a stderr warning."""
     features = context.features
-    answers = pd.DataFrame(columns=features)
-    start = time.perf_counter()
-    if runner is not None:
-        try:
-            answers = runner(query, k)
-        except Exception as exc:
-            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-            print(f"warning: {label}: {message}", file=sys.stderr)
-    seconds = time.perf_counter() - start
+
+    def compute() -> tuple[pd.DataFrame, float]:
+        answers = pd.DataFrame(columns=features)
+        start = time.perf_counter()
+        if runner is not None:
+            try:
+                answers = runner(query, k)
+            except Exception as exc:
+                message = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+                print(f"warning: {label}: {message}", file=sys.stderr)
+        return answers, time.perf_counter() - start
+
+    if cache is None:
+        answers, seconds = compute()
+    else:
+        answers, seconds = cached_answers(cache[0], cache[1], cache[2], compute)
     original = {c: query.iloc[0][c] for c in features}
     return evaluate(context, original, answers, seconds=seconds)
 
@@ -237,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     summary: list[list[str]] = []
+    paired: list[list[str]] = []
     for dataset in args.dataset_list:
         bench = load_bench(DATASETS[dataset], args.data_dir, args.rows)
         context = metric_context(bench)
@@ -250,16 +346,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             if f"{dataset}:{method}" in args.skip_set:
                 continue
             try:
-                runners[method] = make_runner(method, bench)
+                runners[method] = make_runner(method, bench, args.change_penalty)
             except Exception as exc:
                 print(f"warning: {dataset}/{method}: setup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 runners[method] = None
         for k in args.k_list:
+            by_method: dict[str, list[dict[str, float]]] = {}
             for method, runner in runners.items():
-                results = []
+                results = by_method.setdefault(method, [])
                 for row_id in bench.queries.index:
                     label = f"{dataset}/k={k}/{method} row {row_id}"
-                    result = run_one(runner, context, bench.queries.loc[[row_id]], k, label)
+                    cache = None
+                    if args.cache is not None and method != "counterplan":
+                        cache = (args.cache, f"{dataset}-{method}-k{k}-rows{args.rows}-{row_id}", bench)
+                    result = run_one(runner, context, bench.queries.loc[[row_id]], k, label, cache=cache)
                     results.append(result)
                     if args.per_instance:
                         print(
@@ -270,13 +370,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         )
                 summary.append(summary_row(dataset, k, method, results))
                 print(f"  done {dataset} k={k} {method}", file=sys.stderr)
+            if "counterplan" in by_method:
+                rivals = {m: r for m, r in by_method.items() if m != "counterplan"}
+                paired.extend(paired_rows(dataset, k, by_method["counterplan"], rivals))
 
     skipped = ", ".join(sorted(args.skip_set)) or "none"
     print(f"\nrows={args.rows} per data set; k={args.k}; skipped: {skipped}\n")
     print(render(HEADER, summary, markdown=False, left=3))
+    if paired:
+        print("\ncounterplan / rival, on the queries both answered:\n")
+        print(render(PAIRED_HEADER, paired, markdown=False, left=3))
     if args.markdown:
         print()
         print(render(HEADER, summary, markdown=True))
+        if paired:
+            print()
+            print(render(PAIRED_HEADER, paired, markdown=True))
     return 0
 
 

@@ -96,7 +96,13 @@ class ScoreCalculator:
         scores[:, 1] = -self._broken_rules(X, changed)
         scores[:, 2] = np.where(failed, -max(self._confidence_goals, 1), -below)
         scores[:, 3] = -feature_distance(
-            X, self._original, problem.space.nominal, problem.scales, problem.distance.metric, costs=problem.space.costs
+            X,
+            self._original,
+            problem.space.nominal,
+            problem.scales,
+            problem.distance.metric,
+            costs=problem.space.costs,
+            change_penalty=problem.distance.change_penalty,
         )
         scores[:, 4] = -changed.sum(axis=1)
         scores += 0.0  # fold -0.0 into 0.0
@@ -201,6 +207,7 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
         if delta == 0.0:
             continue
         soft1 -= 1.0
+        soft0 -= feature.cost * problem.distance.change_penalty
         if not feature.mutable:
             hard1 -= 1.0
         if (feature.monotone == "increase" and delta < 0) or (feature.monotone == "decrease" and delta > 0):

@@ -21,6 +21,7 @@ from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import adapt_sklearn
 from planning.problem import CounterfactualProblem
 from server import tune_command
+from server.flags import UsageError, checked_limits, feature_overrides
 from server.goal_text import GOAL_HELP, parse_goal_text
 from server.loading import load_csv, load_instance, load_model
 from server.logs import configure_console_logs
@@ -72,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a number may only change to these values: loan_amount=10000,20000,30000",
     )
     explain.add_argument("--max-changes", type=int, metavar="N", help="change at most N features")
+    explain.add_argument(
+        "--change-penalty",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="add P (in distance units) per changed feature: larger P, fewer changes (default 0)",
+    )
     explain.add_argument(
         "--plausible", action="store_true", help="only answers near real rows of the desired class (needs data)"
     )
@@ -207,7 +215,7 @@ def _explain_remote(args: argparse.Namespace) -> int:
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = [parse_goal_text(text) for text in args.goal]
-    distance = DistanceSettings(metric=args.distance)
+    distance = DistanceSettings(metric=args.distance, change_penalty=checked_limits(args)[1])
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
@@ -239,29 +247,11 @@ def _actionability(args: argparse.Namespace) -> dict[str, Any]:
     """``overrides``, ``max_changed_features`` and ``plausibility`` from the flags."""
     from planning.plausibility import PlausibilitySettings  # noqa: PLC0415
 
-    overrides: dict[str, dict[str, Any]] = {}
-    for text in args.monotone:
-        name, _, direction = text.partition("=")
-        if direction not in ("increase", "decrease"):
-            raise _usage(f"--monotone {text!r}: expected NAME=increase or NAME=decrease")
-        overrides.setdefault(name.strip(), {})["monotone"] = direction
-    for text in args.cost:
-        name, _, weight = text.partition("=")
-        try:
-            overrides.setdefault(name.strip(), {})["cost"] = float(weight)
-        except ValueError:
-            raise _usage(f"--cost {text!r}: expected NAME=WEIGHT") from None
-    for text in args.allowed:
-        name, _, values = text.partition("=")
-        try:
-            overrides.setdefault(name.strip(), {})["allowed"] = tuple(float(v) for v in values.split(",") if v.strip())
-        except ValueError:
-            raise _usage(f"--allowed {text!r}: expected NAME=V1,V2,...") from None
-    if args.max_changes is not None and args.max_changes < 1:
-        raise _usage("--max-changes must be at least 1")
+    overrides = feature_overrides(args)
+    max_changes, _ = checked_limits(args)
     return {
         "overrides": overrides,
-        "max_changed_features": args.max_changes,
+        "max_changed_features": max_changes,
         "plausibility": PlausibilitySettings() if args.plausible else None,
     }
 
@@ -308,7 +298,7 @@ def _default_goal(adapter: Any, data: Any, instance: Any, target: str | None) ->
     return ClassGoal(target=other[0])
 
 
-class _UsageError(CounterplanError, ValueError):
+class _UsageError(UsageError):
     pass
 
 

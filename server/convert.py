@@ -136,6 +136,10 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     limit = request.max_changed_features if request.HasField("max_changed_features") else None
     if limit is not None and limit < 1:
         violations.append(("max_changed_features", f"must be at least 1, given {limit}"))
+    penalty = request.change_penalty if request.HasField("change_penalty") else 0.0
+    if not (math.isfinite(penalty) and penalty >= 0.0):
+        violations.append(("change_penalty", f"must be a finite number at least 0, given {penalty}"))
+        penalty = 0.0
     if request.plausible and model.reference is None:
         violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
     if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
@@ -145,7 +149,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     return CheckedRequest(
         features,
         goals,
-        DistanceSettings(metric=metric),
+        DistanceSettings(metric=metric, change_penalty=penalty),
         config,
         seed,
         num_counterfactuals=k,

@@ -11,9 +11,10 @@ from rich.console import Console
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.client import CounterplanClient
 from server.convert import plain_value
+from server.flags import checked_limits, feature_overrides
 from server.goal_text import parse_goal_text
 from server.loading import load_instance
-from solver.result import BestSolutionEvent, Change, CounterfactualResult, SolveStatistics
+from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
@@ -41,6 +42,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
         for name in item.split(",")
         if name.strip()
     )
+    _shape(request, args)
     err = Console(stderr=True)
     final: pb.ExplainResponse | None = None
     show = not args.no_progress and not args.json and err.is_terminal
@@ -54,8 +56,36 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_format.MessageToDict(final), indent=2))
     else:
-        print_result(_result(final), Console())
+        print_result(_result(final, args.num_counterfactuals), Console())
     return 0
+
+
+_METRICS = {
+    "range_l1": pb.DISTANCE_METRIC_RANGE_L1,
+    "mad_l1": pb.DISTANCE_METRIC_MAD_L1,
+    "sd_squared": pb.DISTANCE_METRIC_SD_SQUARED,
+}
+_MONOTONE = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}
+
+
+def _shape(request: pb.ExplainRequest, args: argparse.Namespace) -> None:
+    """The flags that shape the question, as on a local solve: k, distance, actionability."""
+    max_changes, penalty = checked_limits(args)
+    request.num_counterfactuals = args.num_counterfactuals
+    request.distance_metric = _METRICS[args.distance]
+    request.plausible = args.plausible
+    if max_changes is not None:
+        request.max_changed_features = max_changes
+    if penalty:
+        request.change_penalty = penalty
+    for name, fields in feature_overrides(args).items():
+        override = pb.FeatureOverride(name=name)
+        if "monotone" in fields:
+            override.monotone = _MONOTONE[fields["monotone"]]
+        if "cost" in fields:
+            override.cost = fields["cost"]
+        override.allowed_values.extend(fields.get("allowed", ()))
+        request.overrides.append(override)
 
 
 def _goal_message(text: str) -> pb.Goal:
@@ -88,7 +118,7 @@ def _predictions(items: list[pb.OutputPrediction]) -> dict[str, object]:
     return {p.output: dict(p.probabilities) if p.probabilities else p.value for p in items}
 
 
-def _result(message: pb.ExplainResponse) -> CounterfactualResult:
+def _result(message: pb.ExplainResponse, requested: int = 1) -> CounterfactualResult:
     s = message.statistics
     proposed = {k: plain_value(v) for k, v in message.proposed.items()}
     original = dict(proposed)
@@ -117,4 +147,21 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
             best_found_after_seconds=0.0,
             termination_reason=s.termination_reason,
         ),
+        counterfactuals=[_counterfactual(c) for c in message.counterfactuals],
+        requested=requested,
+    )
+
+
+def _counterfactual(message: pb.Counterfactual) -> Counterfactual:
+    return Counterfactual(
+        proposed={k: plain_value(v) for k, v in message.proposed.items()},
+        changes=[
+            Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
+            for c in message.changes
+        ],
+        predictions=_predictions(list(message.predictions)),
+        score=message.score.text,
+        score_levels=[*message.score.hard_levels, *message.score.soft_levels],
+        valid=message.valid,
+        feasible=message.feasible,
     )

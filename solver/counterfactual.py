@@ -17,13 +17,21 @@ from planning.errors import CounterplanError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from solver.config import SolverConfig
-from solver.diversity import select_diverse
+from solver.diversity import best_per_change_set, select_diverse
 from solver.engine import Solver
 from solver.events import BestSolutionChanged
 from solver.protocol import FloatMatrix
+from solver.refine import refine_rows
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.scores import is_better
 
 Listener = Callable[[BestSolutionEvent], None]
+
+SHORTLIST_FACTOR = 3
+"""k answers are chosen from this many times k refined candidates."""
+SHORTLIST_MAX = 96
+ROUTES_MAX = 256
+"""At most this many distinct change sets of the pool are examined for the k answers."""
 
 
 class ModelFailureError(CounterplanError):
@@ -107,31 +115,46 @@ class CounterfactualSolver:
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))
+        spent = (calculator.calculation_count, calculator.model_call_count)
         alternatives = self._alternatives(calculator, outcome.pool, outcome.best_row, final)
+        calculations = outcome.score_calculation_count + calculator.calculation_count - spent[0]
+        model_calls = outcome.model_call_count + calculator.model_call_count - spent[1]
         score = BendableScore.of(outcome.best_score)
         levels = list(score.levels)
-        speed = outcome.score_calculation_count / outcome.time_spent if outcome.time_spent > 0 else 0.0
-        return CounterfactualResult(
-            original=problem.space.decode(problem.space.original),
+        speed = calculations / outcome.time_spent if outcome.time_spent > 0 else 0.0
+        best: Counterfactual = Counterfactual(
             proposed=problem.space.decode(outcome.best_row),
             changes=self._changes(outcome.best_row),
             predictions=self._predictions(final),
-            original_predictions=self._predictions(original),
             score=str(score),
             score_levels=levels,
             valid=levels[0] == 0.0 and levels[2] == 0.0 and final.failures[0] is None,
             feasible=score.is_feasible and final.failures[0] is None,
+        )
+        failure = final.failures[0]
+        if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
+            best, failure = alternatives[0], None  # refining the pool beat the search's own best
+        return CounterfactualResult(
+            original=problem.space.decode(problem.space.original),
+            proposed=best.proposed,
+            changes=best.changes,
+            predictions=best.predictions,
+            original_predictions=self._predictions(original),
+            score=best.score,
+            score_levels=best.score_levels,
+            valid=best.valid,
+            feasible=best.feasible,
             statistics=SolveStatistics(
                 steps=outcome.step_count,
-                score_calculation_count=outcome.score_calculation_count,
-                model_call_count=outcome.model_call_count,
+                score_calculation_count=calculations,
+                model_call_count=model_calls,
                 score_calculation_speed=speed,
                 time_spent_seconds=outcome.time_spent,
                 best_found_at_step=outcome.best_step_index,
                 best_found_after_seconds=outcome.best_time,
                 termination_reason=outcome.termination_reason,
             ),
-            failure=final.failures[0],
+            failure=failure,
             counterfactuals=alternatives,
             requested=self.num_counterfactuals,
         )
@@ -149,16 +172,7 @@ class CounterfactualSolver:
             evaluation: Evaluation | None = final  # already scored: no second model call
         else:
             evaluation = None
-            space = self.problem.space
-            chosen = select_diverse(
-                pool[0],
-                pool[1],
-                original=space.original,
-                scales=self.problem.scales,
-                nominal=space.nominal,
-                k=self.num_counterfactuals,
-            )
-            rows = pool[0][chosen]
+            rows = self._diverse_refined(calculator, pool, best)
         if rows.shape[0] == 0:
             return []
         if evaluation is None:
@@ -183,6 +197,62 @@ class CounterfactualSolver:
                 )
             )
         return out
+
+    def _diverse_refined(
+        self, calculator: ScoreCalculator, pool: tuple[FloatMatrix, FloatMatrix], best: FloatMatrix
+    ) -> FloatMatrix:
+        """k diverse answers, each without changes it does not need.
+
+        1. One row per distinct set of changed features (the best-scored), at most
+           ``ROUTES_MAX``, best first.
+        2. Their needless changes dropped: rounds of batched single reverts
+           (:func:`solver.refine.refine_rows` without a grid), so a route that only adds changes
+           to a shorter one collapses onto it; then one row per change set again.
+        3. A diverse shortlist of ``SHORTLIST_FACTOR`` times k of those, refined to the boundary
+           (reverts and grid moves), and the final diverse choice of k among the refined rows
+           and the unrefined routes, so that when answers refine into the same row (n = 9 and
+           n = 10 both shaved to n = 8) the unrefined ones still offer distinct choices.
+
+        The best row keeps its place and value: the boundary-polish phase already refined it,
+        and it is the result's ``proposed``.
+        """
+        space = self.problem.space
+        k = self.num_counterfactuals
+        scorer = CalculatorScorer(calculator)
+
+        def choose(rows: FloatMatrix, scores: FloatMatrix, k: int) -> list[int]:
+            return select_diverse(
+                rows, scores, original=space.original, scales=self.problem.scales, nominal=space.nominal, k=k
+            )
+
+        routes = best_per_change_set(pool[0], pool[1], space.original, ROUTES_MAX)
+        rows, scores = self._refine_others(
+            pool[0][routes], pool[1][routes], best, scorer, grid_size=1, max_rounds=space.n_features
+        )
+        routes = best_per_change_set(rows, scores, space.original, ROUTES_MAX)
+        rows, scores = rows[routes], scores[routes]
+        shortlist = choose(rows, scores, min(SHORTLIST_FACTOR * k, SHORTLIST_MAX))
+        refined, refined_scores = self._refine_others(rows[shortlist], scores[shortlist], best, scorer)
+        rows, scores = np.vstack([refined, rows]), np.vstack([refined_scores, scores])
+        chosen = choose(rows, scores, k)
+        return np.asarray(rows[chosen], dtype=np.float64)
+
+    def _refine_others(
+        self,
+        rows: FloatMatrix,
+        scores: FloatMatrix,
+        best: FloatMatrix,
+        scorer: CalculatorScorer,
+        **options: int,
+    ) -> tuple[FloatMatrix, FloatMatrix]:
+        """``rows`` refined, except the best row itself."""
+        rows, scores = rows.copy(), scores.copy()
+        others = ~(rows == best).all(axis=1)
+        if others.any():
+            rows[others], scores[others] = refine_rows(
+                rows[others], scores[others], self.problem.space, scorer, **options
+            )
+        return rows, scores
 
     def _forward(self, event: BestSolutionChanged) -> None:
         score = BendableScore.of(event.score)

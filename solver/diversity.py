@@ -61,3 +61,26 @@ def select_diverse(
         if len(chosen) >= k:
             break
     return [int(order[i]) for i in chosen]
+
+
+def best_per_change_set(
+    rows: FloatMatrix, scores: FloatMatrix, original: FloatMatrix, limit: int, per_set: int = 3
+) -> list[int]:
+    """Indices of the ``per_set`` best-scored rows of each distinct set of changed features, best first.
+
+    A pool holds many rows that change the same features by slightly different amounts; a few of
+    each set are enough to look for different routes to the goal (and for answers that differ
+    only in their values when no other route exists). At most ``limit`` indices.
+    """
+    if rows.shape[0] == 0:
+        return []
+    order = np.lexsort(scores.T[::-1])[::-1]
+    _, group = np.unique(rows[order] != original, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    by_group = np.argsort(group, kind="stable")  # within a group, still best first
+    sorted_groups = group[by_group]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1]
+    sizes = np.diff(np.r_[starts, sorted_groups.size])
+    rank = np.empty(order.size, dtype=np.intp)
+    rank[by_group] = np.arange(sorted_groups.size) - np.repeat(starts, sizes)
+    return [int(i) for i in order[rank < per_set][:limit]]

@@ -237,3 +237,20 @@ def test_constrained_features_changed_count_on_hard_one() -> None:
     X[0, 4] = 3.0
     X[0, 5] = 0.0
     assert ScoreCalculator(problem, assert_mode=True).calculate(X).scores[0, 1] == -2.0
+
+
+def test_a_change_penalty_adds_to_the_distance_once_per_changed_feature() -> None:
+    goal = ValueGoal(output="y", value=10.0, tolerance=0.05)
+    plain, _ = _problem(goal)
+    model = LinearModel()
+    penalised = CounterfactualProblem(
+        _features(), [goal], CallableAdapter(model, [OutputSpec("y")]), DistanceSettings(change_penalty=0.5)
+    )
+    base = ScoreCalculator(plain).calculate(CANDIDATES).scores
+    scores = ScoreCalculator(penalised, assert_mode=True).calculate(CANDIDATES).scores  # the reference agrees
+    changed = (CANDIDATES[0] != CANDIDATES).sum(axis=1)
+    np.testing.assert_allclose(scores[:, 3], base[:, 3] - 0.5 * changed, rtol=1e-12)
+    np.testing.assert_array_equal(np.delete(scores, 3, axis=1), np.delete(base, 3, axis=1))  # only soft 0 moves
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="change_penalty"):
+            DistanceSettings(change_penalty=bad)

@@ -203,6 +203,15 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         assert code == 0 and "Counterfactual: change these features" in out
         code, _, err = _run(capsys, "explain", "--server", running.target, "--model-id", "nope")
         assert code == 1 and "NOT_FOUND" in err and err.count("\n") == 1
+        shaped = ("-k", "3", "--max-changes", "1", "--change-penalty", "2", "--monotone", "income=increase")
+        code, out, err = _run(capsys, "explain", "--server", running.target, "--json", *shaped)
+        assert code == 0, err
+        options = json.loads(out)["counterfactuals"]
+        assert 1 <= len(options) <= 3  # the flags reach the server: k, the change limit, monotone income
+        assert all(len(option["changes"]) == 1 for option in options)
+        assert all(option["proposed"]["income"]["numberValue"] >= 38000 for option in options)
+        code, out, err = _run(capsys, "explain", "--server", running.target, "--no-progress", "-k", "2")
+        assert code == 0 and "Alternative 2" in out, err
     finally:
         running.stop(0)
 
@@ -245,6 +254,8 @@ def test_several_counterfactuals_and_actionability_flags(capsys: pytest.CaptureF
         ["--max-changes", "0"],
         ["-k", "0"],
         ["--allowed", "income=lots"],
+        ["--change-penalty", "-1"],
+        ["--change-penalty", "nan"],
     )
     for bad in bad_flags:
         code, _, err = _run(capsys, "explain", "--no-progress", *bad)

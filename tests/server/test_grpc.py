@@ -231,6 +231,8 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("unknown engine", lambda: _with_solver(engine=99), "solver.engine"),
     ("too many counterfactuals", lambda: _request_with(num_counterfactuals=500), "num_counterfactuals"),
     ("change limit below 1", lambda: _request_with(max_changed_features=0), "max_changed_features"),
+    ("negative change penalty", lambda: _request_with(change_penalty=-1.0), "change_penalty"),
+    ("infinite change penalty", lambda: _request_with(change_penalty=float("inf")), "change_penalty"),
     ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
     ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides[0].allowed_values"),
     ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),

@@ -270,3 +270,68 @@ def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
     assert result.note is not None and "2" in result.note and "5" in result.note
     with pytest.raises(ValueError, match="num_counterfactuals"):
         explain(problem, num_counterfactuals=0)
+
+
+def _spread_or_single(penalty: float) -> CounterfactualProblem:
+    """Valid when sqrt(a) + sqrt(b) >= 1: a = b = 0.25 costs 0.05 (range-scaled), a = 1 alone 0.1."""
+    from planning import DistanceSettings, FloatFeature
+
+    def concave(X: FloatMatrix) -> FloatMatrix:
+        p = np.clip((np.sqrt(X[:, 0]) + np.sqrt(X[:, 1])) / 2.0, 0.0, 1.0)
+        return np.column_stack([1.0 - p, p])
+
+    return CounterfactualProblem(
+        [FloatFeature(name="a", value=0.0, low=0.0, high=10.0), FloatFeature(name="b", value=0.0, low=0.0, high=10.0)],
+        [ClassGoal(target=1)],
+        CallableAdapter(concave, [OutputSpec("ok", (0, 1))]),
+        DistanceSettings(change_penalty=penalty),
+    )
+
+
+def test_a_change_penalty_trades_distance_for_fewer_changes() -> None:
+    plain = explain(_spread_or_single(0.0), seed=0)
+    assert plain.valid and {c.feature for c in plain.changes} == {"a", "b"}
+    assert plain.proposed["a"] == pytest.approx(0.25, abs=0.05) and plain.proposed["b"] == pytest.approx(0.25, abs=0.05)
+    sparse = explain(_spread_or_single(0.1), seed=0)  # 0.05 + 2 * 0.1 > 0.1 + 0.1
+    assert sparse.valid and len(sparse.changes) == 1
+    assert max(sparse.proposed.values()) == pytest.approx(1.0, abs=0.02)
+
+
+def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualProblem) -> None:
+    """DiCE's redundancy is 0: reverting any one change of any answer loses validity."""
+    from planning import ScoreCalculator
+
+    result = explain(loan_problem, seed=0, num_counterfactuals=4)
+    assert len(result.counterfactuals) == 4 and result.counterfactuals[0].score == result.score
+    space = loan_problem.space
+    calculator = ScoreCalculator(loan_problem)
+    for answer in result.counterfactuals:
+        row = space.encode(answer.proposed)
+        changed = np.flatnonzero(row != space.original)
+        reverted = np.repeat(row.reshape(1, -1), changed.size, axis=0)
+        reverted[np.arange(changed.size), changed] = space.original[changed]
+        evaluation = calculator.calculate(reverted)
+        assert not evaluation.feasible.any(), f"{answer.changes}: a change can be reverted"
+
+
+def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProblem) -> None:
+    from planning import ScoreCalculator
+    from solver.counterfactual import CalculatorScorer
+    from solver.refine import refine_rows
+    from solver.scores import not_worse
+
+    space = linear_problem.space
+    result = explain(linear_problem, seed=3, num_counterfactuals=1)
+    row = space.encode(result.proposed)
+    padded = row.copy()
+    spare = int(np.flatnonzero((row == space.original) & space.mutable & ~space.nominal)[0])
+    padded[spare] = space.upper[spare]  # a needless change on top of a valid answer
+    rows = np.vstack([padded, row])
+    calculator = ScoreCalculator(linear_problem)
+    scores = calculator.calculate(rows).scores
+    calls = calculator.model_call_count
+    refined, refined_scores = refine_rows(rows, scores, space, CalculatorScorer(calculator), max_rounds=4)
+    assert calculator.model_call_count - calls <= 4  # one call per round, for all rows together
+    np.testing.assert_array_equal(refined_scores, calculator.calculate(refined).scores)
+    assert all(not_worse(refined_scores[i : i + 1], scores[i])[0] for i in range(2))
+    assert refined[0, spare] == space.original[spare]  # the needless change is gone

@@ -169,7 +169,7 @@ class SolverSpec(_message.Message):
     def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +187,7 @@ class ExplainRequest(_message.Message):
     NUM_COUNTERFACTUALS_FIELD_NUMBER: _ClassVar[int]
     MAX_CHANGED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     PLAUSIBLE_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -197,7 +198,8 @@ class ExplainRequest(_message.Message):
     num_counterfactuals: int
     max_changed_features: int
     plausible: bool
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ...) -> None: ...
+    change_penalty: float
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ...) -> None: ...
 
 class Counterfactual(_message.Message):
     __slots__ = ("proposed", "changes", "predictions", "score", "valid", "feasible")

@@ -1,0 +1,50 @@
+"""The problem-shaping flags of ``counterplan explain``, read once for both local and ``--server`` solves.
+
+``--monotone``, ``--cost`` and ``--allowed`` become per-feature overrides; ``--max-changes``
+and ``--change-penalty`` are checked here, so a bad value gives the same one-line error
+whether the search runs in this process or on a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from planning.errors import CounterplanError
+
+
+class UsageError(CounterplanError, ValueError):
+    """A command-line flag has a bad value (exit code 2)."""
+
+
+def feature_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``{feature: {field: value}}`` from ``--monotone``, ``--cost`` and ``--allowed``."""
+    overrides: dict[str, dict[str, Any]] = {}
+    for text in args.monotone:
+        name, _, direction = text.partition("=")
+        if direction not in ("increase", "decrease"):
+            raise UsageError(f"--monotone {text!r}: expected NAME=increase or NAME=decrease")
+        overrides.setdefault(name.strip(), {})["monotone"] = direction
+    for text in args.cost:
+        name, _, weight = text.partition("=")
+        try:
+            overrides.setdefault(name.strip(), {})["cost"] = float(weight)
+        except ValueError:
+            raise UsageError(f"--cost {text!r}: expected NAME=WEIGHT") from None
+    for text in args.allowed:
+        name, _, values = text.partition("=")
+        try:
+            overrides.setdefault(name.strip(), {})["allowed"] = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise UsageError(f"--allowed {text!r}: expected NAME=V1,V2,...") from None
+    return overrides
+
+
+def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
+    """``--max-changes`` and ``--change-penalty``, checked."""
+    if args.max_changes is not None and args.max_changes < 1:
+        raise UsageError("--max-changes must be at least 1")
+    if not (math.isfinite(args.change_penalty) and args.change_penalty >= 0.0):
+        raise UsageError(f"--change-penalty must be a finite number at least 0, given {args.change_penalty}")
+    return args.max_changes, float(args.change_penalty)
