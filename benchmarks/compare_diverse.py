@@ -56,7 +56,9 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,11 +67,21 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.compare import DATASETS, SEED, Bench, counterplan_problem, default_data_dir, load_bench, render
-from planning.metrics import MetricContext, evaluate
+from planning.metrics import MetricContext, answer_distances, evaluate
 from solver import explain
 
 METHODS = ("counterplan", "dice-random", "dice-genetic", "dice-kdtree")
 NO_CF = "No counterfactuals found"
+
+
+@dataclass
+class Judged:
+    """One method's answers to one query and their metrics."""
+
+    metrics: dict[str, float]
+    answers: pd.DataFrame
+    original: dict[str, Any]
+
 
 Runner = Callable[[pd.DataFrame, int], pd.DataFrame]
 """(1-row query, k) -> the answers, in the training frame's feature columns and dtypes."""
@@ -191,29 +203,43 @@ PAIRED_HEADER = [
     "k",
     "rival",
     "rows",
-    "answers/row",
+    "answers compared/row",
     "prox_cont",
     "prox_cat",
     "changed",
     "diversity",
     "count_div",
 ]
-PAIRED_METRICS = ("count", "proximity_continuous", "proximity_categorical", "changed_features")
+PAIRED_METRICS = ("proximity_continuous", "proximity_categorical", "changed_features")
+
+
+def closest(context: MetricContext, judged: Judged, n: int) -> dict[str, float]:
+    """The metrics of ``judged``'s ``n`` answers closest to the original (DiCE distance)."""
+    order = np.argsort(answer_distances(context, judged.original, judged.answers), kind="stable")[:n]
+    return evaluate(context, judged.original, judged.answers.iloc[order])
 
 
 def paired_rows(
-    dataset: str, k: int, ours: Sequence[dict[str, float]], rivals: dict[str, Sequence[dict[str, float]]]
+    context: MetricContext, dataset: str, k: int, ours: Sequence[Judged], rivals: dict[str, Sequence[Judged]]
 ) -> list[list[str]]:
     """counterplan against each rival on the queries both answered: ``ours / theirs`` per metric.
 
-    Unpaired means compare different queries when a method answers only some (DiCE kdtree);
-    here each cell averages the same queries for both. Diversity is over the queries where
-    both returned at least two answers.
+    Unpaired means compare different queries when a method answers only some (DiCE kdtree), and
+    different numbers of answers when a method returns fewer than k. Here each cell averages
+    the same queries for both, and on each query both are judged on as many answers as the one
+    with fewer returned (each method's closest ones). Diversity is over the queries where that
+    number is at least two.
     """
     out = []
     for rival, theirs in rivals.items():
-        both = [(a, b) for a, b in zip(ours, theirs, strict=True) if a["count"] > 0 and b["count"] > 0]
-        many = [(a, b) for a, b in both if a["count"] > 1 and b["count"] > 1]
+        both: list[tuple[dict[str, float], dict[str, float]]] = []
+        answers = 0
+        for a, b in zip(ours, theirs, strict=True):
+            n = int(min(a.metrics["count"], b.metrics["count"]))
+            if n > 0:
+                both.append((closest(context, a, n), closest(context, b, n)))
+                answers += n
+        many = [(a, b) for a, b in both if a["count"] > 1]
 
         def pair(key: str, rows: Sequence[tuple[dict[str, float], dict[str, float]]], digits: int = 3) -> str:
             if not rows:
@@ -222,9 +248,10 @@ def paired_rows(
             b = statistics.fmean(r[1][key] for r in rows)
             return f"{a:.{digits}f} / {b:.{digits}f}"
 
-        cells = [pair(key, both, 2 if key in ("count", "changed_features") else 3) for key in PAIRED_METRICS]
+        cells = [pair(key, both, 2 if key == "changed_features" else 3) for key in PAIRED_METRICS]
         diversity = [pair("diversity", many), pair("count_diversity", many)] if k > 1 else ["-", "-"]
-        out.append([dataset, str(k), rival, str(len(both)), *cells, *diversity])
+        per_query = f"{answers / len(both):.2f}" if both else "-"
+        out.append([dataset, str(k), rival, str(len(both)), per_query, *cells, *diversity])
     return out
 
 
@@ -304,7 +331,7 @@ def run_one(
     label: str,
     *,
     cache: tuple[Path, str, Bench] | None = None,
-) -> dict[str, float]:
+) -> Judged:
     """One query through one method, judged; failures are 0 answers with a stderr warning."""
     features = context.features
 
@@ -324,7 +351,7 @@ def run_one(
     else:
         answers, seconds = cached_answers(cache[0], cache[1], cache[2], compute)
     original = {c: query.iloc[0][c] for c in features}
-    return evaluate(context, original, answers, seconds=seconds)
+    return Judged(evaluate(context, original, answers, seconds=seconds), answers, original)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -351,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"warning: {dataset}/{method}: setup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 runners[method] = None
         for k in args.k_list:
-            by_method: dict[str, list[dict[str, float]]] = {}
+            by_method: dict[str, list[Judged]] = {}
             for method, runner in runners.items():
                 results = by_method.setdefault(method, [])
                 for row_id in bench.queries.index:
@@ -359,8 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     cache = None
                     if args.cache is not None and method != "counterplan":
                         cache = (args.cache, f"{dataset}-{method}-k{k}-rows{args.rows}-{row_id}", bench)
-                    result = run_one(runner, context, bench.queries.loc[[row_id]], k, label, cache=cache)
-                    results.append(result)
+                    judged = run_one(runner, context, bench.queries.loc[[row_id]], k, label, cache=cache)
+                    results.append(judged)
+                    result = judged.metrics
                     if args.per_instance:
                         print(
                             f"  {label}: answers={result['count']:.0f} validity={result['validity']:.2f} "
@@ -368,11 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"{result['seconds']:.2f}s",
                             file=sys.stderr,
                         )
-                summary.append(summary_row(dataset, k, method, results))
+                summary.append(summary_row(dataset, k, method, [r.metrics for r in results]))
                 print(f"  done {dataset} k={k} {method}", file=sys.stderr)
             if "counterplan" in by_method:
                 rivals = {m: r for m, r in by_method.items() if m != "counterplan"}
-                paired.extend(paired_rows(dataset, k, by_method["counterplan"], rivals))
+                paired.extend(paired_rows(context, dataset, k, by_method["counterplan"], rivals))
 
     skipped = ", ".join(sorted(args.skip_set)) or "none"
     print(f"\nrows={args.rows} per data set; k={args.k}; skipped: {skipped}\n")

@@ -99,6 +99,22 @@ def _differs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str]) -> np.ndarray
     return np.asarray(a[columns].astype(str).to_numpy() != b[columns].astype(str).to_numpy(), dtype=bool)
 
 
+def answer_distances(context: MetricContext, original: Mapping[str, Any], counterfactuals: pd.DataFrame) -> np.ndarray:
+    """Each counterfactual's DiCE distance from the original: MAD-scaled L1 on numbers plus categories changed.
+
+    The distance ``diversity`` uses between two counterfactuals, here against the original; it
+    orders one method's answers from closest to farthest, e.g. to compare the closest ``n`` of
+    two methods that returned different numbers of answers.
+    """
+    cfs = counterfactuals[context.features].reset_index(drop=True)
+    if cfs.empty:
+        return np.zeros(0)
+    base = pd.DataFrame([{f: original[f] for f in context.features}] * len(cfs))[context.features]
+    num_delta = cfs[context.numeric].astype(float).to_numpy() - base[context.numeric].astype(float).to_numpy()
+    numeric = (np.abs(num_delta) / context.mad).sum(axis=1)
+    return np.asarray(numeric + _differs(cfs, base, context.categorical).sum(axis=1), dtype=float)
+
+
 def evaluate(
     context: MetricContext, original: Mapping[str, Any], counterfactuals: pd.DataFrame, seconds: float | None = None
 ) -> dict[str, float]:

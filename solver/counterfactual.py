@@ -23,6 +23,7 @@ from solver.events import BestSolutionChanged
 from solver.protocol import FloatMatrix
 from solver.refine import refine_rows
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.routes import alternative_routes
 from solver.scores import is_better
 
 Listener = Callable[[BestSolutionEvent], None]
@@ -30,7 +31,14 @@ Listener = Callable[[BestSolutionEvent], None]
 SHORTLIST_FACTOR = 3
 """k answers are chosen from this many times k refined candidates."""
 SHORTLIST_MAX = 96
-ROUTES_MAX = 256
+ROUTES_MAX = 128
+AVOID_MAX = 6
+REVERT_ROUNDS = 6
+"""Rounds of batched single reverts over the routes (most needless changes go in two or three)."""
+REFINE_GRID = 16
+REFINE_ROUNDS = 5
+"""The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
+"""Other routes are looked for by avoiding each of at most this many of the best answer's features."""
 """At most this many distinct change sets of the pool are examined for the k answers."""
 
 
@@ -116,7 +124,7 @@ class CounterfactualSolver:
         outcome = self._solver.solve(problem.space, scorer)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))
         spent = (calculator.calculation_count, calculator.model_call_count)
-        alternatives = self._alternatives(calculator, outcome.pool, outcome.best_row, final)
+        alternatives = self._alternatives(calculator, outcome.pool, outcome.best_row, final, original)
         calculations = outcome.score_calculation_count + calculator.calculation_count - spent[0]
         model_calls = outcome.model_call_count + calculator.model_call_count - spent[1]
         score = BendableScore.of(outcome.best_score)
@@ -165,6 +173,7 @@ class CounterfactualSolver:
         pool: tuple[FloatMatrix, FloatMatrix] | None,
         best: FloatMatrix,
         final: Evaluation,
+        original: Evaluation,
     ) -> list[Counterfactual]:
         """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1)."""
         if self.num_counterfactuals == 1 or pool is None:
@@ -172,7 +181,7 @@ class CounterfactualSolver:
             evaluation: Evaluation | None = final  # already scored: no second model call
         else:
             evaluation = None
-            rows = self._diverse_refined(calculator, pool, best)
+            rows = self._diverse_refined(calculator, pool, best, original)
         if rows.shape[0] == 0:
             return []
         if evaluation is None:
@@ -199,12 +208,18 @@ class CounterfactualSolver:
         return out
 
     def _diverse_refined(
-        self, calculator: ScoreCalculator, pool: tuple[FloatMatrix, FloatMatrix], best: FloatMatrix
+        self,
+        calculator: ScoreCalculator,
+        pool: tuple[FloatMatrix, FloatMatrix],
+        best: FloatMatrix,
+        original: Evaluation,
     ) -> FloatMatrix:
         """k diverse answers, each without changes it does not need.
 
-        1. One row per distinct set of changed features (the best-scored), at most
-           ``ROUTES_MAX``, best first.
+        0. Other routes added to the pool (:mod:`solver.routes`): greedy chains that avoid each
+           feature the best answer changes, and one that avoids all of them.
+        1. A few rows per distinct set of changed features (the best-scored), at most
+           ``ROUTES_MAX``, best first, plus those of the other routes.
         2. Their needless changes dropped: rounds of batched single reverts
            (:func:`solver.refine.refine_rows` without a grid), so a route that only adds changes
            to a shorter one collapses onto it; then one row per change set again.
@@ -225,14 +240,27 @@ class CounterfactualSolver:
                 rows, scores, original=space.original, scales=self.problem.scales, nominal=space.nominal, k=k
             )
 
-        routes = best_per_change_set(pool[0], pool[1], space.original, ROUTES_MAX)
+        used = np.flatnonzero((best != space.original) & space.mutable)
+        avoid = [np.isin(np.arange(space.n_features), [j]) for j in used[:AVOID_MAX]]
+        if used.size > 1:
+            avoid.append(np.isin(np.arange(space.n_features), used))
+        extra = alternative_routes(space, scorer, original.scores[0], avoid) if avoid else (pool[0][:0], pool[1][:0])
+        found = best_per_change_set(pool[0], pool[1], space.original, ROUTES_MAX)
+        others = best_per_change_set(extra[0], extra[1], space.original, ROUTES_MAX)
         rows, scores = self._refine_others(
-            pool[0][routes], pool[1][routes], best, scorer, grid_size=1, max_rounds=space.n_features
+            np.vstack([pool[0][found], extra[0][others]]),
+            np.vstack([pool[1][found], extra[1][others]]),
+            best,
+            scorer,
+            grid_size=1,
+            max_rounds=min(space.n_features, REVERT_ROUNDS),
         )
         routes = best_per_change_set(rows, scores, space.original, ROUTES_MAX)
         rows, scores = rows[routes], scores[routes]
         shortlist = choose(rows, scores, min(SHORTLIST_FACTOR * k, SHORTLIST_MAX))
-        refined, refined_scores = self._refine_others(rows[shortlist], scores[shortlist], best, scorer)
+        refined, refined_scores = self._refine_others(
+            rows[shortlist], scores[shortlist], best, scorer, grid_size=REFINE_GRID, max_rounds=REFINE_ROUNDS
+        )
         rows, scores = np.vstack([refined, rows]), np.vstack([refined_scores, scores])
         chosen = choose(rows, scores, k)
         return np.asarray(rows[chosen], dtype=np.float64)

@@ -1,13 +1,20 @@
-"""Choosing several counterfactuals: a max-min diverse selection from the feasible pool.
+"""Choosing several counterfactuals: a max-min diverse selection among close, minimal answers.
 
 Why this method: the walkers already search different basins, and every feasible row they
 score is kept, so the pool holds many valid answers at no extra model call. Successive solves
-that penalise used feature sets would cost a whole solve per answer. From the pool, the best
-row comes first. Only rows still close are eligible: at most ``CLOSENESS`` times the best's
-distance (widened step by step when too few distinct rows qualify). Among them, each next
-answer maximises its smallest difference to those already chosen, where a difference counts
-each feature changed by one and not the other, plus each value gap capped at 1 (values scaled
-as in the score, so a far jump in one feature cannot buy diversity), less a small proximity
+that penalise used feature sets would cost a whole solve per answer; instead
+:mod:`solver.routes` runs only the cheap greedy chains of the feature scan with the best
+answer's features held back, which finds the near routes the pool lacks. Every candidate
+first loses its needless changes (:mod:`solver.refine`), so no answer is a shorter answer
+plus extra edits (DiCE's and CARLA's redundancy stays 0).
+
+From these candidates, the best row comes first. Only rows still close are eligible: at most
+``CLOSENESS`` times the best's distance, 3 first, widened to 10 when too few distinct rows
+qualify; farther rows are never returned (a route ten times as costly as the best is not a
+real alternative, and it would dominate every average). Among the eligible, each next answer
+maximises its smallest difference to those already chosen, where a difference counts each
+feature changed by one and not the other, plus each value gap capped at 1 (values scaled as
+in the score, so a far jump in one feature cannot buy diversity), less a small proximity
 term. Answers therefore differ in features or values while staying close and sparse.
 Near-duplicates (difference below ``min_difference``) are never chosen: when fewer than k
 distinct answers exist, fewer come back.
@@ -20,7 +27,7 @@ import numpy as np
 from solver.protocol import FloatMatrix
 
 CANDIDATES = 400
-CLOSENESS = (3.0, 10.0, float("inf"))
+CLOSENESS = (3.0, 10.0)
 PROXIMITY_WEIGHT = 0.25
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.scores import best_row, better
 
 _REVERT = -1.0
 
@@ -46,7 +45,7 @@ def refine_rows(
     space, scorer:
         The problem, through the engines' protocol; one ``scorer.score`` call per round.
     grid_size:
-        A bracket is cut into this many parts per round.
+        A bracket is cut into this many parts per round; 1 tries reverts only.
     max_rounds:
         At most this many rounds (model calls).
     """
@@ -56,28 +55,34 @@ def refine_rows(
     active = np.ones(rows.shape[0], dtype=bool)
     fractions = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]
     for _ in range(max_rounds):
-        if not active.any():
-            break
         X, owner, feature, fraction = _candidates(rows, brackets, active, space, fractions)
         if X.shape[0] == 0:
             break
         candidate_scores = scorer.score(X)
-        for i in np.flatnonzero(active):
-            mine = np.flatnonzero(owner == i)
-            if mine.size == 0:
-                active[i] = False
-                continue
-            pick = mine[best_row(candidate_scores[mine])]
-            if not better(candidate_scores[pick : pick + 1], scores[i])[0]:
-                active[i] = False
-                continue
-            j = int(feature[pick])
-            if fraction[pick] != _REVERT:
-                step = min(fraction[pick] + 1.0 / grid_size, 1.0)
-                brackets[i, j] = rows[i, j] + step * (brackets[i, j] - rows[i, j])
-            rows[i] = X[pick]
-            scores[i] = candidate_scores[pick]
+        # each owner's best candidate: sort by owner, then by score, best first
+        order = np.lexsort((*(-candidate_scores.T[::-1]), owner))
+        _, first = np.unique(owner[order], return_index=True)
+        pick = order[first]
+        winners = pick[_rowwise_better(candidate_scores[pick], scores[owner[pick]])]
+        active[:] = False
+        if winners.size == 0:
+            break
+        i, j = owner[winners], feature[winners]
+        moved = fraction[winners] != _REVERT
+        step = np.minimum(fraction[winners] + 1.0 / grid_size, 1.0)
+        brackets[i[moved], j[moved]] = (rows[i, j] + step * (brackets[i, j] - rows[i, j]))[moved]
+        rows[i] = X[winners]
+        scores[i] = candidate_scores[winners]
+        active[i] = True
     return rows, scores
+
+
+def _rowwise_better(a: FloatMatrix, b: FloatMatrix) -> np.ndarray:
+    """Rows of ``a`` lexicographically better than the same rows of ``b``."""
+    diff = a - b
+    nonzero = diff != 0.0
+    first = nonzero.argmax(axis=1)
+    return np.asarray(nonzero.any(axis=1) & (diff[np.arange(a.shape[0]), first] > 0.0), dtype=bool)
 
 
 def _candidates(
@@ -89,35 +94,21 @@ def _candidates(
 ) -> tuple[FloatMatrix, np.ndarray, np.ndarray, FloatMatrix]:
     """Every active row's reverts and grid moves; for each: its row, feature and fraction."""
     original = space.original
-    blocks: list[FloatMatrix] = []
-    owners: list[np.ndarray] = []
-    features: list[np.ndarray] = []
-    steps: list[FloatMatrix] = []
-    for i in np.flatnonzero(active):
-        row = rows[i]
-        changed = np.flatnonzero((row != original) & space.mutable)
-        if changed.size == 0:
-            continue
-        reverts = np.repeat(row.reshape(1, -1), changed.size, axis=0)
-        reverts[np.arange(changed.size), changed] = original[changed]
-        blocks.append(reverts)
-        features.append(changed)
-        steps.append(np.full(changed.size, _REVERT))
-        numeric = changed[~space.nominal[changed]]
-        for j in numeric:
-            block = np.repeat(row.reshape(1, -1), fractions.size, axis=0)
-            block[:, j] = row[j] + fractions * (brackets[i, j] - row[j])
-            blocks.append(block)
-            features.append(np.full(fractions.size, j))
-            steps.append(fractions)
-        owners.append(np.full(sum(b.shape[0] for b in blocks) - sum(o.size for o in owners), i))
-    if not blocks:
-        empty = np.empty(0, dtype=np.intp)
-        return np.empty((0, rows.shape[1])), empty, empty, np.empty(0)
-    X = np.vstack(blocks)
+    changed = (rows != original) & space.mutable & active[:, None]
+    owner, feature = np.nonzero(changed)
+    reverts = rows[owner]
+    reverts[np.arange(owner.size), feature] = original[feature]
+    numeric = ~space.nominal[feature]
+    g_owner = np.repeat(owner[numeric], fractions.size)
+    g_feature = np.repeat(feature[numeric], fractions.size)
+    g_fraction = np.tile(fractions, int(numeric.sum()))
+    moves = rows[g_owner]
+    start = rows[g_owner, g_feature]
+    moves[np.arange(g_owner.size), g_feature] = start + g_fraction * (brackets[g_owner, g_feature] - start)
+    X = np.vstack([reverts, moves])
     X = space.snap(np.where(space.integral, np.rint(X), X))
-    owner = np.concatenate(owners)
-    feature = np.concatenate(features)
-    fraction = np.concatenate(steps)
-    keep = (rows[owner] != X).any(axis=1)
-    return np.asarray(X[keep], dtype=np.float64), owner[keep], feature[keep], fraction[keep]
+    all_owner = np.concatenate([owner, g_owner])
+    all_feature = np.concatenate([feature, g_feature])
+    all_fraction = np.concatenate([np.full(owner.size, _REVERT), g_fraction])
+    keep = (rows[all_owner] != X).any(axis=1)
+    return np.asarray(X[keep], dtype=np.float64), all_owner[keep], all_feature[keep], all_fraction[keep]

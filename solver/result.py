@@ -73,7 +73,9 @@ class CounterfactualResult(BaseModel):
     """Why the proposed row's prediction failed, if it did."""
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
-    the one above). Fewer than asked when fewer exist within the limits; never padded."""
+    the one above). Fewer than asked when fewer exist within the limits (every answer is at
+    most ten times as far from the original as the best one, see :mod:`solver.diversity`);
+    never padded."""
     requested: int = 1
     """How many answers were asked for."""
 
@@ -82,7 +84,10 @@ class CounterfactualResult(BaseModel):
     def note(self) -> str | None:
         """Says so when fewer answers than asked were found."""
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
-            return f"found {len(self.counterfactuals)} distinct valid counterfactuals of the {self.requested} asked for"
+            return (
+                f"found {len(self.counterfactuals)} distinct valid counterfactuals of the {self.requested} asked for "
+                "within ten times the best one's distance"
+            )
         return None
 
     @property

@@ -15,11 +15,45 @@ import numpy as np
 from solver.config import FeatureScanPhaseConfig
 from solver.events import EngineListener
 from solver.phase import announce
-from solver.protocol import FloatMatrix
+from solver.protocol import BoolArray, EncodedSpace, FloatMatrix
 from solver.scope import Progress, SolverScope
 from solver.termination import Termination
 
 _MAX_ROWS_PER_CALL = 4096
+
+
+def scan_rows(
+    space: EncodedSpace, base: FloatMatrix, features: BoolArray, grid_size: int
+) -> tuple[FloatMatrix, np.ndarray]:
+    """``base`` with each of ``features`` set, one at a time, to each value of its grid.
+
+    A number's grid is ``grid_size`` values spread over its search bounds (its allowed values,
+    evenly sampled, when it has a list); a category or boolean gets every other value.
+    Returns the rows and the feature each one changes.
+    """
+    rows: list[FloatMatrix] = []
+    owners: list[np.ndarray] = []
+    for j in np.flatnonzero(features):
+        low, high = space.lower[j], space.upper[j]
+        if space.nominal[j]:
+            values = np.arange(low, high + 1.0)
+        else:
+            values = np.linspace(low, high, grid_size)
+            if space.integral[j]:
+                values = np.unique(np.rint(values))
+        grid = space.allowed.get(int(j))
+        if grid is not None:
+            values = grid[(grid >= low) & (grid <= high)]
+            if values.size > 4 * grid_size:  # a long list: an even sample of it
+                values = values[np.unique(np.linspace(0, values.size - 1, 4 * grid_size).astype(int))]
+        values = values[values != base[j]]
+        block = np.repeat(base.reshape(1, -1), values.size, axis=0)
+        block[:, j] = values
+        rows.append(block)
+        owners.append(np.full(values.size, j))
+    if not rows:
+        return np.empty((0, base.size)), np.empty(0, dtype=np.intp)
+    return np.vstack(rows), np.concatenate(owners)
 
 
 class FeatureScanPhase:
@@ -30,31 +64,8 @@ class FeatureScanPhase:
 
     def candidates(self, scope: SolverScope, base: FloatMatrix | None = None) -> tuple[FloatMatrix, np.ndarray]:
         """The scan's rows around ``base`` (default: the best) and the feature each changes."""
-        space = scope.space
         base = scope.best_row if base is None else base
-        rows: list[FloatMatrix] = []
-        owners: list[np.ndarray] = []
-        for j in np.flatnonzero(space.mutable):
-            low, high = space.lower[j], space.upper[j]
-            if space.nominal[j]:
-                values = np.arange(low, high + 1.0)
-            else:
-                values = np.linspace(low, high, self.config.grid_size)
-                if space.integral[j]:
-                    values = np.unique(np.rint(values))
-            grid = space.allowed.get(int(j))
-            if grid is not None:
-                values = grid[(grid >= low) & (grid <= high)]
-                if values.size > 4 * self.config.grid_size:  # a long list: an even sample of it
-                    values = values[np.unique(np.linspace(0, values.size - 1, 4 * self.config.grid_size).astype(int))]
-            values = values[values != base[j]]
-            block = np.repeat(base.reshape(1, -1), values.size, axis=0)
-            block[:, j] = values
-            rows.append(block)
-            owners.append(np.full(values.size, j))
-        if not rows:
-            return np.empty((0, base.size)), np.empty(0, dtype=np.intp)
-        return np.vstack(rows), np.concatenate(owners)
+        return scan_rows(scope.space, base, scope.space.mutable, self.config.grid_size)
 
     def _score(self, scope: SolverScope, X: FloatMatrix) -> FloatMatrix:
         return np.vstack(

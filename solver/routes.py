@@ -1,0 +1,83 @@
+"""Other routes to the goal: greedy chains that must leave some features alone.
+
+When several answers are asked for, the pool of rows the search scored tends to hold the best
+answer's route and its supersets: rows that reach the goal by the same changes plus others.
+Once their needless changes are dropped (:mod:`solver.refine`) they collapse onto the best
+answer, and the only other routes left may be far ones. This module looks for the near ones
+directly, as the successive-solve method of diverse counterfactuals does, but at the price of
+the construction phase only: for each set of features to avoid it runs the feature scan's
+greedy chain (take the scanned move with the best goal gain per unit of distance, rescan from
+there, repeat until feasible) with those features held at their original values. Every chain
+steps in lockstep with the others, so a step of all of them is one model call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
+from solver.scan import scan_rows
+from solver.scores import HARD_LEVELS
+
+_MAX_ROWS_PER_CALL = 4096
+
+
+def alternative_routes(
+    space: EncodedSpace,
+    scorer: BatchScorer,
+    start_score: FloatMatrix,
+    avoid: list[BoolArray],
+    *,
+    grid_size: int = 24,
+    max_steps: int = 5,
+) -> tuple[FloatMatrix, FloatMatrix]:
+    """Every feasible row the chains scored, and its score.
+
+    Parameters
+    ----------
+    space, scorer:
+        The problem, through the engines' protocol.
+    start_score:
+        The original row's score (every chain starts from the original).
+    avoid:
+        One mask per chain: the features that chain must not change.
+    grid_size, max_steps:
+        The scan grid of a number, and at most this many steps (model calls).
+    """
+    n = len(avoid)
+    bases = np.repeat(space.original.reshape(1, -1), n, axis=0)
+    base_scores = np.repeat(start_score.reshape(1, -1), n, axis=0)
+    active = np.ones(n, dtype=bool)
+    found_rows: list[FloatMatrix] = []
+    found_scores: list[FloatMatrix] = []
+    for _ in range(max_steps):
+        blocks = [scan_rows(space, bases[i], space.mutable & ~avoid[i], grid_size)[0] for i in range(n)]
+        sizes = np.array([b.shape[0] if active[i] else 0 for i, b in enumerate(blocks)])
+        if sizes.sum() == 0:
+            break
+        X = np.vstack([b for i, b in enumerate(blocks) if active[i] and b.shape[0]])
+        scores = np.vstack(
+            [scorer.score(X[i : i + _MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], _MAX_ROWS_PER_CALL)]
+        )
+        feasible: BoolArray = np.asarray((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
+        found_rows.append(X[feasible])
+        found_scores.append(scores[feasible])
+        offsets = np.r_[0, np.cumsum(sizes)]
+        for i in np.flatnonzero(active):
+            mine = slice(offsets[i], offsets[i + 1])
+            gain = scores[mine, 0] - base_scores[i, 0]
+            cost = np.maximum(base_scores[i, 3] - scores[mine, 3], 1e-12)
+            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+            pick = int(np.argmax(ratio)) if ratio.size else 0
+            if ratio.size == 0 or not np.isfinite(ratio[pick]):
+                active[i] = False
+                continue
+            row = offsets[i] + pick
+            bases[i], base_scores[i] = X[row], scores[row]
+            if feasible[row]:
+                active[i] = False  # this chain reached the goal
+        if not active.any():
+            break
+    if not found_rows:
+        return np.empty((0, space.n_features)), np.empty((0, start_score.size))
+    return np.vstack(found_rows), np.vstack(found_scores)
