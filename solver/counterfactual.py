@@ -33,8 +33,6 @@ SHORTLIST_FACTOR = 3
 SHORTLIST_MAX = 96
 ROUTES_MAX = 128
 AVOID_MAX = 6
-REVERT_ROUNDS = 6
-"""Rounds of batched single reverts over the routes (most needless changes go in two or three)."""
 REFINE_GRID = 16
 REFINE_ROUNDS = 5
 """The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
@@ -253,7 +251,7 @@ class CounterfactualSolver:
             best,
             scorer,
             grid_size=1,
-            max_rounds=min(space.n_features, REVERT_ROUNDS),
+            max_rounds=space.n_features,
         )
         routes = best_per_change_set(rows, scores, space.original, ROUTES_MAX)
         rows, scores = rows[routes], scores[routes]
