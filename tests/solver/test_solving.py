@@ -335,3 +335,23 @@ def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProb
     np.testing.assert_array_equal(refined_scores, calculator.calculate(refined).scores)
     assert all(not_worse(refined_scores[i : i + 1], scores[i])[0] for i in range(2))
     assert refined[0, spare] == space.original[spare]  # the needless change is gone
+
+
+def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: CounterfactualProblem) -> None:
+    from planning import ScoreCalculator
+    from solver.counterfactual import CalculatorScorer
+    from solver.routes import alternative_routes
+
+    space = linear_problem.space
+    calculator = ScoreCalculator(linear_problem)
+    start = calculator.calculate(linear_problem.original_row()).scores[0]
+    x = space.names.index("x")
+    avoid = [np.arange(space.n_features) == x, np.isin(np.arange(space.n_features), [x, space.names.index("n")])]
+    calls = calculator.model_call_count
+    rows, scores = alternative_routes(space, CalculatorScorer(calculator), start, avoid, max_steps=4)
+    assert calculator.model_call_count - calls <= 4  # every chain steps in the same call
+    assert rows.shape[0] > 0 and (scores[:, :3] == 0.0).all()  # only feasible rows come back
+    np.testing.assert_array_equal(scores, calculator.calculate(rows).scores)
+    assert (rows[:, ~space.mutable] == space.original[~space.mutable]).all()
+    # both chains avoid x (the cheapest route) and reach the goal through n, the plan or the debt
+    assert (rows[:, x] == space.original[x]).all()
