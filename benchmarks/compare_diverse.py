@@ -34,6 +34,17 @@ and method:
   share of differing features): k > 1 only, over the queries with at least two answers;
 * ``median s/row``: median wall seconds per query.
 
+Then the paired table: counterplan (each ``--change-penalty`` value) against each DiCE method on
+the queries both answered, ``ours / theirs``. When the two returned different numbers of answers
+to a query, both are judged on as many as the one with fewer returned, each method's closest
+ones (``planning.metrics.answer_distances``), so a method is not rewarded for returning fewer.
+
+``--change-penalty 0,1e6`` runs counterplan once per value (``DistanceSettings.change_penalty``,
+MADs per changed feature; a value other than 0 is labelled ``counterplan P=value``).
+``--cache DIR`` stores DiCE's answers and seconds per data set, method, k, row count and query,
+and reuses them on the next run (DiCE's answers do not change between runs; counterplan always
+runs afresh), so a counterplan change is measured against the whole table in minutes.
+
 Seeds are fixed (counterplan ``seed=0``; DiCE random ``random_seed=0``; numpy's and Python's
 global generators reseeded before every DiCE call). An exception in one call is caught, warned
 about on stderr in one line, and counted as 0 answers. ``--skip dataset:method`` (comma separated)
@@ -42,6 +53,7 @@ leaves a pair out, e.g. ``--skip heloc:dice-kdtree`` (about 50 s per heloc query
 Run from the repository root in the benchmark virtual environment (``pip install -e '.[benchmark]'``)::
 
     .benchvenv/bin/python benchmarks/compare_diverse.py
+    .benchvenv/bin/python benchmarks/compare_diverse.py --rows 20 --change-penalty 0,1e6 --cache benchmarks/.cache --markdown
     .benchvenv/bin/python benchmarks/compare_diverse.py --rows 6 --k 4 --skip heloc:dice-kdtree --markdown
 """
 
@@ -55,7 +67,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,6 +213,7 @@ def summary_row(dataset: str, k: int, method: str, results: Sequence[dict[str, f
 PAIRED_HEADER = [
     "dataset",
     "k",
+    "ours",
     "rival",
     "rows",
     "answers compared/row",
@@ -220,7 +233,13 @@ def closest(context: MetricContext, judged: Judged, n: int) -> dict[str, float]:
 
 
 def paired_rows(
-    context: MetricContext, dataset: str, k: int, ours: Sequence[Judged], rivals: dict[str, Sequence[Judged]]
+    context: MetricContext,
+    dataset: str,
+    k: int,
+    *,
+    label: str,
+    ours: Sequence[Judged],
+    rivals: Mapping[str, Sequence[Judged]],
 ) -> list[list[str]]:
     """counterplan against each rival on the queries both answered: ``ours / theirs`` per metric.
 
@@ -251,7 +270,7 @@ def paired_rows(
         cells = [pair(key, both, 2 if key == "changed_features" else 3) for key in PAIRED_METRICS]
         diversity = [pair("diversity", many), pair("count_diversity", many)] if k > 1 else ["-", "-"]
         per_query = f"{answers / len(both):.2f}" if both else "-"
-        out.append([dataset, str(k), rival, str(len(both)), per_query, *cells, *diversity])
+        out.append([dataset, str(k), label, rival, str(len(both)), per_query, *cells, *diversity])
     return out
 
 
@@ -271,9 +290,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-instance", action="store_true", help="print one stderr line per query and method")
     parser.add_argument(
         "--change-penalty",
-        type=float,
-        default=0.0,
-        help="counterplan's DistanceSettings.change_penalty (MADs per changed feature)",
+        default="0",
+        help="comma-separated DistanceSettings.change_penalty values (MADs per changed feature); "
+        "counterplan runs once per value, labelled 'counterplan P=value' when not 0",
     )
     parser.add_argument(
         "--cache",
@@ -285,6 +304,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.dataset_list = [d.strip() for d in args.datasets.split(",") if d.strip()]
     args.method_list = [m.strip() for m in args.methods.split(",") if m.strip()]
     args.k_list = [int(k) for k in args.k.split(",") if k.strip()]
+    try:
+        args.penalties = [float(p) for p in args.change_penalty.split(",") if p.strip()]
+    except ValueError:
+        parser.error(f"--change-penalty {args.change_penalty!r}: expected numbers")
     args.skip_set = {s.strip() for s in args.skip.split(",") if s.strip()}
     for name in args.dataset_list:
         if name not in DATASETS:
@@ -372,11 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for method in args.method_list:
             if f"{dataset}:{method}" in args.skip_set:
                 continue
-            try:
-                runners[method] = make_runner(method, bench, args.change_penalty)
-            except Exception as exc:
-                print(f"warning: {dataset}/{method}: setup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-                runners[method] = None
+            for penalty in args.penalties if method == "counterplan" else [0.0]:
+                label = method if not penalty else f"{method} P={penalty:g}"
+                try:
+                    runners[label] = make_runner(method, bench, penalty)
+                except Exception as exc:
+                    print(f"warning: {dataset}/{label}: setup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    runners[label] = None
         for k in args.k_list:
             by_method: dict[str, list[Judged]] = {}
             for method, runner in runners.items():
@@ -384,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for row_id in bench.queries.index:
                     label = f"{dataset}/k={k}/{method} row {row_id}"
                     cache = None
-                    if args.cache is not None and method != "counterplan":
+                    if args.cache is not None and not method.startswith("counterplan"):
                         cache = (args.cache, f"{dataset}-{method}-k{k}-rows{args.rows}-{row_id}", bench)
                     judged = run_one(runner, context, bench.queries.loc[[row_id]], k, label, cache=cache)
                     results.append(judged)
@@ -398,9 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         )
                 summary.append(summary_row(dataset, k, method, [r.metrics for r in results]))
                 print(f"  done {dataset} k={k} {method}", file=sys.stderr)
-            if "counterplan" in by_method:
-                rivals = {m: r for m, r in by_method.items() if m != "counterplan"}
-                paired.extend(paired_rows(context, dataset, k, by_method["counterplan"], rivals))
+            rivals = {m: r for m, r in by_method.items() if not m.startswith("counterplan")}
+            for ours in (m for m in by_method if m.startswith("counterplan")):
+                paired.extend(paired_rows(context, dataset, k, label=ours, ours=by_method[ours], rivals=rivals))
 
     skipped = ", ".join(sorted(args.skip_set)) or "none"
     print(f"\nrows={args.rows} per data set; k={args.k}; skipped: {skipped}\n")
