@@ -53,7 +53,7 @@ leaves a pair out, e.g. ``--skip heloc:dice-kdtree`` (about 50 s per heloc query
 Run from the repository root in the benchmark virtual environment (``pip install -e '.[benchmark]'``)::
 
     .benchvenv/bin/python benchmarks/compare_diverse.py
-    .benchvenv/bin/python benchmarks/compare_diverse.py --rows 20 --change-penalty 0,1e6 --cache benchmarks/.cache --markdown
+    .benchvenv/bin/python benchmarks/compare_diverse.py --rows 20 --change-penalty 0,1e6 --cache .cache --markdown
     .benchvenv/bin/python benchmarks/compare_diverse.py --rows 6 --k 4 --skip heloc:dice-kdtree --markdown
 """
 

@@ -231,11 +231,18 @@ class BoundaryPolishPhaseConfig(_Config):
     points between its original and current value, all of them moved back together by the
     same fractions, and each changed feature reverted; it keeps the best. It stops after
     ``max_iterations`` or at the first iteration that finds nothing better.
+
+    With ``starts`` above 1 it then polishes, together, the best row of each of the next
+    ``starts - 1`` distinct sets of changed features the solve has found feasible (reverts
+    and a grid per changed number, one call per iteration for all of them, see
+    :mod:`solver.refine`), and keeps the best: a route the search left unpolished, or
+    carrying a needless change, can shave down below the polished best.
     """
 
     type: Literal["boundary_polish"] = "boundary_polish"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 32
     max_iterations: Annotated[int, Field(ge=1, le=100)] = 6
+    starts: Annotated[int, Field(ge=1, le=256)] = 32
 
 
 def _phase_type(value: Any) -> str:

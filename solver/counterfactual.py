@@ -272,14 +272,16 @@ class CounterfactualSolver:
         scores: FloatMatrix,
         best: FloatMatrix,
         scorer: CalculatorScorer,
-        **options: int,
+        *,
+        grid_size: int,
+        max_rounds: int,
     ) -> tuple[FloatMatrix, FloatMatrix]:
         """``rows`` refined, except the best row itself."""
         rows, scores = rows.copy(), scores.copy()
         others = ~(rows == best).all(axis=1)
         if others.any():
             rows[others], scores[others] = refine_rows(
-                rows[others], scores[others], self.problem.space, scorer, **options
+                rows[others], scores[others], self.problem.space, scorer, grid_size=grid_size, max_rounds=max_rounds
             )
         return rows, scores
 

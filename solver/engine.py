@@ -78,7 +78,7 @@ class Solver:
             best_score=start_score.copy(),
             progress=Progress.starting(start_score),
             terminate_flag=self._terminate,
-            pool=[] if self.collect_pool else None,
+            pool=[] if self.collect_pool or _polishes_routes(self.config) else None,
         )
         scope.progress.score_calculation_count = 1
         best_time = 0.0
@@ -118,8 +118,13 @@ class Solver:
             termination_reason=scope.termination_reason or "all phases ended",
             best_step_index=best_step,
             best_time=best_time,
-            pool=_merge_pool(scope.pool, start[0], start_score),
+            pool=_merge_pool(scope.pool, start[0], start_score) if self.collect_pool else None,
         )
+
+
+def _polishes_routes(config: SolverConfig) -> bool:
+    """A boundary polish with several starts reads the pool of feasible rows."""
+    return any(isinstance(p, BoundaryPolishPhaseConfig) and p.starts > 1 for p in config.phases)
 
 
 def _merge_pool(

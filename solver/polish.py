@@ -18,15 +18,44 @@ from __future__ import annotations
 import numpy as np
 
 from solver.config import BoundaryPolishPhaseConfig
+from solver.diversity import best_per_change_set
 from solver.events import EngineListener
 from solver.phase import announce
 from solver.protocol import FloatMatrix
+from solver.refine import refine_rows
 from solver.scope import Progress, SolverScope
 from solver.scores import best_row
 from solver.termination import Termination
 
 _JOINT = -1
 _REVERT = -2
+
+
+class _StepScorer:
+    """The solve's scorer, counting each batch as a step of the phase (as ``offer`` does)."""
+
+    def __init__(self, scope: SolverScope, counters: list[Progress]) -> None:
+        self._scope = scope
+        self._counters = counters
+
+    @property
+    def calculation_count(self) -> int:
+        """Candidates scored so far."""
+        return self._scope.scorer.calculation_count
+
+    @property
+    def model_call_count(self) -> int:
+        """Model calls made so far."""
+        return self._scope.scorer.model_call_count
+
+    def score(self, X: FloatMatrix) -> FloatMatrix:
+        """Score one batch; count it as one step."""
+        scores = self._scope.scorer.score(X)
+        for progress in self._counters:
+            progress.step_count += 1
+            progress.score_calculation_count += X.shape[0]
+            progress.move_count += X.shape[0]
+        return scores
 
 
 class BoundaryPolishPhase:
@@ -69,8 +98,43 @@ class BoundaryPolishPhase:
         return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
-        """Iterate until an iteration improves nothing, the limit, or the solver's termination."""
+        """Polish the best, then the other routes' best rows (``starts``), within the solver's termination."""
         phase = Progress.starting(scope.best_score)
+        self._polish_best(scope, solver_termination, listeners, phase)
+        if self.config.starts > 1 and scope.pool:
+            self._polish_routes(scope, solver_termination, listeners, phase)
+
+    def _polish_routes(
+        self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener], phase: Progress
+    ) -> None:
+        """Refine the best row of each of the next ``starts - 1`` change sets, together; offer the results."""
+        pool = scope.pool or []
+        rows, scores = np.vstack([p[0] for p in pool]), np.vstack([p[1] for p in pool])
+        chosen = best_per_change_set(rows, scores, scope.space.original, self.config.starts, per_set=1)
+        rows, scores = rows[chosen], scores[chosen]
+        others = ~(rows == scope.best_row).all(axis=1)
+        if not others.any():
+            return
+
+        def should_stop() -> bool:
+            return bool(solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set())
+
+        refined, refined_scores = refine_rows(
+            rows[others],
+            scores[others],
+            scope.space,
+            _StepScorer(scope, [scope.progress, phase]),
+            grid_size=max(self.config.grid_size // 2, 2),
+            max_rounds=self.config.max_iterations,
+            should_stop=should_stop,
+        )
+        if scope.offer(refined, refined_scores, [scope.progress, phase]):
+            announce(scope, listeners)
+
+    def _polish_best(
+        self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener], phase: Progress
+    ) -> None:
+        """Iterate until an iteration improves nothing, the limit, or the solver's termination."""
         bracket = scope.space.original.copy()
         for _ in range(self.config.max_iterations):
             if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():

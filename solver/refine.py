@@ -20,6 +20,8 @@ never make an answer invalid.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
@@ -35,6 +37,7 @@ def refine_rows(
     *,
     grid_size: int = 8,
     max_rounds: int = 8,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """Refined copies of ``rows`` and their scores; each row is at least as good as given.
 
@@ -48,6 +51,8 @@ def refine_rows(
         A bracket is cut into this many parts per round; 1 tries reverts only.
     max_rounds:
         At most this many rounds (model calls).
+    should_stop:
+        Asked before every round; True ends the refinement with what it has (a termination).
     """
     rows = np.array(rows, dtype=np.float64, copy=True)
     scores = np.array(scores, dtype=np.float64, copy=True)
@@ -55,6 +60,8 @@ def refine_rows(
     active = np.ones(rows.shape[0], dtype=bool)
     fractions = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]
     for _ in range(max_rounds):
+        if should_stop is not None and should_stop():
+            break
         X, owner, feature, fraction = _candidates(rows, brackets, active, space, fractions)
         if X.shape[0] == 0:
             break

@@ -209,7 +209,7 @@ def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem:
         SolverConfig(
             phases=(
                 FeatureScanPhaseConfig(grid_size=5, greedy_steps=0),
-                BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6),
+                BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=1),
             ),
             termination=TerminationConfig(),
         ),
@@ -217,6 +217,39 @@ def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem:
     assert polished.valid
     assert 2.0 < polished.proposed["x"] < 2.001  # 2 / 16**k of the gap left after k iterations
     assert polished.statistics.steps <= 1 + 6
+
+
+def test_boundary_polish_with_several_starts_polishes_other_routes_below_the_best() -> None:
+    """Scanned on a coarse grid, a alone looks best; polished, b alone (a cheaper feature) wins."""
+    from planning import FloatFeature
+
+    def two_routes(X: FloatMatrix) -> FloatMatrix:
+        p = ((X[:, 0] >= 3.2) | (X[:, 1] >= 3.4)).astype(float)
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [
+            FloatFeature(name="a", value=0.0, low=0.0, high=10.0),
+            FloatFeature(name="b", value=0.0, low=0.0, high=10.0, cost=0.9),
+        ],
+        [ClassGoal(target=1)],
+        CallableAdapter(two_routes, [OutputSpec("ok", (0, 1))]),
+    )
+
+    def solve(starts: int) -> tuple[dict[str, object], int]:
+        phases = (
+            FeatureScanPhaseConfig(grid_size=4, greedy_steps=0),  # a = 3.33 costs 0.33; b = 6.67 costs 0.6
+            BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=starts),
+        )
+        result = explain(problem, SolverConfig(phases=phases, termination=TerminationConfig()))
+        assert result.valid
+        return result.proposed, result.statistics.steps
+
+    single, _ = solve(1)
+    several, steps = solve(4)
+    assert 3.2 <= single["a"] <= 3.34 and single["b"] == 0.0  # at most 0.334
+    assert several["b"] == pytest.approx(3.4, abs=0.01) and several["a"] == 0.0  # 0.306
+    assert steps <= 1 + 6 + 6 + 1  # scan, the best's polish, the routes' polish, the offer
 
 
 def test_the_greedy_chain_combines_features_no_single_one_can_flip() -> None:
