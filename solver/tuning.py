@@ -119,7 +119,7 @@ def suggest_config(trial: optuna.Trial, budget_seconds: float, seed: int = 0) ->
         phases.append(FeatureScanPhaseConfig(greedy_steps=trial.suggest_int("greedy_steps", 0, 8)))
     phases.append(local)
     if trial.suggest_categorical("boundary_polish", [True, False]):
-        phases.append(BoundaryPolishPhaseConfig())
+        phases.append(BoundaryPolishPhaseConfig(starts=trial.suggest_int("polish_starts", 1, 64, log=True)))
     return SolverConfig(
         phases=tuple(phases),
         termination=TerminationConfig(spent_limit_seconds=budget_seconds, unimproved_step_count_limit=400),
