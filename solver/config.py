@@ -242,7 +242,7 @@ class BoundaryPolishPhaseConfig(_Config):
     type: Literal["boundary_polish"] = "boundary_polish"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 32
     max_iterations: Annotated[int, Field(ge=1, le=100)] = 6
-    starts: Annotated[int, Field(ge=1, le=256)] = 32
+    starts: Annotated[int, Field(ge=1, le=256)] = 1
 
 
 def _phase_type(value: Any) -> str:

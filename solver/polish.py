@@ -11,6 +11,12 @@ as a batched many-way bisection. Each iteration scores, in one call, the best so
 and keeps the best row. When the winner moved one number, the grid point just past it
 becomes that number's new bracket, so the next grid is ``grid_size`` times finer. It stops
 after ``max_iterations`` or at the first iteration that finds nothing better.
+
+With ``starts`` above 1, the same calls also refine the best feasible row of each of the next
+``starts - 1`` distinct sets of changed features the solve has found (reverts and a grid per
+changed number, :class:`solver.refine.Refiner`): a route the search left coarse, or one carrying
+a needless change, can shave down below the polished best. It costs rows in calls already made,
+not extra calls.
 """
 
 from __future__ import annotations
@@ -22,40 +28,13 @@ from solver.diversity import best_per_change_set
 from solver.events import EngineListener
 from solver.phase import announce
 from solver.protocol import FloatMatrix
-from solver.refine import refine_rows
-from solver.scope import Progress, SolverScope
+from solver.refine import Refiner
+from solver.scope import Progress, SolverScope, count_step
 from solver.scores import best_row
 from solver.termination import Termination
 
 _JOINT = -1
 _REVERT = -2
-
-
-class _StepScorer:
-    """The solve's scorer, counting each batch as a step of the phase (as ``offer`` does)."""
-
-    def __init__(self, scope: SolverScope, counters: list[Progress]) -> None:
-        self._scope = scope
-        self._counters = counters
-
-    @property
-    def calculation_count(self) -> int:
-        """Candidates scored so far."""
-        return self._scope.scorer.calculation_count
-
-    @property
-    def model_call_count(self) -> int:
-        """Model calls made so far."""
-        return self._scope.scorer.model_call_count
-
-    def score(self, X: FloatMatrix) -> FloatMatrix:
-        """Score one batch; count it as one step."""
-        scores = self._scope.scorer.score(X)
-        for progress in self._counters:
-            progress.step_count += 1
-            progress.score_calculation_count += X.shape[0]
-            progress.move_count += X.shape[0]
-        return scores
 
 
 class BoundaryPolishPhase:
@@ -98,61 +77,72 @@ class BoundaryPolishPhase:
         return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
-        """Polish the best, then the other routes' best rows (``starts``), within the solver's termination."""
-        phase = Progress.starting(scope.best_score)
-        self._polish_best(scope, solver_termination, listeners, phase)
-        if self.config.starts > 1 and scope.pool:
-            self._polish_routes(scope, solver_termination, listeners, phase)
+        """Iterate until an iteration improves nothing, the limit, or the solver's termination.
 
-    def _polish_routes(
-        self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener], phase: Progress
-    ) -> None:
-        """Refine the best row of each of the next ``starts - 1`` change sets, together; offer the results."""
-        pool = scope.pool or []
-        rows, scores = np.vstack([p[0] for p in pool]), np.vstack([p[1] for p in pool])
+        With ``starts`` above 1, the other routes' refinement (:class:`solver.refine.Refiner`)
+        shares each iteration's model call; its rows are offered at the end.
+        """
+        phase = Progress.starting(scope.best_score)
+        counters = [scope.progress, phase]
+        routes = self._routes(scope)
+        bracket = scope.space.original.copy()
+        polishing = True
+        for _ in range(self.config.max_iterations):
+            if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+                break
+            X, owners = self.candidates(scope, bracket) if polishing else (np.empty((0, bracket.size)), None)
+            polishing = X.shape[0] > 0
+            others = routes.candidates() if routes is not None and routes.active else np.empty((0, bracket.size))
+            if not polishing and others.shape[0] == 0:
+                break
+            all_scores = scope.scorer.score(np.vstack([X, others]))
+            count_step(counters, X.shape[0] + others.shape[0])
+            scores = all_scores[: X.shape[0]]
+            if others.shape[0] and routes is not None:
+                routes.update(all_scores[X.shape[0] :])
+            if polishing and owners is not None:
+                bracket, polishing = self._step(
+                    scope, listeners, counters, X=X, owners=owners, scores=scores, bracket=bracket
+                )
+        if routes is not None and scope.offer(routes.rows, routes.scores, counters, count=False):
+            announce(scope, listeners)
+
+    def _routes(self, scope: SolverScope) -> Refiner | None:
+        """A refiner of the best row of each of the next ``starts - 1`` change sets found feasible."""
+        if self.config.starts < 2 or not scope.pool:
+            return None
+        rows = np.vstack([p[0] for p in scope.pool])
+        scores = np.vstack([p[1] for p in scope.pool])
         chosen = best_per_change_set(rows, scores, scope.space.original, self.config.starts, per_set=1)
         rows, scores = rows[chosen], scores[chosen]
         others = ~(rows == scope.best_row).all(axis=1)
         if not others.any():
-            return
+            return None
+        return Refiner(rows[others], scores[others], scope.space, max(self.config.grid_size // 4, 2))
 
-        def should_stop() -> bool:
-            return bool(solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set())
-
-        refined, refined_scores = refine_rows(
-            rows[others],
-            scores[others],
-            scope.space,
-            _StepScorer(scope, [scope.progress, phase]),
-            grid_size=max(self.config.grid_size // 2, 2),
-            max_rounds=self.config.max_iterations,
-            should_stop=should_stop,
-        )
-        if scope.offer(refined, refined_scores, [scope.progress, phase]):
-            announce(scope, listeners)
-
-    def _polish_best(
-        self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener], phase: Progress
-    ) -> None:
-        """Iterate until an iteration improves nothing, the limit, or the solver's termination."""
-        bracket = scope.space.original.copy()
-        for _ in range(self.config.max_iterations):
-            if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
-                return
-            X, owners = self.candidates(scope, bracket)
-            if X.shape[0] == 0:
-                return
-            scores = scope.scorer.score(X)
-            winner = best_row(scores)
-            previous = scope.best_row.copy()
-            if not scope.offer(X, scores, [scope.progress, phase]):
-                return
-            announce(scope, listeners)
-            j = int(owners[winner])
-            old = bracket[j] if j >= 0 else 0.0
-            bracket = scope.space.original.copy()  # another feature moved: old brackets may be wrong
-            if j >= 0:  # the grid point just past the winner, towards the old bracket, is the new one
-                values = X[owners == j, j]
-                side = np.sign(previous[j] - old)
-                beyond = values[(values - X[winner, j]) * side < 0.0]
-                bracket[j] = beyond[np.argmin(np.abs(beyond - X[winner, j]))] if beyond.size else old
+    def _step(
+        self,
+        scope: SolverScope,
+        listeners: list[EngineListener],
+        counters: list[Progress],
+        *,
+        X: FloatMatrix,
+        owners: np.ndarray,
+        scores: FloatMatrix,
+        bracket: FloatMatrix,
+    ) -> tuple[FloatMatrix, bool]:
+        """Take the best's polish candidates; the next brackets, and whether it improved."""
+        winner = best_row(scores)
+        previous = scope.best_row.copy()
+        if not scope.offer(X, scores, counters, count=False):
+            return bracket, False
+        announce(scope, listeners)
+        j = int(owners[winner])
+        old = bracket[j] if j >= 0 else 0.0
+        bracket = scope.space.original.copy()  # another feature moved: old brackets may be wrong
+        if j >= 0:  # the grid point just past the winner, towards the old bracket, is the new one
+            values = X[owners == j, j]
+            side = np.sign(previous[j] - old)
+            beyond = values[(values - X[winner, j]) * side < 0.0]
+            bracket[j] = beyond[np.argmin(np.abs(beyond - X[winner, j]))] if beyond.size else old
+        return bracket, True

@@ -20,13 +20,70 @@ never make an answer invalid.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
 
 _REVERT = -1.0
+
+
+class Refiner:
+    """The refinement of a set of rows as a stepper, so a caller can share each model call.
+
+    ``candidates()`` gives the next round's rows; ``update(scores)`` takes their scores and
+    moves every row to its best strictly better candidate. ``active`` says whether another
+    round may help.
+    """
+
+    def __init__(self, rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace, grid_size: int) -> None:
+        self.rows = np.array(rows, dtype=np.float64, copy=True)
+        self.scores = np.array(scores, dtype=np.float64, copy=True)
+        self._space = space
+        self._grid_size = grid_size
+        self._brackets = np.repeat(space.original.reshape(1, -1), self.rows.shape[0], axis=0)
+        self._active_rows = np.ones(self.rows.shape[0], dtype=bool)
+        self._fractions = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]
+        self._pending: tuple[np.ndarray, np.ndarray, FloatMatrix] | None = None
+        self._X = np.empty((0, self.rows.shape[1]))
+
+    @property
+    def active(self) -> bool:
+        """Some row improved in the last round (or none has run yet)."""
+        return bool(self._active_rows.any())
+
+    def candidates(self) -> FloatMatrix:
+        """The active rows' reverts and grid moves, to be scored and given to :meth:`update`."""
+        X, owner, feature, fraction = _candidates(
+            self.rows, self._brackets, self._active_rows, self._space, self._fractions
+        )
+        self._X, self._pending = X, (owner, feature, fraction)
+        if X.shape[0] == 0:
+            self._active_rows[:] = False
+        return X
+
+    def update(self, candidate_scores: FloatMatrix) -> None:
+        """Move each row to its best candidate when that one scores strictly better."""
+        if self._pending is None:
+            return
+        owner, feature, fraction = self._pending
+        self._pending = None
+        self._active_rows[:] = False
+        if owner.size == 0:
+            return
+        order = np.lexsort((*(-candidate_scores.T[::-1]), owner))  # by owner, then best first
+        _, first = np.unique(owner[order], return_index=True)
+        pick = order[first]
+        winners = pick[_rowwise_better(candidate_scores[pick], self.scores[owner[pick]])]
+        if winners.size == 0:
+            return
+        rows, brackets = self.rows, self._brackets
+        i, j = owner[winners], feature[winners]
+        moved = fraction[winners] != _REVERT
+        step = np.minimum(fraction[winners] + 1.0 / self._grid_size, 1.0)
+        brackets[i[moved], j[moved]] = (rows[i, j] + step * (brackets[i, j] - rows[i, j]))[moved]
+        rows[i] = self._X[winners]
+        self.scores[i] = candidate_scores[winners]
+        self._active_rows[i] = True
 
 
 def refine_rows(
@@ -37,7 +94,6 @@ def refine_rows(
     *,
     grid_size: int = 8,
     max_rounds: int = 8,
-    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """Refined copies of ``rows`` and their scores; each row is at least as good as given.
 
@@ -51,37 +107,16 @@ def refine_rows(
         A bracket is cut into this many parts per round; 1 tries reverts only.
     max_rounds:
         At most this many rounds (model calls).
-    should_stop:
-        Asked before every round; True ends the refinement with what it has (a termination).
     """
-    rows = np.array(rows, dtype=np.float64, copy=True)
-    scores = np.array(scores, dtype=np.float64, copy=True)
-    brackets = np.repeat(space.original.reshape(1, -1), rows.shape[0], axis=0)
-    active = np.ones(rows.shape[0], dtype=bool)
-    fractions = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]
+    refiner = Refiner(rows, scores, space, grid_size)
     for _ in range(max_rounds):
-        if should_stop is not None and should_stop():
-            break
-        X, owner, feature, fraction = _candidates(rows, brackets, active, space, fractions)
+        X = refiner.candidates()
         if X.shape[0] == 0:
             break
-        candidate_scores = scorer.score(X)
-        # each owner's best candidate: sort by owner, then by score, best first
-        order = np.lexsort((*(-candidate_scores.T[::-1]), owner))
-        _, first = np.unique(owner[order], return_index=True)
-        pick = order[first]
-        winners = pick[_rowwise_better(candidate_scores[pick], scores[owner[pick]])]
-        active[:] = False
-        if winners.size == 0:
+        refiner.update(scorer.score(X))
+        if not refiner.active:
             break
-        i, j = owner[winners], feature[winners]
-        moved = fraction[winners] != _REVERT
-        step = np.minimum(fraction[winners] + 1.0 / grid_size, 1.0)
-        brackets[i[moved], j[moved]] = (rows[i, j] + step * (brackets[i, j] - rows[i, j]))[moved]
-        rows[i] = X[winners]
-        scores[i] = candidate_scores[winners]
-        active[i] = True
-    return rows, scores
+    return refiner.rows, refiner.scores
 
 
 def _rowwise_better(a: FloatMatrix, b: FloatMatrix) -> np.ndarray:

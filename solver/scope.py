@@ -61,12 +61,11 @@ class SolverScope:
         """Seconds since the solve started."""
         return self.progress.elapsed()
 
-    def offer(self, X: FloatMatrix, scores: FloatMatrix, counters: list[Progress]) -> bool:
-        """Count a scored batch; take its best row if it beats the best. True when it did."""
-        for progress in counters:
-            progress.step_count += 1
-            progress.score_calculation_count += X.shape[0]
-            progress.move_count += X.shape[0]
+    def offer(self, X: FloatMatrix, scores: FloatMatrix, counters: list[Progress], *, count: bool = True) -> bool:
+        """Count a scored batch as a step (unless ``count`` is False: the caller counted it); take
+        its best row if it beats the best. True when it did."""
+        if count:
+            count_step(counters, X.shape[0])
         if X.shape[0] == 0:
             return False
         if self.pool is not None:
@@ -84,6 +83,14 @@ class SolverScope:
             progress.best_step_index = progress.step_count
             progress.last_improvement_time = now
         return True
+
+
+def count_step(counters: list[Progress], calculations: int) -> None:
+    """One step that scored ``calculations`` candidates, on every counter."""
+    for progress in counters:
+        progress.step_count += 1
+        progress.score_calculation_count += calculations
+        progress.move_count += calculations
 
 
 @dataclass
