@@ -525,6 +525,16 @@ def test_several_counterfactuals_with_actionability_rules(client: CounterplanCli
     assert len(seen) == len(response.counterfactuals)
 
 
+def test_the_change_penalty_reaches_the_score(client: CounterplanClient) -> None:
+    plain = client.explain(_demo_request())
+    request = _demo_request()
+    request.change_penalty = 1.0
+    penalised = client.explain(request)
+    assert plain.valid and penalised.valid
+    # soft 0 is minus (distance + 1 per changed feature): the penalty is in the server's score
+    assert -penalised.score.soft_levels[0] >= 1.0 * len(penalised.changes) > -plain.score.soft_levels[0]
+
+
 def test_plausibility_needs_training_data(client: CounterplanClient) -> None:
     request = CounterplanClient.request("broken", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
     request.plausible = True
