@@ -32,6 +32,10 @@ from planning.errors import ProblemError
 from planning.space import FeatureSpace, FloatMatrix
 
 DistanceMetric = Literal["range_l1", "mad_l1", "sd_squared"]
+MAX_CHANGE_PENALTY = 1.0e6
+"""Above this, the penalty would drown the movement term in float64 and polishing could not
+tell a closer answer from a farther one; 1e6 already ranks fewer changes first for any
+distance below it."""
 
 
 class DistanceSettings(BaseModel):
@@ -40,7 +44,7 @@ class DistanceSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     metric: DistanceMetric = "range_l1"
-    change_penalty: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
+    change_penalty: Annotated[float, Field(ge=0.0, le=MAX_CHANGE_PENALTY, allow_inf_nan=False)] = 0.0
     """Added to the distance once per changed feature, in the metric's units (an L0 term)."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planning.distance import DistanceSettings
+from planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from planning.errors import InvalidInputError
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from planning.space import AnyFeature
@@ -137,8 +137,8 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     if limit is not None and limit < 1:
         violations.append(("max_changed_features", f"must be at least 1, given {limit}"))
     penalty = request.change_penalty if request.HasField("change_penalty") else 0.0
-    if not (math.isfinite(penalty) and penalty >= 0.0):
-        violations.append(("change_penalty", f"must be a finite number at least 0, given {penalty}"))
+    if not (math.isfinite(penalty) and 0.0 <= penalty <= MAX_CHANGE_PENALTY):
+        violations.append(("change_penalty", f"must be a number from 0 to {MAX_CHANGE_PENALTY:g}, given {penalty}"))
         penalty = 0.0
     if request.plausible and model.reference is None:
         violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))

@@ -1,8 +1,8 @@
 """The problem-shaping flags of ``counterplan explain``, read once for both local and ``--server`` solves.
 
-``--monotone``, ``--cost`` and ``--allowed`` become per-feature overrides; ``--max-changes``
-and ``--change-penalty`` are checked here, so a bad value gives the same one-line error
-whether the search runs in this process or on a server.
+``--monotone``, ``--cost`` and ``--allowed`` become per-feature overrides; ``-k``,
+``--time-limit``, ``--max-changes`` and ``--change-penalty`` are checked here, so a bad value
+gives the same one-line error whether the search runs in this process or on a server.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import math
 from typing import Any
 
+from planning.distance import MAX_CHANGE_PENALTY
 from planning.errors import CounterplanError
 
 
@@ -42,9 +43,15 @@ def feature_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
-    """``--max-changes`` and ``--change-penalty``, checked."""
+    """``--max-changes`` and ``--change-penalty`` (returned), ``-k`` and ``--time-limit``, checked."""
+    if args.num_counterfactuals < 1:
+        raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError("--time-limit must be above 0")
     if args.max_changes is not None and args.max_changes < 1:
         raise UsageError("--max-changes must be at least 1")
-    if not (math.isfinite(args.change_penalty) and args.change_penalty >= 0.0):
-        raise UsageError(f"--change-penalty must be a finite number at least 0, given {args.change_penalty}")
+    if not (math.isfinite(args.change_penalty) and 0.0 <= args.change_penalty <= MAX_CHANGE_PENALTY):
+        raise UsageError(
+            f"--change-penalty must be a number from 0 to {MAX_CHANGE_PENALTY:g}, given {args.change_penalty}"
+        )
     return args.max_changes, float(args.change_penalty)

@@ -36,12 +36,6 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
         solver.termination.spent_limit_seconds = args.time_limit
     request = CounterplanClient.request(args.model_id, instance, goals)
     request.solver.CopyFrom(solver)
-    request.overrides.extend(
-        pb.FeatureOverride(name=name.strip(), constrained=True)
-        for item in args.immutable
-        for name in item.split(",")
-        if name.strip()
-    )
     _shape(request, args)
     err = Console(stderr=True)
     final: pb.ExplainResponse | None = None
@@ -78,13 +72,19 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace) -> None:
         request.max_changed_features = max_changes
     if penalty:
         request.change_penalty = penalty
-    for name, fields in feature_overrides(args).items():
+    fields = feature_overrides(args)
+    immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
+    for name in immutable:
+        fields.setdefault(name, {})["constrained"] = True
+    for name, values in fields.items():  # one override per feature: the server refuses a second
         override = pb.FeatureOverride(name=name)
-        if "monotone" in fields:
-            override.monotone = _MONOTONE[fields["monotone"]]
-        if "cost" in fields:
-            override.cost = fields["cost"]
-        override.allowed_values.extend(fields.get("allowed", ()))
+        if values.get("constrained"):
+            override.constrained = True
+        if "monotone" in values:
+            override.monotone = _MONOTONE[values["monotone"]]
+        if "cost" in values:
+            override.cost = values["cost"]
+        override.allowed_values.extend(values.get("allowed", ()))
         request.overrides.append(override)
 
 

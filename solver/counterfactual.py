@@ -18,7 +18,7 @@ from planning.errors import CounterplanError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from solver.config import SolverConfig
-from solver.diversity import best_per_change_set, select_diverse
+from solver.diversity import best_per_change_set, select_diverse, undominated
 from solver.engine import Solver
 from solver.events import BestSolutionChanged
 from solver.protocol import FloatMatrix
@@ -26,19 +26,21 @@ from solver.refine import refine_rows
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 from solver.routes import alternative_routes
 from solver.scores import is_better
+from solver.termination import wall_limit
 
 Listener = Callable[[BestSolutionEvent], None]
 
 SHORTLIST_FACTOR = 3
-"""k answers are chosen from this many times k refined candidates."""
+"""k answers are chosen from this many times k refined candidates..."""
 SHORTLIST_MAX = 96
+"""...but at most this many."""
 ROUTES_MAX = 128
+"""At most this many pool rows (up to 3 per set of changed features) have their needless changes dropped."""
 AVOID_MAX = 6
+"""Other routes are looked for by avoiding each of at most this many of the best answer's features."""
 REFINE_GRID = 16
 REFINE_ROUNDS = 5
 """The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
-"""Other routes are looked for by avoiding each of at most this many of the best answer's features."""
-"""At most this many distinct change sets of the pool are examined for the k answers."""
 
 
 class ModelFailureError(CounterplanError):
@@ -113,6 +115,13 @@ class CounterfactualSolver:
 
     def solve(self) -> CounterfactualResult:
         """Run the search and decode its answer."""
+        started = time.perf_counter()
+        limit = wall_limit(self.config.termination)
+
+        def should_stop() -> bool:  # choosing k answers stays within the solve's limits
+            late = limit is not None and time.perf_counter() - started > limit
+            return late or self._solver.terminate_requested
+
         problem = self.problem
         calculator = ScoreCalculator(problem)
         original = calculator.calculate(problem.original_row())
@@ -123,9 +132,11 @@ class CounterfactualSolver:
         outcome = self._solver.solve(problem.space, scorer)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))
         before = (calculator.calculation_count, calculator.model_call_count)
-        started = time.perf_counter()
-        alternatives = self._alternatives(calculator, outcome.pool, outcome.best_row, final, original)
-        spent = outcome.time_spent + (time.perf_counter() - started)  # the search, then choosing k answers
+        choosing = time.perf_counter()
+        alternatives = self._alternatives(
+            calculator, outcome.pool, outcome.best_row, final, original, should_stop=should_stop
+        )
+        spent = outcome.time_spent + (time.perf_counter() - choosing)  # the search, then choosing k answers
         calculations = outcome.score_calculation_count + calculator.calculation_count - before[0]
         model_calls = outcome.model_call_count + calculator.model_call_count - before[1]
         score = BendableScore.of(outcome.best_score)
@@ -141,8 +152,10 @@ class CounterfactualSolver:
             feasible=score.is_feasible and final.failures[0] is None,
         )
         failure = final.failures[0]
+        found_at = (outcome.best_step_index, outcome.best_time)
         if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
             best, failure = alternatives[0], None  # refining the pool beat the search's own best
+            found_at = (outcome.step_count, spent)
         return CounterfactualResult(
             original=problem.space.decode(problem.space.original),
             proposed=best.proposed,
@@ -159,8 +172,8 @@ class CounterfactualSolver:
                 model_call_count=model_calls,
                 score_calculation_speed=speed,
                 time_spent_seconds=spent,
-                best_found_at_step=outcome.best_step_index,
-                best_found_after_seconds=outcome.best_time,
+                best_found_at_step=found_at[0],
+                best_found_after_seconds=found_at[1],
                 termination_reason=outcome.termination_reason,
             ),
             failure=failure,
@@ -175,6 +188,8 @@ class CounterfactualSolver:
         best: FloatMatrix,
         final: Evaluation,
         original: Evaluation,
+        *,
+        should_stop: Callable[[], bool],
     ) -> list[Counterfactual]:
         """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1)."""
         if self.num_counterfactuals == 1 or pool is None:
@@ -182,7 +197,7 @@ class CounterfactualSolver:
             evaluation: Evaluation | None = final  # already scored: no second model call
         else:
             evaluation = None
-            rows = self._diverse_refined(calculator, pool, best, original)
+            rows = self._diverse_refined(calculator, pool, best, original, should_stop)
         if rows.shape[0] == 0:
             return []
         if evaluation is None:
@@ -214,6 +229,7 @@ class CounterfactualSolver:
         pool: tuple[FloatMatrix, FloatMatrix],
         best: FloatMatrix,
         original: Evaluation,
+        should_stop: Callable[[], bool],
     ) -> FloatMatrix:
         """k diverse answers, each without changes it does not need.
 
@@ -223,29 +239,41 @@ class CounterfactualSolver:
            ``ROUTES_MAX``, best first, plus those of the other routes.
         2. Their needless changes dropped: rounds of batched single reverts
            (:func:`solver.refine.refine_rows` without a grid), so a route that only adds changes
-           to a shorter one collapses onto it; then one row per change set again.
+           to a shorter one collapses onto it; then a few rows per change set again.
         3. A diverse shortlist of ``SHORTLIST_FACTOR`` times k of those, refined to the boundary
-           (reverts and grid moves), and the final diverse choice of k among the refined rows
-           and the unrefined routes, so that when answers refine into the same row (n = 9 and
-           n = 10 both shaved to n = 8) the unrefined ones still offer distinct choices.
+           (reverts and grid moves).
+        4. Among the refined rows and the unrefined routes, rows that another one dominates
+           (the same changes, in the same directions, none of them smaller) are dropped, and
+           the final diverse choice of k is made.
 
         The best row keeps its place and value: the boundary-polish phase already refined it,
-        and it is the result's ``proposed``.
+        and it is the result's ``proposed`` unless a refined row scores better. When the solve's
+        time is up or it was cancelled (``should_stop``), the steps that cost model calls stop:
+        the answers then come from what was found so far.
         """
         space = self.problem.space
         k = self.num_counterfactuals
         scorer = CalculatorScorer(calculator)
+        best_score = pool[1][(pool[0] == best).all(axis=1)][:1]
 
         def choose(rows: FloatMatrix, scores: FloatMatrix, k: int) -> list[int]:
             return select_diverse(
                 rows, scores, original=space.original, scales=self.problem.scales, nominal=space.nominal, k=k
             )
 
+        def with_best_first(rows: FloatMatrix, scores: FloatMatrix) -> tuple[FloatMatrix, FloatMatrix]:
+            others = ~(rows == best).all(axis=1)
+            return np.vstack([best.reshape(1, -1), rows[others]]), np.vstack([best_score, scores[others]])
+
+        if best_score.shape[0] == 0:  # the best is not feasible: no answer
+            return np.empty((0, best.size))
         used = np.flatnonzero((best != space.original) & space.mutable)
         avoid = [np.isin(np.arange(space.n_features), [j]) for j in used[:AVOID_MAX]]
         if used.size > 1:
             avoid.append(np.isin(np.arange(space.n_features), used))
-        extra = alternative_routes(space, scorer, original.scores[0], avoid) if avoid else (pool[0][:0], pool[1][:0])
+        extra = (pool[0][:0], pool[1][:0])
+        if avoid and not should_stop():
+            extra = alternative_routes(space, scorer, original.scores[0], avoid, should_stop=should_stop)
         found = best_per_change_set(pool[0], pool[1], space.original, ROUTES_MAX)
         others = best_per_change_set(extra[0], extra[1], space.original, ROUTES_MAX)
         rows, scores = self._refine_others(
@@ -255,14 +283,23 @@ class CounterfactualSolver:
             scorer,
             grid_size=1,
             max_rounds=space.n_features,
+            should_stop=should_stop,
         )
         routes = best_per_change_set(rows, scores, space.original, ROUTES_MAX)
-        rows, scores = rows[routes], scores[routes]
+        rows, scores = with_best_first(rows[routes], scores[routes])
         shortlist = choose(rows, scores, min(SHORTLIST_FACTOR * k, SHORTLIST_MAX))
         refined, refined_scores = self._refine_others(
-            rows[shortlist], scores[shortlist], best, scorer, grid_size=REFINE_GRID, max_rounds=REFINE_ROUNDS
+            rows[shortlist],
+            scores[shortlist],
+            best,
+            scorer,
+            grid_size=REFINE_GRID,
+            max_rounds=REFINE_ROUNDS,
+            should_stop=should_stop,
         )
-        rows, scores = np.vstack([refined, rows]), np.vstack([refined_scores, scores])
+        rows, scores = with_best_first(np.vstack([refined, rows]), np.vstack([refined_scores, scores]))
+        keep = undominated(rows, space.original, space.nominal, protect=0)
+        rows, scores = rows[keep], scores[keep]
         chosen = choose(rows, scores, k)
         return np.asarray(rows[chosen], dtype=np.float64)
 
@@ -275,13 +312,20 @@ class CounterfactualSolver:
         *,
         grid_size: int,
         max_rounds: int,
+        should_stop: Callable[[], bool],
     ) -> tuple[FloatMatrix, FloatMatrix]:
         """``rows`` refined, except the best row itself."""
         rows, scores = rows.copy(), scores.copy()
         others = ~(rows == best).all(axis=1)
         if others.any():
             rows[others], scores[others] = refine_rows(
-                rows[others], scores[others], self.problem.space, scorer, grid_size=grid_size, max_rounds=max_rounds
+                rows[others],
+                scores[others],
+                self.problem.space,
+                scorer,
+                grid_size=grid_size,
+                max_rounds=max_rounds,
+                should_stop=should_stop,
             )
         return rows, scores
 

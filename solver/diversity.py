@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver.protocol import FloatMatrix
+from solver.scores import best_first
 
 CANDIDATES = 400
 CLOSENESS = (3.0, 10.0)
@@ -44,7 +45,7 @@ def select_diverse(
     """Indices into ``rows`` of up to ``k`` diverse feasible answers, best first."""
     if rows.shape[0] == 0 or k < 1:
         return []
-    order = np.lexsort(scores.T[::-1])[::-1][:CANDIDATES]  # best first
+    order = best_first(scores)[:CANDIDATES]
     pool = rows[order]
     changed = pool != original
     values = np.where(nominal, 0.0, pool / scales)
@@ -81,7 +82,9 @@ def best_per_change_set(
     """
     if rows.shape[0] == 0:
         return []
-    order = np.lexsort(scores.T[::-1])[::-1]
+    _, distinct = np.unique(rows, axis=0, return_index=True)  # a row the search scored twice counts once
+    distinct = np.sort(distinct)
+    order = distinct[best_first(scores[distinct])]
     _, group = np.unique(rows[order] != original, axis=0, return_inverse=True)
     group = group.reshape(-1)
     by_group = np.argsort(group, kind="stable")  # within a group, still best first
@@ -91,3 +94,25 @@ def best_per_change_set(
     rank = np.empty(order.size, dtype=np.intp)
     rank[by_group] = np.arange(sorted_groups.size) - np.repeat(starts, sizes)
     return [int(i) for i in order[rank < per_set][:limit]]
+
+
+def undominated(
+    rows: FloatMatrix, original: FloatMatrix, nominal: np.ndarray, protect: int | None = None
+) -> np.ndarray:
+    """Indices of the rows no other row dominates, in order (``protect`` is always kept).
+
+    Row j dominates row i when both change the same features, to the same categories and in
+    the same directions, and j moves no number further than i does (and the rows differ): i
+    is then a worse copy of j, not another way to the goal.
+    """
+    delta = rows - original
+    changed = delta != 0.0
+    same_set = (changed[:, None, :] == changed[None, :, :]).all(axis=2)
+    same_categories = ((rows[:, None, :] == rows[None, :, :]) | ~nominal).all(axis=2)
+    same_directions = (np.sign(delta[:, None, :]) == np.sign(delta[None, :, :])).all(axis=2)
+    no_further = (np.abs(delta[None, :, :]) <= np.abs(delta[:, None, :])).all(axis=2)  # [i, j]: j within i
+    identical = (rows[:, None, :] == rows[None, :, :]).all(axis=2)
+    dominated = (same_set & same_categories & same_directions & no_further & ~identical).any(axis=1)
+    if protect is not None:
+        dominated[protect] = False
+    return np.flatnonzero(~dominated)

@@ -66,6 +66,11 @@ class Solver:
         """Ask a running solve to stop at its next step; safe from any thread."""
         self._terminate.set()
 
+    @property
+    def terminate_requested(self) -> bool:
+        """True once :meth:`terminate_early` was called."""
+        return self._terminate.is_set()
+
     def solve(self, space: EncodedSpace, scorer: BatchScorer) -> SolveOutcome:
         """Search from the original instance until the termination says stop."""
         start = space.original.reshape(1, -1).copy()

@@ -15,8 +15,8 @@ after ``max_iterations`` or at the first iteration that finds nothing better.
 With ``starts`` above 1, the same calls also refine the best feasible row of each of the next
 ``starts - 1`` distinct sets of changed features the solve has found (reverts and a grid per
 changed number, :class:`solver.refine.Refiner`): a route the search left coarse, or one carrying
-a needless change, can shave down below the polished best. It costs rows in calls already made,
-not extra calls.
+a needless change, can shave down below the polished best. Those rows ride in the best's calls
+while it still improves; after that, iterations go on for them alone, up to ``max_iterations``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from solver.phase import announce
 from solver.protocol import FloatMatrix
 from solver.refine import Refiner
 from solver.scope import Progress, SolverScope, count_step
-from solver.scores import best_row
+from solver.scores import best_row, score_batches
 from solver.termination import Termination
 
 _JOINT = -1
@@ -95,7 +95,7 @@ class BoundaryPolishPhase:
             others = routes.candidates() if routes is not None and routes.active else np.empty((0, bracket.size))
             if not polishing and others.shape[0] == 0:
                 break
-            all_scores = scope.scorer.score(np.vstack([X, others]))
+            all_scores = score_batches(scope.scorer, np.vstack([X, others]))
             count_step(counters, X.shape[0] + others.shape[0])
             scores = all_scores[: X.shape[0]]
             if others.shape[0] and routes is not None:

@@ -20,9 +20,12 @@ never make an answer invalid.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.scores import score_batches
 
 _REVERT = -1.0
 
@@ -94,6 +97,7 @@ def refine_rows(
     *,
     grid_size: int = 8,
     max_rounds: int = 8,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """Refined copies of ``rows`` and their scores; each row is at least as good as given.
 
@@ -102,18 +106,23 @@ def refine_rows(
     rows, scores:
         ``(m, n_features)`` candidates and their ``(m, 5)`` scores.
     space, scorer:
-        The problem, through the engines' protocol; one ``scorer.score`` call per round.
+        The problem, through the engines' protocol; one model call per round (per 4,096 rows).
     grid_size:
         A bracket is cut into this many parts per round; 1 tries reverts only.
     max_rounds:
-        At most this many rounds (model calls).
+        At most this many rounds.
+    should_stop:
+        Asked before every round; True ends the refinement with what it has (the solve's
+        time limit, a cancelled request).
     """
     refiner = Refiner(rows, scores, space, grid_size)
     for _ in range(max_rounds):
+        if should_stop is not None and should_stop():
+            break
         X = refiner.candidates()
         if X.shape[0] == 0:
             break
-        refiner.update(scorer.score(X))
+        refiner.update(score_batches(scorer, X))
         if not refiner.active:
             break
     return refiner.rows, refiner.scores

@@ -13,13 +13,13 @@ steps in lockstep with the others, so a step of all of them is one model call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
 from solver.scan import scan_rows
-from solver.scores import HARD_LEVELS
-
-_MAX_ROWS_PER_CALL = 4096
+from solver.scores import HARD_LEVELS, score_batches
 
 
 def alternative_routes(
@@ -30,6 +30,7 @@ def alternative_routes(
     *,
     grid_size: int = 24,
     max_steps: int = 5,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """Every feasible row the chains scored, and its score.
 
@@ -42,7 +43,10 @@ def alternative_routes(
     avoid:
         One mask per chain: the features that chain must not change.
     grid_size, max_steps:
-        The scan grid of a number, and at most this many steps (model calls).
+        The scan grid of a number, and at most this many steps (one model call each, per
+        4,096 rows).
+    should_stop:
+        Asked before every step; True ends the chains with what they found.
     """
     n = len(avoid)
     bases = np.repeat(space.original.reshape(1, -1), n, axis=0)
@@ -51,14 +55,14 @@ def alternative_routes(
     found_rows: list[FloatMatrix] = []
     found_scores: list[FloatMatrix] = []
     for _ in range(max_steps):
+        if should_stop is not None and should_stop():
+            break
         blocks = [scan_rows(space, bases[i], space.mutable & ~avoid[i], grid_size)[0] for i in range(n)]
         sizes = np.array([b.shape[0] if active[i] else 0 for i, b in enumerate(blocks)])
         if sizes.sum() == 0:
             break
         X = np.vstack([b for i, b in enumerate(blocks) if active[i] and b.shape[0]])
-        scores = np.vstack(
-            [scorer.score(X[i : i + _MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], _MAX_ROWS_PER_CALL)]
-        )
+        scores = score_batches(scorer, X)
         feasible: BoolArray = np.asarray((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
         found_rows.append(X[feasible])
         found_scores.append(scores[feasible])

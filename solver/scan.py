@@ -17,9 +17,8 @@ from solver.events import EngineListener
 from solver.phase import announce
 from solver.protocol import BoolArray, EncodedSpace, FloatMatrix
 from solver.scope import Progress, SolverScope
+from solver.scores import score_batches
 from solver.termination import Termination
-
-_MAX_ROWS_PER_CALL = 4096
 
 
 def scan_rows(
@@ -68,9 +67,7 @@ class FeatureScanPhase:
         return scan_rows(scope.space, base, scope.space.mutable, self.config.grid_size)
 
     def _score(self, scope: SolverScope, X: FloatMatrix) -> FloatMatrix:
-        return np.vstack(
-            [scope.scorer.score(X[i : i + _MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], _MAX_ROWS_PER_CALL)]
-        )
+        return score_batches(scope.scorer, X)
 
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
         """Score the scan in batched calls and leave starting points for the next phase."""

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.protocol import BoolArray, FloatMatrix
+from solver.protocol import BatchScorer, BoolArray, FloatMatrix
 
 HARD_LEVELS = 3
+MAX_ROWS_PER_CALL = 4096
+"""Larger batches are split: a model call on millions of rows would only cost memory."""
+
+
+def score_batches(scorer: BatchScorer, X: FloatMatrix) -> FloatMatrix:
+    """Score ``X`` with one call per ``MAX_ROWS_PER_CALL`` rows (one call for most batches)."""
+    if X.shape[0] <= MAX_ROWS_PER_CALL:
+        return scorer.score(X)
+    return np.vstack([scorer.score(X[i : i + MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], MAX_ROWS_PER_CALL)])
+
+
+def best_first(scores: FloatMatrix) -> np.ndarray:
+    """Row indices from the best score to the worst; among equal scores, the earlier row first."""
+    return np.lexsort((-np.arange(scores.shape[0]), *scores.T[::-1]))[::-1]
 
 
 def compare_to(scores: FloatMatrix, reference: FloatMatrix) -> FloatMatrix:

@@ -91,3 +91,16 @@ class Termination:
             return bool(done), float(np.max([r[1] for r in results])), done[0][2] if done else ""
         all_done = len(done) == len(results)
         return all_done, float(np.min([r[1] for r in results])), " and ".join(r[2] for r in results) if all_done else ""
+
+
+def wall_limit(config: TerminationConfig) -> float | None:
+    """The seconds after which ``config`` ends a solve whatever else happens, if any.
+
+    An OR tree ends at its smallest spent limit; an AND tree needs its other limits too, so it
+    gives none. Work done after the search (choosing several answers) stays within this.
+    """
+    if config.composition == "and":
+        return None
+    limits = [config.spent_limit_seconds] if config.spent_limit_seconds is not None else []
+    limits += [limit for child in config.children if (limit := wall_limit(child)) is not None]
+    return min(limits) if limits else None

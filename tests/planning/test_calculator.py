@@ -251,6 +251,6 @@ def test_a_change_penalty_adds_to_the_distance_once_per_changed_feature() -> Non
     changed = (CANDIDATES[0] != CANDIDATES).sum(axis=1)
     np.testing.assert_allclose(scores[:, 3], base[:, 3] - 0.5 * changed, rtol=1e-12)
     np.testing.assert_array_equal(np.delete(scores, 3, axis=1), np.delete(base, 3, axis=1))  # only soft 0 moves
-    for bad in (-1.0, float("inf"), float("nan")):
+    for bad in (-1.0, float("inf"), float("nan"), 1e7):
         with pytest.raises(ValueError, match="change_penalty"):
             DistanceSettings(change_penalty=bad)

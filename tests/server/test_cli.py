@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning.demo import IMMUTABLE, TARGET
+from planning.demo import IMMUTABLE, TARGET, rejected_applicant
 from server.cli import main
 
 
@@ -212,6 +212,13 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         assert all(option["proposed"]["income"]["numberValue"] >= 38000 for option in options)
         code, out, err = _run(capsys, "explain", "--server", running.target, "--no-progress", "-k", "2")
         assert code == 0 and "Alternative 2" in out, err
+        both = ("--immutable", "debt", "--cost", "debt=2", "--monotone", "income=increase", "--json")
+        code, out, err = _run(capsys, "explain", "--server", running.target, *both)  # one override per feature
+        assert code == 0, err
+        assert json.loads(out)["proposed"]["debt"]["numberValue"] == rejected_applicant()["debt"]
+        for bad in (["-k", "0"], ["--time-limit", "0"], ["--change-penalty", "-2"]):
+            code, _, err = _run(capsys, "explain", "--server", running.target, *bad)
+            assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
     finally:
         running.stop(0)
 
@@ -256,6 +263,7 @@ def test_several_counterfactuals_and_actionability_flags(capsys: pytest.CaptureF
         ["--allowed", "income=lots"],
         ["--change-penalty", "-1"],
         ["--change-penalty", "nan"],
+        ["--change-penalty", "1e7"],
     )
     for bad in bad_flags:
         code, _, err = _run(capsys, "explain", "--no-progress", *bad)

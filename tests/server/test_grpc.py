@@ -233,6 +233,7 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("change limit below 1", lambda: _request_with(max_changed_features=0), "max_changed_features"),
     ("negative change penalty", lambda: _request_with(change_penalty=-1.0), "change_penalty"),
     ("infinite change penalty", lambda: _request_with(change_penalty=float("inf")), "change_penalty"),
+    ("too large a change penalty", lambda: _request_with(change_penalty=1e7), "change_penalty"),
     ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
     ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides[0].allowed_values"),
     ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),

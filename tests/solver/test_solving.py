@@ -287,19 +287,21 @@ def test_several_diverse_counterfactuals(linear_problem: CounterfactualProblem) 
 
 
 def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
+    """Two ways exist: n up to 8, or m down to 1. n = 9 or m = 0 are worse copies, not other ways."""
     from planning import IntegerFeature
 
-    def threshold(X: FloatMatrix) -> FloatMatrix:
-        p = (X[:, 0] >= 8).astype(float)
+    def two_ways(X: FloatMatrix) -> FloatMatrix:
+        p = ((X[:, 0] >= 8) | (X[:, 1] <= 1)).astype(float)
         return np.column_stack([1.0 - p, p])
 
     problem = CounterfactualProblem(
-        [IntegerFeature(name="n", value=2, low=0, high=9)],
+        [IntegerFeature(name="n", value=2, low=0, high=9), IntegerFeature(name="m", value=5, low=0, high=9)],
         [ClassGoal(target=1)],
-        CallableAdapter(threshold, [OutputSpec("ok", (0, 1))]),
+        CallableAdapter(two_ways, [OutputSpec("ok", (0, 1))]),
     )
     result = explain(problem, seed=0, num_counterfactuals=5)
-    assert [c.proposed["n"] for c in result.counterfactuals] == [8, 9]  # the only valid values
+    answers = sorted((c.proposed["n"], c.proposed["m"]) for c in result.counterfactuals)
+    assert answers == [(2, 1), (8, 5)]  # no padding, no worse copies
     assert result.note is not None and "2" in result.note and "5" in result.note
     with pytest.raises(ValueError, match="num_counterfactuals"):
         explain(problem, num_counterfactuals=0)
@@ -388,3 +390,29 @@ def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: Cou
     assert (rows[:, ~space.mutable] == space.original[~space.mutable]).all()
     # both chains avoid x (the cheapest route) and reach the goal through n, the plan or the debt
     assert (rows[:, x] == space.original[x]).all()
+
+
+def test_choosing_several_answers_stays_within_the_time_limit() -> None:
+    """After the solve's time limit, only the two final scoring calls may start (no routes, no refinement)."""
+    from planning import FloatFeature
+
+    starts: list[float] = []
+
+    def slow(X: FloatMatrix) -> FloatMatrix:
+        starts.append(time.perf_counter())
+        time.sleep(0.02)
+        p = 1.0 / (1.0 + np.exp(-(X.sum(axis=1) - 3.0)))
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [FloatFeature(name=f"f{i}", value=0.0, low=0.0, high=1.0) for i in range(20)],
+        [ClassGoal(target=1)],
+        CallableAdapter(slow, [OutputSpec("ok", (0, 1))]),
+    )
+    limit = 0.3
+    config = SolverConfig(termination=TerminationConfig(spent_limit_seconds=limit))
+    begun = time.perf_counter()
+    result = explain(problem, config, seed=0, num_counterfactuals=5)
+    late = [t for t in starts if t - begun > limit]
+    assert result.valid
+    assert len(late) <= 3, f"{len(late)} model calls started after the time limit"

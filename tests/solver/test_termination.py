@@ -74,3 +74,16 @@ def test_and_or_composition_and_progress() -> None:
     assert done and progress == 1.0 and "best score feasible" in reason
     assert Termination(TerminationConfig()).is_empty
     assert Termination(TerminationConfig()).evaluate(state) == (False, 0.0, "")
+
+
+def test_the_wall_limit_of_a_termination_tree() -> None:
+    from solver.config import TerminationConfig
+    from solver.termination import wall_limit
+
+    assert wall_limit(TerminationConfig()) is None
+    assert wall_limit(TerminationConfig(spent_limit_seconds=5.0)) == 5.0
+    nested = TerminationConfig(spent_limit_seconds=5.0, children=(TerminationConfig(spent_limit_seconds=2.0),))
+    assert wall_limit(nested) == 2.0  # OR: the first limit reached ends it
+    both = TerminationConfig(spent_limit_seconds=1.0, step_count_limit=10, composition="and")
+    assert wall_limit(both) is None  # AND: time alone does not end it
+    assert wall_limit(TerminationConfig(step_count_limit=3, children=(both,))) is None
