@@ -133,16 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _explain(args: argparse.Namespace) -> int:
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
-    if args.time_limit is not None:
-        if args.time_limit <= 0:
-            raise _usage("--time-limit must be above 0")
+    if args.time_limit is not None:  # checked with the other flags in _problem
         config = config.model_copy(
             update={
                 "termination": TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
             }
         )
-    if args.num_counterfactuals < 1:
-        raise _usage("--num-counterfactuals must be at least 1")
     solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals)
     err = Console(stderr=True)
     show_progress = not args.no_progress and not args.json and err.is_terminal
@@ -215,11 +211,12 @@ def _explain_remote(args: argparse.Namespace) -> int:
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = [parse_goal_text(text) for text in args.goal]
-    distance = DistanceSettings(metric=args.distance, change_penalty=checked_limits(args)[1])
+    max_changes, penalty = checked_limits(args)
+    distance = DistanceSettings(metric=args.distance, change_penalty=penalty)
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
-        return _demo_problem(args, goals, immutable, distance)
+        return _demo_problem(args, goals, immutable, distance, max_changes)
     if args.model is None or args.data is None:
         raise _usage("give both --model and --data (or neither, for the demo)")
     if (args.row is None) == (args.instance is None):
@@ -239,18 +236,16 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
         immutable=immutable,
         distance=distance,
         columns=_model_columns(model, data, args.target),
-        **_actionability(args),
+        **_actionability(args, max_changes),
     )
 
 
-def _actionability(args: argparse.Namespace) -> dict[str, Any]:
-    """``overrides``, ``max_changed_features`` and ``plausibility`` from the flags."""
+def _actionability(args: argparse.Namespace, max_changes: int | None) -> dict[str, Any]:
+    """``overrides``, ``max_changed_features`` and ``plausibility`` from the (checked) flags."""
     from planning.plausibility import PlausibilitySettings  # noqa: PLC0415
 
-    overrides = feature_overrides(args)
-    max_changes, _ = checked_limits(args)
     return {
-        "overrides": overrides,
+        "overrides": feature_overrides(args),
         "max_changed_features": max_changes,
         "plausibility": PlausibilitySettings() if args.plausible else None,
     }
@@ -261,6 +256,7 @@ def _demo_problem(
     goals: list[ClassGoal | ValueGoal | RangeGoal],
     immutable: list[str],
     distance: DistanceSettings,
+    max_changes: int | None,
 ) -> CounterfactualProblem:
     from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
 
@@ -275,7 +271,7 @@ def _demo_problem(
         target=demo.TARGET,
         immutable=immutable or list(demo.IMMUTABLE),
         distance=distance,
-        **_actionability(args),
+        **_actionability(args, max_changes),
     )
 
 

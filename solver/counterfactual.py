@@ -192,12 +192,14 @@ class CounterfactualSolver:
         should_stop: Callable[[], bool],
     ) -> list[Counterfactual]:
         """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1)."""
+        if not (final.scores[0, :3] >= 0.0).all():
+            return []  # the best is not feasible: no answer
         if self.num_counterfactuals == 1 or pool is None:
-            rows = best.reshape(1, -1) if (final.scores[0, :3] >= 0.0).all() else np.empty((0, best.size))
+            rows = best.reshape(1, -1)
             evaluation: Evaluation | None = final  # already scored: no second model call
         else:
             evaluation = None
-            rows = self._diverse_refined(calculator, pool, best, original, should_stop)
+            rows = self._diverse_refined(calculator, pool, (best, final.scores[0]), original, should_stop)
         if rows.shape[0] == 0:
             return []
         if evaluation is None:
@@ -227,7 +229,7 @@ class CounterfactualSolver:
         self,
         calculator: ScoreCalculator,
         pool: tuple[FloatMatrix, FloatMatrix],
-        best: FloatMatrix,
+        best_and_score: tuple[FloatMatrix, FloatMatrix],
         original: Evaluation,
         should_stop: Callable[[], bool],
     ) -> FloatMatrix:
@@ -254,7 +256,7 @@ class CounterfactualSolver:
         space = self.problem.space
         k = self.num_counterfactuals
         scorer = CalculatorScorer(calculator)
-        best_score = pool[1][(pool[0] == best).all(axis=1)][:1]
+        best, best_score = best_and_score[0], best_and_score[1].reshape(1, -1)
 
         def choose(rows: FloatMatrix, scores: FloatMatrix, k: int) -> list[int]:
             return select_diverse(
@@ -265,8 +267,6 @@ class CounterfactualSolver:
             others = ~(rows == best).all(axis=1)
             return np.vstack([best.reshape(1, -1), rows[others]]), np.vstack([best_score, scores[others]])
 
-        if best_score.shape[0] == 0:  # the best is not feasible: no answer
-            return np.empty((0, best.size))
         used = np.flatnonzero((best != space.original) & space.mutable)
         avoid = [np.isin(np.arange(space.n_features), [j]) for j in used[:AVOID_MAX]]
         if used.size > 1:

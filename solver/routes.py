@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
-from solver.scan import scan_rows
+from solver.scan import most_efficient, scan_rows
 from solver.scores import HARD_LEVELS, score_batches
 
 
@@ -57,26 +57,24 @@ def alternative_routes(
     for _ in range(max_steps):
         if should_stop is not None and should_stop():
             break
-        blocks = [scan_rows(space, bases[i], space.mutable & ~avoid[i], grid_size)[0] for i in range(n)]
-        sizes = np.array([b.shape[0] if active[i] else 0 for i, b in enumerate(blocks)])
+        live = np.flatnonzero(active)
+        blocks = [scan_rows(space, bases[i], space.mutable & ~avoid[i], grid_size)[0] for i in live]
+        sizes = np.array([b.shape[0] for b in blocks])
         if sizes.sum() == 0:
             break
-        X = np.vstack([b for i, b in enumerate(blocks) if active[i] and b.shape[0]])
+        X = np.vstack(blocks)
         scores = score_batches(scorer, X)
         feasible: BoolArray = np.asarray((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
         found_rows.append(X[feasible])
         found_scores.append(scores[feasible])
         offsets = np.r_[0, np.cumsum(sizes)]
-        for i in np.flatnonzero(active):
-            mine = slice(offsets[i], offsets[i + 1])
-            gain = scores[mine, 0] - base_scores[i, 0]
-            cost = np.maximum(base_scores[i, 3] - scores[mine, 3], 1e-12)
-            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
-            pick = int(np.argmax(ratio)) if ratio.size else 0
-            if ratio.size == 0 or not np.isfinite(ratio[pick]):
+        for chain, i in enumerate(live):
+            mine = slice(offsets[chain], offsets[chain + 1])
+            pick = most_efficient(scores[mine], base_scores[i])
+            if pick is None:
                 active[i] = False
                 continue
-            row = offsets[i] + pick
+            row = offsets[chain] + pick
             bases[i], base_scores[i] = X[row], scores[row]
             if feasible[row]:
                 active[i] = False  # this chain reached the goal

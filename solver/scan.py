@@ -55,6 +55,21 @@ def scan_rows(
     return np.vstack(rows), np.concatenate(owners)
 
 
+def most_efficient(scores: FloatMatrix, base_score: FloatMatrix) -> int | None:
+    """The scanned row with the best goal gain (hard 0) per unit of distance added (soft 0).
+
+    Going for the largest gain alone jumps features to their extremes; this ratio combines
+    cheap partial moves of several features instead. None when no row gains.
+    """
+    if scores.shape[0] == 0:
+        return None
+    gain = scores[:, 0] - base_score[0]
+    cost = np.maximum(base_score[3] - scores[:, 3], 1e-12)
+    ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+    pick = int(np.argmax(ratio))
+    return pick if np.isfinite(ratio[pick]) else None
+
+
 class FeatureScanPhase:
     """Runs one feature scan."""
 
@@ -121,11 +136,8 @@ class FeatureScanPhase:
         for _ in range(self.config.greedy_steps):
             if (base_score[:3] >= 0.0).all():
                 break  # the chain reached a feasible row: the local search takes it from here
-            gain = scores[:, 0] - base_score[0]
-            cost = np.maximum(base_score[3] - scores[:, 3], 1e-12)
-            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
-            pick = int(np.argmax(ratio))
-            if not np.isfinite(ratio[pick]):
+            pick = most_efficient(scores, base_score)
+            if pick is None:
                 break
             base, base_score = X[pick].copy(), scores[pick].copy()
             chain.insert(0, base.copy())
