@@ -24,7 +24,7 @@ from solver.events import BestSolutionChanged
 from solver.protocol import FloatMatrix
 from solver.refine import refine_rows
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
-from solver.routes import alternative_routes
+from solver.routes import successive_routes
 from solver.scores import is_better
 from solver.termination import wall_limit
 
@@ -37,7 +37,10 @@ SHORTLIST_MAX = 96
 ROUTES_MAX = 128
 """At most this many pool rows (up to 3 per set of changed features) have their needless changes dropped."""
 AVOID_MAX = 6
-"""Other routes are looked for by avoiding each of at most this many of the best answer's features."""
+"""Other routes are looked for by avoiding each of at most this many of the best answer's features
+(and, in each next round, each of at most this many routes found by the last one)."""
+ROUTE_ROUNDS = 3
+"""Rounds of other routes: those avoiding the best's features, then routes avoiding those too, twice."""
 REFINE_GRID = 16
 REFINE_ROUNDS = 5
 """The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
@@ -236,7 +239,8 @@ class CounterfactualSolver:
         """k diverse answers, each without changes it does not need.
 
         0. Other routes added to the pool (:mod:`solver.routes`): greedy chains that avoid each
-           feature the best answer changes, and one that avoids all of them.
+           feature the best answer changes, and one that avoids all of them; then, twice,
+           chains that also avoid the features of each route the last round found.
         1. A few rows per distinct set of changed features (the best-scored), at most
            ``ROUTES_MAX``, best first, plus those of the other routes.
         2. Their needless changes dropped: rounds of batched single reverts
@@ -273,7 +277,9 @@ class CounterfactualSolver:
             avoid.append(np.isin(np.arange(space.n_features), used))
         extra = (pool[0][:0], pool[1][:0])
         if avoid and not should_stop():
-            extra = alternative_routes(space, scorer, original.scores[0], avoid, should_stop=should_stop)
+            extra = successive_routes(
+                space, scorer, original.scores[0], avoid, rounds=ROUTE_ROUNDS, width=AVOID_MAX, should_stop=should_stop
+            )
         found = best_per_change_set(pool[0], pool[1], space.original, ROUTES_MAX)
         others = best_per_change_set(extra[0], extra[1], space.original, ROUTES_MAX)
         rows, scores = self._refine_others(

@@ -1,23 +1,28 @@
-"""Choosing several counterfactuals: a max-min diverse selection among close, minimal answers.
+"""Choosing several counterfactuals: a max-mean diverse selection among close, minimal answers.
 
 Why this method: the walkers already search different basins, and every feasible row they
 score is kept, so the pool holds many valid answers at no extra model call. Successive solves
 that penalise used feature sets would cost a whole solve per answer; instead
-:mod:`solver.routes` runs only the cheap greedy chains of the feature scan with the best
-answer's features held back, which finds the near routes the pool lacks. Every candidate
-first loses its needless changes (:mod:`solver.refine`), so no answer is a shorter answer
-plus extra edits (DiCE's and CARLA's redundancy stays 0).
+:mod:`solver.routes` runs only the cheap greedy chains of the feature scan with the features
+of answers already found held back, which finds the near routes the pool lacks. Every
+candidate first loses its needless changes (:mod:`solver.refine`), so no answer is a shorter
+answer plus extra edits (DiCE's and CARLA's redundancy stays 0).
 
 From these candidates, the best row comes first. Only rows still close are eligible: at most
 ``CLOSENESS`` times the best's distance, 3 first, widened to 10 when too few distinct rows
 qualify; farther rows are never returned (a route ten times as costly as the best is not a
 real alternative, and it would dominate every average). Among the eligible, each next answer
-maximises its smallest difference to those already chosen, where a difference counts each
-feature changed by one and not the other, plus each value gap capped at 1 (values scaled as
-in the score, so a far jump in one feature cannot buy diversity), less a small proximity
-term. Answers therefore differ in features or values while staying close and sparse.
-Near-duplicates (difference below ``min_difference``) are never chosen: when fewer than k
-distinct answers exist, fewer come back.
+maximises its *mean* difference to those already chosen (max-sum dispersion: DiCE's diversity
+and count diversity are means over pairs, and a max-min rule gives up a second disjoint route
+to avoid a slightly closer third), less a small proximity term. A difference counts the
+features that differ *materially* (:func:`material_differences`): changed by one answer and
+not the other, changed to other categories, or moved by both with values at least half the
+larger move apart; value gaps (scaled as in the score, capped at 1 per feature) only break
+ties. So "income 48,200" and "income 48,250" are one route, not two, and answers differ in
+which features they change or in clearly different values while staying close and sparse.
+A candidate that differs materially from some chosen answer in no feature (a near-duplicate,
+the same route with slightly other amounts) is never chosen: when fewer than k distinct
+answers exist, fewer come back.
 """
 
 from __future__ import annotations
@@ -30,6 +35,32 @@ from solver.scores import best_first
 CANDIDATES = 400
 CLOSENESS = (3.0, 10.0)
 PROXIMITY_WEIGHT = 0.25
+MATERIAL = 0.5
+"""Two moves of one feature are different answers when their values are this share of the larger move apart."""
+GAP_WEIGHT = 0.1
+"""The weight of the (capped, scaled) value gaps beside the count of material differences."""
+
+
+def material_differences(
+    rows: FloatMatrix, other: FloatMatrix, original: FloatMatrix, nominal: np.ndarray
+) -> np.ndarray:
+    """Per row of ``rows``: which features differ materially from ``other`` (one row).
+
+    A feature differs materially when exactly one of the two changes it, when both change a
+    nominal feature to different categories, or when both move a number and their values are
+    at least ``MATERIAL`` times the larger of the two moves apart (so opposite directions
+    always count, and 48,200 against 48,250 from 40,000 does not). The rule is scale-free:
+    it reads the same under every distance metric.
+    """
+    changed = rows != original
+    other_changed = other != original
+    both = changed & other_changed
+    larger = np.maximum(np.abs(rows - original), np.abs(other - original))
+    apart = np.abs(rows - other) >= MATERIAL * larger
+    same_value = rows == other
+    return np.asarray(
+        (changed != other_changed) | (both & np.where(nominal, ~same_value, apart & ~same_value)), dtype=bool
+    )
 
 
 def select_diverse(
@@ -40,27 +71,29 @@ def select_diverse(
     scales: FloatMatrix,
     nominal: np.ndarray,
     k: int,
-    min_difference: float = 1e-3,
 ) -> list[int]:
     """Indices into ``rows`` of up to ``k`` diverse feasible answers, best first."""
     if rows.shape[0] == 0 or k < 1:
         return []
     order = best_first(scores)[:CANDIDATES]
     pool = rows[order]
-    changed = pool != original
     values = np.where(nominal, 0.0, pool / scales)
     own = np.maximum(-scores[order, 3], 0.0)
     best_own = max(float(own[0]), 1e-9)
     chosen = [0]
-    nearest = np.full(pool.shape[0], np.inf)
+    nearest = np.full(pool.shape[0], np.inf)  # fewest material differences from a chosen answer
+    total = np.zeros(pool.shape[0])  # summed difference to the chosen answers
     for factor in CLOSENESS:
         eligible = own <= factor * best_own
         while len(chosen) < k:
             last = chosen[-1]
             gap = np.minimum(np.abs(values - values[last]), 1.0)
-            gap = np.where(nominal, (pool != pool[last]).astype(float), gap)
-            nearest = np.minimum(nearest, gap.sum(axis=1) + (changed != changed[last]).sum(axis=1))
-            gain = np.where(eligible & (nearest > min_difference), nearest - PROXIMITY_WEIGHT * own / best_own, -np.inf)
+            gap = np.where(nominal, (pool != pool[last]).astype(float), gap).sum(axis=1)
+            count = material_differences(pool, pool[last], original, nominal).sum(axis=1).astype(float)
+            nearest = np.minimum(nearest, count)
+            total = total + count + GAP_WEIGHT * gap
+            gain = total / len(chosen) - PROXIMITY_WEIGHT * own / best_own
+            gain = np.where(eligible & (nearest >= 1.0), gain, -np.inf)
             gain[chosen] = -np.inf
             pick = int(np.argmax(gain))
             if not np.isfinite(gain[pick]):

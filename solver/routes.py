@@ -9,6 +9,10 @@ the construction phase only: for each set of features to avoid it runs the featu
 greedy chain (take the scanned move with the best goal gain per unit of distance, rescan from
 there, repeat until feasible) with those features held at their original values. Every chain
 steps in lockstep with the others, so a step of all of them is one model call.
+
+:func:`successive_routes` repeats this: each route found is looked for again with its own
+features held back too, so the second and third answers need not share features with the
+first ones either (the successive-solve idea again, one round of chains per step of it).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from solver.diversity import best_per_change_set
 from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
 from solver.scan import most_efficient, scan_rows
 from solver.scores import HARD_LEVELS, score_batches
@@ -31,8 +36,8 @@ def alternative_routes(
     grid_size: int = 24,
     max_steps: int = 5,
     should_stop: Callable[[], bool] | None = None,
-) -> tuple[FloatMatrix, FloatMatrix]:
-    """Every feasible row the chains scored, and its score.
+) -> tuple[FloatMatrix, FloatMatrix, np.ndarray]:
+    """Every feasible row the chains scored, its score, and the index of the chain that scored it.
 
     Parameters
     ----------
@@ -54,6 +59,7 @@ def alternative_routes(
     active = np.ones(n, dtype=bool)
     found_rows: list[FloatMatrix] = []
     found_scores: list[FloatMatrix] = []
+    found_chains: list[np.ndarray] = []
     for _ in range(max_steps):
         if should_stop is not None and should_stop():
             break
@@ -67,6 +73,7 @@ def alternative_routes(
         feasible: BoolArray = np.asarray((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
         found_rows.append(X[feasible])
         found_scores.append(scores[feasible])
+        found_chains.append(np.repeat(live, sizes)[feasible])
         offsets = np.r_[0, np.cumsum(sizes)]
         for chain, i in enumerate(live):
             mine = slice(offsets[chain], offsets[chain + 1])
@@ -81,5 +88,37 @@ def alternative_routes(
         if not active.any():
             break
     if not found_rows:
+        return np.empty((0, space.n_features)), np.empty((0, start_score.size)), np.empty(0, dtype=np.intp)
+    return np.vstack(found_rows), np.vstack(found_scores), np.concatenate(found_chains)
+
+
+def successive_routes(
+    space: EncodedSpace,
+    scorer: BatchScorer,
+    start_score: FloatMatrix,
+    avoid: list[BoolArray],
+    *,
+    rounds: int,
+    width: int,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[FloatMatrix, FloatMatrix]:
+    """Every feasible row of ``rounds`` rounds of :func:`alternative_routes`, and its score.
+
+    The first round avoids ``avoid``. Each next one takes the best row of each of at most
+    ``width`` distinct sets of changed features the last round found, and looks for routes
+    that avoid those features as well as everything the chain that found it avoided.
+    """
+    rows: list[FloatMatrix] = []
+    scores: list[FloatMatrix] = []
+    masks = avoid
+    for _ in range(rounds):
+        if not masks or (should_stop is not None and should_stop()):
+            break
+        found, found_scores, chain = alternative_routes(space, scorer, start_score, masks, should_stop=should_stop)
+        rows.append(found)
+        scores.append(found_scores)
+        firsts = best_per_change_set(found, found_scores, space.original, width, per_set=1)
+        masks = [masks[chain[i]] | (found[i] != space.original) for i in firsts]
+    if not rows:
         return np.empty((0, space.n_features)), np.empty((0, start_score.size))
-    return np.vstack(found_rows), np.vstack(found_scores)
+    return np.vstack(rows), np.vstack(scores)

@@ -383,13 +383,16 @@ def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: Cou
     x = space.names.index("x")
     avoid = [np.arange(space.n_features) == x, np.isin(np.arange(space.n_features), [x, space.names.index("n")])]
     calls = calculator.model_call_count
-    rows, scores = alternative_routes(space, CalculatorScorer(calculator), start, avoid, max_steps=4)
+    rows, scores, chains = alternative_routes(space, CalculatorScorer(calculator), start, avoid, max_steps=4)
     assert calculator.model_call_count - calls <= 4  # every chain steps in the same call
     assert rows.shape[0] > 0 and (scores[:, :3] == 0.0).all()  # only feasible rows come back
     np.testing.assert_array_equal(scores, calculator.calculate(rows).scores)
     assert (rows[:, ~space.mutable] == space.original[~space.mutable]).all()
     # both chains avoid x (the cheapest route) and reach the goal through n, the plan or the debt
     assert (rows[:, x] == space.original[x]).all()
+    assert set(chains.tolist()) == {0, 1}  # each row says which chain found it...
+    n = space.names.index("n")
+    assert (rows[chains == 1, n] == space.original[n]).all()  # ...and the second chain left n alone
 
 
 def test_choosing_several_answers_stays_within_the_time_limit() -> None:
