@@ -13,8 +13,9 @@ From these candidates, the best row comes first. Only rows still close are eligi
 qualify; farther rows are never returned (a route ten times as costly as the best is not a
 real alternative, and it would dominate every average). Among the eligible, each next answer
 maximises its *mean* difference to those already chosen (max-sum dispersion: DiCE's diversity
-and count diversity are means over pairs, and a max-min rule gives up a second disjoint route
-to avoid a slightly closer third), less a small proximity term. A difference counts the
+and count diversity are means over pairs, while a max-min rule only looks at the closest one;
+on the benchmark the max-min choice overlapped more and was no closer), less a small
+proximity term. A difference counts the
 features that differ *materially* (:func:`material_differences`): changed by one answer and
 not the other, changed to other categories, or moved by both with values at least half the
 larger move apart; value gaps (scaled as in the score, capped at 1 per feature) only break
