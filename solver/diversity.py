@@ -18,8 +18,8 @@ on the benchmark the max-min choice overlapped more and was no closer), less a s
 proximity term. A difference counts the
 features that differ *materially* (:func:`material_differences`): changed by one answer and
 not the other, changed to other categories, or moved by both with values at least half the
-larger move apart; value gaps (scaled as in the score, capped at 1 per feature) only break
-ties. So "income 48,200" and "income 48,250" are one route, not two, and answers differ in
+larger move apart; value gaps (scaled as in the score, capped at 1 per feature) weigh
+little beside them. So "income 48,200" and "income 48,250" are one route, not two, and answers differ in
 which features they change or in clearly different values while staying close and sparse.
 A candidate that differs materially from some chosen answer in no feature (a near-duplicate,
 the same route with slightly other amounts) is never chosen: when fewer than k distinct
@@ -81,25 +81,30 @@ def select_diverse(
     values = np.where(nominal, 0.0, pool / scales)
     own = np.maximum(-scores[order, 3], 0.0)
     best_own = max(float(own[0]), 1e-9)
-    chosen = [0]
     nearest = np.full(pool.shape[0], np.inf)  # fewest material differences from a chosen answer
     total = np.zeros(pool.shape[0])  # summed difference to the chosen answers
+
+    def choose(i: int) -> None:  # every answer counts once in the sums, whichever pass chose it
+        nonlocal nearest, total
+        gap = np.minimum(np.abs(values - values[i]), 1.0)
+        gap = np.where(nominal, (pool != pool[i]).astype(float), gap).sum(axis=1)
+        count = material_differences(pool, pool[i], original, nominal).sum(axis=1).astype(float)
+        nearest = np.minimum(nearest, count)
+        total = total + count + GAP_WEIGHT * gap
+        chosen.append(i)
+
+    chosen: list[int] = []
+    choose(0)
     for factor in CLOSENESS:
         eligible = own <= factor * best_own
         while len(chosen) < k:
-            last = chosen[-1]
-            gap = np.minimum(np.abs(values - values[last]), 1.0)
-            gap = np.where(nominal, (pool != pool[last]).astype(float), gap).sum(axis=1)
-            count = material_differences(pool, pool[last], original, nominal).sum(axis=1).astype(float)
-            nearest = np.minimum(nearest, count)
-            total = total + count + GAP_WEIGHT * gap
             gain = total / len(chosen) - PROXIMITY_WEIGHT * own / best_own
             gain = np.where(eligible & (nearest >= 1.0), gain, -np.inf)
             gain[chosen] = -np.inf
             pick = int(np.argmax(gain))
             if not np.isfinite(gain[pick]):
                 break
-            chosen.append(pick)
+            choose(pick)
         if len(chosen) >= k:
             break
     return [int(order[i]) for i in chosen]

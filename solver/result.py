@@ -84,8 +84,10 @@ class CounterfactualResult(BaseModel):
     def note(self) -> str | None:
         """Says so when fewer answers than asked were found."""
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
+            found = len(self.counterfactuals)
+            noun = "counterfactual" if found == 1 else "counterfactuals"
             return (
-                f"found {len(self.counterfactuals)} distinct valid counterfactuals of the {self.requested} asked for "
+                f"found {found} distinct valid {noun} of the {self.requested} asked for "
                 "within ten times the best one's distance"
             )
         return None

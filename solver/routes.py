@@ -18,6 +18,7 @@ first ones either (the successive-solve idea again, one round of chains per step
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +26,17 @@ from solver.diversity import best_per_change_set
 from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
 from solver.scan import most_efficient, scan_rows
 from solver.scores import HARD_LEVELS, score_batches
+
+
+class Routes(NamedTuple):
+    """What a round of greedy chains found."""
+
+    rows: FloatMatrix
+    """Every feasible row the chains scored..."""
+    scores: FloatMatrix
+    """...its score..."""
+    chain: np.ndarray
+    """...and the index of the chain that scored it."""
 
 
 def alternative_routes(
@@ -36,7 +48,7 @@ def alternative_routes(
     grid_size: int = 24,
     max_steps: int = 5,
     should_stop: Callable[[], bool] | None = None,
-) -> tuple[FloatMatrix, FloatMatrix, np.ndarray]:
+) -> Routes:
     """Every feasible row the chains scored, its score, and the index of the chain that scored it.
 
     Parameters
@@ -88,8 +100,8 @@ def alternative_routes(
         if not active.any():
             break
     if not found_rows:
-        return np.empty((0, space.n_features)), np.empty((0, start_score.size)), np.empty(0, dtype=np.intp)
-    return np.vstack(found_rows), np.vstack(found_scores), np.concatenate(found_chains)
+        return Routes(np.empty((0, space.n_features)), np.empty((0, start_score.size)), np.empty(0, dtype=np.intp))
+    return Routes(np.vstack(found_rows), np.vstack(found_scores), np.concatenate(found_chains))
 
 
 def successive_routes(
@@ -104,9 +116,11 @@ def successive_routes(
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """Every feasible row of ``rounds`` rounds of :func:`alternative_routes`, and its score.
 
-    The first round avoids ``avoid``. Each next one takes the best row of each of at most
-    ``width`` distinct sets of changed features the last round found, and looks for routes
-    that avoid those features as well as everything the chain that found it avoided.
+    The first round avoids ``avoid``. Each next one follows up to ``width`` of the routes the
+    last round found, best first: one per minimal set of changed features (a set that holds
+    another found set is the same route with extra changes, as a chain's last scan yields many
+    of), each by a chain that avoids that route's features as well as everything the chain
+    that found it avoided.
     """
     rows: list[FloatMatrix] = []
     scores: list[FloatMatrix] = []
@@ -114,11 +128,14 @@ def successive_routes(
     for _ in range(rounds):
         if not masks or (should_stop is not None and should_stop()):
             break
-        found, found_scores, chain = alternative_routes(space, scorer, start_score, masks, should_stop=should_stop)
-        rows.append(found)
-        scores.append(found_scores)
-        firsts = best_per_change_set(found, found_scores, space.original, width, per_set=1)
-        masks = [masks[chain[i]] | (found[i] != space.original) for i in firsts]
+        found = alternative_routes(space, scorer, start_score, masks, should_stop=should_stop)
+        rows.append(found.rows)
+        scores.append(found.scores)
+        firsts = np.array(best_per_change_set(found.rows, found.scores, space.original, found.rows.shape[0], per_set=1))
+        sets = found.rows[firsts] != space.original if firsts.size else np.zeros((0, space.n_features), dtype=bool)
+        holds = (sets[:, None, :] >= sets[None, :, :]).all(axis=2)  # [i, j]: set i holds set j
+        minimal = firsts[~(holds & ~np.eye(len(firsts), dtype=bool)).any(axis=1)][:width]
+        masks = [masks[int(found.chain[i])] | (found.rows[i] != space.original) for i in minimal]
     if not rows:
         return np.empty((0, space.n_features)), np.empty((0, start_score.size))
     return np.vstack(rows), np.vstack(scores)

@@ -35,8 +35,9 @@ def test_material_differences_tell_routes_from_near_duplicates() -> None:
     )
     got = material_differences(rows, best, ORIGINAL, NOMINAL)
     assert got.sum(axis=1).tolist() == [0, 1, 1, 2, 1]
-    other_category = np.array([48_200.0, 10.0, 5.0, 3.0, 1.0])
-    assert material_differences(rows[4:], other_category, ORIGINAL, NOMINAL).sum() == 1  # category 2 vs 1
+    # categories 2 and 3 (from 0) differ; as numbers the gap would be under half the move
+    other_category = np.array([48_200.0, 10.0, 5.0, 3.0, 3.0])
+    assert material_differences(rows[4:], other_category, ORIGINAL, NOMINAL).sum() == 1
 
 
 def test_selection_maximises_the_mean_difference_to_the_chosen_answers() -> None:
@@ -45,7 +46,7 @@ def test_selection_maximises_the_mean_difference_to_the_chosen_answers() -> None
             [48_000.0, 10.0, 5.0, 3.0, 0.0],  # best: the first feature alone (distance 1.0)
             [40_000.0, 10.0, 7.0, 2.0, 0.0],  # the third and fourth, nothing in common (1.3)
             [40_000.0, 10.0, 5.0, 3.0, 2.0],  # a category alone (1.2)
-            [44_000.0, 12.0, 5.0, 3.0, 0.0],  # the first, half as far, and the second (1.2)
+            [43_000.0, 12.0, 5.0, 3.0, 0.0],  # the first, under half as far, and the second (1.2)
             [48_050.0, 10.0, 5.0, 3.0, 0.0],  # a near-duplicate of the best (1.01)
         ]
     )
@@ -59,8 +60,15 @@ def test_selection_maximises_the_mean_difference_to_the_chosen_answers() -> None
 
 
 def test_the_selection_never_returns_near_duplicates_and_says_fewer() -> None:
-    rows = np.array([[48_000.0, 10.0, 5.0, 3.0, 0.0], [48_000.0, 10.0, 5.0, 3.0, 0.0]])
-    assert select_diverse(rows, scores_for([1.0, 1.0]), original=ORIGINAL, scales=SCALES, nominal=NOMINAL, k=4) == [0]
+    rows = np.array(
+        [
+            [48_000.0, 10.0, 5.0, 3.0, 0.0],
+            [48_000.0, 10.0, 5.0, 3.0, 0.0],  # the same row
+            [48_050.0, 10.0, 5.0, 3.0, 0.0],  # the same route, 50 more
+        ]
+    )
+    chosen = select_diverse(rows, scores_for([1.0, 1.0, 1.01]), original=ORIGINAL, scales=SCALES, nominal=NOMINAL, k=4)
+    assert chosen == [0]
 
 
 def test_successive_routes_also_avoid_the_routes_already_found(linear_problem: CounterfactualProblem) -> None:
@@ -83,3 +91,44 @@ def test_successive_routes_also_avoid_the_routes_already_found(linear_problem: C
     disjoint = rows[(rows[:, x] == space.original[x]) & (rows[:, n] == space.original[n])]
     assert disjoint.shape[0] > 0
     assert (disjoint[:, space.names.index("plan")] == 2).all()
+
+
+def test_widening_to_farther_answers_counts_each_chosen_one_once() -> None:
+    """X (distance 5) differs from the best and A in 7 and 2 features, Y in 1 and 6: X has the larger mean.
+
+    Both are only eligible once the selection widens from 3 to 10 times the best's distance;
+    counting A twice at that point (once per pass) would make Y's mean the larger.
+    """
+    width = 8
+    nominal, original, scales = np.zeros(width, dtype=bool), np.zeros(width), np.full(width, 100.0)
+
+    def changing(features: set[int]) -> np.ndarray:
+        row = np.zeros(width)
+        row[list(features)] = 1.0
+        return row
+
+    rows = np.array([changing({0}), changing({1, 2, 3, 4}), changing({1, 2, 3, 4, 5, 6}), changing({0, 7})])
+    chosen = select_diverse(
+        rows, scores_for([1.0, 1.5, 5.0, 5.0]), original=original, scales=scales, nominal=nominal, k=3
+    )
+    assert chosen == [0, 1, 2]
+
+
+def test_each_follower_avoids_what_the_chain_that_found_its_route_avoided(
+    linear_problem: CounterfactualProblem,
+) -> None:
+    space = linear_problem.space
+    calculator = ScoreCalculator(linear_problem)
+    start = calculator.calculate(linear_problem.original_row()).scores[0]
+    x, n = space.names.index("x"), space.names.index("n")
+    features = np.arange(space.n_features)
+    avoid = [features == x, np.isin(features, [x, n])]  # the second chain finds the plan-and-debt route
+    scorer = CalculatorScorer(calculator)
+    first, _ = successive_routes(space, scorer, start, avoid, rounds=1, width=6)
+    both, _ = successive_routes(space, scorer, start, avoid, rounds=2, width=6)
+    np.testing.assert_array_equal(both[: len(first)], first)  # deterministic: round one again, then round two
+    second = both[len(first) :]
+    assert second.shape[0] > 0
+    # the plan-and-debt route's follower avoids x and n too (its chain did), so nothing in
+    # round two raises n; the n route's follower finds plan and debt again
+    assert (second[:, n] == space.original[n]).all()
