@@ -15,12 +15,12 @@ real alternative, and it would dominate every average). Among the eligible, each
 maximises its *mean* difference to those already chosen (max-sum dispersion: DiCE's diversity
 and count diversity are means over pairs, while a max-min rule only looks at the closest one;
 on the benchmark the max-min choice overlapped more and was no closer), less a small
-proximity term. A difference counts the
-features that differ *materially* (:func:`material_differences`): changed by one answer and
-not the other, changed to other categories, or moved by both with values at least half the
-larger move apart; value gaps (scaled as in the score, capped at 1 per feature) weigh
-little beside them. So "income 48,200" and "income 48,250" are one route, not two, and answers differ in
-which features they change or in clearly different values while staying close and sparse.
+proximity term. A difference counts the features that differ *materially*
+(:func:`material_differences`): changed by one answer and not the other, changed to other
+categories, or moved by both with values at least half the larger move apart; value gaps
+(scaled as in the score, capped at 1 per feature) weigh little beside them. So "income
+48,200" and "income 48,250" are one route, not two, and answers differ in which features they
+change or in clearly different values while staying close and sparse.
 A candidate that differs materially from some chosen answer in no feature (a near-duplicate,
 the same route with slightly other amounts) is never chosen: when fewer than k distinct
 answers exist, fewer come back.

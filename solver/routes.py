@@ -27,6 +27,9 @@ from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
 from solver.scan import most_efficient, scan_rows
 from solver.scores import HARD_LEVELS, score_batches
 
+SETS_MAX = 256
+"""Minimal routes are looked for among at most this many sets of changed features, the best-scored."""
+
 
 class Routes(NamedTuple):
     """What a round of greedy chains found."""
@@ -131,8 +134,10 @@ def successive_routes(
         found = alternative_routes(space, scorer, start_score, masks, should_stop=should_stop)
         rows.append(found.rows)
         scores.append(found.scores)
-        firsts = np.array(best_per_change_set(found.rows, found.scores, space.original, found.rows.shape[0], per_set=1))
-        sets = found.rows[firsts] != space.original if firsts.size else np.zeros((0, space.n_features), dtype=bool)
+        firsts = np.array(
+            best_per_change_set(found.rows, found.scores, space.original, SETS_MAX, per_set=1), dtype=np.intp
+        )
+        sets = found.rows[firsts] != space.original
         holds = (sets[:, None, :] >= sets[None, :, :]).all(axis=2)  # [i, j]: set i holds set j
         minimal = firsts[~(holds & ~np.eye(len(firsts), dtype=bool)).any(axis=1)][:width]
         masks = [masks[int(found.chain[i])] | (found.rows[i] != space.original) for i in minimal]
