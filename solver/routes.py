@@ -140,7 +140,11 @@ def successive_routes(
         sets = found.rows[firsts] != space.original
         holds = (sets[:, None, :] >= sets[None, :, :]).all(axis=2)  # [i, j]: set i holds set j
         minimal = firsts[~(holds & ~np.eye(len(firsts), dtype=bool)).any(axis=1)][:width]
-        masks = [masks[int(found.chain[i])] | (found.rows[i] != space.original) for i in minimal]
+        followers: dict[bytes, BoolArray] = {}  # two routes can leave the same features to avoid
+        for i in minimal:
+            mask = masks[int(found.chain[i])] | (found.rows[i] != space.original)
+            followers.setdefault(mask.tobytes(), mask)
+        masks = list(followers.values())
     if not rows:
         return np.empty((0, space.n_features)), np.empty((0, start_score.size))
     return np.vstack(rows), np.vstack(scores)
