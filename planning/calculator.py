@@ -98,7 +98,7 @@ class ScoreCalculator:
         scores[:, 3] = -feature_distance(
             X,
             self._original,
-            problem.space.nominal,
+            ~problem.space.graded,
             problem.scales,
             problem.distance.metric,
             costs=problem.space.costs,
@@ -117,7 +117,7 @@ class ScoreCalculator:
         space = self.problem.space
         broken = (changed & self._frozen).sum(axis=1).astype(np.float64)
         broken += ((X - self._original) * space.monotone < 0.0).sum(axis=1)
-        if space.allowed:
+        if space.checks_grid:
             broken += space.off_grid(X)
         limit = self.problem.max_changed_features
         if limit is not None:
@@ -212,7 +212,7 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             hard1 -= 1.0
         if (feature.monotone == "increase" and delta < 0) or (feature.monotone == "decrease" and delta > 0):
             hard1 -= 1.0
-        if space.nominal[i]:
+        if not space.graded[i]:  # a category, a boolean, a filled missing value: 1 when changed
             soft0 -= feature.cost
         elif problem.distance.metric == "sd_squared":
             soft0 -= feature.cost * (delta / problem.scales[i]) ** 2
@@ -220,6 +220,11 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             soft0 -= feature.cost * abs(delta) / problem.scales[i]
     for column, grid in space.allowed.items():
         if row[column] not in grid:
+            hard1 -= 1.0
+    for i, feature in enumerate(space.features):
+        precision = getattr(feature, "precision", None)
+        moved = precision is not None and feature.mutable and row[i] != space.original[i]
+        if moved and not np.isclose(round(float(row[i]), precision), row[i], rtol=1e-12, atol=0.0):
             hard1 -= 1.0
     if problem.max_changed_features is not None:
         hard1 -= max(-soft1 - problem.max_changed_features, 0.0)

@@ -70,7 +70,7 @@ def feature_scales(
     scales = np.ones(space.n_features, dtype=np.float64)
     needed = {"range_l1": "range", "mad_l1": "mad", "sd_squared": "std"}[settings.metric]
     for i, feature in enumerate(space.features):
-        if space.nominal[i]:
+        if not space.graded[i]:  # categories, booleans, missing originals: 1 per change
             continue
         stats = statistics.get(feature.name, FeatureStatistics())
         value = getattr(stats, needed)

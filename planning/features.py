@@ -5,6 +5,17 @@ and whether it may move at all. As in TrustyAI, a feature given no domain is *co
 (immutable): the search never touches it. Every feature knows how to encode its value as one
 float64 (integers as whole numbers, categories as their index, booleans as 0/1), which is how
 candidates travel through the solver as rows of a matrix.
+
+Two facts of real data shape every feature:
+
+* **Values live on a grid.** Integers are whole; a float feature may carry a ``precision``
+  (decimals; inferred from the data), and the search only proposes values on that grid, so
+  the score is computed on the values the user will see. The original value is always
+  allowed, on the grid or not.
+* **A value may be missing** (``value=None``; NaN is read as missing). A missing value stays
+  missing unless ``fill_missing`` is set: then the domain is "missing, or a value in
+  ``[low, high]``", filling counts as one change, and the feature is encoded by a
+  :attr:`missing_code` outside its domain, so the solver's matrices stay finite.
 """
 
 from __future__ import annotations
@@ -19,6 +30,20 @@ from planning.errors import FeatureError
 
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
 Monotone = Literal["increase", "decrease"]
+CategoryType = Literal["text", "integer", "number"]
+MAX_PRECISION = 12
+"""Decimals a float feature's grid may have at most (float64 holds about 15 significant digits)."""
+
+
+def is_missing(value: Any) -> bool:
+    """None, a float NaN, or pandas' NA/NaT: a value the data does not have."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    if type(value).__name__ in {"NAType", "NaTType"}:
+        return True
+    return hasattr(value, "dtype") and getattr(value, "shape", None) == () and bool(math.isnan(value))
 
 
 class _Feature(BaseModel):
@@ -32,6 +57,8 @@ class _Feature(BaseModel):
     """Weight of this feature's change in the distance: 2 makes a change cost twice as much."""
     monotone: Monotone | None = None
     """The feature may only increase or only decrease (categories: along their listed order)."""
+    fill_missing: bool = False
+    """When the original value is missing: may the search fill it in? (By default it stays missing.)"""
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -39,10 +66,44 @@ class _Feature(BaseModel):
         except ValidationError as exc:
             reraise(exc, str(data.get("name", "<unnamed>")), FeatureError)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _missing_stays_missing(cls, data: Any) -> Any:
+        if isinstance(data, dict) and is_missing(data.get("value")) and "value" in data:
+            data = {**data, "value": None}
+            if not data.get("fill_missing"):
+                data["constrained"] = True
+        return data
+
+    @model_validator(mode="after")
+    def _check_missing(self) -> Self:
+        if self.value is None and self.fill_missing and self.monotone is not None:  # type: ignore[attr-defined]
+            raise ValueError("a missing value has no direction to keep: drop monotone or fill_missing")
+        return self
+
     @property
     def mutable(self) -> bool:
         """True when the search may change this feature."""
         return not self.constrained
+
+    @property
+    def missing(self) -> bool:
+        """True when the original value is missing."""
+        return self.value is None  # type: ignore[attr-defined]
+
+    def _encode_missing(self) -> float:
+        if not self.missing:
+            raise FeatureError(
+                self.name,
+                "given a missing value; give a finite value (only a feature whose original value is missing "
+                "may stay missing)",
+            )
+        return self.missing_code
+
+    @property
+    def missing_code(self) -> float:
+        """The code of "missing" in a candidate row: outside the domain, so it never collides."""
+        raise NotImplementedError
 
 
 class _NumericFeature(_Feature):
@@ -50,6 +111,30 @@ class _NumericFeature(_Feature):
 
     allowed: tuple[float, ...] | None = None
     """When set, a changed value must be one of these (say, loan amounts in steps of 1,000)."""
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def step(self) -> float:
+        """Distance between neighbouring grid values; 0 for a float without a precision."""
+        return 1.0
+
+    @property
+    def missing_code(self) -> float:
+        """Below the domain by at least 1, and whole when ``low`` is (so integers stay whole)."""
+        if self.low is None:
+            return 0.0
+        return float(self.low) - max(1.0, abs(float(self.low)))
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """Encoded inclusive bounds; a constrained feature's domain is its own value (or code)."""
+        if self.low is None or self.high is None:
+            own = self.missing_code if self.missing else float(self.value)  # type: ignore[attr-defined]
+            return own, own
+        if self.missing and not self.mutable:
+            return self.missing_code, self.missing_code
+        return float(self.low), float(self.high)
 
     @model_validator(mode="before")
     @classmethod
@@ -63,12 +148,12 @@ class _NumericFeature(_Feature):
                 data = {**data, "constrained": True}
         return data
 
-    def _check_domain(self, value: float, low: float | None, high: float | None) -> None:
+    def _check_domain(self, value: float | None, low: float | None, high: float | None) -> None:
         if low is None or high is None:
             return
         if low > high:
             raise ValueError(f"inverted domain: low {low!r} is greater than high {high!r}")
-        if not low <= value <= high:
+        if value is not None and not low <= value <= high:
             raise ValueError(f"original value {value!r} is outside its domain [{low!r}, {high!r}]")
         if self.allowed is not None:
             if not self.allowed:
@@ -82,7 +167,7 @@ class IntegerFeature(_NumericFeature):
     """A whole-number input (a count, an age in years); stays whole in every candidate."""
 
     kind: Literal["integer"] = "integer"
-    value: int
+    value: int | None
     low: int | None = None
     high: int | None = None
 
@@ -91,22 +176,19 @@ class IntegerFeature(_NumericFeature):
         self._check_domain(self.value, self.low, self.high)
         return self
 
-    @property
-    def bounds(self) -> tuple[float, float]:
-        """Encoded inclusive bounds; a constrained feature's domain is its own value."""
-        if self.low is None or self.high is None:
-            return float(self.value), float(self.value)
-        return float(self.low), float(self.high)
-
     def encode(self, value: Any) -> float:
         """Encode one value of this feature (a whole number) as a float."""
+        if is_missing(value):
+            return self._encode_missing()
         number = _finite_number(self.name, value)
         if not float(number).is_integer():
             raise FeatureError(self.name, f"integer feature given a fractional value {value!r}")
         return float(number)
 
-    def decode(self, code: float) -> int:
-        """Decode one encoded value back to an ``int``."""
+    def decode(self, code: float) -> int | None:
+        """Decode one encoded value back to an ``int`` (None for the missing code)."""
+        if self.missing and code == self.missing_code:
+            return None
         return round(code)
 
 
@@ -114,9 +196,9 @@ class FloatFeature(_NumericFeature):
     """A real-valued input (income, a ratio)."""
 
     kind: Literal["float"] = "float"
-    value: float
-    low: float | None = None
-    high: float | None = None
+    value: float | None
+    precision: Annotated[int, Field(ge=-9, le=MAX_PRECISION)] | None = None
+    """Decimals of the values the search may propose (2: cents; -3: thousands); None: any float."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -124,18 +206,22 @@ class FloatFeature(_NumericFeature):
         return self
 
     @property
-    def bounds(self) -> tuple[float, float]:
-        """Encoded inclusive bounds; a constrained feature's domain is its own value."""
-        if self.low is None or self.high is None:
-            return self.value, self.value
-        return self.low, self.high
+    def step(self) -> float:
+        """``10 ** -precision``, or 0 for a float without a precision."""
+        return 0.0 if self.precision is None else float(10.0 ** (-self.precision))
 
     def encode(self, value: Any) -> float:
         """Encode one value of this feature as a float."""
+        if is_missing(value):
+            return self._encode_missing()
         return _finite_number(self.name, value)
 
-    def decode(self, code: float) -> float:
-        """Decode one encoded value back to a ``float``."""
+    def decode(self, code: float) -> float | None:
+        """Decode one encoded value back to a ``float``, rounded to the precision (None when missing)."""
+        if self.missing and code == self.missing_code:
+            return None
+        if self.precision is not None and code != self.value:
+            return round(float(code), self.precision)
         return float(code)
 
 
@@ -143,14 +229,21 @@ class CategoricalFeature(_Feature):
     """An input from a fixed list of categories, encoded as the category's index."""
 
     kind: Literal["categorical"] = "categorical"
-    value: str
+    value: str | None
     categories: tuple[str, ...] | None = None
+    category_type: CategoryType = "text"
+    """What the model takes: the category strings (``text``), or codes stored as numbers
+    (``integer``, ``number``: a column of 0..k codes the user marked categorical)."""
 
     @model_validator(mode="before")
     @classmethod
     def _no_domain_means_constrained(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("categories") is None:
-            data = {**data, "constrained": True}
+        if isinstance(data, dict):
+            if data.get("categories") is None:
+                data = {**data, "constrained": True}
+            value = data.get("value")
+            if value is not None and not isinstance(value, str) and not is_missing(value):
+                data = {**data, "value": category_text(value)}
         return data
 
     @model_validator(mode="after")
@@ -164,29 +257,56 @@ class CategoricalFeature(_Feature):
             if category in seen:
                 raise ValueError(f"category {category!r} is listed twice")
             seen.add(category)
-        if self.value not in seen:
+            if self.category_type != "text":
+                try:
+                    float(category)
+                except ValueError:
+                    raise ValueError(f"category {category!r} is not a number ({self.category_type} codes)") from None
+        if self.value is not None and self.value not in seen:
             raise ValueError(f"original value {self.value!r} is not one of the categories {list(self.categories)}")
         return self
 
     @property
     def domain(self) -> tuple[str, ...]:
         """The allowed categories; a constrained feature's domain is its own value."""
-        return self.categories if self.categories is not None else (self.value,)
+        if self.categories is not None:
+            return self.categories
+        return () if self.value is None else (self.value,)
+
+    @property
+    def missing_code(self) -> float:
+        """-1: before the first category's index."""
+        return -1.0
 
     @property
     def bounds(self) -> tuple[float, float]:
         """Encoded inclusive bounds: category indices."""
+        if self.missing and not self.mutable:
+            return self.missing_code, self.missing_code
         return 0.0, float(len(self.domain) - 1)
+
+    def model_values(self) -> tuple[Any, ...]:
+        """The categories as the model takes them: strings, or the numbers they stand for."""
+        if self.category_type == "integer":
+            return tuple(int(float(c)) for c in self.domain)
+        if self.category_type == "number":
+            return tuple(float(c) for c in self.domain)
+        return self.domain
 
     def encode(self, value: Any) -> float:
         """Encode a category as its index in :attr:`domain`."""
+        if is_missing(value):
+            return self._encode_missing()
+        text = value if isinstance(value, str) else category_text(value)
         try:
-            return float(self.domain.index(str(value)))
+            return float(self.domain.index(text))
         except ValueError:
             raise FeatureError(self.name, f"category {value!r} is not one of {list(self.domain)}") from None
 
-    def decode(self, code: float) -> str:
-        """Decode an index back to its category."""
+    def decode(self, code: float) -> str | None:
+        """Decode an index back to its category (None for the missing code)."""
+        if code < 0 and self.missing:
+            return None
         return self.domain[round(code)]
 
 
@@ -194,21 +314,34 @@ class BooleanFeature(_Feature):
     """A yes/no input; its domain is always ``{False, True}`` unless it is constrained."""
 
     kind: Literal["boolean"] = "boolean"
-    value: bool
+    value: bool | None
+
+    @property
+    def missing_code(self) -> float:
+        """-1: below false."""
+        return -1.0
 
     @property
     def bounds(self) -> tuple[float, float]:
         """Encoded inclusive bounds: 0 and 1."""
+        if self.missing and not self.mutable:
+            return self.missing_code, self.missing_code
         return 0.0, 1.0
 
     def encode(self, value: Any) -> float:
         """Encode ``False``/``True`` as 0/1."""
+        if is_missing(value):
+            return self._encode_missing()
         if isinstance(value, bool | int | float) and value in (0, 1):
+            return float(bool(value))
+        if type(value).__name__ == "bool_":
             return float(bool(value))
         raise FeatureError(self.name, f"boolean feature given {value!r}; expected true or false")
 
-    def decode(self, code: float) -> bool:
-        """Decode 0/1 back to a ``bool``."""
+    def decode(self, code: float) -> bool | None:
+        """Decode 0/1 back to a ``bool`` (None for the missing code)."""
+        if code < 0 and self.missing:
+            return None
         return bool(round(code))
 
 
@@ -230,6 +363,18 @@ def parse_feature(data: Any) -> IntegerFeature | FloatFeature | CategoricalFeatu
     except ValidationError as exc:
         owner = str(data.get("name", "<unnamed>")) if isinstance(data, dict) else "<unnamed>"
         reraise(exc, owner, FeatureError)
+
+
+def category_text(value: Any) -> str:
+    """A category's text: numbers as written (``3``, not ``3.0``; ``2.5``)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return str(bool(value))
+    if isinstance(value, int | float) or hasattr(value, "dtype"):
+        number = float(value)
+        if math.isfinite(number) and number.is_integer():
+            return str(int(number))
+        return repr(number) if isinstance(value, float) else str(value)
+    return str(value)
 
 
 def _finite_number(name: str, value: Any) -> float:

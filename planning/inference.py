@@ -3,21 +3,46 @@
 This is how data scientists build a problem: a training DataFrame and one row. Column dtypes
 decide the feature kind (bool, integer, float, anything else categorical); domains are the
 observed min/max or categories (widened to include the instance's own value); statistics are
-range, standard deviation and MAD. Overrides replace any inferred field.
+range, standard deviation and MAD, over the values the data has (missing values are skipped).
+Overrides replace any inferred field.
+
+Values are inferred as the data has them:
+
+* a numeric column whose observed values are whole numbers is an **integer** feature, even when
+  pandas holds it as float (a CSV column with a gap, a column after a join);
+* a float column gets a **precision**: the most decimals its values use, capped (as DiCE does),
+  so the search proposes values on the data's own grid;
+* a handful of values with many more decimals than the rest (at most 3 distinct values, and at
+  most a quarter of the distinct values) are read as imputation artifacts, not as the column's
+  grid: CARLA's heloc fills each gap with a class mean such as 70.2104219767771 in an otherwise
+  whole-number column;
+* a missing instance value stays missing unless the column is listed in ``fill_missing``.
+
+Codes stored as numbers (0..k) stay numeric unless an override says ``kind: categorical``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from planning.distance import FeatureStatistics
 from planning.errors import FeatureError, ProblemError
-from planning.features import parse_feature
+from planning.features import MAX_PRECISION, category_text, is_missing, parse_feature
 from planning.space import AnyFeature
+
+MAX_INFERRED_DECIMALS = 6
+"""A column whose values need more decimals than this is continuous: its grid is this fine
+(finer for a column whose whole range is tiny)."""
+MAX_ARTIFACTS = 3
+"""At most this many distinct values with excess decimals are ignored as imputation artifacts..."""
+ARTIFACT_SHARE = 0.25
+"""...and only while they are at most this share of the column's distinct values."""
 
 
 def infer_features(
@@ -26,6 +51,8 @@ def infer_features(
     columns: Sequence[str],
     immutable: Iterable[str] = (),
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    fill_missing: Iterable[str] | bool = (),
 ) -> list[AnyFeature]:
     """One feature per column, typed and bounded by the data.
 
@@ -34,18 +61,24 @@ def infer_features(
     data:
         Training data with at least ``columns``.
     instance:
-        The row to explain, ``{column: value}``.
+        The row to explain, ``{column: value}``; a missing value (None, NaN) is allowed.
     columns:
         The feature columns, in model-input order.
     immutable:
         Columns the search must never change.
     overrides:
         ``{column: {field: value}}`` replacing inferred fields (``low``, ``high``,
-        ``categories``, ``kind``, ``constrained``).
+        ``categories``, ``precision``, ``constrained``, ...). ``kind`` re-infers the column as
+        that kind (``categorical`` for codes stored as numbers, ``float`` for a whole-number
+        column that is really continuous); a ``precision`` on an inferred integer makes it a
+        float with that precision.
+    fill_missing:
+        Columns whose missing instance value the search may fill (``True``: every column).
     """
     overrides = dict(overrides or {})
     frozen = set(immutable)
-    for name in sorted((frozen | set(overrides)) - set(columns)):
+    fillable = set(columns) if fill_missing is True else set(fill_missing or ())
+    for name in sorted((frozen | set(overrides) | fillable) - set(columns)):
         raise ProblemError(name, f"not a feature column; columns: {list(columns)}")
     features: list[AnyFeature] = []
     for name in columns:
@@ -53,22 +86,24 @@ def infer_features(
             raise ProblemError(name, "column missing from the training data")
         if name not in instance:
             raise FeatureError(name, "the instance has no value for this feature")
-        spec = _infer_one(name, data[name], instance[name])
+        override = dict(overrides.get(name, {}))
+        spec = _infer_one(name, data[name], instance[name], override.pop("kind", None), "precision" in override)
+        if spec.get("value") is None and name in fillable:
+            spec["fill_missing"] = True
         if name in frozen:
             spec["constrained"] = True
-        spec.update(overrides.get(name, {}))
+        spec.update(override)
         features.append(parse_feature(spec))
     return features
 
 
 def infer_statistics(data: pd.DataFrame, features: Sequence[AnyFeature]) -> dict[str, FeatureStatistics]:
-    """Range, standard deviation and MAD of every numeric feature's column."""
+    """Range, standard deviation and MAD of every numeric feature's column (missing values skipped)."""
     stats: dict[str, FeatureStatistics] = {}
     for feature in features:
         if feature.kind not in ("integer", "float"):
             continue
-        column = pd.to_numeric(data[feature.name], errors="coerce").to_numpy(dtype=np.float64)
-        column = column[np.isfinite(column)]
+        column = _numbers(data[feature.name])
         if column.size == 0:
             continue
         median = float(np.median(column))
@@ -80,24 +115,103 @@ def infer_statistics(data: pd.DataFrame, features: Sequence[AnyFeature]) -> dict
     return stats
 
 
-def _infer_one(name: str, column: pd.Series, value: Any) -> dict[str, Any]:
+def infer_precision(values: npt.ArrayLike) -> int | None:
+    """Decimals a column's values use: 0 for whole numbers; None when there are no values.
+
+    The most decimals any value needs, ignoring a few imputation artifacts (see the module
+    docstring), capped at :data:`MAX_INFERRED_DECIMALS` (more for a column whose range is tiny).
+    """
+    distinct = np.unique(np.asarray(values, dtype=np.float64))
+    distinct = distinct[np.isfinite(distinct)]
+    if distinct.size == 0:
+        return None
+    span = float(distinct[-1] - distinct[0])
+    cap = MAX_INFERRED_DECIMALS
+    if 0.0 < span < 1.0:
+        cap = min(MAX_PRECISION, MAX_INFERRED_DECIMALS - math.floor(math.log10(span)))
+    needed = decimals_needed(distinct, cap)
+    excess = needed > cap
+    if 0 < excess.sum() <= min(MAX_ARTIFACTS, ARTIFACT_SHARE * distinct.size):
+        needed = needed[~excess]
+    return int(min(needed.max(), cap))
+
+
+def decimals_needed(values: npt.NDArray[np.float64], cap: int) -> npt.NDArray[np.int64]:
+    """Per value: the fewest decimals that write it exactly (``cap + 1`` when more than ``cap``)."""
+    needed = np.full(values.size, cap + 1, dtype=np.int64)
+    for decimals in range(cap, -1, -1):
+        exact = np.isclose(np.round(values, decimals), values, rtol=1e-12, atol=0.0)
+        needed = np.where(exact, decimals, needed)
+    return needed
+
+
+def _numbers(column: pd.Series) -> npt.NDArray[np.float64]:
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(values[np.isfinite(values)], dtype=np.float64)
+
+
+def _infer_one(name: str, column: pd.Series, value: Any, kind: str | None, precision_given: bool) -> dict[str, Any]:
     value = value.item() if isinstance(value, np.generic) else value
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        raise FeatureError(name, f"the instance's value must be finite, given {value!r}")
+    missing = is_missing(value)
+    if not missing and isinstance(value, float) and not math.isfinite(value):
+        raise FeatureError(name, f"the instance's value must be finite or missing, given {value!r}")
     observed = column.dropna()
-    if pd.api.types.is_bool_dtype(column):
-        return {"kind": "boolean", "name": name, "value": bool(value)}
-    if pd.api.types.is_integer_dtype(column) or pd.api.types.is_float_dtype(column):
-        kind = "integer" if pd.api.types.is_integer_dtype(column) else "float"
-        cast = int if kind == "integer" else float
-        if isinstance(value, str):
-            raise FeatureError(name, f"numeric column given the text {value!r}")
-        if kind == "integer" and not float(value).is_integer():
-            raise FeatureError(name, f"integer feature given a fractional value {value!r}")
-        spec: dict[str, Any] = {"kind": kind, "name": name, "value": cast(value)}
-        if observed.size:
-            spec["low"] = cast(min(observed.min(), value))
-            spec["high"] = cast(max(observed.max(), value))
+    numeric = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+    if kind is None:
+        if pd.api.types.is_bool_dtype(column):
+            kind = "boolean"
+        elif numeric:
+            kind = _numeric_kind(column, value, precision_given)
+        else:
+            kind = "categorical"
+    if kind == "boolean":
+        return {"kind": "boolean", "name": name, "value": None if missing else bool(value)}
+    if kind == "categorical":
+        return _categorical(name, column, value, numeric=numeric)
+    if kind not in ("integer", "float"):
+        raise FeatureError(f"{name}.kind", f"unknown kind {kind!r}; one of integer, float, categorical, boolean")
+    if not missing and isinstance(value, str):
+        raise FeatureError(name, f"numeric column given the text {value!r}")
+    if kind == "integer" and not missing and not float(value).is_integer():
+        raise FeatureError(name, f"integer feature given a fractional value {value!r}")
+    cast = int if kind == "integer" else float
+    spec: dict[str, Any] = {"kind": kind, "name": name, "value": None if missing else cast(value)}
+    numbers = _numbers(observed) if numeric else np.empty(0)
+    if numbers.size:
+        low, high = float(numbers.min()), float(numbers.max())
+        if not missing:
+            low, high = min(low, float(value)), max(high, float(value))
+        spec["low"], spec["high"] = cast(low), cast(high)
+        if kind == "float":
+            spec["precision"] = infer_precision(numbers)
+    return spec
+
+
+def _numeric_kind(column: pd.Series, value: Any, precision_given: bool) -> str:
+    """Integer for an integer dtype, or a float column of whole numbers; otherwise float."""
+    if pd.api.types.is_integer_dtype(column):
+        return "integer"
+    if precision_given:
+        return "float"
+    whole = infer_precision(_numbers(column)) == 0
+    fractional_instance = not is_missing(value) and not isinstance(value, str) and not float(value).is_integer()
+    return "integer" if whole and not fractional_instance else "float"
+
+
+def _categorical(name: str, column: pd.Series, value: Any, *, numeric: bool) -> dict[str, Any]:
+    """Categories as text; codes stored as numbers keep their numeric type for the model."""
+    observed = column.dropna()
+    missing = is_missing(value)
+    spec: dict[str, Any] = {"kind": "categorical", "name": name, "value": None if missing else category_text(value)}
+    if numeric:
+        numbers = np.unique(_numbers(observed))
+        if not missing:
+            numbers = np.unique(np.append(numbers, float(value)))
+        spec["categories"] = [category_text(float(v)) for v in numbers]
+        spec["category_type"] = "integer" if pd.api.types.is_integer_dtype(column) else "number"
         return spec
-    categories = sorted(set(observed.astype(str).unique().tolist()) | {str(value)})
-    return {"kind": "categorical", "name": name, "value": str(value), "categories": categories}
+    categories = set(observed.astype(str).unique().tolist())
+    if not missing:
+        categories.add(str(value))
+    spec["categories"] = sorted(categories)
+    return spec

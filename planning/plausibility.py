@@ -48,7 +48,7 @@ class PlausibilityModel:
         self.settings = settings
         span = space.domain_upper - space.domain_lower
         self._scale = np.where(span > 0, span, 1.0)
-        self._nominal = np.flatnonzero(space.nominal)
+        self._nominal = np.flatnonzero(space.nominal & ~space.missing)
         self._sizes = (space.domain_upper[self._nominal] + 1).astype(int)
         points = self._transform(reference)
         self._index = NearestNeighbors(n_neighbors=settings.k + 1, metric="manhattan").fit(points)
@@ -56,7 +56,8 @@ class PlausibilityModel:
         self.threshold = float(np.quantile(own[:, -1], settings.quantile))  # column 0 is the row itself
 
     def _transform(self, X: FloatMatrix) -> FloatMatrix:
-        numeric = np.where(self.space.nominal, 0.0, (X - self.space.domain_lower) / self._scale)
+        # a column missing in the instance says nothing about nearness: it is left out
+        numeric = np.where(self.space.nominal | self.space.missing, 0.0, (X - self.space.domain_lower) / self._scale)
         blocks = [numeric]
         for column, size in zip(self._nominal, self._sizes, strict=True):
             onehot = np.zeros((X.shape[0], size))
@@ -80,7 +81,9 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
     keep = np.ones(len(data), dtype=bool)
     for feature in space.features:
         column = data[feature.name]
-        if isinstance(feature, CategoricalFeature):
+        if feature.missing:  # left out of the comparison: every row holds the code
+            columns.append(np.full(len(data), feature.missing_code))
+        elif isinstance(feature, CategoricalFeature):
             codes = pd.Categorical(column.astype(str), categories=list(feature.domain)).codes.astype(np.float64)
             keep &= codes >= 0
             columns.append(codes)
@@ -91,5 +94,6 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
             keep &= np.isfinite(values)
             columns.append(values)
     matrix = np.column_stack(columns)
-    keep &= ((matrix >= space.domain_lower) & (matrix <= space.domain_upper)).all(axis=1)
+    inside = (matrix >= space.domain_lower) & (matrix <= space.domain_upper)
+    keep &= (inside | space.missing).all(axis=1)
     return np.asarray(matrix[keep], dtype=np.float64)

@@ -84,6 +84,7 @@ class CounterfactualProblem:
         distance: DistanceSettings | None = None,
         max_changed_features: int | None = None,
         plausibility: PlausibilitySettings | None = None,
+        fill_missing: Iterable[str] | bool = (),
     ) -> CounterfactualProblem:
         """Build a problem the way data scientists work: training data plus one row.
 
@@ -113,6 +114,9 @@ class CounterfactualProblem:
         plausibility:
             Judge candidates against the training rows of the desired class (the first class
             goal's target, read from the ``target`` column).
+        fill_missing:
+            Columns whose missing instance value the search may fill in (``True``: all of them).
+            Otherwise a missing value stays missing.
         """
         if isinstance(instance, int | np.integer):
             if not 0 <= int(instance) < len(data):
@@ -130,7 +134,7 @@ class CounterfactualProblem:
                 columns = [str(c) for c in data.columns if c != target]
         if target is not None and target in columns:
             raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
-        features = infer_features(data, row, columns, immutable, overrides)
+        features = infer_features(data, row, columns, immutable, overrides, fill_missing=fill_missing)
         if not isinstance(model, ModelAdapter):
             model = adapt_sklearn(model, target or "prediction")
         statistics = infer_statistics(data, features)

@@ -3,6 +3,11 @@
 The solver never sees features, only this space: bounds, which columns are whole numbers,
 which are nominal (categories, booleans), which may move, and the original row. Moves, scores
 and model calls all work on whole matrices ``X`` of shape ``(n_candidates, n_features)``.
+
+Every number lives on a grid: integers on whole numbers, floats with a precision on multiples
+of ``10 ** -precision``. :meth:`FeatureSpace.snap` puts candidates on it, so every score is the
+score of the values a user will see; the original value is always kept as it is. A missing
+original value is encoded by its feature's ``missing_code``; the model gets NaN there.
 """
 
 from __future__ import annotations
@@ -57,10 +62,36 @@ class FeatureSpace:
         )
         self.integral: BoolArray = np.array([not isinstance(f, FloatFeature) for f in self.features], dtype=bool)
         self.original: FloatMatrix = np.array([f.encode(f.value) for f in self.features], dtype=np.float64)
+        self.missing: BoolArray = np.array([f.missing for f in self.features], dtype=bool)
+        """Columns whose original value is missing (encoded by the feature's missing code)."""
+        self.graded: BoolArray = ~self.nominal & ~self.missing
+        """Numbers with a numeric original: a move can go part of the way back. Elsewhere a
+        change is all or nothing, and counts 1 in the distance (a category, a filled value)."""
+        self.step: FloatMatrix = np.array(
+            [f.step if isinstance(f, IntegerFeature | FloatFeature) else 1.0 for f in self.features], dtype=np.float64
+        )
+        """Grid spacing per column: 1 for whole numbers, ``10 ** -precision``, 0 for any float."""
+        self._scale = np.where(self.step > 0, 1.0 / np.where(self.step > 0, self.step, 1.0), 0.0)
+        precisions = [getattr(f, "precision", None) for f in self.features]
+        self._scale = np.array(
+            [10.0**p if p is not None else s for p, s in zip(precisions, self._scale, strict=True)], dtype=np.float64
+        )
         # The search moves within these: the domain, narrowed by monotone rules, so no move
         # breaks one; candidates from elsewhere that break one are counted on hard level 1.
         self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
         self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
+        on_grid = self._scale > 0
+        tolerance = 1e-9
+        grid_low = np.ceil(self.lower * self._scale - tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
+        grid_high = np.floor(self.upper * self._scale + tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
+        empty = on_grid & (grid_low > grid_high)
+        self.grid_lower: FloatMatrix = np.where(on_grid & ~empty, grid_low, np.where(empty, self.original, self.lower))
+        """The search bounds moved inwards onto the grid (what a snapped value may hold)."""
+        self.grid_upper: FloatMatrix = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))
+        self.missing_code: FloatMatrix = np.array(
+            [f.missing_code if f.missing else np.nan for f in self.features], dtype=np.float64
+        )
+        """Per column: the code of a missing value, NaN where the original is not missing."""
         self.allowed: dict[int, FloatMatrix] = {}
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         for i, f in enumerate(self.features):
@@ -68,11 +99,17 @@ class FeatureSpace:
             if values is not None and f.mutable:
                 grid = np.unique(np.append(np.asarray(values, dtype=np.float64), self.original[i]))
                 self.allowed[i] = grid[(grid >= self.lower[i]) & (grid <= self.upper[i])]
-        self._categories: dict[int, npt.NDArray[np.object_]] = {
-            i: np.array(f.domain, dtype=object)
-            for i, f in enumerate(self.features)
-            if isinstance(f, CategoricalFeature)
-        }
+        self._categories: dict[int, npt.NDArray[np.object_]] = {}
+        for i, f in enumerate(self.features):
+            if isinstance(f, CategoricalFeature):
+                values = np.empty(len(f.domain), dtype=object)
+                values[:] = f.model_values()
+                self._categories[i] = values
+
+    @property
+    def checks_grid(self) -> bool:
+        """True when some column has allowed values or a float precision to keep."""
+        return bool(self.allowed) or bool(((self._scale > 0) & ~self.integral & self.mutable).any())
 
     def __len__(self) -> int:
         return len(self.features)
@@ -114,14 +151,31 @@ class FeatureSpace:
     def to_frame(self, X: FloatMatrix) -> pd.DataFrame:
         """Decode a candidate matrix into a DataFrame with the original names and types.
 
-        Categories come back as their strings, integers as ``int64``, booleans as ``bool``:
-        what a scikit-learn pipeline fitted on the training DataFrame expects.
+        Categories come back as their strings (or the numbers they stand for), integers as
+        ``int64``, booleans as ``bool``: what a scikit-learn pipeline fitted on the training
+        DataFrame expects. A missing value is NaN (None in a text column), the way pandas
+        reads a CSV with gaps: a column that can hold one is float64 (object for text).
         """
         columns: dict[str, Any] = {}
         for i, feature in enumerate(self.features):
             column = X[:, i]
+            gap = column == self.missing_code[i] if self.missing[i] else None
             if isinstance(feature, CategoricalFeature):
-                columns[feature.name] = self._categories[i][np.rint(column).astype(np.intp)]
+                codes = np.rint(column).astype(np.intp)
+                if gap is not None:
+                    values = np.empty(column.size, dtype=object)
+                    values[gap] = None if feature.category_type == "text" else np.nan
+                    values[~gap] = self._categories[i][codes[~gap]] if self._categories[i].size else None
+                    if feature.category_type != "text":
+                        values = values.astype(np.float64)
+                    columns[feature.name] = values
+                elif feature.category_type != "text":
+                    kind = np.int64 if feature.category_type == "integer" else np.float64
+                    columns[feature.name] = self._categories[i][codes].astype(kind)
+                else:
+                    columns[feature.name] = self._categories[i][codes]
+            elif gap is not None:
+                columns[feature.name] = np.where(gap, np.nan, column)
             elif isinstance(feature, BooleanFeature):
                 columns[feature.name] = column > 0.5
             elif isinstance(feature, IntegerFeature):
@@ -130,8 +184,25 @@ class FeatureSpace:
                 columns[feature.name] = column
         return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
 
+    def to_grid(self, values: FloatMatrix, columns: Any) -> FloatMatrix:
+        """``values`` of ``columns`` rounded onto their grids and into the grid bounds.
+
+        ``columns`` broadcasts against ``values`` (an index array per element, or per column
+        of a 2-D block). Floats without a precision pass through.
+        """
+        scale = self._scale[columns]
+        gridded = scale > 0
+        rounded = np.rint(values * scale) / np.where(gridded, scale, 1.0)
+        rounded = np.clip(rounded, self.grid_lower[columns], self.grid_upper[columns])
+        return np.asarray(np.where(gridded, rounded, values), dtype=np.float64) + 0.0  # no -0.0
+
     def snap(self, X: FloatMatrix) -> FloatMatrix:
-        """Move every value of a column with allowed values to the nearest allowed one (in place)."""
+        """Put every value on its column's grid, then onto its allowed values (in place).
+
+        A value equal to the original (a revert, a missing code) is kept as it is.
+        """
+        every = np.arange(self.n_features)
+        X[:] = np.where(self.original == X, X, self.to_grid(X, every))
         for column, grid in self.allowed.items():
             values = X[:, column]
             right = np.clip(np.searchsorted(grid, values), 1, max(grid.size - 1, 1))
@@ -144,10 +215,19 @@ class FeatureSpace:
         return X
 
     def off_grid(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
-        """Per row: how many columns hold a value their allowed values do not include."""
+        """Per row: how many columns hold a value off their grid or their allowed values.
+
+        The original value is always on it. Whole numbers are checked by :meth:`check_candidates`.
+        """
         count = np.zeros(X.shape[0], dtype=np.int64)
         for column, grid in self.allowed.items():
             count += ~np.isin(X[:, column], grid)
+        decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable)
+        if decimals.size:
+            block = X[:, decimals]
+            rounded = np.rint(block * self._scale[decimals]) / self._scale[decimals]
+            off = ~np.isclose(rounded, block, rtol=1e-12, atol=0.0) & (block != self.original[decimals])
+            count += off.sum(axis=1)
         return count
 
     def check_candidates(self, X: Any) -> FloatMatrix:
@@ -162,6 +242,7 @@ class FeatureSpace:
         if matrix.shape[0] == 0:
             return matrix
         bad = ~np.isfinite(matrix) | (matrix < self.domain_lower) | (matrix > self.domain_upper)
+        bad &= ~(self.missing & (matrix == self.missing_code))  # a missing original is always allowed
         bad |= self.integral & (matrix != np.rint(matrix))
         if bad.any():
             row, col = map(int, np.argwhere(bad)[0])

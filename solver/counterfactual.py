@@ -264,7 +264,7 @@ class CounterfactualSolver:
 
         def choose(rows: FloatMatrix, scores: FloatMatrix, k: int) -> list[int]:
             return select_diverse(
-                rows, scores, original=space.original, scales=self.problem.scales, nominal=space.nominal, k=k
+                rows, scores, original=space.original, scales=self.problem.scales, nominal=~space.graded, k=k
             )
 
         def with_best_first(rows: FloatMatrix, scores: FloatMatrix) -> tuple[FloatMatrix, FloatMatrix]:
@@ -304,7 +304,7 @@ class CounterfactualSolver:
             should_stop=should_stop,
         )
         rows, scores = with_best_first(np.vstack([refined, rows]), np.vstack([refined_scores, scores]))
-        keep = undominated(rows, space.original, space.nominal, protect=0)
+        keep = undominated(rows, space.original, ~space.graded, protect=0)
         rows, scores = rows[keep], scores[keep]
         chosen = choose(rows, scores, k)
         return np.asarray(rows[chosen], dtype=np.float64)

@@ -70,8 +70,9 @@ class MoveSelector:
         pairs = []
         for a_pos, a in enumerate(self.mutable_columns):
             for b in self.mutable_columns[a_pos + 1 :]:
-                same_kind = s.nominal[a] == s.nominal[b] and s.integral[a] == s.integral[b]
-                if same_kind and s.lower[a] == s.lower[b] and s.upper[a] == s.upper[b]:
+                same_kind = s.nominal[a] == s.nominal[b] and s.integral[a] == s.integral[b] and s.step[a] == s.step[b]
+                graded = (s.graded[a] and s.graded[b]) or (s.nominal[a] and s.nominal[b])
+                if same_kind and graded and s.lower[a] == s.lower[b] and s.upper[a] == s.upper[b]:
                     pairs.append((a, b))
         return np.array(pairs, dtype=np.intp).reshape(-1, 2)
 
@@ -81,7 +82,7 @@ class MoveSelector:
         if self.mutable_columns.size == 0:
             return MoveBatch(np.empty((0, d)), np.empty((0, d), dtype=bool), np.empty(0, dtype=np.int8))
         changed = np.flatnonzero((current != self.space.original) & self.space.mutable)
-        changed_numeric = changed[~self.space.nominal[changed]]
+        changed_numeric = changed[self.space.graded[changed]]
         weights = self._weights.copy()
         if changed.size == 0:
             weights[2] = 0.0
@@ -146,17 +147,18 @@ class MoveSelector:
         now = X[rows, columns]
         low, high, span = s.lower[columns], s.upper[columns], self.span[columns]
         nominal = s.nominal[columns]
-        integral = s.integral[columns]
+        step = s.step[columns]
         # Numbers: a uniform draw in the domain, or a local step of up to local_step_scale of
-        # the range, on a log scale so both fine and coarse steps are tried.
+        # the range, on a log scale so both fine and coarse steps are tried. A missing original
+        # has no "near": it is filled by a uniform draw.
         uniform = low + rng.random(rows.size) * span
         magnitude = self.config.local_step_scale * span * 10.0 ** rng.uniform(-2.0, 0.0, rows.size)
         local = now + rng.choice((-1.0, 1.0), rows.size) * magnitude
-        numeric = np.where(rng.random(rows.size) < self.config.local_step_ratio, local, uniform)
-        numeric = np.where(integral, np.rint(numeric), numeric)
-        stuck = integral & (numeric == now)  # an integer step that rounded to nothing
-        numeric = np.where(stuck, now + rng.choice((-1.0, 1.0), rows.size), numeric)
-        numeric = np.clip(numeric, low, high)
+        local_move = (rng.random(rows.size) < self.config.local_step_ratio) & s.graded[columns]
+        numeric = s.to_grid(np.where(local_move, local, uniform), columns)
+        stuck = (step > 0) & (numeric == now)  # a step that rounded to nothing: one grid step
+        numeric = np.where(stuck, now + rng.choice((-1.0, 1.0), rows.size) * step, numeric)
+        numeric = s.to_grid(np.clip(numeric, low, high), columns)
         # Categories and booleans: any other value of the (search) domain, uniformly.
         size = np.maximum(span + 1.0, 1.0)
         shift = 1.0 + np.floor(rng.random(rows.size) * np.maximum(size - 1.0, 1.0))
@@ -171,9 +173,7 @@ class MoveSelector:
         now = X[np.ix_(rows, columns)]
         target = s.original[columns]
         fraction = rng.uniform(0.02, 0.6, (rows.size, 1))
-        moved = now + fraction * (target - now)
-        integral = s.integral[columns]
-        moved = np.where(integral, np.rint(moved), moved)
+        moved = s.to_grid(now + fraction * (target - now), columns.reshape(1, -1))
         X[np.ix_(rows, columns)] = moved
         touched[np.ix_(rows, columns)] = moved != now
 
@@ -184,10 +184,11 @@ class MoveSelector:
         now = X[rows, columns]
         target = s.original[columns]
         fraction = 10.0 ** rng.uniform(-2.0, 0.0, rows.size)  # fine shaves and big steps alike
-        moved = now + fraction * (target - now)
-        integral = s.integral[columns]
-        moved = np.where(integral, np.rint(moved), moved)
-        stuck = integral & (moved == now)
-        moved = np.where(stuck, now + np.sign(target - now), moved)
+        moved = s.to_grid(now + fraction * (target - now), columns)
+        step = s.step[columns]
+        stuck = (step > 0) & (moved == now)
+        moved = np.where(stuck, now + np.sign(target - now) * step, moved)
+        # a step past the original's side (an original off the grid) lands on the original
+        moved = np.where((moved - target) * (now - target) < 0, target, moved)
         X[rows, columns] = moved
         touched[rows, columns] = True

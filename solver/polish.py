@@ -54,7 +54,7 @@ class BoundaryPolishPhase:
         if changed.size == 0:
             return np.empty((0, best.size)), np.empty(0, dtype=np.intp)
         fractions = np.linspace(0.0, 1.0, self.config.grid_size + 1)[1:-1]  # strictly between
-        numeric = changed[~space.nominal[changed]]
+        numeric = changed[space.graded[changed]]
         blocks: list[FloatMatrix] = []
         owners: list[np.ndarray] = []
         for j in numeric:
@@ -72,7 +72,7 @@ class BoundaryPolishPhase:
         blocks.append(reverts)
         owners.append(np.full(changed.size, _REVERT))
         X = np.vstack(blocks)
-        X = space.snap(np.where(space.integral, np.rint(X), X))
+        X = space.snap(X)
         keep = (best != X).any(axis=1)
         return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 

@@ -26,6 +26,10 @@ class EncodedSpace(Protocol):
     integral: BoolArray
     nominal: BoolArray
     original: FloatMatrix
+    graded: BoolArray
+    """Numbers whose original is a number: moves may go part of the way back to it."""
+    step: FloatMatrix
+    """Grid spacing per column (1 for whole numbers, 0 for any float)."""
     allowed: dict[int, FloatMatrix]
     """Columns restricted to listed values: their sorted allowed values."""
 
@@ -35,7 +39,11 @@ class EncodedSpace(Protocol):
         ...
 
     def snap(self, X: FloatMatrix) -> FloatMatrix:
-        """Move values onto each column's allowed values, if it has any (in place)."""
+        """Put values on each column's grid and allowed values, keeping originals (in place)."""
+        ...
+
+    def to_grid(self, values: FloatMatrix, columns: npt.NDArray[np.intp]) -> FloatMatrix:
+        """``values`` of ``columns`` rounded onto their grids, within the grid bounds."""
         ...
 
 

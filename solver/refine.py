@@ -149,7 +149,7 @@ def _candidates(
     owner, feature = np.nonzero(changed)
     reverts = rows[owner]
     reverts[np.arange(owner.size), feature] = original[feature]
-    numeric = ~space.nominal[feature]
+    numeric = space.graded[feature]
     g_owner = np.repeat(owner[numeric], fractions.size)
     g_feature = np.repeat(feature[numeric], fractions.size)
     g_fraction = np.tile(fractions, int(numeric.sum()))
@@ -157,7 +157,7 @@ def _candidates(
     start = rows[g_owner, g_feature]
     moves[np.arange(g_owner.size), g_feature] = start + g_fraction * (brackets[g_owner, g_feature] - start)
     X = np.vstack([reverts, moves])
-    X = space.snap(np.where(space.integral, np.rint(X), X))
+    X = space.snap(X)
     all_owner = np.concatenate([owner, g_owner])
     all_feature = np.concatenate([feature, g_feature])
     all_fraction = np.concatenate([np.full(owner.size, _REVERT), g_fraction])

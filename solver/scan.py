@@ -38,8 +38,8 @@ def scan_rows(
             values = np.arange(low, high + 1.0)
         else:
             values = np.linspace(low, high, grid_size)
-            if space.integral[j]:
-                values = np.unique(np.rint(values))
+            if space.step[j] > 0:  # whole numbers, or a float's precision
+                values = np.unique(space.to_grid(values, np.full(values.size, j)))
         grid = space.allowed.get(int(j))
         if grid is not None:
             values = grid[(grid >= low) & (grid <= high)]

@@ -48,6 +48,42 @@ def test_boolean_is_mutable_unless_constrained() -> None:
     assert not BooleanFeature(name="b", value=False, constrained=True).mutable
 
 
+def test_nan_or_none_is_a_missing_value_that_stays_missing_by_default() -> None:
+    for value in (math.nan, None):
+        feature = FloatFeature(name="income", value=value, low=0.0, high=1.0)
+        assert feature.missing and feature.value is None
+        assert not feature.mutable  # stays missing unless asked
+        assert feature.bounds == (feature.missing_code, feature.missing_code)
+    fillable = FloatFeature(name="income", value=math.nan, low=0.0, high=1.0, fill_missing=True)
+    assert fillable.mutable
+    assert fillable.bounds == (0.0, 1.0)
+    assert fillable.missing_code < 0.0  # outside the domain: never a real value
+    assert fillable.decode(fillable.encode(None)) is None
+    assert fillable.decode(0.5) == 0.5
+    with pytest.raises(FeatureError, match="given a missing value"):
+        FloatFeature(name="income", value=0.5, low=0.0, high=1.0).encode(math.nan)
+    with pytest.raises(FeatureError, match="no direction"):
+        FloatFeature(name="income", value=None, low=0.0, high=1.0, fill_missing=True, monotone="increase")
+
+
+def test_float_precision_decodes_on_its_grid_and_keeps_the_original() -> None:
+    feature = FloatFeature(name="ratio", value=0.123456, low=0.0, high=1.0, precision=2)
+    assert feature.step == pytest.approx(0.01)
+    assert feature.decode(0.5) == 0.5
+    assert feature.decode(0.123456) == 0.123456  # the original, off the grid, is kept as it is
+    with pytest.raises(FeatureError):
+        FloatFeature(name="ratio", value=0.5, low=0.0, high=1.0, precision=13)
+
+
+def test_categories_stored_as_numbers_reach_the_model_as_numbers() -> None:
+    feature = CategoricalFeature(name="grade", value=2, categories=("1", "2", "3"), category_type="integer")
+    assert feature.value == "2"
+    assert feature.model_values() == (1, 2, 3)
+    assert feature.encode(3) == 2.0
+    with pytest.raises(FeatureError, match="not a number"):
+        CategoricalFeature(name="grade", value="a", categories=("a", "b"), category_type="integer")
+
+
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
@@ -55,7 +91,6 @@ def test_boolean_is_mutable_unless_constrained() -> None:
         (lambda: FloatFeature(name="income", value=-1.0, low=0.0, high=5.0), "outside its domain"),
         (lambda: FloatFeature(name="income", value=1.0, low=5.0, high=0.0), "inverted domain"),
         (lambda: IntegerFeature(name="age", value=1, low=1), "high is missing"),
-        (lambda: FloatFeature(name="income", value=math.nan, low=0.0, high=1.0), "finite"),
         (lambda: FloatFeature(name="income", value=math.inf, low=0.0, high=1.0), "finite"),
         (lambda: FloatFeature(name="income", value=1.0, low=0.0, high=math.inf), "finite"),
         (lambda: IntegerFeature(name="age", value=30.5, low=18, high=90), "fractional"),

@@ -142,7 +142,7 @@ def test_domains_widen_to_hold_the_instance(loan_data: pd.DataFrame, loan_model:
         ({"immutable": ["height"]}, ProblemError, "not a feature column"),
         ({"columns": ["age", TARGET], "target": TARGET}, ProblemError, "label column"),
         ({"instance": 10**9}, ProblemError, "outside"),
-        ({"instance": {**rejected_applicant(), "income": float("nan")}}, FeatureError, "finite"),
+        ({"instance": {**rejected_applicant(), "income": float("inf")}}, FeatureError, "finite"),
         ({"instance": {**rejected_applicant(), "credit_cards": 2.5}}, FeatureError, "fractional"),
         ({"overrides": {"income": {"low": 50_000.0, "high": 60_000.0}}}, FeatureError, "outside its domain"),
     ],
