@@ -23,6 +23,10 @@ BoolArray = npt.NDArray[np.bool_]
 
 _UNMET_FLOOR = 1e-12
 """Distance of an unmet class goal whose probabilities tie: unmet is never distance 0."""
+DEFAULT_MARGIN = 0.005
+"""A class goal is met only this far past its threshold (confidence 0.7: at 0.705; no
+confidence: the target class ahead of every other by 0.005), so an answer does not sit exactly
+on the decision boundary, where the next model version or platform may tip it back."""
 
 
 class _Goal(BaseModel):
@@ -40,11 +44,17 @@ class _Goal(BaseModel):
 
 
 class ClassGoal(_Goal):
-    """A classifier must predict ``target``, with at least ``confidence`` if given."""
+    """A classifier must predict ``target``, with at least ``confidence`` if given.
+
+    ``margin`` keeps answers off the boundary: the target class must lead every other class by
+    ``margin`` and reach ``confidence + margin`` (at most 1). 0 accepts an answer exactly at
+    the threshold.
+    """
 
     kind: Literal["class"] = "class"
     target: str | int | float | bool
     confidence: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    margin: Annotated[float, Field(ge=0.0, le=0.5)] = DEFAULT_MARGIN
 
 
 class ValueGoal(_Goal):
@@ -115,7 +125,7 @@ class BoundGoal:
         """
         goal = self.goal
         if isinstance(goal, ClassGoal):
-            return _class_distance(prediction, self.class_index, goal.confidence)
+            return _class_distance(prediction, self.class_index, goal.confidence, goal.margin)
         if isinstance(goal, ValueGoal):
             return _value_distance(prediction, goal.value, goal.tolerance)
         below = np.maximum(goal.low - prediction, 0.0)
@@ -126,7 +136,7 @@ class BoundGoal:
         """Where a class goal's target probability is below its confidence threshold."""
         goal = self.goal
         if isinstance(goal, ClassGoal) and goal.confidence is not None:
-            return np.asarray(prediction[:, self.class_index] < goal.confidence)
+            return np.asarray(prediction[:, self.class_index] < _needed(goal.confidence, goal.margin))
         return np.zeros(prediction.shape[0], dtype=bool)
 
     def met(self, prediction: FloatArray) -> BoolArray:
@@ -189,17 +199,22 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool | np.bool_)
 
 
-def _class_distance(proba: FloatArray, index: int, confidence: float | None) -> FloatArray:
+def _class_distance(proba: FloatArray, index: int, confidence: float | None, margin: float) -> FloatArray:
     target = proba[:, index]
     others = np.delete(proba, index, axis=1)
     best_other = others.max(axis=1) if others.shape[1] else np.zeros_like(target)
     # Predicted means: strictly above every other class, or tied only with later classes
-    # (the first maximum wins, as numpy's and scikit-learn's argmax do).
-    predicted = np.argmax(proba, axis=1) == index
-    shortfall = np.where(predicted, 0.0, np.maximum(best_other - target, _UNMET_FLOOR))
+    # (the first maximum wins, as numpy's and scikit-learn's argmax do); then ahead by the margin.
+    predicted = (np.argmax(proba, axis=1) == index) & (target - best_other >= margin)
+    shortfall = np.where(predicted, 0.0, np.maximum(best_other + margin - target, _UNMET_FLOOR))
     if confidence is not None:
-        shortfall = np.maximum(shortfall, np.maximum(confidence - target, 0.0))
+        shortfall = np.maximum(shortfall, np.maximum(_needed(confidence, margin) - target, 0.0))
     return shortfall
+
+
+def _needed(confidence: float, margin: float) -> float:
+    """The probability a class goal needs: its confidence plus the margin (0.8 + 0.05 is 0.85), at most 1."""
+    return min(round(confidence + margin, 12), 1.0)
 
 
 def _value_distance(p: FloatArray, g: float, tolerance: float) -> FloatArray:

@@ -127,7 +127,7 @@ def _classifier_problem(confidence: float | None) -> CounterfactualProblem:
         return np.column_stack([1.0 - p_yes, p_yes])
 
     adapter = CallableAdapter(decide, [OutputSpec("decision", ("no", "yes"))])
-    goal = ClassGoal(output="decision", target="yes", confidence=confidence)
+    goal = ClassGoal(output="decision", target="yes", confidence=confidence, margin=0.0)
     return CounterfactualProblem(_features(), [goal], adapter)
 
 

@@ -52,8 +52,8 @@ def test_range_goal_distance_is_the_distance_to_the_interval() -> None:
 
 
 def test_class_goal_is_graded_towards_the_boundary() -> None:
-    (plain,) = bind_goals([ClassGoal(target="yes")], BINARY)
-    (confident,) = bind_goals([ClassGoal(target="yes", confidence=0.8)], BINARY)
+    (plain,) = bind_goals([ClassGoal(target="yes", margin=0.0)], BINARY)
+    (confident,) = bind_goals([ClassGoal(target="yes", confidence=0.8, margin=0.0)], BINARY)
     proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.1, 0.9], [0.2, 0.8]])
     assert plain.distance(proba) == pytest.approx([0.8, 0.2, 0.0, 0.0, 0.0])
     assert confident.distance(proba) == pytest.approx([0.8, 0.4, 0.1, 0.0, 0.0])
@@ -61,10 +61,26 @@ def test_class_goal_is_graded_towards_the_boundary() -> None:
     assert plain.below_confidence(proba).tolist() == [False] * 5
 
 
+def test_a_margin_keeps_met_goals_off_the_threshold() -> None:
+    (plain,) = bind_goals([ClassGoal(target="yes", margin=0.05)], BINARY)
+    (confident,) = bind_goals([ClassGoal(target="yes", confidence=0.8, margin=0.05)], BINARY)
+    proba = np.array([[0.5, 0.5], [0.48, 0.52], [0.46, 0.54], [0.2, 0.8], [0.15, 0.85]])
+    # ahead of the other class by 0.05: 0.525 and above
+    assert plain.distance(proba) == pytest.approx([0.05, 0.01, 0.0, 0.0, 0.0])
+    # and 0.8 + 0.05 for the confident goal
+    assert confident.distance(proba) == pytest.approx([0.35, 0.33, 0.31, 0.05, 0.0])
+    assert confident.below_confidence(proba).tolist() == [True, True, True, True, False]
+    assert ClassGoal(target="yes").margin == pytest.approx(0.005)  # on by default, small
+    (capped,) = bind_goals([ClassGoal(target="yes", confidence=1.0, margin=0.05)], BINARY)
+    assert capped.met(np.array([[0.0, 1.0]])).tolist() == [True]  # 1 + margin is capped at 1
+    with pytest.raises(GoalError):
+        ClassGoal(target="yes", margin=-0.1)
+
+
 def test_a_tie_meets_only_the_class_argmax_picks() -> None:
     tie = np.array([[0.5, 0.5]])
-    (first,) = bind_goals([ClassGoal(target="no")], BINARY)
-    (second,) = bind_goals([ClassGoal(target="yes")], BINARY)
+    (first,) = bind_goals([ClassGoal(target="no", margin=0.0)], BINARY)
+    (second,) = bind_goals([ClassGoal(target="yes", margin=0.0)], BINARY)
     assert first.met(tie).tolist() == [True]
     assert second.met(tie).tolist() == [False]
     assert second.distance(tie)[0] > 0.0

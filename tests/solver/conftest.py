@@ -29,7 +29,8 @@ def linear_score(X: FloatMatrix) -> FloatMatrix:
 def linear_problem() -> CounterfactualProblem:
     """Rejected at x=0.5, n=1, plan=basic, debt=1: margin -3.
 
-    The cheapest valid change (range-scaled L1) is to raise x alone to just past 2.0
+    The goal has no margin, so the boundary is exact. The cheapest valid change (range-scaled
+    L1) is to raise x alone to just past 2.0
     (distance 1.5/10 = 0.15); x to 1.5 with debt to 0 costs 0.2; n needs +3 (0.3); gold costs
     1 plus more.
     """
@@ -42,4 +43,4 @@ def linear_problem() -> CounterfactualProblem:
         IntegerFeature(name="age", value=40, low=18, high=90, constrained=True),
     ]
     model = CallableAdapter(linear_score, [OutputSpec("approved", (0, 1))])
-    return CounterfactualProblem(features, [ClassGoal(target=1)], model)
+    return CounterfactualProblem(features, [ClassGoal(target=1, margin=0.0)], model)

@@ -317,7 +317,7 @@ def _spread_or_single(penalty: float) -> CounterfactualProblem:
 
     return CounterfactualProblem(
         [FloatFeature(name="a", value=0.0, low=0.0, high=10.0), FloatFeature(name="b", value=0.0, low=0.0, high=10.0)],
-        [ClassGoal(target=1)],
+        [ClassGoal(target=1, margin=0.0)],
         CallableAdapter(concave, [OutputSpec("ok", (0, 1))]),
         DistanceSettings(change_penalty=penalty),
     )

@@ -1,0 +1,234 @@
+"""Real data as users have it: a CSV with whole-number float columns and gaps, a model that takes NaN.
+
+The fixture writes a give-me-some-credit-style table to a CSV and reads it back with pandas, as a
+user would: counts with a gap come back as float64, MonthlyIncome and NumberOfDependents have
+missing values, and a HistGradientBoosting pipeline (which takes NaN natively) is fitted on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder
+
+from planning import (
+    CategoricalFeature,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    ScoreCalculator,
+)
+from planning.inference import infer_features, infer_precision
+from solver import explain
+
+TARGET = "ok"
+
+
+@pytest.fixture(scope="module")
+def credit_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(11)
+    n = 3000
+    income = np.round(rng.lognormal(8.5, 0.5, n))
+    dependents = rng.poisson(1.0, n).astype(float)
+    late = rng.poisson(0.4, n).astype(float)
+    lines = rng.integers(1, 20, n).astype(float)
+    utilization = np.round(rng.uniform(0.0, 1.2, n), 2)
+    debt_ratio = np.round(rng.uniform(0.0, 2.0, n), 3)
+    age = rng.integers(21, 80, n)
+    grade = rng.integers(0, 4, n)
+    home = rng.choice(["rent", "own", "mortgage"], n)
+    logit = 1.4 * (np.log(income) - 8.5) - 1.2 * late - 1.5 * utilization - 0.6 * debt_ratio + 0.3 * grade + 0.6
+    income_gap = rng.random(n) < 0.15
+    logit = np.where(income_gap, logit - 2.0, logit)  # a missing income is a bad sign
+    ok = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(int)
+    income[income_gap] = np.nan
+    dependents[rng.random(n) < 0.05] = np.nan
+    frame = pd.DataFrame(
+        {
+            "RevolvingUtilization": utilization,
+            "age": age,
+            "NumberOfTime30-59DaysPastDue": late,
+            "DebtRatio": debt_ratio,
+            "MonthlyIncome": income,
+            "NumberOfOpenCreditLines": lines,
+            "NumberOfDependents": dependents,
+            "grade": grade,
+            "home": home,
+            TARGET: ok,
+        }
+    )
+    path = tmp_path_factory.mktemp("credit") / "credit.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def credit(credit_csv: Path) -> pd.DataFrame:
+    return pd.read_csv(credit_csv)
+
+
+@pytest.fixture(scope="module")
+def credit_model(credit: pd.DataFrame) -> Pipeline:
+    features = credit.drop(columns=[TARGET])
+    numeric = [c for c in features.columns if c != "home"]
+    model = Pipeline(
+        [
+            (
+                "encode",
+                ColumnTransformer(
+                    [("home", OneHotEncoder(handle_unknown="ignore"), ["home"]), ("numbers", "passthrough", numeric)],
+                    sparse_threshold=0.0,
+                ),
+            ),
+            ("classify", HistGradientBoostingClassifier(max_iter=60, random_state=0)),
+        ]
+    )
+    return model.fit(features, credit[TARGET])
+
+
+def _rejected(credit: pd.DataFrame, model: Pipeline, *, income_missing: bool) -> int:
+    features = credit.drop(columns=[TARGET])
+    p = model.predict_proba(features)[:, 1]
+    gap = credit["MonthlyIncome"].isna().to_numpy()
+    rows = np.flatnonzero((p < 0.4) & (gap if income_missing else ~gap))
+    assert rows.size, "the fixture has rejected rows of both kinds"
+    return int(rows[0])
+
+
+def _on_grid(problem: CounterfactualProblem, proposed: dict[str, Any]) -> list[str]:
+    """Names of changed numbers whose proposed value is off their feature's grid."""
+    off = []
+    for feature in problem.space.features:
+        value = proposed[feature.name]
+        if value is None or value == feature.value:
+            continue
+        if isinstance(feature, IntegerFeature) and not isinstance(value, int):
+            off.append(feature.name)
+        if (
+            isinstance(feature, FloatFeature)
+            and feature.precision is not None
+            and round(value, feature.precision) != value
+        ):
+            off.append(feature.name)
+    return off
+
+
+def test_columns_are_typed_as_the_data_has_them(credit: pd.DataFrame) -> None:
+    assert credit["NumberOfTime30-59DaysPastDue"].dtype == np.float64  # as pandas reads it
+    row = {str(k): v for k, v in credit.iloc[0].items()}
+    features = {f.name: f for f in infer_features(credit, row, [c for c in credit.columns if c != TARGET])}
+    for whole in ("NumberOfTime30-59DaysPastDue", "MonthlyIncome", "NumberOfOpenCreditLines", "NumberOfDependents"):
+        assert isinstance(features[whole], IntegerFeature), whole
+    assert isinstance(features["RevolvingUtilization"], FloatFeature)
+    assert features["RevolvingUtilization"].precision == 2
+    assert isinstance(features["DebtRatio"], FloatFeature) and features["DebtRatio"].precision == 3
+    assert isinstance(features["grade"], IntegerFeature)  # codes stored as numbers stay numeric
+    assert isinstance(features["home"], CategoricalFeature)
+
+
+def test_imputation_artifacts_do_not_make_a_count_fractional() -> None:
+    counts = np.arange(40, dtype=float)
+    imputed = np.concatenate([counts, [70.2104219767771, 66.51626155, 70.2104219767771]])
+    assert infer_precision(imputed) == 0
+    continuous = np.random.default_rng(0).random(50) * 100
+    assert infer_precision(continuous) == 6  # capped: real decimals everywhere
+    frame = pd.DataFrame({"burden": imputed, "y": 0})
+    (whole,) = infer_features(frame, {"burden": 12.0}, ["burden"])
+    assert isinstance(whole, IntegerFeature)
+    (odd,) = infer_features(frame, {"burden": 70.2104219767771}, ["burden"])  # an imputed row itself
+    assert isinstance(odd, FloatFeature) and odd.precision == 0 and odd.value == 70.2104219767771
+
+
+def test_a_missing_value_stays_missing_and_answers_are_on_the_grid(
+    credit: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    row = _rejected(credit, credit_model, income_missing=True)
+    problem = CounterfactualProblem.from_dataframe(
+        credit, row, credit_model, [ClassGoal(target=1)], target=TARGET, immutable=["age"]
+    )
+    income = problem.space["MonthlyIncome"]
+    assert income.missing and not income.mutable
+    result = explain(problem, seed=0)
+    assert result.valid
+    assert result.original["MonthlyIncome"] is None and result.proposed["MonthlyIncome"] is None
+    assert "MonthlyIncome" not in {c.feature for c in result.changes}
+    assert _on_grid(problem, result.proposed) == []
+    # valid as displayed: the model, given the decoded values (NaN for the gap), agrees
+    shown = pd.DataFrame([{k: (np.nan if v is None else v) for k, v in result.proposed.items()}])
+    p = credit_model.predict_proba(shown[list(problem.space.names)])[0, 1]
+    assert p == pytest.approx(result.predictions[TARGET]["1"], abs=1e-12)
+    assert p - (1.0 - p) >= 0.005  # ahead by the default margin
+
+
+def test_filling_a_missing_value_is_one_change(credit: pd.DataFrame, credit_model: Pipeline) -> None:
+    row = _rejected(credit, credit_model, income_missing=True)
+    names = [c for c in credit.columns if c != TARGET]
+    problem = CounterfactualProblem.from_dataframe(
+        credit,
+        row,
+        credit_model,
+        [ClassGoal(target=1, confidence=0.5)],
+        target=TARGET,
+        immutable=[c for c in names if c != "MonthlyIncome"],
+        fill_missing=["MonthlyIncome"],
+    )
+    column = problem.space.index["MonthlyIncome"]
+    assert problem.space.mutable[column] and not problem.space.graded[column]
+    X = np.repeat(problem.original_row(), 2, axis=0)
+    X[1, column] = 9000.0
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[1, 3:].tolist() == [-1.0, -1.0]  # one change, distance 1, as a changed category
+    result = explain(problem, seed=0)
+    assert result.valid
+    (change,) = result.changes
+    assert change.feature == "MonthlyIncome" and change.original is None and isinstance(change.proposed, int)
+    low, high = problem.space["MonthlyIncome"].bounds
+    assert low <= change.proposed <= high
+
+
+def test_codes_stored_as_numbers_can_be_marked_categorical(credit: pd.DataFrame, credit_model: Pipeline) -> None:
+    row = _rejected(credit, credit_model, income_missing=False)
+    problem = CounterfactualProblem.from_dataframe(
+        credit,
+        row,
+        credit_model,
+        [ClassGoal(target=1)],
+        target=TARGET,
+        overrides={"grade": {"kind": "categorical"}, "DebtRatio": {"precision": 1}},
+    )
+    grade = problem.space["grade"]
+    assert isinstance(grade, CategoricalFeature) and grade.category_type == "integer"
+    assert grade.domain == ("0", "1", "2", "3")
+    ratio = problem.space["DebtRatio"]
+    assert isinstance(ratio, FloatFeature) and ratio.precision == 1
+    X = np.repeat(problem.original_row(), 4, axis=0)
+    X[:, problem.space.index["grade"]] = [0, 1, 2, 3]
+    frame = problem.space.to_frame(X)
+    assert frame["grade"].dtype == np.int64 and frame["grade"].tolist() == [0, 1, 2, 3]
+    result = explain(problem, seed=0)
+    assert result.valid and _on_grid(problem, result.proposed) == []
+    assert isinstance(result.proposed["grade"], str)
+
+
+def test_plausibility_leaves_out_a_column_missing_in_the_instance(credit: pd.DataFrame, credit_model: Pipeline) -> None:
+    from planning.plausibility import PlausibilitySettings
+
+    row = _rejected(credit, credit_model, income_missing=True)
+    problem = CounterfactualProblem.from_dataframe(
+        credit,
+        row,
+        credit_model,
+        [ClassGoal(target=1)],
+        target=TARGET,
+        plausibility=PlausibilitySettings(k=3),
+    )
+    assert problem.plausibility is not None
+    assert problem.plausibility.plausible(problem.original_row()).shape == (1,)
