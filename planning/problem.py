@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planning.distance import DistanceSettings, FeatureStatistics, feature_scales
+from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from planning.errors import ProblemError
 from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, bind_goals
 from planning.inference import infer_features, infer_statistics
@@ -36,7 +36,8 @@ class CounterfactualProblem:
         A :class:`~planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
         with :func:`~planning.models.adapt_sklearn`, output named ``"prediction"``).
     distance:
-        How soft level 0 measures proximity; range-scaled L1 by default.
+        How soft level 0 measures proximity; by default MAD-scaled L1 where the statistics
+        give every mutable number a MAD, else range-scaled (see :mod:`planning.distance`).
     statistics:
         Per-feature normalisation statistics (range, SD, MAD); needed for the MAD and SD
         metrics, inferred by :meth:`from_dataframe`.
@@ -65,8 +66,8 @@ class CounterfactualProblem:
         self.space = FeatureSpace(features)
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
         self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
-        self.distance = distance or DistanceSettings()
         self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
+        self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
         self.scales: FloatMatrix = feature_scales(self.space, self.distance, self.statistics)
 
     @classmethod

@@ -21,7 +21,7 @@ from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import adapt_sklearn
 from planning.problem import CounterfactualProblem
 from server import tune_command
-from server.flags import UsageError, checked_limits, feature_overrides
+from server.flags import UsageError, checked_limits, feature_overrides, fill_missing_columns, with_margin
 from server.goal_text import GOAL_HELP, parse_goal_text
 from server.loading import load_csv, load_instance, load_model
 from server.logs import configure_console_logs
@@ -53,7 +53,39 @@ def build_parser() -> argparse.ArgumentParser:
         "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns never to change"
     )
     explain.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
-    explain.add_argument("--distance", choices=["range_l1", "mad_l1", "sd_squared"], default="range_l1")
+    explain.add_argument(
+        "--distance",
+        choices=["auto", "mad_l1", "range_l1", "sd_squared"],
+        default="auto",
+        help="feature distance (default auto: MAD-scaled when the data gives every mutable number a MAD)",
+    )
+    explain.add_argument(
+        "--margin",
+        type=float,
+        metavar="M",
+        help="a class goal is met only M past its threshold (default 0.005: 0.7 means at least 0.705)",
+    )
+    explain.add_argument(
+        "--fill-missing",
+        action="append",
+        default=[],
+        metavar="COLUMNS",
+        help="comma-separated columns (or 'all') whose missing instance value the search may fill in",
+    )
+    explain.add_argument(
+        "--categorical",
+        action="append",
+        default=[],
+        metavar="COLUMNS",
+        help="comma-separated numeric columns that hold category codes (0..k), not quantities",
+    )
+    explain.add_argument(
+        "--precision",
+        action="append",
+        default=[],
+        metavar="NAME=DECIMALS",
+        help="decimals of a float's proposed values (default: as the data has them): ratio=2",
+    )
     explain.add_argument(
         "-k", "--num-counterfactuals", type=int, default=1, metavar="K", help="return K distinct valid answers"
     )
@@ -210,13 +242,19 @@ def _explain_remote(args: argparse.Namespace) -> int:
 
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
-    goals = [parse_goal_text(text) for text in args.goal]
+    goals = with_margin([parse_goal_text(text) for text in args.goal], args.margin)
     max_changes, penalty = checked_limits(args)
     distance = DistanceSettings(metric=args.distance, change_penalty=penalty)
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
-        return _demo_problem(args, goals, immutable, distance, max_changes)
+        return _demo_problem(
+            args,
+            goals or with_margin([ClassGoal(target=1, confidence=0.7)], args.margin),
+            immutable,
+            distance,
+            max_changes,
+        )
     if args.model is None or args.data is None:
         raise _usage("give both --model and --data (or neither, for the demo)")
     if (args.row is None) == (args.instance is None):
@@ -226,7 +264,7 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     instance: Any = args.row if args.row is not None else load_instance(args.instance)
     adapter = adapt_sklearn(model, args.target or "prediction")
     if not goals:
-        goals = [_default_goal(adapter, data, instance, args.target)]
+        goals = with_margin([_default_goal(adapter, data, instance, args.target)], args.margin)
     return CounterfactualProblem.from_dataframe(
         data,
         instance,
@@ -248,6 +286,7 @@ def _actionability(args: argparse.Namespace, max_changes: int | None) -> dict[st
         "overrides": feature_overrides(args),
         "max_changed_features": max_changes,
         "plausibility": PlausibilitySettings() if args.plausible else None,
+        "fill_missing": fill_missing_columns(args),
     }
 
 
@@ -267,7 +306,7 @@ def _demo_problem(
         data,
         instance,
         model,
-        goals or [ClassGoal(target=1, confidence=0.7)],
+        goals,
         target=demo.TARGET,
         immutable=immutable or list(demo.IMMUTABLE),
         distance=distance,

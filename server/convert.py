@@ -31,6 +31,8 @@ from solver.config import (
 from solver.result import BestSolutionEvent, CounterfactualResult
 
 Violation = tuple[str, str]
+_MISSING = object()
+"""A FeatureValue with ``missing`` set (None already means "no valid value")."""
 MAX_COUNTERFACTUALS = 100
 _MONOTONE = {pb.MONOTONE_INCREASE: "increase", pb.MONOTONE_DECREASE: "decrease"}
 
@@ -43,7 +45,7 @@ _ENGINES: dict[int, Any] = {
     pb.ENGINE_STEP_COUNTING_HILL_CLIMBING: StepCountingHillClimbingAcceptorConfig,
 }
 _METRICS = {
-    pb.DISTANCE_METRIC_UNSPECIFIED: "range_l1",
+    pb.DISTANCE_METRIC_UNSPECIFIED: "auto",
     pb.DISTANCE_METRIC_RANGE_L1: "range_l1",
     pb.DISTANCE_METRIC_MAD_L1: "mad_l1",
     pb.DISTANCE_METRIC_SD_SQUARED: "sd_squared",
@@ -112,6 +114,8 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         value = _value(request.instance[spec.name], spec, field, violations)
         if value is None:
             continue
+        if value is _MISSING:
+            value = None
         try:
             features.append(model.build_feature(spec, value, overrides.get(spec.name, {})))
         except InvalidInputError as exc:
@@ -123,8 +127,8 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     metric = _METRICS.get(request.distance_metric)
     if metric is None:
         violations.append(("distance_metric", f"unknown value {request.distance_metric}"))
-        metric = "range_l1"
-    if metric != "range_l1":
+        metric = "auto"
+    if metric not in ("auto", "range_l1"):
         numeric = [f.name for f in model.features if f.kind in ("integer", "float") and not f.immutable]
         stat = "mad" if metric == "mad_l1" else "std"
         missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
@@ -172,6 +176,15 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
             out.append((f"{field}.allowed_values", f"feature {spec.name!r} is not numeric"))
         else:
             result["allowed"] = tuple(override.allowed_values)
+    if override.HasField("precision"):
+        if spec.kind != "float":
+            out.append((f"{field}.precision", f"feature {spec.name!r} is {spec.kind}; only floats have a precision"))
+        elif not -9 <= override.precision <= 12:
+            out.append((f"{field}.precision", f"must be -9 to 12 decimals, given {override.precision}"))
+        else:
+            result["precision"] = override.precision
+    if override.HasField("fill_missing"):
+        result["fill_missing"] = override.fill_missing
     if override.HasField("cost"):
         if not (math.isfinite(override.cost) and override.cost > 0):
             out.append((f"{field}.cost", f"must be above 0, given {override.cost}"))
@@ -210,6 +223,10 @@ def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Viol
         out.append((field, "no value set"))
         return None
     raw = getattr(value, kind)
+    if kind == "missing":
+        if not raw:
+            out.append((field, "missing must be true when set"))
+        return _MISSING
     if spec.kind == "float" and kind in ("number_value", "integer_value"):
         if not math.isfinite(raw):
             out.append((field, f"must be finite, given {raw}"))
@@ -251,7 +268,8 @@ def _goals(
             if kind == "class_target":
                 target = goal.class_target
                 confidence = target.confidence if target.HasField("confidence") else None
-                goals.append(ClassGoal(output=output, target=target.label, confidence=confidence))
+                margin = {"margin": target.margin} if target.HasField("margin") else {}
+                goals.append(ClassGoal(output=output, target=target.label, confidence=confidence, **margin))
             elif kind == "value_target":
                 goals.append(
                     ValueGoal(output=output, value=goal.value_target.value, tolerance=goal.value_target.tolerance)
@@ -315,7 +333,9 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
 
 
 def value_message(value: Any) -> pb.FeatureValue:
-    """A Python feature value as a ``FeatureValue``."""
+    """A Python feature value as a ``FeatureValue`` (None: missing)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return pb.FeatureValue(missing=True)
     if isinstance(value, bool):
         return pb.FeatureValue(bool_value=value)
     if isinstance(value, int):
@@ -326,9 +346,9 @@ def value_message(value: Any) -> pb.FeatureValue:
 
 
 def plain_value(value: pb.FeatureValue) -> Any:
-    """A ``FeatureValue`` as a Python value."""
+    """A ``FeatureValue`` as a Python value (None when missing)."""
     kind = value.WhichOneof("kind")
-    return getattr(value, kind) if kind else None
+    return getattr(value, kind) if kind and kind != "missing" else None
 
 
 def score_message(levels: list[float], text: str, feasible: bool) -> pb.Score:
@@ -419,11 +439,12 @@ def model_message(model: RegisteredModel) -> pb.Model:
         monotone = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}.get(
             f.monotone or "", pb.MONOTONE_UNSPECIFIED
         )
-        features.append(
-            pb.FeatureSchema(
-                name=f.name, type=types[f.kind], domain=domain, immutable=f.immutable, monotone=monotone, cost=f.cost
-            )
+        schema = pb.FeatureSchema(
+            name=f.name, type=types[f.kind], domain=domain, immutable=f.immutable, monotone=monotone, cost=f.cost
         )
+        if f.precision is not None:
+            schema.precision = f.precision
+        features.append(schema)
     outputs = [pb.OutputSchema(name=o.name, classes=[str(c) for c in o.classes or ()]) for o in model.outputs]
     return pb.Model(
         id=model.id,

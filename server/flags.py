@@ -13,6 +13,7 @@ from typing import Any
 
 from planning.distance import MAX_CHANGE_PENALTY
 from planning.errors import CounterplanError
+from planning.goals import ClassGoal, RangeGoal, ValueGoal
 
 
 class UsageError(CounterplanError, ValueError):
@@ -33,6 +34,15 @@ def feature_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             overrides.setdefault(name.strip(), {})["cost"] = float(weight)
         except ValueError:
             raise UsageError(f"--cost {text!r}: expected NAME=WEIGHT") from None
+    for item in args.categorical:
+        for name in (n.strip() for n in item.split(",") if n.strip()):
+            overrides.setdefault(name, {})["kind"] = "categorical"
+    for text in args.precision:
+        name, _, decimals = text.partition("=")
+        try:
+            overrides.setdefault(name.strip(), {})["precision"] = int(decimals)
+        except ValueError:
+            raise UsageError(f"--precision {text!r}: expected NAME=DECIMALS, a whole number") from None
     for text in args.allowed:
         name, _, values = text.partition("=")
         try:
@@ -40,6 +50,23 @@ def feature_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         except ValueError:
             raise UsageError(f"--allowed {text!r}: expected NAME=V1,V2,...") from None
     return overrides
+
+
+def fill_missing_columns(args: argparse.Namespace) -> list[str] | bool:
+    """``--fill-missing``: the columns named, or True for ``all``."""
+    names = [n.strip() for item in args.fill_missing for n in item.split(",") if n.strip()]
+    return True if "all" in names else names
+
+
+def with_margin(
+    goals: list[ClassGoal | ValueGoal | RangeGoal], margin: float | None
+) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """``goals`` with ``--margin`` on every class goal (checked: 0 to 0.5)."""
+    if margin is None:
+        return goals
+    if not (math.isfinite(margin) and 0.0 <= margin <= 0.5):
+        raise UsageError(f"--margin must be a number from 0 to 0.5, given {margin}")
+    return [ClassGoal(**{**g.model_dump(), "margin": margin}) if isinstance(g, ClassGoal) else g for g in goals]
 
 
 def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:

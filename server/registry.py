@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import structlog
 import yaml
@@ -22,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planning._pydantic import describe
 from planning.distance import DistanceSettings, FeatureStatistics
 from planning.errors import InvalidInputError
-from planning.features import parse_feature
+from planning.features import CategoricalFeature, FloatFeature, IntegerFeature, parse_feature
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
-from planning.inference import infer_features, infer_statistics
+from planning.inference import infer_features, infer_precision, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilitySettings
 from planning.problem import CounterfactualProblem, plausibility_model
@@ -59,6 +60,12 @@ class FeatureSpec(BaseModel):
     cost: float = Field(default=1.0, gt=0.0)
     allowed: tuple[float, ...] | None = None
     """For numbers: the only values a change may reach."""
+    precision: int | None = Field(default=None, ge=-9, le=12)
+    """For floats: the decimals of proposed values (inferred from training data)."""
+    category_type: Literal["text", "integer", "number"] = "text"
+    """For categories stored as numbers: the model takes the numbers."""
+    fill_missing: bool = False
+    """A missing instance value may be filled in (by default it stays missing)."""
 
 
 class ModelCard(BaseModel):
@@ -112,6 +119,11 @@ class RegisteredModel:
         data: dict[str, Any] = {"kind": spec.kind, "name": spec.name, "value": value}
         data["cost"] = override.get("cost", spec.cost)
         data["monotone"] = override.get("monotone", spec.monotone)
+        data["fill_missing"] = bool(override.get("fill_missing", spec.fill_missing)) and value is None
+        if spec.kind == "float":
+            data["precision"] = override.get("precision", spec.precision)
+        if spec.kind == "categorical":
+            data["category_type"] = spec.category_type
         constrained = bool(override.get("constrained", spec.immutable))
         if constrained and not override:  # an immutable feature never moves: its domain is moot
             data["constrained"] = True
@@ -131,7 +143,7 @@ class RegisteredModel:
             categories = override.get("categories") or spec.categories
             if categories is not None:
                 data["categories"] = list(categories)
-        data["constrained"] = constrained
+        data["constrained"] = constrained or (value is None and not data["fill_missing"])
         return parse_feature(data)
 
     def problem(
@@ -243,21 +255,40 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     )
 
 
+def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:
+    """A row of values the data has, each on its column's grid, so the kinds inferred from it are
+    the column's own (not those of one imputed value, or a gap)."""
+    row: dict[str, Any] = {}
+    for name in columns:
+        column = data[name].dropna()
+        if column.empty:
+            row[name] = None
+            continue
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+            values = column.to_numpy(dtype=np.float64)
+            precision = infer_precision(values)
+            on_grid = np.isclose(np.round(values, precision or 0), values, rtol=1e-12, atol=0.0)
+            row[name] = values[np.argmax(on_grid)]
+        else:
+            row[name] = column.iloc[0]
+    return row
+
+
 def schema_from_data(
     data: pd.DataFrame, model: Any, target: str | None, immutable: Iterable[str]
 ) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
     """Infer a feature schema and statistics from training data."""
     names = getattr(model, "feature_names_in_", None)
     columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
-    first = {c: data[c].iloc[0] for c in columns}
-    inferred = infer_features(data, first, columns, immutable)
+    inferred = infer_features(data, typical_row(data, columns), columns, immutable)
     specs = []
     for feature in inferred:
         spec: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
-        if feature.kind in ("integer", "float"):
-            spec["low"], spec["high"] = feature.bounds
-        elif feature.kind == "categorical":
-            spec["categories"] = feature.domain
+        if isinstance(feature, IntegerFeature | FloatFeature) and feature.low is not None:
+            spec["low"], spec["high"] = feature.low, feature.high
+            spec["precision"] = getattr(feature, "precision", None)
+        elif isinstance(feature, CategoricalFeature):
+            spec["categories"], spec["category_type"] = feature.domain, feature.category_type
         specs.append(FeatureSpec(**spec))
     return specs, infer_statistics(data, inferred)
 

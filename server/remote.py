@@ -11,7 +11,7 @@ from rich.console import Console
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.client import CounterplanClient
 from server.convert import plain_value
-from server.flags import checked_limits, feature_overrides
+from server.flags import UsageError, checked_limits, feature_overrides, fill_missing_columns, with_margin
 from server.goal_text import parse_goal_text
 from server.loading import load_instance
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
@@ -23,9 +23,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     from server.render import print_result, progress_line  # noqa: PLC0415
 
     instance = load_instance(args.instance) if args.instance else rejected_applicant()
-    goals = [_goal_message(text) for text in args.goal] or [
-        pb.Goal(class_target=pb.ClassTarget(label="1", confidence=0.7))
-    ]
+    goals = [_goal_message(text, args.margin) for text in args.goal] or [_goal_message("class:1@0.7", args.margin)]
     solver = pb.SolverSpec()
     if args.seed is not None:
         solver.seed = args.seed
@@ -36,7 +34,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
         solver.termination.spent_limit_seconds = args.time_limit
     request = CounterplanClient.request(args.model_id, instance, goals)
     request.solver.CopyFrom(solver)
-    _shape(request, args)
+    _shape(request, args, instance)
     err = Console(stderr=True)
     final: pb.ExplainResponse | None = None
     show = not args.no_progress and not args.json and err.is_terminal
@@ -55,6 +53,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
 
 
 _METRICS = {
+    "auto": pb.DISTANCE_METRIC_UNSPECIFIED,
     "range_l1": pb.DISTANCE_METRIC_RANGE_L1,
     "mad_l1": pb.DISTANCE_METRIC_MAD_L1,
     "sd_squared": pb.DISTANCE_METRIC_SD_SQUARED,
@@ -62,9 +61,11 @@ _METRICS = {
 _MONOTONE = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}
 
 
-def _shape(request: pb.ExplainRequest, args: argparse.Namespace) -> None:
+def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[str, object]) -> None:
     """The flags that shape the question, as on a local solve: k, distance, actionability."""
     max_changes, penalty = checked_limits(args)
+    if args.categorical:
+        raise UsageError("--categorical: with --server, the model card fixes each feature's kind")
     request.num_counterfactuals = args.num_counterfactuals
     request.distance_metric = _METRICS[args.distance]
     request.plausible = args.plausible
@@ -76,6 +77,10 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace) -> None:
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     for name in immutable:
         fields.setdefault(name, {})["constrained"] = True
+    fill = fill_missing_columns(args)
+    fillable = [k for k, v in instance.items() if v is None] if fill is True else list(fill or ())
+    for name in fillable:
+        fields.setdefault(name, {})["fill_missing"] = True
     for name, values in fields.items():  # one override per feature: the server refuses a second
         override = pb.FeatureOverride(name=name)
         if values.get("constrained"):
@@ -85,16 +90,22 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace) -> None:
         if "cost" in values:
             override.cost = values["cost"]
         override.allowed_values.extend(values.get("allowed", ()))
+        if "precision" in values:
+            override.precision = values["precision"]
+        if "fill_missing" in values:
+            override.fill_missing = True
         request.overrides.append(override)
 
 
-def _goal_message(text: str) -> pb.Goal:
-    goal = parse_goal_text(text)
+def _goal_message(text: str, margin: float | None) -> pb.Goal:
+    (goal,) = with_margin([parse_goal_text(text)], margin)
     message = pb.Goal(output=goal.output or "")
     if goal.kind == "class":
         message.class_target.label = str(goal.target)
         if goal.confidence is not None:
             message.class_target.confidence = goal.confidence
+        if margin is not None:
+            message.class_target.margin = goal.margin
     elif goal.kind == "value":
         message.value_target.value, message.value_target.tolerance = goal.value, goal.tolerance
     else:

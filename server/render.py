@@ -11,6 +11,8 @@ from solver.result import BestSolutionEvent, Change, CounterfactualResult
 
 
 def _fmt(value: Any) -> str:
+    if value is None:
+        return "missing"
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.2f}"
     return str(value)
@@ -34,6 +36,9 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         console.print(_changes_table(result.changes))
     else:
         console.print("No change found that improves on the original instance.")
+    kept = [name for name, value in result.original.items() if value is None and result.proposed.get(name) is None]
+    if kept:
+        console.print(f"Missing in the instance, kept missing: {', '.join(kept)}")
     verdict = "[green]valid[/green]" if result.valid else "[red]not valid: the goal is not reached[/red]"
     console.print(f"Prediction before: {_fmt_predictions(result.original_predictions)}")
     console.print(f"Prediction after:  {_fmt_predictions(result.predictions)}  {verdict}")

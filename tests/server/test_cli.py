@@ -296,3 +296,69 @@ def test_tune_writes_a_configuration_explain_accepts(capsys: pytest.CaptureFixtu
     assert result["valid"] or "spent time" in result["statistics"]["termination_reason"]
     code, _, err = _run(capsys, "tune", "--rows", "0")
     assert code == 2 and "--rows" in err
+
+
+@pytest.fixture(scope="module")
+def credit_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A CSV with gaps and whole-number float columns, and a HistGradientBoosting pipeline (takes NaN)."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.preprocessing import OneHotEncoder
+
+    from tests.credit import credit_with_gaps
+
+    folder = tmp_path_factory.mktemp("credit")
+    csv = folder / "credit.csv"
+    credit_with_gaps().to_csv(csv, index=False)
+    data = pd.read_csv(csv)
+    encode = ColumnTransformer(
+        [("home", OneHotEncoder(), ["home"]), ("numbers", "passthrough", ["income", "late", "ratio"])],
+        sparse_threshold=0.0,
+    )
+    model = Pipeline([("encode", encode), ("classify", HistGradientBoostingClassifier(max_iter=40, random_state=0))])
+    model.fit(data.drop(columns=["ok"]), data["ok"])
+    joblib_file = folder / "model.joblib"
+    joblib.dump(model, joblib_file)
+    return {"csv": csv, "model": joblib_file}
+
+
+def test_explain_a_row_with_a_gap_keeps_it_and_proposes_values_on_the_grid(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path]
+) -> None:
+    data = pd.read_csv(credit_files["csv"])
+    row = int(data.index[data["income"].isna() & (data["late"] >= 1)][0])
+    base = ("explain", "--model", str(credit_files["model"]), "--data", str(credit_files["csv"]), "--target", "ok")
+    code, out, err = _run(capsys, *base, "--row", str(row), "--json", "--precision", "ratio=1")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["original"]["income"] is None and result["proposed"]["income"] is None
+    for change in result["changes"]:
+        if change["feature"] == "late":
+            assert isinstance(change["proposed"], int)
+        if change["feature"] == "ratio":
+            assert round(change["proposed"], 1) == change["proposed"]
+    code, out, _ = _run(capsys, *base, "--row", str(row), "--no-progress")
+    assert code == 0 and "kept missing: income" in out
+    filled = ("--fill-missing", "income", "--immutable", "late,ratio,home", "--json")
+    code, out, err = _run(
+        capsys, *base, "--instance", '{"income": null, "late": 0, "ratio": 0.6, "home": "rent"}', *filled
+    )
+    assert code == 0, err
+    (change,) = json.loads(out)["changes"]
+    assert change["feature"] == "income" and change["original"] is None and isinstance(change["proposed"], int)
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (("--margin", "0.6"), "--margin"),
+        (("--precision", "ratio=two"), "--precision"),
+        (("--fill-missing", "nope"), "nope"),
+    ],
+)
+def test_value_flags_are_checked(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path], flags: tuple[str, ...], fragment: str
+) -> None:
+    base = ("explain", "--model", str(credit_files["model"]), "--data", str(credit_files["csv"]), "--target", "ok")
+    code, _, err = _run(capsys, *base, "--row", "0", *flags)
+    assert code == 2 and fragment in err and err.count("\n") == 1

@@ -527,8 +527,11 @@ def test_several_counterfactuals_with_actionability_rules(client: CounterplanCli
 
 
 def test_the_change_penalty_reaches_the_score(client: CounterplanClient) -> None:
-    plain = client.explain(_demo_request())
+    plain_request = _demo_request()
+    plain_request.distance_metric = pb.DISTANCE_METRIC_RANGE_L1  # distances in range units: under 1 here
+    plain = client.explain(plain_request)
     request = _demo_request()
+    request.distance_metric = pb.DISTANCE_METRIC_RANGE_L1
     request.change_penalty = 1.0
     penalised = client.explain(request)
     assert plain.valid and penalised.valid

@@ -67,16 +67,18 @@ STAGE_INTERMEDIATE: Stage
 STAGE_FINAL: Stage
 
 class FeatureValue(_message.Message):
-    __slots__ = ("number_value", "integer_value", "category_value", "bool_value")
+    __slots__ = ("number_value", "integer_value", "category_value", "bool_value", "missing")
     NUMBER_VALUE_FIELD_NUMBER: _ClassVar[int]
     INTEGER_VALUE_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_VALUE_FIELD_NUMBER: _ClassVar[int]
     BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
     number_value: float
     integer_value: int
     category_value: str
     bool_value: bool
-    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., category_value: _Optional[str] = ..., bool_value: _Optional[bool] = ...) -> None: ...
+    missing: bool
+    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., category_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., missing: _Optional[bool] = ...) -> None: ...
 
 class FeatureDomain(_message.Message):
     __slots__ = ("low", "high", "categories")
@@ -89,20 +91,24 @@ class FeatureDomain(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FeatureOverride(_message.Message):
-    __slots__ = ("name", "domain", "constrained", "monotone", "cost", "allowed_values")
+    __slots__ = ("name", "domain", "constrained", "monotone", "cost", "allowed_values", "precision", "fill_missing")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
     MONOTONE_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_VALUES_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    FILL_MISSING_FIELD_NUMBER: _ClassVar[int]
     name: str
     domain: FeatureDomain
     constrained: bool
     monotone: Monotone
     cost: float
     allowed_values: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., allowed_values: _Optional[_Iterable[float]] = ...) -> None: ...
+    precision: int
+    fill_missing: bool
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., allowed_values: _Optional[_Iterable[float]] = ..., precision: _Optional[int] = ..., fill_missing: _Optional[bool] = ...) -> None: ...
 
 class Goal(_message.Message):
     __slots__ = ("output", "class_target", "value_target", "range_target")
@@ -117,12 +123,14 @@ class Goal(_message.Message):
     def __init__(self, output: _Optional[str] = ..., class_target: _Optional[_Union[ClassTarget, _Mapping]] = ..., value_target: _Optional[_Union[ValueTarget, _Mapping]] = ..., range_target: _Optional[_Union[RangeTarget, _Mapping]] = ...) -> None: ...
 
 class ClassTarget(_message.Message):
-    __slots__ = ("label", "confidence")
+    __slots__ = ("label", "confidence", "margin")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
     label: str
     confidence: float
-    def __init__(self, label: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    margin: float
+    def __init__(self, label: _Optional[str] = ..., confidence: _Optional[float] = ..., margin: _Optional[float] = ...) -> None: ...
 
 class ValueTarget(_message.Message):
     __slots__ = ("value", "tolerance")
@@ -368,20 +376,22 @@ class GetModelRequest(_message.Message):
     def __init__(self, model_id: _Optional[str] = ...) -> None: ...
 
 class FeatureSchema(_message.Message):
-    __slots__ = ("name", "type", "domain", "immutable", "monotone", "cost")
+    __slots__ = ("name", "type", "domain", "immutable", "monotone", "cost", "precision")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     IMMUTABLE_FIELD_NUMBER: _ClassVar[int]
     MONOTONE_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: FeatureType
     domain: FeatureDomain
     immutable: bool
     monotone: Monotone
     cost: float
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[FeatureType, str]] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., immutable: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ...) -> None: ...
+    precision: int
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[FeatureType, str]] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., immutable: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., precision: _Optional[int] = ...) -> None: ...
 
 class OutputSchema(_message.Message):
     __slots__ = ("name", "classes")
