@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--config", help="solver configuration file (YAML or JSON)")
     explain.add_argument("--seed", type=int, help="random seed (default: the config's)")
     explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
+    explain.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="native (OpenMP/BLAS) threads per model call (default 1: the search already batches)",
+    )
     explain.add_argument("--json", action="store_true", help="print the result as JSON")
     explain.add_argument("--no-progress", action="store_true", help="no live best-score display")
     explain.add_argument("--server", metavar="HOST:PORT", help="explain on a counterplan server instead of in-process")
@@ -142,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", help="PEM private key")
     serve.add_argument("--auth-token", help="require this bearer token")
     serve.add_argument("--grace-seconds", type=float, help="shutdown grace period for running solves")
+    serve.add_argument("--model-threads", type=int, help="native threads per model call (COUNTERPLAN_MODEL_THREADS)")
     return parser
 
 
@@ -165,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _explain(args: argparse.Namespace) -> int:
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
+    if args.threads is not None:  # checked with the other flags in _problem
+        config = config.model_copy(update={"model_threads": args.threads})
     if args.time_limit is not None:  # checked with the other flags in _problem
         config = config.model_copy(
             update={
@@ -211,6 +220,7 @@ def _serve(args: argparse.Namespace) -> int:
         "tls_key",
         "auth_token",
         "grace_seconds",
+        "model_threads",
     )
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     try:

@@ -73,8 +73,10 @@ def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
     """``--max-changes`` and ``--change-penalty`` (returned), ``-k`` and ``--time-limit``, checked."""
     if args.num_counterfactuals < 1:
         raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise UsageError("--time-limit must be above 0")
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise UsageError(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
+    if getattr(args, "threads", None) is not None and not 1 <= args.threads <= 256:
+        raise UsageError(f"--threads must be 1 to 256, given {args.threads}")
     if args.max_changes is not None and args.max_changes < 1:
         raise UsageError("--max-changes must be at least 1")
     if not (math.isfinite(args.change_penalty) and 0.0 <= args.change_penalty <= MAX_CHANGE_PENALTY):

@@ -184,7 +184,10 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         if limit < _MIN_SOLVE_SECONDS:  # the caller's finally releases the slot
             abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline leaves no time to solve")
         config = checked.config.model_copy(
-            update={"termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,))}
+            update={
+                "termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,)),
+                "model_threads": self.settings.model_threads,
+            }
         )
         problem = model.problem(
             checked.features, checked.goals, checked.distance, checked.max_changed_features, checked.plausible

@@ -37,6 +37,9 @@ class ServerSettings(BaseSettings):
     """When set, every call needs ``authorization: Bearer <token>``."""
     grace_seconds: Annotated[float, Field(ge=0)] = 5.0
     """On shutdown, running solves get this long, then are cut."""
+    model_threads: Annotated[int, Field(ge=1, le=256)] = 1
+    """Native (OpenMP, BLAS) threads each solve's model calls may use, whatever a request's
+    configuration asks: the operator, not a client, decides how the cores are shared."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -274,14 +274,20 @@ def stable_termination(unimproved_steps: int = 3) -> TerminationConfig:
     return TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=unimproved_steps)
 
 
+DEFAULT_STEP_LIMIT = 1000
+"""The default solve's step cap: with no clock in the default, this bounds an unreachable goal's search."""
+
+
 def default_termination() -> TerminationConfig:
-    """The solve's caps: no better solution for 400 steps, or 10 seconds.
+    """The solve's caps: no better solution for 400 steps, or 1,000 steps in all.
 
     The default local-search phase ends much sooner, once its best is feasible and stable
-    (:func:`stable_termination`). Only the 10-second cap depends on the clock, so the same
-    seed gives the same answer unless the cap is reached.
+    (:func:`stable_termination`). No cap reads the clock: the same problem, configuration and
+    seed give the same answer whatever the machine's load. Only a time limit the user sets
+    (``--time-limit``, a configuration's ``spent_limit_seconds``, a gRPC deadline) may cut a
+    search short.
     """
-    return TerminationConfig(spent_limit_seconds=10.0, unimproved_step_count_limit=400)
+    return TerminationConfig(unimproved_step_count_limit=400, step_count_limit=DEFAULT_STEP_LIMIT)
 
 
 class SolverConfig(_Config):
@@ -290,6 +296,10 @@ class SolverConfig(_Config):
     phases: tuple[PhaseConfig, ...] = Field(default_factory=default_phases)
     termination: TerminationConfig = Field(default_factory=default_termination)
     random_seed: int = 0
+    model_threads: Annotated[int, Field(ge=1, le=256)] | None = 1
+    """Native (OpenMP, BLAS) threads a model call may use; None leaves the pools as they are.
+    One by default: the engines batch candidates, and extra threads fight other work for the
+    cores (see :mod:`planning.threads`). Like OptaPlanner's ``moveThreadCount``, a speed knob only."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -17,6 +17,7 @@ from planning.calculator import Evaluation, ScoreCalculator
 from planning.errors import CounterplanError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
+from planning.threads import limited_threads
 from solver.config import SolverConfig
 from solver.diversity import best_per_change_set, select_diverse, undominated
 from solver.engine import Solver
@@ -117,7 +118,11 @@ class CounterfactualSolver:
         self._solver.terminate_early()
 
     def solve(self) -> CounterfactualResult:
-        """Run the search and decode its answer."""
+        """Run the search and decode its answer, native thread pools limited (``model_threads``)."""
+        with limited_threads(self.config.model_threads):
+            return self._solve()
+
+    def _solve(self) -> CounterfactualResult:
         started = time.perf_counter()
         limit = wall_limit(self.config.termination)
 

@@ -354,6 +354,9 @@ def test_explain_a_row_with_a_gap_keeps_it_and_proposes_values_on_the_grid(
         (("--margin", "0.6"), "--margin"),
         (("--precision", "ratio=two"), "--precision"),
         (("--fill-missing", "nope"), "nope"),
+        (("--threads", "0"), "--threads"),
+        (("--time-limit", "inf"), "--time-limit must be a finite number"),
+        (("--time-limit", "nan"), "--time-limit must be a finite number"),
     ],
 )
 def test_value_flags_are_checked(

@@ -44,9 +44,10 @@ def test_config_round_trips_through_json_and_yaml() -> None:
     assert SolverConfig.from_yaml(config.model_dump_json()) == config  # JSON is YAML
 
 
-def test_default_config_stops_when_stable_with_a_time_cap() -> None:
+def test_default_config_stops_when_stable_with_a_step_cap_and_no_clock() -> None:
     config = SolverConfig()
-    assert config.termination.spent_limit_seconds is not None
+    assert config.termination.spent_limit_seconds is None  # no answer may depend on machine load
+    assert config.termination.step_count_limit is not None and config.termination.unimproved_step_count_limit
     assert [phase.type for phase in config.phases] == ["feature_scan", "local_search", "boundary_polish"]
     stable = config.phases[1].termination
     assert stable is not None and stable.composition == "and" and stable.best_score_feasible
