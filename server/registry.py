@@ -82,6 +82,9 @@ class ModelCard(BaseModel):
     training_data: str | None = None
     target: str | None = None
     immutable: list[str] = Field(default_factory=list)
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """With ``training_data``: per-feature fields replacing inferred ones (``kind: categorical``
+    for codes stored as numbers, ``precision``, ``fill_missing``, ``low``/``high``, ...)."""
     statistics: dict[str, FeatureStatistics] = Field(default_factory=dict)
     default_solver_config: dict[str, Any] | str | None = None
     """A SolverConfig as a mapping, or the path (relative to the card) of a file such as
@@ -235,7 +238,10 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         if card.training_data is None:
             raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
         data = load_csv(path.parent / card.training_data)
-        features, inferred = schema_from_data(data, model, card.target, card.immutable)
+        try:
+            features, inferred = schema_from_data(data, model, card.target, card.immutable, card.overrides)
+        except InvalidInputError as exc:
+            raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
         statistics = {**inferred, **statistics}
     reference = None
     if card.training_data is not None and card.target is not None:
@@ -275,15 +281,26 @@ def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:
 
 
 def schema_from_data(
-    data: pd.DataFrame, model: Any, target: str | None, immutable: Iterable[str]
+    data: pd.DataFrame,
+    model: Any,
+    target: str | None,
+    immutable: Iterable[str],
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
-    """Infer a feature schema and statistics from training data."""
+    """Infer a feature schema and statistics from training data (``overrides`` as in ``from_dataframe``)."""
     names = getattr(model, "feature_names_in_", None)
     columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
-    inferred = infer_features(data, typical_row(data, columns), columns, immutable)
+    overrides = dict(overrides or {})
+    fill = {name for name, fields in overrides.items() if fields.get("fill_missing")}
+    for_inference = {n: {k: v for k, v in f.items() if k != "fill_missing"} for n, f in overrides.items()}
+    inferred = infer_features(data, typical_row(data, columns), columns, immutable, for_inference)
     specs = []
     for feature in inferred:
         spec: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
+        spec["fill_missing"] = feature.name in fill
+        spec["monotone"], spec["cost"] = feature.monotone, feature.cost
+        if isinstance(feature, IntegerFeature | FloatFeature) and feature.allowed is not None:
+            spec["allowed"] = feature.allowed
         if isinstance(feature, IntegerFeature | FloatFeature) and feature.low is not None:
             spec["low"], spec["high"] = feature.low, feature.high
             spec["precision"] = getattr(feature, "precision", None)

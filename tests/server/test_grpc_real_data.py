@@ -48,8 +48,12 @@ def gaps_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ]
     ).fit(features, data["ok"])
     joblib.dump(model, folder / "model.joblib")
-    (folder / "credit.yaml").write_text(
-        "id: credit\nmodel_file: model.joblib\noutputs: [ok]\ntraining_data: train.csv\ntarget: ok\n"
+    card = "model_file: model.joblib\noutputs: [ok]\ntraining_data: train.csv\ntarget: ok\n"
+    (folder / "credit.yaml").write_text("id: credit\n" + card)
+    (folder / "credit-card.yaml").write_text(
+        "id: credit-card\n"
+        + card
+        + "immutable: [late, home]\noverrides:\n  ratio: {precision: 1, monotone: decrease}\n  income: {fill_missing: true}\n"
     )
     return folder
 
@@ -137,3 +141,21 @@ def test_margin_and_precision_are_checked_at_the_boundary(client: CounterplanCli
     assert response.valid
     (ok,) = [p for p in response.predictions if p.output == "ok"]
     assert ok.probabilities["1"] - ok.probabilities["0"] >= 0.2
+
+
+def test_a_model_cards_overrides_shape_the_inferred_schema(client: CounterplanClient) -> None:
+    by_name = {f.name: f for f in client.get_model("credit-card").features}
+    assert by_name["ratio"].precision == 1 and by_name["ratio"].monotone == pb.MONOTONE_DECREASE
+    assert by_name["late"].immutable and by_name["home"].immutable
+    values = {"income": None, "late": 0, "ratio": 0.6, "home": "rent"}
+    request = client.request("credit-card", values, [class_goal(1)], seed=0)
+    response = client.explain(request, timeout=60)
+    assert response.valid
+    for change in response.changes:
+        assert change.feature in {"income", "ratio"}
+        if change.feature == "ratio":
+            value = plain_value(change.proposed)
+            assert round(value, 1) == value <= 0.6  # the card's precision and monotone rule
+    request.overrides.append(pb.FeatureOverride(name="ratio", constrained=True))
+    (filled,) = client.explain(request, timeout=60).changes  # only the gap is left to move
+    assert filled.feature == "income" and filled.proposed.WhichOneof("kind") == "integer_value"
