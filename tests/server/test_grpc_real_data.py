@@ -53,7 +53,8 @@ def gaps_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "credit-card.yaml").write_text(
         "id: credit-card\n"
         + card
-        + "immutable: [late, home]\noverrides:\n  ratio: {precision: 1, monotone: decrease}\n  income: {fill_missing: true}\n"
+        + "immutable: [late, home]\noverrides:\n"
+        + "  ratio: {precision: 1, monotone: decrease}\n  income: {fill_missing: true}\n"
     )
     return folder
 
