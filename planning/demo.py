@@ -17,6 +17,8 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
+from planning.goals import ClassGoal, RangeGoal, ValueGoal
+
 TARGET = "approved"
 CATEGORICAL = ("education", "home_ownership", "purpose")
 IMMUTABLE = ("age", "has_prior_default")
@@ -91,6 +93,11 @@ def train_loan_model(data: pd.DataFrame, seed: int = 0) -> Pipeline:
     )
     pipeline.fit(features, data[TARGET])
     return pipeline
+
+
+def demo_goals() -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """The demo's question: approved, with at least 70% confidence."""
+    return [ClassGoal(target=1, confidence=0.7)]
 
 
 def rejected_applicant() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planning.defaults import default_goals
 from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from planning.errors import ProblemError
 from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, bind_goals
@@ -31,7 +32,9 @@ class CounterfactualProblem:
     features:
         The typed features with their original values and domains, in model-input order.
     goals:
-        One goal per model output to steer (matched by output name).
+        One goal per model output to steer (matched by output name). None: for a binary
+        classifier, the class it does not predict for the instance now
+        (:func:`planning.defaults.default_goals`).
     model:
         A :class:`~planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
         with :func:`~planning.models.adapt_sklearn`, output named ``"prediction"``).
@@ -51,7 +54,7 @@ class CounterfactualProblem:
     def __init__(
         self,
         features: Iterable[AnyFeature],
-        goals: Sequence[AnyGoal],
+        goals: Sequence[AnyGoal] | None,
         model: ModelAdapter | Any,
         distance: DistanceSettings | None = None,
         statistics: Mapping[str, FeatureStatistics] | None = None,
@@ -65,6 +68,8 @@ class CounterfactualProblem:
         self.plausibility = plausibility
         self.space = FeatureSpace(features)
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
+        if goals is None:
+            goals = default_goals(self.model, self.space)
         self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
         self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
         self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
@@ -76,7 +81,7 @@ class CounterfactualProblem:
         data: pd.DataFrame,
         instance: Mapping[str, Any] | pd.Series | int,
         model: ModelAdapter | Any,
-        goals: Sequence[AnyGoal],
+        goals: Sequence[AnyGoal] | None = None,
         *,
         columns: Sequence[str] | None = None,
         target: str | None = None,
@@ -98,7 +103,7 @@ class CounterfactualProblem:
         model:
             As in the constructor. A bare scikit-learn model gets its output named ``target``.
         goals:
-            As in the constructor.
+            As in the constructor (None: the class a binary classifier does not predict now).
         columns:
             Feature columns in model-input order; default the model's ``feature_names_in_``,
             else every column but ``target``.
@@ -119,6 +124,8 @@ class CounterfactualProblem:
             Columns whose missing instance value the search may fill in (``True``: all of them).
             Otherwise a missing value stays missing.
         """
+        if target is not None and target not in data.columns:
+            raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
         if isinstance(instance, int | np.integer):
             if not 0 <= int(instance) < len(data):
                 raise ProblemError("instance", f"row {instance} is outside the data's {len(data)} rows")
@@ -139,6 +146,8 @@ class CounterfactualProblem:
         if not isinstance(model, ModelAdapter):
             model = adapt_sklearn(model, target or "prediction")
         statistics = infer_statistics(data, features)
+        if goals is None:
+            goals = default_goals(model, FeatureSpace(features))
         judge = None
         if plausibility is not None:
             judge = plausibility_model(data, features, goals, target, plausibility)
@@ -146,9 +155,27 @@ class CounterfactualProblem:
             features, goals, model, distance, statistics, max_changed_features=max_changed_features, plausibility=judge
         )
 
+    def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
+        """The same problem asking other goals (nothing is inferred again)."""
+        return CounterfactualProblem(
+            self.space.features,
+            goals,
+            self.model,
+            self.distance,
+            self.statistics,
+            max_changed_features=self.max_changed_features,
+            plausibility=self.plausibility,
+        )
+
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""
         return self.space.original.reshape(1, -1).copy()
+
+
+def _listed(columns: Iterable[Any], most: int = 30) -> str:
+    """Column names for an error message, at most ``most`` of them."""
+    names = [str(c) for c in columns]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def plausibility_model(

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 
 from planning.distance import DistanceSettings
@@ -258,13 +257,9 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
-        return _demo_problem(
-            args,
-            goals or with_margin([ClassGoal(target=1, confidence=0.7)], args.margin),
-            immutable,
-            distance,
-            max_changes,
-        )
+        from planning.demo import demo_goals  # noqa: PLC0415 - the demo's own default question
+
+        return _demo_problem(args, goals or with_margin(demo_goals(), args.margin), immutable, distance, max_changes)
     if args.model is None or args.data is None:
         raise _usage("give both --model and --data (or neither, for the demo)")
     if (args.row is None) == (args.instance is None):
@@ -273,19 +268,20 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     model = load_model(args.model, trust=args.trust_model)
     instance: Any = args.row if args.row is not None else load_instance(args.instance)
     adapter = adapt_sklearn(model, args.target or "prediction")
-    if not goals:
-        goals = with_margin([_default_goal(adapter, data, instance, args.target)], args.margin)
-    return CounterfactualProblem.from_dataframe(
+    problem = CounterfactualProblem.from_dataframe(
         data,
         instance,
         adapter,
-        goals,
+        goals or None,  # None: the class the model does not predict now, asked once the row is checked
         target=args.target,
         immutable=immutable,
         distance=distance,
         columns=_model_columns(model, data, args.target),
         **_actionability(args, max_changes),
     )
+    if not goals and args.margin is not None:
+        problem = problem.with_goals(with_margin([bound.goal for bound in problem.goals], args.margin))
+    return problem
 
 
 def _actionability(args: argparse.Namespace, max_changes: int | None) -> dict[str, Any]:
@@ -329,18 +325,6 @@ def _model_columns(model: Any, data: Any, target: str | None) -> list[str]:
     if names is not None:
         return [str(n) for n in names]
     return [str(c) for c in data.columns if c != target]
-
-
-def _default_goal(adapter: Any, data: Any, instance: Any, target: str | None) -> ClassGoal:
-    """For a binary classifier: the class it does not predict now."""
-    spec = adapter.outputs[0]
-    if spec.classes is None or len(spec.classes) != 2:
-        raise _usage("this model needs an explicit --goal")
-    row = data.iloc[[instance]] if isinstance(instance, int) else pd.DataFrame([instance])
-    columns = _model_columns(adapter.model, data, target)
-    predicted = adapter.model.predict(row[columns] if adapter.input_kind == "dataframe" else row[columns].to_numpy())[0]
-    other = [label for label in spec.classes if str(label) != str(predicted)]
-    return ClassGoal(target=other[0])
 
 
 class _UsageError(UsageError):

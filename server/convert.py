@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from planning.defaults import default_goals
 from planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from planning.errors import InvalidInputError
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
-from planning.space import AnyFeature
+from planning.space import AnyFeature, FeatureSpace
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.registry import FeatureSpec, RegisteredModel
 from solver.config import (
@@ -123,6 +124,8 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
             target = f"{where}[{spec.name}]" if where == "instance" else f"overrides.{spec.name}"
             violations.append((target, exc.problem))
     goals = _goals(request, model.outputs, violations)
+    if not request.goals and len(features) == len(model.features):
+        goals = _default_goals(model, features, violations)
     config, seed = _solver(request.solver, model.default_config, violations)
     metric = _METRICS.get(request.distance_metric)
     if metric is None:
@@ -258,8 +261,7 @@ def _goals(
 ) -> list[ClassGoal | ValueGoal | RangeGoal]:
     goals: list[ClassGoal | ValueGoal | RangeGoal] = []
     if not request.goals:
-        out.append(("goals", "give at least one goal"))
-        return goals
+        return goals  # the model's default question (see _default_goals)
     for i, goal in enumerate(request.goals):
         field = f"goals[{i}]"
         output = goal.output or None
@@ -286,6 +288,21 @@ def _goals(
         except InvalidInputError as exc:
             out.append((exc.field, exc.problem))
     return goals
+
+
+def _default_goals(
+    model: RegisteredModel, features: list[AnyFeature], out: list[Violation]
+) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """No goal given: the model's own default, else the class a binary classifier does not predict now."""
+    if model.default_goals is not None:
+        return list(model.default_goals)
+    try:
+        return list(default_goals(model.adapter, FeatureSpace(features)))
+    except InvalidInputError as exc:
+        out.append((exc.field, exc.problem))
+    except Exception as exc:  # the model's own failure on the instance
+        out.append(("goals", f"no goal given, and the model failed on the instance: {type(exc).__name__}: {exc}"[:300]))
+    return []
 
 
 def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) -> tuple[SolverConfig, int | None]:

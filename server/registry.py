@@ -107,6 +107,9 @@ class RegisteredModel:
     reference: pd.DataFrame | None = None
     """Training data with its label column, for plausibility; None when the card gave none."""
     target: str | None = None
+    default_goals: list[ClassGoal | ValueGoal | RangeGoal] | None = None
+    """The question of a request that gives no goal; None: the class a binary classifier does
+    not predict for the instance now."""
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
@@ -326,4 +329,5 @@ def demo_model() -> RegisteredModel:
         statistics,
         reference=data,
         target=demo.TARGET,
+        default_goals=demo.demo_goals(),
     )

@@ -158,3 +158,21 @@ def test_from_dataframe_errors(
     instance = arguments.pop("instance")
     with pytest.raises(error, match=fragment):
         CounterfactualProblem.from_dataframe(loan_data, instance, loan_model, [ClassGoal(target=1)], **arguments)
+
+
+def test_no_goal_asks_for_the_class_the_model_does_not_predict(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    from planning import CallableAdapter, FeatureSpace, FloatFeature, GoalError, OutputSpec
+    from planning.defaults import default_goals
+
+    problem = CounterfactualProblem.from_dataframe(loan_data, rejected_applicant(), loan_model, target=TARGET)
+    (bound,) = problem.goals
+    assert isinstance(bound.goal, ClassGoal) and bound.goal.target == 1  # rejected now: ask for approval
+    approved = loan_model.predict_proba(loan_data.drop(columns=[TARGET]))[:, 1] > 0.8
+    row = int(np.flatnonzero(approved)[0])
+    other = CounterfactualProblem.from_dataframe(loan_data, row, loan_model, target=TARGET)
+    assert other.goals[0].goal.target == 0  # type: ignore[union-attr]
+    again = problem.with_goals([ClassGoal(target=1, confidence=0.9)])
+    assert again.goals[0].goal.confidence == 0.9 and again.space is not problem.space  # type: ignore[union-attr]
+    regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])
+    with pytest.raises(GoalError, match="give a goal"):
+        default_goals(regressor, FeatureSpace([FloatFeature(name="x", value=1.0, low=0.0, high=2.0)]))

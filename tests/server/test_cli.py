@@ -365,3 +365,31 @@ def test_value_flags_are_checked(
     base = ("explain", "--model", str(credit_files["model"]), "--data", str(credit_files["csv"]), "--target", "ok")
     code, _, err = _run(capsys, *base, "--row", "0", *flags)
     assert code == 2 and fragment in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (("--row", "99999"), "row 99999 is outside"),
+        (("--row", "0", "--target", "incme"), "no column 'incme'"),
+        (("--instance", '{"income": 1000}'), "no value for this feature"),
+    ],
+)
+def test_without_a_goal_bad_rows_and_columns_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path], flags: tuple[str, ...], fragment: str
+) -> None:
+    base = ("explain", "--model", str(credit_files["model"]), "--data", str(credit_files["csv"]))
+    target = () if "--target" in flags else ("--target", "ok")
+    code, _, err = _run(capsys, *base, *target, *flags)
+    assert code == 2 and fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_csv_missing_the_models_columns_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path], tmp_path: Path
+) -> None:
+    partial = tmp_path / "partial.csv"
+    pd.read_csv(credit_files["csv"]).drop(columns=["ratio"]).to_csv(partial, index=False)
+    code, _, err = _run(
+        capsys, "explain", "--model", str(credit_files["model"]), "--data", str(partial), "--target", "ok", "--row", "0"
+    )
+    assert code == 2 and "ratio" in err and "missing" in err and err.count("\n") == 1

@@ -217,7 +217,6 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
         "overrides[0].domain.categories",
     ),
     ("override boolean domain", lambda: _with_override("has_guarantor", low=0.0, high=1.0), "overrides[0].domain"),
-    ("no goals", lambda: _with_goal(None), "goals"),
     ("goal on unknown output", lambda: _with_goal(class_goal(1, output="price")), "goals[0].output"),
     ("unknown class", lambda: _with_goal(class_goal(7)), "goals[0].target"),
     ("confidence above 1", lambda: _with_goal(class_goal(1, confidence=1.5)), "goals[0].confidence"),
@@ -283,9 +282,22 @@ def test_bad_requests_are_invalid_argument_naming_the_field(
 def test_every_bad_field_is_named_at_once(client: CounterplanClient) -> None:
     request = _instance(income=pb.FeatureValue(category_value="x"), height=pb.FeatureValue(number_value=1.0))
     del request.goals[:]
+    request.goals.append(class_goal(7))
     code, fields = _bad(client, request)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert {"instance[income]", "instance[height]", "goals"} <= set(fields)
+    assert {"instance[income]", "instance[height]", "goals[0].target"} <= set(fields)
+
+
+def test_a_request_without_goals_asks_the_models_default_question(client: CounterplanClient) -> None:
+    request = _demo_request()
+    del request.goals[:]
+    response = client.explain(request)  # the demo's default, as on the command line: approved at 0.7
+    assert response.valid
+    (approved,) = [p for p in response.predictions if p.output == "approved"]
+    assert approved.probabilities["1"] >= 0.7 + 0.005
+    toy = CounterplanClient.request("broken", {"x": 9.0, "y": 1.0}, [], seed=0)  # p(yes) high: default "no"
+    code, fields = _bad(client, toy)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["goals"]  # its model fails: said plainly
 
 
 def test_unknown_model_and_missing_id(client: CounterplanClient) -> None:
@@ -463,7 +475,7 @@ def test_one_log_line_per_request(client: CounterplanClient) -> None:
         request = _demo_request()
         request.request_id = "logged-1"
         client.explain(request)
-        _bad(client, _with_goal(None))
+        _bad(client, _with_goal(class_goal(7)))
     lines = [entry for entry in logs if entry.get("event") == "request"]
     assert len(lines) == 2
     ok, bad = lines

@@ -1,0 +1,30 @@
+"""The default question: for a binary classifier, the class it does not predict now.
+
+Asked only after the features are built and checked, so a bad row, a missing column or an
+incomplete instance fails with its own one-line error before the model runs, and the model
+sees the instance exactly as a search would (decoded by the feature space, gaps as NaN).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planning.errors import GoalError
+from planning.goals import ClassGoal
+from planning.models import ModelAdapter
+from planning.space import FeatureSpace
+
+
+def default_goals(model: ModelAdapter, space: FeatureSpace) -> list[ClassGoal]:
+    """``[ClassGoal(the other class)]`` for a binary classifier; otherwise ask for a goal."""
+    outputs = model.outputs
+    if len(outputs) != 1 or outputs[0].classes is None or len(outputs[0].classes) != 2:
+        names = [o.name for o in outputs]
+        raise GoalError("goals", f"give a goal: the default (the other class) needs a binary classifier; {names}")
+    spec = outputs[0]
+    assert spec.classes is not None
+    proba = np.asarray(model.predict(space.original.reshape(1, -1), space)[spec.name], dtype=np.float64)
+    if proba.shape != (1, 2) or not np.isfinite(proba).all():
+        raise GoalError("goals", "give a goal: the model gave no usable prediction for the instance")
+    predicted = int(np.argmax(proba[0]))
+    return [ClassGoal(output=spec.name, target=spec.classes[1 - predicted])]
