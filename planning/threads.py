@@ -1,73 +1,233 @@
-"""Native thread pools held to a few threads while a solve calls the model.
+"""Native thread pools limited while a solve calls the model (threadpoolctl).
 
-The engines already batch hundreds of candidates into each model call, so a model's own
-OpenMP or BLAS threads buy little, and on a busy machine they cost a lot: OpenMP threads
-spinning against another process's work made one HistGradientBoosting solve 100 times slower.
-So a solve limits them (one thread by default), with threadpoolctl, which scikit-learn itself
-uses.
+Why: the engines already batch (one model call scores a whole neighbourhood), and calls come
+one at a time, so native threads inside a call add little. On a busy machine they cost a lot:
+OpenMP threads (HistGradientBoosting, for one) spin and wait for each other on cores that
+another process holds, and the same solve took up to 100 times longer. A solve therefore
+limits the pools to ``SolverConfig.model_threads`` (1 by default) for its whole duration.
 
-Two kinds of pool, two rules:
+Two kinds of pool, handled differently:
 
-* **OpenMP** (scikit-learn's histogram boosting, XGBoost, LightGBM): ``omp_set_num_threads``
-  sets the calling thread's own limit, so each solving thread (the command line's, a server
-  worker's) sets and restores its own, and concurrent solves cannot undo each other's.
-* **BLAS** (OpenBLAS, MKL: linear models, neural networks): the limit is process-wide. The
-  first solve to start sets it and the last one to end restores it (a reference count), so
-  a solve that ends never lifts the limit from under one still running. While several run,
-  the first one's limit holds.
+- **Per calling thread**: OpenMP (``omp_set_num_threads`` sets the calling thread's own
+  setting; a new thread starts from the process default), and OpenBLAS built on OpenMP. The
+  limit is set in the thread that solves and restored there when the solve ends, so it must be
+  applied inside that thread (the solver manager's workers, not the thread that submits).
+- **Process-wide**: OpenBLAS on pthreads, MKL, BLIS, FlexiBLAS. One setting for every thread,
+  so concurrent solves share it through :class:`SharedPoolLimit`, reference-counted: the first
+  solve in sets it, the last one out restores what was there before, and while several run the
+  smallest limit any of them asked for holds. A solve that ends never restores the setting
+  under another that is still running.
 
-Thread counts change speed, not answers: scikit-learn's predictions are computed row by row.
+:class:`threadpoolctl.ThreadpoolController` scans the loaded libraries: 15-35 ms the first time
+in a process, 3-4 ms after (``threadpool_limits()`` scans on every call). So the scan is kept
+and reused (25-50 us per solve to limit and restore), and redone only when a module was
+imported since (a new import may have loaded a new native library).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections import Counter
+from types import TracebackType
+from typing import Any, Protocol, Self
 
-from threadpoolctl import ThreadpoolController
+from planning.errors import InvalidInputError
 
-_lock = threading.Lock()
-_blas_users = 0
-_blas_limiter: Any = None
+MAX_MODEL_THREADS = 256
+"""The most native threads a model call may be given."""
 
 
-@contextmanager
-def limited_threads(threads: int | None) -> Iterator[None]:
-    """Hold native thread pools to ``threads`` threads in this block (None: leave them be).
+class NativePool(Protocol):
+    """What counterplan uses of a threadpoolctl library controller."""
 
-    The controller is built here, not at import, so it sees the libraries the model loaded.
-    Each limiter works on a controller narrowed to its own kind of pool: a limiter restores
-    every library it holds when it ends, and the OpenMP one must not reset the shared BLAS limit.
+    user_api: str
+    filepath: str
+
+    def get_num_threads(self) -> int | None:
+        """The pool's current size (for a per-thread pool: the calling thread's)."""
+
+    def set_num_threads(self, num_threads: int) -> Any:
+        """Resize the pool (for a per-thread pool: the calling thread's)."""
+
+
+def check_threads(threads: int | None, field: str = "model_threads") -> int | None:
+    """``threads`` if it is None or a whole number from 1 to :data:`MAX_MODEL_THREADS`."""
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_MODEL_THREADS
+    ):
+        raise InvalidInputError("threads", field, f"must be from 1 to {MAX_MODEL_THREADS} or None, given {threads!r}")
+    return threads
+
+
+def is_per_thread(pool: NativePool) -> bool:
+    """True for a pool whose size each calling thread sets for itself (OpenMP-based)."""
+    return pool.user_api == "openmp" or getattr(pool, "threading_layer", None) == "openmp"
+
+
+class _LoadedPools:
+    """The native pools loaded in this process, scanned once and again after new imports."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: list[NativePool] = []
+        self._modules = -1
+
+    def current(self) -> list[NativePool]:
+        with self._lock:
+            if len(sys.modules) != self._modules:
+                # threadpoolctl loads ctypes and scans libraries: only when a solve first needs it
+                from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+                self._pools = list(ThreadpoolController().lib_controllers)
+                self._modules = len(sys.modules)
+            return self._pools
+
+
+def _set_shared(pool: NativePool, threads: int) -> None:
+    """Resize a process-wide pool from whichever thread holds :class:`SharedPoolLimit`'s lock.
+
+    threadpoolctl (3.8+) lets only the first thread that resized a process-wide OpenBLAS pool
+    resize it again and silently ignores the others. The solve that restores the setting is
+    often not the one that set it, so the claim is released before and after each change; the
+    reference count already keeps concurrent solves from fighting.
     """
-    if threads is None:
-        yield
-        return
-    controller = ThreadpoolController()
-    openmp = controller.select(user_api="openmp")
-    with openmp.limit(limits=threads), _shared_blas_limit(controller.select(user_api="blas"), threads):
-        yield
+    release = getattr(type(pool), "clear_controlling_thread", None)
+    if release is not None:
+        release(force=True)
+    pool.set_num_threads(threads)
+    if release is not None:
+        release()
 
 
-@contextmanager
-def _shared_blas_limit(controller: ThreadpoolController, threads: int) -> Iterator[None]:
-    global _blas_users, _blas_limiter  # noqa: PLW0603 - one process-wide pool, one count
-    with _lock:
-        if _blas_users == 0:
-            _blas_limiter = controller.limit(limits=threads)
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _blas_users -= 1
-            if _blas_users == 0 and _blas_limiter is not None:
-                _blas_limiter.restore_original_limits()
-                _blas_limiter = None
+class SharedPoolLimit:
+    """Reference-counted limit on process-wide pools, shared by every running solve.
+
+    :meth:`acquire` and :meth:`release` come in pairs, one pair per solve, from any thread.
+    While at least one solve holds it, every process-wide pool it has seen is at the smallest
+    limit asked for by a running solve; when the last one releases, each pool goes back to the
+    size it had when it was first seen.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: Counter[int] = Counter()
+        self._original: dict[str, tuple[NativePool, int]] = {}
+
+    @property
+    def holders(self) -> int:
+        """Solves that hold the limit now."""
+        with self._lock:
+            return self._active.total()
+
+    def acquire(self, pools: list[NativePool], threads: int) -> None:
+        """One more solve limits ``pools`` to ``threads`` (or to a smaller running limit)."""
+        with self._lock:
+            for pool in pools:
+                if pool.filepath not in self._original:
+                    size = pool.get_num_threads()
+                    if size is not None:
+                        self._original[pool.filepath] = (pool, size)
+            self._active[threads] += 1
+            try:
+                self._apply()
+            except BaseException:  # a library refused: this solve does not hold the limit
+                self._drop(threads)
+                raise
+
+    def release(self, threads: int) -> None:
+        """A solve that acquired with ``threads`` is done; the last one out restores."""
+        with self._lock:
+            self._drop(threads)
+
+    def _drop(self, threads: int) -> None:
+        self._active[threads] -= 1
+        if self._active[threads] <= 0:
+            del self._active[threads]
+        if self._active:
+            self._apply()
+            return
+        original, self._original = list(self._original.values()), {}
+        failures = []
+        for pool, size in original:  # every pool gets its size back, even when one refuses
+            try:
+                _set_shared(pool, size)
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+
+    def _apply(self) -> None:
+        limit = min(self._active)
+        for pool, _ in self._original.values():
+            if pool.get_num_threads() != limit:
+                _set_shared(pool, limit)
 
 
-def active_blas_limits() -> int:
-    """How many solves are holding the process-wide BLAS limit now (for tests and diagnostics)."""
-    with _lock:
-        return _blas_users
+_LOADED = _LoadedPools()
+SHARED_POOLS = SharedPoolLimit()
+"""The process's one guard of process-wide pools: it must be shared to be reference-counted."""
+
+
+class NativeThreadLimit:
+    """Context manager: native pools limited to ``threads`` in this thread while it is open.
+
+    Enter it in the thread that calls the model. ``threads=None`` leaves every pool as it is.
+    Per-thread pools (OpenMP) are set for the calling thread and restored on exit; process-wide
+    pools go through :data:`SHARED_POOLS`. Nest freely in one thread (last in, first out);
+    open one per thread for concurrent solves.
+
+    Parameters
+    ----------
+    threads:
+        Native threads per model call, 1 to :data:`MAX_MODEL_THREADS`, or None.
+    shared:
+        The guard of process-wide pools; the process's own by default.
+    """
+
+    def __init__(self, threads: int | None, shared: SharedPoolLimit | None = None) -> None:
+        self.threads = check_threads(threads)
+        self.shared = shared if shared is not None else SHARED_POOLS
+        self._restore: list[tuple[NativePool, int]] = []
+        self._holds = False
+
+    def __enter__(self) -> Self:
+        if self.threads is None:
+            return self
+        pools = _LOADED.current()
+        own = [pool for pool in pools if is_per_thread(pool)]
+        self._restore = [(pool, size) for pool in own if (size := pool.get_num_threads()) is not None]
+        for pool, _ in self._restore:
+            pool.set_num_threads(self.threads)
+        try:
+            self.shared.acquire([pool for pool in pools if not is_per_thread(pool)], self.threads)
+        except BaseException:
+            self._restore_own()
+            raise
+        self._holds = True
+        return self
+
+    def _restore_own(self) -> None:
+        for pool, size in reversed(self._restore):
+            pool.set_num_threads(size)
+        self._restore = []
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if not self._holds or self.threads is None:
+            return
+        self._holds = False
+        self.shared.release(self.threads)
+        self._restore_own()
+
+
+__all__ = [
+    "MAX_MODEL_THREADS",
+    "SHARED_POOLS",
+    "NativePool",
+    "NativeThreadLimit",
+    "SharedPoolLimit",
+    "check_threads",
+    "is_per_thread",
+]

@@ -20,7 +20,14 @@ from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import adapt_sklearn
 from planning.problem import CounterfactualProblem
 from server import tune_command
-from server.flags import UsageError, checked_limits, feature_overrides, fill_missing_columns, with_margin
+from server.flags import (
+    EXIT_NOT_FOUND,
+    UsageError,
+    checked_limits,
+    feature_overrides,
+    fill_missing_columns,
+    with_margin,
+)
 from server.goal_text import GOAL_HELP, parse_goal_text
 from server.loading import load_csv, load_instance, load_model
 from server.logs import configure_console_logs
@@ -196,7 +203,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print_result(result, Console())
-    return 0
+    return 0 if result.valid else EXIT_NOT_FOUND
 
 
 def _serve(args: argparse.Namespace) -> int:

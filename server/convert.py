@@ -416,6 +416,12 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
             for c in result.counterfactuals
         ],
         note=result.note or "",
+        original={k: value_message(v) for k, v in result.original.items()},
+        requested=result.requested,
+        failure=result.failure or "",
+        blocked_by=result.blocked_by,
+        reaches=result.reaches,
+        already_met=result.already_met,
         statistics=pb.SolveStatistics(
             steps=s.steps,
             score_calculation_count=s.score_calculation_count,
@@ -424,6 +430,7 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
             time_spent_seconds=s.time_spent_seconds,
             best_found_at_step=s.best_found_at_step,
             termination_reason=s.termination_reason,
+            best_found_after_seconds=s.best_found_after_seconds,
         ),
     )
 

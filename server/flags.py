@@ -14,6 +14,10 @@ from typing import Any
 from planning.distance import MAX_CHANGE_PENALTY
 from planning.errors import CounterplanError
 from planning.goals import ClassGoal, RangeGoal, ValueGoal
+from planning.threads import MAX_MODEL_THREADS
+
+EXIT_NOT_FOUND = 3
+"""Exit code of an explain that ran and found no valid counterfactual (its note says what blocks it)."""
 
 
 class UsageError(CounterplanError, ValueError):
@@ -75,8 +79,11 @@ def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
         raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")
     if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
         raise UsageError(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
-    if getattr(args, "threads", None) is not None and not 1 <= args.threads <= 256:
-        raise UsageError(f"--threads must be 1 to 256, given {args.threads}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 1 <= threads <= MAX_MODEL_THREADS:
+        raise UsageError(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {threads}")
+    if threads is not None and getattr(args, "server", None):  # the server's operator sets them
+        raise UsageError("--threads sets this process's model threads; a server's are set by serve --model-threads")
     if args.max_changes is not None and args.max_changes < 1:
         raise UsageError("--max-changes must be at least 1")
     if not (math.isfinite(args.change_penalty) and 0.0 <= args.change_penalty <= MAX_CHANGE_PENALTY):

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from google.protobuf import json_format
 from rich.console import Console
 
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.client import CounterplanClient
 from server.convert import plain_value
-from server.flags import UsageError, checked_limits, feature_overrides, fill_missing_columns, with_margin
+from server.flags import (
+    EXIT_NOT_FOUND,
+    UsageError,
+    checked_limits,
+    feature_overrides,
+    fill_missing_columns,
+    with_margin,
+)
 from server.goal_text import parse_goal_text
 from server.loading import load_instance
+from server.registry import DEMO_ID
 from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 
 
@@ -22,8 +28,13 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     from planning.demo import rejected_applicant  # noqa: PLC0415
     from server.render import print_result, progress_line  # noqa: PLC0415
 
-    instance = load_instance(args.instance) if args.instance else rejected_applicant()
-    goals = [_goal_message(text, args.margin) for text in args.goal] or [_goal_message("class:1@0.7", args.margin)]
+    if args.instance:
+        instance = load_instance(args.instance)
+    elif args.model_id == DEMO_ID:
+        instance = rejected_applicant()
+    else:
+        raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
+    goals = [_goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
     solver = pb.SolverSpec()
     if args.seed is not None:
         solver.seed = args.seed
@@ -45,11 +56,12 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
             elif show:
                 status.update(progress_line(_event(message)))
     assert final is not None, "the server's stream ended without a FINAL message"
-    if args.json:
-        print(json.dumps(json_format.MessageToDict(final), indent=2))
+    result = _result(final)
+    if args.json:  # the same schema as a local explain's --json
+        print(result.model_dump_json(indent=2))
     else:
-        print_result(_result(final, args.num_counterfactuals), Console())
-    return 0
+        print_result(result, Console())
+    return 0 if result.valid else EXIT_NOT_FOUND
 
 
 _METRICS = {
@@ -129,15 +141,14 @@ def _predictions(items: list[pb.OutputPrediction]) -> dict[str, object]:
     return {p.output: dict(p.probabilities) if p.probabilities else p.value for p in items}
 
 
-def _result(message: pb.ExplainResponse, requested: int = 1) -> CounterfactualResult:
+def _result(message: pb.ExplainResponse) -> CounterfactualResult:
     s = message.statistics
     proposed = {k: plain_value(v) for k, v in message.proposed.items()}
-    original = dict(proposed)
-    for change in message.changes:
-        original[change.feature] = plain_value(change.original)
+    original = {k: plain_value(v) for k, v in message.original.items()}
+    order = list(original) or list(proposed)  # the schema's order, as a local result has it
     return CounterfactualResult(
-        original=original,
-        proposed=proposed,
+        original={k: original.get(k) for k in order},
+        proposed={k: proposed.get(k) for k in order},
         changes=[
             Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
             for c in message.changes
@@ -155,11 +166,15 @@ def _result(message: pb.ExplainResponse, requested: int = 1) -> CounterfactualRe
             score_calculation_speed=s.score_calculation_speed,
             time_spent_seconds=s.time_spent_seconds,
             best_found_at_step=s.best_found_at_step,
-            best_found_after_seconds=0.0,
+            best_found_after_seconds=s.best_found_after_seconds,
             termination_reason=s.termination_reason,
         ),
+        failure=message.failure or None,
         counterfactuals=[_counterfactual(c) for c in message.counterfactuals],
-        requested=requested,
+        requested=message.requested or 1,
+        blocked_by=list(message.blocked_by),
+        reaches=message.reaches,
+        already_met=message.already_met,
     )
 
 

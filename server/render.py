@@ -23,7 +23,8 @@ def _fmt_predictions(predictions: dict[str, Any]) -> str:
     for name, value in predictions.items():
         if isinstance(value, dict):
             probabilities = ", ".join(f"{label}: {p:.3f}" for label, p in value.items())
-            parts.append(f"{name} ({probabilities})")
+            predicted = max(value, key=lambda label: value[label]) if value else "?"
+            parts.append(f"{name} = {predicted} ({probabilities})")
         else:
             parts.append(f"{name} = {_fmt(value)}")
     return "; ".join(parts)
@@ -34,6 +35,8 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
     if result.changes:
         console.print("Counterfactual: change these features")
         console.print(_changes_table(result.changes))
+    elif result.already_met:
+        console.print("The instance already meets the goal: nothing to change.")
     else:
         console.print("No change found that improves on the original instance.")
     kept = [name for name, value in result.original.items() if value is None and result.proposed.get(name) is None]
@@ -42,9 +45,11 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
     verdict = "[green]valid[/green]" if result.valid else "[red]not valid: the goal is not reached[/red]"
     console.print(f"Prediction before: {_fmt_predictions(result.original_predictions)}")
     console.print(f"Prediction after:  {_fmt_predictions(result.predictions)}  {verdict}")
-    console.print(f"Score: {result.score}")
+    console.print(f"Score: {display_score(result.score_levels)}")
     for i, option in enumerate(result.counterfactuals[1:], start=2):
-        console.print(f"Alternative {i}: {option.score}  ({_fmt_predictions(option.predictions)})")
+        console.print(
+            f"Alternative {i}: {display_score(option.score_levels)}  ({_fmt_predictions(option.predictions)})"
+        )
         console.print(_changes_table(option.changes))
     if result.note:
         console.print(result.note, style="yellow")
@@ -55,6 +60,12 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         f"{s.best_found_at_step}; stopped: {s.termination_reason}",
         style="dim",
     )
+
+
+def display_score(levels: list[float]) -> str:
+    """The score for a reader: each level to 4 significant digits (``--json`` keeps the exact text)."""
+    text = [f"{level:.4g}" if level else "0" for level in levels]
+    return f"[{'/'.join(text[:3])}]hard/[{'/'.join(text[3:])}]soft"
 
 
 def _changes_table(changes: list[Change]) -> Table:
@@ -70,4 +81,5 @@ def _changes_table(changes: list[Change]) -> Table:
 def progress_line(event: BestSolutionEvent) -> str:
     """One line for the live display: the best score so far."""
     state = "feasible" if event.feasible else "searching"
-    return f"best {event.score} ({state}) at step {event.step_index}, {event.time_spent_seconds * 1e3:.0f} ms"
+    score = display_score(event.score_levels)
+    return f"best {score} ({state}) at step {event.step_index}, {event.time_spent_seconds * 1e3:.0f} ms"

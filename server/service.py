@@ -186,7 +186,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         config = checked.config.model_copy(
             update={
                 "termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,)),
-                "model_threads": self.settings.model_threads,
+                "model_threads": self.settings.threads_for(checked.config.model_threads),
             }
         )
         problem = model.problem(

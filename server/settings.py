@@ -8,6 +8,8 @@ from typing import Annotated, Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from planning.threads import MAX_MODEL_THREADS
+
 
 class ServerSettings(BaseSettings):
     """How a counterplan server runs. Every field reads ``COUNTERPLAN_<NAME>`` too."""
@@ -37,12 +39,18 @@ class ServerSettings(BaseSettings):
     """When set, every call needs ``authorization: Bearer <token>``."""
     grace_seconds: Annotated[float, Field(ge=0)] = 5.0
     """On shutdown, running solves get this long, then are cut."""
-    model_threads: Annotated[int, Field(ge=1, le=256)] = 1
-    """Native (OpenMP, BLAS) threads each solve's model calls may use, whatever a request's
-    configuration asks: the operator, not a client, decides how the cores are shared."""
+    model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] = 1
+    """Native threads per model call at most: a request's config may ask for fewer, never more.
+
+    Several solves run at once on the server's cores, so one thread each is the default; the
+    operator, not a client, decides how the cores are shared."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("give both tls_cert and tls_key, or neither")
         return self
+
+    def threads_for(self, asked: int | None) -> int:
+        """The native threads a solve gets when its config asks for ``asked`` (None: no wish)."""
+        return self.model_threads if asked is None else min(asked, self.model_threads)

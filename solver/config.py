@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from planning._pydantic import reraise
 from planning.errors import InvalidInputError, ScoreFormatError
 from planning.score import BendableScore
+from planning.threads import MAX_MODEL_THREADS
 
 
 class ConfigError(InvalidInputError):
@@ -296,7 +297,7 @@ class SolverConfig(_Config):
     phases: tuple[PhaseConfig, ...] = Field(default_factory=default_phases)
     termination: TerminationConfig = Field(default_factory=default_termination)
     random_seed: int = 0
-    model_threads: Annotated[int, Field(ge=1, le=256)] | None = 1
+    model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] | None = 1
     """Native (OpenMP, BLAS) threads a model call may use; None leaves the pools as they are.
     One by default: the engines batch candidates, and extra threads fight other work for the
     cores (see :mod:`planning.threads`). Like OptaPlanner's ``moveThreadCount``, a speed knob only."""

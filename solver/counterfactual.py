@@ -17,8 +17,9 @@ from planning.calculator import Evaluation, ScoreCalculator
 from planning.errors import CounterplanError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
-from planning.threads import limited_threads
+from planning.threads import NativeThreadLimit
 from solver.config import SolverConfig
+from solver.diagnosis import blocking_immutables
 from solver.diversity import best_per_change_set, select_diverse, undominated
 from solver.engine import Solver
 from solver.events import BestSolutionChanged
@@ -119,11 +120,11 @@ class CounterfactualSolver:
 
     def solve(self) -> CounterfactualResult:
         """Run the search and decode its answer, native thread pools limited (``model_threads``)."""
-        with limited_threads(self.config.model_threads):
-            return self._solve()
+        started = time.perf_counter()  # a time limit covers everything from here on
+        with NativeThreadLimit(self.config.model_threads):
+            return self._solve(started)
 
-    def _solve(self) -> CounterfactualResult:
-        started = time.perf_counter()
+    def _solve(self, started: float) -> CounterfactualResult:
         limit = wall_limit(self.config.termination)
 
         def should_stop() -> bool:  # choosing k answers stays within the solve's limits
@@ -135,9 +136,11 @@ class CounterfactualSolver:
         original = calculator.calculate(problem.original_row())
         if original.failures[0] is not None:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
+        if original.scores[0, 0] == 0.0 and original.scores[0, 2] == 0.0:
+            return self._already_met(original, time.perf_counter() - started)
         scorer = CalculatorScorer(calculator, original)
         self._solver.listeners = [self._forward] if self.listeners else []
-        outcome = self._solver.solve(problem.space, scorer)
+        outcome = self._solver.solve(problem.space, scorer, started)
         final = calculator.calculate(outcome.best_row.reshape(1, -1))
         before = (calculator.calculation_count, calculator.model_call_count)
         choosing = time.perf_counter()
@@ -164,6 +167,9 @@ class CounterfactualSolver:
         if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
             best, failure = alternatives[0], None  # refining the pool beat the search's own best
             found_at = (outcome.step_count, spent)
+        blocked_by: tuple[list[str], bool] = ([], False)
+        if not best.valid and not should_stop():
+            blocked_by = blocking_immutables(calculator, outcome.best_row, outcome.best_score)
         return CounterfactualResult(
             original=problem.space.decode(problem.space.original),
             proposed=best.proposed,
@@ -187,6 +193,47 @@ class CounterfactualSolver:
             failure=failure,
             counterfactuals=alternatives,
             requested=self.num_counterfactuals,
+            blocked_by=blocked_by[0],
+            reaches=blocked_by[1],
+        )
+
+    def _already_met(self, original: Evaluation, spent: float) -> CounterfactualResult:
+        """The instance meets every goal as it is: nothing to change, no search."""
+        space = self.problem.space
+        score = BendableScore.of(original.scores[0])
+        values = space.decode(space.original)
+        answer = Counterfactual(
+            proposed=values,
+            changes=[],
+            predictions=self._predictions(original),
+            score=str(score),
+            score_levels=list(score.levels),
+            valid=True,
+            feasible=score.is_feasible,
+        )
+        return CounterfactualResult(
+            original=values,
+            proposed=values,
+            changes=[],
+            predictions=answer.predictions,
+            original_predictions=answer.predictions,
+            score=answer.score,
+            score_levels=answer.score_levels,
+            valid=True,
+            feasible=answer.feasible,
+            statistics=SolveStatistics(
+                steps=0,
+                score_calculation_count=1,
+                model_call_count=1,
+                score_calculation_speed=1.0 / spent if spent > 0 else 0.0,
+                time_spent_seconds=spent,
+                best_found_at_step=0,
+                best_found_after_seconds=0.0,
+                termination_reason="the instance already meets the goal",
+            ),
+            counterfactuals=[answer],
+            requested=self.num_counterfactuals,
+            already_met=True,
         )
 
     def _alternatives(
@@ -231,7 +278,9 @@ class CounterfactualSolver:
                     feasible=score.is_feasible and fine,
                 )
             )
-        return out
+        # best first, as documented: chosen by diversity, listed by score (a stable sort: on a tie
+        # the search's own best, chosen first, stays first; a refined row that beats it leads)
+        return sorted(out, key=lambda c: tuple(c.score_levels), reverse=True)
 
     def _diverse_refined(
         self,

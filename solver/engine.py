@@ -71,8 +71,12 @@ class Solver:
         """True once :meth:`terminate_early` was called."""
         return self._terminate.is_set()
 
-    def solve(self, space: EncodedSpace, scorer: BatchScorer) -> SolveOutcome:
-        """Search from the original instance until the termination says stop."""
+    def solve(self, space: EncodedSpace, scorer: BatchScorer, started: float | None = None) -> SolveOutcome:
+        """Search from the original instance until the termination says stop.
+
+        ``started`` (a ``perf_counter`` reading) is when the caller's solve began, so a time limit
+        also covers what it did first (setting up thread pools, scoring the original).
+        """
         start = space.original.reshape(1, -1).copy()
         start_score = scorer.score(start)[0]
         scope = SolverScope(
@@ -81,7 +85,7 @@ class Solver:
             rng=np.random.default_rng(self.config.random_seed),
             best_row=start[0].copy(),
             best_score=start_score.copy(),
-            progress=Progress.starting(start_score),
+            progress=Progress.starting(start_score, started),
             terminate_flag=self._terminate,
             pool=[] if self.collect_pool or _polishes_routes(self.config) else None,
         )

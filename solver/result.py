@@ -78,11 +78,25 @@ class CounterfactualResult(BaseModel):
     never padded."""
     requested: int = 1
     """How many answers were asked for."""
+    blocked_by: list[str] = []
+    """When no valid answer was found: the immutable features whose change alone would reach
+    the goal, or else those that would bring it closest (see :mod:`solver.diagnosis`)."""
+    already_met: bool = False
+    """The instance met every goal as it was: nothing to change, no search ran."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def note(self) -> str | None:
-        """Says so when fewer answers than asked were found."""
+        """What a reader should know: the goal was already met, not reached, or fewer answers came back."""
+        if self.already_met:
+            return "the instance already meets the goal: nothing to change"
+        if not self.valid:
+            if not self.blocked_by:
+                return "no valid counterfactual found within the domains and rules"
+            return (
+                f"no valid counterfactual with the immutable features held fixed; changing {_names(self.blocked_by)}"
+                + (" alone would reach the goal" if self.reaches else " would come closest")
+            )
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
             found = len(self.counterfactuals)
             noun = "counterfactual" if found == 1 else "counterfactuals"
@@ -91,6 +105,9 @@ class CounterfactualResult(BaseModel):
                 "within ten times the best one's distance"
             )
         return None
+
+    reaches: bool = False
+    """With ``blocked_by``: True when changing one of those features alone would reach the goal."""
 
     @property
     def bendable_score(self) -> BendableScore:
@@ -108,6 +125,10 @@ class CounterfactualResult(BaseModel):
                 "changed": [name in changed for name in self.original],
             }
         )
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 class BestSolutionEvent(BaseModel):

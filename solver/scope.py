@@ -29,9 +29,9 @@ class Progress:
     move_count: int = 0
 
     @classmethod
-    def starting(cls, best_score: FloatMatrix) -> Progress:
-        """Counters that start now, at ``best_score``."""
-        now = time.perf_counter()
+    def starting(cls, best_score: FloatMatrix, started: float | None = None) -> Progress:
+        """Counters that start now (or at ``started``, a ``perf_counter`` reading), at ``best_score``."""
+        now = time.perf_counter() if started is None else started
         return cls(start_time=now, best_score=best_score.copy(), last_improvement_time=now)
 
     def elapsed(self) -> float:

@@ -133,3 +133,15 @@ def test_invalid_goal_fields_raise_goal_error() -> None:
     assert isinstance(parse_goal({"kind": "range", "low": 0, "high": 1}), RangeGoal)
     with pytest.raises(GoalError):
         parse_goal({"kind": "shape", "output": "y"})
+
+
+def test_a_label_written_as_text_names_a_numeric_class() -> None:
+    floats = OutputSpec("risk", (0.0, 1.0))
+    assert bind_goals([ClassGoal(target="1")], (floats,))[0].class_index == 1
+    assert bind_goals([ClassGoal(target=1)], (floats,))[0].class_index == 1
+    assert bind_goals([ClassGoal(target="0.0")], (floats,))[0].class_index == 0
+    with pytest.raises(GoalError, match="not one of"):
+        bind_goals([ClassGoal(target="2")], (floats,))
+    flags = OutputSpec("flag", (False, True))
+    with pytest.raises(GoalError):
+        bind_goals([ClassGoal(target="1")], (flags,))  # a number never names a boolean class

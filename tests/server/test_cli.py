@@ -198,10 +198,21 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         code, out, err = _run(capsys, "explain", "--server", running.target, "--json", "--seed", "2")
         assert code == 0, err
         result = json.loads(out)
-        assert result["valid"] and result["modelId"] == "loan-demo"
+        code, local_out, err = _run(capsys, "explain", "--json", "--seed", "2")
+        assert code == 0, err
+        local = json.loads(local_out)
+        assert set(result) == set(local) and set(result["statistics"]) == set(local["statistics"])
+        for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested"):
+            assert result[key] == local[key], key  # one schema, one set of defaults, the same answer
+        assert result["valid"] and isinstance(result["original"]["age"], int)
         code, out, _ = _run(capsys, "explain", "--server", running.target, "--no-progress")
         assert code == 0 and "Counterfactual: change these features" in out
         code, _, err = _run(capsys, "explain", "--server", running.target, "--model-id", "nope")
+        assert code == 2 and "--instance is needed" in err  # only the demo has a default instance
+        applicant = json.dumps(rejected_applicant())
+        code, _, err = _run(
+            capsys, "explain", "--server", running.target, "--model-id", "nope", "--instance", applicant
+        )
         assert code == 1 and "NOT_FOUND" in err and err.count("\n") == 1
         shaped = ("-k", "3", "--max-changes", "1", "--change-penalty", "2", "--monotone", "income=increase")
         code, out, err = _run(capsys, "explain", "--server", running.target, "--json", *shaped)
@@ -209,13 +220,13 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         options = json.loads(out)["counterfactuals"]
         assert 1 <= len(options) <= 3  # the flags reach the server: k, the change limit, monotone income
         assert all(len(option["changes"]) == 1 for option in options)
-        assert all(option["proposed"]["income"]["numberValue"] >= 38000 for option in options)
+        assert all(option["proposed"]["income"] >= 38000 for option in options)
         code, out, err = _run(capsys, "explain", "--server", running.target, "--no-progress", "-k", "2")
         assert code == 0 and "Alternative 2" in out, err
         both = ("--immutable", "debt", "--cost", "debt=2", "--monotone", "income=increase", "--json")
         code, out, err = _run(capsys, "explain", "--server", running.target, *both)  # one override per feature
         assert code == 0, err
-        assert json.loads(out)["proposed"]["debt"]["numberValue"] == rejected_applicant()["debt"]
+        assert json.loads(out)["proposed"]["debt"] == rejected_applicant()["debt"]
         for bad in (["-k", "0"], ["--time-limit", "0"], ["--change-penalty", "-2"]):
             code, _, err = _run(capsys, "explain", "--server", running.target, *bad)
             assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
@@ -393,3 +404,19 @@ def test_a_csv_missing_the_models_columns_is_a_one_line_error(
         capsys, "explain", "--model", str(credit_files["model"]), "--data", str(partial), "--target", "ok", "--row", "0"
     )
     assert code == 2 and "ratio" in err and "missing" in err and err.count("\n") == 1
+
+
+def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # every feature but age (immutable) held fixed: no approval is reachable
+    frozen = "income,years_employed,credit_cards,debt,loan_amount,education,home_ownership,purpose,has_guarantor"
+    code, out, _ = _run(capsys, "explain", "--no-progress", "--immutable", f"age,has_prior_default,{frozen}")
+    assert code == 3
+    assert "not valid" in out and "no valid counterfactual" in out
+    assert "Prediction before: approved = 0 (0: " in out  # the predicted class is said
+    code, out, _ = _run(capsys, "explain", "--json", "--immutable", f"age,has_prior_default,{frozen}")
+    assert code == 3 and json.loads(out)["valid"] is False
+
+
+def test_an_instance_that_meets_the_goal_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "explain", "--no-progress", "--goal", "class:0")
+    assert code == 0 and "already meets the goal" in out and "Search: 0 steps" in out

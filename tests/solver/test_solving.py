@@ -419,3 +419,47 @@ def test_choosing_several_answers_stays_within_the_time_limit() -> None:
     late = [t for t in starts if t - begun > limit]
     assert result.valid
     assert len(late) <= 3, f"{len(late)} model calls started after the time limit"
+
+
+def _held_back(age_matters: bool) -> CounterfactualProblem:
+    """Approval needs age >= 30, which is immutable; x helps only a little."""
+    from planning import FloatFeature, IntegerFeature
+
+    def model(X: FloatMatrix) -> FloatMatrix:
+        margin = (X[:, 1] - 30.0) * (1.0 if age_matters else 0.0) + 0.1 * X[:, 0] - 0.5
+        p = 1.0 / (1.0 + np.exp(-4.0 * margin))
+        return np.column_stack([1.0 - p, p])
+
+    features = [
+        FloatFeature(name="x", value=0.0, low=0.0, high=1.0),
+        IntegerFeature(name="age", value=20, low=18, high=90, constrained=True),
+    ]
+    return CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))]))
+
+
+def test_an_unreachable_goal_names_the_immutable_feature_that_blocks_it() -> None:
+    result = explain(_held_back(age_matters=True), seed=0)
+    assert not result.valid
+    assert result.blocked_by == ["age"] and result.reaches
+    assert result.note is not None and "age" in result.note and "alone would reach" in result.note
+    nothing = explain(_held_back(age_matters=False), seed=0)  # no immutable can help either
+    assert not nothing.valid and nothing.blocked_by == []
+    assert nothing.note is not None and "no valid counterfactual" in nothing.note
+
+
+def test_an_instance_that_already_meets_the_goal_is_answered_without_a_search(
+    linear_problem: CounterfactualProblem,
+) -> None:
+    met = linear_problem.with_goals([ClassGoal(target=0, margin=0.0)])  # rejected is already class 0
+    result = explain(met, seed=0)
+    assert result.valid and result.already_met and result.changes == []
+    assert result.statistics.steps == 0 and result.statistics.model_call_count == 1
+    assert result.note is not None and "already meets the goal" in result.note
+
+
+def test_several_answers_come_best_first(loan_problem: CounterfactualProblem) -> None:
+    result = explain(loan_problem, seed=0, num_counterfactuals=4)
+    levels = [tuple(c.score_levels) for c in result.counterfactuals]
+    assert len(levels) >= 2
+    assert levels == sorted(levels, reverse=True)
+    assert result.counterfactuals[0].proposed == result.proposed

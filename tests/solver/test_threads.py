@@ -14,7 +14,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_info
 
 from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from planning.threads import active_blas_limits, limited_threads
+from planning.threads import SHARED_POOLS, NativeThreadLimit
 from solver import SolverConfig, SolverManager, TerminationConfig, explain
 
 
@@ -52,7 +52,7 @@ def test_model_calls_run_on_one_native_thread_by_default_and_pools_are_restored(
     assert all(openmp == {1} for openmp, _ in model.seen)
     assert all(blas <= {1} for _, blas in model.seen)
     assert (_threads("openmp"), _threads("blas")) == before
-    assert active_blas_limits() == 0
+    assert SHARED_POOLS.holders == 0
 
 
 def test_model_threads_is_configurable_and_none_leaves_the_pools_alone() -> None:
@@ -82,19 +82,19 @@ def test_the_process_wide_blas_limit_lasts_until_the_last_solve_ends() -> None:
     entered, release = threading.Event(), threading.Event()
 
     def other_solve() -> None:
-        with limited_threads(1):
+        with NativeThreadLimit(1):
             entered.set()
             release.wait(30)
 
     worker = threading.Thread(target=other_solve)
-    with limited_threads(1):
+    with NativeThreadLimit(1):
         worker.start()
         assert entered.wait(30)
-        assert active_blas_limits() == 2
+        assert SHARED_POOLS.holders == 2
     assert _threads("blas") == {1}  # this solve ended; the other still holds the limit
     release.set()
     worker.join(30)
-    assert active_blas_limits() == 0
+    assert SHARED_POOLS.holders == 0
     assert _threads("blas") == original
 
 

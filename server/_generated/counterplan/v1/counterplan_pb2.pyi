@@ -272,7 +272,7 @@ class Score(_message.Message):
     def __init__(self, hard_levels: _Optional[_Iterable[float]] = ..., soft_levels: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., feasible: _Optional[bool] = ...) -> None: ...
 
 class SolveStatistics(_message.Message):
-    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason")
+    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason", "best_found_after_seconds")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SCORE_CALCULATION_COUNT_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +280,7 @@ class SolveStatistics(_message.Message):
     TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BEST_FOUND_AT_STEP_FIELD_NUMBER: _ClassVar[int]
     TERMINATION_REASON_FIELD_NUMBER: _ClassVar[int]
+    BEST_FOUND_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     steps: int
     score_calculation_count: int
     model_call_count: int
@@ -287,11 +288,19 @@ class SolveStatistics(_message.Message):
     time_spent_seconds: float
     best_found_at_step: int
     termination_reason: str
-    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ...) -> None: ...
+    best_found_after_seconds: float
+    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note")
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met")
     class ProposedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    class OriginalEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +319,12 @@ class ExplainResponse(_message.Message):
     STATISTICS_FIELD_NUMBER: _ClassVar[int]
     COUNTERFACTUALS_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_BY_FIELD_NUMBER: _ClassVar[int]
+    REACHES_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     proposed: _containers.MessageMap[str, FeatureValue]
@@ -322,7 +337,13 @@ class ExplainResponse(_message.Message):
     statistics: SolveStatistics
     counterfactuals: _containers.RepeatedCompositeFieldContainer[Counterfactual]
     note: str
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ...) -> None: ...
+    original: _containers.MessageMap[str, FeatureValue]
+    requested: int
+    failure: str
+    blocked_by: _containers.RepeatedScalarFieldContainer[str]
+    reaches: bool
+    already_met: bool
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ...) -> None: ...
 
 class ExplainStreamResponse(_message.Message):
     __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")

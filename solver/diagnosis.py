@@ -1,0 +1,44 @@
+"""Why a goal was not reached: the immutable features that hold it back.
+
+When a solve ends without a valid answer, a user's first question is "what would it take?".
+Often the answer is a feature they held fixed (age, a prior default). One batched model call
+scans each immutable feature that has a domain, alone, over a grid of that domain, from the
+best row the search found, and reports the ones whose change would reach the goal, or else
+the ones that would bring it closest. It only reads the model; it never proposes an answer
+that breaks a rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planning.calculator import ScoreCalculator
+from solver.protocol import FloatMatrix
+from solver.scan import scan_rows
+
+GRID_SIZE = 24
+MOST = 3
+"""Closest-coming features named, at most."""
+
+
+def blocking_immutables(
+    calculator: ScoreCalculator, best: FloatMatrix, best_score: FloatMatrix
+) -> tuple[list[str], bool]:
+    """Immutable features that would reach the goal if changed alone (and True); else the most
+    helpful ones (and False). Empty when no immutable feature has room to move or none helps.
+    """
+    space = calculator.problem.space
+    frozen = ~space.mutable & (space.domain_upper > space.domain_lower) & ~space.missing
+    if not frozen.any():
+        return [], False
+    X, owners = scan_rows(space, best, frozen, GRID_SIZE)
+    if X.shape[0] == 0:
+        return [], False
+    scores = calculator.calculate(X).scores
+    reach = (scores[:, 0] == 0.0) & (scores[:, 2] == 0.0)
+    if reach.any():
+        return [space.names[j] for j in np.unique(owners[reach])], True
+    gain = scores[:, 0] - best_score[0]
+    best_gain = {int(j): float(gain[owners == j].max()) for j in np.unique(owners)}
+    helpful = sorted((j for j, g in best_gain.items() if g > 0.0), key=lambda j: -best_gain[j])
+    return [space.names[j] for j in helpful[:MOST]], False
