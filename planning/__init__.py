@@ -2,38 +2,103 @@
 
 ``import planning`` loads numpy, pandas, pydantic and scikit-learn only; it never imports the
 solver, the server, grpc or optuna.
+
+Names load on first use (PEP 562), so ``import planning.errors`` or the command line's
+``--help`` does not pay for scikit-learn and pandas; ``from planning import X`` works as before.
 """
 
-from planning.calculator import FAILED_PREDICTION, Evaluation, ScoreCalculator, reference_score
-from planning.distance import DistanceSettings, FeatureStatistics
-from planning.errors import (
-    CandidateError,
-    CounterplanError,
-    FeatureError,
-    GoalError,
-    InvalidInputError,
-    ModelAdapterError,
-    ProblemError,
-    ScoreFormatError,
-)
-from planning.features import (
-    BooleanFeature,
-    CategoricalFeature,
-    FloatFeature,
-    IntegerFeature,
-    parse_feature,
-)
-from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, parse_goal
-from planning.models import (
-    CallableAdapter,
-    ModelAdapter,
-    SklearnClassifierAdapter,
-    SklearnRegressorAdapter,
-    adapt_sklearn,
-)
-from planning.problem import CounterfactualProblem
-from planning.score import BendableScore
-from planning.space import FeatureSpace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planning.calculator import (
+        FAILED_PREDICTION,
+        Evaluation,
+        ScoreCalculator,
+        reference_score,
+    )
+    from planning.distance import (
+        DistanceSettings,
+        FeatureStatistics,
+    )
+    from planning.errors import (
+        CandidateError,
+        CounterplanError,
+        FeatureError,
+        GoalError,
+        InvalidInputError,
+        ModelAdapterError,
+        ProblemError,
+        ScoreFormatError,
+    )
+    from planning.features import (
+        BooleanFeature,
+        CategoricalFeature,
+        FloatFeature,
+        IntegerFeature,
+        parse_feature,
+    )
+    from planning.goals import (
+        ClassGoal,
+        OutputSpec,
+        RangeGoal,
+        ValueGoal,
+        parse_goal,
+    )
+    from planning.models import (
+        CallableAdapter,
+        ModelAdapter,
+        SklearnClassifierAdapter,
+        SklearnRegressorAdapter,
+        adapt_sklearn,
+    )
+    from planning.problem import (
+        CounterfactualProblem,
+    )
+    from planning.score import (
+        BendableScore,
+    )
+    from planning.space import (
+        FeatureSpace,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "BendableScore": "planning.score",
+    "BooleanFeature": "planning.features",
+    "CallableAdapter": "planning.models",
+    "CandidateError": "planning.errors",
+    "CategoricalFeature": "planning.features",
+    "ClassGoal": "planning.goals",
+    "CounterfactualProblem": "planning.problem",
+    "CounterplanError": "planning.errors",
+    "DistanceSettings": "planning.distance",
+    "Evaluation": "planning.calculator",
+    "FAILED_PREDICTION": "planning.calculator",
+    "FeatureError": "planning.errors",
+    "FeatureSpace": "planning.space",
+    "FeatureStatistics": "planning.distance",
+    "FloatFeature": "planning.features",
+    "GoalError": "planning.errors",
+    "IntegerFeature": "planning.features",
+    "InvalidInputError": "planning.errors",
+    "ModelAdapter": "planning.models",
+    "ModelAdapterError": "planning.errors",
+    "OutputSpec": "planning.goals",
+    "ProblemError": "planning.errors",
+    "RangeGoal": "planning.goals",
+    "ScoreCalculator": "planning.calculator",
+    "ScoreFormatError": "planning.errors",
+    "SklearnClassifierAdapter": "planning.models",
+    "SklearnRegressorAdapter": "planning.models",
+    "ValueGoal": "planning.goals",
+    "adapt_sklearn": "planning.models",
+    "parse_feature": "planning.features",
+    "parse_goal": "planning.goals",
+    "reference_score": "planning.calculator",
+}
+"""Each public name and the module that defines it, imported on first use."""
 
 __all__ = [
     "FAILED_PREDICTION",
@@ -69,3 +134,16 @@ __all__ = [
     "parse_goal",
     "reference_score",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

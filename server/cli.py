@@ -10,15 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from planning.distance import DistanceSettings
+# Only light modules at the top: --help and argument errors must answer at once. Each command
+# imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from planning.errors import CounterplanError
-from planning.goals import ClassGoal, RangeGoal, ValueGoal
-from planning.models import adapt_sklearn
-from planning.problem import CounterfactualProblem
 from server import tune_command
 from server.flags import (
     EXIT_NOT_FOUND,
@@ -28,13 +24,12 @@ from server.flags import (
     fill_missing_columns,
     with_margin,
 )
-from server.goal_text import GOAL_HELP, parse_goal_text
-from server.loading import load_csv, load_instance, load_model
-from server.logs import configure_console_logs
-from server.render import print_result, progress_line
-from solver.config import SolverConfig, TerminationConfig
-from solver.counterfactual import CounterfactualSolver
-from solver.result import BestSolutionEvent
+from server.help_text import GOAL_HELP
+
+if TYPE_CHECKING:
+    from planning.distance import DistanceSettings
+    from planning.goals import ClassGoal, RangeGoal, ValueGoal
+    from planning.problem import CounterfactualProblem
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -162,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
+
     configure_console_logs()
     try:
         if args.command == "explain":
@@ -176,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
+
+    from server.render import print_result, progress_line  # noqa: PLC0415
+    from solver.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
+    from solver.result import BestSolutionEvent  # noqa: PLC0415
+
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
     if args.threads is not None:  # checked with the other flags in _problem
@@ -257,6 +261,12 @@ def _explain_remote(args: argparse.Namespace) -> int:
 
 
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
+    from planning.distance import DistanceSettings  # noqa: PLC0415
+    from planning.models import adapt_sklearn  # noqa: PLC0415
+    from planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from server.goal_text import parse_goal_text  # noqa: PLC0415
+    from server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = with_margin([parse_goal_text(text) for text in args.goal], args.margin)
     max_changes, penalty = checked_limits(args)
@@ -311,6 +321,8 @@ def _demo_problem(
     max_changes: int | None,
 ) -> CounterfactualProblem:
     from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
+    from planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from server.loading import load_instance  # noqa: PLC0415
 
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)

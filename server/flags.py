@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planning.distance import MAX_CHANGE_PENALTY
 from planning.errors import CounterplanError
-from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.threads import MAX_MODEL_THREADS
+
+if TYPE_CHECKING:
+    from planning.goals import ClassGoal, RangeGoal, ValueGoal
 
 EXIT_NOT_FOUND = 3
 """Exit code of an explain that ran and found no valid counterfactual (its note says what blocks it)."""
@@ -66,6 +67,8 @@ def with_margin(
     goals: list[ClassGoal | ValueGoal | RangeGoal], margin: float | None
 ) -> list[ClassGoal | ValueGoal | RangeGoal]:
     """``goals`` with ``--margin`` on every class goal (checked: 0 to 0.5)."""
+    from planning.goals import ClassGoal  # noqa: PLC0415 - numpy and pydantic: only once a command runs
+
     if margin is None:
         return goals
     if not (math.isfinite(margin) and 0.0 <= margin <= 0.5):
@@ -74,7 +77,9 @@ def with_margin(
 
 
 def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
-    """``--max-changes`` and ``--change-penalty`` (returned), ``-k`` and ``--time-limit``, checked."""
+    """``--max-changes`` and ``--change-penalty`` (returned), ``-k``, ``--time-limit`` and ``--threads``, checked."""
+    from planning.distance import MAX_CHANGE_PENALTY  # noqa: PLC0415 - loads numpy: only once a command runs
+
     if args.num_counterfactuals < 1:
         raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")
     if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from planning.errors import GoalError
 from planning.goals import ClassGoal, RangeGoal, ValueGoal
-
-GOAL_HELP = "goal: [OUTPUT=]class:LABEL[@CONFIDENCE] | [OUTPUT=]value:V[~TOLERANCE] | [OUTPUT=]range:LOW..HIGH"
+from server.help_text import GOAL_HELP
 
 
 def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:

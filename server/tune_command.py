@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
-
-from planning.goals import ClassGoal
-from planning.problem import CounterfactualProblem
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def add_parser(commands: Any) -> None:
@@ -40,6 +36,12 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, usage: Any) -> int:
     """Tune, print the report, write the best configuration."""
+    import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
+    from rich.console import Console  # noqa: PLC0415
+
+    from planning.goals import ClassGoal  # noqa: PLC0415
+    from planning.problem import CounterfactualProblem  # noqa: PLC0415
+
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
     except ImportError:
@@ -118,6 +120,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
 
 def _print_report(report: Any, args: argparse.Namespace, console: Console) -> None:
     import optuna  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
 
     trials = [t for t in report.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in report.study.trials)

@@ -1,0 +1,218 @@
+"""counterplan: counterfactual explanations for tabular models, solved as a constraint-planning problem.
+
+The front door: ``import counterplan`` gives the public API of the layers below (the planning
+domain, the solver, the results), ``python -m counterplan`` is the ``counterplan`` command. It
+defines nothing of its own, and like the layers it loads each name on first use, so
+``python -m counterplan --help`` answers at once.
+
+>>> import counterplan
+>>> problem = counterplan.CounterfactualProblem.from_dataframe(data, row, model, target="approved")
+>>> result = counterplan.explain(problem, seed=0)
+
+The layers stay what they are: ``planning`` (the domain), ``solver`` (the engines), ``server``
+(command line and gRPC service). ``counterplan.demo`` is the embedded demo.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planning.calculator import (
+        ScoreCalculator,
+    )
+    from planning.defaults import (
+        default_goals,
+    )
+    from planning.distance import (
+        DistanceSettings,
+        FeatureStatistics,
+    )
+    from planning.errors import (
+        CounterplanError,
+        FeatureError,
+        GoalError,
+        InvalidInputError,
+        ProblemError,
+    )
+    from planning.features import (
+        BooleanFeature,
+        CategoricalFeature,
+        FloatFeature,
+        IntegerFeature,
+    )
+    from planning.goals import (
+        ClassGoal,
+        OutputSpec,
+        RangeGoal,
+        ValueGoal,
+    )
+    from planning.models import (
+        CallableAdapter,
+        ModelAdapter,
+        adapt_sklearn,
+    )
+    from planning.plausibility import (
+        PlausibilitySettings,
+    )
+    from planning.problem import (
+        CounterfactualProblem,
+    )
+    from planning.score import (
+        BendableScore,
+    )
+    from planning.space import (
+        FeatureSpace,
+    )
+    from solver.config import (
+        BoundaryPolishPhaseConfig,
+        ConfigError,
+        FeatureScanPhaseConfig,
+        ForagerConfig,
+        GreatDelugeAcceptorConfig,
+        HillClimbingAcceptorConfig,
+        LateAcceptanceAcceptorConfig,
+        LocalSearchPhaseConfig,
+        MoveSelectorConfig,
+        SimulatedAnnealingAcceptorConfig,
+        SolverConfig,
+        StepCountingHillClimbingAcceptorConfig,
+        TabuSearchAcceptorConfig,
+        TerminationConfig,
+    )
+    from solver.counterfactual import (
+        CounterfactualSolver,
+        ModelFailureError,
+        explain,
+    )
+    from solver.manager import (
+        SolverJob,
+        SolverManager,
+        SolveStatus,
+    )
+    from solver.result import (
+        BestSolutionEvent,
+        Change,
+        Counterfactual,
+        CounterfactualResult,
+        SolveStatistics,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "BendableScore": "planning.score",
+    "BestSolutionEvent": "solver.result",
+    "BooleanFeature": "planning.features",
+    "BoundaryPolishPhaseConfig": "solver.config",
+    "CallableAdapter": "planning.models",
+    "CategoricalFeature": "planning.features",
+    "Change": "solver.result",
+    "ClassGoal": "planning.goals",
+    "ConfigError": "solver.config",
+    "Counterfactual": "solver.result",
+    "CounterfactualProblem": "planning.problem",
+    "CounterfactualResult": "solver.result",
+    "CounterfactualSolver": "solver.counterfactual",
+    "CounterplanError": "planning.errors",
+    "DistanceSettings": "planning.distance",
+    "FeatureError": "planning.errors",
+    "FeatureScanPhaseConfig": "solver.config",
+    "FeatureSpace": "planning.space",
+    "FeatureStatistics": "planning.distance",
+    "FloatFeature": "planning.features",
+    "ForagerConfig": "solver.config",
+    "GoalError": "planning.errors",
+    "GreatDelugeAcceptorConfig": "solver.config",
+    "HillClimbingAcceptorConfig": "solver.config",
+    "IntegerFeature": "planning.features",
+    "InvalidInputError": "planning.errors",
+    "LateAcceptanceAcceptorConfig": "solver.config",
+    "LocalSearchPhaseConfig": "solver.config",
+    "ModelAdapter": "planning.models",
+    "ModelFailureError": "solver.counterfactual",
+    "MoveSelectorConfig": "solver.config",
+    "OutputSpec": "planning.goals",
+    "PlausibilitySettings": "planning.plausibility",
+    "ProblemError": "planning.errors",
+    "RangeGoal": "planning.goals",
+    "ScoreCalculator": "planning.calculator",
+    "SimulatedAnnealingAcceptorConfig": "solver.config",
+    "SolveStatistics": "solver.result",
+    "SolveStatus": "solver.manager",
+    "SolverConfig": "solver.config",
+    "SolverJob": "solver.manager",
+    "SolverManager": "solver.manager",
+    "StepCountingHillClimbingAcceptorConfig": "solver.config",
+    "TabuSearchAcceptorConfig": "solver.config",
+    "TerminationConfig": "solver.config",
+    "ValueGoal": "planning.goals",
+    "adapt_sklearn": "planning.models",
+    "default_goals": "planning.defaults",
+    "explain": "solver.counterfactual",
+}
+"""Each public name and the module that defines it, imported on first use."""
+
+__all__ = [
+    "BendableScore",
+    "BestSolutionEvent",
+    "BooleanFeature",
+    "BoundaryPolishPhaseConfig",
+    "CallableAdapter",
+    "CategoricalFeature",
+    "Change",
+    "ClassGoal",
+    "ConfigError",
+    "Counterfactual",
+    "CounterfactualProblem",
+    "CounterfactualResult",
+    "CounterfactualSolver",
+    "CounterplanError",
+    "DistanceSettings",
+    "FeatureError",
+    "FeatureScanPhaseConfig",
+    "FeatureSpace",
+    "FeatureStatistics",
+    "FloatFeature",
+    "ForagerConfig",
+    "GoalError",
+    "GreatDelugeAcceptorConfig",
+    "HillClimbingAcceptorConfig",
+    "IntegerFeature",
+    "InvalidInputError",
+    "LateAcceptanceAcceptorConfig",
+    "LocalSearchPhaseConfig",
+    "ModelAdapter",
+    "ModelFailureError",
+    "MoveSelectorConfig",
+    "OutputSpec",
+    "PlausibilitySettings",
+    "ProblemError",
+    "RangeGoal",
+    "ScoreCalculator",
+    "SimulatedAnnealingAcceptorConfig",
+    "SolveStatistics",
+    "SolveStatus",
+    "SolverConfig",
+    "SolverJob",
+    "SolverManager",
+    "StepCountingHillClimbingAcceptorConfig",
+    "TabuSearchAcceptorConfig",
+    "TerminationConfig",
+    "ValueGoal",
+    "adapt_sklearn",
+    "default_goals",
+    "explain",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,8 @@
+"""``python -m counterplan ...`` is the ``counterplan`` command."""
+
+import sys
+
+from server.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""``import counterplan`` is the front door, and the command line answers --help at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "rich")
+
+
+def test_every_public_name_resolves() -> None:
+    import counterplan
+    import planning
+    import solver
+
+    for package in (counterplan, planning, solver):
+        missing = [name for name in package.__all__ if getattr(package, name, None) is None]
+        assert missing == [], (package.__name__, missing)
+        assert sorted(dir(package)) == sorted(package.__all__)
+    assert counterplan.explain is solver.explain and counterplan.ClassGoal is planning.ClassGoal
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = counterplan.nope  # type: ignore[attr-defined]
+
+
+def _loaded_after(code: str) -> list[str]:
+    script = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"], ["serve", "--help"], ["explain", "--bogus"]])
+def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
+    code = f"from server.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    assert _loaded_after(code) == []
+
+
+def test_import_counterplan_loads_no_server_libraries() -> None:
+    loaded = _loaded_after("import counterplan\ncounterplan.CounterfactualProblem")
+    assert "grpc" not in loaded and "optuna" not in loaded
+
+
+def test_python_m_counterplan_is_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "counterplan", "explain", "--help"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "usage: counterplan explain" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "counterplan", "explain", "--bogus"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("counterplan: error:")
+
+
+def test_the_readmes_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Python")
+    begin = text.index("```python", start) + len("```python")
+    example = text[begin : text.index("```", begin)]
+    assert "import counterplan" in example
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "True" in out and "[0/0/0]hard" in out
