@@ -29,7 +29,10 @@ def add_parser(commands: Any) -> None:
     tune.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
     tune.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
     tune.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")
-    tune.add_argument("--study-name", default="counterplan", help="resumed when it exists")
+    tune.add_argument(
+        "--study-name",
+        help="resumed when it exists and was made for the same problem (default: one name per problem)",
+    )
     tune.add_argument("--output", default="tuned-solver.yaml", help="where to write the best configuration")
     tune.add_argument("--seed", type=int, default=0)
 
@@ -125,7 +128,7 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
     trials = [t for t in report.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in report.study.trials)
     console.print(
-        f"Study {args.study_name!r} in {args.storage}: {len(report.study.trials)} trials, "
+        f"Study {report.study.study_name!r} in {args.storage}: {len(report.study.trials)} trials, "
         f"{len(trials)} complete, {pruned} pruned. Objective: mean over rows of "
         "(10 + goal distance if invalid) + d/(1+d) + 0.1 c/(1+c), d the distance, c the changes; lower is better."
     )

@@ -23,6 +23,7 @@ best configuration is compared with the default on held-out rows the tuning neve
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import time
 import warnings
@@ -30,8 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import optuna
 
+from planning.errors import InvalidInputError
 from planning.problem import CounterfactualProblem
 from solver.config import (
     BoundaryPolishPhaseConfig,
@@ -178,6 +181,38 @@ class TuningReport:
     tuned_heldout: Evaluation | None
 
 
+FINGERPRINT_ATTR = "problem_fingerprint"
+
+
+class StudyMismatchError(InvalidInputError):
+    """A named study in the storage was made for another problem; resuming it would mix their trials."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("tuning", field, problem)
+
+
+def problem_fingerprint(problems: Sequence[CounterfactualProblem]) -> str:
+    """A hash of what a study's trials are scored on: the rows, their features and domains, the
+    goals, the distance, and the model (its outputs and what it predicts for each row), so two
+    problems share a study only when their trials are comparable."""
+    digest = hashlib.sha256()
+    for problem in problems:
+        space = problem.space
+        digest.update(repr([f.model_dump(mode="json") for f in space.features]).encode())
+        digest.update(repr([bound.goal.model_dump(mode="json") for bound in problem.goals]).encode())
+        digest.update(repr(problem.distance.model_dump(mode="json")).encode())
+        digest.update(repr([(spec.name, spec.classes) for spec in problem.model.outputs]).encode())
+        predictions = problem.model.predict(problem.original_row(), space)
+        for name in sorted(predictions):
+            digest.update(np.round(np.asarray(predictions[name], dtype=np.float64), 9).tobytes())
+    return digest.hexdigest()
+
+
+def default_study_name(problems: Sequence[CounterfactualProblem]) -> str:
+    """``counterplan-`` and 12 hex digits of the problem's fingerprint: one study per problem."""
+    return f"counterplan-{problem_fingerprint(problems)[:12]}"
+
+
 def tune(
     tuning_problems: Sequence[CounterfactualProblem],
     heldout_problems: Sequence[CounterfactualProblem],
@@ -185,7 +220,7 @@ def tune(
     n_trials: int,
     budget_seconds: float,
     storage: str = "sqlite:///counterplan-tuning.db",
-    study_name: str = "counterplan",
+    study_name: str | None = None,
     seed: int = 0,
     pruner: optuna.pruners.BasePruner | None = None,
     on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
@@ -205,7 +240,10 @@ def tune(
     storage:
         An optuna storage URL (SQLite by default; any RDB URL).
     study_name:
-        Resumed when it exists in ``storage``.
+        Resumed when it exists in ``storage`` and was made for the same problem (the same
+        tuning rows, model, goals and distance: :func:`problem_fingerprint`);
+        a study of another problem raises :class:`StudyMismatchError`. Default:
+        :func:`default_study_name`, one study per problem.
     pruner:
         Default: ``MedianPruner(n_startup_trials=3, n_warmup_steps=1)``.
     on_trial:
@@ -215,6 +253,8 @@ def tune(
         raise ValueError("tuning needs at least one row")
     if n_trials < 0 or budget_seconds <= 0:
         raise ValueError("n_trials must be >= 0 and budget_seconds > 0")
+    fingerprint = problem_fingerprint(tuning_problems)  # held-out rows do not score trials
+    study_name = study_name or f"counterplan-{fingerprint[:12]}"
     study = optuna.create_study(
         study_name=study_name,
         storage=storage,
@@ -222,6 +262,18 @@ def tune(
         load_if_exists=True,
         pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
     )
+    made_for = study.user_attrs.get(FINGERPRINT_ATTR)
+    if made_for is None and study.trials:
+        raise StudyMismatchError(
+            "study_name", f"study {study_name!r} has trials of an unknown problem; name another study"
+        )
+    if made_for is not None and made_for != fingerprint:
+        raise StudyMismatchError(
+            "study_name",
+            f"study {study_name!r} was made for another problem (fingerprint {made_for[:12]}, this one "
+            f"{fingerprint[:12]}); name another study, or leave the name out for one per problem",
+        )
+    study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     # A resumed study must not replay the random start-up trials it already ran.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
 

@@ -76,3 +76,21 @@ def test_the_search_space_is_conditional_per_engine(linear_problem: Counterfactu
     assert "temperature_hard" in engines["simulated_annealing"]
     assert all("entity_tabu_size" not in params for engine, params in engines.items() if engine != "tabu_search")
     assert len(engines) >= 4
+
+
+def test_a_study_of_another_problem_is_refused_and_each_problem_gets_its_own(
+    linear_problem: CounterfactualProblem, loan_problem: CounterfactualProblem, tmp_path: Path
+) -> None:
+    from solver.tuning import StudyMismatchError, default_study_name
+
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage, study_name="mine")
+    with pytest.raises(StudyMismatchError, match="made for another problem"):
+        tune(_rows(loan_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage, study_name="mine")
+    assert len(optuna.load_study(study_name="mine", storage=storage).trials) == 1  # nothing mixed in
+    linear = tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
+    loan = tune(_rows(loan_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
+    assert linear.study.study_name == default_study_name([linear_problem]) != loan.study.study_name
+    again = tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
+    assert again.study.study_name == linear.study.study_name and len(again.study.trials) == 2  # resumed
+    assert first.study.study_name == "mine"
