@@ -15,8 +15,9 @@ The layers stay what they are: ``planning`` (the domain), ``solver`` (the engine
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from planning._lazy import attach
 
 if TYPE_CHECKING:
     from planning.calculator import (
@@ -205,14 +206,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
