@@ -223,7 +223,7 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             hard1 -= 1.0
     for i, feature in enumerate(space.features):
         precision = getattr(feature, "precision", None)
-        moved = precision is not None and feature.mutable and row[i] != space.original[i]
+        moved = precision is not None and feature.mutable and row[i] != space.original[i] and i not in space.allowed
         if moved and not np.isclose(round(float(row[i]), precision), row[i], rtol=1e-12, atol=0.0):
             hard1 -= 1.0
     if problem.max_changed_features is not None:

@@ -222,7 +222,8 @@ class FeatureSpace:
         count = np.zeros(X.shape[0], dtype=np.int64)
         for column, grid in self.allowed.items():
             count += ~np.isin(X[:, column], grid)
-        decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable)
+        listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
+        decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable & ~listed)
         if decimals.size:
             block = X[:, decimals]
             rounded = np.rint(block * self._scale[decimals]) / self._scale[decimals]

@@ -97,3 +97,22 @@ def test_candidates_outside_the_space_are_rejected_by_name() -> None:
         space.check_candidates(np.array([[2.5, 0.5]]))
     with pytest.raises(CandidateError):
         space.check_candidates(np.array([[2.0, np.nan]]))
+
+
+def test_a_float_precision_puts_candidates_on_its_grid_and_keeps_the_original() -> None:
+    from planning import FloatFeature, IntegerFeature
+
+    space = FeatureSpace(
+        [
+            FloatFeature(name="ratio", value=0.123456, low=0.0, high=1.0, precision=2),
+            FloatFeature(name="amount", value=50.0, low=0.0, high=100.0, precision=1, allowed=(12.25, 60.0)),
+            IntegerFeature(name="n", value=3, low=0, high=9),
+        ]
+    )
+    X = np.array([[0.4567, 20.0, 4.6], [0.123456, 50.0, 3.0], [1.5, 70.0, 3.0]])
+    snapped = space.snap(X.copy())
+    assert snapped[0].tolist() == [0.46, 12.25, 5.0]
+    assert snapped[1].tolist() == [0.123456, 50.0, 3.0]  # the original stays, off the grid or not
+    assert snapped[2].tolist() == [1.0, 60.0, 3.0]  # into the grid bounds, onto the allowed values
+    assert space.off_grid(snapped).tolist() == [0, 0, 0]  # an allowed value wins over the decimals
+    assert space.off_grid(np.array([[0.455, 60.0, 3.0]])).tolist() == [1]
