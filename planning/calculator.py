@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planning.distance import feature_distance
-from planning.errors import CounterplanError, ModelAdapterError
+from planning.errors import CounterplanError, ModelAdapterError, one_line
 from planning.goals import BoundGoal
 from planning.models import Predictions
 from planning.problem import CounterfactualProblem
@@ -147,7 +147,7 @@ class ScoreCalculator:
             raise
         except Exception as exc:  # the model's own failure: find the rows that cause it
             if X.shape[0] == 1:
-                failures[offset] = f"model raised {type(exc).__name__}: {exc}"
+                failures[offset] = one_line(f"model raised {type(exc).__name__}: {exc}")
                 return
             half = X.shape[0] // 2
             self._predict_into(X[:half], offset, out, failures)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planning.errors import GoalError
+from planning.errors import GoalError, ModelCallError, one_line
 from planning.goals import ClassGoal
 from planning.models import ModelAdapter
 from planning.space import FeatureSpace
@@ -23,7 +23,10 @@ def default_goals(model: ModelAdapter, space: FeatureSpace) -> list[ClassGoal]:
         raise GoalError("goals", f"give a goal: the default (the other class) needs a binary classifier; {names}")
     spec = outputs[0]
     assert spec.classes is not None
-    proba = np.asarray(model.predict(space.original.reshape(1, -1), space)[spec.name], dtype=np.float64)
+    try:
+        proba = np.asarray(model.predict(space.original.reshape(1, -1), space)[spec.name], dtype=np.float64)
+    except Exception as exc:  # the model's own failure on this instance (say, NaN it cannot take)
+        raise ModelCallError(one_line(f"the model fails on the instance: {type(exc).__name__}: {exc}")) from None
     if proba.shape != (1, 2) or not np.isfinite(proba).all():
         raise GoalError("goals", "give a goal: the model gave no usable prediction for the instance")
     predicted = int(np.argmax(proba[0]))

@@ -13,6 +13,10 @@ class CounterplanError(Exception):
     """Base class of every error counterplan raises on purpose."""
 
 
+class ModelCallError(CounterplanError):
+    """The model itself fails on the instance (it raises, or gives no finite prediction)."""
+
+
 class InvalidInputError(CounterplanError, ValueError):
     """A value given to counterplan breaks a rule; names where and what.
 
@@ -73,3 +77,13 @@ class ProblemError(InvalidInputError):
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__("problem", field, problem)
+
+
+MESSAGE_LIMIT = 300
+"""A model's error message is cut to this many characters: it may quote a whole input."""
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` on one line, at most ``limit`` characters (a model's message may span many)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

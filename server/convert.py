@@ -12,7 +12,7 @@ from typing import Any
 
 from planning.defaults import default_goals
 from planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
-from planning.errors import InvalidInputError
+from planning.errors import InvalidInputError, one_line
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from planning.space import AnyFeature, FeatureSpace
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
@@ -237,6 +237,8 @@ def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Viol
         return float(raw)
     if spec.kind == "integer" and kind in ("integer_value", "number_value"):
         if kind == "number_value" and not (math.isfinite(raw) and float(raw).is_integer()):
+            if spec.stored_as_float and math.isfinite(raw):
+                return float(raw)  # an imputed mean in a whole-number column: kept, as locally
             out.append((field, f"integer feature given {raw}"))
             return None
         return int(raw)
@@ -301,7 +303,8 @@ def _default_goals(
     except InvalidInputError as exc:
         out.append((exc.field, exc.problem))
     except Exception as exc:  # the model's own failure on the instance
-        out.append(("goals", f"no goal given, and the model failed on the instance: {type(exc).__name__}: {exc}"[:300]))
+        reason = f"no goal given, and the model failed on the instance: {type(exc).__name__}: {exc}"
+        out.append(("goals", one_line(reason)))
     return []
 
 

@@ -66,6 +66,10 @@ class FeatureSpec(BaseModel):
     """For categories stored as numbers: the model takes the numbers."""
     fill_missing: bool = False
     """A missing instance value may be filled in (by default it stays missing)."""
+    stored_as_float: bool = False
+    """An integer inferred from a float column of whole numbers: an instance may still hold one of
+    the column's few fractional values (an imputed mean), kept as it is on a whole-number grid,
+    as a local explain keeps it."""
 
 
 class ModelCard(BaseModel):
@@ -122,12 +126,17 @@ class RegisteredModel:
 
     def build_feature(self, spec: FeatureSpec, value: Any, override: Mapping[str, Any]) -> AnyFeature:
         """A planning feature for ``value`` with this schema and a request's override."""
-        data: dict[str, Any] = {"kind": spec.kind, "name": spec.name, "value": value}
+        kind = spec.kind
+        if kind == "integer" and isinstance(value, float) and not value.is_integer():
+            kind = "float"  # only a stored_as_float integer lets such a value through (convert._value)
+        data: dict[str, Any] = {"kind": kind, "name": spec.name, "value": value}
         data["cost"] = override.get("cost", spec.cost)
         data["monotone"] = override.get("monotone", spec.monotone)
         data["fill_missing"] = bool(override.get("fill_missing", spec.fill_missing)) and value is None
         if spec.kind == "float":
             data["precision"] = override.get("precision", spec.precision)
+        elif kind == "float":
+            data["precision"] = 0
         if spec.kind == "categorical":
             data["category_type"] = spec.category_type
         constrained = bool(override.get("constrained", spec.immutable))
@@ -138,12 +147,12 @@ class RegisteredModel:
             allowed = override.get("allowed", spec.allowed)
             if allowed is not None:
                 data["allowed"] = tuple(allowed)
-            cast = int if spec.kind == "integer" else float
+            cast = int if kind == "integer" else float
             low = override.get("low", spec.low)
             high = override.get("high", spec.high)
             if low is not None and high is not None:
                 data["low"], data["high"] = cast(low), cast(high)
-                if spec.kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
+                if kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
                     data["low"], data["high"] = low, high  # let the feature report the fraction
         elif spec.kind == "categorical":
             categories = override.get("categories") or spec.categories
@@ -301,6 +310,8 @@ def schema_from_data(
     for feature in inferred:
         spec: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
         spec["fill_missing"] = feature.name in fill
+        column = data[feature.name]
+        spec["stored_as_float"] = feature.kind == "integer" and pd.api.types.is_float_dtype(column)
         spec["monotone"], spec["cost"] = feature.monotone, feature.cost
         if isinstance(feature, IntegerFeature | FloatFeature) and feature.allowed is not None:
             spec["allowed"] = feature.allowed

@@ -138,7 +138,18 @@ def _event(message: pb.ExplainStreamResponse) -> BestSolutionEvent:
 
 
 def _predictions(items: list[pb.OutputPrediction]) -> dict[str, object]:
-    return {p.output: dict(p.probabilities) if p.probabilities else p.value for p in items}
+    """Outputs as a local result has them: probabilities in class order (a proto map has none)."""
+    return {p.output: _in_class_order(dict(p.probabilities)) if p.probabilities else p.value for p in items}
+
+
+def _in_class_order(probabilities: dict[str, float]) -> dict[str, float]:
+    def key(label: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(label), label)
+        except ValueError:
+            return (1, 0.0, label)
+
+    return {label: probabilities[label] for label in sorted(probabilities, key=key)}
 
 
 def _result(message: pb.ExplainResponse) -> CounterfactualResult:

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import structlog
 
-from planning.errors import CounterplanError
+from planning.errors import CounterplanError, one_line
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
 from server.convert import (
@@ -211,10 +211,14 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             abort(context, grpc.StatusCode.INTERNAL, str(exc))
         except CounterplanError as exc:
             outcome["status"] = "INTERNAL"
-            abort(context, grpc.StatusCode.INTERNAL, f"the model failed while scoring: {exc}")
+            abort(context, grpc.StatusCode.INTERNAL, one_line(f"the model failed while scoring: {exc}"))
         except Exception as exc:
             outcome["status"] = "INTERNAL"
-            abort(context, grpc.StatusCode.INTERNAL, f"the model failed while scoring: {type(exc).__name__}: {exc}")
+            abort(
+                context,
+                grpc.StatusCode.INTERNAL,
+                one_line(f"the model failed while scoring: {type(exc).__name__}: {exc}"),
+            )
         finally:
             self.manager.forget(job.job_id)
         if not context.is_active():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from planning.calculator import Evaluation, ScoreCalculator
-from planning.errors import CounterplanError, ProblemError
+from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
@@ -48,7 +48,7 @@ REFINE_ROUNDS = 5
 """The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
 
 
-class ModelFailureError(CounterplanError):
+class ModelFailureError(ModelCallError):
     """The model fails on the original instance itself: there is nothing to search from."""
 
 

@@ -420,3 +420,25 @@ def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.Capt
 def test_an_instance_that_meets_the_goal_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "explain", "--no-progress", "--goal", "class:0")
     assert code == 0 and "already meets the goal" in out and "Search: 0 steps" in out
+
+
+def test_a_model_that_cannot_take_a_gap_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path], tmp_path: Path
+) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
+
+    data = pd.read_csv(credit_files["csv"])
+    whole = data.dropna()
+    encode = ColumnTransformer([("home", OneHotEncoder(), ["home"])], remainder="passthrough")
+    model = Pipeline([("encode", encode), ("classify", LogisticRegression(max_iter=500))])
+    model.fit(whole.drop(columns=["ok"]), whole["ok"])  # trained without gaps: NaN makes it raise
+    path = tmp_path / "linear.joblib"
+    joblib.dump(model, path)
+    row = int(data.index[data["income"].isna()][0])
+    code, _, err = _run(
+        capsys, "explain", "--model", str(path), "--data", str(credit_files["csv"]), "--target", "ok", "--row", str(row)
+    )
+    assert code == 1 and "the model fails on the instance" in err and "NaN" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -27,11 +27,14 @@ from server.convert import plain_value
 from server.settings import ServerSettings
 from tests.credit import credit_with_gaps
 
+IMPUTED = 0.6180339887498949
+
 
 @pytest.fixture(scope="module")
 def gaps_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("gaps")
     data = credit_with_gaps()
+    data.loc[:2, "late"] = IMPUTED  # an imputed mean in a whole-number column, as in CARLA's heloc
     data.to_csv(folder / "train.csv", index=False)
     data = pd.read_csv(folder / "train.csv")  # as the server will read it
     features = data.drop(columns=["ok"])
@@ -160,3 +163,18 @@ def test_a_model_cards_overrides_shape_the_inferred_schema(client: CounterplanCl
     request.overrides.append(pb.FeatureOverride(name="ratio", constrained=True))
     (filled,) = client.explain(request, timeout=60).changes  # only the gap is left to move
     assert filled.feature == "income" and filled.proposed.WhichOneof("kind") == "integer_value"
+
+
+def test_an_imputed_mean_in_a_whole_number_column_is_kept_as_a_local_explain_keeps_it(
+    client: CounterplanClient,
+) -> None:
+    late = {f.name: f for f in client.get_model("credit").features}["late"]
+    assert late.type == pb.FEATURE_TYPE_INTEGER  # three imputed means do not make the column fractional
+    response = client.explain(_request(client, late=IMPUTED), timeout=60)
+    assert response.valid
+    proposed = plain_value(response.proposed["late"])
+    assert proposed == IMPUTED or float(proposed).is_integer()  # kept, or moved onto whole numbers
+    bad = _request(client, late=2)
+    bad.instance["ratio"].CopyFrom(pb.FeatureValue(number_value=float("nan")))
+    with pytest.raises(grpc.RpcError):
+        client.explain(bad, timeout=60)
