@@ -71,10 +71,13 @@ class FeatureSpace:
             [f.step if isinstance(f, IntegerFeature | FloatFeature) else 1.0 for f in self.features], dtype=np.float64
         )
         """Grid spacing per column: 1 for whole numbers, ``10 ** -precision``, 0 for any float."""
-        self._scale = np.where(self.step > 0, 1.0 / np.where(self.step > 0, self.step, 1.0), 0.0)
-        precisions = [getattr(f, "precision", None) for f in self.features]
+        # Values per unit: 10 ** precision (exact, unlike 1 / step), 1 for whole numbers, 0 for any float.
         self._scale = np.array(
-            [10.0**p if p is not None else s for p, s in zip(precisions, self._scale, strict=True)], dtype=np.float64
+            [
+                10.0**p if (p := getattr(f, "precision", None)) is not None else float(s > 0)
+                for f, s in zip(self.features, self.step, strict=True)
+            ],
+            dtype=np.float64,
         )
         # The search moves within these: the domain, narrowed by monotone rules, so no move
         # breaks one; candidates from elsewhere that break one are counted on hard level 1.
