@@ -43,7 +43,12 @@ def is_missing(value: Any) -> bool:
         return math.isnan(value)
     if type(value).__name__ in {"NAType", "NaTType"}:
         return True
-    return hasattr(value, "dtype") and getattr(value, "shape", None) == () and bool(math.isnan(value))
+    if not (hasattr(value, "dtype") and getattr(value, "shape", None) == ()):
+        return False
+    try:  # a numpy scalar: NaN if it is a float one
+        return bool(math.isnan(value))
+    except TypeError:  # a numpy string, say
+        return False
 
 
 class _Feature(BaseModel):

@@ -145,3 +145,13 @@ def test_parse_feature_builds_by_kind_and_names_bad_fields() -> None:
     assert info.value.field.startswith("n")
     with pytest.raises(FeatureError):
         parse_feature({"kind": "complex", "name": "z", "value": 1})
+
+
+def test_what_counts_as_missing() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from planning.features import is_missing
+
+    assert all(is_missing(v) for v in (None, math.nan, np.float64("nan"), pd.NA, pd.NaT, np.float32("nan")))
+    assert not any(is_missing(v) for v in (0, 0.0, "", "nan", np.str_("a"), np.int64(3), np.bool_(False), False))
