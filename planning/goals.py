@@ -192,15 +192,16 @@ def _class_index(spec: OutputSpec, target: Any, field: str) -> int:
     matches = [i for i, label in enumerate(spec.classes) if str(label) == str(target)]
     if len(matches) == 1:
         return matches[0]
-    number = _as_number(target)  # "1" (a command line, a gRPC label) names the class 1.0
+    number = as_number(target)  # "1" (a command line, a gRPC label) names the class 1.0
     if number is not None:
-        matches = [i for i, label in enumerate(spec.classes) if not _is_bool(label) and _as_number(label) == number]
+        matches = [i for i, label in enumerate(spec.classes) if not _is_bool(label) and as_number(label) == number]
         if len(matches) == 1:
             return matches[0]
     raise GoalError(field, f"class {target!r} is not one of {list(spec.classes)}")
 
 
-def _as_number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A class label as a number (``"1"``, ``1``, ``1.0``: 1.0), or None (text, booleans)."""
     if _is_bool(value):
         return None
     try:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neighbors import NearestNeighbors
 
 from planning.errors import ProblemError
-from planning.features import BooleanFeature, CategoricalFeature
+from planning.features import BooleanFeature, CategoricalFeature, category_text, is_missing
 from planning.space import FeatureSpace, FloatMatrix
 
 
@@ -46,6 +46,8 @@ class PlausibilityModel:
             reference = reference[np.sort(keep)]
         self.space = space
         self.settings = settings
+        self.reference_rows = int(reference.shape[0])
+        """Rows of the desired class compared against (after subsampling)."""
         span = space.domain_upper - space.domain_lower
         self._scale = np.where(span > 0, span, 1.0)
         self._nominal = np.flatnonzero(space.nominal & ~space.missing)
@@ -76,7 +78,11 @@ class PlausibilityModel:
 
 
 def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
-    """Encode DataFrame rows into the space's matrix, dropping rows outside its domains."""
+    """Encode DataFrame rows into the space's matrix, dropping rows outside its domains.
+
+    A gap in a numeric column takes that column's median, so training data with gaps keeps its
+    rows; a column missing in the instance itself is left out of the comparison.
+    """
     columns = []
     keep = np.ones(len(data), dtype=bool)
     for feature in space.features:
@@ -84,14 +90,16 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
         if feature.missing:  # left out of the comparison: every row holds the code
             columns.append(np.full(len(data), feature.missing_code))
         elif isinstance(feature, CategoricalFeature):
-            codes = pd.Categorical(column.astype(str), categories=list(feature.domain)).codes.astype(np.float64)
+            texts = [None if is_missing(v) else category_text(v) for v in column]  # codes 1.0 read as "1"
+            codes = pd.Categorical(texts, categories=list(feature.domain)).codes.astype(np.float64)
             keep &= codes >= 0
             columns.append(codes)
         elif isinstance(feature, BooleanFeature):
             columns.append(np.asarray(column.astype(bool).to_numpy(), dtype=np.float64))
         else:
             values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-            keep &= np.isfinite(values)
+            known = np.isfinite(values)  # a gap in a reference row: the column's median, the row kept
+            values = np.where(known, values, np.median(values[known]) if known.any() else feature.missing_code)
             columns.append(values)
     matrix = np.column_stack(columns)
     inside = (matrix >= space.domain_lower) & (matrix <= space.domain_upper)

@@ -15,7 +15,7 @@ import pandas as pd
 from planning.defaults import default_goals
 from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from planning.errors import ProblemError
-from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, bind_goals
+from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, as_number, bind_goals
 from planning.inference import infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
@@ -189,6 +189,11 @@ def plausibility_model(
     goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
     if goal is None or target is None or target not in data.columns:
         raise ProblemError("plausibility", "needs a class goal and the label column given as target")
-    rows = data[data[target].astype(str) == str(goal.target)]
+    labels = data[target]
+    chosen = labels.astype(str) == str(goal.target)
+    number = as_number(goal.target)
+    if not chosen.any() and number is not None:  # class 1 of a label column pandas read as 1.0
+        chosen = pd.to_numeric(labels, errors="coerce") == number
+    rows = data[chosen]
     space = FeatureSpace(features)
     return PlausibilityModel(space, encode_frame(space, rows), settings)

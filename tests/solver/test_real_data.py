@@ -232,3 +232,23 @@ def test_plausibility_leaves_out_a_column_missing_in_the_instance(credit: pd.Dat
     )
     assert problem.plausibility is not None
     assert problem.plausibility.plausible(problem.original_row()).shape == (1,)
+
+
+def test_plausibility_finds_its_reference_rows_in_labels_read_as_floats_and_rows_with_gaps(
+    credit: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    from planning.plausibility import PlausibilitySettings
+
+    floats = credit.assign(ok=credit[TARGET].astype(float), grade=credit["grade"].astype(float))  # 1.0, 0.0
+    row = _rejected(credit, credit_model, income_missing=False)
+    settings = PlausibilitySettings(k=3)
+    problem = CounterfactualProblem.from_dataframe(
+        floats, row, credit_model, target=TARGET, overrides={"grade": {"kind": "categorical"}}, plausibility=settings
+    )
+    assert problem.goals[0].goal.target == 1  # type: ignore[union-attr]
+    assert problem.plausibility is not None
+    approved = int((credit[TARGET] == 1).sum())
+    gaps = int(((credit[TARGET] == 1) & credit.isna().any(axis=1)).sum())
+    assert gaps > 0
+    # every approved row is a reference, those with a gap too (capped by max_reference_rows)
+    assert problem.plausibility.reference_rows == min(approved, settings.max_reference_rows)
