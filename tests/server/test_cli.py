@@ -442,3 +442,12 @@ def test_a_model_that_cannot_take_a_gap_says_so_in_one_line(
     )
     assert code == 1 and "the model fails on the instance" in err and "NaN" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_long_time_limit_is_the_only_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "explain", "--json", "--seed", "1", "--time-limit", "1e9")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["valid"] and "spent time" not in result["statistics"]["termination_reason"]
+    code, plain, _ = _run(capsys, "explain", "--json", "--seed", "1")
+    assert json.loads(plain)["proposed"] == result["proposed"]  # a limit never reached changes nothing
