@@ -8,7 +8,7 @@ Models call :func:`reraise` from ``__init__`` so that a bad feature raises ``Fea
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -28,9 +28,23 @@ def describe(exc: ValidationError) -> list[tuple[str, str]]:
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         if "input" in err and err["type"] != "value_error" and not isinstance(err["input"], dict):
-            msg = f"{msg} (given {err['input']!r})"
+            msg = f"{msg} (given {excerpt(err['input'])})"
         out.append((loc, msg))
     return out
+
+
+EXCERPT_CHARS = 60
+"""A bad value is shown by at most this many characters of its text: never rendered whole."""
+
+
+def excerpt(value: Any) -> str:
+    """A short, capped description of a value for an error message: its text, cut, and its type."""
+    if isinstance(value, list | tuple | dict | set):
+        return f"a {type(value).__name__} of {len(value)} items"
+    text = repr(value)
+    if len(text) > EXCERPT_CHARS:
+        text = f"{text[: EXCERPT_CHARS - 3]}... ({type(value).__name__}, {len(text):,} characters)"
+    return text
 
 
 def reraise(

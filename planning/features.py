@@ -31,6 +31,8 @@ from planning.errors import FeatureError
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
 Monotone = Literal["increase", "decrease"]
 CategoryType = Literal["text", "integer", "number"]
+MAX_MAGNITUDE = 2**53
+"""Numbers a feature may hold at most, in magnitude: float64 carries every whole number up to it."""
 MAX_PRECISION = 12
 """Decimals a float feature's grid may have at most (float64 holds about 15 significant digits)."""
 
@@ -154,6 +156,11 @@ class _NumericFeature(_Feature):
         return data
 
     def _check_domain(self, value: float | None, low: float | None, high: float | None) -> None:
+        for name, number in (("value", value), ("low", low), ("high", high)):
+            if number is not None and abs(number) > MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{name} is beyond +-2^53 ({MAX_MAGNITUDE:,}), where float64 stops counting whole numbers"
+                )
         if low is None or high is None:
             return
         if low > high:

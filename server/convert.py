@@ -17,7 +17,9 @@ from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goa
 from planning.space import AnyFeature, FeatureSpace
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.registry import FeatureSpec, RegisteredModel
+from solver.budget import check_budget
 from solver.config import (
+    MAX_SEED,
     ConfigError,
     GreatDelugeAcceptorConfig,
     HillClimbingAcceptorConfig,
@@ -53,13 +55,29 @@ _METRICS = {
 }
 
 
+MAX_ALLOWED_VALUES = 10_000
+"""Allowed values per feature at most: a list longer than that is a grid (use a precision)."""
+MAX_VIOLATIONS = 20
+"""Bad fields reported by name at most; the rest are counted. Details travel in gRPC trailing
+metadata, which clients cap (16 KB by default), so every part of them is bounded."""
+MAX_FIELD_CHARS = 100
+MAX_DESCRIPTION_CHARS = 300
+
+
 class BadRequestError(InvalidInputError):
-    """A request with one or more bad fields; ``violations`` names each."""
+    """A request with one or more bad fields; ``violations`` names each (capped, see above)."""
 
     def __init__(self, violations: list[Violation]) -> None:
-        self.violations = violations
-        text = "; ".join(f"{f}: {d}" for f, d in violations)
-        super().__init__("request", violations[0][0] if violations else "", text)
+        shown = [(_cut(f, MAX_FIELD_CHARS), one_line(d, MAX_DESCRIPTION_CHARS)) for f, d in violations[:MAX_VIOLATIONS]]
+        if len(violations) > MAX_VIOLATIONS:
+            shown.append(("request", f"and {len(violations) - MAX_VIOLATIONS:,} more bad fields"))
+        self.violations = shown
+        text = one_line("; ".join(f"{f}: {d}" for f, d in shown), 2000)
+        super().__init__("request", shown[0][0] if shown else "", text)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class CheckedRequest:
@@ -151,6 +169,11 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
     if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
         violations.append(("plausible", "needs a class goal"))
+    if not violations:
+        try:
+            check_budget(config, len(features), sum(f.mutable for f in features))
+        except ConfigError as exc:
+            violations.append((f"solver.config_json.{exc.field}", exc.problem))
     if violations:
         raise BadRequestError(violations)
     return CheckedRequest(
@@ -174,7 +197,10 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
             out.append((f"{field}.monotone", f"unknown value {override.monotone}"))
         else:
             result["monotone"] = _MONOTONE[override.monotone]
-    if override.allowed_values:
+    if len(override.allowed_values) > MAX_ALLOWED_VALUES:
+        count = len(override.allowed_values)
+        out.append((f"{field}.allowed_values", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
+    elif override.allowed_values:
         if spec.kind not in ("integer", "float"):
             out.append((f"{field}.allowed_values", f"feature {spec.name!r} is not numeric"))
         else:
@@ -349,6 +375,9 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
         except ConfigError as exc:
             out.append((f"solver.termination.{exc.field}", exc.problem))
     seed = spec.seed if spec.HasField("seed") else None
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        out.append(("solver.seed", f"must be 0 to {MAX_SEED}, given {seed}"))
+        seed = None
     return config, seed
 
 

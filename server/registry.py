@@ -17,7 +17,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import structlog
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planning._pydantic import describe
@@ -32,10 +31,13 @@ from planning.problem import CounterfactualProblem, plausibility_model
 from planning.space import AnyFeature
 from server.loading import LoadError, load_csv, load_model
 from solver.config import SolverConfig
+from solver.safe_yaml import ConfigTextError, load_config_text
 
 log = structlog.get_logger(__name__)
 
 DEMO_ID = "loan-demo"
+MAX_CARD_BYTES = 4 * 1024 * 1024
+"""A model card may list a thousand features with their categories; more is not a card."""
 
 
 class RegistryError(InvalidInputError):
@@ -226,10 +228,10 @@ class ModelRegistry:
 def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     """Load one model card and the model it names."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
         card = ModelCard.model_validate(data)
-    except yaml.YAMLError as exc:
-        raise RegistryError(path.name, f"not valid YAML/JSON: {exc}") from None
+    except ConfigTextError as exc:
+        raise RegistryError(path.name, exc.problem) from None
     except ValidationError as exc:
         loc, msg = describe(exc)[0]
         raise RegistryError(f"{path.name}:{loc}", msg) from None

@@ -19,6 +19,7 @@ from planning._pydantic import reraise
 from planning.errors import InvalidInputError, ScoreFormatError
 from planning.score import BendableScore
 from planning.threads import MAX_MODEL_THREADS
+from solver.safe_yaml import ConfigTextError, load_config_text
 
 
 class ConfigError(InvalidInputError):
@@ -45,8 +46,24 @@ def _parse_score(field: str, text: str) -> BendableScore:
         raise ConfigError(field, exc.problem) from None
 
 
-PositiveSeconds = Annotated[float, Field(gt=0.0)]
-PositiveInt = Annotated[int, Field(gt=0)]
+# Every number a configuration holds is bounded: a configuration can come from the wire, and a
+# size it names (a tabu list, a history, a batch of moves) is memory the solve allocates.
+MAX_SECONDS = 1.0e10
+"""About 300 years: a time limit allocates nothing, so it is only kept finite (``--time-limit 1e9``
+must mean what it says)."""
+MAX_STEPS = 10**9
+MAX_COUNT = 10**12
+MAX_MEMORY_SIZE = 100_000
+"""Tabu lists, late-acceptance and step-counting histories, accepted-move limits."""
+MAX_MOVES_PER_STEP = 4096
+MAX_WEIGHT = 1.0e6
+MAX_PHASES = 16
+MAX_SEED = 2**63 - 1
+PositiveSeconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS)]
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_STEPS)]
+PositiveCount = Annotated[int, Field(gt=0, le=MAX_COUNT)]
+MemorySize = Annotated[int, Field(gt=0, le=MAX_MEMORY_SIZE)]
+Weight = Annotated[float, Field(ge=0.0, le=MAX_WEIGHT)]
 
 
 class TerminationConfig(_Config):
@@ -65,10 +82,10 @@ class TerminationConfig(_Config):
     """The text form of a score; reached when the best score is at least this good."""
     best_score_feasible: bool | None = None
     """When true: reached once the best score is feasible."""
-    score_calculation_count_limit: PositiveInt | None = None
-    move_count_limit: PositiveInt | None = None
+    score_calculation_count_limit: PositiveCount | None = None
+    move_count_limit: PositiveCount | None = None
     composition: Literal["or", "and"] = "or"
-    children: tuple[TerminationConfig, ...] = ()
+    children: Annotated[tuple[TerminationConfig, ...], Field(max_length=MAX_PHASES)] = ()
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -98,9 +115,9 @@ class TabuSearchAcceptorConfig(_Config):
     """
 
     type: Literal["tabu_search"] = "tabu_search"
-    entity_tabu_size: Annotated[int, Field(ge=0)] | None = None
-    value_tabu_size: Annotated[int, Field(ge=0)] | None = None
-    move_tabu_size: Annotated[int, Field(ge=0)] | None = None
+    entity_tabu_size: Annotated[int, Field(ge=0, le=MAX_MEMORY_SIZE)] | None = None
+    value_tabu_size: Annotated[int, Field(ge=0, le=MAX_MEMORY_SIZE)] | None = None
+    move_tabu_size: Annotated[int, Field(ge=0, le=MAX_MEMORY_SIZE)] | None = None
     aspiration_enabled: bool = True
 
 
@@ -108,7 +125,7 @@ class LateAcceptanceAcceptorConfig(_Config):
     """Accept a move not worse than the step score ``late_acceptance_size`` steps ago."""
 
     type: Literal["late_acceptance"] = "late_acceptance"
-    late_acceptance_size: PositiveInt = 20
+    late_acceptance_size: MemorySize = 20
 
 
 class SimulatedAnnealingAcceptorConfig(_Config):
@@ -141,7 +158,7 @@ class StepCountingHillClimbingAcceptorConfig(_Config):
     """Accept moves not worse than a threshold refreshed every ``size`` steps."""
 
     type: Literal["step_counting_hill_climbing"] = "step_counting_hill_climbing"
-    step_counting_hill_climbing_size: PositiveInt = 10
+    step_counting_hill_climbing_size: MemorySize = 10
 
 
 AcceptorConfig = Annotated[
@@ -160,7 +177,7 @@ PickEarlyType = Literal["never", "first_best_score_improving", "first_last_step_
 class ForagerConfig(_Config):
     """Picks the step among the accepted moves (OptaPlanner's local search forager)."""
 
-    accepted_count_limit: PositiveInt | None = None
+    accepted_count_limit: MemorySize | None = None
     """Consider only the first N accepted moves of the sample; None: all of them."""
     pick_early_type: PickEarlyType = "never"
 
@@ -168,15 +185,15 @@ class ForagerConfig(_Config):
 class MoveSelectorConfig(_Config):
     """Which moves a step samples, with relative weights, and how many per step."""
 
-    moves_per_step: PositiveInt = 96
+    moves_per_step: Annotated[int, Field(gt=0, le=MAX_MOVES_PER_STEP)] = 96
     """Sampled moves per walker per step; all are scored in one batched model call."""
-    change_weight: Annotated[float, Field(ge=0.0)] = 4.0
-    revert_weight: Annotated[float, Field(ge=0.0)] = 1.0
-    pair_change_weight: Annotated[float, Field(ge=0.0)] = 1.0
-    toward_original_weight: Annotated[float, Field(ge=0.0)] = 2.0
-    shrink_weight: Annotated[float, Field(ge=0.0)] = 1.0
+    change_weight: Weight = 4.0
+    revert_weight: Weight = 1.0
+    pair_change_weight: Weight = 1.0
+    toward_original_weight: Weight = 2.0
+    shrink_weight: Weight = 1.0
     """Moves that scale every changed number part of the way back to the original at once."""
-    swap_weight: Annotated[float, Field(ge=0.0)] = 0.0
+    swap_weight: Weight = 0.0
     local_step_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     """Share of numeric change moves that step locally rather than uniformly in the domain."""
     local_step_scale: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
@@ -294,9 +311,9 @@ def default_termination() -> TerminationConfig:
 class SolverConfig(_Config):
     """A whole solve: phases run in sequence under one solver-level termination."""
 
-    phases: tuple[PhaseConfig, ...] = Field(default_factory=default_phases)
+    phases: Annotated[tuple[PhaseConfig, ...], Field(max_length=MAX_PHASES)] = Field(default_factory=default_phases)
     termination: TerminationConfig = Field(default_factory=default_termination)
-    random_seed: int = 0
+    random_seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] | None = 1
     """Native (OpenMP, BLAS) threads a model call may use; None leaves the pools as they are.
     One by default: the engines batch candidates, and extra threads fight other work for the
@@ -317,11 +334,11 @@ class SolverConfig(_Config):
 
     @classmethod
     def from_yaml(cls, text: str) -> SolverConfig:
-        """Parse YAML (or JSON, which YAML reads too)."""
+        """Parse YAML (or JSON, which YAML reads too), within :mod:`solver.safe_yaml`'s limits."""
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError("yaml", f"not valid YAML: {exc}") from None
+            data = load_config_text(text)
+        except ConfigTextError as exc:
+            raise ConfigError("yaml", exc.problem) from None
         if not isinstance(data, dict):
             raise ConfigError("yaml", "expected a mapping at the top level")
         return cls.from_dict(data)

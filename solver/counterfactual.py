@@ -18,7 +18,8 @@ from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
-from solver.config import SolverConfig
+from solver.budget import check_budget
+from solver.config import MAX_SEED, SolverConfig
 from solver.diagnosis import blocking_immutables
 from solver.diversity import best_per_change_set, select_diverse, undominated
 from solver.engine import Solver
@@ -101,7 +102,11 @@ class CounterfactualSolver:
     ):
         config = config or SolverConfig()
         if seed is not None:
+            if not 0 <= seed <= MAX_SEED:
+                raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed}")
             config = config.model_copy(update={"random_seed": seed})
+        space = problem.space
+        check_budget(config, space.n_features, int(space.mutable.sum()))
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
         self.problem = problem

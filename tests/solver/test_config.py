@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +121,66 @@ def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(_rich_config().to_yaml())
     assert SolverConfig.load(path) == _rich_config()
+
+
+def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
+    from solver.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
+
+    assert load_config_text("phases:\n- {type: feature_scan}\n") == {"phases": [{"type": "feature_scan"}]}
+    assert load_config_text('{"random_seed": 3}') == {"random_seed": 3}  # JSON is YAML
+    with pytest.raises(ConfigTextError, match="aliases"):
+        load_config_text("a: &x [1, 2]\nb: *x\n")
+    with pytest.raises(ConfigTextError, match=f"deeper than {MAX_DEPTH}"):
+        load_config_text("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    load_config_text("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))  # just inside the limit
+    with pytest.raises(ConfigTextError, match="at most"):
+        load_config_text("# " + "x" * MAX_CONFIG_BYTES)
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [1, 1]\nb: &b [*a, *a]\nphases: [*b]\n")
+    with pytest.raises(ConfigError, match="aliases"):
+        SolverConfig.load(bomb)  # files the command line names are read the same way
+
+
+def test_every_size_a_configuration_names_is_bounded() -> None:
+    for data, field in [
+        ({"phases": [{"move_selector": {"moves_per_step": 10**9}}]}, "moves_per_step"),
+        (
+            {"phases": [{"acceptor": {"type": "late_acceptance", "late_acceptance_size": 10**12}}]},
+            "late_acceptance_size",
+        ),
+        ({"phases": [{"acceptor": {"type": "tabu_search", "entity_tabu_size": 10**9}}]}, "entity_tabu_size"),
+        ({"termination": {"step_count_limit": 10**15}}, "step_count_limit"),
+        ({"termination": {"spent_limit_seconds": 1e300}}, "spent_limit_seconds"),
+        ({"random_seed": -1}, "random_seed"),
+        ({"phases": [{"type": "feature_scan"}] * 17}, "phases"),
+    ]:
+        with pytest.raises(ConfigError, match=field):
+            SolverConfig.from_dict(data)
+
+
+def test_a_step_that_would_not_fit_in_memory_is_refused_before_solving() -> None:
+    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
+    from solver import CounterfactualSolver
+    from solver.budget import MAX_CELLS_PER_STEP, step_cells
+
+    wide = CounterfactualProblem(
+        [FloatFeature(name=f"f{i}", value=0.0, low=0.0, high=1.0) for i in range(2000)],
+        [ClassGoal(target=1)],
+        CallableAdapter(lambda X: X[:, :2], [OutputSpec("ok", (0, 1))]),
+    )
+    greedy = SolverConfig.from_dict({"phases": [{"walkers": 64, "move_selector": {"moves_per_step": 4096}}]})
+    assert max(cells for _, cells in step_cells(greedy, 2000, 2000)) > MAX_CELLS_PER_STEP
+    with pytest.raises(ConfigError, match=r"moves_per_step.*at most"):
+        CounterfactualSolver(wide, greedy)
+    with pytest.raises(ValueError, match="seed"):
+        CounterfactualSolver(wide, SolverConfig(), seed=-1)
+
+
+def test_error_messages_show_a_bad_value_by_a_short_excerpt() -> None:
+    from planning._pydantic import excerpt
+
+    assert excerpt("x" * 1_000_000).endswith("(str, 1,000,002 characters)") and len(excerpt("x" * 10**6)) < 100
+    assert excerpt(list(range(10**6))) == "a list of 1000000 items"
+    with pytest.raises(ConfigError) as info:
+        SolverConfig.from_dict({"random_seed": "y" * 100_000})
+    assert len(str(info.value)) < 400

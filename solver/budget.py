@@ -1,0 +1,49 @@
+"""What a configuration will allocate per step, checked before a solve starts.
+
+Each step builds a candidate matrix: rows (walkers x moves per step; a scan's grid values per
+mutable feature; a polish's grid per changed number) times the problem's features, as float64,
+plus the model's copy of it. Every field of a configuration is bounded on its own
+(:mod:`solver.config`), but their product is what fills memory, so it is checked against the
+problem here and an expensive configuration is refused, naming the field and the limit, before
+anything is allocated.
+"""
+
+from __future__ import annotations
+
+from solver.config import (
+    BoundaryPolishPhaseConfig,
+    ConfigError,
+    FeatureScanPhaseConfig,
+    LocalSearchPhaseConfig,
+    SolverConfig,
+)
+
+MAX_CELLS_PER_STEP = 32_000_000
+"""Candidate values one step may hold: 256 MB of float64 (a 1,000-feature problem's default
+feature scan needs 24 million)."""
+
+
+def step_cells(config: SolverConfig, n_features: int, n_mutable: int) -> list[tuple[str, int]]:
+    """Per phase: the field that sizes its largest step, and the candidate values that step holds."""
+    out: list[tuple[str, int]] = []
+    for i, phase in enumerate(config.phases):
+        if isinstance(phase, LocalSearchPhaseConfig):
+            rows = phase.walkers * phase.move_selector.moves_per_step
+            out.append((f"phases[{i}].move_selector.moves_per_step", rows * n_features))
+        elif isinstance(phase, FeatureScanPhaseConfig):
+            out.append((f"phases[{i}].grid_size", phase.grid_size * n_mutable * n_features))
+        elif isinstance(phase, BoundaryPolishPhaseConfig):
+            rows = phase.grid_size * (n_mutable + 1) * phase.starts
+            out.append((f"phases[{i}].starts", rows * n_features))
+    return out
+
+
+def check_budget(config: SolverConfig, n_features: int, n_mutable: int) -> None:
+    """Raise :class:`ConfigError` for the first phase whose step would exceed :data:`MAX_CELLS_PER_STEP`."""
+    for field, cells in step_cells(config, n_features, n_mutable):
+        if cells > MAX_CELLS_PER_STEP:
+            raise ConfigError(
+                field,
+                f"a step would hold {cells:,} candidate values for {n_features} features; "
+                f"at most {MAX_CELLS_PER_STEP:,}: lower it (or the walkers / grid)",
+            )

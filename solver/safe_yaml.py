@@ -1,0 +1,65 @@
+"""Configuration text read safely: a size cap, no aliases, a nesting limit.
+
+A solver configuration arrives from the wire (gRPC ``config_json``), from files the command line
+names and from model cards. YAML can make a kilobyte expand into gigabytes ("billion laughs":
+aliases of aliases), and deep nesting exhausts the stack. So configuration text is data with
+limits: at most :data:`MAX_CONFIG_BYTES`, anchors may be declared but an alias (``*name``) is
+refused, and nesting deeper than :data:`MAX_DEPTH` is refused, before anything is built from it.
+JSON is YAML, so both read the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_CONFIG_BYTES = 64 * 1024
+"""A whole configuration, tuned ones included, is a few kilobytes."""
+MAX_DEPTH = 32
+"""Nesting levels of mappings and lists (a configuration needs fewer than ten)."""
+
+
+class ConfigTextError(ValueError):
+    """Configuration text breaks a limit or is not YAML; ``problem`` says which, without echoing it."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses aliases and deep nesting while it composes."""
+
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise ConfigTextError("aliases (*name) are not accepted in a configuration: write the values out")
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise ConfigTextError(f"nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_config_text(text: str | bytes, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Parse configuration text (YAML or JSON) within the limits above (``max_bytes`` for larger files)."""
+    size = len(text.encode("utf-8") if isinstance(text, str) else text)
+    if size > max_bytes:
+        raise ConfigTextError(f"{size:,} bytes; at most {max_bytes:,} are accepted")
+    loader = _LimitedLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigTextError(
+            f"not valid YAML or JSON{where}: {getattr(exc, 'problem', None) or 'syntax error'}"
+        ) from None
+    except RecursionError:
+        raise ConfigTextError(f"nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()

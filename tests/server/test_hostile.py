@@ -1,0 +1,130 @@
+"""Hostile requests against a real server: each is refused at the boundary, fast, and the server
+stays healthy (the issue's cases: YAML bombs, deep nesting, huge sizes, out-of-range values,
+floods of bad fields)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+
+from planning.demo import rejected_applicant
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.app import RunningServer, start_server
+from server.client import CounterplanClient, class_goal
+from server.registry import ModelRegistry, demo_model
+from server.settings import ServerSettings
+
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[RunningServer]:
+    server = start_server(ServerSettings(port=0), ModelRegistry([demo_model()]))
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
+@pytest.fixture
+def client(running: RunningServer) -> Iterator[CounterplanClient]:
+    with CounterplanClient(running.target) as c:
+        yield c
+
+
+def _request(**instance: Any) -> pb.ExplainRequest:
+    return CounterplanClient.request("loan-demo", {**rejected_applicant(), **instance}, [class_goal(1, 0.7)], seed=0)
+
+
+def _with_config(text: str) -> pb.ExplainRequest:
+    request = _request()
+    request.solver.config_json = text
+    return request
+
+
+def _refused(client: CounterplanClient, request: pb.ExplainRequest) -> tuple[list[str], list[str], float]:
+    started = time.perf_counter()
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request, timeout=60)
+    spent = time.perf_counter() - started
+    error: Any = info.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    status = rpc_status.from_call(error)
+    assert status is not None
+    fields, descriptions = [], []
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        detail.Unpack(bad)
+        fields += [v.field for v in bad.field_violations]
+        descriptions += [v.description for v in bad.field_violations]
+    return fields, descriptions, spent
+
+
+def _healthy(running: RunningServer) -> bool:
+    with grpc.insecure_channel(running.target) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "field"),
+    [
+        ("yaml billion laughs", lambda: _with_config(BOMB), "solver.config_json.yaml"),
+        ("deep nesting", lambda: _with_config("[" * 20_000), "solver.config_json.yaml"),
+        ("deep phases", lambda: _with_config('{"phases": ' + "[" * 5000 + "]" * 5000 + "}"), "solver.config_json.yaml"),
+        ("huge config", lambda: _with_config("# " + "x" * 200_000), "solver.config_json.yaml"),
+        (
+            "a billion moves per step",
+            lambda: _with_config('{"phases": [{"move_selector": {"moves_per_step": 1000000000}}]}'),
+            "solver.config_json.phases.0.local_search.move_selector.moves_per_step",
+        ),
+        (
+            "a trillion late acceptances",
+            lambda: _with_config(
+                '{"phases": [{"acceptor": {"type": "late_acceptance", "late_acceptance_size": 1000000000000}}]}'
+            ),
+            "solver.config_json.phases.0.local_search.acceptor.late_acceptance.late_acceptance_size",
+        ),
+        ("int64 max integer", lambda: _request(credit_cards=2**63 - 1), "instance[credit_cards]"),
+        ("negative seed", lambda: _seed(-1), "solver.seed"),
+    ],
+)
+def test_hostile_requests_are_refused_fast_and_the_server_stays_healthy(
+    client: CounterplanClient, running: RunningServer, name: str, build: Any, field: str
+) -> None:
+    fields, descriptions, spent = _refused(client, build())
+    assert any(f.startswith(field) for f in fields), (name, fields)
+    assert all(len(d) <= 300 for d in descriptions)
+    assert spent < 10.0, f"{name} took {spent:.1f} s"  # generous for a busy machine; a bomb took minutes
+    assert _healthy(running)
+    assert client.explain(_request(), timeout=60).valid  # and it still solves
+
+
+def _seed(seed: int) -> pb.ExplainRequest:
+    request = _request()
+    request.solver.seed = seed
+    return request
+
+
+def test_floods_of_bad_fields_fit_the_error_details(client: CounterplanClient, running: RunningServer) -> None:
+    request = _request()
+    for i in range(10_000):
+        request.instance[f"unknown_{i}"].CopyFrom(pb.FeatureValue(number_value=1.0))
+    request.instance["x" * 1_000_000].CopyFrom(pb.FeatureValue(number_value=1.0))
+    request.overrides.append(pb.FeatureOverride(name="income", allowed_values=[float(v) for v in range(200_000)]))
+    fields, descriptions, _ = _refused(client, request)
+    assert len(fields) <= 21 and any("more bad fields" in d for d in descriptions)
+    capped = _request()
+    capped.overrides.append(pb.FeatureOverride(name="income", allowed_values=[float(v) for v in range(200_000)]))
+    assert _refused(client, capped)[0] == ["overrides[0].allowed_values"]
+    assert max(len(f) for f in fields) <= 100 and max(len(d) for d in descriptions) <= 300
+    assert _healthy(running)
