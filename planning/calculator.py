@@ -133,10 +133,9 @@ class ScoreCalculator:
         failures: list[str | None] = [None] * n
         self._predict_into(X, 0, predictions, failures)
         for name, array in predictions.items():
-            bad_rows = ~np.isfinite(array) if array.ndim == 1 else ~np.isfinite(array).all(axis=1)
-            for row in np.flatnonzero(bad_rows):
+            for row, reason in _implausible_outputs(name, array):
                 if failures[row] is None:
-                    failures[row] = f"output {name!r} is not finite"
+                    failures[row] = reason
         return predictions, failures
 
     def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None]) -> None:
@@ -174,6 +173,26 @@ class ScoreCalculator:
                 )
 
 
+PROBABILITY_TOLERANCE = 1e-6
+"""Class probabilities must lie in [0, 1] and sum to 1 within this (float rounding, not more)."""
+
+
+def _implausible_outputs(name: str, array: FloatMatrix) -> list[tuple[int, str]]:
+    """Rows whose output cannot be what the model's kind promises: not finite, or for class
+    probabilities outside [0, 1] or not summing to 1. Such a row is never a valid answer."""
+    if array.ndim == 1:
+        return [(int(row), f"output {name!r} is not finite") for row in np.flatnonzero(~np.isfinite(array))]
+    out: list[tuple[int, str]] = []
+    finite = np.isfinite(array).all(axis=1)
+    out += [(int(row), f"output {name!r} is not finite") for row in np.flatnonzero(~finite)]
+    with np.errstate(invalid="ignore"):
+        outside = ((array < -PROBABILITY_TOLERANCE) | (array > 1.0 + PROBABILITY_TOLERANCE)).any(axis=1)
+        total = np.abs(array.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE * max(array.shape[1], 1)
+    for row in np.flatnonzero(finite & (outside | total)):
+        out.append((int(row), f"output {name!r} is not a probability distribution (values in [0, 1] summing to 1)"))
+    return out
+
+
 def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMatrix:
     """The score of one candidate, computed plainly, one feature and goal at a time.
 
@@ -192,11 +211,14 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
     failed = predictions is None
     n_confidence = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
     if predictions is not None:
+        failed = any(
+            _implausible_outputs(spec.name, np.asarray(predictions[spec.name], dtype=np.float64)[:1])
+            for spec in problem.model.outputs
+        )
         for bound in problem.goals:
-            value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
-            if not np.isfinite(value).all():
-                failed = True
+            if failed:
                 break
+            value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
             hard0 -= min(float(bound.distance(value)[0]), _MAX_GOAL_DISTANCE)
             below += int(bound.below_confidence(value)[0])
     hard1 = 0.0

@@ -239,6 +239,12 @@ def _serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         raise _usage(f"{'.'.join(str(p) for p in first['loc']) or 'settings'}: {first['msg']}") from None
     configure_json_logs()
+    if args.auth_token is not None:  # the flag shows in the process list; the variable does not
+        print(
+            "counterplan: warning: --auth-token is visible to every user in the process list; "
+            "set COUNTERPLAN_AUTH_TOKEN instead",
+            file=sys.stderr,
+        )
     serve(settings)
     return 0
 

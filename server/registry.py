@@ -225,6 +225,16 @@ class ModelRegistry:
         return cls(models)
 
 
+def _inside(card: Path, field: str, name: str) -> Path:
+    """``name``, relative to the card, must stay inside the card's directory (no ``..``, no
+    absolute path, no link out): a card names files the server reads, and nothing else."""
+    folder = card.parent.resolve()
+    target = (folder / name).resolve()
+    if not target.is_relative_to(folder):
+        raise RegistryError(f"{card.name}:{field}", f"{name!r} is outside the models directory")
+    return target
+
+
 def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     """Load one model card and the model it names."""
     try:
@@ -235,7 +245,10 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     except ValidationError as exc:
         loc, msg = describe(exc)[0]
         raise RegistryError(f"{path.name}:{loc}", msg) from None
-    model_path = (path.parent / card.model_file).resolve()
+    model_path = _inside(path, "model_file", card.model_file)  # every path checked before anything loads
+    data_path = _inside(path, "training_data", card.training_data) if card.training_data is not None else None
+    if isinstance(card.default_solver_config, str):
+        _inside(path, "default_solver_config", card.default_solver_config)
     if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
         raise RegistryError(
             f"{path.name}:model_file",
@@ -249,20 +262,20 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     features = card.features
     statistics = dict(card.statistics)
     if features is None:
-        if card.training_data is None:
+        if data_path is None:
             raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
-        data = load_csv(path.parent / card.training_data)
+        data = load_csv(data_path)
         try:
             features, inferred = schema_from_data(data, model, card.target, card.immutable, card.overrides)
         except InvalidInputError as exc:
             raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
         statistics = {**inferred, **statistics}
     reference = None
-    if card.training_data is not None and card.target is not None:
-        reference = load_csv(path.parent / card.training_data)
+    if data_path is not None and card.target is not None:
+        reference = load_csv(data_path)
     try:
         if isinstance(card.default_solver_config, str):
-            config = SolverConfig.load(path.parent / card.default_solver_config)
+            config = SolverConfig.load(_inside(path, "default_solver_config", card.default_solver_config))
         elif card.default_solver_config:
             config = SolverConfig.from_dict(card.default_solver_config)
         else:

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import structlog
 
-from planning.errors import CounterplanError, one_line
+from planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
 from server.convert import (
@@ -34,7 +34,6 @@ from server.registry import ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 from server.status import abort, abort_bad_request
 from solver.config import TerminationConfig
-from solver.counterfactual import ModelFailureError
 from solver.manager import SolverJob, SolverManager
 from solver.result import BestSolutionEvent, CounterfactualResult
 
@@ -71,11 +70,11 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         """Solve and return the final result."""
         request_id = request.request_id or uuid.uuid4().hex
         started = time.perf_counter()
-        outcome: dict[str, Any] = {"status": "OK"}
+        outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
             model, checked = self._admit(request, context, outcome)
             try:
-                job = self._submit(request_id, model, checked, context, listener=None)
+                job = self._submit(request_id, model, checked, context, None, outcome=outcome)
                 result = self._wait(job, context, outcome)
             finally:
                 self._slots.release()
@@ -90,13 +89,13 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         """Solve, streaming throttled new-best messages, then exactly one FINAL message."""
         request_id = request.request_id or uuid.uuid4().hex
         started = time.perf_counter()
-        outcome: dict[str, Any] = {"status": "OK"}
+        outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
             model, checked = self._admit(request, context, outcome)
             events: queue.Queue[Any] = queue.Queue()
             job: SolverJob | None = None
             try:
-                job = self._submit(request_id, model, checked, context, listener=events.put)
+                job = self._submit(request_id, model, checked, context, events.put, outcome=outcome)
                 threading.Thread(target=self._forward_end, args=(job, events), daemon=True).start()
                 sequence = 0
                 interval = 1.0 / self.settings.stream_max_per_second
@@ -176,12 +175,15 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         checked: CheckedRequest,
         context: grpc.ServicerContext,
         listener: Any,
+        *,
+        outcome: dict[str, Any],
     ) -> SolverJob:
         limit = self.settings.max_solve_seconds
         remaining = context.time_remaining()
         if remaining is not None:
             limit = min(limit, remaining * 0.9 - 0.05)
         if limit < _MIN_SOLVE_SECONDS:  # the caller's finally releases the slot
+            outcome["status"] = "DEADLINE_EXCEEDED"  # logged as sent
             abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline leaves no time to solve")
         config = checked.config.model_copy(
             update={
@@ -204,21 +206,27 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         return job
 
     def _wait(self, job: SolverJob, context: grpc.ServicerContext, outcome: dict[str, Any]) -> CounterfactualResult:
+        """The job's result, or an honest status: a model's failure (its text stays in the log
+        under the request id, it may hold paths or secrets), a bad value found while solving,
+        or our own error (logged with its traceback), never a bare UNKNOWN."""
+        request_id = outcome.get("request_id", "")
         try:
             result = job.result()
-        except ModelFailureError as exc:
+        except (ModelCallError, ModelAdapterError) as exc:
             outcome["status"] = "INTERNAL"
-            abort(context, grpc.StatusCode.INTERNAL, str(exc))
-        except CounterplanError as exc:
-            outcome["status"] = "INTERNAL"
-            abort(context, grpc.StatusCode.INTERNAL, one_line(f"the model failed while scoring: {exc}"))
-        except Exception as exc:
-            outcome["status"] = "INTERNAL"
+            log.warning("model failed", request_id=request_id, error=one_line(str(exc)))
             abort(
                 context,
                 grpc.StatusCode.INTERNAL,
-                one_line(f"the model failed while scoring: {type(exc).__name__}: {exc}"),
+                f"the model failed on this request (request id {request_id}); its message is in the server log",
             )
+        except InvalidInputError as exc:
+            outcome["status"] = "INVALID_ARGUMENT"
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, one_line(str(exc)))
+        except Exception:
+            outcome["status"] = "INTERNAL"
+            log.exception("internal error", request_id=request_id)
+            abort(context, grpc.StatusCode.INTERNAL, f"internal error (request id {request_id}); see the server log")
         finally:
             self.manager.forget(job.job_id)
         if not context.is_active():

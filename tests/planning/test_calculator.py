@@ -254,3 +254,22 @@ def test_a_change_penalty_adds_to_the_distance_once_per_changed_feature() -> Non
     for bad in (-1.0, float("inf"), float("nan"), 1e7):
         with pytest.raises(ValueError, match="change_penalty"):
             DistanceSettings(change_penalty=bad)
+
+
+def test_outputs_that_are_not_probabilities_never_make_a_candidate_valid() -> None:
+    features = [FloatFeature(name="x", value=0.0, low=0.0, high=10.0)]
+
+    def broken(X: FloatMatrix) -> FloatMatrix:  # "probabilities" of [-1, 2] past x = 5, sums of 1.2 past 8
+        p = np.where(X[:, 0] > 5.0, 2.0, 0.2)
+        q = np.where(X[:, 0] > 8.0, 0.0, 1.0 - p)
+        return np.column_stack([q, p])
+
+    problem = CounterfactualProblem(
+        features, [ClassGoal(target=1, margin=0.0)], CallableAdapter(broken, [OutputSpec("y", (0, 1))])
+    )
+    X = np.array([[1.0], [6.0], [9.0]])
+    evaluation = ScoreCalculator(problem, assert_mode=True).calculate(X)
+    assert evaluation.failures[0] is None
+    assert evaluation.failures[1] is not None and "probability distribution" in evaluation.failures[1]
+    assert evaluation.failures[2] is not None
+    assert not evaluation.feasible[1:].any()

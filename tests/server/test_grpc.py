@@ -318,13 +318,19 @@ def test_oversized_messages_are_refused(client: CounterplanClient) -> None:
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
 
 
-def test_a_model_that_fails_is_internal_without_a_traceback(client: CounterplanClient) -> None:
+def test_a_model_that_fails_is_internal_and_its_message_stays_in_the_log(client: CounterplanClient) -> None:
+    from structlog.testing import capture_logs
+
     request = CounterplanClient.request("broken", {"x": 1.0, "y": 1.0}, [class_goal("yes")])
-    with pytest.raises(grpc.RpcError) as info:
+    request.request_id = "broken-1"
+    with capture_logs() as logs, pytest.raises(grpc.RpcError) as info:
         client.explain(request)
     error: Any = info.value
     assert error.code() == grpc.StatusCode.INTERNAL
-    assert "backend is down" in error.details() and "Traceback" not in error.details()
+    assert "request id broken-1" in error.details() and "Traceback" not in error.details()
+    assert "backend is down" not in error.details()  # a model's text may hold paths or secrets
+    (failure,) = [entry for entry in logs if entry.get("event") == "model failed"]
+    assert failure["request_id"] == "broken-1" and "backend is down" in failure["error"]
 
 
 def test_the_deadline_caps_the_solve(client: CounterplanClient) -> None:
@@ -574,3 +580,12 @@ def test_allowed_values_are_honoured(client: CounterplanClient) -> None:
     assert response.valid
     income = response.proposed["income"].number_value
     assert income in allowed or income == rejected_applicant()["income"]
+
+
+def test_a_refused_deadline_is_logged_as_sent(client: CounterplanClient) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs, pytest.raises(grpc.RpcError):
+        client.explain(_demo_request(), timeout=0.04)
+    statuses = [entry["status"] for entry in logs if entry.get("event") == "request"]
+    assert statuses and all(status == "DEADLINE_EXCEEDED" for status in statuses)

@@ -144,3 +144,23 @@ def test_empty_or_missing_directories(tmp_path: Path) -> None:
         ModelRegistry.from_directory(tmp_path)
     with pytest.raises(RegistryError, match="not a directory"):
         ModelRegistry.from_directory(tmp_path / "nope")
+
+
+def test_model_card_paths_stay_inside_the_models_directory(tmp_path: Path) -> None:
+    from server.registry import RegistryError, load_card
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "m.skops").write_bytes(b"not a model")
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for field, value in (
+        ("model_file", "../elsewhere/m.skops"),
+        ("model_file", str(outside / "m.skops")),
+        ("training_data", "../elsewhere/train.csv"),
+    ):
+        card = folder / "card.yaml"
+        lines = {"id": "x", "model_file": "m.skops", field: value}
+        card.write_text("\n".join(f"{k}: {v}" for k, v in lines.items()) + "\n")
+        with pytest.raises(RegistryError, match="outside the models directory"):
+            load_card(card)
