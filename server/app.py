@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ class BearerTokenInterceptor(_Interceptor):
         return self._deny_stream if method.endswith("Stream") else self._deny_unary
 
 
+_SEND_SECONDS = 1.0
+"""After the last solve ended, its answer gets this long (within the grace) to go out."""
+
+
 @dataclass
 class RunningServer:
     """A started server: stop it with :meth:`stop`."""
@@ -74,12 +79,23 @@ class RunningServer:
     settings: ServerSettings
 
     def stop(self, grace: float | None = None) -> None:
-        """Say NOT_SERVING, give running calls ``grace`` seconds, then cut them."""
+        """Shut down gracefully, within ``grace`` seconds (the setting by default).
+
+        Health says NOT_SERVING first, and still answers while solves wind down; new solves are
+        refused (UNAVAILABLE); running solves are told to stop at their next step and answer
+        with their best so far. Then the server stops, giving those answers the rest of the
+        grace to be sent, and cuts what is left.
+        """
+        grace = self.settings.grace_seconds if grace is None else grace
+        started = time.monotonic()
         self.health.enter_graceful_shutdown()
-        done = self.server.stop(self.settings.grace_seconds if grace is None else grace)
-        done.wait()
+        self.service.begin_shutdown()
+        idle = self.service.wait_idle(grace)
+        # the answers only need sending now; open watch or reflection streams would hold the rest
+        remaining = max(grace - (time.monotonic() - started), 0.0)
+        self.server.stop(min(_SEND_SECONDS, remaining) if idle else 0.0).wait()
         self.service.shutdown()
-        log.info("server stopped", port=self.port)
+        log.info("server stopped", port=self.port, solves_finished=idle)
 
     @property
     def target(self) -> str:

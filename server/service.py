@@ -51,6 +51,9 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         self.settings = settings
         self.manager = SolverManager(max_workers=settings.max_concurrent_solves)
         self._slots = threading.BoundedSemaphore(settings.max_concurrent_solves)
+        self._active = 0
+        self._idle = threading.Condition()
+        self._closing = threading.Event()
 
     # -- models -------------------------------------------------------------------------------
     def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
@@ -77,7 +80,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 job = self._submit(request_id, model, checked, context, None, outcome=outcome)
                 result = self._wait(job, context, outcome)
             finally:
-                self._slots.release()
+                self._release_slot()
             outcome["score"] = result.score
             return result_message(result, request_id, model.id)
         finally:
@@ -123,7 +126,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 if job is not None:
                     job.terminate_early()
                     self.manager.forget(job.job_id)
-                self._slots.release()
+                self._release_slot()
             outcome["score"] = result.score
             final = result_message(result, request_id, model.id)
             yield pb.ExplainStreamResponse(
@@ -158,7 +161,10 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             checked = check_request(request, model, self.settings.max_features)
         except BadRequestError as exc:
             abort_bad_request(context, exc)
-        if not self._slots.acquire(blocking=False):
+        if self._closing.is_set():
+            outcome["status"] = "UNAVAILABLE"
+            abort(context, grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
+        if not self._take_slot():
             outcome["status"] = "RESOURCE_EXHAUSTED"
             abort(
                 context,
@@ -248,6 +254,31 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             score=outcome.get("score"),
             status=outcome.get("status", "UNKNOWN"),
         )
+
+    def _take_slot(self) -> bool:
+        if not self._slots.acquire(blocking=False):
+            return False
+        with self._idle:
+            self._active += 1
+        return True
+
+    def _release_slot(self) -> None:
+        self._slots.release()
+        with self._idle:
+            self._active -= 1
+            self._idle.notify_all()
+
+    def begin_shutdown(self) -> None:
+        """Refuse new solves (UNAVAILABLE) and tell running ones to stop at their next step; each
+        then answers with its best so far (a unary result, or a stream's FINAL message)."""
+        self._closing.set()
+        for job in self.manager.list_jobs():
+            self.manager.terminate_early(job.job_id)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no solve holds a slot, at most ``timeout`` seconds; True when idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._active == 0, timeout=timeout)
 
     def shutdown(self) -> None:
         """Terminate running solves early and stop the pool."""
