@@ -31,7 +31,10 @@ from server.settings import ServerSettings
 log = structlog.get_logger("counterplan.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CounterfactualService"].full_name
-_OPEN_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
+_OPEN_PREFIXES = ("/grpc.health.",)
+"""Open without the token: health checks (an orchestrator's probe carries none). Reflection
+describes the service, so it needs the token when one is set."""
+_REFLECTION = "/grpc.reflection."
 
 
 if TYPE_CHECKING:
@@ -40,8 +43,40 @@ else:
     _Interceptor = grpc.ServerInterceptor
 
 
+class ReflectionStreamLimit(_Interceptor):
+    """At most ``limit`` reflection streams at once; more are refused with RESOURCE_EXHAUSTED.
+
+    A reflection stream holds a worker thread for as long as the client keeps it open, idle or
+    not: eight idle ones once took all eight workers, so solves and health checks timed out.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._slots = threading.BoundedSemaphore(limit)
+        self._limit = limit
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails) -> Any:
+        """Wrap reflection's stream so it takes a slot while it runs."""
+        handler = continuation(details)
+        if handler is None or not (details.method or "").startswith(_REFLECTION) or handler.stream_stream is None:
+            return handler
+        inner = handler.stream_stream
+        slots, limit = self._slots, self._limit
+
+        def limited(requests: Any, context: grpc.ServicerContext) -> Any:
+            if not slots.acquire(blocking=False):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{limit} reflection streams are open; retry later")
+            try:
+                yield from inner(requests, context)
+            finally:
+                slots.release()
+
+        return grpc.stream_stream_rpc_method_handler(
+            limited, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
+
+
 class BearerTokenInterceptor(_Interceptor):
-    """Refuses calls without ``authorization: Bearer <token>`` (health and reflection are open)."""
+    """Refuses calls without ``authorization: Bearer <token>`` (health checks are open)."""
 
     def __init__(self, token: str) -> None:
         self._expected = f"Bearer {token}".encode()
@@ -51,6 +86,7 @@ class BearerTokenInterceptor(_Interceptor):
 
         self._deny_unary = grpc.unary_unary_rpc_method_handler(deny)
         self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+        self._deny_bidi = grpc.stream_stream_rpc_method_handler(deny)
 
     def intercept_service(self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails) -> Any:
         """Pass authorised calls on; deny the rest."""
@@ -61,6 +97,8 @@ class BearerTokenInterceptor(_Interceptor):
         given_bytes = given.encode() if isinstance(given, str) else bytes(given)
         if hmac.compare_digest(given_bytes, self._expected):
             return continuation(details)
+        if method.startswith(_REFLECTION):
+            return self._deny_bidi
         return self._deny_stream if method.endswith("Stream") else self._deny_unary
 
 
@@ -111,9 +149,9 @@ def start_server(settings: ServerSettings, registry: ModelRegistry | None = None
             if settings.models_dir is not None
             else ModelRegistry.demo()
         )
-    interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
-        [BearerTokenInterceptor(settings.auth_token)] if settings.auth_token else []
-    )
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [ReflectionStreamLimit(settings.max_reflection_streams)]
+    if settings.auth_token:
+        interceptors.insert(0, BearerTokenInterceptor(settings.auth_token))
     options = [
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),

@@ -37,6 +37,8 @@ class ServerSettings(BaseSettings):
     tls_key: Path | None = None
     auth_token: str | None = None
     """When set, every call needs ``authorization: Bearer <token>``."""
+    max_reflection_streams: Annotated[int, Field(ge=1, le=64)] = 2
+    """Reflection streams open at once; each holds a worker thread while open (keep it below ``workers``)."""
     grace_seconds: Annotated[float, Field(ge=0)] = 5.0
     """On shutdown, running solves get this long, then are cut."""
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] = 1
@@ -49,6 +51,11 @@ class ServerSettings(BaseSettings):
     def _check(self) -> Self:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("give both tls_cert and tls_key, or neither")
+        if self.max_reflection_streams >= self.workers:
+            raise ValueError(
+                f"max_reflection_streams ({self.max_reflection_streams}) must be below workers ({self.workers}): "
+                "open reflection streams would hold every worker thread"
+            )
         return self
 
     def threads_for(self, asked: int | None) -> int:

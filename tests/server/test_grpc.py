@@ -399,7 +399,41 @@ def test_auth_token(demo: RegisteredModel) -> None:
         with grpc.insecure_channel(running.target) as channel:  # health needs no token
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
             assert status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as info:  # reflection describes the service: it needs the token
+                ProtoReflectionDescriptorDatabase(channel).get_services()
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
     finally:
+        running.stop(0)
+
+
+def test_idle_reflection_streams_cannot_take_every_worker(demo: RegisteredModel) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    running = start_server(ServerSettings(port=0, workers=4, max_reflection_streams=2), ModelRegistry([demo]))
+    release = threading.Event()
+
+    def idle() -> Iterator[reflection_pb2.ServerReflectionRequest]:
+        release.wait(30)  # a client that opens a stream and sends nothing
+        return
+        yield
+
+    channel = grpc.insecure_channel(running.target)
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    try:
+        held = [stub.ServerReflectionInfo(idle(), timeout=30) for _ in range(2)]
+        time.sleep(0.5)  # both hold a worker now
+        refused = stub.ServerReflectionInfo(idle(), timeout=30)
+        with pytest.raises(grpc.RpcError) as info:
+            next(refused)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        with CounterplanClient(running.target) as client:  # solves and health still get workers
+            assert client.explain(_demo_request(), timeout=30).valid
+        status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+        assert len(held) == 2
+    finally:
+        release.set()
+        channel.close()
         running.stop(0)
 
 
