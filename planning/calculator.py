@@ -22,6 +22,10 @@ from planning.problem import CounterfactualProblem
 from planning.score import LEVELS, BendableScore
 from planning.space import FloatMatrix
 
+MAX_BISECTION_DEPTH = 6
+"""A batch the model raises on is halved at most this many times (at most 127 calls for it);
+blocks still failing then count as failed. A model that raises on many candidates once cost
+hundreds of calls per step; the search only needs to keep the rows that work."""
 FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
 _MAX_GOAL_DISTANCE = 1.0e14
@@ -138,19 +142,23 @@ class ScoreCalculator:
                     failures[row] = reason
         return predictions, failures
 
-    def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None]) -> None:
+    def _predict_into(
+        self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None], depth: int = 0
+    ) -> None:
         self.model_call_count += 1
         try:
             result = self.problem.model.predict(X, self.problem.space)
         except ModelAdapterError:
             raise
         except Exception as exc:  # the model's own failure: find the rows that cause it
-            if X.shape[0] == 1:
-                failures[offset] = one_line(f"model raised {type(exc).__name__}: {exc}")
+            if X.shape[0] == 1 or depth >= MAX_BISECTION_DEPTH:
+                reason = one_line(f"model raised {type(exc).__name__}: {exc}")
+                for row in range(offset, offset + X.shape[0]):  # a block left unresolved counts as failed
+                    failures[row] = reason
                 return
             half = X.shape[0] // 2
-            self._predict_into(X[:half], offset, out, failures)
-            self._predict_into(X[half:], offset + half, out, failures)
+            self._predict_into(X[:half], offset, out, failures, depth + 1)
+            self._predict_into(X[half:], offset + half, out, failures, depth + 1)
             return
         for spec in self.problem.model.outputs:
             if spec.name not in result:

@@ -273,3 +273,25 @@ def test_outputs_that_are_not_probabilities_never_make_a_candidate_valid() -> No
     assert evaluation.failures[1] is not None and "probability distribution" in evaluation.failures[1]
     assert evaluation.failures[2] is not None
     assert not evaluation.feasible[1:].any()
+
+
+def test_a_model_that_raises_on_many_candidates_costs_a_bounded_number_of_calls() -> None:
+    from planning.calculator import MAX_BISECTION_DEPTH
+
+    features = [FloatFeature(name="x", value=0.0, low=0.0, high=10.0)]
+    calls = []
+
+    def picky(X: FloatMatrix) -> FloatMatrix:  # raises whenever a batch holds an odd whole x
+        calls.append(X.shape[0])
+        if (np.mod(np.rint(X[:, 0]), 2) == 1).any():
+            raise RuntimeError("odd input")
+        p = np.full(X.shape[0], 0.9)
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(picky, [OutputSpec("y", (0, 1))]))
+    X = np.rint(np.linspace(0.0, 10.0, 1024)).reshape(-1, 1)  # odd and even values interleaved everywhere
+    evaluation = ScoreCalculator(problem).calculate(X)
+    assert len(calls) <= 2 ** (MAX_BISECTION_DEPTH + 1) - 1  # not one call per failing row (512 of them)
+    odd = np.mod(X[:, 0], 2) == 1
+    assert all(evaluation.failures[i] is not None for i in np.flatnonzero(odd))  # never a valid-looking failure
+    assert not evaluation.feasible[odd].any()
