@@ -51,7 +51,7 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
             f"Alternative {i}: {display_score(option.score_levels)}  ({_fmt_predictions(option.predictions)})"
         )
         console.print(_changes_table(option.changes))
-    if result.note:
+    if result.note and not result.already_met:  # already met: said in the first line
         console.print(result.note, style="yellow")
     s = result.statistics
     console.print(

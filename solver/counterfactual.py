@@ -20,7 +20,7 @@ from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
 from solver.budget import check_budget
 from solver.config import MAX_SEED, SolverConfig
-from solver.diagnosis import blocking_immutables
+from solver.diagnosis import Diagnosis, blocking_immutables
 from solver.diversity import best_per_change_set, select_diverse, undominated
 from solver.engine import Solver
 from solver.events import BestSolutionChanged
@@ -172,9 +172,9 @@ class CounterfactualSolver:
         if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
             best, failure = alternatives[0], None  # refining the pool beat the search's own best
             found_at = (outcome.step_count, spent)
-        blocked_by: tuple[list[str], bool] = ([], False)
+        diagnosis = Diagnosis([], False, [])
         if not best.valid and not should_stop():
-            blocked_by = blocking_immutables(calculator, outcome.best_row, outcome.best_score)
+            diagnosis = blocking_immutables(calculator, outcome.best_row, outcome.best_score)
         return CounterfactualResult(
             original=problem.space.decode(problem.space.original),
             proposed=best.proposed,
@@ -198,8 +198,9 @@ class CounterfactualSolver:
             failure=failure,
             counterfactuals=alternatives,
             requested=self.num_counterfactuals,
-            blocked_by=blocked_by[0],
-            reaches=blocked_by[1],
+            blocked_by=diagnosis.blocked_by,
+            reaches=diagnosis.reaches,
+            held_fixed=diagnosis.held_fixed,
         )
 
     def _already_met(self, original: Evaluation, spent: float) -> CounterfactualResult:
@@ -283,9 +284,11 @@ class CounterfactualSolver:
                     feasible=score.is_feasible and fine,
                 )
             )
-        # best first, as documented: chosen by diversity, listed by score (a stable sort: on a tie
-        # the search's own best, chosen first, stays first; a refined row that beats it leads)
-        return sorted(out, key=lambda c: tuple(c.score_levels), reverse=True)
+        # best first, as documented: chosen by diversity, listed by score; on a tie the search's
+        # own best leads (it is the result's answer unless a refined row beats it)
+        is_best = [bool((rows[i] == best).all()) for i in range(rows.shape[0])]
+        order = sorted(range(len(out)), key=lambda i: (tuple(out[i].score_levels), is_best[i]), reverse=True)
+        return [out[i] for i in order]
 
     def _diverse_refined(
         self,

@@ -10,6 +10,8 @@ that breaks a rule.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from planning.calculator import ScoreCalculator
@@ -21,24 +23,34 @@ MOST = 3
 """Closest-coming features named, at most."""
 
 
-def blocking_immutables(
-    calculator: ScoreCalculator, best: FloatMatrix, best_score: FloatMatrix
-) -> tuple[list[str], bool]:
-    """Immutable features that would reach the goal if changed alone (and True); else the most
-    helpful ones (and False). Empty when no immutable feature has room to move or none helps.
+class Diagnosis(NamedTuple):
+    """What the scan found: the features it moved, and those that reach or help."""
+
+    blocked_by: list[str]
+    """The features whose change alone reaches the goal (``reaches``), else the most helpful ones."""
+    reaches: bool
+    held_fixed: list[str]
+    """Every immutable feature the scan moved: what a user held fixed (a gap kept as a gap is not)."""
+
+
+def blocking_immutables(calculator: ScoreCalculator, best: FloatMatrix, best_score: FloatMatrix) -> Diagnosis:
+    """Immutable features that would reach the goal if changed alone (``reaches`` True); else the
+    most helpful ones. ``blocked_by`` is empty when no immutable feature has room to move or none
+    helps; ``held_fixed`` names the ones tried, so a note can say what was held fixed either way.
     """
     space = calculator.problem.space
     frozen = ~space.mutable & (space.domain_upper > space.domain_lower) & ~space.missing
+    held = [space.names[j] for j in np.flatnonzero(frozen)]
     if not frozen.any():
-        return [], False
+        return Diagnosis([], False, held)
     X, owners = scan_rows(space, best, frozen, GRID_SIZE)
     if X.shape[0] == 0:
-        return [], False
+        return Diagnosis([], False, held)
     scores = calculator.calculate(X).scores
     reach = (scores[:, 0] == 0.0) & (scores[:, 2] == 0.0)
     if reach.any():
-        return [space.names[j] for j in np.unique(owners[reach])], True
+        return Diagnosis([space.names[j] for j in np.unique(owners[reach])], True, held)
     gain = scores[:, 0] - best_score[0]
     best_gain = {int(j): float(gain[owners == j].max()) for j in np.unique(owners)}
     helpful = sorted((j for j, g in best_gain.items() if g > 0.0), key=lambda j: -best_gain[j])
-    return [space.names[j] for j in helpful[:MOST]], False
+    return Diagnosis([space.names[j] for j in helpful[:MOST]], False, held)

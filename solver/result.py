@@ -91,11 +91,16 @@ class CounterfactualResult(BaseModel):
         if self.already_met:
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
-            if not self.blocked_by:
+            if not self.held_fixed and not self.blocked_by:
                 return "no valid counterfactual found within the domains and rules"
-            return (
-                f"no valid counterfactual with the immutable features held fixed; changing {_names(self.blocked_by)}"
-                + (" alone would reach the goal" if self.reaches else " would come closest")
+            held = _names(self.held_fixed, "and") if self.held_fixed else "the immutable features"
+            if not self.blocked_by:
+                return (
+                    f"no valid counterfactual with {held} held fixed; changing one of them alone would "
+                    "neither reach the goal nor come closer"
+                )
+            return f"no valid counterfactual with {held} held fixed; changing {_names(self.blocked_by)}" + (
+                " alone would reach the goal" if self.reaches else " would come closest"
             )
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
             found = len(self.counterfactuals)
@@ -108,6 +113,9 @@ class CounterfactualResult(BaseModel):
 
     reaches: bool = False
     """With ``blocked_by``: True when changing one of those features alone would reach the goal."""
+    held_fixed: list[str] = []
+    """When no valid answer was found: the immutable features the diagnosis tried moving, the
+    ones a user held fixed (the note names them)."""
 
     @property
     def bendable_score(self) -> BendableScore:
@@ -127,8 +135,15 @@ class CounterfactualResult(BaseModel):
         )
 
 
-def _names(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+NAMES_SHOWN = 6
+"""Features a note names at most; the rest are counted."""
+
+
+def _names(names: list[str], last: str = "or") -> str:
+    """``a``, ``a or b``, ``a, b or c``; past ``NAMES_SHOWN``, ``a, b, ... and 4 more``."""
+    if len(names) > NAMES_SHOWN:
+        return ", ".join(names[:NAMES_SHOWN]) + f" and {len(names) - NAMES_SHOWN} more"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" {last} " + names[-1]
 
 
 class BestSolutionEvent(BaseModel):

@@ -442,9 +442,11 @@ def test_an_unreachable_goal_names_the_immutable_feature_that_blocks_it() -> Non
     assert not result.valid
     assert result.blocked_by == ["age"] and result.reaches
     assert result.note is not None and "age" in result.note and "alone would reach" in result.note
+    assert result.held_fixed == ["age"] and "with age held fixed; changing age alone" in result.note
     nothing = explain(_held_back(age_matters=False), seed=0)  # no immutable can help either
     assert not nothing.valid and nothing.blocked_by == []
     assert nothing.note is not None and "no valid counterfactual" in nothing.note
+    assert nothing.held_fixed == ["age"] and "with age held fixed" in nothing.note and "neither" in nothing.note
 
 
 def test_an_instance_that_already_meets_the_goal_is_answered_without_a_search(
