@@ -255,8 +255,11 @@ def _explain_remote(args: argparse.Namespace) -> int:
     from server.client import CounterplanClient  # noqa: PLC0415
     from server.remote import explain_remote  # noqa: PLC0415
 
-    if args.model or args.data or args.row is not None:
-        raise _usage("with --server, the model is the server's: use --model-id and --instance")
+    local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
+    given = [flag for flag, value in local.items() if value is not None]
+    if given or args.trust_model:
+        flags = ", ".join(given + ["--trust-model"] * args.trust_model)
+        raise _usage(f"{flags}: with --server, the model and its data are the server's: use --model-id and --instance")
     try:
         with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
             return explain_remote(client, args)
@@ -339,7 +342,7 @@ def _demo_problem(
         model,
         goals,
         target=demo.TARGET,
-        immutable=immutable or list(demo.IMMUTABLE),
+        immutable=list(dict.fromkeys([*demo.IMMUTABLE, *immutable])),  # the served demo's: its own, and more
         distance=distance,
         **_actionability(args, max_changes),
     )

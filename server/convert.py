@@ -144,6 +144,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     goals = _goals(request, model.outputs, violations)
     if not request.goals and len(features) == len(model.features):
         goals = _default_goals(model, features, violations)
+    goals = _with_margin(request, goals, violations)
     config, seed = _solver(request.solver, model.default_config, violations)
     metric = _METRICS.get(request.distance_metric)
     if metric is None:
@@ -318,6 +319,23 @@ def _goals(
     return goals
 
 
+def _with_margin(
+    request: pb.ExplainRequest, goals: list[ClassGoal | ValueGoal | RangeGoal], out: list[Violation]
+) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """``request.margin`` on every class goal that sets none (the default goal's too), as ``--margin``."""
+    if not request.HasField("margin"):
+        return goals
+    margin = request.margin
+    if not (math.isfinite(margin) and 0.0 <= margin <= 0.5):
+        out.append(("margin", f"must be a number from 0 to 0.5, given {margin}"))
+        return goals
+    explicit = {i for i, g in enumerate(request.goals) if g.class_target.HasField("margin")}
+    return [
+        g.model_copy(update={"margin": margin}) if isinstance(g, ClassGoal) and i not in explicit else g
+        for i, g in enumerate(goals)
+    ]
+
+
 def _default_goals(
     model: RegisteredModel, features: list[AnyFeature], out: list[Violation]
 ) -> list[ClassGoal | ValueGoal | RangeGoal]:
@@ -454,6 +472,8 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         blocked_by=result.blocked_by,
         reaches=result.reaches,
         already_met=result.already_met,
+        held_fixed=result.held_fixed,
+        feature_names=list(result.original),
         statistics=pb.SolveStatistics(
             steps=s.steps,
             score_calculation_count=s.score_calculation_count,

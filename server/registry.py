@@ -9,6 +9,7 @@ demo loan model is served, so a server works out of the box.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,9 +143,8 @@ class RegisteredModel:
         if spec.kind == "categorical":
             data["category_type"] = spec.category_type
         constrained = bool(override.get("constrained", spec.immutable))
-        if constrained and not override:  # an immutable feature never moves: its domain is moot
-            data["constrained"] = True
-            return parse_feature(data)
+        if constrained and not override:  # never moves; its domain is for the diagnosis of an unreachable goal
+            return parse_feature({**data, **_held_domain(spec, kind, value), "constrained": True})
         if spec.kind in ("integer", "float"):
             allowed = override.get("allowed", spec.allowed)
             if allowed is not None:
@@ -184,6 +184,25 @@ class RegisteredModel:
             max_changed_features=max_changed_features,
             plausibility=judge,
         )
+
+
+def _held_domain(spec: FeatureSpec, kind: str, value: Any) -> dict[str, Any]:
+    """An immutable feature's schema domain, widened to hold the instance's value (as a local
+    explain infers it): the feature never moves, but when a goal is unreachable the diagnosis
+    (:mod:`solver.diagnosis`) scans it to say whether changing it would reach the goal."""
+    if spec.kind in ("integer", "float") and spec.low is not None and spec.high is not None:
+        low, high = float(spec.low), float(spec.high)
+        if value is not None:
+            low, high = min(low, float(value)), max(high, float(value))
+        if kind == "integer":
+            return {"low": math.floor(low), "high": math.ceil(high)}
+        return {"low": low, "high": high}
+    if spec.kind == "categorical" and spec.categories is not None:
+        categories = list(spec.categories)
+        if value is not None and str(value) not in categories:
+            categories.append(str(value))
+        return {"categories": categories}
+    return {}
 
 
 class ModelRegistry:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 from rich.console import Console
 
@@ -79,6 +80,8 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
     if args.categorical:
         raise UsageError("--categorical: with --server, the model card fixes each feature's kind")
     request.num_counterfactuals = args.num_counterfactuals
+    if args.margin is not None:  # checked by with_margin; reaches the server's default goal too
+        request.margin = args.margin
     request.distance_metric = _METRICS[args.distance]
     request.plausible = args.plausible
     if max_changes is not None:
@@ -154,12 +157,10 @@ def _in_class_order(probabilities: dict[str, float]) -> dict[str, float]:
 
 def _result(message: pb.ExplainResponse) -> CounterfactualResult:
     s = message.statistics
-    proposed = {k: plain_value(v) for k, v in message.proposed.items()}
-    original = {k: plain_value(v) for k, v in message.original.items()}
-    order = list(original) or list(proposed)  # the schema's order, as a local result has it
+    order = list(message.feature_names) or list(message.original)  # a map has no order; the model's has
     return CounterfactualResult(
-        original={k: original.get(k) for k in order},
-        proposed={k: proposed.get(k) for k in order},
+        original=_values(message.original, order),
+        proposed=_values(message.proposed, order),
         changes=[
             Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
             for c in message.changes
@@ -181,17 +182,25 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
             termination_reason=s.termination_reason,
         ),
         failure=message.failure or None,
-        counterfactuals=[_counterfactual(c) for c in message.counterfactuals],
+        counterfactuals=[_counterfactual(c, order) for c in message.counterfactuals],
         requested=message.requested or 1,
         blocked_by=list(message.blocked_by),
         reaches=message.reaches,
+        held_fixed=list(message.held_fixed),
         already_met=message.already_met,
     )
 
 
-def _counterfactual(message: pb.Counterfactual) -> Counterfactual:
+def _values(values: Mapping[str, pb.FeatureValue], order: list[str]) -> dict[str, object]:
+    """A proto map of values as a dict in the model's feature order (names it lacks are None)."""
+    known = set(order)
+    names = order + [name for name in values if name not in known]
+    return {name: plain_value(values[name]) if name in values else None for name in names}
+
+
+def _counterfactual(message: pb.Counterfactual, order: list[str]) -> Counterfactual:
     return Counterfactual(
-        proposed={k: plain_value(v) for k, v in message.proposed.items()},
+        proposed=_values(message.proposed, order),
         changes=[
             Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
             for c in message.changes

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
     from rich.console import Console
+
+    from planning.goals import ClassGoal
 
 
 def add_parser(commands: Any) -> None:
@@ -23,8 +28,11 @@ def add_parser(commands: Any) -> None:
     tune.add_argument("--data", help="CSV of training data (with the label column)")
     tune.add_argument("--target", help="label column of --data")
     tune.add_argument("--immutable", action="append", default=[], metavar="COLUMNS")
-    tune.add_argument("--goal", help="class goal, e.g. class:1@0.7 (default: class 1, or 1@0.7 for the demo)")
-    tune.add_argument("--rows", type=int, default=12, help="rows to tune on (rejected rows, seeded shuffle)")
+    tune.add_argument(
+        "--goal",
+        help="class goal, e.g. class:1@0.7 (default: a binary classifier's second class, 1 of 0/1; the demo's 1@0.7)",
+    )
+    tune.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
     tune.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
     tune.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
     tune.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
@@ -42,19 +50,16 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from planning.goals import ClassGoal  # noqa: PLC0415
     from planning.problem import CounterfactualProblem  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
     except ImportError:
         raise usage("tuning needs optuna: pip install 'counterplan[tune]'") from None
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
     from server.loading import load_csv, load_model  # noqa: PLC0415
     from solver.tuning import tune  # noqa: PLC0415
 
-    if args.rows < 1 or args.heldout < 0 or args.trials < 1 or args.budget <= 0:
-        raise usage("--rows and --trials must be at least 1, --heldout at least 0, --budget above 0")
+    _check_counts(args, usage)
     immutable = [n.strip() for item in args.immutable for n in item.split(",") if n.strip()]
     if args.model is None and args.data is None:
         from planning import demo  # noqa: PLC0415
@@ -62,33 +67,19 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         data = demo.make_loan_data()
         model: Any = demo.train_loan_model(data)
         target = demo.TARGET
-        immutable = immutable or list(demo.IMMUTABLE)
-        default_goal = "class:1@0.7"
+        immutable = list(dict.fromkeys([*demo.IMMUTABLE, *immutable]))  # as explain: its own, and more
+        default_goal: str | None = "class:1@0.7"
     elif args.model is None or args.data is None or args.target is None:
         raise usage("give --model, --data and --target together (or none, for the demo)")
     else:
-        data, model, target, default_goal = (
-            load_csv(args.data),
-            load_model(args.model, args.trust_model),
-            args.target,
-            "class:1",
-        )
-    goal = parse_goal_text(args.goal or default_goal)
-    if not isinstance(goal, ClassGoal):
-        raise usage("tune takes a class goal")
-    features = data.drop(columns=[target])
-    names = getattr(model, "feature_names_in_", None)
-    columns = [str(c) for c in names] if names is not None else list(features.columns)
-    proba = np.asarray(model.predict_proba(features[columns]))
-    classes = [str(c) for c in model.classes_]
-    if str(goal.target) not in classes:
-        raise usage(f"class {goal.target!r} is not one of {classes}")
-    p = proba[:, classes.index(str(goal.target))]
-    rejected = np.flatnonzero(p < (goal.confidence or 0.5))
+        data, model, target = load_csv(args.data), load_model(args.model, args.trust_model), args.target
+        default_goal = None  # the model's positive class (its second: 1 of 0/1 labels)
+    columns = _model_columns(model, data, target)
+    goal, missed = _rows_missing_the_goal(model, data, columns, target, args.goal or default_goal, usage=usage)
     rng = np.random.default_rng(args.seed)
-    chosen = rng.permutation(rejected)[: args.rows + args.heldout]
-    if len(chosen) < args.rows + 1 and args.heldout:
-        raise usage(f"only {len(rejected)} rows miss the goal; ask for fewer --rows/--heldout")
+    chosen = rng.permutation(missed)[: args.rows + args.heldout]
+    if len(chosen) < args.rows + (1 if args.heldout else 0):
+        raise usage(f"only {len(missed)} rows miss the goal; ask for fewer --rows/--heldout")
     problems = [
         CounterfactualProblem.from_dataframe(
             data, int(i), model, [goal], target=target, immutable=immutable, columns=columns
@@ -171,3 +162,62 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
         gain = report.default_heldout.mean_cost - report.tuned_heldout.mean_cost
         console.print(f"Held-out gain over the default: {gain:+.4f} objective")
     console.print(f"Best configuration written to {args.output} (use: counterplan explain --config {args.output})")
+
+
+def _check_counts(args: argparse.Namespace, usage: Any) -> None:
+    """``--rows``, ``--heldout``, ``--trials`` and ``--budget``, each named when it is wrong."""
+    if args.rows < 1:
+        raise usage(f"--rows must be at least 1, given {args.rows}")
+    if args.heldout < 0:
+        raise usage(f"--heldout must be at least 0, given {args.heldout}")
+    if args.trials < 1:
+        raise usage(f"--trials must be at least 1, given {args.trials}")
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        raise usage(f"--budget must be a finite number of seconds above 0, given {args.budget}")
+
+
+def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:
+    """The model's input columns, each checked against the data (as ``explain`` checks them)."""
+    from planning.errors import ProblemError  # noqa: PLC0415
+
+    if target not in data.columns:
+        listed = ", ".join(str(c) for c in data.columns[:30]) + (" ..." if len(data.columns) > 30 else "")
+        raise ProblemError("target", f"no column {target!r} in the data; columns: {listed}")
+    names = getattr(model, "feature_names_in_", None)
+    columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
+    if target in columns:
+        raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
+    for name in columns:
+        if name not in data.columns:
+            raise ProblemError(name, "column missing from the training data")
+    return columns
+
+
+def _rows_missing_the_goal(
+    model: Any, data: pd.DataFrame, columns: list[str], target: str, goal_text: str | None, *, usage: Any
+) -> tuple[ClassGoal, np.ndarray]:
+    """The class goal (bound to the model's classes as ``explain`` binds it: ``class:1`` names
+    the class 1.0) and the rows whose prediction misses it, the ones worth tuning on."""
+    import numpy as np  # noqa: PLC0415
+
+    from planning.errors import ModelCallError, one_line  # noqa: PLC0415
+    from planning.goals import ClassGoal, bind_goals  # noqa: PLC0415
+    from planning.models import adapt_sklearn  # noqa: PLC0415
+    from server.goal_text import parse_goal_text  # noqa: PLC0415
+
+    adapter = adapt_sklearn(model, target)
+    (output,) = adapter.outputs
+    if goal_text is None:
+        if output.classes is None or len(output.classes) != 2:
+            raise usage("--goal is needed: the default (the second class) needs a binary classifier")
+        goal: Any = ClassGoal(target=output.classes[1])
+    else:
+        goal = parse_goal_text(goal_text)
+    if not isinstance(goal, ClassGoal):
+        raise usage("tune takes a class goal")
+    (bound,) = bind_goals([goal], adapter.outputs)
+    try:
+        proba = np.asarray(model.predict_proba(data[columns]), dtype=np.float64)
+    except Exception as exc:  # the model's own failure on the data (say, NaN it cannot take)
+        raise ModelCallError(one_line(f"the model fails on the data: {type(exc).__name__}: {exc}")) from None
+    return goal, np.flatnonzero(~bound.met(proba))

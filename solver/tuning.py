@@ -182,6 +182,8 @@ class TuningReport:
 
 
 FINGERPRINT_ATTR = "problem_fingerprint"
+SUMMARY_ATTR = "problem_summary"
+"""A readable line about the problem a study was made for, so a refusal can name both problems."""
 
 
 class StudyMismatchError(InvalidInputError):
@@ -192,20 +194,56 @@ class StudyMismatchError(InvalidInputError):
 
 
 def problem_fingerprint(problems: Sequence[CounterfactualProblem]) -> str:
-    """A hash of what a study's trials are scored on: the rows, their features and domains, the
-    goals, the distance, and the model (its outputs and what it predicts for each row), so two
-    problems share a study only when their trials are comparable."""
+    """A hash of what a study's trials are scored on: the rows, their features, domains and
+    immutables, the goals, the distance and its per-feature scales (from the data's statistics),
+    and the model (its type, its outputs and what it predicts for each row), so two problems
+    share a study only when their trials are comparable."""
     digest = hashlib.sha256()
     for problem in problems:
         space = problem.space
+        digest.update(_model_name(problem).encode())
         digest.update(repr([f.model_dump(mode="json") for f in space.features]).encode())
         digest.update(repr([bound.goal.model_dump(mode="json") for bound in problem.goals]).encode())
         digest.update(repr(problem.distance.model_dump(mode="json")).encode())
+        digest.update(np.asarray(problem.scales, dtype=np.float64).tobytes())
         digest.update(repr([(spec.name, spec.classes) for spec in problem.model.outputs]).encode())
         predictions = problem.model.predict(problem.original_row(), space)
         for name in sorted(predictions):
             digest.update(np.round(np.asarray(predictions[name], dtype=np.float64), 9).tobytes())
     return digest.hexdigest()
+
+
+def _model_name(problem: CounterfactualProblem) -> str:
+    """The model's class (a scikit-learn adapter's estimator, else the adapter itself)."""
+    model = getattr(problem.model, "model", problem.model)
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def problem_summary(problems: Sequence[CounterfactualProblem]) -> str:
+    """One readable line: the model, the features, what is held fixed, the goal and the rows."""
+    first = problems[0]
+    names = list(first.space.names)
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    fixed = [f.name for f in first.space.features if f.constrained and not f.missing]
+    goals = "; ".join(_goal_text(bound.goal, bound.output.name) for bound in first.goals)
+    model = getattr(first.model, "model", first.model)
+    steps = getattr(model, "steps", None)  # a pipeline: named by its final estimator too
+    kind = type(model).__name__ + (f"({type(steps[-1][1]).__name__})" if steps else "")
+    return (
+        f"{kind} on {shown}"
+        + (f" (immutable: {', '.join(fixed)})" if fixed else "")
+        + f", goal {goals}, {len(problems)} rows"
+    )
+
+
+def _goal_text(goal: Any, output: str) -> str:
+    """A goal as the command line writes it."""
+    if goal.kind == "class":
+        confidence = f"@{goal.confidence:g}" if goal.confidence is not None else ""
+        return f"{output}=class:{goal.target}{confidence}"
+    if goal.kind == "value":
+        return f"{output}=value:{goal.value:g}~{goal.tolerance:g}"
+    return f"{output}=range:{goal.low:g}..{goal.high:g}"
 
 
 def default_study_name(problems: Sequence[CounterfactualProblem]) -> str:
@@ -263,17 +301,21 @@ def tune(
         pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
     )
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
+    summary = problem_summary(tuning_problems)
     if made_for is None and study.trials:
         raise StudyMismatchError(
             "study_name", f"study {study_name!r} has trials of an unknown problem; name another study"
         )
     if made_for is not None and made_for != fingerprint:
+        theirs = study.user_attrs.get(SUMMARY_ATTR, "a problem of an earlier version")
         raise StudyMismatchError(
             "study_name",
-            f"study {study_name!r} was made for another problem (fingerprint {made_for[:12]}, this one "
-            f"{fingerprint[:12]}); name another study, or leave the name out for one per problem",
+            f"study {study_name!r} was made for another problem: {theirs} (fingerprint {made_for[:12]}); "
+            f"this one is {summary} (fingerprint {fingerprint[:12]}); name another study, or leave the "
+            "name out for one per problem",
         )
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+    study.set_user_attr(SUMMARY_ATTR, summary)
     # A resumed study must not replay the random start-up trials it already ran.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
 

@@ -187,7 +187,7 @@ def test_the_console_script_is_installed() -> None:
     assert result.returncode == 0 and "--goal" in result.stdout
 
 
-def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_on_a_server(capsys: pytest.CaptureFixture[str], quick_config: str) -> None:
     from server.app import start_server
     from server.registry import ModelRegistry
     from server.settings import ServerSettings
@@ -204,11 +204,15 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         assert set(result) == set(local) and set(result["statistics"]) == set(local["statistics"])
         for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested"):
             assert result[key] == local[key], key  # one schema, one set of defaults, the same answer
+        assert list(result["original"]) == list(local["original"]) == list(rejected_applicant())  # the model's order
+        assert list(result["proposed"]) == list(local["proposed"])
         assert result["valid"] and isinstance(result["original"]["age"], int)
         code, out, _ = _run(capsys, "explain", "--server", running.target, "--no-progress")
         assert code == 0 and "Counterfactual: change these features" in out
         code, _, err = _run(capsys, "explain", "--server", running.target, "--model-id", "nope")
         assert code == 2 and "--instance is needed" in err  # only the demo has a default instance
+        code, _, err = _run(capsys, "explain", "--server", running.target, "--target", TARGET)
+        assert code == 2 and "--target: with --server" in err and err.count("\n") == 1
         applicant = json.dumps(rejected_applicant())
         code, _, err = _run(
             capsys, "explain", "--server", running.target, "--model-id", "nope", "--instance", applicant
@@ -227,6 +231,17 @@ def test_explain_on_a_server(capsys: pytest.CaptureFixture[str]) -> None:
         code, out, err = _run(capsys, "explain", "--server", running.target, *both)  # one override per feature
         assert code == 0, err
         assert json.loads(out)["proposed"]["debt"] == rejected_applicant()["debt"]
+        # only age and has_prior_default (the demo's own immutables) could move: the same diagnosis on both sides
+        frozen = "income,years_employed,credit_cards,debt,loan_amount,education,home_ownership,purpose,has_guarantor"
+        blocked = ("explain", "--json", "--seed", "2", "--config", quick_config, "--immutable", frozen)
+        code, out, err = _run(capsys, *blocked, "--server", running.target)
+        local_code, local_out, _ = _run(capsys, *blocked)
+        assert code == local_code == 3, err
+        result, local = json.loads(out), json.loads(local_out)
+        every = ["age", *frozen.split(",")[:-1], "has_prior_default", "has_guarantor"]  # in the model's order
+        assert result["held_fixed"] == local["held_fixed"] == every
+        for key in ("blocked_by", "reaches", "note", "original", "proposed", "score"):
+            assert result[key] == local[key], key
         for bad in (["-k", "0"], ["--time-limit", "0"], ["--change-penalty", "-2"]):
             code, _, err = _run(capsys, "explain", "--server", running.target, *bad)
             assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
@@ -412,6 +427,7 @@ def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.Capt
     code, out, _ = _run(capsys, "explain", "--no-progress", "--immutable", f"age,has_prior_default,{frozen}")
     assert code == 3
     assert "not valid" in out and "no valid counterfactual" in out
+    assert "with age, income, years_employed" in " ".join(out.split())  # which features were held fixed
     assert "Prediction before: approved = 0 (0: " in out  # the predicted class is said
     code, out, _ = _run(capsys, "explain", "--json", "--immutable", f"age,has_prior_default,{frozen}")
     assert code == 3 and json.loads(out)["valid"] is False
@@ -420,6 +436,8 @@ def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.Capt
 def test_an_instance_that_meets_the_goal_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "explain", "--no-progress", "--goal", "class:0")
     assert code == 0 and "already meets the goal" in out and "Search: 0 steps" in out
+    assert out.count("nothing to change") == 1  # said once, not again as a note
+    assert "No change found" not in out
 
 
 def test_a_model_that_cannot_take_a_gap_says_so_in_one_line(
@@ -451,3 +469,120 @@ def test_a_long_time_limit_is_the_only_clock(capsys: pytest.CaptureFixture[str])
     assert result["valid"] and "spent time" not in result["statistics"]["termination_reason"]
     code, plain, _ = _run(capsys, "explain", "--json", "--seed", "1")
     assert json.loads(plain)["proposed"] == result["proposed"]  # a limit never reached changes nothing
+
+
+@pytest.fixture(scope="module")
+def float_label_card(tmp_path_factory: pytest.TempPathFactory, credit_files: dict[str, Path]) -> dict[str, Path]:
+    """The credit data with its label read as 0.0/1.0 (as pandas reads a label column with a gap),
+    a model fitted on it, and a model card serving them from a directory."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    folder = tmp_path_factory.mktemp("served")
+    data = pd.read_csv(credit_files["csv"])
+    data["ok"] = data["ok"].astype(float)
+    csv = folder / "credit.csv"
+    data.to_csv(csv, index=False)
+    model = joblib.load(credit_files["model"])
+    model.set_params(classify=HistGradientBoostingClassifier(max_iter=40, random_state=0))
+    model.fit(data.drop(columns=["ok"]), data["ok"])
+    assert [float(c) for c in model.classes_] == [0.0, 1.0] and model.classes_.dtype.kind == "f"
+    joblib.dump(model, folder / "credit.joblib")
+    card = "id: credit\nmodel_file: credit.joblib\ntraining_data: credit.csv\ntarget: ok\noutputs: [ok]\n"
+    (folder / "credit.yaml").write_text(card)
+    return {"dir": folder, "csv": csv, "model": folder / "credit.joblib"}
+
+
+def _without_statistics(text: str) -> str:
+    """The JSON text as printed, but the timings: the order of every key kept."""
+    result = json.loads(text)
+    del result["statistics"]
+    return json.dumps(result, indent=2)
+
+
+def test_the_same_explain_locally_and_on_a_server_prints_the_same_json(
+    capsys: pytest.CaptureFixture[str], float_label_card: dict[str, Path], quick_config: str
+) -> None:
+    """One request schema, one output schema, one set of defaults, for a model of the user's own."""
+    from server.app import start_server
+    from server.registry import ModelRegistry
+    from server.settings import ServerSettings
+
+    data = pd.read_csv(float_label_card["csv"])
+    proba = joblib.load(float_label_card["model"]).predict_proba(data.drop(columns=["ok"]))[:, 1]
+    row = int(((proba < 0.3) & data["income"].notna()).to_numpy().nonzero()[0][0])
+    instance = json.dumps({k: v for k, v in data.drop(columns=["ok"]).iloc[row].items()})
+    local_args = ("--model", str(float_label_card["model"]), "--data", str(float_label_card["csv"]), "--target", "ok")
+    running = start_server(ServerSettings(port=0), ModelRegistry.from_directory(float_label_card["dir"], True))
+    capsys.readouterr()
+    try:
+        remote_args = ("--server", running.target, "--model-id", "credit")
+        questions: list[tuple[str, ...]] = [
+            (),  # no goal: the class the model does not predict now, on both sides
+            ("--goal", "class:1@0.6"),  # "1" names the class 1.0, on both sides
+            ("--margin", "0.2"),  # the margin reaches the server's default goal too
+            ("--immutable", "income,late,ratio,home"),  # nothing may move: not valid, the same diagnosis
+        ]
+        for question in questions:
+            flags = ("explain", "--json", "--seed", "4", "--config", quick_config, "--instance", instance, *question)
+            code, local, err = _run(capsys, *flags, *local_args)
+            remote_code, remote, remote_err = _run(capsys, *flags, *remote_args)
+            assert (code, remote_code) == ((3, 3) if "--immutable" in question else (0, 0)), (err, remote_err)
+            assert _without_statistics(remote) == _without_statistics(local), question
+            result, remote_result = json.loads(local), json.loads(remote)
+            assert list(remote_result["statistics"]) == list(result["statistics"])
+            assert list(result["original"]) == ["income", "late", "ratio", "home"]
+            if not question:
+                assert result["changes"] and result["predictions"]["ok"]["1.0"] > 0.5
+            if "--margin" in question:
+                assert result["predictions"]["ok"]["1.0"] - result["predictions"]["ok"]["0.0"] >= 0.2
+            if "--immutable" in question:
+                assert result["held_fixed"] == ["income", "late", "ratio", "home"] and result["blocked_by"]
+    finally:
+        running.stop(0)
+
+
+def test_tune_checks_its_flags_and_labels_as_explain_does(
+    capsys: pytest.CaptureFixture[str], float_label_card: dict[str, Path], tmp_path: Path
+) -> None:
+    base = ("tune", "--model", str(float_label_card["model"]), "--data", str(float_label_card["csv"]))
+    quick = ("--rows", "1", "--heldout", "0", "--trials", "1", "--budget", "0.05")
+    storage = ("--storage", f"sqlite:///{tmp_path / 'tune.db'}", "--output", str(tmp_path / "tuned.yaml"))
+    for flags, fragment in (
+        (("--target", "incme"), "no column 'incme' in the data; columns: income, late, ratio, home, ok"),
+        (("--target", "ok", "--budget", "nan"), "--budget must be a finite number"),
+        (("--target", "ok", "--budget", "inf"), "--budget must be a finite number"),
+        (("--target", "ok", "--goal", "class:7"), "class 7 is not one of [0.0, 1.0]"),
+        (("--target", "ok", "--goal", "range:0..1"), "tune takes a class goal"),
+    ):
+        code, out, err = _run(capsys, *base, *quick, *storage, *flags)
+        assert code == 2 and fragment in err and err.count("\n") == 1 and "Traceback" not in err + out, err
+    code, _, err = _run(capsys, *base, *quick, *storage, "--target", "ok", "--goal", "class:1")
+    assert code == 0, err  # "1" names the class 1.0, as in explain
+
+
+def test_tune_keeps_one_study_per_problem_in_the_default_storage(
+    capsys: pytest.CaptureFixture[str],
+    float_label_card: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import optuna
+
+    monkeypatch.chdir(tmp_path)  # the default storage, sqlite:///counterplan-tuning.db, is in the working directory
+    credit = ("--model", str(float_label_card["model"]), "--data", str(float_label_card["csv"]), "--target", "ok")
+    quick = ("--rows", "1", "--heldout", "0", "--trials", "1", "--budget", "0.05")
+    for problem in (credit, (), credit):  # the credit model, the demo, the credit model again
+        code, _, err = _run(capsys, "tune", *problem, *quick)
+        assert code == 0, err
+    storage = "sqlite:///counterplan-tuning.db"
+    names = optuna.get_all_study_names(storage)
+    assert len(names) == 2 and all(n.startswith("counterplan-") and len(n) == len("counterplan-") + 12 for n in names)
+    trials = sorted(len(optuna.load_study(study_name=n, storage=storage).trials) for n in names)
+    assert trials == [1, 2]  # the credit study resumed; the demo's trial is not in its table
+    code, _, err = _run(capsys, "tune", *credit, *quick, "--study-name", "mine")
+    assert code == 0, err
+    code, _, err = _run(capsys, "tune", *quick, "--study-name", "mine")  # the demo into the credit study
+    assert code == 2 and err.count("\n") == 1
+    assert "study 'mine' was made for another problem: Pipeline(HistGradientBoostingClassifier) on income" in err
+    assert "this one is Pipeline(GradientBoostingClassifier) on age" in err  # both problems named
+    assert len(optuna.load_study(study_name="mine", storage=storage).trials) == 1  # nothing mixed in

@@ -626,3 +626,67 @@ def test_a_refused_deadline_is_logged_as_sent(client: CounterplanClient) -> None
         client.explain(_demo_request(), timeout=0.04)
     statuses = [entry["status"] for entry in logs if entry.get("event") == "request"]
     assert statuses and all(status == "DEADLINE_EXCEEDED" for status in statuses)
+
+
+def _age_decides(X: Any) -> Any:
+    """p(yes) needs age (immutable) past 30; x barely helps."""
+    p = 1.0 / (1.0 + np.exp(-4.0 * ((X[:, 1] - 30.0) + 0.1 * X[:, 0] - 0.5)))
+    return np.column_stack([1.0 - p, p])
+
+
+def _x_decides(X: Any) -> Any:
+    """p(yes) rises with x alone."""
+    p = 1.0 / (1.0 + np.exp(-10.0 * (X[:, 0] - 0.5)))
+    return np.column_stack([1.0 - p, p])
+
+
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[RunningServer]:
+    """Two small models: one whose goal only an immutable feature reaches, one x alone flips."""
+    quick = SolverConfig(termination=TerminationConfig(unimproved_step_count_limit=20))
+    models = [
+        RegisteredModel(
+            name,
+            "1",
+            "small",
+            CallableAdapter(function, [OutputSpec("label", ("no", "yes"))]),
+            [
+                FeatureSpec(name="x", kind="float", low=0.0, high=1.0),
+                FeatureSpec(name="age", kind="integer", low=18, high=90, immutable=True),
+            ],
+            default_config=quick,
+        )
+        for name, function in (("age-decides", _age_decides), ("x-decides", _x_decides))
+    ]
+    running = start_server(ServerSettings(port=0), ModelRegistry(models))
+    yield running
+    running.stop(0)
+
+
+def test_an_unreachable_goal_says_which_immutable_feature_blocks_it(small_server: RunningServer) -> None:
+    with CounterplanClient(small_server.target) as client:
+        request = CounterplanClient.request("age-decides", {"age": 20, "x": 0.0}, [], seed=0)  # default: "yes"
+        response = client.explain(request)
+    assert not response.valid and not response.already_met
+    assert list(response.blocked_by) == ["age"] and response.reaches and list(response.held_fixed) == ["age"]
+    assert "with age held fixed; changing age alone would reach the goal" in response.note
+    assert list(response.feature_names) == ["x", "age"]  # the model's order, whatever the instance's
+
+
+def test_a_request_margin_reaches_the_default_goal_and_is_checked(small_server: RunningServer) -> None:
+    with CounterplanClient(small_server.target) as client:
+        request = CounterplanClient.request("x-decides", {"x": 0.1, "age": 40}, [], seed=0)  # default: "yes"
+        plain = client.explain(request)
+        request.margin = 0.4
+        wide = client.explain(request)
+        explicit = CounterplanClient.request("x-decides", {"x": 0.1, "age": 40}, [class_goal("yes")], seed=0)
+        explicit.goals[0].class_target.margin = 0.0
+        explicit.margin = 0.4  # a goal's own margin wins
+        own = client.explain(explicit)
+        request.margin = 0.6
+        code, fields = _bad(client, request)
+    (p_plain,), (p_wide,), (p_own,) = ([p.probabilities for p in r.predictions] for r in (plain, wide, own))
+    assert plain.valid and wide.valid and own.valid
+    assert p_plain["yes"] - p_plain["no"] < 0.4 <= p_wide["yes"] - p_wide["no"]
+    assert p_own["yes"] - p_own["no"] < 0.4
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["margin"]

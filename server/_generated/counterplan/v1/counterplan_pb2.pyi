@@ -177,7 +177,7 @@ class SolverSpec(_message.Message):
     def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -196,6 +196,7 @@ class ExplainRequest(_message.Message):
     MAX_CHANGED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     PLAUSIBLE_FIELD_NUMBER: _ClassVar[int]
     CHANGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -207,7 +208,8 @@ class ExplainRequest(_message.Message):
     max_changed_features: int
     plausible: bool
     change_penalty: float
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ...) -> None: ...
+    margin: float
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ..., margin: _Optional[float] = ...) -> None: ...
 
 class Counterfactual(_message.Message):
     __slots__ = ("proposed", "changes", "predictions", "score", "valid", "feasible")
@@ -292,7 +294,7 @@ class SolveStatistics(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met")
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names")
     class ProposedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -325,6 +327,8 @@ class ExplainResponse(_message.Message):
     BLOCKED_BY_FIELD_NUMBER: _ClassVar[int]
     REACHES_FIELD_NUMBER: _ClassVar[int]
     ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIXED_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_NAMES_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     proposed: _containers.MessageMap[str, FeatureValue]
@@ -343,7 +347,9 @@ class ExplainResponse(_message.Message):
     blocked_by: _containers.RepeatedScalarFieldContainer[str]
     reaches: bool
     already_met: bool
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ...) -> None: ...
+    held_fixed: _containers.RepeatedScalarFieldContainer[str]
+    feature_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ..., held_fixed: _Optional[_Iterable[str]] = ..., feature_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExplainStreamResponse(_message.Message):
     __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")
