@@ -5,10 +5,19 @@ in :mod:`planning.score`) and the predictions it made. A model that raises or re
 for a candidate makes that candidate infeasible: hard 0 becomes :data:`FAILED_PREDICTION`,
 and the reason is kept. When the whole batch call raises, the batch is bisected to find the
 rows that fail, so one bad candidate costs O(log n) extra calls, not n.
+
+A solve must end within one model call of its limit and must not retry a broken model forever,
+so the calculator takes a ``stop`` check (asked before every model call: once it says stop, rows
+are left unscored, counted as failed, and no model call is made), spends at most
+:data:`MAX_FAILED_MODEL_CALLS` calls finding failing rows, and says when the model has failed on
+every candidate of :data:`MAX_FAILING_BATCHES` batches in a row (:attr:`ScoreCalculator.gave_up`).
+It also keeps the best row it has scored with its predictions, so the answer of a solve cut by
+its time limit need not wait for one more model call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +35,13 @@ MAX_BISECTION_DEPTH = 6
 """A batch the model raises on is halved at most this many times (at most 127 calls for it);
 blocks still failing then count as failed. A model that raises on many candidates once cost
 hundreds of calls per step; the search only needs to keep the rows that work."""
+MAX_FAILED_MODEL_CALLS = 64
+"""Model calls that may raise in one solve before failing batches stop being bisected (each then
+costs one call and counts wholly as failed)."""
+MAX_FAILING_BATCHES = 8
+"""Batches in a row on which every candidate's prediction failed before the calculator gives up."""
+NOT_SCORED = "not scored: the solve was stopping"
+"""The failure of a row left unscored because the ``stop`` check said stop."""
 FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
 _MAX_GOAL_DISTANCE = 1.0e14
@@ -68,11 +84,28 @@ class ScoreCalculator:
         :class:`ScoreMismatchError` on any difference (tests only: one model call per row).
     """
 
-    def __init__(self, problem: CounterfactualProblem, assert_mode: bool = False) -> None:
+    def __init__(
+        self,
+        problem: CounterfactualProblem,
+        assert_mode: bool = False,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.problem = problem
         self.assert_mode = assert_mode
+        self.stop = stop
+        """Asked before every model call; once True, rows are left unscored (failed) instead."""
         self.calculation_count = 0
         self.model_call_count = 0
+        self.failed_model_call_count = 0
+        self.failing_batches = 0
+        """Batches in a row whose every row the model failed on."""
+        self.gave_up: str | None = None
+        """Why the calculator stopped calling the model (it failed on too many batches in a row)."""
+        self.last_failure: str | None = None
+        """With :attr:`gave_up`: the model's last failure (its own message: it may hold paths)."""
+        self._bisect_reason = ""
+        self.best: tuple[FloatMatrix, Evaluation] | None = None
+        """The best-scored row with a prediction so far, and its one-row evaluation."""
         space = problem.space
         self._original = space.original
         self._frozen = ~space.mutable
@@ -114,7 +147,48 @@ class ScoreCalculator:
         evaluation = Evaluation(scores, predictions, failures)
         if self.assert_mode:
             self._assert_matches_reference(X, evaluation)
+        self._remember(X, evaluation, failed)
         return evaluation
+
+    def check(self, rows: FloatMatrix) -> Evaluation:
+        """Rows (one row, or a matrix) scored by a model call of their own, whatever ``stop`` and
+        :attr:`gave_up` say: the final check of the answers."""
+        stop, gave_up = self.stop, self.gave_up
+        self.stop, self.gave_up = None, None
+        try:
+            return self.calculate(rows.reshape(-1, self.problem.space.n_features))
+        finally:
+            self.stop, self.gave_up = stop, gave_up
+
+    def evaluation_of(self, row: FloatMatrix) -> Evaluation | None:
+        """The kept evaluation of ``row`` when it is the best row scored so far, else None."""
+        if self.best is None or not np.array_equal(self.best[0], row.reshape(-1)):
+            return None
+        return self.best[1]
+
+    def _remember(self, X: FloatMatrix, evaluation: Evaluation, failed: npt.NDArray[np.bool_]) -> None:
+        """Count a batch the model failed on wholly; keep the best row that has a prediction."""
+        modelled = [i for i, reason in enumerate(evaluation.failures) if reason != NOT_SCORED]
+        if modelled and all(failed[i] for i in modelled):
+            self.failing_batches += 1
+            if self.failing_batches >= MAX_FAILING_BATCHES and self.gave_up is None:
+                self.last_failure = next(r for r in evaluation.failures if r is not None and r != NOT_SCORED)
+                self.gave_up = f"the model failed on every candidate of {self.failing_batches} batches in a row"
+        elif modelled:
+            self.failing_batches = 0
+        if not (~failed).any():
+            return
+        scores = evaluation.scores
+        top = int(np.lexsort(scores[~failed].T[::-1])[-1])
+        top = int(np.flatnonzero(~failed)[top])
+        if self.best is not None and tuple(scores[top]) <= tuple(self.best[1].scores[0]):
+            return
+        one = Evaluation(
+            scores[top : top + 1].copy(),
+            {k: v[top : top + 1].copy() for k, v in evaluation.predictions.items()},
+            [None],
+        )
+        self.best = (X[top].copy(), one)
 
     def _broken_rules(self, X: FloatMatrix, changed: npt.NDArray[np.bool_]) -> FloatMatrix:
         """Actionability rules each row breaks: immutables changed, monotone rules, too many changes."""
@@ -145,14 +219,25 @@ class ScoreCalculator:
     def _predict_into(
         self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None], depth: int = 0
     ) -> None:
+        if self.gave_up is not None or (self.stop is not None and self.stop()):
+            for row in range(offset, offset + X.shape[0]):
+                failures[row] = NOT_SCORED
+            return
+        if depth > 0 and self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS:
+            for row in range(offset, offset + X.shape[0]):  # the rest of a failing batch: not bisected further
+                failures[row] = self._bisect_reason
+            return
         self.model_call_count += 1
         try:
             result = self.problem.model.predict(X, self.problem.space)
         except ModelAdapterError:
             raise
         except Exception as exc:  # the model's own failure: find the rows that cause it
-            if X.shape[0] == 1 or depth >= MAX_BISECTION_DEPTH:
-                reason = one_line(f"model raised {type(exc).__name__}: {exc}")
+            self.failed_model_call_count += 1
+            spent = self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS
+            reason = one_line(f"model raised {type(exc).__name__}: {exc}")
+            self._bisect_reason = reason
+            if X.shape[0] == 1 or depth >= MAX_BISECTION_DEPTH or spent:
                 for row in range(offset, offset + X.shape[0]):  # a block left unresolved counts as failed
                     failures[row] = reason
                 return
@@ -275,6 +360,9 @@ def _empty_predictions(problem: CounterfactualProblem, n: int) -> Predictions:
 
 __all__ = [
     "FAILED_PREDICTION",
+    "MAX_FAILED_MODEL_CALLS",
+    "MAX_FAILING_BATCHES",
+    "NOT_SCORED",
     "BoundGoal",
     "Evaluation",
     "ScoreCalculator",

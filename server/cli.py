@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="gRPC worker threads")
     serve.add_argument("--max-concurrent-solves", type=int, help="more are refused with RESOURCE_EXHAUSTED")
     serve.add_argument("--max-solve-seconds", type=float, help="cap on every solve")
+    serve.add_argument(
+        "--max-solve-memory-mb", type=int, help="estimated memory of the solves running at once (default 2048)"
+    )
     serve.add_argument("--stream-max-per-second", type=float, help="intermediate stream messages per second")
     serve.add_argument("--tls-cert", help="PEM certificate chain")
     serve.add_argument("--tls-key", help="PEM private key")
@@ -225,6 +228,7 @@ def _serve(args: argparse.Namespace) -> int:
         "workers",
         "max_concurrent_solves",
         "max_solve_seconds",
+        "max_solve_memory_mb",
         "stream_max_per_second",
         "tls_cert",
         "tls_key",

@@ -9,11 +9,13 @@ line per call records its request id, model, duration, final score and status.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -32,7 +34,8 @@ from server.convert import (
 )
 from server.registry import ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
-from server.status import abort, abort_bad_request
+from server.status import abort, abort_bad_request, abort_retry_later
+from solver.budget import estimate_bytes
 from solver.config import TerminationConfig
 from solver.manager import SolverJob, SolverManager
 from solver.result import BestSolutionEvent, CounterfactualResult
@@ -40,7 +43,28 @@ from solver.result import BestSolutionEvent, CounterfactualResult
 log = structlog.get_logger("counterplan.server")
 
 _MIN_SOLVE_SECONDS = 0.01
+_MIN_RETRY_SECONDS = 0.1
+_MB = 1024 * 1024
 _DONE = object()
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A running solve's share: its estimated memory, and when its time limit ends it at the latest."""
+
+    estimate: int
+    ends_at: float
+
+
+def _without_model_text(result: CounterfactualResult, request_id: str) -> CounterfactualResult:
+    """The result with the model's own failure message (it may hold paths or secrets) replaced by
+    a pointer to the server log, where it is written under the request id."""
+    if result.failure is None:
+        return result
+    log.warning("model failed on candidates", request_id=request_id, error=one_line(result.failure))
+    return result.model_copy(
+        update={"failure": f"the model failed (request id {request_id}); its message is in the server log"}
+    )
 
 
 class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
@@ -50,8 +74,8 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         self.registry = registry
         self.settings = settings
         self.manager = SolverManager(max_workers=settings.max_concurrent_solves)
-        self._slots = threading.BoundedSemaphore(settings.max_concurrent_solves)
-        self._active = 0
+        self._running: dict[int, _Admitted] = {}
+        self._tickets = itertools.count()
         self._idle = threading.Condition()
         self._closing = threading.Event()
 
@@ -75,14 +99,14 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         started = time.perf_counter()
         outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
-            model, checked = self._admit(request, context, outcome)
+            model, checked, ticket = self._admit(request, context, outcome)
             try:
                 job = self._submit(request_id, model, checked, context, None, outcome=outcome)
                 result = self._wait(job, context, outcome)
             finally:
-                self._release_slot()
+                self._release_slot(ticket)
             outcome["score"] = result.score
-            return result_message(result, request_id, model.id)
+            return result_message(_without_model_text(result, request_id), request_id, model.id)
         finally:
             self._log("Explain", request_id, request.model_id, started, outcome)
 
@@ -94,7 +118,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         started = time.perf_counter()
         outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
-            model, checked = self._admit(request, context, outcome)
+            model, checked, ticket = self._admit(request, context, outcome)
             events: queue.Queue[Any] = queue.Queue()
             job: SolverJob | None = None
             try:
@@ -126,9 +150,9 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 if job is not None:
                     job.terminate_early()
                     self.manager.forget(job.job_id)
-                self._release_slot()
+                self._release_slot(ticket)
             outcome["score"] = result.score
-            final = result_message(result, request_id, model.id)
+            final = result_message(_without_model_text(result, request_id), request_id, model.id)
             yield pb.ExplainStreamResponse(
                 sequence_id=sequence + 1,
                 stage=pb.STAGE_FINAL,
@@ -152,8 +176,9 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
 
     def _admit(
         self, request: pb.ExplainRequest, context: grpc.ServicerContext, outcome: dict[str, Any]
-    ) -> tuple[RegisteredModel, CheckedRequest]:
-        """Check the request and take a solve slot (released by the caller)."""
+    ) -> tuple[RegisteredModel, CheckedRequest, int]:
+        """Check the request and admit it: a solve slot and room for its estimated memory (the
+        ticket is released by the caller)."""
         outcome["status"] = "NOT_FOUND" if request.model_id else "INVALID_ARGUMENT"
         model = self._model(request.model_id, context)
         outcome["status"] = "INVALID_ARGUMENT"
@@ -164,15 +189,29 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         if self._closing.is_set():
             outcome["status"] = "UNAVAILABLE"
             abort(context, grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
-        if not self._take_slot():
-            outcome["status"] = "RESOURCE_EXHAUSTED"
-            abort(
+        space_features = len(checked.features)
+        mutable = sum(f.mutable for f in checked.features)
+        estimate = estimate_bytes(checked.config, space_features, mutable, several=checked.num_counterfactuals > 1)
+        budget = self.settings.max_solve_memory_mb * _MB
+        if estimate > budget:
+            abort_bad_request(
                 context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{self.settings.max_concurrent_solves} solves are running; retry later",
+                BadRequestError(
+                    [
+                        (
+                            "solver.config_json",
+                            f"the solve would need about {estimate // _MB:,} MB; the server allows "
+                            f"{self.settings.max_solve_memory_mb:,} MB: lower moves_per_step, walkers or grid_size",
+                        )
+                    ]
+                ),
             )
+        ticket, why, retry_after = self._take_slot(estimate)
+        if ticket is None:
+            outcome["status"] = "RESOURCE_EXHAUSTED"
+            abort_retry_later(context, f"{why}; retry in {retry_after:.1f} s", retry_after)
         outcome["status"] = "OK"
-        return model, checked
+        return model, checked, ticket
 
     def _submit(
         self,
@@ -255,17 +294,29 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             status=outcome.get("status", "UNKNOWN"),
         )
 
-    def _take_slot(self) -> bool:
-        if not self._slots.acquire(blocking=False):
-            return False
+    def _take_slot(self, estimate: int) -> tuple[int | None, str, float]:
+        """A ticket when a solve slot is free and ``estimate`` bytes fit beside the running solves;
+        else why not and, as a retry hint, when the first running solve must end."""
+        now = time.monotonic()
         with self._idle:
-            self._active += 1
-        return True
+            running = list(self._running.values())
+            full = len(running) >= self.settings.max_concurrent_solves
+            used = sum(a.estimate for a in running)
+            if full or used + estimate > self.settings.max_solve_memory_mb * _MB:
+                why = (
+                    f"{len(running)} solves are running"
+                    if full
+                    else f"the running solves hold about {used // _MB:,} of {self.settings.max_solve_memory_mb:,} MB"
+                )
+                first_end = min((a.ends_at for a in running), default=now + 1.0)
+                return None, why, min(max(first_end - now, _MIN_RETRY_SECONDS), self.settings.max_solve_seconds)
+            ticket = next(self._tickets)
+            self._running[ticket] = _Admitted(estimate, now + self.settings.max_solve_seconds)
+            return ticket, "", 0.0
 
-    def _release_slot(self) -> None:
-        self._slots.release()
+    def _release_slot(self, ticket: int) -> None:
         with self._idle:
-            self._active -= 1
+            del self._running[ticket]
             self._idle.notify_all()
 
     def begin_shutdown(self) -> None:
@@ -278,7 +329,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no solve holds a slot, at most ``timeout`` seconds; True when idle."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._active == 0, timeout=timeout)
+            return self._idle.wait_for(lambda: not self._running, timeout=timeout)
 
     def shutdown(self) -> None:
         """Terminate running solves early and stop the pool."""

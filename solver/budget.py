@@ -6,6 +6,10 @@ plus the model's copy of it. Every field of a configuration is bounded on its ow
 (:mod:`solver.config`), but their product is what fills memory, so it is checked against the
 problem here and an expensive configuration is refused, naming the field and the limit, before
 anything is allocated.
+
+:func:`estimate_bytes` turns the same sizes into a per-solve memory estimate, which a server
+admits solves by (it refuses one whose estimate does not fit beside those running, with a retry
+hint, instead of letting several large solves fill its memory together).
 """
 
 from __future__ import annotations
@@ -47,3 +51,21 @@ def check_budget(config: SolverConfig, n_features: int, n_mutable: int) -> None:
                 f"a step would hold {cells:,} candidate values for {n_features} features; "
                 f"at most {MAX_CELLS_PER_STEP:,}: lower it (or the walkers / grid)",
             )
+
+
+COPIES_PER_STEP = 4
+"""The candidate matrix and the copies a model call makes of it (a DataFrame, a pipeline's
+encoded matrix, its scores): a step's memory is this many times its float64 candidate values."""
+POOL_MAX_VALUES = 4_000_000
+"""Values the pool of feasible rows kept for several answers may hold (32 MB); see
+:func:`solver.scope.SolverScope.offer`."""
+BASE_BYTES = 8 * 1024 * 1024
+"""A solve's fixed overhead: the problem, scopes, walkers and result."""
+
+
+def estimate_bytes(config: SolverConfig, n_features: int, n_mutable: int, *, several: bool = False) -> int:
+    """A solve's peak memory, estimated from its largest step (and the pool of feasible rows
+    when ``several`` answers are asked for or a polish has several starts)."""
+    cells = max((c for _, c in step_cells(config, n_features, n_mutable)), default=0)
+    pooled = several or any(isinstance(p, BoundaryPolishPhaseConfig) and p.starts > 1 for p in config.phases)
+    return BASE_BYTES + 8 * COPIES_PER_STEP * cells + (8 * POOL_MAX_VALUES if pooled else 0)

@@ -7,6 +7,7 @@ and returns a decoded :class:`~solver.result.CounterfactualResult`; listeners he
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -49,6 +50,11 @@ REFINE_ROUNDS = 5
 """The shortlist's refinement: a bracket is cut 16 ways per round, 16^5 ~ 10^6 after five."""
 
 
+def best_valid(evaluation: Evaluation) -> bool:
+    """The first row of ``evaluation`` meets every goal and its prediction did not fail."""
+    return bool(evaluation.scores[0, 0] == 0.0 and evaluation.scores[0, 2] == 0.0 and evaluation.failures[0] is None)
+
+
 class ModelFailureError(ModelCallError):
     """The model fails on the original instance itself: there is nothing to search from."""
 
@@ -56,9 +62,15 @@ class ModelFailureError(ModelCallError):
 class CalculatorScorer:
     """Adapts :class:`planning.ScoreCalculator` to the engines' batch-scorer protocol."""
 
-    def __init__(self, calculator: ScoreCalculator, original: Evaluation | None = None) -> None:
+    def __init__(
+        self,
+        calculator: ScoreCalculator,
+        original: Evaluation | None = None,
+        on_give_up: Callable[[], None] | None = None,
+    ) -> None:
         self.calculator = calculator
         self._original = original
+        self._on_give_up = on_give_up
 
     @property
     def calculation_count(self) -> int:
@@ -75,7 +87,10 @@ class CalculatorScorer:
         space = self.calculator.problem.space
         if self._original is not None and X.shape[0] == 1 and np.array_equal(X[0], space.original):
             return self._original.scores.copy()
-        return self.calculator.calculate(X).scores
+        scores = self.calculator.calculate(X).scores
+        if self.calculator.gave_up is not None and self._on_give_up is not None:
+            self._on_give_up()  # the model keeps failing: end the solve with what it found
+        return scores
 
 
 class CounterfactualSolver:
@@ -137,16 +152,18 @@ class CounterfactualSolver:
             return late or self._solver.terminate_requested
 
         problem = self.problem
-        calculator = ScoreCalculator(problem)
-        original = calculator.calculate(problem.original_row())
+        calculator = ScoreCalculator(problem, stop=should_stop)
+        original = calculator.check(problem.original_row())
         if original.failures[0] is not None:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
         if original.scores[0, 0] == 0.0 and original.scores[0, 2] == 0.0:
             return self._already_met(original, time.perf_counter() - started)
-        scorer = CalculatorScorer(calculator, original)
+        scorer = CalculatorScorer(calculator, original, on_give_up=self._solver.terminate_early)
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer, started)
-        final = calculator.calculate(outcome.best_row.reshape(1, -1))
+        if calculator.gave_up is not None:
+            outcome = dataclasses.replace(outcome, termination_reason=calculator.gave_up)
+        final = self._final_check(calculator, outcome.best_row, stopping=should_stop())
         before = (calculator.calculation_count, calculator.model_call_count)
         choosing = time.perf_counter()
         alternatives = self._alternatives(
@@ -168,6 +185,8 @@ class CounterfactualSolver:
             feasible=score.is_feasible and final.failures[0] is None,
         )
         failure = final.failures[0]
+        if calculator.gave_up is not None and not best_valid(final):
+            failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
         found_at = (outcome.best_step_index, outcome.best_time)
         if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
             best, failure = alternatives[0], None  # refining the pool beat the search's own best
@@ -202,6 +221,15 @@ class CounterfactualSolver:
             reaches=diagnosis.reaches,
             held_fixed=diagnosis.held_fixed,
         )
+
+    @staticmethod
+    def _final_check(calculator: ScoreCalculator, row: FloatMatrix, *, stopping: bool) -> Evaluation:
+        """The answer re-checked through the model on its own. A solve that is stopping (its time
+        is up, it was cancelled, the model keeps failing) keeps the model's prediction of the row
+        from the batch it was found in, so it ends within one model call of its limit; only a row
+        the calculator did not keep costs one more call."""
+        kept = calculator.evaluation_of(row) if stopping or calculator.gave_up is not None else None
+        return kept if kept is not None else calculator.check(row)
 
     def _already_met(self, original: Evaluation, spent: float) -> CounterfactualResult:
         """The instance meets every goal as it is: nothing to change, no search."""
@@ -264,7 +292,7 @@ class CounterfactualSolver:
         if rows.shape[0] == 0:
             return []
         if evaluation is None:
-            evaluation = calculator.calculate(rows)
+            evaluation = calculator.check(rows)  # every answer checked, even when the time is up
         out = []
         for i in range(rows.shape[0]):
             score = evaluation.score(i)

@@ -91,6 +91,8 @@ class CounterfactualResult(BaseModel):
         if self.already_met:
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
+            if self.failure is not None and not self.feasible:
+                return f"no valid counterfactual: {self.failure}"
             if not self.held_fixed and not self.blocked_by:
                 return "no valid counterfactual found within the domains and rules"
             held = _names(self.held_fixed, "and") if self.held_fixed else "the immutable features"

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from solver.budget import POOL_MAX_VALUES
+from solver.diversity import best_per_change_set
 from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.scores import HARD_LEVELS, best_row, is_better
+from solver.scores import HARD_LEVELS, best_first, best_row, is_better
 
 
 @dataclass
@@ -57,6 +59,23 @@ class SolverScope:
     pool: list[tuple[FloatMatrix, FloatMatrix]] | None = None
     """When collecting: every feasible row scored, with its score, for choosing several answers."""
 
+    pool_values: int = 0
+    """Values the pool holds."""
+
+    def _compact_pool(self) -> None:
+        """Keep the pool within :data:`~solver.budget.POOL_MAX_VALUES`: each row once, the three
+        best of each set of changed features (all that choosing answers ever reads), in their
+        order; past half the cap, the best-scored of those."""
+        assert self.pool is not None
+        rows = np.vstack([p[0] for p in self.pool])
+        scores = np.vstack([p[1] for p in self.pool])
+        keep = np.sort(np.asarray(best_per_change_set(rows, scores, self.space.original, rows.shape[0]), dtype=np.intp))
+        room = max(POOL_MAX_VALUES // (2 * max(rows.shape[1], 1)), 1)
+        if keep.size > room:
+            keep = np.sort(keep[best_first(scores[keep])[:room]])
+        self.pool = [(rows[keep], scores[keep])]
+        self.pool_values = int(keep.size) * rows.shape[1]
+
     def time_spent(self) -> float:
         """Seconds since the solve started."""
         return self.progress.elapsed()
@@ -72,6 +91,9 @@ class SolverScope:
             feasible = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
             if feasible.any():
                 self.pool.append((X[feasible].copy(), scores[feasible].copy()))
+                self.pool_values += int(feasible.sum()) * X.shape[1]
+                if self.pool_values > POOL_MAX_VALUES:
+                    self._compact_pool()
         top = best_row(scores)
         if not is_better(scores[top], self.best_score):
             return False

@@ -364,7 +364,14 @@ def test_more_solves_than_allowed_are_resource_exhausted(client: CounterplanClie
         next(call)  # all three slots are taken
     with pytest.raises(grpc.RpcError) as info:
         client.explain(request, timeout=10)
-    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    error: Any = info.value
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "3 solves are running; retry in" in error.details()
+    status = rpc_status.from_call(error)
+    assert status is not None
+    retry = error_details_pb2.RetryInfo()
+    assert status.details[0].Unpack(retry)
+    assert 0.1 <= retry.retry_delay.ToTimedelta().total_seconds() <= server.settings.max_solve_seconds
     for call in calls:
         call.cancel()
     time.sleep(0.3)

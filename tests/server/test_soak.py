@@ -1,0 +1,38 @@
+"""A short soak on a real server: concurrent clients mixing valid, invalid, cancelled and
+short-deadline calls and health checks see only the statuses each kind of call may end with,
+and the server still solves afterwards (``benchmarks/soak.py`` runs it for minutes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.soak import EXPECTED, applicants, soak
+from planning.demo import rejected_applicant
+from server.app import RunningServer, start_server
+from server.client import CounterplanClient, class_goal
+from server.registry import ModelRegistry, demo_model
+from server.settings import ServerSettings
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[RunningServer]:
+    server = start_server(ServerSettings(port=0, max_solve_seconds=5.0), ModelRegistry([demo_model()]))
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
+def test_a_short_soak_sees_no_unexpected_status(running: RunningServer) -> None:
+    report = soak(running.target, clients=16, seconds=8.0, instances=applicants(8), seed=0)
+    assert report.unexpected == []
+    kinds = {kind for kind, _ in report.statuses}
+    assert kinds == set(EXPECTED), report.statuses  # every kind of call was made
+    assert report.statuses[("solve", "OK")] + report.statuses[("stream", "OK")] > 0
+    assert report.statuses[("invalid", "INVALID_ARGUMENT")] > 0
+    assert running.service.wait_idle(10), "every admitted solve gave its share back"
+    with CounterplanClient(running.target) as client:
+        request = CounterplanClient.request("loan-demo", rejected_applicant(), [class_goal(1, 0.7)], seed=0)
+        assert client.explain(request, timeout=60).valid
