@@ -128,3 +128,45 @@ def test_a_model_failing_on_part_of_the_space_costs_a_bounded_number_of_extra_ca
     assert result.valid and result.proposed["debt"] <= 1.5
     extra = result.statistics.model_call_count - healthy.statistics.model_call_count
     assert extra <= MAX_FAILED_MODEL_CALLS * 2, (extra, healthy.statistics.model_call_count)
+
+
+def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_chosen_from(
+    linear_problem: CounterfactualProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several answers keep every feasible row the search scores; a long solve once grew that
+    without bound. Compacting keeps each row once and the three best of each change set, which
+    is all the choice of answers reads."""
+    import solver.scope as scope_module
+    from solver.diversity import best_per_change_set
+    from solver.scope import Progress, SolverScope
+
+    rng = np.random.default_rng(0)
+    space = linear_problem.space
+    n = space.n_features
+    scope = SolverScope(
+        space=space,
+        scorer=None,  # type: ignore[arg-type]  # offer never scores
+        rng=rng,
+        best_row=space.original.copy(),
+        best_score=np.full(5, -1e9),
+        progress=Progress.starting(np.full(5, -1e9)),
+        pool=[],
+    )
+    monkeypatch.setattr(scope_module, "POOL_MAX_VALUES", 300 * n)
+    everything = []
+    for _ in range(40):
+        X = np.repeat(space.original.reshape(1, -1), 25, axis=0)
+        moved = rng.random((25, 2)) < 0.6  # four change sets, many rows (some repeated) in each
+        X[:, 0] = np.where(moved[:, 0], np.round(rng.uniform(2.0, 5.0, 25), 1), 0.5)
+        X[:, 3] = np.where(moved[:, 1], np.round(rng.uniform(0.0, 0.9, 25), 1), 1.0)
+        scores = np.zeros((25, 5))
+        scores[:, 3] = -np.abs(X[:, 0] - 0.5) / 10 - np.abs(X[:, 3] - 1.0) / 10  # a row's score is its own
+        everything.append((X, scores))
+        scope.offer(X, scores, [])
+        assert scope.pool_values <= 300 * n
+    rows, scores = np.vstack([p[0] for p in everything]), np.vstack([p[1] for p in everything])
+    kept_rows, kept_scores = np.vstack([p[0] for p in scope.pool]), np.vstack([p[1] for p in scope.pool])
+    assert len(kept_rows) < len(rows)
+    full = rows[best_per_change_set(rows, scores, space.original, 128)]
+    compact = kept_rows[best_per_change_set(kept_rows, kept_scores, space.original, 128)]
+    assert np.array_equal(full, compact)
