@@ -52,7 +52,7 @@ from server.convert import check_request
 from server.logs import configure_json_logs
 from server.registry import DEMO_ID, ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
-from solver.config import SolverConfig, TerminationConfig
+from solver.core.config import SolverConfig, TerminationConfig
 from solver.counterfactual import explain
 
 GOAL_LABEL = 1

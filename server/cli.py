@@ -179,9 +179,9 @@ def _explain(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
 
     from server.render import print_result, progress_line  # noqa: PLC0415
-    from solver.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from solver.core.result import BestSolutionEvent  # noqa: PLC0415
     from solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
-    from solver.result import BestSolutionEvent  # noqa: PLC0415
 
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()

@@ -17,8 +17,8 @@ from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goa
 from planning.space import AnyFeature, FeatureSpace
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.registry import FeatureSpec, RegisteredModel
-from solver.budget import check_budget
-from solver.config import (
+from solver.core.budget import check_budget
+from solver.core.config import (
     MAX_SEED,
     ConfigError,
     GreatDelugeAcceptorConfig,
@@ -31,7 +31,7 @@ from solver.config import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from solver.result import BestSolutionEvent, CounterfactualResult
+from solver.core.result import BestSolutionEvent, CounterfactualResult
 
 Violation = tuple[str, str]
 _MISSING = object()

@@ -31,8 +31,8 @@ from planning.plausibility import PlausibilitySettings
 from planning.problem import CounterfactualProblem, plausibility_model
 from planning.space import AnyFeature
 from server.loading import LoadError, load_csv, load_model
-from solver.config import SolverConfig
-from solver.safe_yaml import ConfigTextError, load_config_text
+from solver.core.config import SolverConfig
+from solver.core.safe_yaml import ConfigTextError, load_config_text
 
 log = structlog.get_logger(__name__)
 

@@ -21,7 +21,7 @@ from server.flags import (
 from server.goal_text import parse_goal_text
 from server.loading import load_instance
 from server.registry import DEMO_ID
-from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.core.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:

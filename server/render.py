@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from solver.result import BestSolutionEvent, Change, CounterfactualResult
+from solver.core.result import BestSolutionEvent, Change, CounterfactualResult
 
 
 def _fmt(value: Any) -> str:

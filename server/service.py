@@ -35,10 +35,10 @@ from server.convert import (
 from server.registry import ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 from server.status import abort, abort_bad_request, abort_retry_later
-from solver.budget import estimate_bytes
-from solver.config import TerminationConfig
+from solver.core.budget import estimate_bytes
+from solver.core.config import TerminationConfig
+from solver.core.result import BestSolutionEvent, CounterfactualResult
 from solver.manager import SolverJob, SolverManager
-from solver.result import BestSolutionEvent, CounterfactualResult
 
 log = structlog.get_logger("counterplan.server")
 

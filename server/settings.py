@@ -28,7 +28,7 @@ class ServerSettings(BaseSettings):
     max_concurrent_solves: Annotated[int, Field(ge=1)] = 4
     """More solves at once are refused with RESOURCE_EXHAUSTED."""
     max_solve_memory_mb: Annotated[int, Field(ge=64, le=1_048_576)] = 2048
-    """Estimated memory of the solves running at once (``solver.budget.estimate_bytes``): a solve
+    """Estimated memory of the solves running at once (``solver.core.budget.estimate_bytes``): a solve
     that does not fit beside the running ones is refused with RESOURCE_EXHAUSTED and a retry hint;
     one that could never fit, with INVALID_ARGUMENT."""
     max_solve_seconds: Annotated[float, Field(gt=0)] = 30.0

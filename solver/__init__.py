@@ -1,6 +1,6 @@
 """counterplan's search engines: local-search phases, termination, events, the solver manager.
 
-The engines know a problem only through :mod:`solver.protocol`; :mod:`solver.counterfactual`
+The engines know a problem only through :mod:`solver.core.protocol`; :mod:`solver.counterfactual`
 bridges them to :mod:`planning`.
 
 Names load on first use (PEP 562), as in :mod:`planning`, so importing one engine module
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from planning._lazy import attach
 
 if TYPE_CHECKING:
-    from solver.config import (
+    from solver.core.config import (
         ConfigError,
         ForagerConfig,
         GreatDelugeAcceptorConfig,
@@ -28,6 +28,12 @@ if TYPE_CHECKING:
         TabuSearchAcceptorConfig,
         TerminationConfig,
     )
+    from solver.core.result import (
+        BestSolutionEvent,
+        Change,
+        CounterfactualResult,
+        SolveStatistics,
+    )
     from solver.counterfactual import (
         CounterfactualSolver,
         ModelFailureError,
@@ -38,35 +44,29 @@ if TYPE_CHECKING:
         SolverManager,
         SolveStatus,
     )
-    from solver.result import (
-        BestSolutionEvent,
-        Change,
-        CounterfactualResult,
-        SolveStatistics,
-    )
 
 _EXPORTS: dict[str, str] = {
-    "BestSolutionEvent": "solver.result",
-    "Change": "solver.result",
-    "ConfigError": "solver.config",
-    "CounterfactualResult": "solver.result",
+    "BestSolutionEvent": "solver.core.result",
+    "Change": "solver.core.result",
+    "ConfigError": "solver.core.config",
+    "CounterfactualResult": "solver.core.result",
     "CounterfactualSolver": "solver.counterfactual",
-    "ForagerConfig": "solver.config",
-    "GreatDelugeAcceptorConfig": "solver.config",
-    "HillClimbingAcceptorConfig": "solver.config",
-    "LateAcceptanceAcceptorConfig": "solver.config",
-    "LocalSearchPhaseConfig": "solver.config",
+    "ForagerConfig": "solver.core.config",
+    "GreatDelugeAcceptorConfig": "solver.core.config",
+    "HillClimbingAcceptorConfig": "solver.core.config",
+    "LateAcceptanceAcceptorConfig": "solver.core.config",
+    "LocalSearchPhaseConfig": "solver.core.config",
     "ModelFailureError": "solver.counterfactual",
-    "MoveSelectorConfig": "solver.config",
-    "SimulatedAnnealingAcceptorConfig": "solver.config",
-    "SolveStatistics": "solver.result",
+    "MoveSelectorConfig": "solver.core.config",
+    "SimulatedAnnealingAcceptorConfig": "solver.core.config",
+    "SolveStatistics": "solver.core.result",
     "SolveStatus": "solver.manager",
-    "SolverConfig": "solver.config",
+    "SolverConfig": "solver.core.config",
     "SolverJob": "solver.manager",
     "SolverManager": "solver.manager",
-    "StepCountingHillClimbingAcceptorConfig": "solver.config",
-    "TabuSearchAcceptorConfig": "solver.config",
-    "TerminationConfig": "solver.config",
+    "StepCountingHillClimbingAcceptorConfig": "solver.core.config",
+    "TabuSearchAcceptorConfig": "solver.core.config",
+    "TerminationConfig": "solver.core.config",
     "explain": "solver.counterfactual",
 }
 """Each public name and the module that defines it, imported on first use."""

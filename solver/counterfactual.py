@@ -1,8 +1,8 @@
 """Solving counterfactual problems: the bridge from the engines to the planning domain.
 
 ``explain(problem, config)`` runs the engines on a :class:`planning.CounterfactualProblem`
-and returns a decoded :class:`~solver.result.CounterfactualResult`; listeners hear decoded
-:class:`~solver.result.BestSolutionEvent` s.
+and returns a decoded :class:`~solver.core.result.CounterfactualResult`; listeners hear decoded
+:class:`~solver.core.result.BestSolutionEvent` s.
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
-from solver.budget import check_budget
-from solver.config import MAX_SEED, SolverConfig
+from solver.core.budget import check_budget
+from solver.core.config import MAX_SEED, SolverConfig
+from solver.core.diversity import best_per_change_set, select_diverse, undominated
+from solver.core.engine import Solver
+from solver.core.events import BestSolutionChanged
+from solver.core.protocol import FloatMatrix
+from solver.core.refine import refine_rows
+from solver.core.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.core.scores import is_better
+from solver.core.termination import wall_limit
 from solver.diagnosis import Diagnosis, blocking_immutables
-from solver.diversity import best_per_change_set, select_diverse, undominated
-from solver.engine import Solver
-from solver.events import BestSolutionChanged
-from solver.protocol import FloatMatrix
-from solver.refine import refine_rows
-from solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
-from solver.routes import successive_routes
-from solver.scores import is_better
-from solver.termination import wall_limit
+from solver.local.routes import successive_routes
 
 Listener = Callable[[BestSolutionEvent], None]
 
@@ -105,7 +105,7 @@ class CounterfactualSolver:
     seed:
         Overrides ``config.random_seed``; the same problem, config and seed give the same answer.
     num_counterfactuals:
-        How many distinct valid answers to return (see :mod:`solver.diversity`).
+        How many distinct valid answers to return (see :mod:`solver.core.diversity`).
     """
 
     def __init__(
@@ -328,13 +328,13 @@ class CounterfactualSolver:
     ) -> FloatMatrix:
         """k diverse answers, each without changes it does not need.
 
-        0. Other routes added to the pool (:mod:`solver.routes`): greedy chains that avoid each
+        0. Other routes added to the pool (:mod:`solver.local.routes`): greedy chains that avoid each
            feature the best answer changes, and one that avoids all of them; then, twice,
            chains that also avoid the features of each route the last round found.
         1. A few rows per distinct set of changed features (the best-scored), at most
            ``ROUTES_MAX``, best first, plus those of the other routes.
         2. Their needless changes dropped: rounds of batched single reverts
-           (:func:`solver.refine.refine_rows` without a grid), so a route that only adds changes
+           (:func:`solver.core.refine.refine_rows` without a grid), so a route that only adds changes
            to a shorter one collapses onto it; then a few rows per change set again.
         3. A diverse shortlist of ``SHORTLIST_FACTOR`` times k of those, refined to the boundary
            (reverts and grid moves).

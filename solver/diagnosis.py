@@ -15,8 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from planning.calculator import ScoreCalculator
-from solver.protocol import FloatMatrix
-from solver.scan import scan_rows
+from solver.core.protocol import FloatMatrix
+from solver.local.scan import scan_rows
 
 GRID_SIZE = 24
 MOST = 3

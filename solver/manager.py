@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from planning.errors import CounterplanError
 from planning.problem import CounterfactualProblem
-from solver.config import SolverConfig
+from solver.core.config import SolverConfig
+from solver.core.result import BestSolutionEvent, CounterfactualResult
 from solver.counterfactual import CounterfactualSolver, Listener
-from solver.result import BestSolutionEvent, CounterfactualResult
 
 
 class SolveStatus(enum.Enum):

@@ -36,7 +36,7 @@ import optuna
 
 from planning.errors import InvalidInputError
 from planning.problem import CounterfactualProblem
-from solver.config import (
+from solver.core.config import (
     BoundaryPolishPhaseConfig,
     FeatureScanPhaseConfig,
     ForagerConfig,
@@ -52,8 +52,8 @@ from solver.config import (
     TerminationConfig,
     stable_termination,
 )
+from solver.core.result import CounterfactualResult
 from solver.counterfactual import explain
-from solver.result import CounterfactualResult
 
 ENGINES = (
     "tabu_search",

@@ -20,8 +20,8 @@ from server.app import RunningServer, start_server
 from server.client import CounterplanClient, class_goal
 from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from server.settings import ServerSettings
-from solver.budget import estimate_bytes
-from solver.config import SolverConfig, TerminationConfig
+from solver.core.budget import estimate_bytes
+from solver.core.config import SolverConfig, TerminationConfig
 
 ORIGINAL = {"x": 1.0, "y": 1.0}
 

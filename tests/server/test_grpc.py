@@ -24,7 +24,7 @@ from server.app import RunningServer, start_server
 from server.client import CounterplanClient, class_goal, range_goal, value_goal
 from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from server.settings import ServerSettings
-from solver.config import SolverConfig, TerminationConfig
+from solver.core.config import SolverConfig, TerminationConfig
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +223,11 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("goal without target", lambda: _with_goal(pb.Goal()), "goals[0].target"),
     ("value goal on a classifier", lambda: _with_goal(value_goal(3.0)), "goals[0].kind"),
     ("inverted range goal", lambda: _with_goal(range_goal(2.0, 1.0, output="approved")), "goals[0].low"),
-    ("negative time limit", lambda: _with_solver(spent_limit_seconds=-1.0), "solver.termination.spent_limit_seconds"),
+    (
+        "negative time limit",
+        lambda: _with_solver(spent_limit_seconds=-1.0),
+        "solver.termination.spent_limit_seconds",
+    ),
     ("negative step limit", lambda: _with_solver(step_count_limit=-5), "solver.termination.step_count_limit"),
     ("bad score limit", lambda: _with_solver(best_score_limit="zero"), "solver.termination.best_score_limit"),
     ("bad config", lambda: _with_solver(config_json='{"phases": []}'), "solver.config_json.phases"),

@@ -16,7 +16,7 @@ from server.cli import main
 from server.client import CounterplanClient, class_goal
 from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
-from solver.config import SolverConfig, TerminationConfig
+from solver.core.config import SolverConfig, TerminationConfig
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -13,7 +13,7 @@ from solver import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from solver.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
+from solver.core.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
 
 
 def _rich_config() -> SolverConfig:
@@ -124,7 +124,7 @@ def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
 
 
 def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
-    from solver.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
+    from solver.core.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
 
     assert load_config_text("phases:\n- {type: feature_scan}\n") == {"phases": [{"type": "feature_scan"}]}
     assert load_config_text('{"random_seed": 3}') == {"random_seed": 3}  # JSON is YAML
@@ -161,7 +161,7 @@ def test_every_size_a_configuration_names_is_bounded() -> None:
 def test_a_step_that_would_not_fit_in_memory_is_refused_before_solving() -> None:
     from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
     from solver import CounterfactualSolver
-    from solver.budget import MAX_CELLS_PER_STEP, step_cells
+    from solver.core.budget import MAX_CELLS_PER_STEP, step_cells
 
     wide = CounterfactualProblem(
         [FloatFeature(name=f"f{i}", value=0.0, low=0.0, high=1.0) for i in range(2000)],

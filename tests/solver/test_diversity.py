@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from planning import CounterfactualProblem, ScoreCalculator
+from solver.core.diversity import material_differences, select_diverse
 from solver.counterfactual import CalculatorScorer
-from solver.diversity import material_differences, select_diverse
-from solver.routes import successive_routes
+from solver.local.routes import successive_routes
 
 NOMINAL = np.array([False, False, False, False, True])
 ORIGINAL = np.array([40_000.0, 10.0, 5.0, 3.0, 0.0])

@@ -4,16 +4,7 @@ import numpy as np
 import pytest
 
 from planning import CounterfactualProblem
-from solver.acceptors import (
-    GreatDelugeAcceptor,
-    HillClimbingAcceptor,
-    LateAcceptanceAcceptor,
-    SimulatedAnnealingAcceptor,
-    StepContext,
-    StepCountingHillClimbingAcceptor,
-    TabuSearchAcceptor,
-)
-from solver.config import (
+from solver.core.config import (
     ForagerConfig,
     GreatDelugeAcceptorConfig,
     LateAcceptanceAcceptorConfig,
@@ -22,10 +13,19 @@ from solver.config import (
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.factory import entity_tabu_size
-from solver.forager import Forager
-from solver.moves import MOVE_KINDS, MoveBatch, MoveSelector
-from solver.scope import Walker
+from solver.core.scope import Walker
+from solver.local.acceptors import (
+    GreatDelugeAcceptor,
+    HillClimbingAcceptor,
+    LateAcceptanceAcceptor,
+    SimulatedAnnealingAcceptor,
+    StepContext,
+    StepCountingHillClimbingAcceptor,
+    TabuSearchAcceptor,
+)
+from solver.local.factory import entity_tabu_size
+from solver.local.forager import Forager
+from solver.local.moves import MOVE_KINDS, MoveBatch, MoveSelector
 
 
 def test_moves_never_touch_constrained_features_and_stay_in_domain(linear_problem: CounterfactualProblem) -> None:

@@ -29,7 +29,7 @@ from solver import (
     TerminationConfig,
     explain,
 )
-from solver.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+from solver.core.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 
 ACCEPTORS: list[AcceptorConfig] = [
     HillClimbingAcceptorConfig(),
@@ -351,9 +351,9 @@ def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualPr
 
 def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProblem) -> None:
     from planning import ScoreCalculator
+    from solver.core.refine import refine_rows
+    from solver.core.scores import not_worse
     from solver.counterfactual import CalculatorScorer
-    from solver.refine import refine_rows
-    from solver.scores import not_worse
 
     space = linear_problem.space
     result = explain(linear_problem, seed=3, num_counterfactuals=1)
@@ -375,7 +375,7 @@ def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProb
 def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: CounterfactualProblem) -> None:
     from planning import ScoreCalculator
     from solver.counterfactual import CalculatorScorer
-    from solver.routes import alternative_routes
+    from solver.local.routes import alternative_routes
 
     space = linear_problem.space
     calculator = ScoreCalculator(linear_problem)

@@ -17,7 +17,7 @@ from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSp
 from planning.calculator import MAX_FAILED_MODEL_CALLS, MAX_FAILING_BATCHES
 from planning.space import FloatMatrix
 from solver import SolverConfig
-from solver.config import TerminationConfig
+from solver.core.config import TerminationConfig
 from solver.counterfactual import CounterfactualSolver, explain
 from tests.solver.conftest import linear_score
 
@@ -136,9 +136,9 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
     """Several answers keep every feasible row the search scores; a long solve once grew that
     without bound. Compacting keeps each row once and the three best of each change set, which
     is all the choice of answers reads."""
-    import solver.scope as scope_module
-    from solver.diversity import best_per_change_set
-    from solver.scope import Progress, SolverScope
+    import solver.core.scope as scope_module
+    from solver.core.diversity import best_per_change_set
+    from solver.core.scope import Progress, SolverScope
 
     rng = np.random.default_rng(0)
     space = linear_problem.space

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.config import ForagerConfig
-from solver.protocol import BoolArray, FloatMatrix
-from solver.scores import best_row, better
+from solver.core.config import ForagerConfig
+from solver.core.protocol import BoolArray, FloatMatrix
+from solver.core.scores import best_row, better
 
 
 class Forager:

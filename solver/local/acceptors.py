@@ -15,17 +15,17 @@ import numpy as np
 import structlog
 
 from planning.score import BendableScore
-from solver.config import (
+from solver.core.config import (
     GreatDelugeAcceptorConfig,
     LateAcceptanceAcceptorConfig,
     SimulatedAnnealingAcceptorConfig,
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.moves import MoveBatch
-from solver.protocol import BoolArray, FloatMatrix
-from solver.scope import Walker
-from solver.scores import better, compare_to, not_worse
+from solver.core.protocol import BoolArray, FloatMatrix
+from solver.core.scope import Walker
+from solver.core.scores import better, compare_to, not_worse
+from solver.local.moves import MoveBatch
 
 log = structlog.get_logger(__name__)
 

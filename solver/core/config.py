@@ -2,7 +2,7 @@
 
 The shape follows OptaPlanner's solver config: a solver has a termination and a list of
 phases; a local-search phase has an acceptor, a forager, a move selector and its own
-termination. Factories (``solver.factory``) fill defaults and reject contradictions; runtime
+termination. Factories (``solver.local.factory``) fill defaults and reject contradictions; runtime
 objects live for one solve. A tuned configuration is saved with :meth:`SolverConfig.to_yaml`
 and served as is.
 """
@@ -19,7 +19,7 @@ from planning._pydantic import reraise
 from planning.errors import InvalidInputError, ScoreFormatError
 from planning.score import BendableScore
 from planning.threads import MAX_MODEL_THREADS
-from solver.safe_yaml import ConfigTextError, load_config_text
+from solver.core.safe_yaml import ConfigTextError, load_config_text
 
 
 class ConfigError(InvalidInputError):
@@ -253,7 +253,7 @@ class BoundaryPolishPhaseConfig(_Config):
     With ``starts`` above 1 it then polishes, together, the best row of each of the next
     ``starts - 1`` distinct sets of changed features the solve has found feasible (reverts
     and a grid per changed number, one call per iteration for all of them, see
-    :mod:`solver.refine`), and keeps the best: a route the search left unpolished, or
+    :mod:`solver.core.refine`), and keeps the best: a route the search left unpolished, or
     carrying a needless change, can shave down below the polished best.
     """
 
@@ -334,7 +334,7 @@ class SolverConfig(_Config):
 
     @classmethod
     def from_yaml(cls, text: str) -> SolverConfig:
-        """Parse YAML (or JSON, which YAML reads too), within :mod:`solver.safe_yaml`'s limits."""
+        """Parse YAML (or JSON, which YAML reads too), within :mod:`solver.core.safe_yaml`'s limits."""
         try:
             data = load_config_text(text)
         except ConfigTextError as exc:

@@ -1,6 +1,6 @@
 """The solver: runs its phases in sequence on one problem, from the original instance.
 
-It knows the problem only through :mod:`solver.protocol`. The solver-level termination
+It knows the problem only through :mod:`solver.core.protocol`. The solver-level termination
 bounds every phase; :meth:`Solver.terminate_early` stops the solve from another thread, and
 the best solution found so far comes back.
 """
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig, SolverConfig
-from solver.events import BestSolutionChanged, EngineListener
-from solver.phase import LocalSearchPhase
-from solver.polish import BoundaryPolishPhase
-from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.scan import FeatureScanPhase
-from solver.scope import Progress, SolverScope
-from solver.termination import Termination
+from solver.core.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.events import BestSolutionChanged, EngineListener
+from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.core.scope import Progress, SolverScope
+from solver.core.termination import Termination
+from solver.local.phase import LocalSearchPhase
+from solver.local.polish import BoundaryPolishPhase
+from solver.local.scan import FeatureScanPhase
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SolveOutcome:
 
 
 class Solver:
-    """Solves one encoded problem with a :class:`~solver.config.SolverConfig`.
+    """Solves one encoded problem with a :class:`~solver.core.config.SolverConfig`.
 
     Parameters
     ----------

@@ -74,7 +74,7 @@ class CounterfactualResult(BaseModel):
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
     the one above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see :mod:`solver.diversity`);
+    most ten times as far from the original as the best one, see :mod:`solver.core.diversity`);
     never padded."""
     requested: int = 1
     """How many answers were asked for."""

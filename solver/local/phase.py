@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.acceptors import StepContext
-from solver.config import LocalSearchPhaseConfig
-from solver.events import BestSolutionChanged, EngineListener
-from solver.factory import build_acceptor
-from solver.forager import Forager
-from solver.moves import MoveSelector
-from solver.scope import Progress, SolverScope, Walker
-from solver.termination import Termination
+from solver.core.config import LocalSearchPhaseConfig
+from solver.core.events import BestSolutionChanged, EngineListener
+from solver.core.scope import Progress, SolverScope, Walker
+from solver.core.termination import Termination
+from solver.local.acceptors import StepContext
+from solver.local.factory import build_acceptor
+from solver.local.forager import Forager
+from solver.local.moves import MoveSelector
 
 
 class LocalSearchPhase:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.config import FeatureScanPhaseConfig
-from solver.events import EngineListener
-from solver.phase import announce
-from solver.protocol import BoolArray, EncodedSpace, FloatMatrix
-from solver.scope import Progress, SolverScope
-from solver.scores import score_batches
-from solver.termination import Termination
+from solver.core.config import FeatureScanPhaseConfig
+from solver.core.events import EngineListener
+from solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
+from solver.core.scope import Progress, SolverScope
+from solver.core.scores import score_batches
+from solver.core.termination import Termination
+from solver.local.phase import announce
 
 
 def scan_rows(

@@ -2,7 +2,7 @@
 
 When several answers are asked for, the pool of rows the search scored tends to hold the best
 answer's route and its supersets: rows that reach the goal by the same changes plus others.
-Once their needless changes are dropped (:mod:`solver.refine`) they collapse onto the best
+Once their needless changes are dropped (:mod:`solver.core.refine`) they collapse onto the best
 answer, and the only other routes left may be far ones. This module looks for the near ones
 directly, as the successive-solve method of diverse counterfactuals does, but at the price of
 the construction phase only: for each set of features to avoid it runs the feature scan's
@@ -22,10 +22,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from solver.diversity import best_per_change_set
-from solver.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
-from solver.scan import most_efficient, scan_rows
-from solver.scores import HARD_LEVELS, score_batches
+from solver.core.diversity import best_per_change_set
+from solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
+from solver.core.scores import HARD_LEVELS, score_batches
+from solver.local.scan import most_efficient, scan_rows
 
 SETS_MAX = 256
 """Minimal routes are looked for among at most this many sets of changed features, the best-scored."""

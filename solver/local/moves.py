@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.config import MoveSelectorConfig
-from solver.protocol import BoolArray, EncodedSpace, FloatMatrix
+from solver.core.config import MoveSelectorConfig
+from solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
 
 MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "shrink", "swap")
 

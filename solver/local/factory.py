@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import structlog
 
-from solver.acceptors import (
+from solver.core.config import (
+    GreatDelugeAcceptorConfig,
+    HillClimbingAcceptorConfig,
+    LateAcceptanceAcceptorConfig,
+    SimulatedAnnealingAcceptorConfig,
+    StepCountingHillClimbingAcceptorConfig,
+    TabuSearchAcceptorConfig,
+)
+from solver.local.acceptors import (
     Acceptor,
     GreatDelugeAcceptor,
     HillClimbingAcceptor,
@@ -16,14 +24,6 @@ from solver.acceptors import (
     SimulatedAnnealingAcceptor,
     StepCountingHillClimbingAcceptor,
     TabuSearchAcceptor,
-)
-from solver.config import (
-    GreatDelugeAcceptorConfig,
-    HillClimbingAcceptorConfig,
-    LateAcceptanceAcceptorConfig,
-    SimulatedAnnealingAcceptorConfig,
-    StepCountingHillClimbingAcceptorConfig,
-    TabuSearchAcceptorConfig,
 )
 
 log = structlog.get_logger(__name__)

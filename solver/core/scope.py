@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solver.budget import POOL_MAX_VALUES
-from solver.diversity import best_per_change_set
-from solver.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.scores import HARD_LEVELS, best_first, best_row, is_better
+from solver.core.budget import POOL_MAX_VALUES
+from solver.core.diversity import best_per_change_set
+from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from solver.core.scores import HARD_LEVELS, best_first, best_row, is_better
 
 
 @dataclass
@@ -63,7 +63,7 @@ class SolverScope:
     """Values the pool holds."""
 
     def _compact_pool(self) -> None:
-        """Keep the pool within :data:`~solver.budget.POOL_MAX_VALUES`: each row once, the three
+        """Keep the pool within :data:`~solver.core.budget.POOL_MAX_VALUES`: each row once, the three
         best of each set of changed features (all that choosing answers ever reads), in their
         order; past half the cap, the best-scored of those."""
         assert self.pool is not None

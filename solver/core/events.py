@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from solver.protocol import FloatMatrix
+from solver.core.protocol import FloatMatrix
 
 
 @dataclass(frozen=True)
