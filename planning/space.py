@@ -110,6 +110,11 @@ class FeatureSpace:
                 self._categories[i] = values
 
     @property
+    def grid_scale(self) -> FloatMatrix:
+        """Per column: grid values per unit (``10 ** precision``, 1 for whole numbers), 0 for any float."""
+        return self._scale
+
+    @property
     def checks_grid(self) -> bool:
         """True when some column has allowed values or a float precision to keep."""
         return bool(self.allowed) or bool(((self._scale > 0) & ~self.integral & self.mutable).any())

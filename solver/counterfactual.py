@@ -20,16 +20,24 @@ from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
 from solver.core.budget import check_budget
-from solver.core.config import MAX_SEED, SolverConfig
+from solver.core.config import MAX_SEED, ExactPhaseConfig, SolverConfig
 from solver.core.diversity import best_per_change_set, select_diverse, undominated
 from solver.core.engine import Solver
 from solver.core.events import BestSolutionChanged
 from solver.core.protocol import FloatMatrix
 from solver.core.refine import refine_rows
-from solver.core.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.core.result import (
+    BestSolutionEvent,
+    Change,
+    Counterfactual,
+    CounterfactualResult,
+    ExactStatistics,
+    SolveStatistics,
+)
 from solver.core.scores import is_better
 from solver.core.termination import wall_limit
 from solver.diagnosis import Diagnosis, blocking_immutables
+from solver.engines import EngineChoice, choose
 from solver.local.routes import successive_routes
 
 Listener = Callable[[BestSolutionEvent], None]
@@ -114,8 +122,14 @@ class CounterfactualSolver:
         config: SolverConfig | None = None,
         seed: int | None = None,
         num_counterfactuals: int = 1,
+        engine: EngineChoice | None = None,
     ):
         config = config or SolverConfig()
+        self.engine, self.engine_reason = "local", ""
+        if engine is not None:
+            config, self.engine, self.engine_reason = choose(problem, config, engine)
+        elif any(isinstance(p, ExactPhaseConfig) for p in config.phases):
+            self.engine, self.engine_reason = "exact", "the configuration has an exact phase"
         if seed is not None:
             if not 0 <= seed <= MAX_SEED:
                 raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed}")
@@ -160,7 +174,7 @@ class CounterfactualSolver:
             return self._already_met(original, time.perf_counter() - started)
         scorer = CalculatorScorer(calculator, original, on_give_up=self._solver.terminate_early)
         self._solver.listeners = [self._forward] if self.listeners else []
-        outcome = self._solver.solve(problem.space, scorer, started)
+        outcome = self._solver.solve(problem.space, scorer, started, problem=problem)
         if calculator.gave_up is not None:
             outcome = dataclasses.replace(outcome, termination_reason=calculator.gave_up)
         final = self._final_check(calculator, outcome.best_row, stopping=should_stop())
@@ -213,6 +227,9 @@ class CounterfactualSolver:
                 best_found_at_step=found_at[0],
                 best_found_after_seconds=found_at[1],
                 termination_reason=outcome.termination_reason,
+                engine=self.engine,
+                engine_reason=self.engine_reason,
+                exact=_exact_statistics(outcome.exact),
             ),
             failure=failure,
             counterfactuals=alternatives,
@@ -462,6 +479,13 @@ class CounterfactualSolver:
         return out
 
 
+def _exact_statistics(report: Any) -> ExactStatistics | None:
+    if report is None:
+        return None
+    fields = {k: getattr(report, k) for k in ExactStatistics.model_fields if k != "proven"}
+    return ExactStatistics(proven=report.proven, **fields)
+
+
 def explain(
     problem: CounterfactualProblem,
     config: SolverConfig | None = None,
@@ -469,9 +493,13 @@ def explain(
     seed: int | None = None,
     listeners: Iterable[Listener] = (),
     num_counterfactuals: int = 1,
+    engine: EngineChoice | None = None,
 ) -> CounterfactualResult:
-    """Find the best counterfactual of ``problem`` (or several); see :class:`CounterfactualSolver`."""
-    solver = CounterfactualSolver(problem, config, seed, num_counterfactuals)
+    """Find the best counterfactual of ``problem`` (or several); see :class:`CounterfactualSolver`.
+
+    ``engine``: ``"local"`` (local search), ``"exact"`` (the exact engine: a proven optimum) or
+    ``"auto"`` (exact when the model can be encoded); None runs ``config`` as it is."""
+    solver = CounterfactualSolver(problem, config, seed, num_counterfactuals, engine)
     for listener in listeners:
         solver.add_listener(listener)
     return solver.solve()

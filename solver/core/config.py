@@ -263,6 +263,29 @@ class BoundaryPolishPhaseConfig(_Config):
     starts: Annotated[int, Field(ge=1, le=256)] = 1
 
 
+class ExactPhaseConfig(_Config):
+    """The exact engine: a mixed-integer program that proves the optimum (``solver.exact``).
+
+    It encodes the model (linear models and tree ensembles, behind scikit-learn preprocessing),
+    the domains, the rules and the distance; a local-search phase before it gives its warm start.
+    It stops at the first of: the optimum proven within ``relative_gap``, ``node_limit`` nodes,
+    ``time_limit_seconds``, or the solver's own time limit. Only a time limit makes the answer
+    depend on the machine: the default has none.
+    """
+
+    type: Literal["exact"] = "exact"
+    relative_gap: Annotated[float, Field(ge=0.0, le=1.0)] = 1e-6
+    """A solution within this relative gap of the bound counts as proven optimal."""
+    node_limit: Annotated[int, Field(gt=0, le=MAX_STEPS)] = 1_000_000
+    time_limit_seconds: PositiveSeconds | None = None
+    goal_epsilon: Annotated[float, Field(gt=0.0, le=0.1)] = 1e-6
+    """Each goal bound is kept this far inside (in the model's output units: logit, probability
+    or value), so an answer on the boundary is not lost to rounding."""
+    lexicographic: bool = True
+    """Then minimise the number of changed features among the answers at the optimal distance
+    (the score's second soft level), as a second program."""
+
+
 def _phase_type(value: Any) -> str:
     """A phase's ``type``; local search when a dict leaves it out."""
     if isinstance(value, dict):
@@ -273,7 +296,8 @@ def _phase_type(value: Any) -> str:
 PhaseConfig = Annotated[
     Annotated[LocalSearchPhaseConfig, Tag("local_search")]
     | Annotated[FeatureScanPhaseConfig, Tag("feature_scan")]
-    | Annotated[BoundaryPolishPhaseConfig, Tag("boundary_polish")],
+    | Annotated[BoundaryPolishPhaseConfig, Tag("boundary_polish")]
+    | Annotated[ExactPhaseConfig, Tag("exact")],
     Discriminator(_phase_type),
 ]
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from solver.core.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import BoundaryPolishPhaseConfig, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
 from solver.core.events import BestSolutionChanged, EngineListener
 from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
 from solver.core.scope import Progress, SolverScope
-from solver.core.termination import Termination
+from solver.core.termination import Termination, wall_limit
+
+if TYPE_CHECKING:
+    from solver.exact.phase import ExactPhase
 from solver.local.phase import LocalSearchPhase
 from solver.local.polish import BoundaryPolishPhase
 from solver.local.scan import FeatureScanPhase
@@ -37,6 +41,8 @@ class SolveOutcome:
     best_time: float
     pool: tuple[FloatMatrix, FloatMatrix] | None = None
     """When collected: distinct feasible rows and their scores."""
+    exact: Any = None
+    """The exact engine's report, when it ran."""
 
 
 class Solver:
@@ -71,7 +77,9 @@ class Solver:
         """True once :meth:`terminate_early` was called."""
         return self._terminate.is_set()
 
-    def solve(self, space: EncodedSpace, scorer: BatchScorer, started: float | None = None) -> SolveOutcome:
+    def solve(
+        self, space: EncodedSpace, scorer: BatchScorer, started: float | None = None, problem: Any = None
+    ) -> SolveOutcome:
         """Search from the original instance until the termination says stop.
 
         ``started`` (a ``perf_counter`` reading) is when the caller's solve began, so a time limit
@@ -88,6 +96,8 @@ class Solver:
             progress=Progress.starting(start_score, started),
             terminate_flag=self._terminate,
             pool=[] if self.collect_pool or _polishes_routes(self.config) else None,
+            problem=problem,
+            wall_limit=wall_limit(self.config.termination),
         )
         scope.progress.score_calculation_count = 1
         best_time = 0.0
@@ -107,8 +117,12 @@ class Solver:
             if self._terminate.is_set():
                 scope.termination_reason = "terminated early"
                 break
-            phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase
-            if isinstance(phase_config, FeatureScanPhaseConfig):
+            phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase
+            if isinstance(phase_config, ExactPhaseConfig):
+                from solver.exact.phase import ExactPhase  # noqa: PLC0415 - loads HiGHS only when asked
+
+                phase = ExactPhase(phase_config)
+            elif isinstance(phase_config, FeatureScanPhaseConfig):
                 phase = FeatureScanPhase(phase_config)
             elif isinstance(phase_config, BoundaryPolishPhaseConfig):
                 phase = BoundaryPolishPhase(phase_config)
@@ -128,6 +142,7 @@ class Solver:
             best_step_index=best_step,
             best_time=best_time,
             pool=_merge_pool(scope.pool, start[0], start_score) if self.collect_pool else None,
+            exact=scope.exact,
         )
 
 

@@ -20,6 +20,28 @@ class Change(BaseModel):
     proposed: Any
 
 
+class ExactStatistics(BaseModel):
+    """What the exact engine proved (see :class:`solver.exact.phase.ExactReport`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: str
+    """``optimal``, ``feasible``, ``infeasible``, ``no solution`` or ``not encodable``."""
+    proven: bool
+    """The optimum (or that no answer exists) is proven, and the answer verified by the model."""
+    model: str = ""
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    nodes: int = 0
+    seconds: float = 0.0
+    variables: int = 0
+    constraints: int = 0
+    verified: bool = False
+    retries: int = 0
+    reason: str = ""
+
+
 class SolveStatistics(BaseModel):
     """What the search spent, and why it stopped."""
 
@@ -34,6 +56,10 @@ class SolveStatistics(BaseModel):
     best_found_at_step: int
     best_found_after_seconds: float
     termination_reason: str
+    engine: str = "local"
+    """The engine that ran: ``local`` or ``exact`` (``auto`` picks one and says why)."""
+    engine_reason: str = ""
+    exact: ExactStatistics | None = None
 
 
 class Counterfactual(BaseModel):
@@ -91,6 +117,9 @@ class CounterfactualResult(BaseModel):
         if self.already_met:
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
+            exact = self.statistics.exact
+            if exact is not None and exact.status == "infeasible":
+                return "no counterfactual exists within the domains and rules: the exact engine proved it"
             if self.failure is not None and not self.feasible:
                 return f"no valid counterfactual: {self.failure}"
             if not self.held_fixed and not self.blocked_by:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,12 @@ class SolverScope:
 
     pool_values: int = 0
     """Values the pool holds."""
+    problem: Any = None
+    """The planning problem, for engines that read the model's structure (the exact engine)."""
+    wall_limit: float | None = None
+    """Seconds after the solve's start when its termination ends it whatever else happens."""
+    exact: Any = None
+    """The exact engine's report, when it ran (:class:`solver.exact.phase.ExactReport`)."""
 
     def _compact_pool(self) -> None:
         """Keep the pool within :data:`~solver.core.budget.POOL_MAX_VALUES`: each row once, the three

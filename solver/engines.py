@@ -1,0 +1,62 @@
+"""Choosing the engine: ``local``, ``exact`` or ``auto``, as shorthand for a phase list.
+
+``exact`` runs a feature scan (one batched model call: a warm start) and the exact engine;
+``auto`` does that when the problem can be encoded (a linear model or a tree ensemble behind
+supported preprocessing, a linear distance, one goal) and local search otherwise, and says
+which it chose and why. ``local`` keeps the configuration as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from planning.errors import ProblemError
+from planning.problem import CounterfactualProblem
+from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+
+EngineChoice = Literal["local", "exact", "auto"]
+ENGINES: tuple[str, ...] = ("local", "exact", "auto")
+
+
+def not_encodable(problem: CounterfactualProblem) -> str | None:
+    """Why the exact engine cannot take ``problem``, or None when it can."""
+    try:
+        from solver.exact.formulation import build  # noqa: PLC0415 - the exact engine loads on demand
+        from solver.exact.inputs import NotEncodableError  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - the formulation itself needs no extra
+        return str(exc)
+    try:
+        build(problem)
+    except NotEncodableError as exc:
+        return str(exc)
+    try:
+        from solver.exact.highs import _highspy  # noqa: PLC0415
+
+        _highspy()
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def exact_config(config: SolverConfig) -> SolverConfig:
+    """``config`` with its phases replaced by a feature scan and the exact engine (unless it
+    already has an exact phase)."""
+    if any(isinstance(p, ExactPhaseConfig) for p in config.phases):
+        return config
+    return config.model_copy(update={"phases": (FeatureScanPhaseConfig(), ExactPhaseConfig())})
+
+
+def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) -> tuple[SolverConfig, str, str]:
+    """The configuration to run, the engine's name, and why it was chosen."""
+    if engine not in ENGINES:
+        raise ProblemError("engine", f"must be one of {list(ENGINES)}, given {engine!r}")
+    if engine == "local":
+        return config, "local", "asked for"
+    reason = not_encodable(problem)
+    if engine == "exact":
+        if reason is not None:
+            raise ProblemError("engine", f"the exact engine cannot take this problem: {reason}")
+        return exact_config(config), "exact", "asked for"
+    if reason is None:
+        return exact_config(config), "exact", "auto: the model and the problem can be encoded exactly"
+    return config, "local", f"auto: local search, because {reason}"

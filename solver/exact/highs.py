@@ -1,0 +1,159 @@
+"""The HiGHS backend (``highspy``, the ``exact`` extra): solves a :class:`~solver.exact.milp.Milp`.
+
+HiGHS is an open-source MILP solver with a proof of optimality (dual bound, gap, node count),
+warm starts (``setSolution``) and callbacks: every improving incumbent is reported as it is
+found, and a stop check interrupts the search (a time limit, a cancelled call). It is loaded
+only here, only when the exact engine runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.errors import CounterplanError
+from solver.exact.milp import Milp, MilpResult
+
+
+class MissingSolverError(CounterplanError, ImportError):
+    """highspy is not installed."""
+
+
+def _highspy() -> Any:
+    try:
+        import highspy  # noqa: PLC0415 - heavy, optional: loaded when the exact engine runs
+    except ImportError as exc:
+        raise MissingSolverError("the exact engine needs HiGHS: pip install 'counterplan[exact]' (highspy)") from exc
+    return highspy
+
+
+_banner_lock = threading.Lock()
+_banner_shown = False
+
+
+def _new_highs(highspy: Any) -> Any:
+    """A ``Highs`` object. The first one in a process prints a copyright banner on the C
+    library's stdout, which would corrupt the command line's JSON: it goes to /dev/null."""
+    global _banner_shown  # noqa: PLW0603 - once per process, as the banner
+    with _banner_lock:
+        if _banner_shown:
+            return highspy.Highs()
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.close(quiet)
+            h = highspy.Highs()
+            with contextlib.suppress(Exception):
+                ctypes.CDLL(None).fflush(None)  # the C library's buffer, before stdout comes back
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _banner_shown = True
+        return h
+
+
+def solve(
+    milp: Milp,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None = None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    node_limit: int | None = None,
+    threads: int = 1,
+) -> MilpResult:
+    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat)."""
+    highspy = _highspy()
+    h = _new_highs(highspy)
+    h.silent()
+    h.setOptionValue("threads", int(threads))
+    h.setOptionValue("mip_rel_gap", float(relative_gap))
+    h.setOptionValue("mip_abs_gap", 1e-9)
+    h.setOptionValue("random_seed", 0)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 0.001))
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
+    n = milp.n_vars
+    inf = highspy.kHighsInf
+    lower = np.array([max(v, -inf) for v in milp.lower], dtype=np.float64)
+    upper = np.array([min(v, inf) for v in milp.upper], dtype=np.float64)
+    h.addVars(n, lower, upper)
+    integer = np.flatnonzero(np.array(milp.integer, dtype=bool)).astype(np.int32)
+    if integer.size:
+        h.changeColsIntegrality(
+            integer.size, integer, np.full(integer.size, highspy.HighsVarType.kInteger, dtype=np.uint8)
+        )
+    cost = np.zeros(n)
+    for i, c in milp.objective.items():
+        cost[i] = c
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+    if milp.rows:
+        starts: list[int] = []
+        indices: list[int] = []
+        values: list[float] = []
+        lows: list[float] = []
+        ups: list[float] = []
+        for terms, low, up in milp.rows:
+            starts.append(len(indices))
+            indices.extend(terms.keys())
+            values.extend(terms.values())
+            lows.append(max(low, -inf))
+            ups.append(min(up, inf))
+        h.addRows(
+            len(milp.rows),
+            np.array(lows),
+            np.array(ups),
+            len(indices),
+            np.array(starts, dtype=np.int32),
+            np.array(indices, dtype=np.int32),
+            np.array(values, dtype=np.float64),
+        )
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(map(float, start))
+        h.setSolution(solution)
+    if on_incumbent is not None:
+
+        def improving(event: Any) -> None:
+            solution = np.array(event.data_out.mip_solution, dtype=np.float64)
+            on_incumbent(solution, float(event.data_out.objective_function_value))
+
+        h.cbMipImprovingSolution.subscribe(improving)
+    if should_stop is not None:
+
+        def interrupt(event: Any) -> None:
+            if should_stop():
+                event.interrupt()
+
+        h.cbMipInterrupt.subscribe(interrupt)
+    started = time.perf_counter()
+    h.run()
+    seconds = time.perf_counter() - started
+    status = h.getModelStatus()
+    info = h.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.array(h.getSolution().col_value, dtype=np.float64) if has_solution else None
+    if status == highspy.HighsModelStatus.kOptimal:
+        label = "optimal"
+    elif status == highspy.HighsModelStatus.kInfeasible:
+        label = "infeasible"
+    else:
+        label = "feasible" if has_solution else "no solution"
+    objective = float(info.objective_function_value) + milp.objective_offset if has_solution else float("inf")
+    bound = float(info.mip_dual_bound) + milp.objective_offset
+    gap = float(info.mip_gap) if has_solution else float("inf")
+    nodes = int(info.mip_node_count)
+    return MilpResult(label, x, objective, bound, gap, max(nodes, 0), seconds)

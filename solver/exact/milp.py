@@ -1,0 +1,97 @@
+"""A mixed-integer linear program as plain data, independent of the solver that solves it.
+
+The exact engine's formulation writes into a :class:`Milp` (variables with bounds and
+integrality, sparse linear rows, a linear objective); a backend (:mod:`solver.exact.highs`)
+solves it. Keeping the program as data lets a second backend (OR-Tools, which the scorecard
+issue brings with optbinning) take the same formulation, and lets tests inspect it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+INF = float("inf")
+
+Expr = dict[int, float]
+"""A linear expression: variable index -> coefficient (a constant travels beside it)."""
+
+
+@dataclass
+class Milp:
+    """Variables, rows ``lower <= a.x <= upper`` and a linear objective to minimise."""
+
+    lower: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    rows: list[tuple[Expr, float, float]] = field(default_factory=list)
+    objective: Expr = field(default_factory=dict)
+    objective_offset: float = 0.0
+
+    @property
+    def n_vars(self) -> int:
+        """Number of variables."""
+        return len(self.lower)
+
+    def var(self, name: str, lower: float, upper: float, integer: bool = False) -> int:
+        """Add a variable; returns its index."""
+        if lower > upper:
+            raise ValueError(f"variable {name}: lower bound {lower} above upper bound {upper}")
+        self.lower.append(float(lower))
+        self.upper.append(float(upper))
+        self.integer.append(integer)
+        self.names.append(name)
+        return len(self.lower) - 1
+
+    def binary(self, name: str) -> int:
+        """Add a 0/1 variable."""
+        return self.var(name, 0.0, 1.0, integer=True)
+
+    def row(self, expr: Mapping[int, float], lower: float = -INF, upper: float = INF) -> None:
+        """Add ``lower <= expr <= upper`` (zero coefficients dropped)."""
+        terms = {int(k): float(v) for k, v in expr.items() if v != 0.0}
+        if not terms:
+            if lower > 1e-9 or upper < -1e-9:
+                raise InfeasibleError("a constant row cannot hold")
+            return
+        self.rows.append((terms, float(lower), float(upper)))
+
+    def minimise(self, expr: Mapping[int, float], offset: float = 0.0) -> None:
+        """Set the objective."""
+        self.objective = {int(k): float(v) for k, v in expr.items() if v != 0.0}
+        self.objective_offset = offset
+
+    def value(self, expr: Mapping[int, float], x: npt.NDArray[np.float64], constant: float = 0.0) -> float:
+        """``expr`` evaluated at ``x``."""
+        return constant + float(sum(c * x[i] for i, c in expr.items()))
+
+
+class InfeasibleError(ValueError):
+    """The formulation is infeasible before any solver sees it (a constant row fails)."""
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    """What a backend found."""
+
+    status: str
+    """``optimal``, ``feasible`` (a solution, not proven: a limit stopped the search),
+    ``infeasible``, or ``no solution`` (stopped before finding one)."""
+    x: npt.NDArray[np.float64] | None
+    objective: float
+    bound: float
+    gap: float
+    nodes: int
+    seconds: float
+
+
+def add(a: Mapping[int, float], b: Mapping[int, float], scale: float = 1.0) -> Expr:
+    """``a + scale * b``."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) + scale * v
+    return out

@@ -1,0 +1,182 @@
+"""The exact engine as a solver phase: build the program, warm-start it from the best solution so
+far, solve it with HiGHS, check every answer through the real model, and report the proof.
+
+Two programs run when ``lexicographic`` is on: the first minimises the distance (soft level 0);
+the second, among answers within the first's optimum (to a 1e-9 relative tolerance), the number
+of changed features (soft level 1). Both answers are scored by the real model and the better
+score is kept, so rounding in the second program can never make the answer worse.
+
+An answer the program calls valid but the real model rejects (a borderline rounding) is not
+returned as valid: the programs are solved again with every goal and threshold margin a hundred
+times wider, at most twice; the report says how many such retries there were.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.core.config import ExactPhaseConfig
+from solver.core.events import EngineListener
+from solver.core.scope import Progress, SolverScope
+from solver.core.scores import is_feasible
+from solver.core.termination import Termination
+from solver.exact import formulation as formulation_module
+from solver.exact.formulation import Formulation, build
+from solver.exact.highs import solve
+from solver.exact.inputs import NotEncodableError
+from solver.exact.milp import INF, MilpResult
+from solver.local.phase import announce
+
+RETRIES = 2
+"""Wider margins after an answer the real model rejects, at most this many times."""
+WIDER = 100.0
+
+
+@dataclass(frozen=True)
+class ExactReport:
+    """What the exact engine proved: the answer's status, objective, bound and gap."""
+
+    status: str
+    """``optimal`` (proven within the gap), ``feasible`` (a limit stopped it first),
+    ``infeasible`` (proven: no answer within the domains and rules), ``no solution`` (a limit
+    stopped it before any), or ``not encodable`` (``reason`` says why)."""
+    model: str = ""
+    objective: float | None = None
+    """The optimal distance (soft level 0, negated)."""
+    bound: float | None = None
+    gap: float | None = None
+    nodes: int = 0
+    seconds: float = 0.0
+    variables: int = 0
+    constraints: int = 0
+    verified: bool = False
+    """The answer met the goal through the real model."""
+    retries: int = 0
+    reason: str = ""
+
+    @property
+    def proven(self) -> bool:
+        """True when the optimum (or infeasibility) is proven and the answer verified."""
+        return self.status == "infeasible" or (self.status == "optimal" and self.verified)
+
+
+class ExactPhase:
+    """Runs one :class:`~solver.core.config.ExactPhaseConfig`."""
+
+    def __init__(self, config: ExactPhaseConfig) -> None:
+        self.config = config
+
+    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+        """Solve the program; offer its verified answers to the scope."""
+        if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+            return
+        if scope.problem is None:
+            scope.exact = ExactReport("not encodable", reason="the exact engine needs the planning problem")
+            return
+        config = self.config
+        started = time.perf_counter()
+        epsilon = config.goal_epsilon
+        retries = 0
+        margin = formulation_module.FLOAT32_MARGIN, formulation_module.FLOAT64_MARGIN
+        try:
+            while True:
+                try:
+                    formulation = build(scope.problem, goal_epsilon=epsilon)
+                except NotEncodableError as exc:
+                    scope.exact = ExactReport("not encodable", reason=str(exc))
+                    return
+                report, verified = self._run(scope, formulation, listeners, started)
+                if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES:
+                    break
+                retries += 1
+                epsilon *= WIDER
+                formulation_module.FLOAT32_MARGIN *= WIDER
+                formulation_module.FLOAT64_MARGIN *= WIDER
+        finally:
+            formulation_module.FLOAT32_MARGIN, formulation_module.FLOAT64_MARGIN = margin
+        milp = formulation.milp
+        first = report.first
+        scope.exact = ExactReport(
+            first.status,
+            formulation.output.description,
+            objective=first.objective if first.x is not None else None,
+            bound=first.bound if first.status != "infeasible" else None,
+            gap=first.gap if first.x is not None else None,
+            nodes=report.nodes,
+            seconds=time.perf_counter() - started,
+            variables=milp.n_vars,
+            constraints=len(milp.rows),
+            verified=verified,
+            retries=retries,
+        )
+
+    def _run(
+        self, scope: SolverScope, formulation: Formulation, listeners: list[EngineListener], started: float
+    ) -> tuple[_Run, bool]:
+        config = self.config
+        phase = Progress.starting(scope.best_score)
+        counters = [scope.progress, phase]
+
+        def remaining() -> float | None:
+            limits = []
+            if config.time_limit_seconds is not None:
+                limits.append(config.time_limit_seconds - (time.perf_counter() - started))
+            if scope.wall_limit is not None:
+                limits.append(scope.wall_limit - scope.time_spent())
+            return max(min(limits), 0.0) if limits else None
+
+        def should_stop() -> bool:
+            left = remaining()
+            return scope.terminate_flag.is_set() or (left is not None and left <= 0.0)
+
+        def offer(x: npt.NDArray[np.float64]) -> bool:
+            row = formulation.decode(x).reshape(1, -1)
+            scores = scope.scorer.score(row)
+            if scope.offer(row, scores, counters):
+                announce(scope, listeners)
+            return bool(is_feasible(scores[0]))
+
+        start = formulation.assignment(scope.best_row) if is_feasible(scope.best_score) else None
+        incumbent: Callable[[npt.NDArray[np.float64], float], None] = lambda x, _objective: None  # noqa: E731
+        first = solve(
+            formulation.milp,
+            time_limit=remaining(),
+            relative_gap=config.relative_gap,
+            start=start,
+            on_incumbent=incumbent,
+            should_stop=should_stop,
+            node_limit=config.node_limit,
+        )
+        nodes = first.nodes
+        verified = False
+        if first.x is not None:
+            verified = offer(first.x)
+            if config.lexicographic and first.status == "optimal" and not should_stop():
+                milp = formulation.milp
+                tolerance = abs(first.objective) * 1e-9 + 1e-9
+                milp.row(formulation.distance, -INF, first.objective + tolerance)
+                milp.minimise(formulation.changes)
+                second = solve(
+                    milp,
+                    time_limit=remaining(),
+                    relative_gap=0.0,
+                    start=first.x,
+                    should_stop=should_stop,
+                    node_limit=config.node_limit,
+                )
+                nodes += second.nodes
+                if second.x is not None:
+                    verified = offer(second.x) or verified
+        return _Run(first, nodes, first.status), verified
+
+
+@dataclass(frozen=True)
+class _Run:
+    first: MilpResult
+    nodes: int
+    x_status: str

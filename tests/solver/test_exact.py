@@ -1,0 +1,238 @@
+"""The exact engine: its optimum equals brute-force enumeration over every candidate of small
+problems, for every model family it encodes; every answer is checked by the real model; what it
+cannot encode is refused by name, and ``auto`` falls back to local search."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, RobustScaler, StandardScaler
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from planning import (
+    CategoricalFeature,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    RangeGoal,
+    ValueGoal,
+)
+from planning.calculator import ScoreCalculator
+from planning.errors import ProblemError
+from planning.models import adapt_sklearn
+from solver.counterfactual import explain
+
+pytest.importorskip("highspy")
+
+PLANS = ("basic", "silver", "gold")
+
+
+def _data(n: int = 600, seed: int = 0) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """Approval rises with income and tenure, falls with debt; gold plans help."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "income": np.round(rng.uniform(0.0, 10.0, n), 1),
+            "tenure": rng.integers(0, 15, n),
+            "debt": np.round(rng.uniform(0.0, 5.0, n), 1),
+            "plan": rng.choice(PLANS, n),
+        }
+    )
+    score = frame.income + 0.4 * frame.tenure - frame.debt + 1.5 * (frame.plan == "gold") + rng.normal(0, 0.5, n)
+    return frame, (score > 6.0).astype(int), score
+
+
+def _encoded(estimator: Any, scaler: Any = None) -> Pipeline:
+    numbers: Any = scaler if scaler is not None else "passthrough"
+    return Pipeline(
+        [
+            (
+                "encode",
+                ColumnTransformer(
+                    [
+                        ("plan", OneHotEncoder(handle_unknown="ignore"), ["plan"]),
+                        ("numbers", numbers, ["income", "tenure", "debt"]),
+                    ]
+                ),
+            ),
+            ("model", estimator),
+        ]
+    )
+
+
+def _features(**changes: Any) -> list[Any]:
+    base: dict[str, Any] = {
+        "income": {"value": 2.0, "low": 0.0, "high": 10.0, "precision": 1},
+        "tenure": {"value": 3, "low": 0, "high": 14},
+        "debt": {"value": 3.0, "low": 0.0, "high": 5.0, "precision": 1},
+        "plan": {"value": "basic", "categories": PLANS},
+    }
+    for name, update in changes.items():
+        base[name] = {**base[name], **update}
+    return [
+        FloatFeature(name="income", **base["income"]),
+        IntegerFeature(name="tenure", **base["tenure"]),
+        FloatFeature(name="debt", **base["debt"]),
+        CategoricalFeature(name="plan", **base["plan"]),
+    ]
+
+
+def _brute_force(problem: CounterfactualProblem) -> np.ndarray:
+    """The best score over every candidate on the grid (one scored matrix)."""
+    space = problem.space
+    axes = []
+    for j in range(space.n_features):
+        if not space.mutable[j]:
+            axes.append([space.original[j]])
+        elif j in space.allowed:
+            axes.append(list(space.allowed[j]))
+        else:
+            per_unit = space.grid_scale[j]
+            low, high = round(space.grid_lower[j] * per_unit), round(space.grid_upper[j] * per_unit)
+            axes.append([k / per_unit for k in range(low, high + 1)])
+    X = np.array(list(itertools.product(*axes)), dtype=np.float64)
+    scores = ScoreCalculator(problem).calculate(X).scores
+    feasible = scores[(scores[:, :3] >= 0.0).all(axis=1)]
+    assert feasible.shape[0] > 0, "the case has an answer"
+    return feasible[np.lexsort(feasible.T[::-1])[-1]]
+
+
+CLASSIFIERS: dict[str, Callable[[], Any]] = {
+    "logistic regression, standard scaler": lambda: _encoded(LogisticRegression(max_iter=1000), StandardScaler()),
+    "logistic regression, min-max scaler": lambda: _encoded(LogisticRegression(max_iter=1000), MinMaxScaler()),
+    "logistic regression, robust scaler": lambda: _encoded(LogisticRegression(max_iter=1000), RobustScaler()),
+    "decision tree": lambda: _encoded(DecisionTreeClassifier(max_depth=4, random_state=0)),
+    "random forest": lambda: _encoded(RandomForestClassifier(n_estimators=15, max_depth=4, random_state=0)),
+    "extra trees": lambda: _encoded(ExtraTreesClassifier(n_estimators=10, max_depth=4, random_state=0)),
+    "gradient boosting": lambda: _encoded(GradientBoostingClassifier(n_estimators=25, max_depth=3, random_state=0)),
+    "gradient boosting, scaled": lambda: _encoded(
+        GradientBoostingClassifier(n_estimators=15, max_depth=3, random_state=0), StandardScaler()
+    ),
+    "hist gradient boosting": lambda: _encoded(HistGradientBoostingClassifier(max_iter=20, random_state=0)),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_the_exact_optimum_of_a_classifier_equals_brute_force(name: str) -> None:
+    frame, label, _ = _data()
+    model = CLASSIFIERS[name]().fit(frame, label)
+    problem = CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    result = explain(problem, engine="exact", seed=0)
+    best = _brute_force(problem)
+    exact = result.statistics.exact
+    assert exact is not None and exact.status == "optimal" and exact.proven, exact
+    assert result.valid and result.statistics.engine == "exact"
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9), (result.score, best)
+    assert result.score_levels[4] == best[4]
+    proba = model.predict_proba(pd.DataFrame([result.proposed]))[0, 1]  # checked by the real model, again
+    assert proba >= 0.705
+
+
+def test_rules_are_kept_exactly() -> None:
+    """Immutables, monotone directions, allowed values, costs, a change penalty and a cap on
+    the number of changes, against brute force."""
+    frame, label, _ = _data()
+    model = _encoded(GradientBoostingClassifier(n_estimators=25, max_depth=3, random_state=0)).fit(frame, label)
+    features = _features(
+        tenure={"allowed": [3, 5, 8, 12]},
+        debt={"monotone": "decrease", "cost": 2.0},
+        plan={"constrained": True},
+    )
+    problem = CounterfactualProblem(
+        features, [ClassGoal(target=1, confidence=0.6)], adapt_sklearn(model, "ok"), max_changed_features=2
+    )
+    result = explain(problem, engine="exact", seed=0)
+    best = _brute_force(problem)
+    assert result.valid and result.statistics.exact is not None and result.statistics.exact.proven
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9)
+    assert result.proposed["plan"] == "basic" and result.proposed["debt"] <= 3.0
+    assert result.proposed["tenure"] in (3, 5, 8, 12) and len(result.changes) <= 2
+
+
+@pytest.mark.parametrize(
+    ("name", "estimator", "goal"),
+    [
+        ("linear regression, range", lambda: _encoded(LinearRegression(), StandardScaler()), RangeGoal(low=8, high=9)),
+        ("ridge, value", lambda: _encoded(Ridge()), ValueGoal(value=8.0, tolerance=0.05)),
+        ("regression tree, range", lambda: _encoded(DecisionTreeRegressor(max_depth=5)), RangeGoal(low=7, high=20)),
+        (
+            "forest regressor, range",
+            lambda: _encoded(RandomForestRegressor(n_estimators=10, max_depth=4, random_state=0)),
+            RangeGoal(low=7.5, high=20),
+        ),
+        (
+            "boosting regressor, value",
+            lambda: _encoded(GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0)),
+            ValueGoal(value=8.0, tolerance=0.1),
+        ),
+    ],
+)
+def test_the_exact_optimum_of_a_regressor_equals_brute_force(name: str, estimator: Any, goal: Any) -> None:
+    frame, _, score = _data()
+    model = estimator().fit(frame, score)
+    problem = CounterfactualProblem(_features(), [goal], adapt_sklearn(model, "score"))
+    result = explain(problem, engine="exact", seed=0)
+    best = _brute_force(problem)
+    assert result.valid and result.statistics.exact is not None and result.statistics.exact.proven
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9), (result.score, best)
+
+
+def test_a_proven_infeasible_problem_says_so() -> None:
+    frame, label, _ = _data()
+    model = _encoded(LogisticRegression(max_iter=1000), StandardScaler()).fit(frame, label)
+    features = _features(income={"constrained": True}, tenure={"constrained": True}, plan={"constrained": True})
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], adapt_sklearn(model, "ok"))
+    result = explain(problem, engine="exact", seed=0)
+    assert not result.valid
+    assert result.statistics.exact is not None and result.statistics.exact.status == "infeasible"
+    assert result.note is not None and "proved" in result.note
+
+
+def test_what_cannot_be_encoded_is_refused_by_name_and_auto_falls_back() -> None:
+    frame, label, _ = _data()
+    model = _encoded(KNeighborsClassifier()).fit(frame, label)
+    problem = CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    with pytest.raises(ProblemError, match="KNeighborsClassifier is not a tree ensemble"):
+        explain(problem, engine="exact", seed=0)
+    result = explain(problem, engine="auto", seed=0)
+    assert result.statistics.engine == "local"
+    assert "KNeighborsClassifier" in result.statistics.engine_reason
+    linear = _encoded(LogisticRegression(max_iter=1000), StandardScaler()).fit(frame, label)
+    chosen = explain(
+        CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(linear, "ok")),
+        engine="auto",
+        seed=0,
+    )
+    assert chosen.statistics.engine == "exact" and chosen.statistics.engine_reason.startswith("auto")
+
+
+def test_the_exact_engine_is_never_worse_than_local_search() -> None:
+    frame, label, _ = _data()
+    model = _encoded(GradientBoostingClassifier(n_estimators=40, max_depth=3, random_state=0)).fit(frame, label)
+    for income, debt in [(2.0, 3.0), (1.0, 4.5), (4.0, 2.0)]:
+        problem = CounterfactualProblem(
+            _features(income={"value": income}, debt={"value": debt}),
+            [ClassGoal(target=1, confidence=0.7)],
+            adapt_sklearn(model, "ok"),
+        )
+        exact = explain(problem, engine="exact", seed=0)
+        local = explain(problem, seed=0)
+        assert tuple(exact.score_levels) >= tuple(local.score_levels)
