@@ -61,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="feature distance (default auto: MAD-scaled when the data gives every mutable number a MAD)",
     )
     explain.add_argument(
+        "--engine",
+        choices=["local", "exact", "auto"],
+        help="local search (the default), the exact engine (a proven optimum for linear models and tree "
+        "ensembles; needs counterplan[exact]), or auto (exact when the model can be encoded)",
+    )
+    explain.add_argument(
         "--margin",
         type=float,
         metavar="M",
@@ -193,7 +199,7 @@ def _explain(args: argparse.Namespace) -> int:
                 "termination": TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
             }
         )
-    solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals)
+    solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals, args.engine)
     err = Console(stderr=True)
     show_progress = not args.no_progress and not args.json and err.is_terminal
     if show_progress:

@@ -31,7 +31,7 @@ from solver.core.config import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from solver.core.result import BestSolutionEvent, CounterfactualResult
+from solver.core.result import BestSolutionEvent, CounterfactualResult, ExactStatistics
 
 Violation = tuple[str, str]
 _MISSING = object()
@@ -39,6 +39,12 @@ _MISSING = object()
 MAX_COUNTERFACTUALS = 100
 _MONOTONE = {pb.MONOTONE_INCREASE: "increase", pb.MONOTONE_DECREASE: "decrease"}
 
+_ENGINE_CHOICES: dict[int, str | None] = {
+    pb.ENGINE_CHOICE_UNSPECIFIED: None,
+    pb.ENGINE_CHOICE_LOCAL: "local",
+    pb.ENGINE_CHOICE_EXACT: "exact",
+    pb.ENGINE_CHOICE_AUTO: "auto",
+}
 _ENGINES: dict[int, Any] = {
     pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
     pb.ENGINE_HILL_CLIMBING: HillClimbingAcceptorConfig,
@@ -94,6 +100,7 @@ class CheckedRequest:
         num_counterfactuals: int = 1,
         max_changed_features: int | None = None,
         plausible: bool = False,
+        engine: str | None = None,
     ) -> None:
         self.features = features
         self.goals = goals
@@ -103,6 +110,8 @@ class CheckedRequest:
         self.num_counterfactuals = num_counterfactuals
         self.max_changed_features = max_changed_features
         self.plausible = plausible
+        self.engine = engine
+        """``local``, ``exact``, ``auto``, or None: the configuration as it is."""
 
 
 def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_features: int) -> CheckedRequest:
@@ -146,6 +155,9 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         goals = _default_goals(model, features, violations)
     goals = _with_margin(request, goals, violations)
     config, seed = _solver(request.solver, model.default_config, violations)
+    engine = _ENGINE_CHOICES.get(request.solver.engine_choice, "")
+    if engine == "":
+        violations.append(("solver.engine_choice", f"unknown value {request.solver.engine_choice}"))
     metric = _METRICS.get(request.distance_metric)
     if metric is None:
         violations.append(("distance_metric", f"unknown value {request.distance_metric}"))
@@ -186,6 +198,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         num_counterfactuals=k,
         max_changed_features=limit,
         plausible=request.plausible,
+        engine=engine or None,
     )
 
 
@@ -483,8 +496,18 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
             best_found_at_step=s.best_found_at_step,
             termination_reason=s.termination_reason,
             best_found_after_seconds=s.best_found_after_seconds,
+            engine=s.engine,
+            engine_reason=s.engine_reason,
+            exact=_exact_message(s.exact),
         ),
     )
+
+
+def _exact_message(exact: ExactStatistics | None) -> pb.ExactStatistics | None:
+    if exact is None:
+        return None
+    fields = exact.model_dump()
+    return pb.ExactStatistics(**{k: v for k, v in fields.items() if v is not None})
 
 
 def event_message(event: BestSolutionEvent, sequence_id: int) -> pb.ExplainStreamResponse:

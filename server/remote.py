@@ -21,7 +21,16 @@ from server.flags import (
 from server.goal_text import parse_goal_text
 from server.loading import load_instance
 from server.registry import DEMO_ID
-from solver.core.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from solver.core.result import (
+    BestSolutionEvent,
+    Change,
+    Counterfactual,
+    CounterfactualResult,
+    ExactStatistics,
+    SolveStatistics,
+)
+
+_ENGINE_CHOICES = {"local": pb.ENGINE_CHOICE_LOCAL, "exact": pb.ENGINE_CHOICE_EXACT, "auto": pb.ENGINE_CHOICE_AUTO}
 
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
@@ -37,6 +46,8 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
         raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
     goals = [_goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
     solver = pb.SolverSpec()
+    if args.engine is not None:
+        solver.engine_choice = _ENGINE_CHOICES[args.engine]
     if args.seed is not None:
         solver.seed = args.seed
     if args.config:
@@ -180,6 +191,9 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
             best_found_at_step=s.best_found_at_step,
             best_found_after_seconds=s.best_found_after_seconds,
             termination_reason=s.termination_reason,
+            engine=s.engine or "local",
+            engine_reason=s.engine_reason,
+            exact=_exact(s.exact) if s.HasField("exact") else None,
         ),
         failure=message.failure or None,
         counterfactuals=[_counterfactual(c, order) for c in message.counterfactuals],
@@ -210,4 +224,24 @@ def _counterfactual(message: pb.Counterfactual, order: list[str]) -> Counterfact
         score_levels=[*message.score.hard_levels, *message.score.soft_levels],
         valid=message.valid,
         feasible=message.feasible,
+    )
+
+
+def _exact(message: pb.ExactStatistics) -> ExactStatistics:
+    """The exact engine's report as a local result has it (unset optional numbers: None)."""
+    optional = {
+        name: getattr(message, name) if message.HasField(name) else None for name in ("objective", "bound", "gap")
+    }
+    return ExactStatistics(
+        status=message.status,
+        proven=message.proven,
+        model=message.model,
+        nodes=message.nodes,
+        seconds=message.seconds,
+        variables=message.variables,
+        constraints=message.constraints,
+        verified=message.verified,
+        retries=message.retries,
+        reason=message.reason,
+        **optional,
     )

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from solver.core.result import BestSolutionEvent, Change, CounterfactualResult
+from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics
 
 
 def _fmt(value: Any) -> str:
@@ -60,6 +60,28 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         f"{s.best_found_at_step}; stopped: {s.termination_reason}",
         style="dim",
     )
+    if s.engine == "exact" or s.engine_reason.startswith("auto"):
+        console.print(f"Engine: {s.engine} ({s.engine_reason})", style="dim")
+    if s.exact is not None:
+        console.print(exact_line(s.exact), style="dim")
+
+
+def exact_line(exact: ExactStatistics) -> str:
+    """What the exact engine proved, in one line."""
+    if exact.status == "not encodable":
+        return f"Exact engine: not used: {exact.reason}"
+    proof = "proven optimal" if exact.proven and exact.status == "optimal" else exact.status
+    if exact.status == "infeasible":
+        proof = "proven: no counterfactual exists"
+    parts = [f"Exact engine ({exact.model}): {proof}"]
+    if exact.gap is not None and exact.status != "infeasible":
+        parts.append(f"gap {exact.gap:.2g}")
+    parts.append(f"{exact.nodes:,} nodes, {exact.variables:,} variables, {exact.seconds:.2f} s")
+    if exact.retries:
+        parts.append(f"{exact.retries} retries with wider margins")
+    if not exact.verified and exact.status in ("optimal", "feasible"):
+        parts.append("the real model rejected its answer")
+    return "; ".join(parts)
 
 
 def display_score(levels: list[float]) -> str:

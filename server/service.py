@@ -239,16 +239,25 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         problem = model.problem(
             checked.features, checked.goals, checked.distance, checked.max_changed_features, checked.plausible
         )
-        job = self.manager.submit(
+        try:
+            job = self._start(problem, config, checked, request_id, listener)
+        except InvalidInputError as exc:  # the engine choice, checked against the problem
+            outcome["status"] = "INVALID_ARGUMENT"
+            field = "solver.engine_choice" if exc.field == "engine" else exc.field
+            abort_bad_request(context, BadRequestError([(field, one_line(exc.problem))]))
+        context.add_callback(job.terminate_early)  # the call ended (done, cancelled, deadline)
+        return job
+
+    def _start(self, problem: Any, config: Any, checked: CheckedRequest, request_id: str, listener: Any) -> SolverJob:
+        return self.manager.submit(
             problem,
             config,
             seed=checked.seed,
             listener=listener,
             job_id=f"{request_id}-{uuid.uuid4().hex[:8]}",
             num_counterfactuals=checked.num_counterfactuals,
+            engine=checked.engine,  # type: ignore[arg-type]  # checked: one of the choices
         )
-        context.add_callback(job.terminate_early)  # the call ended (done, cancelled, deadline)
-        return job
 
     def _wait(self, job: SolverJob, context: grpc.ServicerContext, outcome: dict[str, Any]) -> CounterfactualResult:
         """The job's result, or an honest status: a model's failure (its text stays in the log

@@ -1,6 +1,7 @@
 """Choosing the engine: ``local``, ``exact`` or ``auto``, as shorthand for a phase list.
 
-``exact`` runs a feature scan (one batched model call: a warm start) and the exact engine;
+``exact`` runs the configuration's phases (local search by default: a warm start) and then the
+exact engine;
 ``auto`` does that when the problem can be encoded (a linear model or a tree ensemble behind
 supported preprocessing, a linear distance, one goal) and local search otherwise, and says
 which it chose and why. ``local`` keeps the configuration as it is.
@@ -12,7 +13,13 @@ from typing import Literal
 
 from planning.errors import ProblemError
 from planning.problem import CounterfactualProblem
-from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import (
+    ExactPhaseConfig,
+    LocalSearchPhaseConfig,
+    PhaseConfig,
+    SolverConfig,
+    TerminationConfig,
+)
 
 EngineChoice = Literal["local", "exact", "auto"]
 ENGINES: tuple[str, ...] = ("local", "exact", "auto")
@@ -39,11 +46,26 @@ def not_encodable(problem: CounterfactualProblem) -> str | None:
 
 
 def exact_config(config: SolverConfig) -> SolverConfig:
-    """``config`` with its phases replaced by a feature scan and the exact engine (unless it
-    already has an exact phase)."""
+    """``config`` with the exact engine after its phases (unless it already has one): the local
+    search's best answer is the program's warm start and incumbent, so the program only has to
+    prove it or beat it, and the answer is never worse than local search's."""
     if any(isinstance(p, ExactPhaseConfig) for p in config.phases):
         return config
-    return config.model_copy(update={"phases": (FeatureScanPhaseConfig(), ExactPhaseConfig())})
+    phases = tuple(_bounded(p) for p in config.phases)
+    return config.model_copy(update={"phases": (*phases, ExactPhaseConfig())})
+
+
+WARM_START_UNIMPROVED_STEPS = 100
+"""A local-search phase before the exact engine also ends after this many steps without a better
+solution, so an unreachable goal leaves the program its turn (to prove it unreachable)."""
+
+
+def _bounded(phase: PhaseConfig) -> PhaseConfig:
+    if not isinstance(phase, LocalSearchPhaseConfig):
+        return phase
+    cap = TerminationConfig(unimproved_step_count_limit=WARM_START_UNIMPROVED_STEPS)
+    children = (phase.termination, cap) if phase.termination is not None else (cap,)
+    return phase.model_copy(update={"termination": TerminationConfig(children=children)})
 
 
 def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) -> tuple[SolverConfig, str, str]:

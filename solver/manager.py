@@ -18,6 +18,7 @@ from planning.problem import CounterfactualProblem
 from solver.core.config import SolverConfig
 from solver.core.result import BestSolutionEvent, CounterfactualResult
 from solver.counterfactual import CounterfactualSolver, Listener
+from solver.engines import EngineChoice
 
 
 class SolveStatus(enum.Enum):
@@ -100,9 +101,10 @@ class SolverManager:
         listener: Listener | None = None,
         job_id: str | None = None,
         num_counterfactuals: int = 1,
+        engine: EngineChoice | None = None,
     ) -> SolverJob:
         """Schedule a solve; returns its job at once."""
-        solver = CounterfactualSolver(problem, config, seed, num_counterfactuals)
+        solver = CounterfactualSolver(problem, config, seed, num_counterfactuals, engine)
         if listener is not None:
             solver.add_listener(listener)
         with self._lock:

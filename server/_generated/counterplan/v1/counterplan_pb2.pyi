@@ -31,6 +31,13 @@ class Engine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENGINE_GREAT_DELUGE: _ClassVar[Engine]
     ENGINE_STEP_COUNTING_HILL_CLIMBING: _ClassVar[Engine]
 
+class EngineChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENGINE_CHOICE_UNSPECIFIED: _ClassVar[EngineChoice]
+    ENGINE_CHOICE_LOCAL: _ClassVar[EngineChoice]
+    ENGINE_CHOICE_EXACT: _ClassVar[EngineChoice]
+    ENGINE_CHOICE_AUTO: _ClassVar[EngineChoice]
+
 class DistanceMetric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DISTANCE_METRIC_UNSPECIFIED: _ClassVar[DistanceMetric]
@@ -58,6 +65,10 @@ ENGINE_LATE_ACCEPTANCE: Engine
 ENGINE_SIMULATED_ANNEALING: Engine
 ENGINE_GREAT_DELUGE: Engine
 ENGINE_STEP_COUNTING_HILL_CLIMBING: Engine
+ENGINE_CHOICE_UNSPECIFIED: EngineChoice
+ENGINE_CHOICE_LOCAL: EngineChoice
+ENGINE_CHOICE_EXACT: EngineChoice
+ENGINE_CHOICE_AUTO: EngineChoice
 DISTANCE_METRIC_UNSPECIFIED: DistanceMetric
 DISTANCE_METRIC_RANGE_L1: DistanceMetric
 DISTANCE_METRIC_MAD_L1: DistanceMetric
@@ -165,16 +176,18 @@ class Termination(_message.Message):
     def __init__(self, spent_limit_seconds: _Optional[float] = ..., unimproved_spent_limit_seconds: _Optional[float] = ..., step_count_limit: _Optional[int] = ..., unimproved_step_count_limit: _Optional[int] = ..., best_score_limit: _Optional[str] = ..., score_calculation_count_limit: _Optional[int] = ...) -> None: ...
 
 class SolverSpec(_message.Message):
-    __slots__ = ("config_json", "engine", "termination", "seed")
+    __slots__ = ("config_json", "engine", "termination", "seed", "engine_choice")
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     TERMINATION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_CHOICE_FIELD_NUMBER: _ClassVar[int]
     config_json: str
     engine: Engine
     termination: Termination
     seed: int
-    def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+    engine_choice: EngineChoice
+    def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ..., engine_choice: _Optional[_Union[EngineChoice, str]] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin")
@@ -274,7 +287,7 @@ class Score(_message.Message):
     def __init__(self, hard_levels: _Optional[_Iterable[float]] = ..., soft_levels: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., feasible: _Optional[bool] = ...) -> None: ...
 
 class SolveStatistics(_message.Message):
-    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason", "best_found_after_seconds")
+    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason", "best_found_after_seconds", "engine", "engine_reason", "exact")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SCORE_CALCULATION_COUNT_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +296,9 @@ class SolveStatistics(_message.Message):
     BEST_FOUND_AT_STEP_FIELD_NUMBER: _ClassVar[int]
     TERMINATION_REASON_FIELD_NUMBER: _ClassVar[int]
     BEST_FOUND_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_REASON_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
     steps: int
     score_calculation_count: int
     model_call_count: int
@@ -291,7 +307,40 @@ class SolveStatistics(_message.Message):
     best_found_at_step: int
     termination_reason: str
     best_found_after_seconds: float
-    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ...) -> None: ...
+    engine: str
+    engine_reason: str
+    exact: ExactStatistics
+    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ...) -> None: ...
+
+class ExactStatistics(_message.Message):
+    __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROVEN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    proven: bool
+    model: str
+    objective: float
+    bound: float
+    gap: float
+    nodes: int
+    seconds: float
+    variables: int
+    constraints: int
+    verified: bool
+    retries: int
+    reason: str
+    def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
     __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names")

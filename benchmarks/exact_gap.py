@@ -1,0 +1,165 @@
+"""How far local search is from the proven optimum: the exact engine against the default local
+search on adult, compas and heloc.
+
+Data are read and split as in ``benchmarks/real_data.py`` (its loaders: the ``shared/data`` CSVs,
+``train_test_split(test_size=0.25, random_state=0)``, adult's training part subsampled to 8,000
+rows). Models, each a ``Pipeline`` on the training part:
+
+* ``logreg``: one-hot categoricals, standardised numerics, ``LogisticRegression(max_iter=1000)``;
+* ``gb``: one-hot categoricals, numerics passed through,
+  ``GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0)``;
+* ``forest``: the same encoding, ``RandomForestClassifier(n_estimators=100, max_depth=6, random_state=0)``.
+
+Queries: the first ``--rows`` (default 10) test rows each model predicts 0; goal class 1 with
+confidence 0.7; the MAD-L1 distance (``auto``); immutables as in ``real_data.py``. Each query is
+solved by ``explain(problem, seed=0)`` (local search, the default) and by
+``explain(problem, engine="exact", seed=0)`` with a 60 s limit. Both answers are scored by the
+same calculator (the soft score's distance level); the gap of local search is
+``(local - optimum) / optimum``. Reported per case: rows, the share the exact engine proved
+optimal (verified through the real model), its median and max seconds, the share where local
+search is optimal (gap <= 1e-6) and within 2%, and the mean and max gap::
+
+    .venv/bin/python benchmarks/exact_gap.py                 # every case, ~15 min on 2 cores
+    .venv/bin/python benchmarks/exact_gap.py --rows 3 --datasets compas --models logreg
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.real_data import DATASETS, Data, default_data_dir, load_data
+from planning import ClassGoal, CounterfactualProblem
+from solver.core.config import SolverConfig, TerminationConfig
+from solver.counterfactual import explain
+
+SEED = 0
+CONFIDENCE = 0.7
+EXACT_SECONDS = 60.0
+
+
+def _encoder(data: Data, scale: bool) -> ColumnTransformer:
+    numbers: Any = StandardScaler() if scale else "passthrough"
+    return ColumnTransformer(
+        [
+            ("categories", OneHotEncoder(handle_unknown="ignore"), data.categorical),
+            ("numbers", numbers, data.numeric),
+        ]
+    )
+
+
+MODELS: dict[str, Callable[[Data], Pipeline]] = {
+    "logreg": lambda d: Pipeline([("encode", _encoder(d, True)), ("model", LogisticRegression(max_iter=1000))]),
+    "gb": lambda d: Pipeline(
+        [
+            ("encode", _encoder(d, False)),
+            ("model", GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=SEED)),
+        ]
+    ),
+    "forest": lambda d: Pipeline(
+        [
+            ("encode", _encoder(d, False)),
+            ("model", RandomForestClassifier(n_estimators=100, max_depth=6, random_state=SEED)),
+        ]
+    ),
+}
+
+
+def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
+    model = MODELS[name](data).fit(data.train[data.features], data.train[data.spec.target])
+    predicted = model.predict(data.test)
+    queries = data.test[predicted == 0].head(rows)
+    gaps: list[float] = []
+    proven = 0
+    seconds: list[float] = []
+    failures: list[str] = []
+    limited = SolverConfig(termination=TerminationConfig(spent_limit_seconds=EXACT_SECONDS))
+    for _, query in queries.iterrows():
+        problem = CounterfactualProblem.from_dataframe(
+            data.train,
+            {c: query[c] for c in data.features},
+            model,
+            [ClassGoal(target=1, confidence=CONFIDENCE)],
+            target=data.spec.target,
+            immutable=data.spec.immutable,
+        )
+        local = explain(problem, seed=SEED)
+        started = time.perf_counter()
+        try:
+            exact = explain(problem, limited, engine="exact", seed=SEED)
+        except ValueError as exc:
+            failures.append(str(exc)[:200])
+            continue
+        seconds.append(time.perf_counter() - started)
+        report = exact.statistics.exact
+        if report is not None and report.proven and exact.valid:
+            proven += 1
+        if exact.valid and local.valid:
+            optimum, found = -exact.score_levels[3], -local.score_levels[3]
+            gaps.append((found - optimum) / optimum if optimum > 0 else 0.0)
+        print(
+            f"  {data.spec.name} {name} row {query.name}: exact {exact.score} "
+            f"({report.status if report else '-'}, {seconds[-1]:.2f} s), local {local.score}",
+            file=sys.stderr,
+        )
+    n = len(queries)
+    return {
+        "rows": n,
+        "proven": proven / n if n else float("nan"),
+        "median_s": statistics.median(seconds) if seconds else float("nan"),
+        "max_s": max(seconds) if seconds else float("nan"),
+        "optimal": float(np.mean([g <= 1e-6 for g in gaps])) if gaps else float("nan"),
+        "within2": float(np.mean([g <= 0.02 for g in gaps])) if gaps else float("nan"),
+        "mean_gap": float(np.mean(gaps)) if gaps else float("nan"),
+        "max_gap": max(gaps) if gaps else float("nan"),
+        "failures": failures,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10)
+    parser.add_argument("--datasets", default="adult,compas,heloc")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    header = (
+        f"{'data':<7} {'model':<7} {'rows':>4} {'proven':>7} {'median s':>9} {'max s':>7} "
+        f"{'LS optimal':>10} {'LS <=2%':>8} {'mean gap':>9} {'max gap':>8}"
+    )
+    lines = [header]
+    failures: list[str] = []
+    for dataset in args.datasets.split(","):
+        data = load_data(DATASETS[dataset], args.data_dir)
+        for name in args.models.split(","):
+            r = run_case(data, name, args.rows)
+            failures += [f"{dataset} {name}: {f}" for f in r["failures"]]
+            lines.append(
+                f"{dataset:<7} {name:<7} {r['rows']:>4} {r['proven']:>7.0%} {r['median_s']:>9.2f} {r['max_s']:>7.2f} "
+                f"{r['optimal']:>10.0%} {r['within2']:>8.0%} {r['mean_gap']:>9.2%} {r['max_gap']:>8.2%}"
+            )
+            print(lines[-1], file=sys.stderr)
+    print("\n".join(lines))
+    for failure in failures:
+        print(f"failed: {failure}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
