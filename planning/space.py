@@ -95,6 +95,9 @@ class FeatureSpace:
             [f.missing_code if f.missing else np.nan for f in self.features], dtype=np.float64
         )
         """Per column: the code of a missing value, NaN where the original is not missing."""
+        self.split_values: dict[int, FloatMatrix] = {}
+        """Per column, when known: values where the model's decision changes (just past a tree's
+        split thresholds). The feature scan tries them; the solver fills them in for tree models."""
         self.allowed: dict[int, FloatMatrix] = {}
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         for i, f in enumerate(self.features):

@@ -20,7 +20,7 @@ from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
 from solver.core.budget import check_budget
-from solver.core.config import MAX_SEED, ExactPhaseConfig, SolverConfig
+from solver.core.config import MAX_SEED, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
 from solver.core.diversity import best_per_change_set, select_diverse, undominated
 from solver.core.engine import Solver
 from solver.core.events import BestSolutionChanged
@@ -172,6 +172,8 @@ class CounterfactualSolver:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
         if original.scores[0, 0] == 0.0 and original.scores[0, 2] == 0.0:
             return self._already_met(original, time.perf_counter() - started)
+        if any(isinstance(p, FeatureScanPhaseConfig) and p.split_values for p in self.config.phases):
+            _find_split_values(problem)
         scorer = CalculatorScorer(calculator, original, on_give_up=self._solver.terminate_early)
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer, started, problem=problem)
@@ -477,6 +479,17 @@ class CounterfactualSolver:
             else:
                 out[spec.name] = float(values)
         return out
+
+
+def _find_split_values(problem: CounterfactualProblem) -> None:
+    """Fill in the problem's split values once (the feature scan tries them)."""
+    space = problem.space
+    if getattr(space, "_splits_read", False):
+        return
+    from solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
+
+    space.split_values = split_points(problem)
+    space._splits_read = True  # type: ignore[attr-defined]
 
 
 def _exact_statistics(report: Any) -> ExactStatistics | None:

@@ -198,6 +198,9 @@ class MoveSelectorConfig(_Config):
     """Share of numeric change moves that step locally rather than uniformly in the domain."""
     local_step_scale: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
     """Largest local step, as a fraction of the feature's range."""
+    split_jump_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
+    """Share of numeric change moves that jump to a value just past one of the model's split
+    thresholds (a tree model's; ``EncodedSpace.split_values``), where the decision changes."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -237,6 +240,9 @@ class FeatureScanPhaseConfig(_Config):
 
     type: Literal["feature_scan"] = "feature_scan"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 24
+    split_values: bool = True
+    """Also try each number just past each split threshold of a tree model (``solver.exact.splits``):
+    where the optimal answers land, often far from the original."""
     greedy_steps: Annotated[int, Field(ge=0, le=50)] = 6
     """Then build a counterfactual greedily: take the move with the best goal gain per unit
     of distance and scan again from there, until feasible or this many times (one call each)."""

@@ -32,6 +32,8 @@ class EncodedSpace(Protocol):
     """Grid spacing per column (1 for whole numbers, 0 for any float)."""
     allowed: dict[int, FloatMatrix]
     """Columns restricted to listed values: their sorted allowed values."""
+    split_values: dict[int, FloatMatrix]
+    """Per column, when known: values where the model's decision changes."""
 
     @property
     def n_features(self) -> int:

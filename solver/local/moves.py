@@ -63,6 +63,15 @@ class MoveSelector:
             ]
         )
         self._swap_pairs = self._compatible_pairs() if config.swap_weight > 0 else np.empty((0, 2), dtype=np.intp)
+        # every column's split values end to end: a column's are values[offset : offset + count]
+        counts = np.zeros(space.n_features, dtype=np.intp)
+        parts = []
+        for j, values in sorted(space.split_values.items()):
+            counts[j] = values.size
+            parts.append(values)
+        self._split_counts = counts
+        self._split_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+        self._split_values = np.concatenate(parts) if parts else np.empty(0)
 
     def _compatible_pairs(self) -> np.ndarray:
         """Pairs of mutable features of one kind whose domains are the same."""
@@ -155,7 +164,14 @@ class MoveSelector:
         magnitude = self.config.local_step_scale * span * 10.0 ** rng.uniform(-2.0, 0.0, rows.size)
         local = now + rng.choice((-1.0, 1.0), rows.size) * magnitude
         local_move = (rng.random(rows.size) < self.config.local_step_ratio) & s.graded[columns]
-        numeric = s.to_grid(np.where(local_move, local, uniform), columns)
+        numeric = np.where(local_move, local, uniform)
+        has_splits = self._split_counts[columns] > 0
+        if has_splits.any():  # jump just past a split threshold, where the trees change their decision
+            jump = has_splits & (rng.random(rows.size) < self.config.split_jump_ratio)
+            pick = self._split_offsets[columns] + np.floor(rng.random(rows.size) * self._split_counts[columns])
+            jumped = self._split_values[np.minimum(pick.astype(np.intp), max(self._split_values.size - 1, 0))]
+            numeric = np.where(jump, jumped, numeric)
+        numeric = s.to_grid(numeric, columns)
         stuck = (step > 0) & (numeric == now)  # a step that rounded to nothing: one grid step
         numeric = np.where(stuck, now + rng.choice((-1.0, 1.0), rows.size) * step, numeric)
         numeric = s.to_grid(np.clip(numeric, low, high), columns)

@@ -40,6 +40,9 @@ def scan_rows(
             values = np.linspace(low, high, grid_size)
             if space.step[j] > 0:  # whole numbers, or a float's precision
                 values = np.unique(space.to_grid(values, np.full(values.size, j)))
+        splits = space.split_values.get(int(j))
+        if splits is not None:  # where the model's trees change their decision (solver.exact.splits)
+            values = np.union1d(values, splits[(splits >= low) & (splits <= high)])
         grid = space.allowed.get(int(j))
         if grid is not None:
             values = grid[(grid >= low) & (grid <= high)]

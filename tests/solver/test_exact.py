@@ -38,6 +38,7 @@ from planning import (
 from planning.calculator import ScoreCalculator
 from planning.errors import ProblemError
 from planning.models import adapt_sklearn
+from solver.core.config import FeatureScanPhaseConfig, SolverConfig
 from solver.counterfactual import explain
 
 pytest.importorskip("highspy")
@@ -236,3 +237,42 @@ def test_the_exact_engine_is_never_worse_than_local_search() -> None:
         exact = explain(problem, engine="exact", seed=0)
         local = explain(problem, seed=0)
         assert tuple(exact.score_levels) >= tuple(local.score_levels)
+
+
+def test_split_values_sit_on_both_sides_of_every_threshold() -> None:
+    """What the exact answers teach local search: the values just past each tree threshold."""
+    from solver.exact.splits import split_points
+
+    frame, label, _ = _data()
+    model = _encoded(DecisionTreeClassifier(max_depth=4, random_state=0)).fit(frame, label)
+    problem = CounterfactualProblem(_features(), [ClassGoal(target=1)], adapt_sklearn(model, "ok"))
+    splits = split_points(problem)
+    tree = model[-1].tree_
+    income_column = 3  # after the three one-hot plan columns
+    thresholds = tree.threshold[(tree.feature == income_column) & (tree.children_left >= 0)]
+    assert thresholds.size > 0
+    for t in thresholds:
+        below = np.floor(t * 10 + 1e-9) / 10
+        assert np.isclose(splits[0], below).any() and np.isclose(splits[0], below + 0.1).any()
+    assert 3 not in splits, "a categorical feature has no split values"
+
+
+def test_the_feature_scan_finds_a_narrow_band_only_through_split_values() -> None:
+    """The trees approve only a narrow band of a wide feature, which the scan's evenly spread
+    values miss; with the split values it lands in the band in its one call, as the exact engine
+    does. (On adult's gradient boosting this took local search from 20% to 80% optimal rows.)"""
+    rng = np.random.default_rng(1)
+    wide = np.concatenate([rng.uniform(0, 1e6, 3000), rng.uniform(30_000, 31_000, 300)])
+    other = rng.uniform(0, 10, wide.size)
+    label = ((wide > 30_000) & (wide < 31_000)).astype(int)
+    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(np.column_stack([wide, other]), label)
+    features = [
+        FloatFeature(name="w", value=500_000.0, low=0.0, high=1e6),
+        FloatFeature(name="o", value=5.0, low=0, high=10),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "ok"))
+    scan_only = SolverConfig(phases=(FeatureScanPhaseConfig(greedy_steps=0),))
+    without = SolverConfig(phases=(FeatureScanPhaseConfig(greedy_steps=0, split_values=False),))
+    assert not explain(problem, without, seed=0).valid
+    found = explain(problem, scan_only, seed=0)
+    assert found.valid and 29_000 < found.proposed["w"] < 32_000  # the band, as the tree learned it
