@@ -43,6 +43,11 @@ def add_parser(commands: Any) -> None:
     )
     tune.add_argument("--output", default="tuned-solver.yaml", help="where to write the best configuration")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument(
+        "--engine",
+        choices=["local", "exact", "auto"],
+        help="exact/auto: every trial ends with the exact engine, the tuned local search its warm start",
+    )
 
 
 def run(args: argparse.Namespace, usage: Any) -> int:
@@ -106,6 +111,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         study_name=args.study_name,
         seed=args.seed,
         on_trial=progress,
+        engine=args.engine,
     )
     Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
     _print_report(report, args, Console())

@@ -54,6 +54,7 @@ from solver.core.config import (
 )
 from solver.core.result import CounterfactualResult
 from solver.counterfactual import explain
+from solver.engines import EngineChoice, choose
 
 ENGINES = (
     "tabu_search",
@@ -262,6 +263,7 @@ def tune(
     seed: int = 0,
     pruner: optuna.pruners.BasePruner | None = None,
     on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
+    engine: EngineChoice | None = None,
 ) -> TuningReport:
     """Run (or resume) a study; return the best configuration and the held-out comparison.
 
@@ -286,12 +288,25 @@ def tune(
         Default: ``MedianPruner(n_startup_trials=3, n_warmup_steps=1)``.
     on_trial:
         Called after every trial (progress display).
+    engine:
+        ``exact`` or ``auto`` (:mod:`solver.engines`): every trial's configuration ends with the
+        exact engine (auto: when the first tuning row's problem can be encoded), so the tuned
+        local search is its warm start; the written configuration keeps the exact phase. A study
+        belongs to one engine.
     """
     if not tuning_problems:
         raise ValueError("tuning needs at least one row")
     if n_trials < 0 or budget_seconds <= 0:
         raise ValueError("n_trials must be >= 0 and budget_seconds > 0")
     fingerprint = problem_fingerprint(tuning_problems)  # held-out rows do not score trials
+    if engine is not None and engine != "local":
+        fingerprint = hashlib.sha256(f"{fingerprint}/engine={engine}".encode()).hexdigest()
+
+    def with_engine(config: SolverConfig) -> SolverConfig:
+        return config if engine is None else choose(tuning_problems[0], config, engine)[0]
+
+    with_engine(SolverConfig())  # an engine that cannot take the problem is refused before any trial
+
     study_name = study_name or f"counterplan-{fingerprint[:12]}"
     study = optuna.create_study(
         study_name=study_name,
@@ -320,7 +335,7 @@ def tune(
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
 
     def objective(trial: optuna.Trial) -> float:
-        config = suggest_config(trial, budget_seconds, seed)
+        config = with_engine(suggest_config(trial, budget_seconds, seed))
         costs = []
         for step, problem in enumerate(tuning_problems):
             costs.append(row_cost(explain(problem, config)))
@@ -347,6 +362,7 @@ def tune(
                 importances = {}
     default_heldout = tuned_heldout = None
     if heldout_problems:
-        default_heldout = evaluate_config(heldout_problems, with_budget(SolverConfig(random_seed=seed), budget_seconds))
+        default_config = with_engine(with_budget(SolverConfig(random_seed=seed), budget_seconds))
+        default_heldout = evaluate_config(heldout_problems, default_config)
         tuned_heldout = evaluate_config(heldout_problems, best_config)
     return TuningReport(study, best_config, float(best.value or 0.0), importances, default_heldout, tuned_heldout)

@@ -14,7 +14,6 @@ times wider, at most twice; the report says how many such retries there were.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,7 +141,10 @@ class ExactPhase:
             return bool(is_feasible(scores[0]))
 
         start = formulation.assignment(scope.best_row) if is_feasible(scope.best_score) else None
-        incumbent: Callable[[npt.NDArray[np.float64], float], None] = lambda x, _objective: None  # noqa: E731
+
+        def incumbent(x: npt.NDArray[np.float64], _objective: float) -> None:
+            offer(x)  # each improving incumbent, checked by the model, is a best-solution event
+
         first = solve(
             formulation.milp,
             time_limit=remaining(),

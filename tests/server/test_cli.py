@@ -541,6 +541,19 @@ def test_the_same_explain_locally_and_on_a_server_prints_the_same_json(
         running.stop(0)
 
 
+def test_tune_with_the_exact_engine_writes_its_phase(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("highspy")
+    output = tmp_path / "tuned-exact.yaml"
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    quick = ("--rows", "1", "--heldout", "0", "--trials", "1", "--budget", "0.2", "--storage", storage)
+    code, _, err = _run(capsys, "tune", *quick, "--engine", "exact", "--output", str(output))
+    assert code == 0, err
+    assert "type: exact" in output.read_text()  # the tuned local search is the exact engine's warm start
+    code, out, err = _run(capsys, "explain", "--config", str(output), "--json")
+    assert code == 0, err
+    assert json.loads(out)["statistics"]["engine"] == "exact"
+
+
 def test_tune_checks_its_flags_and_labels_as_explain_does(
     capsys: pytest.CaptureFixture[str], float_label_card: dict[str, Path], tmp_path: Path
 ) -> None:

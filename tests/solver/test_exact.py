@@ -38,7 +38,7 @@ from planning import (
 from planning.calculator import ScoreCalculator
 from planning.errors import ProblemError
 from planning.models import adapt_sklearn
-from solver.core.config import FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
 from solver.counterfactual import explain
 
 pytest.importorskip("highspy")
@@ -276,3 +276,15 @@ def test_the_feature_scan_finds_a_narrow_band_only_through_split_values() -> Non
     assert not explain(problem, without, seed=0).valid
     found = explain(problem, scan_only, seed=0)
     assert found.valid and 29_000 < found.proposed["w"] < 32_000  # the band, as the tree learned it
+
+
+def test_the_exact_phase_streams_its_answers_as_best_solution_events() -> None:
+    frame, label, _ = _data()
+    model = _encoded(GradientBoostingClassifier(n_estimators=25, max_depth=3, random_state=0)).fit(frame, label)
+    problem = CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    heard: list[Any] = []
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0, listeners=[heard.append])
+    assert result.valid and result.statistics.engine == "exact"
+    assert len(heard) >= 2  # the original, then the program's answers as it finds them
+    levels = [tuple(event.score_levels) for event in heard]
+    assert levels == sorted(levels) and levels[-1] == tuple(result.score_levels)
