@@ -358,6 +358,11 @@ def encode_model(formulation: Formulation) -> Output:
     if expected != len(inputs.columns):
         raise NotEncodableError(f"{kind} reads {expected} columns; the pipeline gives {len(inputs.columns)}")
     original = model_input_row(problem, inputs, problem.space.original)
+    if kind.startswith("XGB") and inputs.preprocess is not None and _sparse_output(problem, inputs):
+        raise NotEncodableError(
+            "XGBoost reads this pipeline's sparse output, where a zero counts as missing: "
+            "encode densely (OneHotEncoder(sparse_output=False) or sparse_threshold=0)"
+        )
     for i, lin in enumerate(inputs.columns):  # the decomposition must reproduce the real preprocessing
         if lin[0] or not np.isnan(original[i]):
             mine = evaluate(lin, formulation.assignment_of_original())
@@ -620,6 +625,13 @@ def _leaves_under(tree: Tree, node: int, leaves: dict[int, int]) -> list[int]:
         else:
             stack.extend([int(tree.left[n]), int(tree.right[n])])
     return out
+
+
+def _sparse_output(problem: CounterfactualProblem, inputs: ModelInputs) -> bool:
+    adapter: Any = problem.model
+    row = problem.space.original.reshape(1, -1)
+    data = problem.space.to_frame(row) if adapter.input_kind == "dataframe" else row
+    return hasattr(inputs.preprocess.transform(data), "toarray")
 
 
 def _real_output(problem: CounterfactualProblem, link: str) -> float:

@@ -184,7 +184,7 @@ def _xgboost_tree(root: dict[str, Any], names: list[str] | None) -> Tree:
             continue
         split = node["split"]
         feature[i] = names.index(split) if names is not None and split in names else int(str(split).lstrip("f"))
-        threshold[i] = float(node["split_condition"])
+        threshold[i] = float(np.float32(node["split_condition"]))  # the dump prints float32 values rounded
         left[i], right[i] = int(node["yes"]), int(node["no"])
         missing_left[i] = int(node["missing"]) == int(node["yes"])
     return Tree(feature, threshold, left, right, missing_left, value, strict=True, float32=True)

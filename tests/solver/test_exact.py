@@ -4,6 +4,7 @@ cannot encode is refused by name, and ``auto`` falls back to local search."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -129,6 +130,22 @@ CLASSIFIERS: dict[str, Callable[[], Any]] = {
     ),
     "hist gradient boosting": lambda: _encoded(HistGradientBoostingClassifier(max_iter=20, random_state=0)),
 }
+if importlib.util.find_spec("xgboost") is not None:
+    CLASSIFIERS["xgboost"] = lambda: _encoded(_xgboost())
+if importlib.util.find_spec("lightgbm") is not None:
+    CLASSIFIERS["lightgbm"] = lambda: _encoded(_lightgbm())
+
+
+def _xgboost() -> Any:
+    from xgboost import XGBClassifier
+
+    return XGBClassifier(n_estimators=20, max_depth=3, random_state=0, n_jobs=1)
+
+
+def _lightgbm() -> Any:
+    from lightgbm import LGBMClassifier
+
+    return LGBMClassifier(n_estimators=20, num_leaves=8, random_state=0, n_jobs=1, verbose=-1)
 
 
 @pytest.mark.parametrize("name", list(CLASSIFIERS))
@@ -288,3 +305,19 @@ def test_the_exact_phase_streams_its_answers_as_best_solution_events() -> None:
     assert len(heard) >= 2  # the original, then the program's answers as it finds them
     levels = [tuple(event.score_levels) for event in heard]
     assert levels == sorted(levels) and levels[-1] == tuple(result.score_levels)
+
+
+def test_xgboost_on_sparse_input_is_refused_where_zeros_count_as_missing() -> None:
+    pytest.importorskip("xgboost")
+    frame, label, _ = _data()
+    encode = ColumnTransformer(
+        [
+            ("plan", OneHotEncoder(handle_unknown="ignore"), ["plan"]),
+            ("numbers", "passthrough", ["income", "tenure", "debt"]),
+        ],
+        sparse_threshold=1.0,
+    )
+    model = Pipeline([("encode", encode), ("model", _xgboost())]).fit(frame, label)
+    problem = CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    with pytest.raises(ProblemError, match="a zero counts as missing"):
+        explain(problem, engine="exact", seed=0)
