@@ -125,6 +125,10 @@ def solve(
             np.array(values, dtype=np.float64),
         )
     if start is not None:
+        # with local search's answer as the incumbent, the primal heuristics mostly rediscover
+        # it: off, a 100-tree heloc program was proven in 4.4 s instead of 6.1 s
+        for heuristic in ("mip_heuristic_run_rens", "mip_heuristic_run_rins", "mip_heuristic_run_feasibility_jump"):
+            h.setOptionValue(heuristic, False)
         solution = highspy.HighsSolution()
         solution.col_value = list(map(float, start))
         h.setSolution(solution)
