@@ -92,6 +92,8 @@ class Formulation:
     changes: Expr
     thresholds: list[tuple[int, int, float]] = field(default_factory=list)
     """(variable, feature, raw threshold): the variable is 1 when the feature is above it."""
+    original_sides: dict[int, bool] = field(default_factory=dict)
+    """Threshold variables of a number whose original is off its grid: the original's side."""
     leaves: list[dict[int, int]] = field(default_factory=list)
     """Per tree: leaf node -> its indicator variable."""
     trees: list[Tree] = field(default_factory=list)
@@ -154,7 +156,8 @@ class Formulation:
                 for v in f.value[0]:
                     x[v] = row[j]
         for var, j, t in self.thresholds:
-            x[var] = float(row[j] > t)
+            staying = var in self.original_sides and row[j] == original[j]
+            x[var] = float(self.original_sides[var] if staying else row[j] > t)
         if self.leaves:
             assert self.inputs is not None
             model_row = model_input_row(self.problem, self.inputs, row)
@@ -176,7 +179,9 @@ def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: np
     return np.asarray(data, dtype=np.float64)[0]
 
 
-def build(problem: CounterfactualProblem, goal_epsilon: float = 1e-6) -> Formulation:
+def build(
+    problem: CounterfactualProblem, goal_epsilon: float = 1e-6, probability_epsilon: float = 0.0
+) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built."""
     check_problem(problem)
     milp = Milp()
@@ -199,7 +204,7 @@ def build(problem: CounterfactualProblem, goal_epsilon: float = 1e-6) -> Formula
         milp.row(changes, -INF, float(problem.max_changed_features))
     formulation = Formulation(problem, milp, features, Output(({}, 0.0), "value", ""), distance, changes)
     formulation.output = encode_model(formulation)
-    _goal(formulation, goal_epsilon)
+    _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
     milp.minimise(distance)
     return formulation
 
@@ -440,7 +445,7 @@ def _trees(
         a, b = _affine_in_feature(lin, f.value)  # a number: the column is a * value + b
         if a == 0.0:
             return not tree.goes_left(node, float(original[column]))
-        if f.grid is not None and f.stay is None and a > 0:
+        if f.grid is not None and a > 0:
             exact = _grid_threshold(formulation, raw, thresholds, f, tree, node, (a, b))
             if exact is not None:
                 return exact
@@ -598,19 +603,34 @@ def _grid_threshold(  # noqa: PLR0917 - one call site
     if rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights)):
         return None
     last_left = window[rights.index(True) - 1]
-    low, high = int(milp.lower[steps]), int(milp.upper[steps])
-    if last_left >= high:
+    space = formulation.problem.space
+    low = math.ceil(float(space.grid_lower[f.index]) * per_unit - 1e-9)
+    high = math.floor(float(space.grid_upper[f.index]) * per_unit + 1e-9)
+    original_right = not tree.goes_left(node, a * float(space.original[f.index]) + b)
+    if f.stay is None and last_left >= high:
         return False
-    if last_left < low:
+    if f.stay is None and last_left < low:
         return True
     key = (last_left + 0.5) / per_unit  # between the last grid value on the left and the first on the right
+    if f.stay is not None:  # two thresholds in one grid step may put the original on either side
+        key += (-1e-6 if original_right else 1e-6) / per_unit
     existing = raw.setdefault(f.index, {})
     if key not in existing:
-        var = milp.binary(f"{formulation.problem.space.features[f.index].name}>{key:.6g}")
-        milp.row({steps: 1.0, var: -(last_left + 1 - low)}, low, INF)  # right: steps >= last_left + 1
-        milp.row({steps: 1.0, var: -(high - last_left)}, -INF, last_left)  # left: steps <= last_left
+        var = milp.binary(f"{space.features[f.index].name}>{key:.6g}")
+        if f.stay is None:
+            milp.row({steps: 1.0, var: -(last_left + 1 - low)}, low, INF)  # right: steps >= last_left + 1
+            milp.row({steps: 1.0, var: -(high - last_left)}, -INF, last_left)  # left: steps <= last_left
+        else:  # an original off the grid: the rows hold on the grid; staying, the original's side holds
+            big = float(max(abs(last_left) + 1, abs(low), abs(high)) + 1)
+            milp.row({steps: 1.0, var: -(last_left + 1 - low), f.stay: big}, low, INF)
+            milp.row({steps: 1.0, var: -(high - last_left), f.stay: -big}, -INF, last_left)
+            milp.row({var: 1.0, f.stay: -1.0} if original_right else {var: 1.0, f.stay: 1.0}, *(
+                (0.0, INF) if original_right else (-INF, 1.0)
+            ))
         existing[key] = var
         thresholds.append((var, f.index, key))
+        if f.stay is not None:
+            formulation.original_sides[var] = original_right
     return {existing[key]: 1.0}, 0.0
 
 

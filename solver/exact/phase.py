@@ -85,7 +85,9 @@ class ExactPhase:
         try:
             while True:
                 try:
-                    formulation = build(scope.problem, goal_epsilon=epsilon)
+                    # a forest's averaged probability meets a goal exactly at the threshold (the score
+                    # counts it valid): no margin on it, unless the model rejected an answer
+                    formulation = build(scope.problem, epsilon, probability_epsilon=epsilon if retries else 0.0)
                 except NotEncodableError as exc:
                     scope.exact = ExactReport("not encodable", reason=str(exc))
                     return

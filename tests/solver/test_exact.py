@@ -109,7 +109,8 @@ def _brute_force(problem: CounterfactualProblem) -> np.ndarray:
         else:
             per_unit = space.grid_scale[j]
             low, high = round(space.grid_lower[j] * per_unit), round(space.grid_upper[j] * per_unit)
-            axes.append([k / per_unit for k in range(low, high + 1)])
+            values = [k / per_unit for k in range(low, high + 1)]
+            axes.append(sorted({*values, float(space.original[j])}))  # an original off the grid may stay
     X = np.array(list(itertools.product(*axes)), dtype=np.float64)
     scores = ScoreCalculator(problem).calculate(X).scores
     feasible = scores[(scores[:, :3] >= 0.0).all(axis=1)]
@@ -162,6 +163,23 @@ def test_the_exact_optimum_of_a_classifier_equals_brute_force(name: str) -> None
     assert result.score_levels[4] == best[4]
     proba = model.predict_proba(pd.DataFrame([result.proposed]))[0, 1]  # checked by the real model, again
     assert proba >= 0.705
+
+
+@pytest.mark.parametrize("name", ["decision tree", "random forest", "gradient boosting", "hist gradient boosting"])
+def test_an_original_off_its_grid_may_stay_or_move_onto_the_grid(name: str) -> None:
+    """income 2.05 with one decimal: the answer keeps it as it is or moves it onto the grid;
+    trees' splits are still decided exactly, the original's side by the tree itself."""
+    frame, label, _ = _data()
+    model = CLASSIFIERS[name]().fit(frame, label)
+    problem = CounterfactualProblem(
+        _features(income={"value": 2.05}, debt={"value": 2.95}),
+        [ClassGoal(target=1, confidence=0.7)],
+        adapt_sklearn(model, "ok"),
+    )
+    result = explain(problem, engine="exact", seed=0)
+    best = _brute_force(problem)
+    assert result.valid and result.statistics.exact is not None and result.statistics.exact.proven
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9), (result.score, best)
 
 
 def test_rules_are_kept_exactly() -> None:
