@@ -18,6 +18,7 @@ from solver.core.events import BestSolutionChanged, EngineListener
 from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
 from solver.core.scope import Progress, SolverScope
 from solver.core.termination import Termination, wall_limit
+from solver.local.phase import announce
 
 if TYPE_CHECKING:
     from solver.exact.phase import ExactPhase
@@ -117,6 +118,8 @@ class Solver:
             if self._terminate.is_set():
                 scope.termination_reason = "terminated early"
                 break
+            if isinstance(phase_config, BoundaryPolishPhaseConfig):
+                _offer_deferred(scope, listeners)
             phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase
             if isinstance(phase_config, ExactPhaseConfig):
                 from solver.exact.phase import ExactPhase  # noqa: PLC0415 - loads HiGHS only when asked
@@ -131,6 +134,7 @@ class Solver:
             phase.solve(scope, termination, listeners)
             if scope.termination_reason and not scope.termination_reason.startswith("phase "):
                 break
+        _offer_deferred(scope, listeners)
         return SolveOutcome(
             best_row=scope.best_row,
             best_score=scope.best_score,
@@ -144,6 +148,14 @@ class Solver:
             pool=_merge_pool(scope.pool, start[0], start_score) if self.collect_pool else None,
             exact=scope.exact,
         )
+
+
+def _offer_deferred(scope: SolverScope, listeners: list[EngineListener]) -> None:
+    """Offer the rows a phase set aside (uncounted: their scoring was a step already)."""
+    for rows, scores in scope.deferred:
+        if scope.offer(rows, scores, [], count=False):
+            announce(scope, listeners)
+    scope.deferred.clear()
 
 
 def _polishes_routes(config: SolverConfig) -> bool:

@@ -68,6 +68,8 @@ class SolverScope:
     """Seconds after the solve's start when its termination ends it whatever else happens."""
     exact: Any = None
     """The exact engine's report, when it ran (:class:`solver.exact.phase.ExactReport`)."""
+    deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
+    """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
 
     def _compact_pool(self) -> None:
         """Keep the pool within :data:`~solver.core.budget.POOL_MAX_VALUES`: each row once, the three
