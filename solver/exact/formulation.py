@@ -92,6 +92,8 @@ class Formulation:
     changes: Expr
     thresholds: list[tuple[int, int, float]] = field(default_factory=list)
     """(variable, feature, raw threshold): the variable is 1 when the feature is above it."""
+    bands: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Threshold variable -> the nearest values its feature may take below and above it."""
     original_sides: dict[int, bool] = field(default_factory=dict)
     """Threshold variables of a number whose original is off its grid: the original's side."""
     leaves: list[dict[int, int]] = field(default_factory=list)
@@ -494,12 +496,36 @@ def _trees(
         formulation.leaves.append(leaves)
         formulation.trees.append(tree)
     formulation.thresholds = thresholds
+    _crossing_rows(formulation)
     for variables in raw.values():  # above a higher threshold implies above a lower one
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
             milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
     offset = _real_output(problem, ensemble.link) - ensemble.total(original)
     return Output((total, offset), ensemble.link, ensemble.description)
+
+
+def _crossing_rows(formulation: Formulation) -> None:
+    """Valid inequalities that tighten the relaxation: crossing a threshold away from the
+    original changes the feature and costs at least the distance to the threshold's far side.
+    (The big-M rows imply both for integral values; the relaxation learns them only from these.)"""
+    milp = formulation.milp
+    space = formulation.problem.space
+    for var, j, _ in formulation.thresholds:
+        f = formulation.features[j]
+        if f.changed is None:
+            continue
+        below, above = formulation.bands[var]
+        o = float(space.original[j])
+        right = formulation.original_sides.get(var, o > (below + above) / 2.0)
+        if not right:  # the original lies below: var = 1 means a change up to `above` at least
+            milp.row({var: 1.0, f.changed: -1.0}, -INF, 0.0)
+            if f.distance is not None and above > o:
+                milp.row({f.distance: 1.0, var: -(above - o)}, 0.0, INF)
+        else:  # the original lies above: var = 0 means a change down to `below` at least
+            milp.row({var: -1.0, f.changed: -1.0}, -INF, -1.0 + 0.0)
+            if f.distance is not None and o > below:
+                milp.row({f.distance: 1.0, var: (o - below)}, o - below, INF)
 
 
 def _unit(indicator: Lin, n: int) -> npt.NDArray[np.float64]:
@@ -571,6 +597,7 @@ def _threshold_var(  # noqa: PLR0917 - one call site
     milp.row(add(terms, {var: -(high - t + margin)}), -INF, t - margin - constant)
     existing[t] = var
     thresholds.append((var, j, t))
+    formulation.bands[var] = (t - margin, t + margin)
     return var
 
 
@@ -629,6 +656,7 @@ def _grid_threshold(  # noqa: PLR0917 - one call site
             ))
         existing[key] = var
         thresholds.append((var, f.index, key))
+        formulation.bands[var] = (last_left / per_unit, (last_left + 1) / per_unit)
         if f.stay is not None:
             formulation.original_sides[var] = original_right
     return {existing[key]: 1.0}, 0.0

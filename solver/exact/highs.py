@@ -82,9 +82,6 @@ def solve(
     h.setOptionValue("mip_rel_gap", float(relative_gap))
     h.setOptionValue("mip_abs_gap", 1e-9)
     h.setOptionValue("random_seed", 0)
-    # Presolve spends most of the time on these programs (big-M rows over wide domains) and
-    # gains little: off, the demo's 100-tree program is proven in a third of the time.
-    h.setOptionValue("presolve", "off")
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 0.001))
     if node_limit is not None:
