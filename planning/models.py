@@ -45,6 +45,10 @@ def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
 class SklearnClassifierAdapter:
     """A fitted scikit-learn classifier (or pipeline ending in one), via ``predict_proba``.
 
+    A classifier without probabilities (``LinearSVC``, ``RidgeClassifier``) gives its predicted
+    label as certainty (1 for the predicted class, 0 for the others): a class goal is met exactly
+    when the model predicts the class, whatever the confidence asked.
+
     Parameters
     ----------
     model:
@@ -58,8 +62,9 @@ class SklearnClassifierAdapter:
     """
 
     def __init__(self, model: Any, output: str = "prediction", input_kind: InputKind | None = None) -> None:
-        if not hasattr(model, "predict_proba"):
-            raise ModelAdapterError("model", f"{type(model).__name__} has no predict_proba")
+        self.labels_only = not hasattr(model, "predict_proba")
+        if self.labels_only and not hasattr(model, "predict"):
+            raise ModelAdapterError("model", f"{type(model).__name__} has neither predict_proba nor predict")
         classes = getattr(model, "classes_", None)
         if classes is None:
             raise ModelAdapterError("model", f"{type(model).__name__} is not fitted (no classes_)")
@@ -76,7 +81,13 @@ class SklearnClassifierAdapter:
 
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """Class probabilities for every candidate, one ``predict_proba`` call."""
-        proba = np.asarray(self.model.predict_proba(_model_input(X, space, self.input_kind)), dtype=np.float64)
+        data = _model_input(X, space, self.input_kind)
+        if self.labels_only:
+            labels = np.asarray(self.model.predict(data))
+            classes = np.asarray(self.model.classes_)
+            proba = (labels.reshape(-1, 1) == classes.reshape(1, -1)).astype(np.float64)
+            return {self._outputs[0].name: proba}
+        proba = np.asarray(self.model.predict_proba(data), dtype=np.float64)
         return {self._outputs[0].name: proba}
 
 

@@ -34,7 +34,9 @@ from solver.exact.inputs import Column, Lin, ModelInputs, NotEncodableError, dec
 from solver.exact.milp import INF, Expr, Milp, add
 from solver.exact.trees import Ensemble, Tree, read_ensemble
 
-LINEAR_CLASSIFIERS = ("LogisticRegression", "LogisticRegressionCV", "SGDClassifier")
+LINEAR_CLASSIFIERS = ("LogisticRegression", "LogisticRegressionCV", "SGDClassifier", "LinearSVC", "RidgeClassifier")
+LABEL_ONLY = ("LinearSVC", "RidgeClassifier")
+"""Linear classifiers without probabilities: the predicted label is the side of the hyperplane."""
 LINEAR_REGRESSORS = (
     "LinearRegression",
     "Ridge",
@@ -390,6 +392,8 @@ def _linear(estimator: Any, kind: str, inputs: ModelInputs, original: npt.NDArra
             raise NotEncodableError(f"{kind} with {len(estimator.classes_)} classes (a softmax is not linear)")
         if kind == "SGDClassifier" and estimator.loss != "log_loss":
             raise NotEncodableError(f"SGDClassifier with loss {estimator.loss!r} has no logistic link")
+        if kind in LABEL_ONLY:
+            link = "label"
     coef = np.asarray(estimator.coef_, dtype=np.float64).reshape(-1)
     if coef.size != len(inputs.columns):
         raise NotEncodableError(f"{kind} has several outputs")
@@ -402,7 +406,11 @@ def _linear(estimator: Any, kind: str, inputs: ModelInputs, original: npt.NDArra
             continue
         terms = add(terms, lin[0], float(coef[c]))
         constant += float(coef[c]) * lin[1]
-    return Output((terms, constant), "logit" if classifier else "value", kind)
+    if not classifier:
+        link = "value"
+    elif kind not in LABEL_ONLY:
+        link = "logit"
+    return Output((terms, constant), link, kind)
 
 
 def _trees(
@@ -715,6 +723,12 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
         needed = min(round(goal.confidence + goal.margin, 12), 1.0) if goal.confidence is not None else 0.0
         p = max((1.0 + goal.margin) / 2.0, needed)
         target_is_one = bound.class_index == 1
+        if link == "label":  # the predicted label is certain: the right side of the hyperplane is enough
+            if target_is_one:
+                milp.row(terms, epsilon - constant, INF)
+            else:
+                milp.row(terms, -INF, -epsilon - constant)
+            return
         if link == "probability":
             limit = min(p + epsilon, 1.0)
             if target_is_one:

@@ -23,6 +23,7 @@ from sklearn.ensemble import (
 )
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neighbors import KNeighborsClassifier
+from sklearn.svm import LinearSVC
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, RobustScaler, StandardScaler
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -122,6 +123,7 @@ CLASSIFIERS: dict[str, Callable[[], Any]] = {
     "logistic regression, standard scaler": lambda: _encoded(LogisticRegression(max_iter=1000), StandardScaler()),
     "logistic regression, min-max scaler": lambda: _encoded(LogisticRegression(max_iter=1000), MinMaxScaler()),
     "logistic regression, robust scaler": lambda: _encoded(LogisticRegression(max_iter=1000), RobustScaler()),
+    "linear svc (labels only)": lambda: _encoded(LinearSVC(), StandardScaler()),
     "decision tree": lambda: _encoded(DecisionTreeClassifier(max_depth=4, random_state=0)),
     "random forest": lambda: _encoded(RandomForestClassifier(n_estimators=15, max_depth=4, random_state=0)),
     "extra trees": lambda: _encoded(ExtraTreesClassifier(n_estimators=10, max_depth=4, random_state=0)),
@@ -161,7 +163,8 @@ def test_the_exact_optimum_of_a_classifier_equals_brute_force(name: str) -> None
     assert result.valid and result.statistics.engine == "exact"
     assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9), (result.score, best)
     assert result.score_levels[4] == best[4]
-    proba = model.predict_proba(pd.DataFrame([result.proposed]))[0, 1]  # checked by the real model, again
+    row = problem.space.encode(result.proposed).reshape(1, -1)
+    proba = problem.model.predict(row, problem.space)["ok"][0, 1]  # checked by the real model, again
     assert proba >= 0.705
 
 
