@@ -183,9 +183,7 @@ def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: np
     return np.asarray(data, dtype=np.float64)[0]
 
 
-def build(
-    problem: CounterfactualProblem, goal_epsilon: float = 1e-6, probability_epsilon: float = 0.0
-) -> Formulation:
+def build(problem: CounterfactualProblem, goal_epsilon: float = 1e-6, probability_epsilon: float = 0.0) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built."""
     check_problem(problem)
     milp = Milp()
@@ -659,9 +657,10 @@ def _grid_threshold(  # noqa: PLR0917 - one call site
             big = float(max(abs(last_left) + 1, abs(low), abs(high)) + 1)
             milp.row({steps: 1.0, var: -(last_left + 1 - low), f.stay: big}, low, INF)
             milp.row({steps: 1.0, var: -(high - last_left), f.stay: -big}, -INF, last_left)
-            milp.row({var: 1.0, f.stay: -1.0} if original_right else {var: 1.0, f.stay: 1.0}, *(
-                (0.0, INF) if original_right else (-INF, 1.0)
-            ))
+            milp.row(
+                {var: 1.0, f.stay: -1.0} if original_right else {var: 1.0, f.stay: 1.0},
+                *((0.0, INF) if original_right else (-INF, 1.0)),
+            )
         existing[key] = var
         thresholds.append((var, f.index, key))
         formulation.bands[var] = (last_left / per_unit, (last_left + 1) / per_unit)
