@@ -118,7 +118,7 @@ class CounterfactualResult(BaseModel):
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
             exact = self.statistics.exact
-            if exact is not None and exact.status == "infeasible":
+            if exact is not None and exact.status == "infeasible" and exact.proven:
                 return "no counterfactual exists within the domains and rules: the exact engine proved it"
             if self.failure is not None and not self.feasible:
                 return f"no valid counterfactual: {self.failure}"

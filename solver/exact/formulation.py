@@ -80,6 +80,9 @@ class Output:
     lin: Lin
     link: str
     description: str
+    classes: list[Lin] | None = None
+    """For a multi-class model: each class's probability (``link`` probability) or score
+    (``logit``: the softmax's inputs)."""
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Formulation:
     """(variable, feature, raw threshold): the variable is 1 when the feature is above it."""
     bands: dict[int, tuple[float, float]] = field(default_factory=dict)
     """Threshold variable -> the nearest values its feature may take below and above it."""
+    conservative: str | None = None
+    """Why the program is stricter than the problem (a multi-class softmax), when it is."""
     original_sides: dict[int, bool] = field(default_factory=dict)
     """Threshold variables of a number whose original is off its grid: the original's side."""
     leaves: list[dict[int, int]] = field(default_factory=list)
@@ -385,9 +390,15 @@ def encode_model(formulation: Formulation) -> Output:
 
 def _linear(estimator: Any, kind: str, inputs: ModelInputs, original: npt.NDArray[np.float64]) -> Output:
     classifier = kind in LINEAR_CLASSIFIERS
+    if classifier and len(estimator.classes_) > 2:
+        if kind not in ("LogisticRegression", "LogisticRegressionCV"):
+            raise NotEncodableError(f"a multi-class {kind}")
+        coefs = np.asarray(estimator.coef_, dtype=np.float64)
+        scores = [
+            _affine_output(coefs[k], float(estimator.intercept_[k]), inputs, original) for k in range(coefs.shape[0])
+        ]
+        return Output(scores[0], "logit", kind, classes=scores)
     if classifier:
-        if len(estimator.classes_) != 2:
-            raise NotEncodableError(f"{kind} with {len(estimator.classes_)} classes (a softmax is not linear)")
         if kind == "SGDClassifier" and estimator.loss != "log_loss":
             raise NotEncodableError(f"SGDClassifier with loss {estimator.loss!r} has no logistic link")
         if kind in LABEL_ONLY:
@@ -409,6 +420,18 @@ def _linear(estimator: Any, kind: str, inputs: ModelInputs, original: npt.NDArra
     elif kind not in LABEL_ONLY:
         link = "logit"
     return Output((terms, constant), link, kind)
+
+
+def _affine_output(coef: npt.NDArray[np.float64], intercept: float, inputs: ModelInputs, original: Any) -> Lin:
+    terms: Expr = {}
+    constant = intercept
+    for c, (lin, value) in enumerate(zip(inputs.columns, original, strict=True)):
+        if not lin[0]:
+            constant += float(coef[c]) * float(value)
+            continue
+        terms = add(terms, lin[0], float(coef[c]))
+        constant += float(coef[c]) * lin[1]
+    return terms, constant
 
 
 def _trees(
@@ -468,7 +491,8 @@ def _trees(
             return above if a > 0 else not above
         return ({above: 1.0}, 0.0) if a > 0 else ({above: -1.0}, 1.0)
 
-    total: Expr = {}
+    outputs = ensemble.outputs
+    totals: list[Expr] = [{} for _ in range(outputs)]
     for t_index, tree in enumerate(ensemble.trees):
         splits = {}
         leaves: dict[int, int] = {}
@@ -498,7 +522,9 @@ def _trees(
             if right_leaves:  # sum(right) <= right
                 milp.row(add(dict.fromkeys(right_leaves, 1.0), terms, -1.0), -INF, constant)
         for leaf, var in leaves.items():
-            total = add(total, {var: ensemble.weight * float(tree.value[leaf])})
+            for k in range(outputs):
+                if tree.value[leaf, k] != 0.0:
+                    totals[k][var] = totals[k].get(var, 0.0) + ensemble.weight * float(tree.value[leaf, k])
         formulation.leaves.append(leaves)
         formulation.trees.append(tree)
     formulation.thresholds = thresholds
@@ -507,8 +533,11 @@ def _trees(
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
             milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
-    offset = _real_output(problem, ensemble.link) - ensemble.total(original)
-    return Output((total, offset), ensemble.link, ensemble.description)
+    offsets = _real_output(problem, ensemble.link, outputs) - ensemble.total(original)
+    lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
+    if outputs == 1:
+        return Output(lins[0], ensemble.link, ensemble.description)
+    return Output(lins[0], ensemble.link, ensemble.description, classes=lins)
 
 
 def _crossing_rows(formulation: Formulation) -> None:
@@ -689,22 +718,28 @@ def _sparse_output(problem: CounterfactualProblem, inputs: ModelInputs) -> bool:
     return hasattr(inputs.preprocess.transform(data), "toarray")
 
 
-def _real_output(problem: CounterfactualProblem, link: str) -> float:
-    """The real model's output at the original: class 1's probability or logit, or the value."""
+def _real_output(problem: CounterfactualProblem, link: str, outputs: int = 1) -> npt.NDArray[np.float64]:
+    """The real model's outputs at the original: class 1's probability or logit (or each class's,
+    for a multi-class model), or the value."""
     adapter: Any = problem.model
     model = adapter.model
     original = problem.space.original.reshape(1, -1)
     data = problem.space.to_frame(original) if adapter.input_kind == "dataframe" else original
     if link == "probability":
-        return float(model.predict_proba(data)[0, 1])
+        proba: npt.NDArray[np.float64] = np.asarray(model.predict_proba(data), dtype=np.float64)[0]
+        return proba if outputs > 1 else proba[1:2]
     if link == "logit":
         final = model.steps[-1][1] if hasattr(model, "steps") else model
         if hasattr(final, "decision_function"):
-            return float(np.ravel(model.decision_function(data))[0])
-        if hasattr(final, "get_booster"):  # XGBoost: the margin before the sigmoid
-            return float(np.ravel(model.predict(data, output_margin=True))[0])
-        return float(np.ravel(model.predict(data, raw_score=True))[0])  # LightGBM
-    return float(np.ravel(model.predict(data))[0])
+            raw = model.decision_function(data)
+        elif hasattr(final, "get_booster"):  # XGBoost: the margin before the sigmoid
+            raw = model.predict(data, output_margin=True)
+        else:
+            raw = model.predict(data, raw_score=True)  # LightGBM
+        scores: npt.NDArray[np.float64] = np.asarray(raw, dtype=np.float64).reshape(-1)[:outputs]
+        return scores
+    value: npt.NDArray[np.float64] = np.asarray(model.predict(data), dtype=np.float64).reshape(-1)[:1]
+    return value
 
 
 def _goal(formulation: Formulation, epsilon: float) -> None:
@@ -717,8 +752,9 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
     milp = formulation.milp
     if isinstance(goal, ClassGoal):
         classes = bound.output.classes or ()
-        if len(classes) != 2:
-            raise NotEncodableError("a class goal on a model with more than two classes")
+        if len(classes) > 2:
+            _multi_class_goal(formulation, bound.class_index, goal, epsilon)
+            return
         needed = min(round(goal.confidence + goal.margin, 12), 1.0) if goal.confidence is not None else 0.0
         p = max((1.0 + goal.margin) / 2.0, needed)
         target_is_one = bound.class_index == 1
@@ -749,6 +785,41 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
         raise NotEncodableError("a numeric goal on a classifier")
     low, high = _numeric_interval(goal, epsilon)
     milp.row(terms, low - constant, high - constant)
+
+
+def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, epsilon: float) -> None:
+    """A class goal on a multi-class model. Averaged probabilities (a forest) state it exactly:
+    the target ahead of every other class by the margin (strictly ahead of an earlier class, which
+    wins a tie) and at least the confidence. Softmax scores (boosting, a multinomial logistic
+    regression) are not linear in the probabilities; a sufficient condition is used instead: every
+    other score below the target's by ``log(p (K - 1) / (1 - p))``, which guarantees probability
+    ``p`` and hence the lead. Its optimum is then not proven (the report says so)."""
+    output = formulation.output
+    assert output.classes is not None
+    milp = formulation.milp
+    needed = min(round(goal.confidence + goal.margin, 12), 1.0) if goal.confidence is not None else 0.0
+    target_terms, target_constant = output.classes[target]
+    k = len(output.classes)
+    if output.link == "probability":
+        for j, (terms, constant) in enumerate(output.classes):
+            if j == target:
+                continue
+            lead = goal.margin + (1e-9 if j < target and goal.margin == 0.0 else 0.0) + epsilon
+            milp.row(add(target_terms, terms, -1.0), lead - target_constant + constant, INF)
+        if needed > 0.0:
+            milp.row(target_terms, min(needed + epsilon, 1.0) - target_constant, INF)
+        return
+    p = max((1.0 + goal.margin) / 2.0, needed)
+    if p >= 1.0:
+        raise NotEncodableError("a class goal needing probability 1 is out of a softmax's reach")
+    gap = math.log(p * (k - 1) / (1.0 - p)) + epsilon
+    for j, (terms, constant) in enumerate(output.classes):
+        if j != target:
+            milp.row(add(target_terms, terms, -1.0), gap - target_constant + constant, INF)
+    formulation.conservative = (
+        f"a softmax over {k} classes: each other score kept {gap:.3g} below the target's, which guarantees "
+        f"probability {p:.3g}; the true optimum may be closer"
+    )
 
 
 def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[float, float]:

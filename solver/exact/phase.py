@@ -61,6 +61,8 @@ class ExactReport:
     @property
     def proven(self) -> bool:
         """True when the optimum (or infeasibility) is proven and the answer verified."""
+        if self.reason:  # a stricter program than the problem (a multi-class softmax)
+            return False
         return self.status == "infeasible" or (self.status == "optimal" and self.verified)
 
 
@@ -114,6 +116,7 @@ class ExactPhase:
             constraints=len(milp.rows),
             verified=verified,
             retries=retries,
+            reason=formulation.conservative or "",
         )
 
     def _run(

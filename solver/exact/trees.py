@@ -33,6 +33,8 @@ class Tree:
     right: npt.NDArray[np.intp]
     missing_left: npt.NDArray[np.bool_]
     value: npt.NDArray[np.float64]
+    """``(n_nodes, n_outputs)``: each leaf's contribution to each output (one output, or one per
+    class of a multi-class model)."""
     strict: bool = False
     """True when ``x < threshold`` goes left (XGBoost), else ``x <= threshold``."""
     float32: bool = False
@@ -63,12 +65,18 @@ class Ensemble:
     link: Link
     description: str
 
-    def total(self, row: npt.NDArray[np.float64]) -> float:
-        """``weight * sum of leaf values`` at ``row``, without the offset."""
-        return self.weight * float(sum(t.value[t.leaf(row)] for t in self.trees))
+    def total(self, row: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Per output, ``weight * sum of leaf values`` at ``row``, without the offset."""
+        total: npt.NDArray[np.float64] = self.weight * np.sum([t.value[t.leaf(row)] for t in self.trees], axis=0)
+        return total
+
+    @property
+    def outputs(self) -> int:
+        """1, or the number of classes of a multi-class model."""
+        return int(self.trees[0].value.shape[1])
 
 
-def _sklearn_tree(tree: Any, column: int, normalise: bool) -> Tree:
+def _sklearn_tree(tree: Any, columns: list[int] | None, normalise: bool) -> Tree:
     t = tree.tree_
     values = np.asarray(t.value, dtype=np.float64)[:, 0, :]
     if normalise:
@@ -82,45 +90,69 @@ def _sklearn_tree(tree: Any, column: int, normalise: bool) -> Tree:
         left=np.asarray(t.children_left, dtype=np.intp),
         right=np.asarray(t.children_right, dtype=np.intp),
         missing_left=np.asarray(missing, dtype=bool) if missing is not None else np.zeros(n, dtype=bool),
-        value=values[:, column].copy(),
+        value=(values if columns is None else values[:, columns]).copy(),
         float32=True,
     )
 
 
-def _binary(estimator: Any) -> None:
+def _classes(estimator: Any) -> int:
     classes = getattr(estimator, "classes_", None)
-    if classes is not None and len(classes) != 2:
-        raise NotEncodableError(
-            f"{type(estimator).__name__} has {len(classes)} classes: the exact engine encodes binary classifiers "
-            "and regressors (a multi-class confidence is not linear in the trees)"
-        )
+    return 0 if classes is None else len(classes)
+
+
+def _one_hot_value(tree: Tree, k: int, n: int) -> Tree:
+    """``tree``'s one output as column ``k`` of ``n`` (a boosted tree of one class)."""
+    value = np.zeros((tree.value.shape[0], n))
+    value[:, k] = tree.value[:, 0]
+    return Tree(
+        tree.feature, tree.threshold, tree.left, tree.right, tree.missing_left, value, tree.strict, tree.float32
+    )
 
 
 def read_ensemble(estimator: Any) -> Ensemble:
-    """The trees of ``estimator``'s output: class 1's probability or logit, or the value."""
+    """The trees of ``estimator``'s output: class 1's probability or logit (one output), every
+    class's (one output per class of a multi-class model), or the value."""
     kind = type(estimator).__name__
     classifier = hasattr(estimator, "classes_")
-    _binary(estimator)
+    n_classes = _classes(estimator)
+    columns = None if n_classes > 2 else [1]  # binary: class 1's probability
     if kind in ("DecisionTreeClassifier", "ExtraTreeClassifier"):
-        return Ensemble([_sklearn_tree(estimator, 1, True)], 1.0, "probability", kind)
+        return Ensemble([_sklearn_tree(estimator, columns, True)], 1.0, "probability", kind)
     if kind in ("DecisionTreeRegressor", "ExtraTreeRegressor"):
         _single_output(estimator)
-        return Ensemble([_sklearn_tree(estimator, 0, False)], 1.0, "value", kind)
+        return Ensemble([_sklearn_tree(estimator, [0], False)], 1.0, "value", kind)
     if kind in ("RandomForestClassifier", "ExtraTreesClassifier"):
-        trees = [_sklearn_tree(e, 1, True) for e in estimator.estimators_]
+        trees = [_sklearn_tree(e, columns, True) for e in estimator.estimators_]
         return Ensemble(trees, 1.0 / len(trees), "probability", f"{kind} ({len(trees)} trees)")
     if kind in ("RandomForestRegressor", "ExtraTreesRegressor"):
         _single_output(estimator)
-        trees = [_sklearn_tree(e, 0, False) for e in estimator.estimators_]
+        trees = [_sklearn_tree(e, [0], False) for e in estimator.estimators_]
         return Ensemble(trees, 1.0 / len(trees), "value", f"{kind} ({len(trees)} trees)")
     if kind in ("GradientBoostingClassifier", "GradientBoostingRegressor"):
         if classifier and getattr(estimator, "loss", "log_loss") not in ("log_loss", "deviance"):
             raise NotEncodableError(f"{kind} with loss {estimator.loss!r}: only log_loss has a logistic link")
-        trees = [_sklearn_tree(e, 0, False) for e in estimator.estimators_[:, 0]]
+        if not classifier and getattr(estimator, "loss", "squared_error") not in (
+            "squared_error",
+            "absolute_error",
+            "huber",
+            "quantile",
+        ):
+            raise NotEncodableError(f"{kind} with loss {estimator.loss!r}")
+        stages = estimator.estimators_
+        if stages.shape[1] > 1:  # one tree per class per stage
+            trees = [
+                _one_hot_value(_sklearn_tree(e, [0], False), k, stages.shape[1])
+                for row in stages
+                for k, e in enumerate(row)
+            ]
+        else:
+            trees = [_sklearn_tree(e, [0], False) for e in stages[:, 0]]
         link: Link = "logit" if classifier else "value"
         return Ensemble(trees, float(estimator.learning_rate), link, f"{kind} ({len(trees)} trees)")
     if kind in ("HistGradientBoostingClassifier", "HistGradientBoostingRegressor"):
         return _hist(estimator, kind, classifier)
+    if n_classes > 2:
+        raise NotEncodableError(f"a multi-class {kind}: the exact engine reads scikit-learn's multi-class ensembles")
     if kind in ("XGBClassifier", "XGBRegressor"):
         return _xgboost(estimator, kind, classifier)
     if kind in ("LGBMClassifier", "LGBMRegressor"):
@@ -136,20 +168,26 @@ def _single_output(estimator: Any) -> None:
 def _hist(estimator: Any, kind: str, classifier: bool) -> Ensemble:
     if getattr(estimator, "is_categorical_", None) is not None and np.any(estimator.is_categorical_):
         raise NotEncodableError(f"{kind} with native categorical splits")
+    if not classifier and getattr(estimator, "loss", "squared_error") not in (
+        "squared_error",
+        "absolute_error",
+        "quantile",
+    ):
+        raise NotEncodableError(f"{kind} with loss {estimator.loss!r} (its link is not the identity)")
     trees = []
     for predictors in estimator._predictors:
-        nodes = predictors[0].nodes
-        leaf = nodes["is_leaf"].astype(bool)
-        trees.append(
-            Tree(
+        for k, predictor in enumerate(predictors):
+            nodes = predictor.nodes
+            leaf = nodes["is_leaf"].astype(bool)
+            tree = Tree(
                 feature=np.where(leaf, -1, nodes["feature_idx"]).astype(np.intp),
                 threshold=nodes["num_threshold"].astype(np.float64),
                 left=nodes["left"].astype(np.intp),
                 right=nodes["right"].astype(np.intp),
                 missing_left=nodes["missing_go_to_left"].astype(bool),
-                value=nodes["value"].astype(np.float64),
+                value=nodes["value"].astype(np.float64).reshape(-1, 1),
             )
-        )
+            trees.append(_one_hot_value(tree, k, len(predictors)) if len(predictors) > 1 else tree)
     return Ensemble(trees, 1.0, "logit" if classifier else "value", f"{kind} ({len(trees)} trees)")
 
 
@@ -187,7 +225,7 @@ def _xgboost_tree(root: dict[str, Any], names: list[str] | None) -> Tree:
         threshold[i] = float(np.float32(node["split_condition"]))  # the dump prints float32 values rounded
         left[i], right[i] = int(node["yes"]), int(node["no"])
         missing_left[i] = int(node["missing"]) == int(node["yes"])
-    return Tree(feature, threshold, left, right, missing_left, value, strict=True, float32=True)
+    return Tree(feature, threshold, left, right, missing_left, value.reshape(-1, 1), strict=True, float32=True)
 
 
 def _lightgbm(estimator: Any, kind: str, classifier: bool) -> Ensemble:
@@ -231,5 +269,5 @@ def _lightgbm_tree(root: dict[str, Any]) -> Tree:
         np.array(left, dtype=np.intp),
         np.array(right, dtype=np.intp),
         np.array(missing_left, dtype=bool),
-        np.array(value),
+        np.array(value).reshape(-1, 1),
     )

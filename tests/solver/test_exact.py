@@ -342,3 +342,54 @@ def test_xgboost_on_sparse_input_is_refused_where_zeros_count_as_missing() -> No
     problem = CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
     with pytest.raises(ProblemError, match="a zero counts as missing"):
         explain(problem, engine="exact", seed=0)
+
+
+def _three_plans() -> tuple[pd.DataFrame, pd.Series]:
+    """Which plan suits an applicant: a multi-class label from income and debt."""
+    frame, _, score = _data()
+    label = pd.Series(np.select([score > 8.0, score > 5.0], ["premium", "standard"], "basic"))
+    return frame, label
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        lambda: DecisionTreeClassifier(max_depth=5, random_state=0),
+        lambda: RandomForestClassifier(n_estimators=10, max_depth=4, random_state=0),
+    ],
+)
+def test_a_multi_class_forest_is_exact(estimator: Callable[[], Any]) -> None:
+    """Averaged class probabilities are linear in the leaves: the target ahead of every other
+    class by the margin and at its confidence, proven against brute force."""
+    frame, label = _three_plans()
+    model = _encoded(estimator()).fit(frame, label)
+    problem = CounterfactualProblem(
+        _features(), [ClassGoal(target="premium", confidence=0.6)], adapt_sklearn(model, "plan")
+    )
+    result = explain(problem, engine="exact", seed=0)
+    best = _brute_force(problem)
+    assert result.valid and result.statistics.exact is not None and result.statistics.exact.proven
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        lambda: LogisticRegression(max_iter=2000),
+        lambda: GradientBoostingClassifier(n_estimators=15, max_depth=3, random_state=0),
+        lambda: HistGradientBoostingClassifier(max_iter=15, random_state=0),
+    ],
+)
+def test_a_multi_class_softmax_gets_a_valid_answer_not_called_proven(estimator: Callable[[], Any]) -> None:
+    """A softmax's probability is not linear: the program keeps a sufficient condition, so its
+    answer is valid and no worse than local search's, and the report does not call it proven."""
+    frame, label = _three_plans()
+    model = _encoded(estimator(), StandardScaler()).fit(frame, label)
+    problem = CounterfactualProblem(
+        _features(), [ClassGoal(target="premium", confidence=0.6)], adapt_sklearn(model, "plan")
+    )
+    result = explain(problem, engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert result.valid and exact is not None and exact.verified
+    assert not exact.proven and "softmax" in exact.reason
+    assert tuple(result.score_levels) >= tuple(explain(problem, seed=0).score_levels)
