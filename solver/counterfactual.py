@@ -90,6 +90,10 @@ class CalculatorScorer:
         """Model calls made so far."""
         return self.calculator.model_call_count
 
+    def score_final(self, X: FloatMatrix) -> FloatMatrix:
+        """Score a batch with one model call even when the solve is stopping (final answers)."""
+        return self.calculator.check(X).scores
+
     def score(self, X: FloatMatrix) -> FloatMatrix:
         """Score a batch with one model call (the original row alone is already scored)."""
         space = self.calculator.problem.space

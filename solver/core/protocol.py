@@ -65,3 +65,8 @@ class BatchScorer(Protocol):
     def score(self, X: FloatMatrix) -> FloatMatrix:
         """One batched evaluation of every row."""
         ...
+
+    def score_final(self, X: FloatMatrix) -> FloatMatrix:
+        """Like :meth:`score`, even when the solve is stopping: an engine's final answers are
+        checked through the model however they ended (one call, the last)."""
+        ...

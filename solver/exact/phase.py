@@ -94,7 +94,10 @@ class ExactPhase:
                     scope.exact = ExactReport("not encodable", reason=str(exc))
                     return
                 report, verified = self._run(scope, formulation, listeners, started)
-                if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES:
+                out_of_time = scope.terminate_flag.is_set() or (
+                    scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
+                )
+                if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
                     break
                 retries += 1
                 epsilon *= WIDER
@@ -138,9 +141,9 @@ class ExactPhase:
             left = remaining()
             return scope.terminate_flag.is_set() or (left is not None and left <= 0.0)
 
-        def offer(x: npt.NDArray[np.float64]) -> bool:
+        def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
-            scores = scope.scorer.score(row)
+            scores = scope.scorer.score_final(row) if final else scope.scorer.score(row)
             if scope.offer(row, scores, counters):
                 announce(scope, listeners)
             return bool(is_feasible(scores[0]))
@@ -162,7 +165,7 @@ class ExactPhase:
         nodes = first.nodes
         verified = False
         if first.x is not None:
-            verified = offer(first.x)
+            verified = offer(first.x, final=True)
             if config.lexicographic and first.status == "optimal" and not should_stop():
                 milp = formulation.milp
                 tolerance = abs(first.objective) * 1e-9 + 1e-9
@@ -178,7 +181,7 @@ class ExactPhase:
                 )
                 nodes += second.nodes
                 if second.x is not None:
-                    verified = offer(second.x) or verified
+                    verified = offer(second.x, final=True) or verified
         return _Run(first, nodes, first.status), verified
 
 

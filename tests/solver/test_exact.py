@@ -40,7 +40,7 @@ from planning import (
 from planning.calculator import ScoreCalculator
 from planning.errors import ProblemError
 from planning.models import adapt_sklearn
-from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig, TerminationConfig
 from solver.counterfactual import explain
 
 pytest.importorskip("highspy")
@@ -393,3 +393,28 @@ def test_a_multi_class_softmax_gets_a_valid_answer_not_called_proven(estimator: 
     assert result.valid and exact is not None and exact.verified
     assert not exact.proven and "softmax" in exact.reason
     assert tuple(result.score_levels) >= tuple(explain(problem, seed=0).score_levels)
+
+
+def test_a_cancelled_program_still_has_its_answer_checked() -> None:
+    """The demo's 100-tree program needs seconds to prove; cancelled after local search, while
+    the program runs, it returns its incumbent (local search's answer at least), checked through
+    the model although the solve is stopping (before, the check was refused and the answer
+    wrongly retried as rejected)."""
+    import threading
+
+    from planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
+    from solver.counterfactual import CounterfactualSolver
+
+    data = make_loan_data()  # the command line's demo model: its program takes seconds
+    problem = CounterfactualProblem.from_dataframe(
+        data, rejected_applicant(), train_loan_model(data), [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET, immutable=IMMUTABLE,
+    )  # fmt: skip
+    solver = CounterfactualSolver(problem, engine="exact", seed=0)
+    timer = threading.Timer(1.5, solver.terminate_early)
+    timer.start()
+    result = solver.solve()
+    timer.cancel()
+    exact = result.statistics.exact
+    assert exact is not None and exact.status in ("feasible", "optimal"), exact
+    assert result.valid and exact.verified and exact.retries == 0
