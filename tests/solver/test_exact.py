@@ -40,7 +40,7 @@ from planning import (
 from planning.calculator import ScoreCalculator
 from planning.errors import ProblemError
 from planning.models import adapt_sklearn
-from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig, TerminationConfig
+from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
 from solver.counterfactual import explain
 
 pytest.importorskip("highspy")
