@@ -11,8 +11,6 @@ whether the server still answers a health check and a real explain, and its resi
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +20,9 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.serve_process import rss_mb, serve_process
 from planning.demo import rejected_applicant
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.client import CounterplanClient, class_goal
@@ -83,27 +84,12 @@ CASES: dict[str, Callable[[], pb.ExplainRequest]] = {
 }
 
 
-def _rss_mb(pid: int) -> float:
-    text = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"VmRSS:\s+(\d+) kB", text)
-    return int(match.group(1)) / 1024 if match else float("nan")
-
-
 def main() -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "counterplan", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # its JSON access log
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        target = line.strip().rsplit(" ", 1)[-1]
+    with serve_process() as (server, target):
         channel = grpc.insecure_channel(target)
         health = health_pb2_grpc.HealthStub(channel)
         client = CounterplanClient(target)
-        print(f"server pid {server.pid} on {target}; resident {_rss_mb(server.pid):.0f} MB before the cases")
+        print(f"server pid {server.pid} on {target}; resident {rss_mb(server.pid):.0f} MB before the cases")
         print(f"{'case':<32} {'status':<18} {'seconds':>8} {'healthy':>8} {'solves':>7} {'RSS MB':>7}")
         for name, build in CASES.items():
             request = build()
@@ -116,12 +102,9 @@ def main() -> None:
             spent = time.perf_counter() - started
             alive = health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == 1
             solves = client.explain(_request(), timeout=60).valid
-            print(f"{name:<32} {status:<18} {spent:>8.3f} {alive!s:>8} {solves!s:>7} {_rss_mb(server.pid):>7.0f}")
+            print(f"{name:<32} {status:<18} {spent:>8.3f} {alive!s:>8} {solves!s:>7} {rss_mb(server.pid):>7.0f}")
         client.close()
         channel.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +33,9 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.serve_process import rss_mb, serve_process
 from planning.demo import TARGET, make_loan_data
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.client import CounterplanClient, class_goal
@@ -174,11 +175,6 @@ def soak(target: str, clients: int, seconds: float, instances: list[dict[str, An
     return report
 
 
-def _rss_mb(pid: int) -> float:
-    match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-    return int(match.group(1)) / 1024 if match else float("nan")
-
-
 def _percentiles(values: list[float]) -> str:
     if not values:
         return "-"
@@ -193,24 +189,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load before the first memory reading")
     args = parser.parse_args()
     instances = applicants()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "counterplan", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # its JSON access log
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        target = server.stdout.readline().strip().rsplit(" ", 1)[-1]
-        idle = _rss_mb(server.pid)
+    with serve_process() as (server, target):
+        idle = rss_mb(server.pid)
         warm = soak(target, args.clients, args.warmup, instances, seed=1)
-        before = _rss_mb(server.pid)
+        before = rss_mb(server.pid)
         report = soak(target, args.clients, args.seconds, instances, seed=2)
-        after = _rss_mb(server.pid)
+        after = rss_mb(server.pid)
         alive = server.poll() is None
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     warmup = f"after a {args.warmup:.0f} s warm-up of {warm.calls} calls"
     print(f"{args.clients} clients for {args.seconds:.0f} s ({warmup})")
     print(f"{'call':<16} {'status':<20} {'count':>7}")

@@ -31,7 +31,6 @@ from solver.core.result import (
     Change,
     Counterfactual,
     CounterfactualResult,
-    ExactStatistics,
     SolveStatistics,
 )
 from solver.core.scores import is_better
@@ -235,7 +234,7 @@ class CounterfactualSolver:
                 termination_reason=outcome.termination_reason,
                 engine=self.engine,
                 engine_reason=self.engine_reason,
-                exact=_exact_statistics(outcome.exact),
+                exact=outcome.exact,
             ),
             failure=failure,
             counterfactuals=alternatives,
@@ -494,13 +493,6 @@ def _find_split_values(problem: CounterfactualProblem) -> None:
 
     space.split_values = split_points(problem)
     space._splits_read = True  # type: ignore[attr-defined]
-
-
-def _exact_statistics(report: Any) -> ExactStatistics | None:
-    if report is None:
-        return None
-    fields = {k: getattr(report, k) for k in ExactStatistics.model_fields if k != "proven"}
-    return ExactStatistics(proven=report.proven, **fields)
 
 
 def explain(

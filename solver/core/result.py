@@ -21,7 +21,7 @@ class Change(BaseModel):
 
 
 class ExactStatistics(BaseModel):
-    """What the exact engine proved (see :class:`solver.exact.phase.ExactReport`)."""
+    """What the exact engine proved (:mod:`solver.exact.phase` fills it in)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -67,7 +67,7 @@ class SolverScope:
     wall_limit: float | None = None
     """Seconds after the solve's start when its termination ends it whatever else happens."""
     exact: Any = None
-    """The exact engine's report, when it ran (:class:`solver.exact.phase.ExactReport`)."""
+    """The exact engine's report, when it ran (:class:`solver.core.result.ExactStatistics`)."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
     """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
 

@@ -99,6 +99,8 @@ class Formulation:
     """(variable, feature, raw threshold): the variable is 1 when the feature is above it."""
     bands: dict[int, tuple[float, float]] = field(default_factory=dict)
     """Threshold variable -> the nearest values its feature may take below and above it."""
+    margin_scale: float = 1.0
+    """Threshold margins, as a multiple of the defaults (wider after the model rejected an answer)."""
     conservative: str | None = None
     """Why the program is stricter than the problem (a multi-class softmax), when it is."""
     original_sides: dict[int, bool] = field(default_factory=dict)
@@ -188,7 +190,12 @@ def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: np
     return np.asarray(data, dtype=np.float64)[0]
 
 
-def build(problem: CounterfactualProblem, goal_epsilon: float = 1e-6, probability_epsilon: float = 0.0) -> Formulation:
+def build(
+    problem: CounterfactualProblem,
+    goal_epsilon: float = 1e-6,
+    probability_epsilon: float = 0.0,
+    margin_scale: float = 1.0,
+) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built."""
     check_problem(problem)
     milp = Milp()
@@ -210,6 +217,7 @@ def build(problem: CounterfactualProblem, goal_epsilon: float = 1e-6, probabilit
     if problem.max_changed_features is not None:
         milp.row(changes, -INF, float(problem.max_changed_features))
     formulation = Formulation(problem, milp, features, Output(({}, 0.0), "value", ""), distance, changes)
+    formulation.margin_scale = margin_scale
     formulation.output = encode_model(formulation)
     _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
     milp.minimise(distance)
@@ -398,31 +406,18 @@ def _linear(estimator: Any, kind: str, inputs: ModelInputs, original: npt.NDArra
             _affine_output(coefs[k], float(estimator.intercept_[k]), inputs, original) for k in range(coefs.shape[0])
         ]
         return Output(scores[0], "logit", kind, classes=scores)
-    if classifier:
-        if kind == "SGDClassifier" and estimator.loss != "log_loss":
-            raise NotEncodableError(f"SGDClassifier with loss {estimator.loss!r} has no logistic link")
-        if kind in LABEL_ONLY:
-            link = "label"
+    if kind == "SGDClassifier" and estimator.loss != "log_loss":
+        raise NotEncodableError(f"SGDClassifier with loss {estimator.loss!r} has no logistic link")
     coef = np.asarray(estimator.coef_, dtype=np.float64).reshape(-1)
     if coef.size != len(inputs.columns):
         raise NotEncodableError(f"{kind} has several outputs")
     intercept = float(np.asarray(estimator.intercept_, dtype=np.float64).reshape(-1)[0])
-    terms: Expr = {}
-    constant = intercept
-    for c, (lin, value) in enumerate(zip(inputs.columns, original, strict=True)):
-        if not lin[0]:
-            constant += float(coef[c]) * float(value)
-            continue
-        terms = add(terms, lin[0], float(coef[c]))
-        constant += float(coef[c]) * lin[1]
-    if not classifier:
-        link = "value"
-    elif kind not in LABEL_ONLY:
-        link = "logit"
-    return Output((terms, constant), link, kind)
+    link = "value" if not classifier else "label" if kind in LABEL_ONLY else "logit"
+    return Output(_affine_output(coef, intercept, inputs, original), link, kind)
 
 
 def _affine_output(coef: npt.NDArray[np.float64], intercept: float, inputs: ModelInputs, original: Any) -> Lin:
+    """``coef . columns + intercept`` as a linear expression (constant columns folded in)."""
     terms: Expr = {}
     constant = intercept
     for c, (lin, value) in enumerate(zip(inputs.columns, original, strict=True)):
@@ -480,7 +475,7 @@ def _trees(
             exact = _grid_threshold(formulation, raw, thresholds, f, tree, node, (a, b))
             if exact is not None:
                 return exact
-        margin = max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN)
+        margin = max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN) * formulation.margin_scale
         x_threshold = (t - b) / a  # in the feature's own units
         x_margin = margin / abs(a)
         o = float(space.original[owner])

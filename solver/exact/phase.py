@@ -21,10 +21,10 @@ import numpy.typing as npt
 
 from solver.core.config import ExactPhaseConfig
 from solver.core.events import EngineListener
+from solver.core.result import ExactStatistics
 from solver.core.scope import Progress, SolverScope
 from solver.core.scores import is_feasible
 from solver.core.termination import Termination
-from solver.exact import formulation as formulation_module
 from solver.exact.formulation import Formulation, build
 from solver.exact.highs import solve
 from solver.exact.inputs import NotEncodableError
@@ -34,36 +34,6 @@ from solver.local.phase import announce
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
-
-
-@dataclass(frozen=True)
-class ExactReport:
-    """What the exact engine proved: the answer's status, objective, bound and gap."""
-
-    status: str
-    """``optimal`` (proven within the gap), ``feasible`` (a limit stopped it first),
-    ``infeasible`` (proven: no answer within the domains and rules), ``no solution`` (a limit
-    stopped it before any), or ``not encodable`` (``reason`` says why)."""
-    model: str = ""
-    objective: float | None = None
-    """The optimal distance (soft level 0, negated)."""
-    bound: float | None = None
-    gap: float | None = None
-    nodes: int = 0
-    seconds: float = 0.0
-    variables: int = 0
-    constraints: int = 0
-    verified: bool = False
-    """The answer met the goal through the real model."""
-    retries: int = 0
-    reason: str = ""
-
-    @property
-    def proven(self) -> bool:
-        """True when the optimum (or infeasibility) is proven and the answer verified."""
-        if self.reason:  # a stricter program than the problem (a multi-class softmax)
-            return False
-        return self.status == "infeasible" or (self.status == "optimal" and self.verified)
 
 
 class ExactPhase:
@@ -77,39 +47,43 @@ class ExactPhase:
         if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
             return
         if scope.problem is None:
-            scope.exact = ExactReport("not encodable", reason="the exact engine needs the planning problem")
+            scope.exact = ExactStatistics(
+                status="not encodable", proven=False, reason="the exact engine needs the planning problem"
+            )
             return
         config = self.config
         started = time.perf_counter()
         epsilon = config.goal_epsilon
         retries = 0
-        margin = formulation_module.FLOAT32_MARGIN, formulation_module.FLOAT64_MARGIN
-        try:
-            while True:
-                try:
-                    # a forest's averaged probability meets a goal exactly at the threshold (the score
-                    # counts it valid): no margin on it, unless the model rejected an answer
-                    formulation = build(scope.problem, epsilon, probability_epsilon=epsilon if retries else 0.0)
-                except NotEncodableError as exc:
-                    scope.exact = ExactReport("not encodable", reason=str(exc))
-                    return
-                report, verified = self._run(scope, formulation, listeners, started)
-                out_of_time = scope.terminate_flag.is_set() or (
-                    scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
+        while True:
+            try:
+                # a forest's averaged probability meets a goal exactly at the threshold (the score
+                # counts it valid): no margin on it, unless the model rejected an answer
+                formulation = build(
+                    scope.problem,
+                    epsilon,
+                    probability_epsilon=epsilon if retries else 0.0,
+                    margin_scale=WIDER**retries,
                 )
-                if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
-                    break
-                retries += 1
-                epsilon *= WIDER
-                formulation_module.FLOAT32_MARGIN *= WIDER
-                formulation_module.FLOAT64_MARGIN *= WIDER
-        finally:
-            formulation_module.FLOAT32_MARGIN, formulation_module.FLOAT64_MARGIN = margin
+            except NotEncodableError as exc:
+                scope.exact = ExactStatistics(status="not encodable", proven=False, reason=str(exc))
+                return
+            report, verified = self._run(scope, formulation, listeners, started)
+            out_of_time = scope.terminate_flag.is_set() or (
+                scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
+            )
+            if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
+                break
+            retries += 1
+            epsilon *= WIDER
         milp = formulation.milp
         first = report.first
-        scope.exact = ExactReport(
-            first.status,
-            formulation.output.description,
+        conservative = formulation.conservative or ""  # a stricter program than the problem: not a proof
+        proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and verified))
+        scope.exact = ExactStatistics(
+            status=first.status,
+            proven=proven,
+            model=formulation.output.description,
             objective=first.objective if first.x is not None else None,
             bound=first.bound if first.status != "infeasible" else None,
             gap=first.gap if first.x is not None else None,
@@ -119,7 +93,7 @@ class ExactPhase:
             constraints=len(milp.rows),
             verified=verified,
             retries=retries,
-            reason=formulation.conservative or "",
+            reason=conservative,
         )
 
     def _run(
