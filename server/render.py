@@ -52,7 +52,7 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         )
         console.print(_changes_table(option.changes))
     if result.note and not result.already_met:  # already met: said in the first line
-        console.print(result.note, style="yellow")
+        console.print(result.note, style="yellow", markup=False)
     s = result.statistics
     console.print(
         f"Search: {s.steps} steps, {s.score_calculation_count:,} candidates scored in {s.model_call_count} model calls "
@@ -61,9 +61,9 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         style="dim",
     )
     if s.engine == "exact" or s.engine_reason.startswith("auto"):
-        console.print(f"Engine: {s.engine} ({s.engine_reason})", style="dim")
+        console.print(f"Engine: {s.engine} ({s.engine_reason})", style="dim", markup=False)
     if s.exact is not None:
-        console.print(exact_line(s.exact), style="dim")
+        console.print(exact_line(s.exact), style="dim", markup=False)  # reasons may hold [brackets]
 
 
 def exact_line(exact: ExactStatistics) -> str:

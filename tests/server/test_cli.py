@@ -599,3 +599,15 @@ def test_tune_keeps_one_study_per_problem_in_the_default_storage(
     assert "study 'mine' was made for another problem: Pipeline(HistGradientBoostingClassifier) on income" in err
     assert "this one is Pipeline(GradientBoostingClassifier) on age" in err  # both problems named
     assert len(optuna.load_study(study_name="mine", storage=storage).trials) == 1  # nothing mixed in
+
+
+def test_without_highs_auto_falls_back_and_exact_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "highspy", None)  # as on an install without the exact extra
+    code, out, err = _run(capsys, "explain", "--engine", "auto", "--no-progress")
+    assert code == 0, err
+    assert "auto: local search, because the exact engine needs HiGHS" in " ".join(out.split())
+    assert "counterplan[exact]" in out.replace("\n", "")  # printed as text, not read as markup
+    code, _, err = _run(capsys, "explain", "--engine", "exact", "--no-progress")
+    assert code == 2 and "pip install 'counterplan[exact]'" in err
