@@ -10,7 +10,6 @@ does; a model it cannot read (or a linear one) has none.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -57,33 +56,51 @@ def _split_points(problem: CounterfactualProblem) -> dict[int, npt.NDArray[np.fl
     if hasattr(inputs.estimator, "coef_") and not kind.endswith(("Tree", "Forest", "Trees", "Boosting")):
         return {}
     ensemble = read_ensemble(inputs.estimator)
-    found: dict[int, set[float]] = {}
-    for tree in ensemble.trees:
-        for node in np.flatnonzero(tree.feature >= 0):
-            lin = inputs.columns[int(tree.feature[node])]
-            if not lin[0]:
-                continue
-            owner = _owner(formulation, set(lin[0]))
-            if owner is None or features[owner].categories is not None or features[owner].allowed is not None:
-                continue
-            a, b = _affine_in_feature(lin, features[owner].value)
-            if a == 0.0:
-                continue
-            t = float(tree.threshold[node])
-            raw = (t - b) / a
-            if not math.isfinite(raw):
-                continue
-            per_unit = float(space.grid_scale[owner])
-            if per_unit > 0:
-                below = math.floor(raw * per_unit + 1e-9)
-                found.setdefault(owner, set()).update({below / per_unit, (below + 1) / per_unit})
-            else:
-                margin = 2.0 * max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN) / abs(a)
-                found.setdefault(owner, set()).update({raw - margin, raw + margin})
+    # per model column, once: the numeric feature it is an affine function of, and how
+    n_columns = len(inputs.columns)
+    owner_of = np.full(n_columns, -1, dtype=np.intp)
+    slope = np.zeros(n_columns)
+    shift = np.zeros(n_columns)
+    for c, lin in enumerate(inputs.columns):
+        owner = _owner(formulation, set(lin[0])) if lin[0] else None
+        if owner is None or features[owner].categories is not None or features[owner].allowed is not None:
+            continue
+        a, b = _affine_in_feature(lin, features[owner].value)
+        if a != 0.0:
+            owner_of[c], slope[c], shift[c] = owner, a, b
+    # every split of every tree at once: thresholds in their feature's own units
+    columns = np.concatenate([t.feature[t.feature >= 0] for t in ensemble.trees])
+    thresholds = np.concatenate([t.threshold[t.feature >= 0] for t in ensemble.trees])
+    float32 = np.concatenate([np.full(int((t.feature >= 0).sum()), t.float32) for t in ensemble.trees])
+    keep = owner_of[columns] >= 0
+    columns, thresholds, float32 = columns[keep], thresholds[keep], float32[keep]
+    owners = owner_of[columns]
+    with np.errstate(all="ignore"):
+        raw = (thresholds - shift[columns]) / slope[columns]
+    finite = np.isfinite(raw)
+    owners, raw, thresholds, columns, float32 = (
+        owners[finite],
+        raw[finite],
+        thresholds[finite],
+        columns[finite],
+        float32[finite],
+    )
+    per_unit = space.grid_scale[owners]
+    gridded = per_unit > 0
+    units = np.where(gridded, per_unit, 1.0)
+    steps = np.floor(raw * units + 1e-9)
+    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
+    relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
+    margin = 2.0 * np.maximum(np.abs(thresholds), 1.0) * relative / np.abs(slope[columns])
+    low_side = np.where(gridded, below, raw - margin)
+    high_side = np.where(gridded, above, raw + margin)
+    found: dict[int, npt.NDArray[np.float64]] = {}
+    for j in np.unique(owners):
+        mine = owners == j
+        found[int(j)] = np.unique(np.concatenate([low_side[mine], high_side[mine]]))
     out = {}
     for j, values in found.items():
-        array = np.array(sorted(values))
-        array = array[(array >= space.lower[j]) & (array <= space.upper[j])]
+        array = values[(values >= space.lower[j]) & (values <= space.upper[j])]
         if array.size > MAX_PER_FEATURE:
             array = array[np.unique(np.linspace(0, array.size - 1, MAX_PER_FEATURE).astype(int))]
         if array.size:
