@@ -29,16 +29,14 @@ from typing import Any
 
 import grpc
 import numpy as np
-from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_status import rpc_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.serve_process import rss_mb, serve_process
 from planning.demo import TARGET, make_loan_data
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.client import CounterplanClient, class_goal
+from server.client import CounterplanClient, class_goal, retry_after
 from server.registry import demo_model
 
 EXPECTED: dict[str, set[str]] = {
@@ -106,15 +104,6 @@ class SoakReport:
         return sum(self.statuses.values())
 
 
-def _retry_delay(error: grpc.RpcError) -> float:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    for detail in status.details if status is not None else []:
-        info = error_details_pb2.RetryInfo()
-        if detail.Unpack(info):
-            return float(info.retry_delay.ToTimedelta().total_seconds())
-    return 0.0
-
-
 def _client(target: str, seed: int, stop_at: float, instances: list[dict[str, Any]], report: SoakReport) -> None:
     rng = random.Random(seed)
     kinds, weights = list(MIX), list(MIX.values())
@@ -154,7 +143,7 @@ def _client(target: str, seed: int, stop_at: float, instances: list[dict[str, An
                 error: Any = exc
                 status, detail = error.code().name, error.details() or ""
                 if status == "RESOURCE_EXHAUSTED":
-                    backoff = min(_retry_delay(exc), MAX_BACKOFF_SECONDS)
+                    backoff = min(retry_after(exc) or 0.0, MAX_BACKOFF_SECONDS)
             report.record(kind, status, time.perf_counter() - started, detail)
             if backoff:
                 time.sleep(backoff * rng.uniform(0.5, 1.0))  # as a polite client does, with jitter

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
@@ -108,3 +110,27 @@ class CounterplanClient:
             pb.GetModelRequest(model_id=model_id), timeout=timeout, metadata=self._metadata
         )
         return model
+
+
+def field_violations(error: grpc.RpcError) -> list[tuple[str, str]]:
+    """The ``(field, description)`` pairs of an INVALID_ARGUMENT's ``google.rpc.BadRequest`` details."""
+    out: list[tuple[str, str]] = []
+    for detail in _details(error):
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            out += [(v.field, v.description) for v in bad.field_violations]
+    return out
+
+
+def retry_after(error: grpc.RpcError) -> float | None:
+    """The seconds a RESOURCE_EXHAUSTED's ``google.rpc.RetryInfo`` says to wait, if it has one."""
+    for detail in _details(error):
+        info = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            return float(info.retry_delay.ToTimedelta().total_seconds())
+    return None
+
+
+def _details(error: grpc.RpcError) -> list[Any]:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]  # a failed call is a grpc.Call
+    return list(status.details) if status is not None else []

@@ -18,6 +18,7 @@ the answer is still checked through the real model.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -131,6 +132,18 @@ class Formulation:
             else:
                 row[j] = float(np.clip(evaluate(f.value, x), space.lower[j], space.upper[j]))
         return row
+
+    @functools.cached_property
+    def owner_of_var(self) -> dict[int, int]:
+        """Each feature variable's feature (built once: tree encodings ask for every split)."""
+        out: dict[int, int] = {}
+        for f in self.features:
+            for v in f.value[0]:
+                out[v] = f.index
+            for _, (terms, _c) in f.categories or ():
+                for v in terms:
+                    out[v] = f.index
+        return out
 
     def assignment_of_original(self) -> npt.NDArray[np.float64]:
         """Every variable's value at the original instance."""
@@ -466,7 +479,8 @@ def _trees(
             return rights, right_constant
         if f.allowed is not None:  # each allowed value decides exactly, as the model does
             picks, values = f.allowed
-            rights = {v: 1.0 for v, value in zip(picks, values, strict=True) if not _left(tree, node, lin, f, value)}
+            a, b = _affine_in_feature(lin, f.value)
+            rights = {v: 1.0 for v, value in zip(picks, values, strict=True) if not tree.goes_left(node, a * value + b)}
             return rights, 0.0
         a, b = _affine_in_feature(lin, f.value)  # a number: the column is a * value + b
         if a == 0.0:
@@ -567,15 +581,9 @@ def _unit(indicator: Lin, n: int) -> npt.NDArray[np.float64]:
 
 
 def _owner(formulation: Formulation, variables: set[int]) -> int | None:
-    owners = set()
-    for f in formulation.features:
-        own = set(f.value[0])
-        if f.categories is not None:
-            for _, (terms, _c) in f.categories:
-                own |= set(terms)
-        if variables & own:
-            owners.add(f.index)
-    return owners.pop() if len(owners) == 1 else None
+    """The one feature whose variables ``variables`` are, or None (several, or none)."""
+    owners = {formulation.owner_of_var.get(v) for v in variables}
+    return owners.pop() if len(owners) == 1 and None not in owners else None
 
 
 def _affine_in_feature(column: Lin, value: Lin) -> tuple[float, float]:
@@ -629,12 +637,6 @@ def _threshold_var(  # noqa: PLR0917 - one call site
     thresholds.append((var, j, t))
     formulation.bands[var] = (t - margin, t + margin)
     return var
-
-
-def _left(tree: Tree, node: int, lin: Lin, f: FeatureVars, value: float) -> bool:
-    """The tree's own decision at ``node`` when feature ``f`` takes ``value``."""
-    a, b = _affine_in_feature(lin, f.value)
-    return tree.goes_left(node, a * value + b)
 
 
 def _grid_threshold(  # noqa: PLR0917 - one call site

@@ -72,7 +72,7 @@ class ExactPhase:
             out_of_time = scope.terminate_flag.is_set() or (
                 scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
             )
-            if verified or report.x_status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
+            if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
                 break
             retries += 1
             epsilon *= WIDER
@@ -156,11 +156,12 @@ class ExactPhase:
                 nodes += second.nodes
                 if second.x is not None:
                     verified = offer(second.x, final=True) or verified
-        return _Run(first, nodes, first.status), verified
+        return _Run(first, nodes), verified
 
 
 @dataclass(frozen=True)
 class _Run:
+    """The first program's result (the proof), and the nodes of both programs."""
+
     first: MilpResult
     nodes: int
-    x_status: str

@@ -10,14 +10,12 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from structlog.testing import capture_logs
 
 from planning import CallableAdapter, OutputSpec
 from planning.demo import rejected_applicant
 from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal
+from server.client import CounterplanClient, class_goal, field_violations, retry_after
 from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from server.settings import ServerSettings
 from solver.core.budget import estimate_bytes
@@ -76,13 +74,9 @@ def test_a_solve_that_could_never_fit_is_invalid_argument(client: CounterplanCli
         client.explain(request, timeout=30)
     error: Any = info.value
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    status = rpc_status.from_call(error)
-    assert status is not None
-    bad = error_details_pb2.BadRequest()
-    status.details[0].Unpack(bad)
-    (violation,) = bad.field_violations
-    assert violation.field == "solver.config_json"
-    assert "the server allows 64 MB" in violation.description
+    ((field, description),) = field_violations(error)
+    assert field == "solver.config_json"
+    assert "the server allows 64 MB" in description
 
 
 def test_a_solve_that_does_not_fit_beside_the_running_ones_gets_a_retry_hint(client: CounterplanClient) -> None:
@@ -98,11 +92,8 @@ def test_a_solve_that_does_not_fit_beside_the_running_ones_gets_a_retry_hint(cli
         error: Any = info.value
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "the running solves hold about" in error.details() and "of 64 MB" in error.details()
-        status = rpc_status.from_call(error)
-        assert status is not None
-        retry = error_details_pb2.RetryInfo()
-        assert status.details[0].Unpack(retry)
-        assert retry.retry_delay.ToTimedelta().total_seconds() > 0
+        delay = retry_after(error)
+        assert delay is not None and delay > 0
         small = CounterplanClient.request(DEMO_ID, rejected_applicant(), [class_goal(1, 0.7)], seed=0)
         assert client.explain(small, timeout=60).valid  # a small solve still fits beside it
     finally:

@@ -10,8 +10,6 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from sklearn.linear_model import LogisticRegression
 
 from planning import CallableAdapter, OutputSpec
@@ -19,7 +17,7 @@ from planning.models import adapt_sklearn
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.app import RunningServer, start_server
 from server.cli import main
-from server.client import CounterplanClient, class_goal
+from server.client import CounterplanClient, class_goal, field_violations
 from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 
@@ -84,13 +82,9 @@ def test_auto_says_what_it_chose_and_exact_is_refused_where_it_cannot_run(runnin
             client.explain(_request("box", pb.ENGINE_CHOICE_EXACT), timeout=60)
     error: Any = info.value
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    status = rpc_status.from_call(error)
-    assert status is not None
-    bad = error_details_pb2.BadRequest()
-    status.details[0].Unpack(bad)
-    (violation,) = bad.field_violations
-    assert violation.field == "solver.engine_choice"
-    assert "the exact engine cannot take this problem" in violation.description
+    ((field, description),) = field_violations(error)
+    assert field == "solver.engine_choice"
+    assert "the exact engine cannot take this problem" in description
 
 
 def test_the_command_line_takes_the_engine(capsys: pytest.CaptureFixture[str], running: RunningServer) -> None:

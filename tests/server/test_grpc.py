@@ -21,7 +21,7 @@ from planning import CallableAdapter, OutputSpec
 from planning.demo import rejected_applicant
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, range_goal, value_goal
+from server.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
 from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from server.settings import ServerSettings
 from solver.core.config import SolverConfig, TerminationConfig
@@ -371,11 +371,8 @@ def test_more_solves_than_allowed_are_resource_exhausted(client: CounterplanClie
     error: Any = info.value
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "3 solves are running; retry in" in error.details()
-    status = rpc_status.from_call(error)
-    assert status is not None
-    retry = error_details_pb2.RetryInfo()
-    assert status.details[0].Unpack(retry)
-    assert 0.1 <= retry.retry_delay.ToTimedelta().total_seconds() <= server.settings.max_solve_seconds
+    delay = retry_after(error)
+    assert delay is not None and 0.1 <= delay <= server.settings.max_solve_seconds
     for call in calls:
         call.cancel()
     time.sleep(0.3)

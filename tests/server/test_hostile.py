@@ -10,14 +10,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_status import rpc_status
 
 from planning.demo import rejected_applicant
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal
+from server.client import CounterplanClient, class_goal, field_violations
 from server.registry import ModelRegistry, demo_model
 from server.settings import ServerSettings
 
@@ -58,15 +56,9 @@ def _refused(client: CounterplanClient, request: pb.ExplainRequest) -> tuple[lis
     spent = time.perf_counter() - started
     error: Any = info.value
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
-    status = rpc_status.from_call(error)
-    assert status is not None
-    fields, descriptions = [], []
-    for detail in status.details:
-        bad = error_details_pb2.BadRequest()
-        detail.Unpack(bad)
-        fields += [v.field for v in bad.field_violations]
-        descriptions += [v.description for v in bad.field_violations]
-    return fields, descriptions, spent
+    violations = field_violations(error)
+    assert violations, "a BadRequest detail names the fields"
+    return [f for f, _ in violations], [d for _, d in violations], spent
 
 
 def _healthy(running: RunningServer) -> bool:
