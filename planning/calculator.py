@@ -17,6 +17,7 @@ its time limit need not wait for one more model call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,8 @@ NOT_SCORED = "not scored: the solve was stopping"
 FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
 _MAX_GOAL_DISTANCE = 1.0e14
+_FAR = 1.0e12
+"""The scorecard objective of a value in no bin: farther than any real answer."""
 
 
 class ScoreMismatchError(CounterplanError, AssertionError):
@@ -132,15 +135,18 @@ class ScoreCalculator:
         changed = self._original != X
         scores[:, 1] = -self._broken_rules(X, changed)
         scores[:, 2] = np.where(failed, -max(self._confidence_goals, 1), -below)
-        scores[:, 3] = -feature_distance(
-            X,
-            self._original,
-            ~problem.space.graded,
-            problem.scales,
-            problem.distance.metric,
-            costs=problem.space.costs,
-            change_penalty=problem.distance.change_penalty,
-        )
+        if problem.scorecard_distance is not None:
+            scores[:, 3] = -self._scorecard_objective(X, changed)
+        else:
+            scores[:, 3] = -feature_distance(
+                X,
+                self._original,
+                ~problem.space.graded,
+                problem.scales,
+                problem.distance.metric,
+                costs=problem.space.costs,
+                change_penalty=problem.distance.change_penalty,
+            )
         scores[:, 4] = -changed.sum(axis=1)
         scores += 0.0  # fold -0.0 into 0.0
         self.calculation_count += n
@@ -149,6 +155,19 @@ class ScoreCalculator:
             self._assert_matches_reference(X, evaluation)
         self._remember(X, evaluation, failed)
         return evaluation
+
+    def _scorecard_objective(self, X: FloatMatrix, changed: npt.NDArray[np.bool_]) -> FloatMatrix:
+        """The scorecard paper's objective (a value in no bin: infinitely far), plus the change
+        penalty."""
+        problem = self.problem
+        assert problem.scorecard_distance is not None
+        space = problem.space
+        objective = problem.scorecard_distance(space.to_frame(X), space.to_frame(self._original.reshape(1, -1)))
+        objective = np.where(np.isfinite(objective), objective, _FAR)
+        penalty = problem.distance.change_penalty
+        if penalty:
+            objective = objective + penalty * (changed * space.costs).sum(axis=1)
+        return np.asarray(objective, dtype=np.float64)
 
     def check(self, rows: FloatMatrix) -> Evaluation:
         """Rows (one row, or a matrix) scored by a model call of their own, whatever ``stop`` and
@@ -333,6 +352,12 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             soft0 -= feature.cost * (delta / problem.scales[i]) ** 2
         else:
             soft0 -= feature.cost * abs(delta) / problem.scales[i]
+    if problem.scorecard_distance is not None:  # the paper's objective replaces the per-feature sum
+        costs = [f.cost for i, f in enumerate(space.features) if row[i] != space.original[i]]
+        soft0 = -problem.distance.change_penalty * float(sum(costs))
+        frames = space.to_frame(row.reshape(1, -1)), space.to_frame(space.original.reshape(1, -1))
+        objective = float(problem.scorecard_distance(*frames)[0])
+        soft0 -= objective if math.isfinite(objective) else _FAR
     for column, grid in space.allowed.items():
         if row[column] not in grid:
             hard1 -= 1.0

@@ -16,12 +16,14 @@ from planning.space import FeatureSpace
 
 
 def default_goals(model: ModelAdapter, space: FeatureSpace) -> list[ClassGoal]:
-    """``[ClassGoal(the other class)]`` for a binary classifier; otherwise ask for a goal."""
+    """``[ClassGoal(the other class)]`` for a binary classifier (a scorecard's class output beside
+    its score); otherwise ask for a goal."""
     outputs = model.outputs
-    if len(outputs) != 1 or outputs[0].classes is None or len(outputs[0].classes) != 2:
+    classifying = [o for o in outputs if o.classes is not None]
+    if len(classifying) != 1 or classifying[0].classes is None or len(classifying[0].classes) != 2:
         names = [o.name for o in outputs]
         raise GoalError("goals", f"give a goal: the default (the other class) needs a binary classifier; {names}")
-    spec = outputs[0]
+    spec = classifying[0]
     assert spec.classes is not None
     try:
         proba = np.asarray(model.predict(space.original.reshape(1, -1), space)[spec.name], dtype=np.float64)

@@ -8,7 +8,10 @@ Options, each per feature and summed:
   CARLA, Wachter et al.); as in DiCE, a MAD of 0 (a column that is mostly one value) counts as
   1, so changing such a feature is costly in its own units;
 * ``range_l1`` (Gower-style): ``|x - x'| / range``, range from the data or the domain;
-* ``sd_squared``: ``((x - x') / SD)^2``, the original constraint-solver design's choice.
+* ``sd_squared``: ``((x - x') / SD)^2``, the original constraint-solver design's choice;
+* ``scorecard`` (credit scorecards only): the scorecard paper's objective, ``alpha`` x the WoE
+  change weighted by 1 / each variable's points range + ``beta`` x the L1-Mahalanobis closeness
+  of the candidate's WoE to the training data (:class:`planning.scorecard.ScorecardDistance`).
 
 Why MAD by default: a range treats a move across a long-tailed column as cheap. On adult,
 capital-gain spans 0-99,999, so under ``range_l1`` "add $5,000 of capital gain" costs 0.05 and
@@ -39,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planning.errors import ProblemError
 from planning.space import FeatureSpace, FloatMatrix
 
-DistanceMetric = Literal["auto", "mad_l1", "range_l1", "sd_squared"]
+DistanceMetric = Literal["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"]
 MAX_CHANGE_PENALTY = 1.0e6
 """Above this, the penalty would drown the movement term in float64 and polishing could not
 tell a closer answer from a farther one; 1e6 already ranks fewer changes first for any
@@ -54,6 +57,10 @@ class DistanceSettings(BaseModel):
     metric: DistanceMetric = "auto"
     change_penalty: Annotated[float, Field(ge=0.0, le=MAX_CHANGE_PENALTY, allow_inf_nan=False)] = 0.0
     """Added to the distance once per changed feature, in the metric's units (an L0 term)."""
+    alpha: Annotated[float, Field(ge=0.0, le=1e6, allow_inf_nan=False)] = 1.0
+    """``scorecard`` metric: the weight of proximity (the WoE change)."""
+    beta: Annotated[float, Field(ge=0.0, le=1e6, allow_inf_nan=False)] = 1.0
+    """``scorecard`` metric: the weight of closeness to the training data."""
 
 
 class FeatureStatistics(BaseModel):
@@ -87,6 +94,8 @@ def feature_scales(
     if unknown:
         raise ProblemError(f"statistics.{unknown[0]}", "statistics given for an unknown feature")
     scales = np.ones(space.n_features, dtype=np.float64)
+    if settings.metric == "scorecard":  # measured in WoE space, not per feature
+        return scales
     needed = {"auto": "range", "range_l1": "range", "mad_l1": "mad", "sd_squared": "std"}[settings.metric]
     for i, feature in enumerate(space.features):
         if not space.graded[i]:  # categories, booleans, missing originals: 1 per change

@@ -157,12 +157,15 @@ def bind_goals(
     for i, goal in enumerate(goals):
         field = f"goals[{i}]"
         if goal.output is None:
-            if len(outputs) != 1:
+            # the model's only output, or its only output of the goal's kind (a scorecard has a
+            # class output and a score output: a class goal means the class)
+            kind = [o for o in outputs if o.is_classification == isinstance(goal, ClassGoal)]
+            if len(outputs) != 1 and len(kind) != 1:
                 raise GoalError(
                     f"{field}.output",
                     f"the model has {len(outputs)} outputs {list(by_name)}; name one",
                 )
-            spec = outputs[0]
+            spec = outputs[0] if len(outputs) == 1 else kind[0]
         elif goal.output in by_name:
             spec = by_name[goal.output]
         else:

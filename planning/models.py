@@ -10,7 +10,7 @@ numeric output. It is called once per batch, never once per row.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,9 @@ from sklearn.base import is_classifier
 from planning.errors import ModelAdapterError
 from planning.goals import OutputSpec
 from planning.space import FeatureSpace, FloatMatrix
+
+if TYPE_CHECKING:
+    from planning.scorecard import ScorecardAdapter
 
 Predictions = dict[str, npt.NDArray[np.float64]]
 InputKind = Literal["dataframe", "array"]
@@ -180,9 +183,17 @@ def adapt_sklearn(
     model: Any,
     outputs: str | Sequence[str] = "prediction",
     input_kind: InputKind | None = None,
-) -> SklearnClassifierAdapter | SklearnRegressorAdapter:
-    """Pick the scikit-learn adapter for a fitted model: classifier or regressor."""
+) -> SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter:
+    """Pick the adapter for a fitted model: classifier or regressor; a scorecard (an
+    ``optbinning.Scorecard`` or a :class:`~planning.scorecard.PointsTable`) gets its own, with a
+    class output named ``outputs`` and a score output named ``score``."""
     names = [outputs] if isinstance(outputs, str) else list(outputs)
+    from planning.scorecard import PointsTable, adapt_scorecard, is_optbinning_scorecard  # noqa: PLC0415
+
+    if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
+        if len(names) != 1:
+            raise ModelAdapterError("outputs", f"a scorecard has one class output (and 'score'), given {names}")
+        return adapt_scorecard(model, names[0])
     if _looks_like_classifier(model):
         if len(names) != 1:
             raise ModelAdapterError("outputs", f"a classifier has one output, given {names}")

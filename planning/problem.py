@@ -7,19 +7,22 @@ at the boundary, so the hot loop can trust its inputs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from planning.defaults import default_goals
 from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
-from planning.errors import ProblemError
+from planning.errors import ModelAdapterError, ProblemError
 from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, as_number, bind_goals
 from planning.inference import infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from planning.space import AnyFeature, FeatureSpace, FloatMatrix
+
+if TYPE_CHECKING:
+    from planning.scorecard import ScorecardDistance
 
 AnyGoal = ClassGoal | ValueGoal | RangeGoal
 
@@ -61,6 +64,7 @@ class CounterfactualProblem:
         *,
         max_changed_features: int | None = None,
         plausibility: PlausibilityModel | None = None,
+        scorecard_distance: ScorecardDistance | None = None,
     ) -> None:
         if max_changed_features is not None and max_changed_features < 1:
             raise ProblemError("max_changed_features", f"must be at least 1, given {max_changed_features}")
@@ -74,6 +78,10 @@ class CounterfactualProblem:
         self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
         self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
         self.scales: FloatMatrix = feature_scales(self.space, self.distance, self.statistics)
+        self.scorecard_distance = scorecard_distance
+        """With the ``scorecard`` metric: the objective soft level 0 measures."""
+        if self.distance.metric == "scorecard" and scorecard_distance is None:
+            self.scorecard_distance = _scorecard_distance(self.model, None, self.distance)
 
     @classmethod
     def from_dataframe(
@@ -136,7 +144,10 @@ class CounterfactualProblem:
             row = instance
         if columns is None:
             names = getattr(model, "feature_names_in_", None)
-            if names is not None and not isinstance(model, ModelAdapter):
+            read = _scorecard_variables(model)
+            if read is not None:  # a scorecard reads only its own variables
+                columns = read
+            elif names is not None and not isinstance(model, ModelAdapter):
                 columns = [str(c) for c in names]
             else:
                 columns = [str(c) for c in data.columns if c != target]
@@ -151,8 +162,18 @@ class CounterfactualProblem:
         judge = None
         if plausibility is not None:
             judge = plausibility_model(data, features, goals, target, plausibility)
+        objective = None
+        if distance is not None and distance.metric == "scorecard":
+            objective = _scorecard_distance(model, data, distance)
         return cls(
-            features, goals, model, distance, statistics, max_changed_features=max_changed_features, plausibility=judge
+            features,
+            goals,
+            model,
+            distance,
+            statistics,
+            max_changed_features=max_changed_features,
+            plausibility=judge,
+            scorecard_distance=objective,
         )
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
@@ -165,11 +186,37 @@ class CounterfactualProblem:
             self.statistics,
             max_changed_features=self.max_changed_features,
             plausibility=self.plausibility,
+            scorecard_distance=self.scorecard_distance,
         )
 
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""
         return self.space.original.reshape(1, -1).copy()
+
+
+def _scorecard_distance(model: Any, data: pd.DataFrame | None, settings: DistanceSettings) -> ScorecardDistance:
+    """The scorecard paper's objective for ``model`` (closeness statistics from ``data``)."""
+    from planning.scorecard import ScorecardAdapter, ScorecardDistance  # noqa: PLC0415
+
+    if not isinstance(model, ScorecardAdapter):
+        raise ProblemError("distance.metric", "the 'scorecard' metric needs a scorecard model")
+    try:
+        return ScorecardDistance.from_data(model.table, data, settings.alpha, settings.beta)
+    except ModelAdapterError as exc:
+        raise ProblemError(exc.field, exc.problem) from None
+
+
+def _scorecard_variables(model: Any) -> list[str] | None:
+    """The variables a scorecard (table, optbinning Scorecard or its adapter) reads, else None."""
+    from planning.scorecard import PointsTable, ScorecardAdapter, is_optbinning_scorecard  # noqa: PLC0415
+
+    if isinstance(model, ScorecardAdapter):
+        return list(model.feature_names)
+    if isinstance(model, PointsTable):
+        return [v.name for v in model.variables]
+    if is_optbinning_scorecard(model) and hasattr(model, "binning_process_"):
+        return [str(n) for n in model.binning_process_.get_support(names=True)]
+    return None
 
 
 def _listed(columns: Iterable[Any], most: int = 30) -> str:

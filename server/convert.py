@@ -454,7 +454,13 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         model_id=model_id,
         proposed={k: value_message(v) for k, v in result.proposed.items()},
         changes=[
-            pb.FeatureChange(feature=c.feature, original=value_message(c.original), proposed=value_message(c.proposed))
+            pb.FeatureChange(
+                feature=c.feature,
+                original=value_message(c.original),
+                proposed=value_message(c.proposed),
+                original_bin=c.original_bin or "",
+                proposed_bin=c.proposed_bin or "",
+            )
             for c in result.changes
         ],
         predictions=_predictions(result.predictions),
@@ -467,7 +473,11 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
                 proposed={k: value_message(v) for k, v in c.proposed.items()},
                 changes=[
                     pb.FeatureChange(
-                        feature=ch.feature, original=value_message(ch.original), proposed=value_message(ch.proposed)
+                        feature=ch.feature,
+                        original=value_message(ch.original),
+                        proposed=value_message(ch.proposed),
+                        original_bin=ch.original_bin or "",
+                        proposed_bin=ch.proposed_bin or "",
                     )
                     for ch in c.changes
                 ],

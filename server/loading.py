@@ -25,7 +25,8 @@ class LoadError(InvalidInputError):
 
 
 def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[str] = ()) -> Any:
-    """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file.
+    """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, or a scorecard's points
+    table from a ``.yaml``/``.json``/``.csv`` file (:func:`planning.scorecard.load_points_table`).
 
     Parameters
     ----------
@@ -56,6 +57,10 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
             return sio.load(file, trusted=untrusted)
         if suffix in {".joblib", ".pkl", ".pickle"}:
             return joblib.load(file)
+        if suffix in {".yaml", ".yml", ".json", ".csv"}:  # a scorecard's points table: plain data
+            from planning.scorecard import load_points_table  # noqa: PLC0415
+
+            return load_points_table(file)
     except LoadError:
         raise
     except ImportError:
@@ -64,7 +69,9 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
         ) from None
     except Exception as exc:  # a corrupt or foreign file: report it, not a traceback
         raise LoadError(str(file), f"cannot load model: {type(exc).__name__}: {exc}") from None
-    raise LoadError(str(file), f"unknown model file type {suffix!r}; use .skops or .joblib")
+    raise LoadError(
+        str(file), f"unknown model file type {suffix!r}; use .skops or .joblib (or a points table: .yaml, .json, .csv)"
+    )
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:

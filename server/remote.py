@@ -173,7 +173,13 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
         original=_values(message.original, order),
         proposed=_values(message.proposed, order),
         changes=[
-            Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
+            Change(
+                feature=c.feature,
+                original=plain_value(c.original),
+                proposed=plain_value(c.proposed),
+                original_bin=c.original_bin or None,
+                proposed_bin=c.proposed_bin or None,
+            )
             for c in message.changes
         ],
         predictions=_predictions(list(message.predictions)),
@@ -216,7 +222,13 @@ def _counterfactual(message: pb.Counterfactual, order: list[str]) -> Counterfact
     return Counterfactual(
         proposed=_values(message.proposed, order),
         changes=[
-            Change(feature=c.feature, original=plain_value(c.original), proposed=plain_value(c.proposed))
+            Change(
+                feature=c.feature,
+                original=plain_value(c.original),
+                proposed=plain_value(c.proposed),
+                original_bin=c.original_bin or None,
+                proposed_bin=c.proposed_bin or None,
+            )
             for c in message.changes
         ],
         predictions=_predictions(list(message.predictions)),
@@ -243,5 +255,6 @@ def _exact(message: pb.ExactStatistics) -> ExactStatistics:
         verified=message.verified,
         retries=message.retries,
         reason=message.reason,
+        backend=message.backend,
         **optional,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics
@@ -95,8 +96,14 @@ def _changes_table(changes: list[Change]) -> Table:
     table.add_column("feature")
     table.add_column("original", justify="right")
     table.add_column("proposed", justify="right", style="bold")
+    binned = any(c.proposed_bin for c in changes)
+    if binned:  # a scorecard: the bins say what the change means
+        table.add_column("bin", justify="left")
     for change in changes:
-        table.add_row(change.feature, _fmt(change.original), _fmt(change.proposed))
+        cells = [change.feature, _fmt(change.original), _fmt(change.proposed)]
+        if binned:
+            cells.append(escape(f"{change.original_bin or '?'} -> {change.proposed_bin or '?'}"))
+        table.add_row(*cells)
     return table
 
 

@@ -464,14 +464,22 @@ class CounterfactualSolver:
     def _changes(self, row: FloatMatrix) -> list[Change]:
         space = self.problem.space
         changed = np.flatnonzero(row != space.original)
-        return [
-            Change(
-                feature=space.names[i],
-                original=space.features[i].decode(float(space.original[i])),
-                proposed=space.features[i].decode(float(row[i])),
+        label = getattr(self.problem.model, "bin_label", None)  # a scorecard names the bins
+        out = []
+        for i in changed:
+            original = space.features[i].decode(float(space.original[i]))
+            proposed = space.features[i].decode(float(row[i]))
+            bins = (label(space.names[i], original), label(space.names[i], proposed)) if label else (None, None)
+            out.append(
+                Change(
+                    feature=space.names[i],
+                    original=original,
+                    proposed=proposed,
+                    original_bin=bins[0],
+                    proposed_bin=bins[1],
+                )
             )
-            for i in changed
-        ]
+        return out
 
     def _predictions(self, evaluation: Evaluation) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -18,6 +18,10 @@ class Change(BaseModel):
     feature: str
     original: Any
     proposed: Any
+    original_bin: str | None = None
+    """For a scorecard variable: the bin the original value falls in (``[83, 91.5)``)."""
+    proposed_bin: str | None = None
+    """For a scorecard variable: the bin the proposed value (a representative of it) falls in."""
 
 
 class ExactStatistics(BaseModel):
@@ -40,6 +44,8 @@ class ExactStatistics(BaseModel):
     verified: bool = False
     retries: int = 0
     reason: str = ""
+    backend: str = ""
+    """The MILP solver that ran: ``HiGHS 1.16.0 (highspy)``, ``SCIP 10.0.0 (OR-Tools 9.15)``."""
 
 
 class SolveStatistics(BaseModel):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from planning.features import BooleanFeature, CategoricalFeature
 from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from planning.problem import CounterfactualProblem
+from planning.scorecard import ScorecardAdapter
 from solver.exact.inputs import Column, Lin, ModelInputs, NotEncodableError, decompose, evaluate
 from solver.exact.milp import INF, Expr, Milp, add
 from solver.exact.trees import Ensemble, Tree, read_ensemble
@@ -50,6 +52,8 @@ LINEAR_REGRESSORS = (
     "HuberRegressor",
     "BayesianRidge",
 )
+NETWORKS = ("MLPClassifier", "MLPRegressor")
+"""ReLU networks: :mod:`solver.exact.networks`."""
 FLOAT32_MARGIN = 2.0**-19
 """Relative margin on each side of a float32 threshold: 16 units in the last place, so
 rounding the input to float32 never crosses the threshold."""
@@ -84,6 +88,8 @@ class Output:
     classes: list[Lin] | None = None
     """For a multi-class model: each class's probability (``link`` probability) or score
     (``logit``: the softmax's inputs)."""
+    inclusive: bool = False
+    """For ``label``: 0 itself gives class 1 (a scorecard's cut-off: a score at it is accepted)."""
 
 
 @dataclass
@@ -110,6 +116,8 @@ class Formulation:
     """Per tree: leaf node -> its indicator variable."""
     trees: list[Tree] = field(default_factory=list)
     inputs: ModelInputs | None = None
+    fills: list[Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64]], None]] = field(default_factory=list)
+    """Set auxiliary variables in a warm start ``(x, row)`` from the values already in ``x``."""
 
     def decode(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The encoded row a solution stands for, exactly on its grid and categories."""
@@ -189,6 +197,8 @@ class Formulation:
                 leaf = tree.leaf(model_row)
                 if leaf in leaves:
                     x[leaves[leaf]] = 1.0
+        for fill in self.fills:  # auxiliary variables of other encodings, from what is set above
+            fill(x, row)
         return x
 
 
@@ -233,7 +243,7 @@ def build(
     formulation.margin_scale = margin_scale
     formulation.output = encode_model(formulation)
     _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
-    milp.minimise(distance)
+    milp.minimise(formulation.distance)  # an encoding may replace the distance (the scorecard metric)
     return formulation
 
 
@@ -247,7 +257,7 @@ def check_problem(problem: CounterfactualProblem) -> None:
     for j, feature in enumerate(space.features):
         if space.missing[j] and feature.mutable and space.lower[j] != space.upper[j]:
             raise NotEncodableError(f"feature {feature.name!r}: filling a missing value in")
-    if not isinstance(problem.model, SklearnClassifierAdapter | SklearnRegressorAdapter):
+    if not isinstance(problem.model, SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter):
         raise NotEncodableError(f"a {type(problem.model).__name__} is a black box to the exact engine")
     if len(problem.goals) != 1:
         raise NotEncodableError("the exact engine takes one goal")
@@ -379,6 +389,10 @@ def encode_model(formulation: Formulation) -> Output:
     """The model's output as a linear expression of the program's variables."""
     problem = formulation.problem
     adapter: Any = problem.model
+    if isinstance(adapter, ScorecardAdapter):
+        from solver.exact.scorecards import encode_scorecard  # noqa: PLC0415
+
+        return encode_scorecard(formulation, adapter)
     if len(adapter.outputs) != 1:
         raise NotEncodableError("a model with several outputs")
     inputs = decompose(adapter.model, base_columns(formulation))
@@ -405,6 +419,10 @@ def encode_model(formulation: Formulation) -> Output:
                 )
     if kind in LINEAR_CLASSIFIERS or kind in LINEAR_REGRESSORS:
         return _linear(estimator, kind, inputs, original)
+    if kind in NETWORKS:
+        from solver.exact.networks import encode_network  # noqa: PLC0415 - it imports this module
+
+        return encode_network(formulation, estimator, inputs, original)
     ensemble = read_ensemble(estimator)
     return _trees(formulation, ensemble, inputs, original)
 
@@ -443,8 +461,14 @@ def _affine_output(coef: npt.NDArray[np.float64], intercept: float, inputs: Mode
 
 
 def _trees(
-    formulation: Formulation, ensemble: Ensemble, inputs: ModelInputs, original: npt.NDArray[np.float64]
+    formulation: Formulation,
+    ensemble: Ensemble,
+    inputs: ModelInputs,
+    original: npt.NDArray[np.float64],
+    real: npt.NDArray[np.float64] | None = None,
 ) -> Output:
+    """The ensemble's output; ``real`` is the model's output at the original in the ensemble's
+    link (read from the scikit-learn model when not given)."""
     milp = formulation.milp
     problem = formulation.problem
     space = problem.space
@@ -542,7 +566,7 @@ def _trees(
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
             milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
-    offsets = _real_output(problem, ensemble.link, outputs) - ensemble.total(original)
+    offsets = (_real_output(problem, ensemble.link, outputs) if real is None else real) - ensemble.total(original)
     lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
     if outputs == 1:
         return Output(lins[0], ensemble.link, ensemble.description)
@@ -757,7 +781,9 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
         target_is_one = bound.class_index == 1
         if link == "label":  # the predicted label is certain: the right side of the hyperplane is enough
             if target_is_one:
-                milp.row(terms, epsilon - constant, INF)
+                # at a scorecard's cut-off itself on the first try (retries keep a margin)
+                inside = 0.0 if formulation.output.inclusive and formulation.margin_scale == 1.0 else epsilon
+                milp.row(terms, inside - constant, INF)
             else:
                 milp.row(terms, -INF, -epsilon - constant)
             return

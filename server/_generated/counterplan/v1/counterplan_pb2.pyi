@@ -248,14 +248,18 @@ class Counterfactual(_message.Message):
     def __init__(self, proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ...) -> None: ...
 
 class FeatureChange(_message.Message):
-    __slots__ = ("feature", "original", "proposed")
+    __slots__ = ("feature", "original", "proposed", "original_bin", "proposed_bin")
     FEATURE_FIELD_NUMBER: _ClassVar[int]
     ORIGINAL_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_BIN_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_BIN_FIELD_NUMBER: _ClassVar[int]
     feature: str
     original: FeatureValue
     proposed: FeatureValue
-    def __init__(self, feature: _Optional[str] = ..., original: _Optional[_Union[FeatureValue, _Mapping]] = ..., proposed: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    original_bin: str
+    proposed_bin: str
+    def __init__(self, feature: _Optional[str] = ..., original: _Optional[_Union[FeatureValue, _Mapping]] = ..., proposed: _Optional[_Union[FeatureValue, _Mapping]] = ..., original_bin: _Optional[str] = ..., proposed_bin: _Optional[str] = ...) -> None: ...
 
 class OutputPrediction(_message.Message):
     __slots__ = ("output", "probabilities", "value")
@@ -313,7 +317,7 @@ class SolveStatistics(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ...) -> None: ...
 
 class ExactStatistics(_message.Message):
-    __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason")
+    __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason", "backend")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROVEN_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +331,7 @@ class ExactStatistics(_message.Message):
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
     status: str
     proven: bool
     model: str
@@ -340,7 +345,8 @@ class ExactStatistics(_message.Message):
     verified: bool
     retries: int
     reason: str
-    def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    backend: str
+    def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
     __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names")

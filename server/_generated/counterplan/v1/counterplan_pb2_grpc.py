@@ -5,7 +5,7 @@ import warnings
 
 from server._generated.counterplan.v1 import counterplan_pb2 as server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
