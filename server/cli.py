@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="find the smallest actionable change that reaches a goal",
         description="Explain one prediction with a counterfactual. With no arguments: the embedded demo loan model.",
     )
-    explain.add_argument("--model", help="fitted scikit-learn model: .skops or .joblib file")
+    explain.add_argument(
+        "--model",
+        help="fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), or a "
+        "scorecard's points table (.yaml, .json or .csv)",
+    )
     explain.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
     explain.add_argument("--data", help="CSV of training data: domains and statistics are inferred from it")
     explain.add_argument("--row", type=int, help="row of --data to explain (0-based)")
@@ -56,10 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
     explain.add_argument(
         "--distance",
-        choices=["auto", "mad_l1", "range_l1", "sd_squared"],
+        choices=["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"],
         default="auto",
-        help="feature distance (default auto: MAD-scaled when the data gives every mutable number a MAD)",
+        help="feature distance (default auto: MAD-scaled when the data gives every mutable number a MAD); "
+        "scorecard: the scorecard paper's objective, --alpha x WoE proximity + --beta x closeness to the data",
     )
+    explain.add_argument("--alpha", type=float, default=1.0, help="scorecard distance: weight of proximity")
+    explain.add_argument("--beta", type=float, default=1.0, help="scorecard distance: weight of closeness")
     explain.add_argument(
         "--engine",
         choices=["local", "exact", "auto"],
@@ -289,7 +296,10 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = with_margin([parse_goal_text(text) for text in args.goal], args.margin)
     max_changes, penalty = checked_limits(args)
-    distance = DistanceSettings(metric=args.distance, change_penalty=penalty)
+    try:
+        distance = DistanceSettings(metric=args.distance, change_penalty=penalty, alpha=args.alpha, beta=args.beta)
+    except ValueError as exc:
+        raise _usage(f"--alpha/--beta: {str(exc).splitlines()[-1].strip()[:200]}") from None
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
@@ -358,7 +368,11 @@ def _demo_problem(
     )
 
 
-def _model_columns(model: Any, data: Any, target: str | None) -> list[str]:
+def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:
+    from planning.scorecard import PointsTable, is_optbinning_scorecard  # noqa: PLC0415
+
+    if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
+        return None  # a scorecard reads its own variables
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         return [str(n) for n in names]

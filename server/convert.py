@@ -58,6 +58,7 @@ _METRICS = {
     pb.DISTANCE_METRIC_RANGE_L1: "range_l1",
     pb.DISTANCE_METRIC_MAD_L1: "mad_l1",
     pb.DISTANCE_METRIC_SD_SQUARED: "sd_squared",
+    pb.DISTANCE_METRIC_SCORECARD: "scorecard",
 }
 
 
@@ -162,7 +163,19 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     if metric is None:
         violations.append(("distance_metric", f"unknown value {request.distance_metric}"))
         metric = "auto"
-    if metric not in ("auto", "range_l1"):
+    weights = {"alpha": 1.0, "beta": 1.0}
+    for name in weights:
+        if request.HasField(f"scorecard_{name}"):
+            weight = getattr(request, f"scorecard_{name}")
+            if metric != "scorecard":
+                violations.append((f"scorecard_{name}", "only with distance_metric DISTANCE_METRIC_SCORECARD"))
+            elif not (math.isfinite(weight) and 0.0 <= weight <= 1e6):
+                violations.append((f"scorecard_{name}", f"must be a number from 0 to 1e6, given {weight}"))
+            else:
+                weights[name] = weight
+    if metric == "scorecard" and not model.scorecard:
+        violations.append(("distance_metric", f"model {model.id!r} is not a scorecard"))
+    elif metric not in ("auto", "range_l1", "scorecard"):
         numeric = [f.name for f in model.features if f.kind in ("integer", "float") and not f.immutable]
         stat = "mad" if metric == "mad_l1" else "std"
         missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
@@ -192,7 +205,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     return CheckedRequest(
         features,
         goals,
-        DistanceSettings(metric=metric, change_penalty=penalty),
+        DistanceSettings(metric=metric, change_penalty=penalty, **weights),
         config,
         seed,
         num_counterfactuals=k,

@@ -22,13 +22,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planning._pydantic import describe
 from planning.distance import DistanceSettings, FeatureStatistics
-from planning.errors import InvalidInputError
+from planning.errors import InvalidInputError, ModelAdapterError, ProblemError
 from planning.features import CategoricalFeature, FloatFeature, IntegerFeature, parse_feature
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
 from planning.inference import infer_features, infer_precision, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilitySettings
 from planning.problem import CounterfactualProblem, plausibility_model
+from planning.scorecard import (
+    PointsTable,
+    ScorecardAdapter,
+    ScorecardDistance,
+    adapt_scorecard,
+    is_optbinning_scorecard,
+)
 from planning.space import AnyFeature
 from server.loading import LoadError, load_csv, load_model
 from solver.core.config import SolverConfig
@@ -117,6 +124,25 @@ class RegisteredModel:
     default_goals: list[ClassGoal | ValueGoal | RangeGoal] | None = None
     """The question of a request that gives no goal; None: the class a binary classifier does
     not predict for the instance now."""
+    training: pd.DataFrame | None = None
+    """The card's training data, for a scorecard's closeness statistics."""
+    _objectives: dict[tuple[float, float], ScorecardDistance] = field(default_factory=dict)
+
+    @property
+    def scorecard(self) -> bool:
+        """True for a credit scorecard (an optbinning Scorecard or a points table)."""
+        return isinstance(self.adapter, ScorecardAdapter)
+
+    def scorecard_distance(self, distance: DistanceSettings) -> ScorecardDistance:
+        """The scorecard paper's objective with these weights (its statistics computed once)."""
+        assert isinstance(self.adapter, ScorecardAdapter)
+        key = (distance.alpha, distance.beta)
+        if key not in self._objectives:
+            try:
+                self._objectives[key] = ScorecardDistance.from_data(self.adapter.table, self.training, *key)
+            except ModelAdapterError as exc:
+                raise ProblemError(exc.field, f"model {self.id!r}: {exc.problem}") from None
+        return self._objectives[key]
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
@@ -183,6 +209,7 @@ class RegisteredModel:
             self.statistics,
             max_changed_features=max_changed_features,
             plausibility=judge,
+            scorecard_distance=self.scorecard_distance(distance) if distance.metric == "scorecard" else None,
         )
 
 
@@ -234,6 +261,7 @@ class ModelRegistry:
         if not folder.is_dir():
             raise RegistryError(str(folder), "not a directory")
         cards = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".yaml", ".yml", ".json"})
+        cards = [p for p in cards if not _names_a_table(p)]  # a scorecard's points table is a model file
         if not cards:
             raise RegistryError(str(folder), "holds no model card (*.yaml, *.yml, *.json)")
         models = [load_card(card, trust_pickle) for card in cards]
@@ -242,6 +270,16 @@ class ModelRegistry:
         if duplicate is not None:
             raise RegistryError(duplicate, "two model cards use this id")
         return cls(models)
+
+
+def _names_a_table(path: Path) -> bool:
+    """True for a points table (a YAML/JSON file whose top level has ``variables``), which a card
+    names as its ``model_file``; cards have ``model_file``."""
+    try:
+        data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
+    except (ConfigTextError, OSError, UnicodeDecodeError):
+        return False  # read again as a card, which reports the problem
+    return isinstance(data, dict) and "variables" in data and "model_file" not in data
 
 
 def _inside(card: Path, field: str, name: str) -> Path:
@@ -290,8 +328,9 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
             raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
         statistics = {**inferred, **statistics}
     reference = None
-    if data_path is not None and card.target is not None:
-        reference = load_csv(data_path)
+    training = load_csv(data_path) if data_path is not None else None
+    if training is not None and card.target is not None:
+        reference = training
     try:
         if isinstance(card.default_solver_config, str):
             config = SolverConfig.load(_inside(path, "default_solver_config", card.default_solver_config))
@@ -303,7 +342,16 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         raise RegistryError(f"{path.name}:default_solver_config.{exc.field}", exc.problem) from None
     log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
     return RegisteredModel(
-        card.id, card.version, card.description, adapter, features, statistics, config, reference, card.target
+        card.id,
+        card.version,
+        card.description,
+        adapter,
+        features,
+        statistics,
+        config,
+        reference,
+        card.target,
+        training=training,
     )
 
 
@@ -336,6 +384,8 @@ def schema_from_data(
     """Infer a feature schema and statistics from training data (``overrides`` as in ``from_dataframe``)."""
     names = getattr(model, "feature_names_in_", None)
     columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
+    if isinstance(model, PointsTable) or is_optbinning_scorecard(model):  # a scorecard reads its variables
+        columns = list(adapt_scorecard(model).feature_names)
     overrides = dict(overrides or {})
     fill = {name for name, fields in overrides.items() if fields.get("fill_missing")}
     for_inference = {n: {k: v for k, v in f.items() if k != "fill_missing"} for n, f in overrides.items()}

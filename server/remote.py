@@ -81,6 +81,7 @@ _METRICS = {
     "range_l1": pb.DISTANCE_METRIC_RANGE_L1,
     "mad_l1": pb.DISTANCE_METRIC_MAD_L1,
     "sd_squared": pb.DISTANCE_METRIC_SD_SQUARED,
+    "scorecard": pb.DISTANCE_METRIC_SCORECARD,
 }
 _MONOTONE = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}
 
@@ -94,6 +95,8 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
     if args.margin is not None:  # checked by with_margin; reaches the server's default goal too
         request.margin = args.margin
     request.distance_metric = _METRICS[args.distance]
+    if args.distance == "scorecard":
+        request.scorecard_alpha, request.scorecard_beta = args.alpha, args.beta
     request.plausible = args.plausible
     if max_changes is not None:
         request.max_changed_features = max_changes

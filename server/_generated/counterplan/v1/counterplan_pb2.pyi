@@ -44,6 +44,7 @@ class DistanceMetric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DISTANCE_METRIC_RANGE_L1: _ClassVar[DistanceMetric]
     DISTANCE_METRIC_MAD_L1: _ClassVar[DistanceMetric]
     DISTANCE_METRIC_SD_SQUARED: _ClassVar[DistanceMetric]
+    DISTANCE_METRIC_SCORECARD: _ClassVar[DistanceMetric]
 
 class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +74,7 @@ DISTANCE_METRIC_UNSPECIFIED: DistanceMetric
 DISTANCE_METRIC_RANGE_L1: DistanceMetric
 DISTANCE_METRIC_MAD_L1: DistanceMetric
 DISTANCE_METRIC_SD_SQUARED: DistanceMetric
+DISTANCE_METRIC_SCORECARD: DistanceMetric
 STAGE_UNSPECIFIED: Stage
 STAGE_INTERMEDIATE: Stage
 STAGE_FINAL: Stage
@@ -190,7 +192,7 @@ class SolverSpec(_message.Message):
     def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ..., engine_choice: _Optional[_Union[EngineChoice, str]] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin", "scorecard_alpha", "scorecard_beta")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +212,8 @@ class ExplainRequest(_message.Message):
     PLAUSIBLE_FIELD_NUMBER: _ClassVar[int]
     CHANGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     MARGIN_FIELD_NUMBER: _ClassVar[int]
+    SCORECARD_ALPHA_FIELD_NUMBER: _ClassVar[int]
+    SCORECARD_BETA_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -222,7 +226,9 @@ class ExplainRequest(_message.Message):
     plausible: bool
     change_penalty: float
     margin: float
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ..., margin: _Optional[float] = ...) -> None: ...
+    scorecard_alpha: float
+    scorecard_beta: float
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ..., margin: _Optional[float] = ..., scorecard_alpha: _Optional[float] = ..., scorecard_beta: _Optional[float] = ...) -> None: ...
 
 class Counterfactual(_message.Message):
     __slots__ = ("proposed", "changes", "predictions", "score", "valid", "feasible")
@@ -317,7 +323,7 @@ class SolveStatistics(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ...) -> None: ...
 
 class ExactStatistics(_message.Message):
-    __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason", "backend")
+    __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason", "backend", "answer_set", "answer_set_reason")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROVEN_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +338,8 @@ class ExactStatistics(_message.Message):
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_SET_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_SET_REASON_FIELD_NUMBER: _ClassVar[int]
     status: str
     proven: bool
     model: str
@@ -346,7 +354,9 @@ class ExactStatistics(_message.Message):
     retries: int
     reason: str
     backend: str
-    def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
+    answer_set: str
+    answer_set_reason: str
+    def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ..., backend: _Optional[str] = ..., answer_set: _Optional[str] = ..., answer_set_reason: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
     __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names")
