@@ -64,6 +64,10 @@ if TYPE_CHECKING:
     from planning.space import (
         FeatureSpace,
     )
+    from planning.trust_region import (
+        TrustRegion,
+        TrustRegionSettings,
+    )
 
 _EXPORTS: dict[str, str] = {
     "BendableScore": "planning.score",
@@ -91,6 +95,8 @@ _EXPORTS: dict[str, str] = {
     "RangeGoal": "planning.goals",
     "ScoreCalculator": "planning.calculator",
     "ScoreFormatError": "planning.errors",
+    "TrustRegion": "planning.trust_region",
+    "TrustRegionSettings": "planning.trust_region",
     "SklearnClassifierAdapter": "planning.models",
     "SklearnRegressorAdapter": "planning.models",
     "ValueGoal": "planning.goals",
@@ -129,6 +135,8 @@ __all__ = [
     "ScoreFormatError",
     "SklearnClassifierAdapter",
     "SklearnRegressorAdapter",
+    "TrustRegion",
+    "TrustRegionSettings",
     "ValueGoal",
     "adapt_sklearn",
     "parse_feature",

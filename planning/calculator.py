@@ -118,6 +118,8 @@ class ScoreCalculator:
         """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
         problem = self.problem
         X = problem.space.check_candidates(X)
+        if problem.relations is not None:  # a row stands for itself with its computed features
+            X = problem.relations.apply(X)
         n = X.shape[0]
         scores = np.zeros((n, LEVELS), dtype=np.float64)
         if n == 0:
@@ -222,6 +224,13 @@ class ScoreCalculator:
         plausibility = self.problem.plausibility
         if plausibility is not None:
             broken += ~plausibility.plausible(X)
+        relations = self.problem.relations
+        if relations is not None:  # a relation whose value the domain cannot hold
+            broken += relations.broken(X)
+        region = self.problem.trust_region
+        if region is not None:  # the original is no counterfactual: it is not judged
+            moved = np.flatnonzero(changed.any(axis=1))
+            broken[moved] += ~region.inside(X[moved])
         return np.asarray(broken, dtype=np.float64)
 
     def _predict(self, X: FloatMatrix) -> tuple[Predictions, list[str | None]]:
@@ -312,6 +321,8 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
     model once for this row alone.
     """
     space = problem.space
+    if problem.relations is not None:
+        row = problem.relations.apply(row.reshape(1, -1))[0]
     try:
         predictions: Predictions | None = problem.model.predict(row.reshape(1, -1), space)
     except ModelAdapterError:
@@ -368,6 +379,11 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             hard1 -= 1.0
     if problem.max_changed_features is not None:
         hard1 -= max(-soft1 - problem.max_changed_features, 0.0)
+    if problem.relations is not None:
+        hard1 -= float(problem.relations.broken(row.reshape(1, -1))[0])
+    region = problem.trust_region
+    if region is not None and (row != space.original).any() and not region.inside(row.reshape(1, -1))[0]:
+        hard1 -= 1.0
     if problem.plausibility is not None and not problem.plausibility.plausible(row.reshape(1, -1))[0]:
         hard1 -= 1.0
     if failed:

@@ -15,11 +15,13 @@ import pandas as pd
 from planning.defaults import default_goals
 from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from planning.errors import ModelAdapterError, ProblemError
-from planning.goals import BoundGoal, ClassGoal, RangeGoal, ValueGoal, as_number, bind_goals
+from planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
 from planning.inference import infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
+from planning.relations import LearnedConstraint, LearnedRelations
 from planning.space import AnyFeature, FeatureSpace, FloatMatrix
+from planning.trust_region import TrustRegion, TrustRegionSettings
 
 if TYPE_CHECKING:
     from planning.scorecard import ScorecardDistance
@@ -52,6 +54,13 @@ class CounterfactualProblem:
     plausibility:
         A :class:`~planning.plausibility.PlausibilityModel`: an implausible candidate breaks a
         rule (hard level 1). Built by :meth:`from_dataframe` when asked.
+    trust_region:
+        A :class:`~planning.trust_region.TrustRegion` (CE-OCL): a candidate outside the convex
+        hull of the target outcome's rows breaks a rule (hard level 1); the original is never
+        judged. The exact engine keeps it as constraints. Built by :meth:`from_dataframe` when asked.
+    relations:
+        :class:`~planning.relations.LearnedConstraint` s: features computed from others by a
+        fitted regressor (CE-OCL's learned constraints), in every engine.
     """
 
     def __init__(
@@ -65,12 +74,17 @@ class CounterfactualProblem:
         max_changed_features: int | None = None,
         plausibility: PlausibilityModel | None = None,
         scorecard_distance: ScorecardDistance | None = None,
+        trust_region: TrustRegion | None = None,
+        relations: Sequence[LearnedConstraint] = (),
     ) -> None:
         if max_changed_features is not None and max_changed_features < 1:
             raise ProblemError("max_changed_features", f"must be at least 1, given {max_changed_features}")
         self.max_changed_features = max_changed_features
         self.plausibility = plausibility
         self.space = FeatureSpace(features)
+        if trust_region is not None and trust_region.space.names != self.space.names:
+            raise ProblemError("trust_region", "it was built for other features than this problem's")
+        self.trust_region = trust_region
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
         if goals is None:
             goals = default_goals(self.model, self.space)
@@ -78,6 +92,8 @@ class CounterfactualProblem:
         self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
         self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
         self.scales: FloatMatrix = feature_scales(self.space, self.distance, self.statistics)
+        self.relations = LearnedRelations(self.space, relations) if relations else None
+        """Learned constraints: features computed from others (:mod:`planning.relations`)."""
         self.scorecard_distance = scorecard_distance
         """With the ``scorecard`` metric: the objective soft level 0 measures."""
         if self.distance.metric == "scorecard" and scorecard_distance is None:
@@ -99,6 +115,8 @@ class CounterfactualProblem:
         max_changed_features: int | None = None,
         plausibility: PlausibilitySettings | None = None,
         fill_missing: Iterable[str] | bool = (),
+        trust_region: TrustRegionSettings | None = None,
+        relations: Sequence[LearnedConstraint] = (),
     ) -> CounterfactualProblem:
         """Build a problem the way data scientists work: training data plus one row.
 
@@ -131,6 +149,12 @@ class CounterfactualProblem:
         fill_missing:
             Columns whose missing instance value the search may fill in (``True``: all of them).
             Otherwise a missing value stays missing.
+        trust_region:
+            Keep candidates in the convex hull of the training rows with the target outcome (the
+            first class goal's class in the ``target`` column; for a numeric goal, the rows whose
+            label meets it); see :mod:`planning.trust_region`.
+        relations:
+            As in the constructor.
         """
         if target is not None and target not in data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
@@ -162,6 +186,7 @@ class CounterfactualProblem:
         judge = None
         if plausibility is not None:
             judge = plausibility_model(data, features, goals, target, plausibility)
+        region = None if trust_region is None else trust_region_model(data, features, goals, target, trust_region)
         objective = None
         if distance is not None and distance.metric == "scorecard":
             objective = _scorecard_distance(model, data, distance)
@@ -174,6 +199,8 @@ class CounterfactualProblem:
             max_changed_features=max_changed_features,
             plausibility=judge,
             scorecard_distance=objective,
+            trust_region=region,
+            relations=relations,
         )
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
@@ -187,6 +214,8 @@ class CounterfactualProblem:
             max_changed_features=self.max_changed_features,
             plausibility=self.plausibility,
             scorecard_distance=self.scorecard_distance,
+            trust_region=self.trust_region,
+            relations=self.relations.relations if self.relations is not None else (),
         )
 
     def original_row(self) -> FloatMatrix:
@@ -236,11 +265,41 @@ def plausibility_model(
     goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
     if goal is None or target is None or target not in data.columns:
         raise ProblemError("plausibility", "needs a class goal and the label column given as target")
-    labels = data[target]
+    space = FeatureSpace(features)
+    return PlausibilityModel(space, encode_frame(space, data[_class_rows(data[target], goal)]), settings)
+
+
+def _class_rows(labels: pd.Series, goal: ClassGoal) -> pd.Series:
+    """Where ``labels`` hold the goal's class."""
     chosen = labels.astype(str) == str(goal.target)
     number = as_number(goal.target)
     if not chosen.any() and number is not None:  # class 1 of a label column pandas read as 1.0
         chosen = pd.to_numeric(labels, errors="coerce") == number
-    rows = data[chosen]
+    return chosen
+
+
+def trust_region_model(
+    data: pd.DataFrame,
+    features: list[AnyFeature],
+    goals: Sequence[AnyGoal],
+    target: str | None,
+    settings: TrustRegionSettings,
+) -> TrustRegion:
+    """The trust region of the rows of ``data`` with the target outcome: the first class goal's
+    class in the ``target`` column; without a class goal, the rows whose label meets the (one)
+    numeric goal."""
+    if target is None or target not in data.columns:
+        raise ProblemError("trust_region", "needs the label column given as target")
+    goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
+    if goal is not None:
+        chosen = _class_rows(data[target], goal)
+    elif len(goals) == 1:
+        labels = pd.to_numeric(data[target], errors="coerce").to_numpy(dtype=np.float64)
+        met = BoundGoal(goals[0], OutputSpec(target)).met(labels) & np.isfinite(labels)
+        chosen = pd.Series(met, index=data.index)
+    else:
+        raise ProblemError("trust_region", "needs a class goal, or exactly one numeric goal to select rows by")
+    if not chosen.any():
+        raise ProblemError("trust_region", f"no row of the data has the target outcome in column {target!r}")
     space = FeatureSpace(features)
-    return PlausibilityModel(space, encode_frame(space, rows), settings)
+    return TrustRegion(space, encode_frame(space, data[chosen]), settings)

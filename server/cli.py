@@ -129,6 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "--plausible", action="store_true", help="only answers near real rows of the desired class (needs data)"
     )
+    explain.add_argument(
+        "--trust-region",
+        action="store_true",
+        help="answers in the convex hull of the data's rows with the target outcome (needs --target)",
+    )
+    explain.add_argument("--trust-nearest", type=int, metavar="K", help="trust region: only the K rows nearest the row")
+    explain.add_argument(
+        "--trust-slack",
+        type=float,
+        metavar="S",
+        help="trust region: allowed L1 distance outside the hull (range-scaled)",
+    )
     explain.add_argument("--config", help="solver configuration file (YAML or JSON)")
     explain.add_argument("--seed", type=int, help="random seed (default: the config's)")
     explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
@@ -338,6 +350,7 @@ def _actionability(args: argparse.Namespace, max_changes: int | None) -> dict[st
         "overrides": feature_overrides(args),
         "max_changed_features": max_changes,
         "plausibility": PlausibilitySettings() if args.plausible else None,
+        "trust_region": trust_region_settings(args),
         "fill_missing": fill_missing_columns(args),
     }
 
@@ -366,6 +379,23 @@ def _demo_problem(
         distance=distance,
         **_actionability(args, max_changes),
     )
+
+
+def trust_region_settings(args: argparse.Namespace) -> Any:
+    """The trust region the flags ask for (``--trust-nearest``/``--trust-slack`` imply it), or None."""
+    from planning.trust_region import TrustRegionSettings  # noqa: PLC0415
+
+    if not (args.trust_region or args.trust_nearest is not None or args.trust_slack is not None):
+        return None
+    fields: dict[str, Any] = {}
+    if args.trust_nearest is not None:
+        fields["nearest"] = args.trust_nearest
+    if args.trust_slack is not None:
+        fields["slack"] = args.trust_slack
+    try:
+        return TrustRegionSettings(**fields)
+    except ValueError as exc:
+        raise _usage(f"--trust-nearest/--trust-slack: {str(exc).splitlines()[-1].strip()[:200]}") from None
 
 
 def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:

@@ -15,6 +15,7 @@ from planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from planning.errors import InvalidInputError, one_line
 from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from planning.space import AnyFeature, FeatureSpace
+from planning.trust_region import TrustRegionSettings
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.registry import FeatureSpec, RegisteredModel
 from solver.core.budget import check_budget
@@ -53,6 +54,9 @@ _ENGINES: dict[int, Any] = {
     pb.ENGINE_GREAT_DELUGE: GreatDelugeAcceptorConfig,
     pb.ENGINE_STEP_COUNTING_HILL_CLIMBING: StepCountingHillClimbingAcceptorConfig,
 }
+MAX_TRUST_REGION_ROWS = 500
+"""A request's trust region uses at most this many training rows of the target outcome (the
+exact engine adds a variable per row; local search checks membership by linear programs)."""
 _METRICS = {
     pb.DISTANCE_METRIC_UNSPECIFIED: "auto",
     pb.DISTANCE_METRIC_RANGE_L1: "range_l1",
@@ -102,6 +106,7 @@ class CheckedRequest:
         max_changed_features: int | None = None,
         plausible: bool = False,
         engine: str | None = None,
+        trust_region: TrustRegionSettings | None = None,
     ) -> None:
         self.features = features
         self.goals = goals
@@ -111,6 +116,7 @@ class CheckedRequest:
         self.num_counterfactuals = num_counterfactuals
         self.max_changed_features = max_changed_features
         self.plausible = plausible
+        self.trust_region = trust_region
         self.engine = engine
         """``local``, ``exact``, ``auto``, or None: the configuration as it is."""
 
@@ -195,6 +201,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
     if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
         violations.append(("plausible", "needs a class goal"))
+    region = _trust_region(request, model, violations)
     if not violations:
         try:
             check_budget(config, len(features), sum(f.mutable for f in features))
@@ -212,7 +219,34 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         max_changed_features=limit,
         plausible=request.plausible,
         engine=engine or None,
+        trust_region=region,
     )
+
+
+def _trust_region(
+    request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]
+) -> TrustRegionSettings | None:
+    """The request's trust region settings, checked (None: no trust region)."""
+    if not request.HasField("trust_region"):
+        return None
+    message = request.trust_region
+    if model.reference is None:
+        out.append(("trust_region", f"model {model.id!r} has no training data with its label column"))
+        return None
+    fields: dict[str, Any] = {}
+    if message.HasField("nearest"):
+        if not 1 <= message.nearest <= MAX_TRUST_REGION_ROWS:
+            out.append(("trust_region.nearest", f"must be 1 to {MAX_TRUST_REGION_ROWS}, given {message.nearest}"))
+            return None
+        fields["nearest"] = message.nearest
+    if message.HasField("slack"):
+        if not (math.isfinite(message.slack) and 0.0 <= message.slack <= 1e3):
+            out.append(("trust_region.slack", f"must be a number from 0 to 1000, given {message.slack}"))
+            return None
+        fields["slack"] = message.slack
+    if message.HasField("enlarge_when_infeasible"):
+        fields["enlarge_when_infeasible"] = message.enlarge_when_infeasible
+    return TrustRegionSettings(max_reference_rows=MAX_TRUST_REGION_ROWS, **fields)
 
 
 def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
 from planning.inference import infer_features, infer_precision, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilitySettings
-from planning.problem import CounterfactualProblem, plausibility_model
+from planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
 from planning.scorecard import (
     PointsTable,
     ScorecardAdapter,
@@ -37,6 +37,7 @@ from planning.scorecard import (
     is_optbinning_scorecard,
 )
 from planning.space import AnyFeature
+from planning.trust_region import TrustRegionSettings
 from server.loading import LoadError, load_csv, load_model
 from solver.core.config import SolverConfig
 from solver.core.safe_yaml import ConfigTextError, load_config_text
@@ -196,11 +197,18 @@ class RegisteredModel:
         distance: DistanceSettings,
         max_changed_features: int | None = None,
         plausible: bool = False,
+        *,
+        trust_region: TrustRegionSettings | None = None,
     ) -> CounterfactualProblem:
         """The counterfactual problem for checked features and goals."""
         judge = None
         if plausible and self.reference is not None and self.target is not None:
             judge = plausibility_model(self.reference, features, goals, self.target, PlausibilitySettings())
+        region = None
+        if trust_region is not None:
+            if self.reference is None:
+                raise ProblemError("trust_region", f"model {self.id!r} has no training data with its label column")
+            region = trust_region_model(self.reference, features, goals, self.target, trust_region)
         return CounterfactualProblem(
             features,
             goals,
@@ -210,6 +218,7 @@ class RegisteredModel:
             max_changed_features=max_changed_features,
             plausibility=judge,
             scorecard_distance=self.scorecard_distance(distance) if distance.metric == "scorecard" else None,
+            trust_region=region,
         )
 
 

@@ -98,6 +98,12 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
     if args.distance == "scorecard":
         request.scorecard_alpha, request.scorecard_beta = args.alpha, args.beta
     request.plausible = args.plausible
+    if args.trust_region or args.trust_nearest is not None or args.trust_slack is not None:
+        request.trust_region.SetInParent()
+        if args.trust_nearest is not None:
+            request.trust_region.nearest = args.trust_nearest
+        if args.trust_slack is not None:
+            request.trust_region.slack = args.trust_slack
     if max_changes is not None:
         request.max_changed_features = max_changes
     if penalty:
@@ -259,5 +265,7 @@ def _exact(message: pb.ExactStatistics) -> ExactStatistics:
         retries=message.retries,
         reason=message.reason,
         backend=message.backend,
+        answer_set=message.answer_set,
+        answer_set_reason=message.answer_set_reason,
         **optional,
     )

@@ -78,6 +78,14 @@ def exact_line(exact: ExactStatistics) -> str:
     if exact.gap is not None and exact.status != "infeasible":
         parts.append(f"gap {exact.gap:.2g}")
     parts.append(f"{exact.nodes:,} nodes, {exact.variables:,} variables, {exact.seconds:.2f} s")
+    if exact.backend:
+        parts.append(exact.backend)
+    if exact.answer_set:
+        parts.append(
+            f"set of answers: {exact.answer_set}" + (f" ({exact.answer_set_reason})" if exact.answer_set_reason else "")
+        )
+    if exact.reason:
+        parts.append(exact.reason)
     if exact.retries:
         parts.append(f"{exact.retries} retries with wider margins")
     if not exact.verified and exact.status in ("optimal", "feasible"):

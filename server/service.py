@@ -236,10 +236,15 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 "model_threads": self.settings.threads_for(checked.config.model_threads),
             }
         )
-        problem = model.problem(
-            checked.features, checked.goals, checked.distance, checked.max_changed_features, checked.plausible
-        )
         try:
+            problem = model.problem(
+                checked.features,
+                checked.goals,
+                checked.distance,
+                checked.max_changed_features,
+                checked.plausible,
+                trust_region=checked.trust_region,
+            )
             job = self._start(problem, config, checked, request_id, listener)
         except InvalidInputError as exc:  # the engine choice, checked against the problem
             outcome["status"] = "INVALID_ARGUMENT"

@@ -98,6 +98,9 @@ class CalculatorScorer:
         space = self.calculator.problem.space
         if self._original is not None and X.shape[0] == 1 and np.array_equal(X[0], space.original):
             return self._original.scores.copy()
+        relations = self.calculator.problem.relations
+        if relations is not None:  # the engines keep the rows as scored: computed features set
+            X[...] = relations.apply(X)
         scores = self.calculator.calculate(X).scores
         if self.calculator.gave_up is not None and self._on_give_up is not None:
             self._on_give_up()  # the model keeps failing: end the solve with what it found
@@ -145,7 +148,7 @@ class CounterfactualSolver:
         self.config = config
         self.num_counterfactuals = num_counterfactuals
         self.listeners: list[Listener] = []
-        self._solver = Solver(config, collect_pool=num_counterfactuals > 1)
+        self._solver = Solver(config, collect_pool=num_counterfactuals > 1, answers=num_counterfactuals)
 
     def add_listener(self, listener: Listener) -> None:
         """Hear every new best solution (decoded), in the solving thread."""
@@ -180,13 +183,26 @@ class CounterfactualSolver:
         scorer = CalculatorScorer(calculator, original, on_give_up=self._solver.terminate_early)
         self._solver.listeners = [self._forward] if self.listeners else []
         outcome = self._solver.solve(problem.space, scorer, started, problem=problem)
+        if problem.relations is not None:  # every row reported with its computed features
+            outcome = dataclasses.replace(
+                outcome,
+                best_row=problem.relations.apply(outcome.best_row.reshape(1, -1))[0],
+                exact_rows=None if outcome.exact_rows is None else problem.relations.apply(outcome.exact_rows),
+                pool=None if outcome.pool is None else (problem.relations.apply(outcome.pool[0]), outcome.pool[1]),
+            )
         if calculator.gave_up is not None:
             outcome = dataclasses.replace(outcome, termination_reason=calculator.gave_up)
         final = self._final_check(calculator, outcome.best_row, stopping=should_stop())
         before = (calculator.calculation_count, calculator.model_call_count)
         choosing = time.perf_counter()
         alternatives = self._alternatives(
-            calculator, outcome.pool, outcome.best_row, final, original, should_stop=should_stop
+            calculator,
+            outcome.pool,
+            outcome.best_row,
+            final,
+            original,
+            should_stop=should_stop,
+            exact=outcome.exact_rows,
         )
         spent = outcome.time_spent + (time.perf_counter() - choosing)  # the search, then choosing k answers
         calculations = outcome.score_calculation_count + calculator.calculation_count - before[0]
@@ -301,13 +317,19 @@ class CounterfactualSolver:
         original: Evaluation,
         *,
         should_stop: Callable[[], bool],
+        exact: FloatMatrix | None = None,
     ) -> list[Counterfactual]:
-        """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1)."""
+        """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1); with
+        ``exact`` (the exact engine's set of answers), those."""
         if not (final.scores[0, :3] >= 0.0).all():
             return []  # the best is not feasible: no answer
-        if self.num_counterfactuals == 1 or pool is None:
+        evaluation: Evaluation | None
+        if exact is not None and exact.shape[0] > 1:  # the exact engine's set, solved at once
+            evaluation = None
+            rows = exact
+        elif self.num_counterfactuals == 1 or pool is None:
             rows = best.reshape(1, -1)
-            evaluation: Evaluation | None = final  # already scored: no second model call
+            evaluation = final  # already scored: no second model call
         else:
             evaluation = None
             rows = self._diverse_refined(calculator, pool, (best, final.scores[0]), original, should_stop)
@@ -453,7 +475,11 @@ class CounterfactualSolver:
             score=str(score),
             score_levels=list(score.levels),
             feasible=score.is_feasible,
-            values=self.problem.space.decode(event.row),
+            values=self.problem.space.decode(
+                event.row
+                if self.problem.relations is None
+                else self.problem.relations.apply(event.row.reshape(1, -1))[0]
+            ),
             time_spent_seconds=event.time_spent,
             step_index=event.step_index,
             score_calculation_count=event.score_calculation_count,

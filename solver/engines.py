@@ -25,10 +25,12 @@ EngineChoice = Literal["local", "exact", "auto"]
 ENGINES: tuple[str, ...] = ("local", "exact", "auto")
 
 
-def not_encodable(problem: CounterfactualProblem) -> str | None:
-    """Why the exact engine cannot take ``problem``, or None when it can."""
+def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools"] = "auto") -> str | None:
+    """Why the exact engine cannot take ``problem`` (or has no MILP solver: ``backend``, see
+    :mod:`solver.exact.backend`), or None when it can."""
     try:
-        from solver.exact.formulation import build  # noqa: PLC0415 - the exact engine loads on demand
+        from solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
+        from solver.exact.formulation import build  # noqa: PLC0415
         from solver.exact.inputs import NotEncodableError  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - the formulation itself needs no extra
         return str(exc)
@@ -36,13 +38,7 @@ def not_encodable(problem: CounterfactualProblem) -> str | None:
         build(problem)
     except NotEncodableError as exc:
         return str(exc)
-    try:
-        from solver.exact.highs import _highspy  # noqa: PLC0415
-
-        _highspy()
-    except ImportError as exc:
-        return str(exc)
-    return None
+    return available(backend)
 
 
 def exact_config(config: SolverConfig) -> SolverConfig:
@@ -74,7 +70,8 @@ def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) ->
         raise ProblemError("engine", f"must be one of {list(ENGINES)}, given {engine!r}")
     if engine == "local":
         return config, "local", "asked for"
-    reason = not_encodable(problem)
+    phase = next((p for p in config.phases if isinstance(p, ExactPhaseConfig)), ExactPhaseConfig())
+    reason = not_encodable(problem, phase.backend)
     if engine == "exact":
         if reason is not None:
             raise ProblemError("engine", f"the exact engine cannot take this problem: {reason}")

@@ -290,6 +290,22 @@ class ExactPhaseConfig(_Config):
     lexicographic: bool = True
     """Then minimise the number of changed features among the answers at the optimal distance
     (the score's second soft level), as a second program."""
+    backend: Literal["auto", "highs", "ortools"] = "auto"
+    """The MILP solver: ``highs`` (highspy, the ``exact`` extra), ``ortools`` (OR-Tools, which
+    the ``scorecard`` extra brings: SCIP through it, which takes the warm start and stops when
+    asked), or ``auto``: highspy when it loads, else OR-Tools. The report names the one that ran."""
+    answer_set: Literal["copies", "no_good", "pool"] = "copies"
+    """When several answers are asked: ``copies`` solves for all of them in one program (k copies
+    with the diversity rules below, the scorecard paper's formulation 13); ``no_good`` solves
+    again after each answer, excluding its set of changed features; ``pool`` takes the exact
+    optimum and picks the others from local search's answers."""
+    distinct_features: bool = True
+    """``copies``: every two answers differ in their sets of changed features."""
+    distinct_values: bool = True
+    """``copies``: two answers that change the same feature give it different bins (a scorecard),
+    categories or allowed values."""
+    diversity_weight: Annotated[float, Field(ge=0.0, le=1e6)] = 0.0
+    """``copies``: subtracted per pairwise difference (of feature sets and values) from the summed distance."""
 
 
 def _phase_type(value: Any) -> str:

@@ -44,6 +44,9 @@ class SolveOutcome:
     """When collected: distinct feasible rows and their scores."""
     exact: Any = None
     """The exact engine's report, when it ran."""
+    exact_rows: FloatMatrix | None = None
+    """When several answers were asked and the exact engine solved for a set: its verified rows,
+    best first."""
 
 
 class Solver:
@@ -58,11 +61,17 @@ class Solver:
     """
 
     def __init__(
-        self, config: SolverConfig, listeners: list[EngineListener] | None = None, collect_pool: bool = False
+        self,
+        config: SolverConfig,
+        listeners: list[EngineListener] | None = None,
+        collect_pool: bool = False,
+        answers: int = 1,
     ) -> None:
         self.config = config
         self.listeners: list[EngineListener] = list(listeners or [])
         self.collect_pool = collect_pool
+        self.answers = answers
+        """How many answers the caller wants (the exact engine then solves for a set)."""
         self._terminate = threading.Event()
 
     def add_listener(self, listener: EngineListener) -> None:
@@ -99,6 +108,7 @@ class Solver:
             pool=[] if self.collect_pool or _polishes_routes(self.config) else None,
             problem=problem,
             wall_limit=wall_limit(self.config.termination),
+            answers=self.answers,
         )
         scope.progress.score_calculation_count = 1
         best_time = 0.0
@@ -147,6 +157,7 @@ class Solver:
             best_time=best_time,
             pool=_merge_pool(scope.pool, start[0], start_score) if self.collect_pool else None,
             exact=scope.exact,
+            exact_rows=scope.exact_rows,
         )
 
 

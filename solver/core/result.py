@@ -46,6 +46,11 @@ class ExactStatistics(BaseModel):
     reason: str = ""
     backend: str = ""
     """The MILP solver that ran: ``HiGHS 1.16.0 (highspy)``, ``SCIP 10.0.0 (OR-Tools 9.15)``."""
+    answer_set: str = ""
+    """When several answers were asked: the set program's status (empty when none ran)."""
+    answer_set_reason: str = ""
+    """Why the set has fewer answers than asked (``no 5 counterfactuals with at most 3 changes
+    differ in their features``)."""
 
 
 class SolveStatistics(BaseModel):

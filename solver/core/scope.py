@@ -68,6 +68,10 @@ class SolverScope:
     """Seconds after the solve's start when its termination ends it whatever else happens."""
     exact: Any = None
     """The exact engine's report, when it ran (:class:`solver.core.result.ExactStatistics`)."""
+    answers: int = 1
+    """How many answers the solve wants."""
+    exact_rows: FloatMatrix | None = None
+    """The exact engine's verified set of answers, best first, when it solved for one."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
     """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
 

@@ -33,6 +33,7 @@ from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from planning.problem import CounterfactualProblem
 from planning.scorecard import ScorecardAdapter
+from solver.exact.hull import check_trust_region, encode_trust_region
 from solver.exact.inputs import Column, Lin, ModelInputs, NotEncodableError, decompose, evaluate
 from solver.exact.milp import INF, Expr, Milp, add
 from solver.exact.trees import Ensemble, Tree, read_ensemble
@@ -218,10 +219,13 @@ def build(
     goal_epsilon: float = 1e-6,
     probability_epsilon: float = 0.0,
     margin_scale: float = 1.0,
+    milp: Milp | None = None,
 ) -> Formulation:
-    """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built."""
+    """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
+    With ``milp``, its variables and rows are added to that program (one copy of several: a set
+    of answers solved at once, :mod:`solver.exact.diverse`)."""
     check_problem(problem)
-    milp = Milp()
+    milp = Milp() if milp is None else milp
     features = [_feature(milp, problem, j) for j in range(problem.space.n_features)]
     distance: Expr = {}
     changes: Expr = {}
@@ -243,6 +247,11 @@ def build(
     formulation.margin_scale = margin_scale
     formulation.output = encode_model(formulation)
     _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
+    encode_trust_region(formulation)
+    if problem.relations is not None:
+        from solver.exact.relations import encode_relations  # noqa: PLC0415
+
+        encode_relations(formulation)
     milp.minimise(formulation.distance)  # an encoding may replace the distance (the scorecard metric)
     return formulation
 
@@ -253,6 +262,7 @@ def check_problem(problem: CounterfactualProblem) -> None:
         raise NotEncodableError("the sd_squared distance is quadratic; HiGHS solves linear programs (use mad_l1)")
     if problem.plausibility is not None:
         raise NotEncodableError("plausibility is judged by a learned model the program cannot state")
+    check_trust_region(problem)  # a trust region is a convex hull: the program states it exactly
     space = problem.space
     for j, feature in enumerate(space.features):
         if space.missing[j] and feature.mutable and space.lower[j] != space.upper[j]:

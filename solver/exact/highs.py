@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,43 @@ def _highspy() -> Any:
     return highspy
 
 
+_stdout_lock = threading.Lock()
+_stdout_users = 0
+_stdout_saved = -1
+
+
+@contextlib.contextmanager
+def quiet_stdout(target: int | None = None) -> Iterator[None]:
+    """The C library's stdout (file descriptor 1) goes to ``target`` (/dev/null by default) while
+    the block runs: a solver's banner would corrupt the command line's JSON. Nested and
+    concurrent blocks share one redirection (the first in sends it away, the last out brings it
+    back; then ``target`` of a later one is ignored). Python's own writes are buffered and come
+    out afterwards, unless flushed meanwhile: then they are lost as well."""
+    global _stdout_users, _stdout_saved  # noqa: PLW0603 - one file descriptor 1 per process
+    with _stdout_lock:
+        if _stdout_users == 0:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            _stdout_saved = os.dup(1)
+            if target is None:
+                quiet = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(quiet, 1)
+                os.close(quiet)
+            else:
+                os.dup2(target, 1)
+        _stdout_users += 1
+    try:
+        yield
+    finally:
+        with _stdout_lock:
+            _stdout_users -= 1
+            if _stdout_users == 0:
+                with contextlib.suppress(Exception):
+                    ctypes.CDLL(None).fflush(None)  # the C library's buffer, before stdout comes back
+                os.dup2(_stdout_saved, 1)
+                os.close(_stdout_saved)
+
+
 _banner_lock = threading.Lock()
 _banner_shown = False
 
@@ -47,18 +84,8 @@ def _new_highs(highspy: Any) -> Any:
     with _banner_lock:
         if _banner_shown:
             return highspy.Highs()
-        sys.stdout.flush()
-        saved = os.dup(1)
-        try:
-            quiet = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(quiet, 1)
-            os.close(quiet)
+        with quiet_stdout():
             h = highspy.Highs()
-            with contextlib.suppress(Exception):
-                ctypes.CDLL(None).fflush(None)  # the C library's buffer, before stdout comes back
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
         _banner_shown = True
         return h
 

@@ -1,5 +1,6 @@
 """The exact engine as a solver phase: build the program, warm-start it from the best solution so
-far, solve it with HiGHS, check every answer through the real model, and report the proof.
+far, solve it (HiGHS or OR-Tools: :mod:`solver.exact.backend`), check every answer through the
+real model, and report the proof.
 
 Two programs run when ``lexicographic`` is on: the first minimises the distance (soft level 0);
 the second, among answers within the first's optimum (to a 1e-9 relative tolerance), the number
@@ -25,8 +26,8 @@ from solver.core.result import ExactStatistics
 from solver.core.scope import Progress, SolverScope
 from solver.core.scores import is_feasible
 from solver.core.termination import Termination
+from solver.exact.backend import solve
 from solver.exact.formulation import Formulation, build
-from solver.exact.highs import solve
 from solver.exact.inputs import NotEncodableError
 from solver.exact.milp import INF, MilpResult
 from solver.local.phase import announce
@@ -79,6 +80,8 @@ class ExactPhase:
         milp = formulation.milp
         first = report.first
         conservative = formulation.conservative or ""  # a stricter program than the problem: not a proof
+        region = scope.problem.trust_region
+        enlarged = region.note if region is not None and region.note else ""
         proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and verified))
         scope.exact = ExactStatistics(
             status=first.status,
@@ -93,8 +96,35 @@ class ExactPhase:
             constraints=len(milp.rows),
             verified=verified,
             retries=retries,
-            reason=conservative,
+            reason="; ".join(part for part in (conservative, enlarged) if part),
+            backend=report.backend,
         )
+        if scope.answers > 1 and config.answer_set != "pool" and not scope.terminate_flag.is_set():
+            self._answer_set(scope, listeners, started)
+
+    def _answer_set(self, scope: SolverScope, listeners: list[EngineListener], started: float) -> None:
+        """Several answers asked: solve for the set (:mod:`solver.exact.diverse`)."""
+        from solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
+
+        config = self.config
+
+        def remaining() -> float | None:
+            limits = []
+            if config.time_limit_seconds is not None:
+                limits.append(config.time_limit_seconds - (time.perf_counter() - started))
+            if scope.wall_limit is not None:
+                limits.append(scope.wall_limit - scope.time_spent())
+            return max(min(limits), 0.0) if limits else None
+
+        def should_stop() -> bool:
+            left = remaining()
+            return scope.terminate_flag.is_set() or (left is not None and left <= 0.0)
+
+        if not is_feasible(scope.best_score):
+            return
+        rows, status, reason = solve_set(scope, config, remaining, should_stop, listeners)
+        scope.exact_rows = rows
+        scope.exact = scope.exact.model_copy(update={"answer_set": status, "answer_set_reason": reason})
 
     def _run(
         self, scope: SolverScope, formulation: Formulation, listeners: list[EngineListener], started: float
@@ -127,8 +157,9 @@ class ExactPhase:
         def incumbent(x: npt.NDArray[np.float64], _objective: float) -> None:
             offer(x)  # each improving incumbent, checked by the model, is a best-solution event
 
-        first = solve(
+        first, backend = solve(
             formulation.milp,
+            config.backend,
             time_limit=remaining(),
             relative_gap=config.relative_gap,
             start=start,
@@ -145,8 +176,9 @@ class ExactPhase:
                 tolerance = abs(first.objective) * 1e-9 + 1e-9
                 milp.row(formulation.distance, -INF, first.objective + tolerance)
                 milp.minimise(formulation.changes)
-                second = solve(
+                second, _ = solve(
                     milp,
+                    config.backend,
                     time_limit=remaining(),
                     relative_gap=0.0,
                     start=first.x,
@@ -156,12 +188,14 @@ class ExactPhase:
                 nodes += second.nodes
                 if second.x is not None:
                     verified = offer(second.x, final=True) or verified
-        return _Run(first, nodes), verified
+        return _Run(first, nodes, backend), verified
 
 
 @dataclass(frozen=True)
 class _Run:
-    """The first program's result (the proof), and the nodes of both programs."""
+    """The first program's result (the proof), the nodes of both programs, and the backend that
+    solved them."""
 
     first: MilpResult
     nodes: int
+    backend: str

@@ -192,7 +192,7 @@ class SolverSpec(_message.Message):
     def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ..., engine_choice: _Optional[_Union[EngineChoice, str]] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin", "scorecard_alpha", "scorecard_beta")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin", "scorecard_alpha", "scorecard_beta", "trust_region")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,7 @@ class ExplainRequest(_message.Message):
     MARGIN_FIELD_NUMBER: _ClassVar[int]
     SCORECARD_ALPHA_FIELD_NUMBER: _ClassVar[int]
     SCORECARD_BETA_FIELD_NUMBER: _ClassVar[int]
+    TRUST_REGION_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -228,7 +229,18 @@ class ExplainRequest(_message.Message):
     margin: float
     scorecard_alpha: float
     scorecard_beta: float
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ..., margin: _Optional[float] = ..., scorecard_alpha: _Optional[float] = ..., scorecard_beta: _Optional[float] = ...) -> None: ...
+    trust_region: TrustRegion
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., solver: _Optional[_Union[SolverSpec, _Mapping]] = ..., distance_metric: _Optional[_Union[DistanceMetric, str]] = ..., request_id: _Optional[str] = ..., num_counterfactuals: _Optional[int] = ..., max_changed_features: _Optional[int] = ..., plausible: _Optional[bool] = ..., change_penalty: _Optional[float] = ..., margin: _Optional[float] = ..., scorecard_alpha: _Optional[float] = ..., scorecard_beta: _Optional[float] = ..., trust_region: _Optional[_Union[TrustRegion, _Mapping]] = ...) -> None: ...
+
+class TrustRegion(_message.Message):
+    __slots__ = ("nearest", "slack", "enlarge_when_infeasible")
+    NEAREST_FIELD_NUMBER: _ClassVar[int]
+    SLACK_FIELD_NUMBER: _ClassVar[int]
+    ENLARGE_WHEN_INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    nearest: int
+    slack: float
+    enlarge_when_infeasible: bool
+    def __init__(self, nearest: _Optional[int] = ..., slack: _Optional[float] = ..., enlarge_when_infeasible: _Optional[bool] = ...) -> None: ...
 
 class Counterfactual(_message.Message):
     __slots__ = ("proposed", "changes", "predictions", "score", "valid", "feasible")

@@ -1,0 +1,150 @@
+"""Learned constraints: a feature that follows others through a fitted model (CE-OCL).
+
+Some features are not free: a loan's duration goes with its amount, a person's age with the years
+a degree takes. When the relation is known only from data, it is learned: a scikit-learn
+regressor fitted to predict the dependent feature from its inputs. A counterfactual must respect
+it, so the dependent feature is not searched: it is computed.
+
+``form="additive"`` (the default: CE-OCL's structural form, after Karimi et al.) keeps the
+individual's own deviation from the relation: ``x_t = x̂_t + f(x) - f(x̂)``, so the original
+stays where it is and only the change of the inputs moves the dependent feature.
+``form="value"`` sets ``x_t = f(x)`` outright.
+
+The result is put on the dependent feature's grid (its integers or decimals; its allowed value
+nearest) and clipped to its domain. Every engine sees the same rows: the local engines score
+each candidate with its dependent features computed (:meth:`LearnedRelations.apply`), and the
+exact engine encodes the regressor (a linear model exactly; others as
+:mod:`solver.exact.relations` says) with the dependent feature tied to it within half a grid
+step, and every answer is computed again here before it is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.errors import ProblemError
+from planning.space import FeatureSpace, FloatMatrix
+
+RelationForm = Literal["additive", "value"]
+
+
+@dataclass(frozen=True)
+class LearnedConstraint:
+    """``target`` follows ``inputs`` through ``model`` (a fitted regressor reading those columns,
+    in that order, as a plain array)."""
+
+    target: str
+    inputs: tuple[str, ...]
+    model: Any
+    form: RelationForm = "additive"
+
+    @classmethod
+    def of(cls, target: str, inputs: Sequence[str], model: Any, form: RelationForm = "additive") -> LearnedConstraint:
+        """Checked construction (names are checked against a problem later)."""
+        if not hasattr(model, "predict"):
+            raise ProblemError("relations.model", f"{type(model).__name__} has no predict: give a fitted regressor")
+        if form not in ("additive", "value"):
+            raise ProblemError("relations.form", f"must be 'additive' or 'value', given {form!r}")
+        names = tuple(inputs)
+        if not names or target in names:
+            raise ProblemError("relations.inputs", "give the input features, without the target itself")
+        return cls(target, names, model, form)
+
+
+class LearnedRelations:
+    """The relations of one problem, bound to its feature space."""
+
+    def __init__(self, space: FeatureSpace, relations: Sequence[LearnedConstraint]) -> None:
+        self.space = space
+        self.relations = tuple(relations)
+        names = list(space.names)
+        targets = [r.target for r in self.relations]
+        for r in self.relations:
+            for name in (r.target, *r.inputs):
+                if name not in names:
+                    raise ProblemError("relations", f"relation of {r.target!r}: no feature {name!r}")
+            j = names.index(r.target)
+            if space.nominal[j]:
+                raise ProblemError("relations", f"relation of {r.target!r}: the target must be a number")
+            if any(space.nominal[names.index(i)] for i in r.inputs):
+                raise ProblemError("relations", f"relation of {r.target!r}: its inputs must be numbers")
+            if any(i in targets for i in r.inputs):
+                raise ProblemError("relations", f"relation of {r.target!r}: an input is computed too (no chains)")
+            if not space.mutable[j]:
+                raise ProblemError(
+                    "relations", f"relation of {r.target!r}: it changes with its inputs, so it must be mutable"
+                )
+        if len(set(targets)) != len(targets):
+            raise ProblemError("relations", "two relations compute the same feature")
+        self.target_columns = [names.index(r.target) for r in self.relations]
+        self.input_columns = [[names.index(i) for i in r.inputs] for r in self.relations]
+        self._baseline = [
+            float(np.asarray(r.model.predict(space.original[cols].reshape(1, -1)), dtype=np.float64).reshape(-1)[0])
+            for r, cols in zip(self.relations, self.input_columns, strict=True)
+        ]
+
+    def raw(self, X: FloatMatrix) -> FloatMatrix:
+        """``(n, n_relations)``: each relation's value for each row, before its grid."""
+        out = np.empty((X.shape[0], len(self.relations)))
+        for k, (r, cols, j) in enumerate(zip(self.relations, self.input_columns, self.target_columns, strict=True)):
+            predicted = np.asarray(r.model.predict(X[:, cols]), dtype=np.float64).reshape(-1)
+            if r.form == "additive":
+                predicted = float(self.space.original[j]) + predicted - self._baseline[k]
+            out[:, k] = predicted
+        return out
+
+    def apply(self, X: FloatMatrix) -> FloatMatrix:
+        """``X`` with every dependent feature computed from its inputs, on its grid and in its
+        domain (a new matrix). The original row is left as it is."""
+        if X.shape[0] == 0:
+            return X
+        out = np.array(X, dtype=np.float64, copy=True)
+        values = self.raw(out)
+        original = np.all(out == self.space.original, axis=1)
+        for k, j in enumerate(self.target_columns):
+            column = self.snap(j, values[:, k])
+            out[:, j] = np.where(original, self.space.original[j], column)
+        return out
+
+    def snap(self, j: int, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Values onto feature ``j``'s grid (nearest allowed value, integer or decimal) and domain."""
+        space = self.space
+        values = np.where(np.isfinite(values), values, space.original[j])
+        if j in space.allowed:
+            grid = np.asarray(space.allowed[j], dtype=np.float64)
+            return np.asarray(grid[np.abs(values[:, None] - grid[None, :]).argmin(axis=1)], dtype=np.float64)
+        per_unit = float(space.grid_scale[j])
+        if per_unit > 0:
+            values = np.rint(values * per_unit) / per_unit
+            low = np.ceil(float(space.grid_lower[j]) * per_unit - 1e-9) / per_unit
+            high = np.floor(float(space.grid_upper[j]) * per_unit + 1e-9) / per_unit
+            return np.clip(values, low, high)
+        return np.clip(values, space.lower[j], space.upper[j])
+
+    def broken(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
+        """Per row (already computed by :meth:`apply`), how many relations its domain could not
+        hold: the relation's value lies outside the dependent feature's domain (or grid)."""
+        if X.shape[0] == 0:
+            return np.zeros(0, dtype=np.int64)
+        values = self.raw(X)
+        original = np.all(self.space.original == X, axis=1)
+        count = np.zeros(X.shape[0], dtype=np.int64)
+        for k, j in enumerate(self.target_columns):
+            far = np.abs(X[:, j] - values[:, k]) > self.tolerance(j) + 1e-9 * max(
+                1.0, abs(float(self.space.original[j]))
+            )
+            count += (far & ~original).astype(np.int64)
+        return count
+
+    def tolerance(self, j: int) -> float:
+        """How far the dependent feature may sit from the relation's value: half a grid step
+        (rounding), or 1e-9 of its range for a continuous feature."""
+        per_unit = float(self.space.grid_scale[j])
+        if per_unit > 0:
+            return 0.5 / per_unit
+        return 1e-9 * max(float(self.space.upper[j] - self.space.lower[j]), 1.0)

@@ -1,0 +1,99 @@
+"""Which MILP backend solves the exact engine's program: HiGHS through ``highspy`` (the ``exact``
+extra) or OR-Tools (which the ``scorecard`` extra brings with optbinning).
+
+``auto`` takes highspy when it imports and OR-Tools otherwise: highspy may be missing, or an
+older highspy (1.15) may clash with an OR-Tools already loaded in the process (an
+undefined-symbol ImportError; highspy 1.16 and OR-Tools 9.15 load together). Both backends take
+the same program and give the same result; :func:`solve` also says which one ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.exact import highs, ortools_backend
+from solver.exact.highs import MissingSolverError
+from solver.exact.milp import Milp, MilpResult
+
+Backend = Literal["auto", "highs", "ortools"]
+BACKENDS: tuple[str, ...] = ("auto", "highs", "ortools")
+
+NEITHER = (
+    "the exact engine needs HiGHS: pip install 'counterplan[exact]' (highspy); "
+    "or OR-Tools, which 'counterplan[scorecard]' brings"
+)
+
+
+def _highs_description() -> str:
+    module = highs._highspy()
+    version = ".".join(str(getattr(module, f"HIGHS_VERSION_{part}", "?")) for part in ("MAJOR", "MINOR", "PATCH"))
+    return f"HiGHS {version} (highspy)"
+
+
+def available(backend: Backend = "auto") -> str | None:
+    """None when ``backend`` can solve here, else why not (for the engine choice)."""
+    if backend not in BACKENDS:
+        return f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}"
+    if backend in ("auto", "highs"):
+        try:
+            highs._highspy()
+        except ImportError as exc:
+            if backend == "highs":
+                return str(exc)
+        else:
+            return None
+    reason = ortools_backend.available()
+    if reason is not None and backend == "auto":
+        return NEITHER
+    return reason
+
+
+def solve(
+    milp: Milp,
+    backend: Backend = "auto",
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None = None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    node_limit: int | None = None,
+    threads: int = 1,
+) -> tuple[MilpResult, str]:
+    """Minimise ``milp`` with ``backend`` (see :func:`solver.exact.highs.solve` for the
+    arguments); returns the result and the backend that ran (``HiGHS 1.16.0 (highspy)``,
+    ``SCIP 10.0.0 (OR-Tools 9.15)``). Raises :class:`MissingSolverError` when it cannot run."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}")
+    use_highs = backend == "highs"
+    if backend == "auto":
+        use_highs = available("highs") is None
+        if not use_highs and ortools_backend.available() is not None:
+            raise MissingSolverError(NEITHER)
+    if use_highs:
+        description = _highs_description()
+        result = highs.solve(
+            milp,
+            time_limit=time_limit,
+            relative_gap=relative_gap,
+            start=start,
+            on_incumbent=on_incumbent,
+            should_stop=should_stop,
+            node_limit=node_limit,
+            threads=threads,
+        )
+        return result, description
+    return ortools_backend.solve_described(
+        milp,
+        time_limit=time_limit,
+        relative_gap=relative_gap,
+        start=start,
+        on_incumbent=on_incumbent,
+        should_stop=should_stop,
+        node_limit=node_limit,
+        threads=threads,
+    )

@@ -1,0 +1,299 @@
+"""Several counterfactuals from the exact engine, with diversity stated as rules.
+
+HiGHS keeps no pool of solutions, so a set of k answers is asked for directly, in one of two
+ways (``ExactPhaseConfig.answer_set``):
+
+- ``copies`` (the scorecard paper's formulation 13): k copies of the whole program in one MILP,
+  and for each pair of copies and each mutable feature ``u = XOR(changed_k, changed_l)``,
+  linearised (``u <= a + b``, ``u >= a - b``, ``u >= b - a``, ``u <= 2 - a - b``). Hard rules:
+  the changed-feature sets differ (``sum_i u >= 1``); and two answers that change the same
+  feature put it in different bins (a scorecard variable's leaves), categories or allowed values
+  (``sum_j XOR(z_kij, z_lij) >= a_ki + a_li - 1``). The objective is the copies' summed
+  distance, minus ``diversity_weight`` x the pairwise Hamming distances (of feature sets and
+  values). The copies are ordered by distance, which removes their k! symmetric orderings.
+  Infeasibility is a proof: no k answers differ so (the report says it in words).
+- ``no_good``: the optimum, then the next best answer whose changed-feature set differs from
+  every earlier one (a cut per answer), k - 1 times: each answer optimal given the earlier ones.
+
+Every answer is checked through the real model; one the model rejects is left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.problem import CounterfactualProblem
+from planning.scorecard import ScorecardAdapter
+from solver.core.config import ExactPhaseConfig
+from solver.core.events import EngineListener
+from solver.core.scope import SolverScope
+from solver.core.scores import is_feasible
+from solver.exact.formulation import FeatureVars, Formulation, build
+from solver.exact.milp import INF, Expr, Milp, add
+from solver.local.phase import announce
+
+
+@dataclass
+class SetFormulation:
+    """k copies of the program in one MILP."""
+
+    milp: Milp
+    copies: list[Formulation]
+
+    def decode(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``(k, n_features)``: each copy's row."""
+        return np.vstack([copy.decode(x) for copy in self.copies])
+
+
+def build_set(  # noqa: PLR0917 - the settings of one program
+    problem: CounterfactualProblem,
+    count: int,
+    distinct_features: bool,
+    distinct_values: bool,
+    diversity_weight: float,
+    goal_epsilon: float = 1e-6,
+    probability_epsilon: float = 0.0,
+    margin_scale: float = 1.0,
+) -> SetFormulation:
+    """The program of ``count`` answers at once (formulation 13)."""
+    milp = Milp()
+    copies = [build(problem, goal_epsilon, probability_epsilon, margin_scale, milp=milp) for _ in range(count)]
+    objective: Expr = {}
+    for copy in copies:
+        objective = add(objective, copy.distance)
+    hamming: Expr = {}
+    moved = [[_moved(copy, f) for f in copy.features] for copy in copies]
+    for (a, first), (b, second) in itertools.combinations(enumerate(copies), 2):
+        differ: Expr = {}
+        for f, g in zip(first.features, second.features, strict=True):
+            here, there = moved[a][f.index], moved[b][g.index]
+            if here is None or there is None:
+                continue
+            u = _xor(milp, here, there, f"differ[{f.index}]")
+            differ[u] = 1.0
+            hamming[u] = hamming.get(u, 0.0) + 1.0
+            if not distinct_values:
+                continue
+            mine, theirs = _value_indicators(first, f), _value_indicators(second, g)
+            if not mine or len(mine) != len(theirs):
+                continue
+            values: Expr = {}
+            for z_first, z_second in zip(mine, theirs, strict=True):
+                d = _xor(milp, z_first, z_second, f"value-differs[{f.index}]")
+                values[d] = 1.0
+                hamming[d] = hamming.get(d, 0.0) + 1.0
+            # both change the feature -> some indicator differs: sum d >= a + b - 1
+            milp.row(add(values, {here: -1.0, there: -1.0}), -1.0, INF)
+        if distinct_features and differ:
+            milp.row(differ, 1.0, INF)
+        elif distinct_features:
+            milp.row({}, 1.0, INF)  # no mutable feature: no two answers can differ
+    for first, second in itertools.pairwise(copies):  # symmetry: copies ordered by distance
+        milp.row(add(first.distance, second.distance, -1.0), -INF, 0.0)
+    if diversity_weight:
+        objective = add(objective, hamming, -diversity_weight)
+    milp.minimise(objective)
+    return SetFormulation(milp, copies)
+
+
+def _moved(formulation: Formulation, f: FeatureVars) -> int | None:
+    """A 0/1 variable that is 1 exactly when the feature changes (None: it cannot change).
+
+    The program's own ``changed`` may be 1 for a number that stays put (only a move forces it),
+    which would let two copies "differ" in a feature neither moves. So: a scorecard variable
+    changes when it leaves its bin (1 - the original bin's leaf); a category, an allowed value
+    or an original off the grid have an exact ``changed`` already; a number on a grid (or a
+    continuous one) gets up/down binaries that make ``changed`` mean a move of at least one grid
+    step (or 1e-6 of its range)."""
+    if f.changed is None:
+        return None
+    milp = formulation.milp
+    problem = formulation.problem
+    model = problem.model
+    name = problem.space.names[f.index]
+    if isinstance(model, ScorecardAdapter) and name in [v.name for v in model.table.variables]:
+        c = [v.name for v in model.table.variables].index(name)
+        leaves, tree = formulation.leaves[c], formulation.trees[c]
+        assert formulation.inputs is not None
+        original = problem.space.to_frame(problem.space.original.reshape(1, -1))
+        home = leaves[tree.leaf(formulation.inputs.preprocess.transform(original)[0])]
+        left = milp.var(f"left-bin[{name}]", 0.0, 1.0)
+        milp.row({left: 1.0, home: 1.0}, 1.0, 1.0)
+        return left
+    if f.categories is not None or f.allowed is not None or f.stay is not None:
+        return f.changed
+    space = problem.space
+    o, low, high = float(space.original[f.index]), float(space.lower[f.index]), float(space.upper[f.index])
+    step = 1.0 / float(space.grid_scale[f.index]) if space.grid_scale[f.index] > 0 else 1e-6 * (high - low)
+    terms, constant = f.value
+    up, down = milp.binary(f"up[{name}]"), milp.binary(f"down[{name}]")
+    milp.row({up: 1.0, down: 1.0, f.changed: -1.0}, 0.0, 0.0)
+    if o + step > high + 1e-9:
+        milp.upper[up] = 0.0
+    else:  # up: value >= o + step
+        milp.row(add(terms, {up: -(o + step - low)}), low - constant, INF)
+    if o - step < low - 1e-9:
+        milp.upper[down] = 0.0
+    else:  # down: value <= o - step
+        milp.row(add(terms, {down: high - (o - step)}), -INF, high - constant)
+    return f.changed
+
+
+def _xor(milp: Milp, a: int, b: int, name: str) -> int:
+    u = milp.var(name, 0.0, 1.0)
+    milp.row({u: 1.0, a: -1.0, b: -1.0}, -INF, 0.0)
+    milp.row({u: 1.0, a: -1.0, b: 1.0}, 0.0, INF)
+    milp.row({u: 1.0, a: 1.0, b: -1.0}, 0.0, INF)
+    milp.row({u: 1.0, a: 1.0, b: 1.0}, -INF, 2.0)
+    return u
+
+
+def _value_indicators(formulation: Formulation, f: FeatureVars) -> list[int]:
+    """The 0/1 variables that say which value a feature takes: a scorecard variable's bins (its
+    leaves), a category's indicators, an allowed value's picks; empty for a plain number."""
+    model = formulation.problem.model
+    if isinstance(model, ScorecardAdapter):
+        name = formulation.problem.space.names[f.index]
+        names = [v.name for v in model.table.variables]
+        if name in names:
+            leaves = formulation.leaves[names.index(name)]
+            return [leaves[node] for node in sorted(leaves)]
+    if f.categories is not None:
+        out: list[int] = []
+        for _, (terms, _c) in f.categories:
+            if len(terms) != 1:
+                return []
+            out.extend(terms)
+        return out
+    if f.allowed is not None:
+        return list(f.allowed[0])
+    return []
+
+
+def no_good_cuts(formulation: Formulation, rows: list[npt.NDArray[np.float64]]) -> None:
+    """Exclude each row's set of changed features (bins, for a scorecard): in every answer
+    from here on, at least one feature changes where that row's does not, or the other way."""
+    space = formulation.problem.space
+    moved = [(f, _moved(formulation, f)) for f in formulation.features]
+    for row in rows:
+        changed_here = _changed_set(formulation, row)
+        terms: Expr = {}
+        count = 0
+        for f, var in moved:
+            if var is None:
+                continue
+            if space.names[f.index] in changed_here:
+                terms[var] = -1.0
+                count += 1
+            else:
+                terms[var] = 1.0
+        formulation.milp.row(terms, 1.0 - count, INF)
+
+
+def _changed_set(formulation: Formulation, row: npt.NDArray[np.float64]) -> set[str]:
+    """The features ``row`` changes (for a scorecard variable: moves out of its bin)."""
+    problem = formulation.problem
+    space = problem.space
+    changed = {space.names[j] for j in np.flatnonzero(row != space.original)}
+    model = problem.model
+    if isinstance(model, ScorecardAdapter):
+        bins = model.table.bins(space.to_frame(np.vstack([space.original, row])))
+        for c, variable in enumerate(model.table.variables):
+            if variable.name in changed and bins[0, c] == bins[1, c]:
+                changed.discard(variable.name)
+    return changed
+
+
+def describe_infeasible(problem: CounterfactualProblem, count: int, distinct_values: bool) -> str:
+    """Why a set program has no solution, in words."""
+    limit = f" with at most {problem.max_changed_features} changes" if problem.max_changed_features else ""
+    values = " (and, on a feature two of them change, in its bin or value)" if distinct_values else ""
+    return f"no {count} counterfactuals{limit} differ in their features{values}"
+
+
+def solve_set(  # noqa: PLR0917 - the phase's context
+    scope: SolverScope,
+    config: ExactPhaseConfig,
+    remaining: Callable[[], float | None],
+    should_stop: Callable[[], bool],
+    listeners: list[EngineListener],
+    retries: int = 2,
+) -> tuple[npt.NDArray[np.float64] | None, str, str]:
+    """Solve for ``scope.answers`` answers (``config.answer_set``); returns the verified rows best
+    first (None when there is no set), the program's status, and why there is no set."""
+    from solver.exact.backend import solve  # noqa: PLC0415 - the phase's own backend
+
+    problem = scope.problem
+    assert problem is not None
+    k = scope.answers
+    rows: list[npt.NDArray[np.float64]] = []
+    status = ""
+    for retry in range(retries + 1):  # wider margins after an answer the real model rejects
+        epsilon = config.goal_epsilon * 100.0**retry
+        if config.answer_set == "copies":
+            program = build_set(
+                problem,
+                k,
+                config.distinct_features,
+                config.distinct_values,
+                config.diversity_weight,
+                epsilon,
+                epsilon if retry else 0.0,
+                100.0**retry,
+            )
+            result, _ = solve(
+                program.milp,
+                config.backend,
+                time_limit=remaining(),
+                relative_gap=config.relative_gap,
+                should_stop=should_stop,
+                node_limit=config.node_limit,
+            )
+            status = result.status
+            if result.x is None:
+                break
+            candidates = program.decode(result.x)
+        else:  # no_good: the best answer, then the next best with another set of features, k - 1 times
+            found = [scope.best_row.copy()]
+            status = "optimal"
+            while len(found) < k and not should_stop():
+                single = build(problem, epsilon, epsilon if retry else 0.0, 100.0**retry)
+                no_good_cuts(single, found)
+                result, _ = solve(
+                    single.milp,
+                    config.backend,
+                    time_limit=remaining(),
+                    relative_gap=config.relative_gap,
+                    should_stop=should_stop,
+                    node_limit=config.node_limit,
+                )
+                if result.x is None:
+                    status = result.status
+                    break
+                if result.status != "optimal":
+                    status = result.status
+                found.append(single.decode(result.x))
+            candidates = np.vstack(found)
+        scores = scope.scorer.score_final(candidates)
+        valid = np.array([is_feasible(s) for s in scores])
+        for row, score in zip(candidates[valid], scores[valid], strict=True):
+            if scope.offer(row.reshape(1, -1), score.reshape(1, -1), [scope.progress]):
+                announce(scope, listeners)
+        order = np.lexsort(scores[valid].T[::-1])[::-1]  # best score first
+        rows = list(candidates[valid][order])
+        if valid.all() or should_stop():
+            break
+    if not rows:
+        reason = describe_infeasible(problem, k, config.distinct_values and config.answer_set == "copies")
+        if status != "infeasible":
+            reason = f"no set of {k} answers found ({status})"
+        return None, status, reason
+    reason = ""
+    if len(rows) < k:
+        reason = describe_infeasible(problem, k, False) if status == "infeasible" else f"{len(rows)} of {k} found"
+    return np.vstack(rows), status, reason

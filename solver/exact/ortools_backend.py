@@ -1,0 +1,296 @@
+"""The OR-Tools backend (``ortools``' pywraplp): solves a :class:`~solver.exact.milp.Milp` where
+highspy cannot be loaded, e.g. beside optbinning (the ``scorecard`` extra), which brings OR-Tools.
+
+:func:`solve` has :func:`solver.exact.highs.solve`'s signature and result. The MIP solver is the
+first of :data:`SOLVERS` that OR-Tools can create. What each one does with the arguments
+through pywraplp (OR-Tools 9.15, measured):
+
+======================  ========================  ========================  ====================
+                        SCIP 10 ("SCIP")          HiGHS 1.12 ("HIGHS")      CBC 2.10 ("CBC")
+======================  ========================  ========================  ====================
+``start``               the incumbent to beat     not given (``SetHint``    ignored by OR-Tools
+                        (``SetHint``)             crashes the process)
+``should_stop``         interrupts the search     checked before the        checked before the
+                        (within ~0.3 s)           solve only                solve only
+a limit reached         ``feasible``: the best    ``no solution``: the      ``feasible``: the
+                        solution and bound        incumbent is dropped      best solution
+``bound`` when optimal  SCIP's dual bound         the objective itself      CBC's bound
+``node_limit``          ``limits/nodes``          ``mip_max_nodes``         not supported
+``relative_gap``        ``RELATIVE_MIP_GAP``      ``mip_rel_gap``           ``RELATIVE_MIP_GAP``
+output                  none                      a banner on the C stdout  none
+                                                  at every solve: sent to
+                                                  /dev/null meanwhile
+======================  ========================  ========================  ====================
+
+So SCIP comes first: it is the one that honours every argument; it runs without cutting planes,
+which made it seven to ten times faster on these tree programs. pywraplp has no incumbent
+callback: ``on_incumbent`` is called once, after the solve, with the final solution (when there
+is one). One thread and fixed random seeds: the same program gives the same answer every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.exact.highs import MissingSolverError, quiet_stdout
+from solver.exact.milp import Milp, MilpResult
+
+SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
+"""pywraplp's solver names, in order of preference (the first OR-Tools can create is used)."""
+
+NAMES = {"HIGHS": "HiGHS", "SCIP": "SCIP", "CBC": "CBC"}
+
+POLL_SECONDS = 0.02
+"""How often the watcher thread asks ``should_stop`` during a solve."""
+
+INVALID = frozenset({5, 85})
+"""Solve statuses of a program or parameters OR-Tools refuses (``MPSOLVER_MODEL_INVALID``,
+``MPSOLVER_MODEL_INVALID_SOLVER_PARAMETERS``): a bug here, raised rather than called no solution."""
+
+HIGHS_VERSIONS = {"9.15": "1.12.0"}
+"""The HiGHS bundled with an OR-Tools release (its pywraplp reports no version of its own)."""
+
+
+def _pywraplp() -> Any:
+    try:
+        return importlib.import_module("ortools.linear_solver.pywraplp")
+    except ImportError as exc:
+        raise MissingSolverError(
+            f"the OR-Tools backend needs OR-Tools: pip install 'counterplan[scorecard]' (ortools) ({exc})"
+        ) from exc
+
+
+def ortools_version() -> str:
+    """OR-Tools' version, ``major.minor`` (``9.15``)."""
+    ortools = importlib.import_module("ortools")
+    return ".".join(str(getattr(ortools, "__version__", "?")).split(".")[:2])
+
+
+def _create(pywraplp: Any) -> tuple[Any, str]:
+    """A solver of the first of :data:`SOLVERS` OR-Tools can create, and its name."""
+    for name in SOLVERS:
+        solver = pywraplp.Solver.CreateSolver(name)
+        if solver is not None:
+            return solver, name
+    raise MissingSolverError(f"this OR-Tools build has none of the MIP solvers {list(SOLVERS)}")
+
+
+def available() -> str | None:
+    """None when OR-Tools loads and can create one of :data:`SOLVERS`, else why not."""
+    try:
+        _create(_pywraplp())
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def describe(name: str, solver: Any) -> str:
+    """``SCIP 10.0.0 (OR-Tools 9.15)``: the solver that ran, and the OR-Tools that carries it."""
+    release = ortools_version()
+    if name == "HIGHS":
+        version = _highs_version or HIGHS_VERSIONS.get(release)
+        return f"HiGHS {version} (OR-Tools {release})" if version else f"HiGHS (OR-Tools {release})"
+    text = str(solver.SolverVersion())  # "SCIP 10.0.0 [LP solver: SoPlex 8.0.0]", "Cbc 2.10.12"
+    words = text.split()
+    version = words[1] if len(words) > 1 and words[1][:1].isdigit() else ""
+    return f"{NAMES[name]} {version} (OR-Tools {release})" if version else f"{NAMES[name]} (OR-Tools {release})"
+
+
+_highs_version: str | None = None
+"""The bundled HiGHS's version, read from its banner the first time it runs."""
+
+
+@contextlib.contextmanager
+def _highs_banner() -> Iterator[None]:
+    """OR-Tools' HiGHS prints a banner on the C stdout at every solve: the first goes to a file
+    (its version is read from it), the others to /dev/null (see :func:`quiet_stdout`)."""
+    global _highs_version  # noqa: PLW0603 - read once per process, from the first banner
+    if _highs_version is not None:
+        with quiet_stdout():
+            yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        with quiet_stdout(capture.fileno()):
+            yield
+        capture.seek(0)
+        found = re.search(rb"Running HiGHS (\d+\.\d+\.\d+)", capture.read(4096))
+        if found:
+            _highs_version = found.group(1).decode()
+
+
+def solve(
+    milp: Milp,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None = None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    node_limit: int | None = None,
+    threads: int = 1,
+) -> MilpResult:
+    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat).
+
+    As :func:`solver.exact.highs.solve`, with what the solver behind pywraplp allows (see the
+    module's table): ``on_incumbent`` is called once, with the final solution."""
+    return solve_described(
+        milp,
+        time_limit=time_limit,
+        relative_gap=relative_gap,
+        start=start,
+        on_incumbent=on_incumbent,
+        should_stop=should_stop,
+        node_limit=node_limit,
+        threads=threads,
+    )[0]
+
+
+def solve_described(
+    milp: Milp,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None = None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    node_limit: int | None = None,
+    threads: int = 1,
+) -> tuple[MilpResult, str]:
+    """:func:`solve`, and the description of the solver that ran (``SCIP 10.0.0 (OR-Tools 9.15)``)."""
+    pywraplp = _pywraplp()
+    solver, name = _create(pywraplp)
+    if should_stop is not None and should_stop():  # stopped before it started
+        stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
+        return stopped, describe(name, solver)
+    variables = _load(solver, milp)
+    params = _parameters(
+        pywraplp, solver, name, time_limit=time_limit, relative_gap=relative_gap, node_limit=node_limit, threads=threads
+    )
+    if start is not None and name != "HIGHS":  # HiGHS: SetHint crashes OR-Tools 9.15 (a segfault)
+        solver.SetHint(variables, [float(v) for v in start])
+    done = threading.Event()
+    watcher = None
+    if should_stop is not None and name != "HIGHS":  # HiGHS: InterruptSolve() does nothing
+
+        def watch() -> None:
+            while not done.wait(POLL_SECONDS):
+                if should_stop():
+                    solver.InterruptSolve()
+                    return
+
+        watcher = threading.Thread(target=watch, name="ortools-stop", daemon=True)
+        watcher.start()
+    started = time.perf_counter()
+    try:
+        with _highs_banner() if name == "HIGHS" else contextlib.nullcontext():
+            status = solver.Solve(params)
+    finally:
+        done.set()
+        if watcher is not None:
+            watcher.join()
+    seconds = time.perf_counter() - started
+    result = _result(pywraplp, solver, milp, variables, status=status, seconds=seconds)
+    if on_incumbent is not None and result.x is not None:
+        on_incumbent(result.x, result.objective - milp.objective_offset)  # as HiGHS reports it
+    return result, describe(name, solver)
+
+
+def _load(solver: Any, milp: Milp) -> list[Any]:
+    """The variables, rows and objective, through the solver's row/coefficient API."""
+    inf = solver.infinity()
+    variables = [
+        solver.Var(max(low, -inf), min(up, inf), integer, "")
+        for low, up, integer in zip(milp.lower, milp.upper, milp.integer, strict=True)
+    ]
+    for terms, low, up in milp.rows:
+        row = solver.RowConstraint(max(low, -inf), min(up, inf), "")
+        coefficient = row.SetCoefficient
+        for i, c in terms.items():
+            coefficient(variables[i], c)
+    objective = solver.Objective()
+    for i, c in milp.objective.items():
+        objective.SetCoefficient(variables[i], c)
+    objective.SetMinimization()
+    return variables
+
+
+def _parameters(
+    pywraplp: Any,
+    solver: Any,
+    name: str,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    node_limit: int | None,
+    threads: int,
+) -> Any:
+    """Sets the limits on ``solver``; returns the common parameters to solve with."""
+    if time_limit is not None:
+        solver.SetTimeLimit(max(round(float(time_limit) * 1000), 1))
+    solver.SetNumThreads(int(threads))
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(params.RELATIVE_MIP_GAP, float(relative_gap))
+    specific: list[str] = []
+    if name == "HIGHS":  # OR-Tools passes HiGHS none of the common parameters: its own options
+        specific = [f"threads={int(threads)}", "random_seed=0", f"mip_rel_gap={float(relative_gap)!r}"]
+        specific.append("mip_abs_gap=1e-09")
+        if node_limit is not None:
+            specific.append(f"mip_max_nodes={int(node_limit)}")
+        text = ",".join(specific)
+    elif name == "SCIP":
+        # no cutting planes: on the test suite's 24 tree and linear programs, the demo's and two
+        # more, SCIP took 95 s with its defaults and 9.4 s without cuts (highspy: 13.9 s)
+        specific = ["randomization/randomseedshift = 0", "limits/absgap = 1e-9"]
+        specific += ["separating/maxrounds = 0", "separating/maxroundsroot = 0"]
+        if node_limit is not None:
+            specific.append(f"limits/nodes = {int(node_limit)}")
+        text = "\n".join(specific)
+    else:
+        text = ""  # CBC takes no solver-specific parameters through pywraplp: no node limit
+    # OR-Tools' HiGHS says False but applies them (a bad one fails the solve: status 85)
+    if text and not solver.SetSolverSpecificParametersAsString(text) and name != "HIGHS":
+        raise ValueError(f"{NAMES[name]} refused the parameters {text!r}")
+    return params
+
+
+def _result(pywraplp: Any, solver: Any, milp: Milp, variables: list[Any], *, status: int, seconds: float) -> MilpResult:
+    if status in INVALID:
+        raise ValueError(f"OR-Tools refused the program or its parameters (status {status})")
+    has_solution = status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE)
+    if status == pywraplp.Solver.OPTIMAL:
+        label = "optimal"
+    elif status == pywraplp.Solver.INFEASIBLE:
+        label = "infeasible"
+    else:
+        label = "feasible" if has_solution else "no solution"
+    x = np.array([v.solution_value() for v in variables], dtype=np.float64) if has_solution else None
+    objective = float(solver.Objective().Value()) + milp.objective_offset if has_solution else float("inf")
+    bound = float("inf") if label == "infeasible" else -float("inf")
+    if has_solution:  # OR-Tools' HiGHS gives the objective itself as its bound
+        with contextlib.suppress(Exception):
+            bound = float(solver.Objective().BestBound()) + milp.objective_offset
+    nodes = 0
+    if any(milp.integer):
+        with contextlib.suppress(Exception):
+            nodes = int(solver.nodes())
+    gap = _gap(objective, bound) if has_solution else float("inf")
+    return MilpResult(label, x, objective, bound, gap, max(nodes, 0), seconds)
+
+
+def _gap(objective: float, bound: float) -> float:
+    """HiGHS's relative gap: ``|objective - bound| / |objective|``."""
+    if objective == bound:
+        return 0.0
+    if not np.isfinite(bound) or objective == 0.0:
+        return float("inf")
+    return abs(objective - bound) / abs(objective)

@@ -1,0 +1,117 @@
+"""Learned constraints (CE-OCL): a loan's duration follows its amount through a fitted regressor.
+Every engine keeps it: local search computes the duration of every candidate, the exact engine
+encodes the regressor (linear, trees, a ReLU network) and proves the optimum, equal to brute
+force; a relation the domain cannot hold breaks a rule; bad relations are refused by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.neural_network import MLPRegressor
+
+from planning import ClassGoal, CounterfactualProblem, IntegerFeature
+from planning.calculator import ScoreCalculator
+from planning.errors import ProblemError
+from planning.relations import LearnedConstraint
+from solver.counterfactual import explain
+from tests.solver.test_exact import _brute_force
+
+pytest.importorskip("highspy")
+
+
+def _loans(n: int = 800, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    amount = rng.integers(1, 31, n)
+    duration = np.clip(np.rint(6 + 1.5 * amount + rng.normal(0, 3, n)), 6, 60)
+    income = rng.integers(10, 61, n)
+    approved = (0.15 * income - 0.12 * amount - 0.05 * duration + rng.normal(0, 0.5, n) > 2.0).astype(int)
+    return np.column_stack([amount, duration, income]), approved, duration
+
+
+def _relation_model(kind: str) -> Any:
+    X, _, duration = _loans()
+    amount = X[:, :1]
+    if kind == "linear":
+        return LinearRegression().fit(amount, duration)
+    if kind == "forest":
+        return RandomForestRegressor(n_estimators=5, max_depth=3, random_state=0).fit(amount, duration)
+    return MLPRegressor(hidden_layer_sizes=(6,), max_iter=3000, random_state=0).fit(amount / 30.0 * 30.0, duration)
+
+
+def _problem(relation: Any, **duration: Any) -> CounterfactualProblem:
+    X, y, _ = _loans()
+    model = LogisticRegression(max_iter=2000).fit(X, y)
+    features = [
+        IntegerFeature(name="amount", value=24, low=1, high=30),
+        IntegerFeature(name="duration", value=42, low=duration.get("low", 6), high=duration.get("high", 60)),
+        IntegerFeature(name="income", value=22, low=22, high=40),
+    ]
+    relations = [LearnedConstraint.of("duration", ["amount"], relation)] if relation is not None else []
+    return CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.6)], model, relations=relations)
+
+
+def _follows(problem: CounterfactualProblem, relation: Any, proposed: dict[str, Any]) -> bool:
+    """The answer's duration is 42 + f(amount) - f(24), rounded."""
+    f = lambda a: float(np.asarray(relation.predict(np.array([[a]], dtype=float))).reshape(-1)[0])  # noqa: E731
+    expected = 42 + f(proposed["amount"]) - f(24)
+    return abs(proposed["duration"] - expected) <= 0.5 + 1e-9
+
+
+@pytest.mark.parametrize("kind", ["linear", "forest", "network"])
+def test_every_engine_keeps_a_learned_relation_and_the_exact_optimum_is_brute_forces(kind: str) -> None:
+    relation = _relation_model(kind)
+    problem = _problem(relation)
+    local = explain(problem, engine="local", seed=0)
+    exact = explain(problem, engine="exact", seed=0)
+    assert local.valid and exact.valid
+    assert _follows(problem, relation, local.proposed) and _follows(problem, relation, exact.proposed)
+    assert exact.statistics.exact is not None and exact.statistics.exact.proven, exact.statistics.exact
+    best = _brute_force(problem)  # every grid row, scored with its duration computed
+    assert exact.score_levels[3] == pytest.approx(best[3], abs=1e-9)
+    assert exact.score_levels[3] >= local.score_levels[3] - 1e-9
+    if kind == "linear":  # a longer loan costs approval: the relation changes the answer
+        free = explain(_problem(None), engine="exact", seed=0)
+        assert free.proposed != exact.proposed
+
+
+def test_a_relation_the_domain_cannot_hold_breaks_a_rule() -> None:
+    relation = _relation_model("linear")
+    problem = _problem(relation, low=40, high=44)  # the duration may hardly move: amount is stuck near 24
+    result = explain(problem, engine="exact", seed=0)
+    if result.feasible:
+        assert _follows(problem, relation, result.proposed)
+        assert 40 <= result.proposed["duration"] <= 44
+    else:  # no answer keeps the relation: none is called feasible
+        assert not _follows(problem, relation, result.proposed) or result.score_levels[0] < 0
+    row = problem.space.original.copy()
+    row[0] = 1  # amount 1: the relation wants a duration far below 40
+    scores = ScoreCalculator(problem).calculate(row.reshape(1, -1)).scores
+    assert scores[0, 1] <= -1.0
+
+
+def test_bad_relations_are_refused_by_name() -> None:
+    relation = _relation_model("linear")
+    with pytest.raises(ProblemError, match="no feature 'term'"):
+        CounterfactualProblem(
+            _problem(None).space.features,
+            [ClassGoal(target=1)],
+            _problem(None).model,
+            relations=[LearnedConstraint.of("term", ["amount"], relation)],
+        )
+    with pytest.raises(ProblemError, match="without the target itself"):
+        LearnedConstraint.of("duration", ["duration"], relation)
+    held = [
+        IntegerFeature(name=f.name, value=int(f.value), low=6, high=60, constrained=f.name == "duration")
+        for f in _problem(None).space.features
+    ]
+    with pytest.raises(ProblemError, match="must be mutable"):
+        CounterfactualProblem(
+            held,
+            [ClassGoal(target=1)],
+            _problem(None).model,
+            relations=[LearnedConstraint.of("duration", ["amount"], relation)],
+        )
