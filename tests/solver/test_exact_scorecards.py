@@ -276,3 +276,51 @@ def test_closeness_without_training_data_is_refused() -> None:
             ScorecardAdapter(_table(cutoff=150.0)),
             DistanceSettings(metric="scorecard"),
         )
+
+
+ONE_PROCESS = """
+import sys
+import numpy as np
+order = sys.argv[1]
+if order == "optbinning first":
+    import optbinning  # brings OR-Tools, which bundles its own HiGHS
+    import highspy
+else:
+    import highspy
+    import optbinning
+from sklearn.linear_model import LogisticRegression
+from tests.solver.test_exact_scorecards import _credit
+from planning import ClassGoal, CounterfactualProblem
+from solver.counterfactual import explain
+
+frame, y = _credit()
+card = optbinning.Scorecard(
+    binning_process=optbinning.BinningProcess(list(frame.columns), categorical_variables=["home"]),
+    estimator=LogisticRegression(),
+).fit(frame, y)
+row = int(np.argmax(card.predict_proba(frame)[:, 0]))
+problem = CounterfactualProblem.from_dataframe(
+    frame.assign(default=y), row, card, target="default", goals=[ClassGoal(target=1, confidence=0.7)]
+)
+result = explain(problem, engine="exact", seed=0)
+print(result.valid, result.statistics.exact.proven, result.statistics.exact.backend)
+"""
+
+
+@pytest.mark.parametrize("order", ["optbinning first", "highspy first"])
+def test_a_scorecard_read_from_optbinning_solves_exactly_in_one_process(order: str) -> None:
+    """optbinning imports OR-Tools, which bundles its own HiGHS; with highspy 1.15 the two could
+    not be loaded in one process (either order). The project requires highspy >= 1.16, which loads
+    beside it: checked in a fresh process each way, as a user's session would import them."""
+    pytest.importorskip("optbinning")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_PROCESS, order], capture_output=True, text=True, cwd=root, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("True True HiGHS") and last.endswith("(highspy)"), done.stdout
