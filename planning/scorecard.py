@@ -90,6 +90,10 @@ class ScorecardVariable(BaseModel):
     missing_points: float | None = None
     """Points of a missing value (optbinning's Missing bin); None: a missing value has no score."""
     missing_log_odds: float | None = None
+    missing_woe: float | None = None
+    points_span: float | None = None
+    """The range of the variable's unscaled points (coefficient x WoE) over its scorecard table,
+    Special and Missing rows included: the scorecard paper's proximity weight is 1 / it (optbinning)."""
 
     @model_validator(mode="after")
     def _bins(self) -> ScorecardVariable:
@@ -137,9 +141,20 @@ class ScorecardVariable(BaseModel):
 
     @property
     def points_range(self) -> float:
-        """Largest minus smallest points of the variable's bins."""
-        points = [b.points for b in self.bins]
+        """Largest minus smallest points of the variable's bins (its Missing bin's included)."""
+        points = [b.points for b in self.bins] + ([self.missing_points] if self.missing_points is not None else [])
         return max(points) - min(points)
+
+    @property
+    def log_odds_range(self) -> float | None:
+        """Largest minus smallest log-odds contribution (the Missing bin's included), when known:
+        the paper's unscaled points, coefficient x WoE."""
+        if any(b.log_odds is None for b in self.bins):
+            return None
+        values = [float(b.log_odds) for b in self.bins if b.log_odds is not None]
+        if self.missing_log_odds is not None:
+            values.append(self.missing_log_odds)
+        return max(values) - min(values)
 
 
 class OddsScaling(BaseModel):
@@ -368,14 +383,50 @@ def read_optbinning(scorecard: Any) -> PointsTable:
                 bins=tuple(bins),
                 missing_points=float(missing["Points"].iloc[0]) if len(missing) else None,
                 missing_log_odds=-float(c) * missing_woe,
+                missing_woe=missing_woe,
+                points_span=float(np.ptp(float(c) * rows["WoE"].to_numpy(dtype=np.float64))),
             )
         )
     intercept = float(np.asarray(estimator.intercept_, dtype=np.float64).reshape(-1)[0])
-    return PointsTable(
-        variables=tuple(variables),
-        classes=(classes[1], classes[0]),
-        log_odds_intercept=-intercept,
-    )
+    table = PointsTable(variables=tuple(variables), classes=(classes[1], classes[0]), log_odds_intercept=-intercept)
+    return _missing_as_scored(table, scorecard, coef)
+
+
+def _missing_as_scored(table: PointsTable, scorecard: Any, coef: npt.NDArray[np.float64]) -> PointsTable:
+    """Each variable's Missing bin as the scorecard really scores a missing value: its
+    ``metric_missing`` (0 by default, or the empirical WoE) decides, not the table's WoE column.
+    Read off the scorecard itself: a row of each bin's first value, then that variable missing."""
+    row = {v.name: _inside(v.bins[0]) for v in table.variables}
+    frame = pd.DataFrame([row] + [{**row, v.name: np.nan} for v in table.variables])
+    for v in table.variables:
+        if v.categorical:
+            frame[v.name] = frame[v.name].astype(object)
+    score = np.asarray(scorecard.score(frame), dtype=np.float64)
+    process = scorecard.binning_process_
+    woe = process.transform(frame, metric="woe", metric_missing=getattr(scorecard, "_metric_missing", 0))
+    woe = np.asarray(woe[[v.name for v in table.variables]], dtype=np.float64)
+    variables = []
+    for j, v in enumerate(table.variables):
+        missing_woe = float(woe[1 + j, j])
+        variables.append(
+            v.model_copy(
+                update={
+                    "missing_points": v.bins[0].points + float(score[1 + j] - score[0]),
+                    "missing_woe": missing_woe,
+                    "missing_log_odds": -float(coef[j]) * missing_woe,
+                }
+            )
+        )
+    return table.model_copy(update={"variables": tuple(variables)})
+
+
+def _inside(b: ScorecardBin) -> Any:
+    """A value in bin ``b``."""
+    if b.categories is not None:
+        return b.categories[0]
+    if b.lower is None:
+        return (b.upper if b.upper is not None else 0.0) - 1.0
+    return b.lower
 
 
 def adapt_scorecard(model: Any, output: str = "prediction", score_output: str = "score") -> ScorecardAdapter:
@@ -512,7 +563,12 @@ class ScorecardDistance:
         self.values = [_woe_or_points(v) for v in table.variables]
         """Per variable, each bin's value in the objective's space (WoE, or points: the table's
         WoE when every bin has one)."""
-        self.weights = np.array([1.0 / v.points_range if v.points_range > 0 else 0.0 for v in table.variables])
+        spans = [
+            v.points_span if v.points_span is not None else v.log_odds_range or v.points_range for v in table.variables
+        ]
+        self.weights = np.array([1.0 / span if span > 0 else 0.0 for span in spans])
+        """1 / each variable's range of unscaled points (coefficient x WoE, its Missing bin's
+        included, as optbinning does), or of its points for a table without log-odds."""
 
     @classmethod
     def from_data(cls, table: PointsTable, data: pd.DataFrame | None, alpha: float, beta: float) -> ScorecardDistance:
@@ -564,6 +620,10 @@ def woe_matrix(table: PointsTable, frame: pd.DataFrame) -> npt.NDArray[np.float6
         values = _woe_or_points(variable)
         known = np.isfinite(bins[:, j])
         out[known, j] = values[bins[known, j].astype(int)]
+        missing = variable.missing_woe if all(b.woe is not None for b in variable.bins) else variable.missing_points
+        if missing is not None:  # a missing value is in the Missing bin (optbinning: WoE 0)
+            absent = ~known & pd.isna(frame[variable.name]).to_numpy()
+            out[absent, j] = missing
     return out
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from planning.scorecard import ScorecardAdapter
 from solver.core.config import ExactPhaseConfig
 from solver.core.events import EngineListener
 from solver.core.result import ExactStatistics
@@ -43,6 +44,19 @@ class ExactPhase:
     def __init__(self, config: ExactPhaseConfig) -> None:
         self.config = config
 
+    def _backend(self, scope: SolverScope) -> ExactPhaseConfig:
+        """The configuration with ``auto`` resolved for this problem: a credit scorecard goes to
+        OR-Tools' SCIP when it is installed (optbinning brings it). Measured on heloc's 12-variable
+        scorecard with the paper's objective (236 variables, 106 binaries, 636 rows): SCIP 0.26 s
+        (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both proven, the same optimum."""
+        from solver.exact import ortools_backend  # noqa: PLC0415
+
+        config = self.config
+        scorecard = scope.problem is not None and isinstance(scope.problem.model, ScorecardAdapter)
+        if config.backend == "auto" and scorecard and ortools_backend.available() is None:
+            return config.model_copy(update={"backend": "ortools"})
+        return config
+
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
         """Solve the program; offer its verified answers to the scope."""
         if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
@@ -52,7 +66,7 @@ class ExactPhase:
                 status="not encodable", proven=False, reason="the exact engine needs the planning problem"
             )
             return
-        config = self.config
+        self.config = config = self._backend(scope)
         started = time.perf_counter()
         epsilon = config.goal_epsilon
         retries = 0

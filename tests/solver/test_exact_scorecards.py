@@ -302,8 +302,12 @@ row = int(np.argmax(card.predict_proba(frame)[:, 0]))
 problem = CounterfactualProblem.from_dataframe(
     frame.assign(default=y), row, card, target="default", goals=[ClassGoal(target=1, confidence=0.7)]
 )
-result = explain(problem, engine="exact", seed=0)
-print(result.valid, result.statistics.exact.proven, result.statistics.exact.backend)
+from solver.core.config import ExactPhaseConfig, SolverConfig
+
+for backend in ("auto", "highs"):
+    config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))
+    result = explain(problem, config, seed=0)
+    print(result.valid, result.statistics.exact.proven, result.statistics.exact.backend)
 """
 
 
@@ -322,5 +326,6 @@ def test_a_scorecard_read_from_optbinning_solves_exactly_in_one_process(order: s
         [sys.executable, "-c", ONE_PROCESS, order], capture_output=True, text=True, cwd=root, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    last = done.stdout.strip().splitlines()[-1]
-    assert last.startswith("True True HiGHS") and last.endswith("(highspy)"), done.stdout
+    auto, highs = done.stdout.strip().splitlines()[-2:]
+    assert auto.startswith("True True SCIP") and auto.endswith("(OR-Tools 9.15)"), done.stdout  # a scorecard: SCIP
+    assert highs.startswith("True True HiGHS") and highs.endswith("(highspy)"), done.stdout
