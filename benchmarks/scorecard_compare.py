@@ -176,7 +176,8 @@ def table(entries: list[dict[str, Any]]) -> str:
                     continue
                 verdicts = [_verdict(e) for e in chosen]
                 lines.append(
-                    f"| {target} | {k} | {len(chosen)} | {verdicts.count('same optimum')} | {verdicts.count('ours lower')} "
+                    f"| {target} | {k} | {len(chosen)} | {verdicts.count('same optimum')} "
+                    f"| {verdicts.count('ours lower')} "
                     f"| {verdicts.count('theirs invalid, ours valid')} "
                     f"| {sum(v.startswith('ours higher') for v in verdicts)} "
                     f"| {statistics.median(e['theirs']['seconds'] for e in chosen):.2f} "
