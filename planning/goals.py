@@ -8,6 +8,8 @@ these distances.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
@@ -70,14 +72,19 @@ class ValueGoal(_Goal):
 
 
 class RangeGoal(_Goal):
-    """A numeric output must land in the inclusive interval ``[low, high]``."""
+    """A numeric output must land in the inclusive interval ``[low, high]``; one end may be
+    open (``high=inf``: at least ``low``; ``low=-inf``: at most ``high``)."""
 
     kind: Literal["range"] = "range"
-    low: float
-    high: float
+    low: Annotated[float, Field(allow_inf_nan=True)]
+    high: Annotated[float, Field(allow_inf_nan=True)]
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if math.isnan(self.low) or math.isnan(self.high):
+            raise GoalError("low" if math.isnan(self.low) else "high", "must be a number, not NaN")
+        if self.low == math.inf or self.high == -math.inf or (math.isinf(self.low) and math.isinf(self.high)):
+            raise GoalError("low", f"a range needs a finite end: given {self.low!r}..{self.high!r}")
         if self.low > self.high:
             raise GoalError("low", f"inverted range: low {self.low!r} is greater than high {self.high!r}")
         return self

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from planning.errors import GoalError
 from planning.goals import ClassGoal, RangeGoal, ValueGoal
 from server.help_text import GOAL_HELP
@@ -31,7 +33,12 @@ def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:
             low, sep, high = spec.partition("..")
             if not sep:
                 raise ValueError("expected LOW..HIGH")
-            return RangeGoal(output=output, low=float(low), high=float(high))
+            # an open end: "600.." is at least 600, "..600" at most 600
+            return RangeGoal(
+                output=output,
+                low=float(low) if low.strip() else -math.inf,
+                high=float(high) if high.strip() else math.inf,
+            )
     except GoalError:
         raise
     except ValueError as exc:

@@ -90,7 +90,8 @@ class Output:
     """For a multi-class model: each class's probability (``link`` probability) or score
     (``logit``: the softmax's inputs)."""
     inclusive: bool = False
-    """For ``label``: 0 itself gives class 1 (a scorecard's cut-off: a score at it is accepted)."""
+    """A scorecard's: for ``label``, 0 itself gives class 1 (a score at the cut-off is accepted);
+    for ``value``, a range's ends are reached exactly (sums of points), kept without a margin."""
 
 
 @dataclass
@@ -816,6 +817,8 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
         return
     if link != "value":
         raise NotEncodableError("a numeric goal on a classifier")
+    if formulation.output.inclusive and formulation.margin_scale == 1.0:
+        epsilon = 0.0  # a scorecard's points: its ends themselves are reachable (retries keep a margin)
     low, high = _numeric_interval(goal, epsilon)
     milp.row(terms, low - constant, high - constant)
 
@@ -859,8 +862,8 @@ def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[floa
     if isinstance(goal, RangeGoal):
         if goal.low == goal.high:
             return goal.low, goal.high
-        pad = epsilon * max(1.0, abs(goal.low), abs(goal.high))
-        return goal.low + pad, goal.high - pad
+        pad = epsilon * max(1.0, *(abs(end) for end in (goal.low, goal.high) if math.isfinite(end)))
+        return goal.low + pad, goal.high - pad  # an open end stays infinite
     g, tol = goal.value, goal.tolerance
     if tol == 0.0:
         return g, g

@@ -123,6 +123,8 @@ def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Out
     output = _trees(formulation, ensemble, inputs, original, real=np.array([real]))
     if problem.scorecard_distance is not None:
         _paper_objective(formulation, problem.scorecard_distance, original)
+    if wants_score:
+        output.inclusive = True
     if adapter.labels_only and not wants_score:  # a decision-only table: its classes are (low, high)
         assert table.cutoff is not None
         terms, constant = output.lin

@@ -145,3 +145,19 @@ def test_a_label_written_as_text_names_a_numeric_class() -> None:
     flags = OutputSpec("flag", (False, True))
     with pytest.raises(GoalError):
         bind_goals([ClassGoal(target="1")], (flags,))  # a number never names a boolean class
+
+
+def test_a_range_may_be_open_at_one_end() -> None:
+    import math
+
+    from planning.errors import GoalError
+    from planning.goals import RangeGoal
+    from server.goal_text import parse_goal_text
+
+    at_least = parse_goal_text("score=range:600..")
+    assert isinstance(at_least, RangeGoal) and at_least.low == 600 and at_least.high == math.inf
+    at_most = parse_goal_text("score=range:..600")
+    assert isinstance(at_most, RangeGoal) and at_most.low == -math.inf and at_most.high == 600
+    for low, high in ((-math.inf, math.inf), (math.inf, math.inf), (0.0, math.nan)):
+        with pytest.raises(GoalError):
+            RangeGoal(low=low, high=high)

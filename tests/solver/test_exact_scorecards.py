@@ -146,11 +146,15 @@ def _table_problem(table: PointsTable, goal: Any, **original: Any) -> Counterfac
         ({"cutoff": 150.0}, ClassGoal(target="good")),
         ({"odds": OddsScaling(points=150, odds=1.0, pdo=20)}, ClassGoal(target="good", confidence=0.8)),
         ({"cutoff": 150.0}, RangeGoal(output="score", low=170, high=200)),
+        ({"cutoff": 150.0}, RangeGoal(output="score", low=170, high=math.inf)),
+        ({"cutoff": 150.0}, RangeGoal(output="score", low=-math.inf, high=150)),
     ],
-    ids=["decision at the cut-off", "probability", "score range"],
+    ids=["decision at the cut-off", "probability", "score range", "score at least", "score at most"],
 )
 def test_the_exact_optimum_on_a_points_table_equals_brute_force(extra: dict[str, Any], goal: Any) -> None:
-    problem = _table_problem(_table(**extra), goal)
+    at_most = isinstance(goal, RangeGoal) and goal.low == -math.inf
+    original = {"income": 60, "cards": 0, "home": "own"} if at_most else {}  # a score of 205 to bring down
+    problem = _table_problem(_table(**extra), goal, **original)
     result = explain(problem, engine="exact", seed=0)
     assert result.statistics.exact is not None and result.statistics.exact.proven, result.statistics.exact
     assert result.statistics.exact.objective == pytest.approx(-result.score_levels[3], abs=1e-9)
