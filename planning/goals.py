@@ -9,7 +9,6 @@ these distances.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
