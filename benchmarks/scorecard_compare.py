@@ -18,8 +18,9 @@ optbinning states on its piecewise-linear sigmoid) and the ``binary`` one (score
 counterfactuals (n_cf = 3..5, K = 2..4) with its diversity rules on the paper's query. Ours:
 ``ClassGoal(target=1, confidence=0.5, margin=0)`` (the log-odds >= 1e-6), ``max_changed_features=K``,
 and for several answers the exact engine's k-copy program with the same rules
-(``distinct_features`` for F, ``distinct_values`` for FV). The hierarchical runs (H(1,0), H(0,1))
-have no counterpart: counterplan weighs the two terms.
+(``distinct_features`` for F, ``distinct_values`` for FV), with optbinning's time limit of the run
+(10 s for one answer, 30 s for several). The hierarchical runs (H(1,0), H(0,1)) have no
+counterpart: counterplan weighs the two terms.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _ours(
         SolverConfig(
             phases=(
                 ExactPhaseConfig(
+                    time_limit_seconds=float(setting.get("time_limit") or 30.0),  # optbinning's own limit
                     answer_set="copies",
                     distinct_features="F" in diversity.replace("FV", ""),
                     distinct_values="FV" in diversity,
@@ -205,7 +207,8 @@ def _side(side: dict[str, Any]) -> str:
     if side["objective"] is None or not side["probabilities"]:
         return f"{side['status'].lower()}, {side['seconds']:.1f} s"
     p = side["probabilities"]
-    return f"{side['objective']:.3f}, {min(p):.3f}-{max(p):.3f}, {side['seconds']:.1f} s"
+    status = str(side["status"]).lower()
+    return f"{side['objective']:.3f} ({status}), {min(p):.3f}-{max(p):.3f}, {side['seconds']:.1f} s"
 
 
 def main() -> None:
@@ -214,11 +217,16 @@ def main() -> None:
     parser.add_argument("--datasets", default="heloc,adult")
     parser.add_argument("--queries", type=int, help="single counterfactuals: at most this many non-paper queries")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--tables", help="print the tables of earlier results (JSON files, comma-separated)")
     args = parser.parse_args()
+    if args.tables:
+        print(table([e for name in args.tables.split(",") for e in json.loads(Path(name).read_text(encoding="utf-8"))]))
+        return
     entries: list[dict[str, Any]] = []
     for dataset in args.datasets.split(","):
         entries += compare(dataset.strip(), args.queries)
-    (CACHE / "scorecard-compare.json").write_text(json.dumps(entries, indent=1, default=str), encoding="utf-8")
+    name = "-".join(d.strip() for d in args.datasets.split(","))
+    (CACHE / f"scorecard-compare-{name}.json").write_text(json.dumps(entries, indent=1, default=str), encoding="utf-8")
     print(table(entries))
 
 
