@@ -71,7 +71,7 @@ def _ours(
         train,
         row,
         scorecard,
-        [ClassGoal(target=1, confidence=0.5, margin=0.0)],
+        [ClassGoal(target=1, confidence=float(setting.get("y") or 0.5), margin=0.0)],
         target=TARGET,
         immutable=list(setting.get("non_actionable") or []),
         distance=DistanceSettings(metric="scorecard", alpha=1.0, beta=1.0),
@@ -84,9 +84,10 @@ def _ours(
     return rows, seconds, result
 
 
-def compare(dataset: str, single_queries: int | None) -> list[dict[str, Any]]:
-    """Every weighted optbinning run of ``dataset``, answered by both."""
-    reference = json.loads((CACHE / f"optbinning-{dataset}.json").read_text(encoding="utf-8"))
+def compare(dataset: str, single_queries: int | None, reference_file: Path | None = None) -> list[dict[str, Any]]:
+    """Every weighted optbinning run of ``dataset`` (in ``reference_file``), answered by both."""
+    path = reference_file or CACHE / f"optbinning-{dataset}.json"
+    reference = json.loads(path.read_text(encoding="utf-8"))
     scorecard, X_train, y_train, _, _ = build_scorecard(dataset)
     train = X_train.assign(**{TARGET: np.asarray(y_train)})
     data = objective_data(scorecard, X_train)
@@ -97,7 +98,7 @@ def compare(dataset: str, single_queries: int | None) -> list[dict[str, Any]]:
         setting = run["setting"]
         if setting["method"] != "W":
             continue
-        if setting["section"] == "single" and single_queries is not None and not setting["paper_query"]:
+        if setting["section"] in ("single", "pwl") and single_queries is not None and not setting["paper_query"]:
             key = str(setting["query"])
             if key not in seen and len(seen) >= single_queries:
                 continue
@@ -116,7 +117,10 @@ def compare(dataset: str, single_queries: int | None) -> list[dict[str, Any]]:
                     "seconds": run["wall_s"],
                     "objective": sum(c["proximity"] + c["closeness"] for c in theirs) if theirs else None,
                     "probabilities": [c["true_probability"] for c in theirs],
-                    "valid": [bool(c["true_probability"] >= 0.5) and bool(c.get("within_k", True)) for c in theirs],
+                    "valid": [
+                        bool(c["true_probability"] >= float(setting.get("y") or 0.5)) and bool(c.get("within_k", True))
+                        for c in theirs
+                    ],
                     "changed": [c["n_changed"] for c in theirs],
                 },
                 "ours": {
@@ -127,7 +131,9 @@ def compare(dataset: str, single_queries: int | None) -> list[dict[str, Any]]:
                     "seconds": seconds,
                     "objective": sum(o["proximity"] + o["closeness"] for o in ours) if result.valid else None,
                     "probabilities": [o["probability"] for o in ours],
-                    "valid": [bool(o["probability"] >= 0.5) for o in ours] if result.valid else [],
+                    "valid": [bool(o["probability"] >= float(setting.get("y") or 0.5)) for o in ours]
+                    if result.valid
+                    else [],
                     "changed": [o["n_changed"] for o in ours],
                     "reason": result.statistics.exact.answer_set_reason if result.statistics.exact else "",
                 },
@@ -159,20 +165,20 @@ def _verdict(entry: dict[str, Any]) -> str:
 def table(entries: list[dict[str, Any]]) -> str:
     """The markdown tables: single counterfactuals summarised, several listed."""
     lines = []
-    single = [e for e in entries if e["setting"]["section"] == "single"]
+    single = [e for e in entries if e["setting"]["section"] in ("single", "pwl")]
     for dataset in dict.fromkeys(e["dataset"] for e in single):
         lines.append(f"\n**{dataset}, one counterfactual** (weighted objective, proximity + closeness):\n")
         lines.append(
             "| target | K | rows | same optimum | ours lower | theirs invalid, ours valid | ours higher "
-            "| optbinning median s | ours median s |"
+            "| none exists (both) | optbinning median s | ours median s |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|---|")
-        for target in ("probability", "binary"):
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        for target in ("probability", "probability>=0.7", "binary"):
             for k in range(1, 5):
                 chosen = [
                     e
                     for e in single
-                    if e["dataset"] == dataset and e["setting"]["target"] == target and e["setting"]["max_changes"] == k
+                    if e["dataset"] == dataset and _target(e["setting"]) == target and e["setting"]["max_changes"] == k
                 ]
                 if not chosen:
                     continue
@@ -181,11 +187,11 @@ def table(entries: list[dict[str, Any]]) -> str:
                     f"| {target} | {k} | {len(chosen)} | {verdicts.count('same optimum')} "
                     f"| {verdicts.count('ours lower')} "
                     f"| {verdicts.count('theirs invalid, ours valid')} "
-                    f"| {sum(v.startswith('ours higher') for v in verdicts)} "
+                    f"| {sum(v.startswith('ours higher') for v in verdicts)} | {verdicts.count('both: none')} "
                     f"| {statistics.median(e['theirs']['seconds'] for e in chosen):.2f} "
                     f"| {statistics.median(e['ours']['seconds'] for e in chosen):.2f} |"
                 )
-    multi = [e for e in entries if e["setting"]["section"] != "single"]
+    multi = [e for e in entries if e["setting"]["section"] not in ("single", "pwl")]
     if multi:
         lines.append("\n**Several counterfactuals** (the paper's query; objective summed over the set):\n")
         lines.append(
@@ -203,6 +209,11 @@ def table(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _target(setting: dict[str, Any]) -> str:
+    y = setting.get("y")
+    return f"{setting['target']}>={y:g}" if y and setting["target"] == "probability" and y != 0.5 else setting["target"]
+
+
 def _side(side: dict[str, Any]) -> str:
     if side["objective"] is None or not side["probabilities"]:
         return f"{side['status'].lower()}, {side['seconds']:.1f} s"
@@ -218,14 +229,17 @@ def main() -> None:
     parser.add_argument("--queries", type=int, help="single counterfactuals: at most this many non-paper queries")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--tables", help="print the tables of earlier results (JSON files, comma-separated)")
+    parser.add_argument(
+        "--reference", type=Path, help="optbinning's results (default .cache/optbinning-<dataset>.json)"
+    )
     args = parser.parse_args()
     if args.tables:
         print(table([e for name in args.tables.split(",") for e in json.loads(Path(name).read_text(encoding="utf-8"))]))
         return
     entries: list[dict[str, Any]] = []
     for dataset in args.datasets.split(","):
-        entries += compare(dataset.strip(), args.queries)
-    name = "-".join(d.strip() for d in args.datasets.split(","))
+        entries += compare(dataset.strip(), args.queries, args.reference)
+    name = "-".join(d.strip() for d in args.datasets.split(",")) + ("-" + args.reference.stem if args.reference else "")
     (CACHE / f"scorecard-compare-{name}.json").write_text(json.dumps(entries, indent=1, default=str), encoding="utf-8")
     print(table(entries))
 
