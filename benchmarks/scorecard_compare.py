@@ -122,6 +122,7 @@ def compare(dataset: str, single_queries: int | None, reference_file: Path | Non
                         for c in theirs
                     ],
                     "changed": [c["n_changed"] for c in theirs],
+                    "sets": [sorted(c["changed"]) for c in theirs],
                 },
                 "ours": {
                     "status": result.statistics.exact.answer_set or result.statistics.exact.status
@@ -135,6 +136,7 @@ def compare(dataset: str, single_queries: int | None, reference_file: Path | Non
                     if result.valid
                     else [],
                     "changed": [o["n_changed"] for o in ours],
+                    "sets": [sorted(o["changed"]) for o in ours],
                     "reason": result.statistics.exact.answer_set_reason if result.statistics.exact else "",
                 },
             }
@@ -148,7 +150,19 @@ def _verdict(entry: dict[str, Any]) -> str:
     k = int(entry["setting"]["n_cf"])
     their_ok = theirs["objective"] is not None and len(theirs["valid"]) == k and all(theirs["valid"])
     our_ok = ours["objective"] is not None and len(ours["valid"]) == k and all(ours["valid"])
-    if not theirs["valid"] and not our_ok:
+    if k > 1:  # a set: ours only when the set program found one
+        our_ok = our_ok and str(ours["status"]).lower() in ("optimal", "feasible")
+        rules = entry["setting"].get("diversity") or ""
+        sets = [tuple(x) for x in theirs.get("sets", [])]
+        if their_ok and "F" in rules.replace("FV", "") and len(set(sets)) < len(sets):
+            # optbinning counts a "change" to the same bin (occupation Other -> Other) as a change
+            their_ok = False
+            if our_ok:
+                return "theirs repeat a set, ours differ"
+            return "theirs repeat a set"
+    if not their_ok and not our_ok:
+        if str(ours["status"]).lower() == "infeasible" and str(theirs["status"]).upper() == "UNKNOWN":
+            return "none: ours proves it, theirs out of time"
         return "both: none"
     if their_ok and our_ok:
         gap = ours["objective"] - theirs["objective"]
@@ -209,13 +223,25 @@ def table(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _with_sets(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Older results without optbinning's changed-feature sets: read them from its JSON."""
+    runs: dict[tuple[str, str], list[list[str]]] = {}
+    for dataset in {e["dataset"] for e in entries if "sets" not in e["theirs"]}:
+        for run in json.loads((CACHE / f"optbinning-{dataset}.json").read_text(encoding="utf-8"))["runs"]:
+            runs[(dataset, run["describe"])] = [sorted(c["changed"]) for c in run.get("counterfactuals") or []]
+    for e in entries:
+        if "sets" not in e["theirs"]:
+            e["theirs"]["sets"] = runs.get((e["dataset"], e["describe"]), [])
+    return entries
+
+
 def _target(setting: dict[str, Any]) -> str:
     y = setting.get("y")
     return f"{setting['target']}>={y:g}" if y and setting["target"] == "probability" and y != 0.5 else setting["target"]
 
 
 def _side(side: dict[str, Any]) -> str:
-    if side["objective"] is None or not side["probabilities"]:
+    if side["objective"] is None or not side["probabilities"] or str(side["status"]).lower() == "infeasible":
         return f"{side['status'].lower()}, {side['seconds']:.1f} s"
     p = side["probabilities"]
     status = str(side["status"]).lower()
@@ -234,7 +260,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.tables:
-        print(table([e for name in args.tables.split(",") for e in json.loads(Path(name).read_text(encoding="utf-8"))]))
+        entries = [e for name in args.tables.split(",") for e in json.loads(Path(name).read_text(encoding="utf-8"))]
+        print(table(_with_sets(entries)))
         return
     entries: list[dict[str, Any]] = []
     for dataset in args.datasets.split(","):
