@@ -239,8 +239,12 @@ def _tighten(  # noqa: PLR0917 - one call site
 ) -> None:
     """Tighten ``units``' bounds (in place) to the least and greatest value of their expressions
     over the program's linear relaxation. Each bound comes from weak duality with the LP's row
-    duals, computed here: valid whatever the LP solver's tolerances."""
-    highspy = _highspy()
+    duals, computed here: valid whatever the LP solver's tolerances. Without highspy (OR-Tools
+    alone) the interval bounds stay as they are: looser, still sound."""
+    try:
+        highspy = _highspy()
+    except ImportError:
+        return
     h = _new_highs(highspy)
     h.silent()
     h.setOptionValue("threads", 1)
