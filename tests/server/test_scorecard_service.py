@@ -181,3 +181,30 @@ def test_the_command_line_explains_a_points_table(models: Path, capsys: pytest.C
     text = capsys.readouterr().out
     assert code == 0
     assert any(f"{before} -> " in text for before in ("{rent}", "(-inf, 20)", "[5, inf)"))  # the bins column
+
+
+def test_the_command_line_explains_an_optbinning_scorecard(models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "explain",
+            "--model",
+            str(models / "optbinning.joblib"),
+            "--data",
+            str(models / "applicants.csv"),
+            "--target",
+            "default",
+            "--row",
+            "0",
+            "--goal",
+            "class:0@0.6",
+            "--engine",
+            "exact",
+            "--distance",
+            "scorecard",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["valid"] and out["statistics"]["exact"]["proven"]
+    assert out["predictions"]["default"]["0"] >= 0.6
+    assert all(c["proposed_bin"] for c in out["changes"])
