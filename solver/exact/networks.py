@@ -29,7 +29,22 @@ The encoding is checked at the original instance against the real model's output
 Size. The program's difficulty is its number of binaries, the unstable units. Measured on
 COMPAS (CE-OCL's setting, ``benchmarks/ceocl_table2.py``: 7 inputs behind ``StandardScaler``, one
 hidden layer of 100 units, 30 rejected rows): every answer proven optimal, a median of 0.93 s a row
-(p90 1.5 s), 2.8 s with the trust region, on a busy 2-core machine.
+(p90 1.5 s), 2.8 s with the trust region, on a busy 2-core machine. And on 4 integer inputs
+(1,500 synthetic rows, ``ClassGoal(confidence=0.7)``, three rejected rows, HiGHS, 30 s limit; the
+binaries include the features'):
+
+=============  ========  ========================  ======================
+hidden layers  binaries  seconds (three rows)      status
+=============  ========  ========================  ======================
+(25,)          33        0.12, 0.11, 0.04          optimal
+(50,)          57        1.22, 0.27, 0.21          optimal
+(100,)         108       2.42, 0.20, 1.01          optimal
+(200,)         207       20.5, 2.66, 1.95          optimal
+(50, 50)       107       30.0, 7.43, 15.6          feasible (limit), optimal, optimal
+=============  ========  ========================  ======================
+
+A second layer costs more than its binaries say (its bounds are looser); past about 200 unstable
+units a solve takes minutes, hence the limit.
 
 Beyond :data:`MAX_UNSTABLE_UNITS` unstable units the network is refused (``auto`` takes local
 search, ``engine="exact"`` says why); beyond :data:`MAX_HIDDEN_UNITS` hidden units it is refused
