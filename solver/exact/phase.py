@@ -15,6 +15,7 @@ times wider, at most twice; the report says how many such retries there were.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,10 +117,8 @@ class ExactPhase:
         if scope.answers > 1 and config.answer_set != "pool" and not scope.terminate_flag.is_set():
             self._answer_set(scope, listeners, started)
 
-    def _answer_set(self, scope: SolverScope, listeners: list[EngineListener], started: float) -> None:
-        """Several answers asked: solve for the set (:mod:`solver.exact.diverse`)."""
-        from solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
-
+    def _clock(self, scope: SolverScope, started: float) -> tuple[Callable[[], float | None], Callable[[], bool]]:
+        """The seconds the phase has left (None: no limit), and whether it must stop now."""
         config = self.config
 
         def remaining() -> float | None:
@@ -134,9 +133,16 @@ class ExactPhase:
             left = remaining()
             return scope.terminate_flag.is_set() or (left is not None and left <= 0.0)
 
+        return remaining, should_stop
+
+    def _answer_set(self, scope: SolverScope, listeners: list[EngineListener], started: float) -> None:
+        """Several answers asked: solve for the set (:mod:`solver.exact.diverse`)."""
+        from solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
+
+        remaining, should_stop = self._clock(scope, started)
         if not is_feasible(scope.best_score):
             return
-        rows, status, reason = solve_set(scope, config, remaining, should_stop, listeners)
+        rows, status, reason = solve_set(scope, self.config, remaining, should_stop, listeners)
         scope.exact_rows = rows
         scope.exact = scope.exact.model_copy(update={"answer_set": status, "answer_set_reason": reason})
 
@@ -146,18 +152,7 @@ class ExactPhase:
         config = self.config
         phase = Progress.starting(scope.best_score)
         counters = [scope.progress, phase]
-
-        def remaining() -> float | None:
-            limits = []
-            if config.time_limit_seconds is not None:
-                limits.append(config.time_limit_seconds - (time.perf_counter() - started))
-            if scope.wall_limit is not None:
-                limits.append(scope.wall_limit - scope.time_spent())
-            return max(min(limits), 0.0) if limits else None
-
-        def should_stop() -> bool:
-            left = remaining()
-            return scope.terminate_flag.is_set() or (left is not None and left <= 0.0)
+        remaining, should_stop = self._clock(scope, started)
 
         def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
