@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +31,7 @@ from planning.goals import BoundGoal
 from planning.models import Predictions
 from planning.problem import CounterfactualProblem
 from planning.score import LEVELS, BendableScore
-from planning.space import FloatMatrix
+from planning.space import FeatureSpace, FloatMatrix
 
 MAX_BISECTION_DEPTH = 6
 """A batch the model raises on is halved at most this many times (at most 127 calls for it);
@@ -48,6 +49,28 @@ FAILED_PREDICTION = -1.0e15
 _MAX_GOAL_DISTANCE = 1.0e14
 _FAR = 1.0e12
 """The scorecard objective of a value in no bin: farther than any real answer."""
+
+
+class ModelCalls(Protocol):
+    """How a calculator reaches the model: directly (:class:`DirectCalls`), or through calls
+    shared with other solves of the same model (:mod:`solver.batch.shared_calls`)."""
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """The search's predictions (an adapter may take a verified fast path)."""
+        ...
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """The real model's predictions, for the final check of answers."""
+        ...
+
+
+class DirectCalls:
+    """Calls the problem's model adapter itself; the reference is the adapter's real path when it
+    has a fast one (``predict_reference``), else its only one."""
+
+    def __init__(self, model: Any) -> None:
+        self.predict = model.predict
+        self.predict_reference = getattr(model, "predict_reference", model.predict)
 
 
 class ScoreMismatchError(CounterplanError, AssertionError):
@@ -92,9 +115,13 @@ class ScoreCalculator:
         problem: CounterfactualProblem,
         assert_mode: bool = False,
         stop: Callable[[], bool] | None = None,
+        calls: ModelCalls | None = None,
     ) -> None:
         self.problem = problem
         self.assert_mode = assert_mode
+        self.calls: ModelCalls = calls if calls is not None else DirectCalls(problem.model)
+        """The way to the model; answers are checked on its reference path (:meth:`check`)."""
+        self._reference = False
         self.stop = stop
         """Asked before every model call; once True, rows are left unscored (failed) instead."""
         self.calculation_count = 0
@@ -173,13 +200,14 @@ class ScoreCalculator:
 
     def check(self, rows: FloatMatrix) -> Evaluation:
         """Rows (one row, or a matrix) scored by a model call of their own, whatever ``stop`` and
-        :attr:`gave_up` say: the final check of the answers."""
+        :attr:`gave_up` say, through the real model (the reference path, never a fast path):
+        the final check of the answers."""
         stop, gave_up = self.stop, self.gave_up
-        self.stop, self.gave_up = None, None
+        self.stop, self.gave_up, self._reference = None, None, True
         try:
             return self.calculate(rows.reshape(-1, self.problem.space.n_features))
         finally:
-            self.stop, self.gave_up = stop, gave_up
+            self.stop, self.gave_up, self._reference = stop, gave_up, False
 
     def evaluation_of(self, row: FloatMatrix) -> Evaluation | None:
         """The kept evaluation of ``row`` when it is the best row scored so far, else None."""
@@ -257,7 +285,8 @@ class ScoreCalculator:
             return
         self.model_call_count += 1
         try:
-            result = self.problem.model.predict(X, self.problem.space)
+            call = self.calls.predict_reference if self._reference else self.calls.predict
+            result = call(X, self.problem.space)
         except ModelAdapterError:
             raise
         except Exception as exc:  # the model's own failure: find the rows that cause it

@@ -53,6 +53,7 @@ def infer_features(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     fill_missing: Iterable[str] | bool = (),
+    profile: DataProfile | None = None,
 ) -> list[AnyFeature]:
     """One feature per column, typed and bounded by the data.
 
@@ -74,7 +75,10 @@ def infer_features(
         float with that precision.
     fill_missing:
         Columns whose missing instance value the search may fill (``True``: every column).
+    profile:
+        The facts of ``data``'s columns, kept from an earlier call (default: read them now).
     """
+    profile = profile if profile is not None and profile.data is data else DataProfile(data)
     overrides = dict(overrides or {})
     frozen = set(immutable)
     fillable = set(columns) if fill_missing is True else set(fill_missing or ())
@@ -87,7 +91,8 @@ def infer_features(
         if name not in instance:
             raise FeatureError(name, "the instance has no value for this feature")
         override = dict(overrides.get(name, {}))
-        spec = _infer_one(name, data[name], instance[name], override.pop("kind", None), "precision" in override)
+        facts = profile.facts(name)
+        spec = _infer_one(name, facts, instance[name], override.pop("kind", None), "precision" in override)
         if spec.get("value") is None and name in fillable:
             spec["fill_missing"] = True
         if name in frozen:
@@ -97,21 +102,18 @@ def infer_features(
     return features
 
 
-def infer_statistics(data: pd.DataFrame, features: Sequence[AnyFeature]) -> dict[str, FeatureStatistics]:
+def infer_statistics(
+    data: pd.DataFrame, features: Sequence[AnyFeature], profile: DataProfile | None = None
+) -> dict[str, FeatureStatistics]:
     """Range, standard deviation and MAD of every numeric feature's column (missing values skipped)."""
+    profile = profile if profile is not None and profile.data is data else DataProfile(data)
     stats: dict[str, FeatureStatistics] = {}
     for feature in features:
         if feature.kind not in ("integer", "float"):
             continue
-        column = _numbers(data[feature.name])
-        if column.size == 0:
-            continue
-        median = float(np.median(column))
-        stats[feature.name] = FeatureStatistics(
-            range=float(column.max() - column.min()),
-            std=float(column.std()),
-            mad=float(np.median(np.abs(column - median))),
-        )
+        found = profile.statistics(feature.name)
+        if found is not None:
+            stats[feature.name] = found
     return stats
 
 
@@ -150,24 +152,75 @@ def _numbers(column: pd.Series) -> npt.NDArray[np.float64]:
     return np.asarray(values[np.isfinite(values)], dtype=np.float64)
 
 
-def _infer_one(name: str, column: pd.Series, value: Any, kind: str | None, precision_given: bool) -> dict[str, Any]:
+class ColumnFacts:
+    """What inference reads off one training column, computed once.
+
+    Building a problem for another row of the same data needs the same facts (the observed range,
+    the grid, the categories); only the row's own value is new. :class:`DataProfile` keeps these
+    so that an explainer made once (:class:`solver.explainer.Explainer`) builds each row's
+    problem without scanning the training data again.
+    """
+
+    def __init__(self, column: pd.Series) -> None:
+        self.is_bool = bool(pd.api.types.is_bool_dtype(column))
+        self.is_integer_dtype = bool(pd.api.types.is_integer_dtype(column))
+        self.numeric = bool(pd.api.types.is_numeric_dtype(column)) and not self.is_bool
+        observed = column.dropna()
+        self.numbers = _numbers(observed) if self.numeric else np.empty(0)
+        self.low = float(self.numbers.min()) if self.numbers.size else None
+        self.high = float(self.numbers.max()) if self.numbers.size else None
+        self.precision = infer_precision(self.numbers)
+        self.whole = infer_precision(_numbers(column)) == 0 if self.numeric else False
+        self.unique_numbers = np.unique(self.numbers) if self.numeric else np.empty(0)
+        self.texts: frozenset[str] = frozenset() if self.numeric else frozenset(observed.astype(str).unique().tolist())
+
+
+class DataProfile:
+    """The :class:`ColumnFacts` of a training DataFrame's columns, each computed on first use."""
+
+    def __init__(self, data: pd.DataFrame) -> None:
+        self.data = data
+        self._facts: dict[str, ColumnFacts] = {}
+        self._statistics: dict[str, FeatureStatistics | None] = {}
+
+    def facts(self, name: str) -> ColumnFacts:
+        """The facts of column ``name``."""
+        if name not in self._facts:
+            self._facts[name] = ColumnFacts(self.data[name])
+        return self._facts[name]
+
+    def statistics(self, name: str) -> FeatureStatistics | None:
+        """Range, standard deviation and MAD of a numeric column (None without values)."""
+        if name not in self._statistics:
+            column = _numbers(self.data[name])
+            stats = None
+            if column.size:
+                median = float(np.median(column))
+                stats = FeatureStatistics(
+                    range=float(column.max() - column.min()),
+                    std=float(column.std()),
+                    mad=float(np.median(np.abs(column - median))),
+                )
+            self._statistics[name] = stats
+        return self._statistics[name]
+
+
+def _infer_one(name: str, facts: ColumnFacts, value: Any, kind: str | None, precision_given: bool) -> dict[str, Any]:
     value = value.item() if isinstance(value, np.generic) else value
     missing = is_missing(value)
     if not missing and isinstance(value, float) and not math.isfinite(value):
         raise FeatureError(name, f"the instance's value must be finite or missing, given {value!r}")
-    observed = column.dropna()
-    numeric = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
     if kind is None:
-        if pd.api.types.is_bool_dtype(column):
+        if facts.is_bool:
             kind = "boolean"
-        elif numeric:
-            kind = _numeric_kind(column, value, precision_given)
+        elif facts.numeric:
+            kind = _numeric_kind(facts, value, precision_given)
         else:
             kind = "categorical"
     if kind == "boolean":
         return {"kind": "boolean", "name": name, "value": None if missing else bool(value)}
     if kind == "categorical":
-        return _categorical(name, column, value, numeric=numeric)
+        return _categorical(name, facts, value)
     if kind not in ("integer", "float"):
         raise FeatureError(f"{name}.kind", f"unknown kind {kind!r}; one of integer, float, categorical, boolean")
     if not missing and isinstance(value, str):
@@ -176,41 +229,38 @@ def _infer_one(name: str, column: pd.Series, value: Any, kind: str | None, preci
         raise FeatureError(name, f"integer feature given a fractional value {value!r}")
     cast = int if kind == "integer" else float
     spec: dict[str, Any] = {"kind": kind, "name": name, "value": None if missing else cast(value)}
-    numbers = _numbers(observed) if numeric else np.empty(0)
-    if numbers.size:
-        low, high = float(numbers.min()), float(numbers.max())
+    if facts.low is not None and facts.high is not None:
+        low, high = facts.low, facts.high
         if not missing:
             low, high = min(low, float(value)), max(high, float(value))
         spec["low"], spec["high"] = cast(low), cast(high)
         if kind == "float":
-            spec["precision"] = infer_precision(numbers)
+            spec["precision"] = facts.precision
     return spec
 
 
-def _numeric_kind(column: pd.Series, value: Any, precision_given: bool) -> str:
+def _numeric_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str:
     """Integer for an integer dtype, or a float column of whole numbers; otherwise float."""
-    if pd.api.types.is_integer_dtype(column):
+    if facts.is_integer_dtype:
         return "integer"
     if precision_given:
         return "float"
-    whole = infer_precision(_numbers(column)) == 0
     fractional_instance = not is_missing(value) and not isinstance(value, str) and not float(value).is_integer()
-    return "integer" if whole and not fractional_instance else "float"
+    return "integer" if facts.whole and not fractional_instance else "float"
 
 
-def _categorical(name: str, column: pd.Series, value: Any, *, numeric: bool) -> dict[str, Any]:
+def _categorical(name: str, facts: ColumnFacts, value: Any) -> dict[str, Any]:
     """Categories as text; codes stored as numbers keep their numeric type for the model."""
-    observed = column.dropna()
     missing = is_missing(value)
     spec: dict[str, Any] = {"kind": "categorical", "name": name, "value": None if missing else category_text(value)}
-    if numeric:
-        numbers = np.unique(_numbers(observed))
+    if facts.numeric:
+        numbers = facts.unique_numbers
         if not missing:
             numbers = np.unique(np.append(numbers, float(value)))
         spec["categories"] = [category_text(float(v)) for v in numbers]
-        spec["category_type"] = "integer" if pd.api.types.is_integer_dtype(column) else "number"
+        spec["category_type"] = "integer" if facts.is_integer_dtype else "number"
         return spec
-    categories = set(observed.astype(str).unique().tolist())
+    categories = set(facts.texts)
     if not missing:
         categories.add(str(value))
     spec["categories"] = sorted(categories)

@@ -16,7 +16,7 @@ from planning.defaults import default_goals
 from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from planning.errors import ModelAdapterError, ProblemError
 from planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
-from planning.inference import infer_features, infer_statistics
+from planning.inference import DataProfile, infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from planning.relations import LearnedConstraint, LearnedRelations
@@ -117,6 +117,8 @@ class CounterfactualProblem:
         fill_missing: Iterable[str] | bool = (),
         trust_region: TrustRegionSettings | None = None,
         relations: Sequence[LearnedConstraint] = (),
+        profile: DataProfile | None = None,
+        plausibility_cache: dict[Any, PlausibilityModel] | None = None,
     ) -> CounterfactualProblem:
         """Build a problem the way data scientists work: training data plus one row.
 
@@ -155,6 +157,12 @@ class CounterfactualProblem:
             label meets it); see :mod:`planning.trust_region`.
         relations:
             As in the constructor.
+        profile:
+            The facts of ``data``'s columns kept from an earlier build (:class:`planning.inference.DataProfile`):
+            building problems for many rows of one data set reads the data once.
+        plausibility_cache:
+            A cache of plausibility models by their features' domains, kept between builds for
+            the same reason (rows whose domains agree share one).
         """
         if target is not None and target not in data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
@@ -177,16 +185,23 @@ class CounterfactualProblem:
                 columns = [str(c) for c in data.columns if c != target]
         if target is not None and target in columns:
             raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
-        features = infer_features(data, row, columns, immutable, overrides, fill_missing=fill_missing)
+        features = infer_features(data, row, columns, immutable, overrides, fill_missing=fill_missing, profile=profile)
         if not isinstance(model, ModelAdapter):
             model = adapt_sklearn(model, target or "prediction")
-        statistics = infer_statistics(data, features)
+        statistics = infer_statistics(data, features, profile)
         if goals is None:
             goals = default_goals(model, FeatureSpace(features))
+        cache = plausibility_cache if plausibility_cache is not None else {}
+        domains = (tuple(f.model_dump_json(exclude={"value"}) for f in features), repr(goals), target)
         judge = None
         if plausibility is not None:
-            judge = plausibility_model(data, features, goals, target, plausibility)
-        region = None if trust_region is None else trust_region_model(data, features, goals, target, trust_region)
+            key = ("plausibility", domains, plausibility.model_dump_json())
+            if key not in cache:
+                cache[key] = plausibility_model(data, features, goals, target, plausibility)
+            judge = cache[key]
+        region = None  # a trust region reads the original (its nearest rows, its enlargement): never shared
+        if trust_region is not None:
+            region = trust_region_model(data, features, goals, target, trust_region)
         objective = None
         if distance is not None and distance.metric == "scorecard":
             objective = _scorecard_distance(model, data, distance)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from planning.calculator import Evaluation, ScoreCalculator
+from planning.calculator import Evaluation, ModelCalls, ScoreCalculator
 from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
@@ -120,6 +120,12 @@ class CounterfactualSolver:
         Overrides ``config.random_seed``; the same problem, config and seed give the same answer.
     num_counterfactuals:
         How many distinct valid answers to return (see :mod:`solver.core.diversity`).
+    engine:
+        ``"local"``, ``"exact"`` or ``"auto"`` (see :func:`solver.engines.choose`); None runs
+        ``config`` as it is.
+    calls:
+        How model calls are made; default the problem's adapter directly. The batch engine
+        passes calls shared with other solves of the same model (:mod:`solver.batch`).
     """
 
     def __init__(
@@ -129,6 +135,8 @@ class CounterfactualSolver:
         seed: int | None = None,
         num_counterfactuals: int = 1,
         engine: EngineChoice | None = None,
+        *,
+        calls: ModelCalls | None = None,
     ):
         config = config or SolverConfig()
         self.engine, self.engine_reason = "local", ""
@@ -147,6 +155,7 @@ class CounterfactualSolver:
         self.problem = problem
         self.config = config
         self.num_counterfactuals = num_counterfactuals
+        self.calls = calls
         self.listeners: list[Listener] = []
         self._solver = Solver(config, collect_pool=num_counterfactuals > 1, answers=num_counterfactuals)
 
@@ -172,7 +181,7 @@ class CounterfactualSolver:
             return late or self._solver.terminate_requested
 
         problem = self.problem
-        calculator = ScoreCalculator(problem, stop=should_stop)
+        calculator = ScoreCalculator(problem, stop=should_stop, calls=self.calls)
         original = calculator.check(problem.original_row())
         if original.failures[0] is not None:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")

@@ -1,0 +1,94 @@
+"""One flat record per explained row, and the DataFrame of a batch's records.
+
+A record is what a user filters and joins back to the data: the row id, whether the answer is
+valid, its score, distance and number of changes, the changes in words, the proposed value of
+every feature (columns ``cf_<feature>``), the time and model calls it took, the seed it ran
+with, and, for a row that could not be explained, the reason (``status`` ``error``) instead of
+an exception that would end the whole job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from planning.errors import one_line
+from solver.core.result import CounterfactualResult
+
+RECORD_COLUMNS = (
+    "row_id",
+    "status",
+    "valid",
+    "score",
+    "distance",
+    "changed",
+    "changes",
+    "seconds",
+    "model_calls",
+    "seed",
+    "error",
+)
+"""The columns of every record, before the proposed values (``cf_<feature>``)."""
+PROPOSED_PREFIX = "cf_"
+"""Prefix of the proposed-value columns."""
+MAX_ERROR_CHARS = 300
+"""An error row's reason is cut to this length (it may quote the model's own message)."""
+
+
+def record_of(row_id: Any, result: CounterfactualResult, seed: int, seconds: float) -> dict[str, Any]:
+    """The record of a solved row."""
+    record: dict[str, Any] = {
+        "row_id": row_id,
+        "status": "already_met" if result.already_met else ("ok" if result.valid else "not_found"),
+        "valid": bool(result.valid),
+        "score": result.score,
+        "distance": -float(result.score_levels[3]) + 0.0,
+        "changed": len(result.changes),
+        "changes": "; ".join(f"{c.feature}: {c.original} -> {c.proposed}" for c in result.changes),
+        "seconds": seconds,
+        "model_calls": result.statistics.model_call_count,
+        "seed": seed,
+        "error": result.failure if not result.valid and result.failure else None,
+    }
+    for name, value in result.proposed.items():
+        record[PROPOSED_PREFIX + name] = value
+    return record
+
+
+def error_record(row_id: Any, error: BaseException, seed: int, seconds: float) -> dict[str, Any]:
+    """The record of a row that could not be explained, with the reason in one line."""
+    reason = one_line(f"{type(error).__name__}: {error}")
+    if len(reason) > MAX_ERROR_CHARS:
+        reason = reason[: MAX_ERROR_CHARS - 3] + "..."
+    return {
+        "row_id": row_id,
+        "status": "error",
+        "valid": False,
+        "score": None,
+        "distance": float("nan"),
+        "changed": 0,
+        "changes": "",
+        "seconds": seconds,
+        "model_calls": 0,
+        "seed": seed,
+        "error": reason,
+    }
+
+
+def records_frame(records: Sequence[dict[str, Any]], features: Sequence[str]) -> pd.DataFrame:
+    """The records as a DataFrame: the fixed columns, then one ``cf_`` column per feature."""
+    columns = [*RECORD_COLUMNS, *(PROPOSED_PREFIX + f for f in features)]
+    frame = pd.DataFrame.from_records(list(records), columns=columns)
+    frame["valid"] = frame["valid"].astype(bool)
+    for name in ("changed", "model_calls", "seed"):
+        frame[name] = frame[name].astype("int64")
+    for name in ("distance", "seconds"):
+        frame[name] = frame[name].astype("float64")
+    for feature in features:  # numbers as numbers where every value is one (errors leave gaps)
+        column = frame[PROPOSED_PREFIX + feature]
+        numeric = pd.to_numeric(column, errors="coerce")
+        if numeric.notna().sum() == column.notna().sum() and not column.map(lambda v: isinstance(v, str)).any():
+            frame[PROPOSED_PREFIX + feature] = numeric
+    return frame

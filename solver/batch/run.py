@@ -1,0 +1,209 @@
+"""Run a batch: rows in, one record per row out, in lockstep threads and optional processes.
+
+In one process, up to ``window`` rows are solved at once, each in its own thread, all sharing
+one :class:`~solver.batch.shared_calls.SharedCalls`: every step of every running solve is scored
+in one model call. A row that finishes makes room for the next (continuous batching). With
+``workers`` > 1 the rows are cut into blocks of ``window`` and each block runs in a worker
+process the same way; the explainer is sent to each worker once. Records come back through
+``on_record`` as rows finish (so a job can write them as it goes) and, at the end, as a
+DataFrame in the order of the rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from planning.errors import ProblemError
+from solver.batch.records import error_record, record_of, records_frame
+from solver.batch.rows import RowSelection, id_text, row_seed
+from solver.batch.shared_calls import SharedCalls
+
+if TYPE_CHECKING:
+    from solver.explainer import Explainer
+
+DEFAULT_WINDOW = 64
+"""Rows solved at once in one process: enough that a model call serves many solves, few enough
+that the threads' own work stays in the caches."""
+MAX_WINDOW = 1024
+"""The most rows one process solves at once."""
+BATCH_MAX_WAIT_SECONDS = 0.25
+"""In a batch every member is a solve stepping towards its next model call, so a call waits
+longer for the others than a server's (a late one only means a smaller call, never a different
+answer)."""
+
+Record = dict[str, Any]
+Item = tuple[Any, dict[str, Any]]
+
+
+def explain_batch(
+    explainer: Explainer,
+    rows: pd.DataFrame | RowSelection | str | Sequence[int] | None = None,
+    *,
+    seed: int | None = None,
+    only_rejected: bool = False,
+    workers: int = 1,
+    window: int | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    skip: Iterable[Any] = (),
+) -> pd.DataFrame:
+    """Explain many rows of ``explainer``'s model; one record per row.
+
+    Parameters
+    ----------
+    explainer:
+        The model, data and settings.
+    rows:
+        A DataFrame of rows to explain (ids: its index labels), or a selection of the
+        explainer's training data by position (``"all"``, ``"rejected"``, ``"0:500"``, a list of
+        positions; ids: the index labels, positions for a CSV); None: every training row.
+    seed:
+        The batch's seed (default the explainer's, else 0); each row's own comes from it and
+        the row's id (:func:`solver.batch.rows.row_seed`).
+    only_rejected:
+        Leave out rows that already meet the goal (``rows="rejected"`` sets it).
+    workers:
+        Worker processes (1: this process only).
+    window:
+        Rows solved at once per process (default 64).
+    on_record:
+        Called with each row's record as soon as the row is done (in this thread).
+    skip:
+        Row ids already done (a resumed job): they are not explained again.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``row_id, status, valid, score, distance, changed, changes, seconds,
+        model_calls, seed, error`` and ``cf_<feature>`` per feature, one row per explained row in
+        the order of ``rows``. ``status`` is ``ok``, ``not_found``, ``already_met`` or ``error``.
+    """
+    items, only_rejected = _items(explainer, rows, only_rejected)
+    done = {id_text(s) for s in skip}
+    items = [item for item in items if id_text(item[0]) not in done]
+    base = seed if seed is not None else (explainer.seed if explainer.seed is not None else 0)
+    size = _window(window)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
+        raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
+    records: list[Record] = []
+
+    def keep(record: Record) -> None:
+        if only_rejected and record["status"] == "already_met":
+            return
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+
+    if workers == 1:
+        run_block(explainer, items, base, size, keep)
+    else:
+        _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep)
+    order = {id_text(item[0]): i for i, item in enumerate(items)}
+    records.sort(key=lambda r: order[id_text(r["row_id"])])
+    return records_frame(records, _features(explainer))
+
+
+def run_block(
+    explainer: Explainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
+) -> None:
+    """Solve ``items`` in this process, ``window`` at a time, sharing model calls."""
+    calls = SharedCalls(explainer.adapter, max_wait=BATCH_MAX_WAIT_SECONDS)
+    pending: set[Future[Record]] = set()
+    threads = max(1, min(window, len(items)))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
+        for row_id, row in items:
+            if len(pending) >= window:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    on_record(future.result())
+            pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls))
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                on_record(future.result())
+
+
+def solve_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int, calls: SharedCalls | None) -> Record:
+    """One row's record: its solve, or the reason it has none (never an exception)."""
+    own = row_seed(seed, row_id)
+    started = time.perf_counter()
+    try:
+        solver = explainer.solver(row, seed=own, calls=calls)
+        if calls is None:
+            result = solver.solve()
+        else:
+            with calls.member():
+                result = solver.solve()
+    except Exception as exc:  # a bad row or a failing model: an error row, the job goes on
+        return error_record(row_id, exc, own, time.perf_counter() - started)
+    return record_of(row_id, result, own, time.perf_counter() - started)
+
+
+def _items(
+    explainer: Explainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
+) -> tuple[list[Item], bool]:
+    if isinstance(rows, pd.DataFrame):
+        frame = rows
+    else:
+        selection = rows if isinstance(rows, RowSelection) else RowSelection.parse(rows, len(explainer.data))
+        only_rejected = only_rejected or selection.only_rejected
+        frame = selection.apply(explainer.data)
+    if frame.index.has_duplicates:
+        raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
+    records = frame.to_dict(orient="records")
+    return [
+        (label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)
+    ], only_rejected
+
+
+def _window(window: int | None) -> int:
+    if window is None:
+        return DEFAULT_WINDOW
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
+        raise ProblemError("window", f"must be from 1 to {MAX_WINDOW}, given {window!r}")
+    return window
+
+
+def _features(explainer: Explainer) -> list[str]:
+    return [f.name for f in explainer.problem(0).space.features]
+
+
+_WORKER: Explainer | None = None
+
+
+def _start_worker(explainer: Explainer) -> None:
+    global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
+    _WORKER = explainer
+
+
+def _worker_block(items: list[Item], seed: int, window: int) -> list[Record]:
+    assert _WORKER is not None
+    out: list[Record] = []
+    run_block(_WORKER, items, seed, window, out.append)
+    return out
+
+
+def _run_processes(
+    explainer: Explainer,
+    items: list[Item],
+    seed: int,
+    *,
+    window: int,
+    workers: int,
+    on_record: Callable[[Record], None],
+) -> None:
+    """Blocks of ``window`` rows on ``workers`` processes; each block's records as it finishes."""
+    blocks = [items[i : i + window] for i in range(0, len(items), window)]
+    with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer,)) as pool:
+        futures = [pool.submit(_worker_block, block, seed, window) for block in blocks]
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                for record in future.result():
+                    on_record(record)

@@ -1,0 +1,206 @@
+"""Model calls shared by solves that run at the same time on one model (dynamic batching).
+
+A model call costs nearly the same for 1 row as for thousands (see DESIGN.md, "Python's cost
+model"), so solves of one model that run at the same time should not each pay for their own.
+Each solve runs in its own thread and asks for its predictions as usual; :class:`SharedCalls`
+holds the requests until every solve that is a *member* is waiting (the solves then step in
+lockstep: every step of all of them is one model call), or until ``max_wait`` has passed since
+a request arrived (a member busy elsewhere, say in a MIP, does not hold up the others for
+long). Then one call scores them all, split into chunks of at most ``max_rows`` rows, and each
+solve gets its own rows back. Inference servers batch the same way (Triton's dynamic batcher).
+
+Why it keeps answers the same: a solve's predictions are the model's for its own rows, whatever
+else was in the call (the models are row by row), so when and with whom a solve's rows were
+scored changes nothing it decides on. Requests are grouped by the encoding of their feature
+space (two problems whose categories differ decode indices differently) and by path (the
+search's fast path or the real model's, for the final check). When a merged call raises, each
+request of it is called again on its own, so one solve's failing rows never fail another's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planning.models import ModelAdapter, Predictions
+from planning.space import FeatureSpace, FloatMatrix
+
+MAX_ROWS_PER_CALL = 65_536
+"""Rows per merged model call: more are split into several calls (memory, not speed)."""
+MAX_WAIT_SECONDS = 0.005
+"""How long a request waits for the other members before it is scored with what is there."""
+
+
+@dataclass
+class _Request:
+    X: FloatMatrix
+    space: FeatureSpace
+    reference: bool
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Predictions | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class SharedCallStatistics:
+    """What the shared calls did: how many calls, requests and rows."""
+
+    calls: int = 0
+    requests: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+
+    @property
+    def requests_per_call(self) -> float:
+        """How many solves' requests one model call served, on average."""
+        return self.requests / self.calls if self.calls else 0.0
+
+
+class SharedCalls:
+    """Merges concurrent model calls on one adapter; safe to use from many threads.
+
+    Parameters
+    ----------
+    model:
+        The model adapter every member's problem uses.
+    max_rows:
+        The most rows one merged call gets.
+    max_wait:
+        Seconds a request waits for the other members before it is scored anyway.
+    """
+
+    def __init__(
+        self, model: ModelAdapter, *, max_rows: int = MAX_ROWS_PER_CALL, max_wait: float = MAX_WAIT_SECONDS
+    ) -> None:
+        self.model = model
+        self.max_rows = max_rows
+        self.max_wait = max_wait
+        self.statistics = SharedCallStatistics()
+        self._reference = getattr(model, "predict_reference", model.predict)
+        self._lock = threading.Lock()
+        self._pending: list[_Request] = []
+        self._members = 0
+
+    @contextmanager
+    def member(self) -> Iterator[SharedCalls]:
+        """Count a solve as a member while it runs: requests are held until every member waits."""
+        with self._lock:
+            self._members += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._members -= 1
+                ready = bool(self._pending) and len(self._pending) >= self._members
+            if ready:  # the others were waiting for this one: score them now
+                self._flush()
+
+    @property
+    def members(self) -> int:
+        """Solves counted as members now."""
+        return self._members
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """The search's predictions of ``X``, in a call shared with the other members."""
+        return self._call(_Request(X, space, reference=False))
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """The real model's predictions of ``X`` (the final check), in a shared call."""
+        return self._call(_Request(X, space, reference=True))
+
+    def _call(self, request: _Request) -> Predictions:
+        with self._lock:
+            self._pending.append(request)
+            ready = len(self._pending) >= max(self._members, 1)
+        if ready or not request.done.wait(self.max_wait):
+            self._flush()
+        request.done.wait()  # another thread may be scoring it
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _flush(self) -> None:
+        """Score every pending request: one call per group of compatible requests."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+        groups: dict[tuple[tuple[Any, ...], bool], list[_Request]] = {}
+        for request in batch:
+            groups.setdefault((encoding_key(request.space), request.reference), []).append(request)
+        for requests in groups.values():
+            try:
+                self._score(requests)
+            except BaseException as exc:  # never leave a waiting solve hanging
+                for request in requests:
+                    if not request.done.is_set():
+                        request.error = exc
+                        request.done.set()
+                raise
+
+    def _score(self, requests: list[_Request]) -> None:
+        call = self._reference if requests[0].reference else self.model.predict
+        space = requests[0].space
+        started = time.perf_counter()
+        if len(requests) == 1:
+            self._score_alone(requests[0], call)
+        else:
+            X = np.vstack([r.X for r in requests])
+            try:
+                merged = self._chunked(call, X, space)
+            except Exception:  # some solve's rows make the model raise: each finds its own
+                for request in requests:
+                    self._score_alone(request, call)
+            else:
+                offset = 0
+                for request in requests:
+                    n = request.X.shape[0]
+                    request.result = {name: values[offset : offset + n] for name, values in merged.items()}
+                    offset += n
+                    request.done.set()
+        with self._lock:
+            stats = self.statistics
+            stats.calls += 1
+            stats.requests += len(requests)
+            stats.rows += sum(r.X.shape[0] for r in requests)
+            stats.seconds += time.perf_counter() - started
+
+    def _score_alone(self, request: _Request, call: Any) -> None:
+        try:
+            request.result = self._chunked(call, request.X, request.space)
+        except Exception as exc:  # the solve's own calculator bisects it, as without sharing
+            request.error = exc
+        request.done.set()
+
+    def _chunked(self, call: Any, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        if X.shape[0] <= self.max_rows:
+            return dict(call(X, space))
+        parts = [call(X[i : i + self.max_rows], space) for i in range(0, X.shape[0], self.max_rows)]
+        return {name: np.concatenate([np.asarray(p[name]) for p in parts]) for name in parts[0]}
+
+
+def encoding_key(space: FeatureSpace) -> tuple[Any, ...]:
+    """Spaces with the same key decode a candidate matrix the same way (names, kinds, categories,
+    missing codes), so their rows can share a model call. Cached on the space."""
+    key = getattr(space, "_encoding_key", None)
+    if key is None:
+        parts = []
+        for i, feature in enumerate(space.features):
+            categories = tuple(getattr(feature, "categories", ()) or ())
+            parts.append(
+                (
+                    feature.name,
+                    feature.kind,
+                    categories,
+                    getattr(feature, "category_type", None),
+                    float(space.missing_code[i]) if space.missing[i] else None,
+                )
+            )
+        key = tuple(parts)
+        space._encoding_key = key  # type: ignore[attr-defined]
+    return tuple(key)

@@ -1,0 +1,176 @@
+"""The explainer (build once, explain many) and the batch engine (many rows, shared model calls)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from planning import ClassGoal, CounterfactualProblem
+from planning.demo import IMMUTABLE, TARGET
+from planning.errors import ProblemError
+from planning.models import SklearnClassifierAdapter
+from solver import explain
+from solver.batch.rows import RowSelection, row_seed
+from solver.batch.shared_calls import SharedCalls
+from solver.explainer import Explainer
+
+GOAL = [ClassGoal(target=1, confidence=0.7)]
+
+
+class CountingAdapter(SklearnClassifierAdapter):
+    """The real model, counting its calls and rows (thread-safe)."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, TARGET)
+        self.calls = 0
+        self.rows = 0
+        self._lock = threading.Lock()
+
+    def predict(self, X: Any, space: Any) -> Any:
+        with self._lock:
+            self.calls += 1
+            self.rows += X.shape[0]
+        return super().predict(X, space)
+
+
+@pytest.fixture(scope="module")
+def explainer(loan_data: pd.DataFrame, loan_model: Pipeline) -> Explainer:
+    return Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+
+
+@pytest.fixture(scope="module")
+def rejected(loan_data: pd.DataFrame, loan_model: Pipeline) -> pd.DataFrame:
+    features = loan_data.drop(columns=[TARGET])
+    return features[loan_model.predict(features) == 0].iloc[:12]
+
+
+def test_the_explainer_answers_as_a_problem_built_from_the_data(
+    explainer: Explainer, loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    for _, row in rejected.iloc[:3].iterrows():
+        problem = CounterfactualProblem.from_dataframe(
+            loan_data, row, loan_model, GOAL, target=TARGET, immutable=IMMUTABLE
+        )
+        alone = explain(problem, seed=4)
+        ours = explainer.explain(row, seed=4)
+        assert ours.proposed == alone.proposed
+        assert ours.score == alone.score
+        assert [f.model_dump() for f in explainer.problem(row).space.features] == [
+            f.model_dump() for f in problem.space.features
+        ]
+
+
+def test_a_batch_gives_each_row_its_single_answer_whatever_the_window(
+    explainer: Explainer, rejected: pd.DataFrame
+) -> None:
+    singles = [explainer.explain(row, seed=row_seed(7, row_id)) for row_id, row in rejected.iterrows()]
+    for window in (1, 5, 12):
+        frame = explainer.explain_batch(rejected, seed=7, window=window)
+        assert frame["row_id"].tolist() == rejected.index.tolist()
+        assert frame["score"].tolist() == [s.score for s in singles]
+        for (_, record), single in zip(frame.iterrows(), singles, strict=True):
+            assert record["valid"] == single.valid
+            assert record["changed"] == len(single.changes)
+            for name, value in single.proposed.items():
+                assert record[f"cf_{name}"] == pytest.approx(value) if not isinstance(value, str) else value
+    assert frame["valid"].all()
+    assert (frame["status"] == "ok").all()
+
+
+def test_worker_processes_give_the_same_records(explainer: Explainer, rejected: pd.DataFrame) -> None:
+    one = explainer.explain_batch(rejected.iloc[:6], seed=3, window=3)
+    two = explainer.explain_batch(rejected.iloc[:6], seed=3, window=2, workers=2)
+    columns = [c for c in one.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(one[columns], two[columns])
+
+
+def test_solves_that_run_together_share_model_calls(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    adapter.calls = 0
+    alone = explainer.explain_batch(rejected, seed=1, window=1)
+    calls_alone = adapter.calls
+    adapter.calls = 0
+    together = explainer.explain_batch(rejected, seed=1, window=12)
+    assert together["score"].tolist() == alone["score"].tolist()
+    assert calls_alone >= together["model_calls"].sum() - len(rejected)  # each solve's own calls, one at a time
+    assert adapter.calls * 3 < calls_alone  # lockstep: one call serves many solves
+
+
+def test_a_row_the_model_fails_on_gets_an_error_record_and_the_rest_go_on(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    bad = float(rejected["income"].iloc[2])
+
+    class Failing(CountingAdapter):
+        def predict(self, X: Any, space: Any) -> Any:
+            income = space.names.index("income")
+            if np.any(X[:, income] == bad):
+                raise RuntimeError("the scoring service is down for this applicant")
+            return super().predict(X, space)
+
+        def predict_reference(self, X: Any, space: Any) -> Any:
+            return self.predict(X, space)
+
+    explainer = Explainer(Failing(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    frame = explainer.explain_batch(rejected.iloc[:5], seed=0, window=5)
+    assert frame.loc[2, "status"] == "error"
+    assert not frame.loc[2, "valid"]
+    assert "scoring service is down" in frame.loc[2, "error"]
+    others = frame.drop(index=2)
+    assert others["valid"].all()
+
+
+def test_rejected_rows_only_skip_and_seed(explainer: Explainer, loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    features = loan_data.drop(columns=[TARGET]).iloc[:20]
+    approved = loan_model.predict_proba(features)[:, 1] >= 0.7
+    assert approved.any() and (~approved).any()
+    frame = explainer.explain_batch("0:20", only_rejected=True, seed=0, window=20)
+    assert frame["row_id"].tolist() == features.index[~approved].tolist()
+    every = explainer.explain_batch("0:20", seed=0, window=20)
+    assert set(every.loc[every["status"] == "already_met", "row_id"]) == set(features.index[approved])
+    rest = explainer.explain_batch("0:20", only_rejected=True, seed=0, skip=frame["row_id"].tolist()[:3])
+    assert rest["row_id"].tolist() == frame["row_id"].tolist()[3:]
+    assert row_seed(0, 5) == row_seed(0, np.int64(5)) == row_seed(0, 5.0) != row_seed(1, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("0:5000", "not a range of positions"), ("7000", "give all, rejected"), ([3, 1500], "position 1500 is outside")],
+)
+def test_a_bad_row_selection_is_refused_naming_the_field(text: Any, problem: str) -> None:
+    with pytest.raises(ProblemError, match=problem) as caught:
+        RowSelection.parse(text, 1500)
+    assert caught.value.field == "rows"
+
+
+def test_requests_are_merged_only_within_one_encoding(
+    loan_model: Pipeline, loan_problem: CounterfactualProblem
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    shared = SharedCalls(adapter, max_wait=5.0)
+    space = loan_problem.space
+    X = np.repeat(space.original.reshape(1, -1), 4, axis=0)
+    results: list[Any] = [None, None]
+    with shared.member(), shared.member():
+
+        def ask(i: int) -> None:
+            results[i] = shared.predict(X[: i + 1], space)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert adapter.calls == 1
+    assert shared.statistics.requests_per_call == 2.0
+    expected = adapter.predict(X[:2], space)[TARGET]
+    np.testing.assert_array_equal(results[1][TARGET], expected)
+    np.testing.assert_array_equal(results[0][TARGET], expected[:1])
