@@ -198,12 +198,12 @@ class ScoreCalculator:
             objective = objective + penalty * (changed * space.costs).sum(axis=1)
         return np.asarray(objective, dtype=np.float64)
 
-    def check(self, rows: FloatMatrix) -> Evaluation:
+    def check(self, rows: FloatMatrix, *, reference: bool = True) -> Evaluation:
         """Rows (one row, or a matrix) scored by a model call of their own, whatever ``stop`` and
-        :attr:`gave_up` say, through the real model (the reference path, never a fast path):
-        the final check of the answers."""
+        :attr:`gave_up` say; through the real model (the reference path, never a fast path)
+        unless ``reference`` is False: the final check of the answers."""
         stop, gave_up = self.stop, self.gave_up
-        self.stop, self.gave_up, self._reference = None, None, True
+        self.stop, self.gave_up, self._reference = None, None, reference
         try:
             return self.calculate(rows.reshape(-1, self.problem.space.n_features))
         finally:

@@ -5,10 +5,16 @@ original column names and category strings for a pipeline fitted on a DataFrame;
 encoded array for a bare estimator) and the model's answer into named outputs: an
 ``(n, n_classes)`` probability matrix per classification output, an ``(n,)`` vector per
 numeric output. It is called once per batch, never once per row.
+
+The scikit-learn adapters take a fast path when they can (:mod:`planning.fast_model`): the
+pipeline's preprocessing compiled to numpy operations on the encoded matrix, and a boosted
+forest evaluated for all rows and trees at once, checked against the real pipeline first. Their
+``predict_reference`` always runs the real model on its real input; answers are checked with it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -17,6 +23,7 @@ import numpy.typing as npt
 from sklearn.base import is_classifier
 
 from planning.errors import ModelAdapterError
+from planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
 from planning.goals import OutputSpec
 from planning.space import FeatureSpace, FloatMatrix
 
@@ -25,6 +32,8 @@ if TYPE_CHECKING:
 
 Predictions = dict[str, npt.NDArray[np.float64]]
 InputKind = Literal["dataframe", "array"]
+CHECK_FAST_ENV = "COUNTERPLAN_CHECK_FAST"
+"""Set to 1 to run every fast-path call through the real pipeline too and compare (debugging)."""
 
 
 @runtime_checkable
@@ -45,7 +54,60 @@ def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
     return space.to_frame(X) if kind == "dataframe" else X
 
 
-class SklearnClassifierAdapter:
+class _FastCalls:
+    """The fast path shared by the scikit-learn adapters: compiled once per space encoding (see
+    :mod:`planning.fast_model`), the real pipeline when it cannot be compiled, and the debug check.
+    """
+
+    model: Any
+    input_kind: InputKind
+    fast: bool
+    check_fast: bool
+    _fast_paths: FastPathCache
+
+    def _init_fast(self, method: Method, fast: bool, check_fast: bool) -> None:
+        self.fast = fast
+        self.check_fast = check_fast
+        self._fast_paths = shared_cache(self.model, self.input_kind, method)
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Predictions for every candidate, in one call: the fast path when the model compiles,
+        else the real pipeline (:meth:`predict_reference`)."""
+        path = self.fast_path(space) if self.fast else None
+        if path is None:
+            return self.predict_reference(X, space)
+        try:
+            raw = path(X, space, self.model)
+        except Exception:  # the model fails on some row: let the real pipeline raise its own error
+            return self.predict_reference(X, space)
+        predictions = self._predictions(raw, X.shape[0])
+        if self.check_fast or os.environ.get(CHECK_FAST_ENV, "") == "1":
+            check_predictions(predictions, self.predict_reference(X, space))
+        return predictions
+
+    def fast_path(self, space: FeatureSpace) -> FastPath | None:
+        """The compiled fast path for candidates of ``space`` (compiled and checked on first use),
+        or None when this model keeps the real pipeline."""
+        return self._fast_paths.get(self.model, space)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """After unpickling (or a deep copy), join the cache every adapter of the model shares."""
+        self.__dict__.update(state)
+        self._fast_paths = shared_cache(self.model, self.input_kind, self._fast_paths.method)
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """The real model on its real input (the decoded DataFrame or the matrix): what answers are
+        finally checked with, whatever the fast path does."""
+        return self._predictions(self._call(_model_input(X, space, self.input_kind)), X.shape[0])
+
+    def _call(self, data: Any) -> Any:
+        raise NotImplementedError
+
+    def _predictions(self, raw: Any, n: int) -> Predictions:
+        raise NotImplementedError
+
+
+class SklearnClassifierAdapter(_FastCalls):
     """A fitted scikit-learn classifier (or pipeline ending in one), via ``predict_proba``.
 
     A classifier without probabilities (``LinearSVC``, ``RidgeClassifier``) gives its predicted
@@ -62,9 +124,24 @@ class SklearnClassifierAdapter:
         ``"dataframe"`` to pass decoded columns with their names and category strings,
         ``"array"`` to pass the encoded matrix. Default: a DataFrame when the model was fitted
         on one (it has ``feature_names_in_``), else the array.
+    fast:
+        Compile the pipeline's preprocessing (and a boosted forest) into numpy operations on the
+        encoded matrix, checked against the real pipeline, and use them for :meth:`predict`;
+        models that do not compile keep the real path. :meth:`predict_reference` is always real.
+    check_fast:
+        Also run every fast call through the real pipeline and raise ``ModelAdapterError`` on
+        any difference (debugging; the environment variable ``COUNTERPLAN_CHECK_FAST=1`` too).
     """
 
-    def __init__(self, model: Any, output: str = "prediction", input_kind: InputKind | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        output: str = "prediction",
+        input_kind: InputKind | None = None,
+        *,
+        fast: bool = True,
+        check_fast: bool = False,
+    ) -> None:
         self.labels_only = not hasattr(model, "predict_proba")
         if self.labels_only and not hasattr(model, "predict"):
             raise ModelAdapterError("model", f"{type(model).__name__} has neither predict_proba nor predict")
@@ -76,25 +153,27 @@ class SklearnClassifierAdapter:
         self.model = model
         self.input_kind: InputKind = input_kind or _default_input_kind(model)
         self._outputs = (OutputSpec(output, tuple(_plain(c) for c in classes)),)
+        self._init_fast("predict" if self.labels_only else "predict_proba", fast, check_fast)
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
         """One classification output."""
         return self._outputs
 
-    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
-        """Class probabilities for every candidate, one ``predict_proba`` call."""
-        data = _model_input(X, space, self.input_kind)
+    def _call(self, data: Any) -> Any:
+        return self.model.predict(data) if self.labels_only else self.model.predict_proba(data)
+
+    def _predictions(self, raw: Any, n: int) -> Predictions:
+        """Class probabilities (a labels-only classifier's label as certainty)."""
         if self.labels_only:
-            labels = np.asarray(self.model.predict(data))
+            labels = np.asarray(raw)
             classes = np.asarray(self.model.classes_)
             proba = (labels.reshape(-1, 1) == classes.reshape(1, -1)).astype(np.float64)
             return {self._outputs[0].name: proba}
-        proba = np.asarray(self.model.predict_proba(data), dtype=np.float64)
-        return {self._outputs[0].name: proba}
+        return {self._outputs[0].name: np.asarray(raw, dtype=np.float64)}
 
 
-class SklearnRegressorAdapter:
+class SklearnRegressorAdapter(_FastCalls):
     """A fitted scikit-learn regressor, single- or multi-output, via ``predict``.
 
     Parameters
@@ -104,12 +183,18 @@ class SklearnRegressorAdapter:
     outputs:
         One name per output column (``["price"]``, or ``["low", "high"]`` for a
         multi-output regressor). Their count must match what the model returns.
-    input_kind:
+    input_kind, fast, check_fast:
         As for :class:`SklearnClassifierAdapter`.
     """
 
     def __init__(
-        self, model: Any, outputs: Sequence[str] = ("prediction",), input_kind: InputKind | None = None
+        self,
+        model: Any,
+        outputs: Sequence[str] = ("prediction",),
+        input_kind: InputKind | None = None,
+        *,
+        fast: bool = True,
+        check_fast: bool = False,
     ) -> None:
         if not hasattr(model, "predict"):
             raise ModelAdapterError("model", f"{type(model).__name__} has no predict")
@@ -119,16 +204,19 @@ class SklearnRegressorAdapter:
         self.model = model
         self.input_kind: InputKind = input_kind or _default_input_kind(model)
         self._outputs = tuple(OutputSpec(name) for name in names)
+        self._init_fast("predict", fast, check_fast)
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
         """One numeric output per name."""
         return self._outputs
 
-    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
-        """Numeric predictions for every candidate, one ``predict`` call."""
-        raw = np.asarray(self.model.predict(_model_input(X, space, self.input_kind)), dtype=np.float64)
-        return _split_columns(raw, self._outputs, X.shape[0])
+    def _call(self, data: Any) -> Any:
+        return self.model.predict(data)
+
+    def _predictions(self, raw: Any, n: int) -> Predictions:
+        """Numeric predictions, one vector per output."""
+        return _split_columns(np.asarray(raw, dtype=np.float64), self._outputs, n)
 
 
 class CallableAdapter:
