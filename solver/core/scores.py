@@ -26,13 +26,17 @@ def best_first(scores: FloatMatrix) -> np.ndarray:
 def compare_to(scores: FloatMatrix, reference: FloatMatrix) -> FloatMatrix:
     """Sign of the lexicographic comparison of every row of ``scores`` with one row.
 
-    Returns an ``(n,)`` array of -1, 0 or 1: the sign of the first level that differs.
+    ``reference`` is one row, or one row per row of ``scores``. Returns an ``(n,)`` array of -1,
+    0 or 1: the sign of the first level that differs. Built from the last level up, each level
+    overriding where it differs: a handful of ufuncs on ``(n,)`` columns (the engine compares every
+    step's batch, so this runs a few dozen times per solve).
     """
-    diff = scores - reference
-    nonzero = diff != 0.0
-    first = nonzero.argmax(axis=1)
-    signs = np.sign(diff[np.arange(scores.shape[0]), first])
-    return np.where(nonzero.any(axis=1), signs, 0.0)
+    signs = np.sign(scores - reference)
+    result = signs[:, -1].copy()
+    for level in range(signs.shape[1] - 2, -1, -1):
+        column = signs[:, level]
+        np.copyto(result, column, where=column != 0.0)
+    return result
 
 
 def better(scores: FloatMatrix, reference: FloatMatrix) -> BoolArray:
@@ -46,10 +50,18 @@ def not_worse(scores: FloatMatrix, reference: FloatMatrix) -> BoolArray:
 
 
 def best_row(scores: FloatMatrix) -> int:
-    """Index of the best row (the first among equals)."""
-    order = np.lexsort(scores.T[::-1])
-    best = scores[order[-1]]
-    return int(np.flatnonzero((scores == best).all(axis=1))[0])
+    """Index of the best row (the first among equals).
+
+    Level by level, the rows holding the level's best value among those still tied; most batches
+    are decided by the first level or two, so this is a few ufuncs rather than a full sort.
+    """
+    tied = np.flatnonzero(scores[:, 0] == scores[:, 0].max())
+    for level in range(1, scores.shape[1]):
+        if tied.size == 1:
+            break
+        column = scores[tied, level]
+        tied = tied[column == column.max()]
+    return int(tied[0])
 
 
 def is_better(a: FloatMatrix, b: FloatMatrix) -> bool:

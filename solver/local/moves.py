@@ -14,6 +14,12 @@ two for counterfactuals:
 
 Constrained features are pinned: no move ever touches them. A batch is a candidate matrix
 plus a ``touched`` mask; rows equal to the current solution are dropped before scoring.
+
+Walkers step in lockstep, so :meth:`MoveSelector.sample_many` samples every walker's moves at
+once: each move kind is drawn for all walkers' rows in one vectorised pass, with per-walker
+masks of the changed features (a revert picks among its own walker's changes). A step then
+costs the same few dozen numpy operations whether it has one walker or 64; sampling walker by
+walker cost that many per walker, which was most of the engine's own time per solve.
 """
 
 from __future__ import annotations
@@ -21,11 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from solver.core.config import MoveSelectorConfig
 from solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
 
 MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "shrink", "swap")
+_CHANGE, _PAIR, _REVERT, _TOWARD, _SHRINK, _SWAP = range(len(MOVE_KINDS))
+_DRAWS = 8
+"""Uniform draws per change move, taken as one ``(8, n)`` block: one generator call per step."""
+
+IntArray = npt.NDArray[np.intp]
 
 
 @dataclass
@@ -35,13 +47,17 @@ class MoveBatch:
     candidates: FloatMatrix
     touched: BoolArray
     kinds: np.ndarray
+    owner: IntArray | None = None
+    """The walker each move belongs to (rows grouped by walker, in walker order), when the
+    batch holds several walkers' moves (:meth:`MoveSelector.sample_many`)."""
 
     def __len__(self) -> int:
         return int(self.candidates.shape[0])
 
-    def select(self, mask: BoolArray) -> MoveBatch:
-        """The moves where ``mask`` holds."""
-        return MoveBatch(self.candidates[mask], self.touched[mask], self.kinds[mask])
+    def select(self, mask: BoolArray | IntArray | slice) -> MoveBatch:
+        """The moves where ``mask`` holds (or at these indices, or in this slice)."""
+        owner = None if self.owner is None else self.owner[mask]
+        return MoveBatch(self.candidates[mask], self.touched[mask], self.kinds[mask], owner)
 
 
 class MoveSelector:
@@ -72,6 +88,20 @@ class MoveSelector:
         self._split_counts = counts
         self._split_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
         self._split_values = np.concatenate(parts) if parts else np.empty(0)
+        self._columns = np.arange(space.n_features).reshape(1, -1)
+        # what a change move reads of its column, one row per quantity: one gather per step
+        self._table = np.vstack(
+            [
+                space.lower,
+                space.upper,
+                self.span,
+                space.step,
+                space.nominal,
+                space.graded,
+                self._split_counts,
+                self._split_offsets,
+            ]
+        ).astype(np.float64)
 
     def _compatible_pairs(self) -> np.ndarray:
         """Pairs of mutable features of one kind whose domains are the same."""
@@ -87,58 +117,74 @@ class MoveSelector:
 
     def sample(self, current: FloatMatrix, count: int, rng: np.random.Generator) -> MoveBatch:
         """``count`` moves from ``current`` (fewer once no-op moves are dropped)."""
-        d = current.shape[0]
-        if self.mutable_columns.size == 0:
-            return MoveBatch(np.empty((0, d)), np.empty((0, d), dtype=bool), np.empty(0, dtype=np.int8))
-        changed = np.flatnonzero((current != self.space.original) & self.space.mutable)
-        changed_numeric = changed[self.space.graded[changed]]
-        weights = self._weights.copy()
-        if changed.size == 0:
-            weights[2] = 0.0
-        if changed_numeric.size == 0:
-            weights[3] = 0.0
-        if changed_numeric.size < 2:
-            weights[4] = 0.0  # with one changed number, shrinking is toward_original
+        batch = self.sample_many(current.reshape(1, -1), count, rng)
+        batch.owner = None
+        return batch
+
+    def sample_many(self, currents: FloatMatrix, count: int, rng: np.random.Generator) -> MoveBatch:
+        """``count`` moves from each row of ``currents`` (one per walker), in one vectorised pass.
+
+        The batch's rows are grouped by walker, in walker order, and ``owner`` says whose each
+        one is; no-op moves are dropped, so a walker may have fewer than ``count``. Each walker
+        draws its mix of move kinds from its own weights: a revert needs a changed feature, a
+        shrink two changed numbers.
+        """
+        walkers, d = currents.shape
+        if self.mutable_columns.size == 0 or walkers == 0:
+            return MoveBatch(
+                np.empty((0, d)), np.empty((0, d), dtype=bool), np.empty(0, dtype=np.int8), np.empty(0, dtype=np.intp)
+            )
+        space = self.space
+        changed = (currents != space.original) & space.mutable
+        changed_numeric = changed & space.graded
+        n_changed = changed.sum(axis=1)
+        n_numeric = changed_numeric.sum(axis=1)
+        weights = np.repeat(self._weights.reshape(1, -1), walkers, axis=0)
+        weights[n_changed == 0, _REVERT] = 0.0
+        weights[n_numeric == 0, _TOWARD] = 0.0
+        weights[n_numeric < 2, _SHRINK] = 0.0  # with one changed number, shrinking is toward_original
         if self._swap_pairs.shape[0] == 0:
-            weights[5] = 0.0
+            weights[:, _SWAP] = 0.0
         if self.mutable_columns.size < 2:
-            weights[1] = 0.0
-        if weights.sum() <= 0.0:
-            weights[0] = 1.0
-        counts = rng.multinomial(count, weights / weights.sum())
-        kinds = np.repeat(np.arange(len(MOVE_KINDS), dtype=np.int8), counts)
-        X = np.repeat(current.reshape(1, -1), count, axis=0)
-        touched = np.zeros((count, d), dtype=bool)
-        rows = np.arange(count)
-        start = 0
-        for kind, n in enumerate(counts):
-            if n == 0:
-                continue
-            block = rows[start : start + n]
-            start += n
-            if kind == 0:
-                self._change(X, touched, block, self._random_columns(n, rng), rng)
-            elif kind == 1:
-                first, second = self._distinct_pairs(n, rng)
-                self._change(X, touched, block, first, rng)
-                self._change(X, touched, block, second, rng)
-            elif kind == 2:
-                columns = rng.choice(changed, n)
-                X[block, columns] = self.space.original[columns]
-                touched[block, columns] = True
-            elif kind == 3:
-                self._toward_original(X, touched, block, rng.choice(changed_numeric, n), rng)
-            elif kind == 4:
-                self._shrink(X, touched, block, changed_numeric, rng)
-            else:
-                pairs = self._swap_pairs[rng.integers(0, self._swap_pairs.shape[0], n)]
-                a, b = pairs[:, 0], pairs[:, 1]
-                X[block, a], X[block, b] = current[b], current[a]
-                touched[block, a] = touched[block, b] = True
-        X = self.space.snap(X)
-        moved = (current != X).any(axis=1)
-        touched &= current != X
-        return MoveBatch(X[moved], touched[moved], kinds[moved])
+            weights[:, _PAIR] = 0.0
+        total = weights.sum(axis=1)
+        weights[total <= 0.0, _CHANGE] = 1.0
+        counts = rng.multinomial(count, weights / weights.sum(axis=1, keepdims=True))
+        kinds = np.repeat(np.tile(np.arange(len(MOVE_KINDS), dtype=np.int8), walkers), counts.ravel())
+        owner = np.repeat(np.arange(walkers, dtype=np.intp), count)
+        base = currents[owner]
+        X = base.copy()
+        touched = np.zeros(X.shape, dtype=bool)
+        present = counts.sum(axis=0) > 0
+        if present[_CHANGE] or present[_PAIR]:  # a pair is two changes of distinct features: one pass for all
+            single = np.flatnonzero(kinds == _CHANGE)
+            pair = np.flatnonzero(kinds == _PAIR)
+            first, second = self._distinct_pairs(pair.size, rng)
+            rows = np.concatenate([single, pair, pair])
+            self._change(X, touched, rows, np.concatenate([self._random_columns(single.size, rng), first, second]), rng)
+        if present[_REVERT]:
+            rows = np.flatnonzero(kinds == _REVERT)
+            columns = _pick_true(changed, n_changed, owner[rows], rng)
+            X[rows, columns] = space.original[columns]
+            touched[rows, columns] = True
+        if present[_TOWARD]:
+            rows = np.flatnonzero(kinds == _TOWARD)
+            self._toward_original(X, touched, rows, _pick_true(changed_numeric, n_numeric, owner[rows], rng), rng)
+        if present[_SHRINK]:
+            rows = np.flatnonzero(kinds == _SHRINK)
+            self._shrink(X, touched, rows, changed_numeric[owner[rows]], rng)
+        if present[_SWAP]:
+            rows = np.flatnonzero(kinds == _SWAP)
+            pairs = self._swap_pairs[rng.integers(0, self._swap_pairs.shape[0], rows.size)]
+            a, b = pairs[:, 0], pairs[:, 1]
+            own = owner[rows]
+            X[rows, a], X[rows, b] = currents[own, b], currents[own, a]
+            touched[rows, a] = touched[rows, b] = True
+        X = space.snap(X)
+        differs = base != X
+        moved = differs.any(axis=1)
+        touched &= differs
+        return MoveBatch(X[moved], touched[moved], kinds[moved], owner[moved])
 
     def _random_columns(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mutable_columns[rng.integers(0, self.mutable_columns.size, n)]
@@ -154,44 +200,43 @@ class MoveSelector:
     ) -> None:
         s = self.space
         now = X[rows, columns]
-        low, high, span = s.lower[columns], s.upper[columns], self.span[columns]
-        nominal = s.nominal[columns]
-        step = s.step[columns]
+        low, high, span, step, nominal, graded, split_count, split_offset = self._table[:, columns]
+        nominal = nominal > 0.0
+        u = rng.random((_DRAWS, rows.size))
         # Numbers: a uniform draw in the domain, or a local step of up to local_step_scale of
         # the range, on a log scale so both fine and coarse steps are tried. A missing original
         # has no "near": it is filled by a uniform draw.
-        uniform = low + rng.random(rows.size) * span
-        magnitude = self.config.local_step_scale * span * 10.0 ** rng.uniform(-2.0, 0.0, rows.size)
-        local = now + rng.choice((-1.0, 1.0), rows.size) * magnitude
-        local_move = (rng.random(rows.size) < self.config.local_step_ratio) & s.graded[columns]
+        uniform = low + u[0] * span
+        magnitude = self.config.local_step_scale * span * 10.0 ** (2.0 * u[1] - 2.0)
+        local = now + np.where(u[2] < 0.5, -1.0, 1.0) * magnitude
+        local_move = (u[3] < self.config.local_step_ratio) & (graded > 0.0)
         numeric = np.where(local_move, local, uniform)
-        has_splits = self._split_counts[columns] > 0
-        if has_splits.any():  # jump just past a split threshold, where the trees change their decision
-            jump = has_splits & (rng.random(rows.size) < self.config.split_jump_ratio)
-            pick = self._split_offsets[columns] + np.floor(rng.random(rows.size) * self._split_counts[columns])
-            jumped = self._split_values[np.minimum(pick.astype(np.intp), max(self._split_values.size - 1, 0))]
+        if self._split_values.size:  # jump just past a split threshold, where the trees change their decision
+            jump = (split_count > 0) & (u[4] < self.config.split_jump_ratio)
+            pick = (split_offset + np.floor(u[5] * split_count)).astype(np.intp)
+            jumped = self._split_values[np.minimum(pick, self._split_values.size - 1)]
             numeric = np.where(jump, jumped, numeric)
         numeric = s.to_grid(numeric, columns)
         stuck = (step > 0) & (numeric == now)  # a step that rounded to nothing: one grid step
-        numeric = np.where(stuck, now + rng.choice((-1.0, 1.0), rows.size) * step, numeric)
+        numeric = np.where(stuck, now + np.where(u[6] < 0.5, -1.0, 1.0) * step, numeric)
         numeric = s.to_grid(np.clip(numeric, low, high), columns)
         # Categories and booleans: any other value of the (search) domain, uniformly.
         size = np.maximum(span + 1.0, 1.0)
-        shift = 1.0 + np.floor(rng.random(rows.size) * np.maximum(size - 1.0, 1.0))
+        shift = 1.0 + np.floor(u[7] * np.maximum(size - 1.0, 1.0))
         other = low + np.mod(now - low + shift, size)
         X[rows, columns] = np.where(nominal, other, numeric)
         touched[rows, columns] = True
 
     def _shrink(
-        self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, columns: np.ndarray, rng: np.random.Generator
+        self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, shrinking: BoolArray, rng: np.random.Generator
     ) -> None:
+        """Every changed number of each row (``shrinking``, per row) back by one fraction per row."""
         s = self.space
-        now = X[np.ix_(rows, columns)]
-        target = s.original[columns]
+        now = X[rows]
         fraction = rng.uniform(0.02, 0.6, (rows.size, 1))
-        moved = s.to_grid(now + fraction * (target - now), columns.reshape(1, -1))
-        X[np.ix_(rows, columns)] = moved
-        touched[np.ix_(rows, columns)] = moved != now
+        moved = np.where(shrinking, s.to_grid(now + fraction * (s.original - now), self._columns), now)
+        X[rows] = moved
+        touched[rows] = moved != now
 
     def _toward_original(
         self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, columns: np.ndarray, rng: np.random.Generator
@@ -208,3 +253,15 @@ class MoveSelector:
         moved = np.where((moved - target) * (now - target) < 0, target, moved)
         X[rows, columns] = moved
         touched[rows, columns] = True
+
+
+def _pick_true(mask: BoolArray, counts: np.ndarray, owner: IntArray, rng: np.random.Generator) -> IntArray:
+    """For each entry of ``owner``, a uniformly drawn column where that owner's row of ``mask`` holds.
+
+    ``counts`` is ``mask.sum(axis=1)``; every owner asked for has at least one such column
+    (its move kind had weight 0 otherwise). A stable argsort lists each row's true columns
+    first, in column order, so the k-th one is a lookup.
+    """
+    listed = np.argsort(~mask, axis=1, kind="stable")
+    k = np.floor(rng.random(owner.size) * counts[owner]).astype(np.intp)
+    return np.asarray(listed[owner, k], dtype=np.intp)

@@ -1,7 +1,11 @@
 """The local-search phase: walkers step in lockstep, sharing one batched score call per step.
 
-Each step every walker samples its moves, the union is scored in one call, then each walker's
-acceptor and the forager pick that walker's step. The solve's best is the best row scored so
+Each step samples every walker's moves at once (:meth:`MoveSelector.sample_many`), scores
+them in one call, then the acceptors (:meth:`Acceptor.accept_lockstep`) and the forager
+(:meth:`Forager.pick_lockstep`) pick every walker's step in one vectorised pass each. The
+walkers' solutions and scores live in two matrices, one row per walker (each
+:class:`~solver.core.scope.Walker` holds views of its rows), so a step is the same few dozen
+numpy operations whatever the number of walkers. The solve's best is the best row scored so
 far, by any walker. Walkers start from the best solution when the phase starts.
 """
 
@@ -13,7 +17,7 @@ from solver.core.config import LocalSearchPhaseConfig
 from solver.core.events import BestSolutionChanged, EngineListener
 from solver.core.scope import Progress, SolverScope, Walker
 from solver.core.termination import Termination
-from solver.local.acceptors import StepContext
+from solver.local.acceptors import LockstepContext
 from solver.local.factory import build_acceptor
 from solver.local.forager import Forager
 from solver.local.moves import MoveSelector
@@ -32,13 +36,16 @@ class LocalSearchPhase:
         mutable_count = int(np.count_nonzero(space.mutable))
         selector = MoveSelector(config.move_selector, space)
         forager = Forager(config.forager)
-        walkers = self._walkers(scope)
+        walkers, currents, current_scores = self._walkers(scope)
         acceptors = [build_acceptor(config.acceptor, mutable_count) for _ in walkers]
+        lockstep = type(acceptors[0])
         for walker, acceptor in zip(walkers, acceptors, strict=True):
             acceptor.phase_started(walker)
         phase_termination = Termination(config.termination) if config.termination is not None else None
         phase = Progress.starting(scope.best_score)
         solver = scope.progress
+        count = config.move_selector.moves_per_step
+        every = np.arange(len(walkers) + 1)
         while True:
             done, gradient, reason = solver_termination.evaluate(solver)
             if phase_termination is not None and not done:
@@ -53,49 +60,53 @@ class LocalSearchPhase:
             if scope.terminate_flag.is_set():
                 scope.termination_reason = "terminated early"
                 break
-            batches = [selector.sample(w.current, config.move_selector.moves_per_step, scope.rng) for w in walkers]
-            X = np.vstack([b.candidates for b in batches])
-            if X.shape[0] == 0:
+            moves = selector.sample_many(currents, count, scope.rng)
+            if len(moves) == 0:
                 scope.termination_reason = "no moves: every feature is constrained"
                 break
-            scores = scope.scorer.score(X)
+            X = moves.candidates
+            owner = moves.owner
+            assert owner is not None
+            scores = scope.scorer.score(X)  # the scorer may set computed features in X: walkers keep them
             best_before = scope.best_score.copy()
-            offset = 0
-            for walker, acceptor, batch in zip(walkers, acceptors, batches, strict=True):
-                own = scores[offset : offset + len(batch)]
-                offset += len(batch)
-                if len(batch) == 0:
-                    continue
-                context = StepContext(own, batch, walker, best_before, gradient, scope.rng)
-                pick = forager.pick(own, acceptor.is_accepted(context), walker.current_score, best_before)
-                previous = walker.current.copy()
-                taken = None
-                if pick is not None:
-                    walker.current = batch.candidates[pick].copy()
-                    walker.current_score = own[pick].copy()
-                    taken = batch.select(np.arange(len(batch)) == pick)
-                acceptor.step_ended(walker, taken, previous)
-                walker.step_count += 1
+            bounds = np.searchsorted(owner, every)
+            context = LockstepContext(scores, moves, walkers, current_scores, best_before, gradient, scope.rng, bounds)
+            accepted = lockstep.accept_lockstep(acceptors, context)
+            picks = forager.pick_lockstep(scores, accepted, owner, current_scores, best_before)
+            previous = currents.copy()
+            took = picks >= 0
+            chosen = picks[took]
+            currents[took] = X[chosen]  # in place: each walker's row views see it
+            current_scores[took] = scores[chosen]
+            stepped = bounds[1:] > bounds[:-1]  # a walker whose moves were all no-ops did not step
+            lockstep.step_ended_lockstep(acceptors, walkers, stepped, moves.select(chosen), previous)
+            for i in np.flatnonzero(stepped).tolist():
+                walkers[i].step_count += 1
             if scope.offer(X, scores, [solver, phase]):
                 announce(scope, listeners)
         for acceptor in acceptors:
             acceptor.phase_ended()
 
-    def _walkers(self, scope: SolverScope) -> list[Walker]:
-        """Walkers start from a construction phase's starting points, else from the best."""
+    def _walkers(self, scope: SolverScope) -> tuple[list[Walker], np.ndarray, np.ndarray]:
+        """Walkers start from a construction phase's starting points, else from the best.
+
+        Returns the walkers and the matrices of their solutions and scores; each walker's
+        ``current`` and ``current_score`` are views of its rows.
+        """
         starts = scope.starts or [scope.best_row]
         scope.starts = []
-        walkers = []
-        for i in range(self.config.walkers):
-            row = starts[i % len(starts)].copy()
-            score = scope.best_score if row is scope.best_row else None
-            walkers.append(Walker(i, row, score.copy() if score is not None else np.empty(0)))
-        unscored = [w for w in walkers if w.current_score.size == 0]
-        if unscored:
-            scores = scope.scorer.score(np.vstack([w.current for w in unscored]))
-            for walker, score in zip(unscored, scores, strict=True):
-                walker.current_score = score.copy()
-        return walkers
+        count = self.config.walkers
+        picked = [starts[i % len(starts)] for i in range(count)]
+        currents = np.vstack(picked)
+        current_scores = np.empty((count, scope.best_score.size))
+        known = np.array([row is scope.best_row for row in picked])
+        current_scores[known] = scope.best_score
+        if not known.all():
+            unscored = currents[~known]
+            current_scores[~known] = scope.scorer.score(unscored)
+            currents[~known] = unscored  # as scored (the scorer may set computed features)
+        walkers = [Walker(i, currents[i], current_scores[i]) for i in range(count)]
+        return walkers, currents, current_scores
 
 
 def announce(scope: SolverScope, listeners: list[EngineListener]) -> None:

@@ -55,13 +55,14 @@ class BoundaryPolishPhase:
             return np.empty((0, best.size)), np.empty(0, dtype=np.intp)
         fractions = np.linspace(0.0, 1.0, self.config.grid_size + 1)[1:-1]  # strictly between
         numeric = changed[space.graded[changed]]
-        blocks: list[FloatMatrix] = []
-        owners: list[np.ndarray] = []
-        for j in numeric:
-            block = np.repeat(best.reshape(1, -1), fractions.size, axis=0)
-            block[:, j] = best[j] + fractions * (bracket[j] - best[j])
-            blocks.append(block)
-            owners.append(np.full(fractions.size, j))
+        grid_owner = np.repeat(numeric, fractions.size)  # every changed number, each point of its grid
+        grid = np.repeat(best.reshape(1, -1), grid_owner.size, axis=0)
+        start = best[grid_owner]
+        grid[np.arange(grid_owner.size), grid_owner] = start + np.tile(fractions, numeric.size) * (
+            bracket[grid_owner] - start
+        )
+        blocks: list[FloatMatrix] = [grid]
+        owners: list[np.ndarray] = [grid_owner]
         if numeric.size > 1:
             gap = np.zeros_like(best)
             gap[numeric] = space.original[numeric] - best[numeric]

@@ -21,11 +21,12 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from solver.core.diversity import best_per_change_set
 from solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
 from solver.core.scores import HARD_LEVELS, score_batches
-from solver.local.scan import most_efficient, scan_rows
+from solver.local.scan import ScanGrid
 
 SETS_MAX = 256
 """Minimal routes are looked for among at most this many sets of changed features, the best-scored."""
@@ -71,6 +72,8 @@ def alternative_routes(
     n = len(avoid)
     bases = np.repeat(space.original.reshape(1, -1), n, axis=0)
     base_scores = np.repeat(start_score.reshape(1, -1), n, axis=0)
+    scanned = space.mutable & ~np.array(avoid, dtype=bool).reshape(n, space.n_features)
+    grid = ScanGrid(space, space.mutable, grid_size)
     active = np.ones(n, dtype=bool)
     found_rows: list[FloatMatrix] = []
     found_scores: list[FloatMatrix] = []
@@ -79,32 +82,46 @@ def alternative_routes(
         if should_stop is not None and should_stop():
             break
         live = np.flatnonzero(active)
-        blocks = [scan_rows(space, bases[i], space.mutable & ~avoid[i], grid_size)[0] for i in live]
-        sizes = np.array([b.shape[0] for b in blocks])
-        if sizes.sum() == 0:
+        X, _, source = grid.rows_many(bases[live], scanned[live])  # every live chain's scan, end to end
+        if X.shape[0] == 0:
             break
-        X = np.vstack(blocks)
+        chains = live[source]
         scores = score_batches(scorer, X)
         feasible: BoolArray = np.asarray((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
         found_rows.append(X[feasible])
         found_scores.append(scores[feasible])
-        found_chains.append(np.repeat(live, sizes)[feasible])
-        offsets = np.r_[0, np.cumsum(sizes)]
-        for chain, i in enumerate(live):
-            mine = slice(offsets[chain], offsets[chain + 1])
-            pick = most_efficient(scores[mine], base_scores[i])
-            if pick is None:
-                active[i] = False
-                continue
-            row = offsets[chain] + pick
-            bases[i], base_scores[i] = X[row], scores[row]
-            if feasible[row]:
-                active[i] = False  # this chain reached the goal
+        found_chains.append(chains[feasible])
+        picks = _most_efficient_per_chain(scores, base_scores, chains, n)
+        stuck = active & (picks < 0)  # no scanned row gains (or none scanned): the chain ends
+        active &= ~stuck
+        moving = np.flatnonzero(picks >= 0)
+        bases[moving], base_scores[moving] = X[picks[moving]], scores[picks[moving]]
+        active[moving[feasible[picks[moving]]]] = False  # these chains reached the goal
         if not active.any():
             break
     if not found_rows:
         return Routes(np.empty((0, space.n_features)), np.empty((0, start_score.size)), np.empty(0, dtype=np.intp))
     return Routes(np.vstack(found_rows), np.vstack(found_scores), np.concatenate(found_chains))
+
+
+def _most_efficient_per_chain(
+    scores: FloatMatrix, base_scores: FloatMatrix, chains: np.ndarray, n: int
+) -> npt.NDArray[np.intp]:
+    """Per chain, the row of ``scores`` that :func:`~solver.local.scan.most_efficient` picks among
+    that chain's rows (``chains[k]`` owns row ``k``), -1 when none gains: all chains at once."""
+    own = base_scores[chains]
+    gain = scores[:, 0] - own[:, 0]
+    cost = np.maximum(own[:, 3] - scores[:, 3], 1e-12)
+    ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+    index = np.arange(scores.shape[0])
+    order = np.lexsort((-index, ratio, chains))  # per chain, its best ratio last (the first among equals)
+    grouped = chains[order]
+    last = np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])
+    picks = np.full(n, -1, dtype=np.intp)
+    top = order[last]
+    gains = np.isfinite(ratio[top])
+    picks[grouped[last][gains]] = top[gains]
+    return picks
 
 
 def successive_routes(

@@ -22,6 +22,102 @@ from solver.core.termination import Termination
 from solver.local.phase import announce
 
 
+class ScanGrid:
+    """Every scanned feature's values, computed once: the rows around any base are then a few
+    vectorised operations (a greedy chain rescans up to a dozen bases per solve, and the
+    routes of several answers rescan many at once).
+
+    A number's grid is ``grid_size`` values spread over its search bounds, on its grid (whole
+    numbers, a float's precision), joined with the model's split values when ``splits``; a
+    feature with allowed values gets those (evenly sampled when the list is long); a category
+    or boolean gets every value. Each feature's values are sorted and listed once, features
+    in column order.
+    """
+
+    def __init__(self, space: EncodedSpace, features: BoolArray, grid_size: int, *, splits: bool = True) -> None:
+        self.space = space
+        self.values, self.owners = _grid_values(space, np.flatnonzero(features), grid_size, splits)
+
+    def rows(self, base: FloatMatrix, features: BoolArray | None = None) -> tuple[FloatMatrix, np.ndarray]:
+        """``base`` with each feature (of ``features``, default all scanned) set, one at a time, to
+        each of its values but its current one. Returns the rows and the feature each one changes."""
+        keep = self.values != base[self.owners]
+        if features is not None:
+            keep &= features[self.owners]
+        owners = self.owners[keep]
+        X = np.repeat(base.reshape(1, -1), owners.size, axis=0)
+        X[np.arange(owners.size), owners] = self.values[keep]
+        return X, owners
+
+    def rows_many(self, bases: FloatMatrix, features: BoolArray) -> tuple[FloatMatrix, np.ndarray, np.ndarray]:
+        """:meth:`rows` for each row of ``bases`` with its row of ``features``, end to end: the rows,
+        the feature each changes and the base each comes from."""
+        keep = features[:, self.owners] & (self.values != bases[:, self.owners])
+        base, k = np.nonzero(keep)
+        owners = self.owners[k]
+        X = bases[base]
+        X[np.arange(owners.size), owners] = self.values[k]
+        return X, owners, base
+
+
+def _grid_values(
+    space: EncodedSpace, columns: np.ndarray, grid_size: int, splits: bool
+) -> tuple[FloatMatrix, np.ndarray]:
+    """The scan values of ``columns`` end to end, and the column of each (see :class:`ScanGrid`)."""
+    low, high = space.lower, space.upper
+    values: list[FloatMatrix] = []
+    owners: list[np.ndarray] = []
+    nominal = columns[space.nominal[columns]]
+    if nominal.size:  # every category: low, low + 1, ..., high
+        sizes = (high[nominal] - low[nominal] + 1.0).astype(np.intp)
+        owner = np.repeat(nominal, sizes)
+        offset = np.arange(owner.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        values.append(low[owner] + offset)
+        owners.append(owner)
+    numeric = columns[~space.nominal[columns]]
+    if numeric.size:  # grid_size points from low to high, on the column's grid, each once
+        grid = np.linspace(low[numeric], high[numeric], grid_size, axis=1)
+        keep = np.ones(grid.shape, dtype=bool)
+        stepped = space.step[numeric] > 0
+        if stepped.any():
+            on_grid = space.to_grid(grid[stepped], numeric[stepped].reshape(-1, 1))
+            grid[stepped] = on_grid
+            keep[stepped, 1:] = on_grid[:, 1:] != on_grid[:, :-1]  # rounding is monotone: repeats are neighbours
+        values.append(grid[keep])
+        owners.append(np.broadcast_to(numeric.reshape(-1, 1), grid.shape)[keep])
+    value = np.concatenate(values) if values else np.empty(0)
+    owner = np.concatenate(owners) if owners else np.empty(0, dtype=np.intp)
+    scanned = np.zeros(space.n_features, dtype=bool)
+    scanned[columns] = True
+    known = [j for j in space.split_values if scanned[j]] if splits else []
+    if known:  # where the model's trees change their decision (solver.exact.splits), each value once
+        split = np.concatenate([space.split_values[j] for j in known])
+        split_owner = np.repeat(np.array(known, dtype=np.intp), [space.split_values[j].size for j in known])
+        inside = (split >= low[split_owner]) & (split <= high[split_owner])
+        value = np.concatenate([value, split[inside]])
+        owner = np.concatenate([owner, split_owner[inside]])
+        order = np.lexsort((value, owner))  # stable: a column without split values keeps its order
+        value, owner = value[order], owner[order]
+        has_splits = np.zeros(space.n_features, dtype=bool)
+        has_splits[known] = True
+        repeat = np.r_[False, (owner[1:] == owner[:-1]) & (value[1:] == value[:-1])] & has_splits[owner]
+        value, owner = value[~repeat], owner[~repeat]
+    listed = [j for j in space.allowed if scanned[j]]
+    if listed:  # allowed values replace the grid
+        kept = ~np.isin(owner, listed)
+        values, owners = [value[kept]], [owner[kept]]
+        for j in listed:
+            grid = space.allowed[j]
+            grid = grid[(grid >= low[j]) & (grid <= high[j])]
+            if grid.size > 4 * grid_size:  # a long list: an even sample of it
+                grid = grid[np.unique(np.linspace(0, grid.size - 1, 4 * grid_size).astype(int))]
+            values.append(grid)
+            owners.append(np.full(grid.size, j, dtype=np.intp))
+        value, owner = np.concatenate(values), np.concatenate(owners)
+    order = np.argsort(owner, kind="stable")
+    return value[order], owner[order]
+
+
 def scan_rows(
     space: EncodedSpace, base: FloatMatrix, features: BoolArray, grid_size: int, *, splits: bool = True
 ) -> tuple[FloatMatrix, np.ndarray]:
@@ -29,34 +125,10 @@ def scan_rows(
 
     A number's grid is ``grid_size`` values spread over its search bounds (its allowed values,
     evenly sampled, when it has a list); a category or boolean gets every other value.
-    Returns the rows and the feature each one changes.
+    Returns the rows and the feature each one changes. Scanning several bases with one grid:
+    :class:`ScanGrid`.
     """
-    rows: list[FloatMatrix] = []
-    owners: list[np.ndarray] = []
-    for j in np.flatnonzero(features):
-        low, high = space.lower[j], space.upper[j]
-        if space.nominal[j]:
-            values = np.arange(low, high + 1.0)
-        else:
-            values = np.linspace(low, high, grid_size)
-            if space.step[j] > 0:  # whole numbers, or a float's precision
-                values = np.unique(space.to_grid(values, np.full(values.size, j)))
-        known = space.split_values.get(int(j)) if splits else None
-        if known is not None:  # where the model's trees change their decision (solver.exact.splits)
-            values = np.union1d(values, known[(known >= low) & (known <= high)])
-        grid = space.allowed.get(int(j))
-        if grid is not None:
-            values = grid[(grid >= low) & (grid <= high)]
-            if values.size > 4 * grid_size:  # a long list: an even sample of it
-                values = values[np.unique(np.linspace(0, values.size - 1, 4 * grid_size).astype(int))]
-        values = values[values != base[j]]
-        block = np.repeat(base.reshape(1, -1), values.size, axis=0)
-        block[:, j] = values
-        rows.append(block)
-        owners.append(np.full(values.size, j))
-    if not rows:
-        return np.empty((0, base.size)), np.empty(0, dtype=np.intp)
-    return np.vstack(rows), np.concatenate(owners)
+    return ScanGrid(space, features, grid_size, splits=splits).rows(base)
 
 
 def most_efficient(scores: FloatMatrix, base_score: FloatMatrix) -> int | None:
@@ -79,6 +151,7 @@ class FeatureScanPhase:
 
     def __init__(self, config: FeatureScanPhaseConfig) -> None:
         self.config = config
+        self._grids: dict[bool, ScanGrid] = {}
 
     def candidates(
         self, scope: SolverScope, base: FloatMatrix | None = None, *, splits: bool = True
@@ -86,7 +159,12 @@ class FeatureScanPhase:
         """The scan's rows around ``base`` (default: the best) and the feature each changes;
         with ``splits``, also the values just past the model's split thresholds."""
         base = scope.best_row if base is None else base
-        return scan_rows(scope.space, base, scope.space.mutable, self.config.grid_size, splits=splits)
+        grid = self._grids.get(splits)
+        if grid is None or grid.space is not scope.space:
+            grid = self._grids[splits] = ScanGrid(
+                scope.space, scope.space.mutable, self.config.grid_size, splits=splits
+            )
+        return grid.rows(base)
 
     def _score(self, scope: SolverScope, X: FloatMatrix) -> FloatMatrix:
         return score_batches(scope.scorer, X)
@@ -106,7 +184,7 @@ class FeatureScanPhase:
         order = np.lexsort(scores.T[::-1])[::-1]  # best first
         _, first = np.unique(owners[order], return_index=True)
         per_feature = order[np.sort(first)]  # each feature's best row, best features first
-        starts = [X[i].copy() for i in per_feature]
+        starts = list(X[per_feature])
         chain = self._greedy_chain(
             scope,
             base=base,
