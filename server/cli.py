@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from planning.errors import CounterplanError
-from server import tune_command
+from server import batch_command, tune_command
 from server.flags import (
     EXIT_NOT_FOUND,
     UsageError,
@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--token", help="with --server: bearer token")
     explain.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
     tune_command.add_parser(commands)
+    batch_command.add_parser(commands)
     serve = commands.add_parser(
         "serve",
         help="run the gRPC service",
@@ -178,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--auth-token", help="require this bearer token")
     serve.add_argument("--grace-seconds", type=float, help="shutdown grace period for running solves")
     serve.add_argument("--model-threads", type=int, help="native threads per model call (COUNTERPLAN_MODEL_THREADS)")
+    serve.add_argument(
+        "--dynamic-batching-max-wait-ms",
+        type=float,
+        help="how long a solve's model call waits to share one call with the model's other solves; 0: off (default 5)",
+    )
+    serve.add_argument("--batch-max-instances", type=int, help="instances one ExplainBatch stream may send")
+    serve.add_argument("--batch-max-in-flight", type=int, help="instances of one ExplainBatch stream solved at once")
+    serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
     return parser
 
 
@@ -195,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "tune":
             return tune_command.run(args, _usage)
+        if args.command == "batch":
+            return batch_command.run(args, _usage)
     except CounterplanError as exc:
         parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
     return EXIT_USAGE
@@ -260,6 +271,10 @@ def _serve(args: argparse.Namespace) -> int:
         "auth_token",
         "grace_seconds",
         "model_threads",
+        "dynamic_batching_max_wait_ms",
+        "batch_max_instances",
+        "batch_max_in_flight",
+        "max_batch_streams",
     )
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     try:

@@ -170,6 +170,7 @@ class Explainer:
         window: int | None = None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         skip: Iterable[Any] = (),
+        ray: str | None = None,
     ) -> pd.DataFrame:
         """Explain many rows together, one model call per step for all of them.
 
@@ -186,6 +187,7 @@ class Explainer:
             window=window,
             on_record=on_record,
             skip=skip,
+            ray=ray,
         )
 
 

@@ -23,6 +23,7 @@ from planning.errors import ProblemError
 from solver.batch.records import error_record, record_of, records_frame
 from solver.batch.rows import RowSelection, id_text, row_seed
 from solver.batch.shared_calls import SharedCalls
+from solver.core.config import ExactPhaseConfig
 
 if TYPE_CHECKING:
     from solver.explainer import Explainer
@@ -35,7 +36,10 @@ MAX_WINDOW = 1024
 BATCH_MAX_WAIT_SECONDS = 0.25
 """In a batch every member is a solve stepping towards its next model call, so a call waits
 longer for the others than a server's (a late one only means a smaller call, never a different
-answer)."""
+answer)..."""
+EXACT_MAX_WAIT_SECONDS = 0.005
+"""...except when solves may spend seconds in a MIP without calling the model (the exact engine
+makes few model calls, and the others must not wait on its program)."""
 
 Record = dict[str, Any]
 Item = tuple[Any, dict[str, Any]]
@@ -51,6 +55,7 @@ def explain_batch(
     window: int | None = None,
     on_record: Callable[[Record], None] | None = None,
     skip: Iterable[Any] = (),
+    ray: str | None = None,
 ) -> pd.DataFrame:
     """Explain many rows of ``explainer``'s model; one record per row.
 
@@ -75,6 +80,10 @@ def explain_batch(
         Called with each row's record as soon as the row is done (in this thread).
     skip:
         Row ids already done (a resumed job): they are not explained again.
+    ray:
+        Run the blocks on Ray instead of local processes: ``"auto"`` starts a local Ray for the
+        job, an address (``ray://host:10001``, ``host:6379``) joins a running cluster
+        (:mod:`solver.batch.on_ray`; needs the ``ray`` extra).
 
     Returns
     -------
@@ -90,6 +99,10 @@ def explain_batch(
     size = _window(window)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
         raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
+    if ray is not None:
+        from solver.batch.on_ray import connect  # noqa: PLC0415 - ray loads only when asked
+
+        connect(ray)  # an address that does not answer is refused before any work starts
     records: list[Record] = []
 
     def keep(record: Record) -> None:
@@ -99,7 +112,11 @@ def explain_batch(
         if on_record is not None:
             on_record(record)
 
-    if workers == 1:
+    if ray is not None:
+        from solver.batch.on_ray import run_on_ray  # noqa: PLC0415
+
+        run_on_ray(explainer, items, base, window=size, on_record=keep)
+    elif workers == 1:
         run_block(explainer, items, base, size, keep)
     else:
         _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep)
@@ -112,7 +129,7 @@ def run_block(
     explainer: Explainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
 ) -> None:
     """Solve ``items`` in this process, ``window`` at a time, sharing model calls."""
-    calls = SharedCalls(explainer.adapter, max_wait=BATCH_MAX_WAIT_SECONDS)
+    calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
     pending: set[Future[Record]] = set()
     threads = max(1, min(window, len(items)))
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
@@ -142,6 +159,14 @@ def solve_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int,
     except Exception as exc:  # a bad row or a failing model: an error row, the job goes on
         return error_record(row_id, exc, own, time.perf_counter() - started)
     return record_of(row_id, result, own, time.perf_counter() - started)
+
+
+def _max_wait(explainer: Explainer) -> float:
+    """How long a model call waits for the other solves of its block."""
+    exact = explainer.engine in ("exact", "auto") or any(
+        isinstance(phase, ExactPhaseConfig) for phase in explainer.config.phases
+    )
+    return EXACT_MAX_WAIT_SECONDS if exact else BATCH_MAX_WAIT_SECONDS
 
 
 def _items(

@@ -1,0 +1,516 @@
+"""``counterplan batch``: explain many rows of a data file, write one record per row, summarise.
+
+A bulk job may run for hours, so it is built to fail early and to stop without loss. Every
+flag, file and path is checked before the first row is solved (a typo in ``--output`` must not
+cost an hour of work); records are written as rows finish (:mod:`solver.batch.writer`), so an
+interrupted job keeps them and ``--resume`` continues it; and a row the model fails on becomes
+an error record, not the end of the job. At the end a summary says what the batch found
+overall and which features its answers change (:mod:`solver.batch.summary`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from planning.errors import CounterplanError, ProblemError
+from server.help_text import GOAL_HELP
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from planning.goals import ClassGoal, RangeGoal, ValueGoal
+    from planning.models import ModelAdapter
+    from solver.batch.rows import RowSelection
+    from solver.batch.summary import BatchSummary
+    from solver.batch.writer import CsvRecords, ParquetRecords
+    from solver.explainer import Explainer
+
+EXIT_INTERRUPTED = 130
+"""Exit code of a job stopped with Ctrl-C (what it wrote stays, for ``--resume``)."""
+FLAGGED_FIELDS = ("rows", "output", "plot", "workers", "window", "ray")
+"""Fields whose errors name the flag that set them (``--rows: ...``)."""
+_POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
+
+
+class OutputError(CounterplanError):
+    """The output cannot be written while the job runs (a full disk, a removed directory)."""
+
+
+def add_parser(commands: Any) -> None:
+    """The ``batch`` subcommand's flags."""
+    batch = commands.add_parser(
+        "batch",
+        help="explain many rows of a data file and write one record per row",
+        description="Explain the rows of a data file (by default the ones the model rejects) with one model "
+        "call per step for all of them; write a record per row as it finishes and print a summary.",
+    )
+    batch.add_argument("--model", help="fitted model (.skops or .joblib), as for explain")
+    batch.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    batch.add_argument("--data", help="CSV or Parquet file: the training data and the rows to explain (ids: positions)")
+    batch.add_argument("--target", help="label column of --data, left out of the features")
+    batch.add_argument(
+        "--rows",
+        default="rejected",
+        help="rejected (default: rows that miss the goal), all, START:STOP, or positions 3,8,13",
+    )
+    batch.add_argument(
+        "--goal", action="append", default=[], help=GOAL_HELP + " (default: a binary classifier's second class)"
+    )
+    batch.add_argument(
+        "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns never to change"
+    )
+    batch.add_argument("--margin", type=float, metavar="M", help="a class goal is met only M past its threshold")
+    batch.add_argument(
+        "--distance",
+        choices=["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"],
+        default="auto",
+        help="feature distance (default auto), as for explain",
+    )
+    batch.add_argument("--engine", choices=["local", "exact", "auto"], help="as for explain (default local)")
+    batch.add_argument("--config", help="solver configuration file (YAML or JSON)")
+    batch.add_argument("--seed", type=int, help="the batch's seed; each row's comes from it and the row's id")
+    batch.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap each row's search time")
+    batch.add_argument("--threads", type=int, metavar="N", help="native threads per model call (default 1)")
+    batch.add_argument("--output", help="results file: .parquet or .csv")
+    batch.add_argument("--resume", action="store_true", help="continue an existing output: skip the rows it holds")
+    batch.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    batch.add_argument("--ray", metavar="ADDRESS", help="run on Ray: auto (a local Ray) or a cluster's address")
+    batch.add_argument("--window", type=int, metavar="N", help="rows solved at once per process (default 64)")
+    batch.add_argument("--plot", metavar="FILE.png", help="bar chart of how often each feature is changed")
+    batch.add_argument("--json", action="store_true", help="print the summary as JSON")
+    batch.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@dataclass
+class Job:
+    """A checked job: everything needed to run it, nothing written yet."""
+
+    explainer: Explainer
+    data: pd.DataFrame
+    features: list[str]
+    selection: RowSelection
+    only_rejected: bool
+    todo: int
+    existing: pd.DataFrame
+    dtypes: dict[str, str]
+    output: Path
+    plot: Path | None
+
+
+@dataclass
+class Tally:
+    """What this run did, counted as records arrive."""
+
+    processed: int = 0
+    already_met: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time since the run started."""
+        return time.perf_counter() - self.started
+
+
+def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
+    """Check everything, then explain, write and summarise; returns the exit code."""
+    with _flag_errors(usage):
+        try:
+            job = prepare(args, usage)
+        except KeyboardInterrupt:
+            print("counterplan: interrupted before any row was solved; nothing written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return execute(job, args)
+
+
+@contextmanager
+def _flag_errors(usage: Callable[[str], Exception]) -> Iterator[None]:
+    """Report a bad ``--rows``, ``--output``... by its flag, as the other flags are."""
+    try:
+        yield
+    except ProblemError as exc:
+        if exc.field not in FLAGGED_FIELDS:
+            raise
+        raise usage(f"--{exc.field}: {exc.problem}") from None
+
+
+def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
+    """Every check, in the order a user fixes them: flags, paths, goals, data, rows, model."""
+    from solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
+
+    _check_flags(args, usage)
+    output = Path(args.output)
+    check_output(output, resume=args.resume)
+    plot = _check_plot(args.plot, usage)
+    _check_ray(args.ray, usage)
+    goals = _goals(args)
+    data = load_table(args.data)
+    immutable = _check_columns(data, args.target, args.immutable, usage)
+    selection, only_rejected = _selection(args.rows, len(data))
+    explainer = _explainer(args, data, goals, immutable, usage)
+    features = [f.name for f in explainer.problem(0).space.features]
+    dtypes = record_dtypes(data, features)
+    columns = list(dtypes)
+    existing = read_existing(output, columns, dtypes) if args.resume else no_records(columns, dtypes)
+    done = {int(i) for i in existing["row_id"]}
+    ids = range(len(data)) if selection.positions is None else selection.positions
+    todo = sum(1 for i in ids if i not in done)
+    return Job(explainer, data, features, selection, only_rejected, todo, existing, dtypes, output, plot)
+
+
+def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
+    """The flags that need no file: checked first, as they cost nothing."""
+    from planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
+
+    missing = [flag for flag in ("model", "data", "target", "output") if getattr(args, flag) is None]
+    if missing:
+        raise usage(f"give {', '.join('--' + m for m in missing)}: batch needs --model, --data, --target and --output")
+    if args.workers < 1:
+        raise usage(f"--workers must be at least 1, given {args.workers}")
+    if args.ray is not None and args.workers != 1:
+        raise usage("--workers and --ray: give one (Ray places the work itself)")
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise usage(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
+    if args.threads is not None and not 1 <= args.threads <= MAX_MODEL_THREADS:
+        raise usage(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {args.threads}")
+
+
+def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | None:
+    """The plot's path, checked as the output's; matplotlib must load (the ``plot`` extra)."""
+    from solver.batch.writer import check_writable_directory  # noqa: PLC0415
+
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix.lower() != ".png":
+        raise usage(f"--plot: must end in .png, given {text!r}")
+    check_writable_directory("plot", path)
+    try:
+        import matplotlib  # noqa: F401, PLC0415 - optional: only a plot needs it
+    except ImportError:
+        raise usage("--plot needs matplotlib: pip install 'counterplan[plot]'") from None
+    return path
+
+
+def _check_ray(address: str | None, usage: Callable[[str], Exception]) -> None:
+    """Ray support must load; whether the address answers, ``explain_batch`` asks before any work."""
+    if address is None:
+        return
+    try:
+        importlib.import_module("solver.batch.on_ray")  # ray loads only when asked
+    except ImportError as exc:
+        raise usage(f"--ray needs Ray: pip install 'counterplan[ray]' ({exc})") from None
+
+
+def _goals(args: argparse.Namespace) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """``--goal`` (as explain reads it) with ``--margin``; parsed before the data loads, so a
+    typo in a goal is reported at once."""
+    from server.flags import with_margin  # noqa: PLC0415
+    from server.goal_text import parse_goal_text  # noqa: PLC0415
+
+    return with_margin([parse_goal_text(text) for text in args.goal], args.margin)
+
+
+def load_table(text: str) -> pd.DataFrame:
+    """The data file (CSV, or Parquet by its suffix), indexed by position: row ids are positions."""
+    import pandas as pd  # noqa: PLC0415
+
+    from server.loading import LoadError, load_csv  # noqa: PLC0415
+
+    path = Path(text)
+    if path.suffix.lower() != ".parquet":
+        return load_csv(path).reset_index(drop=True)
+    if not path.is_file():
+        raise LoadError(str(path), "no such file")
+    try:
+        data = pd.read_parquet(path)
+    except ImportError:
+        raise LoadError(str(path), "reading Parquet needs pyarrow: pip install 'counterplan[parquet]'") from None
+    except Exception as exc:  # a corrupt or foreign file: one line, not a traceback
+        raise LoadError(str(path), f"cannot read Parquet: {type(exc).__name__}: {exc}") from None
+    if data.empty:
+        raise LoadError(str(path), "the file has no rows")
+    return data.reset_index(drop=True)
+
+
+def _check_columns(
+    data: pd.DataFrame, target: str, immutable: list[str], usage: Callable[[str], Exception]
+) -> list[str]:
+    """``--target`` and ``--immutable`` must name columns of the data; returns the immutables."""
+    names = [name.strip() for item in immutable for name in item.split(",") if name.strip()]
+    listed = ", ".join(str(c) for c in data.columns[:30]) + (" ..." if len(data.columns) > 30 else "")
+    if target not in data.columns:
+        raise usage(f"--target: no column {target!r} in the data; columns: {listed}")
+    for name in names:
+        if name not in data.columns:
+            raise usage(f"--immutable: no column {name!r} in the data; columns: {listed}")
+    return names
+
+
+def _selection(text: str, n_rows: int) -> tuple[RowSelection, bool]:
+    """The rows to run (``rejected`` runs every row and keeps the ones that miss the goal: so the
+    progress bar counts every row it solves) and whether to keep only those."""
+    from solver.batch.rows import RowSelection  # noqa: PLC0415
+
+    positions: str | list[int] = [int(p) for p in text.split(",")] if _POSITIONS.match(text) else text
+    selection = RowSelection.parse(positions, n_rows)
+    if selection.only_rejected:
+        return RowSelection(), True
+    return selection, False
+
+
+def _explainer(
+    args: argparse.Namespace,
+    data: pd.DataFrame,
+    goals: list[ClassGoal | ValueGoal | RangeGoal],
+    immutable: list[str],
+    usage: Callable[[str], Exception],
+) -> Explainer:
+    """The model loaded and adapted once, and the data read once, for every row of the job."""
+    from planning.distance import DistanceSettings  # noqa: PLC0415
+    from planning.models import adapt_sklearn  # noqa: PLC0415
+    from server.loading import load_model  # noqa: PLC0415
+    from solver.explainer import Explainer  # noqa: PLC0415
+
+    model = load_model(args.model, trust=args.trust_model)
+    adapter = adapt_sklearn(model, args.target)
+    return Explainer(
+        adapter,
+        data,
+        goals or _default_goals(adapter, args.margin, usage),
+        target=args.target,
+        immutable=immutable,
+        distance=DistanceSettings(metric=args.distance),
+        config=_config(args),
+        engine=args.engine,
+    )
+
+
+def _default_goals(
+    adapter: ModelAdapter, margin: float | None, usage: Callable[[str], Exception]
+) -> list[ClassGoal | ValueGoal | RangeGoal]:
+    """A binary classifier's second class (1 of 0/1): one goal for every row, so ``rejected``
+    means the rows the model does not give it."""
+    from planning.goals import ClassGoal  # noqa: PLC0415
+    from server.flags import with_margin  # noqa: PLC0415
+
+    classes = adapter.outputs[0].classes if len(adapter.outputs) == 1 else None
+    if classes is None or len(classes) != 2:
+        raise usage("--goal is needed: the default (the second class) needs a binary classifier")
+    return with_margin([ClassGoal(target=classes[1])], margin)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """``--config`` with ``--threads`` and ``--time-limit`` (per row) applied, as explain does."""
+    from solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+
+    config = SolverConfig.load(args.config) if args.config else SolverConfig()
+    if args.threads is not None:
+        config = config.model_copy(update={"model_threads": args.threads})
+    if args.time_limit is not None:
+        limit = TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
+        config = config.model_copy(update={"termination": limit})
+    return config
+
+
+def execute(job: Job, args: argparse.Namespace) -> int:
+    """Run the checked job: records written as rows finish, then the summary (and the plot)."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from solver.batch.writer import open_records  # noqa: PLC0415
+
+    writer = open_records(job.output, job.features, job.dtypes)
+    tally = Tally()
+    err = Console(stderr=True)
+    try:
+        with _progress(job.todo, err, enabled=not args.no_progress and err.is_terminal) as advance:
+
+            def on_record(record: dict[str, Any]) -> None:
+                advance()
+                tally.processed += 1
+                if job.only_rejected and record["status"] == "already_met":
+                    tally.already_met += 1
+                    return
+                writer.write(record)
+
+            frame = job.explainer.explain_batch(
+                job.selection,
+                seed=args.seed,
+                workers=args.workers,
+                window=args.window,
+                on_record=on_record,
+                skip=set(job.existing["row_id"].tolist()),
+                ray=args.ray,
+            )
+        writer.finish()
+    except KeyboardInterrupt:
+        writer.stop()
+        print(
+            f"counterplan: interrupted: {writer.written} new rows kept in {job.output}; "
+            "run the same command with --resume to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        _stop_quietly(writer)
+        raise OutputError(f"--output: cannot write {str(job.output)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        writer.stop()
+        raise
+    _report(job, args, frame, tally)
+    return 0
+
+
+def _stop_quietly(writer: CsvRecords | ParquetRecords) -> None:
+    """Keep what can be kept after a write failed; the first failure is the one reported."""
+    with suppress(OSError):
+        writer.stop()
+
+
+@contextmanager
+def _progress(total: int, console: Console, *, enabled: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr with rows/s and an ETA; yields the function that counts a row."""
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text  # noqa: PLC0415
+
+    class RateColumn(ProgressColumn):
+        """Rows per second since the start (steadier than rich's recent-window speed)."""
+
+        def render(self, task: Task) -> Text:
+            elapsed = task.elapsed or 0.0
+            rate = task.completed / elapsed if elapsed > 0 else 0.0
+            return Text(f"{rate:,.1f} rows/s", style="progress.data.speed")
+
+    columns = (
+        TextColumn("explaining"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("explaining", total=total)
+        yield lambda: progress.advance(task)
+
+
+def _report(job: Job, args: argparse.Namespace, frame: pd.DataFrame, tally: Tally) -> None:
+    """The summary of the whole output (earlier runs' rows too), this run's speed, the plot."""
+    import pandas as pd  # noqa: PLC0415
+    from rich.console import Console  # noqa: PLC0415
+
+    from solver.batch.summary import summarize  # noqa: PLC0415
+    from solver.batch.writer import conform  # noqa: PLC0415
+
+    seconds = tally.seconds
+    new = frame[(frame["status"] != "already_met").to_numpy()] if job.only_rejected else frame
+    parts = [f for f in (job.existing, conform(new, job.dtypes)) if len(f)]
+    records = pd.concat(parts, ignore_index=True) if parts else job.existing
+    summary = summarize(records, job.data[job.features])
+    figures = {
+        "output": str(job.output),
+        "rows_this_run": tally.processed,
+        "already_met_skipped": tally.already_met,
+        "rows_per_second": tally.processed / seconds if tally.processed and seconds > 0 else None,
+        "wall_seconds": seconds,
+    }
+    if args.json:
+        print(json.dumps({**figures, **summary.to_dict()}, indent=2))
+    else:
+        print_summary(summary, figures, job.only_rejected, Console())
+    if job.plot is not None:
+        plot_shares(summary.features, job.plot)
+
+
+def print_summary(summary: BatchSummary, figures: dict[str, Any], only_rejected: bool, console: Console) -> None:
+    """The overall figures and the per-feature table, as rich tables."""
+    from rich.table import Table  # noqa: PLC0415
+
+    overall = Table(title=f"Batch summary: {figures['output']}")
+    overall.add_column("figure")
+    overall.add_column("value", justify="right")
+    for name, value in _overall_rows(summary, figures, only_rejected):
+        overall.add_row(name, value)
+    console.print(overall)
+    table = Table(title=f"Features changed by the {summary.valid:,} valid answers")
+    for name in ("feature", "changed", "share", "median change"):
+        table.add_column(name, justify="left" if name == "feature" else "right")
+    for row in summary.features.to_dict(orient="records"):
+        table.add_row(str(row["feature"]), f"{row['changed']:,}", _percent(float(row["share"])), _change_text(row))
+    console.print(table)
+
+
+def _overall_rows(summary: BatchSummary, figures: dict[str, Any], only_rejected: bool) -> list[tuple[str, str]]:
+    """The overall table: the whole output's figures, then this run's speed."""
+    rate = figures["rows_per_second"]
+    met = figures["already_met_skipped"] if only_rejected else summary.already_met
+    return [
+        ("rows explained", f"{summary.explained:,}"),
+        ("valid", f"{_percent(summary.valid_share)} ({summary.valid:,})"),
+        ("distance (valid): mean / median", f"{_number(summary.mean_distance)} / {_number(summary.median_distance)}"),
+        ("changes (valid): mean / median", f"{_number(summary.mean_changes)} / {_number(summary.median_changes)}"),
+        ("not found", f"{summary.not_found:,}"),
+        ("errors", f"{summary.errors:,}"),
+        ("already meeting the goal" + (", skipped" if only_rejected else ""), f"{met:,}"),
+        ("rows solved in this run", f"{figures['rows_this_run']:,}"),
+        ("rows/s", "-" if rate is None else f"{rate:,.2f}"),
+        ("wall time", f"{figures['wall_seconds']:,.1f} s"),
+    ]
+
+
+def _change_text(row: dict[Any, Any]) -> str:
+    """A number's median change (``+1,753``), or a category's most common change and its count."""
+    top = row["top_change"]
+    if isinstance(top, str):
+        return f"{top} ({row['top_change_count']:,})"
+    median = float(row["median_change"])
+    return "-" if math.isnan(median) else f"{median:+,.4g}"
+
+
+def _percent(share: float) -> str:
+    return "-" if math.isnan(share) else f"{share:.1%}"
+
+
+def _number(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.4g}"
+
+
+def plot_shares(features: pd.DataFrame, path: Path) -> None:
+    """A horizontal bar chart of each feature's share of valid answers that change it."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - the plot extra; no pyplot, no global state
+
+    shown = features.iloc[::-1]  # barh draws bottom-up: most changed at the top
+    figure = Figure(figsize=(7.0, 1.2 + 0.32 * max(len(shown), 1)), layout="constrained")
+    axes = figure.subplots()
+    shares = shown["share"].fillna(0.0)
+    bars = axes.barh([str(f) for f in shown["feature"]], (shares * 100).tolist(), color="#4c72b0")
+    axes.bar_label(bars, labels=[f"{s:.0%} ({n:,})" for s, n in zip(shares, shown["changed"], strict=True)], padding=3)
+    axes.set_xlim(0, 120)  # room for the labels of a share near 100%
+    axes.set_xticks(range(0, 101, 20))
+    axes.set_xlabel("valid answers that change the feature (%)")
+    axes.set_title("Counterfactual summary: how often each feature is changed")
+    figure.savefig(path, dpi=100)

@@ -1,0 +1,243 @@
+"""``counterplan batch``, run in-process on a small CSV and a real scikit-learn pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import joblib
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from planning.demo import TARGET
+from server.cli import main
+from solver.batch import writer
+
+SMALL_ROWS = 40
+"""Rows of the small data file: the default ``--rows rejected`` solves all of them."""
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(["batch", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("batch-inputs")
+    loan_data.to_csv(folder / "loans.csv", index=False)
+    loan_data.iloc[:SMALL_ROWS].to_parquet(folder / "small.parquet", index=False)
+    loan_data.iloc[:SMALL_ROWS].to_csv(folder / "small.csv", index=False)
+    joblib.dump(loan_model, folder / "model.joblib")
+    quick = folder / "quick.yaml"
+    quick.write_text("termination:\n  unimproved_step_count_limit: 15\n  spent_limit_seconds: 30\n")
+    return {
+        "csv": folder / "loans.csv",
+        "small_csv": folder / "small.csv",
+        "small_parquet": folder / "small.parquet",
+        "model": folder / "model.joblib",
+        "config": quick,
+    }
+
+
+def _flags(files: dict[str, Path], output: Path | str, data: str = "csv") -> dict[str, str | None]:
+    return {
+        "--model": str(files["model"]),
+        "--data": str(files[data]),
+        "--target": TARGET,
+        "--immutable": "age,has_prior_default",
+        "--config": str(files["config"]),
+        "--seed": "3",
+        "--output": str(output),
+    }
+
+
+def _argv(flags: dict[str, str | None]) -> list[str]:
+    return [part for flag, value in flags.items() if value is not None for part in (flag, value)]
+
+
+def _job(files: dict[str, Path], output: Path, *extra: str, data: str = "csv") -> list[str]:
+    return [*_argv(_flags(files, output, data)), "--no-progress", *extra]
+
+
+def _rejected(loan_data: pd.DataFrame, loan_model: Pipeline) -> list[int]:
+    """Rows of the small file the model does not approve (default goal: class 1, 0.005 ahead)."""
+    proba = loan_model.predict_proba(loan_data.drop(columns=[TARGET]).iloc[:SMALL_ROWS])[:, 1]
+    assert not ((proba > 0.497) & (proba < 0.508)).any()  # no row on the edge of the margin
+    return [i for i, p in enumerate(proba) if p < 0.5025]
+
+
+def test_csv_output_has_a_valid_record_per_rejected_row_a_summary_and_a_plot(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    loan_data: pd.DataFrame,
+    loan_model: Pipeline,
+) -> None:
+    output, plot = tmp_path / "results.csv", tmp_path / "shares.png"
+    code, out, err = _run(capsys, *_job(files, output, "--plot", str(plot), data="small_csv"))
+    assert code == 0, err
+    records = pd.read_csv(output)
+    assert sorted(records["row_id"]) == _rejected(loan_data, loan_model)
+    assert records["valid"].all() and (records["status"] == "ok").all()
+    assert (records["cf_age"] == loan_data["age"].iloc[records["row_id"]].to_numpy()).all()
+    assert "Batch summary" in out and "Features changed by the" in out
+    assert "valid" in out and "100.0%" in out and "income" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_parquet_output_is_combined_from_its_parts_and_json_summarises_it(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    loan_data: pd.DataFrame,
+    loan_model: Pipeline,
+) -> None:
+    output = tmp_path / "results.parquet"
+    code, out, err = _run(capsys, *_job(files, output, "--json", data="small_parquet"))
+    assert code == 0, err
+    records = pd.read_parquet(output)
+    assert sorted(records["row_id"]) == _rejected(loan_data, loan_model)
+    assert records["valid"].all()
+    assert not writer.parts_directory(output).exists()
+    figures = json.loads(out)
+    assert figures["valid"] == figures["explained"] == len(records)
+    assert figures["already_met_skipped"] == SMALL_ROWS - len(records)
+    assert figures["features"][0]["share"] > 0
+
+
+def test_resume_skips_the_rows_a_csv_holds_and_appends_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
+) -> None:
+    output = tmp_path / "results.csv"
+    assert _run(capsys, *_job(files, output, "--rows", "0:8"))[0] == 0
+    first = pd.read_csv(output)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:16"))
+    assert code == 2 and "pass --resume" in err
+    pd.testing.assert_frame_equal(pd.read_csv(output), first)  # refused: untouched
+    with output.open("a", encoding="utf-8") as handle:
+        handle.write("9,ok,True,[0/0/0]hard/[-0.5")  # a line a crash cut short: dropped on resume
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:16", "--resume", "--json"))
+    assert code == 0, err
+    records = pd.read_csv(output)
+    assert records["row_id"].tolist()[:8] == first["row_id"].tolist()
+    assert sorted(records["row_id"]) == list(range(16))
+    assert json.loads(out)["rows_this_run"] == 8
+    pd.testing.assert_frame_equal(records.iloc[:8], first)
+
+
+def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = tmp_path / "results.parquet"
+    monkeypatch.setattr(writer, "PART_RECORDS", 4)
+    write = writer.ParquetRecords.write
+    seen: list[int] = []
+
+    def interrupted_after_six(self: writer.ParquetRecords, record: dict[str, Any]) -> None:
+        if len(seen) == 6:
+            raise KeyboardInterrupt  # Ctrl-C while a row is being written
+        seen.append(record["row_id"])
+        write(self, record)
+
+    monkeypatch.setattr(writer.ParquetRecords, "write", interrupted_after_six)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:14", "--window", "14"))
+    assert code == 130 and "--resume" in err
+    assert not output.exists()
+    parts = sorted(p.name for p in writer.parts_directory(output).iterdir())
+    assert parts == ["part-00000.parquet", "part-00001.parquet"]  # 4 records, then the 2 buffered
+    monkeypatch.setattr(writer.ParquetRecords, "write", write)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:14"))
+    assert code == 2 and "exists; pass --resume" in err
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:14", "--resume", "--json"))
+    assert code == 0, err
+    records = pd.read_parquet(output)
+    assert sorted(records["row_id"]) == list(range(14))
+    assert set(seen) <= set(records["row_id"])
+    assert json.loads(out)["rows_this_run"] == 14 - 6
+    assert not writer.parts_directory(output).exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"--target": "outcome"}, "--target: no column 'outcome'"),
+        ({"--immutable": "age,height"}, "--immutable: no column 'height'"),
+        ({"--rows": "0:5000"}, "--rows: 0:5000 is not a range"),
+        ({"--rows": "first"}, "--rows: give all, rejected"),
+        ({"--rows": "3,1500"}, "--rows: position 1500 is outside"),
+        ({"--output": "missing/results.csv"}, "--output: the directory"),
+        ({"--output": "results.json"}, "--output: must end in .parquet or .csv"),
+        ({"--plot": "missing/shares.png"}, "--plot: the directory"),
+        ({"--plot": "shares.svg"}, "--plot: must end in .png"),
+        ({"--workers": "0"}, "--workers must be at least 1"),
+        ({"--window": "0"}, "--window: must be from 1"),
+        ({"--goal": "class"}, "goal 'class'"),
+        ({"--goal": "range:1"}, "LOW..HIGH"),
+        ({"--goal": "class:7"}, "not one of"),
+        ({"--output": None}, "give --output"),
+    ],
+)
+def test_a_bad_input_is_one_line_naming_it_and_nothing_is_written(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    change: dict[str, str | None],
+    fragment: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    flags = {**_flags(files, "results.csv"), "--rows": "0:10", **change}
+    argv = [*_argv(flags), "--no-progress"]
+    code, out, err = _run(capsys, *argv, "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error:") and err.count("\n") == 1
+    assert fragment in err
+    assert "Traceback" not in err + out
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_read_only_output_directory_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # root writes anywhere: ask as a user would be answered
+        monkeypatch.setattr(os, "access", lambda path, mode: False)
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        code, _, err = _run(capsys, *_job(files, folder / "results.parquet", "--rows", "0:4"))
+    finally:
+        folder.chmod(0o700)
+    assert code == 2 and "--output: the directory" in err and "not writable" in err
+    assert list(folder.iterdir()) == []
+
+
+def test_plot_without_matplotlib_names_the_extra(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    output = tmp_path / "results.csv"
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4", "--plot", str(tmp_path / "p.png")))
+    assert code == 2 and err.count("\n") == 1
+    assert "counterplan[plot]" in err
+    assert not output.exists()
+
+
+def test_a_ray_address_that_does_not_answer_is_refused_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
+) -> None:
+    pytest.importorskip("solver.batch.on_ray")
+    output = tmp_path / "results.csv"
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:4", "--ray", "127.0.0.1:9"))
+    assert code == 2 and err.count("\n") == 1 and "ray" in err
+    assert "Traceback" not in err + out
+    assert not output.exists()
