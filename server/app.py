@@ -31,6 +31,12 @@ from server.settings import ServerSettings
 log = structlog.get_logger("counterplan.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CounterfactualService"].full_name
+_CLIENT_STREAMING = {
+    f"/{SERVICE_NAME}/{m.name}"
+    for m in pb.DESCRIPTOR.services_by_name["CounterfactualService"].methods
+    if m.client_streaming
+}
+"""Methods whose client streams (ExplainBatch): denied with a handler of their own kind."""
 _OPEN_PREFIXES = ("/grpc.health.",)
 """Open without the token: health checks (an orchestrator's probe carries none). Reflection
 describes the service, so it needs the token when one is set."""
@@ -97,7 +103,7 @@ class BearerTokenInterceptor(_Interceptor):
         given_bytes = given.encode() if isinstance(given, str) else bytes(given)
         if hmac.compare_digest(given_bytes, self._expected):
             return continuation(details)
-        if method.startswith(_REFLECTION):
+        if method.startswith(_REFLECTION) or method in _CLIENT_STREAMING:
             return self._deny_bidi
         return self._deny_stream if method.endswith("Stream") else self._deny_unary
 

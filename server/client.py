@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
@@ -100,6 +100,44 @@ class CounterplanClient:
         """Every intermediate best, then the FINAL message."""
         yield from self.stub.ExplainStream(request, timeout=timeout, metadata=self._metadata)
 
+    def explain_batch(
+        self,
+        rows: Iterable[tuple[str, pb.ExplainRequest]],
+        timeout: float | None = None,
+    ) -> Generator[pb.ExplainBatchResponse, None, None]:
+        """Explain many instances in one ``ExplainBatch`` call; each result as soon as it is solved.
+
+        Parameters
+        ----------
+        rows:
+            ``(row_id, request)`` pairs, row ids unique. Read lazily, as the server takes them
+            (it holds at most its ``batch_max_in_flight`` unanswered), so a generator over a
+            large file is fine.
+        timeout:
+            The whole call's deadline in seconds (None: no deadline; each solve is still capped
+            by the server's ``max_solve_seconds``).
+
+        Yields
+        ------
+        ExplainBatchResponse
+            One per row, in completion order, tagged with its ``row_id``: ``response`` (as
+            :meth:`explain` returns) or ``error`` (read it with :func:`row_error`).
+
+        Raises
+        ------
+        grpc.RpcError
+            When the call itself ends badly (a repeated or empty row id, too many rows, the
+            server shutting down: the rows without a result were not explained). Stopping the
+            iteration early (``close()``, or leaving a ``for`` loop that drops it) cancels the
+            call, and the server stops the remaining solves.
+        """
+        messages = (pb.ExplainBatchRequest(row_id=row_id, request=request) for row_id, request in rows)
+        call = self.stub.ExplainBatch(messages, timeout=timeout, metadata=self._metadata)
+        try:
+            yield from call
+        finally:
+            call.cancel()  # a no-op once the call is over; else the server stops the rest
+
     def list_models(self, timeout: float | None = 10.0) -> list[pb.ModelSummary]:
         """The served models."""
         return list(self.stub.ListModels(pb.ListModelsRequest(), timeout=timeout, metadata=self._metadata).models)
@@ -129,6 +167,20 @@ def retry_after(error: grpc.RpcError) -> float | None:
         if detail.Unpack(info):
             return float(info.retry_delay.ToTimedelta().total_seconds())
     return None
+
+
+def row_error(response: pb.ExplainBatchResponse) -> tuple[grpc.StatusCode, str, list[tuple[str, str]]] | None:
+    """An ExplainBatch row's error as ``(code, message, field violations)``; None for a result."""
+    if not response.HasField("error"):
+        return None
+    status = status_pb2.Status.FromString(response.error.SerializeToString())  # the same fields
+    code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
+    violations: list[tuple[str, str]] = []
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            violations += [(v.field, v.description) for v in bad.field_violations]
+    return code, status.message, violations
 
 
 def _details(error: grpc.RpcError) -> list[Any]:

@@ -51,6 +51,27 @@ class ServerSettings(BaseSettings):
     Several solves run at once on the server's cores, so one thread each is the default; the
     operator, not a client, decides how the cores are shared."""
 
+    dynamic_batching_max_wait_ms: Annotated[float, Field(ge=0.0, le=100.0)] = 5.0
+    """Dynamic batching: solves running at once on one model merge their model calls
+    (:class:`solver.batch.shared_calls.SharedCalls`). A solve's model call waits until every
+    running solve of that model is waiting too, or this long at most, then one call scores them
+    all. A model call costs about the same for 1 row as for thousands, so under load this turns
+    many calls into one; answers do not change. 0 turns it off (each solve calls the model
+    itself). Keep it below a model call's own time: a few milliseconds."""
+    batch_max_instances: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    """Instances one ExplainBatch stream may send; one more ends the call with INVALID_ARGUMENT
+    (the server remembers each stream's row ids to refuse repeats, so this bounds that memory)."""
+    max_batch_streams: Annotated[int, Field(ge=1, le=64)] = 2
+    """ExplainBatch streams open at once; more are refused with RESOURCE_EXHAUSTED. A stream holds
+    a worker thread for as long as the client keeps it open, sending or not (keep it below
+    ``workers``, as reflection streams, so idle streams cannot take every worker)."""
+    batch_max_in_flight: Annotated[int, Field(ge=1, le=256)] = 8
+    """Instances of one ExplainBatch stream read and not yet answered, at most: the server reads
+    the next one only when one is answered, so a stream holds at most this many requests and
+    results in memory. They still solve within ``max_concurrent_solves`` (an instance waits
+    for a free slot instead of being refused): keep that above this to leave room for other
+    callers."""
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -60,7 +81,18 @@ class ServerSettings(BaseSettings):
                 f"max_reflection_streams ({self.max_reflection_streams}) must be below workers ({self.workers}): "
                 "open reflection streams would hold every worker thread"
             )
+        if self.max_batch_streams + self.max_reflection_streams >= self.workers:
+            raise ValueError(
+                f"max_batch_streams ({self.max_batch_streams}) plus max_reflection_streams "
+                f"({self.max_reflection_streams}) must be below workers ({self.workers}): "
+                "open ExplainBatch and reflection streams would hold every worker thread"
+            )
         return self
+
+    @property
+    def dynamic_batching_max_wait(self) -> float | None:
+        """Seconds a model call waits for the other solves of its model; None: dynamic batching off."""
+        return self.dynamic_batching_max_wait_ms / 1e3 if self.dynamic_batching_max_wait_ms > 0 else None
 
     def threads_for(self, asked: int | None) -> int:
         """The native threads a solve gets when its config asks for ``asked`` (None: no wish)."""

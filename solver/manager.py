@@ -3,6 +3,11 @@
 Submit a problem and get a :class:`SolverJob` back at once; list jobs, ask their status,
 listen to their best solutions, wait for results, or terminate one early (its best solution
 so far comes back as its result). It knows nothing of gRPC: the service is a thin layer on it.
+
+Solves of one model may share their model calls (dynamic batching): pass the model's
+:class:`~solver.batch.shared_calls.SharedCalls` to :meth:`SolverManager.submit`, and the job is
+its member while it runs (not while it waits in the queue, where it would hold up the others),
+so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 from planning.errors import CounterplanError
 from planning.problem import CounterfactualProblem
+from solver.batch.shared_calls import SharedCalls
 from solver.core.config import SolverConfig
 from solver.core.result import BestSolutionEvent, CounterfactualResult
 from solver.counterfactual import CounterfactualSolver, Listener
@@ -46,9 +52,11 @@ class JobSummary:
 class SolverJob:
     """One submitted solve."""
 
-    def __init__(self, job_id: str, solver: CounterfactualSolver) -> None:
+    def __init__(self, job_id: str, solver: CounterfactualSolver, calls: SharedCalls | None = None) -> None:
         self.job_id = job_id
         self.solver = solver
+        self.calls = calls
+        """The model calls it shares with other solves of its model, or None."""
         self.status = SolveStatus.SCHEDULED
         self.best: BestSolutionEvent | None = None
         self.future: Future[CounterfactualResult] | None = None
@@ -102,16 +110,21 @@ class SolverManager:
         job_id: str | None = None,
         num_counterfactuals: int = 1,
         engine: EngineChoice | None = None,
+        calls: SharedCalls | None = None,
     ) -> SolverJob:
-        """Schedule a solve; returns its job at once."""
-        solver = CounterfactualSolver(problem, config, seed, num_counterfactuals, engine)
+        """Schedule a solve; returns its job at once.
+
+        ``calls``: model calls shared with the other solves of the problem's model (the same
+        answer as without them, in fewer model calls); None calls the model directly.
+        """
+        solver = CounterfactualSolver(problem, config, seed, num_counterfactuals, engine, calls=calls)
         if listener is not None:
             solver.add_listener(listener)
         with self._lock:
             job_id = job_id or f"job-{next(self._ids)}"
             if job_id in self._jobs:
                 raise ValueError(f"job id {job_id!r} is already in use")
-            job = SolverJob(job_id, solver)
+            job = SolverJob(job_id, solver, calls)
             self._jobs[job_id] = job
         job.future = self._pool.submit(self._run, job)
         return job
@@ -119,7 +132,11 @@ class SolverManager:
     def _run(self, job: SolverJob) -> CounterfactualResult:
         job.status = SolveStatus.SOLVING
         try:
-            result = job.solver.solve()
+            if job.calls is None:
+                result = job.solver.solve()
+            else:
+                with job.calls.member():  # left however the solve ends, so no one waits for it
+                    result = job.solver.solve()
         except BaseException:
             job.status = SolveStatus.FAILED
             raise

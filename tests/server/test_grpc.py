@@ -417,7 +417,9 @@ def test_auth_token(demo: RegisteredModel) -> None:
 def test_idle_reflection_streams_cannot_take_every_worker(demo: RegisteredModel) -> None:
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-    running = start_server(ServerSettings(port=0, workers=4, max_reflection_streams=2), ModelRegistry([demo]))
+    running = start_server(
+        ServerSettings(port=0, workers=4, max_reflection_streams=2, max_batch_streams=1), ModelRegistry([demo])
+    )
     release = threading.Event()
 
     def idle() -> Iterator[reflection_pb2.ServerReflectionRequest]:

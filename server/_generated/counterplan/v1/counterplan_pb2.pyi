@@ -1,3 +1,4 @@
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -452,6 +453,34 @@ class ExplainStreamResponse(_message.Message):
     step_index: int
     result: ExplainResponse
     def __init__(self, sequence_id: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., time_spent_seconds: _Optional[float] = ..., step_index: _Optional[int] = ..., result: _Optional[_Union[ExplainResponse, _Mapping]] = ...) -> None: ...
+
+class ExplainBatchRequest(_message.Message):
+    __slots__ = ("row_id", "request")
+    ROW_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    row_id: str
+    request: ExplainRequest
+    def __init__(self, row_id: _Optional[str] = ..., request: _Optional[_Union[ExplainRequest, _Mapping]] = ...) -> None: ...
+
+class ExplainBatchResponse(_message.Message):
+    __slots__ = ("row_id", "response", "error")
+    ROW_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    row_id: str
+    response: ExplainResponse
+    error: ErrorStatus
+    def __init__(self, row_id: _Optional[str] = ..., response: _Optional[_Union[ExplainResponse, _Mapping]] = ..., error: _Optional[_Union[ErrorStatus, _Mapping]] = ...) -> None: ...
+
+class ErrorStatus(_message.Message):
+    __slots__ = ("code", "message", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

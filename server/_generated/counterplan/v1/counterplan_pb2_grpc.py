@@ -46,6 +46,11 @@ class CounterfactualServiceStub:
                 request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
                 response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
                 _registered_method=True)
+        self.ExplainBatch = channel.stream_stream(
+                '/counterplan.v1.CounterfactualService/ExplainBatch',
+                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
+                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
+                _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/ListModels',
                 request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
@@ -78,6 +83,33 @@ class CounterfactualServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainBatch(self, request_iterator, context):
+        """Explains many instances in one call. The client streams instances, each tagged with its own
+        row id; the server reads them as it has room (at most the server's batch_max_in_flight
+        unanswered at once, so a fast client is held back by flow control, not buffered), solves
+        them concurrently within the server's solve limits (solves of one model share their model
+        calls), and streams one ExplainBatchResponse per instance as soon as it is solved, tagged with
+        the same row id: in completion order, not request order.
+
+        Each instance is checked and solved exactly as Explain would (same validation, limits, seed
+        and answer); a bad instance gets its own `error` (INVALID_ARGUMENT with a google.rpc.BadRequest
+        naming the fields of its `request`, NOT_FOUND, INTERNAL, DEADLINE_EXCEEDED) and the stream goes
+        on. A message that cannot be answered on its own ends the call with INVALID_ARGUMENT: an
+        empty, over-long or repeated row id (its result could not be matched), or more instances than
+        the server's batch_max_instances. More streams open at once than the server's
+        max_batch_streams are refused with RESOURCE_EXHAUSTED. Cancelling the call (or its
+        deadline) stops every running solve. On server shutdown, running solves stop and their best
+        so far is sent; instances not yet started get UNAVAILABLE, and the call ends with
+        UNAVAILABLE unless the client had already sent every instance: resend the rows that got no
+        result.
+
+        Bidirectional streaming, not client streaming: results flow while the client is still
+        sending, so a batch of any length needs neither side to hold it whole.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListModels(self, request, context):
         """Lists the served models.
         """
@@ -104,6 +136,11 @@ def add_CounterfactualServiceServicer_to_server(servicer, server):
                     servicer.ExplainStream,
                     request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.FromString,
                     response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.SerializeToString,
+            ),
+            'ExplainBatch': grpc.stream_stream_rpc_method_handler(
+                    servicer.ExplainBatch,
+                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.FromString,
+                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
@@ -172,6 +209,33 @@ class CounterfactualService:
             '/counterplan.v1.CounterfactualService/ExplainStream',
             server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
             server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainBatch(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/counterplan.v1.CounterfactualService/ExplainBatch',
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

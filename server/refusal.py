@@ -1,0 +1,79 @@
+"""Why a solve is refused, as one ``google.rpc.Status`` for every way the service answers.
+
+A unary or server-streaming call that is refused ends with the status (``Refusal.abort``); an
+instance of an ExplainBatch stream that is refused gets the same status as its own result
+(``Refusal.message``) while the stream goes on. Raising one value from the shared checks, and
+choosing only at the edge how to send it, keeps a batch instance's error exactly what Explain
+would have said about the same request.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.convert import BadRequestError
+
+
+class Refusal(Exception):  # noqa: N818 - a refusal is the outcome, not a failure of the server
+    """A request refused with a status (code, message and ``google.rpc`` details)."""
+
+    def __init__(self, status: status_pb2.Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
+    @property
+    def code(self) -> grpc.StatusCode:
+        """The gRPC status code."""
+        return status_code(self.status.code)
+
+    def abort(self, context: grpc.ServicerContext) -> NoReturn:
+        """End the call with this status (``abort_with_status`` raises)."""
+        context.abort_with_status(rpc_status.to_status(self.status))
+        raise AssertionError("unreachable")
+
+    def message(self) -> pb.ErrorStatus:
+        """The status as one batch instance's error (the fields of ``google.rpc.Status``)."""
+        return pb.ErrorStatus(code=self.status.code, message=self.status.message, details=list(self.status.details))
+
+
+def status_code(code: int) -> grpc.StatusCode:
+    """The ``grpc.StatusCode`` of a ``google.rpc.Code`` number (UNKNOWN for one it does not know)."""
+    return next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+
+
+def refused(code: grpc.StatusCode, message: str) -> Refusal:
+    """A plain refusal: a code and a message, no details."""
+    return Refusal(status_pb2.Status(code=code.value[0], message=message))
+
+
+def bad_request(error: BadRequestError) -> Refusal:
+    """INVALID_ARGUMENT with a ``google.rpc.BadRequest`` naming every bad field."""
+    detail = any_pb2.Any()
+    detail.Pack(
+        error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
+                for field, description in error.violations
+            ]
+        )
+    )
+    return Refusal(
+        status_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message=error.problem, details=[detail])
+    )
+
+
+def retry_later(message: str, retry_after: float) -> Refusal:
+    """RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` saying when to try again."""
+    detail = any_pb2.Any()
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(max(int(retry_after * 1000), 1))
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    return Refusal(
+        status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message=message, details=[detail])
+    )
