@@ -8,6 +8,8 @@ defines nothing of its own, and like the layers it loads each name on first use,
 >>> import counterplan
 >>> problem = counterplan.CounterfactualProblem.from_dataframe(data, row, model, target="approved")
 >>> result = counterplan.explain(problem, seed=0)
+>>> explainer = counterplan.Explainer(model, data, target="approved")  # build once, explain many
+>>> results = explainer.explain_batch("rejected")                       # a DataFrame, one row per row
 
 The layers stay what they are: ``planning`` (the domain), ``solver`` (the engines), ``server``
 (command line and gRPC service). ``counterplan.demo`` is the embedded demo.
@@ -94,6 +96,9 @@ if TYPE_CHECKING:
         ModelFailureError,
         explain,
     )
+    from solver.explainer import (
+        Explainer,
+    )
     from solver.manager import (
         SolverJob,
         SolverManager,
@@ -116,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "CounterfactualSolver": "solver.counterfactual",
     "CounterplanError": "planning.errors",
     "DistanceSettings": "planning.distance",
+    "Explainer": "solver.explainer",
     "FeatureError": "planning.errors",
     "FeatureScanPhaseConfig": "solver.core.config",
     "FeatureSpace": "planning.space",
@@ -169,6 +175,7 @@ __all__ = [
     "CounterfactualSolver",
     "CounterplanError",
     "DistanceSettings",
+    "Explainer",
     "FeatureError",
     "FeatureScanPhaseConfig",
     "FeatureSpace",

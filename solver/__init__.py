@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ModelFailureError,
         explain,
     )
+    from solver.explainer import Explainer
     from solver.manager import (
         SolverJob,
         SolverManager,
@@ -51,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "solver.core.config",
     "CounterfactualResult": "solver.core.result",
     "CounterfactualSolver": "solver.counterfactual",
+    "Explainer": "solver.explainer",
     "ForagerConfig": "solver.core.config",
     "GreatDelugeAcceptorConfig": "solver.core.config",
     "HillClimbingAcceptorConfig": "solver.core.config",
@@ -77,6 +79,7 @@ __all__ = [
     "ConfigError",
     "CounterfactualResult",
     "CounterfactualSolver",
+    "Explainer",
     "ForagerConfig",
     "GreatDelugeAcceptorConfig",
     "HillClimbingAcceptorConfig",

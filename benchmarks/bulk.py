@@ -1,0 +1,131 @@
+"""Bulk explanation: instances per second of the ways to explain a whole test set.
+
+The model is the one :mod:`benchmarks.compare` uses (adult, one-hot categoricals, numbers passed
+through, ``GradientBoostingClassifier(n_estimators=100, max_depth=3)``), the question is
+compare's too (class 1, immutables age, sex, race, native-country, MAD-scaled L1), asked of the
+first ``--rows`` (default 1,000) rejected test rows. Ways, each on the same rows and seed:
+
+* ``loop``: one ``Explainer.explain`` after another (on the first ``--loop-rows``, default 200:
+  it is the slow one), each row with the seed the batch gives it, so its answers are the batch's;
+* ``batch``: ``explain_batch`` in this process (lockstep threads sharing model calls);
+* ``workers 2``: ``explain_batch(workers=2)``;
+* ``ray 2 cpus``: ``explain_batch(ray="auto")`` on a local Ray started with 2 CPUs (left out
+  when ray is not installed).
+
+Printed per way: rows, instances/s, wall seconds, valid %, mean distance and mean changes over
+valid rows, and how many rows' answers equal the loop's (on the rows both ran). ``--profile``
+also prints where the in-process batch spends its time (cProfile, top functions by own time)::
+
+    .venv/bin/python benchmarks/bulk.py                  # ~2-4 min on 2 cores
+    .venv/bin/python benchmarks/bulk.py --rows 300 --ways batch,workers --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.compare import DATASETS, load_bench
+from planning import ClassGoal
+from planning.distance import DistanceSettings
+from solver.batch.records import record_of, records_frame
+from solver.batch.rows import row_seed
+from solver.explainer import Explainer
+
+SEED = 0
+
+
+def loop(explainer: Explainer, rows: pd.DataFrame) -> pd.DataFrame:
+    """One row after another, each with its batch seed."""
+    records = []
+    for row_id, row in rows.iterrows():
+        seed = row_seed(SEED, row_id)
+        started = time.perf_counter()
+        result = explainer.explain(row, seed=seed)
+        records.append(record_of(row_id, result, seed, time.perf_counter() - started))
+    return records_frame(records, list(explainer.columns or rows.columns))
+
+
+def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.DataFrame:
+    """The records of one way."""
+    if way == "loop":
+        return loop(explainer, rows)
+    if way == "batch":
+        return explainer.explain_batch(rows, seed=SEED, window=window)
+    if way == "workers":
+        return explainer.explain_batch(rows, seed=SEED, window=window, workers=2)
+    if way == "ray":
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto")
+        finally:
+            ray.shutdown()
+    raise SystemExit(f"unknown way {way!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--loop-rows", type=int, default=200)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--ways", default="loop,batch,workers,ray")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    args = parser.parse_args()
+    bench = load_bench(DATASETS["adult"], args.data_dir, args.rows)
+    explainer = Explainer(
+        bench.pipe,
+        bench.train,
+        [ClassGoal(target=1)],
+        target=bench.spec.target,
+        immutable=bench.spec.immutable,
+        distance=DistanceSettings(metric="mad_l1"),
+    )
+    ways = [w for w in args.ways.split(",") if w != "ray" or importlib.util.find_spec("ray") is not None]
+    results: dict[str, tuple[pd.DataFrame, float]] = {}
+    for way in ways:
+        rows = bench.queries.iloc[: args.loop_rows] if way == "loop" else bench.queries
+        profiler = cProfile.Profile() if args.profile and way == "batch" else None
+        started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        frame = run(way, explainer, rows, args.window)
+        if profiler is not None:
+            profiler.disable()
+        results[way] = (frame, time.perf_counter() - started)
+        print(f"{way}: {len(frame)} rows in {results[way][1]:.1f} s", file=sys.stderr, flush=True)
+        if profiler is not None:
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+            print(out.getvalue(), file=sys.stderr)
+    reference = results.get("loop", (None, 0.0))[0]
+    print("| way | rows | instances/s | wall s | valid % | mean distance | mean changes | same as loop |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for way, (frame, seconds) in results.items():
+        valid = frame[frame["valid"]]
+        same: Any = "-"
+        if reference is not None and way != "loop":
+            joined = reference.merge(frame, on="row_id", suffixes=("_a", "_b"))
+            same = f"{int((joined['score_a'] == joined['score_b']).sum())}/{len(joined)}"
+        print(
+            f"| {way} | {len(frame)} | {len(frame) / seconds:.1f} | {seconds:.1f} | "
+            f"{100 * frame['valid'].mean():.1f} | {valid['distance'].mean():.3f} | {valid['changed'].mean():.2f} | "
+            f"{same} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
