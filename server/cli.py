@@ -316,9 +316,9 @@ def _explain_remote(args: argparse.Namespace) -> int:
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     from planning.distance import DistanceSettings  # noqa: PLC0415
     from planning.models import adapt_sklearn  # noqa: PLC0415
-    from planning.problem import CounterfactualProblem  # noqa: PLC0415
     from server.goal_text import parse_goal_text  # noqa: PLC0415
     from server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from solver.explainer import Explainer  # noqa: PLC0415
 
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = with_margin([parse_goal_text(text) for text in args.goal], args.margin)
@@ -341,17 +341,20 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     model = load_model(args.model, trust=args.trust_model)
     instance: Any = args.row if args.row is not None else load_instance(args.instance)
     adapter = adapt_sklearn(model, args.target or "prediction")
-    problem = CounterfactualProblem.from_dataframe(
-        data,
-        instance,
+    if args.row is not None and not 0 <= args.row < len(data):
+        raise _usage(f"--row: row {args.row} is outside the data's {len(data)} rows")
+    explainer = Explainer(  # the same object the batch command uses: the data read once
         adapter,
+        data,
         goals or None,  # None: the class the model does not predict now, asked once the row is checked
         target=args.target,
         immutable=immutable,
         distance=distance,
         columns=_model_columns(model, data, args.target),
+        check=False,  # the row itself is checked next
         **_actionability(args, max_changes),
     )
+    problem = explainer.problem(instance)
     if not goals and args.margin is not None:
         problem = problem.with_goals(with_margin([bound.goal for bound in problem.goals], args.margin))
     return problem

@@ -54,6 +54,9 @@ class Explainer:
         As for :meth:`planning.CounterfactualProblem.from_dataframe`.
     config, engine, num_counterfactuals, seed:
         As for :func:`solver.explain`; each call may override ``seed``.
+    check:
+        Check the settings now on the data's first row (a batch then fails before any work
+        starts); a caller about to explain one row may leave it to that row.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class Explainer:
         engine: EngineChoice | None = None,
         num_counterfactuals: int = 1,
         seed: int | None = None,
+        check: bool = True,
     ) -> None:
         if not isinstance(data, pd.DataFrame) or data.empty:
             raise ProblemError("data", "give the training data as a DataFrame with at least one row")
@@ -103,12 +107,19 @@ class Explainer:
         self._plausibility: dict[Any, PlausibilityModel] = {}
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
-        CounterfactualSolver(self.problem(0), self.config, seed, num_counterfactuals, engine)  # settings checked now
+        if check:  # bad settings fail here, before any row is explained (the trust region is built per row)
+            probe = self.problem(0, trust_region=False)
+            CounterfactualSolver(probe, self.config, seed, num_counterfactuals, engine)
 
     def problem(
-        self, row: Mapping[str, Any] | pd.Series | int, goals: Sequence[AnyGoal] | None = None
+        self,
+        row: Mapping[str, Any] | pd.Series | int,
+        goals: Sequence[AnyGoal] | None = None,
+        *,
+        trust_region: bool = True,
     ) -> CounterfactualProblem:
-        """The counterfactual problem of ``row`` (a mapping, a Series, or a position in ``data``)."""
+        """The counterfactual problem of ``row`` (a mapping, a Series, or a position in ``data``);
+        ``trust_region=False`` leaves the trust region out (checking settings only)."""
         return CounterfactualProblem.from_dataframe(
             self.data,
             row,
@@ -122,7 +133,7 @@ class Explainer:
             max_changed_features=self.max_changed_features,
             plausibility=self.plausibility,
             fill_missing=self.fill_missing,
-            trust_region=self.trust_region,
+            trust_region=self.trust_region if trust_region else None,
             relations=self.relations,
             profile=self.profile,
             plausibility_cache=self._plausibility,

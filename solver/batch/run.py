@@ -195,7 +195,7 @@ def _window(window: int | None) -> int:
 
 
 def _features(explainer: Explainer) -> list[str]:
-    return [f.name for f in explainer.problem(0).space.features]
+    return [f.name for f in explainer.problem(0, trust_region=False).space.features]
 
 
 _WORKER: Explainer | None = None
