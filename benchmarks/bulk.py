@@ -13,7 +13,8 @@ first ``--rows`` (default 1,000) rejected test rows. Ways, each on the same rows
   when ray is not installed).
 
 Printed per way: rows, instances/s, wall seconds, valid %, mean distance and mean changes over
-valid rows, and how many rows' answers equal the loop's (on the rows both ran). ``--profile``
+valid rows, and how many rows' answers equal the loop's (on the rows both ran). ``--no-fast``
+runs the real pipeline at every model call (a model the fast path cannot compile). ``--profile``
 also prints where the in-process batch spends its time (cProfile, top functions by own time)::
 
     .venv/bin/python benchmarks/bulk.py                  # ~2-4 min on 2 cores
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.compare import DATASETS, load_bench
 from planning import ClassGoal
 from planning.distance import DistanceSettings
+from planning.models import adapt_sklearn
 from solver.batch.records import record_of, records_frame
 from solver.batch.rows import row_seed
 from solver.explainer import Explainer
@@ -68,7 +70,7 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
     if way == "ray":
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto")
         finally:
@@ -83,11 +85,14 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--ways", default="loop,batch,workers,ray")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--no-fast", action="store_true", help="the real pipeline at every model call (no compiled fast path)"
+    )
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
     bench = load_bench(DATASETS["adult"], args.data_dir, args.rows)
     explainer = Explainer(
-        bench.pipe,
+        adapt_sklearn(bench.pipe, bench.spec.target, fast=not args.no_fast),
         bench.train,
         [ClassGoal(target=1)],
         target=bench.spec.target,

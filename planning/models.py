@@ -271,10 +271,14 @@ def adapt_sklearn(
     model: Any,
     outputs: str | Sequence[str] = "prediction",
     input_kind: InputKind | None = None,
+    *,
+    fast: bool = True,
+    check_fast: bool = False,
 ) -> SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter:
     """Pick the adapter for a fitted model: classifier or regressor; a scorecard (an
     ``optbinning.Scorecard`` or a :class:`~planning.scorecard.PointsTable`) gets its own, with a
-    class output named ``outputs`` and a score output named ``score``."""
+    class output named ``outputs`` and a score output named ``score``. ``fast`` and ``check_fast``
+    are the scikit-learn adapters' (:mod:`planning.fast_model`)."""
     names = [outputs] if isinstance(outputs, str) else list(outputs)
     from planning.scorecard import PointsTable, adapt_scorecard, is_optbinning_scorecard  # noqa: PLC0415
 
@@ -285,8 +289,8 @@ def adapt_sklearn(
     if _looks_like_classifier(model):
         if len(names) != 1:
             raise ModelAdapterError("outputs", f"a classifier has one output, given {names}")
-        return SklearnClassifierAdapter(model, names[0], input_kind)
-    return SklearnRegressorAdapter(model, names, input_kind)
+        return SklearnClassifierAdapter(model, names[0], input_kind, fast=fast, check_fast=check_fast)
+    return SklearnRegressorAdapter(model, names, input_kind, fast=fast, check_fast=check_fast)
 
 
 def _looks_like_classifier(model: Any) -> bool:
