@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
@@ -173,7 +173,7 @@ def row_error(response: pb.ExplainBatchResponse) -> tuple[grpc.StatusCode, str, 
     """An ExplainBatch row's error as ``(code, message, field violations)``; None for a result."""
     if not response.HasField("error"):
         return None
-    status = status_pb2.Status.FromString(response.error.SerializeToString())  # the same fields
+    status = response.error
     code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
     violations: list[tuple[str, str]] = []
     for detail in status.details:

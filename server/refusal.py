@@ -16,7 +16,6 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.convert import BadRequestError
 
 
@@ -37,9 +36,9 @@ class Refusal(Exception):  # noqa: N818 - a refusal is the outcome, not a failur
         context.abort_with_status(rpc_status.to_status(self.status))
         raise AssertionError("unreachable")
 
-    def message(self) -> pb.ErrorStatus:
-        """The status as one batch instance's error (the fields of ``google.rpc.Status``)."""
-        return pb.ErrorStatus(code=self.status.code, message=self.status.message, details=list(self.status.details))
+    def message(self) -> status_pb2.Status:
+        """The status as one batch instance's error."""
+        return self.status
 
 
 def status_code(code: int) -> grpc.StatusCode:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from google.rpc import status_pb2
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,11 +22,13 @@ def generate(output_root: Path) -> list[Path]:
     """Write the generated modules under ``output_root``; returns their paths."""
     protos = sorted((ROOT / "proto").rglob("*.proto"))
     include = str(Path(protoc.__file__).parent / "_proto")
+    common = str(Path(status_pb2.__file__).parents[2])  # googleapis-common-protos: google/rpc/*.proto
     virtual = [f"{PACKAGE}/{p.relative_to(ROOT / 'proto').as_posix()}" for p in protos]
     args = [
         "protoc",
         f"-I{PACKAGE}={ROOT / 'proto'}",
         f"-I{include}",
+        f"-I{common}",
         f"--python_out={output_root}",
         f"--pyi_out={output_root}",
         f"--grpc_python_out={output_root}",

@@ -1,4 +1,4 @@
-from google.protobuf import any_pb2 as _any_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -469,18 +469,8 @@ class ExplainBatchResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     row_id: str
     response: ExplainResponse
-    error: ErrorStatus
-    def __init__(self, row_id: _Optional[str] = ..., response: _Optional[_Union[ExplainResponse, _Mapping]] = ..., error: _Optional[_Union[ErrorStatus, _Mapping]] = ...) -> None: ...
-
-class ErrorStatus(_message.Message):
-    __slots__ = ("code", "message", "details")
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    DETAILS_FIELD_NUMBER: _ClassVar[int]
-    code: int
-    message: str
-    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
+    error: _status_pb2.Status
+    def __init__(self, row_id: _Optional[str] = ..., response: _Optional[_Union[ExplainResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()
