@@ -140,50 +140,86 @@ class ScoreCalculator:
         self._original = space.original
         self._frozen = ~space.mutable
         self._confidence_goals = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
+        # What every batch needs of the space, once (a space never changes): per row, one product
+        # counts the changed features and the changed immutables (0/1 sums: exact in any order).
+        self._count_weights = np.column_stack([np.ones(space.n_features), self._frozen.astype(np.float64)])
+        self._monotone_columns = np.flatnonzero(space.monotone)
+        self._checks_grid = space.checks_grid
+        self._integral = space.integral if not space.integral.all() else None
+        self._bounded = bool(np.isfinite(space.domain_lower).all() and np.isfinite(space.domain_upper).all())
+        self._nominal = ~space.graded
+        self._costs = None if (space.costs == 1.0).all() else space.costs  # x * 1.0 is x: skipped
 
     def calculate(self, X: FloatMatrix) -> Evaluation:
         """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
         problem = self.problem
-        X = problem.space.check_candidates(X)
+        X = self._checked(X)
         if problem.relations is not None:  # a row stands for itself with its computed features
             X = problem.relations.apply(X)
         n = X.shape[0]
-        scores = np.zeros((n, LEVELS), dtype=np.float64)
         if n == 0:
-            return Evaluation(scores, _empty_predictions(problem, 0), [])
+            return Evaluation(np.zeros((0, LEVELS), dtype=np.float64), _empty_predictions(problem, 0), [])
         predictions, failures = self._predict(X)
-        failed = np.array([reason is not None for reason in failures], dtype=bool)
-        goal_distance = np.zeros(n, dtype=np.float64)
-        below = np.zeros(n, dtype=np.int64)
-        for bound in problem.goals:
-            column = predictions[bound.output.name]
-            with np.errstate(invalid="ignore"):
-                goal_distance += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
-                below += bound.below_confidence(column)
-        scores[:, 0] = np.where(failed, FAILED_PREDICTION, -goal_distance)
+        # Whole columns at a time; where nothing failed, no Python runs per row. Every level is
+        # computed as the plain formulas would (same operations on the same values), bit for bit.
+        scores = np.empty((n, LEVELS), dtype=np.float64)
+        goal_distance: FloatMatrix | None = None
+        scores[:, 2] = 0.0
+        with np.errstate(invalid="ignore"):
+            for bound in problem.goals:
+                column = predictions[bound.output.name]
+                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
+                if getattr(bound.goal, "confidence", None) is not None:
+                    scores[:, 2] -= bound.below_confidence(column)
+        assert goal_distance is not None  # a problem has at least one goal
+        np.negative(goal_distance, out=scores[:, 0])
+        if failures.any:
+            scores[failures.failed, 0] = FAILED_PREDICTION
+            scores[failures.failed, 2] = -max(self._confidence_goals, 1)
         changed = self._original != X
-        scores[:, 1] = -self._broken_rules(X, changed)
-        scores[:, 2] = np.where(failed, -max(self._confidence_goals, 1), -below)
+        counts = changed.astype(np.float64) @ self._count_weights  # changed features, changed immutables
+        np.negative(self._broken_rules(X, changed, counts), out=scores[:, 1])
         if problem.scorecard_distance is not None:
-            scores[:, 3] = -self._scorecard_objective(X, changed)
+            np.negative(self._scorecard_objective(X, changed), out=scores[:, 3])
         else:
-            scores[:, 3] = -feature_distance(
-                X,
-                self._original,
-                ~problem.space.graded,
-                problem.scales,
-                problem.distance.metric,
-                costs=problem.space.costs,
-                change_penalty=problem.distance.change_penalty,
+            np.negative(
+                feature_distance(
+                    X,
+                    self._original,
+                    self._nominal,
+                    problem.scales,
+                    problem.distance.metric,
+                    costs=self._costs,
+                    change_penalty=problem.distance.change_penalty,
+                    changed=changed,
+                ),
+                out=scores[:, 3],
             )
-        scores[:, 4] = -changed.sum(axis=1)
+        np.negative(counts[:, 0], out=scores[:, 4])
         scores += 0.0  # fold -0.0 into 0.0
         self.calculation_count += n
-        evaluation = Evaluation(scores, predictions, failures)
+        evaluation = Evaluation(scores, predictions, failures.reasons)
         if self.assert_mode:
             self._assert_matches_reference(X, evaluation)
-        self._remember(X, evaluation, failed)
+        self._remember(X, evaluation, failures)
         return evaluation
+
+    def _checked(self, X: Any) -> FloatMatrix:
+        """``X`` as a float matrix, checked as :meth:`FeatureSpace.check_candidates` checks it: a
+        quick test that every value is in its domain and whole where it must be, and the full
+        check (which names the offending value) only when the quick one finds anything."""
+        space = self.problem.space
+        matrix = np.asarray(X, dtype=np.float64)
+        if matrix.ndim == 2 and matrix.shape[1] == space.n_features and matrix.shape[0] and self._bounded:
+            # within finite bounds means finite (NaN compares false)
+            inside = matrix >= space.domain_lower
+            inside &= matrix <= space.domain_upper
+            if inside.all():
+                whole = matrix if self._integral is None else matrix[:, self._integral]
+                if (np.rint(whole) == whole).all():
+                    return matrix
+        return space.check_candidates(matrix)
 
     def _scorecard_objective(self, X: FloatMatrix, changed: npt.NDArray[np.bool_]) -> FloatMatrix:
         """The scorecard paper's objective (a value in no bin: infinitely far), plus the change
@@ -215,22 +251,29 @@ class ScoreCalculator:
             return None
         return self.best[1]
 
-    def _remember(self, X: FloatMatrix, evaluation: Evaluation, failed: npt.NDArray[np.bool_]) -> None:
+    def _remember(self, X: FloatMatrix, evaluation: Evaluation, failures: _Failures) -> None:
         """Count a batch the model failed on wholly; keep the best row that has a prediction."""
-        modelled = [i for i, reason in enumerate(evaluation.failures) if reason != NOT_SCORED]
-        if modelled and all(failed[i] for i in modelled):
-            self.failing_batches += 1
-            if self.failing_batches >= MAX_FAILING_BATCHES and self.gave_up is None:
-                self.last_failure = next(r for r in evaluation.failures if r is not None and r != NOT_SCORED)
-                self.gave_up = f"the model failed on every candidate of {self.failing_batches} batches in a row"
-        elif modelled:
+        rows: npt.NDArray[np.intp] | None = None  # the rows with a prediction; None: every row
+        if failures.any:
+            modelled = ~failures.unscored
+            if modelled.any():
+                if not (modelled & ~failures.failed).any():
+                    self.failing_batches += 1
+                    if self.failing_batches >= MAX_FAILING_BATCHES and self.gave_up is None:
+                        self.last_failure = next(r for r in evaluation.failures if r is not None and r != NOT_SCORED)
+                        self.gave_up = f"the model failed on every candidate of {self.failing_batches} batches in a row"
+                else:
+                    self.failing_batches = 0
+            rows = np.flatnonzero(~failures.failed)
+            if not rows.size:
+                return
+        else:  # every row was modelled, and none failed
             self.failing_batches = 0
-        if not (~failed).any():
-            return
         scores = evaluation.scores
-        top = int(np.lexsort(scores[~failed].T[::-1])[-1])
-        top = int(np.flatnonzero(~failed)[top])
-        if self.best is not None and tuple(scores[top]) <= tuple(self.best[1].scores[0]):
+        top = _lexicographic_top(scores if rows is None else scores[rows])
+        if rows is not None:
+            top = int(rows[top])
+        if self.best is not None and tuple(scores[top].tolist()) <= tuple(self.best[1].scores[0].tolist()):
             return
         one = Evaluation(
             scores[top : top + 1].copy(),
@@ -239,16 +282,20 @@ class ScoreCalculator:
         )
         self.best = (X[top].copy(), one)
 
-    def _broken_rules(self, X: FloatMatrix, changed: npt.NDArray[np.bool_]) -> FloatMatrix:
-        """Actionability rules each row breaks: immutables changed, monotone rules, too many changes."""
+    def _broken_rules(self, X: FloatMatrix, changed: npt.NDArray[np.bool_], counts: FloatMatrix) -> FloatMatrix:
+        """Actionability rules each row breaks: immutables changed, monotone rules, too many changes.
+
+        ``counts``: per row, the changed features and the changed immutables."""
         space = self.problem.space
-        broken = (changed & self._frozen).sum(axis=1).astype(np.float64)
-        broken += ((X - self._original) * space.monotone < 0.0).sum(axis=1)
-        if space.checks_grid:
+        broken = counts[:, 1].copy()
+        monotone = self._monotone_columns
+        if monotone.size:  # elsewhere the product is 0, never below it
+            broken += ((X[:, monotone] - self._original[monotone]) * space.monotone[monotone] < 0.0).sum(axis=1)
+        if self._checks_grid:
             broken += space.off_grid(X)
         limit = self.problem.max_changed_features
         if limit is not None:
-            broken += np.maximum(changed.sum(axis=1) - limit, 0)
+            broken += np.maximum(counts[:, 0] - limit, 0)
         plausibility = self.problem.plausibility
         if plausibility is not None:
             broken += ~plausibility.plausible(X)
@@ -257,31 +304,30 @@ class ScoreCalculator:
             broken += relations.broken(X)
         region = self.problem.trust_region
         if region is not None:  # the original is no counterfactual: it is not judged
-            moved = np.flatnonzero(changed.any(axis=1))
+            moved = np.flatnonzero(counts[:, 0] > 0)
             broken[moved] += ~region.inside(X[moved])
         return np.asarray(broken, dtype=np.float64)
 
-    def _predict(self, X: FloatMatrix) -> tuple[Predictions, list[str | None]]:
+    def _predict(self, X: FloatMatrix) -> tuple[Predictions, _Failures]:
         n = X.shape[0]
         predictions = _empty_predictions(self.problem, n)
-        failures: list[str | None] = [None] * n
+        failures = _Failures(n)
         self._predict_into(X, 0, predictions, failures)
         for name, array in predictions.items():
-            for row, reason in _implausible_outputs(name, array):
-                if failures[row] is None:
-                    failures[row] = reason
+            implausible = _implausible_rows(array)
+            if implausible is None:
+                continue
+            for mask, reason in zip(implausible, _implausible_reasons(name), strict=True):
+                failures.mark_rows(mask, reason)  # the first reason of a row stays
         return predictions, failures
 
-    def _predict_into(
-        self, X: FloatMatrix, offset: int, out: Predictions, failures: list[str | None], depth: int = 0
-    ) -> None:
+    def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: _Failures, depth: int = 0) -> None:
         if self.gave_up is not None or (self.stop is not None and self.stop()):
-            for row in range(offset, offset + X.shape[0]):
-                failures[row] = NOT_SCORED
+            failures.mark(offset, offset + X.shape[0], NOT_SCORED)
             return
         if depth > 0 and self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS:
-            for row in range(offset, offset + X.shape[0]):  # the rest of a failing batch: not bisected further
-                failures[row] = self._bisect_reason
+            # the rest of a failing batch: not bisected further
+            failures.mark(offset, offset + X.shape[0], self._bisect_reason)
             return
         self.model_call_count += 1
         try:
@@ -295,8 +341,7 @@ class ScoreCalculator:
             reason = one_line(f"model raised {type(exc).__name__}: {exc}")
             self._bisect_reason = reason
             if X.shape[0] == 1 or depth >= MAX_BISECTION_DEPTH or spent:
-                for row in range(offset, offset + X.shape[0]):  # a block left unresolved counts as failed
-                    failures[row] = reason
+                failures.mark(offset, offset + X.shape[0], reason)  # a block left unresolved counts as failed
                 return
             half = X.shape[0] // 2
             self._predict_into(X[:half], offset, out, failures, depth + 1)
@@ -327,20 +372,106 @@ PROBABILITY_TOLERANCE = 1e-6
 """Class probabilities must lie in [0, 1] and sum to 1 within this (float rounding, not more)."""
 
 
+class _Failures:
+    """Why the rows of a batch failed: a per-row list of reasons (None where the prediction
+    worked), with masks beside it, so a batch where nothing failed costs no Python per row."""
+
+    __slots__ = ("any", "failed", "reasons", "unscored")
+
+    def __init__(self, n: int) -> None:
+        self.reasons: list[str | None] = [None] * n
+        self.failed = np.zeros(n, dtype=bool)
+        self.unscored = np.zeros(n, dtype=bool)
+        """Rows left unscored because the solve was stopping (:data:`NOT_SCORED`)."""
+        self.any = False
+
+    def mark(self, start: int, stop: int, reason: str) -> None:
+        """Rows ``start:stop`` failed for ``reason``."""
+        self.reasons[start:stop] = [reason] * (stop - start)
+        self.failed[start:stop] = True
+        if reason == NOT_SCORED:
+            self.unscored[start:stop] = True
+        self.any = self.any or stop > start
+
+    def mark_rows(self, rows: npt.NDArray[np.bool_], reason: str) -> None:
+        """The rows of the mask that have not failed yet failed for ``reason``."""
+        new = rows & ~self.failed
+        for row in np.flatnonzero(new).tolist():
+            self.reasons[row] = reason
+        self.failed |= new
+        self.any = self.any or bool(new.any())
+
+
+def _implausible_reasons(name: str) -> tuple[str, str]:
+    return (
+        f"output {name!r} is not finite",
+        f"output {name!r} is not a probability distribution (values in [0, 1] summing to 1)",
+    )
+
+
+def _implausible_rows(array: FloatMatrix) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None:
+    """Per row: the output is not finite; the output (class probabilities) is finite but outside
+    [0, 1] or does not sum to 1. None when no row is either (decided by whole-array reductions
+    first: the per-row masks are computed only when some value is out of place)."""
+    if array.ndim == 1:
+        finite = np.isfinite(array)
+        if finite.all():
+            return None
+        return ~finite, np.zeros(array.shape[0], dtype=bool)
+    k = array.shape[1]
+    if k and array.size and array.min() >= -PROBABILITY_TOLERANCE and array.max() <= 1.0 + PROBABILITY_TOLERANCE:
+        # Every value is finite and within [0, 1]; only a sum can be off, and the largest
+        # |sum - 1| is that of the smallest or the largest sum (x - 1.0 rounds monotonically).
+        # Two columns sum as the row sum below does.
+        total = array[:, 0] + array[:, 1] if k == 2 else array.sum(axis=1)
+        low, high = float(total.min()), float(total.max())
+        if max(abs(low - 1.0), abs(high - 1.0)) <= PROBABILITY_TOLERANCE * k:
+            return None
+    with np.errstate(invalid="ignore"):
+        finite_rows = np.asarray(np.isfinite(array).all(axis=1))
+        outside = ((array < -PROBABILITY_TOLERANCE) | (array > 1.0 + PROBABILITY_TOLERANCE)).any(axis=1)
+        unsummed = np.abs(array.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE * max(k, 1)
+    return ~finite_rows, finite_rows & (outside | unsummed)
+
+
 def _implausible_outputs(name: str, array: FloatMatrix) -> list[tuple[int, str]]:
     """Rows whose output cannot be what the model's kind promises: not finite, or for class
     probabilities outside [0, 1] or not summing to 1. Such a row is never a valid answer."""
-    if array.ndim == 1:
-        return [(int(row), f"output {name!r} is not finite") for row in np.flatnonzero(~np.isfinite(array))]
+    masks = _implausible_rows(array)
+    if masks is None:
+        return []
     out: list[tuple[int, str]] = []
-    finite = np.isfinite(array).all(axis=1)
-    out += [(int(row), f"output {name!r} is not finite") for row in np.flatnonzero(~finite)]
-    with np.errstate(invalid="ignore"):
-        outside = ((array < -PROBABILITY_TOLERANCE) | (array > 1.0 + PROBABILITY_TOLERANCE)).any(axis=1)
-        total = np.abs(array.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE * max(array.shape[1], 1)
-    for row in np.flatnonzero(finite & (outside | total)):
-        out.append((int(row), f"output {name!r} is not a probability distribution (values in [0, 1] summing to 1)"))
+    for mask, reason in zip(masks, _implausible_reasons(name), strict=True):
+        out += [(int(row), reason) for row in np.flatnonzero(mask)]
     return out
+
+
+_FEW_TIED = 16
+"""Rows still tied on a level that are compared as Python tuples rather than by numpy."""
+_SMALL_BATCH = 96
+"""Batches up to this many rows are simply sorted."""
+
+
+def _lexicographic_top(scores: FloatMatrix) -> int:
+    """The row of the lexicographically greatest score, the last of equal ones: what
+    ``np.lexsort(scores.T[::-1])[-1]`` gives (NaN sorting last); for a large batch level by level
+    on the rows still tied, with no sort."""
+    if scores.shape[0] <= _SMALL_BATCH:
+        return int(np.lexsort(scores.T[::-1])[-1])
+    tied: npt.NDArray[np.intp] | None = None
+    for level in range(scores.shape[1]):
+        column = scores[:, level] if tied is None else scores[tied, level]
+        best = column.max()
+        hit = np.isnan(column) if math.isnan(best) else column == best
+        tied = np.flatnonzero(hit) if tied is None else tied[hit]
+        if tied.size == 1:
+            break
+        if tied.size <= _FEW_TIED:  # a few rows: as tuples (no NaN: there tuples and sorting differ)
+            rows = scores[tied].tolist()
+            if not any(math.isnan(value) for row in rows for value in row):
+                return int(tied[max(range(len(rows)), key=lambda i: (rows[i], i))])
+    assert tied is not None
+    return int(tied[-1])
 
 
 def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMatrix:

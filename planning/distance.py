@@ -125,15 +125,23 @@ def feature_distance(
     *,
     costs: FloatMatrix | None = None,
     change_penalty: float = 0.0,
+    changed: npt.NDArray[np.bool_] | None = None,
 ) -> FloatMatrix:
-    """d(x, original) for every row of ``X``, each feature weighted by its change cost."""
-    diff = X - original
-    changed = (diff != 0.0).astype(np.float64)
-    scaled = diff / scales
-    per_feature = np.square(scaled) if metric == "sd_squared" else np.abs(scaled)
-    per_feature = np.where(nominal, changed, per_feature)
+    """d(x, original) for every row of ``X``, each feature weighted by its change cost.
+
+    ``changed`` (``X != original``), when the caller has it already."""
+    # One work matrix, each step in place (the score calculator calls this on every batch).
+    per_feature = np.subtract(X, original)
+    if changed is None:
+        changed = per_feature != 0.0
+    np.divide(per_feature, scales, out=per_feature)
+    if metric == "sd_squared":
+        np.square(per_feature, out=per_feature)
+    else:
+        np.abs(per_feature, out=per_feature)
+    np.copyto(per_feature, changed, where=nominal)  # a category, a boolean: 1 when changed
     if change_penalty:
-        per_feature = per_feature + change_penalty * changed
+        per_feature += change_penalty * changed
     if costs is not None:
-        per_feature = per_feature * costs
-    return np.asarray(per_feature.sum(axis=1), dtype=np.float64)
+        per_feature *= costs
+    return np.asarray(np.add.reduce(per_feature, axis=1), dtype=np.float64)

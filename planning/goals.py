@@ -226,11 +226,27 @@ def _is_bool(value: Any) -> bool:
 
 def _class_distance(proba: FloatArray, index: int, confidence: float | None, margin: float) -> FloatArray:
     target = proba[:, index]
-    others = np.delete(proba, index, axis=1)
-    best_other = others.max(axis=1) if others.shape[1] else np.zeros_like(target)
-    # Predicted means: strictly above every other class, or tied only with later classes
-    # (the first maximum wins, as numpy's and scikit-learn's argmax do); then ahead by the margin.
-    predicted = (np.argmax(proba, axis=1) == index) & (target - best_other >= margin)
+    n_classes = proba.shape[1]
+    lead = None
+    if n_classes == 2 and index in (0, 1):  # the one other class (a binary model: most solves)
+        best_other = proba[:, 1 - index]
+        lead = target - best_other
+        # Predicted, as below, without argmax: class 0 is argmax's first maximum when its lead is
+        # not negative, class 1 when its lead is positive (a tie is class 0's); a lead of at
+        # least the margin says so already unless the margin is 0. A NaN lead is never predicted.
+        predicted = lead >= margin
+        if index == 0 and margin < 0.0:
+            predicted &= lead >= 0.0
+        elif index == 1 and margin <= 0.0:
+            predicted &= lead > 0.0
+    elif n_classes > 1:
+        best_other = proba[:, [k for k in range(n_classes) if k != index % n_classes]].max(axis=1)
+    else:
+        best_other = np.zeros_like(target)
+    if lead is None:
+        # Predicted means: strictly above every other class, or tied only with later classes
+        # (the first maximum wins, as numpy's and scikit-learn's argmax do); then ahead by the margin.
+        predicted = (np.argmax(proba, axis=1) == index) & (target - best_other >= margin)
     shortfall = np.where(predicted, 0.0, np.maximum(best_other + margin - target, _UNMET_FLOOR))
     if confidence is not None:
         shortfall = np.maximum(shortfall, np.maximum(_needed(confidence, margin) - target, 0.0))
