@@ -322,8 +322,9 @@ def _as_categories(column: Column, where: str) -> CategoryColumn:
     raise NotCompilableError(f"{where}: encodes a column that is not a categorical feature")
 
 
-def _same(ours: Any, theirs: Any) -> bool:
-    """Does our category value match an encoder's category (missing matches missing)?"""
+def same_category(ours: Any, theirs: Any) -> bool:
+    """Does our category value match an encoder's category (missing matches missing)? Numbers
+    match numbers by value, anything else by text; the exact engine's decomposition uses it too."""
     if ours is _MISSING:
         return theirs is None or (isinstance(theirs, float | np.floating) and math.isnan(theirs))
     if isinstance(ours, str) or isinstance(theirs, str):
@@ -338,7 +339,7 @@ def _match(values: Sequence[Any], known: Any) -> list[int | None]:
     """Per slot: the position of the encoder category it matches, or None (unknown)."""
     out: list[int | None] = []
     for value in values:
-        hit = next((q for q, category in enumerate(known) if _same(value, category)), None)
+        hit = next((q for q, category in enumerate(known) if same_category(value, category)), None)
         out.append(hit)
     return out
 
@@ -395,7 +396,7 @@ def _ordinal(step: Any, columns: list[Column], where: str) -> list[Column]:
         for hit in matched:
             if hit is None:
                 values.append(unknown)
-            elif _same(_MISSING, known[hit]):
+            elif same_category(_MISSING, known[hit]):
                 values.append(float(step.encoded_missing_value))
             else:
                 values.append(float(hit))
@@ -409,7 +410,7 @@ def _imputer(step: Any, columns: list[Column], where: str) -> list[Column]:
     if step.add_indicator or not (isinstance(missing, float) and math.isnan(missing)):
         raise NotCompilableError(f"{where}: a SimpleImputer with indicators or other missing values")
     statistics = list(step.statistics_)
-    if len(statistics) != len(columns) or any(_same(_MISSING, s) for s in statistics):
+    if len(statistics) != len(columns) or any(same_category(_MISSING, s) for s in statistics):
         raise NotCompilableError(f"{where}: a SimpleImputer that drops empty columns")
     out: list[Column] = []
     for given, statistic in zip(columns, statistics, strict=True):

@@ -12,6 +12,7 @@ from sklearn.pipeline import Pipeline
 
 from planning import ClassGoal, CounterfactualProblem
 from planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
+from solver.explainer import Explainer
 
 # Tests must pass on a slow, busy 2-core machine, and the same way every run.
 settings.register_profile(
@@ -55,6 +56,20 @@ def loan_problem(loan_data: pd.DataFrame, loan_model: Pipeline) -> Counterfactua
         target=TARGET,
         immutable=IMMUTABLE,
     )
+
+
+@pytest.fixture(scope="session")
+def loan_explainer(loan_data: pd.DataFrame, loan_model: Pipeline) -> Explainer:
+    """The demo question on ``loan_model`` as an explainer (built once, for many rows)."""
+    return Explainer(loan_model, loan_data, [ClassGoal(target=1, confidence=0.7)], target=TARGET, immutable=IMMUTABLE)
+
+
+@pytest.fixture(scope="session")
+def rejected_loans(loan_data: pd.DataFrame, loan_model: Pipeline) -> pd.DataFrame:
+    """The rows of ``loan_data`` (features only) that ``loan_model`` rejects, in order."""
+    features = loan_data.drop(columns=[TARGET])
+    rows: pd.DataFrame = features[loan_model.predict(features) == 0]
+    return rows
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from planning.fast_model import space_signature
 from planning.models import ModelAdapter, Predictions
 from planning.space import FeatureSpace, FloatMatrix
 
@@ -185,22 +186,14 @@ class SharedCalls:
 
 
 def encoding_key(space: FeatureSpace) -> tuple[Any, ...]:
-    """Spaces with the same key decode a candidate matrix the same way (names, kinds, categories,
-    missing codes), so their rows can share a model call. Cached on the space."""
+    """Spaces with the same key decode a candidate matrix the same way, so their rows can share a
+    model call: the fast path's signature (names, kinds, categories and their types) plus the
+    missing codes, which decide where a decoded row holds a gap. Cached on the space."""
     key = getattr(space, "_encoding_key", None)
     if key is None:
-        parts = []
-        for i, feature in enumerate(space.features):
-            categories = tuple(getattr(feature, "categories", ()) or ())
-            parts.append(
-                (
-                    feature.name,
-                    feature.kind,
-                    categories,
-                    getattr(feature, "category_type", None),
-                    float(space.missing_code[i]) if space.missing[i] else None,
-                )
-            )
-        key = tuple(parts)
+        gaps = tuple(
+            float(code) if held else None for code, held in zip(space.missing_code, space.missing, strict=True)
+        )
+        key = (space_signature(space), gaps)
         space._encoding_key = key  # type: ignore[attr-defined]
     return tuple(key)

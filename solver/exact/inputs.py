@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planning.errors import CounterplanError
+from planning.fast_model import same_category
 from solver.exact.milp import Expr, add
 
 Lin = tuple[Expr, float]
@@ -97,9 +98,9 @@ def _apply(step: Any, columns: list[Column], forbidden: list[Lin], where: str) -
         return columns
     if kind == "ColumnTransformer":
         return _column_transformer(step, columns, forbidden, where)
-    if kind == "StandardScaler":
-        mean = step.mean_ if step.mean_ is not None else np.zeros(len(columns))
-        scale = step.scale_ if step.scale_ is not None else np.ones(len(columns))
+    if kind == "StandardScaler":  # scikit-learn keeps mean_ with with_mean=False, but does not subtract it
+        mean = step.mean_ if step.with_mean and step.mean_ is not None else np.zeros(len(columns))
+        scale = step.scale_ if step.with_std and step.scale_ is not None else np.ones(len(columns))
         return _affine(columns, 1.0 / np.asarray(scale), -np.asarray(mean) / np.asarray(scale), where)
     if kind == "MinMaxScaler":
         if getattr(step, "clip", False):
@@ -133,15 +134,6 @@ def _affine(columns: list[Column], factor: np.ndarray, shift: np.ndarray, where:
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, str) or isinstance(b, str):
-        return str(a) == str(b)
-    try:
-        return bool(float(a) == float(b))
-    except (TypeError, ValueError):
-        return False
-
-
 def _one_hot(step: Any, columns: list[Column], forbidden: list[Lin], where: str) -> list[Column]:
     if getattr(step, "_infrequent_enabled", False):
         raise NotEncodableError(f"{where}: OneHotEncoder with infrequent categories")
@@ -158,7 +150,7 @@ def _one_hot(step: Any, columns: list[Column], forbidden: list[Lin], where: str)
             terms: Expr = {}
             constant = 0.0
             for k, (ours, indicator) in enumerate(column.categories):
-                if _same(ours, value):
+                if same_category(ours, value):
                     matched.add(k)
                     terms = add(terms, indicator[0])
                     constant += indicator[1]

@@ -39,14 +39,13 @@ class CountingAdapter(SklearnClassifierAdapter):
 
 
 @pytest.fixture(scope="module")
-def explainer(loan_data: pd.DataFrame, loan_model: Pipeline) -> Explainer:
-    return Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+def explainer(loan_explainer: Explainer) -> Explainer:
+    return loan_explainer
 
 
 @pytest.fixture(scope="module")
-def rejected(loan_data: pd.DataFrame, loan_model: Pipeline) -> pd.DataFrame:
-    features = loan_data.drop(columns=[TARGET])
-    return features[loan_model.predict(features) == 0].iloc[:12]
+def rejected(rejected_loans: pd.DataFrame) -> pd.DataFrame:
+    return rejected_loans.iloc[:12]
 
 
 def test_the_explainer_answers_as_a_problem_built_from_the_data(

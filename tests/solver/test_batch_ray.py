@@ -18,10 +18,8 @@ from typing import Any
 import grpc
 import pandas as pd
 import pytest
-from sklearn.pipeline import Pipeline
 
 from planning import ClassGoal
-from planning.demo import IMMUTABLE, TARGET
 from planning.errors import ProblemError
 from solver.batch import on_ray
 from solver.explainer import Explainer
@@ -42,15 +40,13 @@ def local_ray() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def explainer(loan_data: pd.DataFrame, loan_model: Pipeline) -> Explainer:
-    return Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+def explainer(loan_explainer: Explainer) -> Explainer:
+    return loan_explainer
 
 
 @pytest.fixture(scope="module")
-def rejected(loan_data: pd.DataFrame, loan_model: Pipeline) -> pd.DataFrame:
-    features = loan_data.drop(columns=[TARGET])
-    rows: pd.DataFrame = features[loan_model.predict(features) == 0].iloc[:10]
-    return rows
+def rejected(rejected_loans: pd.DataFrame) -> pd.DataFrame:
+    return rejected_loans.iloc[:10]
 
 
 def closed_port() -> int:

@@ -121,6 +121,9 @@ def _brute_force(problem: CounterfactualProblem) -> np.ndarray:
 
 CLASSIFIERS: dict[str, Callable[[], Any]] = {
     "logistic regression, standard scaler": lambda: _encoded(LogisticRegression(max_iter=1000), StandardScaler()),
+    "logistic regression, scaler without centring": lambda: _encoded(
+        LogisticRegression(max_iter=1000), StandardScaler(with_mean=False)
+    ),
     "logistic regression, min-max scaler": lambda: _encoded(LogisticRegression(max_iter=1000), MinMaxScaler()),
     "logistic regression, robust scaler": lambda: _encoded(LogisticRegression(max_iter=1000), RobustScaler()),
     "linear svc (labels only)": lambda: _encoded(LinearSVC(), StandardScaler()),
