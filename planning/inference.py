@@ -182,6 +182,8 @@ class DataProfile:
         self.data = data
         self._facts: dict[str, ColumnFacts] = {}
         self._statistics: dict[str, FeatureStatistics | None] = {}
+        self.relevance: dict[tuple[object, ...], dict[str, float]] = {}
+        """Information values by columns, label column and goal (:mod:`planning.relevance`)."""
 
     def facts(self, name: str) -> ColumnFacts:
         """The facts of column ``name``."""

@@ -6,10 +6,11 @@ at the boundary, so the hot loop can trust its inputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from planning.defaults import default_goals
@@ -20,6 +21,7 @@ from planning.inference import DataProfile, infer_features, infer_statistics
 from planning.models import ModelAdapter, adapt_sklearn
 from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from planning.relations import LearnedConstraint, LearnedRelations
+from planning.relevance import FeatureRelevance
 from planning.space import AnyFeature, FeatureSpace, FloatMatrix
 from planning.trust_region import TrustRegion, TrustRegionSettings
 
@@ -96,6 +98,9 @@ class CounterfactualProblem:
         """Learned constraints: features computed from others (:mod:`planning.relations`)."""
         self.scorecard_distance = scorecard_distance
         """With the ``scorecard`` metric: the objective soft level 0 measures."""
+        self.relevance: FeatureRelevance | None = None
+        """When built from data with its label column: the features' information values against
+        the goal's outcome (:mod:`planning.relevance`), which the swarm ranks features by."""
         if self.distance.metric == "scorecard" and scorecard_distance is None:
             self.scorecard_distance = _scorecard_distance(self.model, None, self.distance)
 
@@ -205,7 +210,7 @@ class CounterfactualProblem:
         objective = None
         if distance is not None and distance.metric == "scorecard":
             objective = _scorecard_distance(model, data, distance)
-        return cls(
+        problem = cls(
             features,
             goals,
             model,
@@ -217,6 +222,12 @@ class CounterfactualProblem:
             trust_region=region,
             relations=relations,
         )
+        if target is not None:
+            known = profile if profile is not None and profile.data is data else DataProfile(data)
+            chosen = _outcome_rows(goals, target)
+            if chosen is not None:
+                problem.relevance = FeatureRelevance(known, [f.name for f in features], (target, repr(goals)), chosen)
+        return problem
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
         """The same problem asking other goals (nothing is inferred again)."""
@@ -293,6 +304,29 @@ def _class_rows(labels: pd.Series, goal: ClassGoal) -> pd.Series:
     return chosen
 
 
+def _outcome_rows(goals: Sequence[AnyGoal], target: str) -> Callable[[pd.DataFrame], npt.NDArray[np.bool_]] | None:
+    """Which rows of a data set have the target outcome: the first class goal's class in the
+    ``target`` column; without a class goal, the rows whose label meets the (one) numeric goal.
+    None when the goals do not say (several numeric goals)."""
+    goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
+    if goal is not None:
+        chosen = goal
+
+        def of_class(data: pd.DataFrame) -> npt.NDArray[np.bool_]:
+            return _class_rows(data[target], chosen).to_numpy(dtype=bool)
+
+        return of_class
+    if len(goals) != 1:
+        return None
+    bound = BoundGoal(goals[0], OutputSpec(target))
+
+    def meeting(data: pd.DataFrame) -> npt.NDArray[np.bool_]:
+        labels = pd.to_numeric(data[target], errors="coerce").to_numpy(dtype=np.float64)
+        return np.asarray(bound.met(labels) & np.isfinite(labels), dtype=bool)
+
+    return meeting
+
+
 def trust_region_model(
     data: pd.DataFrame,
     features: list[AnyFeature],
@@ -305,15 +339,10 @@ def trust_region_model(
     numeric goal."""
     if target is None or target not in data.columns:
         raise ProblemError("trust_region", "needs the label column given as target")
-    goal = next((g for g in goals if isinstance(g, ClassGoal)), None)
-    if goal is not None:
-        chosen = _class_rows(data[target], goal)
-    elif len(goals) == 1:
-        labels = pd.to_numeric(data[target], errors="coerce").to_numpy(dtype=np.float64)
-        met = BoundGoal(goals[0], OutputSpec(target)).met(labels) & np.isfinite(labels)
-        chosen = pd.Series(met, index=data.index)
-    else:
+    select = _outcome_rows(goals, target)
+    if select is None:
         raise ProblemError("trust_region", "needs a class goal, or exactly one numeric goal to select rows by")
+    chosen = pd.Series(select(data), index=data.index)
     if not chosen.any():
         raise ProblemError("trust_region", f"no row of the data has the target outcome in column {target!r}")
     space = FeatureSpace(features)

@@ -78,7 +78,7 @@ def add_parser(commands: Any) -> None:
         default="auto",
         help="feature distance (default auto), as for explain",
     )
-    batch.add_argument("--engine", choices=["local", "exact", "auto"], help="as for explain (default local)")
+    batch.add_argument("--engine", choices=["local", "exact", "swarm", "auto"], help="as for explain (default local)")
     batch.add_argument("--config", help="solver configuration file (YAML or JSON)")
     batch.add_argument("--seed", type=int, help="the batch's seed; each row's comes from it and the row's id")
     batch.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap each row's search time")

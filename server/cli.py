@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--beta", type=float, default=1.0, help="scorecard distance: weight of closeness")
     explain.add_argument(
         "--engine",
-        choices=["local", "exact", "auto"],
+        choices=["local", "exact", "swarm", "auto"],
         help="local search (the default), the exact engine (a proven optimum for linear models and tree "
-        "ensembles; needs counterplan[exact]), or auto (exact when the model can be encoded)",
+        "ensembles; needs counterplan[exact]), the particle swarm (MD-PSO, for many features), or auto "
+        "(chosen by the model and the number of features; the answer says which and why)",
     )
     explain.add_argument(
         "--margin",

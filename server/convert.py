@@ -45,6 +45,7 @@ _ENGINE_CHOICES: dict[int, str | None] = {
     pb.ENGINE_CHOICE_LOCAL: "local",
     pb.ENGINE_CHOICE_EXACT: "exact",
     pb.ENGINE_CHOICE_AUTO: "auto",
+    pb.ENGINE_CHOICE_SWARM: "swarm",
 }
 _ENGINES: dict[int, Any] = {
     pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
@@ -556,6 +557,7 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
             engine=s.engine,
             engine_reason=s.engine_reason,
             exact=_exact_message(s.exact),
+            swarm=pb.SwarmStatistics(**s.swarm.model_dump()) if s.swarm is not None else None,
         ),
     )
 

@@ -30,7 +30,12 @@ from solver.core.result import (
     SolveStatistics,
 )
 
-_ENGINE_CHOICES = {"local": pb.ENGINE_CHOICE_LOCAL, "exact": pb.ENGINE_CHOICE_EXACT, "auto": pb.ENGINE_CHOICE_AUTO}
+_ENGINE_CHOICES = {
+    "local": pb.ENGINE_CHOICE_LOCAL,
+    "exact": pb.ENGINE_CHOICE_EXACT,
+    "swarm": pb.ENGINE_CHOICE_SWARM,
+    "auto": pb.ENGINE_CHOICE_AUTO,
+}
 
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:

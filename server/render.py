@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics
+from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics, SwarmStatistics
 
 
 def _fmt(value: Any) -> str:
@@ -61,10 +61,27 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         f"{s.best_found_at_step}; stopped: {s.termination_reason}",
         style="dim",
     )
-    if s.engine == "exact" or s.engine_reason.startswith("auto"):
+    if s.engine in ("exact", "swarm") or s.engine_reason.startswith("auto"):
         console.print(f"Engine: {s.engine} ({s.engine_reason})", style="dim", markup=False)
     if s.exact is not None:
         console.print(exact_line(s.exact), style="dim", markup=False)  # reasons may hold [brackets]
+    if s.swarm is not None:
+        console.print(swarm_line(s.swarm), style="dim", markup=False)
+
+
+def swarm_line(swarm: SwarmStatistics) -> str:
+    """What the particle swarm searched, in one line."""
+    shown = ", ".join(swarm.searched_features[:8]) + (", ..." if swarm.searched > 8 else "")
+    chosen = {"all": "every mutable feature", "information_value": "by information value"}.get(
+        swarm.ranking, "by sensitivity at this row"
+    )
+    line = (
+        f"Swarm: {swarm.particles} particles, {swarm.iterations} iterations, {swarm.searched} of "
+        f"{swarm.searchable} features searched ({chosen}: {shown}); objective {swarm.objective}"
+    )
+    if swarm.clusters:
+        line += f"; {swarm.clusters} clusters, {swarm.empty_clusters} without a valid particle"
+    return line
 
 
 def exact_line(exact: ExactStatistics) -> str:

@@ -45,8 +45,9 @@ def add_parser(commands: Any) -> None:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument(
         "--engine",
-        choices=["local", "exact", "auto"],
-        help="exact/auto: every trial ends with the exact engine, the tuned local search its warm start",
+        choices=["local", "exact", "swarm", "auto"],
+        help="exact/auto: every trial ends with the exact engine, the tuned local search its warm start; "
+        "swarm: the trials tune the particle swarm",
     )
 
 

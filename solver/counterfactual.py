@@ -20,7 +20,7 @@ from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
 from solver.core.budget import check_budget
-from solver.core.config import MAX_SEED, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import MAX_SEED, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig, SwarmPhaseConfig
 from solver.core.diversity import best_per_change_set, select_diverse, undominated
 from solver.core.engine import Solver
 from solver.core.events import BestSolutionChanged
@@ -144,6 +144,8 @@ class CounterfactualSolver:
             config, self.engine, self.engine_reason = choose(problem, config, engine)
         elif any(isinstance(p, ExactPhaseConfig) for p in config.phases):
             self.engine, self.engine_reason = "exact", "the configuration has an exact phase"
+        elif any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
+            self.engine, self.engine_reason = "swarm", "the configuration has a swarm phase"
         if seed is not None:
             if not 0 <= seed <= MAX_SEED:
                 raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed}")
@@ -200,7 +202,7 @@ class CounterfactualSolver:
             outcome = dataclasses.replace(
                 outcome,
                 best_row=problem.relations.apply(outcome.best_row.reshape(1, -1))[0],
-                exact_rows=None if outcome.exact_rows is None else problem.relations.apply(outcome.exact_rows),
+                answer_rows=None if outcome.answer_rows is None else problem.relations.apply(outcome.answer_rows),
                 pool=None if outcome.pool is None else (problem.relations.apply(outcome.pool[0]), outcome.pool[1]),
             )
         if calculator.gave_up is not None:
@@ -215,7 +217,8 @@ class CounterfactualSolver:
             final,
             original,
             should_stop=should_stop,
-            exact=outcome.exact_rows,
+            chosen=outcome.answer_rows,
+            chosen_by=outcome.answer_source,
         )
         spent = outcome.time_spent + (time.perf_counter() - choosing)  # the search, then choosing k answers
         calculations = outcome.score_calculation_count + calculator.calculation_count - before[0]
@@ -264,6 +267,7 @@ class CounterfactualSolver:
                 engine=self.engine,
                 engine_reason=self.engine_reason,
                 exact=outcome.exact,
+                swarm=outcome.swarm,
             ),
             failure=failure,
             counterfactuals=alternatives,
@@ -330,16 +334,22 @@ class CounterfactualSolver:
         original: Evaluation,
         *,
         should_stop: Callable[[], bool],
-        exact: FloatMatrix | None = None,
+        chosen: FloatMatrix | None = None,
+        chosen_by: str = "",
     ) -> list[Counterfactual]:
         """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1); with
-        ``exact`` (the exact engine's set of answers), those."""
+        ``chosen`` (an engine's own set of answers), those: the exact engine's set as it is, the
+        swarm's picks per cluster with the best answer in place of the swarm's own best and the
+        others refined (:meth:`_swarm_answers`)."""
         if not (final.scores[0, :3] >= 0.0).all():
             return []  # the best is not feasible: no answer
         evaluation: Evaluation | None
-        if exact is not None and exact.shape[0] > 1:  # the exact engine's set, solved at once
+        if chosen is not None and chosen_by == "swarm" and self.num_counterfactuals > 1:
             evaluation = None
-            rows = exact
+            rows = self._swarm_answers(calculator, chosen, best, should_stop)
+        elif chosen is not None and chosen.shape[0] > 1:  # the exact engine's set, solved at once
+            evaluation = None
+            rows = chosen
         elif self.num_counterfactuals == 1 or pool is None:
             rows = best.reshape(1, -1)
             evaluation = final  # already scored: no second model call
@@ -374,6 +384,29 @@ class CounterfactualSolver:
         is_best = [bool((rows[i] == best).all()) for i in range(rows.shape[0])]
         order = sorted(range(len(out)), key=lambda i: (tuple(out[i].score_levels), is_best[i]), reverse=True)
         return [out[i] for i in order]
+
+    def _swarm_answers(
+        self, calculator: ScoreCalculator, picks: FloatMatrix, best: FloatMatrix, should_stop: Callable[[], bool]
+    ) -> FloatMatrix:
+        """The swarm's picks (one per k-means cluster, best first) as answers: the solve's best in
+        place of the first pick (the swarm's own best, which later phases polished), the others
+        without their needless changes and shaved to the boundary, as the best was; each row once."""
+        others = picks[1:]
+        others = others[~(others == best).all(axis=1)]
+        if others.shape[0] and not should_stop():
+            scores = CalculatorScorer(calculator).score(others.copy())
+            others, _ = self._refine_others(
+                others,
+                scores,
+                best,
+                CalculatorScorer(calculator),
+                grid_size=REFINE_GRID,
+                max_rounds=REFINE_ROUNDS,
+                should_stop=should_stop,
+            )
+        rows = np.vstack([best.reshape(1, -1), others])
+        _, first = np.unique(rows, axis=0, return_index=True)
+        return np.asarray(rows[np.sort(first)][: self.num_counterfactuals], dtype=np.float64)
 
     def _diverse_refined(
         self,

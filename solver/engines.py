@@ -1,10 +1,12 @@
-"""Choosing the engine: ``local``, ``exact`` or ``auto``, as shorthand for a phase list.
+"""Choosing the engine: ``local``, ``exact``, ``swarm`` or ``auto``, as shorthand for a phase list.
 
 ``exact`` runs the configuration's phases (local search by default: a warm start) and then the
-exact engine;
-``auto`` does that when the problem can be encoded (a linear model or a tree ensemble behind
-supported preprocessing, a linear distance, one goal) and local search otherwise, and says
-which it chose and why. ``local`` keeps the configuration as it is.
+exact engine; ``swarm`` runs the particle swarm and a boundary polish (a configuration with its
+own swarm phase runs as it is); ``local`` keeps the configuration as it is.
+``auto`` (:func:`_auto`) takes the exact engine when the problem can be encoded (a linear model
+or a tree ensemble behind supported preprocessing, a linear distance, one goal) and the model is
+linear or has few features; otherwise local search, or the swarm when there are many features.
+It says which it chose and why.
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ from typing import Literal
 from planning.errors import ProblemError
 from planning.problem import CounterfactualProblem
 from solver.core.config import (
+    BoundaryPolishPhaseConfig,
     ExactPhaseConfig,
     LocalSearchPhaseConfig,
     PhaseConfig,
     SolverConfig,
+    SwarmPhaseConfig,
     TerminationConfig,
 )
 
-EngineChoice = Literal["local", "exact", "auto"]
-ENGINES: tuple[str, ...] = ("local", "exact", "auto")
+EngineChoice = Literal["local", "exact", "swarm", "auto"]
+ENGINES: tuple[str, ...] = ("local", "exact", "swarm", "auto")
 
 
 def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools"] = "auto") -> str | None:
@@ -62,6 +66,14 @@ def _for(problem: CounterfactualProblem, config: SolverConfig) -> SolverConfig:
     return exact_config(config)
 
 
+def swarm_config(config: SolverConfig) -> SolverConfig:
+    """``config`` as it is when it has a swarm phase; else the swarm (default settings) and a
+    boundary polish, under ``config``'s termination and seed."""
+    if any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
+        return config
+    return config.model_copy(update={"phases": (SwarmPhaseConfig(), BoundaryPolishPhaseConfig())})
+
+
 WARM_START_UNIMPROVED_STEPS = 100
 """A local-search phase before the exact engine also ends after this many steps without a better
 solution, so an unreachable goal leaves the program its turn (to prove it unreachable)."""
@@ -81,12 +93,56 @@ def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) ->
         raise ProblemError("engine", f"must be one of {list(ENGINES)}, given {engine!r}")
     if engine == "local":
         return config, "local", "asked for"
+    if engine == "swarm":
+        return swarm_config(config), "swarm", "asked for"
     phase = next((p for p in config.phases if isinstance(p, ExactPhaseConfig)), ExactPhaseConfig())
-    reason = not_encodable(problem, phase.backend)
     if engine == "exact":
+        reason = not_encodable(problem, phase.backend)
         if reason is not None:
             raise ProblemError("engine", f"the exact engine cannot take this problem: {reason}")
         return _for(problem, config), "exact", "asked for"
+    return _auto(problem, config, phase)
+
+
+SWARM_FROM_FEATURES = 100
+"""``auto`` runs the swarm from this many mutable features on (``benchmarks/swarm.py``: at 64
+features local search was closer; at 300 the swarm was closer and several times faster)."""
+EXACT_UP_TO_FEATURES = 60
+"""``auto`` tries the exact engine on a nonlinear model (trees, a network) only up to this many
+mutable features: past it, the program's size (a binary per split or unit, per feature) makes
+the proof slower than the search."""
+
+
+def _linear(problem: CounterfactualProblem) -> bool:
+    """A credit scorecard, or a model whose last step has linear coefficients."""
+    from planning.scorecard import ScorecardAdapter  # noqa: PLC0415
+
+    if isinstance(problem.model, ScorecardAdapter):
+        return True
+    model = getattr(problem.model, "model", None)
+    steps = getattr(model, "steps", None)
+    last = steps[-1][1] if steps else model
+    return hasattr(last, "coef_") and not hasattr(last, "coefs_")
+
+
+def _auto(
+    problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig
+) -> tuple[SolverConfig, str, str]:
+    """The exact engine for a linear model or scorecard, or a small nonlinear one, when it can be
+    encoded; else local search below :data:`SWARM_FROM_FEATURES` mutable features, the swarm
+    from there on."""
+    features = int(problem.space.mutable.sum())
+    linear = _linear(problem)
+    reason: str | None = f"{features} mutable features is more than auto tries exactly for a nonlinear model"
+    if linear or features <= EXACT_UP_TO_FEATURES:
+        reason = not_encodable(problem, phase.backend)
     if reason is None:
         return _for(problem, config), "exact", "auto: the model and the problem can be encoded exactly"
+    if features >= SWARM_FROM_FEATURES:
+        return (
+            swarm_config(config),
+            "swarm",
+            f"auto: the particle swarm, because {features} mutable features is at least {SWARM_FROM_FEATURES} "
+            f"and {reason}",
+        )
     return config, "local", f"auto: local search, because {reason}"

@@ -48,6 +48,7 @@ from solver.core.config import (
     SimulatedAnnealingAcceptorConfig,
     SolverConfig,
     StepCountingHillClimbingAcceptorConfig,
+    SwarmPhaseConfig,
     TabuSearchAcceptorConfig,
     TerminationConfig,
     stable_termination,
@@ -124,6 +125,39 @@ def suggest_config(trial: optuna.Trial, budget_seconds: float, seed: int = 0) ->
     phases.append(local)
     if trial.suggest_categorical("boundary_polish", [True, False]):
         phases.append(BoundaryPolishPhaseConfig(starts=trial.suggest_int("polish_starts", 1, 64, log=True)))
+    return SolverConfig(
+        phases=tuple(phases),
+        termination=TerminationConfig(spent_limit_seconds=budget_seconds, unimproved_step_count_limit=400),
+        random_seed=seed,
+    )
+
+
+def suggest_swarm_config(
+    trial: optuna.Trial, budget_seconds: float, seed: int = 0, n_features: int = 300
+) -> SolverConfig:
+    """A particle-swarm configuration from the define-by-run space (``--engine swarm``): swarm
+    size and iterations, the four coefficients, the diversity term, the features searched, the
+    box, the snap tolerance and the objective; then a boundary polish, and optionally local search
+    between them."""
+    top = trial.suggest_int("top_features", 1, max(n_features, 1), log=True)
+    swarm = SwarmPhaseConfig(
+        particles=trial.suggest_int("particles", 10, 200, log=True),
+        iterations=trial.suggest_int("iterations", 10, 200, log=True),
+        inertia=trial.suggest_float("inertia", 0.3, 1.0),
+        cognitive=trial.suggest_float("cognitive", 0.5, 2.5),
+        social=trial.suggest_float("social", 0.5, 2.5),
+        diversity=trial.suggest_float("diversity", 0.0, 1.0),
+        diversity_from=trial.suggest_categorical("diversity_from", ["swarm_mean", "global_best"]),
+        top_features="all" if top >= n_features else top,
+        rank_by=trial.suggest_categorical("rank_by", ["information_value", "sensitivity"]),
+        box_ratio=trial.suggest_float("box_ratio", 0.05, 4.0, log=True),
+        snap_tolerance=trial.suggest_float("snap_tolerance", 1e-3, 0.2, log=True),
+        objective=trial.suggest_categorical("objective", ["score", "paper"]),
+    )
+    phases: list[Any] = [swarm]
+    if trial.suggest_categorical("then_local_search", [True, False]):
+        phases.append(LocalSearchPhaseConfig(termination=stable_termination()))
+    phases.append(BoundaryPolishPhaseConfig())
     return SolverConfig(
         phases=tuple(phases),
         termination=TerminationConfig(spent_limit_seconds=budget_seconds, unimproved_step_count_limit=400),
@@ -291,7 +325,9 @@ def tune(
     engine:
         ``exact`` or ``auto`` (:mod:`solver.engines`): every trial's configuration ends with the
         exact engine (auto: when the first tuning row's problem can be encoded), so the tuned
-        local search is its warm start; the written configuration keeps the exact phase. A study
+        local search is its warm start; the written configuration keeps the exact phase.
+        ``swarm``: the trials tune the particle swarm's own settings
+        (:func:`suggest_swarm_config`), compared on held-out rows with the default swarm. A study
         belongs to one engine.
     """
     if not tuning_problems:
@@ -334,8 +370,13 @@ def tune(
     # A resumed study must not replay the random start-up trials it already ran.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
 
+    searchable = int(tuning_problems[0].space.mutable.sum())
+
     def objective(trial: optuna.Trial) -> float:
-        config = with_engine(suggest_config(trial, budget_seconds, seed))
+        if engine == "swarm":  # the swarm's own parameters are tuned
+            config = suggest_swarm_config(trial, budget_seconds, seed, searchable)
+        else:
+            config = with_engine(suggest_config(trial, budget_seconds, seed))
         costs = []
         for step, problem in enumerate(tuning_problems):
             costs.append(row_cost(explain(problem, config)))

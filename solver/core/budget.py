@@ -20,6 +20,7 @@ from solver.core.config import (
     FeatureScanPhaseConfig,
     LocalSearchPhaseConfig,
     SolverConfig,
+    SwarmPhaseConfig,
 )
 
 MAX_CELLS_PER_STEP = 32_000_000
@@ -39,6 +40,8 @@ def step_cells(config: SolverConfig, n_features: int, n_mutable: int) -> list[tu
         elif isinstance(phase, BoundaryPolishPhaseConfig):
             rows = phase.grid_size * (n_mutable + 1) * phase.starts
             out.append((f"phases[{i}].starts", rows * n_features))
+        elif isinstance(phase, SwarmPhaseConfig):
+            out.append((f"phases[{i}].particles", phase.particles * n_features))
     return out
 
 

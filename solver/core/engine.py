@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from solver.core.config import BoundaryPolishPhaseConfig, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from solver.core.config import (
+    BoundaryPolishPhaseConfig,
+    ExactPhaseConfig,
+    FeatureScanPhaseConfig,
+    SolverConfig,
+    SwarmPhaseConfig,
+)
 from solver.core.events import BestSolutionChanged, EngineListener
 from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
 from solver.core.scope import Progress, SolverScope
@@ -22,6 +28,7 @@ from solver.local.phase import announce
 
 if TYPE_CHECKING:
     from solver.exact.phase import ExactPhase
+    from solver.swarm.phase import SwarmPhase
 from solver.local.phase import LocalSearchPhase
 from solver.local.polish import BoundaryPolishPhase
 from solver.local.scan import FeatureScanPhase
@@ -44,9 +51,12 @@ class SolveOutcome:
     """When collected: distinct feasible rows and their scores."""
     exact: Any = None
     """The exact engine's report, when it ran."""
-    exact_rows: FloatMatrix | None = None
-    """When several answers were asked and the exact engine solved for a set: its verified rows,
-    best first."""
+    answer_rows: FloatMatrix | None = None
+    """When several answers were asked and an engine chose a set: the exact engine's verified
+    rows, or the swarm's picks per cluster, best first (``answer_source`` says which)."""
+    answer_source: str = ""
+    swarm: Any = None
+    """The particle swarm's report, when it ran."""
 
 
 class Solver:
@@ -130,8 +140,14 @@ class Solver:
                 break
             if isinstance(phase_config, BoundaryPolishPhaseConfig):
                 _offer_deferred(scope, listeners)
-            phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase
-            if isinstance(phase_config, ExactPhaseConfig):
+            if not isinstance(phase_config, BoundaryPolishPhaseConfig) and scope.answer_source == "swarm":
+                scope.answer_rows, scope.answer_source = None, ""  # a later search moved on from the swarm's picks
+            phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase | SwarmPhase
+            if isinstance(phase_config, SwarmPhaseConfig):
+                from solver.swarm.phase import SwarmPhase  # noqa: PLC0415 - loads with the first swarm phase
+
+                phase = SwarmPhase(phase_config)
+            elif isinstance(phase_config, ExactPhaseConfig):
                 from solver.exact.phase import ExactPhase  # noqa: PLC0415 - loads HiGHS only when asked
 
                 phase = ExactPhase(phase_config)
@@ -157,7 +173,9 @@ class Solver:
             best_time=best_time,
             pool=_merge_pool(scope.pool, start[0], start_score) if self.collect_pool else None,
             exact=scope.exact,
-            exact_rows=scope.exact_rows,
+            answer_rows=scope.answer_rows,
+            answer_source=scope.answer_source,
+            swarm=scope.swarm,
         )
 
 

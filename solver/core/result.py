@@ -53,6 +53,31 @@ class ExactStatistics(BaseModel):
     differ in their features``)."""
 
 
+class SwarmStatistics(BaseModel):
+    """What the particle swarm did (:mod:`solver.swarm.phase` fills it in)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    particles: int
+    iterations: int
+    """Iterations flown: one model call each."""
+    searched: int
+    """Features searched (h)."""
+    searchable: int
+    """Features the swarm could have searched (mutable, with a domain)."""
+    ranking: str
+    """How the searched features were chosen: ``all``, ``information_value`` or ``sensitivity``."""
+    searched_features: list[str] = []
+    """The searched features (at most 50 named)."""
+    objective: str = "score"
+    widened: bool = False
+    """No particle was valid by half the iterations, so the box was opened to the whole domain."""
+    clusters: int = 0
+    """When several answers were asked: the k-means clusters of the swarm."""
+    empty_clusters: int = 0
+    """Clusters without a valid particle: each is one answer fewer."""
+
+
 class SolveStatistics(BaseModel):
     """What the search spent, and why it stopped."""
 
@@ -68,9 +93,10 @@ class SolveStatistics(BaseModel):
     best_found_after_seconds: float
     termination_reason: str
     engine: str = "local"
-    """The engine that ran: ``local`` or ``exact`` (``auto`` picks one and says why)."""
+    """The engine that ran: ``local``, ``exact`` or ``swarm`` (``auto`` picks one and says why)."""
     engine_reason: str = ""
     exact: ExactStatistics | None = None
+    swarm: SwarmStatistics | None = None
 
 
 class Counterfactual(BaseModel):
@@ -147,6 +173,13 @@ class CounterfactualResult(BaseModel):
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
             found = len(self.counterfactuals)
             noun = "counterfactual" if found == 1 else "counterfactuals"
+            swarm = self.statistics.swarm
+            if swarm is not None and swarm.clusters:
+                return (
+                    f"found {found} distinct valid {noun} of the {self.requested} asked for: "
+                    f"{swarm.empty_clusters} of the swarm's {swarm.clusters} clusters held no valid particle"
+                    + (", and some picks were the same answer" if found < swarm.clusters - swarm.empty_clusters else "")
+                )
             return (
                 f"found {found} distinct valid {noun} of the {self.requested} asked for "
                 "within ten times the best one's distance"

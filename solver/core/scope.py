@@ -70,8 +70,12 @@ class SolverScope:
     """The exact engine's report, when it ran (:class:`solver.core.result.ExactStatistics`)."""
     answers: int = 1
     """How many answers the solve wants."""
-    exact_rows: FloatMatrix | None = None
-    """The exact engine's verified set of answers, best first, when it solved for one."""
+    answer_rows: FloatMatrix | None = None
+    """An engine's own set of answers, best first: the exact engine's verified set when it solved
+    for one, or the swarm's picks per cluster (``answer_source`` says which)."""
+    answer_source: str = ""
+    swarm: Any = None
+    """The particle swarm's report, when it ran (:class:`solver.core.result.SwarmStatistics`)."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
     """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
 

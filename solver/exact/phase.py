@@ -143,7 +143,7 @@ class ExactPhase:
         if not is_feasible(scope.best_score):
             return
         rows, status, reason = solve_set(scope, self.config, remaining, should_stop, listeners)
-        scope.exact_rows = rows
+        scope.answer_rows, scope.answer_source = rows, "exact"
         scope.exact = scope.exact.model_copy(update={"answer_set": status, "answer_set_reason": reason})
 
     def _run(

@@ -38,6 +38,7 @@ class EngineChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENGINE_CHOICE_LOCAL: _ClassVar[EngineChoice]
     ENGINE_CHOICE_EXACT: _ClassVar[EngineChoice]
     ENGINE_CHOICE_AUTO: _ClassVar[EngineChoice]
+    ENGINE_CHOICE_SWARM: _ClassVar[EngineChoice]
 
 class DistanceMetric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +72,7 @@ ENGINE_CHOICE_UNSPECIFIED: EngineChoice
 ENGINE_CHOICE_LOCAL: EngineChoice
 ENGINE_CHOICE_EXACT: EngineChoice
 ENGINE_CHOICE_AUTO: EngineChoice
+ENGINE_CHOICE_SWARM: EngineChoice
 DISTANCE_METRIC_UNSPECIFIED: DistanceMetric
 DISTANCE_METRIC_RANGE_L1: DistanceMetric
 DISTANCE_METRIC_MAD_L1: DistanceMetric
@@ -310,7 +312,7 @@ class Score(_message.Message):
     def __init__(self, hard_levels: _Optional[_Iterable[float]] = ..., soft_levels: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., feasible: _Optional[bool] = ...) -> None: ...
 
 class SolveStatistics(_message.Message):
-    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason", "best_found_after_seconds", "engine", "engine_reason", "exact")
+    __slots__ = ("steps", "score_calculation_count", "model_call_count", "score_calculation_speed", "time_spent_seconds", "best_found_at_step", "termination_reason", "best_found_after_seconds", "engine", "engine_reason", "exact", "swarm")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SCORE_CALCULATION_COUNT_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +324,7 @@ class SolveStatistics(_message.Message):
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_REASON_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    SWARM_FIELD_NUMBER: _ClassVar[int]
     steps: int
     score_calculation_count: int
     model_call_count: int
@@ -333,7 +336,32 @@ class SolveStatistics(_message.Message):
     engine: str
     engine_reason: str
     exact: ExactStatistics
-    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ...) -> None: ...
+    swarm: SwarmStatistics
+    def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ..., swarm: _Optional[_Union[SwarmStatistics, _Mapping]] = ...) -> None: ...
+
+class SwarmStatistics(_message.Message):
+    __slots__ = ("particles", "iterations", "searched", "searchable", "ranking", "searched_features", "objective", "clusters", "empty_clusters", "widened")
+    PARTICLES_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SEARCHED_FIELD_NUMBER: _ClassVar[int]
+    SEARCHABLE_FIELD_NUMBER: _ClassVar[int]
+    RANKING_FIELD_NUMBER: _ClassVar[int]
+    SEARCHED_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    WIDENED_FIELD_NUMBER: _ClassVar[int]
+    particles: int
+    iterations: int
+    searched: int
+    searchable: int
+    ranking: str
+    searched_features: _containers.RepeatedScalarFieldContainer[str]
+    objective: str
+    clusters: int
+    empty_clusters: int
+    widened: bool
+    def __init__(self, particles: _Optional[int] = ..., iterations: _Optional[int] = ..., searched: _Optional[int] = ..., searchable: _Optional[int] = ..., ranking: _Optional[str] = ..., searched_features: _Optional[_Iterable[str]] = ..., objective: _Optional[str] = ..., clusters: _Optional[int] = ..., empty_clusters: _Optional[int] = ..., widened: _Optional[bool] = ...) -> None: ...
 
 class ExactStatistics(_message.Message):
     __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason", "backend", "answer_set", "answer_set_reason")

@@ -1,0 +1,206 @@
+"""The particle-swarm phase: MD-PSO (Shekhar et al.) as one phase of the solver.
+
+Every iteration decodes the whole swarm into candidate rows (:mod:`solver.swarm.positions`),
+scores them in one model call, updates each particle's own best and the swarm's best, and moves
+every particle (:mod:`solver.swarm.velocity`). Each iteration is one step of the solve: the
+solver's termination bounds it, every scored row is offered to the solve's best (so the
+best-solution events fire as with any engine), and the phase's own ``termination`` can end it
+early.
+
+What guides the particles (``objective``): the bendable score, compared level by level (the
+default), or the paper's scalar l1 + l2 + l3: the goal's hinge (minus hard level 0), the mean
+Gower distance over all features, and the number of changed features, plus each broken rule.
+The solve's answer is the best bendable score found either way.
+
+A warm start: when an earlier phase found a better row than the original, the first particle
+starts there. When no particle is valid by half the iterations, the box opens to the whole domain
+(``widen_when_infeasible``). When the phase ends, its particles' best rows (best first, distinct) become the
+starting points of a following local-search phase's walkers; and when several answers are
+asked, k-means picks them (:mod:`solver.swarm.clusters`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.core.config import SwarmPhaseConfig
+from solver.core.events import EngineListener
+from solver.core.protocol import EncodedSpace, FloatMatrix
+from solver.core.result import SwarmStatistics
+from solver.core.scope import Progress, SolverScope
+from solver.core.scores import HARD_LEVELS, best_first, best_row, better
+from solver.core.termination import Termination
+from solver.local.phase import announce
+from solver.swarm.clusters import kmeans, pick_per_cluster
+from solver.swarm.positions import SwarmPositions, searchable
+from solver.swarm.ranking import rank
+from solver.swarm.velocity import Coefficients, move
+
+STARTS_MAX = 16
+"""Distinct particle bests handed to a following local search as its walkers' starts."""
+NAMES_KEPT = 50
+"""The statistics name at most this many searched features."""
+
+
+def paper_objective(rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace) -> FloatMatrix:
+    """The paper's l1 + l2 + l3 per row (lower is better), plus one per broken rule.
+
+    l1: the goal's hinge, minus hard level 0 (for a class goal, the shortfall of the target
+    probability below the needed confidence); l2: mean Gower distance over all features (numbers
+    by their domain's width, categories 1 when changed); l3: the number of changed features.
+    """
+    original = space.original.reshape(1, -1)
+    changed = rows != original
+    width = getattr(space, "domain_upper", space.upper) - getattr(space, "domain_lower", space.lower)
+    numeric = ~space.nominal & (width > 0)
+    gower = np.where(numeric, np.abs(rows - original) / np.where(numeric, width, 1.0), changed)
+    l1 = -scores[:, 0]
+    l2 = gower.sum(axis=1) / rows.shape[1]
+    l3 = changed.sum(axis=1)
+    return np.asarray(l1 + l2 + l3 - scores[:, 1], dtype=np.float64)
+
+
+class SwarmPhase:
+    """Runs one particle-swarm phase of a solve."""
+
+    def __init__(self, config: SwarmPhaseConfig) -> None:
+        self.config = config
+
+    def _fitness(self, rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace) -> FloatMatrix:
+        """What guides the swarm, higher better, as rows comparable level by level."""
+        if self.config.objective == "paper":
+            return -paper_objective(rows, scores, space).reshape(-1, 1)
+        return scores
+
+    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+        """Fly the swarm until its iterations, the phase's or the solver's termination end it."""
+        config = self.config
+        space = scope.space
+        solver = scope.progress
+        phase = Progress.starting(scope.best_score)
+        candidates = searchable(space)
+        if candidates.size == 0:
+            scope.termination_reason = f"phase {scope.phase_index}: no feature the swarm may move"
+            return
+        full = SwarmPositions.of(space, candidates, config.box_ratio, config.snap_tolerance)
+        top = candidates.size if config.top_features == "all" else config.top_features
+        columns, ranking, scored = rank(
+            space,
+            full.columns,
+            top,
+            by=config.rank_by,
+            problem=scope.problem,
+            scorer=scope.scorer,
+            box=full.box_values(),
+        )
+        if scored is not None and scope.offer(scored[0], scored[1], [solver, phase]):
+            announce(scope, listeners)
+        positions = (
+            full
+            if columns.size == candidates.size
+            else SwarmPositions.of(space, columns, config.box_ratio, config.snap_tolerance)
+        )
+        rng = scope.rng
+        count = config.particles
+        X = positions.uniform(count, rng)
+        warm = [row for row in [scope.best_row, *scope.starts] if not np.array_equal(row, space.original)]
+        if warm:
+            seeds = positions.encode(np.vstack(warm[:count]))
+            X[: seeds.shape[0]] = seeds
+        scope.starts = []
+        V = np.zeros_like(X)
+        own_best = X.copy()
+        own_rows = np.empty((count, space.n_features))
+        own_scores = np.empty((count, scope.best_score.size))
+        own_fitness: FloatMatrix | None = None
+        coefficients = Coefficients(config.inertia, config.cognitive, config.social, config.diversity)
+        phase_termination = Termination(config.termination) if config.termination is not None else None
+        iterations = 0
+        widened = False
+        reason = f"phase {scope.phase_index}: {config.iterations} iterations"
+        while iterations < config.iterations:
+            if (
+                config.widen_when_infeasible
+                and not widened
+                and own_fitness is not None
+                and iterations == max(config.iterations // 2, 1)
+                and not (own_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any()
+            ):
+                positions, widened = positions.widened(), True
+                X, V = positions.uniform(count, rng), np.zeros_like(X)  # the swarm spreads over the new box
+            stop = self._should_stop(scope, solver_termination, phase_termination, solver, phase)
+            if stop is not None:
+                reason = stop
+                break
+            rows = positions.decode(X)
+            scores = scope.scorer.score(rows)  # one model call for the whole swarm
+            fitness = self._fitness(rows, scores, space)
+            improved = np.ones(count, dtype=bool) if own_fitness is None else better(fitness, own_fitness)
+            own_best[improved] = X[improved]
+            own_rows[improved] = rows[improved]
+            own_scores[improved] = scores[improved]
+            own_fitness = fitness.copy() if own_fitness is None else np.where(improved[:, None], fitness, own_fitness)
+            iterations += 1
+            if scope.offer(rows, scores, [solver, phase]):
+                announce(scope, listeners)
+            leader = own_best[best_row(own_fitness)]
+            draws = rng.random((3, count, positions.dimensions))
+            X, V = move(
+                X,
+                V,
+                own_best=own_best,
+                swarm_best=leader,
+                draws=draws,
+                coefficients=coefficients,
+                box=(positions.low, positions.high),
+                max_velocity=config.max_velocity,
+                away_from=config.diversity_from,
+            )
+        scope.termination_reason = reason
+        clusters = empty = 0
+        if own_fitness is not None:
+            order = best_first(own_scores)
+            _, first = np.unique(own_rows[order], axis=0, return_index=True)
+            scope.starts = [own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
+            scope.answer_rows, scope.answer_source = None, ""
+            if scope.answers > 1:
+                labels = kmeans(own_best, scope.answers, rng)
+                feasible = np.asarray((own_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
+                picks, empty = pick_per_cluster(labels, own_scores, feasible)
+                clusters = int(np.unique(labels).size)
+                scope.answer_rows = own_rows[picks].copy() if picks else None
+                scope.answer_source = "swarm"
+        names = getattr(space, "names", None)
+        searched = [str(names[j]) for j in columns.tolist()[:NAMES_KEPT]] if names is not None else []
+        scope.swarm = SwarmStatistics(
+            particles=count,
+            iterations=iterations,
+            searched=int(columns.size),
+            searchable=int(candidates.size),
+            ranking=ranking,
+            searched_features=searched,
+            objective=config.objective,
+            widened=widened,
+            clusters=clusters,
+            empty_clusters=empty,
+        )
+
+    @staticmethod
+    def _should_stop(
+        scope: SolverScope,
+        solver_termination: Termination,
+        phase_termination: Termination | None,
+        solver: Progress,
+        phase: Progress,
+    ) -> str | None:
+        """Why the phase must stop now, or None."""
+        done, _, reason = solver_termination.evaluate(solver)
+        if done:
+            return reason
+        if phase_termination is not None:
+            phase_done, _, phase_reason = phase_termination.evaluate(phase)
+            if phase_done:
+                return f"phase {scope.phase_index}: {phase_reason}"
+        if scope.terminate_flag.is_set():
+            return "terminated early"
+        return None

@@ -1,0 +1,360 @@
+"""The particle-swarm engine (MD-PSO): its update, box, decoding, ranking, clusters and phase."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, OutputSpec
+from planning.relevance import bin_codes, information_value
+from planning.space import FeatureSpace
+from solver.core.config import (
+    BoundaryPolishPhaseConfig,
+    ConfigError,
+    LocalSearchPhaseConfig,
+    SolverConfig,
+    SwarmPhaseConfig,
+    TerminationConfig,
+    stable_termination,
+)
+from solver.counterfactual import CounterfactualSolver, explain
+from solver.engines import SWARM_FROM_FEATURES, choose
+from solver.swarm.clusters import kmeans, pick_per_cluster
+from solver.swarm.phase import paper_objective
+from solver.swarm.positions import SwarmPositions, searchable
+from solver.swarm.velocity import Coefficients, move
+
+
+def test_velocity_update_matches_hand_computed_values() -> None:
+    X = np.array([[0.2, 0.5], [0.6, 0.1]])
+    V = np.array([[0.1, -0.1], [0.0, 0.05]])
+    own = np.array([[0.3, 0.4], [0.6, 0.3]])
+    best = np.array([0.3, 0.4])
+    draws = np.array([[[0.5, 1.0], [0.2, 0.4]], [[0.25, 0.5], [1.0, 0.0]], [[1.0, 0.0], [0.5, 0.5]]])
+    c = Coefficients(inertia=0.5, cognitive=1.0, social=2.0, diversity=0.4)
+    low, high = np.zeros(2), np.ones(2)
+    moved, velocity = move(
+        X, V, own_best=own, swarm_best=best, draws=draws, coefficients=c, box=(low, high), max_velocity=1.0
+    )
+    mean = X.mean(axis=0)  # (0.4, 0.3): the swarm-mean diversity term pushes away from it
+    # particle 0, dim 0: 0.5*0.1 + 1*0.5*(0.3-0.2) + 2*0.25*(0.3-0.2) + 0.4*1.0*(0.2-0.4)
+    v00 = 0.05 + 0.05 + 0.05 - 0.08
+    # particle 0, dim 1: 0.5*-0.1 + 1*1.0*(0.4-0.5) + 2*0.5*(0.4-0.5) + 0.4*0*(...)
+    v01 = -0.05 - 0.1 - 0.1 + 0.0
+    # particle 1, dim 0: 0 + 1*0.2*(0.6-0.6) + 2*1.0*(0.3-0.6) + 0.4*0.5*(0.6-0.4)
+    v10 = 0.0 + 0.0 - 0.6 + 0.04
+    # particle 1, dim 1: 0.5*0.05 + 1*0.4*(0.3-0.1) + 2*0*(...) + 0.4*0.5*(0.1-0.3)
+    v11 = 0.025 + 0.08 + 0.0 - 0.04
+    assert mean.tolist() == pytest.approx([0.4, 0.3])
+    assert velocity == pytest.approx(np.array([[v00, v01], [v10, v11]]))
+    assert moved == pytest.approx(X + np.array([[v00, v01], [v10, v11]]))
+
+
+def test_the_diversity_term_can_push_away_from_the_swarm_best() -> None:
+    X = np.array([[0.5]])
+    zero = np.zeros((1, 1))
+    ones = np.ones((3, 1, 1))
+    c = Coefficients(0.0, 0.0, 0.0, 1.0)
+    _, velocity = move(
+        X,
+        zero,
+        own_best=X,
+        swarm_best=np.array([0.2]),
+        draws=ones,
+        coefficients=c,
+        box=(np.zeros(1), np.ones(1)),
+        max_velocity=1.0,
+        away_from="global_best",
+    )
+    assert velocity[0, 0] == pytest.approx(0.3)  # X - P_g
+
+
+def test_the_box_clips_positions_clamps_and_absorbs_velocity() -> None:
+    X = np.array([[0.9, 0.55, 0.15]])
+    V = np.array([[0.5, -0.9, 0.0]])
+    zero = np.zeros((3, 1, 3))
+    c = Coefficients(1.0, 0.0, 0.0, 0.0)  # the velocity alone moves the particle
+    low, high = np.array([0.0, 0.4, 0.1]), np.array([1.0, 0.6, 0.2])
+    moved, velocity = move(
+        X, V, own_best=X, swarm_best=X[0], draws=zero, coefficients=c, box=(low, high), max_velocity=0.5
+    )
+    # dim 0: v clamped to 0.5 * 1.0 = 0.5, 0.9 + 0.5 = 1.4 -> wall at 1.0, velocity 0
+    # dim 1: v clamped to -0.5 * 0.2 = -0.1, 0.55 - 0.1 = 0.45: inside, velocity kept
+    # dim 2: no velocity, stays 0.15
+    assert moved[0].tolist() == pytest.approx([1.0, 0.45, 0.15])
+    assert velocity[0].tolist() == pytest.approx([0.0, -0.1, 0.0])
+
+
+def _space() -> FeatureSpace:
+    from planning import BooleanFeature, CategoricalFeature
+
+    return FeatureSpace(
+        [
+            FloatFeature(name="a", value=4.0, low=0.0, high=10.0),
+            FloatFeature(name="zero", value=0.0, low=0.0, high=10.0),
+            IntegerFeature(name="n", value=5, low=0, high=10),
+            CategoricalFeature(name="plan", value="silver", categories=("basic", "silver", "gold")),
+            BooleanFeature(name="flag", value=False),
+            FloatFeature(name="fixed", value=3.0, low=0.0, high=10.0, constrained=True),
+        ]
+    )
+
+
+def test_the_box_is_relative_to_the_scaled_original_with_an_additive_fallback_at_zero() -> None:
+    space = _space()
+    positions = SwarmPositions.of(space, searchable(space), box_ratio=0.5, tolerance=0.01)
+    assert 5 not in searchable(space).tolist()  # the immutable column is never searched
+    # numbers first: a (z = 0.4), zero (z = 0), n (z = 0.5)
+    assert positions.low[:3] == pytest.approx([0.2, 0.0, 0.25])  # z (1 - eps); 0 - eps clipped to 0
+    assert positions.high[:3] == pytest.approx([0.6, 0.5, 0.75])  # z (1 + eps); z + eps at 0
+    # one-hot: plan (basic, silver*, gold), then flag (False*, True)
+    assert positions.low[3:] == pytest.approx([0.0, 0.5, 0.0, 0.5, 0.0])
+    assert positions.high[3:] == pytest.approx([0.5, 1.0, 0.5, 1.0, 0.5])
+    assert positions.start.tolist() == pytest.approx([0.4, 0.0, 0.5, 0.0, 1.0, 0.0, 1.0, 0.0])
+
+
+def test_decoding_unscales_snaps_rounds_and_takes_the_argmax_category() -> None:
+    space = _space()
+    positions = SwarmPositions.of(space, searchable(space), box_ratio=1.0, tolerance=0.01)
+    rows = positions.decode(
+        np.array(
+            [
+                [0.405, 0.3, 0.57, 0.1, 0.2, 0.9, 0.3, 0.7],  # a within tolerance: kept 4.0
+                [0.25, 0.0, 0.5, 0.9, 0.2, 0.1, 0.8, 0.1],
+            ]
+        )
+    )
+    assert rows[0].tolist() == pytest.approx([4.0, 3.0, 6.0, 2.0, 1.0, 3.0])  # n 5.7 -> 6; gold; True
+    assert rows[1].tolist() == pytest.approx([2.5, 0.0, 5.0, 0.0, 0.0, 3.0])  # basic; False
+    back = positions.encode(rows)
+    assert positions.decode(back).tolist() == rows.tolist()
+
+
+def test_information_value_matches_the_formula() -> None:
+    codes = np.array([0, 0, 0, 1, 1, 1])
+    positive = np.array([True, True, False, False, False, True])
+    # bin 0: 2 positives, 1 negative; bin 1: 1 positive, 2 negatives; totals 3 and 3, 2 bins
+    p = [(2 + 0.5) / (3 + 1.0), (1 + 0.5) / (3 + 1.0)]
+    n = [(1 + 0.5) / (3 + 1.0), (2 + 0.5) / (3 + 1.0)]
+    expected = sum((pi - ni) * math.log(pi / ni) for pi, ni in zip(p, n, strict=True))
+    assert information_value(codes, positive) == pytest.approx(expected)
+    separated = np.array([True, True, True, False, False, False])  # the bins tell the labels apart
+    assert information_value(codes, separated) > expected
+
+
+def test_numbers_fall_into_ten_quantile_bins_and_missing_values_into_their_own() -> None:
+    column = pd.Series([*range(100), np.nan])
+    codes = bin_codes(column)
+    assert np.unique(codes[:100]).size == 10
+    assert codes[100] == 10
+
+
+def test_paper_objective_is_hinge_plus_gower_plus_count() -> None:
+    space = _space()
+    rows = np.array([[6.0, 0.0, 5.0, 2.0, 0.0, 3.0]])  # a +2 (of 10), plan changed
+    scores = np.array([[-0.2, 0.0, -1.0, -1.0, -2.0]])
+    # l1 = 0.2; l2 = (0.2 + 1) / 6 features; l3 = 2
+    assert paper_objective(rows, scores, space)[0] == pytest.approx(0.2 + 1.2 / 6 + 2)
+
+
+def test_kmeans_separates_clear_groups_and_picks_the_best_valid_per_cluster() -> None:
+    rng = np.random.default_rng(0)
+    points = np.vstack([rng.normal(0, 0.01, (5, 2)), rng.normal(5, 0.01, (5, 2)), rng.normal(-5, 0.01, (4, 2))])
+    labels = kmeans(points, 3, np.random.default_rng(1))
+    assert len({tuple(labels[:5]), tuple(labels[5:10]), tuple(labels[10:])}) == 3
+    assert all(len(set(group)) == 1 for group in (labels[:5], labels[5:10], labels[10:]))
+    scores = np.zeros((14, 5))
+    scores[:, 3] = -np.arange(14, dtype=float)  # earlier rows are closer
+    feasible = np.ones(14, dtype=bool)
+    feasible[:2] = False  # the group's two best are invalid: its third is picked
+    feasible[10:] = False  # the third group has no valid member
+    picks, empty = pick_per_cluster(labels, scores, feasible)
+    assert picks == [2, 5]
+    assert empty == 1
+
+
+def _wide(features: int = 40) -> tuple[pd.DataFrame, RandomForestClassifier]:
+    X, y = make_classification(n_samples=400, n_features=features, n_informative=6, random_state=0)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(features)])
+    model = RandomForestClassifier(n_estimators=20, random_state=0).fit(frame, y)
+    frame["label"] = y
+    return frame, model
+
+
+@pytest.fixture(scope="module")
+def wide() -> tuple[pd.DataFrame, RandomForestClassifier]:
+    return _wide()
+
+
+def _wide_problem(
+    wide: tuple[pd.DataFrame, RandomForestClassifier], immutable: tuple[str, ...] = ()
+) -> CounterfactualProblem:
+    frame, model = wide
+    rejected = int(np.flatnonzero(model.predict(frame.drop(columns="label")) == 0)[0])
+    return CounterfactualProblem.from_dataframe(
+        frame, rejected, model, [ClassGoal(target=1, confidence=0.5)], target="label", immutable=immutable
+    )
+
+
+def test_the_swarm_finds_a_valid_answer_on_many_features_and_moves_no_immutable(wide) -> None:
+    immutable = tuple(f"f{i}" for i in range(0, 40, 3))
+    problem = _wide_problem(wide, immutable)
+    result = explain(problem, seed=0, engine="swarm")
+    assert result.valid
+    assert result.statistics.engine == "swarm"
+    swarm = result.statistics.swarm
+    assert swarm is not None and swarm.ranking == "information_value" and swarm.searched == 20
+    assert not set(swarm.searched_features) & set(immutable)
+    assert not {c.feature for c in result.changes} & set(immutable)
+    predicted = problem.model.predict(problem.space.encode(result.proposed).reshape(1, -1), problem.space)
+    assert float(next(iter(predicted.values()))[0, 1]) >= 0.5  # checked through the real model
+
+
+def test_the_same_seed_gives_the_same_answer_and_another_seed_may_not(wide) -> None:
+    problem = _wide_problem(wide)
+    config = SolverConfig(phases=(SwarmPhaseConfig(iterations=20, particles=20),))
+    first = explain(problem, config, seed=3)
+    again = explain(_wide_problem(wide), config, seed=3)
+    assert first.proposed == again.proposed and first.score == again.score
+    other = explain(problem, config, seed=4)
+    assert other.proposed != first.proposed
+
+
+class CountingModel:
+    """A classifier that counts its calls and the rows of each."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        self.calls.append(X.shape[0])
+        p = 1.0 / (1.0 + np.exp(-(X.sum(axis=1) - 12.0)))
+        return np.column_stack([1.0 - p, p])
+
+
+def test_every_iteration_scores_the_whole_swarm_in_one_model_call() -> None:
+    counting = CountingModel()
+    features = [FloatFeature(name=f"x{i}", value=1.0, low=0.0, high=3.0) for i in range(8)]
+    problem = CounterfactualProblem(
+        features, [ClassGoal(target=1)], CallableAdapter(counting, [OutputSpec("y", (0, 1))])
+    )
+    config = SolverConfig(phases=(SwarmPhaseConfig(particles=17, iterations=9, top_features="all"),))
+    result = CounterfactualSolver(problem, config).solve()
+    assert result.statistics.swarm is not None and result.statistics.swarm.iterations == 9
+    swarm_calls = [n for n in counting.calls if n == 17]
+    assert len(swarm_calls) == 9  # nine iterations, nine calls of 17 rows
+    assert len(counting.calls) == 9 + 2  # plus the original and the final check
+
+
+def test_sensitivity_ranks_by_the_model_at_this_row_in_one_call() -> None:
+    counting = CountingModel()
+
+    def model(X: np.ndarray) -> np.ndarray:
+        counting.calls.append(X.shape[0])
+        p = 1.0 / (1.0 + np.exp(-(5.0 * X[:, 2] + 3.0 * X[:, 5] - 12.0)))  # only x2 and x5 matter
+        return np.column_stack([1.0 - p, p])
+
+    features = [FloatFeature(name=f"x{i}", value=1.0, low=0.0, high=3.0) for i in range(8)]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("y", (0, 1))]))
+    config = SolverConfig(phases=(SwarmPhaseConfig(particles=10, iterations=5, top_features=2, box_ratio=2.0),))
+    result = explain(problem, config)
+    swarm = result.statistics.swarm
+    assert swarm is not None and swarm.ranking == "sensitivity"  # no data: information value is unknown
+    assert swarm.searched_features == ["x2", "x5"]
+    assert counting.calls[1] == 16  # one call: both ends of each of the 8 boxes
+
+
+def test_the_paper_objective_guides_the_swarm_and_the_answer_is_still_scored_by_the_score(wide) -> None:
+    problem = _wide_problem(wide)
+    config = SolverConfig(phases=(SwarmPhaseConfig(objective="paper", top_features=10), BoundaryPolishPhaseConfig()))
+    result = explain(problem, config, seed=0)
+    assert result.valid
+    assert result.statistics.swarm is not None and result.statistics.swarm.objective == "paper"
+
+
+def test_the_swarm_warms_up_local_search(wide) -> None:
+    problem = _wide_problem(wide)
+    swarm_only = explain(problem, SolverConfig(phases=(SwarmPhaseConfig(iterations=30),)), seed=0)
+    both = explain(
+        problem,
+        SolverConfig(
+            phases=(SwarmPhaseConfig(iterations=30), LocalSearchPhaseConfig(termination=stable_termination()))
+        ),
+        seed=0,
+    )
+    assert both.valid
+    assert both.score_levels >= swarm_only.score_levels  # local search starts from the swarm's best
+
+
+def test_several_answers_come_from_the_clusters_and_say_when_fewer(wide) -> None:
+    problem = _wide_problem(wide)
+    result = explain(problem, seed=0, engine="swarm", num_counterfactuals=4)
+    swarm = result.statistics.swarm
+    assert swarm is not None and swarm.clusters == 4
+    assert 1 <= len(result.counterfactuals) <= 4
+    assert all(c.valid for c in result.counterfactuals)
+    assert result.counterfactuals[0].proposed == result.proposed
+    assert len({tuple(sorted(c.proposed.items())) for c in result.counterfactuals}) == len(result.counterfactuals)
+    if len(result.counterfactuals) < 4:
+        assert result.note is not None and "clusters" in result.note
+    tiny = SolverConfig(phases=(SwarmPhaseConfig(iterations=1, particles=4, box_ratio=0.01),))
+    unreachable = explain(problem, tiny, seed=0, num_counterfactuals=3)
+    assert unreachable.statistics.swarm is not None
+    assert unreachable.statistics.swarm.empty_clusters == unreachable.statistics.swarm.clusters
+
+
+def test_the_swarm_configuration_round_trips_through_yaml_and_refuses_bad_values() -> None:
+    config = SolverConfig(phases=(SwarmPhaseConfig(top_features="all", diversity_from="global_best"),))
+    assert SolverConfig.from_yaml(config.to_yaml()) == config
+    loaded = SolverConfig.from_yaml("phases:\n  - type: swarm\n    particles: 30\n    top_features: 5\n")
+    assert isinstance(loaded.phases[0], SwarmPhaseConfig) and loaded.phases[0].top_features == 5
+    with pytest.raises(ConfigError, match="particles"):
+        SolverConfig.from_yaml("phases:\n  - type: swarm\n    particles: 1\n")
+    with pytest.raises(ConfigError, match="diversity_from"):
+        SolverConfig.from_yaml("phases:\n  - type: swarm\n    diversity_from: nowhere\n")
+    with pytest.raises(ConfigError, match="particles"):
+        explain_config = SolverConfig(phases=(SwarmPhaseConfig(particles=4096),))
+        from solver.core.budget import check_budget
+
+        check_budget(explain_config, 10_000, 10_000)
+
+
+def test_auto_picks_by_model_kind_and_number_of_features(wide) -> None:
+    small = _wide_problem(wide)  # 40 features, a random forest
+    many_frame, many_model = _wide(SWARM_FROM_FEATURES)
+    rejected = int(np.flatnonzero(many_model.predict(many_frame.drop(columns="label")) == 0)[0])
+    many = CounterfactualProblem.from_dataframe(many_frame, rejected, many_model, [ClassGoal(target=1)], target="label")
+    _, engine, reason = choose(many, SolverConfig(), "auto")
+    assert engine == "swarm" and "mutable features" in reason
+    linear = LogisticRegression(max_iter=500).fit(many_frame.drop(columns="label"), many_frame["label"])
+    rejected = int(np.flatnonzero(linear.predict(many_frame.drop(columns="label")) == 0)[0])
+    many_linear = CounterfactualProblem.from_dataframe(
+        many_frame, rejected, linear, [ClassGoal(target=1)], target="label"
+    )
+    pytest.importorskip("highspy")
+    _, engine, _ = choose(many_linear, SolverConfig(), "auto")
+    assert engine == "exact"  # a linear model is solved exactly whatever its width
+    _, engine, _ = choose(small, SolverConfig(), "swarm")
+    assert engine == "swarm"
+
+
+def test_a_time_limit_cuts_the_swarm_short() -> None:
+    features = [FloatFeature(name=f"x{i}", value=1.0, low=0.0, high=3.0) for i in range(5)]
+
+    def model(X: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.ones(len(X)), np.zeros(len(X))])  # never approves
+
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("y", (0, 1))]))
+    config = SolverConfig(
+        phases=(SwarmPhaseConfig(iterations=100_000, top_features="all"),),
+        termination=TerminationConfig(step_count_limit=7),
+    )
+    result = explain(problem, config)
+    assert not result.valid
+    assert result.statistics.swarm is not None and result.statistics.swarm.iterations == 7
