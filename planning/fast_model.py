@@ -18,7 +18,9 @@ numpy operations on the encoded candidate matrix:
   SIGIR 2015): per input column and per rank of a value among the column's split thresholds,
   a precomputed bit mask per tree of the leaves still reachable; a row's leaf in a tree is the
   lowest bit left after AND-ing its columns' masks. The raw score is the baseline plus the leaf
-  values added tree by tree, in scikit-learn's order, so the predictions are identical.
+  values added tree by tree, in scikit-learn's order, so the predictions are identical. A random
+  forest, extra trees or a decision tree is called tree by tree through scikit-learn's own
+  traversal (:class:`BaggedTrees`), without the per-call validation and thread-pool dispatch.
 
 Anything not understood compiles to None and the caller keeps the real pipeline. A compiled path
 is checked against the real pipeline (its preprocessing output and its predictions) on probe
@@ -671,14 +673,65 @@ class TreePredictor:
         return np.asarray(self.leaf_values[slot.astype(np.intp) + self.tree_base[:, None]])
 
 
-def compile_trees(estimator: Any) -> TreePredictor | None:
-    """A vectorised evaluator for a fitted boosted forest, or None when it cannot be built.
+class BaggedTrees:
+    """A random forest or extra-trees ensemble (or a single decision tree), called tree by tree
+    through scikit-learn's own traversal with ``check_input=False``.
+
+    What the estimator's ``predict_proba`` / ``predict`` costs besides the trees is validating the
+    input (a DataFrame of hundreds of columns takes milliseconds), dispatching every tree through
+    joblib and, on the real path, building that DataFrame; this skips them. The trees' outputs are
+    summed in the estimators' order and divided by their count, exactly as the forest does with
+    ``n_jobs=None``, so the result is bit-identical (with ``n_jobs`` set, the forest's own order
+    varies and the probe check's tolerance applies).
+    """
+
+    def __init__(self, estimator: Any) -> None:
+        self.trees: list[Any] = list(getattr(estimator, "estimators_", [estimator]))
+        self.classifier = hasattr(estimator, "classes_")
+        self.outputs = int(getattr(estimator, "n_outputs_", 1))
+        self.classes = int(np.atleast_1d(getattr(estimator, "n_classes_", 1))[0])
+
+    def predict(self, X: FloatMatrix) -> FloatMatrix:
+        """Class probabilities (a classifier) or predictions (a regressor) for every row."""
+        data = np.ascontiguousarray(X, dtype=np.float32)
+        if self.classifier:
+            out = np.zeros((data.shape[0], self.classes), dtype=np.float64)
+            for tree in self.trees:
+                out += tree.predict_proba(data, check_input=False)
+        else:
+            out = np.zeros((data.shape[0], self.outputs) if self.outputs > 1 else data.shape[0], dtype=np.float64)
+            for tree in self.trees:
+                out += tree.predict(data, check_input=False)
+        out /= len(self.trees)
+        return out
+
+
+BAGGED_KINDS = (
+    "RandomForestClassifier",
+    "RandomForestRegressor",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "DecisionTreeClassifier",
+    "DecisionTreeRegressor",
+    "ExtraTreeClassifier",
+    "ExtraTreeRegressor",
+)
+
+
+def compile_trees(estimator: Any) -> TreePredictor | BaggedTrees | None:
+    """A faster evaluator for a fitted tree ensemble, or None when it cannot be built.
 
     Supports ``HistGradientBoostingClassifier/Regressor`` (numeric splits; a categorical split
-    gives None) and ``GradientBoostingClassifier/Regressor`` with a constant initial estimator.
-    Trees with more than 64 leaves, or tables beyond :data:`MAX_TABLE_BYTES`, give None.
+    gives None) and ``GradientBoostingClassifier/Regressor`` with a constant initial estimator,
+    as a vectorised QuickScorer (:class:`TreePredictor`; trees with more than 64 leaves, or tables
+    beyond :data:`MAX_TABLE_BYTES`, give None); and random forests, extra trees and decision trees
+    with one classification output (any number of regression outputs) as :class:`BaggedTrees`.
     """
     kind = type(estimator).__name__
+    if kind in BAGGED_KINDS:
+        if hasattr(estimator, "classes_") and int(getattr(estimator, "n_outputs_", 1)) != 1:
+            return None  # a multi-output classifier: the adapters refuse it anyway
+        return BaggedTrees(estimator)
     try:
         if kind in ("HistGradientBoostingClassifier", "HistGradientBoostingRegressor"):
             return _hist_gradient_boosting(estimator)
@@ -908,7 +961,7 @@ class FastPath:
     """
 
     inputs: FastInputs | None
-    trees: TreePredictor | None
+    trees: TreePredictor | BaggedTrees | None
     method: Method
 
     def __call__(self, X: FloatMatrix, space: FeatureSpace, model: Any) -> Any:
@@ -929,7 +982,11 @@ _UNKNOWN: Any = object()
 
 
 def compile_fast_path(
-    model: Any, space: FeatureSpace, input_kind: str, method: Method, trees: TreePredictor | None = _UNKNOWN
+    model: Any,
+    space: FeatureSpace,
+    input_kind: str,
+    method: Method,
+    trees: TreePredictor | BaggedTrees | None = _UNKNOWN,
 ) -> FastPath | None:
     """The fast path of ``model.<method>`` for candidates of ``space``, checked, or None.
 
@@ -1051,7 +1108,7 @@ class FastPathCache:
         self.size = size
         self._lock = threading.Lock()
         self._state: tuple[int, ...] = ()
-        self._trees: TreePredictor | None = _UNKNOWN
+        self._trees: TreePredictor | BaggedTrees | None = _UNKNOWN
         self._plans: dict[Signature, FastPath] = {}
         self._paths: dict[tuple[Signature, bytes], FastPath | None] = {}
         self._by_space: weakref.WeakKeyDictionary[FeatureSpace, FastPath | None] = weakref.WeakKeyDictionary()
@@ -1076,8 +1133,8 @@ class FastPathCache:
         return path
 
     def _compile(
-        self, model: Any, space: FeatureSpace, plan: FastPath | None, trees: TreePredictor | None
-    ) -> tuple[FastPath | None, TreePredictor | None]:
+        self, model: Any, space: FeatureSpace, plan: FastPath | None, trees: TreePredictor | BaggedTrees | None
+    ) -> tuple[FastPath | None, TreePredictor | BaggedTrees | None]:
         """A path for a new (signature, missing values) pair: the signature's plan if it passes the
         check on this space's probe rows, else a new compile."""
         if plan is not None:
@@ -1086,7 +1143,9 @@ class FastPathCache:
             trees = compile_trees(final_estimator(model))
         return compile_fast_path(model, space, self.input_kind, self.method, trees), trees
 
-    def _keep(self, key: tuple[Signature, bytes], path: FastPath | None, trees: TreePredictor | None) -> None:
+    def _keep(
+        self, key: tuple[Signature, bytes], path: FastPath | None, trees: TreePredictor | BaggedTrees | None
+    ) -> None:
         self._trees = trees
         while len(self._paths) >= self.size:
             self._paths.pop(next(iter(self._paths)))
@@ -1159,6 +1218,7 @@ __all__ = [
     "FastPath",
     "FastPathCache",
     "TreePredictor",
+    "BaggedTrees",
     "final_estimator",
     "fitted_state",
     "shared_cache",

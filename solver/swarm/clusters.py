@@ -32,7 +32,8 @@ def kmeans(points: FloatMatrix, k: int, rng: np.random.Generator, rounds: int = 
         nearest = np.minimum(nearest, np.sum((points - centres[c]) ** 2, axis=1))
     labels = np.zeros(n, dtype=np.intp)
     for _ in range(rounds):
-        distances = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+        # |p - c|^2 = |p|^2 - 2 p.c + |c|^2: an (n, k) matrix, never (n, k, dimensions)
+        distances = (centres**2).sum(axis=1)[None, :] - 2.0 * points @ centres.T
         new = np.argmin(distances, axis=1)
         if _ > 0 and np.array_equal(new, labels):
             break

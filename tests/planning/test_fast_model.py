@@ -13,10 +13,14 @@ import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
 )
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
@@ -31,6 +35,7 @@ from sklearn.preprocessing import (
     RobustScaler,
     StandardScaler,
 )
+from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 import planning.fast_model
@@ -42,7 +47,7 @@ from planning import (
     SklearnClassifierAdapter,
     SklearnRegressorAdapter,
 )
-from planning.fast_model import compile_inputs, compile_trees, probe_rows
+from planning.fast_model import BaggedTrees, compile_inputs, compile_trees, probe_rows
 from planning.space import FeatureSpace, FloatMatrix
 
 FEATURES = ["age", "income", "debt", "city", "grade", "member"]
@@ -284,6 +289,49 @@ def test_the_forest_alone_matches_the_estimator_on_arrays_with_nan() -> None:
     trees = compile_trees(estimator)
     assert trees is not None and trees.word_bits == 64  # more than 32 leaves: 64-bit masks
     np.testing.assert_array_equal(trees.predict(X), estimator.predict_proba(X))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        RandomForestClassifier(n_estimators=12, random_state=0),
+        ExtraTreesClassifier(n_estimators=12, random_state=0),
+        DecisionTreeClassifier(max_depth=8, random_state=0),
+    ],
+    ids=["random forest", "extra trees", "decision tree"],
+)
+def test_bagged_trees_in_a_pipeline_are_bit_identical(estimator: Any, data: pd.DataFrame) -> None:
+    model = hgb_pipeline(estimator).fit(data[FEATURES], data["tier"])  # three classes
+    problem = problem_for(data, model, target="tier", goals=[ClassGoal(target=2)])
+    path = problem.model.fast_path(problem.space)  # type: ignore[attr-defined]
+    assert path is not None and isinstance(path.trees, BaggedTrees)
+    assert_fast_equals_real(problem, exact=True)
+
+
+def test_a_bare_forest_fitted_on_a_dataframe_is_called_without_one(data: pd.DataFrame) -> None:
+    forest = RandomForestClassifier(n_estimators=10, random_state=0).fit(data[NUMBERS], data["approved"])
+    problem = CounterfactualProblem.from_dataframe(data[[*NUMBERS, "approved"]], 2, forest, target="approved")
+    assert problem.model.input_kind == "dataframe"  # type: ignore[attr-defined]
+    assert_fast_equals_real(problem, exact=True)
+    regressor = RandomForestRegressor(n_estimators=10, random_state=0).fit(data[NUMBERS], data["amount"])
+    frame = data[[*NUMBERS, "amount"]]
+    problem = CounterfactualProblem.from_dataframe(
+        frame, 2, regressor, [RangeGoal(low=0.0, high=500.0)], target="amount"
+    )
+    assert_fast_equals_real(problem, exact=True)
+    two = ExtraTreesRegressor(n_estimators=5, random_state=0).fit(data[NUMBERS], data[["amount", "debt"]])
+    trees = compile_trees(two)
+    assert isinstance(trees, BaggedTrees)
+    X = data[NUMBERS].to_numpy(dtype=np.float64)
+    np.testing.assert_array_equal(trees.predict(X), two.predict(data[NUMBERS]))  # two outputs
+
+
+def test_a_forest_that_learned_missing_values_is_bit_identical_with_gaps(gappy: pd.DataFrame) -> None:
+    model = hgb_pipeline(RandomForestClassifier(n_estimators=10, random_state=0))
+    model.fit(gappy[FEATURES], gappy["approved"])
+    filled = problem_for(gappy, model, row=0, fill_missing=["income"])  # candidates: missing or a number
+    assert filled.space.missing.any()
+    assert_fast_equals_real(filled, exact=True)
 
 
 def test_forests_that_cannot_be_compiled_give_none() -> None:

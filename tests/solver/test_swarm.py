@@ -358,3 +358,18 @@ def test_a_time_limit_cuts_the_swarm_short() -> None:
     result = explain(problem, config)
     assert not result.valid
     assert result.statistics.swarm is not None and result.statistics.swarm.iterations == 7
+
+
+def test_the_swarm_runs_in_bulk_and_each_row_gets_its_single_answer(wide) -> None:
+    from solver.batch.rows import row_seed
+    from solver.explainer import Explainer
+
+    frame, model = wide
+    config = SolverConfig(phases=(SwarmPhaseConfig(iterations=15, particles=12), BoundaryPolishPhaseConfig()))
+    explainer = Explainer(model, frame, [ClassGoal(target=1, confidence=0.5)], target="label", config=config)
+    rejected = frame.drop(columns="label")[model.predict(frame.drop(columns="label")) == 0].iloc[:5]
+    singles = [explainer.explain(row, seed=row_seed(2, row_id)) for row_id, row in rejected.iterrows()]
+    records = explainer.explain_batch(rejected, seed=2, window=5)
+    assert records["score"].tolist() == [s.score for s in singles]
+    assert records["valid"].tolist() == [s.valid for s in singles]
+    assert explainer.profile.relevance  # the information values were computed once, for every row
