@@ -23,6 +23,7 @@ from solver.core.config import (
     SolverConfig,
     SwarmPhaseConfig,
     TerminationConfig,
+    stable_termination,
 )
 
 EngineChoice = Literal["local", "exact", "swarm", "auto"]
@@ -66,12 +67,14 @@ def _for(problem: CounterfactualProblem, config: SolverConfig) -> SolverConfig:
     return exact_config(config)
 
 
-def swarm_config(config: SolverConfig) -> SolverConfig:
-    """``config`` as it is when it has a swarm phase; else the swarm (default settings) and a
-    boundary polish, under ``config``'s termination and seed."""
+def swarm_config(config: SolverConfig, *, then_local: bool = False) -> SolverConfig:
+    """``config`` as it is when it has a swarm phase; else the swarm (default settings), local
+    search from the swarm's best rows when ``then_local``, and a boundary polish, under
+    ``config``'s termination and seed."""
     if any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
         return config
-    return config.model_copy(update={"phases": (SwarmPhaseConfig(), BoundaryPolishPhaseConfig())})
+    local = (LocalSearchPhaseConfig(termination=stable_termination()),) if then_local else ()
+    return config.model_copy(update={"phases": (SwarmPhaseConfig(), *local, BoundaryPolishPhaseConfig())})
 
 
 WARM_START_UNIMPROVED_STEPS = 100
@@ -104,9 +107,10 @@ def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) ->
     return _auto(problem, config, phase)
 
 
-SWARM_FROM_FEATURES = 100
-"""``auto`` runs the swarm from this many mutable features on (``benchmarks/swarm.py``: at 64
-features local search was closer; at 300 the swarm was closer and several times faster)."""
+SWARM_FROM_FEATURES = 200
+"""``auto`` runs the swarm (then local search from its best rows) from this many mutable features
+on. Measured with random forests (``benchmarks/swarm.py``): at 30, 64 and 100 features local search
+found closer answers; at 300 the swarm was closer and about three times faster."""
 EXACT_UP_TO_FEATURES = 60
 """``auto`` tries the exact engine on a nonlinear model (trees, a network) only up to this many
 mutable features: past it, the program's size (a binary per split or unit, per feature) makes
@@ -140,9 +144,9 @@ def _auto(
         return _for(problem, config), "exact", "auto: the model and the problem can be encoded exactly"
     if features >= SWARM_FROM_FEATURES:
         return (
-            swarm_config(config),
+            swarm_config(config, then_local=True),
             "swarm",
-            f"auto: the particle swarm, because {features} mutable features is at least {SWARM_FROM_FEATURES} "
-            f"and {reason}",
+            f"auto: the particle swarm, then local search from its best rows, because {features} mutable "
+            f"features is at least {SWARM_FROM_FEATURES} and {reason}",
         )
     return config, "local", f"auto: local search, because {reason}"
