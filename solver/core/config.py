@@ -353,6 +353,11 @@ class SwarmPhaseConfig(_Config):
     """When no particle has been valid by half the iterations, open the box to the whole domain
     and scatter the particles over it afresh for the rest (a relative box can keep the goal out of
     reach); their own bests are kept. The statistics say so."""
+    answers_from: Literal["visited", "final_swarm"] = "visited"
+    """When several answers are asked, what k-means clusters: every distinct valid row the swarm
+    visited (default: no cluster is empty, so k answers come back whenever k distinct valid rows
+    were seen), or the particles' own best positions at the end (the paper's final swarm: a
+    cluster without a valid particle gives no answer)."""
     max_velocity: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
     """Velocity clamp per dimension, as a share of the box's width (keeps the swarm inside it)."""
     termination: TerminationConfig | None = None

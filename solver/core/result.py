@@ -72,8 +72,11 @@ class SwarmStatistics(BaseModel):
     objective: str = "score"
     widened: bool = False
     """No particle was valid by half the iterations, so the box was opened to the whole domain."""
+    answers_from: str = ""
+    """When several answers were asked: what k-means clustered, ``visited`` (every distinct valid
+    row the swarm visited) or ``final_swarm`` (the particles' own bests)."""
     clusters: int = 0
-    """When several answers were asked: the k-means clusters of the swarm."""
+    """When several answers were asked: the k-means clusters."""
     empty_clusters: int = 0
     """Clusters without a valid particle: each is one answer fewer."""
 
@@ -174,12 +177,14 @@ class CounterfactualResult(BaseModel):
             found = len(self.counterfactuals)
             noun = "counterfactual" if found == 1 else "counterfactuals"
             swarm = self.statistics.swarm
-            if swarm is not None and swarm.clusters:
-                return (
-                    f"found {found} distinct valid {noun} of the {self.requested} asked for: "
-                    f"{swarm.empty_clusters} of the swarm's {swarm.clusters} clusters held no valid particle"
-                    + (", and some picks were the same answer" if found < swarm.clusters - swarm.empty_clusters else "")
-                )
+            if swarm is not None and swarm.answers_from:
+                asked = f"found {found} distinct valid {noun} of the {self.requested} asked for"
+                if swarm.empty_clusters:
+                    empty = f"{swarm.empty_clusters} of the swarm's {swarm.clusters} clusters"
+                    return f"{asked}: {empty} held no valid particle"
+                if swarm.clusters < self.requested:
+                    return f"{asked}: the swarm found only {swarm.clusters} distinct valid rows"
+                return f"{asked}: some clusters' answers became the same once their needless changes were dropped"
             return (
                 f"found {found} distinct valid {noun} of the {self.requested} asked for "
                 "within ten times the best one's distance"

@@ -36,6 +36,8 @@ from solver.swarm.positions import SwarmPositions, searchable
 from solver.swarm.ranking import rank
 from solver.swarm.velocity import Coefficients, move
 
+ARCHIVE_MAX = 2048
+"""Distinct valid rows kept for choosing several answers (the best-scored, when more were seen)."""
 STARTS_MAX = 16
 """Distinct particle bests handed to a following local search as its walkers' starts."""
 NAMES_KEPT = 50
@@ -115,6 +117,7 @@ class SwarmPhase:
         own_fitness: FloatMatrix | None = None
         coefficients = Coefficients(config.inertia, config.cognitive, config.social, config.diversity)
         phase_termination = Termination(config.termination) if config.termination is not None else None
+        archive = _Archive() if scope.answers > 1 and config.answers_from == "visited" else None
         iterations = 0
         widened = False
         reason = f"phase {scope.phase_index}: {config.iterations} iterations"
@@ -141,6 +144,8 @@ class SwarmPhase:
             own_scores[improved] = scores[improved]
             own_fitness = fitness.copy() if own_fitness is None else np.where(improved[:, None], fitness, own_fitness)
             iterations += 1
+            if archive is not None:
+                archive.add(rows, scores)
             if scope.offer(rows, scores, [solver, phase]):
                 announce(scope, listeners)
             leader = own_best[best_row(own_fitness)]
@@ -164,12 +169,18 @@ class SwarmPhase:
             scope.starts = [own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
             scope.answer_rows, scope.answer_source = None, ""
             if scope.answers > 1:
-                labels = kmeans(own_best, scope.answers, rng)
-                feasible = np.asarray((own_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
-                picks, empty = pick_per_cluster(labels, own_scores, feasible)
-                clusters = int(np.unique(labels).size)
-                scope.answer_rows = own_rows[picks].copy() if picks else None
-                scope.answer_source = "swarm"
+                if archive is not None:
+                    points_rows, points_scores = archive.rows()
+                    points = positions.encode(points_rows) if points_rows.shape[0] else points_rows
+                else:
+                    points_rows, points_scores, points = own_rows, own_scores, own_best
+                if points_rows.shape[0]:
+                    labels = kmeans(points, scope.answers, rng)
+                    feasible = np.asarray((points_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
+                    picks, empty = pick_per_cluster(labels, points_scores, feasible)
+                    clusters = int(np.unique(labels).size)
+                    scope.answer_rows = points_rows[picks].copy() if picks else None
+                    scope.answer_source = "swarm"
         names = getattr(space, "names", None)
         searched = [str(names[j]) for j in columns.tolist()[:NAMES_KEPT]] if names is not None else []
         scope.swarm = SwarmStatistics(
@@ -181,6 +192,7 @@ class SwarmPhase:
             searched_features=searched,
             objective=config.objective,
             widened=widened,
+            answers_from=config.answers_from if scope.answers > 1 else "",
             clusters=clusters,
             empty_clusters=empty,
         )
@@ -204,3 +216,37 @@ class SwarmPhase:
         if scope.terminate_flag.is_set():
             return "terminated early"
         return None
+
+
+class _Archive:
+    """The distinct valid rows the swarm visited, with their scores, at most :data:`ARCHIVE_MAX`."""
+
+    def __init__(self) -> None:
+        self._rows: list[FloatMatrix] = []
+        self._scores: list[FloatMatrix] = []
+        self._held = 0
+
+    def add(self, rows: FloatMatrix, scores: FloatMatrix) -> None:
+        """Keep the valid ones of a scored batch."""
+        valid = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
+        if valid.any():
+            self._rows.append(rows[valid].copy())
+            self._scores.append(scores[valid].copy())
+            self._held += int(valid.sum())
+            if self._held > 2 * ARCHIVE_MAX:
+                self._rows, self._scores = self._compact()
+
+    def _compact(self) -> tuple[list[FloatMatrix], list[FloatMatrix]]:
+        rows, scores = self.rows()
+        self._held = rows.shape[0]
+        return [rows], [scores]
+
+    def rows(self) -> tuple[FloatMatrix, FloatMatrix]:
+        """Each valid row once (its first score), the best :data:`ARCHIVE_MAX`, best first."""
+        if not self._rows:
+            return np.empty((0, 0)), np.empty((0, 0))
+        rows, scores = np.vstack(self._rows), np.vstack(self._scores)
+        _, first = np.unique(rows, axis=0, return_index=True)
+        rows, scores = rows[first], scores[first]
+        order = best_first(scores)[:ARCHIVE_MAX]
+        return rows[order], scores[order]

@@ -296,17 +296,59 @@ def test_several_answers_come_from_the_clusters_and_say_when_fewer(wide) -> None
     problem = _wide_problem(wide)
     result = explain(problem, seed=0, engine="swarm", num_counterfactuals=4)
     swarm = result.statistics.swarm
-    assert swarm is not None and swarm.clusters == 4
-    assert 1 <= len(result.counterfactuals) <= 4
+    assert swarm is not None and swarm.clusters == 4 and swarm.answers_from == "visited"
+    assert len(result.counterfactuals) == 4  # every cluster of valid rows gives one
     assert all(c.valid for c in result.counterfactuals)
     assert result.counterfactuals[0].proposed == result.proposed
-    assert len({tuple(sorted(c.proposed.items())) for c in result.counterfactuals}) == len(result.counterfactuals)
-    if len(result.counterfactuals) < 4:
-        assert result.note is not None and "clusters" in result.note
-    tiny = SolverConfig(phases=(SwarmPhaseConfig(iterations=1, particles=4, box_ratio=0.01),))
-    unreachable = explain(problem, tiny, seed=0, num_counterfactuals=3)
-    assert unreachable.statistics.swarm is not None
-    assert unreachable.statistics.swarm.empty_clusters == unreachable.statistics.swarm.clusters
+    assert len({tuple(sorted(c.proposed.items())) for c in result.counterfactuals}) == 4
+    final = explain(
+        problem, SolverConfig(phases=(SwarmPhaseConfig(answers_from="final_swarm"),)), num_counterfactuals=4
+    )
+    assert final.statistics.swarm is not None and final.statistics.swarm.answers_from == "final_swarm"
+    assert all(c.valid for c in final.counterfactuals)
+    no_valid = SolverConfig(
+        phases=(SwarmPhaseConfig(iterations=1, particles=6, box_ratio=0.01, answers_from="final_swarm"),)
+    )
+    unreachable = explain(problem, no_valid, seed=0, num_counterfactuals=3)
+    swarm = unreachable.statistics.swarm
+    assert swarm is not None and swarm.clusters == 3 and swarm.empty_clusters == 3  # the paper's way: empty clusters
+    assert not unreachable.valid
+
+
+def test_the_note_says_why_fewer_answers_came_back() -> None:
+    from solver.core.result import CounterfactualResult, SolveStatistics, SwarmStatistics
+
+    def result(swarm: SwarmStatistics) -> CounterfactualResult:
+        statistics = SolveStatistics(
+            steps=1,
+            score_calculation_count=1,
+            model_call_count=1,
+            score_calculation_speed=1.0,
+            time_spent_seconds=1.0,
+            best_found_at_step=1,
+            best_found_after_seconds=1.0,
+            termination_reason="",
+            engine="swarm",
+            swarm=swarm,
+        )
+        answer = {"proposed": {}, "changes": [], "predictions": {}, "score": "", "score_levels": [0.0] * 5}
+        return CounterfactualResult(
+            original={},
+            **answer,
+            original_predictions={},
+            valid=True,
+            feasible=True,
+            statistics=statistics,
+            counterfactuals=[{**answer, "valid": True, "feasible": True}] * 2,
+            requested=5,
+        )
+
+    base = {"particles": 5, "iterations": 5, "searched": 5, "searchable": 5, "ranking": "all"}
+    empty = result(SwarmStatistics(**base, answers_from="final_swarm", clusters=5, empty_clusters=3))
+    asked = "found 2 distinct valid counterfactuals of the 5 asked for"
+    assert empty.note == f"{asked}: 3 of the swarm's 5 clusters held no valid particle"
+    few = result(SwarmStatistics(**base, answers_from="visited", clusters=2))
+    assert few.note == f"{asked}: the swarm found only 2 distinct valid rows"
 
 
 def test_the_swarm_configuration_round_trips_through_yaml_and_refuses_bad_values() -> None:

@@ -340,7 +340,7 @@ class SolveStatistics(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., score_calculation_count: _Optional[int] = ..., model_call_count: _Optional[int] = ..., score_calculation_speed: _Optional[float] = ..., time_spent_seconds: _Optional[float] = ..., best_found_at_step: _Optional[int] = ..., termination_reason: _Optional[str] = ..., best_found_after_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_reason: _Optional[str] = ..., exact: _Optional[_Union[ExactStatistics, _Mapping]] = ..., swarm: _Optional[_Union[SwarmStatistics, _Mapping]] = ...) -> None: ...
 
 class SwarmStatistics(_message.Message):
-    __slots__ = ("particles", "iterations", "searched", "searchable", "ranking", "searched_features", "objective", "clusters", "empty_clusters", "widened")
+    __slots__ = ("particles", "iterations", "searched", "searchable", "ranking", "searched_features", "objective", "clusters", "empty_clusters", "widened", "answers_from")
     PARTICLES_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     SEARCHED_FIELD_NUMBER: _ClassVar[int]
@@ -351,6 +351,7 @@ class SwarmStatistics(_message.Message):
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     EMPTY_CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     WIDENED_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FROM_FIELD_NUMBER: _ClassVar[int]
     particles: int
     iterations: int
     searched: int
@@ -361,7 +362,8 @@ class SwarmStatistics(_message.Message):
     clusters: int
     empty_clusters: int
     widened: bool
-    def __init__(self, particles: _Optional[int] = ..., iterations: _Optional[int] = ..., searched: _Optional[int] = ..., searchable: _Optional[int] = ..., ranking: _Optional[str] = ..., searched_features: _Optional[_Iterable[str]] = ..., objective: _Optional[str] = ..., clusters: _Optional[int] = ..., empty_clusters: _Optional[int] = ..., widened: _Optional[bool] = ...) -> None: ...
+    answers_from: str
+    def __init__(self, particles: _Optional[int] = ..., iterations: _Optional[int] = ..., searched: _Optional[int] = ..., searchable: _Optional[int] = ..., ranking: _Optional[str] = ..., searched_features: _Optional[_Iterable[str]] = ..., objective: _Optional[str] = ..., clusters: _Optional[int] = ..., empty_clusters: _Optional[int] = ..., widened: _Optional[bool] = ..., answers_from: _Optional[str] = ...) -> None: ...
 
 class ExactStatistics(_message.Message):
     __slots__ = ("status", "proven", "model", "objective", "bound", "gap", "nodes", "seconds", "variables", "constraints", "verified", "retries", "reason", "backend", "answer_set", "answer_set_reason")
