@@ -14,16 +14,7 @@ import pytest
 from sklearn.pipeline import Pipeline
 
 from planning.demo import IMMUTABLE, TARGET, rejected_applicant
-from server.cli import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli import run_cli as _run
 
 
 @pytest.fixture(scope="module")

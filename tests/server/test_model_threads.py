@@ -12,20 +12,11 @@ from threadpoolctl import threadpool_info
 from planning import CallableAdapter, OutputSpec
 from planning.threads import SHARED_POOLS
 from server.app import start_server
-from server.cli import main
 from server.client import CounterplanClient, class_goal
 from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 from solver.core.config import SolverConfig, TerminationConfig
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli import run_cli as _run
 
 
 @pytest.mark.parametrize(

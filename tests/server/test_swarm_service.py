@@ -15,11 +15,11 @@ import pytest
 from planning import CallableAdapter, OutputSpec
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.app import RunningServer, start_server
-from server.cli import main
 from server.client import CounterplanClient, class_goal, field_violations
 from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 from solver.engines import SWARM_FROM_FEATURES
+from tests.cli import run_cli as _run
 
 WIDE = SWARM_FROM_FEATURES
 FEATURES = [FeatureSpec(name=f"s{i}", kind="float", low=0.0, high=10.0) for i in range(WIDE)]
@@ -89,15 +89,6 @@ def test_a_swarm_configuration_is_sent_as_data_and_bad_values_are_refused(runnin
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     ((field, description),) = field_violations(error)
     assert "inertia" in field and "greater than or equal to 0" in description
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_command_line_runs_the_swarm_locally_and_on_the_server(
