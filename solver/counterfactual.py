@@ -340,13 +340,20 @@ class CounterfactualSolver:
         """The best and up to k - 1 diverse others, re-scored in one call (none for k = 1); with
         ``chosen`` (an engine's own set of answers), those: the exact engine's set as it is, the
         swarm's picks per cluster with the best answer in place of the swarm's own best and the
-        others refined (:meth:`_swarm_answers`)."""
+        others refined (:meth:`_swarm_answers`), topped up as local search chooses when refined
+        picks fell onto one another."""
         if not (final.scores[0, :3] >= 0.0).all():
             return []  # the best is not feasible: no answer
         evaluation: Evaluation | None
         if chosen is not None and chosen_by == "swarm" and self.num_counterfactuals > 1:
             evaluation = None
             rows = self._swarm_answers(calculator, chosen, best, should_stop)
+            if rows.shape[0] < self.num_counterfactuals and pool is not None and not should_stop():
+                # refined picks that fell onto one another: the rest as local search would choose them
+                more = self._diverse_refined(calculator, pool, (best, final.scores[0]), original, should_stop)
+                both = np.vstack([rows, more])
+                _, first = np.unique(both, axis=0, return_index=True)
+                rows = both[np.sort(first)][: self.num_counterfactuals]
         elif chosen is not None and chosen.shape[0] > 1:  # the exact engine's set, solved at once
             evaluation = None
             rows = chosen

@@ -140,8 +140,8 @@ class Solver:
                 break
             if isinstance(phase_config, BoundaryPolishPhaseConfig):
                 _offer_deferred(scope, listeners)
-            if not isinstance(phase_config, BoundaryPolishPhaseConfig) and scope.answer_source == "swarm":
-                scope.answer_rows, scope.answer_source = None, ""  # a later search moved on from the swarm's picks
+            if isinstance(phase_config, ExactPhaseConfig) and scope.answer_source == "swarm":
+                scope.answer_rows, scope.answer_source = None, ""  # the program chooses its own set
             phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase | SwarmPhase
             if isinstance(phase_config, SwarmPhaseConfig):
                 from solver.swarm.phase import SwarmPhase  # noqa: PLC0415 - loads with the first swarm phase
