@@ -415,3 +415,21 @@ def test_the_swarm_runs_in_bulk_and_each_row_gets_its_single_answer(wide) -> Non
     assert records["score"].tolist() == [s.score for s in singles]
     assert records["valid"].tolist() == [s.valid for s in singles]
     assert explainer.profile.relevance  # the information values were computed once, for every row
+
+
+def test_the_swarms_answers_survive_a_following_local_search(wide) -> None:
+    problem = _wide_problem(wide)
+    phases = (SwarmPhaseConfig(), LocalSearchPhaseConfig(termination=stable_termination()), BoundaryPolishPhaseConfig())
+    result = explain(problem, SolverConfig(phases=phases), seed=0, num_counterfactuals=3)
+    assert result.statistics.swarm is not None and result.statistics.swarm.clusters == 3
+    assert len(result.counterfactuals) == 3 and all(c.valid for c in result.counterfactuals)
+    assert result.counterfactuals[0].proposed == result.proposed  # the polished best leads
+
+    from planning.calculator import ScoreCalculator
+    from solver.core.engine import Solver
+    from solver.counterfactual import CalculatorScorer
+
+    outcome = Solver(SolverConfig(phases=phases), collect_pool=True, answers=3).solve(
+        problem.space, CalculatorScorer(ScoreCalculator(problem)), problem=problem
+    )
+    assert outcome.answer_source == "swarm" and outcome.answer_rows is not None and outcome.answer_rows.shape[0] == 3
