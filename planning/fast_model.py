@@ -685,24 +685,22 @@ class BaggedTrees:
     varies and the probe check's tolerance applies).
     """
 
-    def __init__(self, estimator: Any) -> None:
-        self.trees: list[Any] = list(getattr(estimator, "estimators_", [estimator]))
-        self.classifier = hasattr(estimator, "classes_")
-        self.outputs = int(getattr(estimator, "n_outputs_", 1))
-        self.classes = int(np.atleast_1d(getattr(estimator, "n_classes_", 1))[0])
-
-    def predict(self, X: FloatMatrix) -> FloatMatrix:
-        """Class probabilities (a classifier) or predictions (a regressor) for every row."""
+    def predict(self, X: FloatMatrix, estimator: Any) -> FloatMatrix:
+        """Class probabilities (a classifier) or predictions (a regressor) of ``estimator`` for
+        every row. The trees are read from the estimator at every call, never kept: a forest refit
+        in place (``warm_start``) is seen, and the path holds no reference to the model."""
         data = np.ascontiguousarray(X, dtype=np.float32)
-        if self.classifier:
-            out = np.zeros((data.shape[0], self.classes), dtype=np.float64)
-            for tree in self.trees:
+        trees = list(getattr(estimator, "estimators_", [estimator]))
+        outputs = int(getattr(estimator, "n_outputs_", 1))
+        if hasattr(estimator, "classes_"):
+            out = np.zeros((data.shape[0], int(np.atleast_1d(estimator.n_classes_)[0])), dtype=np.float64)
+            for tree in trees:
                 out += tree.predict_proba(data, check_input=False)
         else:
-            out = np.zeros((data.shape[0], self.outputs) if self.outputs > 1 else data.shape[0], dtype=np.float64)
-            for tree in self.trees:
+            out = np.zeros((data.shape[0], outputs) if outputs > 1 else data.shape[0], dtype=np.float64)
+            for tree in trees:
                 out += tree.predict(data, check_input=False)
-        out /= len(self.trees)
+        out /= len(trees)
         return out
 
 
@@ -731,7 +729,7 @@ def compile_trees(estimator: Any) -> TreePredictor | BaggedTrees | None:
     if kind in BAGGED_KINDS:
         if hasattr(estimator, "classes_") and int(getattr(estimator, "n_outputs_", 1)) != 1:
             return None  # a multi-output classifier: the adapters refuse it anyway
-        return BaggedTrees(estimator)
+        return BaggedTrees()
     try:
         if kind in ("HistGradientBoostingClassifier", "HistGradientBoostingRegressor"):
             return _hist_gradient_boosting(estimator)
@@ -967,6 +965,8 @@ class FastPath:
     def __call__(self, X: FloatMatrix, space: FeatureSpace, model: Any) -> Any:
         """The final estimator's answer for the encoded candidates ``X``."""
         data = X if self.inputs is None else self.inputs.transform(X, space.missing_code)
+        if isinstance(self.trees, BaggedTrees):
+            return self.trees.predict(data, final_estimator(model))
         if self.trees is not None:
             return self.trees.predict(data)
         return getattr(final_estimator(model), self.method)(data)

@@ -226,12 +226,15 @@ class CounterfactualProblem:
             known = profile if profile is not None and profile.data is data else DataProfile(data)
             chosen = _outcome_rows(goals, target)
             if chosen is not None:
-                problem.relevance = FeatureRelevance(known, [f.name for f in features], (target, repr(goals)), chosen)
+                problem.relevance = FeatureRelevance(
+                    known, [f.name for f in features], (target, repr(list(goals))), chosen
+                )
         return problem
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
-        """The same problem asking other goals (nothing is inferred again)."""
-        return CounterfactualProblem(
+        """The same problem asking other goals (nothing is inferred again; information values are
+        read against the new goals' outcomes when first asked for)."""
+        problem = CounterfactualProblem(
             self.space.features,
             goals,
             self.model,
@@ -243,6 +246,11 @@ class CounterfactualProblem:
             trust_region=self.trust_region,
             relations=self.relations.relations if self.relations is not None else (),
         )
+        if self.relevance is not None:
+            chosen = _outcome_rows(goals, self.relevance.label)
+            if chosen is not None:
+                problem.relevance = self.relevance.for_goals((self.relevance.label, repr(list(goals))), chosen)
+        return problem
 
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""

@@ -89,10 +89,24 @@ class FeatureRelevance:
         self._positive = positive
 
     def values(self) -> dict[str, float]:
-        """Feature name to information value."""
+        """Feature name to information value; empty when no row, or every row, has the goal's
+        outcome (the values would then measure how skewed each feature is, not how it separates
+        the outcomes)."""
         cache = self._profile.relevance
         key = (self._columns, *self._key)
         if key not in cache:
             flags = np.asarray(self._positive(self._profile.data), dtype=bool)
-            cache[key] = information_values(self._profile.data, self._columns, flags)
+            both = bool(flags.any()) and not bool(flags.all())
+            cache[key] = information_values(self._profile.data, self._columns, flags) if both else {}
         return cache[key]
+
+    def for_goals(
+        self, key: tuple[object, ...], positive: Callable[[pd.DataFrame], npt.NDArray[np.bool_]]
+    ) -> FeatureRelevance:
+        """The same data and columns, for other goals (``key`` and ``positive`` as in the constructor)."""
+        return FeatureRelevance(self._profile, self._columns, key, positive)
+
+    @property
+    def label(self) -> str:
+        """The label column the outcomes are read from."""
+        return str(self._key[0])

@@ -18,7 +18,7 @@ from planning.space import AnyFeature, FeatureSpace
 from planning.trust_region import TrustRegionSettings
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.registry import FeatureSpec, RegisteredModel
-from solver.core.budget import check_budget
+from solver.core.budget import check_budget, swarm_coordinates
 from solver.core.config import (
     MAX_SEED,
     ConfigError,
@@ -205,7 +205,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     region = _trust_region(request, model, violations)
     if not violations:
         try:
-            check_budget(config, len(features), sum(f.mutable for f in features))
+            check_budget(config, len(features), sum(f.mutable for f in features), swarm_coordinates(features))
         except ConfigError as exc:
             violations.append((f"solver.config_json.{exc.field}", exc.problem))
     if violations:

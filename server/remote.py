@@ -28,6 +28,7 @@ from solver.core.result import (
     CounterfactualResult,
     ExactStatistics,
     SolveStatistics,
+    SwarmStatistics,
 )
 
 _ENGINE_CHOICES = {
@@ -214,6 +215,7 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
             engine=s.engine or "local",
             engine_reason=s.engine_reason,
             exact=_exact(s.exact) if s.HasField("exact") else None,
+            swarm=_swarm(s.swarm) if s.HasField("swarm") else None,
         ),
         failure=message.failure or None,
         counterfactuals=[_counterfactual(c, order) for c in message.counterfactuals],
@@ -222,6 +224,23 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
         reaches=message.reaches,
         held_fixed=list(message.held_fixed),
         already_met=message.already_met,
+    )
+
+
+def _swarm(message: pb.SwarmStatistics) -> SwarmStatistics:
+    """The swarm's report, as the local result holds it."""
+    return SwarmStatistics(
+        particles=message.particles,
+        iterations=message.iterations,
+        searched=message.searched,
+        searchable=message.searchable,
+        ranking=message.ranking,
+        searched_features=list(message.searched_features),
+        objective=message.objective,
+        widened=message.widened,
+        answers_from=message.answers_from,
+        clusters=message.clusters,
+        empty_clusters=message.empty_clusters,
     )
 
 

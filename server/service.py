@@ -47,7 +47,7 @@ from server.refusal import Refusal, bad_request, refused, retry_later
 from server.registry import ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
 from solver.batch.shared_calls import SharedCalls, SharedCallStatistics
-from solver.core.budget import estimate_bytes
+from solver.core.budget import estimate_bytes, swarm_coordinates
 from solver.core.config import TerminationConfig
 from solver.core.result import BestSolutionEvent, CounterfactualResult
 from solver.manager import SolverJob, SolverManager
@@ -243,7 +243,13 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             raise refused(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
         space_features = len(checked.features)
         mutable = sum(f.mutable for f in checked.features)
-        estimate = estimate_bytes(checked.config, space_features, mutable, several=checked.num_counterfactuals > 1)
+        estimate = estimate_bytes(
+            checked.config,
+            space_features,
+            mutable,
+            several=checked.num_counterfactuals > 1,
+            swarm_coordinates=swarm_coordinates(checked.features),
+        )
         if estimate > self.settings.max_solve_memory_mb * _MB:
             raise bad_request(
                 BadRequestError(

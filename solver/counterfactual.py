@@ -19,7 +19,7 @@ from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
 from planning.threads import NativeThreadLimit
-from solver.core.budget import check_budget
+from solver.core.budget import check_budget, swarm_coordinates
 from solver.core.config import MAX_SEED, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig, SwarmPhaseConfig
 from solver.core.diversity import best_per_change_set, select_diverse, undominated
 from solver.core.engine import Solver
@@ -142,6 +142,9 @@ class CounterfactualSolver:
         self.engine, self.engine_reason = "local", ""
         if engine is not None:
             config, self.engine, self.engine_reason = choose(problem, config, engine)
+            if self.engine == "local" and any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
+                self.engine = "swarm"  # the configuration's own swarm phase runs
+                self.engine_reason += "; the configuration has a swarm phase"
         elif any(isinstance(p, ExactPhaseConfig) for p in config.phases):
             self.engine, self.engine_reason = "exact", "the configuration has an exact phase"
         elif any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
@@ -151,7 +154,7 @@ class CounterfactualSolver:
                 raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed}")
             config = config.model_copy(update={"random_seed": seed})
         space = problem.space
-        check_budget(config, space.n_features, int(space.mutable.sum()))
+        check_budget(config, space.n_features, int(space.mutable.sum()), swarm_coordinates(space.features))
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
         self.problem = problem
@@ -396,9 +399,13 @@ class CounterfactualSolver:
         self, calculator: ScoreCalculator, picks: FloatMatrix, best: FloatMatrix, should_stop: Callable[[], bool]
     ) -> FloatMatrix:
         """The swarm's picks (one per k-means cluster, best first) as answers: the solve's best in
-        place of the first pick (the swarm's own best, which later phases polished), the others
-        without their needless changes and shaved to the boundary, as the best was; each row once."""
-        others = picks[1:]
+        place of the pick nearest to it (its cluster's, which later phases polished or moved on
+        from), the others without their needless changes and shaved to the boundary, as the best
+        was; each row once."""
+        space = self.problem.space
+        width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
+        gap = np.where(space.nominal, picks != best, np.abs(picks - best) / width).sum(axis=1)
+        others = np.delete(picks, int(np.argmin(gap)), axis=0)
         others = others[~(others == best).all(axis=1)]
         if others.shape[0] and not should_stop():
             scores = CalculatorScorer(calculator).score(others.copy())

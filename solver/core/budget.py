@@ -14,6 +14,9 @@ hint, instead of letting several large solves fill its memory together).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from solver.core.config import (
     BoundaryPolishPhaseConfig,
     ConfigError,
@@ -28,8 +31,35 @@ MAX_CELLS_PER_STEP = 32_000_000
 feature scan needs 24 million)."""
 
 
-def step_cells(config: SolverConfig, n_features: int, n_mutable: int) -> list[tuple[str, int]]:
-    """Per phase: the field that sizes its largest step, and the candidate values that step holds."""
+SWARM_ARRAYS = 8
+"""Arrays of a swarm's coordinates alive in one iteration: positions, velocities, own bests, the
+three random draws and two temporaries of the update."""
+
+
+def swarm_coordinates(features: Iterable[Any]) -> int:
+    """The coordinates of a swarm particle over ``features`` (planning features): one per mutable
+    number, one per category (two per boolean) of each mutable categorical: the one-hot groups."""
+    total = 0
+    for feature in features:
+        if not getattr(feature, "mutable", False):
+            continue
+        domain = getattr(feature, "domain", None)
+        if isinstance(domain, tuple | list):
+            total += len(domain)
+        elif getattr(feature, "kind", "") == "boolean":
+            total += 2
+        else:
+            total += 1
+    return total
+
+
+def step_cells(
+    config: SolverConfig, n_features: int, n_mutable: int, swarm_coordinates: int | None = None
+) -> list[tuple[str, int]]:
+    """Per phase: the field that sizes its largest step, and the candidate values that step holds.
+
+    ``swarm_coordinates`` (:func:`swarm_coordinates`; default one per mutable feature) sizes a
+    swarm's own arrays: its particles' rows, plus :data:`SWARM_ARRAYS` arrays of their coordinates."""
     out: list[tuple[str, int]] = []
     for i, phase in enumerate(config.phases):
         if isinstance(phase, LocalSearchPhaseConfig):
@@ -41,13 +71,14 @@ def step_cells(config: SolverConfig, n_features: int, n_mutable: int) -> list[tu
             rows = phase.grid_size * (n_mutable + 1) * phase.starts
             out.append((f"phases[{i}].starts", rows * n_features))
         elif isinstance(phase, SwarmPhaseConfig):
-            out.append((f"phases[{i}].particles", phase.particles * n_features))
+            coordinates = n_mutable if swarm_coordinates is None else swarm_coordinates
+            out.append((f"phases[{i}].particles", phase.particles * (n_features + SWARM_ARRAYS * coordinates)))
     return out
 
 
-def check_budget(config: SolverConfig, n_features: int, n_mutable: int) -> None:
+def check_budget(config: SolverConfig, n_features: int, n_mutable: int, swarm_coordinates: int | None = None) -> None:
     """Raise :class:`ConfigError` for the first phase whose step would exceed :data:`MAX_CELLS_PER_STEP`."""
-    for field, cells in step_cells(config, n_features, n_mutable):
+    for field, cells in step_cells(config, n_features, n_mutable, swarm_coordinates):
         if cells > MAX_CELLS_PER_STEP:
             raise ConfigError(
                 field,
@@ -66,9 +97,16 @@ BASE_BYTES = 8 * 1024 * 1024
 """A solve's fixed overhead: the problem, scopes, walkers and result."""
 
 
-def estimate_bytes(config: SolverConfig, n_features: int, n_mutable: int, *, several: bool = False) -> int:
+def estimate_bytes(
+    config: SolverConfig,
+    n_features: int,
+    n_mutable: int,
+    *,
+    several: bool = False,
+    swarm_coordinates: int | None = None,
+) -> int:
     """A solve's peak memory, estimated from its largest step (and the pool of feasible rows
     when ``several`` answers are asked for or a polish has several starts)."""
-    cells = max((c for _, c in step_cells(config, n_features, n_mutable)), default=0)
+    cells = max((c for _, c in step_cells(config, n_features, n_mutable, swarm_coordinates)), default=0)
     pooled = several or any(isinstance(p, BoundaryPolishPhaseConfig) and p.starts > 1 for p in config.phases)
     return BASE_BYTES + 8 * COPIES_PER_STEP * cells + (8 * POOL_MAX_VALUES if pooled else 0)

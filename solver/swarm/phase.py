@@ -81,6 +81,9 @@ class SwarmPhase:
         solver = scope.progress
         phase = Progress.starting(scope.best_score)
         candidates = searchable(space)
+        relations = getattr(scope.problem, "relations", None)
+        if relations is not None:  # computed features: whatever the swarm set there is overwritten
+            candidates = np.setdiff1d(candidates, np.asarray(relations.target_columns, dtype=np.intp))
         if candidates.size == 0:
             scope.termination_reason = f"phase {scope.phase_index}: no feature the swarm may move"
             return
@@ -119,15 +122,14 @@ class SwarmPhase:
         phase_termination = Termination(config.termination) if config.termination is not None else None
         archive = _Archive() if scope.answers > 1 and config.answers_from == "visited" else None
         iterations = 0
-        widened = False
+        widened = seen_valid = False
         reason = f"phase {scope.phase_index}: {config.iterations} iterations"
         while iterations < config.iterations:
             if (
                 config.widen_when_infeasible
                 and not widened
-                and own_fitness is not None
+                and not seen_valid
                 and iterations == max(config.iterations // 2, 1)
-                and not (own_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any()
             ):
                 positions, widened = positions.widened(), True
                 X, V = positions.uniform(count, rng), np.zeros_like(X)  # the swarm spreads over the new box
@@ -144,6 +146,7 @@ class SwarmPhase:
             own_scores[improved] = scores[improved]
             own_fitness = fitness.copy() if own_fitness is None else np.where(improved[:, None], fitness, own_fitness)
             iterations += 1
+            seen_valid = seen_valid or bool((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any())
             if archive is not None:
                 archive.add(rows, scores)
             if scope.offer(rows, scores, [solver, phase]):
@@ -167,15 +170,20 @@ class SwarmPhase:
             order = best_first(own_scores)
             _, first = np.unique(own_rows[order], axis=0, return_index=True)
             scope.starts = [own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
-            scope.answer_rows, scope.answer_source = None, ""
-            if scope.answers > 1:
+            if scope.answer_source != "exact":  # a proven set from an earlier exact phase stays
+                scope.answer_rows, scope.answer_source = None, ""
+            if scope.answers > 1 and scope.answer_source != "exact":
                 if archive is not None:
                     points_rows, points_scores = archive.rows()
                     points = positions.encode(points_rows) if points_rows.shape[0] else points_rows
                 else:
                     points_rows, points_scores, points = own_rows, own_scores, own_best
+                late = scope.wall_limit is not None and scope.time_spent() > scope.wall_limit
                 if points_rows.shape[0]:
-                    labels = kmeans(points, scope.answers, rng)
+                    if late or scope.terminate_flag.is_set():  # out of time: the best rows, no clustering
+                        labels = np.arange(points_rows.shape[0]) % scope.answers
+                    else:
+                        labels = kmeans(points, scope.answers, rng)
                     feasible = np.asarray((points_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
                     picks, empty = pick_per_cluster(labels, points_scores, feasible)
                     clusters = int(np.unique(labels).size)

@@ -3,8 +3,8 @@
 A particle's position has one coordinate per searched number (its value scaled by the feature's
 domain to [0, 1]) and one per category of each searched categorical or boolean feature (a
 one-hot group, decoded by argmax, as MD-PSO handles a discrete dimension). Features not searched
-(immutable, not among the ``top_features``, a missing original that may not be filled, an empty
-domain) stay at the original value in every decoded row.
+(immutable, not among the ``top_features``, a missing original, a feature another one computes,
+an empty domain) stay at the original value in every decoded row.
 
 The box (the paper's actionability box): a number whose scaled original is ``z`` may move within
 ``[z (1 - eps), z (1 + eps)]``, or ``[z - eps, z + eps]`` when ``z`` is 0 (the relative box
@@ -35,11 +35,12 @@ IntArray = npt.NDArray[np.intp]
 
 
 def searchable(space: EncodedSpace) -> IntArray:
-    """Columns a swarm may move: mutable, with more than one value to take, and a number whose
-    original is a number (a missing original stays missing) or a category or boolean."""
+    """Columns a swarm may move: mutable, with more than one value to take, and with an original
+    value: a missing original stays missing (a one-hot group has no coordinate for "missing", so
+    its argmax would always fill it in; local search may fill such gaps)."""
     lower, upper = space.lower, space.upper
-    graded = getattr(space, "graded", ~space.nominal)
-    return np.flatnonzero(space.mutable & (upper > lower) & (graded | space.nominal))
+    missing = np.asarray(getattr(space, "missing", np.zeros(space.n_features, dtype=bool)), dtype=bool)
+    return np.flatnonzero(space.mutable & (upper > lower) & ~missing)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.core.scores import best_first
+from solver.core.scores import best_first, score_batches
 from solver.swarm.positions import IntArray
 
 
@@ -32,6 +32,8 @@ def information_values(problem: Any, space: EncodedSpace, columns: IntArray) -> 
     if relevance is None or names is None:
         return None
     values = relevance.values()
+    if not values:  # the labels do not tell the outcomes apart
+        return None
     return np.array([values.get(names[j], 0.0) for j in columns.tolist()], dtype=np.float64)
 
 
@@ -80,7 +82,7 @@ def rank(
             order = np.argsort(-values, kind="stable")
             return np.sort(columns[order[:top]]), "information_value", None
     rows, owner = sensitivity_rows(space, columns, box[0], box[1])
-    scores = scorer.score(rows)
+    scores = score_batches(scorer, rows)  # every category of a wide categorical: chunked
     per_column = np.full((columns.size, scores.shape[1]), -np.inf)
     for r in best_first(scores)[::-1].tolist():  # worst first, so each column ends with its best row
         per_column[owner[r]] = scores[r]

@@ -323,7 +323,27 @@ def test_a_bare_forest_fitted_on_a_dataframe_is_called_without_one(data: pd.Data
     trees = compile_trees(two)
     assert isinstance(trees, BaggedTrees)
     X = data[NUMBERS].to_numpy(dtype=np.float64)
-    np.testing.assert_array_equal(trees.predict(X), two.predict(data[NUMBERS]))  # two outputs
+    np.testing.assert_array_equal(trees.predict(X, two), two.predict(data[NUMBERS]))  # two outputs
+
+
+def test_a_forest_refit_in_place_is_seen_and_a_bare_tree_is_freed(data: pd.DataFrame) -> None:
+    import gc
+    import weakref
+
+    forest = RandomForestClassifier(n_estimators=5, warm_start=True, random_state=0)
+    forest.fit(data[NUMBERS], data["approved"])
+    problem = CounterfactualProblem.from_dataframe(data[[*NUMBERS, "approved"]], 2, forest, target="approved")
+    assert_fast_equals_real(problem, exact=True)
+    forest.set_params(n_estimators=20)
+    forest.fit(data[NUMBERS], data["approved"])  # more trees in the same list: the same object ids
+    assert_fast_equals_real(problem, exact=True)
+    tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(data[NUMBERS], data["approved"])
+    problem = CounterfactualProblem.from_dataframe(data[[*NUMBERS, "approved"]], 2, tree, target="approved")
+    assert_fast_equals_real(problem, exact=True)
+    gone = weakref.ref(tree)
+    del tree, problem
+    gc.collect()
+    assert gone() is None  # the cache of compiled paths does not keep the model alive
 
 
 def test_a_forest_that_learned_missing_values_is_bit_identical_with_gaps(gappy: pd.DataFrame) -> None:

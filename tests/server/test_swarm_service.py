@@ -105,7 +105,9 @@ def test_the_command_line_runs_the_swarm_locally_and_on_the_server(
     code, out, err = _run(capsys, "explain", "--server", running.target, "--model-id", "sensors", "--instance",
                           json.dumps(ORIGINAL), "--goal", "ok=class:1@0.7", "--engine", "swarm", "--json")  # fmt: skip
     assert code == 0, err
-    assert json.loads(out)["statistics"]["engine"] == "swarm"
+    remote = json.loads(out)["statistics"]
+    assert remote["engine"] == "swarm" and remote["swarm"]["particles"] == 50  # the report crosses the wire
+    assert {"s3", "s17", "s42"} <= set(remote["swarm"]["searched_features"])
 
 
 def test_tune_with_the_swarm_tunes_its_settings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

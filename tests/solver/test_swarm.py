@@ -278,18 +278,35 @@ def test_the_paper_objective_guides_the_swarm_and_the_answer_is_still_scored_by_
     assert result.statistics.swarm is not None and result.statistics.swarm.objective == "paper"
 
 
-def test_the_swarm_warms_up_local_search(wide) -> None:
+def test_the_swarm_hands_its_best_rows_to_local_search_as_starts(wide) -> None:
+    from planning.calculator import ScoreCalculator
+    from solver.core.scope import Progress, SolverScope
+    from solver.core.termination import Termination
+    from solver.counterfactual import CalculatorScorer
+    from solver.local.phase import LocalSearchPhase
+    from solver.swarm.phase import SwarmPhase
+
     problem = _wide_problem(wide)
-    swarm_only = explain(problem, SolverConfig(phases=(SwarmPhaseConfig(iterations=30),)), seed=0)
-    both = explain(
-        problem,
-        SolverConfig(
-            phases=(SwarmPhaseConfig(iterations=30), LocalSearchPhaseConfig(termination=stable_termination()))
-        ),
-        seed=0,
+    scorer = CalculatorScorer(ScoreCalculator(problem))
+    start = problem.space.original.copy()
+    score = scorer.score(start.reshape(1, -1))[0]
+    scope = SolverScope(
+        space=problem.space,
+        scorer=scorer,
+        rng=np.random.default_rng(0),
+        best_row=start,
+        best_score=score,
+        progress=Progress.starting(score),
+        problem=problem,
     )
-    assert both.valid
-    assert both.score_levels >= swarm_only.score_levels  # local search starts from the swarm's best
+    SwarmPhase(SwarmPhaseConfig(iterations=20)).solve(scope, Termination(TerminationConfig(step_count_limit=1000)), [])
+    starts = np.vstack(scope.starts)
+    assert 1 < starts.shape[0] <= 16 and np.unique(starts, axis=0).shape[0] == starts.shape[0]
+    assert np.array_equal(starts[0], scope.best_row)  # the swarm's best row first
+    scores = scorer.score(starts.copy())
+    assert all(tuple(row) <= tuple(scores[0]) for row in scores)  # best first
+    _, currents, _ = LocalSearchPhase(LocalSearchPhaseConfig(walkers=4))._walkers(scope)
+    assert np.array_equal(currents, starts[:4])  # the walkers start where the swarm ended best
 
 
 def test_several_answers_come_from_the_clusters_and_say_when_fewer(wide) -> None:
@@ -386,7 +403,7 @@ def test_auto_picks_by_model_kind_and_number_of_features(wide) -> None:
     assert engine == "swarm"
 
 
-def test_a_time_limit_cuts_the_swarm_short() -> None:
+def test_the_solvers_step_limit_cuts_the_swarm_short() -> None:
     features = [FloatFeature(name=f"x{i}", value=1.0, low=0.0, high=3.0) for i in range(5)]
 
     def model(X: np.ndarray) -> np.ndarray:
@@ -433,3 +450,78 @@ def test_the_swarms_answers_survive_a_following_local_search(wide) -> None:
         problem.space, CalculatorScorer(ScoreCalculator(problem)), problem=problem
     )
     assert outcome.answer_source == "swarm" and outcome.answer_rows is not None and outcome.answer_rows.shape[0] == 3
+
+
+def test_a_missing_categorical_or_computed_feature_is_never_searched() -> None:
+    from sklearn.linear_model import LinearRegression
+
+    from planning import CategoricalFeature
+    from planning.relations import LearnedConstraint
+
+    def model(X: np.ndarray) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-(X[:, 0] + X[:, 1] - 8.0)))
+        return np.column_stack([1.0 - p, p])
+
+    rng = np.random.default_rng(0)
+    inputs = rng.uniform(0, 10, (50, 1))
+    relation = LinearRegression().fit(inputs, 2.0 * inputs[:, 0])
+    features = [
+        FloatFeature(name="a", value=1.0, low=0.0, high=10.0),
+        FloatFeature(name="b", value=1.0, low=0.0, high=10.0),
+        CategoricalFeature(name="plan", value=None, categories=("basic", "gold"), fill_missing=True),
+        FloatFeature(name="twice", value=2.0, low=0.0, high=20.0),
+    ]
+    problem = CounterfactualProblem(
+        features,
+        [ClassGoal(target=1)],
+        CallableAdapter(model, [OutputSpec("y", (0, 1))]),
+        relations=[LearnedConstraint.of("twice", ["a"], relation)],
+    )
+    assert problem.space.mutable[2] and problem.space.missing[2]
+    result = explain(problem, SolverConfig(phases=(SwarmPhaseConfig(top_features="all"),)), seed=0)
+    swarm = result.statistics.swarm
+    assert swarm is not None and swarm.searched_features == ["a", "b"]
+    assert result.valid and result.proposed["plan"] is None  # the gap stays a gap
+
+
+def test_information_values_need_both_outcomes_in_the_labels() -> None:
+    frame, model = _wide(20)
+    frame["label"] = 0  # nothing in the data has the goal's outcome
+    rejected = int(np.flatnonzero(model.predict(frame.drop(columns="label")) == 0)[0])
+    problem = CounterfactualProblem.from_dataframe(frame, rejected, model, [ClassGoal(target=1)], target="label")
+    assert problem.relevance is not None and problem.relevance.values() == {}
+    config = SolverConfig(phases=(SwarmPhaseConfig(top_features=5, iterations=5),))
+    swarm = explain(problem, config).statistics.swarm
+    assert swarm is not None and swarm.ranking == "sensitivity"
+
+
+def test_other_goals_keep_the_information_values(wide) -> None:
+    problem = _wide_problem(wide)
+    other = problem.with_goals([ClassGoal(target=1, confidence=0.8)])
+    assert other.relevance is not None and other.relevance.values() == problem.relevance.values()
+    config = SolverConfig(phases=(SwarmPhaseConfig(iterations=5),))
+    swarm = explain(other, config).statistics.swarm
+    assert swarm is not None and swarm.ranking == "information_value"
+
+
+def test_a_configuration_with_a_swarm_phase_is_named_swarm(wide) -> None:
+    config = SolverConfig(phases=(SwarmPhaseConfig(iterations=5),))
+    result = explain(_wide_problem(wide), config, engine="local")
+    assert result.statistics.engine == "swarm" and "swarm phase" in result.statistics.engine_reason
+
+
+def test_the_budget_counts_the_swarms_one_hot_coordinates() -> None:
+    from planning import CategoricalFeature
+    from solver.core.budget import check_budget, estimate_bytes, swarm_coordinates
+
+    features = [
+        CategoricalFeature(name="code", value="c0", categories=tuple(f"c{i}" for i in range(10_000))),
+        FloatFeature(name="x", value=1.0, low=0.0, high=2.0),
+    ]
+    assert swarm_coordinates(features) == 10_001
+    config = SolverConfig(phases=(SwarmPhaseConfig(particles=1024),))
+    with pytest.raises(ConfigError, match="particles"):
+        check_budget(config, 2, 2, swarm_coordinates(features))
+    check_budget(config, 2, 2)  # two numbers: two coordinates
+    small = SolverConfig(phases=(SwarmPhaseConfig(particles=50),))
+    assert estimate_bytes(small, 2, 2, swarm_coordinates=10_001) > 50 * 8 * 10_000 * 8
