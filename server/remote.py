@@ -228,20 +228,10 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
 
 
 def _swarm(message: pb.SwarmStatistics) -> SwarmStatistics:
-    """The swarm's report, as the local result holds it."""
-    return SwarmStatistics(
-        particles=message.particles,
-        iterations=message.iterations,
-        searched=message.searched,
-        searchable=message.searchable,
-        ranking=message.ranking,
-        searched_features=list(message.searched_features),
-        objective=message.objective,
-        widened=message.widened,
-        answers_from=message.answers_from,
-        clusters=message.clusters,
-        empty_clusters=message.empty_clusters,
-    )
+    """The swarm's report, as the local result holds it (the message has the same fields)."""
+    values = {name: getattr(message, name) for name in SwarmStatistics.model_fields}
+    values["searched_features"] = list(message.searched_features)
+    return SwarmStatistics(**values)
 
 
 def _values(values: Mapping[str, pb.FeatureValue], order: list[str]) -> dict[str, object]:
