@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         SimulatedAnnealingAcceptorConfig,
         SolverConfig,
         StepCountingHillClimbingAcceptorConfig,
+        SwarmPhaseConfig,
         TabuSearchAcceptorConfig,
         TerminationConfig,
     )
@@ -148,6 +149,7 @@ _EXPORTS: dict[str, str] = {
     "SolveStatus": "solver.manager",
     "SolverConfig": "solver.core.config",
     "SolverJob": "solver.manager",
+    "SwarmPhaseConfig": "solver.core.config",
     "SolverManager": "solver.manager",
     "StepCountingHillClimbingAcceptorConfig": "solver.core.config",
     "TabuSearchAcceptorConfig": "solver.core.config",
@@ -204,6 +206,7 @@ __all__ = [
     "SolverJob",
     "SolverManager",
     "StepCountingHillClimbingAcceptorConfig",
+    "SwarmPhaseConfig",
     "TabuSearchAcceptorConfig",
     "TerminationConfig",
     "ValueGoal",
