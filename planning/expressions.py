@@ -1,0 +1,302 @@
+"""A small, safe expression language for actions declared as data (consequences, efforts,
+conditions, the cost graph's discounts).
+
+An action file comes from outside, so its formulas are never ``eval``-ed. A formula is parsed
+with Python's own parser (``ast.parse(..., mode="eval")``) and every node is checked against a
+short whitelist before anything runs; the checked tree is then evaluated on whole numpy arrays,
+one value per candidate state, so a generation of plans is scored without a Python call per
+plan.
+
+What a formula may hold:
+
+* numbers, ``true``/``false`` (or ``True``/``False``), and strings, the latter only compared
+  with a categorical feature (``occupation == "Armed-Forces"``; an unknown category is refused);
+* names: the features of the problem (the state the formula reads: before the action for
+  pre-conditions, efforts' and discounts' inputs, after it for post-conditions), ``before.<f>``
+  and ``after.<f>`` for either state explicitly, and ``delta`` / ``value`` where the caller
+  provides them (an action's change and its new value);
+* ``+ - * / % **``, unary ``-``/``+``, comparisons (chains too), ``and``/``or``/``not``,
+  ``x if condition else y``;
+* the functions ``abs``, ``min``, ``max`` (two or more arguments, element-wise), ``clip(x, lo,
+  hi)``, ``exp``, ``log``, ``sqrt``, ``floor``, ``ceil``, ``round``.
+
+Anything else (attributes other than ``before.``/``after.``, subscripts, lambdas, calls of other
+names, comprehensions, keyword arguments) is refused with :class:`ExpressionError` naming the
+field and the construct. A formula is at most :data:`MAX_LENGTH` characters and
+:data:`MAX_NODES` nodes. Arithmetic that fails (a division by zero, a log of a negative) gives
+NaN or infinity, never an exception; a condition that is NaN is false.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.errors import InvalidInputError
+
+FloatArray = npt.NDArray[np.float64]
+MAX_LENGTH = 500
+MAX_NODES = 200
+STATES = ("before", "after")
+
+_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
+    "abs": (1, 1, np.abs),
+    "exp": (1, 1, np.exp),
+    "log": (1, 1, np.log),
+    "sqrt": (1, 1, np.sqrt),
+    "floor": (1, 1, np.floor),
+    "ceil": (1, 1, np.ceil),
+    "round": (1, 1, np.rint),
+    "clip": (3, 3, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)),
+    "min": (2, 16, lambda *xs: _fold(np.minimum, xs)),
+    "max": (2, 16, lambda *xs: _fold(np.maximum, xs)),
+}
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.divide,
+    ast.Mod: np.mod,
+    ast.Pow: np.power,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Lt: np.less,
+    ast.LtE: np.less_equal,
+    ast.Gt: np.greater,
+    ast.GtE: np.greater_equal,
+    ast.Eq: np.equal,
+    ast.NotEq: np.not_equal,
+}
+
+
+def _fold(op: Callable[[Any, Any], Any], values: Sequence[Any]) -> Any:
+    out = values[0]
+    for value in values[1:]:
+        out = op(out, value)
+    return out
+
+
+class ExpressionError(InvalidInputError):
+    """A formula is not in the expression language, or names what the problem does not have."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("expression", field, problem)
+
+
+def _excerpt(text: str, most: int = 60) -> str:
+    """A short, printable excerpt of user text (errors never echo unbounded input)."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= most else flat[: most - 3] + "...")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a formula may name: the features (and, per categorical feature, its categories in
+    code order) and the extra variables the caller provides."""
+
+    features: tuple[str, ...]
+    categories: Mapping[str, tuple[str, ...]]
+    extras: tuple[str, ...] = ()
+
+    def code(self, feature: str, category: str, field: str) -> float:
+        """The code of ``category`` of categorical ``feature``."""
+        known = self.categories[feature]
+        if category not in known:
+            shown = ", ".join(repr(c) for c in known[:10]) + (" ..." if len(known) > 10 else "")
+            raise ExpressionError(field, f"{feature!r} has no category {_excerpt(category)}; it has {shown}")
+        return float(known.index(category))
+
+
+class Expression:
+    """A checked formula, evaluated on arrays.
+
+    Build with :meth:`parse`. Call with an environment: a mapping from each name the formula
+    reads (``names``) to an array (or a number); ``before.x`` and ``after.x`` are read as
+    ``"before.x"`` and ``"after.x"``.
+    """
+
+    def __init__(self, text: str, tree: ast.expr, names: frozenset[str], field: str) -> None:
+        self.text = text
+        self._tree = tree
+        self.names = names
+        """Every variable the formula reads (``x``, ``before.x``, ``delta``...)."""
+        self.field = field
+
+    @classmethod
+    def parse(cls, text: str | float | bool, vocabulary: Vocabulary, field: str) -> Expression:
+        """Check ``text`` against the language and ``vocabulary``; a number is a constant."""
+        if isinstance(text, bool | int | float):
+            text = repr(float(text)) if not isinstance(text, bool) else ("True" if text else "False")
+        if not isinstance(text, str) or not text.strip():
+            raise ExpressionError(field, "give a formula as text (or a number)")
+        if len(text) > MAX_LENGTH:
+            raise ExpressionError(field, f"a formula has at most {MAX_LENGTH} characters, given {len(text)}")
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError as exc:
+            raise ExpressionError(field, f"not a formula: {exc.msg} in {_excerpt(text)}") from None
+        nodes = sum(1 for _ in ast.walk(tree))
+        if nodes > MAX_NODES:
+            raise ExpressionError(field, f"a formula has at most {MAX_NODES} parts, given {nodes}")
+        names: set[str] = set()
+        checked = _Checker(vocabulary, field, names).visit(tree.body)
+        return cls(text, checked, frozenset(names), field)
+
+    def __call__(self, env: Mapping[str, Any]) -> FloatArray:
+        """The formula's value for every state in ``env`` (conditions give 1.0 or 0.0)."""
+        with np.errstate(all="ignore"):
+            value = _evaluate(self._tree, env)
+        return np.asarray(value, dtype=np.float64)
+
+    def holds(self, env: Mapping[str, Any]) -> npt.NDArray[np.bool_]:
+        """As a condition: true where the value is true (not zero and not NaN)."""
+        value = self(env)
+        return np.asarray((value != 0.0) & ~np.isnan(value), dtype=bool)
+
+    def __repr__(self) -> str:
+        return f"Expression({_excerpt(self.text)})"
+
+
+class _Checker:
+    """Walks a parsed formula, refusing every node outside the language, and rewrites names,
+    ``before.x``/``after.x`` and category strings into checked nodes."""
+
+    def __init__(self, vocabulary: Vocabulary, field: str, names: set[str]) -> None:
+        self.vocabulary = vocabulary
+        self.field = field
+        self.names = names
+
+    def refuse(self, what: str) -> ExpressionError:
+        return ExpressionError(self.field, f"{what} is not allowed in a formula")
+
+    def visit(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool | int | float):
+                return ast.Constant(float(node.value))
+            if isinstance(node.value, str):
+                raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
+            raise self.refuse(f"the constant {type(node.value).__name__}")
+        if isinstance(node, ast.Name):
+            return self._name(node.id)
+        if isinstance(node, ast.Attribute):
+            if not isinstance(node.value, ast.Name) or node.value.id not in STATES:
+                raise self.refuse("an attribute other than before.<feature> or after.<feature>")
+            return self._feature(node.attr, f"{node.value.id}.{node.attr}")
+        if isinstance(node, ast.BinOp):
+            if type(node.op) not in _BINARY:
+                raise self.refuse(f"the operator {type(node.op).__name__}")
+            return ast.BinOp(self.visit(node.left), node.op, self.visit(node.right))
+        if isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
+                raise self.refuse(f"the operator {type(node.op).__name__}")
+            return ast.UnaryOp(node.op, self.visit(node.operand))
+        if isinstance(node, ast.BoolOp):
+            return ast.BoolOp(node.op, [self.visit(v) for v in node.values])
+        if isinstance(node, ast.Compare):
+            return self._compare(node)
+        if isinstance(node, ast.IfExp):
+            return ast.IfExp(self.visit(node.test), self.visit(node.body), self.visit(node.orelse))
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        raise self.refuse(type(node).__name__)
+
+    def _name(self, name: str) -> ast.expr:
+        if name in self.vocabulary.extras:
+            self.names.add(name)
+            return ast.Name(name)
+        if name in ("True", "False", "true", "false") and name not in self.vocabulary.features:
+            return ast.Constant(1.0 if name.lower() == "true" else 0.0)
+        return self._feature(name, name)
+
+    def _feature(self, feature: str, name: str) -> ast.expr:
+        if feature not in self.vocabulary.features:
+            extras = f" or {', '.join(self.vocabulary.extras)}" if self.vocabulary.extras else ""
+            raise ExpressionError(self.field, f"unknown name {_excerpt(name, 40)}: use a feature's name{extras}")
+        self.names.add(name)
+        return ast.Name(name)
+
+    def _compare(self, node: ast.Compare) -> ast.expr:
+        parts = [node.left, *node.comparators]
+        checked: list[ast.expr] = []
+        for i, part in enumerate(parts):
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                neighbours = [parts[j] for j in (i - 1, i + 1) if 0 <= j < len(parts)]
+                feature = next((f for f in map(self._categorical, neighbours) if f is not None), None)
+                if feature is None:
+                    raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
+                checked.append(ast.Constant(self.vocabulary.code(feature, part.value, self.field)))
+            else:
+                checked.append(self.visit(part))
+        for op in node.ops:
+            if type(op) not in _COMPARE:
+                raise self.refuse(f"the comparison {type(op).__name__}")
+        return ast.Compare(checked[0], list(node.ops), checked[1:])
+
+    def _categorical(self, node: ast.expr) -> str | None:
+        """The categorical feature ``node`` names (``x``, ``before.x``, ``after.x``), or None."""
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in STATES:
+            name = node.attr
+        else:
+            return None
+        return name if name in self.vocabulary.categories else None
+
+    def _call(self, node: ast.Call) -> ast.expr:
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
+            allowed = ", ".join(sorted(_FUNCTIONS))
+            raise ExpressionError(self.field, f"only these functions may be called: {allowed}")
+        if node.keywords:
+            raise self.refuse("a keyword argument")
+        least, most, _ = _FUNCTIONS[node.func.id]
+        if not least <= len(node.args) <= most:
+            raise ExpressionError(
+                self.field, f"{node.func.id} takes {least}" + (f" to {most}" if most > least else "") + " arguments"
+            )
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.refuse("a starred argument")
+        return ast.Call(ast.Name(node.func.id), [self.visit(a) for a in node.args], [])
+
+
+def _evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:
+    """The value of a checked node (see :class:`_Checker`: no other node reaches here)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
+    if isinstance(node, ast.UnaryOp):
+        value = _evaluate(node.operand, env)
+        if isinstance(node.op, ast.Not):
+            return np.logical_not(_truth(value)).astype(np.float64)
+        return np.negative(value) if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(_evaluate(v, env)) for v in node.values]
+        joined = _fold(np.logical_and if isinstance(node.op, ast.And) else np.logical_or, values)
+        return np.asarray(joined, dtype=np.float64)
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left, env)
+        result: Any = True
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = _evaluate(comparator, env)
+            result = np.logical_and(result, _COMPARE[type(op)](left, right))
+            left = right
+        return np.asarray(result, dtype=np.float64)
+    if isinstance(node, ast.IfExp):
+        return np.where(_truth(_evaluate(node.test, env)), _evaluate(node.body, env), _evaluate(node.orelse, env))
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        return _FUNCTIONS[node.func.id][2](*[_evaluate(a, env) for a in node.args])
+    raise AssertionError(f"unchecked node {type(node).__name__}")  # pragma: no cover
+
+
+def _truth(value: Any) -> Any:
+    """True where a value is neither zero nor NaN."""
+    array = np.asarray(value, dtype=np.float64)
+    return (array != 0.0) & ~np.isnan(array)

@@ -1,0 +1,92 @@
+"""The safe expression language of actions declared as data: what it computes, what it refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
+
+WORDS = Vocabulary(
+    features=("age", "education", "hours", "occupation", "capital_gain"),
+    categories={"occupation": ("Sales", "Tech-support", "Armed-Forces")},
+    extras=("delta", "value"),
+)
+
+
+def parse(text: str | float) -> Expression:
+    return Expression.parse(text, WORDS, "actions[0].effort")
+
+
+def test_arithmetic_functions_and_conditionals_run_on_whole_arrays() -> None:
+    env = {
+        "age": np.array([30.0, 40.0, 50.0]),
+        "delta": np.array([1.0, -2.0, 0.0]),
+        "hours": np.array([10.0, 25.0, 45.0]),
+    }
+    assert parse("age + 2 * delta")(env).tolist() == [32.0, 36.0, 50.0]
+    assert parse("abs(delta) / 10")(env).tolist() == [0.1, 0.2, 0.0]
+    tau = parse("0.5 if hours < 20 else (0.6 if hours < 30 else (0.7 if hours <= 40 else 1))")
+    assert tau(env).tolist() == [0.5, 0.6, 1.0]
+    # clip(-5 | 5 | 15 to 0..10) + max(delta, 0, -1) + 1
+    assert parse("clip(age - 35, 0, 10) + max(delta, 0, -1) + min(1, 2)")(env).tolist() == [2.0, 6.0, 11.0]
+    assert parse(3)(env).tolist() == 3.0
+
+
+def test_conditions_compare_states_and_categories() -> None:
+    env = {
+        "occupation": np.array([0.0, 2.0]),
+        "capital_gain": np.array([0.0, 5.0]),
+        "before.education": np.array([13.0, 16.0]),
+        "after.education": np.array([15.0, 16.0]),
+    }
+    assert parse('occupation != "Armed-Forces" and capital_gain < 1').holds(env).tolist() == [True, False]
+    assert parse("after.education > before.education").holds(env).tolist() == [True, False]
+    assert parse("0 < capital_gain < 5 or not (occupation == 'Sales')").holds(env).tolist() == [False, True]
+    assert bool(parse("true").holds(env)) and not bool(parse("false").holds(env))
+    names = parse("after.education - before.education + delta").names
+    assert names == {"after.education", "before.education", "delta"}
+
+
+def test_failing_arithmetic_is_nan_and_a_nan_condition_is_false() -> None:
+    env = {"age": np.array([0.0, -1.0]), "hours": np.array([1.0, 1.0])}
+    assert np.isinf(parse("hours / age")(env)[0])
+    assert np.isnan(parse("log(age)")(env)[1])
+    assert parse("log(age) > -100").holds(env).tolist() == [False, False]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("__import__('os').system('true')", "only these functions may be called"),
+        ("age.__class__", "attribute other than before.<feature> or after.<feature>"),
+        ("[age][0]", "Subscript is not allowed"),
+        ("(lambda: 1)()", "only these functions may be called"),
+        ("abs(x=age)", "keyword argument"),
+        ("salary * 2", "unknown name 'salary'"),
+        ("before.salary", "unknown name 'before.salary'"),
+        ('occupation == "Astronaut"', "'occupation' has no category 'Astronaut'"),
+        ('age == "old"', "text value may only be compared with a categorical feature"),
+        ("age +", "not a formula"),
+        ("age // 2", "operator FloorDiv"),
+        ("age in (1, 2)", "Tuple is not allowed"),
+        ("clip(age, 1)", "clip takes 3 arguments"),
+        ("age if", "not a formula"),
+        ("", "give a formula"),
+    ],
+)
+def test_anything_outside_the_language_is_refused_naming_the_field(text: str, fragment: str) -> None:
+    with pytest.raises(ExpressionError, match=r"actions\[0\]\.effort") as info:
+        parse(text)
+    assert fragment in info.value.problem
+
+
+def test_sizes_are_bounded_and_errors_do_not_echo_long_input() -> None:
+    with pytest.raises(ExpressionError, match=f"at most {MAX_LENGTH} characters"):
+        parse("age + " * 100 + "1")
+    with pytest.raises(ExpressionError, match="at most 200 parts"):
+        parse("+".join(["1"] * 120))
+    long_name = "x" * 400
+    with pytest.raises(ExpressionError) as info:
+        parse(long_name)
+    assert len(info.value.problem) < 150
