@@ -1,0 +1,132 @@
+"""Actions, their consequences and conditions, and the consequence-aware cost model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planning import CategoricalFeature, FloatFeature, IntegerFeature
+from planning.actions import ActionError, ActionSet, apply, total_cost
+from planning.space import FeatureSpace
+
+
+def _toy_space() -> FeatureSpace:
+    """The CSCF paper's toy person (its Figure 2): a seller with a high-school degree in Germany."""
+    return FeatureSpace(
+        [
+            CategoricalFeature(name="job", value="Seller", categories=("Seller", "Developer")),
+            CategoricalFeature(name="education", value="HS", categories=("HS", "BSc")),
+            CategoricalFeature(name="location", value="Germany", categories=("Germany", "US")),
+            IntegerFeature(name="age", value=30, low=18, high=90),
+        ]
+    )
+
+
+TOY = {
+    "actions": [
+        {"name": "job", "feature": "job", "kind": "set", "values": ["Developer"], "effort": 10},
+        {
+            "name": "degree",
+            "feature": "education",
+            "kind": "set",
+            "values": ["BSc"],
+            "effort": 5,
+            "consequences": {"age": "age + 4"},
+        },
+        {"name": "move", "feature": "location", "kind": "set", "values": ["US"], "effort": 15},
+    ],
+    "graph": [
+        {"source": "location", "target": "education", "tau": '1 if location == "US" else 0.5'},
+        {"source": "location", "target": "job", "tau": '0.5 if location == "US" else 1'},
+        {"source": "education", "target": "job", "tau": '0.5 if education == "BSc" else 1'},
+    ],
+}
+
+
+def test_the_papers_worked_example_costs_27_5_and_22_5() -> None:
+    space = _toy_space()
+    actions, graph = ActionSet.from_data(TOY).compile(space)
+    job, degree, move = 0, 1, 2
+    developer, bsc, us = 1.0, 1.0, 1.0  # encoded values: category indices
+    total, steps = total_cost(actions, graph, space, space.original, [(move, us), (job, developer), (degree, bsc)])
+    assert steps == pytest.approx([15.0, 7.5, 5.0]) and total == pytest.approx(27.5)
+    total, steps = total_cost(actions, graph, space, space.original, [(degree, bsc), (move, us), (job, developer)])
+    assert steps == pytest.approx([2.5, 15.0, 5.0]) and total == pytest.approx(22.5)
+
+
+def test_an_action_applies_its_consequences_and_conditions_to_many_states_at_once() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="education", value=13, low=1, high=16),
+            IntegerFeature(name="age", value=30, low=17, high=90),
+            FloatFeature(name="capital_gain", value=0.0, low=0.0, high=100_000.0),
+            FloatFeature(name="capital_loss", value=0.0, low=0.0, high=5_000.0),
+        ]
+    )
+    data = {
+        "actions": [
+            {
+                "name": "study",
+                "feature": "education",
+                "low": 0,
+                "high": 4,
+                "consequences": {"age": "age + 2 * delta"},
+                "effort": "abs(delta)",
+                "post": "after.education > before.education",
+            },
+            {
+                "name": "invest",
+                "feature": "capital_gain",
+                "low": 0,
+                "high": 20_000,
+                "effort": "abs(delta) / 10000",
+                "pre": "capital_loss < 1",
+            },
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    states = np.array([[13, 30, 0, 0], [15, 40, 0, 0], [13, 30, 0, 500]], dtype=float)
+    study = apply(actions[0], graph, space, states, np.array([2.0, 3.0, 0.0]))
+    assert study.after[:, :2].tolist() == [[15, 34], [15, 40], [13, 30]]  # 15 + 3 leaves the domain; + 0 does nothing
+    assert study.ok.tolist() == [True, False, False]
+    assert study.cost[0] == pytest.approx(2.0)
+    invest = apply(actions[1], graph, space, states, np.array([5000.0, 5000.0, 5000.0]))
+    assert invest.ok.tolist() == [True, True, False]  # the third has a capital loss
+    assert invest.cost[:2] == pytest.approx([0.5, 0.5])
+    assert invest.after[2].tolist() == states[2].tolist()
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"),
+    [
+        ({"feature": "salary"}, "actions[0].feature", "no feature 'salary'"),
+        ({"feature": "location"}, "actions[0].feature", "'location' is immutable"),
+        ({"kind": "add", "low": 3, "high": 1, "values": None}, "actions[0].low", "low (3) is above high (1)"),
+        ({"values": ["Astronaut"]}, "actions[0].values[0]", "not a value of 'job'"),
+        ({"pre": "salary > 2"}, "actions[0].pre", "unknown name 'salary'"),
+        ({"effort": "__import__('os')"}, "actions[0].effort", "only these functions may be called"),
+        ({"consequences": {"height": "1"}}, "actions[0].consequences", "no feature 'height'"),
+    ],
+)
+def test_bad_actions_are_refused_naming_the_field(change: dict[str, object], field: str, fragment: str) -> None:
+    space = FeatureSpace(
+        [
+            *_toy_space().features[:2],
+            CategoricalFeature(name="location", value="Germany", constrained=True),
+            *_toy_space().features[3:],
+        ]
+    )
+    data = {"actions": [{**TOY["actions"][0], **change}]}  # type: ignore[dict-item]
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data(data).compile(space)
+    assert info.value.field == field and fragment in info.value.problem
+
+
+def test_the_graph_and_duplicate_names_are_checked() -> None:
+    space = _toy_space()
+    with pytest.raises(ActionError, match="no feature 'city'"):
+        ActionSet.from_data({**TOY, "graph": [{"source": "city", "target": "job", "tau": 1}]}).compile(space)
+    with pytest.raises(ActionError, match="two actions are named 'job'"):
+        ActionSet.from_data({"actions": [TOY["actions"][0], TOY["actions"][0]]}).compile(space)
+    with pytest.raises(ActionError, match="actions"):
+        ActionSet.from_data({"actions": []})
