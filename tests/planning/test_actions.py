@@ -8,43 +8,11 @@ import pytest
 from planning import CategoricalFeature, FloatFeature, IntegerFeature
 from planning.actions import ActionError, ActionSet, apply, total_cost
 from planning.space import FeatureSpace
-
-
-def _toy_space() -> FeatureSpace:
-    """The CSCF paper's toy person (its Figure 2): a seller with a high-school degree in Germany."""
-    return FeatureSpace(
-        [
-            CategoricalFeature(name="job", value="Seller", categories=("Seller", "Developer")),
-            CategoricalFeature(name="education", value="HS", categories=("HS", "BSc")),
-            CategoricalFeature(name="location", value="Germany", categories=("Germany", "US")),
-            IntegerFeature(name="age", value=30, low=18, high=90),
-        ]
-    )
-
-
-TOY = {
-    "actions": [
-        {"name": "job", "feature": "job", "kind": "set", "values": ["Developer"], "effort": 10},
-        {
-            "name": "degree",
-            "feature": "education",
-            "kind": "set",
-            "values": ["BSc"],
-            "effort": 5,
-            "consequences": {"age": "age + 4"},
-        },
-        {"name": "move", "feature": "location", "kind": "set", "values": ["US"], "effort": 15},
-    ],
-    "graph": [
-        {"source": "location", "target": "education", "tau": '1 if location == "US" else 0.5'},
-        {"source": "location", "target": "job", "tau": '0.5 if location == "US" else 1'},
-        {"source": "education", "target": "job", "tau": '0.5 if education == "BSc" else 1'},
-    ],
-}
+from tests.toy_person import TOY, toy_space
 
 
 def test_the_papers_worked_example_costs_27_5_and_22_5() -> None:
-    space = _toy_space()
+    space = toy_space()
     actions, graph = ActionSet.from_data(TOY).compile(space)
     job, degree, move = 0, 1, 2
     developer, bsc, us = 1.0, 1.0, 1.0  # encoded values: category indices
@@ -111,9 +79,9 @@ def test_an_action_applies_its_consequences_and_conditions_to_many_states_at_onc
 def test_bad_actions_are_refused_naming_the_field(change: dict[str, object], field: str, fragment: str) -> None:
     space = FeatureSpace(
         [
-            *_toy_space().features[:2],
+            *toy_space().features[:2],
             CategoricalFeature(name="location", value="Germany", constrained=True),
-            *_toy_space().features[3:],
+            *toy_space().features[3:],
         ]
     )
     data = {"actions": [{**TOY["actions"][0], **change}]}  # type: ignore[dict-item]
@@ -123,7 +91,7 @@ def test_bad_actions_are_refused_naming_the_field(change: dict[str, object], fie
 
 
 def test_the_graph_and_duplicate_names_are_checked() -> None:
-    space = _toy_space()
+    space = toy_space()
     with pytest.raises(ActionError, match="no feature 'city'"):
         ActionSet.from_data({**TOY, "graph": [{"source": "city", "target": "job", "tau": 1}]}).compile(space)
     with pytest.raises(ActionError, match="two actions are named 'job'"):

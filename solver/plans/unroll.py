@@ -1,0 +1,74 @@
+"""Every plan of a population applied step by step to the original state, as array operations.
+
+At step t, the plans whose t-th action is a are applied together with one call of
+:func:`planning.actions.apply`, so a generation costs (plan length x actions) numpy passes, never
+one Python call per plan. A step that breaks a condition, leaves the domain or changes nothing
+is counted as a violation and leaves the state as it was (the paper's constraint g3); its cost
+is not added. What comes out is what the search and the answer need: the state after every step,
+each step's cost, the total, the violations, and per feature the number of steps that changed it
+(the paper's per-feature sparsity objectives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planning.actions import Action, CostGraph, apply
+from planning.space import FeatureSpace, FloatMatrix
+from solver.plans.genome import Decoded
+
+IntMatrix = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class Unrolled:
+    """A population's plans played out from the original state."""
+
+    states: FloatMatrix
+    """``(n, T + 1, features)``: the state before the first step, then after each step (a plan
+    shorter than T keeps its last state)."""
+    step_costs: FloatMatrix
+    """``(n, T)``: each step's cost (0 past the plan's end and for a violating step)."""
+    violations: IntMatrix
+    """Per plan: steps that broke a condition, left the domain or changed nothing."""
+    changes: IntMatrix
+    """``(n, features)``: per plan and feature, the steps that changed it."""
+
+    @property
+    def final(self) -> FloatMatrix:
+        """The state each plan ends in."""
+        return np.asarray(self.states[:, -1, :])
+
+    @property
+    def cost(self) -> FloatMatrix:
+        """Each plan's total cost."""
+        return np.asarray(self.step_costs.sum(axis=1))
+
+
+def unroll(
+    decoded: Decoded, actions: list[Action], graph: CostGraph, space: FeatureSpace, start: FloatMatrix
+) -> Unrolled:
+    """Play every plan of ``decoded`` from ``start`` (the encoded original row)."""
+    n, steps = decoded.order.shape
+    state = np.repeat(start.reshape(1, -1), n, axis=0)
+    states = np.empty((n, steps + 1, state.shape[1]))
+    states[:, 0] = state
+    step_costs = np.zeros((n, steps))
+    violations = np.zeros(n, dtype=np.intp)
+    changes = np.zeros(state.shape, dtype=np.intp)
+    for t in range(steps):
+        column = decoded.order[:, t]
+        for a, action in enumerate(actions):
+            rows = np.flatnonzero(column == a)
+            if rows.size == 0:
+                continue
+            result = apply(action, graph, space, state[rows], decoded.values[rows, a])
+            changes[rows] += (result.after != state[rows]).astype(np.intp)
+            step_costs[rows, t] = np.where(result.ok, result.cost, 0.0)
+            violations[rows] += ~result.ok
+            state[rows] = result.after
+        states[:, t + 1] = state
+    return Unrolled(states=states, step_costs=step_costs, violations=violations, changes=changes)

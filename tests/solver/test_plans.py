@@ -1,0 +1,79 @@
+"""Action plans: random keys decoded into sequences, and whole populations unrolled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planning.actions import ActionSet, total_cost
+from solver.plans.genome import decode
+from solver.plans.unroll import unroll
+from tests.toy_person import TOY, toy_space
+
+
+def test_the_papers_figure_3_keys_give_a3_then_a2() -> None:
+    space = toy_space()
+    actions, _ = ActionSet.from_data(TOY).compile(space)
+    keys = np.array(
+        [
+            [0.70, 0.45, 0.02, 0.1, 0.9, 0.5],  # Figure 3: a1 inactive, then a3, a2
+            [0.60, 0.51, 0.99, 0.1, 0.1, 0.1],  # every key above 0.5: the empty plan
+            [0.10, 0.30, 0.20, 0.1, 0.1, 0.1],  # all three: a1, a3, a2
+        ]
+    )
+    decoded = decode(keys, actions, space)
+    assert decoded.order.tolist() == [[2, 1, -1], [-1, -1, -1], [0, 2, 1]]
+    assert decoded.lengths.tolist() == [2, 0, 3]
+    assert decoded.empty.tolist() == [False, True, False]
+    assert decoded.values[0].tolist() == [1.0, 1.0, 1.0]  # each set action's one value
+    with pytest.raises(ValueError, match="6 keys"):
+        decode(keys[:, :5], actions, space)
+
+
+def test_add_values_interpolate_into_the_delta_range_and_round_for_whole_numbers() -> None:
+    from planning import IntegerFeature
+    from planning.space import FeatureSpace
+
+    space = FeatureSpace([IntegerFeature(name="education", value=10, low=1, high=16)])
+    actions, _ = ActionSet.from_data(
+        {"actions": [{"name": "study", "feature": "education", "low": -2, "high": 4}]}
+    ).compile(space)
+    decoded = decode(np.array([[0.1, 0.0], [0.1, 0.5], [0.1, 1.0], [0.1, 0.55]]), actions, space)
+    assert decoded.values[:, 0].tolist() == [-2.0, 1.0, 4.0, 1.0]  # -2 + 0.55 * 6 = 1.3 -> 1
+
+
+def test_a_population_unrolls_to_the_same_costs_as_one_plan_at_a_time() -> None:
+    space = toy_space()
+    actions, graph = ActionSet.from_data(TOY).compile(space)
+    keys = np.array(
+        [
+            [0.20, 0.30, 0.10, 0.5, 0.5, 0.5],  # move, job, degree: 15 + 7.5 + 5
+            [0.30, 0.10, 0.20, 0.5, 0.5, 0.5],  # degree, move, job: 2.5 + 15 + 5
+            [0.70, 0.45, 0.02, 0.5, 0.5, 0.5],  # move, degree: 15 + 5
+            [0.90, 0.90, 0.90, 0.5, 0.5, 0.5],  # nothing
+        ]
+    )
+    decoded = decode(keys, actions, space)
+    played = unroll(decoded, actions, graph, space, space.original)
+    assert played.cost.tolist() == pytest.approx([27.5, 22.5, 20.0, 0.0])
+    assert played.step_costs[0].tolist() == pytest.approx([15.0, 7.5, 5.0])
+    for row in range(3):
+        steps = [(int(a), float(decoded.values[row, a])) for a in decoded.order[row] if a >= 0]
+        assert total_cost(actions, graph, space, space.original, steps)[0] == pytest.approx(played.cost[row])
+    assert played.violations.tolist() == [0, 0, 0, 0]
+    # job, education, location, age: the degree also ages the person by 4 years
+    assert played.changes.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 0, 0]]
+    assert played.final[2].tolist() == [0.0, 1.0, 1.0, 34.0]
+    assert played.states[2, 1].tolist() == [0.0, 0.0, 1.0, 30.0]  # after the move, before the degree
+    assert played.final[3].tolist() == space.original.tolist()
+
+
+def test_a_step_that_cannot_run_is_a_violation_and_leaves_the_state() -> None:
+    space = toy_space()
+    data = {"actions": [*TOY["actions"][:2], {**TOY["actions"][2], "pre": 'education == "BSc"'}], "graph": TOY["graph"]}
+    actions, graph = ActionSet.from_data(data).compile(space)
+    keys = np.array([[0.9, 0.9, 0.1, 0.5, 0.5, 0.5], [0.9, 0.1, 0.2, 0.5, 0.5, 0.5]])  # move alone; degree then move
+    played = unroll(decode(keys, actions, space), actions, graph, space, space.original)
+    assert played.violations.tolist() == [1, 0]
+    assert played.final[0].tolist() == space.original.tolist() and played.cost[0] == 0.0
+    assert played.cost[1] == pytest.approx(2.5 + 15.0)
