@@ -77,3 +77,46 @@ def test_a_step_that_cannot_run_is_a_violation_and_leaves_the_state() -> None:
     assert played.violations.tolist() == [1, 0]
     assert played.final[0].tolist() == space.original.tolist() and played.cost[0] == 0.0
     assert played.cost[1] == pytest.approx(2.5 + 15.0)
+
+
+def _toy_problem():  # type: ignore[no-untyped-def]
+    """The toy person asks for a better-paid life: the model approves a developer in the US, or a
+    developer with a degree."""
+    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+
+    def model(X: np.ndarray) -> np.ndarray:
+        developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+        p = np.where(developer & (us | degree), 0.9, 0.1)
+        return np.column_stack([1.0 - p, p])
+
+    space = toy_space()
+    return CounterfactualProblem(
+        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+    )
+
+
+def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_generation() -> None:
+    pytest.importorskip("pymoo")
+    from planning.actions import ActionSet
+    from solver.plans.search import PlanConfig, PlanSearch
+
+    problem = _toy_problem()
+    actions, graph = ActionSet.from_data(TOY).compile(problem.space)
+    fronts: list[int] = []
+    search = PlanSearch(
+        problem, actions, graph, PlanConfig(population=40, generations=15), lambda g, f: fronts.append(len(f))
+    )
+    keys, objectives = search.run()
+    assert len(fronts) == 15 and fronts[-1] == keys.shape[0] > 0
+    assert search.calculator.model_call_count == 15  # one call per generation, whatever the population
+    # every plan on the front replays to the goal; the cheapest is degree then job (2.5 + 7.5 = 10:
+    # the degree is discounted in Germany, the job after the degree), cheaper than job then degree
+    # (10 + 2.5) or any route through the US (the move alone costs 15)
+    played = search.evaluate(keys)
+    assert (played.violation == 0).all()
+    assert objectives[:, 0].min() == pytest.approx(10.0)
+    cheapest = keys[int(np.argmin(objectives[:, 0]))]
+    decoded = decode(cheapest.reshape(1, -1), actions, problem.space)
+    assert [actions[a].name for a in decoded.order[0] if a >= 0] == ["degree", "job"]
+    again = PlanSearch(problem, actions, graph, PlanConfig(population=40, generations=15)).run()
+    assert np.array_equal(again[1], objectives)  # the same seed, the same front

@@ -1,0 +1,164 @@
+"""The plan search: a biased random-key genetic algorithm with non-dominated sorting (CSCF).
+
+Each generation (after Naumann and Ntoutsi's code):
+
+1. decode every genome (:mod:`~solver.plans.genome`), unroll every plan from the original
+   (:mod:`~solver.plans.unroll`), and score all the final states in **one** model call;
+2. objectives, all minimised: the total cost (rounded to 4 decimals), the Gower distance from
+   the original to the final state (rounded to 2), and per feature some action can change, the
+   number of steps that changed it;
+3. constraints: the final state meets every goal (hard levels 0 and 2 of the score: the
+   actions themselves say what may change), the plan is not empty, no step broke its conditions;
+4. the elites are the first non-dominated front (pymoo's ``NonDominatedSorting``) among the
+   feasible plans, or, when none is feasible, among those with the least constraint violation;
+5. the next population: the elites, ``offspring`` children each of a random elite and a random
+   non-elite by biased uniform crossover (each key from the elite with ``bias``), and ``mutants``
+   fresh random genomes; genomes whose objective vectors repeat an elite's are dropped.
+
+Every feasible plan seen is offered to an archive that keeps the non-dominated ones: the Pareto
+front the answer is built from. The same seed gives the same front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from planning.actions import Action, CostGraph
+from planning.calculator import ScoreCalculator
+from planning.problem import CounterfactualProblem
+from planning.space import FloatMatrix
+from solver.plans.genome import decode
+from solver.plans.unroll import Unrolled, unroll
+
+COST_DECIMALS = 4
+DISTANCE_DECIMALS = 2
+ARCHIVE_MAX = 2000
+
+
+class PlanConfig(BaseModel):
+    """The plan search's settings (the paper's released code's defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    population: Annotated[int, Field(ge=4, le=20_000)] = 500
+    mutant_share: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.2
+    """Share of each new population that is fresh random genomes (the rest: crossover children)."""
+    bias: Annotated[float, Field(ge=0.5, le=1.0)] = 0.7
+    """Chance that a child's key comes from its elite parent."""
+    generations: Annotated[int, Field(ge=1, le=10_000)] = 150
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation scored: genomes, their objectives and constraint violation."""
+
+    keys: FloatMatrix
+    objectives: FloatMatrix
+    violation: FloatMatrix
+    played: Unrolled
+
+
+def gower(space_width: FloatMatrix, nominal: np.ndarray, original: FloatMatrix, final: FloatMatrix) -> FloatMatrix:
+    """Mean Gower distance per row: numbers by their domain's width, categories 1 when changed."""
+    diff = np.where(nominal, final != original, np.abs(final - original) / space_width)
+    return np.asarray(diff.mean(axis=1), dtype=np.float64)
+
+
+class PlanSearch:
+    """Searches the plans of one problem (see the module docstring)."""
+
+    def __init__(
+        self,
+        problem: CounterfactualProblem,
+        actions: list[Action],
+        graph: CostGraph,
+        config: PlanConfig | None = None,
+        on_generation: Callable[[int, FloatMatrix], None] | None = None,
+    ) -> None:
+        self.problem = problem
+        self.actions = actions
+        self.graph = graph
+        self.config = config or PlanConfig()
+        self.on_generation = on_generation
+        self.calculator = ScoreCalculator(problem)
+        space = problem.space
+        self._width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
+        touched = {a.feature for a in actions} | {name for a in actions for name in a.consequences}
+        self._touched = np.array([space.index[name] for name in space.names if name in touched], dtype=np.intp)
+
+    def evaluate(self, keys: FloatMatrix) -> Generation:
+        """Decode, unroll and score ``keys``: one model call for every final state."""
+        space = self.problem.space
+        decoded = decode(keys, self.actions, space)
+        played = unroll(decoded, self.actions, self.graph, space, space.original)
+        final = played.final
+        scores = self.calculator.calculate(final.copy()).scores
+        missed = np.maximum(-scores[:, 0], 0.0) + np.maximum(-scores[:, 2], 0.0)
+        violation = np.asarray(missed + decoded.empty + played.violations, dtype=np.float64)
+        cost = np.round(played.cost, COST_DECIMALS)
+        distance = np.round(gower(self._width, space.nominal, space.original, final), DISTANCE_DECIMALS)
+        objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
+        return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
+
+    def run(self) -> tuple[FloatMatrix, FloatMatrix]:
+        """Every generation; returns the archive's genomes and objectives (the feasible front)."""
+        from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting  # noqa: PLC0415 - the plans extra
+
+        sorting = NonDominatedSorting()
+        config = self.config
+        rng = np.random.default_rng(config.seed)
+        width = 2 * len(self.actions)
+        keys = rng.random((config.population, width))
+        archive_keys = np.empty((0, width))
+        archive_objectives = np.empty((0, 2 + self._touched.size))
+        mutants = round(config.mutant_share * config.population)
+        offspring = config.population - mutants
+        for generation in range(config.generations):
+            scored = self.evaluate(keys)
+            feasible = scored.violation == 0
+            archive_keys, archive_objectives = self._archive(
+                sorting, archive_keys, archive_objectives, keys[feasible], scored.objectives[feasible]
+            )
+            if self.on_generation is not None:
+                self.on_generation(generation, archive_objectives)
+            if generation == config.generations - 1:
+                break
+            pool = (
+                np.flatnonzero(feasible)
+                if feasible.any()
+                else np.flatnonzero(scored.violation == scored.violation.min())
+            )
+            front = pool[sorting.do(scored.objectives[pool], only_non_dominated_front=True)]
+            _, unique = np.unique(scored.objectives[front], axis=0, return_index=True)
+            elites = front[np.sort(unique)]
+            others = np.setdiff1d(np.arange(keys.shape[0]), elites)
+            if others.size == 0:
+                others = elites
+            mothers = elites[rng.integers(elites.size, size=offspring)]
+            fathers = others[rng.integers(others.size, size=offspring)]
+            from_elite = rng.random((offspring, width)) < config.bias
+            children = np.where(from_elite, keys[mothers], keys[fathers])
+            keys = np.vstack([keys[elites], children, rng.random((mutants, width))])
+        return archive_keys, archive_objectives
+
+    @staticmethod
+    def _archive(
+        sorting: object, keys: FloatMatrix, objectives: FloatMatrix, new_keys: FloatMatrix, new_objectives: FloatMatrix
+    ) -> tuple[FloatMatrix, FloatMatrix]:
+        """The non-dominated plans of the archive and the new feasible ones, each objective vector once."""
+        if new_keys.shape[0] == 0:
+            return keys, objectives
+        all_keys = np.vstack([keys, new_keys])
+        all_objectives = np.vstack([objectives, new_objectives])
+        _, unique = np.unique(all_objectives, axis=0, return_index=True)
+        unique = np.sort(unique)
+        all_keys, all_objectives = all_keys[unique], all_objectives[unique]
+        front = sorting.do(all_objectives, only_non_dominated_front=True)  # type: ignore[attr-defined]
+        front = np.sort(np.asarray(front, dtype=np.intp))[:ARCHIVE_MAX]
+        return all_keys[front], all_objectives[front]
