@@ -120,3 +120,25 @@ def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_gener
     assert [actions[a].name for a in decoded.order[0] if a >= 0] == ["degree", "job"]
     again = PlanSearch(problem, actions, graph, PlanConfig(population=40, generations=15)).run()
     assert np.array_equal(again[1], objectives)  # the same seed, the same front
+
+
+def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> None:
+    pytest.importorskip("pymoo")
+    from planning.actions import ActionSet
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    problem = _toy_problem()
+    result = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    assert result.plans and all(p.valid for p in result.plans)
+    assert [p.total_cost for p in result.plans] == sorted(p.total_cost for p in result.plans)
+    cheapest = result.cheapest
+    assert cheapest is not None and cheapest.total_cost == pytest.approx(10.0)
+    assert [s.action for s in cheapest.steps] == ["degree", "job"]
+    first, second = cheapest.steps
+    assert (first.before, first.after, first.cost) == ("HS", "BSc", pytest.approx(2.5))
+    assert first.state["age"] == 34 and not first.goal_met and first.prediction == pytest.approx(0.1)
+    assert second.state["job"] == "Developer" and second.goal_met and second.prediction == pytest.approx(0.9)
+    assert result.short is not None and len(result.short.steps) <= 2
+    assert result.original_prediction == pytest.approx(0.1)
+    assert result.model_calls == 15 + 3  # the generations, the front's replay, the original

@@ -1,0 +1,170 @@
+"""``plan(problem, actions, graph, config)``: the Pareto front of action plans, each step by step.
+
+The search (:mod:`~solver.plans.search`) returns the genomes of the feasible non-dominated plans;
+this module replays each of them from the original, checks every state after every step through
+the real model in one call (so a user sees which step flips the decision, and no plan is called
+valid that the model does not confirm at its end), and lays them out: ordered actions with their
+values, the state after each step, the step costs, the goal output after each step, the total
+cost and the distance. The cheapest plan, and the cheapest of at most two actions, are named.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from planning.actions import Action, ActionSet, CostGraph
+from planning.calculator import Evaluation
+from planning.problem import CounterfactualProblem
+from planning.space import FloatMatrix
+from solver.plans.genome import decode
+from solver.plans.search import PlanConfig, PlanSearch, gower
+
+SHORT_PLAN = 2
+"""The short plan the result names: the cheapest of at most this many actions."""
+
+
+class PlanStep(BaseModel):
+    """One action of a plan, and the state after it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: str
+    feature: str
+    before: Any
+    after: Any
+    cost: float
+    state: dict[str, Any]
+    """Every feature after this step."""
+    prediction: float
+    """The first goal's output after this step: the target class's probability, or the value."""
+    goal_met: bool
+
+
+class ActionPlan(BaseModel):
+    """One plan of the front."""
+
+    model_config = ConfigDict(frozen=True)
+
+    steps: list[PlanStep]
+    total_cost: float
+    distance: float
+    """Mean Gower distance from the original to the final state."""
+    valid: bool
+    """The final state meets every goal, checked through the real model."""
+
+
+class PlanResult(BaseModel):
+    """The feasible Pareto front of plans, cheapest first."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original: dict[str, Any]
+    original_prediction: float
+    plans: list[ActionPlan]
+    cheapest: ActionPlan | None
+    short: ActionPlan | None
+    """The cheapest plan of at most two actions, when the front has one."""
+    generations: int
+    model_calls: int
+    seconds: float
+
+
+def plan(
+    problem: CounterfactualProblem,
+    actions: Sequence[Action] | ActionSet,
+    graph: CostGraph | None = None,
+    config: PlanConfig | None = None,
+    *,
+    on_generation: Callable[[int, FloatMatrix], None] | None = None,
+) -> PlanResult:
+    """The Pareto front of action plans that take ``problem``'s original to its goals.
+
+    ``actions``: runtime :class:`~planning.actions.Action` s (with ``graph``), or an
+    :class:`~planning.actions.ActionSet` declared as data (its own graph is used).
+    """
+    started = time.perf_counter()
+    if isinstance(actions, ActionSet):
+        compiled, graph = actions.compile(problem.space)
+    else:
+        compiled = list(actions)
+    graph = graph or CostGraph()
+    config = config or PlanConfig()
+    search = PlanSearch(problem, compiled, graph, config, on_generation)
+    keys, objectives = search.run()
+    plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
+    plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
+    valid = [p for p in plans if p.valid]
+    short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
+    space = problem.space
+    original = search.calculator.check(problem.original_row())
+    return PlanResult(
+        original=space.decode(space.original),
+        original_prediction=_prediction(problem, original, 0),
+        plans=plans,
+        cheapest=valid[0] if valid else None,
+        short=short[0] if short else None,
+        generations=config.generations,
+        model_calls=search.calculator.model_call_count,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> list[ActionPlan]:
+    """Each front plan step by step, every state checked through the real model in one call."""
+    problem, actions, space = search.problem, search.actions, search.problem.space
+    decoded = decode(keys, actions, space)
+    played = search.evaluate(keys).played
+    lengths = decoded.lengths
+    rows = [played.states[i, 1 : lengths[i] + 1] for i in range(keys.shape[0])]
+    checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None
+    width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
+    out = []
+    offset = 0
+    for i in range(keys.shape[0]):
+        steps = []
+        for t in range(int(lengths[i])):
+            a = int(decoded.order[i, t])
+            action = actions[a]
+            j = space.index[action.feature]
+            before, after = played.states[i, t], played.states[i, t + 1]
+            row = offset + t
+            assert checked is not None
+            steps.append(
+                PlanStep(
+                    action=action.name,
+                    feature=action.feature,
+                    before=space.features[j].decode(float(before[j])),
+                    after=space.features[j].decode(float(after[j])),
+                    cost=float(played.step_costs[i, t]),
+                    state=space.decode(after),
+                    prediction=_prediction(problem, checked, row),
+                    goal_met=bool(checked.scores[row, 0] == 0.0 and checked.scores[row, 2] == 0.0)
+                    and checked.failures[row] is None,
+                )
+            )
+        offset += int(lengths[i])
+        final = played.final[i].reshape(1, -1)
+        distance = float(gower(width, space.nominal, space.original, final)[0])
+        out.append(
+            ActionPlan(
+                steps=steps,
+                total_cost=float(objectives[i, 0]),
+                distance=distance,
+                valid=bool(steps and steps[-1].goal_met),
+            )
+        )
+    return out
+
+
+def _prediction(problem: CounterfactualProblem, evaluation: Evaluation, row: int) -> float:
+    """The first goal's output at ``row``: the target class's probability, or the value."""
+    bound = problem.goals[0]
+    values = evaluation.predictions[bound.output.name][row]
+    if bound.output.is_classification:
+        return float(np.asarray(values)[bound.class_index])
+    return float(values)
