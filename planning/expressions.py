@@ -11,7 +11,8 @@ What a formula may hold:
 
 * numbers, ``true``/``false`` (or ``True``/``False``), and strings, the latter only compared
   with a categorical feature (``occupation == "Armed-Forces"``; an unknown category is refused);
-* names: the features of the problem (the state the formula reads: before the action for
+* names: the features of the problem (a name with characters a Python name cannot hold is
+  written with ``_`` for each: ``capital-gain`` is ``capital_gain``) (the state the formula reads: before the action for
   pre-conditions, efforts' and discounts' inputs, after it for post-conditions), ``before.<f>``
   and ``after.<f>`` for either state explicitly, and ``delta`` / ``value`` where the caller
   provides them (an action's change and its new value);
@@ -30,6 +31,7 @@ NaN or infinity, never an exception; a condition that is NaN is false.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +83,12 @@ def _fold(op: Callable[[Any, Any], Any], values: Sequence[Any]) -> Any:
     return out
 
 
+def identifier(name: str) -> str:
+    """``name`` as a formula writes it: each character that cannot be in a Python name as ``_``."""
+    out = re.sub(r"\W", "_", name)
+    return f"_{out}" if out[:1].isdigit() else out
+
+
 class ExpressionError(InvalidInputError):
     """A formula is not in the expression language, or names what the problem does not have."""
 
@@ -102,6 +110,15 @@ class Vocabulary:
     features: tuple[str, ...]
     categories: Mapping[str, tuple[str, ...]]
     extras: tuple[str, ...] = ()
+
+    def resolve(self, name: str) -> str | None:
+        """The feature ``name`` stands for: itself, or the feature whose name becomes ``name`` when
+        each character that cannot be in a Python name is written ``_`` (``education-num`` is
+        ``education_num`` in a formula); None when there is none, or several."""
+        if name in self.features:
+            return name
+        found = [f for f in self.features if identifier(f) == name]
+        return found[0] if len(found) == 1 else None
 
     def code(self, feature: str, category: str, field: str) -> float:
         """The code of ``category`` of categorical ``feature``."""
@@ -214,9 +231,11 @@ class _Checker:
         return self._feature(name, name)
 
     def _feature(self, feature: str, name: str) -> ast.expr:
-        if feature not in self.vocabulary.features:
+        real = self.vocabulary.resolve(feature)
+        if real is None:
             extras = f" or {', '.join(self.vocabulary.extras)}" if self.vocabulary.extras else ""
             raise ExpressionError(self.field, f"unknown name {_excerpt(name, 40)}: use a feature's name{extras}")
+        name = name[: -len(feature)] + real  # education_num -> education-num, before.x -> before.x
         self.names.add(name)
         return ast.Name(name)
 
@@ -245,7 +264,8 @@ class _Checker:
             name = node.attr
         else:
             return None
-        return name if name in self.vocabulary.categories else None
+        real = self.vocabulary.resolve(name)
+        return real if real is not None and real in self.vocabulary.categories else None
 
     def _call(self, node: ast.Call) -> ast.expr:
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:

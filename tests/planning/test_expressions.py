@@ -90,3 +90,22 @@ def test_sizes_are_bounded_and_errors_do_not_echo_long_input() -> None:
     with pytest.raises(ExpressionError) as info:
         parse(long_name)
     assert len(info.value.problem) < 150
+
+
+def test_a_feature_whose_name_is_not_an_identifier_is_written_with_underscores() -> None:
+    words = Vocabulary(
+        features=("capital-gain", "education-num", "native country"), categories={"native country": ("US", "Other")}
+    )
+    formula = Expression.parse(
+        'capital_gain / 10000 + before.education_num if native_country == "US" else 0', words, "f"
+    )
+    env = {
+        "capital-gain": np.array([10000.0]),
+        "before.education-num": np.array([13.0]),
+        "native country": np.array([0.0]),
+    }
+    assert formula(env).tolist() == [14.0]
+    assert formula.names == {"capital-gain", "before.education-num", "native country"}
+    clash = Vocabulary(features=("a-b", "a b"), categories={})
+    with pytest.raises(ExpressionError, match="unknown name 'a_b'"):
+        Expression.parse("a_b", clash, "f")  # two features would be a_b: neither is guessed
