@@ -142,3 +142,42 @@ def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> Non
     assert result.short is not None and len(result.short.steps) <= 2
     assert result.original_prediction == pytest.approx(0.1)
     assert result.model_calls == 15 + 3  # the generations, the front's replay, the original
+
+
+def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from planning import CategoricalFeature, IntegerFeature
+    from planning.actions import ActionError, ActionSet, total_cost
+    from planning.space import FeatureSpace
+
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="age", value=30, low=17, high=120),
+            IntegerFeature(name="education-num", value=10, low=1, high=16),
+            CategoricalFeature(name="occupation", value="Other", categories=("Managerial-Specialist", "Other")),
+            IntegerFeature(name="capital-gain", value=0, low=0, high=99_999),
+            IntegerFeature(name="capital-loss", value=0, low=0, high=4_356),
+            IntegerFeature(name="hours-per-week", value=40, low=1, high=99),
+        ]
+    )
+    text = (Path(__file__).parents[2] / "examples" / "adult-actions.yaml").read_text()
+    actions, graph = ActionSet.from_data(yaml.safe_load(text)).compile(space)
+    names = [a.name for a in actions]
+    study, gain, loss, occupation = (
+        names.index(n) for n in ("add education", "change capital gain", "change capital loss", "change occupation")
+    )
+    # two levels of education at 40 hours a week: effort 2, discounted by 0.7; the person ages 4 years
+    total, _ = total_cost(actions, graph, space, space.original, [(study, 2.0)])
+    assert total == pytest.approx(1.4)
+    # then a capital gain of 10,000: effort 1, discounted by 1 - 12/32 (education is now 12)
+    total, steps = total_cost(actions, graph, space, space.original, [(study, 2.0), (gain, 10_000.0)])
+    assert steps[1] == pytest.approx(1 - 12 / 32)
+    manager = 0.0
+    assert total_cost(actions, graph, space, space.original, [(occupation, manager)])[0] == pytest.approx(
+        5 * (1 - 10 / 32)
+    )
+    with pytest.raises(ActionError, match="cannot run here"):  # no capital loss once there is a gain
+        total_cost(actions, graph, space, space.original, [(gain, 10_000.0), (loss, 100.0)])
