@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from planning.errors import CounterplanError
-from server import batch_command, tune_command
+from server import batch_command, plan_command, tune_command
 from server.flags import (
     EXIT_NOT_FOUND,
     UsageError,
@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
     tune_command.add_parser(commands)
     batch_command.add_parser(commands)
+    plan_command.add_parser(commands)
     serve = commands.add_parser(
         "serve",
         help="run the gRPC service",
@@ -207,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return tune_command.run(args, _usage)
         if args.command == "batch":
             return batch_command.run(args, _usage)
+        if args.command == "plan":
+            return plan_command.run(args, _usage)
     except CounterplanError as exc:
         parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
     return EXIT_USAGE

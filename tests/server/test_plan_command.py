@@ -1,0 +1,125 @@
+"""``counterplan plan``: the front as a table and numbered steps, JSON, and refusals by field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder
+
+from tests.cli import run_cli
+
+pytest.importorskip("pymoo")
+
+ACTIONS = {
+    "actions": [
+        {
+            "name": "add education",
+            "feature": "education-num",
+            "low": 1,
+            "high": 6,
+            "consequences": {"age": "age + 2 * delta"},
+            "effort": "abs(delta)",
+        },
+        {"name": "invest", "feature": "capital-gain", "low": 0, "high": 30000, "effort": "abs(delta) / 10000"},
+        {"name": "change occupation", "feature": "occupation", "kind": "set", "values": ["Manager"], "effort": 5},
+    ],
+    "graph": [{"source": "education-num", "target": "capital-gain", "tau": "1 - education_num / 32"}],
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """An adult-like data set (columns with '-' as adult's) and a gradient-boosting pipeline."""
+    rng = np.random.default_rng(0)
+    n = 600
+    frame = pd.DataFrame(
+        {
+            "age": rng.integers(18, 70, n),
+            "education-num": rng.integers(1, 17, n),
+            "capital-gain": np.where(rng.random(n) < 0.2, rng.integers(0, 40000, n), 0),
+            "occupation": rng.choice(["Manager", "Other"], n),
+        }
+    )
+    score = frame["education-num"] / 4 + frame["capital-gain"] / 8000 + (frame["occupation"] == "Manager") * 1.5
+    frame["income"] = (score + rng.normal(0, 0.5, n) > 4.5).astype(int)
+    folder = tmp_path_factory.mktemp("plans")
+    csv = folder / "adult.csv"
+    frame.to_csv(csv, index=False)
+    encode = ColumnTransformer([("occupation", OneHotEncoder(), ["occupation"])], remainder="passthrough")
+    model = Pipeline([("encode", encode), ("model", GradientBoostingClassifier(n_estimators=30, random_state=0))])
+    model.fit(frame.drop(columns="income"), frame["income"])
+    joblib.dump(model, folder / "model.joblib")
+    (folder / "actions.yaml").write_text(yaml.safe_dump(ACTIONS))
+    row = int(np.flatnonzero(model.predict(frame.drop(columns="income")) == 0)[0])
+    return {"csv": csv, "model": folder / "model.joblib", "actions": folder / "actions.yaml", "row": Path(str(row))}
+
+
+def _args(files: dict[str, Path], *more: str) -> list[str]:
+    return [
+        "plan", "--model", str(files["model"]), "--data", str(files["csv"]), "--target", "income",
+        "--row", str(files["row"]), "--actions", str(files["actions"]), "--population", "60",
+        "--generations", "20", *more,
+    ]  # fmt: skip
+
+
+def test_the_front_prints_as_a_table_and_numbered_steps(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, out, err = run_cli(capsys, *_args(files))
+    assert code == 0, err
+    assert "plans on the Pareto front" in out and "Plan 1: cost" in out
+    assert "  1. " in out and "<- the goal is met" in out
+
+
+def test_json_gives_every_plan_with_its_steps_and_states(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, out, err = run_cli(capsys, *_args(files, "--json"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["plans"] and result["cheapest"]["valid"]
+    last = result["cheapest"]["steps"][-1]
+    assert last["goal_met"] and set(last["state"]) == {"age", "education-num", "capital-gain", "occupation"}
+    costs = [p["total_cost"] for p in result["plans"]]
+    assert costs == sorted(costs)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"feature": "salary"}, "actions 'actions[0].feature': no feature 'salary'"),
+        ({"low": 5, "high": 1}, "actions 'actions[0].low': low (5) is above high (1)"),
+        ({"effort": "open('x')"}, "actions 'actions[0].effort': only these functions may be called"),
+    ],
+)
+def test_a_bad_action_is_refused_naming_its_field(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path, change: dict[str, object], fragment: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump({**ACTIONS, "actions": [{**ACTIONS["actions"][0], **change}, *ACTIONS["actions"][1:]]})
+    )
+    args = _args(files)
+    args[args.index("--actions") + 1] = str(bad)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and fragment in err
+
+
+def test_an_immutable_feature_and_missing_flags_are_refused(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, _, err = run_cli(capsys, *_args(files, "--immutable", "occupation"))
+    assert code == 2 and "'occupation' is immutable" in err
+    code, _, err = run_cli(capsys, "plan", "--model", str(files["model"]))
+    assert code == 2 and "give --model, --data, --row and --actions" in err
+    code, _, err = run_cli(capsys, *_args(files, "--population", "2"))
+    assert code == 2 and "--population" in err
