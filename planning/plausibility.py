@@ -48,8 +48,7 @@ class PlausibilityModel:
         self.settings = settings
         self.reference_rows = int(reference.shape[0])
         """Rows of the desired class compared against (after subsampling)."""
-        span = space.domain_upper - space.domain_lower
-        self._scale = np.where(span > 0, span, 1.0)
+        self._scale = space.domain_width
         self._nominal = np.flatnonzero(space.nominal & ~space.missing)
         self._sizes = (space.domain_upper[self._nominal] + 1).astype(int)
         points = self._transform(reference)

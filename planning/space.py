@@ -116,6 +116,13 @@ class FeatureSpace:
                 self._categories[i] = values
 
     @property
+    def domain_width(self) -> FloatMatrix:
+        """Per column: the domain's width, 1 where the domain is a single value (what numbers are
+        scaled by in the Gower distance, the trust region and plausibility)."""
+        span = self.domain_upper - self.domain_lower
+        return np.where(span > 0, span, 1.0)
+
+    @property
     def grid_scale(self) -> FloatMatrix:
         """Per column: grid values per unit (``10 ** precision``, 1 for whole numbers), 0 for any float."""
         return self._scale

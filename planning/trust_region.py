@@ -172,10 +172,9 @@ class TrustRegion:
             raise ProblemError("trust_region", "no reference row of the target outcome lies in the features' domains")
         self.space = space
         self.settings = settings
-        span = space.domain_upper - space.domain_lower
         self.offset: FloatMatrix = space.domain_lower.copy()
         """Per feature: subtracted from a number before scaling."""
-        self.scale: FloatMatrix = np.where(span > 0, span, 1.0)
+        self.scale: FloatMatrix = space.domain_width
         """Per feature: a number's scaled value is ``(x - offset) / scale``."""
         used = ~space.missing
         self._numeric = np.flatnonzero(used & ~space.nominal)

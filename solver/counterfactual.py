@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from planning.calculator import Evaluation, ModelCalls, ScoreCalculator
+from planning.distance import gower
 from planning.errors import ModelCallError, ProblemError
 from planning.problem import CounterfactualProblem
 from planning.score import BendableScore
@@ -403,17 +404,16 @@ class CounterfactualSolver:
         from), the others without their needless changes and shaved to the boundary, as the best
         was; each row once."""
         space = self.problem.space
-        width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
-        gap = np.where(space.nominal, picks != best, np.abs(picks - best) / width).sum(axis=1)
+        gap = gower(picks, best, space.nominal, space.domain_width)
         others = np.delete(picks, int(np.argmin(gap)), axis=0)
         others = others[~(others == best).all(axis=1)]
         if others.shape[0] and not should_stop():
-            scores = CalculatorScorer(calculator).score(others.copy())
+            scorer = CalculatorScorer(calculator)
             others, _ = self._refine_others(
                 others,
-                scores,
+                scorer.score(others.copy()),
                 best,
-                CalculatorScorer(calculator),
+                scorer,
                 grid_size=REFINE_GRID,
                 max_rounds=REFINE_ROUNDS,
                 should_stop=should_stop,

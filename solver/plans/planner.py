@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict
 
 from planning.actions import Action, ActionSet, CostGraph
 from planning.calculator import Evaluation
+from planning.distance import gower
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
 from solver.plans.genome import decode
-from solver.plans.search import PlanConfig, PlanSearch, gower
+from solver.plans.search import PlanConfig, PlanSearch
 
 SHORT_PLAN = 2
 """The short plan the result names: the cheapest of at most this many actions."""
@@ -122,7 +123,6 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
     lengths = decoded.lengths
     rows = [played.states[i, 1 : lengths[i] + 1] for i in range(keys.shape[0])]
     checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None
-    width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
     out = []
     offset = 0
     for i in range(keys.shape[0]):
@@ -149,7 +149,7 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
             )
         offset += int(lengths[i])
         final = played.final[i].reshape(1, -1)
-        distance = float(gower(width, space.nominal, space.original, final)[0])
+        distance = float(gower(final, space.original, space.nominal, space.domain_width)[0])
         out.append(
             ActionPlan(
                 steps=steps,

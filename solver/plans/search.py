@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planning.actions import Action, CostGraph
 from planning.calculator import ScoreCalculator
+from planning.distance import gower
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
 from solver.plans.genome import decode
@@ -64,12 +65,6 @@ class Generation:
     played: Unrolled
 
 
-def gower(space_width: FloatMatrix, nominal: np.ndarray, original: FloatMatrix, final: FloatMatrix) -> FloatMatrix:
-    """Mean Gower distance per row: numbers by their domain's width, categories 1 when changed."""
-    diff = np.where(nominal, final != original, np.abs(final - original) / space_width)
-    return np.asarray(diff.mean(axis=1), dtype=np.float64)
-
-
 class PlanSearch:
     """Searches the plans of one problem (see the module docstring)."""
 
@@ -88,7 +83,6 @@ class PlanSearch:
         self.on_generation = on_generation
         self.calculator = ScoreCalculator(problem)
         space = problem.space
-        self._width = np.where(space.domain_upper > space.domain_lower, space.domain_upper - space.domain_lower, 1.0)
         touched = {a.feature for a in actions} | {name for a in actions for name in a.consequences}
         self._touched = np.array([space.index[name] for name in space.names if name in touched], dtype=np.intp)
 
@@ -102,7 +96,7 @@ class PlanSearch:
         missed = np.maximum(-scores[:, 0], 0.0) + np.maximum(-scores[:, 2], 0.0)
         violation = np.asarray(missed + decoded.empty + played.violations, dtype=np.float64)
         cost = np.round(played.cost, COST_DECIMALS)
-        distance = np.round(gower(self._width, space.nominal, space.original, final), DISTANCE_DECIMALS)
+        distance = np.round(gower(final, space.original, space.nominal, space.domain_width), DISTANCE_DECIMALS)
         objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
         return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
 

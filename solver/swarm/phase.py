@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planning.distance import gower
 from solver.core.config import SwarmPhaseConfig
 from solver.core.events import EngineListener
 from solver.core.protocol import EncodedSpace, FloatMatrix
@@ -52,13 +53,11 @@ def paper_objective(rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace)
     by their domain's width, categories 1 when changed); l3: the number of changed features.
     """
     original = space.original.reshape(1, -1)
-    changed = rows != original
-    width = getattr(space, "domain_upper", space.upper) - getattr(space, "domain_lower", space.lower)
-    numeric = ~space.nominal & (width > 0)
-    gower = np.where(numeric, np.abs(rows - original) / np.where(numeric, width, 1.0), changed)
+    span = space.upper - space.lower
+    width = getattr(space, "domain_width", np.where(span > 0, span, 1.0))
     l1 = -scores[:, 0]
-    l2 = gower.sum(axis=1) / rows.shape[1]
-    l3 = changed.sum(axis=1)
+    l2 = gower(rows, original, space.nominal, width)
+    l3 = (rows != original).sum(axis=1)
     return np.asarray(l1 + l2 + l3 - scores[:, 1], dtype=np.float64)
 
 
