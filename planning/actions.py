@@ -302,6 +302,12 @@ def _compile_action(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabular
     consequences = {}
     for name, text in spec.consequences.items():
         _known(space, name, f"{where}.consequences")
+        if not space[name].mutable:
+            raise ActionError(
+                f"{where}.consequences.{name}",
+                f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
+                "such as age, is mutable with a monotone rule)",
+            )
         consequences[name] = _formula(text, vocabulary, f"{where}.consequences.{name}")
     return Action(
         name=spec.name,

@@ -22,6 +22,7 @@ from planning.calculator import Evaluation
 from planning.distance import gower
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
+from planning.threads import NativeThreadLimit
 from solver.plans.genome import decode
 from solver.plans.search import PlanConfig, PlanSearch
 
@@ -56,7 +57,8 @@ class ActionPlan(BaseModel):
     distance: float
     """Mean Gower distance from the original to the final state."""
     valid: bool
-    """The final state meets every goal, checked through the real model."""
+    """The final state meets every goal (checked through the real model) and keeps the
+    problem's actionability rules."""
 
 
 class PlanResult(BaseModel):
@@ -71,6 +73,10 @@ class PlanResult(BaseModel):
     short: ActionPlan | None
     """The cheapest plan of at most two actions, when the front has one."""
     generations: int
+    """Generations run."""
+    stopped_early: bool = False
+    """A time limit or a stop request ended the search before its last generation: the front is
+    the best found by then."""
     model_calls: int
     seconds: float
 
@@ -82,11 +88,15 @@ def plan(
     config: PlanConfig | None = None,
     *,
     on_generation: Callable[[int, FloatMatrix], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> PlanResult:
     """The Pareto front of action plans that take ``problem``'s original to its goals.
 
     ``actions``: runtime :class:`~planning.actions.Action` s (with ``graph``), or an
     :class:`~planning.actions.ActionSet` declared as data (its own graph is used).
+    ``on_generation(generation, front_objectives)`` sees the archive after each generation
+    (columns: cost, distance, then per touched feature the steps that changed it); ``stop()``
+    is asked after each generation and ends the search early when it returns True.
     """
     started = time.perf_counter()
     if isinstance(actions, ActionSet):
@@ -96,20 +106,22 @@ def plan(
     graph = graph or CostGraph()
     config = config or PlanConfig()
     search = PlanSearch(problem, compiled, graph, config, on_generation)
-    keys, objectives = search.run()
-    plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
+    with NativeThreadLimit(config.model_threads):
+        keys, objectives = search.run(stop)
+        plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
+        original = search.calculator.check(problem.original_row())
     plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
     valid = [p for p in plans if p.valid]
     short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
     space = problem.space
-    original = search.calculator.check(problem.original_row())
     return PlanResult(
         original=space.decode(space.original),
         original_prediction=_prediction(problem, original, 0),
         plans=plans,
         cheapest=valid[0] if valid else None,
         short=short[0] if short else None,
-        generations=config.generations,
+        generations=search.generations_run,
+        stopped_early=search.stopped_early,
         model_calls=search.calculator.model_call_count,
         seconds=time.perf_counter() - started,
     )
@@ -147,6 +159,8 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
                     and checked.failures[row] is None,
                 )
             )
+        last = offset + int(lengths[i]) - 1
+        keeps_rules = checked is not None and last >= offset and bool(checked.scores[last, 1] == 0.0)
         offset += int(lengths[i])
         final = played.final[i].reshape(1, -1)
         distance = float(gower(final, space.original, space.nominal, space.domain_width)[0])
@@ -155,7 +169,7 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
                 steps=steps,
                 total_cost=float(objectives[i, 0]),
                 distance=distance,
-                valid=bool(steps and steps[-1].goal_met),
+                valid=bool(steps and steps[-1].goal_met and keeps_rules),
             )
         )
     return out

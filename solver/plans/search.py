@@ -7,8 +7,10 @@ Each generation (after Naumann and Ntoutsi's code):
 2. objectives, all minimised: the total cost (rounded to 4 decimals), the Gower distance from
    the original to the final state (rounded to 2), and per feature some action can change, the
    number of steps that changed it;
-3. constraints: the final state meets every goal (hard levels 0 and 2 of the score: the
-   actions themselves say what may change), the plan is not empty, no step broke its conditions;
+3. constraints: the final state meets every goal and keeps the problem's actionability rules
+   (every hard level of the score: no immutable changed, monotone rules, at most
+   ``max_changed_features``, plausibility and the trust region when the problem has them), the
+   plan is not empty, no step broke its conditions;
 4. the elites are the first non-dominated front (pymoo's ``NonDominatedSorting``) among the
    feasible plans, or, when none is feasible, among those with the least constraint violation;
 5. the next population: the elites, ``offspring`` children each of a random elite and a random
@@ -16,11 +18,14 @@ Each generation (after Naumann and Ntoutsi's code):
    fresh random genomes; genomes whose objective vectors repeat an elite's are dropped.
 
 Every feasible plan seen is offered to an archive that keeps the non-dominated ones: the Pareto
-front the answer is built from. The same seed gives the same front.
+front the answer is built from. The same seed gives the same front; only a time limit (the
+user's, or a server's deadline) or a stop request (a cancelled call, a server shutting down)
+ends the search before its last generation, and then it answers with the archive so far.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -28,11 +33,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from planning.actions import Action, CostGraph
+from planning.actions import Action, ActionError, CostGraph
 from planning.calculator import ScoreCalculator
 from planning.distance import gower
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
+from planning.threads import MAX_MODEL_THREADS
 from solver.plans.genome import decode
 from solver.plans.unroll import Unrolled, unroll
 
@@ -53,6 +59,10 @@ class PlanConfig(BaseModel):
     """Chance that a child's key comes from its elite parent."""
     generations: Annotated[int, Field(ge=1, le=10_000)] = 150
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    time_limit_seconds: Annotated[float, Field(gt=0.0, le=86_400.0)] | None = None
+    """Stop after the generation that passes this (None: run every generation)."""
+    model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] | None = 1
+    """Native threads per model call (None: leave the pools as they are)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,14 @@ class PlanSearch:
         self.config = config or PlanConfig()
         self.on_generation = on_generation
         self.calculator = ScoreCalculator(problem)
+        self.generations_run = 0
+        self.stopped_early = False
+        """The search ended before its last generation (time limit or stop request)."""
         space = problem.space
+        relations = problem.relations
+        self._settle = None if relations is None else relations.apply
+        computed = set() if relations is None else {space.names[j] for j in relations.target_columns}
+        _refuse_computed(actions, computed)
         touched = {a.feature for a in actions} | {name for a in actions for name in a.consequences}
         self._touched = np.array([space.index[name] for name in space.names if name in touched], dtype=np.intp)
 
@@ -90,18 +107,19 @@ class PlanSearch:
         """Decode, unroll and score ``keys``: one model call for every final state."""
         space = self.problem.space
         decoded = decode(keys, self.actions, space)
-        played = unroll(decoded, self.actions, self.graph, space, space.original)
+        played = unroll(decoded, self.actions, self.graph, space, space.original, settle=self._settle)
         final = played.final
         scores = self.calculator.calculate(final.copy()).scores
-        missed = np.maximum(-scores[:, 0], 0.0) + np.maximum(-scores[:, 2], 0.0)
+        missed = np.maximum(-scores[:, :3], 0.0).sum(axis=1)
         violation = np.asarray(missed + decoded.empty + played.violations, dtype=np.float64)
         cost = np.round(played.cost, COST_DECIMALS)
         distance = np.round(gower(final, space.original, space.nominal, space.domain_width), DISTANCE_DECIMALS)
         objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
         return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
 
-    def run(self) -> tuple[FloatMatrix, FloatMatrix]:
-        """Every generation; returns the archive's genomes and objectives (the feasible front)."""
+    def run(self, stop: Callable[[], bool] | None = None) -> tuple[FloatMatrix, FloatMatrix]:
+        """Every generation, or until ``config.time_limit_seconds`` or ``stop()`` (asked after
+        each generation); returns the archive's genomes and objectives (the feasible front)."""
         from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting  # noqa: PLC0415 - the plans extra
 
         sorting = NonDominatedSorting()
@@ -113,8 +131,11 @@ class PlanSearch:
         archive_objectives = np.empty((0, 2 + self._touched.size))
         mutants = round(config.mutant_share * config.population)
         offspring = config.population - mutants
+        limit = config.time_limit_seconds
+        deadline = None if limit is None else time.monotonic() + limit
         for generation in range(config.generations):
             scored = self.evaluate(keys)
+            self.generations_run = generation + 1
             feasible = scored.violation == 0
             archive_keys, archive_objectives = self._archive(
                 sorting, archive_keys, archive_objectives, keys[feasible], scored.objectives[feasible]
@@ -122,6 +143,9 @@ class PlanSearch:
             if self.on_generation is not None:
                 self.on_generation(generation, archive_objectives)
             if generation == config.generations - 1:
+                break
+            if (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop()):
+                self.stopped_early = True
                 break
             pool = (
                 np.flatnonzero(feasible)
@@ -156,3 +180,13 @@ class PlanSearch:
         front = sorting.do(all_objectives, only_non_dominated_front=True)  # type: ignore[attr-defined]
         front = np.sort(np.asarray(front, dtype=np.intp))[:ARCHIVE_MAX]
         return all_keys[front], all_objectives[front]
+
+
+def _refuse_computed(actions: list[Action], computed: set[str]) -> None:
+    """A computed feature follows its inputs: no action or consequence may set it."""
+    for i, action in enumerate(actions):
+        if action.feature in computed:
+            raise ActionError(f"actions[{i}].feature", f"{action.feature!r} is computed from other features")
+        for name in action.consequences:
+            if name in computed:
+                raise ActionError(f"actions[{i}].consequences.{name}", f"{name!r} is computed from other features")

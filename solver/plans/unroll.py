@@ -4,14 +4,17 @@ At step t, the plans whose t-th action is a are applied together with one call o
 :func:`planning.actions.apply`, so a generation costs (plan length x actions) numpy passes, never
 one Python call per plan. A step that breaks a condition, leaves the domain or changes nothing
 is counted as a violation and leaves the state as it was (the paper's constraint g3); its cost
-is not added. What comes out is what the search and the answer need: the state after every step,
-each step's cost, the total, the violations, and per feature the number of steps that changed it
-(the paper's per-feature sparsity objectives).
+is not added. Computed features (learned relations) follow each step through ``settle``, so the
+next action's conditions and costs read them as the model will. What comes out is what the
+search and the answer need: the state after every step, each step's cost, the total, the
+violations, and per feature the number of steps that changed it (the paper's per-feature
+sparsity objectives).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -49,9 +52,16 @@ class Unrolled:
 
 
 def unroll(
-    decoded: Decoded, actions: list[Action], graph: CostGraph, space: FeatureSpace, start: FloatMatrix
+    decoded: Decoded,
+    actions: list[Action],
+    graph: CostGraph,
+    space: FeatureSpace,
+    start: FloatMatrix,
+    *,
+    settle: Callable[[FloatMatrix], FloatMatrix] | None = None,
 ) -> Unrolled:
-    """Play every plan of ``decoded`` from ``start`` (the encoded original row)."""
+    """Play every plan of ``decoded`` from ``start`` (the encoded original row); ``settle`` sets
+    the computed features of the states after each step (``LearnedRelations.apply``)."""
     n, steps = decoded.order.shape
     state = np.repeat(start.reshape(1, -1), n, axis=0)
     states = np.empty((n, steps + 1, state.shape[1]))
@@ -66,6 +76,8 @@ def unroll(
             if rows.size == 0:
                 continue
             result = apply(action, graph, space, state[rows], decoded.values[rows, a])
+            if settle is not None:
+                result = replace(result, after=settle(result.after))
             changes[rows] += (result.after != state[rows]).astype(np.intp)
             step_costs[rows, t] = np.where(result.ok, result.cost, 0.0)
             violations[rows] += ~result.ok

@@ -74,6 +74,7 @@ def test_an_action_applies_its_consequences_and_conditions_to_many_states_at_onc
         ({"pre": "salary > 2"}, "actions[0].pre", "unknown name 'salary'"),
         ({"effort": "__import__('os')"}, "actions[0].effort", "only these functions may be called"),
         ({"consequences": {"height": "1"}}, "actions[0].consequences", "no feature 'height'"),
+        ({"consequences": {"location": '"US"'}}, "actions[0].consequences.location", "'location' is immutable"),
     ],
 )
 def test_bad_actions_are_refused_naming_the_field(change: dict[str, object], field: str, fragment: str) -> None:

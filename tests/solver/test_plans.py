@@ -79,7 +79,7 @@ def test_a_step_that_cannot_run_is_a_violation_and_leaves_the_state() -> None:
     assert played.cost[1] == pytest.approx(2.5 + 15.0)
 
 
-def _toy_problem():  # type: ignore[no-untyped-def]
+def _toy_problem(**options):  # type: ignore[no-untyped-def]
     """The toy person asks for a better-paid life: the model approves a developer in the US, or a
     developer with a degree."""
     from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
@@ -91,7 +91,7 @@ def _toy_problem():  # type: ignore[no-untyped-def]
 
     space = toy_space()
     return CounterfactualProblem(
-        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))]), **options
     )
 
 
@@ -181,3 +181,77 @@ def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:
     )
     with pytest.raises(ActionError, match="cannot run here"):  # no capital loss once there is a gain
         total_cost(actions, graph, space, space.original, [(gain, 10_000.0), (loss, 100.0)])
+
+
+def test_plans_keep_the_problems_actionability_rules() -> None:
+    """At most two features may change: the degree (which also ages the person) and the job
+    change three, so the cheapest plan becomes the move and the job, though it costs more."""
+    pytest.importorskip("pymoo")
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    limited = _toy_problem(max_changed_features=2)
+    result = plan(limited, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    assert result.plans and all(p.valid for p in result.plans)
+    for p in result.plans:
+        final = p.steps[-1].state
+        assert sum(final[n] != result.original[n] for n in final) <= 2
+    assert result.cheapest is not None and result.cheapest.total_cost == pytest.approx(22.5)
+    assert sorted(s.action for s in result.cheapest.steps) == ["job", "move"]
+
+
+def test_a_time_limit_or_a_stop_request_answers_with_the_front_so_far() -> None:
+    pytest.importorskip("pymoo")
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    problem = _toy_problem()
+    asked: list[int] = []
+    stopped = plan(
+        problem,
+        ActionSet.from_data(TOY),
+        config=PlanConfig(population=40, generations=15),
+        on_generation=lambda g, f: asked.append(g),
+        stop=lambda: len(asked) >= 3,
+    )
+    assert stopped.generations == 3 and stopped.stopped_early and asked == [0, 1, 2]
+    assert stopped.plans and all(p.valid for p in stopped.plans)
+    config = PlanConfig(population=40, generations=15, time_limit_seconds=1e-9)
+    timed = plan(problem, ActionSet.from_data(TOY), config=config)
+    assert timed.generations == 1 and timed.stopped_early
+    whole = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    assert whole.generations == 15 and not whole.stopped_early
+
+
+def test_computed_features_follow_every_step_and_no_action_may_set_them() -> None:
+    """y is learned as 2 x: raising x raises y at each step, and a post-condition reads it."""
+    pytest.importorskip("pymoo")
+    from sklearn.linear_model import LinearRegression
+
+    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, OutputSpec
+    from planning.actions import ActionError
+    from planning.relations import LearnedConstraint
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    xs = np.arange(0, 11, dtype=float).reshape(-1, 1)
+    relation = LearnedConstraint.of("y", ["x"], LinearRegression().fit(xs, 2 * xs[:, 0]))
+
+    def model(X: np.ndarray) -> np.ndarray:
+        p = np.where(X[:, 1] >= 10, 0.9, 0.1)
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [IntegerFeature(name="x", value=2, low=0, high=10), FloatFeature(name="y", value=4.0, low=0.0, high=20.0)],
+        [ClassGoal(target=1)],
+        CallableAdapter(model, [OutputSpec("ok", (0, 1))]),
+        relations=[relation],
+    )
+    raise_x = {"name": "raise x", "feature": "x", "low": 1, "high": 8, "post": "after.y <= 12"}
+    result = plan(problem, ActionSet.from_data({"actions": [raise_x]}), config=PlanConfig(population=20, generations=5))
+    assert result.cheapest is not None
+    assert {p.steps[-1].state["x"] for p in result.plans} <= {5, 6}  # y = 2 x reaches 10 and stays within 12
+    assert result.cheapest.steps[0].state["y"] == pytest.approx(10.0)
+    with pytest.raises(ActionError) as info:
+        plan(problem, ActionSet.from_data({"actions": [{**raise_x, "feature": "y"}]}), config=PlanConfig(population=4))
+    assert info.value.field == "actions[0].feature" and "computed" in info.value.problem
