@@ -79,7 +79,7 @@ def exhaustive_short(
     decoded = Decoded(order=order, lengths=(order >= 0).sum(axis=1), values=np.array(values))
     played = unroll(decoded, actions, graph, space, space.original)
     scores = ScoreCalculator(problem).calculate(played.final.copy()).scores
-    feasible = (scores[:, 0] == 0.0) & (scores[:, 2] == 0.0) & (played.violations == 0)
+    feasible = (scores[:, :3] == 0.0).all(axis=1) & (played.violations == 0)
     cost = np.where(feasible, played.cost, np.inf)
     return float(cost.min()), int(order.shape[0])
 

@@ -21,13 +21,14 @@ states: one call applies an action to every plan that takes it at a step.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from planning._pydantic import reraise
 from planning.errors import InvalidInputError
@@ -184,7 +185,13 @@ class _Data(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-FormulaText = Annotated[str, Field(max_length=500)] | float
+def _number_as_text(value: Any) -> Any:
+    """A formula may be a bare number (``effort: 5``): it is the formula ``5``."""
+    return repr(value) if isinstance(value, int | float) else value
+
+
+FormulaText = Annotated[str, BeforeValidator(_number_as_text), Field(max_length=500)]
+"""A formula of the expression language (a number is one too), at most 500 characters."""
 
 
 class ActionSpec(_Data):
@@ -228,7 +235,7 @@ class ActionSet(_Data):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            reraise(exc, "", ActionError)
+            reraise(exc, "", _indexed_error)
 
     def compile(self, space: FeatureSpace) -> tuple[list[Action], CostGraph]:
         """The runtime actions and graph for ``space``, every name and formula checked."""
@@ -249,6 +256,14 @@ class ActionSet(_Data):
                 _known(space, getattr(edge, end), f"{where}.{end}")
             edges.append((edge.source, edge.target, _formula(edge.tau, plain, f"{where}.tau")))
         return actions, CostGraph(tuple(edges))
+
+
+_INDEX = re.compile(r"(?<=[A-Za-z_\]])\.(\d+)(?=[.:,]|$)")
+
+
+def _indexed_error(field: str, problem: str) -> ActionError:
+    """pydantic's ``actions.0.low`` as ``actions[0].low``, the way every other error names it."""
+    return ActionError(_INDEX.sub(r"[\1]", field), _INDEX.sub(r"[\1]", problem))
 
 
 def _categories(space: FeatureSpace) -> dict[str, tuple[str, ...]]:

@@ -115,3 +115,28 @@ def rejected_applicant() -> dict[str, Any]:
         "has_prior_default": False,
         "has_guarantor": False,
     }
+
+
+DEMO_ACTIONS: dict[str, Any] = {
+    "actions": [
+        {"name": "pay down debt", "feature": "debt", "kind": "add", "low": -30000, "high": -1000,
+         "effort": "abs(delta) / 5000"},
+        {"name": "earn more", "feature": "income", "kind": "add", "low": 1000, "high": 40000,
+         "effort": "abs(delta) / 5000"},
+        {"name": "close credit cards", "feature": "credit_cards", "kind": "add", "low": -5, "high": -1,
+         "effort": "abs(delta) / 2"},
+        {"name": "borrow less", "feature": "loan_amount", "kind": "add", "low": -25000, "high": -1000,
+         "effort": "abs(delta) / 10000"},
+        {"name": "find a guarantor", "feature": "has_guarantor", "kind": "set", "values": [True], "effort": 3,
+         "pre": "not has_guarantor"},
+        {"name": "get a degree", "feature": "education", "kind": "set", "values": ["bachelor", "master"],
+         "consequences": {"income": "income * 1.15"}, "effort": '6 if after.education == "master" else 4',
+         "pre": 'education == "high-school"'},
+    ],
+    "graph": [
+        {"source": "income", "target": "debt", "tau": "clip(45000 / income, 0.5, 1)"},
+        {"source": "education", "target": "income", "tau": '1 if education == "high-school" else 0.7'},
+    ],
+}  # fmt: skip
+"""What the demo's applicant can do, as an actions file holds it (``examples/loan-demo-actions.yaml``
+is the same, with comments): ``counterplan plan`` on the demo uses it when no --actions is given."""

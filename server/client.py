@@ -10,6 +10,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from planning.actions import ActionSet
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
 from server.convert import value_message
@@ -137,6 +138,49 @@ class CounterplanClient:
             yield from call
         finally:
             call.cancel()  # a no-op once the call is over; else the server stops the rest
+
+    @staticmethod
+    def plan_request(
+        model_id: str,
+        instance: Mapping[str, Any],
+        actions: ActionSet | Mapping[str, Any],
+        goals: Sequence[pb.Goal] = (),
+        *,
+        seed: int | None = None,
+        population: int | None = None,
+        generations: int | None = None,
+        immutable: Sequence[str] = (),
+        request_id: str = "",
+    ) -> pb.PlanRequest:
+        """Build a ``PlanRequest``; ``actions`` as an :class:`ActionSet` or the plain data of an
+        actions file (``{"actions": [...], "graph": [...]}``, checked here first)."""
+        from server.plan_convert import action_messages  # noqa: PLC0415 - only plan clients need it
+
+        checked = actions if isinstance(actions, ActionSet) else ActionSet.from_data(actions)
+        messages, edges = action_messages(checked)
+        search = pb.PlanSearch()
+        for name, value in (("seed", seed), ("population", population), ("generations", generations)):
+            if value is not None:
+                setattr(search, name, value)
+        return pb.PlanRequest(
+            model_id=model_id,
+            instance={name: value_message(value) for name, value in instance.items()},
+            goals=list(goals),
+            overrides=[pb.FeatureOverride(name=name, constrained=True) for name in immutable],
+            actions=messages,
+            graph=edges,
+            search=search,
+            request_id=request_id,
+        )
+
+    def plan(self, request: pb.PlanRequest, timeout: float | None = 60.0) -> pb.PlanResponse:
+        """The Pareto front of action plans; ``timeout`` is the call's deadline in seconds."""
+        response: pb.PlanResponse = self.stub.Plan(request, timeout=timeout, metadata=self._metadata)
+        return response
+
+    def plan_stream(self, request: pb.PlanRequest, timeout: float | None = 60.0) -> Iterator[pb.PlanStreamResponse]:
+        """The front after each generation that changed it, then the FINAL message."""
+        yield from self.stub.PlanStream(request, timeout=timeout, metadata=self._metadata)
 
     def list_models(self, timeout: float | None = 10.0) -> list[pb.ModelSummary]:
         """The served models."""

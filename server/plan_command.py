@@ -8,12 +8,17 @@ a bad action is refused naming its field, before any search.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from server.flags import EXIT_NOT_FOUND
 from server.help_text import GOAL_HELP
+
+DEMO_ID = "loan-demo"
+"""The served demo model's id (``server.registry.DEMO_ID``, not imported: ``--help`` stays fast)."""
 
 PLANS_SHOWN = 10
 """Plans printed step by step at most (``--json`` gives them all)."""
@@ -25,15 +30,18 @@ def add_parser(commands: Any) -> None:
         "plan",
         help="ordered actions with their costs that reach a goal (consequence-aware plans)",
         description="Find the Pareto front of action plans (cost against distance and touched features) that "
-        "take one row of --data to the goal, with the actions of --actions (a YAML file; see "
-        "examples/adult-actions.yaml). Needs counterplan[plans].",
+        "take one row of --data (or --instance) to the goal, with the actions of --actions (a YAML file; see "
+        "examples/adult-actions.yaml). Without --model and --data: the embedded demo's applicant and its "
+        "actions (examples/loan-demo-actions.yaml). With --server: planned by a counterplan server. "
+        "Needs counterplan[plans].",
     )
     plan.add_argument("--model", help="fitted scikit-learn model (.skops or .joblib)")
     plan.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
     plan.add_argument("--data", help="CSV of training data")
     plan.add_argument("--target", help="label column of --data, left out of the features")
     plan.add_argument("--row", type=int, help="row of --data to plan for (0-based)")
-    plan.add_argument("--actions", help="the actions and cost graph (YAML or JSON)")
+    plan.add_argument("--instance", help="the instance as a JSON object, or @file.json (instead of --row)")
+    plan.add_argument("--actions", help="the actions and cost graph (YAML or JSON); the demo has its own")
     plan.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
     plan.add_argument(
         "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns no action may set"
@@ -41,62 +49,182 @@ def add_parser(commands: Any) -> None:
     plan.add_argument("--population", type=int, default=500, help="genomes per generation (default 500)")
     plan.add_argument("--generations", type=int, default=150, help="generations (default 150)")
     plan.add_argument("--seed", type=int, default=0)
+    plan.add_argument("--time-limit", type=float, help="seconds: stop after the generation that passes it")
     plan.add_argument("--json", action="store_true", help="every plan with its steps and the state after each")
+    plan.add_argument("--server", metavar="HOST:PORT", help="plan on a counterplan server instead of in-process")
+    plan.add_argument("--model-id", default=DEMO_ID, help=f"with --server: the served model's id (default {DEMO_ID})")
+    plan.add_argument("--token", help="with --server: bearer token")
+    plan.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
 
 
 def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
-    """Check the flags and the actions, search, print; 0 with a valid plan, 3 without."""
+    """Check the flags and the actions, search (here or on a server), print; 0 with a valid plan, 3 without."""
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from planning.actions import ActionSet  # noqa: PLC0415
-    from planning.models import adapt_sklearn  # noqa: PLC0415
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
-    from server.loading import load_csv, load_model  # noqa: PLC0415
-    from solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
-    from solver.explainer import Explainer, model_columns  # noqa: PLC0415
-
-    if args.model is None or args.data is None or args.row is None or args.actions is None:
-        raise usage("give --model, --data, --row and --actions")
     try:
-        from solver.plans.planner import plan  # noqa: PLC0415
         from solver.plans.search import PlanConfig  # noqa: PLC0415
 
-        config = PlanConfig(population=args.population, generations=args.generations, seed=args.seed)
-    except ImportError:
-        raise usage("plans need pymoo: pip install 'counterplan[plans]'") from None
+        config = PlanConfig(
+            population=args.population,
+            generations=args.generations,
+            seed=args.seed,
+            time_limit_seconds=args.time_limit,
+        )
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise usage(f"--{error['loc'][0]}: {error['msg']}") from None
-    try:
-        text = Path(args.actions).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
-    try:
-        actions = ActionSet.from_data(load_config_text(text))
-    except ConfigTextError as exc:
-        raise usage(f"--actions: {exc.problem}") from None
-    data = load_csv(args.data)
-    if not 0 <= args.row < len(data):
-        raise usage(f"--row: row {args.row} is outside the data's {len(data)} rows")
-    model = load_model(args.model, trust=args.trust_model)
-    immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
-    explainer = Explainer(
-        adapt_sklearn(model, args.target or "prediction"),
-        data,
-        [parse_goal_text(goal) for goal in args.goal] or None,
-        target=args.target,
-        immutable=immutable,
-        columns=model_columns(model, data, args.target),
-        check=False,
-    )
-    problem = explainer.problem(args.row)
-    actions.compile(problem.space)  # a bad action is refused before the search
-    result = plan(problem, actions, config=config)
+        raise usage(f"--{str(error['loc'][0]).replace('_seconds', '').replace('_', '-')}: {error['msg']}") from None
+    if importlib.util.find_spec("pymoo") is None and args.server is None:
+        raise usage("plans need pymoo: pip install 'counterplan[plans]'")
+    demo = args.model is None and args.data is None
+    result = _remote(args, config, usage) if args.server is not None else _local(args, config, demo, usage)
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
         _print(result)
     return 0 if result.cheapest is not None else EXIT_NOT_FOUND
+
+
+def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
+    """The ``--actions`` file checked as data, or the demo's own actions."""
+    from planning.actions import ActionSet  # noqa: PLC0415
+    from solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+
+    if args.actions is None:
+        if not demo:
+            raise usage("--actions: give the actions file (only the demo has its own actions)")
+        from planning.demo import DEMO_ACTIONS  # noqa: PLC0415
+
+        return ActionSet.from_data(DEMO_ACTIONS)
+    try:
+        text = Path(args.actions).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
+    try:
+        return ActionSet.from_data(load_config_text(text))
+    except ConfigTextError as exc:
+        raise usage(f"--actions: {exc.problem}") from None
+
+
+def _immutable(args: argparse.Namespace) -> list[str]:
+    return [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
+
+
+def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> Any:
+    """Build the problem (the demo's, or --model/--data's row) and plan in this process."""
+    from planning.models import adapt_sklearn  # noqa: PLC0415
+    from server.goal_text import parse_goal_text  # noqa: PLC0415
+    from server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from solver.explainer import Explainer, model_columns  # noqa: PLC0415
+    from solver.plans.planner import plan  # noqa: PLC0415
+
+    for flag, value in (("--model-id", args.model_id if args.model_id != DEMO_ID else None), ("--token", args.token)):
+        if value is not None:
+            raise usage(f"{flag} needs --server")
+    goals = [parse_goal_text(goal) for goal in args.goal]
+    if demo and (args.row is not None or args.target is not None):
+        raise usage("--row and --target need --model and --data")
+    if not demo and (args.model is None or args.data is None):
+        raise usage("give both --model and --data (or neither, for the demo)")
+    if not demo and (args.row is None) == (args.instance is None):
+        raise usage("give exactly one of --row and --instance")
+    actions = _actions(args, demo, usage)
+    if demo:
+        problem = _demo_problem(args, goals)
+    else:
+        data = load_csv(args.data)
+        if args.row is not None and not 0 <= args.row < len(data):
+            raise usage(f"--row: row {args.row} is outside the data's {len(data)} rows")
+        model = load_model(args.model, trust=args.trust_model)
+        explainer = Explainer(
+            adapt_sklearn(model, args.target or "prediction"),
+            data,
+            goals or None,
+            target=args.target,
+            immutable=_immutable(args),
+            columns=model_columns(model, data, args.target),
+            check=False,
+        )
+        problem = explainer.problem(args.row if args.row is not None else load_instance(args.instance))
+    actions.compile(problem.space)  # a bad action is refused before the search
+    return plan(problem, actions, config=config)
+
+
+def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
+    """The embedded demo's applicant (or --instance), its goal unless --goal, its immutables and more."""
+    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
+    from planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from server.loading import load_instance  # noqa: PLC0415
+
+    data = demo.make_loan_data()
+    instance = demo.rejected_applicant() if args.instance is None else load_instance(args.instance)
+    return CounterfactualProblem.from_dataframe(
+        data,
+        instance,
+        demo.train_loan_model(data),
+        goals or demo.demo_goals(),
+        target=demo.TARGET,
+        immutable=list(dict.fromkeys([*demo.IMMUTABLE, *_immutable(args)])),
+    )
+
+
+def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Exception]) -> Any:
+    """Send the plan to ``--server`` (streaming, with a live line on a terminal); the result as a local one."""
+    import grpc  # noqa: PLC0415 - grpc loads only when a server is named
+    from rich.console import Console  # noqa: PLC0415
+
+    from planning.errors import CounterplanError  # noqa: PLC0415
+    from server.client import CounterplanClient  # noqa: PLC0415
+    from server.loading import load_instance  # noqa: PLC0415
+    from server.plan_convert import plan_result  # noqa: PLC0415
+    from server.remote import goal_message  # noqa: PLC0415
+
+    local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
+    given = [flag for flag, value in local.items() if value is not None]
+    if given:
+        raise usage(f"{', '.join(given)}: with --server, the model and its data are the server's: use --model-id")
+    demo = args.model_id == DEMO_ID
+    if args.instance is not None:
+        instance = load_instance(args.instance)
+    elif demo:
+        from planning.demo import rejected_applicant  # noqa: PLC0415
+
+        instance = rejected_applicant()
+    else:
+        raise usage(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
+    request = CounterplanClient.plan_request(
+        args.model_id,
+        instance,
+        _actions(args, demo, usage),
+        [goal_message(text, None) for text in args.goal],
+        seed=config.seed,
+        population=config.population,
+        generations=config.generations,
+        immutable=_immutable(args),
+    )
+    if config.time_limit_seconds is not None:
+        request.search.time_limit_seconds = config.time_limit_seconds
+    err = Console(stderr=True)
+    live = not args.json and err.is_terminal
+    try:
+        with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
+            final = None
+            with err.status("planning...") if live else contextlib.nullcontext() as status:
+                for message in client.plan_stream(request, timeout=None):
+                    if message.HasField("result"):
+                        final = message.result
+                    elif status is not None and message.front:
+                        status.update(
+                            f"generation {message.generation}: {message.front_size} plans, "
+                            f"cheapest {message.front[0].cost:.2f}"
+                        )
+    except grpc.RpcError as exc:
+        text = f"server said {exc.code().name}: {exc.details()}"
+        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            raise usage(text) from None
+        raise CounterplanError(text) from None
+    if final is None:
+        raise CounterplanError("the server ended the stream without a result")
+    return plan_result(final)
 
 
 def _print(result: Any) -> None:
@@ -119,10 +247,12 @@ def _print(result: Any) -> None:
         console.print(f"\nPlan {i}: cost {p.total_cost:.2f}, distance {p.distance:.3f}", markup=False)
         for t, step in enumerate(p.steps, 1):
             flip = "  <- the goal is met" if step.goal_met else ""
+            also = "".join(f", {name} {old} -> {new}" for name, (old, new) in step.consequences.items())
             console.print(
-                f"  {t}. {step.action}: {step.feature} {step.before} -> {step.after} "
+                f"  {t}. {step.action}: {step.feature} {step.before} -> {step.after}{also} "
                 f"(cost {step.cost:.2f}; goal output then {step.prediction:.3f}){flip}",
                 markup=False,
+                soft_wrap=True,
             )
     if result.short is not None:
         console.print(f"\nCheapest plan of at most two actions: cost {result.short.total_cost:.2f}", markup=False)

@@ -50,7 +50,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
         instance = rejected_applicant()
     else:
         raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
-    goals = [_goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
+    goals = [goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
     solver = pb.SolverSpec()
     if args.engine is not None:
         solver.engine_choice = _ENGINE_CHOICES[args.engine]
@@ -138,7 +138,8 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
         request.overrides.append(override)
 
 
-def _goal_message(text: str, margin: float | None) -> pb.Goal:
+def goal_message(text: str, margin: float | None) -> pb.Goal:
+    """A ``--goal`` text as a ``Goal`` message (``margin``: ``--margin``, when given)."""
     (goal,) = with_margin([parse_goal_text(text)], margin)
     message = pb.Goal(output=goal.output or "")
     if goal.kind == "class":

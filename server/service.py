@@ -113,6 +113,8 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         self._streams: set[BatchStream] = set()
         self._streams_lock = threading.Lock()
         self._stream_slots = threading.BoundedSemaphore(settings.max_batch_streams)
+        self._plan_stops: set[threading.Event] = set()
+        self._plan_stops_lock = threading.Lock()
 
     # -- models -------------------------------------------------------------------------------
     def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
@@ -221,6 +223,34 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             with self._streams_lock:
                 self._streams.discard(stream)
             self._stream_slots.release()
+
+    # -- action plans (server.plan_service) ------------------------------------------------------
+    def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
+        """The Pareto front of action plans for one instance."""
+        from server.plan_service import plan_call  # noqa: PLC0415 - it builds on this module
+
+        return plan_call(self, request, context)
+
+    def PlanStream(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
+        """The front after each generation that changed it (throttled), then the FINAL result."""
+        from server.plan_service import plan_stream_call  # noqa: PLC0415
+
+        yield from plan_stream_call(self, request, context)
+
+    def remember_plan(self) -> threading.Event:
+        """A running plan search's stop switch, set by :meth:`begin_shutdown` (or at once, when
+        shutdown has already begun)."""
+        stop = threading.Event()
+        with self._plan_stops_lock:
+            self._plan_stops.add(stop)
+        if self._closing.is_set():
+            stop.set()
+        return stop
+
+    def forget_plan(self, stop: threading.Event) -> None:
+        """The plan search with this stop switch has ended."""
+        with self._plan_stops_lock:
+            self._plan_stops.discard(stop)
 
     def batching_statistics(self) -> dict[str, SharedCallStatistics]:
         """Per model id, what dynamic batching did: model calls, solves' requests and rows
@@ -492,6 +522,9 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         for job in self.manager.list_jobs():
             with contextlib.suppress(KeyError):  # it finished meanwhile
                 self.manager.terminate_early(job.job_id)
+        with self._plan_stops_lock:
+            for stop in self._plan_stops:  # each answers with its front so far
+                stop.set()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no solve holds a slot, at most ``timeout`` seconds; True when idle."""

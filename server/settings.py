@@ -36,6 +36,10 @@ class ServerSettings(BaseSettings):
     stream_max_per_second: Annotated[float, Field(gt=0)] = 20.0
     """Intermediate stream messages per second at most (the last one is always sent)."""
     max_features: Annotated[int, Field(ge=1)] = 1000
+    max_plan_population: Annotated[int, Field(ge=4, le=20_000)] = 2000
+    """A Plan request's population at most (its memory is also bounded by ``max_solve_memory_mb``)."""
+    max_plan_generations: Annotated[int, Field(ge=1, le=10_000)] = 1000
+    """A Plan request's generations at most (its time is also bounded by ``max_solve_seconds``)."""
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     tls_cert: Path | None = None
     tls_key: Path | None = None

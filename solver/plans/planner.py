@@ -40,6 +40,8 @@ class PlanStep(BaseModel):
     before: Any
     after: Any
     cost: float
+    consequences: dict[str, tuple[Any, Any]] = {}
+    """Other features this step changed (its consequences, computed features): name -> (before, after)."""
     state: dict[str, Any]
     """Every feature after this step."""
     prediction: float
@@ -153,6 +155,14 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
                     before=space.features[j].decode(float(before[j])),
                     after=space.features[j].decode(float(after[j])),
                     cost=float(played.step_costs[i, t]),
+                    consequences={
+                        space.names[k]: (
+                            space.features[k].decode(float(before[k])),
+                            space.features[k].decode(float(after[k])),
+                        )
+                        for k in np.flatnonzero(before != after)
+                        if k != j
+                    },
                     state=space.decode(after),
                     prediction=_prediction(problem, checked, row),
                     goal_met=bool(checked.scores[row, 0] == 0.0 and checked.scores[row, 2] == 0.0)

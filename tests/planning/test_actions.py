@@ -99,3 +99,20 @@ def test_the_graph_and_duplicate_names_are_checked() -> None:
         ActionSet.from_data({"actions": [TOY["actions"][0], TOY["actions"][0]]}).compile(space)
     with pytest.raises(ActionError, match="actions"):
         ActionSet.from_data({"actions": []})
+
+
+def test_malformed_action_data_names_each_field_with_its_index() -> None:
+    data = {
+        "actions": [
+            {"name": "a", "feature": "job", "low": 1.5, "high": "z"},
+            {"name": "", "feature": "job"},
+            {"name": 2.25, "feature": "job"},
+        ]
+    }
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data({**data, "graph": [{"source": "job"}]})
+    fields = info.value.field.split(", ")
+    assert {"actions[0].high", "actions[1].name", "graph[0].target", "graph[0].tau"} <= set(fields)
+    assert "actions[0].high: " in info.value.problem and "(given 2.25)" in info.value.problem  # numbers stay
+    spec = ActionSet.from_data({"actions": [{"name": "a", "feature": "job", "effort": 5}]}).actions[0]
+    assert spec.effort == "5"  # a bare number is a formula too

@@ -78,6 +78,8 @@ def test_the_front_prints_as_a_table_and_numbered_steps(
     assert code == 0, err
     assert "plans on the Pareto front" in out and "Plan 1: cost" in out
     assert "  1. " in out and "<- the goal is met" in out
+    studies = [line for line in out.splitlines() if "add education: education-num" in line]
+    assert studies and all(", age " in line for line in studies)  # the consequence is shown, on one line
 
 
 def test_json_gives_every_plan_with_its_steps_and_states(
@@ -91,6 +93,11 @@ def test_json_gives_every_plan_with_its_steps_and_states(
     assert last["goal_met"] and set(last["state"]) == {"age", "education-num", "capital-gain", "occupation"}
     costs = [p["total_cost"] for p in result["plans"]]
     assert costs == sorted(costs)
+    studies = [s for p in result["plans"] for s in p["steps"] if s["action"] == "add education"]
+    assert studies  # the front has a plan through education: it ages the person two years a level
+    for step in studies:
+        (before, after), levels = step["consequences"]["age"], step["after"] - step["before"]
+        assert after - before == 2 * levels and step["state"]["age"] == after
 
 
 @pytest.mark.parametrize(
@@ -120,6 +127,67 @@ def test_an_immutable_feature_and_missing_flags_are_refused(
     code, _, err = run_cli(capsys, *_args(files, "--immutable", "occupation"))
     assert code == 2 and "'occupation' is immutable" in err
     code, _, err = run_cli(capsys, "plan", "--model", str(files["model"]))
-    assert code == 2 and "give --model, --data, --row and --actions" in err
+    assert code == 2 and "give both --model and --data (or neither, for the demo)" in err
+    code, _, err = run_cli(capsys, "plan", "--model", str(files["model"]), "--data", str(files["csv"]), "--row", "0")
+    assert code == 2 and "--actions: give the actions file" in err
+    code, _, err = run_cli(capsys, *_args(files, "--instance", "{}"))
+    assert code == 2 and "give exactly one of --row and --instance" in err
     code, _, err = run_cli(capsys, *_args(files, "--population", "2"))
     assert code == 2 and "--population" in err
+
+
+SMALL = ("--population", "60", "--generations", "10", "--json")
+
+
+def test_the_demo_plans_with_its_own_actions_without_any_file(capsys: pytest.CaptureFixture[str]) -> None:
+    from planning.demo import DEMO_ACTIONS
+
+    code, out, err = run_cli(capsys, "plan", *SMALL)
+    assert code == 0, err
+    result = json.loads(out)
+    names = {a["name"] for a in DEMO_ACTIONS["actions"]}
+    assert result["plans"] and all(p["valid"] for p in result["plans"])
+    assert {s["action"] for p in result["plans"] for s in p["steps"]} <= names
+    assert result["original"]["income"] == 38_000.0 and result["original_prediction"] < 0.7
+
+
+def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
+    from planning.actions import ActionSet
+    from planning.demo import DEMO_ACTIONS
+
+    text = (Path(__file__).parents[2] / "examples" / "loan-demo-actions.yaml").read_text()
+    assert ActionSet.from_data(yaml.safe_load(text)) == ActionSet.from_data(DEMO_ACTIONS)
+
+
+def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    from server.app import start_server
+    from server.settings import ServerSettings
+
+    running = start_server(ServerSettings(port=0))
+    capsys.readouterr()  # the server's start line
+    try:
+        code, remote_out, err = run_cli(capsys, "plan", "--server", running.target, *SMALL)
+        assert code == 0, err
+        code, text, err = run_cli(
+            capsys, "plan", "--server", running.target, "--population", "60", "--generations", "10"
+        )
+        assert code == 0 and "Plan 1: cost" in text and "<- the goal is met" in text, err
+        bad = {"actions": [{"name": "shrink", "feature": "age", "low": -5, "high": -1}]}
+        code, _, err = run_cli(capsys, "plan", "--server", running.target, "--actions", _write(bad), *SMALL)
+        assert code == 2 and "INVALID_ARGUMENT" in err and "'age' is immutable" in err
+    finally:
+        running.stop(0)
+    code, local_out, err = run_cli(capsys, "plan", *SMALL)
+    assert code == 0, err
+    remote, local = json.loads(remote_out), json.loads(local_out)
+    for result in (remote, local):
+        del result["seconds"]
+    assert remote == local
+
+
+def _write(data: dict[str, object]) -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        yaml.safe_dump(data, handle)
+    return handle.name

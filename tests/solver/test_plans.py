@@ -138,6 +138,7 @@ def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> Non
     first, second = cheapest.steps
     assert (first.before, first.after, first.cost) == ("HS", "BSc", pytest.approx(2.5))
     assert first.state["age"] == 34 and not first.goal_met and first.prediction == pytest.approx(0.1)
+    assert first.consequences == {"age": (30, 34)} and second.consequences == {}
     assert second.state["job"] == "Developer" and second.goal_met and second.prediction == pytest.approx(0.9)
     assert result.short is not None and len(result.short.steps) <= 2
     assert result.original_prediction == pytest.approx(0.1)

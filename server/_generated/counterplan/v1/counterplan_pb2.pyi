@@ -53,6 +53,12 @@ class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STAGE_UNSPECIFIED: _ClassVar[Stage]
     STAGE_INTERMEDIATE: _ClassVar[Stage]
     STAGE_FINAL: _ClassVar[Stage]
+
+class ActionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTION_KIND_UNSPECIFIED: _ClassVar[ActionKind]
+    ACTION_KIND_ADD: _ClassVar[ActionKind]
+    ACTION_KIND_SET: _ClassVar[ActionKind]
 FEATURE_TYPE_UNSPECIFIED: FeatureType
 FEATURE_TYPE_INTEGER: FeatureType
 FEATURE_TYPE_FLOAT: FeatureType
@@ -81,6 +87,9 @@ DISTANCE_METRIC_SCORECARD: DistanceMetric
 STAGE_UNSPECIFIED: Stage
 STAGE_INTERMEDIATE: Stage
 STAGE_FINAL: Stage
+ACTION_KIND_UNSPECIFIED: ActionKind
+ACTION_KIND_ADD: ActionKind
+ACTION_KIND_SET: ActionKind
 
 class FeatureValue(_message.Message):
     __slots__ = ("number_value", "integer_value", "category_value", "bool_value", "missing")
@@ -569,3 +578,199 @@ class Model(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[OutputSchema]
     default_solver_config_json: str
     def __init__(self, id: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., features: _Optional[_Iterable[_Union[FeatureSchema, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputSchema, _Mapping]]] = ..., default_solver_config_json: _Optional[str] = ...) -> None: ...
+
+class Action(_message.Message):
+    __slots__ = ("name", "feature", "kind", "low", "high", "values", "consequences", "effort", "pre", "post")
+    class ConsequencesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    CONSEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    EFFORT_FIELD_NUMBER: _ClassVar[int]
+    PRE_FIELD_NUMBER: _ClassVar[int]
+    POST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    feature: str
+    kind: ActionKind
+    low: float
+    high: float
+    values: _containers.RepeatedCompositeFieldContainer[FeatureValue]
+    consequences: _containers.ScalarMap[str, str]
+    effort: str
+    pre: str
+    post: str
+    def __init__(self, name: _Optional[str] = ..., feature: _Optional[str] = ..., kind: _Optional[_Union[ActionKind, str]] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., values: _Optional[_Iterable[_Union[FeatureValue, _Mapping]]] = ..., consequences: _Optional[_Mapping[str, str]] = ..., effort: _Optional[str] = ..., pre: _Optional[str] = ..., post: _Optional[str] = ...) -> None: ...
+
+class CostEdge(_message.Message):
+    __slots__ = ("source", "target", "tau")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TAU_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    tau: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., tau: _Optional[str] = ...) -> None: ...
+
+class PlanSearch(_message.Message):
+    __slots__ = ("population", "generations", "mutant_share", "bias", "seed", "time_limit_seconds")
+    POPULATION_FIELD_NUMBER: _ClassVar[int]
+    GENERATIONS_FIELD_NUMBER: _ClassVar[int]
+    MUTANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    BIAS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    population: int
+    generations: int
+    mutant_share: float
+    bias: float
+    seed: int
+    time_limit_seconds: float
+    def __init__(self, population: _Optional[int] = ..., generations: _Optional[int] = ..., mutant_share: _Optional[float] = ..., bias: _Optional[float] = ..., seed: _Optional[int] = ..., time_limit_seconds: _Optional[float] = ...) -> None: ...
+
+class PlanRequest(_message.Message):
+    __slots__ = ("model_id", "instance", "overrides", "goals", "actions", "graph", "search", "request_id", "margin", "max_changed_features", "max_plans")
+    class InstanceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    GOALS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHANGED_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PLANS_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    instance: _containers.MessageMap[str, FeatureValue]
+    overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
+    goals: _containers.RepeatedCompositeFieldContainer[Goal]
+    actions: _containers.RepeatedCompositeFieldContainer[Action]
+    graph: _containers.RepeatedCompositeFieldContainer[CostEdge]
+    search: PlanSearch
+    request_id: str
+    margin: float
+    max_changed_features: int
+    max_plans: int
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., graph: _Optional[_Iterable[_Union[CostEdge, _Mapping]]] = ..., search: _Optional[_Union[PlanSearch, _Mapping]] = ..., request_id: _Optional[str] = ..., margin: _Optional[float] = ..., max_changed_features: _Optional[int] = ..., max_plans: _Optional[int] = ...) -> None: ...
+
+class PlanStep(_message.Message):
+    __slots__ = ("action", "feature", "before", "after", "cost", "state", "prediction", "goal_met", "consequences")
+    class StateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    GOAL_MET_FIELD_NUMBER: _ClassVar[int]
+    CONSEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    feature: str
+    before: FeatureValue
+    after: FeatureValue
+    cost: float
+    state: _containers.MessageMap[str, FeatureValue]
+    prediction: float
+    goal_met: bool
+    consequences: _containers.RepeatedCompositeFieldContainer[FeatureChange]
+    def __init__(self, action: _Optional[str] = ..., feature: _Optional[str] = ..., before: _Optional[_Union[FeatureValue, _Mapping]] = ..., after: _Optional[_Union[FeatureValue, _Mapping]] = ..., cost: _Optional[float] = ..., state: _Optional[_Mapping[str, FeatureValue]] = ..., prediction: _Optional[float] = ..., goal_met: _Optional[bool] = ..., consequences: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ...) -> None: ...
+
+class ActionPlan(_message.Message):
+    __slots__ = ("steps", "total_cost", "distance", "valid")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COST_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedCompositeFieldContainer[PlanStep]
+    total_cost: float
+    distance: float
+    valid: bool
+    def __init__(self, steps: _Optional[_Iterable[_Union[PlanStep, _Mapping]]] = ..., total_cost: _Optional[float] = ..., distance: _Optional[float] = ..., valid: _Optional[bool] = ...) -> None: ...
+
+class PlanResponse(_message.Message):
+    __slots__ = ("request_id", "model_id", "original", "original_prediction", "plans", "cheapest", "short_plan", "generations", "stopped_early", "model_calls", "time_spent_seconds", "feature_names", "front_size")
+    class OriginalEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    PLANS_FIELD_NUMBER: _ClassVar[int]
+    CHEAPEST_FIELD_NUMBER: _ClassVar[int]
+    SHORT_PLAN_FIELD_NUMBER: _ClassVar[int]
+    GENERATIONS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_EARLY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    FRONT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    model_id: str
+    original: _containers.MessageMap[str, FeatureValue]
+    original_prediction: float
+    plans: _containers.RepeatedCompositeFieldContainer[ActionPlan]
+    cheapest: int
+    short_plan: int
+    generations: int
+    stopped_early: bool
+    model_calls: int
+    time_spent_seconds: float
+    feature_names: _containers.RepeatedScalarFieldContainer[str]
+    front_size: int
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., original_prediction: _Optional[float] = ..., plans: _Optional[_Iterable[_Union[ActionPlan, _Mapping]]] = ..., cheapest: _Optional[int] = ..., short_plan: _Optional[int] = ..., generations: _Optional[int] = ..., stopped_early: _Optional[bool] = ..., model_calls: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., feature_names: _Optional[_Iterable[str]] = ..., front_size: _Optional[int] = ...) -> None: ...
+
+class FrontPoint(_message.Message):
+    __slots__ = ("cost", "distance", "feature_changes")
+    COST_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    cost: float
+    distance: float
+    feature_changes: int
+    def __init__(self, cost: _Optional[float] = ..., distance: _Optional[float] = ..., feature_changes: _Optional[int] = ...) -> None: ...
+
+class PlanStreamResponse(_message.Message):
+    __slots__ = ("sequence_id", "stage", "generation", "front", "front_size", "time_spent_seconds", "result")
+    SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    FRONT_FIELD_NUMBER: _ClassVar[int]
+    FRONT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    sequence_id: int
+    stage: Stage
+    generation: int
+    front: _containers.RepeatedCompositeFieldContainer[FrontPoint]
+    front_size: int
+    time_spent_seconds: float
+    result: PlanResponse
+    def __init__(self, sequence_id: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., generation: _Optional[int] = ..., front: _Optional[_Iterable[_Union[FrontPoint, _Mapping]]] = ..., front_size: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., result: _Optional[_Union[PlanResponse, _Mapping]] = ...) -> None: ...

@@ -51,6 +51,16 @@ class CounterfactualServiceStub:
                 request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
                 response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
                 _registered_method=True)
+        self.Plan = channel.unary_unary(
+                '/counterplan.v1.CounterfactualService/Plan',
+                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
+                _registered_method=True)
+        self.PlanStream = channel.unary_stream(
+                '/counterplan.v1.CounterfactualService/PlanStream',
+                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
+                _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/ListModels',
                 request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
@@ -110,6 +120,29 @@ class CounterfactualServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Plan(self, request, context):
+        """Plans the ordered actions that take an instance to its goals (consequence-aware sequential
+        counterfactuals, after CSCF): the Pareto front of plans trading total cost against the
+        distance and the features touched, each plan step by step with the state and the goal output
+        after every step. The actions and the cost graph are sent as data. A bad action (an unknown,
+        immutable or computed feature, inverted bounds, a value the feature cannot take, a formula
+        that names an unknown feature or is not in the expression language) is INVALID_ARGUMENT
+        naming its field, e.g. `actions[0].feature`. The search is capped by the server's maximum
+        solve time and population and by the client's deadline; cancelling the call or a server
+        shutdown ends it with the front found so far.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PlanStream(self, request, context):
+        """As Plan, streaming the front's summary after each generation in which it changed (stage
+        INTERMEDIATE, throttled), then exactly one FINAL message carrying the result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListModels(self, request, context):
         """Lists the served models.
         """
@@ -141,6 +174,16 @@ def add_CounterfactualServiceServicer_to_server(servicer, server):
                     servicer.ExplainBatch,
                     request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.FromString,
                     response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.SerializeToString,
+            ),
+            'Plan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Plan,
+                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
+                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.SerializeToString,
+            ),
+            'PlanStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.PlanStream,
+                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
+                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
@@ -236,6 +279,60 @@ class CounterfactualService:
             '/counterplan.v1.CounterfactualService/ExplainBatch',
             server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
             server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Plan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/counterplan.v1.CounterfactualService/Plan',
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/counterplan.v1.CounterfactualService/PlanStream',
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

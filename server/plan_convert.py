@@ -1,0 +1,315 @@
+"""Action plans on the wire: ``PlanRequest`` checked into domain objects, results into messages.
+
+A plan request shares its instance, overrides, goals and margin with ``ExplainRequest``, so it
+is checked by the same code (:func:`server.convert.check_request`) and a bad instance is named
+the same way. Its actions and cost graph become the plain data an actions file holds and go
+through :class:`planning.actions.ActionSet`, the same checks as the command line's
+``--actions``; only their compilation against the instance's features (unknown, immutable or
+computed features, values a feature cannot take) waits for the problem, in the service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from planning._pydantic import describe
+from planning.actions import ActionError, ActionSet
+from planning.space import FloatMatrix
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.convert import BadRequestError, CheckedRequest, Violation, check_request, plain_value, value_message
+from server.registry import RegisteredModel
+from solver.plans.planner import ActionPlan, PlanResult, PlanStep
+from solver.plans.search import PlanConfig
+
+DEFAULT_MAX_PLANS = 100
+"""Plans a response carries when the request does not say (``max_plans``)."""
+MOST_PLANS = 1000
+FRONT_POINTS = 100
+"""Front points a stream message carries at most (cheapest first; ``front_size`` counts all)."""
+BYTES_PER_STATE_VALUE = 8 * 4
+"""A plan search holds each generation's states (population x (actions + 1) x features) about
+four times over: the states, the applied copies and the scored final rows."""
+
+_KINDS = {pb.ACTION_KIND_UNSPECIFIED: "add", pb.ACTION_KIND_ADD: "add", pb.ACTION_KIND_SET: "set"}
+_SEARCH_FIELDS = ("population", "generations", "mutant_share", "bias", "seed", "time_limit_seconds")
+
+
+@dataclass(frozen=True)
+class CheckedPlanRequest:
+    """A plan request turned into domain objects, every field it can be checked alone checked."""
+
+    request: CheckedRequest
+    actions: ActionSet
+    config: PlanConfig
+    max_plans: int
+
+    def estimate_bytes(self) -> int:
+        """The search's memory, about: the states of one generation, held a few times over."""
+        steps = len(self.actions.actions) + 1
+        return self.config.population * steps * len(self.request.features) * BYTES_PER_STATE_VALUE
+
+
+def check_plan_request(
+    request: pb.PlanRequest, model: RegisteredModel, max_features: int, max_population: int, max_generations: int
+) -> CheckedPlanRequest:
+    """Check every field of ``request``; raise :class:`BadRequestError` naming each bad one."""
+    violations: list[Violation] = []
+    explain = pb.ExplainRequest(
+        model_id=request.model_id,
+        instance=request.instance,
+        overrides=request.overrides,
+        goals=request.goals,
+        request_id=request.request_id,
+    )
+    if request.HasField("margin"):
+        explain.margin = request.margin
+    if request.HasField("max_changed_features"):
+        explain.max_changed_features = request.max_changed_features
+    checked: CheckedRequest | None = None
+    try:
+        checked = check_request(explain, model, max_features)
+    except BadRequestError as exc:
+        violations += exc.violations
+    actions: ActionSet | None = None
+    try:
+        actions = ActionSet.from_data(actions_data(request))
+    except ActionError as exc:
+        violations += _split(exc)
+    config = _search(request.search, max_population, max_generations, violations)
+    max_plans = request.max_plans if request.HasField("max_plans") else DEFAULT_MAX_PLANS
+    if not 1 <= max_plans <= MOST_PLANS:
+        violations.append(("max_plans", f"must be 1 to {MOST_PLANS:,}, given {max_plans:,}"))
+    if violations or checked is None or actions is None or config is None:
+        raise BadRequestError(violations)
+    return CheckedPlanRequest(checked, actions, config, max_plans)
+
+
+def actions_data(request: pb.PlanRequest) -> dict[str, Any]:
+    """The request's actions and graph as the plain data an actions file holds."""
+    return {
+        "actions": [_action_data(action) for action in request.actions],
+        "graph": [{"source": e.source, "target": e.target, "tau": e.tau} for e in request.graph],
+    }
+
+
+def _action_data(action: pb.Action) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": action.name, "feature": action.feature}
+    kind = _KINDS.get(action.kind)
+    data["kind"] = kind if kind is not None else f"unknown value {action.kind}"
+    for bound in ("low", "high"):
+        if action.HasField(bound):
+            data[bound] = getattr(action, bound)
+    if action.values:
+        data["values"] = [plain_value(v) for v in action.values]
+    if action.consequences:
+        data["consequences"] = dict(sorted(action.consequences.items()))
+    for formula in ("effort", "pre", "post"):
+        text = getattr(action, formula)
+        if text:
+            data[formula] = text
+    return data
+
+
+def action_messages(actions: ActionSet) -> tuple[list[pb.Action], list[pb.CostEdge]]:
+    """An :class:`ActionSet` (an actions file) as messages: what a client sends."""
+    out = []
+    for spec in actions.actions:
+        message = pb.Action(
+            name=spec.name,
+            feature=spec.feature,
+            kind=pb.ACTION_KIND_SET if spec.kind == "set" else pb.ACTION_KIND_ADD,
+            values=[value_message(v) for v in spec.values or ()],
+            consequences={name: _text(f) for name, f in spec.consequences.items()},
+            effort=_text(spec.effort),
+            pre=_text(spec.pre),
+            post=_text(spec.post),
+        )
+        if spec.low is not None:
+            message.low = spec.low
+        if spec.high is not None:
+            message.high = spec.high
+        out.append(message)
+    edges = [pb.CostEdge(source=e.source, target=e.target, tau=_text(e.tau)) for e in actions.graph]
+    return out, edges
+
+
+def _text(formula: str | None) -> str:
+    return "" if formula is None else formula
+
+
+def _split(exc: ActionError) -> list[Violation]:
+    """One violation per field of an error that names several (``a, b``: ``a: ...; b: ...``)."""
+    fields = exc.field.split(", ")
+    if len(fields) == 1:
+        return [(exc.field, exc.problem)]
+    problems = exc.problem.split("; ")
+    if len(problems) != len(fields):
+        return [(fields[0], exc.problem)]
+    return [(f, p.removeprefix(f"{f}: ")) for f, p in zip(fields, problems, strict=True)]
+
+
+def _search(
+    search: pb.PlanSearch, max_population: int, max_generations: int, out: list[Violation]
+) -> PlanConfig | None:
+    """The search settings: the request's over the defaults, within the server's caps."""
+    given = {name: getattr(search, name) for name in _SEARCH_FIELDS if search.HasField(name)}
+    for name in ("mutant_share", "bias", "time_limit_seconds"):
+        if name in given and not math.isfinite(given[name]):
+            out.append((f"search.{name}", f"must be a finite number, given {given[name]}"))
+            return None
+    try:
+        config = PlanConfig(**given)
+    except ValidationError as exc:
+        out += [(f"search.{field}", problem) for field, problem in describe(exc)]
+        return None
+    if config.population > max_population:
+        out.append(("search.population", f"at most {max_population:,} on this server, given {config.population:,}"))
+    if config.generations > max_generations:
+        out.append(("search.generations", f"at most {max_generations:,} on this server, given {config.generations:,}"))
+    return config
+
+
+def plan_message(
+    result: PlanResult,
+    request_id: str,
+    model_id: str,
+    names: list[str],
+    *,
+    max_plans: int = DEFAULT_MAX_PLANS,
+    max_bytes: int | None = None,
+) -> pb.PlanResponse:
+    """A :class:`PlanResult` as a ``PlanResponse``: the cheapest ``max_plans`` plans (and the
+    short plan, when it comes later), fewer when the message would pass ``max_bytes``."""
+    kept = max_plans
+    while True:
+        chosen = _kept(result, kept)
+        response = pb.PlanResponse(
+            request_id=request_id,
+            model_id=model_id,
+            original=_values(result.original),
+            original_prediction=result.original_prediction,
+            plans=[_plan_message(p) for p in chosen],
+            generations=result.generations,
+            stopped_early=result.stopped_early,
+            model_calls=result.model_calls,
+            time_spent_seconds=result.seconds,
+            feature_names=names,
+            front_size=len(result.plans),
+        )
+        for field, named in (("cheapest", result.cheapest), ("short_plan", result.short)):
+            index = next((i for i, p in enumerate(chosen) if p is named), None)
+            if index is not None:
+                setattr(response, field, index)
+        if max_bytes is None or kept <= 1 or response.ByteSize() <= max_bytes:
+            return response
+        kept //= 2
+
+
+def _kept(result: PlanResult, most: int) -> list[ActionPlan]:
+    """The cheapest ``most`` plans, and the short plan if it is not among them."""
+    chosen = result.plans[:most]
+    if result.short is not None and not any(p is result.short for p in chosen):
+        chosen.append(result.short)
+    return chosen
+
+
+def _plan_message(plan: ActionPlan) -> pb.ActionPlan:
+    return pb.ActionPlan(
+        steps=[
+            pb.PlanStep(
+                action=s.action,
+                feature=s.feature,
+                before=value_message(s.before),
+                after=value_message(s.after),
+                cost=s.cost,
+                state=_values(s.state),
+                prediction=s.prediction,
+                goal_met=s.goal_met,
+                consequences=[
+                    pb.FeatureChange(feature=name, original=value_message(old), proposed=value_message(new))
+                    for name, (old, new) in s.consequences.items()
+                ],
+            )
+            for s in plan.steps
+        ],
+        total_cost=plan.total_cost,
+        distance=plan.distance,
+        valid=plan.valid,
+    )
+
+
+def _values(values: dict[str, Any]) -> dict[str, pb.FeatureValue]:
+    return {name: value_message(value) for name, value in values.items()}
+
+
+def front_message(generation: int, objectives: FloatMatrix, seconds: float, sequence: int) -> pb.PlanStreamResponse:
+    """A stream's INTERMEDIATE message: the front after ``generation`` (the archive's objectives:
+    cost, distance, then per touched feature the steps that changed it), cheapest first."""
+    order = np.lexsort((objectives[:, 1], objectives[:, 0])) if objectives.shape[0] else np.empty(0, dtype=np.intp)
+    points = [
+        pb.FrontPoint(
+            cost=float(objectives[i, 0]),
+            distance=float(objectives[i, 1]),
+            feature_changes=int(objectives[i, 2:].sum()),
+        )
+        for i in order[:FRONT_POINTS]
+    ]
+    return pb.PlanStreamResponse(
+        sequence_id=sequence,
+        stage=pb.STAGE_INTERMEDIATE,
+        generation=generation,
+        front=points,
+        front_size=int(objectives.shape[0]),
+        time_spent_seconds=seconds,
+    )
+
+
+def plan_result(response: pb.PlanResponse) -> PlanResult:
+    """A ``PlanResponse`` as a :class:`PlanResult` (what a client prints as a local one; features in
+    the model's order)."""
+    order = list(response.feature_names)
+
+    def ordered(values: Any) -> dict[str, Any]:
+        names = order if set(order) == set(values) else sorted(values)
+        return {name: plain_value(values[name]) for name in names}
+
+    plans = [
+        ActionPlan(
+            steps=[
+                PlanStep(
+                    action=s.action,
+                    feature=s.feature,
+                    before=plain_value(s.before),
+                    after=plain_value(s.after),
+                    cost=s.cost,
+                    consequences={
+                        c.feature: (plain_value(c.original), plain_value(c.proposed)) for c in s.consequences
+                    },
+                    state=ordered(s.state),
+                    prediction=s.prediction,
+                    goal_met=s.goal_met,
+                )
+                for s in p.steps
+            ],
+            total_cost=p.total_cost,
+            distance=p.distance,
+            valid=p.valid,
+        )
+        for p in response.plans
+    ]
+    return PlanResult(
+        original=ordered(response.original),
+        original_prediction=response.original_prediction,
+        plans=plans,
+        cheapest=plans[response.cheapest] if response.HasField("cheapest") else None,
+        short=plans[response.short_plan] if response.HasField("short_plan") else None,
+        generations=response.generations,
+        stopped_early=response.stopped_early,
+        model_calls=response.model_calls,
+        seconds=response.time_spent_seconds,
+    )

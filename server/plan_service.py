@@ -1,0 +1,280 @@
+"""The ``Plan`` and ``PlanStream`` calls: action plans for one instance, over gRPC.
+
+A plan search runs under the same rules as a solve: the request is checked at the boundary
+(INVALID_ARGUMENT naming every bad field, actions included), admitted under the concurrency and
+memory limits (a solve slot, RESOURCE_EXHAUSTED with a retry hint beyond them), capped by the
+server's maximum solve time and the client's deadline, and stopped early when the client goes
+away or the server shuts down; then it answers with the front found so far. The search is
+deterministic by seed, so only those limits can change an answer. Its model calls are its own
+(one per generation), not shared with running solves by dynamic batching.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import structlog
+
+from planning.actions import Action, ActionError, CostGraph
+from planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
+from planning.problem import CounterfactualProblem
+from planning.space import FloatMatrix
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.convert import BadRequestError
+from server.plan_convert import check_plan_request, front_message, plan_message
+from server.refusal import Refusal, bad_request, refused
+from server.registry import RegisteredModel
+from solver.plans.planner import PlanResult, plan
+from solver.plans.search import PlanConfig
+
+if TYPE_CHECKING:
+    from server.service import CounterfactualService
+
+log = structlog.get_logger("counterplan.server")
+
+_MIN_SECONDS = 0.01
+_MB = 1024 * 1024
+_MESSAGE_HEADROOM = 64 * 1024
+"""Room left in the largest message for a stream message's own fields around the result."""
+
+
+@dataclass
+class PlanJob:
+    """One admitted plan search: its problem, actions, settings, solve slot and stop switch."""
+
+    service: CounterfactualService
+    request_id: str
+    model: RegisteredModel
+    problem: CounterfactualProblem
+    actions: list[Action]
+    graph: CostGraph
+    config: PlanConfig
+    ticket: int
+    stop: threading.Event
+    max_plans: int
+
+    def run(self, on_generation: Callable[[int, FloatMatrix], None] | None = None) -> PlanResult:
+        """Search; a failure becomes a :class:`Refusal` that says honestly why (a model's own
+        message stays in the server log, under the request id)."""
+        try:
+            return plan(
+                self.problem, self.actions, self.graph, self.config, on_generation=on_generation, stop=self.stop.is_set
+            )
+        except (ModelCallError, ModelAdapterError) as exc:
+            log.warning("model failed", request_id=self.request_id, error=one_line(str(exc)))
+            raise refused(
+                grpc.StatusCode.INTERNAL,
+                f"the model failed on this request (request id {self.request_id}); its message is in the server log",
+            ) from None
+        except InvalidInputError as exc:
+            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        except Exception:
+            log.exception("internal error", request_id=self.request_id)
+            raise refused(
+                grpc.StatusCode.INTERNAL, f"internal error (request id {self.request_id}); see the server log"
+            ) from None
+
+    def message(self, result: PlanResult) -> pb.PlanResponse:
+        """The result as a ``PlanResponse`` that fits in the server's largest message."""
+        return plan_message(
+            result,
+            self.request_id,
+            self.model.id,
+            list(self.problem.space.names),
+            max_plans=self.max_plans,
+            max_bytes=self.service.settings.max_message_bytes - _MESSAGE_HEADROOM,
+        )
+
+    def close(self) -> None:
+        """Give the solve slot back and forget the stop switch."""
+        self.service.forget_plan(self.stop)
+        self.service.release_slot(self.ticket)
+
+
+def begin(
+    service: CounterfactualService, request: pb.PlanRequest, request_id: str, time_remaining: float | None
+) -> PlanJob:
+    """Check and admit ``request``; raise :class:`Refusal`. The caller closes the job."""
+    settings = service.settings
+    if importlib.util.find_spec("pymoo") is None:
+        raise refused(grpc.StatusCode.UNIMPLEMENTED, "plans need counterplan[plans] (pymoo) on the server")
+    if not request.model_id:
+        raise bad_request(BadRequestError([("model_id", "required")]))
+    model = service.registry.get(request.model_id)
+    if model is None:
+        raise refused(grpc.StatusCode.NOT_FOUND, f"no model {request.model_id!r}; see ListModels")
+    try:
+        checked = check_plan_request(
+            request, model, settings.max_features, settings.max_plan_population, settings.max_plan_generations
+        )
+    except BadRequestError as exc:
+        raise bad_request(exc) from None
+    if service.closing:
+        raise refused(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
+    estimate = checked.estimate_bytes()
+    if estimate > settings.max_solve_memory_mb * _MB:
+        raise bad_request(
+            BadRequestError(
+                [
+                    (
+                        "search.population",
+                        f"the search would need about {estimate // _MB:,} MB; the server allows "
+                        f"{settings.max_solve_memory_mb:,} MB: lower the population or the actions",
+                    )
+                ]
+            )
+        )
+    limit = settings.max_solve_seconds
+    if time_remaining is not None:
+        limit = min(limit, time_remaining * 0.9 - 0.05)
+    if limit < _MIN_SECONDS:
+        raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline leaves no time to plan")
+    given = checked.config.time_limit_seconds
+    config = checked.config.model_copy(
+        update={
+            "time_limit_seconds": limit if given is None else min(given, limit),
+            "model_threads": settings.threads_for(None),
+        }
+    )
+    plain = checked.request
+    try:
+        problem = model.problem(plain.features, plain.goals, plain.distance, plain.max_changed_features)
+        actions, graph = checked.actions.compile(problem.space)
+    except ActionError as exc:
+        raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+    except InvalidInputError as exc:
+        raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+    ticket = service.take_slot(estimate)
+    stop = service.remember_plan()
+    return PlanJob(service, request_id, model, problem, actions, graph, config, ticket, stop, checked.max_plans)
+
+
+def plan_call(
+    service: CounterfactualService, request: pb.PlanRequest, context: grpc.ServicerContext
+) -> pb.PlanResponse:
+    """``Plan``: search, then the whole result."""
+    request_id = request.request_id or uuid.uuid4().hex
+    started = time.perf_counter()
+    outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
+    try:
+        job = _begin_or_abort(service, request, request_id, context, outcome)
+        try:
+            context.add_callback(job.stop.set)  # the call ended (cancelled, deadline)
+            result = job.run()
+        except Refusal as refusal:
+            outcome["status"] = refusal.code.name
+            refusal.abort(context)
+        finally:
+            job.close()
+        outcome["score"] = _summary(result)
+        return job.message(result)
+    finally:
+        service.log_request("Plan", request_id, request.model_id, started, outcome)
+
+
+def plan_stream_call(
+    service: CounterfactualService, request: pb.PlanRequest, context: grpc.ServicerContext
+) -> Iterator[pb.PlanStreamResponse]:
+    """``PlanStream``: the front after each generation that changed it (throttled), then FINAL."""
+    request_id = request.request_id or uuid.uuid4().hex
+    started = time.perf_counter()
+    outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
+    try:
+        job = _begin_or_abort(service, request, request_id, context, outcome)
+        context.add_callback(job.stop.set)
+        events: queue.Queue[Any] = queue.Queue()
+        ended: dict[str, Any] = {}
+        worker = threading.Thread(target=_search, args=(job, events, ended), daemon=True)
+        sequence = 0
+        try:
+            worker.start()
+            interval = 1.0 / service.settings.stream_max_per_second
+            last_sent = 0.0
+            pending: tuple[int, FloatMatrix] | None = None
+            while True:
+                timeout = None if pending is None else max(interval - (time.perf_counter() - last_sent), 0.0)
+                try:
+                    item = events.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                if isinstance(item, tuple):
+                    pending = item
+                done = item is _DONE
+                if pending is not None and (done or time.perf_counter() - last_sent >= interval):
+                    sequence += 1
+                    yield front_message(pending[0], pending[1], time.perf_counter() - started, sequence)
+                    last_sent, pending = time.perf_counter(), None
+                if done:
+                    break
+        except GeneratorExit:  # the client went away mid-stream: stop the search now
+            outcome["status"] = "CANCELLED"
+            raise
+        finally:
+            if "result" not in ended:
+                job.stop.set()
+            worker.join()
+            job.close()
+        if "refusal" in ended:
+            refusal: Refusal = ended["refusal"]
+            outcome["status"] = refusal.code.name
+            refusal.abort(context)
+        result: PlanResult = ended["result"]
+        outcome["score"] = _summary(result)
+        yield pb.PlanStreamResponse(
+            sequence_id=sequence + 1,
+            stage=pb.STAGE_FINAL,
+            generation=max(result.generations - 1, 0),
+            time_spent_seconds=result.seconds,
+            result=job.message(result),
+        )
+    finally:
+        service.log_request("PlanStream", request_id, request.model_id, started, outcome)
+
+
+_DONE = object()
+
+
+def _search(job: PlanJob, events: queue.Queue[Any], ended: dict[str, Any]) -> None:
+    """Run the search on a worker thread, putting each changed front on ``events``, then _DONE."""
+    last: list[FloatMatrix] = []
+
+    def on_generation(generation: int, objectives: FloatMatrix) -> None:
+        if last and last[0].shape == objectives.shape and (last[0] == objectives).all():
+            return
+        last[:] = [objectives.copy()]
+        events.put((generation, last[0]))
+
+    try:
+        ended["result"] = job.run(on_generation)
+    except Refusal as refusal:
+        ended["refusal"] = refusal
+    finally:
+        events.put(_DONE)
+
+
+def _begin_or_abort(
+    service: CounterfactualService,
+    request: pb.PlanRequest,
+    request_id: str,
+    context: grpc.ServicerContext,
+    outcome: dict[str, Any],
+) -> PlanJob:
+    try:
+        return begin(service, request, request_id, context.time_remaining())
+    except Refusal as refusal:
+        outcome["status"] = refusal.code.name
+        refusal.abort(context)
+
+
+def _summary(result: PlanResult) -> str:
+    """What the request log says of a result: the front's size and the cheapest cost."""
+    cheapest = "none" if result.cheapest is None else f"{result.cheapest.total_cost:.4g}"
+    return f"{len(result.plans)} plans, cheapest {cheapest}"

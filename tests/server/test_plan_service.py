@@ -1,0 +1,258 @@
+"""Action plans over gRPC: ``Plan`` and ``PlanStream`` with the actions sent as data, the same
+answer as in Python, the same refusals naming the field, and the server's limits (deadline,
+cancel, shutdown, sizes) ending a search with what it found."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from planning import CallableAdapter, OutputSpec
+from server._generated.counterplan.v1 import counterplan_pb2 as pb
+from server.app import RunningServer, start_server
+from server.client import CounterplanClient, class_goal, field_violations
+from server.convert import plain_value
+from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from server.settings import ServerSettings
+from tests.toy_person import TOY
+
+pytest.importorskip("pymoo")
+
+FEATURES = [
+    FeatureSpec(name="job", kind="categorical", categories=("Seller", "Developer")),
+    FeatureSpec(name="education", kind="categorical", categories=("HS", "BSc")),
+    FeatureSpec(name="location", kind="categorical", categories=("Germany", "US")),
+    FeatureSpec(name="age", kind="integer", low=18, high=90),
+]
+PERSON = {"job": "Seller", "education": "HS", "location": "Germany", "age": 30}
+
+
+def _toy_model(X: Any) -> Any:
+    """Approves a developer in the US, or a developer with a degree (the CSCF paper's toy)."""
+    developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+    p = np.where(developer & (us | degree), 0.9, 0.1)
+    return np.column_stack([1.0 - p, p])
+
+
+def _slow_model(X: Any) -> Any:
+    time.sleep(0.05)
+    return _toy_model(X)
+
+
+def _registry() -> ModelRegistry:
+    outputs = [OutputSpec("ok", (0, 1))]
+    return ModelRegistry(
+        [
+            RegisteredModel("toy", "1", "the CSCF toy person", CallableAdapter(_toy_model, outputs), FEATURES),
+            RegisteredModel("slow", "1", "the toy, 50 ms a call", CallableAdapter(_slow_model, outputs), FEATURES),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[RunningServer]:
+    server = start_server(ServerSettings(port=0, max_plan_population=1000), _registry())
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
+def _request(model: str = "toy", **options: Any) -> pb.PlanRequest:
+    options = {"seed": 0, "population": 40, "generations": 15, **options}
+    return CounterplanClient.plan_request(model, PERSON, TOY, [class_goal(1, 0.7)], **options)
+
+
+def _steps(plan: pb.ActionPlan) -> list[tuple[str, Any, Any]]:
+    return [(s.action, plain_value(s.before), plain_value(s.after)) for s in plan.steps]
+
+
+def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer) -> None:
+    from planning.actions import ActionSet
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    with CounterplanClient(running.target) as client:
+        response = client.plan(_request())
+    assert response.front_size == len(response.plans) > 0 and response.HasField("cheapest")
+    cheapest = response.plans[response.cheapest]
+    assert cheapest.valid and cheapest.total_cost == pytest.approx(10.0)
+    assert _steps(cheapest) == [("degree", "HS", "BSc"), ("job", "Seller", "Developer")]
+    first, second = cheapest.steps
+    assert plain_value(first.state["age"]) == 34 and not first.goal_met and first.prediction == pytest.approx(0.1)
+    (aged,) = first.consequences
+    assert (aged.feature, plain_value(aged.original), plain_value(aged.proposed)) == ("age", 30, 34)
+    assert second.goal_met and second.prediction == pytest.approx(0.9)
+    assert list(response.feature_names) == [f.name for f in FEATURES]
+    assert response.generations == 15 and not response.stopped_early
+    # the same problem, actions and seed in Python give the same front
+    from server.convert import check_request
+
+    registered = _registry().get("toy")
+    assert registered is not None
+    checked = check_request(CounterplanClient.request("toy", PERSON, [class_goal(1, 0.7)]), registered, 100)
+    problem = registered.problem(checked.features, checked.goals, checked.distance)
+    local = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15, seed=0))
+    assert [p.total_cost for p in local.plans] == [p.total_cost for p in response.plans]
+    assert [[s.action for s in p.steps] for p in local.plans] == [[s.action for s in p.steps] for p in response.plans]
+
+
+def test_plan_stream_sends_the_front_as_it_improves_then_the_same_result(running: RunningServer) -> None:
+    with CounterplanClient(running.target) as client:
+        messages = list(client.plan_stream(_request()))
+        unary = client.plan(_request())
+    *fronts, final = messages
+    assert fronts and all(m.stage == pb.STAGE_INTERMEDIATE for m in fronts)
+    assert [m.sequence_id for m in messages] == list(range(1, len(messages) + 1))
+    assert final.stage == pb.STAGE_FINAL
+    generations = [m.generation for m in fronts]
+    assert generations == sorted(generations) and generations[-1] <= 14
+    for m in fronts:
+        costs = [p.cost for p in m.front]
+        assert costs == sorted(costs) and m.front_size == len(m.front)
+    assert fronts[-1].front[0].cost == pytest.approx(10.0)
+    result = final.result
+    assert [p.total_cost for p in result.plans] == [p.total_cost for p in unary.plans]
+    assert [_steps(p) for p in result.plans] == [_steps(p) for p in unary.plans]
+
+
+def _message(spec: dict[str, Any]) -> pb.Action:
+    """An action message as a client might send it: nothing checked on the way."""
+    message = pb.Action(name=spec["name"], feature=spec["feature"], effort=str(spec.get("effort", "")))
+    message.kind = pb.ACTION_KIND_SET if spec.get("kind", "add") == "set" else pb.ACTION_KIND_ADD
+    for bound in ("low", "high"):
+        if spec.get(bound) is not None:
+            setattr(message, bound, spec[bound])
+    for value in spec.get("values") or ():
+        message.values.add().category_value = value
+    message.pre = spec.get("pre", "")
+    return message
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"),
+    [
+        ({"feature": "salary"}, "actions[0].feature", "no feature 'salary'"),
+        ({"feature": "location"}, "actions[0].feature", "'location' is immutable"),
+        ({"pre": "salary > 2"}, "actions[0].pre", "unknown name 'salary'"),
+        ({"effort": "__import__('os').system('true')"}, "actions[0].effort", "only these functions"),
+        ({"kind": "add", "feature": "age", "low": 5, "high": 1, "values": None}, "actions[0].low", "above high"),
+        ({"values": ["Astronaut"]}, "actions[0].values[0]", "not a value of 'job'"),
+        ({"name": ""}, "actions[0].name", "at least 1 character"),
+    ],
+)
+def test_bad_actions_are_invalid_argument_naming_the_field(
+    running: RunningServer, change: dict[str, Any], field: str, fragment: str
+) -> None:
+    request = _request()
+    del request.actions[:]
+    request.actions.append(_message({**TOY["actions"][0], **change}))  # type: ignore[dict-item]
+    request.overrides.add(name="location", constrained=True)
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violations = field_violations(info.value)
+    assert violations and violations[0][0] == field and fragment in violations[0][1], violations
+
+
+def test_every_bad_field_of_a_plan_request_is_named_at_once(running: RunningServer) -> None:
+    request = _request(population=5000)
+    request.instance["age"].integer_value = 200
+    request.max_plans = 0
+    request.search.bias = 0.2
+    request.graph.add(source="location", target="nowhere", tau="1")
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    fields = [f for f, _ in field_violations(info.value)]
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert {"instance[age]", "search.bias", "max_plans"} <= set(fields), fields
+    request = _request(population=5000)
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    assert field_violations(info.value) == [("search.population", "at most 1,000 on this server, given 5,000")]
+    request = _request()
+    request.graph.add(source="location", target="nowhere", tau="1")
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    assert field_violations(info.value)[0][0] == "graph[3].target"
+
+
+def test_errors_never_echo_unbounded_input(running: RunningServer) -> None:
+    request = _request()
+    request.actions[0].feature = "x" * 100_000
+    request.actions[1].pre = "age > " + "1" * 100_000
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = info.value.details() or ""
+    assert len(details) < 2_000 and "x" * 200 not in details
+    assert {f for f, _ in field_violations(info.value)} >= {"actions[0].feature", "actions[1].pre"}
+
+
+def test_the_deadline_ends_the_search_with_the_front_so_far(running: RunningServer) -> None:
+    """50 ms a generation, 1,000 generations asked, a 2 s deadline: the answer comes in time."""
+    started = time.perf_counter()
+    with CounterplanClient(running.target) as client:
+        response = client.plan(_request("slow", generations=1000), timeout=2.0)
+    assert time.perf_counter() - started < 2.0
+    assert response.stopped_early and 1 <= response.generations < 1000
+    assert response.HasField("cheapest") and response.plans[response.cheapest].valid
+
+
+def test_a_cancelled_stream_stops_its_search(running: RunningServer) -> None:
+    service = running.service
+    with CounterplanClient(running.target) as client:
+        call = client.stub.PlanStream(_request("slow", generations=1000), timeout=60)
+        first = next(call)
+        assert first.stage == pb.STAGE_INTERMEDIATE
+        call.cancel()
+    assert service.wait_idle(10.0)  # the slot came back: the search stopped within a generation
+
+
+def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
+    server = start_server(ServerSettings(port=0), _registry())
+    answers: list[pb.PlanResponse] = []
+    with CounterplanClient(server.target) as client:
+        thread = threading.Thread(target=lambda: answers.append(client.plan(_request("slow", generations=1000))))
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.service._plan_stops and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        server.stop(grace=10)
+        thread.join(10)
+    assert answers and answers[0].stopped_early and answers[0].generations < 1000
+
+
+def test_the_response_holds_at_most_max_plans_and_fits_the_message_limit() -> None:
+    from server.plan_convert import plan_message
+    from solver.plans.planner import ActionPlan, PlanResult, PlanStep
+
+    def one(cost: float, steps: int) -> ActionPlan:
+        state = {f"f{i}": float(i) for i in range(200)}
+        step = PlanStep(
+            action="a", feature="f0", before=0.0, after=1.0, cost=cost, state=state, prediction=0.9, goal_met=True
+        )
+        return ActionPlan(steps=[step] * steps, total_cost=cost, distance=0.1, valid=True)
+
+    plans = [one(float(i), 3) for i in range(1, 50)] + [one(100.0, 1)]
+    result = PlanResult(
+        original={},
+        original_prediction=0.1,
+        plans=plans,
+        cheapest=plans[0],
+        short=plans[-1],
+        generations=1,
+        model_calls=1,
+        seconds=0.0,
+    )
+    few = plan_message(result, "r", "m", [], max_plans=5)
+    assert len(few.plans) == 6 and few.front_size == 50 and few.cheapest == 0 and few.short_plan == 5
+    small = plan_message(result, "r", "m", [], max_plans=50, max_bytes=40_000)
+    assert small.ByteSize() <= 40_000 and 1 <= len(small.plans) < 50 and small.HasField("short_plan")
