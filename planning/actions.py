@@ -22,7 +22,7 @@ states: one call applies an action to every plan that takes it at a step.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -93,26 +93,65 @@ class CostGraph:
 
     def discount(self, before: Mapping[str, Any], changed: Mapping[str, BoolArray], n: int) -> FloatMatrix:
         """g per state: the mean, over the changed features with incoming edges, of the mean of
-        their edges' tau at the state before (clipped to [0, 1]); 1 where none changed."""
+        their edges' tau at the state before (clipped to [0, 1]; NaN counts as 1); 1 where none
+        changed. Only the edges into a feature some state changed are evaluated."""
         incoming: dict[str, list[FloatMatrix]] = {}
-        for source, target, tau in self.edges:
-            del source  # the formula reads the source itself
-            value = np.broadcast_to(np.asarray(tau(before), dtype=np.float64), (n,))
-            incoming.setdefault(target, []).append(np.clip(np.nan_to_num(value, nan=1.0), 0.0, 1.0))
+        for _source, target, tau in self.edges:  # the formula reads the source itself
+            hit = changed.get(target)
+            if hit is None or not hit.any():
+                continue
+            value = np.asarray(tau(before), dtype=np.float64)
+            incoming.setdefault(target, []).append(np.clip(np.where(np.isnan(value), 1.0, value), 0.0, 1.0))
         total = np.zeros(n)
         count = np.zeros(n)
         for target, taus in incoming.items():
-            hit = changed.get(target)
-            if hit is None:
-                continue
-            total += np.where(hit, np.mean(taus, axis=0), 0.0)
+            hit = changed[target]
+            mean = sum(taus[1:], taus[0]) / len(taus)
+            total += np.where(hit, mean, 0.0)
             count += hit
         return np.where(count > 0, total / np.maximum(count, 1), 1.0)
 
 
-def environment(space: FeatureSpace, states: FloatMatrix, prefix: str = "") -> dict[str, FloatMatrix]:
-    """Names to columns of ``states``: ``x`` (or ``before.x`` with ``prefix="before."``)."""
-    return {f"{prefix}{name}": states[:, j] for j, name in enumerate(space.names)}
+class StateColumns(Mapping[str, FloatMatrix]):
+    """Names to columns of ``states``, read on demand: ``x`` (or ``before.x`` with
+    ``prefix="before."``). A formula reads a few names; building every column for every action
+    and step would cost more than the formulas themselves."""
+
+    def __init__(self, space: FeatureSpace, states: FloatMatrix, prefix: str = "") -> None:
+        self._index = space.index
+        self._names = space.names
+        self._states = states
+        self._prefix = prefix
+
+    def __getitem__(self, key: str) -> FloatMatrix:
+        if not key.startswith(self._prefix) or key[len(self._prefix) :] not in self._index:
+            raise KeyError(key)
+        return self._states[:, self._index[key[len(self._prefix) :]]]
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"{self._prefix}{name}" for name in self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class Layers(Mapping[str, Any]):
+    """Several mappings read as one, the first that has a name winning (a read-only ChainMap)."""
+
+    def __init__(self, *maps: Mapping[str, Any]) -> None:
+        self.maps = list(maps)
+
+    def __getitem__(self, key: str) -> Any:
+        for layer in self.maps:
+            if key in layer:
+                return layer[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(name for layer in self.maps for name in layer))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @dataclass(frozen=True)
@@ -135,28 +174,28 @@ def apply(
     """
     n = states.shape[0]
     column = space.index[action.feature]
-    before = environment(space, states)
-    scope = {**before, **environment(space, states, "before.")}
+    before = StateColumns(space, states)
+    marked = StateColumns(space, states, "before.")
     after_states = states.copy()
     if action.kind == "add":
         after_states[:, column] = states[:, column] + values
-        scope["delta"] = values
-        scope["value"] = after_states[:, column]
+        extras = {"delta": values, "value": after_states[:, column].copy()}
     else:
         after_states[:, column] = values
-        scope["delta"] = values - states[:, column]
-        scope["value"] = values
+        extras = {"delta": values - states[:, column], "value": values}
+    scope = Layers(extras, before, marked)
+    """What the pre-condition, the consequences and the effort read: the state before."""
     for name, formula in action.consequences.items():
         j = space.index[name]
         after_states[:, j] = np.broadcast_to(np.asarray(formula(scope), dtype=np.float64), (n,))
     after_states = space.snap(after_states.copy()) if space.checks_grid else after_states
-    after = environment(space, after_states)
-    full = {**scope, **after, **environment(space, after_states, "after.")}
+    later = StateColumns(space, after_states, "after.")
+    scope.maps.append(later)
     ok = np.ones(n, dtype=bool)
     if action.pre is not None:
-        ok &= _truth(action.pre({**scope, **before}), n)
+        ok &= _truth(action.pre(scope), n)
     if action.post is not None:
-        ok &= _truth(action.post(full), n)
+        ok &= _truth(action.post(Layers(extras, StateColumns(space, after_states), marked, later)), n)
     inside = ((after_states >= space.domain_lower) & (after_states <= space.domain_upper)) | (after_states == states)
     ok &= inside.all(axis=1)
     changed_columns = after_states != states
@@ -165,9 +204,9 @@ def apply(
     if effort_formula is None:
         effort = np.abs(scope["delta"]) if action.kind == "add" else np.ones(n)
     else:
-        effort = np.broadcast_to(np.asarray(effort_formula(full), dtype=np.float64), (n,))
+        effort = np.broadcast_to(np.asarray(effort_formula(scope), dtype=np.float64), (n,))
     effort = np.where(np.isfinite(effort), np.maximum(effort, 0.0), np.inf)
-    changed = {name: changed_columns[:, j] for j, name in enumerate(space.names)}
+    changed = {space.names[j]: changed_columns[:, j] for j in np.flatnonzero(changed_columns.any(axis=0))}
     cost = effort * graph.discount(before, changed, n)
     return StepResult(after=np.where(ok[:, None], after_states, states), cost=cost, ok=ok)
 

@@ -189,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--batch-max-instances", type=int, help="instances one ExplainBatch stream may send")
     serve.add_argument("--batch-max-in-flight", type=int, help="instances of one ExplainBatch stream solved at once")
     serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
+    serve.add_argument("--max-plan-population", type=int, help="a Plan request's population at most (default 2000)")
+    serve.add_argument("--max-plan-generations", type=int, help="a Plan request's generations at most (default 1000)")
     return parser
 
 
@@ -279,6 +281,8 @@ def _serve(args: argparse.Namespace) -> int:
         "batch_max_instances",
         "batch_max_in_flight",
         "max_batch_streams",
+        "max_plan_population",
+        "max_plan_generations",
     )
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     try:

@@ -116,3 +116,27 @@ def test_malformed_action_data_names_each_field_with_its_index() -> None:
     assert "actions[0].high: " in info.value.problem and "(given 2.25)" in info.value.problem  # numbers stay
     spec = ActionSet.from_data({"actions": [{"name": "a", "feature": "job", "effort": 5}]}).actions[0]
     assert spec.effort == "5"  # a bare number is a formula too
+
+
+def test_effort_and_pre_read_the_state_before_and_post_the_state_after() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="education", value=13, low=1, high=16),
+            IntegerFeature(name="age", value=30, low=17, high=90),
+        ]
+    )
+    study = {
+        "name": "study",
+        "feature": "education",
+        "low": 1,
+        "high": 3,
+        "consequences": {"age": "age + 2 * delta"},
+        "effort": "age / 10 + after.age / 100",  # plain names: before the step
+        "pre": "age < 40",
+        "post": "age < 35 and before.age == 30",  # plain names: after the step
+    }
+    actions, graph = ActionSet.from_data({"actions": [study]}).compile(space)
+    states = np.array([[13, 30], [13, 30], [13, 45]], dtype=float)
+    result = apply(actions[0], graph, space, states, np.array([2.0, 3.0, 1.0]))
+    assert result.cost == pytest.approx([3.0 + 0.34, 3.0 + 0.36, 4.5 + 0.47])
+    assert result.ok.tolist() == [True, False, False]  # aged 36 after three levels; 45 is too old to start
