@@ -232,6 +232,8 @@ def _print(result: Any) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
+    from server.render import format_value  # noqa: PLC0415
+
     console = Console()
     if not result.plans:
         console.print("No plan reaches the goal with these actions.", style="yellow")
@@ -247,9 +249,11 @@ def _print(result: Any) -> None:
         console.print(f"\nPlan {i}: cost {p.total_cost:.2f}, distance {p.distance:.3f}", markup=False)
         for t, step in enumerate(p.steps, 1):
             flip = "  <- the goal is met" if step.goal_met else ""
-            also = "".join(f", {name} {old} -> {new}" for name, (old, new) in step.consequences.items())
+            also = "".join(
+                f", {name} {format_value(old)} -> {format_value(new)}" for name, (old, new) in step.consequences.items()
+            )
             console.print(
-                f"  {t}. {step.action}: {step.feature} {step.before} -> {step.after}{also} "
+                f"  {t}. {step.action}: {step.feature} {format_value(step.before)} -> {format_value(step.after)}{also} "
                 f"(cost {step.cost:.2f}; goal output then {step.prediction:.3f}){flip}",
                 markup=False,
                 soft_wrap=True,

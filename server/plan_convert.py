@@ -313,3 +313,15 @@ def plan_result(response: pb.PlanResponse) -> PlanResult:
         model_calls=response.model_calls,
         seconds=response.time_spent_seconds,
     )
+
+
+def final_front(result: PlanResult) -> list[pb.FrontPoint]:
+    """The FINAL stream message's front: the result's plans as points, cheapest first."""
+    return [
+        pb.FrontPoint(
+            cost=p.total_cost,
+            distance=p.distance,
+            feature_changes=sum(int(s.before != s.after) + len(s.consequences) for s in p.steps),
+        )
+        for p in result.plans[:FRONT_POINTS]
+    ]

@@ -29,7 +29,7 @@ from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
 from server._generated.counterplan.v1 import counterplan_pb2 as pb
 from server.convert import BadRequestError
-from server.plan_convert import check_plan_request, front_message, plan_message
+from server.plan_convert import check_plan_request, final_front, front_message, plan_message
 from server.refusal import Refusal, bad_request, refused
 from server.registry import RegisteredModel
 from solver.plans.planner import PlanResult, plan
@@ -232,6 +232,8 @@ def plan_stream_call(
             sequence_id=sequence + 1,
             stage=pb.STAGE_FINAL,
             generation=max(result.generations - 1, 0),
+            front=final_front(result),
+            front_size=len(result.plans),
             time_spent_seconds=result.seconds,
             result=job.message(result),
         )

@@ -11,7 +11,8 @@ from rich.table import Table
 from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics, SwarmStatistics
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A feature value as the command line prints it (thousands separated, "missing" for a gap)."""
     if value is None:
         return "missing"
     if isinstance(value, float):
@@ -27,7 +28,7 @@ def _fmt_predictions(predictions: dict[str, Any]) -> str:
             predicted = max(value, key=lambda label: value[label]) if value else "?"
             parts.append(f"{name} = {predicted} ({probabilities})")
         else:
-            parts.append(f"{name} = {_fmt(value)}")
+            parts.append(f"{name} = {format_value(value)}")
     return "; ".join(parts)
 
 
@@ -125,7 +126,7 @@ def _changes_table(changes: list[Change]) -> Table:
     if binned:  # a scorecard: the bins say what the change means
         table.add_column("bin", justify="left")
     for change in changes:
-        cells = [change.feature, _fmt(change.original), _fmt(change.proposed)]
+        cells = [change.feature, format_value(change.original), format_value(change.proposed)]
         if binned:
             cells.append(escape(f"{change.original_bin or '?'} -> {change.proposed_bin or '?'}"))
         table.add_row(*cells)

@@ -118,6 +118,9 @@ def test_plan_stream_sends_the_front_as_it_improves_then_the_same_result(running
         assert costs == sorted(costs) and m.front_size == len(m.front)
     assert fronts[-1].front[0].cost == pytest.approx(10.0)
     result = final.result
+    assert [p.cost for p in final.front] == [p.total_cost for p in result.plans]
+    last = fronts[-1].front  # the archive is the answer
+    assert [(p.cost, p.feature_changes) for p in final.front] == [(p.cost, p.feature_changes) for p in last]
     assert [p.total_cost for p in result.plans] == [p.total_cost for p in unary.plans]
     assert [_steps(p) for p in result.plans] == [_steps(p) for p in unary.plans]
 
