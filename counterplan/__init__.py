@@ -22,6 +22,12 @@ from typing import TYPE_CHECKING
 from planning._lazy import attach
 
 if TYPE_CHECKING:
+    from planning.actions import (
+        Action,
+        ActionError,
+        ActionSet,
+        CostGraph,
+    )
     from planning.calculator import (
         ScoreCalculator,
     )
@@ -105,8 +111,21 @@ if TYPE_CHECKING:
         SolverManager,
         SolveStatus,
     )
+    from solver.plans.planner import (
+        ActionPlan,
+        PlanResult,
+        PlanStep,
+        plan,
+    )
+    from solver.plans.search import (
+        PlanConfig,
+    )
 
 _EXPORTS: dict[str, str] = {
+    "Action": "planning.actions",
+    "ActionError": "planning.actions",
+    "ActionPlan": "solver.plans.planner",
+    "ActionSet": "planning.actions",
     "BendableScore": "planning.score",
     "BestSolutionEvent": "solver.core.result",
     "BooleanFeature": "planning.features",
@@ -116,6 +135,7 @@ _EXPORTS: dict[str, str] = {
     "Change": "solver.core.result",
     "ClassGoal": "planning.goals",
     "ConfigError": "solver.core.config",
+    "CostGraph": "planning.actions",
     "Counterfactual": "solver.core.result",
     "CounterfactualProblem": "planning.problem",
     "CounterfactualResult": "solver.core.result",
@@ -140,6 +160,9 @@ _EXPORTS: dict[str, str] = {
     "ModelFailureError": "solver.counterfactual",
     "MoveSelectorConfig": "solver.core.config",
     "OutputSpec": "planning.goals",
+    "PlanConfig": "solver.plans.search",
+    "PlanResult": "solver.plans.planner",
+    "PlanStep": "solver.plans.planner",
     "PlausibilitySettings": "planning.plausibility",
     "ProblemError": "planning.errors",
     "RangeGoal": "planning.goals",
@@ -149,19 +172,24 @@ _EXPORTS: dict[str, str] = {
     "SolveStatus": "solver.manager",
     "SolverConfig": "solver.core.config",
     "SolverJob": "solver.manager",
-    "SwarmPhaseConfig": "solver.core.config",
     "SolverManager": "solver.manager",
     "StepCountingHillClimbingAcceptorConfig": "solver.core.config",
+    "SwarmPhaseConfig": "solver.core.config",
     "TabuSearchAcceptorConfig": "solver.core.config",
     "TerminationConfig": "solver.core.config",
     "ValueGoal": "planning.goals",
     "adapt_sklearn": "planning.models",
     "default_goals": "planning.defaults",
     "explain": "solver.counterfactual",
+    "plan": "solver.plans.planner",
 }
 """Each public name and the module that defines it, imported on first use."""
 
 __all__ = [
+    "Action",
+    "ActionError",
+    "ActionPlan",
+    "ActionSet",
     "BendableScore",
     "BestSolutionEvent",
     "BooleanFeature",
@@ -171,6 +199,7 @@ __all__ = [
     "Change",
     "ClassGoal",
     "ConfigError",
+    "CostGraph",
     "Counterfactual",
     "CounterfactualProblem",
     "CounterfactualResult",
@@ -195,6 +224,9 @@ __all__ = [
     "ModelFailureError",
     "MoveSelectorConfig",
     "OutputSpec",
+    "PlanConfig",
+    "PlanResult",
+    "PlanStep",
     "PlausibilitySettings",
     "ProblemError",
     "RangeGoal",
@@ -213,6 +245,7 @@ __all__ = [
     "adapt_sklearn",
     "default_goals",
     "explain",
+    "plan",
 ]
 
 

@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING
 from planning._lazy import attach
 
 if TYPE_CHECKING:
+    from planning.actions import (
+        Action,
+        ActionError,
+        ActionSet,
+        CostGraph,
+    )
     from planning.calculator import (
         FAILED_PREDICTION,
         Evaluation,
@@ -70,12 +76,16 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "Action": "planning.actions",
+    "ActionError": "planning.actions",
+    "ActionSet": "planning.actions",
     "BendableScore": "planning.score",
     "BooleanFeature": "planning.features",
     "CallableAdapter": "planning.models",
     "CandidateError": "planning.errors",
     "CategoricalFeature": "planning.features",
     "ClassGoal": "planning.goals",
+    "CostGraph": "planning.actions",
     "CounterfactualProblem": "planning.problem",
     "CounterplanError": "planning.errors",
     "DistanceSettings": "planning.distance",
@@ -95,10 +105,10 @@ _EXPORTS: dict[str, str] = {
     "RangeGoal": "planning.goals",
     "ScoreCalculator": "planning.calculator",
     "ScoreFormatError": "planning.errors",
-    "TrustRegion": "planning.trust_region",
-    "TrustRegionSettings": "planning.trust_region",
     "SklearnClassifierAdapter": "planning.models",
     "SklearnRegressorAdapter": "planning.models",
+    "TrustRegion": "planning.trust_region",
+    "TrustRegionSettings": "planning.trust_region",
     "ValueGoal": "planning.goals",
     "adapt_sklearn": "planning.models",
     "parse_feature": "planning.features",
@@ -108,17 +118,21 @@ _EXPORTS: dict[str, str] = {
 """Each public name and the module that defines it, imported on first use."""
 
 __all__ = [
-    "FAILED_PREDICTION",
+    "Action",
+    "ActionError",
+    "ActionSet",
     "BendableScore",
     "BooleanFeature",
     "CallableAdapter",
     "CandidateError",
     "CategoricalFeature",
     "ClassGoal",
+    "CostGraph",
     "CounterfactualProblem",
     "CounterplanError",
     "DistanceSettings",
     "Evaluation",
+    "FAILED_PREDICTION",
     "FeatureError",
     "FeatureSpace",
     "FeatureStatistics",

@@ -45,8 +45,18 @@ if TYPE_CHECKING:
         SolverManager,
         SolveStatus,
     )
+    from solver.plans.planner import (
+        ActionPlan,
+        PlanResult,
+        PlanStep,
+        plan,
+    )
+    from solver.plans.search import (
+        PlanConfig,
+    )
 
 _EXPORTS: dict[str, str] = {
+    "ActionPlan": "solver.plans.planner",
     "BestSolutionEvent": "solver.core.result",
     "Change": "solver.core.result",
     "ConfigError": "solver.core.config",
@@ -60,6 +70,9 @@ _EXPORTS: dict[str, str] = {
     "LocalSearchPhaseConfig": "solver.core.config",
     "ModelFailureError": "solver.counterfactual",
     "MoveSelectorConfig": "solver.core.config",
+    "PlanConfig": "solver.plans.search",
+    "PlanResult": "solver.plans.planner",
+    "PlanStep": "solver.plans.planner",
     "SimulatedAnnealingAcceptorConfig": "solver.core.config",
     "SolveStatistics": "solver.core.result",
     "SolveStatus": "solver.manager",
@@ -70,10 +83,12 @@ _EXPORTS: dict[str, str] = {
     "TabuSearchAcceptorConfig": "solver.core.config",
     "TerminationConfig": "solver.core.config",
     "explain": "solver.counterfactual",
+    "plan": "solver.plans.planner",
 }
 """Each public name and the module that defines it, imported on first use."""
 
 __all__ = [
+    "ActionPlan",
     "BestSolutionEvent",
     "Change",
     "ConfigError",
@@ -87,6 +102,9 @@ __all__ = [
     "LocalSearchPhaseConfig",
     "ModelFailureError",
     "MoveSelectorConfig",
+    "PlanConfig",
+    "PlanResult",
+    "PlanStep",
     "SimulatedAnnealingAcceptorConfig",
     "SolveStatistics",
     "SolveStatus",
@@ -97,6 +115,7 @@ __all__ = [
     "TabuSearchAcceptorConfig",
     "TerminationConfig",
     "explain",
+    "plan",
 ]
 
 

@@ -23,6 +23,7 @@ def test_every_public_name_resolves() -> None:
         assert missing == [], (package.__name__, missing)
         assert sorted(dir(package)) == sorted(package.__all__)
     assert counterplan.explain is solver.explain and counterplan.ClassGoal is planning.ClassGoal
+    assert counterplan.plan is solver.plan and counterplan.ActionSet is planning.ActionSet
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = counterplan.nope  # type: ignore[attr-defined]
 
@@ -36,7 +37,9 @@ def _loaded_after(code: str) -> list[str]:
     return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"], ["serve", "--help"], ["explain", "--bogus"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["explain", "--help"], ["serve", "--help"], ["plan", "--help"], ["explain", "--bogus"]]
+)
 def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
     code = f"from server.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
     assert _loaded_after(code) == []
