@@ -32,6 +32,7 @@ from server.convert import BadRequestError
 from server.plan_convert import check_plan_request, final_front, front_message, plan_message
 from server.refusal import Refusal, bad_request, refused
 from server.registry import RegisteredModel
+from server.throttle import throttled
 from solver.plans.planner import PlanResult, plan
 from solver.plans.search import PlanConfig
 
@@ -196,24 +197,9 @@ def plan_stream_call(
         sequence = 0
         try:
             worker.start()
-            interval = 1.0 / service.settings.stream_max_per_second
-            last_sent = 0.0
-            pending: tuple[int, FloatMatrix] | None = None
-            while True:
-                timeout = None if pending is None else max(interval - (time.perf_counter() - last_sent), 0.0)
-                try:
-                    item = events.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                if isinstance(item, tuple):
-                    pending = item
-                done = item is _DONE
-                if pending is not None and (done or time.perf_counter() - last_sent >= interval):
-                    sequence += 1
-                    yield front_message(pending[0], pending[1], time.perf_counter() - started, sequence)
-                    last_sent, pending = time.perf_counter(), None
-                if done:
-                    break
+            for generation, front in throttled(events, 1.0 / service.settings.stream_max_per_second, _DONE):
+                sequence += 1
+                yield front_message(generation, front, time.perf_counter() - started, sequence)
         except GeneratorExit:  # the client went away mid-stream: stop the search now
             outcome["status"] = "CANCELLED"
             raise

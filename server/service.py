@@ -46,10 +46,11 @@ from server.convert import (
 from server.refusal import Refusal, bad_request, refused, retry_later
 from server.registry import ModelRegistry, RegisteredModel
 from server.settings import ServerSettings
+from server.throttle import throttled
 from solver.batch.shared_calls import SharedCalls, SharedCallStatistics
 from solver.core.budget import estimate_bytes, swarm_coordinates
 from solver.core.config import TerminationConfig
-from solver.core.result import BestSolutionEvent, CounterfactualResult
+from solver.core.result import CounterfactualResult
 from solver.manager import SolverJob, SolverManager
 
 if TYPE_CHECKING:
@@ -162,23 +163,9 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 job = self._submit(request_id, model, checked, context, events.put, outcome=outcome)
                 threading.Thread(target=self._forward_end, args=(job, events), daemon=True).start()
                 sequence = 0
-                interval = 1.0 / self.settings.stream_max_per_second
-                last_sent = 0.0
-                pending: BestSolutionEvent | None = None
-                while True:
-                    timeout = None if pending is None else max(interval - (time.perf_counter() - last_sent), 0.0)
-                    try:
-                        item = events.get(timeout=timeout)
-                    except queue.Empty:
-                        item = None
-                    if isinstance(item, BestSolutionEvent):
-                        pending = item
-                    if pending is not None and (item is _DONE or time.perf_counter() - last_sent >= interval):
-                        sequence += 1
-                        yield event_message(pending, sequence)
-                        last_sent, pending = time.perf_counter(), None
-                    if item is _DONE:
-                        break
+                for event in throttled(events, 1.0 / self.settings.stream_max_per_second, _DONE):
+                    sequence += 1
+                    yield event_message(event, sequence)
                 result = self._wait(job, context, outcome)
             except GeneratorExit:  # the client went away mid-stream: stop the solve now
                 outcome["status"] = "CANCELLED"
