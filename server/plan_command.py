@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
         print(result.model_dump_json(indent=2))
     else:
         _print(result)
-    return 0 if result.cheapest is not None else EXIT_NOT_FOUND
+    return 0 if result.cheapest is not None or result.already_met else EXIT_NOT_FOUND
 
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
@@ -235,8 +235,13 @@ def _print(result: Any) -> None:
     from server.render import format_value  # noqa: PLC0415
 
     console = Console()
+    if result.already_met:
+        console.print(f"The goal is already met (goal output {result.original_prediction:.3f}): no action is needed.")
+        return
     if not result.plans:
         console.print("No plan reaches the goal with these actions.", style="yellow")
+        if result.failure:
+            console.print(f"The model failed: {result.failure}", markup=False)
         return
     table = Table(title=f"{len(result.plans)} plans on the Pareto front (cheapest first)")
     for column in ("#", "actions in order", "cost", "distance"):

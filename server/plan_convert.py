@@ -200,6 +200,8 @@ def plan_message(
             time_spent_seconds=result.seconds,
             feature_names=names,
             front_size=len(result.plans),
+            already_met=result.already_met,
+            failure=result.failure or "",
         )
         for field, named in (("cheapest", result.cheapest), ("short_plan", result.short)):
             index = next((i for i, p in enumerate(chosen) if p is named), None)
@@ -308,6 +310,8 @@ def plan_result(response: pb.PlanResponse) -> PlanResult:
         plans=plans,
         cheapest=plans[response.cheapest] if response.HasField("cheapest") else None,
         short=plans[response.short_plan] if response.HasField("short_plan") else None,
+        already_met=response.already_met,
+        failure=response.failure or None,
         generations=response.generations,
         stopped_early=response.stopped_early,
         model_calls=response.model_calls,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from planning.actions import Action, ActionError, CostGraph
+from planning.actions import Action, CostGraph
 from planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
@@ -84,7 +84,12 @@ class PlanJob:
             ) from None
 
     def message(self, result: PlanResult) -> pb.PlanResponse:
-        """The result as a ``PlanResponse`` that fits in the server's largest message."""
+        """The result as a ``PlanResponse`` that fits in the server's largest message, the
+        model's own failure message (it may hold paths or secrets) left in the server log."""
+        if result.failure is not None:
+            log.warning("model failed on candidates", request_id=self.request_id, error=one_line(result.failure))
+            failure = f"the model failed (request id {self.request_id}); its message is in the server log"
+            result = result.model_copy(update={"failure": failure})
         return plan_message(
             result,
             self.request_id,
@@ -149,9 +154,7 @@ def begin(
     try:
         problem = model.problem(plain.features, plain.goals, plain.distance, plain.max_changed_features)
         actions, graph = checked.actions.compile(problem.space)
-    except ActionError as exc:
-        raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
-    except InvalidInputError as exc:
+    except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
         raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
     ticket = service.take_slot(estimate)
     stop = service.remember_plan()

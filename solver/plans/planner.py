@@ -23,6 +23,7 @@ from planning.distance import gower
 from planning.problem import CounterfactualProblem
 from planning.space import FloatMatrix
 from planning.threads import NativeThreadLimit
+from solver.counterfactual import ModelFailureError
 from solver.plans.genome import decode
 from solver.plans.search import PlanConfig, PlanSearch
 
@@ -74,11 +75,16 @@ class PlanResult(BaseModel):
     cheapest: ActionPlan | None
     short: ActionPlan | None
     """The cheapest plan of at most two actions, when the front has one."""
+    already_met: bool = False
+    """The original already meets every goal: no action is needed (and none is searched)."""
+    failure: str | None = None
+    """The model failed on candidates so often that the search stopped calling it (its last
+    message), or failed on some: what a user needs to know when no plan comes back."""
     generations: int
     """Generations run."""
     stopped_early: bool = False
-    """A time limit or a stop request ended the search before its last generation: the front is
-    the best found by then."""
+    """A time limit, a stop request or a failing model ended the search before its last
+    generation: the front is the best found by then."""
     model_calls: int
     seconds: float
 
@@ -108,23 +114,34 @@ def plan(
     graph = graph or CostGraph()
     config = config or PlanConfig()
     search = PlanSearch(problem, compiled, graph, config, on_generation)
+    calculator = search.calculator
+    space = problem.space
     with NativeThreadLimit(config.model_threads):
-        keys, objectives = search.run(stop)
+        original = calculator.check(problem.original_row())
+        if original.failures[0] is not None:
+            raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
+        already_met = bool((original.scores[0, :3] == 0.0).all())
+        keys, objectives = search.run(stop) if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
         plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
-        original = search.calculator.check(problem.original_row())
     plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
     valid = [p for p in plans if p.valid]
     short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
-    space = problem.space
+    failure = None
+    if calculator.gave_up is not None:
+        failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
+    elif search.failed_states and not valid:
+        failure = f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
     return PlanResult(
         original=space.decode(space.original),
         original_prediction=_prediction(problem, original, 0),
         plans=plans,
         cheapest=valid[0] if valid else None,
         short=short[0] if short else None,
+        already_met=already_met,
+        failure=failure,
         generations=search.generations_run,
         stopped_early=search.stopped_early,
-        model_calls=search.calculator.model_call_count,
+        model_calls=calculator.model_call_count,
         seconds=time.perf_counter() - started,
     )
 

@@ -94,7 +94,11 @@ class PlanSearch:
         self.calculator = ScoreCalculator(problem)
         self.generations_run = 0
         self.stopped_early = False
-        """The search ended before its last generation (time limit or stop request)."""
+        """The search ended before its last generation (a time limit, a stop request, or a model
+        that failed on batch after batch)."""
+        self.failed_states = 0
+        """Final states the model failed on (raised for, or answered NaN): never feasible."""
+        self.first_failure: str | None = None
         space = problem.space
         relations = problem.relations
         self._settle = None if relations is None else relations.apply
@@ -109,7 +113,12 @@ class PlanSearch:
         decoded = decode(keys, self.actions, space)
         played = unroll(decoded, self.actions, self.graph, space, space.original, settle=self._settle)
         final = played.final
-        scores = self.calculator.calculate(final.copy()).scores
+        evaluation = self.calculator.calculate(final.copy())
+        scores = evaluation.scores
+        failed = [reason for reason in evaluation.failures if reason is not None]
+        if failed:
+            self.failed_states += len(failed)
+            self.first_failure = self.first_failure or failed[0]
         missed = np.maximum(-scores[:, :3], 0.0).sum(axis=1)
         violation = np.asarray(missed + decoded.empty + played.violations, dtype=np.float64)
         cost = np.round(played.cost, COST_DECIMALS)
@@ -144,7 +153,8 @@ class PlanSearch:
                 self.on_generation(generation, archive_objectives)
             if generation == config.generations - 1:
                 break
-            if (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop()):
+            gave_up = self.calculator.gave_up is not None  # the model failed on batch after batch
+            if gave_up or (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop()):
                 self.stopped_early = True
                 break
             pool = (

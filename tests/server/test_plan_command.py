@@ -151,6 +151,12 @@ def test_the_demo_plans_with_its_own_actions_without_any_file(capsys: pytest.Cap
     assert result["original"]["income"] == 38_000.0 and result["original_prediction"] < 0.7
 
 
+def test_an_instance_that_already_meets_the_goal_needs_no_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "plan", "--goal", "class:0", "--population", "20", "--generations", "2")
+    assert code == 0, err
+    assert "already met" in out and "no action is needed" in out and "Plan 1" not in out
+
+
 def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
     from planning.actions import ActionSet
     from planning.demo import DEMO_ACTIONS

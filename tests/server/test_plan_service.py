@@ -45,12 +45,22 @@ def _slow_model(X: Any) -> Any:
     return _toy_model(X)
 
 
+def _fails_off_the_original(X: Any) -> Any:
+    """The toy, but it raises (with a secret in its message) for any state but the original."""
+    if (X[:, 0] != 0).any() or (X[:, 1] != 0).any() or (X[:, 2] != 0).any():
+        raise RuntimeError("cannot open /secret/credentials")
+    return _toy_model(X)
+
+
 def _registry() -> ModelRegistry:
     outputs = [OutputSpec("ok", (0, 1))]
     return ModelRegistry(
         [
             RegisteredModel("toy", "1", "the CSCF toy person", CallableAdapter(_toy_model, outputs), FEATURES),
             RegisteredModel("slow", "1", "the toy, 50 ms a call", CallableAdapter(_slow_model, outputs), FEATURES),
+            RegisteredModel(
+                "brittle", "1", "fails off the original", CallableAdapter(_fails_off_the_original, outputs), FEATURES
+            ),
         ]
     )
 
@@ -259,3 +269,24 @@ def test_the_response_holds_at_most_max_plans_and_fits_the_message_limit() -> No
     assert len(few.plans) == 6 and few.front_size == 50 and few.cheapest == 0 and few.short_plan == 5
     small = plan_message(result, "r", "m", [], max_plans=50, max_bytes=40_000)
     assert small.ByteSize() <= 40_000 and 1 <= len(small.plans) < 50 and small.HasField("short_plan")
+
+
+def test_a_failing_model_is_reported_without_its_message(running: RunningServer) -> None:
+    with CounterplanClient(running.target) as client:
+        response = client.plan(_request("brittle", request_id="brittle-1"))
+        assert response.front_size == 0 and not response.HasField("cheapest")
+        assert "brittle-1" in response.failure and "secret" not in response.failure
+        moved = _request("brittle")
+        moved.instance["job"].category_value = "Developer"  # now the original itself fails
+        with pytest.raises(grpc.RpcError) as info:
+            client.plan(moved)
+    assert info.value.code() == grpc.StatusCode.INTERNAL and "secret" not in (info.value.details() or "")
+
+
+def test_an_instance_that_already_meets_the_goal_gets_no_plan(running: RunningServer) -> None:
+    request = _request()
+    request.instance["job"].category_value = "Developer"
+    request.instance["location"].category_value = "US"
+    with CounterplanClient(running.target) as client:
+        response = client.plan(request)
+    assert response.already_met and response.front_size == 0 and response.original_prediction == pytest.approx(0.9)

@@ -256,3 +256,64 @@ def test_computed_features_follow_every_step_and_no_action_may_set_them() -> Non
     with pytest.raises(ActionError) as info:
         plan(problem, ActionSet.from_data({"actions": [{**raise_x, "feature": "y"}]}), config=PlanConfig(population=4))
     assert info.value.field == "actions[0].feature" and "computed" in info.value.problem
+
+
+def _toy_with(model):  # type: ignore[no-untyped-def]
+    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+
+    space = toy_space()
+    return CounterfactualProblem(
+        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+    )
+
+
+def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
+    pytest.importorskip("pymoo")
+    from planning.errors import ModelCallError
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    calls = [0]
+
+    def breaks_after_the_first_call(X: np.ndarray) -> np.ndarray:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise RuntimeError("boom")
+        return np.column_stack([np.full(len(X), 0.9), np.full(len(X), 0.1)])
+
+    config = PlanConfig(population=20, generations=50)
+    broken = plan(_toy_with(breaks_after_the_first_call), ActionSet.from_data(TOY), config=config)
+    assert broken.plans == [] and broken.cheapest is None
+    assert broken.stopped_early and broken.generations < 50  # it stopped calling a model that always fails
+    assert broken.failure is not None and "boom" in broken.failure
+
+    def answers_only_for_the_original(X: np.ndarray) -> np.ndarray:
+        out = np.column_stack([np.full(len(X), 0.9), np.full(len(X), 0.1)])
+        out[(toy_space().original != X).any(axis=1)] = np.nan  # NaN for every changed state
+        return out
+
+    silent = plan(
+        _toy_with(answers_only_for_the_original),
+        ActionSet.from_data(TOY),
+        config=PlanConfig(population=20, generations=5),
+    )
+    assert silent.plans == [] and silent.failure is not None and "not finite" in silent.failure
+
+    def always_fails(X: np.ndarray) -> np.ndarray:
+        raise RuntimeError("no")
+
+    with pytest.raises(ModelCallError, match="original instance"):
+        plan(_toy_with(always_fails), ActionSet.from_data(TOY), config=config)
+
+
+def test_an_original_that_already_meets_the_goal_needs_no_plan() -> None:
+    pytest.importorskip("pymoo")
+    from solver.plans.planner import plan
+    from solver.plans.search import PlanConfig
+
+    def approves(X: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.full(len(X), 0.1), np.full(len(X), 0.9)])
+
+    result = plan(_toy_with(approves), ActionSet.from_data(TOY), config=PlanConfig(population=20, generations=5))
+    assert result.already_met and result.plans == [] and result.cheapest is None
+    assert result.model_calls == 1 and result.generations == 0
