@@ -155,8 +155,9 @@ class Expression:
             raise ExpressionError(field, f"a formula has at most {MAX_LENGTH} characters, given {len(text)}")
         try:
             tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError as exc:
-            raise ExpressionError(field, f"not a formula: {exc.msg} in {_excerpt(text)}") from None
+        except (SyntaxError, ValueError) as exc:  # a null byte is a ValueError in some Python versions
+            message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise ExpressionError(field, f"not a formula: {message} in {_excerpt(text)}") from None
         nodes = sum(1 for _ in ast.walk(tree))
         if nodes > MAX_NODES:
             raise ExpressionError(field, f"a formula has at most {MAX_NODES} parts, given {nodes}")
@@ -194,7 +195,10 @@ class _Checker:
     def visit(self, node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool | int | float):
-                return ast.Constant(float(node.value))
+                try:
+                    return ast.Constant(float(node.value))
+                except OverflowError:  # a whole number past float64's range
+                    raise ExpressionError(self.field, "a number in a formula is too large") from None
             if isinstance(node.value, str):
                 raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
             raise self.refuse(f"the constant {type(node.value).__name__}")

@@ -73,6 +73,8 @@ def test_failing_arithmetic_is_nan_and_a_nan_condition_is_false() -> None:
         ("clip(age, 1)", "clip takes 3 arguments"),
         ("age if", "not a formula"),
         ("", "give a formula"),
+        ("1" * 400, "too large"),
+        ("age\x00", "not a formula"),
     ],
 )
 def test_anything_outside_the_language_is_refused_naming_the_field(text: str, fragment: str) -> None:
