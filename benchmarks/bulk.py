@@ -38,12 +38,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.compare import DATASETS, load_bench
-from planning import ClassGoal
-from planning.distance import DistanceSettings
-from planning.models import adapt_sklearn
-from solver.batch.records import record_of, records_frame
-from solver.batch.rows import row_seed
-from solver.explainer import Explainer
+from counterplan.planning import ClassGoal
+from counterplan.planning.distance import DistanceSettings
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.batch.records import record_of, records_frame
+from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.explainer import Explainer
 
 SEED = 0
 

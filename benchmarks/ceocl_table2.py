@@ -293,8 +293,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def ours_problem(setting: Setting, method: str, query: pd.Series, hull_rows: int) -> Any:
-    from planning import ClassGoal, CounterfactualProblem, DistanceSettings
-    from planning.trust_region import TrustRegionSettings
+    from counterplan.planning import ClassGoal, CounterfactualProblem, DistanceSettings
+    from counterplan.planning.trust_region import TrustRegionSettings
 
     kwargs: dict[str, Any] = {}
     if method.startswith("exact-ceocl"):
@@ -318,8 +318,8 @@ def ours_problem(setting: Setting, method: str, query: pd.Series, hull_rows: int
 def exact_solver_config(seconds: float | None) -> Any:
     """The configuration ``engine="exact"`` runs (local search as warm start, then the exact
     phase), with the exact phase's time limit."""
-    from solver.core.config import ExactPhaseConfig, SolverConfig
-    from solver.engines import exact_config
+    from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+    from counterplan.solver.engines import exact_config
 
     base = exact_config(SolverConfig())
     phases = tuple(
@@ -329,7 +329,7 @@ def exact_solver_config(seconds: float | None) -> Any:
 
 
 def run_ours(setting: Setting, method: str, args: argparse.Namespace) -> list[RowResult]:
-    from solver.counterfactual import explain
+    from counterplan.solver.counterfactual import explain
 
     config = exact_solver_config(args.exact_seconds) if method.startswith("exact") else None
     engine = "exact" if method.startswith("exact") else "local"

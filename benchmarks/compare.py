@@ -81,8 +81,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import ClassGoal, CounterfactualProblem, DistanceSettings
-from solver import SolverConfig, explain
+from counterplan.planning import ClassGoal, CounterfactualProblem, DistanceSettings
+from counterplan.solver import SolverConfig, explain
 
 ALL_METHODS = ("counterplan", "trustyai", "dice-random", "dice-genetic", "dice-kdtree")
 ADULT_TRAIN_ROWS = 8000
@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nrows={args.rows} per data set; trustyai: steps={args.trustyai_steps} on the first "
         f"{args.trustyai_rows} rows; counterplan config: {config}\n"
     )
-    print(f"counterplan imported from {Path(sys.modules['planning'].__file__ or '?').parent.parent}\n")
+    print(f"counterplan imported from {Path(sys.modules['counterplan'].__file__ or '?').parent.parent}\n")
     print(render(HEADER, summary, markdown=False))
     h2h = head_to_head(results, args.dataset_list)
     if h2h:

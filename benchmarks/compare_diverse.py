@@ -17,7 +17,7 @@ Methods, each asked for ``k`` answers per query (``--k``, default ``1,4``):
   ``desired_class="opposite"``, ``features_to_vary`` = the mutable features; the answers are
   ``final_cfs_df``. DiCE raising "No counterfactuals found" means 0 answers.
 
-Every answer set is judged by ``planning.metrics.evaluate`` (DiCE's and CARLA's formulas, see that
+Every answer set is judged by ``counterplan.planning.metrics.evaluate`` (DiCE's and CARLA's formulas, see that
 module's docstring) with a ``MetricContext`` of the training features and label (so ``knn`` and
 ``ynn`` work, ``k=5`` neighbours), the categorical features, the pipeline's ``predict_proba``,
 classes ``[0, 1]``, target class 1 and the immutable features. One table row per data set, ``k``
@@ -37,7 +37,7 @@ and method:
 Then the paired table: counterplan (each ``--change-penalty`` value) against each DiCE method on
 the queries both answered, ``ours / theirs``. When the two returned different numbers of answers
 to a query, both are judged on as many as the one with fewer returned, each method's closest
-ones (``planning.metrics.answer_distances``), so a method is not rewarded for returning fewer.
+ones (``counterplan.planning.metrics.answer_distances``), so a method is not rewarded for returning fewer.
 
 ``--change-penalty 0,1e6`` runs counterplan once per value (``DistanceSettings.change_penalty``,
 MADs per changed feature; a value other than 0 is labelled ``counterplan P=value``).
@@ -79,8 +79,8 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.compare import DATASETS, SEED, Bench, counterplan_problem, default_data_dir, load_bench, render
-from planning.metrics import MetricContext, answer_distances, evaluate
-from solver import explain
+from counterplan.planning.metrics import MetricContext, answer_distances, evaluate
+from counterplan.solver import explain
 
 METHODS = ("counterplan", "dice-random", "dice-genetic", "dice-kdtree")
 NO_CF = "No counterfactuals found"

@@ -44,9 +44,9 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.real_data import DATASETS, Data, default_data_dir, load_data
-from planning import ClassGoal, CounterfactualProblem
-from solver.core.config import SolverConfig, TerminationConfig
-from solver.counterfactual import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from counterplan.solver.counterfactual import explain
 
 SEED = 0
 CONFIDENCE = 0.7

@@ -11,8 +11,8 @@ port (or dials ``--target host:port``), and builds 16 fixed problems: the first 
   so ``--max-concurrent-solves`` defaults to ``--clients`` for a run that should see no error;
   errors are reported by status code. ``requests`` counts every call, ``requests/s`` and the
   latency percentiles only the successful ones;
-* **in-process p50**: ``solver.counterfactual.explain`` on the very problems the server builds
-  (the same request checked by ``server.convert.check_request`` against the same registered
+* **in-process p50**: ``counterplan.solver.counterfactual.explain`` on the very problems the server builds
+  (the same request checked by ``counterplan.server.convert.check_request`` against the same registered
   model, with the same solve-time cap the server adds), one at a time;
 * **single-client gRPC p50**: the same problems through one client, one call at a time, timed
   alternately with the in-process solves so machine load hits both alike; the **overhead** is
@@ -59,18 +59,18 @@ import grpc
 import numpy as np
 import structlog
 
-from planning import CallableAdapter
-from planning.demo import TARGET, make_loan_data
-from planning.problem import CounterfactualProblem
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal
-from server.convert import check_request
-from server.logs import configure_json_logs
-from server.registry import DEMO_ID, ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
-from solver.core.config import SolverConfig, TerminationConfig
-from solver.counterfactual import explain
+from counterplan.planning import CallableAdapter
+from counterplan.planning.demo import TARGET, make_loan_data
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.convert import check_request
+from counterplan.server.logs import configure_json_logs
+from counterplan.server.registry import DEMO_ID, ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from counterplan.solver.counterfactual import explain
 
 GOAL_LABEL = 1
 GOAL_CONFIDENCE = 0.7

@@ -34,8 +34,8 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.real_data import DATASETS, MODELS, load_data
-from planning import ClassGoal, CounterfactualProblem
-from solver import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.solver import explain
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
 
@@ -57,7 +57,7 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path) -> dict[s
     rejected = data.test[model.predict(data.test) == 0].iloc[:rows]
     explainer = None
     if use_explainer:
-        from solver.explainer import Explainer
+        from counterplan.solver.explainer import Explainer
 
         explainer = Explainer(model, data.train, GOAL, target=data.spec.target, immutable=data.spec.immutable)
     builds, solves, counts, valid, distances = [], [], [], [], []

@@ -3,7 +3,7 @@
 On ``--rows`` (default 50) rows of ``adult.csv`` (``--data-dir``, default ``shared/data`` next to
 the repository root) that a gradient-boosting pipeline rejects, with the shipped
 ``examples/adult-actions.yaml`` and the immutables race, sex, native-country, fnlwgt,
-relationship, marital-status and workclass, ``solver.plans.planner.plan`` runs with the default
+relationship, marital-status and workclass, ``counterplan.solver.plans.planner.plan`` runs with the default
 ``PlanConfig`` (population 500, 150 generations; ``--population`` / ``--generations`` to change).
 Per row: whether a feasible plan exists, the front's size, the cheapest plan's length and cost,
 the cheapest plan of at most two actions, and the seconds.
@@ -35,13 +35,13 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.actions import Action, ActionSet, CostGraph
-from planning.calculator import ScoreCalculator
-from solver.plans.genome import Decoded
-from solver.plans.planner import plan
-from solver.plans.search import PlanConfig
-from solver.plans.unroll import unroll
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.actions import Action, ActionSet, CostGraph
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.solver.plans.genome import Decoded
+from counterplan.solver.plans.planner import plan
+from counterplan.solver.plans.search import PlanConfig
+from counterplan.solver.plans.unroll import unroll
 
 ROOT = Path(__file__).resolve().parents[1]
 IMMUTABLE = ["race", "sex", "native-country", "fnlwgt", "relationship", "marital-status", "workclass"]

@@ -97,8 +97,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from planning import ClassGoal, CounterfactualProblem, DistanceSettings
-from solver import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem, DistanceSettings
+from counterplan.solver import explain
 
 SEED = 0
 ADULT_TRAIN_ROWS = 8000
@@ -554,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nrows={args.rows} per data set and model; goal class 1 with confidence {args.confidence}; "
         f"solver defaults, seed {SEED}; wall time {wall:.0f} s"
     )
-    print(f"counterplan imported from {Path(sys.modules['planning'].__file__ or '?').parent.parent}\n")
+    print(f"counterplan imported from {Path(sys.modules['counterplan'].__file__ or '?').parent.parent}\n")
     print(render(HEADER, summary, markdown=False))
     if args.markdown:
         print()

@@ -24,8 +24,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from planning import ClassGoal, CounterfactualProblem, ScoreCalculator
-from planning.demo import CATEGORICAL, IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
+from counterplan.planning import ClassGoal, CounterfactualProblem, ScoreCalculator
+from counterplan.planning.demo import (
+    CATEGORICAL,
+    IMMUTABLE,
+    TARGET,
+    make_loan_data,
+    rejected_applicant,
+    train_loan_model,
+)
 
 
 def _interleaved_medians(

@@ -39,11 +39,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.scorecards import build_scorecard, objective_data, paper_objective
-from planning import ClassGoal, CounterfactualProblem
-from planning.distance import DistanceSettings
-from solver.core.config import ExactPhaseConfig, SolverConfig
-from solver.counterfactual import explain
-from solver.engines import exact_config
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.distance import DistanceSettings
+from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import exact_config
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 TARGET = "__good__"

@@ -34,10 +34,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.serve_process import rss_mb, serve_process
-from planning.demo import TARGET, make_loan_data
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.client import CounterplanClient, class_goal, retry_after
-from server.registry import demo_model
+from counterplan.planning.demo import TARGET, make_loan_data
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.client import CounterplanClient, class_goal, retry_after
+from counterplan.server.registry import demo_model
 
 EXPECTED: dict[str, set[str]] = {
     "solve": {"OK", "RESOURCE_EXHAUSTED"},

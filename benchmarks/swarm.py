@@ -30,7 +30,7 @@ Methods (``--methods``, comma separated), each asked for ``k`` answers per query
 
 * ``local``, ``swarm``, ``auto``: ``CounterfactualProblem.from_dataframe(train, row, pipeline,
   [ClassGoal(target=1, confidence=0.5)], target="label", immutable=...)`` then
-  ``solver.counterfactual.explain(problem, seed=--seed, num_counterfactuals=k, engine=...)``;
+  ``counterplan.solver.counterfactual.explain(problem, seed=--seed, num_counterfactuals=k, engine=...)``;
 * ``swarm-paper``: ``SwarmPhaseConfig(objective="paper")`` and a boundary polish: the paper's
   objective (hinge + mean Gower + features changed) guides the particles;
 * ``swarm-final``: ``SwarmPhaseConfig(answers_from="final_swarm")`` and a polish: several answers
@@ -235,15 +235,15 @@ class CappedError(Exception):
 
 def counterplan_runner(bench: Bench, method: str, seed: int) -> Runner:
     # Imported here: the swarm engine and its configuration are looked up only when asked for.
-    from planning import ClassGoal, CounterfactualProblem
-    from solver.core.config import (
+    from counterplan.planning import ClassGoal, CounterfactualProblem
+    from counterplan.solver.core.config import (
         BoundaryPolishPhaseConfig,
         LocalSearchPhaseConfig,
         SolverConfig,
         SwarmPhaseConfig,
         stable_termination,
     )
-    from solver.counterfactual import explain
+    from counterplan.solver.counterfactual import explain
 
     config: SolverConfig | None = None
     engine: Any = method

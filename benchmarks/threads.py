@@ -33,10 +33,10 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.demo import CATEGORICAL, IMMUTABLE, TARGET, make_loan_data, rejected_applicant
-from planning.threads import NativeThreadLimit
-from solver import CounterfactualResult, SolverConfig, TerminationConfig, explain
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.demo import CATEGORICAL, IMMUTABLE, TARGET, make_loan_data, rejected_applicant
+from counterplan.planning.threads import NativeThreadLimit
+from counterplan.solver import CounterfactualResult, SolverConfig, TerminationConfig, explain
 
 
 @contextmanager

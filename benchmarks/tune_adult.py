@@ -24,8 +24,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import ClassGoal, CounterfactualProblem, DistanceSettings
-from solver.tuning import tune
+from counterplan.planning import ClassGoal, CounterfactualProblem, DistanceSettings
+from counterplan.solver.tuning import tune
 
 CATEGORICAL = ["workclass", "marital-status", "occupation", "relationship", "race", "sex", "native-country"]
 IMMUTABLE = ["age", "sex", "race", "native-country"]

@@ -19,62 +19,62 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planning._lazy import attach
+from counterplan.planning._lazy import attach
 
 if TYPE_CHECKING:
-    from planning.actions import (
+    from counterplan.planning.actions import (
         Action,
         ActionError,
         ActionSet,
         CostGraph,
     )
-    from planning.calculator import (
+    from counterplan.planning.calculator import (
         ScoreCalculator,
     )
-    from planning.defaults import (
+    from counterplan.planning.defaults import (
         default_goals,
     )
-    from planning.distance import (
+    from counterplan.planning.distance import (
         DistanceSettings,
         FeatureStatistics,
     )
-    from planning.errors import (
+    from counterplan.planning.errors import (
         CounterplanError,
         FeatureError,
         GoalError,
         InvalidInputError,
         ProblemError,
     )
-    from planning.features import (
+    from counterplan.planning.features import (
         BooleanFeature,
         CategoricalFeature,
         FloatFeature,
         IntegerFeature,
     )
-    from planning.goals import (
+    from counterplan.planning.goals import (
         ClassGoal,
         OutputSpec,
         RangeGoal,
         ValueGoal,
     )
-    from planning.models import (
+    from counterplan.planning.models import (
         CallableAdapter,
         ModelAdapter,
         adapt_sklearn,
     )
-    from planning.plausibility import (
+    from counterplan.planning.plausibility import (
         PlausibilitySettings,
     )
-    from planning.problem import (
+    from counterplan.planning.problem import (
         CounterfactualProblem,
     )
-    from planning.score import (
+    from counterplan.planning.score import (
         BendableScore,
     )
-    from planning.space import (
+    from counterplan.planning.space import (
         FeatureSpace,
     )
-    from solver.core.config import (
+    from counterplan.solver.core.config import (
         BoundaryPolishPhaseConfig,
         ConfigError,
         FeatureScanPhaseConfig,
@@ -91,97 +91,97 @@ if TYPE_CHECKING:
         TabuSearchAcceptorConfig,
         TerminationConfig,
     )
-    from solver.core.result import (
+    from counterplan.solver.core.result import (
         BestSolutionEvent,
         Change,
         Counterfactual,
         CounterfactualResult,
         SolveStatistics,
     )
-    from solver.counterfactual import (
+    from counterplan.solver.counterfactual import (
         CounterfactualSolver,
         ModelFailureError,
         explain,
     )
-    from solver.explainer import (
+    from counterplan.solver.explainer import (
         Explainer,
     )
-    from solver.manager import (
+    from counterplan.solver.manager import (
         SolverJob,
         SolverManager,
         SolveStatus,
     )
-    from solver.plans.planner import (
+    from counterplan.solver.plans.planner import (
         ActionPlan,
         PlanResult,
         PlanStep,
         plan,
     )
-    from solver.plans.search import (
+    from counterplan.solver.plans.search import (
         PlanConfig,
     )
 
 _EXPORTS: dict[str, str] = {
-    "Action": "planning.actions",
-    "ActionError": "planning.actions",
-    "ActionPlan": "solver.plans.planner",
-    "ActionSet": "planning.actions",
-    "BendableScore": "planning.score",
-    "BestSolutionEvent": "solver.core.result",
-    "BooleanFeature": "planning.features",
-    "BoundaryPolishPhaseConfig": "solver.core.config",
-    "CallableAdapter": "planning.models",
-    "CategoricalFeature": "planning.features",
-    "Change": "solver.core.result",
-    "ClassGoal": "planning.goals",
-    "ConfigError": "solver.core.config",
-    "CostGraph": "planning.actions",
-    "Counterfactual": "solver.core.result",
-    "CounterfactualProblem": "planning.problem",
-    "CounterfactualResult": "solver.core.result",
-    "CounterfactualSolver": "solver.counterfactual",
-    "CounterplanError": "planning.errors",
-    "DistanceSettings": "planning.distance",
-    "Explainer": "solver.explainer",
-    "FeatureError": "planning.errors",
-    "FeatureScanPhaseConfig": "solver.core.config",
-    "FeatureSpace": "planning.space",
-    "FeatureStatistics": "planning.distance",
-    "FloatFeature": "planning.features",
-    "ForagerConfig": "solver.core.config",
-    "GoalError": "planning.errors",
-    "GreatDelugeAcceptorConfig": "solver.core.config",
-    "HillClimbingAcceptorConfig": "solver.core.config",
-    "IntegerFeature": "planning.features",
-    "InvalidInputError": "planning.errors",
-    "LateAcceptanceAcceptorConfig": "solver.core.config",
-    "LocalSearchPhaseConfig": "solver.core.config",
-    "ModelAdapter": "planning.models",
-    "ModelFailureError": "solver.counterfactual",
-    "MoveSelectorConfig": "solver.core.config",
-    "OutputSpec": "planning.goals",
-    "PlanConfig": "solver.plans.search",
-    "PlanResult": "solver.plans.planner",
-    "PlanStep": "solver.plans.planner",
-    "PlausibilitySettings": "planning.plausibility",
-    "ProblemError": "planning.errors",
-    "RangeGoal": "planning.goals",
-    "ScoreCalculator": "planning.calculator",
-    "SimulatedAnnealingAcceptorConfig": "solver.core.config",
-    "SolveStatistics": "solver.core.result",
-    "SolveStatus": "solver.manager",
-    "SolverConfig": "solver.core.config",
-    "SolverJob": "solver.manager",
-    "SolverManager": "solver.manager",
-    "StepCountingHillClimbingAcceptorConfig": "solver.core.config",
-    "SwarmPhaseConfig": "solver.core.config",
-    "TabuSearchAcceptorConfig": "solver.core.config",
-    "TerminationConfig": "solver.core.config",
-    "ValueGoal": "planning.goals",
-    "adapt_sklearn": "planning.models",
-    "default_goals": "planning.defaults",
-    "explain": "solver.counterfactual",
-    "plan": "solver.plans.planner",
+    "Action": "counterplan.planning.actions",
+    "ActionError": "counterplan.planning.actions",
+    "ActionPlan": "counterplan.solver.plans.planner",
+    "ActionSet": "counterplan.planning.actions",
+    "BendableScore": "counterplan.planning.score",
+    "BestSolutionEvent": "counterplan.solver.core.result",
+    "BooleanFeature": "counterplan.planning.features",
+    "BoundaryPolishPhaseConfig": "counterplan.solver.core.config",
+    "CallableAdapter": "counterplan.planning.models",
+    "CategoricalFeature": "counterplan.planning.features",
+    "Change": "counterplan.solver.core.result",
+    "ClassGoal": "counterplan.planning.goals",
+    "ConfigError": "counterplan.solver.core.config",
+    "CostGraph": "counterplan.planning.actions",
+    "Counterfactual": "counterplan.solver.core.result",
+    "CounterfactualProblem": "counterplan.planning.problem",
+    "CounterfactualResult": "counterplan.solver.core.result",
+    "CounterfactualSolver": "counterplan.solver.counterfactual",
+    "CounterplanError": "counterplan.planning.errors",
+    "DistanceSettings": "counterplan.planning.distance",
+    "Explainer": "counterplan.solver.explainer",
+    "FeatureError": "counterplan.planning.errors",
+    "FeatureScanPhaseConfig": "counterplan.solver.core.config",
+    "FeatureSpace": "counterplan.planning.space",
+    "FeatureStatistics": "counterplan.planning.distance",
+    "FloatFeature": "counterplan.planning.features",
+    "ForagerConfig": "counterplan.solver.core.config",
+    "GoalError": "counterplan.planning.errors",
+    "GreatDelugeAcceptorConfig": "counterplan.solver.core.config",
+    "HillClimbingAcceptorConfig": "counterplan.solver.core.config",
+    "IntegerFeature": "counterplan.planning.features",
+    "InvalidInputError": "counterplan.planning.errors",
+    "LateAcceptanceAcceptorConfig": "counterplan.solver.core.config",
+    "LocalSearchPhaseConfig": "counterplan.solver.core.config",
+    "ModelAdapter": "counterplan.planning.models",
+    "ModelFailureError": "counterplan.solver.counterfactual",
+    "MoveSelectorConfig": "counterplan.solver.core.config",
+    "OutputSpec": "counterplan.planning.goals",
+    "PlanConfig": "counterplan.solver.plans.search",
+    "PlanResult": "counterplan.solver.plans.planner",
+    "PlanStep": "counterplan.solver.plans.planner",
+    "PlausibilitySettings": "counterplan.planning.plausibility",
+    "ProblemError": "counterplan.planning.errors",
+    "RangeGoal": "counterplan.planning.goals",
+    "ScoreCalculator": "counterplan.planning.calculator",
+    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.core.config",
+    "SolveStatistics": "counterplan.solver.core.result",
+    "SolveStatus": "counterplan.solver.manager",
+    "SolverConfig": "counterplan.solver.core.config",
+    "SolverJob": "counterplan.solver.manager",
+    "SolverManager": "counterplan.solver.manager",
+    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.core.config",
+    "SwarmPhaseConfig": "counterplan.solver.core.config",
+    "TabuSearchAcceptorConfig": "counterplan.solver.core.config",
+    "TerminationConfig": "counterplan.solver.core.config",
+    "ValueGoal": "counterplan.planning.goals",
+    "adapt_sklearn": "counterplan.planning.models",
+    "default_goals": "counterplan.planning.defaults",
+    "explain": "counterplan.solver.counterfactual",
+    "plan": "counterplan.solver.plans.planner",
 }
 """Each public name and the module that defines it, imported on first use."""
 

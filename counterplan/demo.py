@@ -1,6 +1,6 @@
-"""The embedded demo (:mod:`planning.demo`): a loan model trained on data counterplan generates."""
+"""The embedded demo (:mod:`counterplan.planning.demo`): a loan model trained on data counterplan generates."""
 
-from planning.demo import (
+from counterplan.planning.demo import (
     CATEGORICAL,
     IMMUTABLE,
     TARGET,

@@ -3,34 +3,34 @@
 ``import planning`` loads numpy, pandas, pydantic and scikit-learn only; it never imports the
 solver, the server, grpc or optuna.
 
-Names load on first use (PEP 562), so ``import planning.errors`` or the command line's
-``--help`` does not pay for scikit-learn and pandas; ``from planning import X`` works as before.
+Names load on first use (PEP 562), so ``import counterplan.planning.errors`` or the command line's
+``--help`` does not pay for scikit-learn and pandas; ``from counterplan.planning import X`` works as before.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planning._lazy import attach
+from counterplan.planning._lazy import attach
 
 if TYPE_CHECKING:
-    from planning.actions import (
+    from counterplan.planning.actions import (
         Action,
         ActionError,
         ActionSet,
         CostGraph,
     )
-    from planning.calculator import (
+    from counterplan.planning.calculator import (
         FAILED_PREDICTION,
         Evaluation,
         ScoreCalculator,
         reference_score,
     )
-    from planning.distance import (
+    from counterplan.planning.distance import (
         DistanceSettings,
         FeatureStatistics,
     )
-    from planning.errors import (
+    from counterplan.planning.errors import (
         CandidateError,
         CounterplanError,
         FeatureError,
@@ -40,80 +40,80 @@ if TYPE_CHECKING:
         ProblemError,
         ScoreFormatError,
     )
-    from planning.features import (
+    from counterplan.planning.features import (
         BooleanFeature,
         CategoricalFeature,
         FloatFeature,
         IntegerFeature,
         parse_feature,
     )
-    from planning.goals import (
+    from counterplan.planning.goals import (
         ClassGoal,
         OutputSpec,
         RangeGoal,
         ValueGoal,
         parse_goal,
     )
-    from planning.models import (
+    from counterplan.planning.models import (
         CallableAdapter,
         ModelAdapter,
         SklearnClassifierAdapter,
         SklearnRegressorAdapter,
         adapt_sklearn,
     )
-    from planning.problem import (
+    from counterplan.planning.problem import (
         CounterfactualProblem,
     )
-    from planning.score import (
+    from counterplan.planning.score import (
         BendableScore,
     )
-    from planning.space import (
+    from counterplan.planning.space import (
         FeatureSpace,
     )
-    from planning.trust_region import (
+    from counterplan.planning.trust_region import (
         TrustRegion,
         TrustRegionSettings,
     )
 
 _EXPORTS: dict[str, str] = {
-    "Action": "planning.actions",
-    "ActionError": "planning.actions",
-    "ActionSet": "planning.actions",
-    "BendableScore": "planning.score",
-    "BooleanFeature": "planning.features",
-    "CallableAdapter": "planning.models",
-    "CandidateError": "planning.errors",
-    "CategoricalFeature": "planning.features",
-    "ClassGoal": "planning.goals",
-    "CostGraph": "planning.actions",
-    "CounterfactualProblem": "planning.problem",
-    "CounterplanError": "planning.errors",
-    "DistanceSettings": "planning.distance",
-    "Evaluation": "planning.calculator",
-    "FAILED_PREDICTION": "planning.calculator",
-    "FeatureError": "planning.errors",
-    "FeatureSpace": "planning.space",
-    "FeatureStatistics": "planning.distance",
-    "FloatFeature": "planning.features",
-    "GoalError": "planning.errors",
-    "IntegerFeature": "planning.features",
-    "InvalidInputError": "planning.errors",
-    "ModelAdapter": "planning.models",
-    "ModelAdapterError": "planning.errors",
-    "OutputSpec": "planning.goals",
-    "ProblemError": "planning.errors",
-    "RangeGoal": "planning.goals",
-    "ScoreCalculator": "planning.calculator",
-    "ScoreFormatError": "planning.errors",
-    "SklearnClassifierAdapter": "planning.models",
-    "SklearnRegressorAdapter": "planning.models",
-    "TrustRegion": "planning.trust_region",
-    "TrustRegionSettings": "planning.trust_region",
-    "ValueGoal": "planning.goals",
-    "adapt_sklearn": "planning.models",
-    "parse_feature": "planning.features",
-    "parse_goal": "planning.goals",
-    "reference_score": "planning.calculator",
+    "Action": "counterplan.planning.actions",
+    "ActionError": "counterplan.planning.actions",
+    "ActionSet": "counterplan.planning.actions",
+    "BendableScore": "counterplan.planning.score",
+    "BooleanFeature": "counterplan.planning.features",
+    "CallableAdapter": "counterplan.planning.models",
+    "CandidateError": "counterplan.planning.errors",
+    "CategoricalFeature": "counterplan.planning.features",
+    "ClassGoal": "counterplan.planning.goals",
+    "CostGraph": "counterplan.planning.actions",
+    "CounterfactualProblem": "counterplan.planning.problem",
+    "CounterplanError": "counterplan.planning.errors",
+    "DistanceSettings": "counterplan.planning.distance",
+    "Evaluation": "counterplan.planning.calculator",
+    "FAILED_PREDICTION": "counterplan.planning.calculator",
+    "FeatureError": "counterplan.planning.errors",
+    "FeatureSpace": "counterplan.planning.space",
+    "FeatureStatistics": "counterplan.planning.distance",
+    "FloatFeature": "counterplan.planning.features",
+    "GoalError": "counterplan.planning.errors",
+    "IntegerFeature": "counterplan.planning.features",
+    "InvalidInputError": "counterplan.planning.errors",
+    "ModelAdapter": "counterplan.planning.models",
+    "ModelAdapterError": "counterplan.planning.errors",
+    "OutputSpec": "counterplan.planning.goals",
+    "ProblemError": "counterplan.planning.errors",
+    "RangeGoal": "counterplan.planning.goals",
+    "ScoreCalculator": "counterplan.planning.calculator",
+    "ScoreFormatError": "counterplan.planning.errors",
+    "SklearnClassifierAdapter": "counterplan.planning.models",
+    "SklearnRegressorAdapter": "counterplan.planning.models",
+    "TrustRegion": "counterplan.planning.trust_region",
+    "TrustRegionSettings": "counterplan.planning.trust_region",
+    "ValueGoal": "counterplan.planning.goals",
+    "adapt_sklearn": "counterplan.planning.models",
+    "parse_feature": "counterplan.planning.features",
+    "parse_goal": "counterplan.planning.goals",
+    "reference_score": "counterplan.planning.calculator",
 }
 """Each public name and the module that defines it, imported on first use."""
 

@@ -1,6 +1,6 @@
 """Names a package exports, loaded on first use (PEP 562), as scientific Python's lazy_loader does.
 
-``import planning.errors`` runs ``planning/__init__.py``; if that imported everything it names,
+``import counterplan.planning.errors`` runs ``planning/__init__.py``; if that imported everything it names,
 the command line's ``--help`` would load scikit-learn and pandas. So a package lists each
 public name with its module and lets :func:`attach` load it when first asked for.
 """

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError
 
 
 def describe(exc: ValidationError) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ Formulas are plain callables ``f(env) -> array`` where ``env`` maps names to arr
 state): the features (the state before the action; after it, for a post-condition), ``before.x``
 and ``after.x`` explicitly, and ``delta`` and ``value`` (the action's change and its new value).
 Declared as data (:class:`ActionSet`, from YAML), they are formulas of the safe expression
-language (:mod:`planning.expressions`), never ``eval``. Everything runs on whole matrices of
+language (:mod:`counterplan.planning.expressions`), never ``eval``. Everything runs on whole matrices of
 states: one call applies an action to every plan that takes it at a step.
 """
 
@@ -30,10 +30,10 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from planning._pydantic import reraise
-from planning.errors import InvalidInputError
-from planning.expressions import Expression, ExpressionError, Vocabulary
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning._pydantic import reraise
+from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.expressions import Expression, ExpressionError, Vocabulary
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
 BoolArray = npt.NDArray[np.bool_]
@@ -234,7 +234,7 @@ FormulaText = Annotated[str, BeforeValidator(_number_as_text), Field(max_length=
 
 
 class ActionSpec(_Data):
-    """An action as data; formulas in the safe expression language (:mod:`planning.expressions`)."""
+    """An action as data; formulas in the safe expression language (:mod:`counterplan.planning.expressions`)."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     feature: Annotated[str, Field(min_length=1, max_length=200)]
@@ -268,7 +268,7 @@ class ActionSet(_Data):
     @classmethod
     def from_data(cls, data: Any) -> ActionSet:
         """Validate plain data (a YAML file read within the configuration reader's limits, see
-        ``solver.core.safe_yaml``), raising :class:`ActionError` naming the bad field."""
+        ``counterplan.solver.core.safe_yaml``), raising :class:`ActionError` naming the bad field."""
         if not isinstance(data, Mapping):
             raise ActionError("actions", "expected a mapping with 'actions' (and optionally 'graph')")
         try:

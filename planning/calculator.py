@@ -1,7 +1,7 @@
 """The vectorised score calculator: a candidate matrix in, a score matrix out, one model call.
 
 ``ScoreCalculator.calculate(X)`` returns an ``(n, 5)`` score matrix (hard 0..2, soft 0..1, as
-in :mod:`planning.score`) and the predictions it made. A model that raises or returns NaN/inf
+in :mod:`counterplan.planning.score`) and the predictions it made. A model that raises or returns NaN/inf
 for a candidate makes that candidate infeasible: hard 0 becomes :data:`FAILED_PREDICTION`,
 and the reason is kept. When the whole batch call raises, the batch is bisected to find the
 rows that fail, so one bad candidate costs O(log n) extra calls, not n.
@@ -25,13 +25,13 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from planning.distance import feature_distance
-from planning.errors import CounterplanError, ModelAdapterError, one_line
-from planning.goals import BoundGoal
-from planning.models import Predictions
-from planning.problem import CounterfactualProblem
-from planning.score import LEVELS, BendableScore
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.distance import feature_distance
+from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
+from counterplan.planning.goals import BoundGoal
+from counterplan.planning.models import Predictions
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import LEVELS, BendableScore
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_BISECTION_DEPTH = 6
 """A batch the model raises on is halved at most this many times (at most 127 calls for it);
@@ -53,7 +53,7 @@ _FAR = 1.0e12
 
 class ModelCalls(Protocol):
     """How a calculator reaches the model: directly (:class:`DirectCalls`), or through calls
-    shared with other solves of the same model (:mod:`solver.batch.shared_calls`)."""
+    shared with other solves of the same model (:mod:`counterplan.solver.batch.shared_calls`)."""
 
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """The search's predictions (an adapter may take a verified fast path)."""

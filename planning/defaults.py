@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planning.errors import GoalError, ModelCallError, one_line
-from planning.goals import ClassGoal
-from planning.models import ModelAdapter
-from planning.space import FeatureSpace
+from counterplan.planning.errors import GoalError, ModelCallError, one_line
+from counterplan.planning.goals import ClassGoal
+from counterplan.planning.models import ModelAdapter
+from counterplan.planning.space import FeatureSpace
 
 
 def default_goals(model: ModelAdapter, space: FeatureSpace) -> list[ClassGoal]:

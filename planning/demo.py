@@ -17,7 +17,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning.goals import ClassGoal, RangeGoal, ValueGoal
+from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 
 TARGET = "approved"
 CATEGORICAL = ("education", "home_ownership", "purpose")

@@ -11,7 +11,7 @@ Options, each per feature and summed:
 * ``sd_squared``: ``((x - x') / SD)^2``, the original constraint-solver design's choice;
 * ``scorecard`` (credit scorecards only): the scorecard paper's objective, ``alpha`` x the WoE
   change weighted by 1 / each variable's points range + ``beta`` x the L1-Mahalanobis closeness
-  of the candidate's WoE to the training data (:class:`planning.scorecard.ScorecardDistance`).
+  of the candidate's WoE to the training data (:class:`counterplan.planning.scorecard.ScorecardDistance`).
 
 Why MAD by default: a range treats a move across a long-tailed column as cheap. On adult,
 capital-gain spans 0-99,999, so under ``range_l1`` "add $5,000 of capital gain" costs 0.05 and
@@ -39,8 +39,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from planning.errors import ProblemError
-from planning.space import BoolArray, FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.space import BoolArray, FeatureSpace, FloatMatrix
 
 DistanceMetric = Literal["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"]
 MAX_CHANGE_PENALTY = 1.0e6
@@ -149,7 +149,7 @@ def feature_distance(
 
 def gower(rows: FloatMatrix, original: FloatMatrix, nominal: BoolArray, width: FloatMatrix) -> FloatMatrix:
     """Mean Gower distance of each row from ``original``: numbers by ``width`` (a space's
-    :attr:`~planning.space.FeatureSpace.domain_width`), categories and booleans 1 when changed.
+    :attr:`~counterplan.planning.space.FeatureSpace.domain_width`), categories and booleans 1 when changed.
     The MD-PSO paper's l2 and the CSCF paper's distance objective."""
     changed = np.where(nominal, rows != original, np.abs(rows - original) / width)
     return np.asarray(changed.mean(axis=1), dtype=np.float64)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError
 
 FloatArray = npt.NDArray[np.float64]
 MAX_LENGTH = 500

@@ -41,9 +41,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import ModelAdapterError
-from planning.features import BooleanFeature, CategoricalFeature
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.features import BooleanFeature, CategoricalFeature
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 logger = logging.getLogger(__name__)
 

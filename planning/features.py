@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from planning._pydantic import reraise
-from planning.errors import FeatureError
+from counterplan.planning._pydantic import reraise
+from counterplan.planning.errors import FeatureError
 
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
 Monotone = Literal["increase", "decrease"]

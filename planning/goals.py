@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from planning._pydantic import reraise
-from planning.errors import GoalError
+from counterplan.planning._pydantic import reraise
+from counterplan.planning.errors import GoalError
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

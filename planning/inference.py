@@ -31,10 +31,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planning.distance import FeatureStatistics
-from planning.errors import FeatureError, ProblemError
-from planning.features import MAX_PRECISION, category_text, is_missing, parse_feature
-from planning.space import AnyFeature
+from counterplan.planning.distance import FeatureStatistics
+from counterplan.planning.errors import FeatureError, ProblemError
+from counterplan.planning.features import MAX_PRECISION, category_text, is_missing, parse_feature
+from counterplan.planning.space import AnyFeature
 
 MAX_INFERRED_DECIMALS = 6
 """A column whose values need more decimals than this is continuous: its grid is this fine
@@ -157,7 +157,7 @@ class ColumnFacts:
 
     Building a problem for another row of the same data needs the same facts (the observed range,
     the grid, the categories); only the row's own value is new. :class:`DataProfile` keeps these
-    so that an explainer made once (:class:`solver.explainer.Explainer`) builds each row's
+    so that an explainer made once (:class:`counterplan.solver.explainer.Explainer`) builds each row's
     problem without scanning the training data again.
     """
 
@@ -183,7 +183,7 @@ class DataProfile:
         self._facts: dict[str, ColumnFacts] = {}
         self._statistics: dict[str, FeatureStatistics | None] = {}
         self.relevance: dict[tuple[object, ...], dict[str, float]] = {}
-        """Information values by columns, label column and goal (:mod:`planning.relevance`)."""
+        """Information values by columns, label column and goal (:mod:`counterplan.planning.relevance`)."""
 
     def facts(self, name: str) -> ColumnFacts:
         """The facts of column ``name``."""

@@ -6,7 +6,7 @@ encoded array for a bare estimator) and the model's answer into named outputs: a
 ``(n, n_classes)`` probability matrix per classification output, an ``(n,)`` vector per
 numeric output. It is called once per batch, never once per row.
 
-The scikit-learn adapters take a fast path when they can (:mod:`planning.fast_model`): the
+The scikit-learn adapters take a fast path when they can (:mod:`counterplan.planning.fast_model`): the
 pipeline's preprocessing compiled to numpy operations on the encoded matrix, and a boosted
 forest evaluated for all rows and trees at once, checked against the real pipeline first. Their
 ``predict_reference`` always runs the real model on its real input; answers are checked with it.
@@ -22,13 +22,13 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.base import is_classifier
 
-from planning.errors import ModelAdapterError
-from planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
-from planning.goals import OutputSpec
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
+from counterplan.planning.goals import OutputSpec
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 if TYPE_CHECKING:
-    from planning.scorecard import ScorecardAdapter
+    from counterplan.planning.scorecard import ScorecardAdapter
 
 Predictions = dict[str, npt.NDArray[np.float64]]
 InputKind = Literal["dataframe", "array"]
@@ -56,7 +56,7 @@ def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
 
 class _FastCalls:
     """The fast path shared by the scikit-learn adapters: compiled once per space encoding (see
-    :mod:`planning.fast_model`), the real pipeline when it cannot be compiled, and the debug check.
+    :mod:`counterplan.planning.fast_model`), the real pipeline when it cannot be compiled, and the debug check.
     """
 
     model: Any
@@ -276,11 +276,11 @@ def adapt_sklearn(
     check_fast: bool = False,
 ) -> SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter:
     """Pick the adapter for a fitted model: classifier or regressor; a scorecard (an
-    ``optbinning.Scorecard`` or a :class:`~planning.scorecard.PointsTable`) gets its own, with a
+    ``optbinning.Scorecard`` or a :class:`~counterplan.planning.scorecard.PointsTable`) gets its own, with a
     class output named ``outputs`` and a score output named ``score``. ``fast`` and ``check_fast``
-    are the scikit-learn adapters' (:mod:`planning.fast_model`)."""
+    are the scikit-learn adapters' (:mod:`counterplan.planning.fast_model`)."""
     names = [outputs] if isinstance(outputs, str) else list(outputs)
-    from planning.scorecard import PointsTable, adapt_scorecard, is_optbinning_scorecard  # noqa: PLC0415
+    from counterplan.planning.scorecard import PointsTable, adapt_scorecard, is_optbinning_scorecard  # noqa: PLC0415
 
     if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
         if len(names) != 1:

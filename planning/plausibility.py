@@ -17,9 +17,9 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neighbors import NearestNeighbors
 
-from planning.errors import ProblemError
-from planning.features import BooleanFeature, CategoricalFeature, category_text, is_missing
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.features import BooleanFeature, CategoricalFeature, category_text, is_missing
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 
 class PlausibilitySettings(BaseModel):

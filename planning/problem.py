@@ -13,20 +13,20 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planning.defaults import default_goals
-from planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
-from planning.errors import ModelAdapterError, ProblemError
-from planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
-from planning.inference import DataProfile, infer_features, infer_statistics
-from planning.models import ModelAdapter, adapt_sklearn
-from planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
-from planning.relations import LearnedConstraint, LearnedRelations
-from planning.relevance import FeatureRelevance
-from planning.space import AnyFeature, FeatureSpace, FloatMatrix
-from planning.trust_region import TrustRegion, TrustRegionSettings
+from counterplan.planning.defaults import default_goals
+from counterplan.planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
+from counterplan.planning.errors import ModelAdapterError, ProblemError
+from counterplan.planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
+from counterplan.planning.inference import DataProfile, infer_features, infer_statistics
+from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
+from counterplan.planning.relations import LearnedConstraint, LearnedRelations
+from counterplan.planning.relevance import FeatureRelevance
+from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
+from counterplan.planning.trust_region import TrustRegion, TrustRegionSettings
 
 if TYPE_CHECKING:
-    from planning.scorecard import ScorecardDistance
+    from counterplan.planning.scorecard import ScorecardDistance
 
 AnyGoal = ClassGoal | ValueGoal | RangeGoal
 
@@ -41,27 +41,27 @@ class CounterfactualProblem:
     goals:
         One goal per model output to steer (matched by output name). None: for a binary
         classifier, the class it does not predict for the instance now
-        (:func:`planning.defaults.default_goals`).
+        (:func:`counterplan.planning.defaults.default_goals`).
     model:
-        A :class:`~planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
-        with :func:`~planning.models.adapt_sklearn`, output named ``"prediction"``).
+        A :class:`~counterplan.planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
+        with :func:`~counterplan.planning.models.adapt_sklearn`, output named ``"prediction"``).
     distance:
         How soft level 0 measures proximity; by default MAD-scaled L1 where the statistics
-        give every mutable number a MAD, else range-scaled (see :mod:`planning.distance`).
+        give every mutable number a MAD, else range-scaled (see :mod:`counterplan.planning.distance`).
     statistics:
         Per-feature normalisation statistics (range, SD, MAD); needed for the MAD and SD
         metrics, inferred by :meth:`from_dataframe`.
     max_changed_features:
         At most this many features may change; each one more breaks a rule (hard level 1).
     plausibility:
-        A :class:`~planning.plausibility.PlausibilityModel`: an implausible candidate breaks a
+        A :class:`~counterplan.planning.plausibility.PlausibilityModel`: an implausible candidate breaks a
         rule (hard level 1). Built by :meth:`from_dataframe` when asked.
     trust_region:
-        A :class:`~planning.trust_region.TrustRegion` (CE-OCL): a candidate outside the convex
+        A :class:`~counterplan.planning.trust_region.TrustRegion` (CE-OCL): a candidate outside the convex
         hull of the target outcome's rows breaks a rule (hard level 1); the original is never
         judged. The exact engine keeps it as constraints. Built by :meth:`from_dataframe` when asked.
     relations:
-        :class:`~planning.relations.LearnedConstraint` s: features computed from others by a
+        :class:`~counterplan.planning.relations.LearnedConstraint` s: features computed from others by a
         fitted regressor (CE-OCL's learned constraints), in every engine.
     """
 
@@ -95,12 +95,12 @@ class CounterfactualProblem:
         self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
         self.scales: FloatMatrix = feature_scales(self.space, self.distance, self.statistics)
         self.relations = LearnedRelations(self.space, relations) if relations else None
-        """Learned constraints: features computed from others (:mod:`planning.relations`)."""
+        """Learned constraints: features computed from others (:mod:`counterplan.planning.relations`)."""
         self.scorecard_distance = scorecard_distance
         """With the ``scorecard`` metric: the objective soft level 0 measures."""
         self.relevance: FeatureRelevance | None = None
         """When built from data with its label column: the features' information values against
-        the goal's outcome (:mod:`planning.relevance`), which the swarm ranks features by."""
+        the goal's outcome (:mod:`counterplan.planning.relevance`), which the swarm ranks features by."""
         if self.distance.metric == "scorecard" and scorecard_distance is None:
             self.scorecard_distance = _scorecard_distance(self.model, None, self.distance)
 
@@ -159,12 +159,13 @@ class CounterfactualProblem:
         trust_region:
             Keep candidates in the convex hull of the training rows with the target outcome (the
             first class goal's class in the ``target`` column; for a numeric goal, the rows whose
-            label meets it); see :mod:`planning.trust_region`.
+            label meets it); see :mod:`counterplan.planning.trust_region`.
         relations:
             As in the constructor.
         profile:
-            The facts of ``data``'s columns kept from an earlier build (:class:`planning.inference.DataProfile`):
-            building problems for many rows of one data set reads the data once.
+            The facts of ``data``'s columns kept from an earlier build
+            (:class:`counterplan.planning.inference.DataProfile`): building problems for many rows of
+            one data set reads the data once.
         plausibility_cache:
             A cache of plausibility models by their features' domains, kept between builds for
             the same reason (rows whose domains agree share one).
@@ -259,7 +260,7 @@ class CounterfactualProblem:
 
 def _scorecard_distance(model: Any, data: pd.DataFrame | None, settings: DistanceSettings) -> ScorecardDistance:
     """The scorecard paper's objective for ``model`` (closeness statistics from ``data``)."""
-    from planning.scorecard import ScorecardAdapter, ScorecardDistance  # noqa: PLC0415
+    from counterplan.planning.scorecard import ScorecardAdapter, ScorecardDistance  # noqa: PLC0415
 
     if not isinstance(model, ScorecardAdapter):
         raise ProblemError("distance.metric", "the 'scorecard' metric needs a scorecard model")
@@ -271,7 +272,7 @@ def _scorecard_distance(model: Any, data: pd.DataFrame | None, settings: Distanc
 
 def _scorecard_variables(model: Any) -> list[str] | None:
     """The variables a scorecard (table, optbinning Scorecard or its adapter) reads, else None."""
-    from planning.scorecard import PointsTable, ScorecardAdapter, is_optbinning_scorecard  # noqa: PLC0415
+    from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, is_optbinning_scorecard  # noqa: PLC0415
 
     if isinstance(model, ScorecardAdapter):
         return list(model.feature_names)

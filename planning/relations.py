@@ -14,7 +14,7 @@ The result is put on the dependent feature's grid (its integers or decimals; its
 nearest) and clipped to its domain. Every engine sees the same rows: the local engines score
 each candidate with its dependent features computed (:meth:`LearnedRelations.apply`), and the
 exact engine encodes the regressor (a linear model exactly; others as
-:mod:`solver.exact.relations` says) with the dependent feature tied to it within half a grid
+:mod:`counterplan.solver.exact.relations` says) with the dependent feature tied to it within half a grid
 step, and every answer is computed again here before it is reported.
 """
 
@@ -27,8 +27,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import ProblemError
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 RelationForm = Literal["additive", "value"]
 

@@ -1,6 +1,6 @@
 """How much each feature tells the two outcomes apart: information value against the labels.
 
-The particle swarm (:mod:`solver.swarm`) searches only the ``h`` most relevant features, ranked
+The particle swarm (:mod:`counterplan.solver.swarm`) searches only the ``h`` most relevant features, ranked
 as the MD-PSO paper ranks them, by information value (IV). The paper prints the formula without
 its logarithm; this is the standard one, with count smoothing so an empty bin stays finite::
 
@@ -25,7 +25,7 @@ import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
-    from planning.inference import DataProfile
+    from counterplan.planning.inference import DataProfile
 
 IV_BINS = 10
 SMOOTHING = 0.5

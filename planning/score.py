@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import ScoreFormatError
+from counterplan.planning.errors import ScoreFormatError
 
 HARD_LEVELS = 3
 SOFT_LEVELS = 2

@@ -11,7 +11,7 @@ teams build them with ``optbinning`` (a ``BinningProcess`` and a logistic regres
   odds), or each bin's own log-odds contribution (optbinning's coefficient x WoE).
 - :func:`read_optbinning` reads a fitted ``optbinning.Scorecard`` into such a table; the
   :class:`ScorecardAdapter` then predicts with the real ``Scorecard`` and keeps the table for the
-  exact engine, which encodes it bin by bin (:mod:`solver.exact.scorecards`).
+  exact engine, which encodes it bin by bin (:mod:`counterplan.solver.exact.scorecards`).
 
 The adapter has two outputs: the class (probabilities from the log-odds; with no odds given, the
 decision at the cut-off as certainty) and the score in points, so a goal can ask for a class with
@@ -33,10 +33,10 @@ import numpy.typing as npt
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planning.errors import ModelAdapterError
-from planning.goals import OutputSpec
-from planning.models import Predictions
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.goals import OutputSpec
+from counterplan.planning.models import Predictions
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_VARIABLES = 1000
 MAX_BINS = 1000
@@ -484,7 +484,7 @@ def load_points_table(path: str | Path) -> PointsTable:
     suffix = file.suffix.lower()
     if suffix in {".yaml", ".yml", ".json"}:
         # the configuration reader's limits (no aliases, bounded nesting) hold for tables too
-        from solver.core.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
+        from counterplan.solver.core.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
 
         return PointsTable.model_validate(load_config_text(text, max_bytes=MAX_TABLE_BYTES))
     if suffix == ".csv":
@@ -568,7 +568,7 @@ class ScorecardDistance:
 
     Closeness measures the candidate alone, so the original itself is at ``beta x
     closeness(original)``, not 0; changing a variable towards the data's mean can lower it. The
-    exact engine encodes the same terms (:mod:`solver.exact.scorecards`)."""
+    exact engine encodes the same terms (:mod:`counterplan.solver.exact.scorecards`)."""
 
     def __init__(
         self,

@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planning.errors import CandidateError, FeatureError
-from planning.features import BooleanFeature, CategoricalFeature, FloatFeature, IntegerFeature
+from counterplan.planning.errors import CandidateError, FeatureError
+from counterplan.planning.features import BooleanFeature, CategoricalFeature, FloatFeature, IntegerFeature
 
 AnyFeature = IntegerFeature | FloatFeature | CategoricalFeature | BooleanFeature
 FloatMatrix = npt.NDArray[np.float64]

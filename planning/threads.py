@@ -32,7 +32,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError
 
 MAX_MODEL_THREADS = 256
 """The most native threads a model call may be given."""

@@ -2,7 +2,7 @@
 target outcome, so it resembles data the model has seen doing what is asked.
 
 Optional, when training data is given. Rows live in the Gower-like space plausibility uses
-(:mod:`planning.plausibility`): a number is ``(x - domain low) / domain range``; a category or a
+(:mod:`counterplan.planning.plausibility`): a number is ``(x - domain low) / domain range``; a category or a
 boolean is one-hot at weight 1/2, so a changed category costs 1 in L1, as in the distance. A
 column whose original value is missing is left out. With reference points ``r_i`` (training
 rows of the target class, optionally only the ``nearest`` k to the original) the region is
@@ -74,8 +74,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.optimize import linprog, nnls
 from scipy.spatial.distance import cdist
 
-from planning.errors import ProblemError
-from planning.space import BoolArray, FeatureSpace, FloatMatrix
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.space import BoolArray, FeatureSpace, FloatMatrix
 
 ONE_HOT = 0.5
 """Weight of a category's one-hot entry: a changed category moves 1 in L1, as in plausibility."""

@@ -22,11 +22,11 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
-from server.registry import ModelRegistry
-from server.service import CounterfactualService
-from server.settings import ServerSettings
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from counterplan.server.registry import ModelRegistry
+from counterplan.server.service import CounterfactualService
+from counterplan.server.settings import ServerSettings
 
 log = structlog.get_logger("counterplan.server")
 

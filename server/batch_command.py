@@ -2,10 +2,10 @@
 
 A bulk job may run for hours, so it is built to fail early and to stop without loss. Every
 flag, file and path is checked before the first row is solved (a typo in ``--output`` must not
-cost an hour of work); records are written as rows finish (:mod:`solver.batch.writer`), so an
+cost an hour of work); records are written as rows finish (:mod:`counterplan.solver.batch.writer`), so an
 interrupted job keeps them and ``--resume`` continues it; and a row the model fails on becomes
 an error record, not the end of the job. At the end a summary says what the batch found
-overall and which features its answers change (:mod:`solver.batch.summary`).
+overall and which features its answers change (:mod:`counterplan.solver.batch.summary`).
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planning.errors import CounterplanError, ProblemError
-from server.help_text import GOAL_HELP
+from counterplan.planning.errors import CounterplanError, ProblemError
+from counterplan.server.help_text import GOAL_HELP
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from planning.goals import ClassGoal, RangeGoal, ValueGoal
-    from planning.models import ModelAdapter
-    from solver.batch.rows import RowSelection
-    from solver.batch.summary import BatchSummary
-    from solver.batch.writer import CsvRecords, ParquetRecords
-    from solver.explainer import Explainer
+    from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
+    from counterplan.planning.models import ModelAdapter
+    from counterplan.solver.batch.rows import RowSelection
+    from counterplan.solver.batch.summary import BatchSummary
+    from counterplan.solver.batch.writer import CsvRecords, ParquetRecords
+    from counterplan.solver.explainer import Explainer
 
 EXIT_INTERRUPTED = 130
 """Exit code of a job stopped with Ctrl-C (what it wrote stays, for ``--resume``)."""
@@ -147,7 +147,7 @@ def _flag_errors(usage: Callable[[str], Exception]) -> Iterator[None]:
 
 def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     """Every check, in the order a user fixes them: flags, paths, goals, data, rows, model."""
-    from solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
+    from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
 
     _check_flags(args, usage)
     output = Path(args.output)
@@ -171,7 +171,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
 
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
     """The flags that need no file: checked first, as they cost nothing."""
-    from planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
+    from counterplan.planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
 
     missing = [flag for flag in ("model", "data", "target", "output") if getattr(args, flag) is None]
     if missing:
@@ -188,7 +188,7 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
 
 def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | None:
     """The plot's path, checked as the output's; matplotlib must load (the ``plot`` extra)."""
-    from solver.batch.writer import check_writable_directory  # noqa: PLC0415
+    from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
 
     if text is None:
         return None
@@ -208,7 +208,7 @@ def _check_ray(address: str | None, usage: Callable[[str], Exception]) -> None:
     if address is None:
         return
     try:
-        importlib.import_module("solver.batch.on_ray")  # ray loads only when asked
+        importlib.import_module("counterplan.solver.batch.on_ray")  # ray loads only when asked
     except ImportError as exc:
         raise usage(f"--ray needs Ray: pip install 'counterplan[ray]' ({exc})") from None
 
@@ -216,8 +216,8 @@ def _check_ray(address: str | None, usage: Callable[[str], Exception]) -> None:
 def _goals(args: argparse.Namespace) -> list[ClassGoal | ValueGoal | RangeGoal]:
     """``--goal`` (as explain reads it) with ``--margin``; parsed before the data loads, so a
     typo in a goal is reported at once."""
-    from server.flags import with_margin  # noqa: PLC0415
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.flags import with_margin  # noqa: PLC0415
+    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
 
     return with_margin([parse_goal_text(text) for text in args.goal], args.margin)
 
@@ -226,7 +226,7 @@ def load_table(text: str) -> pd.DataFrame:
     """The data file (CSV, or Parquet by its suffix), indexed by position: row ids are positions."""
     import pandas as pd  # noqa: PLC0415
 
-    from server.loading import LoadError, load_csv  # noqa: PLC0415
+    from counterplan.server.loading import LoadError, load_csv  # noqa: PLC0415
 
     path = Path(text)
     if path.suffix.lower() != ".parquet":
@@ -261,7 +261,7 @@ def _check_columns(
 def _selection(text: str, n_rows: int) -> tuple[RowSelection, bool]:
     """The rows to run (``rejected`` runs every row and keeps the ones that miss the goal: so the
     progress bar counts every row it solves) and whether to keep only those."""
-    from solver.batch.rows import RowSelection  # noqa: PLC0415
+    from counterplan.solver.batch.rows import RowSelection  # noqa: PLC0415
 
     positions: str | list[int] = [int(p) for p in text.split(",")] if _POSITIONS.match(text) else text
     selection = RowSelection.parse(positions, n_rows)
@@ -278,10 +278,10 @@ def _explainer(
     usage: Callable[[str], Exception],
 ) -> Explainer:
     """The model loaded and adapted once, and the data read once, for every row of the job."""
-    from planning.distance import DistanceSettings  # noqa: PLC0415
-    from planning.models import adapt_sklearn  # noqa: PLC0415
-    from server.loading import load_model  # noqa: PLC0415
-    from solver.explainer import Explainer  # noqa: PLC0415
+    from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
+    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.loading import load_model  # noqa: PLC0415
+    from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
     model = load_model(args.model, trust=args.trust_model)
     adapter = adapt_sklearn(model, args.target)
@@ -302,8 +302,8 @@ def _default_goals(
 ) -> list[ClassGoal | ValueGoal | RangeGoal]:
     """A binary classifier's second class (1 of 0/1): one goal for every row, so ``rejected``
     means the rows the model does not give it."""
-    from planning.goals import ClassGoal  # noqa: PLC0415
-    from server.flags import with_margin  # noqa: PLC0415
+    from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
+    from counterplan.server.flags import with_margin  # noqa: PLC0415
 
     classes = adapter.outputs[0].classes if len(adapter.outputs) == 1 else None
     if classes is None or len(classes) != 2:
@@ -313,7 +313,7 @@ def _default_goals(
 
 def _config(args: argparse.Namespace) -> Any:
     """``--config`` with ``--threads`` and ``--time-limit`` (per row) applied, as explain does."""
-    from solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
 
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
     if args.threads is not None:
@@ -328,7 +328,7 @@ def execute(job: Job, args: argparse.Namespace) -> int:
     """Run the checked job: records written as rows finish, then the summary (and the plot)."""
     from rich.console import Console  # noqa: PLC0415
 
-    from solver.batch.writer import open_records  # noqa: PLC0415
+    from counterplan.solver.batch.writer import open_records  # noqa: PLC0415
 
     writer = open_records(job.output, job.features, job.dtypes)
     tally = Tally()
@@ -423,8 +423,8 @@ def _report(job: Job, args: argparse.Namespace, frame: pd.DataFrame, tally: Tall
     import pandas as pd  # noqa: PLC0415
     from rich.console import Console  # noqa: PLC0415
 
-    from solver.batch.summary import summarize  # noqa: PLC0415
-    from solver.batch.writer import conform  # noqa: PLC0415
+    from counterplan.solver.batch.summary import summarize  # noqa: PLC0415
+    from counterplan.solver.batch.writer import conform  # noqa: PLC0415
 
     seconds = tally.seconds
     new = frame[(frame["status"] != "already_met").to_numpy()] if job.only_rejected else frame

@@ -40,13 +40,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.convert import BadRequestError, result_message
-from server.refusal import Refusal, bad_request, refused
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.convert import BadRequestError, result_message
+from counterplan.server.refusal import Refusal, bad_request, refused
 
 if TYPE_CHECKING:
-    from server.service import CounterfactualService
-    from solver.manager import SolverJob
+    from counterplan.server.service import CounterfactualService
+    from counterplan.solver.manager import SolverJob
 
 log = structlog.get_logger("counterplan.server")
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
-from planning.errors import CounterplanError
-from server import batch_command, plan_command, tune_command
-from server.flags import (
+from counterplan.planning.errors import CounterplanError
+from counterplan.server import batch_command, plan_command, tune_command
+from counterplan.server.flags import (
     EXIT_NOT_FOUND,
     UsageError,
     checked_limits,
@@ -24,12 +24,12 @@ from server.flags import (
     fill_missing_columns,
     with_margin,
 )
-from server.help_text import GOAL_HELP
+from counterplan.server.help_text import GOAL_HELP
 
 if TYPE_CHECKING:
-    from planning.distance import DistanceSettings
-    from planning.goals import ClassGoal, RangeGoal, ValueGoal
-    from planning.problem import CounterfactualProblem
+    from counterplan.planning.distance import DistanceSettings
+    from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
+    from counterplan.planning.problem import CounterfactualProblem
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
+    from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
 
     configure_console_logs()
     try:
@@ -220,10 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
 
-    from server.render import print_result, progress_line  # noqa: PLC0415
-    from solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
-    from solver.core.result import BestSolutionEvent  # noqa: PLC0415
-    from solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
+    from counterplan.server.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from counterplan.solver.core.result import BestSolutionEvent  # noqa: PLC0415
+    from counterplan.solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
 
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()
@@ -258,9 +258,9 @@ def _explain(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from server.app import serve  # noqa: PLC0415 - grpc loads only for the server
-    from server.logs import configure_json_logs  # noqa: PLC0415
-    from server.settings import ServerSettings  # noqa: PLC0415
+    from counterplan.server.app import serve  # noqa: PLC0415 - grpc loads only for the server
+    from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
+    from counterplan.server.settings import ServerSettings  # noqa: PLC0415
 
     names = (
         "address",
@@ -304,8 +304,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _explain_remote(args: argparse.Namespace) -> int:
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
 
-    from server.client import CounterplanClient  # noqa: PLC0415
-    from server.remote import explain_remote  # noqa: PLC0415
+    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
+    from counterplan.server.remote import explain_remote  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
     given = [flag for flag, value in local.items() if value is not None]
@@ -322,11 +322,11 @@ def _explain_remote(args: argparse.Namespace) -> int:
 
 
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
-    from planning.distance import DistanceSettings  # noqa: PLC0415
-    from planning.models import adapt_sklearn  # noqa: PLC0415
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
-    from server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
-    from solver.explainer import Explainer  # noqa: PLC0415
+    from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
+    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     goals = with_margin([parse_goal_text(text) for text in args.goal], args.margin)
@@ -338,7 +338,7 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise _usage("--row and --target need --model and --data")
-        from planning.demo import demo_goals  # noqa: PLC0415 - the demo's own default question
+        from counterplan.planning.demo import demo_goals  # noqa: PLC0415 - the demo's own default question
 
         return _demo_problem(args, goals or with_margin(demo_goals(), args.margin), immutable, distance, max_changes)
     if args.model is None or args.data is None:
@@ -370,7 +370,7 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
 
 def _actionability(args: argparse.Namespace, max_changes: int | None) -> dict[str, Any]:
     """``overrides``, ``max_changed_features`` and ``plausibility`` from the (checked) flags."""
-    from planning.plausibility import PlausibilitySettings  # noqa: PLC0415
+    from counterplan.planning.plausibility import PlausibilitySettings  # noqa: PLC0415
 
     return {
         "overrides": feature_overrides(args),
@@ -388,9 +388,9 @@ def _demo_problem(
     distance: DistanceSettings,
     max_changes: int | None,
 ) -> CounterfactualProblem:
-    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
-    from planning.problem import CounterfactualProblem  # noqa: PLC0415
-    from server.loading import load_instance  # noqa: PLC0415
+    from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
+    from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from counterplan.server.loading import load_instance  # noqa: PLC0415
 
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)
@@ -409,7 +409,7 @@ def _demo_problem(
 
 def trust_region_settings(args: argparse.Namespace) -> Any:
     """The trust region the flags ask for (``--trust-nearest``/``--trust-slack`` imply it), or None."""
-    from planning.trust_region import TrustRegionSettings  # noqa: PLC0415
+    from counterplan.planning.trust_region import TrustRegionSettings  # noqa: PLC0415
 
     if not (args.trust_region or args.trust_nearest is not None or args.trust_slack is not None):
         return None
@@ -425,7 +425,7 @@ def trust_region_settings(args: argparse.Namespace) -> Any:
 
 
 def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:
-    from planning.scorecard import PointsTable, is_optbinning_scorecard  # noqa: PLC0415
+    from counterplan.planning.scorecard import PointsTable, is_optbinning_scorecard  # noqa: PLC0415
 
     if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
         return None  # a scorecard reads its own variables

@@ -10,16 +10,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planning.defaults import default_goals
-from planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
-from planning.errors import InvalidInputError, one_line
-from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
-from planning.space import AnyFeature, FeatureSpace
-from planning.trust_region import TrustRegionSettings
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.registry import FeatureSpec, RegisteredModel
-from solver.core.budget import check_budget, swarm_coordinates
-from solver.core.config import (
+from counterplan.planning.defaults import default_goals
+from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
+from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
+from counterplan.planning.space import AnyFeature, FeatureSpace
+from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.registry import FeatureSpec, RegisteredModel
+from counterplan.solver.core.budget import check_budget, swarm_coordinates
+from counterplan.solver.core.config import (
     MAX_SEED,
     ConfigError,
     GreatDelugeAcceptorConfig,
@@ -32,7 +32,7 @@ from solver.core.config import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from solver.core.result import BestSolutionEvent, CounterfactualResult, ExactStatistics
+from counterplan.solver.core.result import BestSolutionEvent, CounterfactualResult, ExactStatistics
 
 Violation = tuple[str, str]
 _MISSING = object()

@@ -11,11 +11,11 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-from planning.errors import CounterplanError
-from planning.threads import MAX_MODEL_THREADS
+from counterplan.planning.errors import CounterplanError
+from counterplan.planning.threads import MAX_MODEL_THREADS
 
 if TYPE_CHECKING:
-    from planning.goals import ClassGoal, RangeGoal, ValueGoal
+    from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 
 EXIT_NOT_FOUND = 3
 """Exit code of an explain that ran and found no valid counterfactual (its note says what blocks it)."""
@@ -67,7 +67,7 @@ def with_margin(
     goals: list[ClassGoal | ValueGoal | RangeGoal], margin: float | None
 ) -> list[ClassGoal | ValueGoal | RangeGoal]:
     """``goals`` with ``--margin`` on every class goal (checked: 0 to 0.5)."""
-    from planning.goals import ClassGoal  # noqa: PLC0415 - numpy and pydantic: only once a command runs
+    from counterplan.planning.goals import ClassGoal  # noqa: PLC0415 - numpy and pydantic: only once a command runs
 
     if margin is None:
         return goals
@@ -78,7 +78,7 @@ def with_margin(
 
 def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
     """``--max-changes`` and ``--change-penalty`` (returned), ``-k``, ``--time-limit`` and ``--threads``, checked."""
-    from planning.distance import MAX_CHANGE_PENALTY  # noqa: PLC0415 - loads numpy: only once a command runs
+    from counterplan.planning.distance import MAX_CHANGE_PENALTY  # noqa: PLC0415 - loads numpy: only once a command runs
 
     if args.num_counterfactuals < 1:
         raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")

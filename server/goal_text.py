@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from planning.errors import GoalError
-from planning.goals import ClassGoal, RangeGoal, ValueGoal
-from server.help_text import GOAL_HELP
+from counterplan.planning.errors import GoalError
+from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
+from counterplan.server.help_text import GOAL_HELP
 
 
 def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:

@@ -14,7 +14,7 @@ from typing import Any
 import joblib
 import pandas as pd
 
-from planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError
 
 
 class LoadError(InvalidInputError):
@@ -26,7 +26,7 @@ class LoadError(InvalidInputError):
 
 def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[str] = ()) -> Any:
     """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, or a scorecard's points
-    table from a ``.yaml``/``.json``/``.csv`` file (:func:`planning.scorecard.load_points_table`).
+    table from a ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
 
     Parameters
     ----------
@@ -58,7 +58,7 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
         if suffix in {".joblib", ".pkl", ".pickle"}:
             return joblib.load(file)
         if suffix in {".yaml", ".yml", ".json", ".csv"}:  # a scorecard's points table: plain data
-            from planning.scorecard import load_points_table  # noqa: PLC0415
+            from counterplan.planning.scorecard import load_points_table  # noqa: PLC0415
 
             return load_points_table(file)
     except LoadError:

@@ -1,8 +1,8 @@
 """``counterplan plan``: the Pareto front of action plans for one row, as a table and numbered steps.
 
 The actions come from a YAML (or JSON) file read within the configuration reader's limits
-(``solver.core.safe_yaml``) and checked against the row's features (:class:`planning.actions.ActionSet`);
-a bad action is refused naming its field, before any search.
+(``counterplan.solver.core.safe_yaml``) and checked against the row's features
+(:class:`counterplan.planning.actions.ActionSet`); a bad action is refused naming its field, before any search.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from server.flags import EXIT_NOT_FOUND
-from server.help_text import GOAL_HELP
+from counterplan.server.flags import EXIT_NOT_FOUND
+from counterplan.server.help_text import GOAL_HELP
 
 DEMO_ID = "loan-demo"
-"""The served demo model's id (``server.registry.DEMO_ID``, not imported: ``--help`` stays fast)."""
+"""The served demo model's id (``counterplan.server.registry.DEMO_ID``, not imported: ``--help`` stays fast)."""
 
 PLANS_SHOWN = 10
 """Plans printed step by step at most (``--json`` gives them all)."""
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     from pydantic import ValidationError  # noqa: PLC0415
 
     try:
-        from solver.plans.search import PlanConfig  # noqa: PLC0415
+        from counterplan.solver.plans.search import PlanConfig  # noqa: PLC0415
 
         config = PlanConfig(
             population=args.population,
@@ -86,13 +86,13 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
-    from planning.actions import ActionSet  # noqa: PLC0415
-    from solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+    from counterplan.planning.actions import ActionSet  # noqa: PLC0415
+    from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
 
     if args.actions is None:
         if not demo:
             raise usage("--actions: give the actions file (only the demo has its own actions)")
-        from planning.demo import DEMO_ACTIONS  # noqa: PLC0415
+        from counterplan.planning.demo import DEMO_ACTIONS  # noqa: PLC0415
 
         return ActionSet.from_data(DEMO_ACTIONS)
     try:
@@ -111,11 +111,11 @@ def _immutable(args: argparse.Namespace) -> list[str]:
 
 def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """Build the problem (the demo's, or --model/--data's row) and plan in this process."""
-    from planning.models import adapt_sklearn  # noqa: PLC0415
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
-    from server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
-    from solver.explainer import Explainer, model_columns  # noqa: PLC0415
-    from solver.plans.planner import plan  # noqa: PLC0415
+    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from counterplan.solver.explainer import Explainer, model_columns  # noqa: PLC0415
+    from counterplan.solver.plans.planner import plan  # noqa: PLC0415
 
     for flag, value in (("--model-id", args.model_id if args.model_id != DEMO_ID else None), ("--token", args.token)):
         if value is not None:
@@ -151,9 +151,9 @@ def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[s
 
 def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
     """The embedded demo's applicant (or --instance), its goal unless --goal, its immutables and more."""
-    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
-    from planning.problem import CounterfactualProblem  # noqa: PLC0415
-    from server.loading import load_instance  # noqa: PLC0415
+    from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
+    from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from counterplan.server.loading import load_instance  # noqa: PLC0415
 
     data = demo.make_loan_data()
     instance = demo.rejected_applicant() if args.instance is None else load_instance(args.instance)
@@ -172,11 +172,11 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
     from rich.console import Console  # noqa: PLC0415
 
-    from planning.errors import CounterplanError  # noqa: PLC0415
-    from server.client import CounterplanClient  # noqa: PLC0415
-    from server.loading import load_instance  # noqa: PLC0415
-    from server.plan_convert import plan_result  # noqa: PLC0415
-    from server.remote import goal_message  # noqa: PLC0415
+    from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
+    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
+    from counterplan.server.loading import load_instance  # noqa: PLC0415
+    from counterplan.server.plan_convert import plan_result  # noqa: PLC0415
+    from counterplan.server.remote import goal_message  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
     given = [flag for flag, value in local.items() if value is not None]
@@ -186,7 +186,7 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     if args.instance is not None:
         instance = load_instance(args.instance)
     elif demo:
-        from planning.demo import rejected_applicant  # noqa: PLC0415
+        from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
 
         instance = rejected_applicant()
     else:
@@ -232,7 +232,7 @@ def _print(result: Any) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    from server.render import format_value  # noqa: PLC0415
+    from counterplan.server.render import format_value  # noqa: PLC0415
 
     console = Console()
     if result.already_met:

@@ -1,9 +1,9 @@
 """Action plans on the wire: ``PlanRequest`` checked into domain objects, results into messages.
 
 A plan request shares its instance, overrides, goals and margin with ``ExplainRequest``, so it
-is checked by the same code (:func:`server.convert.check_request`) and a bad instance is named
+is checked by the same code (:func:`counterplan.server.convert.check_request`) and a bad instance is named
 the same way. Its actions and cost graph become the plain data an actions file holds and go
-through :class:`planning.actions.ActionSet`, the same checks as the command line's
+through :class:`counterplan.planning.actions.ActionSet`, the same checks as the command line's
 ``--actions``; only their compilation against the instance's features (unknown, immutable or
 computed features, values a feature cannot take) waits for the problem, in the service.
 """
@@ -17,14 +17,21 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from planning._pydantic import describe
-from planning.actions import ActionError, ActionSet
-from planning.space import FloatMatrix
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.convert import BadRequestError, CheckedRequest, Violation, check_request, plain_value, value_message
-from server.registry import RegisteredModel
-from solver.plans.planner import ActionPlan, PlanResult, PlanStep
-from solver.plans.search import PlanConfig
+from counterplan.planning._pydantic import describe
+from counterplan.planning.actions import ActionError, ActionSet
+from counterplan.planning.space import FloatMatrix
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.convert import (
+    BadRequestError,
+    CheckedRequest,
+    Violation,
+    check_request,
+    plain_value,
+    value_message,
+)
+from counterplan.server.registry import RegisteredModel
+from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
+from counterplan.solver.plans.search import PlanConfig
 
 DEFAULT_MAX_PLANS = 100
 """Plans a response carries when the request does not say (``max_plans``)."""

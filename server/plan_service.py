@@ -23,21 +23,21 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from planning.actions import Action, CostGraph
-from planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
-from planning.problem import CounterfactualProblem
-from planning.space import FloatMatrix
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.convert import BadRequestError
-from server.plan_convert import check_plan_request, final_front, front_message, plan_message
-from server.refusal import Refusal, bad_request, refused
-from server.registry import RegisteredModel
-from server.throttle import throttled
-from solver.plans.planner import PlanResult, plan
-from solver.plans.search import PlanConfig
+from counterplan.planning.actions import Action, CostGraph
+from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FloatMatrix
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.convert import BadRequestError
+from counterplan.server.plan_convert import check_plan_request, final_front, front_message, plan_message
+from counterplan.server.refusal import Refusal, bad_request, refused
+from counterplan.server.registry import RegisteredModel
+from counterplan.server.throttle import throttled
+from counterplan.solver.plans.planner import PlanResult, plan
+from counterplan.solver.plans.search import PlanConfig
 
 if TYPE_CHECKING:
-    from server.service import CounterfactualService
+    from counterplan.server.service import CounterfactualService
 
 log = structlog.get_logger("counterplan.server")
 

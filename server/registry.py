@@ -20,27 +20,27 @@ import pandas as pd
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planning._pydantic import describe
-from planning.distance import DistanceSettings, FeatureStatistics
-from planning.errors import InvalidInputError, ModelAdapterError, ProblemError
-from planning.features import CategoricalFeature, FloatFeature, IntegerFeature, parse_feature
-from planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
-from planning.inference import infer_features, infer_precision, infer_statistics
-from planning.models import ModelAdapter, adapt_sklearn
-from planning.plausibility import PlausibilitySettings
-from planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
-from planning.scorecard import (
+from counterplan.planning._pydantic import describe
+from counterplan.planning.distance import DistanceSettings, FeatureStatistics
+from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ProblemError
+from counterplan.planning.features import CategoricalFeature, FloatFeature, IntegerFeature, parse_feature
+from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
+from counterplan.planning.inference import infer_features, infer_precision, infer_statistics
+from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.plausibility import PlausibilitySettings
+from counterplan.planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
+from counterplan.planning.scorecard import (
     PointsTable,
     ScorecardAdapter,
     ScorecardDistance,
     adapt_scorecard,
     is_optbinning_scorecard,
 )
-from planning.space import AnyFeature
-from planning.trust_region import TrustRegionSettings
-from server.loading import LoadError, load_csv, load_model
-from solver.core.config import SolverConfig
-from solver.core.safe_yaml import ConfigTextError, load_config_text
+from counterplan.planning.space import AnyFeature
+from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.server.loading import LoadError, load_csv, load_model
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 log = structlog.get_logger(__name__)
 
@@ -225,7 +225,7 @@ class RegisteredModel:
 def _held_domain(spec: FeatureSpec, kind: str, value: Any) -> dict[str, Any]:
     """An immutable feature's schema domain, widened to hold the instance's value (as a local
     explain infers it): the feature never moves, but when a goal is unreachable the diagnosis
-    (:mod:`solver.diagnosis`) scans it to say whether changing it would reach the goal."""
+    (:mod:`counterplan.solver.diagnosis`) scans it to say whether changing it would reach the goal."""
     if spec.kind in ("integer", "float") and spec.low is not None and spec.high is not None:
         low, high = float(spec.low), float(spec.high)
         if value is not None:
@@ -419,7 +419,7 @@ def schema_from_data(
 
 def demo_model() -> RegisteredModel:
     """The embedded demo: the loan model trained on the data counterplan generates."""
-    from planning import demo  # noqa: PLC0415 - trains a model: only when the demo is served
+    from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is served
 
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)

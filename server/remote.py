@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 from rich.console import Console
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.client import CounterplanClient
-from server.convert import plain_value
-from server.flags import (
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.client import CounterplanClient
+from counterplan.server.convert import plain_value
+from counterplan.server.flags import (
     EXIT_NOT_FOUND,
     UsageError,
     checked_limits,
@@ -18,10 +18,10 @@ from server.flags import (
     fill_missing_columns,
     with_margin,
 )
-from server.goal_text import parse_goal_text
-from server.loading import load_instance
-from server.registry import DEMO_ID
-from solver.core.result import (
+from counterplan.server.goal_text import parse_goal_text
+from counterplan.server.loading import load_instance
+from counterplan.server.registry import DEMO_ID
+from counterplan.solver.core.result import (
     BestSolutionEvent,
     Change,
     Counterfactual,
@@ -41,8 +41,8 @@ _ENGINE_CHOICES = {
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     """Stream a solve from the server, with the live best-score line; print like ``explain``."""
-    from planning.demo import rejected_applicant  # noqa: PLC0415
-    from server.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
+    from counterplan.server.render import print_result, progress_line  # noqa: PLC0415
 
     if args.instance:
         instance = load_instance(args.instance)

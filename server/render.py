@@ -8,7 +8,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from solver.core.result import BestSolutionEvent, Change, CounterfactualResult, ExactStatistics, SwarmStatistics
+from counterplan.solver.core.result import (
+    BestSolutionEvent,
+    Change,
+    CounterfactualResult,
+    ExactStatistics,
+    SwarmStatistics,
+)
 
 
 def format_value(value: Any) -> str:

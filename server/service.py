@@ -5,15 +5,15 @@ the concurrency limit (RESOURCE_EXHAUSTED beyond it), capped by the client's dea
 server's maximum solve time, and terminated early when the client goes away. One JSON log
 line per call records its request id, model, duration, final score and status.
 
-Dynamic batching: every served model has one :class:`~solver.batch.shared_calls.SharedCalls`,
+Dynamic batching: every served model has one :class:`~counterplan.solver.batch.shared_calls.SharedCalls`,
 and every solve of that model (Explain, ExplainStream, each ExplainBatch instance) is its member
 while it runs, so solves running at the same time merge their model calls into one (a call
 costs nearly the same for 1 row as for thousands). Each solve still gets the model's answer for
 its own rows, so its answer does not change. ``dynamic_batching_max_wait_ms`` bounds how long a
 call waits for the others; 0 turns it off.
 
-The checks and the start of a solve raise a :class:`~server.refusal.Refusal`; a unary or
-streaming call ends with it, an ExplainBatch instance (:mod:`server.batch_stream`) gets it as its
+The checks and the start of a solve raise a :class:`~counterplan.server.refusal.Refusal`; a unary or
+streaming call ends with it, an ExplainBatch instance (:mod:`counterplan.server.batch_stream`) gets it as its
 own result, so both say the same about the same request.
 """
 
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
-from server.convert import (
+from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from counterplan.server.convert import (
     BadRequestError,
     CheckedRequest,
     check_request,
@@ -43,18 +43,18 @@ from server.convert import (
     model_message,
     result_message,
 )
-from server.refusal import Refusal, bad_request, refused, retry_later
-from server.registry import ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
-from server.throttle import throttled
-from solver.batch.shared_calls import SharedCalls, SharedCallStatistics
-from solver.core.budget import estimate_bytes, swarm_coordinates
-from solver.core.config import TerminationConfig
-from solver.core.result import CounterfactualResult
-from solver.manager import SolverJob, SolverManager
+from counterplan.server.refusal import Refusal, bad_request, refused, retry_later
+from counterplan.server.registry import ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
+from counterplan.server.throttle import throttled
+from counterplan.solver.batch.shared_calls import SharedCalls, SharedCallStatistics
+from counterplan.solver.core.budget import estimate_bytes, swarm_coordinates
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.core.result import CounterfactualResult
+from counterplan.solver.manager import SolverJob, SolverManager
 
 if TYPE_CHECKING:
-    from server.batch_stream import BatchStream
+    from counterplan.server.batch_stream import BatchStream
 
 log = structlog.get_logger("counterplan.server")
 
@@ -193,7 +193,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         self, request_iterator: Iterator[pb.ExplainBatchRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.ExplainBatchResponse]:
         """Solve a stream of instances concurrently; one result per instance as it finishes."""
-        from server.batch_stream import BatchStream  # noqa: PLC0415 - it builds on this module
+        from counterplan.server.batch_stream import BatchStream  # noqa: PLC0415 - it builds on this module
 
         if not self._stream_slots.acquire(blocking=False):  # each open stream holds a worker thread
             log.info("stream", method="ExplainBatch", status="RESOURCE_EXHAUSTED")
@@ -211,16 +211,16 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 self._streams.discard(stream)
             self._stream_slots.release()
 
-    # -- action plans (server.plan_service) ------------------------------------------------------
+    # -- action plans (counterplan.server.plan_service) ------------------------------------------------------
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
         """The Pareto front of action plans for one instance."""
-        from server.plan_service import plan_call  # noqa: PLC0415 - it builds on this module
+        from counterplan.server.plan_service import plan_call  # noqa: PLC0415 - it builds on this module
 
         return plan_call(self, request, context)
 
     def PlanStream(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
         """The front after each generation that changed it (throttled), then the FINAL result."""
-        from server.plan_service import plan_stream_call  # noqa: PLC0415
+        from counterplan.server.plan_service import plan_stream_call  # noqa: PLC0415
 
         yield from plan_stream_call(self, request, context)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from planning.threads import MAX_MODEL_THREADS
+from counterplan.planning.threads import MAX_MODEL_THREADS
 
 
 class ServerSettings(BaseSettings):
@@ -28,7 +28,7 @@ class ServerSettings(BaseSettings):
     max_concurrent_solves: Annotated[int, Field(ge=1)] = 4
     """More solves at once are refused with RESOURCE_EXHAUSTED."""
     max_solve_memory_mb: Annotated[int, Field(ge=64, le=1_048_576)] = 2048
-    """Estimated memory of the solves running at once (``solver.core.budget.estimate_bytes``): a solve
+    """Estimated memory of the solves running at once (``counterplan.solver.core.budget.estimate_bytes``): a solve
     that does not fit beside the running ones is refused with RESOURCE_EXHAUSTED and a retry hint;
     one that could never fit, with INVALID_ARGUMENT."""
     max_solve_seconds: Annotated[float, Field(gt=0)] = 30.0
@@ -57,7 +57,7 @@ class ServerSettings(BaseSettings):
 
     dynamic_batching_max_wait_ms: Annotated[float, Field(ge=0.0, le=100.0)] = 5.0
     """Dynamic batching: solves running at once on one model merge their model calls
-    (:class:`solver.batch.shared_calls.SharedCalls`). A solve's model call waits until every
+    (:class:`counterplan.solver.batch.shared_calls.SharedCalls`). A solve's model call waits until every
     running solve of that model is waiting too, or this long at most, then one call scores them
     all. A model call costs about the same for 1 row as for thousands, so under load this turns
     many calls into one; answers do not change. 0 turns it off (each solve calls the model

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from planning.goals import ClassGoal
+    from counterplan.planning.goals import ClassGoal
 
 
 def add_parser(commands: Any) -> None:
@@ -56,19 +56,19 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
     except ImportError:
         raise usage("tuning needs optuna: pip install 'counterplan[tune]'") from None
-    from server.loading import load_csv, load_model  # noqa: PLC0415
-    from solver.tuning import tune  # noqa: PLC0415
+    from counterplan.server.loading import load_csv, load_model  # noqa: PLC0415
+    from counterplan.solver.tuning import tune  # noqa: PLC0415
 
     _check_counts(args, usage)
     immutable = [n.strip() for item in args.immutable for n in item.split(",") if n.strip()]
     if args.model is None and args.data is None:
-        from planning import demo  # noqa: PLC0415
+        from counterplan.planning import demo  # noqa: PLC0415
 
         data = demo.make_loan_data()
         model: Any = demo.train_loan_model(data)
@@ -185,7 +185,7 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
 
 def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:
     """The model's input columns, each checked against the data (as ``explain`` checks them)."""
-    from planning.errors import ProblemError  # noqa: PLC0415
+    from counterplan.planning.errors import ProblemError  # noqa: PLC0415
 
     if target not in data.columns:
         listed = ", ".join(str(c) for c in data.columns[:30]) + (" ..." if len(data.columns) > 30 else "")
@@ -207,10 +207,10 @@ def _rows_missing_the_goal(
     the class 1.0) and the rows whose prediction misses it, the ones worth tuning on."""
     import numpy as np  # noqa: PLC0415
 
-    from planning.errors import ModelCallError, one_line  # noqa: PLC0415
-    from planning.goals import ClassGoal, bind_goals  # noqa: PLC0415
-    from planning.models import adapt_sklearn  # noqa: PLC0415
-    from server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.planning.errors import ModelCallError, one_line  # noqa: PLC0415
+    from counterplan.planning.goals import ClassGoal, bind_goals  # noqa: PLC0415
+    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
 
     adapter = adapt_sklearn(model, target)
     (output,) = adapter.outputs

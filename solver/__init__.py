@@ -1,7 +1,7 @@
 """counterplan's search engines: local-search phases, termination, events, the solver manager.
 
-The engines know a problem only through :mod:`solver.core.protocol`; :mod:`solver.counterfactual`
-bridges them to :mod:`planning`.
+The engines know a problem only through :mod:`counterplan.solver.core.protocol`;
+:mod:`counterplan.solver.counterfactual` bridges them to :mod:`counterplan.planning`.
 
 Names load on first use (PEP 562), as in :mod:`planning`, so importing one engine module
 does not load them all.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planning._lazy import attach
+from counterplan.planning._lazy import attach
 
 if TYPE_CHECKING:
-    from solver.core.config import (
+    from counterplan.solver.core.config import (
         ConfigError,
         ForagerConfig,
         GreatDelugeAcceptorConfig,
@@ -28,62 +28,62 @@ if TYPE_CHECKING:
         TabuSearchAcceptorConfig,
         TerminationConfig,
     )
-    from solver.core.result import (
+    from counterplan.solver.core.result import (
         BestSolutionEvent,
         Change,
         CounterfactualResult,
         SolveStatistics,
     )
-    from solver.counterfactual import (
+    from counterplan.solver.counterfactual import (
         CounterfactualSolver,
         ModelFailureError,
         explain,
     )
-    from solver.explainer import Explainer
-    from solver.manager import (
+    from counterplan.solver.explainer import Explainer
+    from counterplan.solver.manager import (
         SolverJob,
         SolverManager,
         SolveStatus,
     )
-    from solver.plans.planner import (
+    from counterplan.solver.plans.planner import (
         ActionPlan,
         PlanResult,
         PlanStep,
         plan,
     )
-    from solver.plans.search import (
+    from counterplan.solver.plans.search import (
         PlanConfig,
     )
 
 _EXPORTS: dict[str, str] = {
-    "ActionPlan": "solver.plans.planner",
-    "BestSolutionEvent": "solver.core.result",
-    "Change": "solver.core.result",
-    "ConfigError": "solver.core.config",
-    "CounterfactualResult": "solver.core.result",
-    "CounterfactualSolver": "solver.counterfactual",
-    "Explainer": "solver.explainer",
-    "ForagerConfig": "solver.core.config",
-    "GreatDelugeAcceptorConfig": "solver.core.config",
-    "HillClimbingAcceptorConfig": "solver.core.config",
-    "LateAcceptanceAcceptorConfig": "solver.core.config",
-    "LocalSearchPhaseConfig": "solver.core.config",
-    "ModelFailureError": "solver.counterfactual",
-    "MoveSelectorConfig": "solver.core.config",
-    "PlanConfig": "solver.plans.search",
-    "PlanResult": "solver.plans.planner",
-    "PlanStep": "solver.plans.planner",
-    "SimulatedAnnealingAcceptorConfig": "solver.core.config",
-    "SolveStatistics": "solver.core.result",
-    "SolveStatus": "solver.manager",
-    "SolverConfig": "solver.core.config",
-    "SolverJob": "solver.manager",
-    "SolverManager": "solver.manager",
-    "StepCountingHillClimbingAcceptorConfig": "solver.core.config",
-    "TabuSearchAcceptorConfig": "solver.core.config",
-    "TerminationConfig": "solver.core.config",
-    "explain": "solver.counterfactual",
-    "plan": "solver.plans.planner",
+    "ActionPlan": "counterplan.solver.plans.planner",
+    "BestSolutionEvent": "counterplan.solver.core.result",
+    "Change": "counterplan.solver.core.result",
+    "ConfigError": "counterplan.solver.core.config",
+    "CounterfactualResult": "counterplan.solver.core.result",
+    "CounterfactualSolver": "counterplan.solver.counterfactual",
+    "Explainer": "counterplan.solver.explainer",
+    "ForagerConfig": "counterplan.solver.core.config",
+    "GreatDelugeAcceptorConfig": "counterplan.solver.core.config",
+    "HillClimbingAcceptorConfig": "counterplan.solver.core.config",
+    "LateAcceptanceAcceptorConfig": "counterplan.solver.core.config",
+    "LocalSearchPhaseConfig": "counterplan.solver.core.config",
+    "ModelFailureError": "counterplan.solver.counterfactual",
+    "MoveSelectorConfig": "counterplan.solver.core.config",
+    "PlanConfig": "counterplan.solver.plans.search",
+    "PlanResult": "counterplan.solver.plans.planner",
+    "PlanStep": "counterplan.solver.plans.planner",
+    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.core.config",
+    "SolveStatistics": "counterplan.solver.core.result",
+    "SolveStatus": "counterplan.solver.manager",
+    "SolverConfig": "counterplan.solver.core.config",
+    "SolverJob": "counterplan.solver.manager",
+    "SolverManager": "counterplan.solver.manager",
+    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.core.config",
+    "TabuSearchAcceptorConfig": "counterplan.solver.core.config",
+    "TerminationConfig": "counterplan.solver.core.config",
+    "explain": "counterplan.solver.counterfactual",
+    "plan": "counterplan.solver.plans.planner",
 }
 """Each public name and the module that defines it, imported on first use."""
 

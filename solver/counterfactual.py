@@ -1,8 +1,8 @@
 """Solving counterfactual problems: the bridge from the engines to the planning domain.
 
 ``explain(problem, config)`` runs the engines on a :class:`planning.CounterfactualProblem`
-and returns a decoded :class:`~solver.core.result.CounterfactualResult`; listeners hear decoded
-:class:`~solver.core.result.BestSolutionEvent` s.
+and returns a decoded :class:`~counterplan.solver.core.result.CounterfactualResult`; listeners hear decoded
+:class:`~counterplan.solver.core.result.BestSolutionEvent` s.
 """
 
 from __future__ import annotations
@@ -14,31 +14,37 @@ from typing import Any
 
 import numpy as np
 
-from planning.calculator import Evaluation, ModelCalls, ScoreCalculator
-from planning.distance import gower
-from planning.errors import ModelCallError, ProblemError
-from planning.problem import CounterfactualProblem
-from planning.score import BendableScore
-from planning.threads import NativeThreadLimit
-from solver.core.budget import check_budget, swarm_coordinates
-from solver.core.config import MAX_SEED, ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig, SwarmPhaseConfig
-from solver.core.diversity import best_per_change_set, select_diverse, undominated
-from solver.core.engine import Solver
-from solver.core.events import BestSolutionChanged
-from solver.core.protocol import FloatMatrix
-from solver.core.refine import refine_rows
-from solver.core.result import (
+from counterplan.planning.calculator import Evaluation, ModelCalls, ScoreCalculator
+from counterplan.planning.distance import gower
+from counterplan.planning.errors import ModelCallError, ProblemError
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import BendableScore
+from counterplan.planning.threads import NativeThreadLimit
+from counterplan.solver.core.budget import check_budget, swarm_coordinates
+from counterplan.solver.core.config import (
+    MAX_SEED,
+    ExactPhaseConfig,
+    FeatureScanPhaseConfig,
+    SolverConfig,
+    SwarmPhaseConfig,
+)
+from counterplan.solver.core.diversity import best_per_change_set, select_diverse, undominated
+from counterplan.solver.core.engine import Solver
+from counterplan.solver.core.events import BestSolutionChanged
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.refine import refine_rows
+from counterplan.solver.core.result import (
     BestSolutionEvent,
     Change,
     Counterfactual,
     CounterfactualResult,
     SolveStatistics,
 )
-from solver.core.scores import is_better
-from solver.core.termination import wall_limit
-from solver.diagnosis import Diagnosis, blocking_immutables
-from solver.engines import EngineChoice, choose
-from solver.local.routes import successive_routes
+from counterplan.solver.core.scores import is_better
+from counterplan.solver.core.termination import wall_limit
+from counterplan.solver.diagnosis import Diagnosis, blocking_immutables
+from counterplan.solver.engines import EngineChoice, choose
+from counterplan.solver.local.routes import successive_routes
 
 Listener = Callable[[BestSolutionEvent], None]
 
@@ -120,13 +126,13 @@ class CounterfactualSolver:
     seed:
         Overrides ``config.random_seed``; the same problem, config and seed give the same answer.
     num_counterfactuals:
-        How many distinct valid answers to return (see :mod:`solver.core.diversity`).
+        How many distinct valid answers to return (see :mod:`counterplan.solver.core.diversity`).
     engine:
-        ``"local"``, ``"exact"`` or ``"auto"`` (see :func:`solver.engines.choose`); None runs
+        ``"local"``, ``"exact"`` or ``"auto"`` (see :func:`counterplan.solver.engines.choose`); None runs
         ``config`` as it is.
     calls:
         How model calls are made; default the problem's adapter directly. The batch engine
-        passes calls shared with other solves of the same model (:mod:`solver.batch`).
+        passes calls shared with other solves of the same model (:mod:`counterplan.solver.batch`).
     """
 
     def __init__(
@@ -432,13 +438,13 @@ class CounterfactualSolver:
     ) -> FloatMatrix:
         """k diverse answers, each without changes it does not need.
 
-        0. Other routes added to the pool (:mod:`solver.local.routes`): greedy chains that avoid each
+        0. Other routes added to the pool (:mod:`counterplan.solver.local.routes`): greedy chains that avoid each
            feature the best answer changes, and one that avoids all of them; then, twice,
            chains that also avoid the features of each route the last round found.
         1. A few rows per distinct set of changed features (the best-scored), at most
            ``ROUTES_MAX``, best first, plus those of the other routes.
         2. Their needless changes dropped: rounds of batched single reverts
-           (:func:`solver.core.refine.refine_rows` without a grid), so a route that only adds changes
+           (:func:`counterplan.solver.core.refine.refine_rows` without a grid), so a route that only adds changes
            to a shorter one collapses onto it; then a few rows per change set again.
         3. A diverse shortlist of ``SHORTLIST_FACTOR`` times k of those, refined to the boundary
            (reverts and grid moves).
@@ -583,7 +589,7 @@ def _find_split_values(problem: CounterfactualProblem) -> None:
     space = problem.space
     if getattr(space, "_splits_read", False):
         return
-    from solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
+    from counterplan.solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
 
     space.split_values = split_points(problem)
     space._splits_read = True  # type: ignore[attr-defined]

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planning.calculator import ScoreCalculator
-from solver.core.protocol import FloatMatrix
-from solver.local.scan import scan_rows
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.local.scan import scan_rows
 
 GRID_SIZE = 24
 MOST = 3

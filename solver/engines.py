@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from planning.errors import ProblemError
-from planning.problem import CounterfactualProblem
-from solver.core.config import (
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.core.config import (
     BoundaryPolishPhaseConfig,
     ExactPhaseConfig,
     LocalSearchPhaseConfig,
@@ -32,11 +32,11 @@ ENGINES: tuple[str, ...] = ("local", "exact", "swarm", "auto")
 
 def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools"] = "auto") -> str | None:
     """Why the exact engine cannot take ``problem`` (or has no MILP solver: ``backend``, see
-    :mod:`solver.exact.backend`), or None when it can."""
+    :mod:`counterplan.solver.exact.backend`), or None when it can."""
     try:
-        from solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
-        from solver.exact.formulation import build  # noqa: PLC0415
-        from solver.exact.inputs import NotEncodableError  # noqa: PLC0415
+        from counterplan.solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
+        from counterplan.solver.exact.formulation import build  # noqa: PLC0415
+        from counterplan.solver.exact.inputs import NotEncodableError  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - the formulation itself needs no extra
         return str(exc)
     try:
@@ -60,7 +60,7 @@ def _for(problem: CounterfactualProblem, config: SolverConfig) -> SolverConfig:
     """:func:`exact_config`; but a credit scorecard under the default phases gets the program
     alone: its program is small and solved in a fraction of a second (SCIP), and local search's
     warm start cost more than it saved (heloc, K = 1: 0.48 s with it, 0.20 s without)."""
-    from planning.scorecard import ScorecardAdapter  # noqa: PLC0415
+    from counterplan.planning.scorecard import ScorecardAdapter  # noqa: PLC0415
 
     if isinstance(problem.model, ScorecardAdapter) and config.phases == SolverConfig().phases:
         return config.model_copy(update={"phases": (ExactPhaseConfig(),)})
@@ -119,7 +119,7 @@ the proof slower than the search."""
 
 def _linear(problem: CounterfactualProblem) -> bool:
     """A credit scorecard, or a model whose last step has linear coefficients."""
-    from planning.scorecard import ScorecardAdapter  # noqa: PLC0415
+    from counterplan.planning.scorecard import ScorecardAdapter  # noqa: PLC0415
 
     if isinstance(problem.model, ScorecardAdapter):
         return True

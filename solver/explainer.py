@@ -3,10 +3,10 @@
 Users of DiCE (``Dice(data, model)``) and TrustyAI make one explainer and ask it about row after
 row. Building a :class:`~planning.CounterfactualProblem` from a training DataFrame reads every
 column (kinds, domains, grids, statistics); for a data set of thousands of rows that cost more
-than the search. An :class:`Explainer` reads the data once (:class:`planning.inference.DataProfile`),
-adapts the model once (its fast path compiled once, :mod:`planning.fast_model`), checks its
+than the search. An :class:`Explainer` reads the data once (:class:`counterplan.planning.inference.DataProfile`),
+adapts the model once (its fast path compiled once, :mod:`counterplan.planning.fast_model`), checks its
 settings once against the first row, and then ``explain(row)`` costs the search and little else.
-``explain_batch(rows)`` explains many rows together (:mod:`solver.batch`).
+``explain_batch(rows)`` explains many rows together (:mod:`counterplan.solver.batch`).
 """
 
 from __future__ import annotations
@@ -16,22 +16,22 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.distance import DistanceSettings
-from planning.errors import ProblemError
-from planning.inference import DataProfile
-from planning.models import ModelAdapter, adapt_sklearn
-from planning.plausibility import PlausibilityModel, PlausibilitySettings
-from planning.problem import AnyGoal, CounterfactualProblem
-from planning.relations import LearnedConstraint
-from planning.trust_region import TrustRegionSettings
-from solver.core.config import SolverConfig
-from solver.core.result import CounterfactualResult
-from solver.counterfactual import CounterfactualSolver, Listener
-from solver.engines import EngineChoice
+from counterplan.planning.distance import DistanceSettings
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.inference import DataProfile
+from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings
+from counterplan.planning.problem import AnyGoal, CounterfactualProblem
+from counterplan.planning.relations import LearnedConstraint
+from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.result import CounterfactualResult
+from counterplan.solver.counterfactual import CounterfactualSolver, Listener
+from counterplan.solver.engines import EngineChoice
 
 if TYPE_CHECKING:
-    from planning.calculator import ModelCalls
-    from solver.batch.rows import RowSelection
+    from counterplan.planning.calculator import ModelCalls
+    from counterplan.solver.batch.rows import RowSelection
 
 
 class Explainer:
@@ -185,9 +185,9 @@ class Explainer:
     ) -> pd.DataFrame:
         """Explain many rows together, one model call per step for all of them.
 
-        See :func:`solver.batch.explain_batch` for the parameters and the result's columns.
+        See :func:`counterplan.solver.batch.explain_batch` for the parameters and the result's columns.
         """
-        from solver.batch.run import explain_batch  # noqa: PLC0415
+        from counterplan.solver.batch.run import explain_batch  # noqa: PLC0415
 
         return explain_batch(
             self,
@@ -205,7 +205,7 @@ class Explainer:
 def model_columns(model: Any, data: pd.DataFrame, target: str | None) -> list[str] | None:
     """The columns a model reads, in its order: a scorecard's own variables (None: it says),
     a model fitted on a DataFrame's ``feature_names_in_``, else every column but ``target``."""
-    from planning.scorecard import PointsTable, ScorecardAdapter, is_optbinning_scorecard  # noqa: PLC0415
+    from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, is_optbinning_scorecard  # noqa: PLC0415
 
     if isinstance(model, PointsTable | ScorecardAdapter) or is_optbinning_scorecard(model):
         return None

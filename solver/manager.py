@@ -5,7 +5,7 @@ listen to their best solutions, wait for results, or terminate one early (its be
 so far comes back as its result). It knows nothing of gRPC: the service is a thin layer on it.
 
 Solves of one model may share their model calls (dynamic batching): pass the model's
-:class:`~solver.batch.shared_calls.SharedCalls` to :meth:`SolverManager.submit`, and the job is
+:class:`~counterplan.solver.batch.shared_calls.SharedCalls` to :meth:`SolverManager.submit`, and the job is
 its member while it runs (not while it waits in the queue, where it would hold up the others),
 so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls.
 """
@@ -18,13 +18,13 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from planning.errors import CounterplanError
-from planning.problem import CounterfactualProblem
-from solver.batch.shared_calls import SharedCalls
-from solver.core.config import SolverConfig
-from solver.core.result import BestSolutionEvent, CounterfactualResult
-from solver.counterfactual import CounterfactualSolver, Listener
-from solver.engines import EngineChoice
+from counterplan.planning.errors import CounterplanError
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.result import BestSolutionEvent, CounterfactualResult
+from counterplan.solver.counterfactual import CounterfactualSolver, Listener
+from counterplan.solver.engines import EngineChoice
 
 
 class SolveStatus(enum.Enum):

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import optuna
 
-from planning.errors import InvalidInputError
-from planning.problem import CounterfactualProblem
-from solver.core.config import (
+from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.core.config import (
     BoundaryPolishPhaseConfig,
     FeatureScanPhaseConfig,
     ForagerConfig,
@@ -53,9 +53,9 @@ from solver.core.config import (
     TerminationConfig,
     stable_termination,
 )
-from solver.core.result import CounterfactualResult
-from solver.counterfactual import explain
-from solver.engines import EngineChoice, choose
+from counterplan.solver.core.result import CounterfactualResult
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import EngineChoice, choose
 
 ENGINES = (
     "tabu_search",
@@ -323,7 +323,7 @@ def tune(
     on_trial:
         Called after every trial (progress display).
     engine:
-        ``exact`` or ``auto`` (:mod:`solver.engines`): every trial's configuration ends with the
+        ``exact`` or ``auto`` (:mod:`counterplan.solver.engines`): every trial's configuration ends with the
         exact engine (auto: when the first tuning row's problem can be encoded), so the tuned
         local search is its warm start; the written configuration keeps the exact phase.
         ``swarm``: the trials tune the particle swarm's own settings

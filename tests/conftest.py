@@ -10,9 +10,9 @@ import structlog
 from hypothesis import HealthCheck, settings
 from sklearn.pipeline import Pipeline
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
-from solver.explainer import Explainer
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
+from counterplan.solver.explainer import Explainer
 
 # Tests must pass on a slow, busy 2-core machine, and the same way every run.
 settings.register_profile(

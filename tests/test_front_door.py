@@ -15,8 +15,7 @@ HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "r
 
 def test_every_public_name_resolves() -> None:
     import counterplan
-    import planning
-    import solver
+    from counterplan import planning, solver
 
     for package in (counterplan, planning, solver):
         missing = [name for name in package.__all__ if getattr(package, name, None) is None]
@@ -41,7 +40,7 @@ def _loaded_after(code: str) -> list[str]:
     "argv", [["--help"], ["explain", "--help"], ["serve", "--help"], ["plan", "--help"], ["explain", "--bogus"]]
 )
 def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
-    code = f"from server.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    code = f"from counterplan.server.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
     assert _loaded_after(code) == []
 
 

@@ -25,8 +25,9 @@ def test_mypy_strict_is_clean() -> None:
 
 def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
     code = (
-        "import sys, planning, planning.demo\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in {'solver', 'server', 'grpc', 'optuna'}]\n"
+        "import sys, counterplan.planning, counterplan.planning.demo\n"
+        "outer = ('counterplan.solver', 'counterplan.server', 'grpc', 'optuna')\n"
+        "bad = [m for m in sys.modules if any(m == o or m.startswith(o + '.') for o in outer)]\n"
         "print(','.join(bad))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -34,7 +35,7 @@ def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
 
 
 def test_the_readme_configuration_example_is_the_default() -> None:
-    from solver import SolverConfig
+    from counterplan.solver import SolverConfig
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("```yaml") + len("```yaml")

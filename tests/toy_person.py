@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from planning import CategoricalFeature, IntegerFeature
-from planning.space import FeatureSpace
+from counterplan.planning import CategoricalFeature, IntegerFeature
+from counterplan.planning.space import FeatureSpace
 
 
 def toy_space() -> FeatureSpace:

@@ -2,8 +2,8 @@
 
 The .proto files are the source of truth; the generated modules are committed under
 ``server/_generated/`` and a test regenerates them and fails if they differ. The proto path is
-mapped (``-Iserver/_generated=proto``) so the generated imports are
-``server._generated.counterplan.v1``, a real package, with no sys.path tricks.
+mapped (``-Icounterplan/server/_generated=proto``) so the generated imports are
+``counterplan.server._generated.counterplan.v1``, a real package, with no sys.path tricks.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from google.rpc import status_pb2
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "server/_generated"
+PACKAGE = "counterplan/server/_generated"
 
 
 def generate(output_root: Path) -> list[Path]:

@@ -1,8 +1,8 @@
 """Many problems of one model explained together (DESIGN.md, "Many instances, many machines").
 
-The solves of a batch run in threads and share their model calls (:mod:`solver.batch.shared_calls`),
+The solves of a batch run in threads and share their model calls (:mod:`counterplan.solver.batch.shared_calls`),
 so they step in lockstep: one model call per step for all of them. Each instance keeps its own
-seed (from the global seed and its row id, :func:`solver.batch.rows.row_seed`), termination and
+seed (from the global seed and its row id, :func:`counterplan.solver.batch.rows.row_seed`), termination and
 result, so its answer does not depend on the batch it ran in, the number of workers or Ray.
 """
 
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planning._lazy import attach
+from counterplan.planning._lazy import attach
 
 if TYPE_CHECKING:
-    from solver.batch.records import RECORD_COLUMNS
-    from solver.batch.rows import RowSelection, row_seed
-    from solver.batch.run import explain_batch
-    from solver.batch.shared_calls import SharedCalls
+    from counterplan.solver.batch.records import RECORD_COLUMNS
+    from counterplan.solver.batch.rows import RowSelection, row_seed
+    from counterplan.solver.batch.run import explain_batch
+    from counterplan.solver.batch.shared_calls import SharedCalls
 
 _EXPORTS: dict[str, str] = {
-    "RECORD_COLUMNS": "solver.batch.records",
-    "RowSelection": "solver.batch.rows",
-    "SharedCalls": "solver.batch.shared_calls",
-    "explain_batch": "solver.batch.run",
-    "row_seed": "solver.batch.rows",
+    "RECORD_COLUMNS": "counterplan.solver.batch.records",
+    "RowSelection": "counterplan.solver.batch.rows",
+    "SharedCalls": "counterplan.solver.batch.shared_calls",
+    "explain_batch": "counterplan.solver.batch.run",
+    "row_seed": "counterplan.solver.batch.rows",
 }
 """Each public name and the module that defines it, imported on first use."""
 

@@ -8,15 +8,15 @@ address), which is no way to learn of a typo.
 :func:`run_on_ray` follows Ray Data's batch-inference pattern: the explainer (model, training
 data, settings) goes into the object store once (``ray.put``) and each worker actor fetches it
 once; the rows become a :class:`ray.data.Dataset` cut into blocks of at most ``window`` rows,
-and ``map_batches`` solves each block with :func:`solver.batch.run.run_block`, so the rows of a
+and ``map_batches`` solves each block with :func:`counterplan.solver.batch.run.run_block`, so the rows of a
 block share their model calls as in one process. Each row keeps the seed it gets from the global
-seed and its id (:func:`solver.batch.rows.row_seed`), so every record equals the in-process one
+seed and its id (:func:`counterplan.solver.batch.rows.row_seed`), so every record equals the in-process one
 whatever block or node it lands in.
 
 Rows and records travel as pickled bytes in a single binary column: a row dict mixes numbers,
 strings, None and NaN, which Arrow and pandas would coerce column by column (an integer column
 with a missing value becomes float, a row id's type changes), while the records must come back
-exactly as :func:`~solver.batch.run.run_block` made them. Ray itself pickles whatever it ships,
+exactly as :func:`~counterplan.solver.batch.run.run_block` made them. Ray itself pickles whatever it ships,
 so this adds no new trust boundary: driver and workers are one job.
 
 Ray is an optional dependency (the ``ray`` extra) and is imported only here, only when asked;
@@ -39,11 +39,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from planning.errors import ProblemError, one_line
-from solver.batch.run import Item, Record, run_block
+from counterplan.planning.errors import ProblemError, one_line
+from counterplan.solver.batch.run import Item, Record, run_block
 
 if TYPE_CHECKING:
-    from solver.explainer import Explainer
+    from counterplan.solver.explainer import Explainer
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from planning.errors import one_line
-from solver.core.result import CounterfactualResult
+from counterplan.planning.errors import one_line
+from counterplan.solver.core.result import CounterfactualResult
 
 RECORD_COLUMNS = (
     "row_id",

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planning.errors import ProblemError
-from solver.core.config import MAX_SEED
+from counterplan.planning.errors import ProblemError
+from counterplan.solver.core.config import MAX_SEED
 
 _RANGE = re.compile(r"^\s*(-?\d*)\s*:\s*(-?\d*)\s*$")
 

@@ -1,7 +1,7 @@
 """Run a batch: rows in, one record per row out, in lockstep threads and optional processes.
 
 In one process, up to ``window`` rows are solved at once, each in its own thread, all sharing
-one :class:`~solver.batch.shared_calls.SharedCalls`: every step of every running solve is scored
+one :class:`~counterplan.solver.batch.shared_calls.SharedCalls`: every step of every running solve is scored
 in one model call. A row that finishes makes room for the next (continuous batching). With
 ``workers`` > 1 the rows are cut into blocks of ``window`` and each block runs in a worker
 process the same way; the explainer is sent to each worker once. Records come back through
@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.errors import ProblemError
-from solver.batch.records import error_record, record_of, records_frame
-from solver.batch.rows import RowSelection, id_text, row_seed
-from solver.batch.shared_calls import SharedCalls
-from solver.core.config import ExactPhaseConfig
+from counterplan.planning.errors import ProblemError
+from counterplan.solver.batch.records import error_record, record_of, records_frame
+from counterplan.solver.batch.rows import RowSelection, id_text, row_seed
+from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.core.config import ExactPhaseConfig
 
 if TYPE_CHECKING:
-    from solver.explainer import Explainer
+    from counterplan.solver.explainer import Explainer
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
@@ -69,7 +69,7 @@ def explain_batch(
         positions; ids: the index labels, positions for a CSV); None: every training row.
     seed:
         The batch's seed (default the explainer's, else 0); each row's own comes from it and
-        the row's id (:func:`solver.batch.rows.row_seed`).
+        the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
     only_rejected:
         Leave out rows that already meet the goal (``rows="rejected"`` sets it).
     workers:
@@ -83,7 +83,7 @@ def explain_batch(
     ray:
         Run the blocks on Ray instead of local processes: ``"auto"`` starts a local Ray for the
         job, an address (``ray://host:10001``, ``host:6379``) joins a running cluster
-        (:mod:`solver.batch.on_ray`; needs the ``ray`` extra).
+        (:mod:`counterplan.solver.batch.on_ray`; needs the ``ray`` extra).
 
     Returns
     -------
@@ -100,7 +100,7 @@ def explain_batch(
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
         raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
     if ray is not None:
-        from solver.batch.on_ray import connect  # noqa: PLC0415 - ray loads only when asked
+        from counterplan.solver.batch.on_ray import connect  # noqa: PLC0415 - ray loads only when asked
 
         connect(ray)  # an address that does not answer is refused before any work starts
     records: list[Record] = []
@@ -113,7 +113,7 @@ def explain_batch(
             on_record(record)
 
     if ray is not None:
-        from solver.batch.on_ray import run_on_ray  # noqa: PLC0415
+        from counterplan.solver.batch.on_ray import run_on_ray  # noqa: PLC0415
 
         run_on_ray(explainer, items, base, window=size, on_record=keep)
     elif workers == 1:

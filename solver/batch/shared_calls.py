@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from planning.fast_model import space_signature
-from planning.models import ModelAdapter, Predictions
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.fast_model import space_signature
+from counterplan.planning.models import ModelAdapter, Predictions
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_ROWS_PER_CALL = 65_536
 """Rows per merged model call: more are split into several calls (memory, not speed)."""

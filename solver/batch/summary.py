@@ -4,7 +4,7 @@ answers are, and which features they change.
 A batch of thousands of records is read through its summary first, as a model's audit starts
 with its aggregate counterfactual figures ("most rejected applicants are told to lower their
 debt") before single rows. The computation is pure pandas over the records
-(:mod:`solver.batch.records`) and the original rows, so it is the same for a batch just run and
+(:mod:`counterplan.solver.batch.records`) and the original rows, so it is the same for a batch just run and
 for one read back from a results file, and tests need no solver.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from solver.batch.records import PROPOSED_PREFIX
+from counterplan.solver.batch.records import PROPOSED_PREFIX
 
 FEATURE_COLUMNS = ("feature", "changed", "share", "median_change", "top_change", "top_change_count")
 """The columns of :attr:`BatchSummary.features`."""
@@ -85,7 +85,7 @@ class BatchSummary:
 
 
 def summarize(records: pd.DataFrame, originals: pd.DataFrame) -> BatchSummary:
-    """The summary of ``records`` (one per row, as :func:`solver.batch.explain_batch` returns them
+    """The summary of ``records`` (one per row, as :func:`counterplan.solver.batch.explain_batch` returns them
     or as read back from its output) against ``originals``, the rows as they were, indexed by
     row id, with one column per feature."""
     status = records["status"].astype(str)

@@ -28,8 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from planning.errors import ProblemError
-from solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
+from counterplan.planning.errors import ProblemError
+from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
 
 SUFFIXES = (".csv", ".parquet")
 """Output formats, by suffix."""

@@ -3,7 +3,7 @@
 Each step builds a candidate matrix: rows (walkers x moves per step; a scan's grid values per
 mutable feature; a polish's grid per changed number) times the problem's features, as float64,
 plus the model's copy of it. Every field of a configuration is bounded on its own
-(:mod:`solver.core.config`), but their product is what fills memory, so it is checked against the
+(:mod:`counterplan.solver.core.config`), but their product is what fills memory, so it is checked against the
 problem here and an expensive configuration is refused, naming the field and the limit, before
 anything is allocated.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from solver.core.config import (
+from counterplan.solver.core.config import (
     BoundaryPolishPhaseConfig,
     ConfigError,
     FeatureScanPhaseConfig,
@@ -92,7 +92,7 @@ COPIES_PER_STEP = 4
 encoded matrix, its scores): a step's memory is this many times its float64 candidate values."""
 POOL_MAX_VALUES = 4_000_000
 """Values the pool of feasible rows kept for several answers may hold (32 MB); see
-:func:`solver.core.scope.SolverScope.offer`."""
+:func:`counterplan.solver.core.scope.SolverScope.offer`."""
 BASE_BYTES = 8 * 1024 * 1024
 """A solve's fixed overhead: the problem, scopes, walkers and result."""
 

@@ -2,7 +2,7 @@
 
 The shape follows OptaPlanner's solver config: a solver has a termination and a list of
 phases; a local-search phase has an acceptor, a forager, a move selector and its own
-termination. Factories (``solver.local.factory``) fill defaults and reject contradictions; runtime
+termination. Factories (``counterplan.solver.local.factory``) fill defaults and reject contradictions; runtime
 objects live for one solve. A tuned configuration is saved with :meth:`SolverConfig.to_yaml`
 and served as is.
 """
@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
-from planning._pydantic import reraise
-from planning.errors import InvalidInputError, ScoreFormatError
-from planning.score import BendableScore
-from planning.threads import MAX_MODEL_THREADS
-from solver.core.safe_yaml import ConfigTextError, load_config_text
+from counterplan.planning._pydantic import reraise
+from counterplan.planning.errors import InvalidInputError, ScoreFormatError
+from counterplan.planning.score import BendableScore
+from counterplan.planning.threads import MAX_MODEL_THREADS
+from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 
 class ConfigError(InvalidInputError):
@@ -241,7 +241,7 @@ class FeatureScanPhaseConfig(_Config):
     type: Literal["feature_scan"] = "feature_scan"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 24
     split_values: bool = True
-    """Also try each number just past each split threshold of a tree model (``solver.exact.splits``):
+    """Also try each number just past each split threshold of a tree model (``counterplan.solver.exact.splits``):
     where the optimal answers land, often far from the original."""
     greedy_steps: Annotated[int, Field(ge=0, le=50)] = 6
     """Then build a counterfactual greedily: take the move with the best goal gain per unit
@@ -259,7 +259,7 @@ class BoundaryPolishPhaseConfig(_Config):
     With ``starts`` above 1 it then polishes, together, the best row of each of the next
     ``starts - 1`` distinct sets of changed features the solve has found feasible (reverts
     and a grid per changed number, one call per iteration for all of them, see
-    :mod:`solver.core.refine`), and keeps the best: a route the search left unpolished, or
+    :mod:`counterplan.solver.core.refine`), and keeps the best: a route the search left unpolished, or
     carrying a needless change, can shave down below the polished best.
     """
 
@@ -270,7 +270,7 @@ class BoundaryPolishPhaseConfig(_Config):
 
 
 class ExactPhaseConfig(_Config):
-    """The exact engine: a mixed-integer program that proves the optimum (``solver.exact``).
+    """The exact engine: a mixed-integer program that proves the optimum (``counterplan.solver.exact``).
 
     It encodes the model (linear models and tree ensembles, behind scikit-learn preprocessing),
     the domains, the rules and the distance; a local-search phase before it gives its warm start.
@@ -316,7 +316,7 @@ class SwarmPhaseConfig(_Config):
     labels, else the model's sensitivity at the original; ``"all"``: every mutable one), each boxed
     to ``[z (1 - box_ratio), z (1 + box_ratio)]`` around its scaled original ``z`` (``[z - box_ratio,
     z + box_ratio]`` where ``z`` is 0), clipped to the domain. Every iteration scores the whole swarm
-    in one model call. See :mod:`solver.swarm`.
+    in one model call. See :mod:`counterplan.solver.swarm`.
     """
 
     type: Literal["swarm"] = "swarm"
@@ -419,7 +419,7 @@ class SolverConfig(_Config):
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] | None = 1
     """Native (OpenMP, BLAS) threads a model call may use; None leaves the pools as they are.
     One by default: the engines batch candidates, and extra threads fight other work for the
-    cores (see :mod:`planning.threads`). Like OptaPlanner's ``moveThreadCount``, a speed knob only."""
+    cores (see :mod:`counterplan.planning.threads`). Like OptaPlanner's ``moveThreadCount``, a speed knob only."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -436,7 +436,7 @@ class SolverConfig(_Config):
 
     @classmethod
     def from_yaml(cls, text: str) -> SolverConfig:
-        """Parse YAML (or JSON, which YAML reads too), within :mod:`solver.core.safe_yaml`'s limits."""
+        """Parse YAML (or JSON, which YAML reads too), within :mod:`counterplan.solver.core.safe_yaml`'s limits."""
         try:
             data = load_config_text(text)
         except ConfigTextError as exc:

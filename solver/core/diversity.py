@@ -3,9 +3,9 @@
 Why this method: the walkers already search different basins, and every feasible row they
 score is kept, so the pool holds many valid answers at no extra model call. Successive solves
 that penalise used feature sets would cost a whole solve per answer; instead
-:mod:`solver.local.routes` runs only the cheap greedy chains of the feature scan with the features
+:mod:`counterplan.solver.local.routes` runs only the cheap greedy chains of the feature scan with the features
 of answers already found held back, which finds the near routes the pool lacks. Every
-candidate first loses its needless changes (:mod:`solver.core.refine`), so no answer is a shorter
+candidate first loses its needless changes (:mod:`counterplan.solver.core.refine`), so no answer is a shorter
 answer plus extra edits (DiCE's and CARLA's redundancy stays 0).
 
 From these candidates, the best row comes first. Only rows still close are eligible: at most
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.core.protocol import FloatMatrix
-from solver.core.scores import best_first
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.scores import best_first
 
 CANDIDATES = 400
 CLOSENESS = (3.0, 10.0)

@@ -1,6 +1,6 @@
 """The solver: runs its phases in sequence on one problem, from the original instance.
 
-It knows the problem only through :mod:`solver.core.protocol`. The solver-level termination
+It knows the problem only through :mod:`counterplan.solver.core.protocol`. The solver-level termination
 bounds every phase; :meth:`Solver.terminate_early` stops the solve from another thread, and
 the best solution found so far comes back.
 """
@@ -13,25 +13,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from solver.core.config import (
+from counterplan.solver.core.config import (
     BoundaryPolishPhaseConfig,
     ExactPhaseConfig,
     FeatureScanPhaseConfig,
     SolverConfig,
     SwarmPhaseConfig,
 )
-from solver.core.events import BestSolutionChanged, EngineListener
-from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.core.scope import Progress, SolverScope
-from solver.core.termination import Termination, wall_limit
-from solver.local.phase import announce
+from counterplan.solver.core.events import BestSolutionChanged, EngineListener
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scope import Progress, SolverScope
+from counterplan.solver.core.termination import Termination, wall_limit
+from counterplan.solver.local.phase import announce
 
 if TYPE_CHECKING:
-    from solver.exact.phase import ExactPhase
-    from solver.swarm.phase import SwarmPhase
-from solver.local.phase import LocalSearchPhase
-from solver.local.polish import BoundaryPolishPhase
-from solver.local.scan import FeatureScanPhase
+    from counterplan.solver.exact.phase import ExactPhase
+    from counterplan.solver.swarm.phase import SwarmPhase
+from counterplan.solver.local.phase import LocalSearchPhase
+from counterplan.solver.local.polish import BoundaryPolishPhase
+from counterplan.solver.local.scan import FeatureScanPhase
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SolveOutcome:
 
 
 class Solver:
-    """Solves one encoded problem with a :class:`~solver.core.config.SolverConfig`.
+    """Solves one encoded problem with a :class:`~counterplan.solver.core.config.SolverConfig`.
 
     Parameters
     ----------
@@ -144,11 +144,11 @@ class Solver:
                 scope.answer_rows, scope.answer_source = None, ""  # the program chooses its own set
             phase: FeatureScanPhase | LocalSearchPhase | BoundaryPolishPhase | ExactPhase | SwarmPhase
             if isinstance(phase_config, SwarmPhaseConfig):
-                from solver.swarm.phase import SwarmPhase  # noqa: PLC0415 - loads with the first swarm phase
+                from counterplan.solver.swarm.phase import SwarmPhase  # noqa: PLC0415 - loads with the first swarm phase
 
                 phase = SwarmPhase(phase_config)
             elif isinstance(phase_config, ExactPhaseConfig):
-                from solver.exact.phase import ExactPhase  # noqa: PLC0415 - loads HiGHS only when asked
+                from counterplan.solver.exact.phase import ExactPhase  # noqa: PLC0415 - loads HiGHS only when asked
 
                 phase = ExactPhase(phase_config)
             elif isinstance(phase_config, FeatureScanPhaseConfig):

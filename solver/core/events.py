@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from solver.core.protocol import FloatMatrix
+from counterplan.solver.core.protocol import FloatMatrix
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.core.scores import score_batches
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scores import score_batches
 
 _REVERT = -1.0
 

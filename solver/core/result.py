@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from planning.score import BendableScore
+from counterplan.planning.score import BendableScore
 
 
 class Change(BaseModel):
@@ -25,7 +25,7 @@ class Change(BaseModel):
 
 
 class ExactStatistics(BaseModel):
-    """What the exact engine proved (:mod:`solver.exact.phase` fills it in)."""
+    """What the exact engine proved (:mod:`counterplan.solver.exact.phase` fills it in)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -54,7 +54,7 @@ class ExactStatistics(BaseModel):
 
 
 class SwarmStatistics(BaseModel):
-    """What the particle swarm did (:mod:`solver.swarm.phase` fills it in)."""
+    """What the particle swarm did (:mod:`counterplan.solver.swarm.phase` fills it in)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -140,13 +140,13 @@ class CounterfactualResult(BaseModel):
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
     the one above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see :mod:`solver.core.diversity`);
+    most ten times as far from the original as the best one, see :mod:`counterplan.solver.core.diversity`);
     never padded."""
     requested: int = 1
     """How many answers were asked for."""
     blocked_by: list[str] = []
     """When no valid answer was found: the immutable features whose change alone would reach
-    the goal, or else those that would bring it closest (see :mod:`solver.diagnosis`)."""
+    the goal, or else those that would bring it closest (see :mod:`counterplan.solver.diagnosis`)."""
     already_met: bool = False
     """The instance met every goal as it was: nothing to change, no search ran."""
 
@@ -199,7 +199,7 @@ class CounterfactualResult(BaseModel):
 
     @property
     def bendable_score(self) -> BendableScore:
-        """The score as a :class:`~planning.score.BendableScore`."""
+        """The score as a :class:`~counterplan.planning.score.BendableScore`."""
         return BendableScore.parse(self.score)
 
     def to_dataframe(self) -> pd.DataFrame:

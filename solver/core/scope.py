@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from solver.core.budget import POOL_MAX_VALUES
-from solver.core.diversity import best_per_change_set
-from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.core.scores import HARD_LEVELS, best_first, best_row, is_better
+from counterplan.solver.core.budget import POOL_MAX_VALUES
+from counterplan.solver.core.diversity import best_per_change_set
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scores import HARD_LEVELS, best_first, best_row, is_better
 
 
 @dataclass
@@ -67,7 +67,7 @@ class SolverScope:
     wall_limit: float | None = None
     """Seconds after the solve's start when its termination ends it whatever else happens."""
     exact: Any = None
-    """The exact engine's report, when it ran (:class:`solver.core.result.ExactStatistics`)."""
+    """The exact engine's report, when it ran (:class:`counterplan.solver.core.result.ExactStatistics`)."""
     answers: int = 1
     """How many answers the solve wants."""
     answer_rows: FloatMatrix | None = None
@@ -75,12 +75,12 @@ class SolverScope:
     for one, or the swarm's picks per cluster (``answer_source`` says which)."""
     answer_source: str = ""
     swarm: Any = None
-    """The particle swarm's report, when it ran (:class:`solver.core.result.SwarmStatistics`)."""
+    """The particle swarm's report, when it ran (:class:`counterplan.solver.core.result.SwarmStatistics`)."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
     """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
 
     def _compact_pool(self) -> None:
-        """Keep the pool within :data:`~solver.core.budget.POOL_MAX_VALUES`: each row once, the three
+        """Keep the pool within :data:`~counterplan.solver.core.budget.POOL_MAX_VALUES`: each row once, the three
         best of each set of changed features (all that choosing answers ever reads), in their
         order; past half the cap, the best-scored of those."""
         assert self.pool is not None

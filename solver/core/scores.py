@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.core.protocol import BatchScorer, BoolArray, FloatMatrix
+from counterplan.solver.core.protocol import BatchScorer, BoolArray, FloatMatrix
 
 HARD_LEVELS = 3
 MAX_ROWS_PER_CALL = 4096

@@ -1,6 +1,6 @@
 """Terminations: when a solve or a phase stops, and how far along it is (0..1).
 
-Built from a :class:`~solver.core.config.TerminationConfig` tree. Each limit reports whether it
+Built from a :class:`~counterplan.solver.core.config.TerminationConfig` tree. Each limit reports whether it
 is reached and its progress; ``"or"`` ends at the first reached limit and reports the largest
 progress, ``"and"`` ends when all are reached and reports the smallest, as in OptaPlanner.
 Simulated annealing cools by this progress.
@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planning.score import BendableScore
-from solver.core.config import TerminationConfig
-from solver.core.scope import Progress
-from solver.core.scores import is_feasible, not_worse
+from counterplan.planning.score import BendableScore
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.core.scope import Progress
+from counterplan.solver.core.scores import is_feasible, not_worse
 
 Check = tuple[str, Callable[[Progress], tuple[bool, float]]]
 
@@ -26,7 +26,7 @@ def _ratio(value: float, limit: float) -> tuple[bool, float]:
 
 
 class Termination:
-    """A runtime termination tree, checked against a :class:`~solver.core.scope.Progress`."""
+    """A runtime termination tree, checked against a :class:`~counterplan.solver.core.scope.Progress`."""
 
     def __init__(self, config: TerminationConfig) -> None:
         self.config = config

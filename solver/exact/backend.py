@@ -15,9 +15,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from solver.exact import highs, ortools_backend
-from solver.exact.highs import MissingSolverError
-from solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact import highs, ortools_backend
+from counterplan.solver.exact.highs import MissingSolverError
+from counterplan.solver.exact.milp import Milp, MilpResult
 
 Backend = Literal["auto", "highs", "ortools"]
 BACKENDS: tuple[str, ...] = ("auto", "highs", "ortools")
@@ -64,7 +64,7 @@ def solve(
     node_limit: int | None = None,
     threads: int = 1,
 ) -> tuple[MilpResult, str]:
-    """Minimise ``milp`` with ``backend`` (see :func:`solver.exact.highs.solve` for the
+    """Minimise ``milp`` with ``backend`` (see :func:`counterplan.solver.exact.highs.solve` for the
     arguments); returns the result and the backend that ran (``HiGHS 1.16.0 (highspy)``,
     ``SCIP 10.0.0 (OR-Tools 9.15)``). Raises :class:`MissingSolverError` when it cannot run."""
     if backend not in BACKENDS:

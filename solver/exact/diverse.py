@@ -27,15 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planning.problem import CounterfactualProblem
-from planning.scorecard import ScorecardAdapter
-from solver.core.config import ExactPhaseConfig
-from solver.core.events import EngineListener
-from solver.core.scope import SolverScope
-from solver.core.scores import is_feasible
-from solver.exact.formulation import FeatureVars, Formulation, build
-from solver.exact.milp import INF, Expr, Milp, add
-from solver.local.phase import announce
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.solver.core.config import ExactPhaseConfig
+from counterplan.solver.core.events import EngineListener
+from counterplan.solver.core.scope import SolverScope
+from counterplan.solver.core.scores import is_feasible
+from counterplan.solver.exact.formulation import FeatureVars, Formulation, build
+from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.local.phase import announce
 
 
 @dataclass
@@ -226,7 +226,7 @@ def solve_set(  # noqa: PLR0917 - the phase's context
 ) -> tuple[npt.NDArray[np.float64] | None, str, str]:
     """Solve for ``scope.answers`` answers (``config.answer_set``); returns the verified rows best
     first (None when there is no set), the program's status, and why there is no set."""
-    from solver.exact.backend import solve  # noqa: PLC0415 - the phase's own backend
+    from counterplan.solver.exact.backend import solve  # noqa: PLC0415 - the phase's own backend
 
     problem = scope.problem
     assert problem is not None

@@ -6,7 +6,7 @@ continuous number, one of its allowed values, or one category (an indicator each
 "changed" and, for numbers, the absolute change. Immutable features are constants. The
 objective is the soft score's level 0 (the distance: range- or MAD-scaled L1 per feature, 1 per
 changed category, the change penalty); level 1 (the number of changed features) is the
-tie-break, solved lexicographically (:mod:`solver.exact.phase`). Hard rules are constraints:
+tie-break, solved lexicographically (:mod:`counterplan.solver.exact.phase`). Hard rules are constraints:
 domains and monotone directions (bounds), allowed values and decimals (the grid), the maximum
 number of changes, and every goal on the model's output, which an encoder
 (:func:`encode_model`) writes as a linear expression of these variables.
@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.features import BooleanFeature, CategoricalFeature
-from planning.goals import ClassGoal, RangeGoal, ValueGoal
-from planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
-from planning.problem import CounterfactualProblem
-from planning.scorecard import ScorecardAdapter
-from solver.exact.hull import check_trust_region, encode_trust_region
-from solver.exact.inputs import Column, Lin, ModelInputs, NotEncodableError, decompose, evaluate
-from solver.exact.milp import INF, Expr, Milp, add
-from solver.exact.trees import Ensemble, Tree, read_ensemble
+from counterplan.planning.features import BooleanFeature, CategoricalFeature
+from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
+from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.solver.exact.hull import check_trust_region, encode_trust_region
+from counterplan.solver.exact.inputs import Column, Lin, ModelInputs, NotEncodableError, decompose, evaluate
+from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.exact.trees import Ensemble, Tree, read_ensemble
 
 LINEAR_CLASSIFIERS = ("LogisticRegression", "LogisticRegressionCV", "SGDClassifier", "LinearSVC", "RidgeClassifier")
 LABEL_ONLY = ("LinearSVC", "RidgeClassifier")
@@ -54,7 +54,7 @@ LINEAR_REGRESSORS = (
     "BayesianRidge",
 )
 NETWORKS = ("MLPClassifier", "MLPRegressor")
-"""ReLU networks: :mod:`solver.exact.networks`."""
+"""ReLU networks: :mod:`counterplan.solver.exact.networks`."""
 FLOAT32_MARGIN = 2.0**-19
 """Relative margin on each side of a float32 threshold: 16 units in the last place, so
 rounding the input to float32 never crosses the threshold."""
@@ -224,7 +224,7 @@ def build(
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
-    of answers solved at once, :mod:`solver.exact.diverse`)."""
+    of answers solved at once, :mod:`counterplan.solver.exact.diverse`)."""
     check_problem(problem)
     milp = Milp() if milp is None else milp
     features = [_feature(milp, problem, j) for j in range(problem.space.n_features)]
@@ -250,7 +250,7 @@ def build(
     _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
     encode_trust_region(formulation)
     if problem.relations is not None:
-        from solver.exact.relations import encode_relations  # noqa: PLC0415
+        from counterplan.solver.exact.relations import encode_relations  # noqa: PLC0415
 
         encode_relations(formulation)
     milp.minimise(formulation.distance)  # an encoding may replace the distance (the scorecard metric)
@@ -401,7 +401,7 @@ def encode_model(formulation: Formulation) -> Output:
     problem = formulation.problem
     adapter: Any = problem.model
     if isinstance(adapter, ScorecardAdapter):
-        from solver.exact.scorecards import encode_scorecard  # noqa: PLC0415
+        from counterplan.solver.exact.scorecards import encode_scorecard  # noqa: PLC0415
 
         return encode_scorecard(formulation, adapter)
     if len(adapter.outputs) != 1:
@@ -431,7 +431,7 @@ def encode_model(formulation: Formulation) -> Output:
     if kind in LINEAR_CLASSIFIERS or kind in LINEAR_REGRESSORS:
         return _linear(estimator, kind, inputs, original)
     if kind in NETWORKS:
-        from solver.exact.networks import encode_network  # noqa: PLC0415 - it imports this module
+        from counterplan.solver.exact.networks import encode_network  # noqa: PLC0415 - it imports this module
 
         return encode_network(formulation, estimator, inputs, original)
     ensemble = read_ensemble(estimator)

@@ -1,4 +1,4 @@
-"""The HiGHS backend (``highspy``, the ``exact`` extra): solves a :class:`~solver.exact.milp.Milp`.
+"""The HiGHS backend (``highspy``, the ``exact`` extra): solves a :class:`~counterplan.solver.exact.milp.Milp`.
 
 HiGHS is an open-source MILP solver with a proof of optimality (dual bound, gap, node count),
 warm starts (``setSolution``) and callbacks: every improving incumbent is reported as it is
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import CounterplanError
-from solver.exact.milp import Milp, MilpResult
+from counterplan.planning.errors import CounterplanError
+from counterplan.solver.exact.milp import Milp, MilpResult
 
 
 class MissingSolverError(CounterplanError, ImportError):

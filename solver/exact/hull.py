@@ -1,7 +1,7 @@
 """The trust region in the program (CE-OCL's data manifold): the answer is a convex combination
 of the reference rows, up to the slack.
 
-One weight ``lambda_i`` in [0, 1] per reference point of :class:`planning.trust_region.TrustRegion`,
+One weight ``lambda_i`` in [0, 1] per reference point of :class:`counterplan.planning.trust_region.TrustRegion`,
 ``sum lambda = 1``, and per column of the region's scaled space (a number's ``(x - low) / range``,
 a category's indicator at weight 1/2)::
 
@@ -11,8 +11,8 @@ with ``s = 0`` for the plain hull, else ``-u_j <= s_j <= u_j`` and ``sum u_j <= 
 column's constant is folded into the weights' coefficients through ``sum lambda = 1``, so a column
 of an immutable feature (a constant) that no reference row matches leaves a row HiGHS proves
 infeasible rather than an empty one. The slack in force is the region's: the settings', or the
-enlarged one every engine scores against (see :mod:`planning.trust_region`), so the program's
-answers are inside for :meth:`~planning.trust_region.TrustRegion.inside` too.
+enlarged one every engine scores against (see :mod:`counterplan.planning.trust_region`), so the program's
+answers are inside for :meth:`~counterplan.planning.trust_region.TrustRegion.inside` too.
 
 Size: ``reference_rows`` continuous weights, one dense row per column of the scaled space (two and
 a slack variable each when ``slack > 0``) and the two sums. What it costs HiGHS, measured on a
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from planning.problem import CounterfactualProblem
-from planning.trust_region import ONE_HOT
-from solver.exact.inputs import Lin, NotEncodableError
-from solver.exact.milp import INF, Expr, add
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.trust_region import ONE_HOT
+from counterplan.solver.exact.inputs import Lin, NotEncodableError
+from counterplan.solver.exact.milp import INF, Expr, add
 
 if TYPE_CHECKING:
-    from solver.exact.formulation import Formulation
+    from counterplan.solver.exact.formulation import Formulation
 
 log = structlog.get_logger(__name__)
 

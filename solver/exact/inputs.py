@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.errors import CounterplanError
-from planning.fast_model import same_category
-from solver.exact.milp import Expr, add
+from counterplan.planning.errors import CounterplanError
+from counterplan.planning.fast_model import same_category
+from counterplan.solver.exact.milp import Expr, add
 
 Lin = tuple[Expr, float]
 """A linear expression and its constant."""

@@ -1,7 +1,7 @@
 """A mixed-integer linear program as plain data, independent of the solver that solves it.
 
 The exact engine's formulation writes into a :class:`Milp` (variables with bounds and
-integrality, sparse linear rows, a linear objective); a backend (:mod:`solver.exact.highs`)
+integrality, sparse linear rows, a linear objective); a backend (:mod:`counterplan.solver.exact.highs`)
 solves it. Keeping the program as data lets a second backend (OR-Tools, which the scorecard
 issue brings with optbinning) take the same formulation, and lets tests inspect it.
 """

@@ -61,11 +61,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.features import BooleanFeature, CategoricalFeature
-from solver.exact.formulation import Formulation, Output
-from solver.exact.highs import _highspy, _new_highs
-from solver.exact.inputs import Lin, ModelInputs, NotEncodableError, evaluate
-from solver.exact.milp import INF, Expr, Milp, add
+from counterplan.planning.features import BooleanFeature, CategoricalFeature
+from counterplan.solver.exact.formulation import Formulation, Output
+from counterplan.solver.exact.highs import _highspy, _new_highs
+from counterplan.solver.exact.inputs import Lin, ModelInputs, NotEncodableError, evaluate
+from counterplan.solver.exact.milp import INF, Expr, Milp, add
 
 MAX_UNSTABLE_UNITS = 200
 """Unstable units (each a binary) the exact engine takes: see the measured table above."""

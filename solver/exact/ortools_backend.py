@@ -1,7 +1,7 @@
-"""The OR-Tools backend (``ortools``' pywraplp): solves a :class:`~solver.exact.milp.Milp` where
+"""The OR-Tools backend (``ortools``' pywraplp): solves a :class:`~counterplan.solver.exact.milp.Milp` where
 highspy cannot be loaded, e.g. beside optbinning (the ``scorecard`` extra), which brings OR-Tools.
 
-:func:`solve` has :func:`solver.exact.highs.solve`'s signature and result. The MIP solver is the
+:func:`solve` has :func:`counterplan.solver.exact.highs.solve`'s signature and result. The MIP solver is the
 first of :data:`SOLVERS` that OR-Tools can create. What each one does with the arguments
 through pywraplp (OR-Tools 9.15, measured):
 
@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from solver.exact.highs import MissingSolverError, quiet_stdout
-from solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
+from counterplan.solver.exact.milp import Milp, MilpResult
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
 """pywraplp's solver names, in order of preference (the first OR-Tools can create is used)."""
@@ -141,7 +141,7 @@ def solve(
 ) -> MilpResult:
     """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat).
 
-    As :func:`solver.exact.highs.solve`, with what the solver behind pywraplp allows (see the
+    As :func:`counterplan.solver.exact.highs.solve`, with what the solver behind pywraplp allows (see the
     module's table): ``on_incumbent`` is called once, with the final solution."""
     return solve_described(
         milp,

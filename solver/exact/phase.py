@@ -1,5 +1,5 @@
 """The exact engine as a solver phase: build the program, warm-start it from the best solution so
-far, solve it (HiGHS or OR-Tools: :mod:`solver.exact.backend`), check every answer through the
+far, solve it (HiGHS or OR-Tools: :mod:`counterplan.solver.exact.backend`), check every answer through the
 real model, and report the proof.
 
 Two programs run when ``lexicographic`` is on: the first minimises the distance (soft level 0);
@@ -21,18 +21,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planning.scorecard import ScorecardAdapter
-from solver.core.config import ExactPhaseConfig
-from solver.core.events import EngineListener
-from solver.core.result import ExactStatistics
-from solver.core.scope import Progress, SolverScope
-from solver.core.scores import is_feasible
-from solver.core.termination import Termination
-from solver.exact.backend import solve
-from solver.exact.formulation import Formulation, build
-from solver.exact.inputs import NotEncodableError
-from solver.exact.milp import INF, MilpResult
-from solver.local.phase import announce
+from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.solver.core.config import ExactPhaseConfig
+from counterplan.solver.core.events import EngineListener
+from counterplan.solver.core.result import ExactStatistics
+from counterplan.solver.core.scope import Progress, SolverScope
+from counterplan.solver.core.scores import is_feasible
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.formulation import Formulation, build
+from counterplan.solver.exact.inputs import NotEncodableError
+from counterplan.solver.exact.milp import INF, MilpResult
+from counterplan.solver.local.phase import announce
 
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
@@ -40,7 +40,7 @@ WIDER = 100.0
 
 
 class ExactPhase:
-    """Runs one :class:`~solver.core.config.ExactPhaseConfig`."""
+    """Runs one :class:`~counterplan.solver.core.config.ExactPhaseConfig`."""
 
     def __init__(self, config: ExactPhaseConfig) -> None:
         self.config = config
@@ -50,7 +50,7 @@ class ExactPhase:
         OR-Tools' SCIP when it is installed (optbinning brings it). Measured on heloc's 12-variable
         scorecard with the paper's objective (236 variables, 106 binaries, 636 rows): SCIP 0.26 s
         (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both proven, the same optimum."""
-        from solver.exact import ortools_backend  # noqa: PLC0415
+        from counterplan.solver.exact import ortools_backend  # noqa: PLC0415
 
         config = self.config
         scorecard = scope.problem is not None and isinstance(scope.problem.model, ScorecardAdapter)
@@ -136,8 +136,8 @@ class ExactPhase:
         return remaining, should_stop
 
     def _answer_set(self, scope: SolverScope, listeners: list[EngineListener], started: float) -> None:
-        """Several answers asked: solve for the set (:mod:`solver.exact.diverse`)."""
-        from solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
+        """Several answers asked: solve for the set (:mod:`counterplan.solver.exact.diverse`)."""
+        from counterplan.solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
 
         remaining, should_stop = self._clock(scope, started)
         if not is_feasible(scope.best_score):

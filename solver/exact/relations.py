@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.relations import LearnedRelations
-from solver.exact.inputs import Column, Lin, NotEncodableError, decompose
-from solver.exact.milp import add
-from solver.exact.trees import read_ensemble
+from counterplan.planning.relations import LearnedRelations
+from counterplan.solver.exact.inputs import Column, Lin, NotEncodableError, decompose
+from counterplan.solver.exact.milp import add
+from counterplan.solver.exact.trees import read_ensemble
 
 LINEAR = ("LinearRegression", "Ridge", "RidgeCV", "Lasso", "LassoCV", "ElasticNet", "ElasticNetCV", "HuberRegressor")
 
@@ -66,7 +66,7 @@ def _regressor(  # noqa: PLR0917 - one call site
     k: int,
 ) -> Lin:
     """``f``'s output as a linear expression (and warm-start fills for its auxiliaries)."""
-    from solver.exact.formulation import _affine_output, _trees  # noqa: PLC0415 - the formulation calls this
+    from counterplan.solver.exact.formulation import _affine_output, _trees  # noqa: PLC0415 - the formulation calls this
 
     estimator = inputs.estimator
     kind = type(estimator).__name__
@@ -79,7 +79,7 @@ def _regressor(  # noqa: PLR0917 - one call site
         formulation, leaves=[], trees=[], thresholds=[], bands={}, original_sides={}, fills=[], inputs=inputs
     )
     if kind == "MLPRegressor":
-        from solver.exact.networks import encode_network  # noqa: PLC0415
+        from counterplan.solver.exact.networks import encode_network  # noqa: PLC0415
 
         network = encode_network(sub, estimator, inputs, original)
 

@@ -3,7 +3,7 @@
 A scorecard's output is a sum, per variable, of the contribution of the bin its value falls in:
 points for the score, or the log-odds for the class (optbinning: minus coefficient x WoE; a
 points table with an odds scaling: the points x ln 2 / PDO). That is an additive model of step
-functions, which is exactly what the tree encoding states (:func:`solver.exact.formulation._trees`):
+functions, which is exactly what the tree encoding states (:func:`counterplan.solver.exact.formulation._trees`):
 each variable becomes one tree, a chain of splits at its bin edges (``x < edge`` goes left, as
 the bins are half-open ``[lower, upper)``), whose leaves are its bins. So the counterfactual
 changes at most one bin per variable by construction, a bin is entered at its nearest point
@@ -28,13 +28,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planning.scorecard import PointsTable, ScorecardAdapter, ScorecardDistance, ScorecardVariable
-from solver.exact.inputs import Lin, ModelInputs, NotEncodableError
-from solver.exact.milp import INF, Expr, add
-from solver.exact.trees import Ensemble, Link, Tree
+from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, ScorecardDistance, ScorecardVariable
+from counterplan.solver.exact.inputs import Lin, ModelInputs, NotEncodableError
+from counterplan.solver.exact.milp import INF, Expr, add
+from counterplan.solver.exact.trees import Ensemble, Link, Tree
 
 if TYPE_CHECKING:
-    from solver.exact.formulation import Formulation, Output
+    from counterplan.solver.exact.formulation import Formulation, Output
 
 MAX_SCORECARD_BINS = 20_000
 """Bins in all: each costs a leaf variable and a threshold binary."""
@@ -60,7 +60,7 @@ class ScorecardColumns:
 
 def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Output:
     """The scorecard's output for the problem's goal, as a linear expression (an ``Output``)."""
-    from solver.exact.formulation import Output, _trees  # noqa: PLC0415 - one module uses the other
+    from counterplan.solver.exact.formulation import Output, _trees  # noqa: PLC0415 - one module uses the other
 
     problem = formulation.problem
     table = adapter.table

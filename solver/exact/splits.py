@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
-from planning.problem import CounterfactualProblem
-from solver.exact.formulation import (
+from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.exact.formulation import (
     FLOAT32_MARGIN,
     FLOAT64_MARGIN,
     Formulation,
@@ -37,9 +37,9 @@ from solver.exact.formulation import (
     _owner,
     base_columns,
 )
-from solver.exact.inputs import NotEncodableError, decompose
-from solver.exact.milp import Milp
-from solver.exact.trees import read_ensemble
+from counterplan.solver.exact.inputs import NotEncodableError, decompose
+from counterplan.solver.exact.milp import Milp
+from counterplan.solver.exact.trees import read_ensemble
 
 MAX_PER_FEATURE = 256
 """At most this many split values per feature (an even sample of them beyond)."""

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from solver.exact.inputs import NotEncodableError
+from counterplan.solver.exact.inputs import NotEncodableError
 
 Link = Literal["probability", "logit", "value"]
 

@@ -25,18 +25,18 @@ from typing import Any
 import numpy as np
 import structlog
 
-from planning.score import BendableScore
-from solver.core.config import (
+from counterplan.planning.score import BendableScore
+from counterplan.solver.core.config import (
     GreatDelugeAcceptorConfig,
     LateAcceptanceAcceptorConfig,
     SimulatedAnnealingAcceptorConfig,
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.core.protocol import BoolArray, FloatMatrix
-from solver.core.scope import Walker
-from solver.core.scores import better, compare_to, not_worse
-from solver.local.moves import MoveBatch
+from counterplan.solver.core.protocol import BoolArray, FloatMatrix
+from counterplan.solver.core.scope import Walker
+from counterplan.solver.core.scores import better, compare_to, not_worse
+from counterplan.solver.local.moves import MoveBatch
 
 log = structlog.get_logger(__name__)
 

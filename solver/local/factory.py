@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import structlog
 
-from solver.core.config import (
+from counterplan.solver.core.config import (
     GreatDelugeAcceptorConfig,
     HillClimbingAcceptorConfig,
     LateAcceptanceAcceptorConfig,
@@ -16,7 +16,7 @@ from solver.core.config import (
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.local.acceptors import (
+from counterplan.solver.local.acceptors import (
     Acceptor,
     GreatDelugeAcceptor,
     HillClimbingAcceptor,

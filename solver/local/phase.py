@@ -4,7 +4,7 @@ Each step samples every walker's moves at once (:meth:`MoveSelector.sample_many`
 them in one call, then the acceptors (:meth:`Acceptor.accept_lockstep`) and the forager
 (:meth:`Forager.pick_lockstep`) pick every walker's step in one vectorised pass each. The
 walkers' solutions and scores live in two matrices, one row per walker (each
-:class:`~solver.core.scope.Walker` holds views of its rows), so a step is the same few dozen
+:class:`~counterplan.solver.core.scope.Walker` holds views of its rows), so a step is the same few dozen
 numpy operations whatever the number of walkers. The solve's best is the best row scored so
 far, by any walker. Walkers start from the best solution when the phase starts.
 """
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.core.config import LocalSearchPhaseConfig
-from solver.core.events import BestSolutionChanged, EngineListener
-from solver.core.scope import Progress, SolverScope, Walker
-from solver.core.termination import Termination
-from solver.local.acceptors import LockstepContext
-from solver.local.factory import build_acceptor
-from solver.local.forager import Forager
-from solver.local.moves import MoveSelector
+from counterplan.solver.core.config import LocalSearchPhaseConfig
+from counterplan.solver.core.events import BestSolutionChanged, EngineListener
+from counterplan.solver.core.scope import Progress, SolverScope, Walker
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.local.acceptors import LockstepContext
+from counterplan.solver.local.factory import build_acceptor
+from counterplan.solver.local.forager import Forager
+from counterplan.solver.local.moves import MoveSelector
 
 
 class LocalSearchPhase:

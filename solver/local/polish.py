@@ -14,7 +14,7 @@ after ``max_iterations`` or at the first iteration that finds nothing better.
 
 With ``starts`` above 1, the same calls also refine the best feasible row of each of the next
 ``starts - 1`` distinct sets of changed features the solve has found (reverts and a grid per
-changed number, :class:`solver.core.refine.Refiner`): a route the search left coarse, or one carrying
+changed number, :class:`counterplan.solver.core.refine.Refiner`): a route the search left coarse, or one carrying
 a needless change, can shave down below the polished best. Those rows ride in the best's calls
 while it still improves; after that, iterations go on for them alone, up to ``max_iterations``.
 """
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.core.config import BoundaryPolishPhaseConfig
-from solver.core.diversity import best_per_change_set
-from solver.core.events import EngineListener
-from solver.core.protocol import FloatMatrix
-from solver.core.refine import Refiner
-from solver.core.scope import Progress, SolverScope, count_step
-from solver.core.scores import best_row, score_batches
-from solver.core.termination import Termination
-from solver.local.phase import announce
+from counterplan.solver.core.config import BoundaryPolishPhaseConfig
+from counterplan.solver.core.diversity import best_per_change_set
+from counterplan.solver.core.events import EngineListener
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.refine import Refiner
+from counterplan.solver.core.scope import Progress, SolverScope, count_step
+from counterplan.solver.core.scores import best_row, score_batches
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.local.phase import announce
 
 _JOINT = -1
 _REVERT = -2
@@ -80,7 +80,7 @@ class BoundaryPolishPhase:
     def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
         """Iterate until an iteration improves nothing, the limit, or the solver's termination.
 
-        With ``starts`` above 1, the other routes' refinement (:class:`solver.core.refine.Refiner`)
+        With ``starts`` above 1, the other routes' refinement (:class:`counterplan.solver.core.refine.Refiner`)
         shares each iteration's model call; its rows are offered at the end.
         """
         phase = Progress.starting(scope.best_score)

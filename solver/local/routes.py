@@ -2,7 +2,7 @@
 
 When several answers are asked for, the pool of rows the search scored tends to hold the best
 answer's route and its supersets: rows that reach the goal by the same changes plus others.
-Once their needless changes are dropped (:mod:`solver.core.refine`) they collapse onto the best
+Once their needless changes are dropped (:mod:`counterplan.solver.core.refine`) they collapse onto the best
 answer, and the only other routes left may be far ones. This module looks for the near ones
 directly, as the successive-solve method of diverse counterfactuals does, but at the price of
 the construction phase only: for each set of features to avoid it runs the feature scan's
@@ -23,10 +23,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from solver.core.diversity import best_per_change_set
-from solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
-from solver.core.scores import HARD_LEVELS, score_batches
-from solver.local.scan import ScanGrid
+from counterplan.solver.core.diversity import best_per_change_set
+from counterplan.solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scores import HARD_LEVELS, score_batches
+from counterplan.solver.local.scan import ScanGrid
 
 SETS_MAX = 256
 """Minimal routes are looked for among at most this many sets of changed features, the best-scored."""
@@ -107,7 +107,7 @@ def alternative_routes(
 def _most_efficient_per_chain(
     scores: FloatMatrix, base_scores: FloatMatrix, chains: np.ndarray, n: int
 ) -> npt.NDArray[np.intp]:
-    """Per chain, the row of ``scores`` that :func:`~solver.local.scan.most_efficient` picks among
+    """Per chain, the row of ``scores`` that :func:`~counterplan.solver.local.scan.most_efficient` picks among
     that chain's rows (``chains[k]`` owns row ``k``), -1 when none gains: all chains at once."""
     own = base_scores[chains]
     gain = scores[:, 0] - own[:, 0]

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.core.budget import MAX_CELLS_PER_STEP
-from solver.core.config import FeatureScanPhaseConfig
-from solver.core.events import EngineListener
-from solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
-from solver.core.scope import Progress, SolverScope, count_step
-from solver.core.scores import HARD_LEVELS, best_row, is_better, score_batches
-from solver.core.termination import Termination
-from solver.local.phase import announce
+from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
+from counterplan.solver.core.config import FeatureScanPhaseConfig
+from counterplan.solver.core.events import EngineListener
+from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scope import Progress, SolverScope, count_step
+from counterplan.solver.core.scores import HARD_LEVELS, best_row, is_better, score_batches
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.local.phase import announce
 
 _STEP_TOLERANCE = 1e-6
 """Two values of a grid one step apart, within this share of the step."""
@@ -212,7 +212,7 @@ def _join_splits(
     known = [j for j in space.split_values if features[j] and j not in space.allowed] if features is not None else []
     if not known:
         return value, owner, np.zeros(value.size, dtype=bool), origin
-    # where the model's trees change their decision (solver.exact.splits), each value once
+    # where the model's trees change their decision (counterplan.solver.exact.splits), each value once
     low, high = space.lower, space.upper
     split = np.concatenate([space.split_values[j] for j in known])
     split_owner = np.repeat(np.array(known, dtype=np.intp), [space.split_values[j].size for j in known])
@@ -253,7 +253,7 @@ def split_cells(space: EncodedSpace, grid: ScanGrid) -> np.ndarray:
     With the other features fixed, a tree ensemble's output changes only where a value crosses
     one of its thresholds, so the values between two neighbouring thresholds (a cell) score
     alike. The split values are the grid values on each side of each threshold
-    (:mod:`solver.exact.splits`): a threshold lies next to a split value, never between two
+    (:mod:`counterplan.solver.exact.splits`): a threshold lies next to a split value, never between two
     other entries. So each split value is a cell of its own, and the entries between two
     neighbouring split values (or past the outermost) share one, whichever side of its nearest
     split value a threshold lies on (``x <= t`` or XGBoost's ``x < t``). Cells are numbered
@@ -431,7 +431,7 @@ class _Distances:
 
     A chain's first scan, at its first base, shows what setting each entry's feature to the
     entry's value adds to the distance. When a distance is a sum over features (as
-    :mod:`planning.distance` makes them), a row's distance is its base's, plus what its entry
+    :mod:`counterplan.planning.distance` makes them), a row's distance is its base's, plus what its entry
     adds, less what the base's own value of that feature added. Every scan checks the
     predictions: they are vouched for once they held on rows that change two features or more
     of the first base (so that the sum is seen), and never again once one fails (a distance
@@ -608,7 +608,7 @@ class FeatureScanPhase:
         solver_termination: Termination,
     ) -> None:
         """A second greedy chain over the scan with the model's split values (a tree model's;
-        :mod:`solver.exact.splits`), kept aside: its rows are offered before the boundary polish
+        :mod:`counterplan.solver.exact.splits`), kept aside: its rows are offered before the boundary polish
         (``scope.deferred``), so the local search runs exactly as without them and the polish
         shaves whichever is best. Where the optimum lies just past a far threshold (adult's
         boosting: 9 rows of 10 optimal with it, 2 without), this is the route that finds it.

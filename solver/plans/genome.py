@@ -4,7 +4,7 @@ After CSCF (Naumann and Ntoutsi), its Figure 3: a plan over N actions is 2N keys
 first N say which actions run and in which order: an action whose key is above 0.5 is inactive,
 and the active ones run in the order of their keys, smallest first. The second N are each
 action's value: interpolated into an ``add`` action's delta range, or an index into a ``set``
-action's values (:meth:`planning.actions.Action.value_of`). So keys (0.70, 0.45, 0.02) give the
+action's values (:meth:`counterplan.planning.actions.Action.value_of`). So keys (0.70, 0.45, 0.02) give the
 sequence a3, a2. Every key vector is a valid plan (possibly empty), which is what lets a
 biased random-key genetic algorithm cross over and mutate without repair.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planning.actions import Action
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.actions import Action
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 IntMatrix = npt.NDArray[np.intp]
 ACTIVE_BELOW = 0.5

@@ -1,6 +1,6 @@
 """``plan(problem, actions, graph, config)``: the Pareto front of action plans, each step by step.
 
-The search (:mod:`~solver.plans.search`) returns the genomes of the feasible non-dominated plans;
+The search (:mod:`~counterplan.solver.plans.search`) returns the genomes of the feasible non-dominated plans;
 this module replays each of them from the original, checks every state after every step through
 the real model in one call (so a user sees which step flips the decision, and no plan is called
 valid that the model does not confirm at its end), and lays them out: ordered actions with their
@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planning.actions import Action, ActionSet, CostGraph
-from planning.calculator import Evaluation
-from planning.distance import gower
-from planning.problem import CounterfactualProblem
-from planning.space import FloatMatrix
-from planning.threads import NativeThreadLimit
-from solver.counterfactual import ModelFailureError
-from solver.plans.genome import decode
-from solver.plans.search import PlanConfig, PlanSearch
+from counterplan.planning.actions import Action, ActionSet, CostGraph
+from counterplan.planning.calculator import Evaluation
+from counterplan.planning.distance import gower
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FloatMatrix
+from counterplan.planning.threads import NativeThreadLimit
+from counterplan.solver.counterfactual import ModelFailureError
+from counterplan.solver.plans.genome import decode
+from counterplan.solver.plans.search import PlanConfig, PlanSearch
 
 SHORT_PLAN = 2
 """The short plan the result names: the cheapest of at most this many actions."""
@@ -100,8 +100,8 @@ def plan(
 ) -> PlanResult:
     """The Pareto front of action plans that take ``problem``'s original to its goals.
 
-    ``actions``: runtime :class:`~planning.actions.Action` s (with ``graph``), or an
-    :class:`~planning.actions.ActionSet` declared as data (its own graph is used).
+    ``actions``: runtime :class:`~counterplan.planning.actions.Action` s (with ``graph``), or an
+    :class:`~counterplan.planning.actions.ActionSet` declared as data (its own graph is used).
     ``on_generation(generation, front_objectives)`` sees the archive after each generation
     (columns: cost, distance, then per touched feature the steps that changed it); ``stop()``
     is asked after each generation and ends the search early when it returns True.

@@ -2,8 +2,8 @@
 
 Each generation (after Naumann and Ntoutsi's code):
 
-1. decode every genome (:mod:`~solver.plans.genome`), unroll every plan from the original
-   (:mod:`~solver.plans.unroll`), and score all the final states in **one** model call;
+1. decode every genome (:mod:`~counterplan.solver.plans.genome`), unroll every plan from the original
+   (:mod:`~counterplan.solver.plans.unroll`), and score all the final states in **one** model call;
 2. objectives, all minimised: the total cost (rounded to 4 decimals), the Gower distance from
    the original to the final state (rounded to 2), and per feature some action can change, the
    number of steps that changed it;
@@ -33,14 +33,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from planning.actions import Action, ActionError, CostGraph
-from planning.calculator import ScoreCalculator
-from planning.distance import gower
-from planning.problem import CounterfactualProblem
-from planning.space import FloatMatrix
-from planning.threads import MAX_MODEL_THREADS
-from solver.plans.genome import decode
-from solver.plans.unroll import Unrolled, unroll
+from counterplan.planning.actions import Action, ActionError, CostGraph
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.distance import gower
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FloatMatrix
+from counterplan.planning.threads import MAX_MODEL_THREADS
+from counterplan.solver.plans.genome import decode
+from counterplan.solver.plans.unroll import Unrolled, unroll
 
 COST_DECIMALS = 4
 DISTANCE_DECIMALS = 2

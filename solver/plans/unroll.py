@@ -1,7 +1,7 @@
 """Every plan of a population applied step by step to the original state, as array operations.
 
 At step t, the plans whose t-th action is a are applied together with one call of
-:func:`planning.actions.apply`, so a generation costs (plan length x actions) numpy passes, never
+:func:`counterplan.planning.actions.apply`, so a generation costs (plan length x actions) numpy passes, never
 one Python call per plan. A step that breaks a condition, leaves the domain or changes nothing
 is counted as a violation and leaves the state as it was (the paper's constraint g3); its cost
 is not added. Computed features (learned relations) follow each step through ``settle``, so the
@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from planning.actions import Action, CostGraph, apply
-from planning.space import FeatureSpace, FloatMatrix
-from solver.plans.genome import Decoded
+from counterplan.planning.actions import Action, CostGraph, apply
+from counterplan.planning.space import FeatureSpace, FloatMatrix
+from counterplan.solver.plans.genome import Decoded
 
 IntMatrix = npt.NDArray[np.intp]
 

@@ -1,8 +1,8 @@
 """The particle-swarm phase: MD-PSO (Shekhar et al.) as one phase of the solver.
 
-Every iteration decodes the whole swarm into candidate rows (:mod:`solver.swarm.positions`),
+Every iteration decodes the whole swarm into candidate rows (:mod:`counterplan.solver.swarm.positions`),
 scores them in one model call, updates each particle's own best and the swarm's best, and moves
-every particle (:mod:`solver.swarm.velocity`). Each iteration is one step of the solve: the
+every particle (:mod:`counterplan.solver.swarm.velocity`). Each iteration is one step of the solve: the
 solver's termination bounds it, every scored row is offered to the solve's best (so the
 best-solution events fire as with any engine), and the phase's own ``termination`` can end it
 early.
@@ -16,26 +16,26 @@ A warm start: when an earlier phase found a better row than the original, the fi
 starts there. When no particle is valid by half the iterations, the box opens to the whole domain
 (``widen_when_infeasible``). When the phase ends, its particles' best rows (best first, distinct) become the
 starting points of a following local-search phase's walkers; and when several answers are
-asked, k-means picks them (:mod:`solver.swarm.clusters`).
+asked, k-means picks them (:mod:`counterplan.solver.swarm.clusters`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from planning.distance import gower
-from solver.core.config import SwarmPhaseConfig
-from solver.core.events import EngineListener
-from solver.core.protocol import EncodedSpace, FloatMatrix
-from solver.core.result import SwarmStatistics
-from solver.core.scope import Progress, SolverScope
-from solver.core.scores import HARD_LEVELS, best_first, best_row, better
-from solver.core.termination import Termination
-from solver.local.phase import announce
-from solver.swarm.clusters import kmeans, pick_per_cluster
-from solver.swarm.positions import SwarmPositions, searchable
-from solver.swarm.ranking import rank
-from solver.swarm.velocity import Coefficients, move
+from counterplan.planning.distance import gower
+from counterplan.solver.core.config import SwarmPhaseConfig
+from counterplan.solver.core.events import EngineListener
+from counterplan.solver.core.protocol import EncodedSpace, FloatMatrix
+from counterplan.solver.core.result import SwarmStatistics
+from counterplan.solver.core.scope import Progress, SolverScope
+from counterplan.solver.core.scores import HARD_LEVELS, best_first, best_row, better
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.local.phase import announce
+from counterplan.solver.swarm.clusters import kmeans, pick_per_cluster
+from counterplan.solver.swarm.positions import SwarmPositions, searchable
+from counterplan.solver.swarm.ranking import rank
+from counterplan.solver.swarm.velocity import Coefficients, move
 
 ARCHIVE_MAX = 2048
 """Distinct valid rows kept for choosing several answers (the best-scored, when more were seen)."""

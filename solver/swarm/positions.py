@@ -17,7 +17,7 @@ can only move a little), so the phase may open it to the whole domain (:meth:`Sw
 when half its iterations found nothing valid.
 
 Decoding rounds numbers onto their grids (whole numbers, a precision, allowed values) through
-the space's own :meth:`~solver.core.protocol.EncodedSpace.snap`, and snaps a scaled change
+the space's own :meth:`~counterplan.solver.core.protocol.EncodedSpace.snap`, and snaps a scaled change
 smaller than the tolerance back to the original, so a feature the swarm barely moved counts as
 unchanged.
 """
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from solver.core.protocol import EncodedSpace, FloatMatrix
+from counterplan.solver.core.protocol import EncodedSpace, FloatMatrix
 
 IntArray = npt.NDArray[np.intp]
 

@@ -1,9 +1,9 @@
 """Which features the swarm searches: the ``top_features`` most relevant, the rest held original.
 
-Two rankings (:class:`~solver.core.config.SwarmPhaseConfig`'s ``rank_by``):
+Two rankings (:class:`~counterplan.solver.core.config.SwarmPhaseConfig`'s ``rank_by``):
 
 * ``information_value``, the paper's: each feature's information value against the training
-  labels (:mod:`planning.relevance`), available when the problem was built from data with its
+  labels (:mod:`counterplan.planning.relevance`), available when the problem was built from data with its
   label column. It ranks what separates the classes in the data, the same for every row.
 * ``sensitivity``: how far each feature alone can take this row towards the goal. Every
   candidate feature is set to each end of its box (every other category of a categorical),
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from solver.core.scores import best_first, score_batches
-from solver.swarm.positions import IntArray
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
+from counterplan.solver.core.scores import best_first, score_batches
+from counterplan.solver.swarm.positions import IntArray
 
 
 def information_values(problem: Any, space: EncodedSpace, columns: IntArray) -> FloatMatrix | None:

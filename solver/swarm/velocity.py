@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.core.protocol import FloatMatrix
+from counterplan.solver.core.protocol import FloatMatrix
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning import (
+from counterplan.planning import (
     CallableAdapter,
     CategoricalFeature,
     ClassGoal,
@@ -19,10 +19,10 @@ from planning import (
     ScoreCalculator,
     ValueGoal,
 )
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
-from planning.plausibility import PlausibilitySettings
-from planning.space import FloatMatrix
-from solver import explain
+from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.planning.plausibility import PlausibilitySettings
+from counterplan.planning.space import FloatMatrix
+from counterplan.solver import explain
 
 
 def _sum_model(X: FloatMatrix) -> FloatMatrix:
@@ -100,7 +100,7 @@ def test_plausibility_against_the_desired_class(loan_data: pd.DataFrame, loan_mo
     judge = problem.plausibility
     assert judge is not None and judge.threshold > 0
     approved = loan_data[loan_data[TARGET] == 1].drop(columns=[TARGET]).head(50)
-    from planning.plausibility import encode_frame
+    from counterplan.planning.plausibility import encode_frame
 
     typical = judge.plausible(encode_frame(problem.space, approved))
     assert typical.mean() > 0.8  # real approved applicants look plausible

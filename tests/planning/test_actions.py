@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning import CategoricalFeature, FloatFeature, IntegerFeature
-from planning.actions import ActionError, ActionSet, apply, total_cost
-from planning.space import FeatureSpace
+from counterplan.planning import CategoricalFeature, FloatFeature, IntegerFeature
+from counterplan.planning.actions import ActionError, ActionSet, apply, total_cost
+from counterplan.planning.space import FeatureSpace
 from tests.toy_person import TOY, toy_space
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning import (
+from counterplan.planning import (
     FAILED_PREDICTION,
     BooleanFeature,
     CallableAdapter,
@@ -23,9 +23,9 @@ from planning import (
     ValueGoal,
     reference_score,
 )
-from planning.demo import TARGET
-from planning.features import parse_feature
-from planning.space import AnyFeature, FloatMatrix
+from counterplan.planning.demo import TARGET
+from counterplan.planning.features import parse_feature
+from counterplan.planning.space import AnyFeature, FloatMatrix
 
 
 def _features() -> list[AnyFeature]:
@@ -276,7 +276,7 @@ def test_outputs_that_are_not_probabilities_never_make_a_candidate_valid() -> No
 
 
 def test_a_model_that_raises_on_many_candidates_costs_a_bounded_number_of_calls() -> None:
-    from planning.calculator import MAX_BISECTION_DEPTH
+    from counterplan.planning.calculator import MAX_BISECTION_DEPTH
 
     features = [FloatFeature(name="x", value=0.0, low=0.0, high=10.0)]
     calls = []

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planning import (
+from counterplan.planning import (
     FAILED_PREDICTION,
     BooleanFeature,
     CallableAdapter,
@@ -32,10 +32,10 @@ from planning import (
     ScoreCalculator,
     ValueGoal,
 )
-from planning.calculator import _lexicographic_top
-from planning.goals import ClassGoal as _ClassGoal
-from planning.goals import _needed, _value_distance
-from planning.space import AnyFeature, FloatMatrix
+from counterplan.planning.calculator import _lexicographic_top
+from counterplan.planning.goals import ClassGoal as _ClassGoal
+from counterplan.planning.goals import _needed, _value_distance
+from counterplan.planning.space import AnyFeature, FloatMatrix
 
 _UNMET_FLOOR = 1e-12
 _MAX_GOAL_DISTANCE = 1.0e14

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
+from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
 
 WORDS = Vocabulary(
     features=("age", "education", "hours", "occupation", "capital_gain"),

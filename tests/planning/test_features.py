@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from planning import (
+from counterplan.planning import (
     BooleanFeature,
     CategoricalFeature,
     FeatureError,
@@ -151,7 +151,7 @@ def test_what_counts_as_missing() -> None:
     import numpy as np
     import pandas as pd
 
-    from planning.features import is_missing
+    from counterplan.planning.features import is_missing
 
     assert all(is_missing(v) for v in (None, math.nan, np.float64("nan"), pd.NA, pd.NaT, np.float32("nan")))
     assert not any(is_missing(v) for v in (0, 0.0, "", "nan", np.str_("a"), np.int64(3), np.bool_(False), False))

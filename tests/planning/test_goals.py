@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning import ClassGoal, GoalError, OutputSpec, RangeGoal, ValueGoal, parse_goal
-from planning.goals import bind_goals
+from counterplan.planning import ClassGoal, GoalError, OutputSpec, RangeGoal, ValueGoal, parse_goal
+from counterplan.planning.goals import bind_goals
 
 NUMERIC = (OutputSpec("y"),)
 BINARY = (OutputSpec("decision", ("no", "yes")),)
@@ -150,9 +150,9 @@ def test_a_label_written_as_text_names_a_numeric_class() -> None:
 def test_a_range_may_be_open_at_one_end() -> None:
     import math
 
-    from planning.errors import GoalError
-    from planning.goals import RangeGoal
-    from server.goal_text import parse_goal_text
+    from counterplan.planning.errors import GoalError
+    from counterplan.planning.goals import RangeGoal
+    from counterplan.server.goal_text import parse_goal_text
 
     at_least = parse_goal_text("score=range:600..")
     assert isinstance(at_least, RangeGoal) and at_least.low == 600 and at_least.high == math.inf

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planning.metrics import MetricContext, evaluate
+from counterplan.planning.metrics import MetricContext, evaluate
 
 
 def _approve(frame: pd.DataFrame) -> np.ndarray:

@@ -11,7 +11,7 @@ from sklearn.datasets import make_regression
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
 
-from planning import (
+from counterplan.planning import (
     CallableAdapter,
     ClassGoal,
     CounterfactualProblem,
@@ -26,7 +26,7 @@ from planning import (
     ValueGoal,
     adapt_sklearn,
 )
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
 
 
 def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
@@ -161,8 +161,8 @@ def test_from_dataframe_errors(
 
 
 def test_no_goal_asks_for_the_class_the_model_does_not_predict(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
-    from planning import CallableAdapter, FeatureSpace, FloatFeature, GoalError, OutputSpec
-    from planning.defaults import default_goals
+    from counterplan.planning import CallableAdapter, FeatureSpace, FloatFeature, GoalError, OutputSpec
+    from counterplan.planning.defaults import default_goals
 
     problem = CounterfactualProblem.from_dataframe(loan_data, rejected_applicant(), loan_model, target=TARGET)
     (bound,) = problem.goals

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planning import BendableScore, ScoreFormatError
-from planning.score import best_index, compare_rows
+from counterplan.planning import BendableScore, ScoreFormatError
+from counterplan.planning.score import best_index, compare_rows
 
 level = st.one_of(
     st.integers(-1000, 0).map(float),

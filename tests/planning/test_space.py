@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planning import (
+from counterplan.planning import (
     BooleanFeature,
     CandidateError,
     CategoricalFeature,
@@ -15,7 +15,7 @@ from planning import (
     FloatFeature,
     IntegerFeature,
 )
-from planning.space import AnyFeature
+from counterplan.planning.space import AnyFeature
 
 
 @st.composite
@@ -100,7 +100,7 @@ def test_candidates_outside_the_space_are_rejected_by_name() -> None:
 
 
 def test_a_float_precision_puts_candidates_on_its_grid_and_keeps_the_original() -> None:
-    from planning import FloatFeature, IntegerFeature
+    from counterplan.planning import FloatFeature, IntegerFeature
 
     space = FeatureSpace(
         [

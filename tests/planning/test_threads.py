@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from planning.errors import InvalidInputError
-from planning.threads import MAX_MODEL_THREADS, NativeThreadLimit, SharedPoolLimit, check_threads, is_per_thread
+from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.threads import (
+    MAX_MODEL_THREADS,
+    NativeThreadLimit,
+    SharedPoolLimit,
+    check_threads,
+    is_per_thread,
+)
 
 
 class FakePool:

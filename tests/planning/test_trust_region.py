@@ -13,7 +13,7 @@ from scipy.optimize import linprog
 from scipy.spatial import ConvexHull, Delaunay
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from planning import (
+from counterplan.planning import (
     CallableAdapter,
     CategoricalFeature,
     ClassGoal,
@@ -26,8 +26,8 @@ from planning import (
     TrustRegion,
     TrustRegionSettings,
 )
-from planning.plausibility import encode_frame
-from planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.plausibility import encode_frame
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 
 def _unit_space(d: int, value: float = 0.5) -> FeatureSpace:

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from planning import CallableAdapter, OutputSpec
-from planning.demo import rejected_applicant
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, field_violations, retry_after
-from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from server.settings import ServerSettings
-from solver.core.budget import estimate_bytes
-from solver.core.config import SolverConfig, TerminationConfig
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning.demo import rejected_applicant
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, field_violations, retry_after
+from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.core.budget import estimate_bytes
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
 ORIGINAL = {"x": 1.0, "y": 1.0}
 

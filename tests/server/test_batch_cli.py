@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning.demo import TARGET
-from server.cli import main
-from solver.batch import writer
+from counterplan.planning.demo import TARGET
+from counterplan.server.cli import main
+from counterplan.solver.batch import writer
 
 SMALL_ROWS = 40
 """Rows of the small data file: the default ``--rows rejected`` solves all of them."""
@@ -235,7 +235,7 @@ def test_plot_without_matplotlib_names_the_extra(
 def test_a_ray_address_that_does_not_answer_is_refused_before_any_work(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
 ) -> None:
-    pytest.importorskip("solver.batch.on_ray")
+    pytest.importorskip("counterplan.solver.batch.on_ray")
     output = tmp_path / "results.csv"
     code, out, err = _run(capsys, *_job(files, output, "--rows", "0:4", "--ray", "127.0.0.1:9"))
     assert code == 2 and err.count("\n") == 1 and "ray" in err

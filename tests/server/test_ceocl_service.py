@@ -17,15 +17,15 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.trust_region import TrustRegionSettings
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.cli import main
-from server.client import CounterplanClient, class_goal, field_violations
-from server.convert import plain_value
-from server.registry import ModelRegistry
-from server.settings import ServerSettings
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.cli import main
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.convert import plain_value
+from counterplan.server.registry import ModelRegistry
+from counterplan.server.settings import ServerSettings
 
 pytest.importorskip("highspy")
 

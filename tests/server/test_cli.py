@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
 from tests.cli import run_cli as _run
 
 
@@ -179,9 +179,9 @@ def test_the_console_script_is_installed() -> None:
 
 
 def test_explain_on_a_server(capsys: pytest.CaptureFixture[str], quick_config: str) -> None:
-    from server.app import start_server
-    from server.registry import ModelRegistry
-    from server.settings import ServerSettings
+    from counterplan.server.app import start_server
+    from counterplan.server.registry import ModelRegistry
+    from counterplan.server.settings import ServerSettings
 
     running = start_server(ServerSettings(port=0), ModelRegistry.demo())
     capsys.readouterr()
@@ -494,9 +494,9 @@ def test_the_same_explain_locally_and_on_a_server_prints_the_same_json(
     capsys: pytest.CaptureFixture[str], float_label_card: dict[str, Path], quick_config: str
 ) -> None:
     """One request schema, one output schema, one set of defaults, for a model of the user's own."""
-    from server.app import start_server
-    from server.registry import ModelRegistry
-    from server.settings import ServerSettings
+    from counterplan.server.app import start_server
+    from counterplan.server.registry import ModelRegistry
+    from counterplan.server.settings import ServerSettings
 
     data = pd.read_csv(float_label_card["csv"])
     proba = joblib.load(float_label_card["model"]).predict_proba(data.drop(columns=["ok"]))[:, 1]

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from planning import CallableAdapter, OutputSpec
-from planning.models import adapt_sklearn
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.cli import main
-from server.client import CounterplanClient, class_goal, field_violations
-from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning.models import adapt_sklearn
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.cli import main
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
 
 pytest.importorskip("highspy")
 

@@ -17,14 +17,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from grpc_status import rpc_status
 
-from planning import CallableAdapter, OutputSpec
-from planning.demo import rejected_applicant
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
-from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from server.settings import ServerSettings
-from solver.core.config import SolverConfig, TerminationConfig
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning.demo import rejected_applicant
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
+from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,14 @@ import pytest
 from google.rpc import status_pb2
 from pydantic import ValidationError
 
-from planning import CallableAdapter, OutputSpec
-from planning.demo import rejected_applicant
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, field_violations, row_error
-from server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from server.settings import ServerSettings
-from solver.core.config import SolverConfig, TerminationConfig
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning.demo import rejected_applicant
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, field_violations, row_error
+from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
 ENDLESS = SolverConfig(termination=TerminationConfig(spent_limit_seconds=120.0), phases=({"type": "local_search"},))
 SHORT = SolverConfig(termination=TerminationConfig(step_count_limit=12), phases=({"type": "local_search"},))

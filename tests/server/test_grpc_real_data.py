@@ -20,11 +20,11 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal
-from server.convert import plain_value
-from server.settings import ServerSettings
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.convert import plain_value
+from counterplan.server.settings import ServerSettings
 from tests.credit import credit_with_gaps
 
 IMPUTED = 0.6180339887498949

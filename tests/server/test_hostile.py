@@ -12,12 +12,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from planning.demo import rejected_applicant
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, field_violations
-from server.registry import ModelRegistry, demo_model
-from server.settings import ServerSettings
+from counterplan.planning.demo import rejected_applicant
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.registry import ModelRegistry, demo_model
+from counterplan.server.settings import ServerSettings
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)

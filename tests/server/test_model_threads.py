@@ -9,13 +9,13 @@ import pytest
 from pydantic import ValidationError
 from threadpoolctl import threadpool_info
 
-from planning import CallableAdapter, OutputSpec
-from planning.threads import SHARED_POOLS
-from server.app import start_server
-from server.client import CounterplanClient, class_goal
-from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
-from solver.core.config import SolverConfig, TerminationConfig
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning.threads import SHARED_POOLS
+from counterplan.server.app import start_server
+from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from tests.cli import run_cli as _run
 
 

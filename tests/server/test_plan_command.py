@@ -140,7 +140,7 @@ SMALL = ("--population", "60", "--generations", "10", "--json")
 
 
 def test_the_demo_plans_with_its_own_actions_without_any_file(capsys: pytest.CaptureFixture[str]) -> None:
-    from planning.demo import DEMO_ACTIONS
+    from counterplan.planning.demo import DEMO_ACTIONS
 
     code, out, err = run_cli(capsys, "plan", *SMALL)
     assert code == 0, err
@@ -158,16 +158,16 @@ def test_an_instance_that_already_meets_the_goal_needs_no_plan(capsys: pytest.Ca
 
 
 def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
-    from planning.actions import ActionSet
-    from planning.demo import DEMO_ACTIONS
+    from counterplan.planning.actions import ActionSet
+    from counterplan.planning.demo import DEMO_ACTIONS
 
     text = (Path(__file__).parents[2] / "examples" / "loan-demo-actions.yaml").read_text()
     assert ActionSet.from_data(yaml.safe_load(text)) == ActionSet.from_data(DEMO_ACTIONS)
 
 
 def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    from server.app import start_server
-    from server.settings import ServerSettings
+    from counterplan.server.app import start_server
+    from counterplan.server.settings import ServerSettings
 
     running = start_server(ServerSettings(port=0))
     capsys.readouterr()  # the server's start line

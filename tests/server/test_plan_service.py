@@ -13,13 +13,13 @@ import grpc
 import numpy as np
 import pytest
 
-from planning import CallableAdapter, OutputSpec
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, field_violations
-from server.convert import plain_value
-from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.convert import plain_value
+from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
 from tests.toy_person import TOY
 
 pytest.importorskip("pymoo")
@@ -84,9 +84,9 @@ def _steps(plan: pb.ActionPlan) -> list[tuple[str, Any, Any]]:
 
 
 def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer) -> None:
-    from planning.actions import ActionSet
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.planning.actions import ActionSet
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     with CounterplanClient(running.target) as client:
         response = client.plan(_request())
@@ -102,7 +102,7 @@ def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer
     assert list(response.feature_names) == [f.name for f in FEATURES]
     assert response.generations == 15 and not response.stopped_early
     # the same problem, actions and seed in Python give the same front
-    from server.convert import check_request
+    from counterplan.server.convert import check_request
 
     registered = _registry().get("toy")
     assert registered is not None
@@ -244,8 +244,8 @@ def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
 
 
 def test_the_response_holds_at_most_max_plans_and_fits_the_message_limit() -> None:
-    from server.plan_convert import plan_message
-    from solver.plans.planner import ActionPlan, PlanResult, PlanStep
+    from counterplan.server.plan_convert import plan_message
+    from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
 
     def one(cost: float, steps: int) -> ActionPlan:
         state = {f"f{i}": float(i) for i in range(200)}

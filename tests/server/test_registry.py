@@ -12,11 +12,11 @@ import skops.io as sio
 import yaml
 from sklearn.pipeline import Pipeline
 
-from planning.demo import IMMUTABLE, TARGET, rejected_applicant
-from server.app import start_server
-from server.client import CounterplanClient, class_goal
-from server.registry import ModelRegistry, RegistryError
-from server.settings import ServerSettings
+from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.server.app import start_server
+from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.registry import ModelRegistry, RegistryError
+from counterplan.server.settings import ServerSettings
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_bad_cards_name_the_problem(
 
 
 def test_a_card_can_name_a_tuned_configuration_file(tmp_path: Path, loan_model: Pipeline) -> None:
-    from solver.core.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig, SolverConfig
+    from counterplan.solver.core.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig, SolverConfig
 
     sio.dump(loan_model, tmp_path / "m.skops")
     tuned = SolverConfig(phases=(LocalSearchPhaseConfig(acceptor=LateAcceptanceAcceptorConfig()),), random_seed=9)
@@ -147,7 +147,7 @@ def test_empty_or_missing_directories(tmp_path: Path) -> None:
 
 
 def test_model_card_paths_stay_inside_the_models_directory(tmp_path: Path) -> None:
-    from server.registry import RegistryError, load_card
+    from counterplan.server.registry import RegistryError, load_card
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()

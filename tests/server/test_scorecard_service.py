@@ -16,12 +16,12 @@ import pytest
 import yaml
 from sklearn.linear_model import LogisticRegression
 
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.cli import main
-from server.client import CounterplanClient, class_goal, field_violations
-from server.registry import ModelRegistry
-from server.settings import ServerSettings
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.cli import main
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.registry import ModelRegistry
+from counterplan.server.settings import ServerSettings
 
 pytest.importorskip("highspy")
 

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.soak import EXPECTED, applicants, soak
-from planning.demo import rejected_applicant
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal
-from server.registry import ModelRegistry, demo_model
-from server.settings import ServerSettings
+from counterplan.planning.demo import rejected_applicant
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.registry import ModelRegistry, demo_model
+from counterplan.server.settings import ServerSettings
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import grpc
 import numpy as np
 import pytest
 
-from planning import CallableAdapter, OutputSpec
-from server._generated.counterplan.v1 import counterplan_pb2 as pb
-from server.app import RunningServer, start_server
-from server.client import CounterplanClient, class_goal, field_violations
-from server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from server.settings import ServerSettings
-from solver.engines import SWARM_FROM_FEATURES
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.app import RunningServer, start_server
+from counterplan.server.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.engines import SWARM_FROM_FEATURES
 from tests.cli import run_cli as _run
 
 WIDE = SWARM_FROM_FEATURES

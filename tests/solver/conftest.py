@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning import (
+from counterplan.planning import (
     BooleanFeature,
     CallableAdapter,
     CategoricalFeature,
@@ -15,7 +15,7 @@ from planning import (
     IntegerFeature,
     OutputSpec,
 )
-from planning.space import FloatMatrix
+from counterplan.planning.space import FloatMatrix
 
 
 def linear_score(X: FloatMatrix) -> FloatMatrix:

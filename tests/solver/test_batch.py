@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.demo import IMMUTABLE, TARGET
-from planning.errors import ProblemError
-from planning.models import SklearnClassifierAdapter
-from solver import explain
-from solver.batch.rows import RowSelection, row_seed
-from solver.batch.shared_calls import SharedCalls
-from solver.explainer import Explainer
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.demo import IMMUTABLE, TARGET
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.solver import explain
+from counterplan.solver.batch.rows import RowSelection, row_seed
+from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.explainer import Explainer
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
 

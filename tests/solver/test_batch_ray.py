@@ -1,4 +1,4 @@
-"""Bulk explanation on Ray (:mod:`solver.batch.on_ray`): a real local Ray gives every row the
+"""Bulk explanation on Ray (:mod:`counterplan.solver.batch.on_ray`): a real local Ray gives every row the
 record it gets in one process, and an address that does not answer is refused within seconds,
 before any work. Ray starts once for the module (it takes several seconds); the connection rules
 are checked against a stand-in ``ray`` module, so they run without Ray."""
@@ -19,10 +19,10 @@ import grpc
 import pandas as pd
 import pytest
 
-from planning import ClassGoal
-from planning.errors import ProblemError
-from solver.batch import on_ray
-from solver.explainer import Explainer
+from counterplan.planning import ClassGoal
+from counterplan.planning.errors import ProblemError
+from counterplan.solver.batch import on_ray
+from counterplan.solver.explainer import Explainer
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
 

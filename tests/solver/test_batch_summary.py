@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from solver.batch.records import RECORD_COLUMNS
-from solver.batch.summary import FEATURE_COLUMNS, summarize
+from counterplan.solver.batch.records import RECORD_COLUMNS
+from counterplan.solver.batch.summary import FEATURE_COLUMNS, summarize
 
 ORIGINALS = pd.DataFrame(
     {

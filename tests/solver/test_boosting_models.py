@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
-from solver import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
+from counterplan.solver import explain
 from tests.credit import credit_with_gaps
 
 

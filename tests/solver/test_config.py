@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from solver import (
+from counterplan.solver import (
     ConfigError,
     LocalSearchPhaseConfig,
     SimulatedAnnealingAcceptorConfig,
@@ -13,7 +13,7 @@ from solver import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from solver.core.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
+from counterplan.solver.core.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
 
 
 def _rich_config() -> SolverConfig:
@@ -124,7 +124,7 @@ def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
 
 
 def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
-    from solver.core.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
+    from counterplan.solver.core.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
 
     assert load_config_text("phases:\n- {type: feature_scan}\n") == {"phases": [{"type": "feature_scan"}]}
     assert load_config_text('{"random_seed": 3}') == {"random_seed": 3}  # JSON is YAML
@@ -159,9 +159,9 @@ def test_every_size_a_configuration_names_is_bounded() -> None:
 
 
 def test_a_step_that_would_not_fit_in_memory_is_refused_before_solving() -> None:
-    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
-    from solver import CounterfactualSolver
-    from solver.core.budget import MAX_CELLS_PER_STEP, step_cells
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
+    from counterplan.solver import CounterfactualSolver
+    from counterplan.solver.core.budget import MAX_CELLS_PER_STEP, step_cells
 
     wide = CounterfactualProblem(
         [FloatFeature(name=f"f{i}", value=0.0, low=0.0, high=1.0) for i in range(2000)],
@@ -177,7 +177,7 @@ def test_a_step_that_would_not_fit_in_memory_is_refused_before_solving() -> None
 
 
 def test_error_messages_show_a_bad_value_by_a_short_excerpt() -> None:
-    from planning._pydantic import excerpt
+    from counterplan.planning._pydantic import excerpt
 
     assert excerpt("x" * 1_000_000).endswith("(str, 1,000,002 characters)") and len(excerpt("x" * 10**6)) < 100
     assert excerpt(list(range(10**6))) == "a list of 1000000 items"

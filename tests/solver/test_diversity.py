@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planning import CounterfactualProblem, ScoreCalculator
-from solver.core.diversity import material_differences, select_diverse
-from solver.counterfactual import CalculatorScorer
-from solver.local.routes import successive_routes
+from counterplan.planning import CounterfactualProblem, ScoreCalculator
+from counterplan.solver.core.diversity import material_differences, select_diverse
+from counterplan.solver.counterfactual import CalculatorScorer
+from counterplan.solver.local.routes import successive_routes
 
 NOMINAL = np.array([False, False, False, False, True])
 ORIGINAL = np.array([40_000.0, 10.0, 5.0, 3.0, 0.0])

@@ -28,7 +28,7 @@ from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, RobustScaler, Sta
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from planning import (
+from counterplan.planning import (
     CategoricalFeature,
     ClassGoal,
     CounterfactualProblem,
@@ -37,11 +37,11 @@ from planning import (
     RangeGoal,
     ValueGoal,
 )
-from planning.calculator import ScoreCalculator
-from planning.errors import ProblemError
-from planning.models import adapt_sklearn
-from solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
-from solver.counterfactual import explain
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from counterplan.solver.counterfactual import explain
 
 pytest.importorskip("highspy")
 
@@ -282,7 +282,7 @@ def test_the_exact_engine_is_never_worse_than_local_search() -> None:
 
 def test_split_values_sit_on_both_sides_of_every_threshold() -> None:
     """What the exact answers teach local search: the values just past each tree threshold."""
-    from solver.exact.splits import split_points
+    from counterplan.solver.exact.splits import split_points
 
     frame, label, _ = _data()
     model = _encoded(DecisionTreeClassifier(max_depth=4, random_state=0)).fit(frame, label)
@@ -405,8 +405,8 @@ def test_a_cancelled_program_still_has_its_answer_checked() -> None:
     wrongly retried as rejected)."""
     import threading
 
-    from planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
-    from solver.counterfactual import CounterfactualSolver
+    from counterplan.planning.demo import IMMUTABLE, TARGET, make_loan_data, rejected_applicant, train_loan_model
+    from counterplan.solver.counterfactual import CounterfactualSolver
 
     data = make_loan_data()  # the command line's demo model: its program takes seconds
     problem = CounterfactualProblem.from_dataframe(

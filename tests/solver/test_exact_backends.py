@@ -15,14 +15,14 @@ import pytest
 from scipy.optimize import linprog
 from sklearn.ensemble import GradientBoostingClassifier
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.models import adapt_sklearn
-from solver.core.config import ExactPhaseConfig, SolverConfig
-from solver.core.result import ExactStatistics
-from solver.counterfactual import explain
-from solver.engines import exact_config, not_encodable
-from solver.exact import backend, highs, ortools_backend
-from solver.exact.milp import INF, Milp, MilpResult
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.core.result import ExactStatistics
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import exact_config, not_encodable
+from counterplan.solver.exact import backend, highs, ortools_backend
+from counterplan.solver.exact.milp import INF, Milp, MilpResult
 
 pytest.importorskip("highspy")
 pytest.importorskip("ortools")
@@ -311,8 +311,8 @@ def test_the_backend_setting_and_report_round_trip() -> None:
     assert "backend: ortools" in config.to_yaml()
     with pytest.raises(ValueError, match="backend"):
         ExactPhaseConfig(backend="gurobi")
-    from server.convert import _exact_message
-    from server.remote import _exact
+    from counterplan.server.convert import _exact_message
+    from counterplan.server.remote import _exact
 
     report = ExactStatistics(status="optimal", proven=True, objective=1.5, backend="SCIP 10.0.0 (OR-Tools 9.15)")
     message = _exact_message(report)

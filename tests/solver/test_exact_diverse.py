@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from planning import ClassGoal, CounterfactualProblem
-from planning.calculator import ScoreCalculator
-from planning.models import adapt_sklearn
-from solver.core.config import ExactPhaseConfig, SolverConfig
-from solver.counterfactual import explain
-from solver.engines import exact_config
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import exact_config
 from tests.solver.test_exact import _data, _encoded, _features
 from tests.solver.test_exact_scorecards import _table, _table_problem
 

@@ -18,16 +18,23 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from planning import CategoricalFeature, ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, RangeGoal
-from planning.calculator import ScoreCalculator
-from planning.errors import ProblemError
-from planning.models import adapt_sklearn
-from solver.core.config import SolverConfig
-from solver.counterfactual import explain
-from solver.engines import choose
-from solver.exact import networks
-from solver.exact.formulation import build
-from solver.exact.networks import MAX_HIDDEN_UNITS, MAX_UNSTABLE_UNITS, NetworkOutput
+from counterplan.planning import (
+    CategoricalFeature,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    RangeGoal,
+)
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import choose
+from counterplan.solver.exact import networks
+from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.networks import MAX_HIDDEN_UNITS, MAX_UNSTABLE_UNITS, NetworkOutput
 
 pytest.importorskip("highspy")
 

@@ -12,16 +12,16 @@ import pandas as pd
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from planning import (
+from counterplan.planning import (
     CategoricalFeature,
     ClassGoal,
     CounterfactualProblem,
     IntegerFeature,
     RangeGoal,
 )
-from planning.distance import DistanceSettings
-from planning.errors import ModelAdapterError, ProblemError
-from planning.scorecard import (
+from counterplan.planning.distance import DistanceSettings
+from counterplan.planning.errors import ModelAdapterError, ProblemError
+from counterplan.planning.scorecard import (
     OddsScaling,
     PointsTable,
     ScorecardAdapter,
@@ -30,7 +30,7 @@ from planning.scorecard import (
     points_table_from_csv,
     read_optbinning,
 )
-from solver.counterfactual import explain
+from counterplan.solver.counterfactual import explain
 from tests.solver.test_exact import _brute_force
 
 pytest.importorskip("highspy")
@@ -294,8 +294,8 @@ else:
     import optbinning
 from sklearn.linear_model import LogisticRegression
 from tests.solver.test_exact_scorecards import _credit
-from planning import ClassGoal, CounterfactualProblem
-from solver.counterfactual import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.solver.counterfactual import explain
 
 frame, y = _credit()
 card = optbinning.Scorecard(
@@ -306,7 +306,7 @@ row = int(np.argmax(card.predict_proba(frame)[:, 0]))
 problem = CounterfactualProblem.from_dataframe(
     frame.assign(default=y), row, card, target="default", goals=[ClassGoal(target=1, confidence=0.7)]
 )
-from solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
 
 for backend in ("auto", "highs"):
     config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))

@@ -17,9 +17,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from structlog.testing import capture_logs
 
-from planning import ClassGoal, CounterfactualProblem, ScoreCalculator, TrustRegionSettings
-from solver.core.result import CounterfactualResult
-from solver.counterfactual import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem, ScoreCalculator, TrustRegionSettings
+from counterplan.solver.core.result import CounterfactualResult
+from counterplan.solver.counterfactual import explain
 
 pytest.importorskip("highspy")
 

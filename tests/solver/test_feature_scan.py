@@ -18,7 +18,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import (
+from counterplan.planning import (
     CallableAdapter,
     CategoricalFeature,
     ClassGoal,
@@ -27,16 +27,16 @@ from planning import (
     IntegerFeature,
     OutputSpec,
 )
-from planning.calculator import ScoreCalculator
-from planning.models import adapt_sklearn
-from planning.relations import LearnedConstraint
-from planning.space import FloatMatrix
-from solver.core.config import FeatureScanPhaseConfig, TerminationConfig
-from solver.core.scope import Progress, SolverScope
-from solver.core.termination import Termination
-from solver.counterfactual import CalculatorScorer
-from solver.exact.splits import split_points
-from solver.local.scan import (
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.models import adapt_sklearn
+from counterplan.planning.relations import LearnedConstraint
+from counterplan.planning.space import FloatMatrix
+from counterplan.solver.core.config import FeatureScanPhaseConfig, TerminationConfig
+from counterplan.solver.core.scope import Progress, SolverScope
+from counterplan.solver.core.termination import Termination
+from counterplan.solver.counterfactual import CalculatorScorer
+from counterplan.solver.exact.splits import split_points
+from counterplan.solver.local.scan import (
     FeatureScanPhase,
     ScanGrid,
     _Distances,

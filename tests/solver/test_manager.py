@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from planning import CounterfactualProblem
-from solver import SolverConfig, SolverManager, SolveStatus, TerminationConfig
-from solver.manager import UnknownJobError
+from counterplan.planning import CounterfactualProblem
+from counterplan.solver import SolverConfig, SolverManager, SolveStatus, TerminationConfig
+from counterplan.solver.manager import UnknownJobError
 
 
 def test_jobs_run_in_the_background_on_a_bounded_pool(linear_problem: CounterfactualProblem) -> None:
@@ -36,7 +36,7 @@ def test_jobs_run_in_the_background_on_a_bounded_pool(linear_problem: Counterfac
 
 
 def test_a_failing_solve_is_reported(linear_problem: CounterfactualProblem) -> None:
-    from planning import CallableAdapter, ClassGoal, OutputSpec
+    from counterplan.planning import CallableAdapter, ClassGoal, OutputSpec
 
     def broken(X: object) -> object:
         raise RuntimeError("no model today")

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning import CounterfactualProblem
-from solver.core.config import (
+from counterplan.planning import CounterfactualProblem
+from counterplan.solver.core.config import (
     ForagerConfig,
     GreatDelugeAcceptorConfig,
     LateAcceptanceAcceptorConfig,
@@ -13,8 +13,8 @@ from solver.core.config import (
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.core.scope import Walker
-from solver.local.acceptors import (
+from counterplan.solver.core.scope import Walker
+from counterplan.solver.local.acceptors import (
     GreatDelugeAcceptor,
     HillClimbingAcceptor,
     LateAcceptanceAcceptor,
@@ -23,9 +23,9 @@ from solver.local.acceptors import (
     StepCountingHillClimbingAcceptor,
     TabuSearchAcceptor,
 )
-from solver.local.factory import entity_tabu_size
-from solver.local.forager import Forager
-from solver.local.moves import MOVE_KINDS, MoveBatch, MoveSelector
+from counterplan.solver.local.factory import entity_tabu_size
+from counterplan.solver.local.forager import Forager
+from counterplan.solver.local.moves import MOVE_KINDS, MoveBatch, MoveSelector
 
 
 def test_moves_never_touch_constrained_features_and_stay_in_domain(linear_problem: CounterfactualProblem) -> None:
@@ -65,7 +65,7 @@ def test_revert_and_toward_original_moves_reduce_the_change(linear_problem: Coun
 
 
 def test_only_constrained_features_give_no_moves() -> None:
-    from planning import CallableAdapter, ClassGoal, FloatFeature, OutputSpec
+    from counterplan.planning import CallableAdapter, ClassGoal, FloatFeature, OutputSpec
 
     problem = CounterfactualProblem(
         [FloatFeature(name="x", value=1.0)],

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planning.actions import ActionSet, total_cost
-from solver.plans.genome import decode
-from solver.plans.unroll import unroll
+from counterplan.planning.actions import ActionSet, total_cost
+from counterplan.solver.plans.genome import decode
+from counterplan.solver.plans.unroll import unroll
 from tests.toy_person import TOY, toy_space
 
 
@@ -31,8 +31,8 @@ def test_the_papers_figure_3_keys_give_a3_then_a2() -> None:
 
 
 def test_add_values_interpolate_into_the_delta_range_and_round_for_whole_numbers() -> None:
-    from planning import IntegerFeature
-    from planning.space import FeatureSpace
+    from counterplan.planning import IntegerFeature
+    from counterplan.planning.space import FeatureSpace
 
     space = FeatureSpace([IntegerFeature(name="education", value=10, low=1, high=16)])
     actions, _ = ActionSet.from_data(
@@ -82,7 +82,7 @@ def test_a_step_that_cannot_run_is_a_violation_and_leaves_the_state() -> None:
 def _toy_problem(**options):  # type: ignore[no-untyped-def]
     """The toy person asks for a better-paid life: the model approves a developer in the US, or a
     developer with a degree."""
-    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
 
     def model(X: np.ndarray) -> np.ndarray:
         developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
@@ -97,8 +97,8 @@ def _toy_problem(**options):  # type: ignore[no-untyped-def]
 
 def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_generation() -> None:
     pytest.importorskip("pymoo")
-    from planning.actions import ActionSet
-    from solver.plans.search import PlanConfig, PlanSearch
+    from counterplan.planning.actions import ActionSet
+    from counterplan.solver.plans.search import PlanConfig, PlanSearch
 
     problem = _toy_problem()
     actions, graph = ActionSet.from_data(TOY).compile(problem.space)
@@ -124,9 +124,9 @@ def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_gener
 
 def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> None:
     pytest.importorskip("pymoo")
-    from planning.actions import ActionSet
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.planning.actions import ActionSet
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     problem = _toy_problem()
     result = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
@@ -150,9 +150,9 @@ def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:
 
     import yaml
 
-    from planning import CategoricalFeature, IntegerFeature
-    from planning.actions import ActionError, ActionSet, total_cost
-    from planning.space import FeatureSpace
+    from counterplan.planning import CategoricalFeature, IntegerFeature
+    from counterplan.planning.actions import ActionError, ActionSet, total_cost
+    from counterplan.planning.space import FeatureSpace
 
     space = FeatureSpace(
         [
@@ -188,8 +188,8 @@ def test_plans_keep_the_problems_actionability_rules() -> None:
     """At most two features may change: the degree (which also ages the person) and the job
     change three, so the cheapest plan becomes the move and the job, though it costs more."""
     pytest.importorskip("pymoo")
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     limited = _toy_problem(max_changed_features=2)
     result = plan(limited, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
@@ -203,8 +203,8 @@ def test_plans_keep_the_problems_actionability_rules() -> None:
 
 def test_a_time_limit_or_a_stop_request_answers_with_the_front_so_far() -> None:
     pytest.importorskip("pymoo")
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     problem = _toy_problem()
     asked: list[int] = []
@@ -229,11 +229,18 @@ def test_computed_features_follow_every_step_and_no_action_may_set_them() -> Non
     pytest.importorskip("pymoo")
     from sklearn.linear_model import LinearRegression
 
-    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, OutputSpec
-    from planning.actions import ActionError
-    from planning.relations import LearnedConstraint
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.planning import (
+        CallableAdapter,
+        ClassGoal,
+        CounterfactualProblem,
+        FloatFeature,
+        IntegerFeature,
+        OutputSpec,
+    )
+    from counterplan.planning.actions import ActionError
+    from counterplan.planning.relations import LearnedConstraint
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     xs = np.arange(0, 11, dtype=float).reshape(-1, 1)
     relation = LearnedConstraint.of("y", ["x"], LinearRegression().fit(xs, 2 * xs[:, 0]))
@@ -259,7 +266,7 @@ def test_computed_features_follow_every_step_and_no_action_may_set_them() -> Non
 
 
 def _toy_with(model):  # type: ignore[no-untyped-def]
-    from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
 
     space = toy_space()
     return CounterfactualProblem(
@@ -269,9 +276,9 @@ def _toy_with(model):  # type: ignore[no-untyped-def]
 
 def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
     pytest.importorskip("pymoo")
-    from planning.errors import ModelCallError
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.planning.errors import ModelCallError
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     calls = [0]
 
@@ -308,8 +315,8 @@ def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
 
 def test_an_original_that_already_meets_the_goal_needs_no_plan() -> None:
     pytest.importorskip("pymoo")
-    from solver.plans.planner import plan
-    from solver.plans.search import PlanConfig
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig
 
     def approves(X: np.ndarray) -> np.ndarray:
         return np.column_stack([np.full(len(X), 0.1), np.full(len(X), 0.9)])

@@ -18,7 +18,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from planning import (
+from counterplan.planning import (
     CategoricalFeature,
     ClassGoal,
     CounterfactualProblem,
@@ -26,8 +26,8 @@ from planning import (
     IntegerFeature,
     ScoreCalculator,
 )
-from planning.inference import infer_features, infer_precision
-from solver import explain
+from counterplan.planning.inference import infer_features, infer_precision
+from counterplan.solver import explain
 
 TARGET = "ok"
 
@@ -219,7 +219,7 @@ def test_codes_stored_as_numbers_can_be_marked_categorical(credit: pd.DataFrame,
 
 
 def test_plausibility_leaves_out_a_column_missing_in_the_instance(credit: pd.DataFrame, credit_model: Pipeline) -> None:
-    from planning.plausibility import PlausibilitySettings
+    from counterplan.planning.plausibility import PlausibilitySettings
 
     row = _rejected(credit, credit_model, income_missing=True)
     problem = CounterfactualProblem.from_dataframe(
@@ -237,7 +237,7 @@ def test_plausibility_leaves_out_a_column_missing_in_the_instance(credit: pd.Dat
 def test_plausibility_finds_its_reference_rows_in_labels_read_as_floats_and_rows_with_gaps(
     credit: pd.DataFrame, credit_model: Pipeline
 ) -> None:
-    from planning.plausibility import PlausibilitySettings
+    from counterplan.planning.plausibility import PlausibilitySettings
 
     floats = credit.assign(ok=credit[TARGET].astype(float), grade=credit["grade"].astype(float))  # 1.0, 0.0
     row = _rejected(credit, credit_model, income_missing=False)

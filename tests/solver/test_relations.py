@@ -13,11 +13,11 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPRegressor
 
-from planning import ClassGoal, CounterfactualProblem, IntegerFeature
-from planning.calculator import ScoreCalculator
-from planning.errors import ProblemError
-from planning.relations import LearnedConstraint
-from solver.counterfactual import explain
+from counterplan.planning import ClassGoal, CounterfactualProblem, IntegerFeature
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.relations import LearnedConstraint
+from counterplan.solver.counterfactual import explain
 from tests.solver.test_exact import _brute_force
 
 pytest.importorskip("highspy")

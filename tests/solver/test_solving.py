@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from planning.demo import IMMUTABLE
-from planning.space import FloatMatrix
-from solver import (
+from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+from counterplan.planning.demo import IMMUTABLE
+from counterplan.planning.space import FloatMatrix
+from counterplan.solver import (
     BestSolutionEvent,
     CounterfactualSolver,
     GreatDelugeAcceptorConfig,
@@ -29,7 +29,7 @@ from solver import (
     TerminationConfig,
     explain,
 )
-from solver.core.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+from counterplan.solver.core.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 
 ACCEPTORS: list[AcceptorConfig] = [
     HillClimbingAcceptorConfig(),
@@ -221,7 +221,7 @@ def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem:
 
 def test_boundary_polish_with_several_starts_polishes_other_routes_below_the_best() -> None:
     """Scanned on a coarse grid, a alone looks best; polished, b alone (a cheaper feature) wins."""
-    from planning import FloatFeature
+    from counterplan.planning import FloatFeature
 
     def two_routes(X: FloatMatrix) -> FloatMatrix:
         p = ((X[:, 0] >= 3.2) | (X[:, 1] >= 3.4)).astype(float)
@@ -253,7 +253,7 @@ def test_boundary_polish_with_several_starts_polishes_other_routes_below_the_bes
 
 
 def test_the_greedy_chain_combines_features_no_single_one_can_flip() -> None:
-    from planning import FloatFeature
+    from counterplan.planning import FloatFeature
 
     def joint(X: FloatMatrix) -> FloatMatrix:
         p = 1.0 / (1.0 + np.exp(-5.0 * (X[:, 0] + X[:, 1] - 1.2)))
@@ -288,7 +288,7 @@ def test_several_diverse_counterfactuals(linear_problem: CounterfactualProblem) 
 
 def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
     """Two ways exist: n up to 8, or m down to 1. n = 9 or m = 0 are worse copies, not other ways."""
-    from planning import IntegerFeature
+    from counterplan.planning import IntegerFeature
 
     def two_ways(X: FloatMatrix) -> FloatMatrix:
         p = ((X[:, 0] >= 8) | (X[:, 1] <= 1)).astype(float)
@@ -309,7 +309,7 @@ def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
 
 def _spread_or_single(penalty: float) -> CounterfactualProblem:
     """Valid when sqrt(a) + sqrt(b) >= 1: a = b = 0.25 costs 0.05 (range-scaled), a = 1 alone 0.1."""
-    from planning import DistanceSettings, FloatFeature
+    from counterplan.planning import DistanceSettings, FloatFeature
 
     def concave(X: FloatMatrix) -> FloatMatrix:
         p = np.clip((np.sqrt(X[:, 0]) + np.sqrt(X[:, 1])) / 2.0, 0.0, 1.0)
@@ -334,7 +334,7 @@ def test_a_change_penalty_trades_distance_for_fewer_changes() -> None:
 
 def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualProblem) -> None:
     """DiCE's redundancy is 0: reverting any one change of any answer loses validity."""
-    from planning import ScoreCalculator
+    from counterplan.planning import ScoreCalculator
 
     result = explain(loan_problem, seed=0, num_counterfactuals=4)
     assert len(result.counterfactuals) == 4 and result.counterfactuals[0].score == result.score
@@ -350,10 +350,10 @@ def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualPr
 
 
 def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProblem) -> None:
-    from planning import ScoreCalculator
-    from solver.core.refine import refine_rows
-    from solver.core.scores import not_worse
-    from solver.counterfactual import CalculatorScorer
+    from counterplan.planning import ScoreCalculator
+    from counterplan.solver.core.refine import refine_rows
+    from counterplan.solver.core.scores import not_worse
+    from counterplan.solver.counterfactual import CalculatorScorer
 
     space = linear_problem.space
     result = explain(linear_problem, seed=3, num_counterfactuals=1)
@@ -373,9 +373,9 @@ def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProb
 
 
 def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: CounterfactualProblem) -> None:
-    from planning import ScoreCalculator
-    from solver.counterfactual import CalculatorScorer
-    from solver.local.routes import alternative_routes
+    from counterplan.planning import ScoreCalculator
+    from counterplan.solver.counterfactual import CalculatorScorer
+    from counterplan.solver.local.routes import alternative_routes
 
     space = linear_problem.space
     calculator = ScoreCalculator(linear_problem)
@@ -397,7 +397,7 @@ def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: Cou
 
 def test_choosing_several_answers_stays_within_the_time_limit() -> None:
     """After the solve's time limit, only the two final scoring calls may start (no routes, no refinement)."""
-    from planning import FloatFeature
+    from counterplan.planning import FloatFeature
 
     starts: list[float] = []
 
@@ -423,7 +423,7 @@ def test_choosing_several_answers_stays_within_the_time_limit() -> None:
 
 def _held_back(age_matters: bool) -> CounterfactualProblem:
     """Approval needs age >= 30, which is immutable; x helps only a little."""
-    from planning import FloatFeature, IntegerFeature
+    from counterplan.planning import FloatFeature, IntegerFeature
 
     def model(X: FloatMatrix) -> FloatMatrix:
         margin = (X[:, 1] - 30.0) * (1.0 if age_matters else 0.0) + 0.1 * X[:, 0] - 0.5

@@ -18,9 +18,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from threadpoolctl import threadpool_limits
 
-from planning import ClassGoal, CounterfactualProblem
-from solver.exact import splits
-from solver.exact.splits import split_points
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.solver.exact import splits
+from counterplan.solver.exact.splits import split_points
 
 
 def _data(n: int = 500, seed: int = 0) -> pd.DataFrame:

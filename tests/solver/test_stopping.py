@@ -13,12 +13,12 @@ import time
 import numpy as np
 import pytest
 
-from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from planning.calculator import MAX_FAILED_MODEL_CALLS, MAX_FAILING_BATCHES
-from planning.space import FloatMatrix
-from solver import SolverConfig
-from solver.core.config import TerminationConfig
-from solver.counterfactual import CounterfactualSolver, explain
+from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+from counterplan.planning.calculator import MAX_FAILED_MODEL_CALLS, MAX_FAILING_BATCHES
+from counterplan.planning.space import FloatMatrix
+from counterplan.solver import SolverConfig
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.counterfactual import CounterfactualSolver, explain
 from tests.solver.conftest import linear_score
 
 CALL_SECONDS = 0.4
@@ -136,9 +136,9 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
     """Several answers keep every feasible row the search scores; a long solve once grew that
     without bound. Compacting keeps each row once and the three best of each change set, which
     is all the choice of answers reads."""
-    import solver.core.scope as scope_module
-    from solver.core.diversity import best_per_change_set
-    from solver.core.scope import Progress, SolverScope
+    import counterplan.solver.core.scope as scope_module
+    from counterplan.solver.core.diversity import best_per_change_set
+    from counterplan.solver.core.scope import Progress, SolverScope
 
     rng = np.random.default_rng(0)
     space = linear_problem.space

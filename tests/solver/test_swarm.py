@@ -11,10 +11,17 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
-from planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, OutputSpec
-from planning.relevance import bin_codes, information_value
-from planning.space import FeatureSpace
-from solver.core.config import (
+from counterplan.planning import (
+    CallableAdapter,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    OutputSpec,
+)
+from counterplan.planning.relevance import bin_codes, information_value
+from counterplan.planning.space import FeatureSpace
+from counterplan.solver.core.config import (
     BoundaryPolishPhaseConfig,
     ConfigError,
     LocalSearchPhaseConfig,
@@ -23,12 +30,12 @@ from solver.core.config import (
     TerminationConfig,
     stable_termination,
 )
-from solver.counterfactual import CounterfactualSolver, explain
-from solver.engines import SWARM_FROM_FEATURES, choose
-from solver.swarm.clusters import kmeans, pick_per_cluster
-from solver.swarm.phase import paper_objective
-from solver.swarm.positions import SwarmPositions, searchable
-from solver.swarm.velocity import Coefficients, move
+from counterplan.solver.counterfactual import CounterfactualSolver, explain
+from counterplan.solver.engines import SWARM_FROM_FEATURES, choose
+from counterplan.solver.swarm.clusters import kmeans, pick_per_cluster
+from counterplan.solver.swarm.phase import paper_objective
+from counterplan.solver.swarm.positions import SwarmPositions, searchable
+from counterplan.solver.swarm.velocity import Coefficients, move
 
 
 def test_velocity_update_matches_hand_computed_values() -> None:
@@ -92,7 +99,7 @@ def test_the_box_clips_positions_clamps_and_absorbs_velocity() -> None:
 
 
 def _space() -> FeatureSpace:
-    from planning import BooleanFeature, CategoricalFeature
+    from counterplan.planning import BooleanFeature, CategoricalFeature
 
     return FeatureSpace(
         [
@@ -279,12 +286,12 @@ def test_the_paper_objective_guides_the_swarm_and_the_answer_is_still_scored_by_
 
 
 def test_the_swarm_hands_its_best_rows_to_local_search_as_starts(wide) -> None:
-    from planning.calculator import ScoreCalculator
-    from solver.core.scope import Progress, SolverScope
-    from solver.core.termination import Termination
-    from solver.counterfactual import CalculatorScorer
-    from solver.local.phase import LocalSearchPhase
-    from solver.swarm.phase import SwarmPhase
+    from counterplan.planning.calculator import ScoreCalculator
+    from counterplan.solver.core.scope import Progress, SolverScope
+    from counterplan.solver.core.termination import Termination
+    from counterplan.solver.counterfactual import CalculatorScorer
+    from counterplan.solver.local.phase import LocalSearchPhase
+    from counterplan.solver.swarm.phase import SwarmPhase
 
     problem = _wide_problem(wide)
     scorer = CalculatorScorer(ScoreCalculator(problem))
@@ -333,7 +340,7 @@ def test_several_answers_come_from_the_clusters_and_say_when_fewer(wide) -> None
 
 
 def test_the_note_says_why_fewer_answers_came_back() -> None:
-    from solver.core.result import CounterfactualResult, SolveStatistics, SwarmStatistics
+    from counterplan.solver.core.result import CounterfactualResult, SolveStatistics, SwarmStatistics
 
     def result(swarm: SwarmStatistics) -> CounterfactualResult:
         statistics = SolveStatistics(
@@ -379,7 +386,7 @@ def test_the_swarm_configuration_round_trips_through_yaml_and_refuses_bad_values
         SolverConfig.from_yaml("phases:\n  - type: swarm\n    diversity_from: nowhere\n")
     with pytest.raises(ConfigError, match="particles"):
         explain_config = SolverConfig(phases=(SwarmPhaseConfig(particles=4096),))
-        from solver.core.budget import check_budget
+        from counterplan.solver.core.budget import check_budget
 
         check_budget(explain_config, 10_000, 10_000)
 
@@ -420,8 +427,8 @@ def test_the_solvers_step_limit_cuts_the_swarm_short() -> None:
 
 
 def test_the_swarm_runs_in_bulk_and_each_row_gets_its_single_answer(wide) -> None:
-    from solver.batch.rows import row_seed
-    from solver.explainer import Explainer
+    from counterplan.solver.batch.rows import row_seed
+    from counterplan.solver.explainer import Explainer
 
     frame, model = wide
     config = SolverConfig(phases=(SwarmPhaseConfig(iterations=15, particles=12), BoundaryPolishPhaseConfig()))
@@ -442,9 +449,9 @@ def test_the_swarms_answers_survive_a_following_local_search(wide) -> None:
     assert len(result.counterfactuals) == 3 and all(c.valid for c in result.counterfactuals)
     assert result.counterfactuals[0].proposed == result.proposed  # the polished best leads
 
-    from planning.calculator import ScoreCalculator
-    from solver.core.engine import Solver
-    from solver.counterfactual import CalculatorScorer
+    from counterplan.planning.calculator import ScoreCalculator
+    from counterplan.solver.core.engine import Solver
+    from counterplan.solver.counterfactual import CalculatorScorer
 
     outcome = Solver(SolverConfig(phases=phases), collect_pool=True, answers=3).solve(
         problem.space, CalculatorScorer(ScoreCalculator(problem)), problem=problem
@@ -455,8 +462,8 @@ def test_the_swarms_answers_survive_a_following_local_search(wide) -> None:
 def test_a_missing_categorical_or_computed_feature_is_never_searched() -> None:
     from sklearn.linear_model import LinearRegression
 
-    from planning import CategoricalFeature
-    from planning.relations import LearnedConstraint
+    from counterplan.planning import CategoricalFeature
+    from counterplan.planning.relations import LearnedConstraint
 
     def model(X: np.ndarray) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-(X[:, 0] + X[:, 1] - 8.0)))
@@ -511,8 +518,8 @@ def test_a_configuration_with_a_swarm_phase_is_named_swarm(wide) -> None:
 
 
 def test_the_budget_counts_the_swarms_one_hot_coordinates() -> None:
-    from planning import CategoricalFeature
-    from solver.core.budget import check_budget, estimate_bytes, swarm_coordinates
+    from counterplan.planning import CategoricalFeature
+    from counterplan.solver.core.budget import check_budget, estimate_bytes, swarm_coordinates
 
     features = [
         CategoricalFeature(name="code", value="c0", categories=tuple(f"c{i}" for i in range(10_000))),

@@ -4,9 +4,9 @@ import time
 
 import numpy as np
 
-from solver.core.config import TerminationConfig
-from solver.core.scope import Progress
-from solver.core.termination import Termination
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.core.scope import Progress
+from counterplan.solver.core.termination import Termination
 
 INFEASIBLE = np.array([-0.5, 0.0, 0.0, 0.0, 0.0])
 FEASIBLE = np.array([0.0, 0.0, 0.0, -0.3, -2.0])
@@ -77,8 +77,8 @@ def test_and_or_composition_and_progress() -> None:
 
 
 def test_the_wall_limit_of_a_termination_tree() -> None:
-    from solver.core.config import TerminationConfig
-    from solver.core.termination import wall_limit
+    from counterplan.solver.core.config import TerminationConfig
+    from counterplan.solver.core.termination import wall_limit
 
     assert wall_limit(TerminationConfig()) is None
     assert wall_limit(TerminationConfig(spent_limit_seconds=5.0)) == 5.0

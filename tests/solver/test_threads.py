@@ -13,9 +13,9 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_info
 
-from planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from planning.threads import SHARED_POOLS, NativeThreadLimit
-from solver import SolverConfig, SolverManager, TerminationConfig, explain
+from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+from counterplan.planning.threads import SHARED_POOLS, NativeThreadLimit
+from counterplan.solver import SolverConfig, SolverManager, TerminationConfig, explain
 
 
 def _threads(user_api: str) -> set[int]:
@@ -38,7 +38,7 @@ class RecordingModel:
 
 
 def _problem(model: RecordingModel) -> CounterfactualProblem:
-    from planning import FloatFeature
+    from counterplan.planning import FloatFeature
 
     features = [FloatFeature(name=name, value=2.0, low=0.0, high=10.0) for name in ("a", "b", "c")]
     return CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("y", (0, 1))]))

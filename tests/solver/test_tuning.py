@@ -7,9 +7,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from planning import CounterfactualProblem
-from solver import SolverConfig, TerminationConfig, explain
-from solver.tuning import row_cost, suggest_config, tune
+from counterplan.planning import CounterfactualProblem
+from counterplan.solver import SolverConfig, TerminationConfig, explain
+from counterplan.solver.tuning import row_cost, suggest_config, tune
 
 
 def _rows(problem: CounterfactualProblem, count: int) -> list[CounterfactualProblem]:
@@ -81,7 +81,7 @@ def test_the_search_space_is_conditional_per_engine(linear_problem: Counterfactu
 def test_a_study_of_another_problem_is_refused_and_each_problem_gets_its_own(
     linear_problem: CounterfactualProblem, loan_problem: CounterfactualProblem, tmp_path: Path
 ) -> None:
-    from solver.tuning import StudyMismatchError, default_study_name
+    from counterplan.solver.tuning import StudyMismatchError, default_study_name
 
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     first = tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage, study_name="mine")

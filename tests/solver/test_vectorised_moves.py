@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planning import (
+from counterplan.planning import (
     BooleanFeature,
     CallableAdapter,
     CategoricalFeature,
@@ -24,9 +24,9 @@ from planning import (
     OutputSpec,
     ScoreCalculator,
 )
-from planning.space import AnyFeature, FloatMatrix
-from solver import explain
-from solver.core.config import (
+from counterplan.planning.space import AnyFeature, FloatMatrix
+from counterplan.solver import explain
+from counterplan.solver.core.config import (
     ForagerConfig,
     GreatDelugeAcceptorConfig,
     HillClimbingAcceptorConfig,
@@ -36,16 +36,16 @@ from solver.core.config import (
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from solver.core.protocol import BoolArray, EncodedSpace
-from solver.core.scope import Walker
-from solver.core.scores import best_row, compare_to
-from solver.counterfactual import CalculatorScorer
-from solver.local.acceptors import Acceptor, HillClimbingAcceptor, LockstepContext, StepContext
-from solver.local.factory import build_acceptor
-from solver.local.forager import Forager
-from solver.local.moves import MoveSelector
-from solver.local.routes import alternative_routes
-from solver.local.scan import ScanGrid, most_efficient, scan_rows
+from counterplan.solver.core.protocol import BoolArray, EncodedSpace
+from counterplan.solver.core.scope import Walker
+from counterplan.solver.core.scores import best_row, compare_to
+from counterplan.solver.counterfactual import CalculatorScorer
+from counterplan.solver.local.acceptors import Acceptor, HillClimbingAcceptor, LockstepContext, StepContext
+from counterplan.solver.local.factory import build_acceptor
+from counterplan.solver.local.forager import Forager
+from counterplan.solver.local.moves import MoveSelector
+from counterplan.solver.local.routes import alternative_routes
+from counterplan.solver.local.scan import ScanGrid, most_efficient, scan_rows
 
 
 def _score(X: FloatMatrix) -> FloatMatrix:

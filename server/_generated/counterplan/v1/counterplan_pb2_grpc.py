@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from server._generated.counterplan.v1 import counterplan_pb2 as server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in server/_generated/counterplan/v1/counterplan_pb2_grpc.py depends on'
+        + ' but the generated code in counterplan/server/_generated/counterplan/v1/counterplan_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,38 +38,38 @@ class CounterfactualServiceStub:
         """
         self.Explain = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/Explain',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.FromString,
                 _registered_method=True)
         self.ExplainStream = channel.unary_stream(
                 '/counterplan.v1.CounterfactualService/ExplainStream',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
                 _registered_method=True)
         self.ExplainBatch = channel.stream_stream(
                 '/counterplan.v1.CounterfactualService/ExplainBatch',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
                 _registered_method=True)
         self.Plan = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/Plan',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
                 _registered_method=True)
         self.PlanStream = channel.unary_stream(
                 '/counterplan.v1.CounterfactualService/PlanStream',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
                 _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/ListModels',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
         self.GetModel = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/GetModel',
-                request_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.SerializeToString,
-                response_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.FromString,
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.FromString,
                 _registered_method=True)
 
 
@@ -162,38 +162,38 @@ def add_CounterfactualServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Explain': grpc.unary_unary_rpc_method_handler(
                     servicer.Explain,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.SerializeToString,
             ),
             'ExplainStream': grpc.unary_stream_rpc_method_handler(
                     servicer.ExplainStream,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.SerializeToString,
             ),
             'ExplainBatch': grpc.stream_stream_rpc_method_handler(
                     servicer.ExplainBatch,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.SerializeToString,
             ),
             'Plan': grpc.unary_unary_rpc_method_handler(
                     servicer.Plan,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.SerializeToString,
             ),
             'PlanStream': grpc.unary_stream_rpc_method_handler(
                     servicer.PlanStream,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.SerializeToString,
             ),
             'GetModel': grpc.unary_unary_rpc_method_handler(
                     servicer.GetModel,
-                    request_deserializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.FromString,
-                    response_serializer=server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.SerializeToString,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,8 +223,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/Explain',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -250,8 +250,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/ExplainStream',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -277,8 +277,8 @@ class CounterfactualService:
             request_iterator,
             target,
             '/counterplan.v1.CounterfactualService/ExplainBatch',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ExplainBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -304,8 +304,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/Plan',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -331,8 +331,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/PlanStream',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -358,8 +358,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/ListModels',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -385,8 +385,8 @@ class CounterfactualService:
             request,
             target,
             '/counterplan.v1.CounterfactualService/GetModel',
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.SerializeToString,
-            server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.FromString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.GetModelRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.Model.FromString,
             options,
             channel_credentials,
             insecure,
