@@ -318,8 +318,9 @@ def ours_problem(setting: Setting, method: str, query: pd.Series, hull_rows: int
 def exact_solver_config(seconds: float | None) -> Any:
     """The configuration ``engine="exact"`` runs (local search as warm start, then the exact
     phase), with the exact phase's time limit."""
-    from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+    from counterplan.solver.core.config import SolverConfig
     from counterplan.solver.engines import exact_config
+    from counterplan.solver.exact.config import ExactPhaseConfig
 
     base = exact_config(SolverConfig())
     phases = tuple(

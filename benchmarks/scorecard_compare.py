@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.scorecards import build_scorecard, objective_data, paper_objective
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.distance import DistanceSettings
-from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
+from counterplan.solver.exact.config import ExactPhaseConfig
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 TARGET = "__good__"

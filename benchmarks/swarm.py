@@ -236,14 +236,10 @@ class CappedError(Exception):
 def counterplan_runner(bench: Bench, method: str, seed: int) -> Runner:
     # Imported here: the swarm engine and its configuration are looked up only when asked for.
     from counterplan.planning import ClassGoal, CounterfactualProblem
-    from counterplan.solver.core.config import (
-        BoundaryPolishPhaseConfig,
-        LocalSearchPhaseConfig,
-        SolverConfig,
-        SwarmPhaseConfig,
-        stable_termination,
-    )
+    from counterplan.solver.core.config import SolverConfig, stable_termination
     from counterplan.solver.counterfactual import explain
+    from counterplan.solver.local.config import BoundaryPolishPhaseConfig, LocalSearchPhaseConfig
+    from counterplan.solver.swarm.config import SwarmPhaseConfig
 
     config: SolverConfig | None = None
     engine: Any = method

@@ -74,9 +74,17 @@ if TYPE_CHECKING:
     from counterplan.planning.space import (
         FeatureSpace,
     )
-    from counterplan.solver.core.config import (
+    from counterplan.solver.core.config import ConfigError, SolverConfig, TerminationConfig
+    from counterplan.solver.counterfactual import (
+        CounterfactualSolver,
+        ModelFailureError,
+        explain,
+    )
+    from counterplan.solver.explainer import (
+        Explainer,
+    )
+    from counterplan.solver.local.config import (
         BoundaryPolishPhaseConfig,
-        ConfigError,
         FeatureScanPhaseConfig,
         ForagerConfig,
         GreatDelugeAcceptorConfig,
@@ -85,26 +93,8 @@ if TYPE_CHECKING:
         LocalSearchPhaseConfig,
         MoveSelectorConfig,
         SimulatedAnnealingAcceptorConfig,
-        SolverConfig,
         StepCountingHillClimbingAcceptorConfig,
-        SwarmPhaseConfig,
         TabuSearchAcceptorConfig,
-        TerminationConfig,
-    )
-    from counterplan.solver.core.result import (
-        BestSolutionEvent,
-        Change,
-        Counterfactual,
-        CounterfactualResult,
-        SolveStatistics,
-    )
-    from counterplan.solver.counterfactual import (
-        CounterfactualSolver,
-        ModelFailureError,
-        explain,
-    )
-    from counterplan.solver.explainer import (
-        Explainer,
     )
     from counterplan.solver.manager import (
         SolverJob,
@@ -120,6 +110,14 @@ if TYPE_CHECKING:
     from counterplan.solver.plans.search import (
         PlanConfig,
     )
+    from counterplan.solver.result import (
+        BestSolutionEvent,
+        Change,
+        Counterfactual,
+        CounterfactualResult,
+        SolveStatistics,
+    )
+    from counterplan.solver.swarm.config import SwarmPhaseConfig
 
 _EXPORTS: dict[str, str] = {
     "Action": "counterplan.planning.actions",
@@ -127,38 +125,38 @@ _EXPORTS: dict[str, str] = {
     "ActionPlan": "counterplan.solver.plans.planner",
     "ActionSet": "counterplan.planning.actions",
     "BendableScore": "counterplan.planning.score",
-    "BestSolutionEvent": "counterplan.solver.core.result",
+    "BestSolutionEvent": "counterplan.solver.result",
     "BooleanFeature": "counterplan.planning.features",
-    "BoundaryPolishPhaseConfig": "counterplan.solver.core.config",
+    "BoundaryPolishPhaseConfig": "counterplan.solver.local.config",
     "CallableAdapter": "counterplan.planning.models",
     "CategoricalFeature": "counterplan.planning.features",
-    "Change": "counterplan.solver.core.result",
+    "Change": "counterplan.solver.result",
     "ClassGoal": "counterplan.planning.goals",
     "ConfigError": "counterplan.solver.core.config",
     "CostGraph": "counterplan.planning.actions",
-    "Counterfactual": "counterplan.solver.core.result",
+    "Counterfactual": "counterplan.solver.result",
     "CounterfactualProblem": "counterplan.planning.problem",
-    "CounterfactualResult": "counterplan.solver.core.result",
+    "CounterfactualResult": "counterplan.solver.result",
     "CounterfactualSolver": "counterplan.solver.counterfactual",
     "CounterplanError": "counterplan.planning.errors",
     "DistanceSettings": "counterplan.planning.distance",
     "Explainer": "counterplan.solver.explainer",
     "FeatureError": "counterplan.planning.errors",
-    "FeatureScanPhaseConfig": "counterplan.solver.core.config",
+    "FeatureScanPhaseConfig": "counterplan.solver.local.config",
     "FeatureSpace": "counterplan.planning.space",
     "FeatureStatistics": "counterplan.planning.distance",
     "FloatFeature": "counterplan.planning.features",
-    "ForagerConfig": "counterplan.solver.core.config",
+    "ForagerConfig": "counterplan.solver.local.config",
     "GoalError": "counterplan.planning.errors",
-    "GreatDelugeAcceptorConfig": "counterplan.solver.core.config",
-    "HillClimbingAcceptorConfig": "counterplan.solver.core.config",
+    "GreatDelugeAcceptorConfig": "counterplan.solver.local.config",
+    "HillClimbingAcceptorConfig": "counterplan.solver.local.config",
     "IntegerFeature": "counterplan.planning.features",
     "InvalidInputError": "counterplan.planning.errors",
-    "LateAcceptanceAcceptorConfig": "counterplan.solver.core.config",
-    "LocalSearchPhaseConfig": "counterplan.solver.core.config",
+    "LateAcceptanceAcceptorConfig": "counterplan.solver.local.config",
+    "LocalSearchPhaseConfig": "counterplan.solver.local.config",
     "ModelAdapter": "counterplan.planning.models",
     "ModelFailureError": "counterplan.solver.counterfactual",
-    "MoveSelectorConfig": "counterplan.solver.core.config",
+    "MoveSelectorConfig": "counterplan.solver.local.config",
     "OutputSpec": "counterplan.planning.goals",
     "PlanConfig": "counterplan.solver.plans.search",
     "PlanResult": "counterplan.solver.plans.planner",
@@ -167,15 +165,15 @@ _EXPORTS: dict[str, str] = {
     "ProblemError": "counterplan.planning.errors",
     "RangeGoal": "counterplan.planning.goals",
     "ScoreCalculator": "counterplan.planning.calculator",
-    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.core.config",
-    "SolveStatistics": "counterplan.solver.core.result",
+    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.local.config",
+    "SolveStatistics": "counterplan.solver.result",
     "SolveStatus": "counterplan.solver.manager",
     "SolverConfig": "counterplan.solver.core.config",
     "SolverJob": "counterplan.solver.manager",
     "SolverManager": "counterplan.solver.manager",
-    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.core.config",
-    "SwarmPhaseConfig": "counterplan.solver.core.config",
-    "TabuSearchAcceptorConfig": "counterplan.solver.core.config",
+    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.local.config",
+    "SwarmPhaseConfig": "counterplan.solver.swarm.config",
+    "TabuSearchAcceptorConfig": "counterplan.solver.local.config",
     "TerminationConfig": "counterplan.solver.core.config",
     "ValueGoal": "counterplan.planning.goals",
     "adapt_sklearn": "counterplan.planning.models",

@@ -30,7 +30,7 @@ from counterplan.planning.errors import CounterplanError, ModelAdapterError, one
 from counterplan.planning.goals import BoundGoal
 from counterplan.planning.models import Predictions
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.score import LEVELS, BendableScore
+from counterplan.planning.score import LEVELS, BendableScore, last_best_row
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_BISECTION_DEPTH = 6
@@ -270,7 +270,7 @@ class ScoreCalculator:
         else:  # every row was modelled, and none failed
             self.failing_batches = 0
         scores = evaluation.scores
-        top = _lexicographic_top(scores if rows is None else scores[rows])
+        top = last_best_row(scores if rows is None else scores[rows])
         if rows is not None:
             top = int(rows[top])
         if self.best is not None and tuple(scores[top].tolist()) <= tuple(self.best[1].scores[0].tolist()):
@@ -444,34 +444,6 @@ def _implausible_outputs(name: str, array: FloatMatrix) -> list[tuple[int, str]]
     for mask, reason in zip(masks, _implausible_reasons(name), strict=True):
         out += [(int(row), reason) for row in np.flatnonzero(mask)]
     return out
-
-
-_FEW_TIED = 16
-"""Rows still tied on a level that are compared as Python tuples rather than by numpy."""
-_SMALL_BATCH = 96
-"""Batches up to this many rows are simply sorted."""
-
-
-def _lexicographic_top(scores: FloatMatrix) -> int:
-    """The row of the lexicographically greatest score, the last of equal ones: what
-    ``np.lexsort(scores.T[::-1])[-1]`` gives (NaN sorting last); for a large batch level by level
-    on the rows still tied, with no sort."""
-    if scores.shape[0] <= _SMALL_BATCH:
-        return int(np.lexsort(scores.T[::-1])[-1])
-    tied: npt.NDArray[np.intp] | None = None
-    for level in range(scores.shape[1]):
-        column = scores[:, level] if tied is None else scores[tied, level]
-        best = column.max()
-        hit = np.isnan(column) if math.isnan(best) else column == best
-        tied = np.flatnonzero(hit) if tied is None else tied[hit]
-        if tied.size == 1:
-            break
-        if tied.size <= _FEW_TIED:  # a few rows: as tuples (no NaN: there tuples and sorting differ)
-            rows = scores[tied].tolist()
-            if not any(math.isnan(value) for row in rows for value in row):
-                return int(tied[max(range(len(rows)), key=lambda i: (rows[i], i))])
-    assert tied is not None
-    return int(tied[-1])
 
 
 def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMatrix:

@@ -17,6 +17,7 @@ soft 1   sparsity: minus the number of changed features
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,11 @@ import numpy.typing as npt
 
 from counterplan.planning.errors import ScoreFormatError
 
+FloatMatrix = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
 HARD_LEVELS = 3
+"""The hard levels come first in a score row: a row is feasible when all of them are 0."""
 SOFT_LEVELS = 2
 LEVELS = HARD_LEVELS + SOFT_LEVELS
 
@@ -95,19 +100,89 @@ def _format_level(value: float) -> str:
     return repr(value)
 
 
-def best_index(scores: npt.NDArray[np.float64]) -> int:
-    """Index of the best row of an ``(n, 5)`` score matrix (the first among equals)."""
-    if scores.shape[0] == 0:
-        raise ValueError("no scores to choose from")
-    order = np.lexsort(scores.T[::-1])  # last key is primary: hard 0
-    best = scores[order[-1]]
-    ties = np.flatnonzero((scores == best).all(axis=1))
-    return int(ties[0])
+# Vectorised comparison of score rows (hard 0 first, higher better): the engines and the calculator
+# compare whole batches of candidates at once, so this is the one place score rows are compared.
 
 
-def compare_rows(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> int:
-    """Lexicographic comparison of two score rows: -1, 0 or 1."""
-    diff = np.flatnonzero(a != b)
-    if diff.size == 0:
-        return 0
-    return 1 if a[diff[0]] > b[diff[0]] else -1
+def best_first(scores: FloatMatrix) -> np.ndarray:
+    """Row indices from the best score to the worst; among equal scores, the earlier row first."""
+    return np.lexsort((-np.arange(scores.shape[0]), *scores.T[::-1]))[::-1]
+
+
+def compare_to(scores: FloatMatrix, reference: FloatMatrix) -> FloatMatrix:
+    """Sign of the lexicographic comparison of every row of ``scores`` with one row.
+
+    ``reference`` is one row, or one row per row of ``scores``. Returns an ``(n,)`` array of -1,
+    0 or 1: the sign of the first level that differs. Built from the last level up, each level
+    overriding where it differs: a handful of ufuncs on ``(n,)`` columns (the engine compares every
+    step's batch, so this runs a few dozen times per solve).
+    """
+    signs = np.sign(scores - reference)
+    result = signs[:, -1].copy()
+    for level in range(signs.shape[1] - 2, -1, -1):
+        column = signs[:, level]
+        np.copyto(result, column, where=column != 0.0)
+    return result
+
+
+def better(scores: FloatMatrix, reference: FloatMatrix) -> BoolArray:
+    """Rows strictly better than ``reference``."""
+    return compare_to(scores, reference) > 0
+
+
+def not_worse(scores: FloatMatrix, reference: FloatMatrix) -> BoolArray:
+    """Rows at least as good as ``reference``."""
+    return compare_to(scores, reference) >= 0
+
+
+def best_row(scores: FloatMatrix) -> int:
+    """Index of the best row (the first among equals).
+
+    Level by level, the rows holding the level's best value among those still tied; most batches
+    are decided by the first level or two, so this is a few ufuncs rather than a full sort.
+    """
+    tied = np.flatnonzero(scores[:, 0] == scores[:, 0].max())
+    for level in range(1, scores.shape[1]):
+        if tied.size == 1:
+            break
+        column = scores[tied, level]
+        tied = tied[column == column.max()]
+    return int(tied[0])
+
+
+def is_better(a: FloatMatrix, b: FloatMatrix) -> bool:
+    """True when score row ``a`` is strictly better than ``b``."""
+    return bool(better(a.reshape(1, -1), b)[0])
+
+
+def is_feasible(score: FloatMatrix) -> bool:
+    """True when every hard level of the row is 0."""
+    return bool((score[:HARD_LEVELS] >= 0.0).all())
+
+
+_FEW_TIED = 16
+"""Rows still tied on a level that are compared as Python tuples rather than by numpy."""
+_SMALL_BATCH = 96
+"""Batches up to this many rows are simply sorted."""
+
+
+def last_best_row(scores: FloatMatrix) -> int:
+    """The row of the lexicographically greatest score, the last of equal ones: what
+    ``np.lexsort(scores.T[::-1])[-1]`` gives (NaN sorting last); for a large batch level by level
+    on the rows still tied, with no sort."""
+    if scores.shape[0] <= _SMALL_BATCH:
+        return int(np.lexsort(scores.T[::-1])[-1])
+    tied: npt.NDArray[np.intp] | None = None
+    for level in range(scores.shape[1]):
+        column = scores[:, level] if tied is None else scores[tied, level]
+        best = column.max()
+        hit = np.isnan(column) if math.isnan(best) else column == best
+        tied = np.flatnonzero(hit) if tied is None else tied[hit]
+        if tied.size == 1:
+            break
+        if tied.size <= _FEW_TIED:  # a few rows: as tuples (no NaN: there tuples and sorting differ)
+            rows = scores[tied].tolist()
+            if not any(math.isnan(value) for row in rows for value in row):
+                return int(tied[max(range(len(rows)), key=lambda i: (rows[i], i))])
+    assert tied is not None
+    return int(tied[-1])

@@ -12,6 +12,7 @@ original value is encoded by its feature's ``missing_code``; the model gets NaN 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,7 +101,8 @@ class FeatureSpace:
         """Per column: the code of a missing value, NaN where the original is not missing."""
         self.split_values: dict[int, FloatMatrix] = {}
         """Per column, when known: values where the model's decision changes (just past a tree's
-        split thresholds). The feature scan tries them; the solver fills them in for tree models."""
+        split thresholds). The feature scan tries them; for a tree model it searches a copy of
+        the space that knows them (:meth:`with_split_values`)."""
         self.allowed: dict[int, FloatMatrix] = {}
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         for i, f in enumerate(self.features):
@@ -131,6 +133,13 @@ class FeatureSpace:
     def checks_grid(self) -> bool:
         """True when some column has allowed values or a float precision to keep."""
         return bool(self.allowed) or bool(((self._scale > 0) & ~self.integral & self.mutable).any())
+
+    def with_split_values(self, split_values: dict[int, FloatMatrix]) -> FeatureSpace:
+        """This space knowing ``split_values``: a shallow copy (the arrays are shared, read only),
+        so a solve can search with the model's split values without changing the problem."""
+        view = copy.copy(self)
+        view.split_values = split_values
+        return view
 
     def __len__(self) -> int:
         return len(self.features)

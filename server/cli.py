@@ -222,8 +222,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     from counterplan.server.render import print_result, progress_line  # noqa: PLC0415
     from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
-    from counterplan.solver.core.result import BestSolutionEvent  # noqa: PLC0415
     from counterplan.solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
+    from counterplan.solver.result import BestSolutionEvent  # noqa: PLC0415
 
     problem = _problem(args)
     config = SolverConfig.load(args.config) if args.config else SolverConfig()

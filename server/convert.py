@@ -18,21 +18,19 @@ from counterplan.planning.space import AnyFeature, FeatureSpace
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.registry import FeatureSpec, RegisteredModel
-from counterplan.solver.core.budget import check_budget, swarm_coordinates
-from counterplan.solver.core.config import (
-    MAX_SEED,
-    ConfigError,
+from counterplan.solver.core.budget import check_budget, one_hot_width
+from counterplan.solver.core.config import MAX_SEED, ConfigError, SolverConfig, TerminationConfig
+from counterplan.solver.engines import with_acceptor
+from counterplan.solver.exact.report import ExactStatistics
+from counterplan.solver.local.config import (
     GreatDelugeAcceptorConfig,
     HillClimbingAcceptorConfig,
     LateAcceptanceAcceptorConfig,
-    LocalSearchPhaseConfig,
     SimulatedAnnealingAcceptorConfig,
-    SolverConfig,
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
-    TerminationConfig,
 )
-from counterplan.solver.core.result import BestSolutionEvent, CounterfactualResult, ExactStatistics
+from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
 
 Violation = tuple[str, str]
 _MISSING = object()
@@ -205,7 +203,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     region = _trust_region(request, model, violations)
     if not violations:
         try:
-            check_budget(config, len(features), sum(f.mutable for f in features), swarm_coordinates(features))
+            check_budget(config, len(features), sum(f.mutable for f in features), one_hot_width(features))
         except ConfigError as exc:
             violations.append((f"solver.config_json.{exc.field}", exc.problem))
     if violations:
@@ -425,11 +423,7 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
         if acceptor is None:
             out.append(("solver.engine", f"unknown engine {spec.engine}"))
         else:
-            phases = tuple(
-                p.model_copy(update={"acceptor": acceptor()}) if isinstance(p, LocalSearchPhaseConfig) else p
-                for p in config.phases
-            )
-            config = config.model_copy(update={"phases": phases})
+            config = with_acceptor(config, acceptor())
     if spec.HasField("termination"):
         t = spec.termination
         limits: dict[str, Any] = {}

@@ -21,15 +21,9 @@ from counterplan.server.flags import (
 from counterplan.server.goal_text import parse_goal_text
 from counterplan.server.loading import load_instance
 from counterplan.server.registry import DEMO_ID
-from counterplan.solver.core.result import (
-    BestSolutionEvent,
-    Change,
-    Counterfactual,
-    CounterfactualResult,
-    ExactStatistics,
-    SolveStatistics,
-    SwarmStatistics,
-)
+from counterplan.solver.exact.report import ExactStatistics
+from counterplan.solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
+from counterplan.solver.swarm.report import SwarmStatistics
 
 _ENGINE_CHOICES = {
     "local": pb.ENGINE_CHOICE_LOCAL,

@@ -8,13 +8,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from counterplan.solver.core.result import (
-    BestSolutionEvent,
-    Change,
-    CounterfactualResult,
-    ExactStatistics,
-    SwarmStatistics,
-)
+from counterplan.solver.exact.report import ExactStatistics
+from counterplan.solver.result import BestSolutionEvent, Change, CounterfactualResult
+from counterplan.solver.swarm.report import SwarmStatistics
 
 
 def format_value(value: Any) -> str:

@@ -48,10 +48,10 @@ from counterplan.server.registry import ModelRegistry, RegisteredModel
 from counterplan.server.settings import ServerSettings
 from counterplan.server.throttle import throttled
 from counterplan.solver.batch.shared_calls import SharedCalls, SharedCallStatistics
-from counterplan.solver.core.budget import estimate_bytes, swarm_coordinates
+from counterplan.solver.core.budget import estimate_bytes, one_hot_width
 from counterplan.solver.core.config import TerminationConfig
-from counterplan.solver.core.result import CounterfactualResult
 from counterplan.solver.manager import SolverJob, SolverManager
+from counterplan.solver.result import CounterfactualResult
 
 if TYPE_CHECKING:
     from counterplan.server.batch_stream import BatchStream
@@ -265,7 +265,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             space_features,
             mutable,
             several=checked.num_counterfactuals > 1,
-            swarm_coordinates=swarm_coordinates(checked.features),
+            one_hot=one_hot_width(checked.features),
         )
         if estimate > self.settings.max_solve_memory_mb * _MB:
             raise bad_request(

@@ -12,10 +12,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from counterplan.planning._lazy import attach
+from counterplan.solver import phases as _phases  # noqa: F401 - registers the phase types counterplan ships
 
 if TYPE_CHECKING:
-    from counterplan.solver.core.config import (
-        ConfigError,
+    from counterplan.solver.core.config import ConfigError, SolverConfig, TerminationConfig
+    from counterplan.solver.counterfactual import (
+        CounterfactualSolver,
+        ModelFailureError,
+        explain,
+    )
+    from counterplan.solver.explainer import Explainer
+    from counterplan.solver.local.config import (
         ForagerConfig,
         GreatDelugeAcceptorConfig,
         HillClimbingAcceptorConfig,
@@ -23,23 +30,9 @@ if TYPE_CHECKING:
         LocalSearchPhaseConfig,
         MoveSelectorConfig,
         SimulatedAnnealingAcceptorConfig,
-        SolverConfig,
         StepCountingHillClimbingAcceptorConfig,
         TabuSearchAcceptorConfig,
-        TerminationConfig,
     )
-    from counterplan.solver.core.result import (
-        BestSolutionEvent,
-        Change,
-        CounterfactualResult,
-        SolveStatistics,
-    )
-    from counterplan.solver.counterfactual import (
-        CounterfactualSolver,
-        ModelFailureError,
-        explain,
-    )
-    from counterplan.solver.explainer import Explainer
     from counterplan.solver.manager import (
         SolverJob,
         SolverManager,
@@ -54,33 +47,34 @@ if TYPE_CHECKING:
     from counterplan.solver.plans.search import (
         PlanConfig,
     )
+    from counterplan.solver.result import BestSolutionEvent, Change, CounterfactualResult, SolveStatistics
 
 _EXPORTS: dict[str, str] = {
     "ActionPlan": "counterplan.solver.plans.planner",
-    "BestSolutionEvent": "counterplan.solver.core.result",
-    "Change": "counterplan.solver.core.result",
+    "BestSolutionEvent": "counterplan.solver.result",
+    "Change": "counterplan.solver.result",
     "ConfigError": "counterplan.solver.core.config",
-    "CounterfactualResult": "counterplan.solver.core.result",
+    "CounterfactualResult": "counterplan.solver.result",
     "CounterfactualSolver": "counterplan.solver.counterfactual",
     "Explainer": "counterplan.solver.explainer",
-    "ForagerConfig": "counterplan.solver.core.config",
-    "GreatDelugeAcceptorConfig": "counterplan.solver.core.config",
-    "HillClimbingAcceptorConfig": "counterplan.solver.core.config",
-    "LateAcceptanceAcceptorConfig": "counterplan.solver.core.config",
-    "LocalSearchPhaseConfig": "counterplan.solver.core.config",
+    "ForagerConfig": "counterplan.solver.local.config",
+    "GreatDelugeAcceptorConfig": "counterplan.solver.local.config",
+    "HillClimbingAcceptorConfig": "counterplan.solver.local.config",
+    "LateAcceptanceAcceptorConfig": "counterplan.solver.local.config",
+    "LocalSearchPhaseConfig": "counterplan.solver.local.config",
     "ModelFailureError": "counterplan.solver.counterfactual",
-    "MoveSelectorConfig": "counterplan.solver.core.config",
+    "MoveSelectorConfig": "counterplan.solver.local.config",
     "PlanConfig": "counterplan.solver.plans.search",
     "PlanResult": "counterplan.solver.plans.planner",
     "PlanStep": "counterplan.solver.plans.planner",
-    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.core.config",
-    "SolveStatistics": "counterplan.solver.core.result",
+    "SimulatedAnnealingAcceptorConfig": "counterplan.solver.local.config",
+    "SolveStatistics": "counterplan.solver.result",
     "SolveStatus": "counterplan.solver.manager",
     "SolverConfig": "counterplan.solver.core.config",
     "SolverJob": "counterplan.solver.manager",
     "SolverManager": "counterplan.solver.manager",
-    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.core.config",
-    "TabuSearchAcceptorConfig": "counterplan.solver.core.config",
+    "StepCountingHillClimbingAcceptorConfig": "counterplan.solver.local.config",
+    "TabuSearchAcceptorConfig": "counterplan.solver.local.config",
     "TerminationConfig": "counterplan.solver.core.config",
     "explain": "counterplan.solver.counterfactual",
     "plan": "counterplan.solver.plans.planner",

@@ -1,5 +1,8 @@
 """Choosing the engine: ``local``, ``exact``, ``swarm`` or ``auto``, as shorthand for a phase list.
 
+This is the one place that names engines: the solver core runs phases it does not know, the
+bridge (:mod:`counterplan.solver.counterfactual`) asks :func:`plan_engine` what to run and why.
+
 ``exact`` runs the configuration's phases (local search by default: a warm start) and then the
 exact engine; ``swarm`` runs the particle swarm and a boundary polish (a configuration with its
 own swarm phase runs as it is); ``local`` keeps the configuration as it is.
@@ -11,23 +14,59 @@ It says which it chose and why.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.solver.core.config import (
-    BoundaryPolishPhaseConfig,
-    ExactPhaseConfig,
-    LocalSearchPhaseConfig,
-    PhaseConfig,
-    SolverConfig,
-    SwarmPhaseConfig,
-    TerminationConfig,
-    stable_termination,
-)
+from counterplan.solver.core.config import PhaseConfig, SolverConfig, TerminationConfig, stable_termination
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.local.config import AcceptorConfig, BoundaryPolishPhaseConfig, LocalSearchPhaseConfig
+from counterplan.solver.swarm.config import SwarmPhaseConfig
 
 EngineChoice = Literal["local", "exact", "swarm", "auto"]
 ENGINES: tuple[str, ...] = ("local", "exact", "swarm", "auto")
+
+
+class EnginePlan(NamedTuple):
+    """What to run: the configuration, the engine's name (``local``, ``exact`` or ``swarm``) and why."""
+
+    config: SolverConfig
+    name: str
+    reason: str
+
+
+def plan_engine(problem: CounterfactualProblem, config: SolverConfig, engine: EngineChoice | None) -> EnginePlan:
+    """The configuration to run for ``engine`` (:func:`choose`); None runs ``config`` as it is,
+    named by its phases (an exact phase: ``exact``; a swarm phase: ``swarm``; else ``local``)."""
+    if engine is not None:
+        plan = choose(problem, config, engine)
+        if plan.name == "local" and has_phase(plan.config, SwarmPhaseConfig):
+            return EnginePlan(plan.config, "swarm", plan.reason + "; the configuration has a swarm phase")
+        return plan
+    if has_phase(config, ExactPhaseConfig):
+        return EnginePlan(config, "exact", "the configuration has an exact phase")
+    if has_phase(config, SwarmPhaseConfig):
+        return EnginePlan(config, "swarm", "the configuration has a swarm phase")
+    return EnginePlan(config, "local", "")
+
+
+def has_phase(config: SolverConfig, kind: type[PhaseConfig]) -> bool:
+    """``config`` runs a phase of the type ``kind``."""
+    return any(isinstance(p, kind) for p in config.phases)
+
+
+def runs_exact(config: SolverConfig, engine: EngineChoice | None) -> bool:
+    """The exact engine may run: asked for (``exact``, ``auto``) or in the configuration's phases."""
+    return engine in ("exact", "auto") or has_phase(config, ExactPhaseConfig)
+
+
+def with_acceptor(config: SolverConfig, acceptor: AcceptorConfig) -> SolverConfig:
+    """``config`` with every local-search phase using ``acceptor`` (a service's acceptor choice)."""
+    phases = tuple(
+        p.model_copy(update={"acceptor": acceptor}) if isinstance(p, LocalSearchPhaseConfig) else p
+        for p in config.phases
+    )
+    return config.model_copy(update={"phases": phases})
 
 
 def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools"] = "auto") -> str | None:
@@ -50,7 +89,7 @@ def exact_config(config: SolverConfig) -> SolverConfig:
     """``config`` with the exact engine after its phases (unless it already has one): the local
     search's best answer is the program's warm start and incumbent, so the program only has to
     prove it or beat it, and the answer is never worse than local search's."""
-    if any(isinstance(p, ExactPhaseConfig) for p in config.phases):
+    if has_phase(config, ExactPhaseConfig):
         return config
     phases = tuple(_bounded(p) for p in config.phases)
     return config.model_copy(update={"phases": (*phases, ExactPhaseConfig())})
@@ -71,7 +110,7 @@ def swarm_config(config: SolverConfig, *, then_local: bool = False) -> SolverCon
     """``config`` as it is when it has a swarm phase; else the swarm (default settings), local
     search from the swarm's best rows when ``then_local``, and a boundary polish, under
     ``config``'s termination and seed."""
-    if any(isinstance(p, SwarmPhaseConfig) for p in config.phases):
+    if has_phase(config, SwarmPhaseConfig):
         return config
     local = (LocalSearchPhaseConfig(termination=stable_termination()),) if then_local else ()
     return config.model_copy(update={"phases": (SwarmPhaseConfig(), *local, BoundaryPolishPhaseConfig())})
@@ -90,20 +129,20 @@ def _bounded(phase: PhaseConfig) -> PhaseConfig:
     return phase.model_copy(update={"termination": TerminationConfig(children=children)})
 
 
-def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) -> tuple[SolverConfig, str, str]:
+def choose(problem: CounterfactualProblem, config: SolverConfig, engine: str) -> EnginePlan:
     """The configuration to run, the engine's name, and why it was chosen."""
     if engine not in ENGINES:
         raise ProblemError("engine", f"must be one of {list(ENGINES)}, given {engine!r}")
     if engine == "local":
-        return config, "local", "asked for"
+        return EnginePlan(config, "local", "asked for")
     if engine == "swarm":
-        return swarm_config(config), "swarm", "asked for"
+        return EnginePlan(swarm_config(config), "swarm", "asked for")
     phase = next((p for p in config.phases if isinstance(p, ExactPhaseConfig)), ExactPhaseConfig())
     if engine == "exact":
         reason = not_encodable(problem, phase.backend)
         if reason is not None:
             raise ProblemError("engine", f"the exact engine cannot take this problem: {reason}")
-        return _for(problem, config), "exact", "asked for"
+        return EnginePlan(_for(problem, config), "exact", "asked for")
     return _auto(problem, config, phase)
 
 
@@ -129,9 +168,7 @@ def _linear(problem: CounterfactualProblem) -> bool:
     return hasattr(last, "coef_") and not hasattr(last, "coefs_")
 
 
-def _auto(
-    problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig
-) -> tuple[SolverConfig, str, str]:
+def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig) -> EnginePlan:
     """The exact engine for a linear model or scorecard, or a small nonlinear one, when it can be
     encoded; else local search below :data:`SWARM_FROM_FEATURES` mutable features, the swarm
     from there on."""
@@ -141,12 +178,12 @@ def _auto(
     if linear or features <= EXACT_UP_TO_FEATURES:
         reason = not_encodable(problem, phase.backend)
     if reason is None:
-        return _for(problem, config), "exact", "auto: the model and the problem can be encoded exactly"
+        return EnginePlan(_for(problem, config), "exact", "auto: the model and the problem can be encoded exactly")
     if features >= SWARM_FROM_FEATURES:
-        return (
+        return EnginePlan(
             swarm_config(config, then_local=True),
             "swarm",
             f"auto: the particle swarm, then local search from its best rows, because {features} mutable "
             f"features is at least {SWARM_FROM_FEATURES} and {reason}",
         )
-    return config, "local", f"auto: local search, because {reason}"
+    return EnginePlan(config, "local", f"auto: local search, because {reason}")

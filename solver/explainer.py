@@ -25,9 +25,9 @@ from counterplan.planning.problem import AnyGoal, CounterfactualProblem
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.solver.core.config import SolverConfig
-from counterplan.solver.core.result import CounterfactualResult
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
+from counterplan.solver.result import CounterfactualResult
 
 if TYPE_CHECKING:
     from counterplan.planning.calculator import ModelCalls

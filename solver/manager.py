@@ -22,9 +22,9 @@ from counterplan.planning.errors import CounterplanError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.config import SolverConfig
-from counterplan.solver.core.result import BestSolutionEvent, CounterfactualResult
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
+from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
 
 
 class SolveStatus(enum.Enum):

@@ -36,7 +36,10 @@ import optuna
 
 from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.solver.core.config import (
+from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.engines import EngineChoice, choose
+from counterplan.solver.local.config import (
     BoundaryPolishPhaseConfig,
     FeatureScanPhaseConfig,
     ForagerConfig,
@@ -46,16 +49,11 @@ from counterplan.solver.core.config import (
     LocalSearchPhaseConfig,
     MoveSelectorConfig,
     SimulatedAnnealingAcceptorConfig,
-    SolverConfig,
     StepCountingHillClimbingAcceptorConfig,
-    SwarmPhaseConfig,
     TabuSearchAcceptorConfig,
-    TerminationConfig,
-    stable_termination,
 )
-from counterplan.solver.core.result import CounterfactualResult
-from counterplan.solver.counterfactual import explain
-from counterplan.solver.engines import EngineChoice, choose
+from counterplan.solver.result import CounterfactualResult
+from counterplan.solver.swarm.config import SwarmPhaseConfig
 
 ENGINES = (
     "tabu_search",

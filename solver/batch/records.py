@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from counterplan.planning.errors import one_line
-from counterplan.solver.core.result import CounterfactualResult
+from counterplan.solver.result import CounterfactualResult
 
 RECORD_COLUMNS = (
     "row_id",

@@ -23,7 +23,7 @@ from counterplan.planning.errors import ProblemError
 from counterplan.solver.batch.records import error_record, record_of, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
-from counterplan.solver.core.config import ExactPhaseConfig
+from counterplan.solver.engines import runs_exact
 
 if TYPE_CHECKING:
     from counterplan.solver.explainer import Explainer
@@ -163,10 +163,7 @@ def solve_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int,
 
 def _max_wait(explainer: Explainer) -> float:
     """How long a model call waits for the other solves of its block."""
-    exact = explainer.engine in ("exact", "auto") or any(
-        isinstance(phase, ExactPhaseConfig) for phase in explainer.config.phases
-    )
-    return EXACT_MAX_WAIT_SECONDS if exact else BATCH_MAX_WAIT_SECONDS
+    return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS
 
 
 def _items(

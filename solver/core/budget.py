@@ -17,28 +17,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from counterplan.solver.core.config import (
-    BoundaryPolishPhaseConfig,
-    ConfigError,
-    FeatureScanPhaseConfig,
-    LocalSearchPhaseConfig,
-    SolverConfig,
-    SwarmPhaseConfig,
-)
+from counterplan.solver.core.config import ConfigError, SolverConfig
+from counterplan.solver.core.pool import POOL_MAX_VALUES
+from counterplan.solver.core.registry import SpaceSize, factory_of
 
 MAX_CELLS_PER_STEP = 32_000_000
 """Candidate values one step may hold: 256 MB of float64 (a 1,000-feature problem's default
 feature scan needs 24 million)."""
 
 
-SWARM_ARRAYS = 8
-"""Arrays of a swarm's coordinates alive in one iteration: positions, velocities, own bests, the
-three random draws and two temporaries of the update."""
-
-
-def swarm_coordinates(features: Iterable[Any]) -> int:
-    """The coordinates of a swarm particle over ``features`` (planning features): one per mutable
-    number, one per category (two per boolean) of each mutable categorical: the one-hot groups."""
+def one_hot_width(features: Iterable[Any]) -> int:
+    """The one-hot width of ``features`` (planning features): one coordinate per mutable number,
+    one per category (two per boolean) of each mutable categorical. A particle of the swarm
+    carries one coordinate each."""
     total = 0
     for feature in features:
         if not getattr(feature, "mutable", False):
@@ -54,31 +45,23 @@ def swarm_coordinates(features: Iterable[Any]) -> int:
 
 
 def step_cells(
-    config: SolverConfig, n_features: int, n_mutable: int, swarm_coordinates: int | None = None
+    config: SolverConfig, n_features: int, n_mutable: int, one_hot: int | None = None
 ) -> list[tuple[str, int]]:
-    """Per phase: the field that sizes its largest step, and the candidate values that step holds.
-
-    ``swarm_coordinates`` (:func:`swarm_coordinates`; default one per mutable feature) sizes a
-    swarm's own arrays: its particles' rows, plus :data:`SWARM_ARRAYS` arrays of their coordinates."""
+    """Per phase: the field that sizes its largest step, and the candidate values that step holds
+    (each phase type's factory says; ``one_hot`` is :func:`one_hot_width`, default one per mutable
+    feature)."""
+    size = SpaceSize(n_features, n_mutable, one_hot)
     out: list[tuple[str, int]] = []
     for i, phase in enumerate(config.phases):
-        if isinstance(phase, LocalSearchPhaseConfig):
-            rows = phase.walkers * phase.move_selector.moves_per_step
-            out.append((f"phases[{i}].move_selector.moves_per_step", rows * n_features))
-        elif isinstance(phase, FeatureScanPhaseConfig):
-            out.append((f"phases[{i}].grid_size", phase.grid_size * n_mutable * n_features))
-        elif isinstance(phase, BoundaryPolishPhaseConfig):
-            rows = phase.grid_size * (n_mutable + 1) * phase.starts
-            out.append((f"phases[{i}].starts", rows * n_features))
-        elif isinstance(phase, SwarmPhaseConfig):
-            coordinates = n_mutable if swarm_coordinates is None else swarm_coordinates
-            out.append((f"phases[{i}].particles", phase.particles * (n_features + SWARM_ARRAYS * coordinates)))
+        cells = factory_of(phase).step_cells(phase, size)
+        if cells is not None:
+            out.append((f"phases[{i}].{cells[0]}", cells[1]))
     return out
 
 
-def check_budget(config: SolverConfig, n_features: int, n_mutable: int, swarm_coordinates: int | None = None) -> None:
+def check_budget(config: SolverConfig, n_features: int, n_mutable: int, one_hot: int | None = None) -> None:
     """Raise :class:`ConfigError` for the first phase whose step would exceed :data:`MAX_CELLS_PER_STEP`."""
-    for field, cells in step_cells(config, n_features, n_mutable, swarm_coordinates):
+    for field, cells in step_cells(config, n_features, n_mutable, one_hot):
         if cells > MAX_CELLS_PER_STEP:
             raise ConfigError(
                 field,
@@ -90,9 +73,6 @@ def check_budget(config: SolverConfig, n_features: int, n_mutable: int, swarm_co
 COPIES_PER_STEP = 4
 """The candidate matrix and the copies a model call makes of it (a DataFrame, a pipeline's
 encoded matrix, its scores): a step's memory is this many times its float64 candidate values."""
-POOL_MAX_VALUES = 4_000_000
-"""Values the pool of feasible rows kept for several answers may hold (32 MB); see
-:func:`counterplan.solver.core.scope.SolverScope.offer`."""
 BASE_BYTES = 8 * 1024 * 1024
 """A solve's fixed overhead: the problem, scopes, walkers and result."""
 
@@ -103,10 +83,10 @@ def estimate_bytes(
     n_mutable: int,
     *,
     several: bool = False,
-    swarm_coordinates: int | None = None,
+    one_hot: int | None = None,
 ) -> int:
     """A solve's peak memory, estimated from its largest step (and the pool of feasible rows
-    when ``several`` answers are asked for or a polish has several starts)."""
-    cells = max((c for _, c in step_cells(config, n_features, n_mutable, swarm_coordinates)), default=0)
-    pooled = several or any(isinstance(p, BoundaryPolishPhaseConfig) and p.starts > 1 for p in config.phases)
+    when ``several`` answers are asked for or a phase reads the pool)."""
+    cells = max((c for _, c in step_cells(config, n_features, n_mutable, one_hot)), default=0)
+    pooled = several or any(factory_of(p).collects_pool(p) for p in config.phases)
     return BASE_BYTES + 8 * COPIES_PER_STEP * cells + (8 * POOL_MAX_VALUES if pooled else 0)

@@ -19,4 +19,5 @@ class BestSolutionChanged:
     score_calculation_count: int
 
 
-EngineListener = Callable[[BestSolutionChanged], None]
+BestSolutionListener = Callable[[BestSolutionChanged], None]
+"""Hears every new best solution, in the solving thread."""

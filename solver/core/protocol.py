@@ -1,7 +1,8 @@
 """The small protocol through which the engines know a problem.
 
 The engines see an encoded search space (bounds and column kinds of a float64 candidate
-matrix, plus the original row) and a batched score function. Nothing else: the same engines
+matrix, plus the original row) and a batched score function (which also checks answers through
+the real model). Nothing else: the same engines
 can search any planning problem that offers these, as OptaPlanner's solver core knows nothing
 of the domains built on it. ``planning.FeatureSpace`` and ``planning.ScoreCalculator`` fit.
 """
@@ -15,6 +16,9 @@ import numpy.typing as npt
 
 FloatMatrix = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+MAX_ROWS_PER_CALL = 4096
+"""Larger batches are split: a model call on millions of rows would only cost memory."""
 
 
 class EncodedSpace(Protocol):
@@ -48,6 +52,10 @@ class EncodedSpace(Protocol):
         """``values`` of ``columns`` rounded onto their grids, within the grid bounds."""
         ...
 
+    def with_split_values(self, split_values: dict[int, FloatMatrix]) -> EncodedSpace:
+        """The same space knowing ``split_values`` (a shallow copy: this one is left as it is)."""
+        ...
+
 
 class BatchScorer(Protocol):
     """Scores a candidate matrix: ``(n, n_features)`` in, ``(n, 5)`` bendable levels out."""
@@ -70,3 +78,35 @@ class BatchScorer(Protocol):
         """Like :meth:`score`, even when the solve is stopping: an engine's final answers are
         checked through the model however they ended (one call, the last)."""
         ...
+
+    def check(self, X: FloatMatrix) -> Checked:
+        """Every row checked through the real model in one call, even when the solve is stopping
+        (the answers a solve returns)."""
+        ...
+
+    def check_best(self, row: FloatMatrix, *, stopping: bool) -> Checked:
+        """The search's best row checked through the real model on its own; when the solve is
+        ``stopping``, the prediction kept from the batch it was found in (no further call)."""
+        ...
+
+    def complete(self, X: FloatMatrix) -> FloatMatrix:
+        """``X`` as the problem sees it (features computed from others set), for rows an engine
+        built without scoring them."""
+        ...
+
+
+class Checked(Protocol):
+    """Rows checked through the real model: their score rows. The scorer that made them may keep
+    more (the predictions) for whoever builds the result; the engines read only the scores."""
+
+    @property
+    def scores(self) -> FloatMatrix:
+        """``(n, 5)`` bendable levels."""
+        ...
+
+
+def score_batches(scorer: BatchScorer, X: FloatMatrix) -> FloatMatrix:
+    """Score ``X`` with one call per :data:`MAX_ROWS_PER_CALL` rows (one call for most batches)."""
+    if X.shape[0] <= MAX_ROWS_PER_CALL:
+        return scorer.score(X)
+    return np.vstack([scorer.score(X[i : i + MAX_ROWS_PER_CALL]) for i in range(0, X.shape[0], MAX_ROWS_PER_CALL)])

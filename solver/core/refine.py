@@ -24,8 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from counterplan.solver.core.scores import score_batches
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix, score_batches
 
 _REVERT = -1.0
 

@@ -1,7 +1,9 @@
-"""Scope objects: the state of one solve and of one phase, passed to every plug-in.
+"""The solver scope: the state of one solve, passed to every phase and plug-in.
 
-State travels through scopes, never through module globals: the seeded random generator
-lives in the solver scope, so the same seed gives the same search.
+State travels through scopes, never through module globals: the seeded random generator lives
+here, so the same seed gives the same search. The best solution, the counters, the pool of
+feasible rows, the starting points a phase leaves the next one, each phase's report and an
+engine's own set of answers all live here, typed.
 """
 
 from __future__ import annotations
@@ -9,14 +11,17 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from counterplan.solver.core.budget import POOL_MAX_VALUES
-from counterplan.solver.core.diversity import best_per_change_set
+from counterplan.planning.score import HARD_LEVELS, best_row, is_better
+from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener
+from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from counterplan.solver.core.scores import HARD_LEVELS, best_first, best_row, is_better
+
+if TYPE_CHECKING:
+    from counterplan.planning.problem import CounterfactualProblem
 
 
 @dataclass
@@ -42,11 +47,26 @@ class Progress:
         return time.perf_counter() - self.start_time
 
 
+@dataclass(frozen=True)
+class AnswerSet:
+    """An engine's own set of answers, best first, for the answers phase.
+
+    ``final``: a set solved as a whole (the exact engine's, each row verified): taken as it is.
+    ``picks``: representatives of distinct regions (the swarm's picks per cluster), refined and
+    topped up as the pool's answers are.
+    """
+
+    rows: FloatMatrix
+    kind: Literal["final", "picks"]
+
+
 @dataclass
 class SolverScope:
     """Everything one solve shares: the problem, the generator, the best so far, counters."""
 
     space: EncodedSpace
+    """The encoded space searched (a phase may replace it by a view that knows more of the model,
+    as the feature scan does with the model's split values; the problem's own space never changes)."""
     scorer: BatchScorer
     rng: np.random.Generator
     best_row: FloatMatrix
@@ -55,47 +75,53 @@ class SolverScope:
     terminate_flag: threading.Event = field(default_factory=threading.Event)
     termination_reason: str = ""
     phase_index: int = -1
+    listeners: list[BestSolutionListener] = field(default_factory=list)
+    """Told of every new best solution (:meth:`announce`)."""
     starts: list[FloatMatrix] = field(default_factory=list)
-    """Starting points a construction phase leaves for the next local-search phase's walkers."""
-    pool: list[tuple[FloatMatrix, FloatMatrix]] | None = None
+    """Starting points a phase leaves for the next phase (local search's walkers, the swarm's seeds)."""
+    pool: Pool | None = None
     """When collecting: every feasible row scored, with its score, for choosing several answers."""
-
-    pool_values: int = 0
-    """Values the pool holds."""
-    problem: Any = None
-    """The planning problem, for engines that read the model's structure (the exact engine)."""
+    original_score: FloatMatrix | None = None
+    """The original row's score (the first the solve computed)."""
+    problem: CounterfactualProblem | None = None
+    """The planning problem, for phases that read the model's structure (the exact engine, the
+    scan's split values, the swarm's ranking); None for a bare encoded space."""
     wall_limit: float | None = None
     """Seconds after the solve's start when its termination ends it whatever else happens."""
-    exact: Any = None
-    """The exact engine's report, when it ran (:class:`counterplan.solver.core.result.ExactStatistics`)."""
     answers: int = 1
     """How many answers the solve wants."""
-    answer_rows: FloatMatrix | None = None
-    """An engine's own set of answers, best first: the exact engine's verified set when it solved
-    for one, or the swarm's picks per cluster (``answer_source`` says which)."""
-    answer_source: str = ""
-    swarm: Any = None
-    """The particle swarm's report, when it ran (:class:`counterplan.solver.core.result.SwarmStatistics`)."""
+    answer_set: AnswerSet | None = None
+    """An engine's own set of answers, best first (the exact engine's verified set when it solved
+    for one, or the swarm's picks per cluster)."""
+    reports: dict[str, Any] = field(default_factory=dict)
+    """Each phase type's report (:class:`~counterplan.solver.core.phase.PhaseReport`), by type."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
-    """Scored rows a phase set aside, offered before the next boundary polish (or at the end)."""
-
-    def _compact_pool(self) -> None:
-        """Keep the pool within :data:`~counterplan.solver.core.budget.POOL_MAX_VALUES`: each row once, the three
-        best of each set of changed features (all that choosing answers ever reads), in their
-        order; past half the cap, the best-scored of those."""
-        assert self.pool is not None
-        rows = np.vstack([p[0] for p in self.pool])
-        scores = np.vstack([p[1] for p in self.pool])
-        keep = np.sort(np.asarray(best_per_change_set(rows, scores, self.space.original, rows.shape[0]), dtype=np.intp))
-        room = max(POOL_MAX_VALUES // (2 * max(rows.shape[1], 1)), 1)
-        if keep.size > room:
-            keep = np.sort(keep[best_first(scores[keep])[:room]])
-        self.pool = [(rows[keep], scores[keep])]
-        self.pool_values = int(keep.size) * rows.shape[1]
+    """Scored rows a phase set aside, offered before the next phase that refines the best (or at the end)."""
 
     def time_spent(self) -> float:
         """Seconds since the solve started."""
         return self.progress.elapsed()
+
+    def out_of_time(self) -> bool:
+        """The solve's wall limit has passed."""
+        return self.wall_limit is not None and self.time_spent() > self.wall_limit
+
+    def stop_requested(self) -> bool:
+        """The solve must wind down now: its wall limit has passed or a stop was asked for (work
+        after the search, choosing the answers, stops calling the model then)."""
+        return self.out_of_time() or self.terminate_flag.is_set()
+
+    def announce(self) -> None:
+        """Tell every listener about the scope's new best solution."""
+        event = BestSolutionChanged(
+            self.best_row.copy(),
+            self.best_score.copy(),
+            self.time_spent(),
+            self.progress.step_count,
+            self.scorer.calculation_count,
+        )
+        for listener in self.listeners:
+            listener(event)
 
     def offer(self, X: FloatMatrix, scores: FloatMatrix, counters: list[Progress], *, count: bool = True) -> bool:
         """Count a scored batch as a step (unless ``count`` is False: the caller counted it); take
@@ -107,10 +133,7 @@ class SolverScope:
         if self.pool is not None:
             feasible = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
             if feasible.any():
-                self.pool.append((X[feasible].copy(), scores[feasible].copy()))
-                self.pool_values += int(feasible.sum()) * X.shape[1]
-                if self.pool_values > POOL_MAX_VALUES:
-                    self._compact_pool()
+                self.pool.add(X[feasible], scores[feasible])
         top = best_row(scores)
         if not is_better(scores[top], self.best_score):
             return False
@@ -122,6 +145,13 @@ class SolverScope:
             progress.best_step_index = progress.step_count
             progress.last_improvement_time = now
         return True
+
+    def offer_deferred(self) -> None:
+        """Offer the rows a phase set aside (uncounted: their scoring was a step already)."""
+        for rows, scores in self.deferred:
+            if self.offer(rows, scores, [], count=False):
+                self.announce()
+        self.deferred.clear()
 
 
 def count_step(counters: list[Progress], calculations: int) -> None:

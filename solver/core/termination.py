@@ -13,10 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from counterplan.planning.score import BendableScore
+from counterplan.planning.score import BendableScore, is_feasible, not_worse
 from counterplan.solver.core.config import TerminationConfig
 from counterplan.solver.core.scope import Progress
-from counterplan.solver.core.scores import is_feasible, not_worse
 
 Check = tuple[str, Callable[[Progress], tuple[bool, float]]]
 

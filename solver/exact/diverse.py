@@ -28,14 +28,12 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
-from counterplan.solver.core.config import ExactPhaseConfig
-from counterplan.solver.core.events import EngineListener
 from counterplan.solver.core.scope import SolverScope
-from counterplan.solver.core.scores import is_feasible
+from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import FeatureVars, Formulation, build
 from counterplan.solver.exact.milp import INF, Expr, Milp, add
-from counterplan.solver.local.phase import announce
 
 
 @dataclass
@@ -216,12 +214,11 @@ def describe_infeasible(problem: CounterfactualProblem, count: int, distinct_val
     return f"no {count} counterfactuals{limit} differ in their features{values}"
 
 
-def solve_set(  # noqa: PLR0917 - the phase's context
+def solve_set(
     scope: SolverScope,
     config: ExactPhaseConfig,
     remaining: Callable[[], float | None],
     should_stop: Callable[[], bool],
-    listeners: list[EngineListener],
     retries: int = 2,
 ) -> tuple[npt.NDArray[np.float64] | None, str, str]:
     """Solve for ``scope.answers`` answers (``config.answer_set``); returns the verified rows best
@@ -283,7 +280,7 @@ def solve_set(  # noqa: PLR0917 - the phase's context
         valid = np.array([is_feasible(s) for s in scores])
         for row, score in zip(candidates[valid], scores[valid], strict=True):
             if scope.offer(row.reshape(1, -1), score.reshape(1, -1), [scope.progress]):
-                announce(scope, listeners)
+                scope.announce()
         order = np.lexsort(scores[valid].T[::-1])[::-1]  # best score first
         rows = list(candidates[valid][order])
         if valid.all() or should_stop():

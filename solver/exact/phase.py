@@ -21,29 +21,30 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.score import is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
-from counterplan.solver.core.config import ExactPhaseConfig
-from counterplan.solver.core.events import EngineListener
-from counterplan.solver.core.result import ExactStatistics
-from counterplan.solver.core.scope import Progress, SolverScope
-from counterplan.solver.core.scores import is_feasible
-from counterplan.solver.core.termination import Termination
+from counterplan.solver.core.phase import PhaseBase, PhaseScope
+from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import Formulation, build
 from counterplan.solver.exact.inputs import NotEncodableError
 from counterplan.solver.exact.milp import INF, MilpResult
-from counterplan.solver.local.phase import announce
+from counterplan.solver.exact.report import ExactStatistics
 
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
 
 
-class ExactPhase:
-    """Runs one :class:`~counterplan.solver.core.config.ExactPhaseConfig`."""
+class ExactPhase(PhaseBase[ExactPhaseConfig]):
+    """Runs one :class:`~counterplan.solver.exact.config.ExactPhaseConfig`."""
 
-    def __init__(self, config: ExactPhaseConfig) -> None:
-        self.config = config
+    def phase_started(self, phase_scope: PhaseScope) -> None:
+        """The swarm's picks give way: the program chooses its own set of answers."""
+        scope = phase_scope.solver_scope
+        if scope.answer_set is not None and scope.answer_set.kind == "picks":
+            scope.answer_set = None
 
     def _backend(self, scope: SolverScope) -> ExactPhaseConfig:
         """The configuration with ``auto`` resolved for this problem: a credit scorecard goes to
@@ -58,13 +59,17 @@ class ExactPhase:
             return config.model_copy(update={"backend": "ortools"})
         return config
 
-    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+    def solve(self, phase_scope: PhaseScope) -> None:
         """Solve the program; offer its verified answers to the scope."""
-        if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+        scope = phase_scope.solver_scope
+        if phase_scope.must_stop():
             return
         if scope.problem is None:
-            scope.exact = ExactStatistics(
-                status="not encodable", proven=False, reason="the exact engine needs the planning problem"
+            phase_scope.report(
+                "exact",
+                ExactStatistics(
+                    status="not encodable", proven=False, reason="the exact engine needs the planning problem"
+                ),
             )
             return
         self.config = config = self._backend(scope)
@@ -82,9 +87,9 @@ class ExactPhase:
                     margin_scale=WIDER**retries,
                 )
             except NotEncodableError as exc:
-                scope.exact = ExactStatistics(status="not encodable", proven=False, reason=str(exc))
+                phase_scope.report("exact", ExactStatistics(status="not encodable", proven=False, reason=str(exc)))
                 return
-            report, verified = self._run(scope, formulation, listeners, started)
+            report, verified = self._run(phase_scope, formulation, started)
             out_of_time = scope.terminate_flag.is_set() or (
                 scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
             )
@@ -98,7 +103,7 @@ class ExactPhase:
         region = scope.problem.trust_region
         enlarged = region.note if region is not None and region.note else ""
         proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and verified))
-        scope.exact = ExactStatistics(
+        statistics = ExactStatistics(
             status=first.status,
             proven=proven,
             model=formulation.output.description,
@@ -114,8 +119,9 @@ class ExactPhase:
             reason="; ".join(part for part in (conservative, enlarged) if part),
             backend=report.backend,
         )
+        phase_scope.report("exact", statistics)
         if scope.answers > 1 and config.answer_set != "pool" and not scope.terminate_flag.is_set():
-            self._answer_set(scope, listeners, started)
+            self._answer_set(phase_scope, statistics, started)
 
     def _clock(self, scope: SolverScope, started: float) -> tuple[Callable[[], float | None], Callable[[], bool]]:
         """The seconds the phase has left (None: no limit), and whether it must stop now."""
@@ -135,30 +141,32 @@ class ExactPhase:
 
         return remaining, should_stop
 
-    def _answer_set(self, scope: SolverScope, listeners: list[EngineListener], started: float) -> None:
-        """Several answers asked: solve for the set (:mod:`counterplan.solver.exact.diverse`)."""
+    def _answer_set(self, phase_scope: PhaseScope, statistics: ExactStatistics, started: float) -> None:
+        """Several answers asked: solve for the set (:mod:`counterplan.solver.exact.diverse`); the
+        set (empty when there is none) is final: no later phase's picks replace it."""
         from counterplan.solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
 
+        scope = phase_scope.solver_scope
         remaining, should_stop = self._clock(scope, started)
         if not is_feasible(scope.best_score):
             return
-        rows, status, reason = solve_set(scope, self.config, remaining, should_stop, listeners)
-        scope.answer_rows, scope.answer_source = rows, "exact"
-        scope.exact = scope.exact.model_copy(update={"answer_set": status, "answer_set_reason": reason})
+        rows, status, reason = solve_set(scope, self.config, remaining, should_stop)
+        empty = np.empty((0, scope.space.n_features))
+        scope.answer_set = AnswerSet(rows if rows is not None else empty, "final")
+        phase_scope.report("exact", statistics.model_copy(update={"answer_set": status, "answer_set_reason": reason}))
 
-    def _run(
-        self, scope: SolverScope, formulation: Formulation, listeners: list[EngineListener], started: float
-    ) -> tuple[_Run, bool]:
+    def _run(self, phase_scope: PhaseScope, formulation: Formulation, started: float) -> tuple[_Run, bool]:
         config = self.config
-        phase = Progress.starting(scope.best_score)
-        counters = [scope.progress, phase]
+        scope = phase_scope.solver_scope
+        phase_scope.start()
+        counters = phase_scope.counters
         remaining, should_stop = self._clock(scope, started)
 
         def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
             scores = scope.scorer.score_final(row) if final else scope.scorer.score(row)
             if scope.offer(row, scores, counters):
-                announce(scope, listeners)
+                scope.announce()
             return bool(is_feasible(scores[0]))
 
         start = formulation.assignment(scope.best_row) if is_feasible(scope.best_score) else None

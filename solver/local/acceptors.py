@@ -25,17 +25,16 @@ from typing import Any
 import numpy as np
 import structlog
 
-from counterplan.planning.score import BendableScore
-from counterplan.solver.core.config import (
+from counterplan.planning.score import BendableScore, better, compare_to, not_worse
+from counterplan.solver.core.protocol import BoolArray, FloatMatrix
+from counterplan.solver.core.scope import Walker
+from counterplan.solver.local.config import (
     GreatDelugeAcceptorConfig,
     LateAcceptanceAcceptorConfig,
     SimulatedAnnealingAcceptorConfig,
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from counterplan.solver.core.protocol import BoolArray, FloatMatrix
-from counterplan.solver.core.scope import Walker
-from counterplan.solver.core.scores import better, compare_to, not_worse
 from counterplan.solver.local.moves import MoveBatch
 
 log = structlog.get_logger(__name__)

@@ -1,21 +1,17 @@
-"""Factories: turn pure-data configs into runtime plug-ins, filling defaults and checking them.
+"""Factories: turn local search's pure-data configs into runtime phases and plug-ins.
 
-This is where a config meets a problem: a tabu size that would make every mutable feature
-tabu is capped here, with a warning, since only now is the number of mutable features known.
+The phase factories are what the phase registry (:mod:`counterplan.solver.core.registry`) asks
+to build a phase for one solve and to size its largest step before the solve starts. The
+acceptor factory is where a config meets a problem: a tabu size that would make every mutable
+feature tabu is capped here, with a warning, since only now is the number of mutable features
+known.
 """
 
 from __future__ import annotations
 
 import structlog
 
-from counterplan.solver.core.config import (
-    GreatDelugeAcceptorConfig,
-    HillClimbingAcceptorConfig,
-    LateAcceptanceAcceptorConfig,
-    SimulatedAnnealingAcceptorConfig,
-    StepCountingHillClimbingAcceptorConfig,
-    TabuSearchAcceptorConfig,
-)
+from counterplan.solver.core.registry import SpaceSize
 from counterplan.solver.local.acceptors import (
     Acceptor,
     GreatDelugeAcceptor,
@@ -25,8 +21,73 @@ from counterplan.solver.local.acceptors import (
     StepCountingHillClimbingAcceptor,
     TabuSearchAcceptor,
 )
+from counterplan.solver.local.config import (
+    BoundaryPolishPhaseConfig,
+    FeatureScanPhaseConfig,
+    GreatDelugeAcceptorConfig,
+    HillClimbingAcceptorConfig,
+    LateAcceptanceAcceptorConfig,
+    LocalSearchPhaseConfig,
+    SimulatedAnnealingAcceptorConfig,
+    StepCountingHillClimbingAcceptorConfig,
+    TabuSearchAcceptorConfig,
+)
+from counterplan.solver.local.phase import LocalSearchPhase
+from counterplan.solver.local.polish import BoundaryPolishPhase
+from counterplan.solver.local.scan import FeatureScanPhase
 
 log = structlog.get_logger(__name__)
+
+
+class LocalSearchPhaseFactory:
+    """Local search: walkers x moves per step candidates a step."""
+
+    def build(self, config: LocalSearchPhaseConfig) -> LocalSearchPhase:
+        """The phase for one solve, making each walker's acceptor from the config's."""
+        return LocalSearchPhase(config, lambda mutable_count: build_acceptor(config.acceptor, mutable_count))
+
+    def step_cells(self, config: LocalSearchPhaseConfig, size: SpaceSize) -> tuple[str, int]:
+        """A step's candidates: every walker's sampled moves."""
+        rows = config.walkers * config.move_selector.moves_per_step
+        return "move_selector.moves_per_step", rows * size.n_features
+
+    def collects_pool(self, config: LocalSearchPhaseConfig) -> bool:
+        """Local search reads no pool."""
+        return False
+
+
+class FeatureScanPhaseFactory:
+    """The feature scan: a grid of values per mutable feature, in one call."""
+
+    def build(self, config: FeatureScanPhaseConfig) -> FeatureScanPhase:
+        """The phase for one solve."""
+        return FeatureScanPhase(config)
+
+    def step_cells(self, config: FeatureScanPhaseConfig, size: SpaceSize) -> tuple[str, int]:
+        """The scan's rows: the grid of every mutable feature."""
+        return "grid_size", config.grid_size * size.n_mutable * size.n_features
+
+    def collects_pool(self, config: FeatureScanPhaseConfig) -> bool:
+        """The scan reads no pool."""
+        return False
+
+
+class BoundaryPolishPhaseFactory:
+    """The boundary polish: a grid per changed number, for the best and its other starts."""
+
+    def build(self, config: BoundaryPolishPhaseConfig) -> BoundaryPolishPhase:
+        """The phase for one solve."""
+        return BoundaryPolishPhase(config)
+
+    def step_cells(self, config: BoundaryPolishPhaseConfig, size: SpaceSize) -> tuple[str, int]:
+        """An iteration's rows: a grid per mutable number (and the reverts) for every start."""
+        rows = config.grid_size * (size.n_mutable + 1) * config.starts
+        return "starts", rows * size.n_features
+
+    def collects_pool(self, config: BoundaryPolishPhaseConfig) -> bool:
+        """Several starts are the best rows of the pool's other routes."""
+        return config.starts > 1
+
 
 AnyAcceptorConfig = (
     HillClimbingAcceptorConfig

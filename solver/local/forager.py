@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.core.config import ForagerConfig
+from counterplan.planning.score import better
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
-from counterplan.solver.core.scores import better
+from counterplan.solver.local.config import ForagerConfig
 
 IntArray = npt.NDArray[np.intp]
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.core.config import MoveSelectorConfig
 from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
+from counterplan.solver.local.config import MoveSelectorConfig
 
 MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "shrink", "swap")
 _CHANGE, _PAIR, _REVERT, _TOWARD, _SHRINK, _SWAP = range(len(MOVE_KINDS))

@@ -11,55 +11,51 @@ far, by any walker. Walkers start from the best solution when the phase starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from counterplan.solver.core.config import LocalSearchPhaseConfig
-from counterplan.solver.core.events import BestSolutionChanged, EngineListener
-from counterplan.solver.core.scope import Progress, SolverScope, Walker
-from counterplan.solver.core.termination import Termination
-from counterplan.solver.local.acceptors import LockstepContext
-from counterplan.solver.local.factory import build_acceptor
+from counterplan.solver.core.phase import PhaseBase, PhaseScope
+from counterplan.solver.core.scope import SolverScope, Walker
+from counterplan.solver.local.acceptors import Acceptor, LockstepContext
+from counterplan.solver.local.config import LocalSearchPhaseConfig
 from counterplan.solver.local.forager import Forager
 from counterplan.solver.local.moves import MoveSelector
 
 
-class LocalSearchPhase:
-    """Runs one local-search phase of a solve."""
+class LocalSearchPhase(PhaseBase[LocalSearchPhaseConfig]):
+    """Runs one local-search phase of a solve.
 
-    def __init__(self, config: LocalSearchPhaseConfig) -> None:
-        self.config = config
+    ``new_acceptor(mutable_count)`` makes one walker's acceptor (the factory's
+    :func:`~counterplan.solver.local.factory.build_acceptor` for the config's acceptor).
+    """
 
-    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+    def __init__(self, config: LocalSearchPhaseConfig, new_acceptor: Callable[[int], Acceptor]) -> None:
+        super().__init__(config)
+        self.new_acceptor = new_acceptor
+
+    def solve(self, phase_scope: PhaseScope) -> None:
         """Step until the phase's or the solver's termination says stop."""
         config = self.config
+        scope = phase_scope.solver_scope
         space = scope.space
         mutable_count = int(np.count_nonzero(space.mutable))
         selector = MoveSelector(config.move_selector, space)
         forager = Forager(config.forager)
         walkers, currents, current_scores = self._walkers(scope)
-        acceptors = [build_acceptor(config.acceptor, mutable_count) for _ in walkers]
+        acceptors = [self.new_acceptor(mutable_count) for _ in walkers]
         lockstep = type(acceptors[0])
         for walker, acceptor in zip(walkers, acceptors, strict=True):
             acceptor.phase_started(walker)
-        phase_termination = Termination(config.termination) if config.termination is not None else None
-        phase = Progress.starting(scope.best_score)
-        solver = scope.progress
+        phase_scope.start()  # the phase's counters start once its walkers stand
         count = config.move_selector.moves_per_step
         every = np.arange(len(walkers) + 1)
         while True:
-            done, gradient, reason = solver_termination.evaluate(solver)
-            if phase_termination is not None and not done:
-                phase_done, phase_gradient, phase_reason = phase_termination.evaluate(phase)
-                gradient = max(gradient, phase_gradient)
-                if phase_done:
-                    scope.termination_reason = f"phase {scope.phase_index}: {phase_reason}"
-                    break
-            if done:
-                scope.termination_reason = reason
+            verdict = phase_scope.verdict()
+            if verdict.done:
+                phase_scope.end(verdict)
                 break
-            if scope.terminate_flag.is_set():
-                scope.termination_reason = "terminated early"
-                break
+            gradient = verdict.gradient
             moves = selector.sample_many(currents, count, scope.rng)
             if len(moves) == 0:
                 scope.termination_reason = "no moves: every feature is constrained"
@@ -82,8 +78,8 @@ class LocalSearchPhase:
             lockstep.step_ended_lockstep(acceptors, walkers, stepped, moves.select(chosen), previous)
             for i in np.flatnonzero(stepped).tolist():
                 walkers[i].step_count += 1
-            if scope.offer(X, scores, [solver, phase]):
-                announce(scope, listeners)
+            if scope.offer(X, scores, phase_scope.counters):
+                scope.announce()
         for acceptor in acceptors:
             acceptor.phase_ended()
 
@@ -107,16 +103,3 @@ class LocalSearchPhase:
             currents[~known] = unscored  # as scored (the scorer may set computed features)
         walkers = [Walker(i, currents[i], current_scores[i]) for i in range(count)]
         return walkers, currents, current_scores
-
-
-def announce(scope: SolverScope, listeners: list[EngineListener]) -> None:
-    """Tell every listener about the scope's new best solution."""
-    event = BestSolutionChanged(
-        scope.best_row.copy(),
-        scope.best_score.copy(),
-        scope.time_spent(),
-        scope.progress.step_count,
-        scope.scorer.calculation_count,
-    )
-    for listener in listeners:
-        listener(event)

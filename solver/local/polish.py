@@ -23,25 +23,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from counterplan.solver.core.config import BoundaryPolishPhaseConfig
-from counterplan.solver.core.diversity import best_per_change_set
-from counterplan.solver.core.events import EngineListener
-from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.planning.score import best_row
+from counterplan.solver.core.phase import PhaseBase, PhaseScope
+from counterplan.solver.core.pool import best_per_change_set
+from counterplan.solver.core.protocol import FloatMatrix, score_batches
 from counterplan.solver.core.refine import Refiner
 from counterplan.solver.core.scope import Progress, SolverScope, count_step
-from counterplan.solver.core.scores import best_row, score_batches
-from counterplan.solver.core.termination import Termination
-from counterplan.solver.local.phase import announce
+from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 
 _JOINT = -1
 _REVERT = -2
 
 
-class BoundaryPolishPhase:
+class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
     """Runs one boundary polish."""
 
-    def __init__(self, config: BoundaryPolishPhaseConfig) -> None:
-        self.config = config
+    def phase_started(self, phase_scope: PhaseScope) -> None:
+        """Rows an earlier phase set aside (the scan's split chain) compete for the best first."""
+        phase_scope.solver_scope.offer_deferred()
 
     def candidates(self, scope: SolverScope, bracket: FloatMatrix) -> tuple[FloatMatrix, np.ndarray]:
         """One iteration's rows around the best, and which feature each moves (or joint/revert).
@@ -77,19 +76,19 @@ class BoundaryPolishPhase:
         keep = (best != X).any(axis=1)
         return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
 
-    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+    def solve(self, phase_scope: PhaseScope) -> None:
         """Iterate until an iteration improves nothing, the limit, or the solver's termination.
 
         With ``starts`` above 1, the other routes' refinement (:class:`counterplan.solver.core.refine.Refiner`)
         shares each iteration's model call; its rows are offered at the end.
         """
-        phase = Progress.starting(scope.best_score)
-        counters = [scope.progress, phase]
+        scope = phase_scope.solver_scope
+        counters = phase_scope.counters
         routes = self._routes(scope)
         bracket = scope.space.original.copy()
         polishing = True
         for _ in range(self.config.max_iterations):
-            if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+            if phase_scope.must_stop():
                 break
             X, owners = self.candidates(scope, bracket) if polishing else (np.empty((0, bracket.size)), None)
             polishing = X.shape[0] > 0
@@ -102,18 +101,15 @@ class BoundaryPolishPhase:
             if others.shape[0] and routes is not None:
                 routes.update(all_scores[X.shape[0] :])
             if polishing and owners is not None:
-                bracket, polishing = self._step(
-                    scope, listeners, counters, X=X, owners=owners, scores=scores, bracket=bracket
-                )
+                bracket, polishing = self._step(scope, counters, X=X, owners=owners, scores=scores, bracket=bracket)
         if routes is not None and scope.offer(routes.rows, routes.scores, counters, count=False):
-            announce(scope, listeners)
+            scope.announce()
 
     def _routes(self, scope: SolverScope) -> Refiner | None:
         """A refiner of the best row of each of the next ``starts - 1`` change sets found feasible."""
         if self.config.starts < 2 or not scope.pool:
             return None
-        rows = np.vstack([p[0] for p in scope.pool])
-        scores = np.vstack([p[1] for p in scope.pool])
+        rows, scores = scope.pool.rows()
         chosen = best_per_change_set(rows, scores, scope.space.original, self.config.starts, per_set=1)
         rows, scores = rows[chosen], scores[chosen]
         others = ~(rows == scope.best_row).all(axis=1)
@@ -124,7 +120,6 @@ class BoundaryPolishPhase:
     def _step(
         self,
         scope: SolverScope,
-        listeners: list[EngineListener],
         counters: list[Progress],
         *,
         X: FloatMatrix,
@@ -137,7 +132,7 @@ class BoundaryPolishPhase:
         previous = scope.best_row.copy()
         if not scope.offer(X, scores, counters, count=False):
             return bracket, False
-        announce(scope, listeners)
+        scope.announce()
         j = int(owners[winner])
         old = bracket[j] if j >= 0 else 0.0
         bracket = scope.space.original.copy()  # another feature moved: old brackets may be wrong

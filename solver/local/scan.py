@@ -31,14 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from counterplan.planning.score import HARD_LEVELS, best_row, is_better
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
-from counterplan.solver.core.config import FeatureScanPhaseConfig
-from counterplan.solver.core.events import EngineListener
-from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
+from counterplan.solver.core.phase import PhaseBase, PhaseScope
+from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix, score_batches
 from counterplan.solver.core.scope import Progress, SolverScope, count_step
-from counterplan.solver.core.scores import HARD_LEVELS, best_row, is_better, score_batches
-from counterplan.solver.core.termination import Termination
-from counterplan.solver.local.phase import announce
+from counterplan.solver.local.config import FeatureScanPhaseConfig
 
 _STEP_TOLERANCE = 1e-6
 """Two values of a grid one step apart, within this share of the step."""
@@ -489,12 +487,21 @@ class _Distances:
         return self.trusted and self.vouched
 
 
-class FeatureScanPhase:
+class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
     """Runs one feature scan."""
 
     def __init__(self, config: FeatureScanPhaseConfig) -> None:
-        self.config = config
+        super().__init__(config)
         self._grids: dict[bool, ScanGrid] = {}
+
+    def solving_started(self, scope: SolverScope) -> None:
+        """With ``split_values``, read where the model's trees change their decision, once, before
+        any phase runs: the solve then searches a view of the space that knows them (every phase,
+        local search's split jumps too), and the problem's own space is left as it is."""
+        if self.config.split_values and scope.problem is not None:
+            from counterplan.solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
+
+            scope.space = scope.space.with_split_values(split_points(scope.problem))
 
     def grid(self, scope: SolverScope, *, splits: bool) -> ScanGrid:
         """The phase's scan grid, with or without the model's split values."""
@@ -516,9 +523,10 @@ class FeatureScanPhase:
         base = scope.best_row if base is None else base
         return self.grid(scope, splits=splits).rows(base)
 
-    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+    def solve(self, phase_scope: PhaseScope) -> None:
         """Score the scan in batched calls and leave starting points for the next phase."""
-        if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+        scope = phase_scope.solver_scope
+        if phase_scope.must_stop():
             return
         space = scope.space
         base, base_score = scope.best_row.copy(), scope.best_score.copy()
@@ -527,8 +535,8 @@ class FeatureScanPhase:
         if entries.size == 0:
             return
         scans = _Scans(space.n_features)
-        phase = Progress.starting(scope.best_score)
-        counters = [scope.progress, phase]
+        phase_scope.start()
+        phase, counters = phase_scope.progress, phase_scope.counters
         split_grid = self._split_grid(scope, entries.size)
         first: tuple[np.ndarray, FloatMatrix, FloatMatrix] | None = None
         cells = np.empty(0, dtype=np.intp)
@@ -543,7 +551,7 @@ class FeatureScanPhase:
         if fresh:
             count_step(counters, fresh)
         if scope.offer(X, scores, counters, count=False):
-            announce(scope, listeners)
+            scope.announce()
         owners = grid.owners[entries]
         order = np.lexsort(scores.T[::-1])[::-1]  # best first
         _, firsts = np.unique(owners[order], return_index=True)
@@ -558,7 +566,7 @@ class FeatureScanPhase:
             matched = grid.matching(split_grid)
             rescan = _nearest_in_cells(space, grid, np.where(matched >= 0, cells[matched], -1))
         chain = self._greedy_chain(
-            scope,
+            phase_scope,
             scans,
             grid,
             base=base,
@@ -566,22 +574,19 @@ class FeatureScanPhase:
             X=X,
             scores=scores,
             phase=phase,
-            solver_termination=solver_termination,
-            listeners=listeners,
             rescan=rescan,
             distances=_Distances(grid, base, base_score, entries, scores) if lean else None,
         )
         scope.starts = [*chain, *starts]
         if split_grid is not None and first is not None:
             self._split_chain(
-                scope,
+                phase_scope,
                 scans,
                 split_grid,
                 base=base,
                 base_score=base_score,
                 first=first,
                 cells=cells,
-                solver_termination=solver_termination,
             )
 
     def _split_grid(self, scope: SolverScope, grid_rows: int) -> ScanGrid | None:
@@ -597,7 +602,7 @@ class FeatureScanPhase:
 
     def _split_chain(
         self,
-        scope: SolverScope,
+        phase_scope: PhaseScope,
         scans: _Scans,
         grid: ScanGrid,
         *,
@@ -605,7 +610,6 @@ class FeatureScanPhase:
         base_score: FloatMatrix,
         first: tuple[np.ndarray, FloatMatrix, FloatMatrix],
         cells: np.ndarray,
-        solver_termination: Termination,
     ) -> None:
         """A second greedy chain over the scan with the model's split values (a tree model's;
         :mod:`counterplan.solver.exact.splits`), kept aside: its rows are offered before the boundary polish
@@ -616,13 +620,14 @@ class FeatureScanPhase:
         ``first`` is its first scan (entries, rows, scores), every value around ``base``; the
         rescans after it have only the values of each of ``cells`` nearest the original
         (:func:`split_cells`)."""
+        scope = phase_scope.solver_scope
         entries, Y, y_scores = first
         kept = _Kept()
         kept.take(Y, y_scores)
-        if not (solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set()):
+        if not phase_scope.must_stop():
             lean = scope.pool is None and not scans.computed
             self._greedy_chain(
-                scope,
+                phase_scope,
                 scans,
                 grid,
                 base=base,
@@ -630,8 +635,6 @@ class FeatureScanPhase:
                 X=Y,
                 scores=y_scores,
                 phase=Progress.starting(scope.best_score),
-                solver_termination=solver_termination,
-                listeners=[],
                 keep=kept,
                 rescan=_nearest_in_cells(scope.space, grid, cells) if lean else None,
                 distances=_Distances(grid, base, base_score, entries, y_scores) if lean else None,
@@ -641,7 +644,7 @@ class FeatureScanPhase:
 
     def _greedy_chain(
         self,
-        scope: SolverScope,
+        phase_scope: PhaseScope,
         scans: _Scans,
         grid: ScanGrid,
         *,
@@ -650,8 +653,6 @@ class FeatureScanPhase:
         X: FloatMatrix,
         scores: FloatMatrix,
         phase: Progress,
-        solver_termination: Termination,
-        listeners: list[EngineListener],
         keep: _Kept | None = None,
         rescan: BoolArray | None = None,
         distances: _Distances | None = None,
@@ -669,6 +670,7 @@ class FeatureScanPhase:
         nor as the next step (:meth:`_rescan`): the chain takes the same steps and finds the
         same best row as with every row scored.
         """
+        scope = phase_scope.solver_scope
         chain: list[FloatMatrix] = []
         counters = [scope.progress, phase]
         for _ in range(self.config.greedy_steps):
@@ -679,7 +681,7 @@ class FeatureScanPhase:
                 break
             base, base_score = X[pick].copy(), scores[pick].copy()
             chain.insert(0, base.copy())
-            if solver_termination.evaluate(scope.progress)[0] or scope.terminate_flag.is_set():
+            if phase_scope.must_stop():
                 break
             entries = grid.entries(base, keep=rescan)
             if entries.size == 0:
@@ -698,7 +700,7 @@ class FeatureScanPhase:
             if keep is not None:
                 keep.take(X, scores)
             elif scope.offer(X, scores, counters, count=False):
-                announce(scope, listeners)
+                scope.announce()
         return chain[:1]
 
     @staticmethod

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from counterplan.planning.score import best_first
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
-from counterplan.solver.core.scores import best_first
 
 KMEANS_ROUNDS = 50
 

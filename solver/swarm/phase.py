@@ -24,17 +24,15 @@ from __future__ import annotations
 import numpy as np
 
 from counterplan.planning.distance import gower
-from counterplan.solver.core.config import SwarmPhaseConfig
-from counterplan.solver.core.events import EngineListener
+from counterplan.planning.score import HARD_LEVELS, best_first, best_row, better
+from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.protocol import EncodedSpace, FloatMatrix
-from counterplan.solver.core.result import SwarmStatistics
-from counterplan.solver.core.scope import Progress, SolverScope
-from counterplan.solver.core.scores import HARD_LEVELS, best_first, best_row, better
-from counterplan.solver.core.termination import Termination
-from counterplan.solver.local.phase import announce
+from counterplan.solver.core.scope import AnswerSet
 from counterplan.solver.swarm.clusters import kmeans, pick_per_cluster
+from counterplan.solver.swarm.config import SwarmPhaseConfig
 from counterplan.solver.swarm.positions import SwarmPositions, searchable
 from counterplan.solver.swarm.ranking import rank
+from counterplan.solver.swarm.report import SwarmStatistics
 from counterplan.solver.swarm.velocity import Coefficients, move
 
 ARCHIVE_MAX = 2048
@@ -61,11 +59,8 @@ def paper_objective(rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace)
     return np.asarray(l1 + l2 + l3 - scores[:, 1], dtype=np.float64)
 
 
-class SwarmPhase:
+class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
     """Runs one particle-swarm phase of a solve."""
-
-    def __init__(self, config: SwarmPhaseConfig) -> None:
-        self.config = config
 
     def _fitness(self, rows: FloatMatrix, scores: FloatMatrix, space: EncodedSpace) -> FloatMatrix:
         """What guides the swarm, higher better, as rows comparable level by level."""
@@ -73,12 +68,12 @@ class SwarmPhase:
             return -paper_objective(rows, scores, space).reshape(-1, 1)
         return scores
 
-    def solve(self, scope: SolverScope, solver_termination: Termination, listeners: list[EngineListener]) -> None:
+    def solve(self, phase_scope: PhaseScope) -> None:
         """Fly the swarm until its iterations, the phase's or the solver's termination end it."""
         config = self.config
+        scope = phase_scope.solver_scope
         space = scope.space
-        solver = scope.progress
-        phase = Progress.starting(scope.best_score)
+        counters = phase_scope.counters
         candidates = searchable(space)
         relations = getattr(scope.problem, "relations", None)
         if relations is not None:  # computed features: whatever the swarm set there is overwritten
@@ -97,8 +92,8 @@ class SwarmPhase:
             scorer=scope.scorer,
             box=full.box_values(),
         )
-        if scored is not None and scope.offer(scored[0], scored[1], [solver, phase]):
-            announce(scope, listeners)
+        if scored is not None and scope.offer(scored[0], scored[1], counters):
+            scope.announce()
         positions = (
             full
             if columns.size == candidates.size
@@ -118,7 +113,6 @@ class SwarmPhase:
         own_scores = np.empty((count, scope.best_score.size))
         own_fitness: FloatMatrix | None = None
         coefficients = Coefficients(config.inertia, config.cognitive, config.social, config.diversity)
-        phase_termination = Termination(config.termination) if config.termination is not None else None
         archive = _Archive() if scope.answers > 1 and config.answers_from == "visited" else None
         iterations = 0
         widened = seen_valid = False
@@ -132,9 +126,9 @@ class SwarmPhase:
             ):
                 positions, widened = positions.widened(), True
                 X, V = positions.uniform(count, rng), np.zeros_like(X)  # the swarm spreads over the new box
-            stop = self._should_stop(scope, solver_termination, phase_termination, solver, phase)
-            if stop is not None:
-                reason = stop
+            verdict = phase_scope.verdict()
+            if verdict.done:
+                reason = verdict.reason
                 break
             rows = positions.decode(X)
             scores = scope.scorer.score(rows)  # one model call for the whole swarm
@@ -148,8 +142,8 @@ class SwarmPhase:
             seen_valid = seen_valid or bool((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any())
             if archive is not None:
                 archive.add(rows, scores)
-            if scope.offer(rows, scores, [solver, phase]):
-                announce(scope, listeners)
+            if scope.offer(rows, scores, counters):
+                scope.announce()
             leader = own_best[best_row(own_fitness)]
             draws = rng.random((3, count, positions.dimensions))
             X, V = move(
@@ -169,9 +163,10 @@ class SwarmPhase:
             order = best_first(own_scores)
             _, first = np.unique(own_rows[order], axis=0, return_index=True)
             scope.starts = [own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
-            if scope.answer_source != "exact":  # a proven set from an earlier exact phase stays
-                scope.answer_rows, scope.answer_source = None, ""
-            if scope.answers > 1 and scope.answer_source != "exact":
+            final = scope.answer_set is not None and scope.answer_set.kind == "final"
+            if not final:  # a proven set from an earlier exact phase stays
+                scope.answer_set = None
+            if scope.answers > 1 and not final:
                 if archive is not None:
                     points_rows, points_scores = archive.rows()
                     points = positions.encode(points_rows) if points_rows.shape[0] else points_rows
@@ -186,11 +181,10 @@ class SwarmPhase:
                     feasible = np.asarray((points_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
                     picks, empty = pick_per_cluster(labels, points_scores, feasible)
                     clusters = int(np.unique(labels).size)
-                    scope.answer_rows = points_rows[picks].copy() if picks else None
-                    scope.answer_source = "swarm"
+                    scope.answer_set = AnswerSet(points_rows[picks].copy(), "picks") if picks else None
         names = getattr(space, "names", None)
         searched = [str(names[j]) for j in columns.tolist()[:NAMES_KEPT]] if names is not None else []
-        scope.swarm = SwarmStatistics(
+        statistics = SwarmStatistics(
             particles=count,
             iterations=iterations,
             searched=int(columns.size),
@@ -203,26 +197,7 @@ class SwarmPhase:
             clusters=clusters,
             empty_clusters=empty,
         )
-
-    @staticmethod
-    def _should_stop(
-        scope: SolverScope,
-        solver_termination: Termination,
-        phase_termination: Termination | None,
-        solver: Progress,
-        phase: Progress,
-    ) -> str | None:
-        """Why the phase must stop now, or None."""
-        done, _, reason = solver_termination.evaluate(solver)
-        if done:
-            return reason
-        if phase_termination is not None:
-            phase_done, _, phase_reason = phase_termination.evaluate(phase)
-            if phase_done:
-                return f"phase {scope.phase_index}: {phase_reason}"
-        if scope.terminate_flag.is_set():
-            return "terminated early"
-        return None
+        phase_scope.report("swarm", statistics)
 
 
 class _Archive:

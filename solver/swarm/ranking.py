@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from counterplan.solver.core.scores import best_first, score_batches
+from counterplan.planning.score import best_first
+from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix, score_batches
 from counterplan.solver.swarm.positions import IntArray
 
 

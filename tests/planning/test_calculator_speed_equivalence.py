@@ -32,9 +32,9 @@ from counterplan.planning import (
     ScoreCalculator,
     ValueGoal,
 )
-from counterplan.planning.calculator import _lexicographic_top
 from counterplan.planning.goals import ClassGoal as _ClassGoal
 from counterplan.planning.goals import _needed, _value_distance
+from counterplan.planning.score import last_best_row
 from counterplan.planning.space import AnyFeature, FloatMatrix
 
 _UNMET_FLOOR = 1e-12
@@ -267,4 +267,4 @@ def test_the_best_row_is_the_one_a_lexicographic_sort_puts_last() -> None:
             levels[rng.random((n, 5)) < 0.1] = np.nan
         if trial % 7 == 0:
             levels[:] = levels[0]  # every row tied
-        assert _lexicographic_top(levels) == int(np.lexsort(levels.T[::-1])[-1])
+        assert last_best_row(levels) == int(np.lexsort(levels.T[::-1])[-1])

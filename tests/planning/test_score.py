@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from counterplan.planning import BendableScore, ScoreFormatError
-from counterplan.planning.score import best_index, compare_rows
+from counterplan.planning.score import best_row, compare_to
 
 level = st.one_of(
     st.integers(-1000, 0).map(float),
@@ -38,14 +38,14 @@ def test_text_form_round_trips(score: BendableScore) -> None:
 def test_order_is_lexicographic_hard_first(a: BendableScore, b: BendableScore) -> None:
     assert (a < b) == (a.levels < b.levels)
     assert (a == b) == (a.levels == b.levels)
-    assert compare_rows(a.to_array(), b.to_array()) == (a > b) - (a < b)
+    assert int(compare_to(a.to_array().reshape(1, -1), b.to_array())[0]) == (a > b) - (a < b)
 
 
 @given(st.lists(scores, min_size=1, max_size=20))
-def test_best_index_picks_the_maximum_first_among_equals(items: list[BendableScore]) -> None:
+def test_best_row_picks_the_maximum_first_among_equals(items: list[BendableScore]) -> None:
     matrix = np.vstack([s.to_array() for s in items])
     best = max(items)
-    assert best_index(matrix) == items.index(best)
+    assert best_row(matrix) == items.index(best)
 
 
 def test_hard_beats_soft() -> None:

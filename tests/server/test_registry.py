@@ -117,7 +117,8 @@ def test_bad_cards_name_the_problem(
 
 
 def test_a_card_can_name_a_tuned_configuration_file(tmp_path: Path, loan_model: Pipeline) -> None:
-    from counterplan.solver.core.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig, SolverConfig
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.local.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig
 
     sio.dump(loan_model, tmp_path / "m.skops")
     tuned = SolverConfig(phases=(LocalSearchPhaseConfig(acceptor=LateAcceptanceAcceptorConfig()),), random_seed=9)

@@ -13,7 +13,7 @@ from counterplan.solver import (
     TabuSearchAcceptorConfig,
     TerminationConfig,
 )
-from counterplan.solver.core.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
+from counterplan.solver.local.config import LateAcceptanceAcceptorConfig, MoveSelectorConfig
 
 
 def _rich_config() -> SolverConfig:

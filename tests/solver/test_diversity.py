@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from counterplan.planning import CounterfactualProblem, ScoreCalculator
-from counterplan.solver.core.diversity import material_differences, select_diverse
-from counterplan.solver.counterfactual import CalculatorScorer
-from counterplan.solver.local.routes import successive_routes
+from counterplan.solver.answers.diversity import material_differences, select_diverse
+from counterplan.solver.answers.routes import successive_routes
+from counterplan.solver.scoring import CalculatorScorer
 
 NOMINAL = np.array([False, False, False, False, True])
 ORIGINAL = np.array([40_000.0, 10.0, 5.0, 3.0, 0.0])

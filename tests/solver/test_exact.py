@@ -40,8 +40,10 @@ from counterplan.planning import (
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.models import adapt_sklearn
-from counterplan.solver.core.config import ExactPhaseConfig, FeatureScanPhaseConfig, SolverConfig
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.local.config import FeatureScanPhaseConfig
 
 pytest.importorskip("highspy")
 

@@ -17,12 +17,13 @@ from sklearn.ensemble import GradientBoostingClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.models import adapt_sklearn
-from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
-from counterplan.solver.core.result import ExactStatistics
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config, not_encodable
 from counterplan.solver.exact import backend, highs, ortools_backend
+from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.milp import INF, Milp, MilpResult
+from counterplan.solver.exact.report import ExactStatistics
 
 pytest.importorskip("highspy")
 pytest.importorskip("ortools")

@@ -14,9 +14,10 @@ from sklearn.ensemble import RandomForestClassifier
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.models import adapt_sklearn
-from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
+from counterplan.solver.exact.config import ExactPhaseConfig
 from tests.solver.test_exact import _data, _encoded, _features
 from tests.solver.test_exact_scorecards import _table, _table_problem
 

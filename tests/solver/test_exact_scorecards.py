@@ -306,7 +306,8 @@ row = int(np.argmax(card.predict_proba(frame)[:, 0]))
 problem = CounterfactualProblem.from_dataframe(
     frame.assign(default=y), row, card, target="default", goals=[ClassGoal(target=1, confidence=0.7)]
 )
-from counterplan.solver.core.config import ExactPhaseConfig, SolverConfig
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.exact.config import ExactPhaseConfig
 
 for backend in ("auto", "highs"):
     config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))

@@ -18,8 +18,8 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from structlog.testing import capture_logs
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, ScoreCalculator, TrustRegionSettings
-from counterplan.solver.core.result import CounterfactualResult
 from counterplan.solver.counterfactual import explain
+from counterplan.solver.result import CounterfactualResult
 
 pytest.importorskip("highspy")
 

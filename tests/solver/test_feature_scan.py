@@ -31,11 +31,13 @@ from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.models import adapt_sklearn
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.space import FloatMatrix
-from counterplan.solver.core.config import FeatureScanPhaseConfig, TerminationConfig
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.core.phase import PhaseScope
+from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.termination import Termination
-from counterplan.solver.counterfactual import CalculatorScorer
 from counterplan.solver.exact.splits import split_points
+from counterplan.solver.local.config import FeatureScanPhaseConfig
 from counterplan.solver.local.scan import (
     FeatureScanPhase,
     ScanGrid,
@@ -45,6 +47,7 @@ from counterplan.solver.local.scan import (
     _verified,
     split_cells,
 )
+from counterplan.solver.scoring import CalculatorScorer
 
 PLANS = ("basic", "silver", "gold")
 
@@ -103,7 +106,7 @@ def _scope(problem: CounterfactualProblem, scorer: CalculatorScorer, *, pool: bo
         best_row=start[0].copy(),
         best_score=start_score.copy(),
         progress=Progress.starting(start_score),
-        pool=[] if pool else None,
+        pool=Pool(problem.space.original) if pool else None,
     )
 
 
@@ -120,7 +123,7 @@ def _scan(problem: CounterfactualProblem, *, pool: bool) -> tuple[SolverScope, l
         return score(X)
 
     scorer.score = recording  # type: ignore[method-assign]
-    FeatureScanPhase(FeatureScanPhaseConfig()).solve(scope, Termination(TerminationConfig()), [])
+    FeatureScanPhase(FeatureScanPhaseConfig()).solve(PhaseScope(scope, 0, Termination(TerminationConfig())))
     return scope, scored
 
 

@@ -4,15 +4,6 @@ import numpy as np
 import pytest
 
 from counterplan.planning import CounterfactualProblem
-from counterplan.solver.core.config import (
-    ForagerConfig,
-    GreatDelugeAcceptorConfig,
-    LateAcceptanceAcceptorConfig,
-    MoveSelectorConfig,
-    SimulatedAnnealingAcceptorConfig,
-    StepCountingHillClimbingAcceptorConfig,
-    TabuSearchAcceptorConfig,
-)
 from counterplan.solver.core.scope import Walker
 from counterplan.solver.local.acceptors import (
     GreatDelugeAcceptor,
@@ -22,6 +13,15 @@ from counterplan.solver.local.acceptors import (
     StepContext,
     StepCountingHillClimbingAcceptor,
     TabuSearchAcceptor,
+)
+from counterplan.solver.local.config import (
+    ForagerConfig,
+    GreatDelugeAcceptorConfig,
+    LateAcceptanceAcceptorConfig,
+    MoveSelectorConfig,
+    SimulatedAnnealingAcceptorConfig,
+    StepCountingHillClimbingAcceptorConfig,
+    TabuSearchAcceptorConfig,
 )
 from counterplan.solver.local.factory import entity_tabu_size
 from counterplan.solver.local.forager import Forager

@@ -29,7 +29,7 @@ from counterplan.solver import (
     TerminationConfig,
     explain,
 )
-from counterplan.solver.core.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+from counterplan.solver.local.config import AcceptorConfig, BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 
 ACCEPTORS: list[AcceptorConfig] = [
     HillClimbingAcceptorConfig(),
@@ -351,9 +351,9 @@ def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualPr
 
 def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProblem) -> None:
     from counterplan.planning import ScoreCalculator
+    from counterplan.planning.score import not_worse
     from counterplan.solver.core.refine import refine_rows
-    from counterplan.solver.core.scores import not_worse
-    from counterplan.solver.counterfactual import CalculatorScorer
+    from counterplan.solver.scoring import CalculatorScorer
 
     space = linear_problem.space
     result = explain(linear_problem, seed=3, num_counterfactuals=1)
@@ -374,8 +374,8 @@ def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProb
 
 def test_alternative_routes_leave_the_avoided_features_alone(linear_problem: CounterfactualProblem) -> None:
     from counterplan.planning import ScoreCalculator
-    from counterplan.solver.counterfactual import CalculatorScorer
-    from counterplan.solver.local.routes import alternative_routes
+    from counterplan.solver.answers.routes import alternative_routes
+    from counterplan.solver.scoring import CalculatorScorer
 
     space = linear_problem.space
     calculator = ScoreCalculator(linear_problem)

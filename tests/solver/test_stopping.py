@@ -136,8 +136,8 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
     """Several answers keep every feasible row the search scores; a long solve once grew that
     without bound. Compacting keeps each row once and the three best of each change set, which
     is all the choice of answers reads."""
-    import counterplan.solver.core.scope as scope_module
-    from counterplan.solver.core.diversity import best_per_change_set
+    import counterplan.solver.core.pool as pool_module
+    from counterplan.solver.core.pool import Pool, best_per_change_set
     from counterplan.solver.core.scope import Progress, SolverScope
 
     rng = np.random.default_rng(0)
@@ -150,9 +150,9 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
         best_row=space.original.copy(),
         best_score=np.full(5, -1e9),
         progress=Progress.starting(np.full(5, -1e9)),
-        pool=[],
+        pool=Pool(space.original),
     )
-    monkeypatch.setattr(scope_module, "POOL_MAX_VALUES", 300 * n)
+    monkeypatch.setattr(pool_module, "POOL_MAX_VALUES", 300 * n)
     everything = []
     for _ in range(40):
         X = np.repeat(space.original.reshape(1, -1), 25, axis=0)
@@ -163,9 +163,10 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
         scores[:, 3] = -np.abs(X[:, 0] - 0.5) / 10 - np.abs(X[:, 3] - 1.0) / 10  # a row's score is its own
         everything.append((X, scores))
         scope.offer(X, scores, [])
-        assert scope.pool_values <= 300 * n
+        assert scope.pool is not None and scope.pool.values <= 300 * n
     rows, scores = np.vstack([p[0] for p in everything]), np.vstack([p[1] for p in everything])
-    kept_rows, kept_scores = np.vstack([p[0] for p in scope.pool]), np.vstack([p[1] for p in scope.pool])
+    assert scope.pool is not None
+    kept_rows, kept_scores = scope.pool.rows()
     assert len(kept_rows) < len(rows)
     full = rows[best_per_change_set(rows, scores, space.original, 128)]
     compact = kept_rows[best_per_change_set(kept_rows, kept_scores, space.original, 128)]

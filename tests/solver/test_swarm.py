@@ -21,18 +21,12 @@ from counterplan.planning import (
 )
 from counterplan.planning.relevance import bin_codes, information_value
 from counterplan.planning.space import FeatureSpace
-from counterplan.solver.core.config import (
-    BoundaryPolishPhaseConfig,
-    ConfigError,
-    LocalSearchPhaseConfig,
-    SolverConfig,
-    SwarmPhaseConfig,
-    TerminationConfig,
-    stable_termination,
-)
+from counterplan.solver.core.config import ConfigError, SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.counterfactual import CounterfactualSolver, explain
 from counterplan.solver.engines import SWARM_FROM_FEATURES, choose
+from counterplan.solver.local.config import BoundaryPolishPhaseConfig, LocalSearchPhaseConfig
 from counterplan.solver.swarm.clusters import kmeans, pick_per_cluster
+from counterplan.solver.swarm.config import SwarmPhaseConfig
 from counterplan.solver.swarm.phase import paper_objective
 from counterplan.solver.swarm.positions import SwarmPositions, searchable
 from counterplan.solver.swarm.velocity import Coefficients, move
@@ -287,10 +281,11 @@ def test_the_paper_objective_guides_the_swarm_and_the_answer_is_still_scored_by_
 
 def test_the_swarm_hands_its_best_rows_to_local_search_as_starts(wide) -> None:
     from counterplan.planning.calculator import ScoreCalculator
+    from counterplan.solver.core.phase import PhaseScope
     from counterplan.solver.core.scope import Progress, SolverScope
     from counterplan.solver.core.termination import Termination
-    from counterplan.solver.counterfactual import CalculatorScorer
-    from counterplan.solver.local.phase import LocalSearchPhase
+    from counterplan.solver.local.factory import LocalSearchPhaseFactory
+    from counterplan.solver.scoring import CalculatorScorer
     from counterplan.solver.swarm.phase import SwarmPhase
 
     problem = _wide_problem(wide)
@@ -306,13 +301,15 @@ def test_the_swarm_hands_its_best_rows_to_local_search_as_starts(wide) -> None:
         progress=Progress.starting(score),
         problem=problem,
     )
-    SwarmPhase(SwarmPhaseConfig(iterations=20)).solve(scope, Termination(TerminationConfig(step_count_limit=1000)), [])
+    SwarmPhase(SwarmPhaseConfig(iterations=20)).solve(
+        PhaseScope(scope, 0, Termination(TerminationConfig(step_count_limit=1000)))
+    )
     starts = np.vstack(scope.starts)
     assert 1 < starts.shape[0] <= 16 and np.unique(starts, axis=0).shape[0] == starts.shape[0]
     assert np.array_equal(starts[0], scope.best_row)  # the swarm's best row first
     scores = scorer.score(starts.copy())
     assert all(tuple(row) <= tuple(scores[0]) for row in scores)  # best first
-    _, currents, _ = LocalSearchPhase(LocalSearchPhaseConfig(walkers=4))._walkers(scope)
+    _, currents, _ = LocalSearchPhaseFactory().build(LocalSearchPhaseConfig(walkers=4))._walkers(scope)
     assert np.array_equal(currents, starts[:4])  # the walkers start where the swarm ended best
 
 
@@ -340,7 +337,8 @@ def test_several_answers_come_from_the_clusters_and_say_when_fewer(wide) -> None
 
 
 def test_the_note_says_why_fewer_answers_came_back() -> None:
-    from counterplan.solver.core.result import CounterfactualResult, SolveStatistics, SwarmStatistics
+    from counterplan.solver.result import CounterfactualResult, SolveStatistics
+    from counterplan.solver.swarm.report import SwarmStatistics
 
     def result(swarm: SwarmStatistics) -> CounterfactualResult:
         statistics = SolveStatistics(
@@ -450,13 +448,14 @@ def test_the_swarms_answers_survive_a_following_local_search(wide) -> None:
     assert result.counterfactuals[0].proposed == result.proposed  # the polished best leads
 
     from counterplan.planning.calculator import ScoreCalculator
-    from counterplan.solver.core.engine import Solver
-    from counterplan.solver.counterfactual import CalculatorScorer
+    from counterplan.solver.core.solver import Solver
+    from counterplan.solver.scoring import CalculatorScorer
 
     outcome = Solver(SolverConfig(phases=phases), collect_pool=True, answers=3).solve(
         problem.space, CalculatorScorer(ScoreCalculator(problem)), problem=problem
     )
-    assert outcome.answer_source == "swarm" and outcome.answer_rows is not None and outcome.answer_rows.shape[0] == 3
+    picks = outcome.answer_set
+    assert picks is not None and picks.kind == "picks" and picks.rows.shape[0] == 3
 
 
 def test_a_missing_categorical_or_computed_feature_is_never_searched() -> None:
@@ -519,16 +518,16 @@ def test_a_configuration_with_a_swarm_phase_is_named_swarm(wide) -> None:
 
 def test_the_budget_counts_the_swarms_one_hot_coordinates() -> None:
     from counterplan.planning import CategoricalFeature
-    from counterplan.solver.core.budget import check_budget, estimate_bytes, swarm_coordinates
+    from counterplan.solver.core.budget import check_budget, estimate_bytes, one_hot_width
 
     features = [
         CategoricalFeature(name="code", value="c0", categories=tuple(f"c{i}" for i in range(10_000))),
         FloatFeature(name="x", value=1.0, low=0.0, high=2.0),
     ]
-    assert swarm_coordinates(features) == 10_001
+    assert one_hot_width(features) == 10_001
     config = SolverConfig(phases=(SwarmPhaseConfig(particles=1024),))
     with pytest.raises(ConfigError, match="particles"):
-        check_budget(config, 2, 2, swarm_coordinates(features))
+        check_budget(config, 2, 2, one_hot_width(features))
     check_budget(config, 2, 2)  # two numbers: two coordinates
     small = SolverConfig(phases=(SwarmPhaseConfig(particles=50),))
-    assert estimate_bytes(small, 2, 2, swarm_coordinates=10_001) > 50 * 8 * 10_000 * 8
+    assert estimate_bytes(small, 2, 2, one_hot=10_001) > 50 * 8 * 10_000 * 8

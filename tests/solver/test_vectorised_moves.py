@@ -24,9 +24,14 @@ from counterplan.planning import (
     OutputSpec,
     ScoreCalculator,
 )
+from counterplan.planning.score import best_row, compare_to
 from counterplan.planning.space import AnyFeature, FloatMatrix
 from counterplan.solver import explain
-from counterplan.solver.core.config import (
+from counterplan.solver.answers.routes import alternative_routes
+from counterplan.solver.core.protocol import BoolArray, EncodedSpace
+from counterplan.solver.core.scope import Walker
+from counterplan.solver.local.acceptors import Acceptor, HillClimbingAcceptor, LockstepContext, StepContext
+from counterplan.solver.local.config import (
     ForagerConfig,
     GreatDelugeAcceptorConfig,
     HillClimbingAcceptorConfig,
@@ -36,16 +41,11 @@ from counterplan.solver.core.config import (
     StepCountingHillClimbingAcceptorConfig,
     TabuSearchAcceptorConfig,
 )
-from counterplan.solver.core.protocol import BoolArray, EncodedSpace
-from counterplan.solver.core.scope import Walker
-from counterplan.solver.core.scores import best_row, compare_to
-from counterplan.solver.counterfactual import CalculatorScorer
-from counterplan.solver.local.acceptors import Acceptor, HillClimbingAcceptor, LockstepContext, StepContext
 from counterplan.solver.local.factory import build_acceptor
 from counterplan.solver.local.forager import Forager
 from counterplan.solver.local.moves import MoveSelector
-from counterplan.solver.local.routes import alternative_routes
 from counterplan.solver.local.scan import ScanGrid, most_efficient, scan_rows
+from counterplan.solver.scoring import CalculatorScorer
 
 
 def _score(X: FloatMatrix) -> FloatMatrix:

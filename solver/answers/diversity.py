@@ -3,7 +3,7 @@
 Why this method: the walkers already search different basins, and every feasible row they
 score is kept, so the pool holds many valid answers at no extra model call. Successive solves
 that penalise used feature sets would cost a whole solve per answer; instead
-:mod:`counterplan.solver.local.routes` runs only the cheap greedy chains of the feature scan with the features
+:mod:`counterplan.solver.answers.routes` runs only the cheap greedy chains of the feature scan with the features
 of answers already found held back, which finds the near routes the pool lacks. Every
 candidate first loses its needless changes (:mod:`counterplan.solver.core.refine`), so no answer is a shorter
 answer plus extra edits (DiCE's and CARLA's redundancy stays 0).
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from counterplan.planning.score import best_first
 from counterplan.solver.core.protocol import FloatMatrix
-from counterplan.solver.core.scores import best_first
 
 CANDIDATES = 400
 CLOSENESS = (3.0, 10.0)
@@ -108,31 +108,6 @@ def select_diverse(
         if len(chosen) >= k:
             break
     return [int(order[i]) for i in chosen]
-
-
-def best_per_change_set(
-    rows: FloatMatrix, scores: FloatMatrix, original: FloatMatrix, limit: int, per_set: int = 3
-) -> list[int]:
-    """Indices of the ``per_set`` best-scored rows of each distinct set of changed features, best first.
-
-    A pool holds many rows that change the same features by slightly different amounts; a few of
-    each set are enough to look for different routes to the goal (and for answers that differ
-    only in their values when no other route exists). At most ``limit`` indices.
-    """
-    if rows.shape[0] == 0:
-        return []
-    _, distinct = np.unique(rows, axis=0, return_index=True)  # a row the search scored twice counts once
-    distinct = np.sort(distinct)
-    order = distinct[best_first(scores[distinct])]
-    _, group = np.unique(rows[order] != original, axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    by_group = np.argsort(group, kind="stable")  # within a group, still best first
-    sorted_groups = group[by_group]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1]
-    sizes = np.diff(np.r_[starts, sorted_groups.size])
-    rank = np.empty(order.size, dtype=np.intp)
-    rank[by_group] = np.arange(sorted_groups.size) - np.repeat(starts, sizes)
-    return [int(i) for i in order[rank < per_set][:limit]]
 
 
 def undominated(

@@ -1,4 +1,8 @@
-"""What a counterfactual solve returns, and what its listeners hear, in decoded form."""
+"""What a counterfactual solve returns, and what its listeners hear, in decoded form.
+
+The result models, and :class:`ResultBuilder`: the one place a result is built from a solve (or
+from an instance that already meets its goals), decoded through the planning problem.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from counterplan.planning.score import BendableScore
+from counterplan.solver.exact.report import ExactStatistics
+from counterplan.solver.swarm.report import SwarmStatistics
 
 
 class Change(BaseModel):
@@ -22,63 +28,6 @@ class Change(BaseModel):
     """For a scorecard variable: the bin the original value falls in (``[83, 91.5)``)."""
     proposed_bin: str | None = None
     """For a scorecard variable: the bin the proposed value (a representative of it) falls in."""
-
-
-class ExactStatistics(BaseModel):
-    """What the exact engine proved (:mod:`counterplan.solver.exact.phase` fills it in)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    status: str
-    """``optimal``, ``feasible``, ``infeasible``, ``no solution`` or ``not encodable``."""
-    proven: bool
-    """The optimum (or that no answer exists) is proven, and the answer verified by the model."""
-    model: str = ""
-    objective: float | None = None
-    bound: float | None = None
-    gap: float | None = None
-    nodes: int = 0
-    seconds: float = 0.0
-    variables: int = 0
-    constraints: int = 0
-    verified: bool = False
-    retries: int = 0
-    reason: str = ""
-    backend: str = ""
-    """The MILP solver that ran: ``HiGHS 1.16.0 (highspy)``, ``SCIP 10.0.0 (OR-Tools 9.15)``."""
-    answer_set: str = ""
-    """When several answers were asked: the set program's status (empty when none ran)."""
-    answer_set_reason: str = ""
-    """Why the set has fewer answers than asked (``no 5 counterfactuals with at most 3 changes
-    differ in their features``)."""
-
-
-class SwarmStatistics(BaseModel):
-    """What the particle swarm did (:mod:`counterplan.solver.swarm.phase` fills it in)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    particles: int
-    iterations: int
-    """Iterations flown: one model call each."""
-    searched: int
-    """Features searched (h)."""
-    searchable: int
-    """Features the swarm could have searched (mutable, with a domain)."""
-    ranking: str
-    """How the searched features were chosen: ``all``, ``information_value`` or ``sensitivity``."""
-    searched_features: list[str] = []
-    """The searched features (at most 50 named)."""
-    objective: str = "score"
-    widened: bool = False
-    """No particle was valid by half the iterations, so the box was opened to the whole domain."""
-    answers_from: str = ""
-    """When several answers were asked: what k-means clustered, ``visited`` (every distinct valid
-    row the swarm visited) or ``final_swarm`` (the particles' own bests)."""
-    clusters: int = 0
-    """When several answers were asked: the k-means clusters."""
-    empty_clusters: int = 0
-    """Clusters without a valid particle: each is one answer fewer."""
 
 
 class SolveStatistics(BaseModel):
@@ -140,7 +89,7 @@ class CounterfactualResult(BaseModel):
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
     the one above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see :mod:`counterplan.solver.core.diversity`);
+    most ten times as far from the original as the best one, see :mod:`counterplan.solver.answers.diversity`);
     never padded."""
     requested: int = 1
     """How many answers were asked for."""

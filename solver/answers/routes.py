@@ -23,9 +23,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.core.diversity import best_per_change_set
-from counterplan.solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix
-from counterplan.solver.core.scores import HARD_LEVELS, score_batches
+from counterplan.planning.score import HARD_LEVELS
+from counterplan.solver.core.pool import best_per_change_set
+from counterplan.solver.core.protocol import BatchScorer, BoolArray, EncodedSpace, FloatMatrix, score_batches
 from counterplan.solver.local.scan import ScanGrid
 
 SETS_MAX = 256

@@ -1,0 +1,48 @@
+"""The exact engine's configuration as pure data (the program's limits, its backend, answer sets)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from counterplan.solver.core.config import MAX_STEPS, PhaseConfig, PositiveSeconds
+
+
+class ExactPhaseConfig(PhaseConfig):
+    """The exact engine: a mixed-integer program that proves the optimum (``counterplan.solver.exact``).
+
+    It encodes the model (linear models and tree ensembles, behind scikit-learn preprocessing),
+    the domains, the rules and the distance; a local-search phase before it gives its warm start.
+    It stops at the first of: the optimum proven within ``relative_gap``, ``node_limit`` nodes,
+    ``time_limit_seconds``, or the solver's own time limit. Only a time limit makes the answer
+    depend on the machine: the default has none.
+    """
+
+    type: Literal["exact"] = "exact"
+    relative_gap: Annotated[float, Field(ge=0.0, le=1.0)] = 1e-6
+    """A solution within this relative gap of the bound counts as proven optimal."""
+    node_limit: Annotated[int, Field(gt=0, le=MAX_STEPS)] = 1_000_000
+    time_limit_seconds: PositiveSeconds | None = None
+    goal_epsilon: Annotated[float, Field(gt=0.0, le=0.1)] = 1e-6
+    """Each goal bound is kept this far inside (in the model's output units: logit, probability
+    or value), so an answer on the boundary is not lost to rounding."""
+    lexicographic: bool = True
+    """Then minimise the number of changed features among the answers at the optimal distance
+    (the score's second soft level), as a second program."""
+    backend: Literal["auto", "highs", "ortools"] = "auto"
+    """The MILP solver: ``highs`` (highspy, the ``exact`` extra), ``ortools`` (OR-Tools, which
+    the ``scorecard`` extra brings: SCIP through it, which takes the warm start and stops when
+    asked), or ``auto``: highspy when it loads, else OR-Tools. The report names the one that ran."""
+    answer_set: Literal["copies", "no_good", "pool"] = "copies"
+    """When several answers are asked: ``copies`` solves for all of them in one program (k copies
+    with the diversity rules below, the scorecard paper's formulation 13); ``no_good`` solves
+    again after each answer, excluding its set of changed features; ``pool`` takes the exact
+    optimum and picks the others from local search's answers."""
+    distinct_features: bool = True
+    """``copies``: every two answers differ in their sets of changed features."""
+    distinct_values: bool = True
+    """``copies``: two answers that change the same feature give it different bins (a scorecard),
+    categories or allowed values."""
+    diversity_weight: Annotated[float, Field(ge=0.0, le=1e6)] = 0.0
+    """``copies``: subtracted per pairwise difference (of feature sets and values) from the summed distance."""

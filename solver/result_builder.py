@@ -1,0 +1,231 @@
+"""Building a :class:`~counterplan.solver.result.CounterfactualResult`: the one place a result is made.
+
+A solve's outcome (the best row, the answers phase's choice, the engines' reports) and the planning
+problem go in; decoded values, changes, predictions, scores and statistics come out. An instance
+that already meets its goals gets its result here too, from the same parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from counterplan.planning.calculator import Evaluation
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import BendableScore, is_better
+from counterplan.solver.answers.phase import ChosenAnswers
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.solver import SolveOutcome
+from counterplan.solver.diagnosis import Diagnosis
+from counterplan.solver.engines import EnginePlan
+from counterplan.solver.exact.report import ExactStatistics
+from counterplan.solver.result import Change, Counterfactual, CounterfactualResult, SolveStatistics
+from counterplan.solver.swarm.report import SwarmStatistics
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a solve spent, as its statistics report it: the search's calculations and model calls
+    (the best row's own check left out) and the seconds from the solve's start."""
+
+    calculations: int
+    model_calls: int
+    seconds: float
+
+
+class ResultBuilder:
+    """Decodes solves of one problem into results.
+
+    Parameters
+    ----------
+    problem:
+        The planning problem (its space decodes rows; its model names the outputs).
+    engine:
+        The engine that ran and why (:func:`~counterplan.solver.engines.plan_engine`).
+    requested:
+        How many answers were asked for.
+    """
+
+    def __init__(self, problem: CounterfactualProblem, engine: EnginePlan, requested: int) -> None:
+        self.problem = problem
+        self.engine = engine
+        self.requested = requested
+
+    def already_met(self, original: Evaluation, spent: float) -> CounterfactualResult:
+        """The instance meets every goal as it is: nothing to change, no search."""
+        space = self.problem.space
+        score = BendableScore.of(original.scores[0])
+        values = space.decode(space.original)
+        answer = Counterfactual(
+            proposed=values,
+            changes=[],
+            predictions=self.predictions(original),
+            score=str(score),
+            score_levels=list(score.levels),
+            valid=True,
+            feasible=score.is_feasible,
+        )
+        return CounterfactualResult(
+            original=values,
+            proposed=values,
+            changes=[],
+            predictions=answer.predictions,
+            original_predictions=answer.predictions,
+            score=answer.score,
+            score_levels=answer.score_levels,
+            valid=True,
+            feasible=answer.feasible,
+            statistics=SolveStatistics(
+                steps=0,
+                score_calculation_count=1,
+                model_call_count=1,
+                score_calculation_speed=1.0 / spent if spent > 0 else 0.0,
+                time_spent_seconds=spent,
+                best_found_at_step=0,
+                best_found_after_seconds=0.0,
+                termination_reason="the instance already meets the goal",
+            ),
+            counterfactuals=[answer],
+            requested=self.requested,
+            already_met=True,
+        )
+
+    def solved(
+        self,
+        outcome: SolveOutcome,
+        chosen: ChosenAnswers,
+        *,
+        original: Evaluation,
+        spent: Spent,
+        failure: str | None,
+        diagnose: Any,
+    ) -> CounterfactualResult:
+        """The result of a solve: the search's best (or a refined answer that beats it), the
+        answers, the statistics. ``failure`` is the best's prediction failure (or why the model
+        was given up on); ``diagnose(best_row, best_score)`` says which immutables block an
+        invalid answer (a :class:`~counterplan.solver.diagnosis.Diagnosis`, or None to skip)."""
+        final = _evaluation(chosen.best_check)
+        alternatives = self.answers(chosen)
+        score = BendableScore.of(outcome.best_score)
+        levels = list(score.levels)
+        best = Counterfactual(
+            proposed=self.problem.space.decode(chosen.best_row),
+            changes=self.changes(chosen.best_row),
+            predictions=self.predictions(final),
+            score=str(score),
+            score_levels=levels,
+            valid=levels[0] == 0.0 and levels[2] == 0.0 and final.failures[0] is None,
+            feasible=score.is_feasible and final.failures[0] is None,
+        )
+        found_at = (outcome.best_step_index, outcome.best_time)
+        if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
+            best, failure = alternatives[0], None  # refining the pool beat the search's own best
+            found_at = (outcome.step_count, spent.seconds)
+        diagnosis = diagnose(chosen.best_row, outcome.best_score) if not best.valid else None
+        diagnosis = diagnosis if diagnosis is not None else Diagnosis([], False, [])
+        return CounterfactualResult(
+            original=self.problem.space.decode(self.problem.space.original),
+            proposed=best.proposed,
+            changes=best.changes,
+            predictions=best.predictions,
+            original_predictions=self.predictions(original),
+            score=best.score,
+            score_levels=best.score_levels,
+            valid=best.valid,
+            feasible=best.feasible,
+            statistics=SolveStatistics(
+                steps=outcome.step_count,
+                score_calculation_count=spent.calculations,
+                model_call_count=spent.model_calls,
+                score_calculation_speed=spent.calculations / spent.seconds if spent.seconds > 0 else 0.0,
+                time_spent_seconds=spent.seconds,
+                best_found_at_step=found_at[0],
+                best_found_after_seconds=found_at[1],
+                termination_reason=outcome.termination_reason,
+                engine=self.engine.name,
+                engine_reason=self.engine.reason,
+                exact=_report(outcome, "exact", ExactStatistics),
+                swarm=_report(outcome, "swarm", SwarmStatistics),
+            ),
+            failure=failure,
+            counterfactuals=alternatives,
+            requested=self.requested,
+            blocked_by=diagnosis.blocked_by,
+            reaches=diagnosis.reaches,
+            held_fixed=diagnosis.held_fixed,
+        )
+
+    def answers(self, chosen: ChosenAnswers) -> list[Counterfactual]:
+        """The chosen rows decoded, best first: chosen by diversity, listed by score; on a tie the
+        search's own best leads (it is the result's answer unless a refined row beats it)."""
+        if chosen.checked is None or chosen.rows.shape[0] == 0:
+            return []
+        rows, evaluation = chosen.rows, _evaluation(chosen.checked)
+        out = []
+        for i in range(rows.shape[0]):
+            score = evaluation.score(i)
+            levels = list(score.levels)
+            fine = evaluation.failures[i] is None
+            single = Evaluation(
+                evaluation.scores[i : i + 1], {k: v[i : i + 1] for k, v in evaluation.predictions.items()}
+            )
+            out.append(
+                Counterfactual(
+                    proposed=self.problem.space.decode(rows[i]),
+                    changes=self.changes(rows[i]),
+                    predictions=self.predictions(single),
+                    score=str(score),
+                    score_levels=levels,
+                    valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
+                    feasible=score.is_feasible and fine,
+                )
+            )
+        is_best = [bool((rows[i] == chosen.best_row).all()) for i in range(rows.shape[0])]
+        order = sorted(range(len(out)), key=lambda i: (tuple(out[i].score_levels), is_best[i]), reverse=True)
+        return [out[i] for i in order]
+
+    def changes(self, row: FloatMatrix) -> list[Change]:
+        """Each feature ``row`` changes, decoded (a scorecard names the bins too)."""
+        space = self.problem.space
+        changed = np.flatnonzero(row != space.original)
+        label = getattr(self.problem.model, "bin_label", None)  # a scorecard names the bins
+        out = []
+        for i in changed:
+            original = space.features[i].decode(float(space.original[i]))
+            proposed = space.features[i].decode(float(row[i]))
+            bins = (label(space.names[i], original), label(space.names[i], proposed)) if label else (None, None)
+            out.append(
+                Change(
+                    feature=space.names[i],
+                    original=original,
+                    proposed=proposed,
+                    original_bin=bins[0],
+                    proposed_bin=bins[1],
+                )
+            )
+        return out
+
+    def predictions(self, evaluation: Evaluation) -> dict[str, Any]:
+        """The first row's predictions per output: ``{class: probability}`` or the value."""
+        out: dict[str, Any] = {}
+        for spec in self.problem.model.outputs:
+            values = evaluation.predictions[spec.name][0]
+            if spec.classes is not None:
+                out[spec.name] = {str(label): float(p) for label, p in zip(spec.classes, values, strict=True)}
+            else:
+                out[spec.name] = float(values)
+        return out
+
+
+def _evaluation(checked: Any) -> Evaluation:
+    """A check made by :class:`~counterplan.solver.scoring.CalculatorScorer`: an evaluation."""
+    assert isinstance(checked, Evaluation)
+    return checked
+
+
+def _report(outcome: SolveOutcome, name: str, kind: type[Any]) -> Any:
+    """The report a phase type left, when it is of ``kind``."""
+    report = outcome.reports.get(name)
+    return report if isinstance(report, kind) else None
