@@ -89,8 +89,8 @@ class CounterfactualResult(BaseModel):
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
     the one above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see :mod:`counterplan.solver.answers.diversity`);
-    never padded."""
+    most ten times as far from the original as the best one, see
+    :mod:`counterplan.solver.answers.diversity`); never padded."""
     requested: int = 1
     """How many answers were asked for."""
     blocked_by: list[str] = []
@@ -106,39 +106,47 @@ class CounterfactualResult(BaseModel):
         if self.already_met:
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
-            exact = self.statistics.exact
-            if exact is not None and exact.status == "infeasible" and exact.proven:
-                return "no counterfactual exists within the domains and rules: the exact engine proved it"
-            if self.failure is not None and not self.feasible:
-                return f"no valid counterfactual: {self.failure}"
-            if not self.held_fixed and not self.blocked_by:
-                return "no valid counterfactual found within the domains and rules"
-            held = _names(self.held_fixed, "and") if self.held_fixed else "the immutable features"
-            if not self.blocked_by:
-                return (
-                    f"no valid counterfactual with {held} held fixed; changing one of them alone would "
-                    "neither reach the goal nor come closer"
-                )
-            return f"no valid counterfactual with {held} held fixed; changing {_names(self.blocked_by)}" + (
-                " alone would reach the goal" if self.reaches else " would come closest"
-            )
+            return self._not_reached()
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
-            found = len(self.counterfactuals)
-            noun = "counterfactual" if found == 1 else "counterfactuals"
-            swarm = self.statistics.swarm
-            if swarm is not None and swarm.answers_from:
-                asked = f"found {found} distinct valid {noun} of the {self.requested} asked for"
-                if swarm.empty_clusters:
-                    empty = f"{swarm.empty_clusters} of the swarm's {swarm.clusters} clusters"
-                    return f"{asked}: {empty} held no valid particle"
-                if swarm.clusters < self.requested:
-                    return f"{asked}: the swarm found only {swarm.clusters} distinct valid rows"
-                return f"{asked}: some clusters' answers became the same once their needless changes were dropped"
-            return (
-                f"found {found} distinct valid {noun} of the {self.requested} asked for "
-                "within ten times the best one's distance"
-            )
+            return self._fewer_answers()
         return None
+
+    def _not_reached(self) -> str:
+        """Why no valid answer came back: proven infeasible, a failing model, or the immutables."""
+        exact = self.statistics.exact
+        if exact is not None and exact.status == "infeasible" and exact.proven:
+            return "no counterfactual exists within the domains and rules: the exact engine proved it"
+        if self.failure is not None and not self.feasible:
+            return f"no valid counterfactual: {self.failure}"
+        if not self.held_fixed and not self.blocked_by:
+            return "no valid counterfactual found within the domains and rules"
+        held = _names(self.held_fixed, "and") if self.held_fixed else "the immutable features"
+        if not self.blocked_by:
+            return (
+                f"no valid counterfactual with {held} held fixed; changing one of them alone would "
+                "neither reach the goal nor come closer"
+            )
+        return f"no valid counterfactual with {held} held fixed; changing {_names(self.blocked_by)}" + (
+            " alone would reach the goal" if self.reaches else " would come closest"
+        )
+
+    def _fewer_answers(self) -> str:
+        """Why fewer answers came back than were asked for."""
+        found = len(self.counterfactuals)
+        noun = "counterfactual" if found == 1 else "counterfactuals"
+        swarm = self.statistics.swarm
+        if swarm is not None and swarm.answers_from:
+            asked = f"found {found} distinct valid {noun} of the {self.requested} asked for"
+            if swarm.empty_clusters:
+                empty = f"{swarm.empty_clusters} of the swarm's {swarm.clusters} clusters"
+                return f"{asked}: {empty} held no valid particle"
+            if swarm.clusters < self.requested:
+                return f"{asked}: the swarm found only {swarm.clusters} distinct valid rows"
+            return f"{asked}: some clusters' answers became the same once their needless changes were dropped"
+        return (
+            f"found {found} distinct valid {noun} of the {self.requested} asked for "
+            "within ten times the best one's distance"
+        )
 
     reaches: bool = False
     """With ``blocked_by``: True when changing one of those features alone would reach the goal."""

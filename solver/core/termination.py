@@ -24,55 +24,67 @@ def _ratio(value: float, limit: float) -> tuple[bool, float]:
     return value >= limit, min(value / limit, 1.0)
 
 
+def _limits(c: TerminationConfig) -> list[Check]:
+    """The counting limits ``c`` sets, in the order their reasons are reported."""
+    checks: list[Check] = []
+    if c.spent_limit_seconds is not None:
+        spent = c.spent_limit_seconds
+        checks.append(("spent time limit", lambda p: _ratio(p.elapsed(), spent)))
+    if c.unimproved_spent_limit_seconds is not None:
+        idle_time = c.unimproved_spent_limit_seconds
+        checks.append(
+            ("unimproved time limit", lambda p: _ratio(time.perf_counter() - p.last_improvement_time, idle_time))
+        )
+    if c.step_count_limit is not None:
+        steps = c.step_count_limit
+        checks.append(("step count limit", lambda p: _ratio(p.step_count, steps)))
+    if c.unimproved_step_count_limit is not None:
+        idle = c.unimproved_step_count_limit
+        checks.append(("unimproved step count limit", lambda p: _ratio(p.step_count - p.best_step_index, idle)))
+    return checks
+
+
+def _score_limits(c: TerminationConfig) -> list[Check]:
+    """The limits on the best score ``c`` sets."""
+    checks: list[Check] = []
+    if c.best_score_limit is not None:
+        target = BendableScore.parse(c.best_score_limit).to_array()
+
+        def reached(p: Progress) -> tuple[bool, float]:
+            done = bool(not_worse(p.best_score.reshape(1, -1), target)[0])
+            return done, 1.0 if done else 0.0
+
+        checks.append(("best score limit", reached))
+    if c.best_score_feasible:
+
+        def feasible(p: Progress) -> tuple[bool, float]:
+            done = is_feasible(p.best_score)
+            return done, 1.0 if done else 0.0
+
+        checks.append(("best score feasible", feasible))
+    return checks
+
+
+def _count_limits(c: TerminationConfig) -> list[Check]:
+    """The limits on scores calculated and moves made ``c`` sets."""
+    checks: list[Check] = []
+    if c.score_calculation_count_limit is not None:
+        calcs = c.score_calculation_count_limit
+        checks.append(("score calculation count limit", lambda p: _ratio(p.score_calculation_count, calcs)))
+    if c.move_count_limit is not None:
+        moves = c.move_count_limit
+        checks.append(("move count limit", lambda p: _ratio(p.move_count, moves)))
+    return checks
+
+
 class Termination:
     """A runtime termination tree, checked against a :class:`~counterplan.solver.core.scope.Progress`."""
 
     def __init__(self, config: TerminationConfig) -> None:
         self.config = config
         self.composition = config.composition
-        self._checks: list[Check] = []
+        self._checks: list[Check] = [*_limits(config), *_score_limits(config), *_count_limits(config)]
         self._children = [Termination(child) for child in config.children]
-        c = config
-        if c.spent_limit_seconds is not None:
-            limit = c.spent_limit_seconds
-            self._checks.append(("spent time limit", lambda p: _ratio(p.elapsed(), limit)))
-        if c.unimproved_spent_limit_seconds is not None:
-            unimproved = c.unimproved_spent_limit_seconds
-            self._checks.append(
-                (
-                    "unimproved time limit",
-                    lambda p: _ratio(time.perf_counter() - p.last_improvement_time, unimproved),
-                )
-            )
-        if c.step_count_limit is not None:
-            steps = c.step_count_limit
-            self._checks.append(("step count limit", lambda p: _ratio(p.step_count, steps)))
-        if c.unimproved_step_count_limit is not None:
-            idle = c.unimproved_step_count_limit
-            self._checks.append(
-                ("unimproved step count limit", lambda p: _ratio(p.step_count - p.best_step_index, idle))
-            )
-        if c.best_score_limit is not None:
-            target = BendableScore.parse(c.best_score_limit).to_array()
-
-            def reached(p: Progress) -> tuple[bool, float]:
-                done = bool(not_worse(p.best_score.reshape(1, -1), target)[0])
-                return done, 1.0 if done else 0.0
-
-            self._checks.append(("best score limit", reached))
-        if c.best_score_feasible:
-
-            def feasible(p: Progress) -> tuple[bool, float]:
-                done = is_feasible(p.best_score)
-                return done, 1.0 if done else 0.0
-
-            self._checks.append(("best score feasible", feasible))
-        if c.score_calculation_count_limit is not None:
-            calcs = c.score_calculation_count_limit
-            self._checks.append(("score calculation count limit", lambda p: _ratio(p.score_calculation_count, calcs)))
-        if c.move_count_limit is not None:
-            moves = c.move_count_limit
-            self._checks.append(("move count limit", lambda p: _ratio(p.move_count, moves)))
 
     @property
     def is_empty(self) -> bool:

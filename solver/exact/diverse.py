@@ -33,7 +33,7 @@ from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import FeatureVars, Formulation, build
-from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.exact.milp import INF, Expr, Milp, MilpResult, add
 
 
 @dataclass
@@ -67,26 +67,7 @@ def build_set(  # noqa: PLR0917 - the settings of one program
     hamming: Expr = {}
     moved = [[_moved(copy, f) for f in copy.features] for copy in copies]
     for (a, first), (b, second) in itertools.combinations(enumerate(copies), 2):
-        differ: Expr = {}
-        for f, g in zip(first.features, second.features, strict=True):
-            here, there = moved[a][f.index], moved[b][g.index]
-            if here is None or there is None:
-                continue
-            u = _xor(milp, here, there, f"differ[{f.index}]")
-            differ[u] = 1.0
-            hamming[u] = hamming.get(u, 0.0) + 1.0
-            if not distinct_values:
-                continue
-            mine, theirs = _value_indicators(first, f), _value_indicators(second, g)
-            if not mine or len(mine) != len(theirs):
-                continue
-            values: Expr = {}
-            for z_first, z_second in zip(mine, theirs, strict=True):
-                d = _xor(milp, z_first, z_second, f"value-differs[{f.index}]")
-                values[d] = 1.0
-                hamming[d] = hamming.get(d, 0.0) + 1.0
-            # both change the feature -> some indicator differs: sum d >= a + b - 1
-            milp.row(add(values, {here: -1.0, there: -1.0}), -1.0, INF)
+        differ = _differences(milp, (first, second), (moved[a], moved[b]), distinct_values, hamming)
         if distinct_features and differ:
             milp.row(differ, 1.0, INF)
         elif distinct_features:
@@ -97,6 +78,40 @@ def build_set(  # noqa: PLR0917 - the settings of one program
         objective = add(objective, hamming, -diversity_weight)
     milp.minimise(objective)
     return SetFormulation(milp, copies)
+
+
+def _differences(
+    milp: Milp,
+    pair: tuple[Formulation, Formulation],
+    moved: tuple[list[int | None], list[int | None]],
+    distinct_values: bool,
+    hamming: Expr,
+) -> Expr:
+    """For two copies: one XOR per feature either may move (whether exactly one of them moves it),
+    returned as a sum; with ``distinct_values``, rows that make two copies changing the same
+    feature give it different values. Every difference also counts in ``hamming``."""
+    first, second = pair
+    differ: Expr = {}
+    for f, g in zip(first.features, second.features, strict=True):
+        here, there = moved[0][f.index], moved[1][g.index]
+        if here is None or there is None:
+            continue
+        u = _xor(milp, here, there, f"differ[{f.index}]")
+        differ[u] = 1.0
+        hamming[u] = hamming.get(u, 0.0) + 1.0
+        if not distinct_values:
+            continue
+        mine, theirs = _value_indicators(first, f), _value_indicators(second, g)
+        if not mine or len(mine) != len(theirs):
+            continue
+        values: Expr = {}
+        for z_first, z_second in zip(mine, theirs, strict=True):
+            d = _xor(milp, z_first, z_second, f"value-differs[{f.index}]")
+            values[d] = 1.0
+            hamming[d] = hamming.get(d, 0.0) + 1.0
+        # both change the feature -> some indicator differs: sum d >= a + b - 1
+        milp.row(add(values, {here: -1.0, there: -1.0}), -1.0, INF)
+    return differ
 
 
 def _moved(formulation: Formulation, f: FeatureVars) -> int | None:
@@ -228,62 +243,32 @@ def solve_set(
     problem = scope.problem
     assert problem is not None
     k = scope.answers
+
+    def run(milp: Milp) -> MilpResult:
+        result, _ = solve(
+            milp,
+            config.backend,
+            time_limit=remaining(),
+            relative_gap=config.relative_gap,
+            should_stop=should_stop,
+            node_limit=config.node_limit,
+        )
+        return result
+
     rows: list[npt.NDArray[np.float64]] = []
     status = ""
     for retry in range(retries + 1):  # wider margins after an answer the real model rejects
-        epsilon = config.goal_epsilon * 100.0**retry
+        margins = (config.goal_epsilon * 100.0**retry, 100.0**retry, retry > 0)
         if config.answer_set == "copies":
-            program = build_set(
-                problem,
-                k,
-                config.distinct_features,
-                config.distinct_values,
-                config.diversity_weight,
-                epsilon,
-                epsilon if retry else 0.0,
-                100.0**retry,
-            )
-            result, _ = solve(
-                program.milp,
-                config.backend,
-                time_limit=remaining(),
-                relative_gap=config.relative_gap,
-                should_stop=should_stop,
-                node_limit=config.node_limit,
-            )
-            status = result.status
-            if result.x is None:
+            candidates, status = _by_copies(problem, k, config, margins, run)
+            if candidates is None:
                 break
-            candidates = program.decode(result.x)
-        else:  # no_good: the best answer, then the next best with another set of features, k - 1 times
-            found = [scope.best_row.copy()]
-            status = "optimal"
-            while len(found) < k and not should_stop():
-                single = build(problem, epsilon, epsilon if retry else 0.0, 100.0**retry)
-                no_good_cuts(single, found)
-                result, _ = solve(
-                    single.milp,
-                    config.backend,
-                    time_limit=remaining(),
-                    relative_gap=config.relative_gap,
-                    should_stop=should_stop,
-                    node_limit=config.node_limit,
-                )
-                if result.x is None:
-                    status = result.status
-                    break
-                if result.status != "optimal":
-                    status = result.status
-                found.append(single.decode(result.x))
-            candidates = np.vstack(found)
-        scores = scope.scorer.score_final(candidates)
-        valid = np.array([is_feasible(s) for s in scores])
-        for row, score in zip(candidates[valid], scores[valid], strict=True):
-            if scope.offer(row.reshape(1, -1), score.reshape(1, -1), [scope.progress]):
-                scope.announce()
-        order = np.lexsort(scores[valid].T[::-1])[::-1]  # best score first
-        rows = list(candidates[valid][order])
-        if valid.all() or should_stop():
+        else:
+            candidates, status = _by_no_good(
+                problem, scope.best_row, k, margins=margins, run=run, should_stop=should_stop
+            )
+        rows = _verified(scope, candidates)
+        if len(rows) == candidates.shape[0] or should_stop():
             break
     if not rows:
         reason = describe_infeasible(problem, k, config.distinct_values and config.answer_set == "copies")
@@ -294,3 +279,68 @@ def solve_set(
     if len(rows) < k:
         reason = describe_infeasible(problem, k, False) if status == "infeasible" else f"{len(rows)} of {k} found"
     return np.vstack(rows), status, reason
+
+
+Margins = tuple[float, float, bool]
+"""A retry's goal epsilon, margin scale, and whether probabilities get the epsilon too."""
+
+
+def _by_copies(
+    problem: CounterfactualProblem,
+    k: int,
+    config: ExactPhaseConfig,
+    margins: Margins,
+    run: Callable[[Milp], MilpResult],
+) -> tuple[npt.NDArray[np.float64] | None, str]:
+    """``copies``: the k answers of one program (None when it has none), and its status."""
+    epsilon, scale, widened = margins
+    program = build_set(
+        problem,
+        k,
+        config.distinct_features,
+        config.distinct_values,
+        config.diversity_weight,
+        epsilon,
+        epsilon if widened else 0.0,
+        scale,
+    )
+    result = run(program.milp)
+    return (None if result.x is None else program.decode(result.x)), result.status
+
+
+def _by_no_good(
+    problem: CounterfactualProblem,
+    best: npt.NDArray[np.float64],
+    k: int,
+    *,
+    margins: Margins,
+    run: Callable[[Milp], MilpResult],
+    should_stop: Callable[[], bool],
+) -> tuple[npt.NDArray[np.float64], str]:
+    """``no_good``: the best answer, then the next best with another set of features, k - 1
+    times (fewer when a program has no answer); the worst status seen."""
+    epsilon, scale, widened = margins
+    found = [best.copy()]
+    status = "optimal"
+    while len(found) < k and not should_stop():
+        single = build(problem, epsilon, epsilon if widened else 0.0, scale)
+        no_good_cuts(single, found)
+        result = run(single.milp)
+        if result.x is None:
+            status = result.status
+            break
+        if result.status != "optimal":
+            status = result.status
+        found.append(single.decode(result.x))
+    return np.vstack(found), status
+
+
+def _verified(scope: SolverScope, candidates: npt.NDArray[np.float64]) -> list[npt.NDArray[np.float64]]:
+    """The candidates the real model confirms, each offered to the solve's best; best first."""
+    scores = scope.scorer.score_final(candidates)
+    valid = np.array([is_feasible(s) for s in scores])
+    for row, score in zip(candidates[valid], scores[valid], strict=True):
+        if scope.offer(row.reshape(1, -1), score.reshape(1, -1), [scope.progress]):
+            scope.announce()
+    order = np.lexsort(scores[valid].T[::-1])[::-1]  # best score first
+    return list(candidates[valid][order])

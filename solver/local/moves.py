@@ -139,16 +139,7 @@ class MoveSelector:
         changed_numeric = changed & space.graded
         n_changed = changed.sum(axis=1)
         n_numeric = changed_numeric.sum(axis=1)
-        weights = np.repeat(self._weights.reshape(1, -1), walkers, axis=0)
-        weights[n_changed == 0, _REVERT] = 0.0
-        weights[n_numeric == 0, _TOWARD] = 0.0
-        weights[n_numeric < 2, _SHRINK] = 0.0  # with one changed number, shrinking is toward_original
-        if self._swap_pairs.shape[0] == 0:
-            weights[:, _SWAP] = 0.0
-        if self.mutable_columns.size < 2:
-            weights[:, _PAIR] = 0.0
-        total = weights.sum(axis=1)
-        weights[total <= 0.0, _CHANGE] = 1.0
+        weights = self._kind_weights(n_changed, n_numeric)
         counts = rng.multinomial(count, weights / weights.sum(axis=1, keepdims=True))
         kinds = np.repeat(np.tile(np.arange(len(MOVE_KINDS), dtype=np.int8), walkers), counts.ravel())
         owner = np.repeat(np.arange(walkers, dtype=np.intp), count)
@@ -164,9 +155,7 @@ class MoveSelector:
             self._change(X, touched, rows, np.concatenate([self._random_columns(single.size, rng), first, second]), rng)
         if present[_REVERT]:
             rows = np.flatnonzero(kinds == _REVERT)
-            columns = _pick_true(changed, n_changed, owner[rows], rng)
-            X[rows, columns] = space.original[columns]
-            touched[rows, columns] = True
+            self._revert(X, touched, rows, _pick_true(changed, n_changed, owner[rows], rng))
         if present[_TOWARD]:
             rows = np.flatnonzero(kinds == _TOWARD)
             self._toward_original(X, touched, rows, _pick_true(changed_numeric, n_numeric, owner[rows], rng), rng)
@@ -174,17 +163,50 @@ class MoveSelector:
             rows = np.flatnonzero(kinds == _SHRINK)
             self._shrink(X, touched, rows, changed_numeric[owner[rows]], rng)
         if present[_SWAP]:
-            rows = np.flatnonzero(kinds == _SWAP)
-            pairs = self._swap_pairs[rng.integers(0, self._swap_pairs.shape[0], rows.size)]
-            a, b = pairs[:, 0], pairs[:, 1]
-            own = owner[rows]
-            X[rows, a], X[rows, b] = currents[own, b], currents[own, a]
-            touched[rows, a] = touched[rows, b] = True
+            self._swap(X, touched, np.flatnonzero(kinds == _SWAP), currents=currents, owner=owner, rng=rng)
         X = space.snap(X)
         differs = base != X
         moved = differs.any(axis=1)
         touched &= differs
         return MoveBatch(X[moved], touched[moved], kinds[moved], owner[moved])
+
+    def _kind_weights(self, n_changed: np.ndarray, n_numeric: np.ndarray) -> FloatMatrix:
+        """Each walker's weights of the move kinds: a revert needs a changed feature, a move
+        toward the original a changed number, a shrink two; a swap needs compatible pairs, a pair
+        change two mutable features; with none left, a plain change."""
+        weights = np.repeat(self._weights.reshape(1, -1), n_changed.size, axis=0)
+        weights[n_changed == 0, _REVERT] = 0.0
+        weights[n_numeric == 0, _TOWARD] = 0.0
+        weights[n_numeric < 2, _SHRINK] = 0.0  # with one changed number, shrinking is toward_original
+        if self._swap_pairs.shape[0] == 0:
+            weights[:, _SWAP] = 0.0
+        if self.mutable_columns.size < 2:
+            weights[:, _PAIR] = 0.0
+        total = weights.sum(axis=1)
+        weights[total <= 0.0, _CHANGE] = 1.0
+        return weights
+
+    def _revert(self, X: FloatMatrix, touched: BoolArray, rows: np.ndarray, columns: np.ndarray) -> None:
+        """Each of ``rows`` with its column of ``columns`` back at the original value."""
+        X[rows, columns] = self.space.original[columns]
+        touched[rows, columns] = True
+
+    def _swap(
+        self,
+        X: FloatMatrix,
+        touched: BoolArray,
+        rows: np.ndarray,
+        *,
+        currents: FloatMatrix,
+        owner: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
+        """Each of ``rows`` with the values of a random compatible pair of columns exchanged."""
+        pairs = self._swap_pairs[rng.integers(0, self._swap_pairs.shape[0], rows.size)]
+        a, b = pairs[:, 0], pairs[:, 1]
+        own = owner[rows]
+        X[rows, a], X[rows, b] = currents[own, b], currents[own, a]
+        touched[rows, a] = touched[rows, b] = True
 
     def _random_columns(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mutable_columns[rng.integers(0, self.mutable_columns.size, n)]

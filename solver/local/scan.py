@@ -725,34 +725,15 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         those rows do not vouch for the predicted distances. The rows come in entry order, as
         with every row scored, so ties fall alike.
         """
-        near = None
-        predicted: FloatMatrix | None = None
-        bound = _known_distance(scope.best_score)
-        if keep is not None and keep.row is not None:
-            bound = min(bound, _known_distance(keep.score))
-        if distances is not None and np.isfinite(bound):
-            predicted = distances.predict(base, base_score, entries)
-        if predicted is not None and distances is not None:
-            near = predicted < bound + _DISTANCE_TOLERANCE * max(bound, 1.0)
-            if np.count_nonzero(~near) < _FEWEST_LEFT_OUT or not distances.can_vouch(entries[near]):
-                near = None  # too few rows to leave out for the call they may take, or none to vouch
+        near, predicted = _near_rows(scope, keep, distances, base=base, base_score=base_score, entries=entries)
         X, scores, fresh = scans.score(scope, grid, base, base_score, entries if near is None else entries[near])
         if fresh:
             count_step(counters, fresh)
         if near is None or predicted is None or distances is None:
             return X, scores
-        sure = distances.check(predicted[near], scores, entries[near])
         far = (~near).nonzero()[0]
-        gap = -base_score[0]  # the most any row can gain: hard level 0 is at most 0
-        if sure:
-            if gap <= 0.0:
-                return X, scores
-            added = predicted[far] + base_score[3]
-            most = np.full(far.size, np.inf)
-            np.divide(gap, added, out=most, where=added > 1e-12)
-            gain = scores[:, 0] - base_score[0]
-            ratio = np.where(gain > 0.0, gain / np.maximum(base_score[3] - scores[:, 3], 1e-12), -np.inf)
-            maybe = far[most * (1.0 + _DISTANCE_TOLERANCE) >= ratio.max(initial=-np.inf)]
+        if distances.check(predicted[near], scores, entries[near]):
+            maybe = _could_step(predicted[far], far, scores, base_score)
             if maybe.size == 0:
                 return X, scores
         else:  # a prediction failed: every row left out
@@ -762,6 +743,49 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
             count_step(counters, fresh)
         order = np.argsort(np.concatenate([near.nonzero()[0], maybe]), kind="stable")
         return np.vstack([X, more])[order], np.vstack([scores, more_scores])[order]
+
+
+def _near_rows(
+    scope: SolverScope,
+    keep: _Kept | None,
+    distances: _Distances | None,
+    *,
+    base: FloatMatrix,
+    base_score: FloatMatrix,
+    entries: np.ndarray,
+) -> tuple[BoolArray | None, FloatMatrix | None]:
+    """Which entries' rows are predicted nearer than the best feasible row known (the solve's, or
+    ``keep``'s), and the predicted distances; (None, ...) when every row is to be scored: too few
+    to leave out for the call they may take, no distance to compare with, or none to vouch."""
+    bound = _known_distance(scope.best_score)
+    if keep is not None and keep.row is not None:
+        bound = min(bound, _known_distance(keep.score))
+    if distances is None or not np.isfinite(bound):
+        return None, None
+    predicted = distances.predict(base, base_score, entries)
+    if predicted is None:
+        return None, None
+    near = np.asarray(predicted < bound + _DISTANCE_TOLERANCE * max(bound, 1.0), dtype=bool)
+    if np.count_nonzero(~near) < _FEWEST_LEFT_OUT or not distances.can_vouch(entries[near]):
+        return None, predicted
+    return near, predicted
+
+
+def _could_step(
+    added_distance: FloatMatrix, far: np.ndarray, scores: FloatMatrix, base_score: FloatMatrix
+) -> np.ndarray:
+    """Of the rows left out (``far``, with their predicted distances), those that could still be
+    the chain's next step: the whole gap to the goal over their added distance reaches the best
+    ratio of the rows scored."""
+    gap = -base_score[0]  # the most any row can gain: hard level 0 is at most 0
+    if gap <= 0.0:
+        return far[:0]
+    added = added_distance + base_score[3]
+    most = np.full(far.size, np.inf)
+    np.divide(gap, added, out=most, where=added > 1e-12)
+    gain = scores[:, 0] - base_score[0]
+    ratio = np.where(gain > 0.0, gain / np.maximum(base_score[3] - scores[:, 3], 1e-12), -np.inf)
+    return np.asarray(far[most * (1.0 + _DISTANCE_TOLERANCE) >= ratio.max(initial=-np.inf)], dtype=np.intp)
 
 
 def _known_distance(score: FloatMatrix) -> float:

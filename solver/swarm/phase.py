@@ -21,13 +21,16 @@ asked, k-means picks them (:mod:`counterplan.solver.swarm.clusters`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 
 from counterplan.planning.distance import gower
 from counterplan.planning.score import HARD_LEVELS, best_first, best_row, better
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.protocol import EncodedSpace, FloatMatrix
-from counterplan.solver.core.scope import AnswerSet
+from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.swarm.clusters import kmeans, pick_per_cluster
 from counterplan.solver.swarm.config import SwarmPhaseConfig
 from counterplan.solver.swarm.positions import SwarmPositions, searchable
@@ -72,19 +75,45 @@ class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
         """Fly the swarm until its iterations, the phase's or the solver's termination end it."""
         config = self.config
         scope = phase_scope.solver_scope
-        space = scope.space
-        counters = phase_scope.counters
-        candidates = searchable(space)
+        candidates = searchable(scope.space)
         relations = getattr(scope.problem, "relations", None)
         if relations is not None:  # computed features: whatever the swarm set there is overwritten
             candidates = np.setdiff1d(candidates, np.asarray(relations.target_columns, dtype=np.intp))
         if candidates.size == 0:
             scope.termination_reason = f"phase {scope.phase_index}: no feature the swarm may move"
             return
-        full = SwarmPositions.of(space, candidates, config.box_ratio, config.snap_tolerance)
+        positions, columns, ranking = self._positions(phase_scope, candidates)
+        flight = _Flight.launch(scope, positions, config.particles, config.answers_from)
+        scope.termination_reason = self._fly(phase_scope, flight)
+        clusters, empty = self._hand_over(scope, flight) if flight.own_fitness is not None else (0, 0)
+        names = getattr(scope.space, "names", None)
+        searched = [str(names[j]) for j in columns.tolist()[:NAMES_KEPT]] if names is not None else []
+        statistics = SwarmStatistics(
+            particles=config.particles,
+            iterations=flight.iterations,
+            searched=int(columns.size),
+            searchable=int(candidates.size),
+            ranking=ranking,
+            searched_features=searched,
+            objective=config.objective,
+            widened=flight.widened,
+            answers_from=config.answers_from if scope.answers > 1 else "",
+            clusters=clusters,
+            empty_clusters=empty,
+        )
+        phase_scope.report("swarm", statistics)
+
+    def _positions(
+        self, phase_scope: PhaseScope, candidates: npt.NDArray[np.intp]
+    ) -> tuple[SwarmPositions, npt.NDArray[np.intp], str]:
+        """The positions of the ``top_features`` most relevant of ``candidates`` (ranking them may
+        score rows: they are offered), the searched columns and how they were ranked."""
+        config = self.config
+        scope = phase_scope.solver_scope
+        full = SwarmPositions.of(scope.space, candidates, config.box_ratio, config.snap_tolerance)
         top = candidates.size if config.top_features == "all" else config.top_features
         columns, ranking, scored = rank(
-            space,
+            scope.space,
             full.columns,
             top,
             by=config.rank_by,
@@ -92,112 +121,133 @@ class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
             scorer=scope.scorer,
             box=full.box_values(),
         )
-        if scored is not None and scope.offer(scored[0], scored[1], counters):
+        if scored is not None and scope.offer(scored[0], scored[1], phase_scope.counters):
             scope.announce()
-        positions = (
-            full
-            if columns.size == candidates.size
-            else SwarmPositions.of(space, columns, config.box_ratio, config.snap_tolerance)
-        )
-        rng = scope.rng
-        count = config.particles
-        X = positions.uniform(count, rng)
+        if columns.size == candidates.size:
+            return full, columns, ranking
+        return SwarmPositions.of(scope.space, columns, config.box_ratio, config.snap_tolerance), columns, ranking
+
+    def _fly(self, phase_scope: PhaseScope, flight: _Flight) -> str:
+        """Iterate, one model call each, until the iterations or a termination end it; why it ended."""
+        config = self.config
+        scope = phase_scope.solver_scope
+        coefficients = Coefficients(config.inertia, config.cognitive, config.social, config.diversity)
+        reason = f"phase {scope.phase_index}: {config.iterations} iterations"
+        while flight.iterations < config.iterations:
+            if (
+                config.widen_when_infeasible
+                and not flight.widened
+                and not flight.seen_valid
+                and flight.iterations == max(config.iterations // 2, 1)
+            ):
+                flight.widen(scope.rng)  # the swarm spreads over the whole domain
+            verdict = phase_scope.verdict()
+            if verdict.done:
+                return verdict.reason
+            rows = flight.positions.decode(flight.X)
+            scores = scope.scorer.score(rows)  # one model call for the whole swarm
+            flight.take(rows, scores, self._fitness(rows, scores, scope.space))
+            if scope.offer(rows, scores, phase_scope.counters):
+                scope.announce()
+            assert flight.own_fitness is not None
+            leader = flight.own_best[best_row(flight.own_fitness)]
+            draws = scope.rng.random((3, flight.X.shape[0], flight.positions.dimensions))
+            flight.X, flight.V = move(
+                flight.X,
+                flight.V,
+                own_best=flight.own_best,
+                swarm_best=leader,
+                draws=draws,
+                coefficients=coefficients,
+                box=(flight.positions.low, flight.positions.high),
+                max_velocity=config.max_velocity,
+                away_from=config.diversity_from,
+            )
+        return reason
+
+    def _hand_over(self, scope: SolverScope, flight: _Flight) -> tuple[int, int]:
+        """The particles' best rows become the next phase's starts; with several answers asked,
+        k-means picks one per cluster (unless a proven set stays). Returns the clusters and
+        how many held no valid particle."""
+        order = best_first(flight.own_scores)
+        _, first = np.unique(flight.own_rows[order], axis=0, return_index=True)
+        scope.starts = [flight.own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
+        final = scope.answer_set is not None and scope.answer_set.kind == "final"
+        if not final:  # a proven set from an earlier exact phase stays
+            scope.answer_set = None
+        if scope.answers == 1 or final:
+            return 0, 0
+        if flight.archive is not None:
+            points_rows, points_scores = flight.archive.rows()
+            points = flight.positions.encode(points_rows) if points_rows.shape[0] else points_rows
+        else:
+            points_rows, points_scores, points = flight.own_rows, flight.own_scores, flight.own_best
+        if not points_rows.shape[0]:
+            return 0, 0
+        if scope.out_of_time() or scope.terminate_flag.is_set():  # out of time: the best rows, no clustering
+            labels = np.arange(points_rows.shape[0]) % scope.answers
+        else:
+            labels = kmeans(points, scope.answers, scope.rng)
+        feasible = np.asarray((points_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
+        picks, empty = pick_per_cluster(labels, points_scores, feasible)
+        scope.answer_set = AnswerSet(points_rows[picks].copy(), "picks") if picks else None
+        return int(np.unique(labels).size), empty
+
+
+@dataclass
+class _Flight:
+    """The swarm in flight: positions and velocities, each particle's best, the visited archive."""
+
+    positions: SwarmPositions
+    X: FloatMatrix
+    V: FloatMatrix
+    own_best: FloatMatrix
+    own_rows: FloatMatrix
+    own_scores: FloatMatrix
+    archive: _Archive | None
+    own_fitness: FloatMatrix | None = None
+    iterations: int = 0
+    widened: bool = False
+    seen_valid: bool = False
+
+    @classmethod
+    def launch(cls, scope: SolverScope, positions: SwarmPositions, count: int, answers_from: str) -> _Flight:
+        """``count`` particles spread over the box, the best rows found so far among them."""
+        space = scope.space
+        X = positions.uniform(count, scope.rng)
         warm = [row for row in [scope.best_row, *scope.starts] if not np.array_equal(row, space.original)]
         if warm:
             seeds = positions.encode(np.vstack(warm[:count]))
             X[: seeds.shape[0]] = seeds
         scope.starts = []
-        V = np.zeros_like(X)
-        own_best = X.copy()
-        own_rows = np.empty((count, space.n_features))
-        own_scores = np.empty((count, scope.best_score.size))
-        own_fitness: FloatMatrix | None = None
-        coefficients = Coefficients(config.inertia, config.cognitive, config.social, config.diversity)
-        archive = _Archive() if scope.answers > 1 and config.answers_from == "visited" else None
-        iterations = 0
-        widened = seen_valid = False
-        reason = f"phase {scope.phase_index}: {config.iterations} iterations"
-        while iterations < config.iterations:
-            if (
-                config.widen_when_infeasible
-                and not widened
-                and not seen_valid
-                and iterations == max(config.iterations // 2, 1)
-            ):
-                positions, widened = positions.widened(), True
-                X, V = positions.uniform(count, rng), np.zeros_like(X)  # the swarm spreads over the new box
-            verdict = phase_scope.verdict()
-            if verdict.done:
-                reason = verdict.reason
-                break
-            rows = positions.decode(X)
-            scores = scope.scorer.score(rows)  # one model call for the whole swarm
-            fitness = self._fitness(rows, scores, space)
-            improved = np.ones(count, dtype=bool) if own_fitness is None else better(fitness, own_fitness)
-            own_best[improved] = X[improved]
-            own_rows[improved] = rows[improved]
-            own_scores[improved] = scores[improved]
-            own_fitness = fitness.copy() if own_fitness is None else np.where(improved[:, None], fitness, own_fitness)
-            iterations += 1
-            seen_valid = seen_valid or bool((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any())
-            if archive is not None:
-                archive.add(rows, scores)
-            if scope.offer(rows, scores, counters):
-                scope.announce()
-            leader = own_best[best_row(own_fitness)]
-            draws = rng.random((3, count, positions.dimensions))
-            X, V = move(
-                X,
-                V,
-                own_best=own_best,
-                swarm_best=leader,
-                draws=draws,
-                coefficients=coefficients,
-                box=(positions.low, positions.high),
-                max_velocity=config.max_velocity,
-                away_from=config.diversity_from,
-            )
-        scope.termination_reason = reason
-        clusters = empty = 0
-        if own_fitness is not None:
-            order = best_first(own_scores)
-            _, first = np.unique(own_rows[order], axis=0, return_index=True)
-            scope.starts = [own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
-            final = scope.answer_set is not None and scope.answer_set.kind == "final"
-            if not final:  # a proven set from an earlier exact phase stays
-                scope.answer_set = None
-            if scope.answers > 1 and not final:
-                if archive is not None:
-                    points_rows, points_scores = archive.rows()
-                    points = positions.encode(points_rows) if points_rows.shape[0] else points_rows
-                else:
-                    points_rows, points_scores, points = own_rows, own_scores, own_best
-                late = scope.wall_limit is not None and scope.time_spent() > scope.wall_limit
-                if points_rows.shape[0]:
-                    if late or scope.terminate_flag.is_set():  # out of time: the best rows, no clustering
-                        labels = np.arange(points_rows.shape[0]) % scope.answers
-                    else:
-                        labels = kmeans(points, scope.answers, rng)
-                    feasible = np.asarray((points_scores[:, :HARD_LEVELS] >= 0.0).all(axis=1), dtype=bool)
-                    picks, empty = pick_per_cluster(labels, points_scores, feasible)
-                    clusters = int(np.unique(labels).size)
-                    scope.answer_set = AnswerSet(points_rows[picks].copy(), "picks") if picks else None
-        names = getattr(space, "names", None)
-        searched = [str(names[j]) for j in columns.tolist()[:NAMES_KEPT]] if names is not None else []
-        statistics = SwarmStatistics(
-            particles=count,
-            iterations=iterations,
-            searched=int(columns.size),
-            searchable=int(candidates.size),
-            ranking=ranking,
-            searched_features=searched,
-            objective=config.objective,
-            widened=widened,
-            answers_from=config.answers_from if scope.answers > 1 else "",
-            clusters=clusters,
-            empty_clusters=empty,
+        return cls(
+            positions=positions,
+            X=X,
+            V=np.zeros_like(X),
+            own_best=X.copy(),
+            own_rows=np.empty((count, space.n_features)),
+            own_scores=np.empty((count, scope.best_score.size)),
+            archive=_Archive() if scope.answers > 1 and answers_from == "visited" else None,
         )
-        phase_scope.report("swarm", statistics)
+
+    def widen(self, rng: np.random.Generator) -> None:
+        """Open the box to the whole domain and scatter the particles over it afresh."""
+        self.positions, self.widened = self.positions.widened(), True
+        self.X, self.V = self.positions.uniform(self.X.shape[0], rng), np.zeros_like(self.X)
+
+    def take(self, rows: FloatMatrix, scores: FloatMatrix, fitness: FloatMatrix) -> None:
+        """One iteration's scored rows: each particle's best, whether any was valid, the archive."""
+        improved = np.ones(rows.shape[0], dtype=bool) if self.own_fitness is None else better(fitness, self.own_fitness)
+        self.own_best[improved] = self.X[improved]
+        self.own_rows[improved] = rows[improved]
+        self.own_scores[improved] = scores[improved]
+        self.own_fitness = (
+            fitness.copy() if self.own_fitness is None else np.where(improved[:, None], fitness, self.own_fitness)
+        )
+        self.iterations += 1
+        self.seen_valid = self.seen_valid or bool((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1).any())
+        if self.archive is not None:
+            self.archive.add(rows, scores)
 
 
 class _Archive:
