@@ -268,7 +268,7 @@ class ActionSet(_Data):
     @classmethod
     def from_data(cls, data: Any) -> ActionSet:
         """Validate plain data (a YAML file read within the configuration reader's limits, see
-        ``counterplan.solver.core.safe_yaml``), raising :class:`ActionError` naming the bad field."""
+        ``counterplan.planning.safe_yaml``), raising :class:`ActionError` naming the bad field."""
         if not isinstance(data, Mapping):
             raise ActionError("actions", "expected a mapping with 'actions' (and optionally 'graph')")
         try:

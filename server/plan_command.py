@@ -1,7 +1,7 @@
 """``counterplan plan``: the Pareto front of action plans for one row, as a table and numbered steps.
 
 The actions come from a YAML (or JSON) file read within the configuration reader's limits
-(``counterplan.solver.core.safe_yaml``) and checked against the row's features
+(``counterplan.planning.safe_yaml``) and checked against the row's features
 (:class:`counterplan.planning.actions.ActionSet`); a bad action is refused naming its field, before any search.
 """
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
     from counterplan.planning.actions import ActionSet  # noqa: PLC0415
-    from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
 
     if args.actions is None:
         if not demo:

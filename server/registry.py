@@ -29,6 +29,7 @@ from counterplan.planning.inference import infer_features, infer_precision, infe
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.scorecard import (
     PointsTable,
     ScorecardAdapter,
@@ -40,7 +41,6 @@ from counterplan.planning.space import AnyFeature
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server.loading import LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
-from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 log = structlog.get_logger(__name__)
 

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import InvalidInputError, ScoreFormatError
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import MAX_MODEL_THREADS
-from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 
 class ConfigError(InvalidInputError):
