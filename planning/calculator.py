@@ -28,7 +28,7 @@ import numpy.typing as npt
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
 from counterplan.planning.goals import BoundGoal
-from counterplan.planning.models import Predictions
+from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS, BendableScore
 from counterplan.planning.space import FeatureSpace, FloatMatrix

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
-from counterplan.planning.models import Predictions
+from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_VARIABLES = 1000
