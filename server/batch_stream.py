@@ -134,44 +134,17 @@ class BatchStream:
     def run(self) -> Iterator[pb.ExplainBatchResponse]:
         """The call's responses, one per instance; ends the call with a status when it must."""
         started = time.perf_counter()
-        status = "OK"
+        outcome = {"status": "OK"}
         if not self._context.add_callback(self._call_ended):
             return  # the call is already over
         if self._admission.closing:
             self._closing.set()
         reader = threading.Thread(target=self._reader, name=f"counterplan-batch-{self.stream_id[:8]}", daemon=True)
         reader.start()
-        all_read = False
         try:
-            while True:
-                with self._lock:
-                    if (all_read or self._closing.is_set()) and self._unanswered == 0:
-                        break
-                item = self._out.get()
-                if self._ended.is_set():  # cancelled or past the deadline: no one to answer
-                    status = "CANCELLED"
-                    return
-                if isinstance(item, _ReaderDone):
-                    if item.refusal is not None:
-                        status = item.refusal.code.name
-                        item.refusal.abort(self._context)
-                    all_read = item.all_read
-                elif isinstance(item, _Solved | _Refused):
-                    response = self._answer(item)
-                    yield response
-                    self._sent += 1
-                    with self._lock:
-                        self._unanswered -= 1
-                    self._room.release()
-            if not all_read:  # shutting down: the instances not read are not explained
-                status = "UNAVAILABLE"
-                refused(
-                    grpc.StatusCode.UNAVAILABLE,
-                    f"the server is shutting down after answering {self._sent} instances; instances it had "
-                    "not read were not explained: send those rows to another instance",
-                ).abort(self._context)
+            yield from self._responses(outcome)
         except GeneratorExit:  # the client went away
-            status = "CANCELLED"
+            outcome["status"] = "CANCELLED"
             raise
         finally:
             self._stop()
@@ -182,8 +155,40 @@ class BatchStream:
                 instances=self._read,
                 answered=self._sent,
                 duration_ms=round((time.perf_counter() - started) * 1e3, 2),
-                status=status,
+                status=outcome["status"],
             )
+
+    def _responses(self, outcome: dict[str, str]) -> Iterator[pb.ExplainBatchResponse]:
+        """Each answer as it comes, until every instance read is answered; ``outcome["status"]``
+        says how the call ends (set before the call is ended with it)."""
+        all_read = False
+        while True:
+            with self._lock:
+                if (all_read or self._closing.is_set()) and self._unanswered == 0:
+                    break
+            item = self._out.get()
+            if self._ended.is_set():  # cancelled or past the deadline: no one to answer
+                outcome["status"] = "CANCELLED"
+                return
+            if isinstance(item, _ReaderDone):
+                if item.refusal is not None:
+                    outcome["status"] = item.refusal.code.name
+                    item.refusal.abort(self._context)
+                all_read = item.all_read
+            elif isinstance(item, _Solved | _Refused):
+                response = self._answer(item)
+                yield response
+                self._sent += 1
+                with self._lock:
+                    self._unanswered -= 1
+                self._room.release()
+        if not all_read:  # shutting down: the instances not read are not explained
+            outcome["status"] = "UNAVAILABLE"
+            refused(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the server is shutting down after answering {self._sent} instances; instances it had "
+                "not read were not explained: send those rows to another instance",
+            ).abort(self._context)
 
     def shutdown(self) -> None:
         """The server is stopping: read no more; the running solves answer with their best so far."""
