@@ -43,45 +43,30 @@ def _layer(module: str) -> int:
     return next((i for i, layer in enumerate(LAYERS) if _inside(module, layer)), len(LAYERS))
 
 
+def _reachable(imports: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in imports.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
 def _circles(imports: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
+    """The import circles: each set of modules that all reach one another (a strongly connected
+    component), sorted."""
+    reach = {module: _reachable(imports, module) for module in imports}
     found: list[list[str]] = []
-    for root in sorted(imports):
-        if root in index:
+    placed: set[str] = set()
+    for module in sorted(imports):
+        if module in placed or module not in reach[module]:
             continue
-        work = [(root, iter(sorted(imports[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            module, targets = work[-1]
-            target = next(targets, None)
-            if target is not None:
-                if target not in index:
-                    index[target] = low[target] = len(index)
-                    stack.append(target)
-                    on_stack.add(target)
-                    work.append((target, iter(sorted(imports[target]))))
-                elif target in on_stack:
-                    low[module] = min(low[module], index[target])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[module])
-            if low[module] == index[module]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == module:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
+        circle = sorted(other for other in reach[module] if module in reach[other])
+        placed.update(circle)
+        found.append(circle)
     return found
 
 
