@@ -33,7 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.expressions import Expression, ExpressionError, Vocabulary
-from counterplan.planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
 BoolArray = npt.NDArray[np.bool_]
@@ -268,7 +268,7 @@ class ActionSet(_Data):
     @classmethod
     def from_data(cls, data: Any) -> ActionSet:
         """Validate plain data (a YAML file read within the configuration reader's limits, see
-        ``counterplan.solver.core.safe_yaml``), raising :class:`ActionError` naming the bad field."""
+        ``counterplan.planning.safe_yaml``), raising :class:`ActionError` naming the bad field."""
         if not isinstance(data, Mapping):
             raise ActionError("actions", "expected a mapping with 'actions' (and optionally 'graph')")
         try:
@@ -337,22 +337,48 @@ def _compile_action(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabular
     low = high = 0.0
     values: tuple[Any, ...] = ()
     if spec.kind == "add":
-        if spec.low is None or spec.high is None:
-            raise ActionError(f"{where}.low", "an 'add' action needs low and high (the delta's bounds)")
-        if spec.low > spec.high:
-            raise ActionError(f"{where}.low", f"low ({spec.low:g}) is above high ({spec.high:g})")
-        if space.nominal[space.index[spec.feature]]:
-            raise ActionError(f"{where}.kind", f"{spec.feature!r} is categorical: use kind 'set' with values")
-        low, high = spec.low, spec.high
+        low, high = _delta_bounds(spec, space, where)
     else:
-        if not spec.values:
-            raise ActionError(f"{where}.values", "a 'set' action needs at least one value")
-        for k, value in enumerate(spec.values):
-            try:
-                feature.encode(value)
-            except (InvalidInputError, ValueError, TypeError) as exc:
-                raise ActionError(f"{where}.values[{k}]", f"not a value of {spec.feature!r}: {exc}") from None
-        values = spec.values
+        values = _set_values(spec, feature, where)
+    return Action(
+        name=spec.name,
+        feature=spec.feature,
+        kind=spec.kind,
+        low=low,
+        high=high,
+        values=values,
+        consequences=_consequences(spec, space, vocabulary, where),
+        effort=None if spec.effort is None else _formula(spec.effort, vocabulary, f"{where}.effort"),
+        pre=None if spec.pre is None else _formula(spec.pre, vocabulary, f"{where}.pre"),
+        post=None if spec.post is None else _formula(spec.post, vocabulary, f"{where}.post"),
+    )
+
+
+def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[float, float]:
+    """An 'add' action's bounds of the delta, on a number."""
+    if spec.low is None or spec.high is None:
+        raise ActionError(f"{where}.low", "an 'add' action needs low and high (the delta's bounds)")
+    if spec.low > spec.high:
+        raise ActionError(f"{where}.low", f"low ({spec.low:g}) is above high ({spec.high:g})")
+    if space.nominal[space.index[spec.feature]]:
+        raise ActionError(f"{where}.kind", f"{spec.feature!r} is categorical: use kind 'set' with values")
+    return spec.low, spec.high
+
+
+def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any, ...]:
+    """A 'set' action's values, each one the feature can take."""
+    if not spec.values:
+        raise ActionError(f"{where}.values", "a 'set' action needs at least one value")
+    for k, value in enumerate(spec.values):
+        try:
+            feature.encode(value)
+        except (InvalidInputError, ValueError, TypeError) as exc:
+            raise ActionError(f"{where}.values[{k}]", f"not a value of {spec.feature!r}: {exc}") from None
+    return spec.values
+
+
+def _consequences(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str) -> dict[str, Expression]:
+    """An action's consequences compiled, each on a mutable feature."""
     consequences = {}
     for name, text in spec.consequences.items():
         _known(space, name, f"{where}.consequences")
@@ -363,18 +389,7 @@ def _compile_action(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabular
                 "such as age, is mutable with a monotone rule)",
             )
         consequences[name] = _formula(text, vocabulary, f"{where}.consequences.{name}")
-    return Action(
-        name=spec.name,
-        feature=spec.feature,
-        kind=spec.kind,
-        low=low,
-        high=high,
-        values=values,
-        consequences=consequences,
-        effort=None if spec.effort is None else _formula(spec.effort, vocabulary, f"{where}.effort"),
-        pre=None if spec.pre is None else _formula(spec.pre, vocabulary, f"{where}.pre"),
-        post=None if spec.post is None else _formula(spec.post, vocabulary, f"{where}.post"),
-    )
+    return consequences
 
 
 def total_cost(

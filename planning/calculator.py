@@ -28,7 +28,7 @@ import numpy.typing as npt
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
 from counterplan.planning.goals import BoundGoal
-from counterplan.planning.models import Predictions
+from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS, BendableScore, last_best_row
 from counterplan.planning.space import FeatureSpace, FloatMatrix
@@ -450,32 +450,57 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
     """The score of one candidate, computed plainly, one feature and goal at a time.
 
     This is the specification the vectorised calculator is tested against; it calls the
-    model once for this row alone.
+    model once for this row alone. Each helper below computes its levels in the order the
+    calculator's definition states them.
     """
     space = problem.space
     if problem.relations is not None:
         row = problem.relations.apply(row.reshape(1, -1))[0]
+    hard0, below, failed = _reference_goals(problem, row)
+    n_confidence = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
+    hard1, soft0, soft1 = _reference_changes(problem, row)
+    if problem.scorecard_distance is not None:  # the paper's objective replaces the per-feature sum
+        costs = [f.cost for i, f in enumerate(space.features) if row[i] != space.original[i]]
+        soft0 = -problem.distance.change_penalty * float(sum(costs))
+        frames = space.to_frame(row.reshape(1, -1)), space.to_frame(space.original.reshape(1, -1))
+        objective = float(problem.scorecard_distance(*frames)[0])
+        soft0 -= objective if math.isfinite(objective) else _FAR
+    hard1 = _reference_rules(problem, row, hard1, soft1)
+    if failed:
+        return np.array([FAILED_PREDICTION, hard1, -max(n_confidence, 1), soft0, soft1]) + 0.0
+    return np.array([hard0, hard1, -below, soft0, soft1], dtype=np.float64) + 0.0
+
+
+def _reference_goals(problem: CounterfactualProblem, row: FloatMatrix) -> tuple[float, int, bool]:
+    """Hard level 0 (minus the goals' distances), the goals below their confidence, and whether
+    the prediction failed (raised, or gave an implausible output)."""
     try:
-        predictions: Predictions | None = problem.model.predict(row.reshape(1, -1), space)
+        predictions: Predictions | None = problem.model.predict(row.reshape(1, -1), problem.space)
     except ModelAdapterError:
         raise
     except Exception:
         predictions = None
     hard0 = 0.0
     below = 0
-    failed = predictions is None
-    n_confidence = sum(1 for g in problem.goals if getattr(g.goal, "confidence", None) is not None)
-    if predictions is not None:
-        failed = any(
-            _implausible_outputs(spec.name, np.asarray(predictions[spec.name], dtype=np.float64)[:1])
-            for spec in problem.model.outputs
-        )
-        for bound in problem.goals:
-            if failed:
-                break
-            value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
-            hard0 -= min(float(bound.distance(value)[0]), _MAX_GOAL_DISTANCE)
-            below += int(bound.below_confidence(value)[0])
+    if predictions is None:
+        return hard0, below, True
+    failed = any(
+        _implausible_outputs(spec.name, np.asarray(predictions[spec.name], dtype=np.float64)[:1])
+        for spec in problem.model.outputs
+    )
+    for bound in problem.goals:
+        if failed:
+            break
+        value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
+        hard0 -= min(float(bound.distance(value)[0]), _MAX_GOAL_DISTANCE)
+        below += int(bound.below_confidence(value)[0])
+    return hard0, below, failed
+
+
+def _reference_changes(problem: CounterfactualProblem, row: FloatMatrix) -> tuple[float, float, float]:
+    """Feature by feature: hard level 1's immutable and monotone breaks, soft level 0 (the
+    feature distance) and soft level 1 (minus the changed features)."""
+    space = problem.space
     hard1 = 0.0
     soft0 = 0.0
     soft1 = 0.0
@@ -495,12 +520,13 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
             soft0 -= feature.cost * (delta / problem.scales[i]) ** 2
         else:
             soft0 -= feature.cost * abs(delta) / problem.scales[i]
-    if problem.scorecard_distance is not None:  # the paper's objective replaces the per-feature sum
-        costs = [f.cost for i, f in enumerate(space.features) if row[i] != space.original[i]]
-        soft0 = -problem.distance.change_penalty * float(sum(costs))
-        frames = space.to_frame(row.reshape(1, -1)), space.to_frame(space.original.reshape(1, -1))
-        objective = float(problem.scorecard_distance(*frames)[0])
-        soft0 -= objective if math.isfinite(objective) else _FAR
+    return hard1, soft0, soft1
+
+
+def _reference_rules(problem: CounterfactualProblem, row: FloatMatrix, hard1: float, soft1: float) -> float:
+    """Hard level 1 (``hard1`` so far) with the problem's other rules: allowed values, precision,
+    the most changed features (``-soft1`` changed), relations, the trust region, plausibility."""
+    space = problem.space
     for column, grid in space.allowed.items():
         if row[column] not in grid:
             hard1 -= 1.0
@@ -518,9 +544,7 @@ def reference_score(problem: CounterfactualProblem, row: FloatMatrix) -> FloatMa
         hard1 -= 1.0
     if problem.plausibility is not None and not problem.plausibility.plausible(row.reshape(1, -1))[0]:
         hard1 -= 1.0
-    if failed:
-        return np.array([FAILED_PREDICTION, hard1, -max(n_confidence, 1), soft0, soft1]) + 0.0
-    return np.array([hard0, hard1, -below, soft0, soft1], dtype=np.float64) + 0.0
+    return hard1
 
 
 def _empty_predictions(problem: CounterfactualProblem, n: int) -> Predictions:

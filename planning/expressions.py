@@ -193,38 +193,45 @@ class _Checker:
         return ExpressionError(self.field, f"{what} is not allowed in a formula")
 
     def visit(self, node: ast.expr) -> ast.expr:
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool | int | float):
-                try:
-                    return ast.Constant(float(node.value))
-                except OverflowError:  # a whole number past float64's range
-                    raise ExpressionError(self.field, "a number in a formula is too large") from None
-            if isinstance(node.value, str):
-                raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
-            raise self.refuse(f"the constant {type(node.value).__name__}")
-        if isinstance(node, ast.Name):
-            return self._name(node.id)
-        if isinstance(node, ast.Attribute):
-            if not isinstance(node.value, ast.Name) or node.value.id not in STATES:
-                raise self.refuse("an attribute other than before.<feature> or after.<feature>")
-            return self._feature(node.attr, f"{node.value.id}.{node.attr}")
-        if isinstance(node, ast.BinOp):
-            if type(node.op) not in _BINARY:
-                raise self.refuse(f"the operator {type(node.op).__name__}")
-            return ast.BinOp(self.visit(node.left), node.op, self.visit(node.right))
-        if isinstance(node, ast.UnaryOp):
-            if not isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
-                raise self.refuse(f"the operator {type(node.op).__name__}")
-            return ast.UnaryOp(node.op, self.visit(node.operand))
-        if isinstance(node, ast.BoolOp):
-            return ast.BoolOp(node.op, [self.visit(v) for v in node.values])
-        if isinstance(node, ast.Compare):
-            return self._compare(node)
-        if isinstance(node, ast.IfExp):
-            return ast.IfExp(self.visit(node.test), self.visit(node.body), self.visit(node.orelse))
-        if isinstance(node, ast.Call):
-            return self._call(node)
+        """The checked form of ``node``; a node outside the language is refused by its kind."""
+        for kind, check in _CHECKS:
+            if isinstance(node, kind):
+                return check(self, node)
         raise self.refuse(type(node).__name__)
+
+    def _constant(self, node: ast.Constant) -> ast.expr:
+        if isinstance(node.value, bool | int | float):
+            try:
+                return ast.Constant(float(node.value))
+            except OverflowError:  # a whole number past float64's range
+                raise ExpressionError(self.field, "a number in a formula is too large") from None
+        if isinstance(node.value, str):
+            raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
+        raise self.refuse(f"the constant {type(node.value).__name__}")
+
+    def _name_node(self, node: ast.Name) -> ast.expr:
+        return self._name(node.id)
+
+    def _attribute(self, node: ast.Attribute) -> ast.expr:
+        if not isinstance(node.value, ast.Name) or node.value.id not in STATES:
+            raise self.refuse("an attribute other than before.<feature> or after.<feature>")
+        return self._feature(node.attr, f"{node.value.id}.{node.attr}")
+
+    def _binary(self, node: ast.BinOp) -> ast.expr:
+        if type(node.op) not in _BINARY:
+            raise self.refuse(f"the operator {type(node.op).__name__}")
+        return ast.BinOp(self.visit(node.left), node.op, self.visit(node.right))
+
+    def _unary(self, node: ast.UnaryOp) -> ast.expr:
+        if not isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
+            raise self.refuse(f"the operator {type(node.op).__name__}")
+        return ast.UnaryOp(node.op, self.visit(node.operand))
+
+    def _bool(self, node: ast.BoolOp) -> ast.expr:
+        return ast.BoolOp(node.op, [self.visit(v) for v in node.values])
+
+    def _if(self, node: ast.IfExp) -> ast.expr:
+        return ast.IfExp(self.visit(node.test), self.visit(node.body), self.visit(node.orelse))
 
     def _name(self, name: str) -> ast.expr:
         if name in self.vocabulary.extras:
@@ -287,6 +294,20 @@ class _Checker:
         return ast.Call(ast.Name(node.func.id), [self.visit(a) for a in node.args], [])
 
 
+_CHECKS: tuple[tuple[type[ast.expr], Callable[[_Checker, Any], ast.expr]], ...] = (
+    (ast.Constant, _Checker._constant),
+    (ast.Name, _Checker._name_node),
+    (ast.Attribute, _Checker._attribute),
+    (ast.BinOp, _Checker._binary),
+    (ast.UnaryOp, _Checker._unary),
+    (ast.BoolOp, _Checker._bool),
+    (ast.Compare, _Checker._compare),
+    (ast.IfExp, _Checker._if),
+    (ast.Call, _Checker._call),
+)
+"""The language: each kind of node a formula may hold, and how it is checked (in this order)."""
+
+
 def _evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:
     """The value of a checked node (see :class:`_Checker`: no other node reaches here)."""
     if isinstance(node, ast.Constant):
@@ -296,28 +317,37 @@ def _evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.BinOp):
         return _BINARY[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
     if isinstance(node, ast.UnaryOp):
-        value = _evaluate(node.operand, env)
-        if isinstance(node.op, ast.Not):
-            return np.logical_not(_truth(value)).astype(np.float64)
-        return np.negative(value) if isinstance(node.op, ast.USub) else value
+        return _evaluate_unary(node, env)
     if isinstance(node, ast.BoolOp):
         values = [_truth(_evaluate(v, env)) for v in node.values]
         joined = _fold(np.logical_and if isinstance(node.op, ast.And) else np.logical_or, values)
         return np.asarray(joined, dtype=np.float64)
     if isinstance(node, ast.Compare):
-        left = _evaluate(node.left, env)
-        result: Any = True
-        for op, comparator in zip(node.ops, node.comparators, strict=True):
-            right = _evaluate(comparator, env)
-            result = np.logical_and(result, _COMPARE[type(op)](left, right))
-            left = right
-        return np.asarray(result, dtype=np.float64)
+        return _evaluate_compare(node, env)
     if isinstance(node, ast.IfExp):
         return np.where(_truth(_evaluate(node.test, env)), _evaluate(node.body, env), _evaluate(node.orelse, env))
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         return _FUNCTIONS[node.func.id][2](*[_evaluate(a, env) for a in node.args])
     raise AssertionError(f"unchecked node {type(node).__name__}")  # pragma: no cover
+
+
+def _evaluate_unary(node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
+    value = _evaluate(node.operand, env)
+    if isinstance(node.op, ast.Not):
+        return np.logical_not(_truth(value)).astype(np.float64)
+    return np.negative(value) if isinstance(node.op, ast.USub) else value
+
+
+def _evaluate_compare(node: ast.Compare, env: Mapping[str, Any]) -> Any:
+    """A chain of comparisons (``a < b <= c``): each one true, as 1.0 or 0.0."""
+    left = _evaluate(node.left, env)
+    result: Any = True
+    for op, comparator in zip(node.ops, node.comparators, strict=True):
+        right = _evaluate(comparator, env)
+        result = np.logical_and(result, _COMPARE[type(op)](left, right))
+        left = right
+    return np.asarray(result, dtype=np.float64)
 
 
 def _truth(value: Any) -> Any:

@@ -213,18 +213,28 @@ def _infer_one(name: str, facts: ColumnFacts, value: Any, kind: str | None, prec
     if not missing and isinstance(value, float) and not math.isfinite(value):
         raise FeatureError(name, f"the instance's value must be finite or missing, given {value!r}")
     if kind is None:
-        if facts.is_bool:
-            kind = "boolean"
-        elif facts.numeric:
-            kind = _numeric_kind(facts, value, precision_given)
-        else:
-            kind = "categorical"
+        kind = _inferred_kind(facts, value, precision_given)
     if kind == "boolean":
         return {"kind": "boolean", "name": name, "value": None if missing else bool(value)}
     if kind == "categorical":
         return _categorical(name, facts, value)
     if kind not in ("integer", "float"):
         raise FeatureError(f"{name}.kind", f"unknown kind {kind!r}; one of integer, float, categorical, boolean")
+    return _numeric(name, facts, value, kind)
+
+
+def _inferred_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str:
+    """The kind of a column no one named: boolean, a number's kind, or categorical."""
+    if facts.is_bool:
+        return "boolean"
+    if facts.numeric:
+        return _numeric_kind(facts, value, precision_given)
+    return "categorical"
+
+
+def _numeric(name: str, facts: ColumnFacts, value: Any, kind: str) -> dict[str, Any]:
+    """An integer or float feature: the instance's value, and the domain the data (and it) span."""
+    missing = is_missing(value)
     if not missing and isinstance(value, str):
         raise FeatureError(name, f"numeric column given the text {value!r}")
     if kind == "integer" and not missing and not float(value).is_integer():

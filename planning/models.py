@@ -10,13 +10,17 @@ The scikit-learn adapters take a fast path when they can (:mod:`counterplan.plan
 pipeline's preprocessing compiled to numpy operations on the encoded matrix, and a boosted
 forest evaluated for all rows and trees at once, checked against the real pipeline first. Their
 ``predict_reference`` always runs the real model on its real input; answers are checked with it.
+
+The protocol every adapter follows, :class:`ModelAdapter`, and :data:`Predictions` are defined in
+:mod:`counterplan.planning.model_protocol` (below the scorecard adapter, which this module picks
+for a scorecard) and importable from here too.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,29 +29,13 @@ from sklearn.base import is_classifier
 from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
 from counterplan.planning.goals import OutputSpec
+from counterplan.planning.model_protocol import ModelAdapter, Predictions
+from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, adapt_scorecard, is_optbinning_scorecard
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
-if TYPE_CHECKING:
-    from counterplan.planning.scorecard import ScorecardAdapter
-
-Predictions = dict[str, npt.NDArray[np.float64]]
 InputKind = Literal["dataframe", "array"]
 CHECK_FAST_ENV = "COUNTERPLAN_CHECK_FAST"
 """Set to 1 to run every fast-path call through the real pipeline too and compare (debugging)."""
-
-
-@runtime_checkable
-class ModelAdapter(Protocol):
-    """What the score calculator needs from a model."""
-
-    @property
-    def outputs(self) -> tuple[OutputSpec, ...]:
-        """The model's named outputs."""
-        ...
-
-    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
-        """Predict every output for every row of the encoded matrix ``X``, in one call."""
-        ...
 
 
 def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
@@ -280,8 +268,6 @@ def adapt_sklearn(
     class output named ``outputs`` and a score output named ``score``. ``fast`` and ``check_fast``
     are the scikit-learn adapters' (:mod:`counterplan.planning.fast_model`)."""
     names = [outputs] if isinstance(outputs, str) else list(outputs)
-    from counterplan.planning.scorecard import PointsTable, adapt_scorecard, is_optbinning_scorecard  # noqa: PLC0415
-
     if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
         if len(names) != 1:
             raise ModelAdapterError("outputs", f"a scorecard has one class output (and 'score'), given {names}")

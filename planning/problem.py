@@ -172,23 +172,9 @@ class CounterfactualProblem:
         """
         if target is not None and target not in data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
-        if isinstance(instance, int | np.integer):
-            if not 0 <= int(instance) < len(data):
-                raise ProblemError("instance", f"row {instance} is outside the data's {len(data)} rows")
-            row: Mapping[str, Any] = {str(k): v for k, v in data.iloc[int(instance)].items()}
-        elif isinstance(instance, pd.Series):
-            row = {str(k): v for k, v in instance.items()}
-        else:
-            row = instance
+        row = _instance_row(data, instance)
         if columns is None:
-            names = getattr(model, "feature_names_in_", None)
-            read = _scorecard_variables(model)
-            if read is not None:  # a scorecard reads only its own variables
-                columns = read
-            elif names is not None and not isinstance(model, ModelAdapter):
-                columns = [str(c) for c in names]
-            else:
-                columns = [str(c) for c in data.columns if c != target]
+            columns = _model_columns(model, data, target)
         if target is not None and target in columns:
             raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
         features = infer_features(data, row, columns, immutable, overrides, fill_missing=fill_missing, profile=profile)
@@ -197,14 +183,10 @@ class CounterfactualProblem:
         statistics = infer_statistics(data, features, profile)
         if goals is None:
             goals = default_goals(model, FeatureSpace(features))
-        cache = plausibility_cache if plausibility_cache is not None else {}
-        domains = (tuple(f.model_dump_json(exclude={"value"}) for f in features), repr(goals), target)
         judge = None
         if plausibility is not None:
-            key = ("plausibility", domains, plausibility.model_dump_json())
-            if key not in cache:
-                cache[key] = plausibility_model(data, features, goals, target, plausibility)
-            judge = cache[key]
+            cache = plausibility_cache if plausibility_cache is not None else {}
+            judge = _shared_plausibility(cache, data, features, goals, target=target, settings=plausibility)
         region = None  # a trust region reads the original (its nearest rows, its enlargement): never shared
         if trust_region is not None:
             region = trust_region_model(data, features, goals, target, trust_region)
@@ -224,12 +206,7 @@ class CounterfactualProblem:
             relations=relations,
         )
         if target is not None:
-            known = profile if profile is not None and profile.data is data else DataProfile(data)
-            chosen = _outcome_rows(goals, target)
-            if chosen is not None:
-                problem.relevance = FeatureRelevance(
-                    known, [f.name for f in features], (target, repr(list(goals))), chosen
-                )
+            problem.relevance = _relevance(data, profile, features, goals, target)
         return problem
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
@@ -281,6 +258,63 @@ def _scorecard_variables(model: Any) -> list[str] | None:
     if is_optbinning_scorecard(model) and hasattr(model, "binning_process_"):
         return [str(n) for n in model.binning_process_.get_support(names=True)]
     return None
+
+
+def _instance_row(data: pd.DataFrame, instance: Mapping[str, Any] | pd.Series | int) -> Mapping[str, Any]:
+    """The row to explain as a mapping: given so, a Series, or the data's row at that position."""
+    if isinstance(instance, int | np.integer):
+        if not 0 <= int(instance) < len(data):
+            raise ProblemError("instance", f"row {instance} is outside the data's {len(data)} rows")
+        return {str(k): v for k, v in data.iloc[int(instance)].items()}
+    if isinstance(instance, pd.Series):
+        return {str(k): v for k, v in instance.items()}
+    return instance
+
+
+def _model_columns(model: Any, data: pd.DataFrame, target: str | None) -> list[str]:
+    """The feature columns when none are named: a scorecard's own variables, a bare model's
+    ``feature_names_in_``, else every column but ``target``."""
+    names = getattr(model, "feature_names_in_", None)
+    read = _scorecard_variables(model)
+    if read is not None:  # a scorecard reads only its own variables
+        return read
+    if names is not None and not isinstance(model, ModelAdapter):
+        return [str(c) for c in names]
+    return [str(c) for c in data.columns if c != target]
+
+
+def _shared_plausibility(
+    cache: dict[Any, PlausibilityModel],
+    data: pd.DataFrame,
+    features: list[AnyFeature],
+    goals: Sequence[AnyGoal],
+    *,
+    target: str | None,
+    settings: PlausibilitySettings,
+) -> PlausibilityModel:
+    """The plausibility model of these features' domains, goals and settings: from ``cache`` when
+    an earlier row of the data built it (rows whose domains agree share one), else built now."""
+    domains = (tuple(f.model_dump_json(exclude={"value"}) for f in features), repr(goals), target)
+    key = ("plausibility", domains, settings.model_dump_json())
+    if key not in cache:
+        cache[key] = plausibility_model(data, features, goals, target, settings)
+    return cache[key]
+
+
+def _relevance(
+    data: pd.DataFrame,
+    profile: DataProfile | None,
+    features: Sequence[AnyFeature],
+    goals: Sequence[AnyGoal],
+    target: str,
+) -> FeatureRelevance | None:
+    """The features' information values against the goals' outcome in the ``target`` column, or
+    None when the goals name no outcome there."""
+    known = profile if profile is not None and profile.data is data else DataProfile(data)
+    chosen = _outcome_rows(goals, target)
+    if chosen is None:
+        return None
+    return FeatureRelevance(known, [f.name for f in features], (target, repr(list(goals))), chosen)
 
 
 def _listed(columns: Iterable[Any], most: int = 30) -> str:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
-from counterplan.planning.models import Predictions
+from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_VARIABLES = 1000
@@ -484,7 +484,7 @@ def load_points_table(path: str | Path) -> PointsTable:
     suffix = file.suffix.lower()
     if suffix in {".yaml", ".yml", ".json"}:
         # the configuration reader's limits (no aliases, bounded nesting) hold for tables too
-        from counterplan.solver.core.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
+        from counterplan.planning.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
 
         return PointsTable.model_validate(load_config_text(text, max_bytes=MAX_TABLE_BYTES))
     if suffix == ".csv":

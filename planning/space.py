@@ -28,6 +28,25 @@ FloatMatrix = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def _refuse_duplicate_names(features: tuple[AnyFeature, ...]) -> None:
+    seen: set[str] = set()
+    for feature in features:
+        if feature.name in seen:
+            raise FeatureError(feature.name, "duplicate feature name")
+        seen.add(feature.name)
+
+
+def _model_categories(features: tuple[AnyFeature, ...]) -> dict[int, npt.NDArray[np.object_]]:
+    """Per categorical column: its categories as the model takes them, indexed by code."""
+    categories: dict[int, npt.NDArray[np.object_]] = {}
+    for i, f in enumerate(features):
+        if isinstance(f, CategoricalFeature):
+            values = np.empty(len(f.domain), dtype=object)
+            values[:] = f.model_values()
+            categories[i] = values
+    return categories
+
+
 class FeatureSpace:
     """An ordered set of features with unique names, and their matrix encoding.
 
@@ -41,11 +60,7 @@ class FeatureSpace:
         self.features: tuple[AnyFeature, ...] = tuple(features)
         if not self.features:
             raise FeatureError("features", "a problem needs at least one feature")
-        seen: set[str] = set()
-        for feature in self.features:
-            if feature.name in seen:
-                raise FeatureError(feature.name, "duplicate feature name")
-            seen.add(feature.name)
+        _refuse_duplicate_names(self.features)
         self.names: tuple[str, ...] = tuple(f.name for f in self.features)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         bounds = np.array([f.bounds for f in self.features], dtype=np.float64)
@@ -88,13 +103,8 @@ class FeatureSpace:
         self._gridded: BoolArray = on_grid
         self._divisor: FloatMatrix = np.where(on_grid, self._scale, 1.0)
         self._all_gridded = bool(on_grid.all())
-        tolerance = 1e-9
-        grid_low = np.ceil(self.lower * self._scale - tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
-        grid_high = np.floor(self.upper * self._scale + tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
-        empty = on_grid & (grid_low > grid_high)
-        self.grid_lower: FloatMatrix = np.where(on_grid & ~empty, grid_low, np.where(empty, self.original, self.lower))
+        self.grid_lower, self.grid_upper = self._grid_bounds(on_grid)
         """The search bounds moved inwards onto the grid (what a snapped value may hold)."""
-        self.grid_upper: FloatMatrix = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))
         self.missing_code: FloatMatrix = np.array(
             [f.missing_code if f.missing else np.nan for f in self.features], dtype=np.float64
         )
@@ -103,19 +113,30 @@ class FeatureSpace:
         """Per column, when known: values where the model's decision changes (just past a tree's
         split thresholds). The feature scan tries them; for a tree model it searches a copy of
         the space that knows them (:meth:`with_split_values`)."""
-        self.allowed: dict[int, FloatMatrix] = {}
+        self.allowed: dict[int, FloatMatrix] = self._allowed_values()
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
+        self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
+
+    def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
+        """The search bounds moved inwards onto each column's grid; a column whose grid holds no
+        value between them keeps its original."""
+        tolerance = 1e-9
+        grid_low = np.ceil(self.lower * self._scale - tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
+        grid_high = np.floor(self.upper * self._scale + tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
+        empty = on_grid & (grid_low > grid_high)
+        lower = np.where(on_grid & ~empty, grid_low, np.where(empty, self.original, self.lower))
+        upper = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))
+        return lower, upper
+
+    def _allowed_values(self) -> dict[int, FloatMatrix]:
+        """Per mutable column with allowed values: those within the search bounds, and the original."""
+        allowed: dict[int, FloatMatrix] = {}
         for i, f in enumerate(self.features):
             values = getattr(f, "allowed", None)
             if values is not None and f.mutable:
                 grid = np.unique(np.append(np.asarray(values, dtype=np.float64), self.original[i]))
-                self.allowed[i] = grid[(grid >= self.lower[i]) & (grid <= self.upper[i])]
-        self._categories: dict[int, npt.NDArray[np.object_]] = {}
-        for i, f in enumerate(self.features):
-            if isinstance(f, CategoricalFeature):
-                values = np.empty(len(f.domain), dtype=object)
-                values[:] = f.model_values()
-                self._categories[i] = values
+                allowed[i] = grid[(grid >= self.lower[i]) & (grid <= self.upper[i])]
+        return allowed
 
     @property
     def domain_width(self) -> FloatMatrix:

@@ -145,6 +145,24 @@ class HullColumn:
     """For a category or a boolean: the category's code (the column is 1/2 where it is chosen)."""
 
 
+def _checked_reference(space: FeatureSpace, reference: FloatMatrix) -> FloatMatrix:
+    """The reference rows as a float matrix of the space's width, at least one of them."""
+    reference = np.asarray(reference, dtype=np.float64)
+    if reference.ndim != 2 or reference.shape[1] != space.n_features:
+        raise ProblemError("trust_region", f"reference rows must be (n, {space.n_features}); given {reference.shape}")
+    if reference.shape[0] == 0:
+        raise ProblemError("trust_region", "no reference row of the target outcome lies in the features' domains")
+    return reference
+
+
+def _rows_by_pattern(codes: npt.NDArray[np.intp]) -> dict[tuple[int, ...], npt.NDArray[np.intp]]:
+    """Per category pattern (a row of ``codes``): the rows that have it."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row, pattern in enumerate(map(tuple, codes.tolist())):
+        groups.setdefault(pattern, []).append(row)
+    return {pattern: np.array(rows, dtype=np.intp) for pattern, rows in groups.items()}
+
+
 class TrustRegion:
     """The (enlarged) convex hull of reference rows, and exact membership of candidates.
 
@@ -163,13 +181,7 @@ class TrustRegion:
         self, space: FeatureSpace, reference: FloatMatrix, settings: TrustRegionSettings | None = None
     ) -> None:
         settings = settings or TrustRegionSettings()
-        reference = np.asarray(reference, dtype=np.float64)
-        if reference.ndim != 2 or reference.shape[1] != space.n_features:
-            raise ProblemError(
-                "trust_region", f"reference rows must be (n, {space.n_features}); given {reference.shape}"
-            )
-        if reference.shape[0] == 0:
-            raise ProblemError("trust_region", "no reference row of the target outcome lies in the features' domains")
+        reference = _checked_reference(space, reference)
         self.space = space
         self.settings = settings
         self.offset: FloatMatrix = space.domain_lower.copy()
@@ -185,17 +197,7 @@ class TrustRegion:
             columns += [HullColumn(int(j), c) for c in range(int(size))]
         self.columns: tuple[HullColumn, ...] = tuple(columns)
         """The scaled space's columns, in the order of :attr:`points`."""
-        points = self.transform(reference)
-        _, first = np.unique(points, axis=0, return_index=True)
-        points = points[np.sort(first)]  # duplicates add nothing to a hull
-        origin = self.transform(space.original.reshape(1, -1))[0]
-        if settings.nearest is not None:
-            order = np.argsort(np.abs(points - origin).sum(axis=1), kind="stable")
-            points = points[np.sort(order[: settings.nearest])]
-        elif points.shape[0] > settings.max_reference_rows:
-            keep = np.random.default_rng(0).choice(points.shape[0], settings.max_reference_rows, replace=False)
-            points = points[np.sort(keep)]
-        points.setflags(write=False)
+        points = self._reference_points(reference, settings)
         self.points: FloatMatrix = points
         """The reference points in the scaled space, ``(reference_rows, len(columns))``."""
         self.reference_rows = int(points.shape[0])
@@ -215,14 +217,27 @@ class TrustRegion:
         self._lp_matrix = np.vstack([np.hstack([points.T, -np.eye(d), np.eye(d)]), np.r_[np.ones(n), np.zeros(2 * d)]])
         self._reset_caches()
         self._codes = self._categories()
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for row, pattern in enumerate(map(tuple, self._codes.tolist())):
-            groups.setdefault(pattern, []).append(row)
-        self._groups = {pattern: np.array(rows, dtype=np.intp) for pattern, rows in groups.items()}
+        self._groups = _rows_by_pattern(self._codes)
         """Per category pattern: the points that have it (in the plain hull, the only ones a
         candidate with that pattern can be made of)."""
         if settings.enlarge_when_infeasible:
             self._enlarge_if_unreachable()
+
+    def _reference_points(self, reference: FloatMatrix, settings: TrustRegionSettings) -> FloatMatrix:
+        """The distinct reference rows in the scaled space (read-only): the ``nearest`` to the
+        original when asked, else at most ``max_reference_rows`` of them (a seeded sample)."""
+        points = self.transform(reference)
+        _, first = np.unique(points, axis=0, return_index=True)
+        points = points[np.sort(first)]  # duplicates add nothing to a hull
+        origin = self.transform(self.space.original.reshape(1, -1))[0]
+        if settings.nearest is not None:
+            order = np.argsort(np.abs(points - origin).sum(axis=1), kind="stable")
+            points = points[np.sort(order[: settings.nearest])]
+        elif points.shape[0] > settings.max_reference_rows:
+            keep = np.random.default_rng(0).choice(points.shape[0], settings.max_reference_rows, replace=False)
+            points = points[np.sort(keep)]
+        points.setflags(write=False)
+        return points
 
     def _reset_caches(self) -> None:
         """What membership checks learn (speed only: every verdict is the same without it)."""
@@ -318,52 +333,85 @@ class TrustRegion:
             group = np.arange(self.reference_rows)
             columns = slice(None)
         target = z[columns]
-        with self._lock:
-            recent = list(self._supports)
-        local_size = 2 * (target.size + 1)
-        if group.size > 3 * local_size:
-            distance = np.abs(self.points[group, columns] - target).sum(axis=1)
-            chosen = np.zeros(self.reference_rows, dtype=bool)
-            if recent:
-                chosen[np.concatenate(recent)] = True
-                in_group = np.zeros(self.reference_rows, dtype=bool)
-                in_group[group] = True
-                chosen &= in_group
-            chosen[group[np.argpartition(distance, local_size)[:local_size]]] = True
-            subset = np.flatnonzero(chosen)
-            fit = self._fit(subset, columns, target)
-            if fit is not None and fit[0] <= budget:
-                self._remember_fit(subset, fit[2])
-                return True
-        fit = self._fit(group, columns, target)
-        if fit is not None:
-            upper, gap, weights = fit
-            if upper <= budget:
-                self._remember_fit(group, weights)
-                return True
-            if self.slack == 0.0:
-                unit = gap / max(float(np.abs(gap).max()), 1e-300)
-                own = float(unit @ target) - float((self.points[group, columns] @ unit).max())
-                if own > budget:  # outside its pattern's hull, which is all the plain hull offers it
-                    self._cut(self._pattern_direction(z, unit), z)
-                    return False
-            elif self._cut(gap, z) > budget:
-                return False
-            else:  # with a slack the L1 gap counts: reweighted fits approach the L1 projection
-                for _ in range(REWEIGHTINGS):
-                    fit = self._fit(group, columns, target, 1.0 / np.sqrt(np.maximum(np.abs(gap), 1e-6)))
-                    if fit is None:
-                        break
-                    upper, gap, weights = fit
-                    if upper <= budget:
-                        self._remember_fit(group, weights)
-                        return True
-                    if self._cut(np.sign(gap), z) > budget:  # the L1 projection's dual, nearly
-                        return False
+        if self._fits_locally(group, columns, target, budget):
+            return True
+        verdict = self._fit_verdict(z, group, columns, target, budget)
+        if verdict is not None:
+            return verdict
         least, dual = self._lp(z)
         if least > budget and dual is not None:
             self._cut(dual, z)
         return least <= budget
+
+    def _fits_locally(self, group: npt.NDArray[np.intp], columns: slice, target: FloatMatrix, budget: float) -> bool:
+        """Whether the points of recent fits and the candidate's nearest points (of ``group``, when
+        it is large) hold it, within ``budget``."""
+        with self._lock:
+            recent = list(self._supports)
+        local_size = 2 * (target.size + 1)
+        if group.size <= 3 * local_size:
+            return False
+        distance = np.abs(self.points[group, columns] - target).sum(axis=1)
+        chosen = np.zeros(self.reference_rows, dtype=bool)
+        if recent:
+            chosen[np.concatenate(recent)] = True
+            in_group = np.zeros(self.reference_rows, dtype=bool)
+            in_group[group] = True
+            chosen &= in_group
+        chosen[group[np.argpartition(distance, local_size)[:local_size]]] = True
+        subset = np.flatnonzero(chosen)
+        fit = self._fit(subset, columns, target)
+        if fit is not None and fit[0] <= budget:
+            self._remember_fit(subset, fit[2])
+            return True
+        return False
+
+    def _fit_verdict(
+        self, z: FloatMatrix, group: npt.NDArray[np.intp], columns: slice, target: FloatMatrix, budget: float
+    ) -> bool | None:
+        """The verdict of a fit over all of ``group``: inside, outside (a cut proves it), or None
+        when only the LP can tell."""
+        fit = self._fit(group, columns, target)
+        if fit is None:
+            return None
+        upper, gap, weights = fit
+        if upper <= budget:
+            self._remember_fit(group, weights)
+            return True
+        if self.slack == 0.0:
+            unit = gap / max(float(np.abs(gap).max()), 1e-300)
+            own = float(unit @ target) - float((self.points[group, columns] @ unit).max())
+            if own > budget:  # outside its pattern's hull, which is all the plain hull offers it
+                self._cut(self._pattern_direction(z, unit), z)
+                return False
+            return None
+        if self._cut(gap, z) > budget:
+            return False
+        return self._reweighted_verdict(z, group, columns, target, gap=gap, budget=budget)
+
+    def _reweighted_verdict(
+        self,
+        z: FloatMatrix,
+        group: npt.NDArray[np.intp],
+        columns: slice,
+        target: FloatMatrix,
+        *,
+        gap: FloatMatrix,
+        budget: float,
+    ) -> bool | None:
+        """With a slack the L1 gap counts: reweighted fits approach the L1 projection; None when
+        they decide nothing."""
+        for _ in range(REWEIGHTINGS):
+            fit = self._fit(group, columns, target, 1.0 / np.sqrt(np.maximum(np.abs(gap), 1e-6)))
+            if fit is None:
+                return None
+            upper, gap, weights = fit
+            if upper <= budget:
+                self._remember_fit(group, weights)
+                return True
+            if self._cut(np.sign(gap), z) > budget:  # the L1 projection's dual, nearly
+                return False
+        return None
 
     def _pattern_of(self, z: FloatMatrix) -> tuple[int, ...]:
         """A scaled candidate's category codes (-1 where no category is set)."""

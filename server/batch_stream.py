@@ -5,11 +5,11 @@ other:
 
 * the **reader** (a thread of its own) reads the next instance only while fewer than
   ``batch_max_in_flight`` are unanswered, checks it exactly as Explain does
-  (:meth:`CounterfactualService.check`), waits for a solve slot (an instance queues where a unary
-  call is refused: a batch is a job, not an interactive caller) and starts its solve. While it
-  waits, it reads nothing, so gRPC's flow control holds a fast client back and the stream keeps
-  at most ``batch_max_in_flight`` requests and results in memory;
-* the **solves** run on the service's solver manager, within ``max_concurrent_solves`` and the
+  (:meth:`~counterplan.server.explain_steps.ExplainSteps.check`), waits for a solve slot (an
+  instance queues where a unary call is refused: a batch is a job, not an interactive caller)
+  and starts its solve. While it waits, it reads nothing, so gRPC's flow control holds a fast
+  client back and the stream keeps at most ``batch_max_in_flight`` requests and results in memory;
+* the **solves** run on the server's solver manager, within ``max_concurrent_solves`` and the
   memory budget, sharing their model's calls with every other running solve of that model
   (dynamic batching); each finished job is handed to the out-queue;
 * the **call's own thread** (gRPC's) turns each finished job or refusal into its
@@ -25,6 +25,9 @@ terminates every running solve of the stream; each gives its slot back within on
 On shutdown the reader stops, instances waiting for a slot get UNAVAILABLE, running solves
 answer with their best so far, and the call ends with UNAVAILABLE unless every instance had
 been read (the client resends the rows without a result).
+
+A stream is handed the server's :class:`~counterplan.server.explain_steps.ExplainSteps` and
+:class:`~counterplan.server.admission.Admission`; it knows nothing of the servicer that opens it.
 """
 
 from __future__ import annotations
@@ -35,18 +38,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import structlog
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.admission import Admission, shutting_down
 from counterplan.server.convert import BadRequestError, result_message
+from counterplan.server.explain_steps import ExplainSteps
 from counterplan.server.refusal import Refusal, bad_request, refused
-
-if TYPE_CHECKING:
-    from counterplan.server.service import CounterfactualService
-    from counterplan.solver.manager import SolverJob
+from counterplan.server.request_log import log_request
+from counterplan.server.settings import ServerSettings
+from counterplan.solver.manager import SolverJob
 
 log = structlog.get_logger("counterplan.server")
 
@@ -99,12 +103,15 @@ class BatchStream:
 
     def __init__(
         self,
-        service: CounterfactualService,
+        steps: ExplainSteps,
+        admission: Admission,
+        settings: ServerSettings,
         requests: Iterator[pb.ExplainBatchRequest],
         context: grpc.ServicerContext,
     ) -> None:
-        self._service = service
-        self._settings = service.settings
+        self._steps = steps
+        self._admission = admission
+        self._settings = settings
         self._requests = requests
         self._context = context
         self.stream_id = uuid.uuid4().hex
@@ -127,44 +134,17 @@ class BatchStream:
     def run(self) -> Iterator[pb.ExplainBatchResponse]:
         """The call's responses, one per instance; ends the call with a status when it must."""
         started = time.perf_counter()
-        status = "OK"
+        outcome = {"status": "OK"}
         if not self._context.add_callback(self._call_ended):
             return  # the call is already over
-        if self._service.closing:
+        if self._admission.closing:
             self._closing.set()
         reader = threading.Thread(target=self._reader, name=f"counterplan-batch-{self.stream_id[:8]}", daemon=True)
         reader.start()
-        all_read = False
         try:
-            while True:
-                with self._lock:
-                    if (all_read or self._closing.is_set()) and self._unanswered == 0:
-                        break
-                item = self._out.get()
-                if self._ended.is_set():  # cancelled or past the deadline: no one to answer
-                    status = "CANCELLED"
-                    return
-                if isinstance(item, _ReaderDone):
-                    if item.refusal is not None:
-                        status = item.refusal.code.name
-                        item.refusal.abort(self._context)
-                    all_read = item.all_read
-                elif isinstance(item, _Solved | _Refused):
-                    response = self._answer(item)
-                    yield response
-                    self._sent += 1
-                    with self._lock:
-                        self._unanswered -= 1
-                    self._room.release()
-            if not all_read:  # shutting down: the instances not read are not explained
-                status = "UNAVAILABLE"
-                refused(
-                    grpc.StatusCode.UNAVAILABLE,
-                    f"the server is shutting down after answering {self._sent} instances; instances it had "
-                    "not read were not explained: send those rows to another instance",
-                ).abort(self._context)
+            yield from self._responses(outcome)
         except GeneratorExit:  # the client went away
-            status = "CANCELLED"
+            outcome["status"] = "CANCELLED"
             raise
         finally:
             self._stop()
@@ -175,8 +155,40 @@ class BatchStream:
                 instances=self._read,
                 answered=self._sent,
                 duration_ms=round((time.perf_counter() - started) * 1e3, 2),
-                status=status,
+                status=outcome["status"],
             )
+
+    def _responses(self, outcome: dict[str, str]) -> Iterator[pb.ExplainBatchResponse]:
+        """Each answer as it comes, until every instance read is answered; ``outcome["status"]``
+        says how the call ends (set before the call is ended with it)."""
+        all_read = False
+        while True:
+            with self._lock:
+                if (all_read or self._closing.is_set()) and self._unanswered == 0:
+                    break
+            item = self._out.get()
+            if self._ended.is_set():  # cancelled or past the deadline: no one to answer
+                outcome["status"] = "CANCELLED"
+                return
+            if isinstance(item, _ReaderDone):
+                if item.refusal is not None:
+                    outcome["status"] = item.refusal.code.name
+                    item.refusal.abort(self._context)
+                all_read = item.all_read
+            elif isinstance(item, _Solved | _Refused):
+                response = self._answer(item)
+                yield response
+                self._sent += 1
+                with self._lock:
+                    self._unanswered -= 1
+                self._room.release()
+        if not all_read:  # shutting down: the instances not read are not explained
+            outcome["status"] = "UNAVAILABLE"
+            refused(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the server is shutting down after answering {self._sent} instances; instances it had "
+                "not read were not explained: send those rows to another instance",
+            ).abort(self._context)
 
     def shutdown(self) -> None:
         """The server is stopping: read no more; the running solves answer with their best so far."""
@@ -192,7 +204,7 @@ class BatchStream:
                 outcome["status"] = item.refusal.code.name
                 return pb.ExplainBatchResponse(row_id=row.row_id, error=item.refusal.message())
             try:
-                result = self._service.result_of(item.job, row.request_id)
+                result = self._steps.result_of(item.job, row.request_id)
             except Refusal as refusal:
                 outcome["status"] = refusal.code.name
                 return pb.ExplainBatchResponse(row_id=row.row_id, error=refusal.message())
@@ -201,7 +213,7 @@ class BatchStream:
                 row_id=row.row_id, response=result_message(result, row.request_id, row.model_id)
             )
         finally:
-            self._service.log_request(
+            log_request(
                 "ExplainBatch",
                 row.request_id,
                 row.model_id,
@@ -297,14 +309,14 @@ class BatchStream:
         """Check the instance, wait for a slot and start its solve; puts exactly one outcome."""
         request = message.request
         row = _Row(message.row_id, request.request_id or uuid.uuid4().hex, request.model_id, time.perf_counter())
-        service = self._service
+        admission = self._admission
         try:
-            checked = service.check(request)
-            ticket = service.wait_for_slot(checked.estimate, self._give_up)
+            checked = self._steps.check(request)
+            ticket = admission.wait_for_slot(checked.estimate, self._give_up)
             try:
-                job = service.start(row.request_id, checked.model, checked.request, self._context.time_remaining())
+                job = self._steps.start(row.request_id, checked.model, checked.request, self._context.time_remaining())
             except BaseException:
-                service.release_slot(ticket)
+                admission.release_slot(ticket)
                 raise
         except Refusal as refusal:
             self._out.put(_Refused(row, refusal))
@@ -315,7 +327,7 @@ class BatchStream:
             job.terminate_early()
 
         def solved(_: object) -> None:  # in the solve's thread, as it returns
-            service.release_slot(ticket)
+            admission.release_slot(ticket)
             with self._lock:
                 self._jobs.pop(row.row_id, None)
             self._out.put(_Solved(row, job))
@@ -325,8 +337,8 @@ class BatchStream:
 
     def _give_up(self) -> Refusal | None:
         """Why an instance waiting for a solve slot stops waiting, if it must."""
-        if self._closing.is_set() or self._service.closing:
-            return refused(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
+        if self._closing.is_set() or self._admission.closing:
+            return shutting_down()
         if self._ended.is_set():
             return refused(grpc.StatusCode.CANCELLED, "the call ended before a solve slot came free")
         return None

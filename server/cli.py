@@ -39,127 +39,153 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_explain_parser(commands)
+    tune_command.add_parser(commands)
+    batch_command.add_parser(commands)
+    plan_command.add_parser(commands)
+    _add_serve_parser(commands)
+    return parser
+
+
+def _add_explain_parser(commands: Any) -> None:
+    """``counterplan explain``: its flags in the order ``--help`` shows them."""
     explain = commands.add_parser(
         "explain",
         help="find the smallest actionable change that reaches a goal",
         description="Explain one prediction with a counterfactual. With no arguments: the embedded demo loan model.",
     )
-    explain.add_argument(
+    _add_input_flags(explain)
+    _add_answer_flags(explain)
+    _add_run_flags(explain)
+
+
+def _add_input_flags(parser: argparse.ArgumentParser) -> None:
+    """What to explain: the model, the data and the row, and the goal."""
+    parser.add_argument(
         "--model",
         help="fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), or a "
         "scorecard's points table (.yaml, .json or .csv)",
     )
-    explain.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
-    explain.add_argument("--data", help="CSV of training data: domains and statistics are inferred from it")
-    explain.add_argument("--row", type=int, help="row of --data to explain (0-based)")
-    explain.add_argument("--instance", help="the instance as a JSON object, or @file.json")
-    explain.add_argument("--target", help="label column of --data, left out of the features")
-    explain.add_argument(
+    parser.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    parser.add_argument("--data", help="CSV of training data: domains and statistics are inferred from it")
+    parser.add_argument("--row", type=int, help="row of --data to explain (0-based)")
+    parser.add_argument("--instance", help="the instance as a JSON object, or @file.json")
+    parser.add_argument("--target", help="label column of --data, left out of the features")
+    parser.add_argument(
         "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns never to change"
     )
-    explain.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
-    explain.add_argument(
+    parser.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
+
+
+def _add_answer_flags(parser: argparse.ArgumentParser) -> None:
+    """What counts as an answer: the distance, the engine, the features' rules and the limits."""
+    parser.add_argument(
         "--distance",
         choices=["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"],
         default="auto",
         help="feature distance (default auto: MAD-scaled when the data gives every mutable number a MAD); "
         "scorecard: the scorecard paper's objective, --alpha x WoE proximity + --beta x closeness to the data",
     )
-    explain.add_argument("--alpha", type=float, default=1.0, help="scorecard distance: weight of proximity")
-    explain.add_argument("--beta", type=float, default=1.0, help="scorecard distance: weight of closeness")
-    explain.add_argument(
+    parser.add_argument("--alpha", type=float, default=1.0, help="scorecard distance: weight of proximity")
+    parser.add_argument("--beta", type=float, default=1.0, help="scorecard distance: weight of closeness")
+    parser.add_argument(
         "--engine",
         choices=["local", "exact", "swarm", "auto"],
         help="local search (the default), the exact engine (a proven optimum for linear models and tree "
         "ensembles; needs counterplan[exact]), the particle swarm (MD-PSO, for many features), or auto "
         "(chosen by the model and the number of features; the answer says which and why)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--margin",
         type=float,
         metavar="M",
         help="a class goal is met only M past its threshold (default 0.005: 0.7 means at least 0.705)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--fill-missing",
         action="append",
         default=[],
         metavar="COLUMNS",
         help="comma-separated columns (or 'all') whose missing instance value the search may fill in",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--categorical",
         action="append",
         default=[],
         metavar="COLUMNS",
         help="comma-separated numeric columns that hold category codes (0..k), not quantities",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--precision",
         action="append",
         default=[],
         metavar="NAME=DECIMALS",
         help="decimals of a float's proposed values (default: as the data has them): ratio=2",
     )
-    explain.add_argument(
+    parser.add_argument(
         "-k", "--num-counterfactuals", type=int, default=1, metavar="K", help="return K distinct valid answers"
     )
-    explain.add_argument(
+    parser.add_argument(
         "--monotone",
         action="append",
         default=[],
         metavar="NAME=DIR",
         help="NAME may only increase or decrease (categories along their order): income=increase",
     )
-    explain.add_argument("--cost", action="append", default=[], metavar="NAME=W", help="weight of a change to NAME")
-    explain.add_argument(
+    parser.add_argument("--cost", action="append", default=[], metavar="NAME=W", help="weight of a change to NAME")
+    parser.add_argument(
         "--allowed",
         action="append",
         default=[],
         metavar="NAME=V1,V2,...",
         help="a number may only change to these values: loan_amount=10000,20000,30000",
     )
-    explain.add_argument("--max-changes", type=int, metavar="N", help="change at most N features")
-    explain.add_argument(
+    parser.add_argument("--max-changes", type=int, metavar="N", help="change at most N features")
+    parser.add_argument(
         "--change-penalty",
         type=float,
         default=0.0,
         metavar="P",
         help="add P (in distance units) per changed feature: larger P, fewer changes (default 0)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--plausible", action="store_true", help="only answers near real rows of the desired class (needs data)"
     )
-    explain.add_argument(
+    parser.add_argument(
         "--trust-region",
         action="store_true",
         help="answers in the convex hull of the data's rows with the target outcome (needs --target)",
     )
-    explain.add_argument("--trust-nearest", type=int, metavar="K", help="trust region: only the K rows nearest the row")
-    explain.add_argument(
+    parser.add_argument("--trust-nearest", type=int, metavar="K", help="trust region: only the K rows nearest the row")
+    parser.add_argument(
         "--trust-slack",
         type=float,
         metavar="S",
         help="trust region: allowed L1 distance outside the hull (range-scaled)",
     )
-    explain.add_argument("--config", help="solver configuration file (YAML or JSON)")
-    explain.add_argument("--seed", type=int, help="random seed (default: the config's)")
-    explain.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
-    explain.add_argument(
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """How the search runs and reports, in-process or on a server."""
+    parser.add_argument("--config", help="solver configuration file (YAML or JSON)")
+    parser.add_argument("--seed", type=int, help="random seed (default: the config's)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
+    parser.add_argument(
         "--threads",
         type=int,
         metavar="N",
         help="native (OpenMP/BLAS) threads per model call (default 1: the search already batches)",
     )
-    explain.add_argument("--json", action="store_true", help="print the result as JSON")
-    explain.add_argument("--no-progress", action="store_true", help="no live best-score display")
-    explain.add_argument("--server", metavar="HOST:PORT", help="explain on a counterplan server instead of in-process")
-    explain.add_argument("--model-id", default="loan-demo", help="with --server: the served model's id")
-    explain.add_argument("--token", help="with --server: bearer token")
-    explain.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
-    tune_command.add_parser(commands)
-    batch_command.add_parser(commands)
-    plan_command.add_parser(commands)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no live best-score display")
+    parser.add_argument("--server", metavar="HOST:PORT", help="explain on a counterplan server instead of in-process")
+    parser.add_argument("--model-id", default="loan-demo", help="with --server: the served model's id")
+    parser.add_argument("--token", help="with --server: bearer token")
+    parser.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
+
+
+def _add_serve_parser(commands: Any) -> None:
+    """``counterplan serve``: each flag overrides a ``COUNTERPLAN_*`` setting."""
     serve = commands.add_parser(
         "serve",
         help="run the gRPC service",
@@ -191,7 +217,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
     serve.add_argument("--max-plan-population", type=int, help="a Plan request's population at most (default 2000)")
     serve.add_argument("--max-plan-generations", type=int, help="a Plan request's generations at most (default 1000)")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -121,41 +121,14 @@ class CheckedRequest:
 
 
 def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_features: int) -> CheckedRequest:
-    """Check every field of ``request`` against ``model``; raise :class:`BadRequestError`."""
+    """Check every field of ``request`` against ``model``; raise :class:`BadRequestError`.
+
+    Every bad field is named, in the order the fields are checked here."""
     violations: list[Violation] = []
     if len(request.instance) > max_features:
         violations.append(("instance", f"{len(request.instance)} features; at most {max_features} allowed"))
-    overrides: dict[str, dict[str, Any]] = {}
-    for i, override in enumerate(request.overrides):
-        field = f"overrides[{i}]"
-        spec = model.feature(override.name)
-        if spec is None:
-            violations.append((f"{field}.name", f"unknown feature {override.name!r}"))
-            continue
-        if override.name in overrides:
-            violations.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
-            continue
-        overrides[override.name] = _override(override, spec, field, violations)
-    features: list[AnyFeature] = []
-    for name in request.instance:
-        if model.feature(name) is None:
-            violations.append((f"instance[{name}]", "unknown feature"))
-    for spec in model.features:
-        field = f"instance[{spec.name}]"
-        if spec.name not in request.instance:
-            violations.append((field, "missing: every model feature needs a value"))
-            continue
-        value = _value(request.instance[spec.name], spec, field, violations)
-        if value is None:
-            continue
-        if value is _MISSING:
-            value = None
-        try:
-            features.append(model.build_feature(spec, value, overrides.get(spec.name, {})))
-        except InvalidInputError as exc:
-            where = "overrides" if spec.name in overrides and "domain" in exc.problem else "instance"
-            target = f"{where}[{spec.name}]" if where == "instance" else f"overrides.{spec.name}"
-            violations.append((target, exc.problem))
+    overrides = _overrides(request, model, violations)
+    features = _features(request, model, overrides, violations)
     goals = _goals(request, model.outputs, violations)
     if not request.goals and len(features) == len(model.features):
         goals = _default_goals(model, features, violations)
@@ -164,42 +137,15 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     engine = _ENGINE_CHOICES.get(request.solver.engine_choice, "")
     if engine == "":
         violations.append(("solver.engine_choice", f"unknown value {request.solver.engine_choice}"))
-    metric = _METRICS.get(request.distance_metric)
-    if metric is None:
-        violations.append(("distance_metric", f"unknown value {request.distance_metric}"))
-        metric = "auto"
-    weights = {"alpha": 1.0, "beta": 1.0}
-    for name in weights:
-        if request.HasField(f"scorecard_{name}"):
-            weight = getattr(request, f"scorecard_{name}")
-            if metric != "scorecard":
-                violations.append((f"scorecard_{name}", "only with distance_metric DISTANCE_METRIC_SCORECARD"))
-            elif not (math.isfinite(weight) and 0.0 <= weight <= 1e6):
-                violations.append((f"scorecard_{name}", f"must be a number from 0 to 1e6, given {weight}"))
-            else:
-                weights[name] = weight
-    if metric == "scorecard" and not model.scorecard:
-        violations.append(("distance_metric", f"model {model.id!r} is not a scorecard"))
-    elif metric not in ("auto", "range_l1", "scorecard"):
-        numeric = [f.name for f in model.features if f.kind in ("integer", "float") and not f.immutable]
-        stat = "mad" if metric == "mad_l1" else "std"
-        missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
-        if missing:
-            violations.append(("distance_metric", f"the model has no {stat} statistics for {missing}"))
+    metric, weights = _metric(request, model, violations)
     k = request.num_counterfactuals or 1
     if not 1 <= k <= MAX_COUNTERFACTUALS:
         violations.append(("num_counterfactuals", f"must be 1 to {MAX_COUNTERFACTUALS}, given {k}"))
     limit = request.max_changed_features if request.HasField("max_changed_features") else None
     if limit is not None and limit < 1:
         violations.append(("max_changed_features", f"must be at least 1, given {limit}"))
-    penalty = request.change_penalty if request.HasField("change_penalty") else 0.0
-    if not (math.isfinite(penalty) and 0.0 <= penalty <= MAX_CHANGE_PENALTY):
-        violations.append(("change_penalty", f"must be a number from 0 to {MAX_CHANGE_PENALTY:g}, given {penalty}"))
-        penalty = 0.0
-    if request.plausible and model.reference is None:
-        violations.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
-    if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
-        violations.append(("plausible", "needs a class goal"))
+    penalty = _change_penalty(request, violations)
+    _check_plausible(request, model, goals, violations)
     region = _trust_region(request, model, violations)
     if not violations:
         try:
@@ -220,6 +166,103 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
         engine=engine or None,
         trust_region=region,
     )
+
+
+def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> dict[str, dict[str, Any]]:
+    """The feature overrides, per feature name, each checked against the model's feature."""
+    overrides: dict[str, dict[str, Any]] = {}
+    for i, override in enumerate(request.overrides):
+        field = f"overrides[{i}]"
+        spec = model.feature(override.name)
+        if spec is None:
+            out.append((f"{field}.name", f"unknown feature {override.name!r}"))
+            continue
+        if override.name in overrides:
+            out.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
+            continue
+        overrides[override.name] = _override(override, spec, field, out)
+    return overrides
+
+
+def _features(
+    request: pb.ExplainRequest,
+    model: RegisteredModel,
+    overrides: dict[str, dict[str, Any]],
+    out: list[Violation],
+) -> list[AnyFeature]:
+    """The instance's features, in the model's order: every model feature needs a value, and
+    every value a model feature."""
+    features: list[AnyFeature] = []
+    for name in request.instance:
+        if model.feature(name) is None:
+            out.append((f"instance[{name}]", "unknown feature"))
+    for spec in model.features:
+        field = f"instance[{spec.name}]"
+        if spec.name not in request.instance:
+            out.append((field, "missing: every model feature needs a value"))
+            continue
+        value = _value(request.instance[spec.name], spec, field, out)
+        if value is None:
+            continue
+        if value is _MISSING:
+            value = None
+        try:
+            features.append(model.build_feature(spec, value, overrides.get(spec.name, {})))
+        except InvalidInputError as exc:
+            where = "overrides" if spec.name in overrides and "domain" in exc.problem else "instance"
+            target = f"{where}[{spec.name}]" if where == "instance" else f"overrides.{spec.name}"
+            out.append((target, exc.problem))
+    return features
+
+
+def _metric(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> tuple[str, dict[str, float]]:
+    """The distance metric and the scorecard distance's weights (``alpha``, ``beta``), checked
+    against what the model offers (a scorecard, the statistics a metric scales by)."""
+    metric = _METRICS.get(request.distance_metric)
+    if metric is None:
+        out.append(("distance_metric", f"unknown value {request.distance_metric}"))
+        metric = "auto"
+    weights = {"alpha": 1.0, "beta": 1.0}
+    for name in weights:
+        if request.HasField(f"scorecard_{name}"):
+            weight = getattr(request, f"scorecard_{name}")
+            if metric != "scorecard":
+                out.append((f"scorecard_{name}", "only with distance_metric DISTANCE_METRIC_SCORECARD"))
+            elif not (math.isfinite(weight) and 0.0 <= weight <= 1e6):
+                out.append((f"scorecard_{name}", f"must be a number from 0 to 1e6, given {weight}"))
+            else:
+                weights[name] = weight
+    if metric == "scorecard" and not model.scorecard:
+        out.append(("distance_metric", f"model {model.id!r} is not a scorecard"))
+    elif metric not in ("auto", "range_l1", "scorecard"):
+        numeric = [f.name for f in model.features if f.kind in ("integer", "float") and not f.immutable]
+        stat = "mad" if metric == "mad_l1" else "std"
+        missing = [n for n in numeric if getattr(model.statistics.get(n), stat, None) is None]
+        if missing:
+            out.append(("distance_metric", f"the model has no {stat} statistics for {missing}"))
+    return metric, weights
+
+
+def _change_penalty(request: pb.ExplainRequest, out: list[Violation]) -> float:
+    """The distance added per changed feature (0 when not given, or when out of range)."""
+    penalty = request.change_penalty if request.HasField("change_penalty") else 0.0
+    if not (math.isfinite(penalty) and 0.0 <= penalty <= MAX_CHANGE_PENALTY):
+        out.append(("change_penalty", f"must be a number from 0 to {MAX_CHANGE_PENALTY:g}, given {penalty}"))
+        penalty = 0.0
+    return penalty
+
+
+def _check_plausible(
+    request: pb.ExplainRequest,
+    model: RegisteredModel,
+    goals: list[ClassGoal | ValueGoal | RangeGoal],
+    out: list[Violation],
+) -> None:
+    """Plausibility needs the model's training data and a class goal."""
+    if request.plausible and model.reference is None:
+        out.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
+    if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
+        out.append(("plausible", "needs a class goal"))
 
 
 def _trust_region(
@@ -249,14 +292,34 @@ def _trust_region(
 
 
 def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
+    """The fields an override replaces, each checked against the feature (in this order)."""
     result: dict[str, Any] = {}
     if override.HasField("constrained"):
         result["constrained"] = override.constrained
     if override.monotone:
-        if override.monotone not in _MONOTONE:
-            out.append((f"{field}.monotone", f"unknown value {override.monotone}"))
-        else:
-            result["monotone"] = _MONOTONE[override.monotone]
+        result |= _monotone(override.monotone, field, out)
+    result |= _allowed_values(override, spec, field, out)
+    if override.HasField("precision"):
+        result |= _precision(override.precision, spec, field, out)
+    if override.HasField("fill_missing"):
+        result["fill_missing"] = override.fill_missing
+    if override.HasField("cost"):
+        result |= _cost(override.cost, field, out)
+    if override.HasField("domain"):
+        result |= _domain(override.domain, spec, field, out)
+    return result
+
+
+def _monotone(monotone: pb.Monotone, field: str, out: list[Violation]) -> dict[str, Any]:
+    if monotone not in _MONOTONE:
+        out.append((f"{field}.monotone", f"unknown value {monotone}"))
+        return {}
+    return {"monotone": _MONOTONE[monotone]}
+
+
+def _allowed_values(
+    override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]
+) -> dict[str, Any]:
     if len(override.allowed_values) > MAX_ALLOWED_VALUES:
         count = len(override.allowed_values)
         out.append((f"{field}.allowed_values", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
@@ -264,46 +327,62 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
         if spec.kind not in ("integer", "float"):
             out.append((f"{field}.allowed_values", f"feature {spec.name!r} is not numeric"))
         else:
-            result["allowed"] = tuple(override.allowed_values)
-    if override.HasField("precision"):
-        if spec.kind != "float":
-            out.append((f"{field}.precision", f"feature {spec.name!r} is {spec.kind}; only floats have a precision"))
-        elif not -9 <= override.precision <= 12:
-            out.append((f"{field}.precision", f"must be -9 to 12 decimals, given {override.precision}"))
-        else:
-            result["precision"] = override.precision
-    if override.HasField("fill_missing"):
-        result["fill_missing"] = override.fill_missing
-    if override.HasField("cost"):
-        if not (math.isfinite(override.cost) and override.cost > 0):
-            out.append((f"{field}.cost", f"must be above 0, given {override.cost}"))
-        else:
-            result["cost"] = override.cost
-    if not override.HasField("domain"):
-        return result
-    domain = override.domain
-    if spec.kind in ("integer", "float"):
-        if domain.categories:
-            out.append((f"{field}.domain.categories", f"feature {spec.name!r} is numeric"))
-        if domain.HasField("low") != domain.HasField("high"):
-            out.append((f"{field}.domain", "give both low and high"))
-        elif domain.HasField("low"):
-            if not (math.isfinite(domain.low) and math.isfinite(domain.high)):
-                out.append((f"{field}.domain", "bounds must be finite"))
-            elif domain.low > domain.high:
-                out.append((f"{field}.domain", f"empty domain: low {domain.low} > high {domain.high}"))
-            else:
-                result["low"], result["high"] = domain.low, domain.high
-    elif spec.kind == "categorical":
-        if domain.HasField("low") or domain.HasField("high"):
-            out.append((f"{field}.domain", f"feature {spec.name!r} is categorical: give categories"))
-        if domain.categories:
-            result["categories"] = list(domain.categories)
-        elif not domain.HasField("low"):
-            out.append((f"{field}.domain.categories", "empty domain: give at least one category"))
+            return {"allowed": tuple(override.allowed_values)}
+    return {}
+
+
+def _precision(precision: int, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
+    if spec.kind != "float":
+        out.append((f"{field}.precision", f"feature {spec.name!r} is {spec.kind}; only floats have a precision"))
+    elif not -9 <= precision <= 12:
+        out.append((f"{field}.precision", f"must be -9 to 12 decimals, given {precision}"))
     else:
-        out.append((f"{field}.domain", f"feature {spec.name!r} is boolean: its domain is fixed"))
-    return result
+        return {"precision": precision}
+    return {}
+
+
+def _cost(cost: float, field: str, out: list[Violation]) -> dict[str, Any]:
+    if not (math.isfinite(cost) and cost > 0):
+        out.append((f"{field}.cost", f"must be above 0, given {cost}"))
+        return {}
+    return {"cost": cost}
+
+
+def _domain(domain: pb.FeatureDomain, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
+    """A replaced domain: bounds for a number, categories for a category; a boolean's is fixed."""
+    if spec.kind in ("integer", "float"):
+        return _numeric_domain(domain, spec, field, out)
+    if spec.kind == "categorical":
+        return _categorical_domain(domain, spec, field, out)
+    out.append((f"{field}.domain", f"feature {spec.name!r} is boolean: its domain is fixed"))
+    return {}
+
+
+def _numeric_domain(domain: pb.FeatureDomain, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
+    if domain.categories:
+        out.append((f"{field}.domain.categories", f"feature {spec.name!r} is numeric"))
+    if domain.HasField("low") != domain.HasField("high"):
+        out.append((f"{field}.domain", "give both low and high"))
+    elif domain.HasField("low"):
+        if not (math.isfinite(domain.low) and math.isfinite(domain.high)):
+            out.append((f"{field}.domain", "bounds must be finite"))
+        elif domain.low > domain.high:
+            out.append((f"{field}.domain", f"empty domain: low {domain.low} > high {domain.high}"))
+        else:
+            return {"low": domain.low, "high": domain.high}
+    return {}
+
+
+def _categorical_domain(
+    domain: pb.FeatureDomain, spec: FeatureSpec, field: str, out: list[Violation]
+) -> dict[str, Any]:
+    if domain.HasField("low") or domain.HasField("high"):
+        out.append((f"{field}.domain", f"feature {spec.name!r} is categorical: give categories"))
+    if domain.categories:
+        return {"categories": list(domain.categories)}
+    if not domain.HasField("low"):
+        out.append((f"{field}.domain.categories", "empty domain: give at least one category"))
+    return {}
 
 
 def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Violation]) -> Any:
@@ -316,18 +395,8 @@ def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Viol
         if not raw:
             out.append((field, "missing must be true when set"))
         return _MISSING
-    if spec.kind == "float" and kind in ("number_value", "integer_value"):
-        if not math.isfinite(raw):
-            out.append((field, f"must be finite, given {raw}"))
-            return None
-        return float(raw)
-    if spec.kind == "integer" and kind in ("integer_value", "number_value"):
-        if kind == "number_value" and not (math.isfinite(raw) and float(raw).is_integer()):
-            if spec.stored_as_float and math.isfinite(raw):
-                return float(raw)  # an imputed mean in a whole-number column: kept, as locally
-            out.append((field, f"integer feature given {raw}"))
-            return None
-        return int(raw)
+    if spec.kind in ("float", "integer") and kind in ("number_value", "integer_value"):
+        return _number(raw, kind, spec, field, out)
     if spec.kind == "categorical" and kind == "category_value":
         return raw
     if spec.kind == "boolean" and kind == "bool_value":
@@ -342,6 +411,21 @@ def _value(value: pb.FeatureValue, spec: FeatureSpec, field: str, out: list[Viol
         (field, f"wrong type: feature {spec.name!r} is {spec.kind}, expects {expected[spec.kind]}, given {kind}")
     )
     return None
+
+
+def _number(raw: Any, kind: str, spec: FeatureSpec, field: str, out: list[Violation]) -> Any:
+    """A number for a float or integer feature (None, with the violation, when it is none)."""
+    if spec.kind == "float":
+        if not math.isfinite(raw):
+            out.append((field, f"must be finite, given {raw}"))
+            return None
+        return float(raw)
+    if kind == "number_value" and not (math.isfinite(raw) and float(raw).is_integer()):
+        if spec.stored_as_float and math.isfinite(raw):
+            return float(raw)  # an imputed mean in a whole-number column: kept, as locally
+        out.append((field, f"integer feature given {raw}"))
+        return None
+    return int(raw)
 
 
 def _goals(
@@ -419,39 +503,49 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
         except ConfigError as exc:
             out.append((f"solver.config_json.{exc.field}", exc.problem))
     if spec.engine:
-        acceptor = _ENGINES.get(spec.engine)
-        if acceptor is None:
-            out.append(("solver.engine", f"unknown engine {spec.engine}"))
-        else:
-            config = with_acceptor(config, acceptor())
+        config = _with_acceptor(config, spec.engine, out)
     if spec.HasField("termination"):
-        t = spec.termination
-        limits: dict[str, Any] = {}
-        for name in (
-            "spent_limit_seconds",
-            "unimproved_spent_limit_seconds",
-            "step_count_limit",
-            "unimproved_step_count_limit",
-            "score_calculation_count_limit",
-        ):
-            if t.HasField(name):
-                value = getattr(t, name)
-                if not value > 0:
-                    out.append((f"solver.termination.{name}", f"must be above 0, given {value}"))
-                else:
-                    limits[name] = value
-        if t.best_score_limit:
-            limits["best_score_limit"] = t.best_score_limit
-        try:
-            extra = TerminationConfig(**limits)
-            config = config.model_copy(update={"termination": TerminationConfig(children=(config.termination, extra))})
-        except ConfigError as exc:
-            out.append((f"solver.termination.{exc.field}", exc.problem))
+        config = _with_termination(config, spec.termination, out)
     seed = spec.seed if spec.HasField("seed") else None
     if seed is not None and not 0 <= seed <= MAX_SEED:
         out.append(("solver.seed", f"must be 0 to {MAX_SEED}, given {seed}"))
         seed = None
     return config, seed
+
+
+def _with_acceptor(config: SolverConfig, engine: pb.Engine, out: list[Violation]) -> SolverConfig:
+    """``config`` with the acceptor the request's ``engine`` names in every local search phase."""
+    acceptor = _ENGINES.get(engine)
+    if acceptor is None:
+        out.append(("solver.engine", f"unknown engine {engine}"))
+        return config
+    return with_acceptor(config, acceptor())
+
+
+def _with_termination(config: SolverConfig, t: pb.Termination, out: list[Violation]) -> SolverConfig:
+    """``config`` ended also by the request's limits (whichever comes first)."""
+    limits: dict[str, Any] = {}
+    for name in (
+        "spent_limit_seconds",
+        "unimproved_spent_limit_seconds",
+        "step_count_limit",
+        "unimproved_step_count_limit",
+        "score_calculation_count_limit",
+    ):
+        if t.HasField(name):
+            value = getattr(t, name)
+            if not value > 0:
+                out.append((f"solver.termination.{name}", f"must be above 0, given {value}"))
+            else:
+                limits[name] = value
+    if t.best_score_limit:
+        limits["best_score_limit"] = t.best_score_limit
+    try:
+        extra = TerminationConfig(**limits)
+        config = config.model_copy(update={"termination": TerminationConfig(children=(config.termination, extra))})
+    except ConfigError as exc:
+        out.append((f"solver.termination.{exc.field}", exc.problem))
+    return config
 
 
 def value_message(value: Any) -> pb.FeatureValue:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError
@@ -34,27 +35,32 @@ def feature_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             raise UsageError(f"--monotone {text!r}: expected NAME=increase or NAME=decrease")
         overrides.setdefault(name.strip(), {})["monotone"] = direction
     for text in args.cost:
-        name, _, weight = text.partition("=")
-        try:
-            overrides.setdefault(name.strip(), {})["cost"] = float(weight)
-        except ValueError:
-            raise UsageError(f"--cost {text!r}: expected NAME=WEIGHT") from None
+        name, weight = _named_value(text, float, f"--cost {text!r}: expected NAME=WEIGHT")
+        overrides.setdefault(name, {})["cost"] = weight
     for item in args.categorical:
         for name in (n.strip() for n in item.split(",") if n.strip()):
             overrides.setdefault(name, {})["kind"] = "categorical"
     for text in args.precision:
-        name, _, decimals = text.partition("=")
-        try:
-            overrides.setdefault(name.strip(), {})["precision"] = int(decimals)
-        except ValueError:
-            raise UsageError(f"--precision {text!r}: expected NAME=DECIMALS, a whole number") from None
+        name, decimals = _named_value(text, int, f"--precision {text!r}: expected NAME=DECIMALS, a whole number")
+        overrides.setdefault(name, {})["precision"] = decimals
     for text in args.allowed:
-        name, _, values = text.partition("=")
-        try:
-            overrides.setdefault(name.strip(), {})["allowed"] = tuple(float(v) for v in values.split(",") if v.strip())
-        except ValueError:
-            raise UsageError(f"--allowed {text!r}: expected NAME=V1,V2,...") from None
+        name, values = _named_value(text, _numbers, f"--allowed {text!r}: expected NAME=V1,V2,...")
+        overrides.setdefault(name, {})["allowed"] = values
     return overrides
+
+
+def _named_value(text: str, parse: Callable[[str], Any], usage: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` as the name and the parsed value; ``usage`` when the value does not parse."""
+    name, _, value = text.partition("=")
+    try:
+        return name.strip(), parse(value)
+    except ValueError:
+        raise UsageError(usage) from None
+
+
+def _numbers(text: str) -> tuple[float, ...]:
+    """Comma-separated numbers (empty items skipped)."""
+    return tuple(float(v) for v in text.split(",") if v.strip())
 
 
 def fill_missing_columns(args: argparse.Namespace) -> list[str] | bool:

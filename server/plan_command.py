@@ -1,7 +1,7 @@
 """``counterplan plan``: the Pareto front of action plans for one row, as a table and numbered steps.
 
 The actions come from a YAML (or JSON) file read within the configuration reader's limits
-(``counterplan.solver.core.safe_yaml``) and checked against the row's features
+(``counterplan.planning.safe_yaml``) and checked against the row's features
 (:class:`counterplan.planning.actions.ActionSet`); a bad action is refused naming its field, before any search.
 """
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
     from counterplan.planning.actions import ActionSet  # noqa: PLC0415
-    from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
 
     if args.actions is None:
         if not demo:
@@ -170,11 +170,9 @@ def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
 def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Exception]) -> Any:
     """Send the plan to ``--server`` (streaming, with a live line on a terminal); the result as a local one."""
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
-    from rich.console import Console  # noqa: PLC0415
 
     from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
     from counterplan.server.client import CounterplanClient  # noqa: PLC0415
-    from counterplan.server.loading import load_instance  # noqa: PLC0415
     from counterplan.server.plan_convert import plan_result  # noqa: PLC0415
     from counterplan.server.remote import goal_message  # noqa: PLC0415
 
@@ -183,14 +181,7 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     if given:
         raise usage(f"{', '.join(given)}: with --server, the model and its data are the server's: use --model-id")
     demo = args.model_id == DEMO_ID
-    if args.instance is not None:
-        instance = load_instance(args.instance)
-    elif demo:
-        from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
-
-        instance = rejected_applicant()
-    else:
-        raise usage(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
+    instance = _remote_instance(args, demo, usage)
     request = CounterplanClient.plan_request(
         args.model_id,
         instance,
@@ -203,20 +194,8 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     )
     if config.time_limit_seconds is not None:
         request.search.time_limit_seconds = config.time_limit_seconds
-    err = Console(stderr=True)
-    live = not args.json and err.is_terminal
     try:
-        with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
-            final = None
-            with err.status("planning...") if live else contextlib.nullcontext() as status:
-                for message in client.plan_stream(request, timeout=None):
-                    if message.HasField("result"):
-                        final = message.result
-                    elif status is not None and message.front:
-                        status.update(
-                            f"generation {message.generation}: {message.front_size} plans, "
-                            f"cheapest {message.front[0].cost:.2f}"
-                        )
+        final = _streamed_result(args, request)
     except grpc.RpcError as exc:
         text = f"server said {exc.code().name}: {exc.details()}"
         if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
@@ -225,6 +204,43 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     if final is None:
         raise CounterplanError("the server ended the stream without a result")
     return plan_result(final)
+
+
+def _remote_instance(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> dict[str, Any]:
+    """``--instance``, or the demo's rejected applicant when the served model is the demo's."""
+    from counterplan.server.loading import load_instance  # noqa: PLC0415
+
+    if args.instance is not None:
+        return load_instance(args.instance)
+    if demo:
+        from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
+
+        return rejected_applicant()
+    raise usage(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
+
+
+def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
+    """The server's final ``PlanResponse`` for ``request`` (None if the stream ended without one),
+    each changed front shown on a live line when stderr is a terminal."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
+
+    err = Console(stderr=True)
+    live = not args.json and err.is_terminal
+    final = None
+    with (
+        CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client,
+        err.status("planning...") if live else contextlib.nullcontext() as status,
+    ):
+        for message in client.plan_stream(request, timeout=None):
+            if message.HasField("result"):
+                final = message.result
+            elif status is not None and message.front:
+                status.update(
+                    f"generation {message.generation}: {message.front_size} plans, cheapest {message.front[0].cost:.2f}"
+                )
+    return final
 
 
 def _print(result: Any) -> None:

@@ -7,6 +7,9 @@ server's maximum solve time and the client's deadline, and stopped early when th
 away or the server shuts down; then it answers with the front found so far. The search is
 deterministic by seed, so only those limits can change an answer. Its model calls are its own
 (one per generation), not shared with running solves by dynamic batching.
+
+:class:`PlanCalls` is handed the server's :class:`~counterplan.server.admission.Admission` (the
+same one Explain uses); it knows nothing of the servicer that composes it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import structlog
@@ -28,21 +31,19 @@ from counterplan.planning.errors import InvalidInputError, ModelAdapterError, Mo
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.admission import MB, Admission, shutting_down
 from counterplan.server.convert import BadRequestError
 from counterplan.server.plan_convert import check_plan_request, final_front, front_message, plan_message
 from counterplan.server.refusal import Refusal, bad_request, refused
-from counterplan.server.registry import RegisteredModel
+from counterplan.server.registry import ModelRegistry, RegisteredModel
+from counterplan.server.request_log import log_request
+from counterplan.server.settings import ServerSettings
 from counterplan.server.throttle import throttled
 from counterplan.solver.plans.planner import PlanResult, plan
 from counterplan.solver.plans.search import PlanConfig
 
-if TYPE_CHECKING:
-    from counterplan.server.service import CounterfactualService
-
 log = structlog.get_logger("counterplan.server")
 
-_MIN_SECONDS = 0.01
-_MB = 1024 * 1024
 _MESSAGE_HEADROOM = 64 * 1024
 """Room left in the largest message for a stream message's own fields around the result."""
 
@@ -51,7 +52,7 @@ _MESSAGE_HEADROOM = 64 * 1024
 class PlanJob:
     """One admitted plan search: its problem, actions, settings, solve slot and stop switch."""
 
-    service: CounterfactualService
+    admission: Admission
     request_id: str
     model: RegisteredModel
     problem: CounterfactualProblem
@@ -61,6 +62,7 @@ class PlanJob:
     ticket: int
     stop: threading.Event
     max_plans: int
+    max_message_bytes: int
 
     def run(self, on_generation: Callable[[int, FloatMatrix], None] | None = None) -> PlanResult:
         """Search; a failure becomes a :class:`Refusal` that says honestly why (a model's own
@@ -96,138 +98,159 @@ class PlanJob:
             self.model.id,
             list(self.problem.space.names),
             max_plans=self.max_plans,
-            max_bytes=self.service.settings.max_message_bytes - _MESSAGE_HEADROOM,
+            max_bytes=self.max_message_bytes - _MESSAGE_HEADROOM,
         )
 
     def close(self) -> None:
         """Give the solve slot back and forget the stop switch."""
-        self.service.forget_plan(self.stop)
-        self.service.release_slot(self.ticket)
+        self.admission.drop_stop_switch(self.stop)
+        self.admission.release_slot(self.ticket)
 
 
-def begin(
-    service: CounterfactualService, request: pb.PlanRequest, request_id: str, time_remaining: float | None
-) -> PlanJob:
-    """Check and admit ``request``; raise :class:`Refusal`. The caller closes the job."""
-    settings = service.settings
-    if importlib.util.find_spec("pymoo") is None:
-        raise refused(grpc.StatusCode.UNIMPLEMENTED, "plans need counterplan[plans] (pymoo) on the server")
-    if not request.model_id:
-        raise bad_request(BadRequestError([("model_id", "required")]))
-    model = service.registry.get(request.model_id)
-    if model is None:
-        raise refused(grpc.StatusCode.NOT_FOUND, f"no model {request.model_id!r}; see ListModels")
-    try:
-        checked = check_plan_request(
-            request, model, settings.max_features, settings.max_plan_population, settings.max_plan_generations
-        )
-    except BadRequestError as exc:
-        raise bad_request(exc) from None
-    if service.closing:
-        raise refused(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
-    estimate = checked.estimate_bytes()
-    if estimate > settings.max_solve_memory_mb * _MB:
-        raise bad_request(
-            BadRequestError(
-                [
-                    (
-                        "search.population",
-                        f"the search would need about {estimate // _MB:,} MB; the server allows "
-                        f"{settings.max_solve_memory_mb:,} MB: lower the population or the actions",
-                    )
-                ]
-            )
-        )
-    limit = settings.max_solve_seconds
-    if time_remaining is not None:
-        limit = min(limit, time_remaining * 0.9 - 0.05)
-    if limit < _MIN_SECONDS:
-        raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline leaves no time to plan")
-    given = checked.config.time_limit_seconds
-    config = checked.config.model_copy(
-        update={
-            "time_limit_seconds": limit if given is None else min(given, limit),
-            "model_threads": settings.threads_for(None),
-        }
-    )
-    plain = checked.request
-    try:
-        problem = model.problem(plain.features, plain.goals, plain.distance, plain.max_changed_features)
-        actions, graph = checked.actions.compile(problem.space)
-    except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
-        raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
-    ticket = service.take_slot(estimate)
-    stop = service.remember_plan()
-    return PlanJob(service, request_id, model, problem, actions, graph, config, ticket, stop, checked.max_plans)
+class PlanCalls:
+    """``Plan`` and ``PlanStream`` for the registry's models, admitted by ``admission``."""
 
+    def __init__(self, registry: ModelRegistry, settings: ServerSettings, admission: Admission) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.admission = admission
 
-def plan_call(
-    service: CounterfactualService, request: pb.PlanRequest, context: grpc.ServicerContext
-) -> pb.PlanResponse:
-    """``Plan``: search, then the whole result."""
-    request_id = request.request_id or uuid.uuid4().hex
-    started = time.perf_counter()
-    outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
-    try:
-        job = _begin_or_abort(service, request, request_id, context, outcome)
+    def begin(self, request: pb.PlanRequest, request_id: str, time_remaining: float | None) -> PlanJob:
+        """Check and admit ``request``; raise :class:`Refusal`. The caller closes the job."""
+        settings = self.settings
+        if importlib.util.find_spec("pymoo") is None:
+            raise refused(grpc.StatusCode.UNIMPLEMENTED, "plans need counterplan[plans] (pymoo) on the server")
+        if not request.model_id:
+            raise bad_request(BadRequestError([("model_id", "required")]))
+        model = self.registry.get(request.model_id)
+        if model is None:
+            raise refused(grpc.StatusCode.NOT_FOUND, f"no model {request.model_id!r}; see ListModels")
         try:
-            context.add_callback(job.stop.set)  # the call ended (cancelled, deadline)
-            result = job.run()
+            checked = check_plan_request(
+                request, model, settings.max_features, settings.max_plan_population, settings.max_plan_generations
+            )
+        except BadRequestError as exc:
+            raise bad_request(exc) from None
+        if self.admission.closing:
+            raise shutting_down()
+        estimate = checked.estimate_bytes()
+        if estimate > settings.max_solve_memory_mb * MB:
+            raise bad_request(
+                BadRequestError(
+                    [
+                        (
+                            "search.population",
+                            f"the search would need about {estimate // MB:,} MB; the server allows "
+                            f"{settings.max_solve_memory_mb:,} MB: lower the population or the actions",
+                        )
+                    ]
+                )
+            )
+        limit = self.admission.time_limit(time_remaining, "plan")
+        given = checked.config.time_limit_seconds
+        config = checked.config.model_copy(
+            update={
+                "time_limit_seconds": limit if given is None else min(given, limit),
+                "model_threads": settings.threads_for(None),
+            }
+        )
+        plain = checked.request
+        try:
+            problem = model.problem(plain.features, plain.goals, plain.distance, plain.max_changed_features)
+            actions, graph = checked.actions.compile(problem.space)
+        except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
+            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        ticket = self.admission.take_slot(estimate)
+        stop = self.admission.stop_switch()
+        return PlanJob(
+            self.admission,
+            request_id,
+            model,
+            problem,
+            actions,
+            graph,
+            config,
+            ticket,
+            stop,
+            checked.max_plans,
+            settings.max_message_bytes,
+        )
+
+    def plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
+        """``Plan``: search, then the whole result."""
+        request_id = request.request_id or uuid.uuid4().hex
+        started = time.perf_counter()
+        outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
+        try:
+            job = self._begin_or_abort(request, request_id, context, outcome)
+            try:
+                context.add_callback(job.stop.set)  # the call ended (cancelled, deadline)
+                result = job.run()
+            except Refusal as refusal:
+                outcome["status"] = refusal.code.name
+                refusal.abort(context)
+            finally:
+                job.close()
+            outcome["score"] = _summary(result)
+            return job.message(result)
+        finally:
+            log_request("Plan", request_id, request.model_id, started, outcome)
+
+    def plan_stream(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
+        """``PlanStream``: the front after each generation that changed it (throttled), then FINAL."""
+        request_id = request.request_id or uuid.uuid4().hex
+        started = time.perf_counter()
+        outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
+        try:
+            job = self._begin_or_abort(request, request_id, context, outcome)
+            context.add_callback(job.stop.set)
+            events: queue.Queue[Any] = queue.Queue()
+            ended: dict[str, Any] = {}
+            worker = threading.Thread(target=_search, args=(job, events, ended), daemon=True)
+            sequence = 0
+            try:
+                worker.start()
+                for generation, front in throttled(events, 1.0 / self.settings.stream_max_per_second, _DONE):
+                    sequence += 1
+                    yield front_message(generation, front, time.perf_counter() - started, sequence)
+            except GeneratorExit:  # the client went away mid-stream: stop the search now
+                outcome["status"] = "CANCELLED"
+                raise
+            finally:
+                if "result" not in ended:
+                    job.stop.set()
+                worker.join()
+                job.close()
+            if "refusal" in ended:
+                refusal: Refusal = ended["refusal"]
+                outcome["status"] = refusal.code.name
+                refusal.abort(context)
+            result: PlanResult = ended["result"]
+            outcome["score"] = _summary(result)
+            yield pb.PlanStreamResponse(
+                sequence_id=sequence + 1,
+                stage=pb.STAGE_FINAL,
+                generation=max(result.generations - 1, 0),
+                front=final_front(result),
+                front_size=len(result.plans),
+                time_spent_seconds=result.seconds,
+                result=job.message(result),
+            )
+        finally:
+            log_request("PlanStream", request_id, request.model_id, started, outcome)
+
+    def _begin_or_abort(
+        self,
+        request: pb.PlanRequest,
+        request_id: str,
+        context: grpc.ServicerContext,
+        outcome: dict[str, Any],
+    ) -> PlanJob:
+        try:
+            return self.begin(request, request_id, context.time_remaining())
         except Refusal as refusal:
             outcome["status"] = refusal.code.name
             refusal.abort(context)
-        finally:
-            job.close()
-        outcome["score"] = _summary(result)
-        return job.message(result)
-    finally:
-        service.log_request("Plan", request_id, request.model_id, started, outcome)
-
-
-def plan_stream_call(
-    service: CounterfactualService, request: pb.PlanRequest, context: grpc.ServicerContext
-) -> Iterator[pb.PlanStreamResponse]:
-    """``PlanStream``: the front after each generation that changed it (throttled), then FINAL."""
-    request_id = request.request_id or uuid.uuid4().hex
-    started = time.perf_counter()
-    outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
-    try:
-        job = _begin_or_abort(service, request, request_id, context, outcome)
-        context.add_callback(job.stop.set)
-        events: queue.Queue[Any] = queue.Queue()
-        ended: dict[str, Any] = {}
-        worker = threading.Thread(target=_search, args=(job, events, ended), daemon=True)
-        sequence = 0
-        try:
-            worker.start()
-            for generation, front in throttled(events, 1.0 / service.settings.stream_max_per_second, _DONE):
-                sequence += 1
-                yield front_message(generation, front, time.perf_counter() - started, sequence)
-        except GeneratorExit:  # the client went away mid-stream: stop the search now
-            outcome["status"] = "CANCELLED"
-            raise
-        finally:
-            if "result" not in ended:
-                job.stop.set()
-            worker.join()
-            job.close()
-        if "refusal" in ended:
-            refusal: Refusal = ended["refusal"]
-            outcome["status"] = refusal.code.name
-            refusal.abort(context)
-        result: PlanResult = ended["result"]
-        outcome["score"] = _summary(result)
-        yield pb.PlanStreamResponse(
-            sequence_id=sequence + 1,
-            stage=pb.STAGE_FINAL,
-            generation=max(result.generations - 1, 0),
-            front=final_front(result),
-            front_size=len(result.plans),
-            time_spent_seconds=result.seconds,
-            result=job.message(result),
-        )
-    finally:
-        service.log_request("PlanStream", request_id, request.model_id, started, outcome)
 
 
 _DONE = object()
@@ -249,20 +272,6 @@ def _search(job: PlanJob, events: queue.Queue[Any], ended: dict[str, Any]) -> No
         ended["refusal"] = refusal
     finally:
         events.put(_DONE)
-
-
-def _begin_or_abort(
-    service: CounterfactualService,
-    request: pb.PlanRequest,
-    request_id: str,
-    context: grpc.ServicerContext,
-    outcome: dict[str, Any],
-) -> PlanJob:
-    try:
-        return begin(service, request, request_id, context.time_remaining())
-    except Refusal as refusal:
-        outcome["status"] = refusal.code.name
-        refusal.abort(context)
 
 
 def _summary(result: PlanResult) -> str:

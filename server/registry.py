@@ -29,6 +29,7 @@ from counterplan.planning.inference import infer_features, infer_precision, infe
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.scorecard import (
     PointsTable,
     ScorecardAdapter,
@@ -40,7 +41,6 @@ from counterplan.planning.space import AnyFeature
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server.loading import LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
-from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 log = structlog.get_logger(__name__)
 
@@ -173,16 +173,7 @@ class RegisteredModel:
         if constrained and not override:  # never moves; its domain is for the diagnosis of an unreachable goal
             return parse_feature({**data, **_held_domain(spec, kind, value), "constrained": True})
         if spec.kind in ("integer", "float"):
-            allowed = override.get("allowed", spec.allowed)
-            if allowed is not None:
-                data["allowed"] = tuple(allowed)
-            cast = int if kind == "integer" else float
-            low = override.get("low", spec.low)
-            high = override.get("high", spec.high)
-            if low is not None and high is not None:
-                data["low"], data["high"] = cast(low), cast(high)
-                if kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
-                    data["low"], data["high"] = low, high  # let the feature report the fraction
+            data |= _number_domain(spec, kind, override)
         elif spec.kind == "categorical":
             categories = override.get("categories") or spec.categories
             if categories is not None:
@@ -220,6 +211,22 @@ class RegisteredModel:
             scorecard_distance=self.scorecard_distance(distance) if distance.metric == "scorecard" else None,
             trust_region=region,
         )
+
+
+def _number_domain(spec: FeatureSpec, kind: str, override: Mapping[str, Any]) -> dict[str, Any]:
+    """A number's allowed values and bounds: the override's, else the schema's."""
+    fields: dict[str, Any] = {}
+    allowed = override.get("allowed", spec.allowed)
+    if allowed is not None:
+        fields["allowed"] = tuple(allowed)
+    cast = int if kind == "integer" else float
+    low = override.get("low", spec.low)
+    high = override.get("high", spec.high)
+    if low is not None and high is not None:
+        fields["low"], fields["high"] = cast(low), cast(high)
+        if kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
+            fields["low"], fields["high"] = low, high  # let the feature report the fraction
+    return fields
 
 
 def _held_domain(spec: FeatureSpec, kind: str, value: Any) -> dict[str, Any]:
@@ -303,14 +310,7 @@ def _inside(card: Path, field: str, name: str) -> Path:
 
 def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     """Load one model card and the model it names."""
-    try:
-        data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
-        card = ModelCard.model_validate(data)
-    except ConfigTextError as exc:
-        raise RegistryError(path.name, exc.problem) from None
-    except ValidationError as exc:
-        loc, msg = describe(exc)[0]
-        raise RegistryError(f"{path.name}:{loc}", msg) from None
+    card = _read_card(path)
     model_path = _inside(path, "model_file", card.model_file)  # every path checked before anything loads
     data_path = _inside(path, "training_data", card.training_data) if card.training_data is not None else None
     if isinstance(card.default_solver_config, str):
@@ -328,27 +328,13 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     features = card.features
     statistics = dict(card.statistics)
     if features is None:
-        if data_path is None:
-            raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
-        data = load_csv(data_path)
-        try:
-            features, inferred = schema_from_data(data, model, card.target, card.immutable, card.overrides)
-        except InvalidInputError as exc:
-            raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
+        features, inferred = _card_schema(path, card, model, data_path)
         statistics = {**inferred, **statistics}
     reference = None
     training = load_csv(data_path) if data_path is not None else None
     if training is not None and card.target is not None:
         reference = training
-    try:
-        if isinstance(card.default_solver_config, str):
-            config = SolverConfig.load(_inside(path, "default_solver_config", card.default_solver_config))
-        elif card.default_solver_config:
-            config = SolverConfig.from_dict(card.default_solver_config)
-        else:
-            config = SolverConfig()
-    except InvalidInputError as exc:
-        raise RegistryError(f"{path.name}:default_solver_config.{exc.field}", exc.problem) from None
+    config = _card_config(path, card)
     log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
     return RegisteredModel(
         card.id,
@@ -362,6 +348,43 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         card.target,
         training=training,
     )
+
+
+def _read_card(path: Path) -> ModelCard:
+    """The card at ``path``, read within the configuration text's limits and checked."""
+    try:
+        data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
+        return ModelCard.model_validate(data)
+    except ConfigTextError as exc:
+        raise RegistryError(path.name, exc.problem) from None
+    except ValidationError as exc:
+        loc, msg = describe(exc)[0]
+        raise RegistryError(f"{path.name}:{loc}", msg) from None
+
+
+def _card_schema(
+    path: Path, card: ModelCard, model: Any, data_path: Path | None
+) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
+    """A card without features: its schema and statistics inferred from its training data."""
+    if data_path is None:
+        raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
+    data = load_csv(data_path)
+    try:
+        return schema_from_data(data, model, card.target, card.immutable, card.overrides)
+    except InvalidInputError as exc:
+        raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
+
+
+def _card_config(path: Path, card: ModelCard) -> SolverConfig:
+    """The card's default solver configuration: a file beside it, inline, or the default."""
+    try:
+        if isinstance(card.default_solver_config, str):
+            return SolverConfig.load(_inside(path, "default_solver_config", card.default_solver_config))
+        if card.default_solver_config:
+            return SolverConfig.from_dict(card.default_solver_config)
+        return SolverConfig()
+    except InvalidInputError as exc:
+        raise RegistryError(f"{path.name}:default_solver_config.{exc.field}", exc.problem) from None
 
 
 def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 
@@ -45,16 +46,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
     goals = [goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
-    solver = pb.SolverSpec()
-    if args.engine is not None:
-        solver.engine_choice = _ENGINE_CHOICES[args.engine]
-    if args.seed is not None:
-        solver.seed = args.seed
-    if args.config:
-        with open(args.config, encoding="utf-8") as handle:
-            solver.config_json = handle.read()
-    if args.time_limit is not None:
-        solver.termination.spent_limit_seconds = args.time_limit
+    solver = _solver_spec(args)
     request = CounterplanClient.request(args.model_id, instance, goals)
     request.solver.CopyFrom(solver)
     _shape(request, args, instance)
@@ -74,6 +66,21 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     else:
         print_result(result, Console())
     return 0 if result.valid else EXIT_NOT_FOUND
+
+
+def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
+    """``--engine``, ``--seed``, ``--config`` (the file's text) and ``--time-limit`` as a ``SolverSpec``."""
+    solver = pb.SolverSpec()
+    if args.engine is not None:
+        solver.engine_choice = _ENGINE_CHOICES[args.engine]
+    if args.seed is not None:
+        solver.seed = args.seed
+    if args.config:
+        with open(args.config, encoding="utf-8") as handle:
+            solver.config_json = handle.read()
+    if args.time_limit is not None:
+        solver.termination.spent_limit_seconds = args.time_limit
+    return solver
 
 
 _METRICS = {
@@ -108,6 +115,12 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
         request.max_changed_features = max_changes
     if penalty:
         request.change_penalty = penalty
+    request.overrides.extend(_override_messages(args, instance))
+
+
+def _override_messages(args: argparse.Namespace, instance: dict[str, object]) -> list[pb.FeatureOverride]:
+    """One override per feature (the server refuses a second) from the feature flags,
+    ``--immutable`` and ``--fill-missing``."""
     fields = feature_overrides(args)
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
     for name in immutable:
@@ -116,20 +129,23 @@ def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[
     fillable = [k for k, v in instance.items() if v is None] if fill is True else list(fill or ())
     for name in fillable:
         fields.setdefault(name, {})["fill_missing"] = True
-    for name, values in fields.items():  # one override per feature: the server refuses a second
-        override = pb.FeatureOverride(name=name)
-        if values.get("constrained"):
-            override.constrained = True
-        if "monotone" in values:
-            override.monotone = _MONOTONE[values["monotone"]]
-        if "cost" in values:
-            override.cost = values["cost"]
-        override.allowed_values.extend(values.get("allowed", ()))
-        if "precision" in values:
-            override.precision = values["precision"]
-        if "fill_missing" in values:
-            override.fill_missing = True
-        request.overrides.append(override)
+    return [_override_message(name, values) for name, values in fields.items()]
+
+
+def _override_message(name: str, values: Mapping[str, Any]) -> pb.FeatureOverride:
+    override = pb.FeatureOverride(name=name)
+    if values.get("constrained"):
+        override.constrained = True
+    if "monotone" in values:
+        override.monotone = _MONOTONE[values["monotone"]]
+    if "cost" in values:
+        override.cost = values["cost"]
+    override.allowed_values.extend(values.get("allowed", ()))
+    if "precision" in values:
+        override.precision = values["precision"]
+    if "fill_missing" in values:
+        override.fill_missing = True
+    return override
 
 
 def goal_message(text: str, margin: float | None) -> pb.Goal:

@@ -6,7 +6,8 @@ column (kinds, domains, grids, statistics); for a data set of thousands of rows 
 than the search. An :class:`Explainer` reads the data once (:class:`counterplan.planning.inference.DataProfile`),
 adapts the model once (its fast path compiled once, :mod:`counterplan.planning.fast_model`), checks its
 settings once against the first row, and then ``explain(row)`` costs the search and little else.
-``explain_batch(rows)`` explains many rows together (:mod:`counterplan.solver.batch`).
+``explain_batch(rows)`` explains many rows together (:mod:`counterplan.solver.batch`, which sits
+below the explainer and knows it only as a :class:`~counterplan.solver.batch.protocol.RowExplainer`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySet
 from counterplan.planning.problem import AnyGoal, CounterfactualProblem
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.batch.run import explain_batch
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
@@ -187,8 +189,6 @@ class Explainer:
 
         See :func:`counterplan.solver.batch.explain_batch` for the parameters and the result's columns.
         """
-        from counterplan.solver.batch.run import explain_batch  # noqa: PLC0415
-
         return explain_batch(
             self,
             rows,

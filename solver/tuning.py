@@ -341,7 +341,71 @@ def tune(
 
     with_engine(SolverConfig())  # an engine that cannot take the problem is refused before any trial
 
-    study_name = study_name or f"counterplan-{fingerprint[:12]}"
+    study = _open_study(
+        study_name or f"counterplan-{fingerprint[:12]}",
+        storage,
+        fingerprint,
+        problem_summary(tuning_problems),
+        pruner=pruner,
+        seed=seed,
+    )
+    objective = _objective(tuning_problems, budget_seconds, seed, swarm=engine == "swarm", with_engine=with_engine)
+    callbacks = [on_trial] if on_trial is not None else []
+    study.optimize(objective, n_trials=n_trials, callbacks=callbacks)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise ValueError("no trial completed; run more trials")
+    best = min(complete, key=lambda t: t.value if t.value is not None else float("inf"))
+    best_config = SolverConfig.from_dict(best.user_attrs["config"])
+    importances = _importances(study) if len(complete) >= 2 else {}
+    default_heldout = tuned_heldout = None
+    if heldout_problems:
+        default_config = with_engine(with_budget(SolverConfig(random_seed=seed), budget_seconds))
+        default_heldout = evaluate_config(heldout_problems, default_config)
+        tuned_heldout = evaluate_config(heldout_problems, best_config)
+    return TuningReport(study, best_config, float(best.value or 0.0), importances, default_heldout, tuned_heldout)
+
+
+def _objective(
+    problems: Sequence[CounterfactualProblem],
+    budget_seconds: float,
+    seed: int,
+    *,
+    swarm: bool,
+    with_engine: Callable[[SolverConfig], SolverConfig],
+) -> Callable[[optuna.Trial], float]:
+    """A trial's score: the mean row cost of its configuration over ``problems`` (reported row by
+    row, so a poor trial is pruned early); the configuration is kept with the trial."""
+    searchable = int(problems[0].space.mutable.sum())
+
+    def objective(trial: optuna.Trial) -> float:
+        if swarm:  # the swarm's own parameters are tuned
+            config = suggest_swarm_config(trial, budget_seconds, seed, searchable)
+        else:
+            config = with_engine(suggest_config(trial, budget_seconds, seed))
+        costs = []
+        for step, problem in enumerate(problems):
+            costs.append(row_cost(explain(problem, config)))
+            trial.report(statistics.fmean(costs), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned
+        trial.set_user_attr("config", config.model_dump(mode="json"))
+        return statistics.fmean(costs)
+
+    return objective
+
+
+def _open_study(
+    study_name: str,
+    storage: str,
+    fingerprint: str,
+    summary: str,
+    *,
+    pruner: optuna.pruners.BasePruner | None,
+    seed: int,
+) -> optuna.Study:
+    """The study ``study_name`` in ``storage``, new or resumed, marked as made for the problem with
+    this fingerprint; a study of another problem raises :class:`StudyMismatchError`."""
     study = optuna.create_study(
         study_name=study_name,
         storage=storage,
@@ -350,7 +414,6 @@ def tune(
         pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
     )
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
-    summary = problem_summary(tuning_problems)
     if made_for is None and study.trials:
         raise StudyMismatchError(
             "study_name", f"study {study_name!r} has trials of an unknown problem; name another study"
@@ -367,41 +430,14 @@ def tune(
     study.set_user_attr(SUMMARY_ATTR, summary)
     # A resumed study must not replay the random start-up trials it already ran.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
+    return study
 
-    searchable = int(tuning_problems[0].space.mutable.sum())
 
-    def objective(trial: optuna.Trial) -> float:
-        if engine == "swarm":  # the swarm's own parameters are tuned
-            config = suggest_swarm_config(trial, budget_seconds, seed, searchable)
-        else:
-            config = with_engine(suggest_config(trial, budget_seconds, seed))
-        costs = []
-        for step, problem in enumerate(tuning_problems):
-            costs.append(row_cost(explain(problem, config)))
-            trial.report(statistics.fmean(costs), step)
-            if trial.should_prune():
-                raise optuna.TrialPruned
-        trial.set_user_attr("config", config.model_dump(mode="json"))
-        return statistics.fmean(costs)
-
-    callbacks = [on_trial] if on_trial is not None else []
-    study.optimize(objective, n_trials=n_trials, callbacks=callbacks)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if not complete:
-        raise ValueError("no trial completed; run more trials")
-    best = min(complete, key=lambda t: t.value if t.value is not None else float("inf"))
-    best_config = SolverConfig.from_dict(best.user_attrs["config"])
-    importances: dict[str, float] = {}
-    if len(complete) >= 2:
-        with warnings.catch_warnings():  # optuna warns when a parameter has few trials; the report says so
-            warnings.simplefilter("ignore")
-            try:
-                importances = dict(optuna.importance.get_param_importances(study))
-            except (ValueError, RuntimeError):  # too few distinct trials to judge
-                importances = {}
-    default_heldout = tuned_heldout = None
-    if heldout_problems:
-        default_config = with_engine(with_budget(SolverConfig(random_seed=seed), budget_seconds))
-        default_heldout = evaluate_config(heldout_problems, default_config)
-        tuned_heldout = evaluate_config(heldout_problems, best_config)
-    return TuningReport(study, best_config, float(best.value or 0.0), importances, default_heldout, tuned_heldout)
+def _importances(study: optuna.Study) -> dict[str, float]:
+    """Each parameter's importance over the study's trials (empty when they are too few to judge)."""
+    with warnings.catch_warnings():  # optuna warns when a parameter has few trials; the report says so
+        warnings.simplefilter("ignore")
+        try:
+            return dict(optuna.importance.get_param_importances(study))
+        except (ValueError, RuntimeError):  # too few distinct trials to judge
+            return {}

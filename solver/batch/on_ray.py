@@ -8,7 +8,7 @@ address), which is no way to learn of a typo.
 :func:`run_on_ray` follows Ray Data's batch-inference pattern: the explainer (model, training
 data, settings) goes into the object store once (``ray.put``) and each worker actor fetches it
 once; the rows become a :class:`ray.data.Dataset` cut into blocks of at most ``window`` rows,
-and ``map_batches`` solves each block with :func:`counterplan.solver.batch.run.run_block`, so the rows of a
+and ``map_batches`` solves each block with :func:`counterplan.solver.batch.block.run_block`, so the rows of a
 block share their model calls as in one process. Each row keeps the seed it gets from the global
 seed and its id (:func:`counterplan.solver.batch.rows.row_seed`), so every record equals the in-process one
 whatever block or node it lands in.
@@ -16,7 +16,7 @@ whatever block or node it lands in.
 Rows and records travel as pickled bytes in a single binary column: a row dict mixes numbers,
 strings, None and NaN, which Arrow and pandas would coerce column by column (an integer column
 with a missing value becomes float, a row id's type changes), while the records must come back
-exactly as :func:`~counterplan.solver.batch.run.run_block` made them. Ray itself pickles whatever it ships,
+exactly as :func:`~counterplan.solver.batch.block.run_block` made them. Ray itself pickles whatever it ships,
 so this adds no new trust boundary: driver and workers are one job.
 
 Ray is an optional dependency (the ``ray`` extra) and is imported only here, only when asked;
@@ -36,14 +36,12 @@ import socket
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from counterplan.planning.errors import ProblemError, one_line
-from counterplan.solver.batch.run import Item, Record, run_block
-
-if TYPE_CHECKING:
-    from counterplan.solver.explainer import Explainer
+from counterplan.solver.batch.block import Item, Record, run_block
+from counterplan.solver.batch.protocol import RowExplainer
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +139,7 @@ def connect(address: str) -> None:
 
 
 def run_on_ray(
-    explainer: Explainer,
+    explainer: RowExplainer,
     items: Sequence[Item],
     seed: int,
     *,
@@ -268,7 +266,7 @@ class BlockSolver:
     """
 
     def __init__(self, explainer: list[Any], seed: int, window: int) -> None:
-        self.explainer: Explainer = _ray().get(explainer[0])
+        self.explainer: RowExplainer = _ray().get(explainer[0])
         self.seed = seed
         self.window = window
 

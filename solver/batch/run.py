@@ -1,52 +1,43 @@
 """Run a batch: rows in, one record per row out, in lockstep threads and optional processes.
 
-In one process, up to ``window`` rows are solved at once, each in its own thread, all sharing
-one :class:`~counterplan.solver.batch.shared_calls.SharedCalls`: every step of every running solve is scored
-in one model call. A row that finishes makes room for the next (continuous batching). With
-``workers`` > 1 the rows are cut into blocks of ``window`` and each block runs in a worker
-process the same way; the explainer is sent to each worker once. Records come back through
-``on_record`` as rows finish (so a job can write them as it goes) and, at the end, as a
+In one process, up to ``window`` rows are solved at once as one block
+(:func:`counterplan.solver.batch.block.run_block`): each row in its own thread, all sharing one
+:class:`~counterplan.solver.batch.shared_calls.SharedCalls`, so every step of every running solve is
+scored in one model call. With ``workers`` > 1 the rows are cut into blocks of ``window`` and each
+block runs in a worker process the same way; the explainer is sent to each worker once. With
+``ray`` the blocks run on a Ray cluster (:mod:`counterplan.solver.batch.on_ray`). Records come back
+through ``on_record`` as rows finish (so a job can write them as it goes) and, at the end, as a
 DataFrame in the order of the rows.
+
+The explainer is what :class:`~counterplan.solver.batch.protocol.RowExplainer` says it is: the
+explainer's ``explain_batch`` calls this module, never the other way round.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any
 
 import pandas as pd
 
 from counterplan.planning.errors import ProblemError
-from counterplan.solver.batch.records import error_record, record_of, records_frame
-from counterplan.solver.batch.rows import RowSelection, id_text, row_seed
-from counterplan.solver.batch.shared_calls import SharedCalls
-from counterplan.solver.engines import runs_exact
-
-if TYPE_CHECKING:
-    from counterplan.solver.explainer import Explainer
+from counterplan.solver.batch.block import Item, Record, run_block
+from counterplan.solver.batch.on_ray import connect, run_on_ray
+from counterplan.solver.batch.protocol import RowExplainer
+from counterplan.solver.batch.records import records_frame
+from counterplan.solver.batch.rows import RowSelection, id_text
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
 that the threads' own work stays in the caches."""
 MAX_WINDOW = 1024
 """The most rows one process solves at once."""
-BATCH_MAX_WAIT_SECONDS = 0.25
-"""In a batch every member is a solve stepping towards its next model call, so a call waits
-longer for the others than a server's (a late one only means a smaller call, never a different
-answer)..."""
-EXACT_MAX_WAIT_SECONDS = 0.005
-"""...except when solves may spend seconds in a MIP without calling the model (the exact engine
-makes few model calls, and the others must not wait on its program)."""
-
-Record = dict[str, Any]
-Item = tuple[Any, dict[str, Any]]
 
 
 def explain_batch(
-    explainer: Explainer,
+    explainer: RowExplainer,
     rows: pd.DataFrame | RowSelection | str | Sequence[int] | None = None,
     *,
     seed: int | None = None,
@@ -100,8 +91,6 @@ def explain_batch(
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
         raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
     if ray is not None:
-        from counterplan.solver.batch.on_ray import connect  # noqa: PLC0415 - ray loads only when asked
-
         connect(ray)  # an address that does not answer is refused before any work starts
     records: list[Record] = []
 
@@ -113,8 +102,6 @@ def explain_batch(
             on_record(record)
 
     if ray is not None:
-        from counterplan.solver.batch.on_ray import run_on_ray  # noqa: PLC0415
-
         run_on_ray(explainer, items, base, window=size, on_record=keep)
     elif workers == 1:
         run_block(explainer, items, base, size, keep)
@@ -125,49 +112,8 @@ def explain_batch(
     return records_frame(records, _features(explainer))
 
 
-def run_block(
-    explainer: Explainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
-) -> None:
-    """Solve ``items`` in this process, ``window`` at a time, sharing model calls."""
-    calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
-    pending: set[Future[Record]] = set()
-    threads = max(1, min(window, len(items)))
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
-        for row_id, row in items:
-            if len(pending) >= window:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    on_record(future.result())
-            pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls))
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                on_record(future.result())
-
-
-def solve_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int, calls: SharedCalls | None) -> Record:
-    """One row's record: its solve, or the reason it has none (never an exception)."""
-    own = row_seed(seed, row_id)
-    started = time.perf_counter()
-    try:
-        solver = explainer.solver(row, seed=own, calls=calls)
-        if calls is None:
-            result = solver.solve()
-        else:
-            with calls.member():
-                result = solver.solve()
-    except Exception as exc:  # a bad row or a failing model: an error row, the job goes on
-        return error_record(row_id, exc, own, time.perf_counter() - started)
-    return record_of(row_id, result, own, time.perf_counter() - started)
-
-
-def _max_wait(explainer: Explainer) -> float:
-    """How long a model call waits for the other solves of its block."""
-    return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS
-
-
 def _items(
-    explainer: Explainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
+    explainer: RowExplainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
 ) -> tuple[list[Item], bool]:
     if isinstance(rows, pd.DataFrame):
         frame = rows
@@ -191,14 +137,14 @@ def _window(window: int | None) -> int:
     return window
 
 
-def _features(explainer: Explainer) -> list[str]:
+def _features(explainer: RowExplainer) -> list[str]:
     return [f.name for f in explainer.problem(0, trust_region=False).space.features]
 
 
-_WORKER: Explainer | None = None
+_WORKER: RowExplainer | None = None
 
 
-def _start_worker(explainer: Explainer) -> None:
+def _start_worker(explainer: RowExplainer) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = explainer
 
@@ -211,7 +157,7 @@ def _worker_block(items: list[Item], seed: int, window: int) -> list[Record]:
 
 
 def _run_processes(
-    explainer: Explainer,
+    explainer: RowExplainer,
     items: list[Item],
     seed: int,
     *,

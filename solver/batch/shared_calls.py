@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning.fast_model import space_signature
-from counterplan.planning.models import ModelAdapter, Predictions
+from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_ROWS_PER_CALL = 65_536

@@ -29,10 +29,10 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import InvalidInputError, ScoreFormatError
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import MAX_MODEL_THREADS
 from counterplan.solver.core.registry import default_phases, phase_type, phase_type_names
-from counterplan.solver.core.safe_yaml import ConfigTextError, load_config_text
 
 
 class ConfigError(InvalidInputError):

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import joblib
@@ -178,66 +179,84 @@ def test_the_console_script_is_installed() -> None:
     assert result.returncode == 0 and "--goal" in result.stdout
 
 
-def test_explain_on_a_server(capsys: pytest.CaptureFixture[str], quick_config: str) -> None:
+@pytest.fixture(scope="module")
+def demo_server() -> Iterator[str]:
+    """A real server of the demo model on a loopback port; its target."""
     from counterplan.server.app import start_server
     from counterplan.server.registry import ModelRegistry
     from counterplan.server.settings import ServerSettings
 
     running = start_server(ServerSettings(port=0), ModelRegistry.demo())
-    capsys.readouterr()
     try:
-        code, out, err = _run(capsys, "explain", "--server", running.target, "--json", "--seed", "2")
-        assert code == 0, err
-        result = json.loads(out)
-        code, local_out, err = _run(capsys, "explain", "--json", "--seed", "2")
-        assert code == 0, err
-        local = json.loads(local_out)
-        assert set(result) == set(local) and set(result["statistics"]) == set(local["statistics"])
-        for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested"):
-            assert result[key] == local[key], key  # one schema, one set of defaults, the same answer
-        assert list(result["original"]) == list(local["original"]) == list(rejected_applicant())  # the model's order
-        assert list(result["proposed"]) == list(local["proposed"])
-        assert result["valid"] and isinstance(result["original"]["age"], int)
-        code, out, _ = _run(capsys, "explain", "--server", running.target, "--no-progress")
-        assert code == 0 and "Counterfactual: change these features" in out
-        code, _, err = _run(capsys, "explain", "--server", running.target, "--model-id", "nope")
-        assert code == 2 and "--instance is needed" in err  # only the demo has a default instance
-        code, _, err = _run(capsys, "explain", "--server", running.target, "--target", TARGET)
-        assert code == 2 and "--target: with --server" in err and err.count("\n") == 1
-        applicant = json.dumps(rejected_applicant())
-        code, _, err = _run(
-            capsys, "explain", "--server", running.target, "--model-id", "nope", "--instance", applicant
-        )
-        assert code == 1 and "NOT_FOUND" in err and err.count("\n") == 1
-        shaped = ("-k", "3", "--max-changes", "1", "--change-penalty", "2", "--monotone", "income=increase")
-        code, out, err = _run(capsys, "explain", "--server", running.target, "--json", *shaped)
-        assert code == 0, err
-        options = json.loads(out)["counterfactuals"]
-        assert 1 <= len(options) <= 3  # the flags reach the server: k, the change limit, monotone income
-        assert all(len(option["changes"]) == 1 for option in options)
-        assert all(option["proposed"]["income"] >= 38000 for option in options)
-        code, out, err = _run(capsys, "explain", "--server", running.target, "--no-progress", "-k", "2")
-        assert code == 0 and "Alternative 2" in out, err
-        both = ("--immutable", "debt", "--cost", "debt=2", "--monotone", "income=increase", "--json")
-        code, out, err = _run(capsys, "explain", "--server", running.target, *both)  # one override per feature
-        assert code == 0, err
-        assert json.loads(out)["proposed"]["debt"] == rejected_applicant()["debt"]
-        # only age and has_prior_default (the demo's own immutables) could move: the same diagnosis on both sides
-        frozen = "income,years_employed,credit_cards,debt,loan_amount,education,home_ownership,purpose,has_guarantor"
-        blocked = ("explain", "--json", "--seed", "2", "--config", quick_config, "--immutable", frozen)
-        code, out, err = _run(capsys, *blocked, "--server", running.target)
-        local_code, local_out, _ = _run(capsys, *blocked)
-        assert code == local_code == 3, err
-        result, local = json.loads(out), json.loads(local_out)
-        every = ["age", *frozen.split(",")[:-1], "has_prior_default", "has_guarantor"]  # in the model's order
-        assert result["held_fixed"] == local["held_fixed"] == every
-        for key in ("blocked_by", "reaches", "note", "original", "proposed", "score"):
-            assert result[key] == local[key], key
-        for bad in (["-k", "0"], ["--time-limit", "0"], ["--change-penalty", "-2"]):
-            code, _, err = _run(capsys, "explain", "--server", running.target, *bad)
-            assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
+        yield running.target
     finally:
         running.stop(0)
+
+
+def test_explain_on_a_server_answers_as_a_local_explain(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
+    capsys.readouterr()
+    code, out, err = _run(capsys, "explain", "--server", demo_server, "--json", "--seed", "2")
+    assert code == 0, err
+    result = json.loads(out)
+    code, local_out, err = _run(capsys, "explain", "--json", "--seed", "2")
+    assert code == 0, err
+    local = json.loads(local_out)
+    assert set(result) == set(local) and set(result["statistics"]) == set(local["statistics"])
+    for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested"):
+        assert result[key] == local[key], key  # one schema, one set of defaults, the same answer
+    assert list(result["original"]) == list(local["original"]) == list(rejected_applicant())  # the model's order
+    assert list(result["proposed"]) == list(local["proposed"])
+    assert result["valid"] and isinstance(result["original"]["age"], int)
+    code, out, _ = _run(capsys, "explain", "--server", demo_server, "--no-progress")
+    assert code == 0 and "Counterfactual: change these features" in out
+
+
+def test_explain_on_a_server_refuses_in_one_line(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
+    capsys.readouterr()
+    code, _, err = _run(capsys, "explain", "--server", demo_server, "--model-id", "nope")
+    assert code == 2 and "--instance is needed" in err  # only the demo has a default instance
+    code, _, err = _run(capsys, "explain", "--server", demo_server, "--target", TARGET)
+    assert code == 2 and "--target: with --server" in err and err.count("\n") == 1
+    applicant = json.dumps(rejected_applicant())
+    code, _, err = _run(capsys, "explain", "--server", demo_server, "--model-id", "nope", "--instance", applicant)
+    assert code == 1 and "NOT_FOUND" in err and err.count("\n") == 1
+    for bad in (["-k", "0"], ["--time-limit", "0"], ["--change-penalty", "-2"]):
+        code, _, err = _run(capsys, "explain", "--server", demo_server, *bad)
+        assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
+
+
+def test_explain_on_a_server_takes_the_problem_flags(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
+    capsys.readouterr()
+    shaped = ("-k", "3", "--max-changes", "1", "--change-penalty", "2", "--monotone", "income=increase")
+    code, out, err = _run(capsys, "explain", "--server", demo_server, "--json", *shaped)
+    assert code == 0, err
+    options = json.loads(out)["counterfactuals"]
+    assert 1 <= len(options) <= 3  # the flags reach the server: k, the change limit, monotone income
+    assert all(len(option["changes"]) == 1 for option in options)
+    assert all(option["proposed"]["income"] >= 38000 for option in options)
+    code, out, err = _run(capsys, "explain", "--server", demo_server, "--no-progress", "-k", "2")
+    assert code == 0 and "Alternative 2" in out, err
+    both = ("--immutable", "debt", "--cost", "debt=2", "--monotone", "income=increase", "--json")
+    code, out, err = _run(capsys, "explain", "--server", demo_server, *both)  # one override per feature
+    assert code == 0, err
+    assert json.loads(out)["proposed"]["debt"] == rejected_applicant()["debt"]
+
+
+def test_explain_on_a_server_diagnoses_as_a_local_explain(
+    capsys: pytest.CaptureFixture[str], demo_server: str, quick_config: str
+) -> None:
+    capsys.readouterr()
+    # only age and has_prior_default (the demo's own immutables) could move: the same diagnosis on both sides
+    frozen = "income,years_employed,credit_cards,debt,loan_amount,education,home_ownership,purpose,has_guarantor"
+    blocked = ("explain", "--json", "--seed", "2", "--config", quick_config, "--immutable", frozen)
+    code, out, err = _run(capsys, *blocked, "--server", demo_server)
+    local_code, local_out, _ = _run(capsys, *blocked)
+    assert code == local_code == 3, err
+    result, local = json.loads(out), json.loads(local_out)
+    every = ["age", *frozen.split(",")[:-1], "has_prior_default", "has_guarantor"]  # in the model's order
+    assert result["held_fixed"] == local["held_fixed"] == every
+    for key in ("blocked_by", "reaches", "note", "original", "proposed", "score"):
+        assert result[key] == local[key], key
 
 
 def test_serve_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:

@@ -235,7 +235,7 @@ def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
         thread = threading.Thread(target=lambda: answers.append(client.plan(_request("slow", generations=1000))))
         thread.start()
         deadline = time.monotonic() + 10
-        while not server.service._plan_stops and time.monotonic() < deadline:
+        while not server.service.admission.stop_switches and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.3)
         server.stop(grace=10)

@@ -124,7 +124,7 @@ def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
 
 
 def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
-    from counterplan.solver.core.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
+    from counterplan.planning.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
 
     assert load_config_text("phases:\n- {type: feature_scan}\n") == {"phases": [{"type": "feature_scan"}]}
     assert load_config_text('{"random_seed": 3}') == {"random_seed": 3}  # JSON is YAML

@@ -6,6 +6,10 @@ aliases of aliases), and deep nesting exhausts the stack. So configuration text 
 limits: at most :data:`MAX_CONFIG_BYTES`, anchors may be declared but an alias (``*name``) is
 refused, and nesting deeper than :data:`MAX_DEPTH` is refused, before anything is built from it.
 JSON is YAML, so both read the same way.
+
+It lives in the domain layer because the domain reads such text too (points tables, action
+sets) and imports nothing above itself; the solver's configuration and the server read it from
+here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,39 @@
+"""What the score calculator needs from a model: one batched call, named outputs.
+
+Every model adapter (:mod:`counterplan.planning.models` for scikit-learn and plain functions,
+:mod:`counterplan.planning.scorecard` for points tables) follows this protocol and returns
+:data:`Predictions`. It sits in a module of its own, below every adapter, so that an adapter
+module names the protocol without importing the others: ``models.adapt_sklearn`` picks the
+scorecard adapter for a scorecard, and the scorecard adapter needs only this.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.goals import OutputSpec
+from counterplan.planning.space import FeatureSpace, FloatMatrix
+
+Predictions = dict[str, npt.NDArray[np.float64]]
+"""Per output name: an ``(n, n_classes)`` probability matrix for a classification output, an
+``(n,)`` vector for a numeric one."""
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """What the score calculator needs from a model."""
+
+    @property
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """The model's named outputs."""
+        ...
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """Predict every output for every row of the encoded matrix ``X``, in one call."""
+        ...
+
+
+__all__ = ["ModelAdapter", "Predictions"]

@@ -1,0 +1,155 @@
+"""Admission: whether a call may start solving now, and for how long; written once for every method.
+
+Explain, ExplainStream, each ExplainBatch instance, Plan and PlanStream all solve under the same
+rules: a solve slot (``max_concurrent_solves``) with room for the solve's estimated memory beside
+the running ones (``max_solve_memory_mb``; RESOURCE_EXHAUSTED with a retry hint beyond them, or a
+wait for a batch instance), a time limit from the server's maximum and the client's deadline, and
+nothing new once shutdown has begun. One :class:`Admission` per server holds that state, and each
+method's module is handed it: the servicer modules then share it without importing each other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from counterplan.server.refusal import Refusal, refused, retry_later
+from counterplan.server.settings import ServerSettings
+
+MB = 1024 * 1024
+MIN_SOLVE_SECONDS = 0.01
+"""A time limit below this is no time to solve: the call ends with DEADLINE_EXCEEDED."""
+_MIN_RETRY_SECONDS = 0.1
+_SLOT_POLL_SECONDS = 0.25
+"""A batch instance waiting for a solve slot looks again at least this often (a release wakes it
+at once; this only bounds how late it sees the call end or the server shut down)."""
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A running solve's share: its estimated memory, and when its time limit ends it at the latest."""
+
+    estimate: int
+    ends_at: float
+
+
+def shutting_down() -> Refusal:
+    """UNAVAILABLE: the server is shutting down and starts nothing new."""
+    return refused(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another instance")
+
+
+class Admission:
+    """Solve slots and their memory shares, the deadline rule and the shutdown switch of one server."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self._running: dict[int, _Admitted] = {}
+        self._tickets = itertools.count()
+        self._idle = threading.Condition()
+        self._closing = threading.Event()
+        self._stops: set[threading.Event] = set()
+        self._stops_lock = threading.Lock()
+
+    # -- slots ----------------------------------------------------------------------------------
+    def take_slot(self, estimate: int) -> int:
+        """A solve slot's ticket for ``estimate`` bytes, or RESOURCE_EXHAUSTED with a retry hint."""
+        ticket, why, retry_after = self._take_slot(estimate)
+        if ticket is None:
+            raise retry_later(f"{why}; retry in {retry_after:.1f} s", retry_after)
+        return ticket
+
+    def wait_for_slot(self, estimate: int, give_up: Callable[[], Refusal | None]) -> int:
+        """A solve slot's ticket, waiting for one to come free (a batch instance queues where a
+        unary call is refused); raises what ``give_up`` returns once it returns a refusal."""
+        with self._idle:
+            while True:
+                ticket, _, _ = self._take_slot(estimate)
+                if ticket is not None:
+                    return ticket
+                refusal = give_up()
+                if refusal is not None:
+                    raise refusal
+                self._idle.wait(_SLOT_POLL_SECONDS)
+
+    def release_slot(self, ticket: int) -> None:
+        """Give a solve slot (and its memory share) back."""
+        with self._idle:
+            del self._running[ticket]
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no solve holds a slot, at most ``timeout`` seconds; True when idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._running, timeout=timeout)
+
+    def _take_slot(self, estimate: int) -> tuple[int | None, str, float]:
+        """A ticket when a solve slot is free and ``estimate`` bytes fit beside the running solves;
+        else why not and, as a retry hint, when the first running solve must end."""
+        settings = self.settings
+        now = time.monotonic()
+        with self._idle:
+            running = list(self._running.values())
+            full = len(running) >= settings.max_concurrent_solves
+            used = sum(a.estimate for a in running)
+            if full or used + estimate > settings.max_solve_memory_mb * MB:
+                why = (
+                    f"{len(running)} solves are running"
+                    if full
+                    else f"the running solves hold about {used // MB:,} of {settings.max_solve_memory_mb:,} MB"
+                )
+                first_end = min((a.ends_at for a in running), default=now + 1.0)
+                return None, why, min(max(first_end - now, _MIN_RETRY_SECONDS), settings.max_solve_seconds)
+            ticket = next(self._tickets)
+            self._running[ticket] = _Admitted(estimate, now + settings.max_solve_seconds)
+            return ticket, "", 0.0
+
+    # -- time -----------------------------------------------------------------------------------
+    def time_limit(self, time_remaining: float | None, doing: str) -> float:
+        """Seconds a solve may take: the server's maximum, capped by the client's deadline
+        (``time_remaining``) with room to answer; DEADLINE_EXCEEDED ("no time to ``doing``")
+        when that leaves none."""
+        limit = self.settings.max_solve_seconds
+        if time_remaining is not None:
+            limit = min(limit, time_remaining * 0.9 - 0.05)
+        if limit < MIN_SOLVE_SECONDS:
+            raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline leaves no time to {doing}")
+        return limit
+
+    # -- shutdown -------------------------------------------------------------------------------
+    @property
+    def closing(self) -> bool:
+        """True once shutdown has begun: no new solve starts."""
+        return self._closing.is_set()
+
+    def stop_switch(self) -> threading.Event:
+        """A stop switch for work that the solver manager does not run (a plan search), set by
+        :meth:`begin_shutdown` (or at once, when shutdown has already begun)."""
+        stop = threading.Event()
+        with self._stops_lock:
+            self._stops.add(stop)
+        if self._closing.is_set():
+            stop.set()
+        return stop
+
+    def drop_stop_switch(self, stop: threading.Event) -> None:
+        """The work with this stop switch has ended."""
+        with self._stops_lock:
+            self._stops.discard(stop)
+
+    @property
+    def stop_switches(self) -> int:
+        """Stop switches held by running work now."""
+        with self._stops_lock:
+            return len(self._stops)
+
+    def begin_shutdown(self) -> None:
+        """Admit nothing more, and set every stop switch: each such search answers with what it has."""
+        self._closing.set()
+        with self._stops_lock:
+            for stop in self._stops:
+                stop.set()

@@ -1,0 +1,29 @@
+"""One JSON log line per call: the same fields for Explain, ExplainStream, each ExplainBatch instance,
+Plan and PlanStream (request id, model, duration, final score and status), so a log search finds a
+request whichever method served it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("counterplan.server")
+
+
+def log_request(
+    method: str, request_id: str, model_id: str, started: float, outcome: dict[str, Any], **extra: Any
+) -> None:
+    """Log a finished call: ``started`` is its ``time.perf_counter()`` at the start, ``outcome``
+    holds its ``status`` (UNKNOWN when missing) and ``score``."""
+    log.info(
+        "request",
+        method=method,
+        request_id=request_id,
+        model_id=model_id,
+        duration_ms=round((time.perf_counter() - started) * 1e3, 2),
+        score=outcome.get("score"),
+        status=outcome.get("status", "UNKNOWN"),
+        **extra,
+    )

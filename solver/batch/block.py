@@ -1,0 +1,75 @@
+"""One block of rows solved in one process, its solves sharing their model calls.
+
+A block is the unit every way of running a batch hands out: :mod:`counterplan.solver.batch.run`
+runs one in this process or one per worker process, :mod:`counterplan.solver.batch.on_ray` one per
+Ray actor call. Up to ``window`` rows are solved at once, each in its own thread, all sharing one
+:class:`~counterplan.solver.batch.shared_calls.SharedCalls`: every step of every running solve is
+scored in one model call, and a row that finishes makes room for the next (continuous batching).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from counterplan.solver.batch.protocol import RowExplainer
+from counterplan.solver.batch.records import error_record, record_of
+from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.engines import runs_exact
+
+BATCH_MAX_WAIT_SECONDS = 0.25
+"""In a batch every member is a solve stepping towards its next model call, so a call waits
+longer for the others than a server's (a late one only means a smaller call, never a different
+answer)..."""
+EXACT_MAX_WAIT_SECONDS = 0.005
+"""...except when solves may spend seconds in a MIP without calling the model (the exact engine
+makes few model calls, and the others must not wait on its program)."""
+
+Record = dict[str, Any]
+Item = tuple[Any, dict[str, Any]]
+
+
+def run_block(
+    explainer: RowExplainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
+) -> None:
+    """Solve ``items`` in this process, ``window`` at a time, sharing model calls."""
+    calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
+    pending: set[Future[Record]] = set()
+    threads = max(1, min(window, len(items)))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
+        for row_id, row in items:
+            if len(pending) >= window:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    on_record(future.result())
+            pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls))
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                on_record(future.result())
+
+
+def solve_row(
+    explainer: RowExplainer, row_id: Any, row: dict[str, Any], seed: int, calls: SharedCalls | None
+) -> Record:
+    """One row's record: its solve, or the reason it has none (never an exception)."""
+    own = row_seed(seed, row_id)
+    started = time.perf_counter()
+    try:
+        solver = explainer.solver(row, seed=own, calls=calls)
+        if calls is None:
+            result = solver.solve()
+        else:
+            with calls.member():
+                result = solver.solve()
+    except Exception as exc:  # a bad row or a failing model: an error row, the job goes on
+        return error_record(row_id, exc, own, time.perf_counter() - started)
+    return record_of(row_id, result, own, time.perf_counter() - started)
+
+
+def _max_wait(explainer: RowExplainer) -> float:
+    """How long a model call waits for the other solves of its block."""
+    return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS

@@ -1,0 +1,66 @@
+"""What a batch needs from the explainer it runs: the model, the data, the settings, a solver per row.
+
+The batch machinery (:mod:`counterplan.solver.batch.run`, :mod:`~counterplan.solver.batch.block`,
+:mod:`~counterplan.solver.batch.on_ray`) sits below :class:`counterplan.solver.explainer.Explainer`:
+the explainer's ``explain_batch`` hands itself to :func:`counterplan.solver.batch.run.explain_batch`.
+So the batch names the explainer only through this protocol, and the arrow points one way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pandas as pd
+
+from counterplan.planning.calculator import ModelCalls
+from counterplan.planning.model_protocol import ModelAdapter
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.engines import EngineChoice
+from counterplan.solver.result import CounterfactualResult
+
+
+class RowSolve(Protocol):
+    """One row's solver, ready to run."""
+
+    def solve(self) -> CounterfactualResult:
+        """Run the search; the row's result."""
+        ...
+
+
+class RowExplainer(Protocol):
+    """A model, its training data and settings, read once, that gives a solver for any row
+    (:class:`counterplan.solver.explainer.Explainer` is one)."""
+
+    @property
+    def adapter(self) -> ModelAdapter:
+        """The model, adapted once; every solve of a block shares its calls."""
+        ...
+
+    @property
+    def data(self) -> pd.DataFrame:
+        """The training data: the rows a selection by position picks from."""
+        ...
+
+    @property
+    def seed(self) -> int | None:
+        """The default seed of a batch."""
+        ...
+
+    @property
+    def engine(self) -> EngineChoice | None:
+        """The engine choice of every solve."""
+        ...
+
+    @property
+    def config(self) -> SolverConfig:
+        """The solver configuration of every solve."""
+        ...
+
+    def problem(self, row: int, *, trust_region: bool = True) -> CounterfactualProblem:
+        """The problem of the data's row at position ``row`` (its features name the record's columns)."""
+        ...
+
+    def solver(self, row: dict[str, Any], *, seed: int | None = None, calls: ModelCalls | None = None) -> RowSolve:
+        """A solver for ``row`` with its own seed, its model calls made through ``calls``."""
+        ...

@@ -1,0 +1,85 @@
+"""Admission on its own (:mod:`counterplan.server.admission`): slots, memory shares, the deadline
+rule and shutdown, without a server."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import grpc
+import pytest
+
+from counterplan.server.admission import MB, Admission, shutting_down
+from counterplan.server.refusal import Refusal, refused
+from counterplan.server.settings import ServerSettings
+
+pytestmark = pytest.mark.unit
+
+
+def _admission(**settings: Any) -> Admission:
+    return Admission(ServerSettings(port=0, **settings))
+
+
+def test_slots_run_out_and_come_back() -> None:
+    admission = _admission(max_concurrent_solves=2)
+    first, second = admission.take_slot(MB), admission.take_slot(MB)
+    with pytest.raises(Refusal) as info:
+        admission.take_slot(MB)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert info.value.message().message.startswith("2 solves are running; retry in ")
+    assert not admission.wait_idle(0.01)
+    admission.release_slot(first)
+    third = admission.take_slot(MB)
+    assert len({first, second, third}) == 3  # tickets are never reused
+    admission.release_slot(second)
+    admission.release_slot(third)
+    assert admission.wait_idle(0.01)
+
+
+def test_a_solve_must_fit_beside_the_running_ones() -> None:
+    admission = _admission(max_solve_memory_mb=64, max_concurrent_solves=4)
+    ticket = admission.take_slot(40 * MB)
+    with pytest.raises(Refusal) as info:
+        admission.take_slot(30 * MB)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "the running solves hold about 40 of 64 MB" in info.value.message().message
+    admission.release_slot(ticket)
+    admission.release_slot(admission.take_slot(30 * MB))
+
+
+def test_a_waiting_instance_gets_the_slot_that_comes_free_or_gives_up() -> None:
+    admission = _admission(max_concurrent_solves=1)
+    held = admission.take_slot(MB)
+    threading.Timer(0.05, admission.release_slot, args=(held,)).start()
+    admission.release_slot(admission.wait_for_slot(MB, lambda: None))
+    held = admission.take_slot(MB)
+    gone = refused(grpc.StatusCode.CANCELLED, "the call ended")
+    with pytest.raises(Refusal) as info:
+        admission.wait_for_slot(MB, lambda: gone)
+    assert info.value is gone
+    admission.release_slot(held)
+
+
+def test_the_time_limit_is_the_servers_maximum_capped_by_the_deadline() -> None:
+    admission = _admission(max_solve_seconds=30.0)
+    assert admission.time_limit(None, "solve") == 30.0
+    assert admission.time_limit(100.0, "solve") == 30.0
+    assert admission.time_limit(10.0, "solve") == 10.0 * 0.9 - 0.05
+    with pytest.raises(Refusal) as info:
+        admission.time_limit(0.05, "plan")
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert info.value.message().message == "the deadline leaves no time to plan"
+
+
+def test_shutdown_sets_every_stop_switch_and_admits_nothing_new() -> None:
+    admission = _admission()
+    running = admission.stop_switch()
+    ended = admission.stop_switch()
+    admission.drop_stop_switch(ended)
+    assert admission.stop_switches == 1 and not admission.closing
+    admission.begin_shutdown()
+    assert admission.closing and running.is_set() and not ended.is_set()
+    assert admission.stop_switch().is_set()  # one asked for during shutdown is already set
+    refusal = shutting_down()
+    assert refusal.code == grpc.StatusCode.UNAVAILABLE
+    assert refusal.message().message == "the server is shutting down; retry on another instance"

@@ -1,0 +1,63 @@
+"""The batch knows the explainer only as a :class:`~counterplan.solver.batch.protocol.RowExplainer`:
+an object with nothing but the protocol's members runs a batch as the explainer itself does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from counterplan.planning.calculator import ModelCalls
+from counterplan.planning.model_protocol import ModelAdapter
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.batch.protocol import RowExplainer, RowSolve
+from counterplan.solver.batch.run import explain_batch
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.engines import EngineChoice
+from counterplan.solver.explainer import Explainer
+
+pytestmark = pytest.mark.unit
+
+
+class OnlyTheProtocol:
+    """A row explainer that is not an :class:`Explainer`: the protocol's members, delegated."""
+
+    def __init__(self, explainer: Explainer) -> None:
+        self._explainer = explainer
+
+    @property
+    def adapter(self) -> ModelAdapter:
+        return self._explainer.adapter
+
+    @property
+    def data(self) -> pd.DataFrame:
+        return self._explainer.data
+
+    @property
+    def seed(self) -> int | None:
+        return self._explainer.seed
+
+    @property
+    def engine(self) -> EngineChoice | None:
+        return self._explainer.engine
+
+    @property
+    def config(self) -> SolverConfig:
+        return self._explainer.config
+
+    def problem(self, row: int, *, trust_region: bool = True) -> CounterfactualProblem:
+        return self._explainer.problem(row, trust_region=trust_region)
+
+    def solver(self, row: dict[str, Any], *, seed: int | None = None, calls: ModelCalls | None = None) -> RowSolve:
+        return self._explainer.solver(row, seed=seed, calls=calls)
+
+
+def test_a_batch_needs_only_the_row_explainer_protocol(loan_explainer: Explainer, rejected_loans: pd.DataFrame) -> None:
+    rows = rejected_loans.iloc[:4]
+    plain: RowExplainer = OnlyTheProtocol(loan_explainer)
+    ours = explain_batch(plain, rows, seed=3, window=2)
+    theirs = loan_explainer.explain_batch(rows, seed=3, window=2)
+    same = [c for c in theirs.columns if c != "seconds"]  # everything but the time taken
+    pd.testing.assert_frame_equal(ours[same], theirs[same])
+    assert ours["status"].tolist() == ["ok"] * 4
