@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         FeatureError,
         GoalError,
         InvalidInputError,
+        ModelFailureError,
         ProblemError,
     )
     from counterplan.planning.features import (
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
     from counterplan.solver.core.config import ConfigError, SolverConfig, TerminationConfig
     from counterplan.solver.counterfactual import (
         CounterfactualSolver,
-        ModelFailureError,
         explain,
     )
     from counterplan.solver.explainer import (
@@ -155,7 +155,7 @@ _EXPORTS: dict[str, str] = {
     "LateAcceptanceAcceptorConfig": "counterplan.solver.local.config",
     "LocalSearchPhaseConfig": "counterplan.solver.local.config",
     "ModelAdapter": "counterplan.planning.models",
-    "ModelFailureError": "counterplan.solver.counterfactual",
+    "ModelFailureError": "counterplan.planning.errors",
     "MoveSelectorConfig": "counterplan.solver.local.config",
     "OutputSpec": "counterplan.planning.goals",
     "PlanConfig": "counterplan.solver.plans.search",

@@ -17,6 +17,11 @@ class ModelCallError(CounterplanError):
     """The model itself fails on the instance (it raises, or gives no finite prediction)."""
 
 
+class ModelFailureError(ModelCallError):
+    """The model fails on the original instance itself: there is nothing to search from (an
+    explanation and a plan both refuse it)."""
+
+
 class InvalidInputError(CounterplanError, ValueError):
     """A value given to counterplan breaks a rule; names where and what.
 

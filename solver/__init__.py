@@ -15,10 +15,10 @@ from counterplan.planning._lazy import attach
 from counterplan.solver import phases as _phases  # noqa: F401 - registers the phase types counterplan ships
 
 if TYPE_CHECKING:
+    from counterplan.planning.errors import ModelFailureError
     from counterplan.solver.core.config import ConfigError, SolverConfig, TerminationConfig
     from counterplan.solver.counterfactual import (
         CounterfactualSolver,
-        ModelFailureError,
         explain,
     )
     from counterplan.solver.explainer import Explainer
@@ -62,7 +62,7 @@ _EXPORTS: dict[str, str] = {
     "HillClimbingAcceptorConfig": "counterplan.solver.local.config",
     "LateAcceptanceAcceptorConfig": "counterplan.solver.local.config",
     "LocalSearchPhaseConfig": "counterplan.solver.local.config",
-    "ModelFailureError": "counterplan.solver.counterfactual",
+    "ModelFailureError": "counterplan.planning.errors",
     "MoveSelectorConfig": "counterplan.solver.local.config",
     "PlanConfig": "counterplan.solver.plans.search",
     "PlanResult": "counterplan.solver.plans.planner",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from counterplan.planning.calculator import Evaluation, ModelCalls, ScoreCalculator
-from counterplan.planning.errors import ModelCallError, ProblemError
+from counterplan.planning.errors import ModelFailureError, ProblemError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import NativeThreadLimit
@@ -38,10 +38,6 @@ Listener = Callable[[BestSolutionEvent], None]
 def best_valid(evaluation: Evaluation) -> bool:
     """The first row of ``evaluation`` meets every goal and its prediction did not fail."""
     return bool(evaluation.scores[0, 0] == 0.0 and evaluation.scores[0, 2] == 0.0 and evaluation.failures[0] is None)
-
-
-class ModelFailureError(ModelCallError):
-    """The model fails on the original instance itself: there is nothing to search from."""
 
 
 class CounterfactualSolver:

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from counterplan.solver.core.config import ConfigError, SolverConfig
+from counterplan.solver.core.phase import SpaceSize, factory_for
 from counterplan.solver.core.pool import POOL_MAX_VALUES
-from counterplan.solver.core.registry import SpaceSize, factory_of
 
 MAX_CELLS_PER_STEP = 32_000_000
 """Candidate values one step may hold: 256 MB of float64 (a 1,000-feature problem's default
@@ -53,7 +53,7 @@ def step_cells(
     size = SpaceSize(n_features, n_mutable, one_hot)
     out: list[tuple[str, int]] = []
     for i, phase in enumerate(config.phases):
-        cells = factory_of(phase).step_cells(phase, size)
+        cells = factory_for(phase).step_cells(phase, size)
         if cells is not None:
             out.append((f"phases[{i}].{cells[0]}", cells[1]))
     return out
@@ -88,5 +88,5 @@ def estimate_bytes(
     """A solve's peak memory, estimated from its largest step (and the pool of feasible rows
     when ``several`` answers are asked for or a phase reads the pool)."""
     cells = max((c for _, c in step_cells(config, n_features, n_mutable, one_hot)), default=0)
-    pooled = several or any(factory_of(p).collects_pool(p) for p in config.phases)
+    pooled = several or any(factory_for(p).collects_pool(p) for p in config.phases)
     return BASE_BYTES + 8 * COPIES_PER_STEP * cells + (8 * POOL_MAX_VALUES if pooled else 0)

@@ -153,7 +153,7 @@ def _registered_phase(value: Any, _handler: ValidatorFunctionWrapHandler) -> Pha
             "Input tag '{tag}' found using {discriminator} does not match any of the expected tags: {expected_tags}",
             {"discriminator": "_phase_type()", "tag": tag, "expected_tags": ", ".join(repr(n) for n in names)},
         )
-    config_class = phase_type(tag).config_class()
+    config_class: type[PhaseConfig] = phase_type(tag).config_class()
     if isinstance(value, config_class):
         return value
     try:

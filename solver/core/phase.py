@@ -13,10 +13,11 @@ scope by phase type.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from counterplan.solver.core.registry import phase_type
 from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.termination import Termination
 
@@ -66,6 +67,51 @@ class Phase(Protocol):
     def solving_ended(self, scope: SolverScope) -> None:
         """After the last phase ran."""
         ...
+
+
+@dataclass(frozen=True)
+class SpaceSize:
+    """What sizes a step: the candidate matrix's columns, the mutable ones, and their one-hot
+    width (one coordinate per mutable number, one per category of each mutable categorical, two
+    per mutable boolean: what a particle of the swarm carries)."""
+
+    n_features: int
+    n_mutable: int
+    one_hot_width: int | None = None
+    """None: one per mutable feature."""
+
+    @property
+    def coordinates(self) -> int:
+        """The one-hot width, or one per mutable feature when it is not known."""
+        return self.n_mutable if self.one_hot_width is None else self.one_hot_width
+
+
+class PhaseFactory(Protocol):
+    """Builds one phase type's runtime phase from its config, and sizes it before a solve."""
+
+    def build(self, config: Any) -> Phase:
+        """A runtime phase for one solve (defaults filled, contradictions refused)."""
+        ...
+
+    def step_cells(self, config: Any, size: SpaceSize) -> tuple[str, int] | None:
+        """The config field that sizes the phase's largest step (relative to the phase, as
+        ``"move_selector.moves_per_step"``) and the candidate values that step holds; None when
+        its steps hold no candidate matrix worth bounding."""
+        ...
+
+    def collects_pool(self, config: Any) -> bool:
+        """The phase reads the pool of feasible rows the solve scored (so the solve keeps one)."""
+        ...
+
+
+def factory_for(config: PhaseConfig) -> PhaseFactory:
+    """The factory of ``config``'s phase type."""
+    return cast(PhaseFactory, phase_type(config.type).factory_object())
+
+
+def build_phase(config: PhaseConfig) -> Phase:
+    """The runtime phase of ``config`` (the only dispatch on phase types there is)."""
+    return factory_for(config).build(config)
 
 
 C = TypeVar("C", bound="PhaseConfig")

@@ -20,10 +20,9 @@ import numpy as np
 
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener
-from counterplan.solver.core.phase import Phase, PhaseScope
+from counterplan.solver.core.phase import Phase, PhaseScope, build_phase, factory_for
 from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from counterplan.solver.core.registry import build_phase, factory_of
 from counterplan.solver.core.scope import AnswerSet, Progress, SolverScope
 from counterplan.solver.core.termination import Termination, wall_limit
 
@@ -113,7 +112,7 @@ class Solver:
         start = space.original.reshape(1, -1).copy()
         start_score = scorer.score(start)[0]
         phases = [build_phase(c) for c in self.config.phases] + self.closing
-        pooled = self.collect_pool or any(factory_of(c).collects_pool(c) for c in self.config.phases)
+        pooled = self.collect_pool or any(factory_for(c).collects_pool(c) for c in self.config.phases)
         best_at = [0, 0.0]  # the step and the time of the last new best
 
         def remember(event: BestSolutionChanged) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from counterplan.solver.core.registry import SpaceSize
+from counterplan.solver.core.phase import SpaceSize
 from counterplan.solver.exact.config import ExactPhaseConfig
 
 if TYPE_CHECKING:

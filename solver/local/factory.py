@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import structlog
 
-from counterplan.solver.core.registry import SpaceSize
+from counterplan.solver.core.phase import SpaceSize
 from counterplan.solver.local.acceptors import (
     Acceptor,
     GreatDelugeAcceptor,

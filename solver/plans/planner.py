@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict
 from counterplan.planning.actions import Action, ActionSet, CostGraph
 from counterplan.planning.calculator import Evaluation
 from counterplan.planning.distance import gower
+from counterplan.planning.errors import ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
 from counterplan.planning.threads import NativeThreadLimit
-from counterplan.solver.counterfactual import ModelFailureError
 from counterplan.solver.plans.genome import decode
 from counterplan.solver.plans.search import PlanConfig, PlanSearch
 

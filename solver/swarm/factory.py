@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from counterplan.solver.core.registry import SpaceSize
+from counterplan.solver.core.phase import SpaceSize
 from counterplan.solver.swarm.config import SwarmPhaseConfig
 from counterplan.solver.swarm.phase import SwarmPhase
 

@@ -14,10 +14,9 @@ from counterplan.planning import CounterfactualProblem
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.solver.core.budget import check_budget
 from counterplan.solver.core.config import ConfigError, PhaseConfig, SolverConfig
-from counterplan.solver.core.phase import PhaseBase, PhaseReport, PhaseScope
+from counterplan.solver.core.phase import PhaseBase, PhaseReport, PhaseScope, SpaceSize
 from counterplan.solver.core.registry import (
     PhaseTypeError,
-    SpaceSize,
     phase_type_names,
     register_phase_type,
     unregister_phase_type,
