@@ -17,9 +17,9 @@ import numpy as np
 from counterplan.planning.distance import gower
 from counterplan.solver.answers.diversity import select_diverse, undominated
 from counterplan.solver.answers.routes import successive_routes
+from counterplan.solver.core.boundary import refine_rows
 from counterplan.solver.core.pool import best_per_change_set
 from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
-from counterplan.solver.core.refine import refine_rows
 
 SHORTLIST_FACTOR = 3
 """k answers are chosen from this many times k refined candidates..."""
@@ -53,7 +53,7 @@ class Answering:
     def refine_others(
         self, rows: FloatMatrix, scores: FloatMatrix, best: FloatMatrix, *, grid_size: int, max_rounds: int
     ) -> tuple[FloatMatrix, FloatMatrix]:
-        """``rows`` refined to the boundary (:func:`~counterplan.solver.core.refine.refine_rows`),
+        """``rows`` refined to the boundary (:func:`~counterplan.solver.core.boundary.refine_rows`),
         except the best row itself."""
         rows, scores = rows.copy(), scores.copy()
         others = ~(rows == best).all(axis=1)
@@ -106,7 +106,7 @@ def from_pool(
     1. A few rows per distinct set of changed features (the best-scored), at most
        ``ROUTES_MAX``, best first, plus those of the other routes.
     2. Their needless changes dropped: rounds of batched single reverts
-       (:func:`~counterplan.solver.core.refine.refine_rows` without a grid), so a route that only
+       (:func:`~counterplan.solver.core.boundary.refine_rows` without a grid), so a route that only
        adds changes to a shorter one collapses onto it; then a few rows per change set again.
     3. A diverse shortlist of ``SHORTLIST_FACTOR`` times k of those, refined to the boundary
        (reverts and grid moves).

@@ -5,7 +5,7 @@ score is kept, so the pool holds many valid answers at no extra model call. Succ
 that penalise used feature sets would cost a whole solve per answer; instead
 :mod:`counterplan.solver.answers.routes` runs only the cheap greedy chains of the feature scan with the features
 of answers already found held back, which finds the near routes the pool lacks. Every
-candidate first loses its needless changes (:mod:`counterplan.solver.core.refine`), so no answer is a shorter
+candidate first loses its needless changes (:mod:`counterplan.solver.core.boundary`), so no answer is a shorter
 answer plus extra edits (DiCE's and CARLA's redundancy stays 0).
 
 From these candidates, the best row comes first. Only rows still close are eligible: at most

@@ -2,7 +2,7 @@
 
 When several answers are asked for, the pool of rows the search scored tends to hold the best
 answer's route and its supersets: rows that reach the goal by the same changes plus others.
-Once their needless changes are dropped (:mod:`counterplan.solver.core.refine`) they collapse onto the best
+Once their needless changes are dropped (:mod:`counterplan.solver.core.boundary`) they collapse onto the best
 answer, and the only other routes left may be far ones. This module looks for the near ones
 directly, as the successive-solve method of diverse counterfactuals does, but at the price of
 the construction phase only: for each set of features to avoid it runs the feature scan's

@@ -185,7 +185,7 @@ class BoundaryPolishPhaseConfig(PhaseConfig):
     With ``starts`` above 1 it then polishes, together, the best row of each of the next
     ``starts - 1`` distinct sets of changed features the solve has found feasible (reverts
     and a grid per changed number, one call per iteration for all of them, see
-    :mod:`counterplan.solver.core.refine`), and keeps the best: a route the search left unpolished, or
+    :mod:`counterplan.solver.core.boundary`), and keeps the best: a route the search left unpolished, or
     carrying a needless change, can shave down below the polished best.
     """
 

@@ -352,7 +352,7 @@ def test_several_answers_carry_no_needless_change(loan_problem: CounterfactualPr
 def test_refining_rows_never_makes_them_worse(linear_problem: CounterfactualProblem) -> None:
     from counterplan.planning import ScoreCalculator
     from counterplan.planning.score import not_worse
-    from counterplan.solver.core.refine import refine_rows
+    from counterplan.solver.core.boundary import refine_rows
     from counterplan.solver.scoring import CalculatorScorer
 
     space = linear_problem.space

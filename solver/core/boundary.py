@@ -1,7 +1,19 @@
-"""Refining several answers at once: the boundary polish, batched across rows.
+"""Shaving rows down to the decision boundary: the one place boundary refinement is written.
 
-The single best answer is shaved to the decision boundary by the boundary-polish phase. The
-other answers of a ``num_counterfactuals = k`` request come from the pool of feasible rows the
+A search gets close to the boundary by chance; refinement gets there deterministically, as a
+batched many-way bisection, in two forms:
+
+* :class:`Bisection`, the best row alone (the boundary-polish phase runs it): each iteration
+  scores, in one call, every changed number at each point of a grid between its value and its
+  bracket (the nearest value known to be on the wrong side of the boundary; at first, its
+  original value), all changed numbers moved back together by each fraction of a grid, and each
+  changed feature reverted. When the winner moved one number, the grid point just past it
+  becomes that number's new bracket (the others go back to their originals, which another
+  feature's move may have made wrong), so the next grid is ``grid_size`` times finer.
+* :class:`Refiner` and :func:`refine_rows`, many rows at once (the polish's other routes, the
+  answers phase), each row with its own brackets and no joint moves.
+
+The other answers of a ``num_counterfactuals = k`` request come from the pool of feasible rows the
 search scored on its way, so they usually carry changes they do not need (a feature that can go
 back to its original value with the answer still valid: DiCE's and CARLA's *redundancy*) and
 moves larger than needed. This module removes both, for every row together: each round scores,
@@ -27,6 +39,62 @@ import numpy as np
 from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix, score_batches
 
 _REVERT = -1.0
+_JOINT_OWNER = -1
+_REVERT_OWNER = -2
+
+
+class Bisection:
+    """The best row's bisection to the boundary, one iteration per model call (see the module).
+
+    ``candidates(best)`` gives an iteration's rows and which feature each moves (-1: all numbers
+    together, -2: a revert); after the solve took the winner, ``moved(...)`` sets the brackets.
+    """
+
+    def __init__(self, space: EncodedSpace, grid_size: int) -> None:
+        self.space = space
+        self.bracket = space.original.copy()
+        """``bracket[j]``: the value of feature ``j`` known to be past the boundary."""
+        self._fractions = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]  # strictly between
+
+    def candidates(self, best: FloatMatrix) -> tuple[FloatMatrix, np.ndarray]:
+        """One iteration's rows around ``best``, and which feature each moves (or joint/revert)."""
+        space, bracket, fractions = self.space, self.bracket, self._fractions
+        changed = np.flatnonzero((best != space.original) & space.mutable)
+        if changed.size == 0:
+            return np.empty((0, best.size)), np.empty(0, dtype=np.intp)
+        numeric = changed[space.graded[changed]]
+        grid_owner = np.repeat(numeric, fractions.size)  # every changed number, each point of its grid
+        grid = np.repeat(best.reshape(1, -1), grid_owner.size, axis=0)
+        start = best[grid_owner]
+        grid[np.arange(grid_owner.size), grid_owner] = start + np.tile(fractions, numeric.size) * (
+            bracket[grid_owner] - start
+        )
+        blocks: list[FloatMatrix] = [grid]
+        owners: list[np.ndarray] = [grid_owner]
+        if numeric.size > 1:
+            gap = np.zeros_like(best)
+            gap[numeric] = space.original[numeric] - best[numeric]
+            blocks.append(best + np.outer(fractions, gap))
+            owners.append(np.full(fractions.size, _JOINT_OWNER))
+        reverts = np.repeat(best.reshape(1, -1), changed.size, axis=0)
+        reverts[np.arange(changed.size), changed] = space.original[changed]
+        blocks.append(reverts)
+        owners.append(np.full(changed.size, _REVERT_OWNER))
+        X = space.snap(np.vstack(blocks))
+        keep = (best != X).any(axis=1)
+        return np.asarray(X[keep], dtype=np.float64), np.concatenate(owners)[keep]
+
+    def moved(self, previous: FloatMatrix, X: FloatMatrix, owners: np.ndarray, winner: int) -> None:
+        """The best moved from ``previous`` to ``X[winner]``: the grid point just past the winner,
+        towards its old bracket, is the moved number's new bracket; the others start afresh."""
+        j = int(owners[winner])
+        old = self.bracket[j] if j >= 0 else 0.0
+        self.bracket = self.space.original.copy()  # another feature moved: old brackets may be wrong
+        if j >= 0:
+            values = X[owners == j, j]
+            side = np.sign(previous[j] - old)
+            beyond = values[(values - X[winner, j]) * side < 0.0]
+            self.bracket[j] = beyond[np.argmin(np.abs(beyond - X[winner, j]))] if beyond.size else old
 
 
 class Refiner:
