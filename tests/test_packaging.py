@@ -3,6 +3,7 @@ or ``planning.py`` next to their script cannot shadow any part of it."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -48,10 +49,20 @@ def test_a_users_own_solver_server_and_planning_modules_are_harmless(tmp_path: P
 
 @pytest.mark.slow
 def test_a_wheel_holds_only_counterplan_at_the_top(tmp_path: Path) -> None:
-    """What ``pip install .`` puts in site-packages: the wheel's top-level names."""
+    """What ``pip install .`` puts in site-packages: the wheel's top-level names (built from a copy
+    of the project's tracked files, so the build leaves nothing in the working tree)."""
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        target, origin = source / name, ROOT / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_symlink():
+            target.symlink_to(origin.readlink())
+        elif origin.is_file():
+            shutil.copy2(origin, target)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
-        cwd=ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
         check=False,
