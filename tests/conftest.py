@@ -1,4 +1,10 @@
-"""Shared fixtures: real scikit-learn models trained on data the tests generate."""
+"""Shared fixtures: real scikit-learn models trained on data the tests generate.
+
+Markers (registered in pyproject.toml): ``integration`` for a test that starts a real server on
+a loopback port or a local Ray cluster (marked where it does), ``slow`` for one that takes more
+than about ten seconds on a quiet 2-core machine, and ``unit`` for every other test (marked
+here). ``pytest -m unit`` is the quick loop; the README's test command runs them all.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("counterplan")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts no server and no cluster is a unit test."""
+    for item in items:
+        if item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(autouse=True)

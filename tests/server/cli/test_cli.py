@@ -193,6 +193,7 @@ def demo_server() -> Iterator[str]:
         running.stop(0)
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_explain_on_a_server_answers_as_a_local_explain(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
     capsys.readouterr()
     code, out, err = _run(capsys, "explain", "--server", demo_server, "--json", "--seed", "2")
@@ -211,6 +212,7 @@ def test_explain_on_a_server_answers_as_a_local_explain(capsys: pytest.CaptureFi
     assert code == 0 and "Counterfactual: change these features" in out
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_explain_on_a_server_refuses_in_one_line(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
     capsys.readouterr()
     code, _, err = _run(capsys, "explain", "--server", demo_server, "--model-id", "nope")
@@ -225,6 +227,7 @@ def test_explain_on_a_server_refuses_in_one_line(capsys: pytest.CaptureFixture[s
         assert code == 2 and err.startswith("counterplan: error:"), (bad, err)
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_explain_on_a_server_takes_the_problem_flags(capsys: pytest.CaptureFixture[str], demo_server: str) -> None:
     capsys.readouterr()
     shaped = ("-k", "3", "--max-changes", "1", "--change-penalty", "2", "--monotone", "income=increase")
@@ -242,6 +245,7 @@ def test_explain_on_a_server_takes_the_problem_flags(capsys: pytest.CaptureFixtu
     assert json.loads(out)["proposed"]["debt"] == rejected_applicant()["debt"]
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_explain_on_a_server_diagnoses_as_a_local_explain(
     capsys: pytest.CaptureFixture[str], demo_server: str, quick_config: str
 ) -> None:

@@ -21,6 +21,8 @@ from counterplan.server.settings import ServerSettings
 from counterplan.solver.core.budget import estimate_bytes
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 ORIGINAL = {"x": 1.0, "y": 1.0}
 
 

@@ -27,6 +27,8 @@ from counterplan.server.convert import plain_value
 from counterplan.server.registry import ModelRegistry
 from counterplan.server.settings import ServerSettings
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 pytest.importorskip("highspy")
 
 ORIGINAL = {"priors": 6, "stay": 20, "age": 30}

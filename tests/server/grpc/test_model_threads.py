@@ -18,6 +18,8 @@ from counterplan.server.settings import ServerSettings
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from tests.cli import run_cli as _run
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 
 @pytest.mark.parametrize(
     ("args", "fragment"),

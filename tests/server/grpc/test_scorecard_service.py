@@ -23,6 +23,8 @@ from counterplan.server.client import CounterplanClient, class_goal, field_viola
 from counterplan.server.registry import ModelRegistry
 from counterplan.server.settings import ServerSettings
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 pytest.importorskip("highspy")
 
 TABLE = {

@@ -27,6 +27,8 @@ from counterplan.server.convert import plain_value
 from counterplan.server.settings import ServerSettings
 from tests.credit import credit_with_gaps
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 IMPUTED = 0.6180339887498949
 
 

@@ -15,6 +15,8 @@ from counterplan.server.client import CounterplanClient, class_goal
 from counterplan.server.registry import ModelRegistry, demo_model
 from counterplan.server.settings import ServerSettings
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 
 @pytest.fixture(scope="module")
 def running() -> Iterator[RunningServer]:

@@ -164,7 +164,7 @@ def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:
             IntegerFeature(name="hours-per-week", value=40, low=1, high=99),
         ]
     )
-    text = (Path(__file__).parents[2] / "examples" / "adult-actions.yaml").read_text()
+    text = (Path(__file__).parents[3] / "examples" / "adult-actions.yaml").read_text()
     actions, graph = ActionSet.from_data(yaml.safe_load(text)).compile(space)
     names = [a.name for a in actions]
     study, gain, loss, occupation = (

@@ -19,6 +19,8 @@ from counterplan.server.client import CounterplanClient, class_goal, field_viola
 from counterplan.server.registry import ModelRegistry, demo_model
 from counterplan.server.settings import ServerSettings
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
 )

@@ -43,6 +43,7 @@ def card_dir(tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, 
     return folder
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_a_directory_of_cards_is_served(card_dir: Path) -> None:
     registry = ModelRegistry.from_directory(card_dir)
     model = registry.get("loan")

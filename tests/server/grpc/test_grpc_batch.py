@@ -22,6 +22,8 @@ from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, Reg
 from counterplan.server.settings import ServerSettings
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 ENDLESS = SolverConfig(termination=TerminationConfig(spent_limit_seconds=120.0), phases=({"type": "local_search"},))
 SHORT = SolverConfig(termination=TerminationConfig(step_count_limit=12), phases=({"type": "local_search"},))
 MAX_INSTANCES = 8

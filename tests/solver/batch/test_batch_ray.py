@@ -56,6 +56,7 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.integration  # a local Ray cluster
 def test_ray_gives_every_row_its_in_process_record(
     local_ray: Any, explainer: Explainer, rejected: pd.DataFrame
 ) -> None:

@@ -22,6 +22,8 @@ from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredMo
 from counterplan.server.settings import ServerSettings
 from tests.toy_person import TOY
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 pytest.importorskip("pymoo")
 
 FEATURES = [

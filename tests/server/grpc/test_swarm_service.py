@@ -21,6 +21,8 @@ from counterplan.server.settings import ServerSettings
 from counterplan.solver.engines import SWARM_FROM_FEATURES
 from tests.cli import run_cli as _run
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 WIDE = SWARM_FROM_FEATURES
 FEATURES = [FeatureSpec(name=f"s{i}", kind="float", low=0.0, high=10.0) for i in range(WIDE)]
 ORIGINAL = {f"s{i}": 2.0 for i in range(WIDE)}

@@ -26,6 +26,8 @@ from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, Reg
 from counterplan.server.settings import ServerSettings
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
+pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
+
 
 @pytest.fixture(scope="module")
 def demo() -> RegisteredModel:

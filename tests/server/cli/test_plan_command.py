@@ -161,10 +161,11 @@ def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
     from counterplan.planning.actions import ActionSet
     from counterplan.planning.demo import DEMO_ACTIONS
 
-    text = (Path(__file__).parents[2] / "examples" / "loan-demo-actions.yaml").read_text()
+    text = (Path(__file__).parents[3] / "examples" / "loan-demo-actions.yaml").read_text()
     assert ActionSet.from_data(yaml.safe_load(text)) == ActionSet.from_data(DEMO_ACTIONS)
 
 
+@pytest.mark.integration  # a real server on a loopback port
 def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
     from counterplan.server.app import start_server
     from counterplan.server.settings import ServerSettings
