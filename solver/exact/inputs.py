@@ -18,16 +18,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.errors import CounterplanError
 from counterplan.planning.fast_model import same_category
+from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.solver.exact.milp import Expr, add
 
 Lin = tuple[Expr, float]
 """A linear expression and its constant."""
-
-
-class NotEncodableError(CounterplanError, ValueError):
-    """The model (or the problem) cannot be encoded for the exact engine; says what and why."""
 
 
 @dataclass
@@ -196,3 +192,6 @@ def evaluate(lin: Lin, x: npt.NDArray[np.float64]) -> float:
     """A linear expression's value at ``x``."""
     terms, constant = lin
     return constant + math.fsum(c * x[i] for i, c in terms.items())
+
+
+__all__ = ["Column", "Lin", "ModelInputs", "NotEncodableError", "decompose", "evaluate", "scaled"]
