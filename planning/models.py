@@ -23,7 +23,8 @@ import numpy.typing as npt
 from sklearn.base import is_classifier
 
 from counterplan.planning.errors import ModelAdapterError
-from counterplan.planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
+from counterplan.planning.fast_path.cache import FastPathCache, shared_cache
+from counterplan.planning.fast_path.probe import FastPath, Method, check_predictions
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 

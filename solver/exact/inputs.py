@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.fast_model import same_category
+from counterplan.planning.structure.columns import same_category
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.solver.exact.milp import Expr, add
 
