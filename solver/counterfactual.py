@@ -589,7 +589,7 @@ def _find_split_values(problem: CounterfactualProblem) -> None:
     space = problem.space
     if getattr(space, "_splits_read", False):
         return
-    from counterplan.solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
+    from counterplan.planning.structure.splits import split_points  # noqa: PLC0415 - reads tree models only
 
     space.split_values = split_points(problem)
     space._splits_read = True  # type: ignore[attr-defined]

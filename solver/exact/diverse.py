@@ -33,8 +33,9 @@ from counterplan.solver.core.config import ExactPhaseConfig
 from counterplan.solver.core.events import EngineListener
 from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.core.scores import is_feasible
-from counterplan.solver.exact.formulation import FeatureVars, Formulation, build
+from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.exact.program import FeatureVars, Formulation
 from counterplan.solver.local.phase import announce
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.solver.core.config import ExactPhaseConfig
 from counterplan.solver.core.events import EngineListener
 from counterplan.solver.core.result import ExactStatistics
@@ -29,9 +30,9 @@ from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.scores import is_feasible
 from counterplan.solver.core.termination import Termination
 from counterplan.solver.exact.backend import solve
-from counterplan.solver.exact.formulation import Formulation, build
-from counterplan.solver.exact.inputs import NotEncodableError
+from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, MilpResult
+from counterplan.solver.exact.program import Formulation
 from counterplan.solver.local.phase import announce
 
 RETRIES = 2

@@ -248,7 +248,7 @@ def test_auto_prefers_highspy_falls_back_to_or_tools_and_names_both_extras(monke
     _, description = backend.solve(milp, "auto", time_limit=10.0, relative_gap=0.0)
     assert description.startswith("HiGHS 1.") and description.endswith("(highspy)"), description
 
-    monkeypatch.setattr(highs, "_highspy", _missing)  # not installed, or clashing with OR-Tools
+    monkeypatch.setattr(highs, "load_highspy", _missing)  # not installed, or clashing with OR-Tools
     assert backend.available("highs") is not None and backend.available("auto") is None
     _, description = backend.solve(milp, "auto", time_limit=10.0, relative_gap=0.0)
     assert "(OR-Tools 9." in description, description
@@ -266,7 +266,7 @@ def test_the_engine_choice_asks_the_backend(monkeypatch: pytest.MonkeyPatch) -> 
     assert not_encodable(problem) is None and not_encodable(problem, "ortools") is None
     monkeypatch.setattr(ortools_backend, "_pywraplp", _missing)
     assert not_encodable(problem, "ortools") == "not installed" and not_encodable(problem) is None
-    monkeypatch.setattr(highs, "_highspy", _missing)
+    monkeypatch.setattr(highs, "load_highspy", _missing)
     reason = not_encodable(problem)
     assert reason is not None and "counterplan[scorecard]" in reason
 

@@ -31,11 +31,11 @@ from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.models import adapt_sklearn
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.space import FloatMatrix
+from counterplan.planning.structure.splits import split_points
 from counterplan.solver.core.config import FeatureScanPhaseConfig, TerminationConfig
 from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.termination import Termination
 from counterplan.solver.counterfactual import CalculatorScorer
-from counterplan.solver.exact.splits import split_points
 from counterplan.solver.local.scan import (
     FeatureScanPhase,
     ScanGrid,

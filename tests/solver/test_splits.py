@@ -19,8 +19,9 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from threadpoolctl import threadpool_limits
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
-from counterplan.solver.exact import splits
-from counterplan.solver.exact.splits import split_points
+from counterplan.planning.structure import splits
+from counterplan.planning.structure.cache import MEMO
+from counterplan.planning.structure.splits import split_points
 
 
 def _data(n: int = 500, seed: int = 0) -> pd.DataFrame:
@@ -84,7 +85,7 @@ def _problems(frame: pd.DataFrame, model: Pipeline) -> list[CounterfactualProble
 
 
 def _fresh(problem: CounterfactualProblem) -> dict[int, np.ndarray]:
-    splits._KEPT.clear()
+    MEMO.clear()
     return split_points(problem)
 
 
@@ -108,10 +109,10 @@ def test_cached_split_values_equal_a_fresh_read_for_every_problem_of_a_model(est
     problems = _problems(frame, model)
     fresh = [_fresh(problem) for problem in problems]
     assert any(fresh), "the trees split on the numbers"
-    splits._KEPT.clear()
+    MEMO.clear()
     for problem, expected in zip(problems * 2, fresh * 2, strict=True):  # the second round: all from the cache
         _assert_same(split_points(problem), expected)
-    kept = splits._KEPT[model[-1]]
+    kept = MEMO.peek(model[-1], splits.THRESHOLDS)
     assert len(kept.readings) < len(problems), "problems that read the features alike share their values"
 
 

@@ -110,3 +110,15 @@ def test_an_estimator_that_cannot_be_kept_is_built_every_time() -> None:
         memo.get(estimator, "key", lambda built=built: built.append(1))
         assert len(built) == 2
         assert memo.kept(estimator) is None
+
+
+def test_the_fast_path_and_the_split_values_share_one_memo(frame: pd.DataFrame) -> None:
+    from counterplan.planning import ClassGoal, CounterfactualProblem
+    from counterplan.planning.structure.splits import THRESHOLDS, split_points
+
+    model = _pipeline(frame)
+    problem = CounterfactualProblem.from_dataframe(frame, 0, model, [ClassGoal(target=1)], target="y")
+    assert problem.model.fast_path(problem.space) is not None  # type: ignore[attr-defined]
+    assert split_points(problem)
+    assert MEMO.peek(model, ("fast paths", "dataframe", "predict_proba")) is not None
+    assert MEMO.peek(model[-1], THRESHOLDS) is not None
