@@ -36,4 +36,14 @@ class ModelAdapter(Protocol):
         ...
 
 
-__all__ = ["ModelAdapter", "Predictions"]
+@runtime_checkable
+class SplitReader(Protocol):
+    """A model adapter that can say where its model's decisions change (a scikit-learn adapter:
+    the split thresholds of its trees)."""
+
+    def split_values(self, space: FeatureSpace) -> dict[int, FloatMatrix]:
+        """Per mutable number of ``space``: the values just on each side of each split threshold."""
+        ...
+
+
+__all__ = ["ModelAdapter", "Predictions", "SplitReader"]

@@ -6,7 +6,7 @@ encoded array for a bare estimator) and the model's answer into named outputs: a
 ``(n, n_classes)`` probability matrix per classification output, an ``(n,)`` vector per
 numeric output. It is called once per batch, never once per row.
 
-The scikit-learn adapters take a fast path when they can (:mod:`counterplan.planning.fast_model`): the
+The scikit-learn adapters take a fast path when they can (:mod:`counterplan.planning.fast_path`): the
 pipeline's preprocessing compiled to numpy operations on the encoded matrix, and a boosted
 forest evaluated for all rows and trees at once, checked against the real pipeline first. Their
 ``predict_reference`` always runs the real model on its real input; answers are checked with it.
@@ -27,11 +27,13 @@ import numpy.typing as npt
 from sklearn.base import is_classifier
 
 from counterplan.planning.errors import ModelAdapterError
-from counterplan.planning.fast_model import FastPath, FastPathCache, Method, check_predictions, shared_cache
+from counterplan.planning.fast_path.cache import FastPathCache, shared_cache
+from counterplan.planning.fast_path.probe import FastPath, Method, check_predictions
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, adapt_scorecard, is_optbinning_scorecard
 from counterplan.planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.structure.splits import split_points
 
 InputKind = Literal["dataframe", "array"]
 CHECK_FAST_ENV = "COUNTERPLAN_CHECK_FAST"
@@ -44,7 +46,7 @@ def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
 
 class _FastCalls:
     """The fast path shared by the scikit-learn adapters: compiled once per space encoding (see
-    :mod:`counterplan.planning.fast_model`), the real pipeline when it cannot be compiled, and the debug check.
+    :mod:`counterplan.planning.fast_path`), the real pipeline when it cannot be compiled, and the debug check.
     """
 
     model: Any
@@ -77,6 +79,12 @@ class _FastCalls:
         """The compiled fast path for candidates of ``space`` (compiled and checked on first use),
         or None when this model keeps the real pipeline."""
         return self._fast_paths.get(self.model, space)
+
+    def split_values(self, space: FeatureSpace) -> dict[int, FloatMatrix]:
+        """Where the model's decisions change, per mutable number of ``space``: the values just on
+        each side of each split threshold of a tree model (none for a linear model, or one the
+        readers cannot read; see :mod:`counterplan.planning.structure.splits`)."""
+        return split_points(self.model, space, dataframe=self.input_kind == "dataframe")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """After unpickling (or a deep copy), join the cache every adapter of the model shares."""
@@ -266,7 +274,7 @@ def adapt_sklearn(
     """Pick the adapter for a fitted model: classifier or regressor; a scorecard (an
     ``optbinning.Scorecard`` or a :class:`~counterplan.planning.scorecard.PointsTable`) gets its own, with a
     class output named ``outputs`` and a score output named ``score``. ``fast`` and ``check_fast``
-    are the scikit-learn adapters' (:mod:`counterplan.planning.fast_model`)."""
+    are the scikit-learn adapters' (:mod:`counterplan.planning.fast_path`)."""
     names = [outputs] if isinstance(outputs, str) else list(outputs)
     if isinstance(model, PointsTable) or is_optbinning_scorecard(model):
         if len(names) != 1:

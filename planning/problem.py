@@ -18,6 +18,7 @@ from counterplan.planning.distance import DistanceSettings, FeatureStatistics, f
 from counterplan.planning.errors import ModelAdapterError, ProblemError
 from counterplan.planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
 from counterplan.planning.inference import DataProfile, infer_features, infer_statistics
+from counterplan.planning.model_protocol import SplitReader
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from counterplan.planning.relations import LearnedConstraint, LearnedRelations
@@ -229,6 +230,12 @@ class CounterfactualProblem:
             if chosen is not None:
                 problem.relevance = self.relevance.for_goals((self.relevance.label, repr(list(goals))), chosen)
         return problem
+
+    def split_values(self) -> dict[int, FloatMatrix]:
+        """Where the model's decisions change, per mutable number: the values just on each side of
+        each split threshold of a tree model (what the feature scan tries); none for a model that
+        cannot say (a linear model, a callable, a scorecard)."""
+        return self.model.split_values(self.space) if isinstance(self.model, SplitReader) else {}
 
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""

@@ -14,7 +14,7 @@ The result is put on the dependent feature's grid (its integers or decimals; its
 nearest) and clipped to its domain. Every engine sees the same rows: the local engines score
 each candidate with its dependent features computed (:meth:`LearnedRelations.apply`), and the
 exact engine encodes the regressor (a linear model exactly; others as
-:mod:`counterplan.solver.exact.relations` says) with the dependent feature tied to it within half a grid
+:mod:`counterplan.solver.exact.encoders.relations` says) with the dependent feature tied to it within half a grid
 step, and every answer is computed again here before it is reported.
 """
 

@@ -11,7 +11,7 @@ teams build them with ``optbinning`` (a ``BinningProcess`` and a logistic regres
   odds), or each bin's own log-odds contribution (optbinning's coefficient x WoE).
 - :func:`read_optbinning` reads a fitted ``optbinning.Scorecard`` into such a table; the
   :class:`ScorecardAdapter` then predicts with the real ``Scorecard`` and keeps the table for the
-  exact engine, which encodes it bin by bin (:mod:`counterplan.solver.exact.scorecards`).
+  exact engine, which encodes it bin by bin (:mod:`counterplan.solver.exact.encoders.scorecard`).
 
 The adapter has two outputs: the class (probabilities from the log-odds; with no odds given, the
 decision at the cut-off as certainty) and the score in points, so a goal can ask for a class with
@@ -568,7 +568,7 @@ class ScorecardDistance:
 
     Closeness measures the candidate alone, so the original itself is at ``beta x
     closeness(original)``, not 0; changing a variable towards the data's mean can lower it. The
-    exact engine encodes the same terms (:mod:`counterplan.solver.exact.scorecards`)."""
+    exact engine encodes the same terms (:mod:`counterplan.solver.exact.encoders.scorecard`)."""
 
     def __init__(
         self,

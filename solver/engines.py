@@ -73,9 +73,9 @@ def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "high
     """Why the exact engine cannot take ``problem`` (or has no MILP solver: ``backend``, see
     :mod:`counterplan.solver.exact.backend`), or None when it can."""
     try:
+        from counterplan.planning.structure.errors import NotEncodableError  # noqa: PLC0415
         from counterplan.solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
         from counterplan.solver.exact.formulation import build  # noqa: PLC0415
-        from counterplan.solver.exact.inputs import NotEncodableError  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - the formulation itself needs no extra
         return str(exc)
     try:
@@ -159,13 +159,11 @@ the proof slower than the search."""
 def _linear(problem: CounterfactualProblem) -> bool:
     """A credit scorecard, or a model whose last step has linear coefficients."""
     from counterplan.planning.scorecard import ScorecardAdapter  # noqa: PLC0415
+    from counterplan.planning.structure.kind import final_estimator, is_linear  # noqa: PLC0415
 
     if isinstance(problem.model, ScorecardAdapter):
         return True
-    model = getattr(problem.model, "model", None)
-    steps = getattr(model, "steps", None)
-    last = steps[-1][1] if steps else model
-    return hasattr(last, "coef_") and not hasattr(last, "coefs_")
+    return is_linear(final_estimator(getattr(problem.model, "model", None)))
 
 
 def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig) -> EnginePlan:

@@ -4,7 +4,7 @@ Users of DiCE (``Dice(data, model)``) and TrustyAI make one explainer and ask it
 row. Building a :class:`~planning.CounterfactualProblem` from a training DataFrame reads every
 column (kinds, domains, grids, statistics); for a data set of thousands of rows that cost more
 than the search. An :class:`Explainer` reads the data once (:class:`counterplan.planning.inference.DataProfile`),
-adapts the model once (its fast path compiled once, :mod:`counterplan.planning.fast_model`), checks its
+adapts the model once (its fast path compiled once, :mod:`counterplan.planning.fast_path`), checks its
 settings once against the first row, and then ``explain(row)`` costs the search and little else.
 ``explain_batch(rows)`` explains many rows together (:mod:`counterplan.solver.batch`, which sits
 below the explainer and knows it only as a :class:`~counterplan.solver.batch.protocol.RowExplainer`).

@@ -23,6 +23,18 @@ def test_mypy_strict_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_import_contracts_hold() -> None:
+    """The layers of pyproject.toml's import-linter contracts (CI also runs ``lint-imports``)."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
     code = (
         "import sys, counterplan.planning, counterplan.planning.demo\n"

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from counterplan.planning.fast_model import space_signature
+from counterplan.planning.fast_path.cache import space_signature
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 

@@ -217,7 +217,7 @@ class SolverConfig(ConfigModel):
 
     @classmethod
     def from_yaml(cls, text: str) -> SolverConfig:
-        """Parse YAML (or JSON, which YAML reads too), within :mod:`counterplan.solver.core.safe_yaml`'s limits."""
+        """Parse YAML (or JSON, which YAML reads too), within :mod:`counterplan.planning.safe_yaml`'s limits."""
         try:
             data = load_config_text(text)
         except ConfigTextError as exc:

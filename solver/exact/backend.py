@@ -29,7 +29,7 @@ NEITHER = (
 
 
 def _highs_description() -> str:
-    module = highs._highspy()
+    module = highs.load_highspy()
     version = ".".join(str(getattr(module, f"HIGHS_VERSION_{part}", "?")) for part in ("MAJOR", "MINOR", "PATCH"))
     return f"HiGHS {version} (highspy)"
 
@@ -40,7 +40,7 @@ def available(backend: Backend = "auto") -> str | None:
         return f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}"
     if backend in ("auto", "highs"):
         try:
-            highs._highspy()
+            highs.load_highspy()
         except ImportError as exc:
             if backend == "highs":
                 return str(exc)

@@ -32,8 +32,9 @@ from counterplan.planning.score import is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import FeatureVars, Formulation, build
+from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, Expr, Milp, MilpResult, add
+from counterplan.solver.exact.program import FeatureVars, Formulation
 
 
 @dataclass

@@ -28,7 +28,8 @@ class MissingSolverError(CounterplanError, ImportError):
     """highspy is not installed."""
 
 
-def _highspy() -> Any:
+def load_highspy() -> Any:
+    """The ``highspy`` module, or :class:`MissingSolverError` naming the extra to install."""
     try:
         import highspy  # noqa: PLC0415 - heavy, optional: loaded when the exact engine runs
     except ImportError as exc:
@@ -77,7 +78,7 @@ _banner_lock = threading.Lock()
 _banner_shown = False
 
 
-def _new_highs(highspy: Any) -> Any:
+def new_highs(highspy: Any) -> Any:
     """A ``Highs`` object. The first one in a process prints a copyright banner on the C
     library's stdout, which would corrupt the command line's JSON: it goes to /dev/null."""
     global _banner_shown  # noqa: PLW0603 - once per process, as the banner
@@ -102,8 +103,8 @@ def solve(
     threads: int = 1,
 ) -> MilpResult:
     """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat)."""
-    highspy = _highspy()
-    h = _new_highs(highspy)
+    highspy = load_highspy()
+    h = new_highs(highspy)
     h.silent()
     h.setOptionValue("threads", int(threads))
     h.setOptionValue("mip_rel_gap", float(relative_gap))
@@ -113,6 +114,18 @@ def solve(
         h.setOptionValue("time_limit", max(float(time_limit), 0.001))
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))
+    _load_program(highspy, h, milp)
+    if start is not None:
+        _warm_start(highspy, h, start)
+    _listen(h, on_incumbent, should_stop)
+    started = time.perf_counter()
+    h.run()
+    seconds = time.perf_counter() - started
+    return _result(highspy, h, milp, seconds)
+
+
+def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
+    """The program's variables, integrality, objective and rows, into ``h``."""
     n = milp.n_vars
     inf = highspy.kHighsInf
     lower = np.array([max(v, -inf) for v in milp.lower], dtype=np.float64)
@@ -127,35 +140,47 @@ def solve(
     for i, c in milp.objective.items():
         cost[i] = c
     h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
-    if milp.rows:
-        starts: list[int] = []
-        indices: list[int] = []
-        values: list[float] = []
-        lows: list[float] = []
-        ups: list[float] = []
-        for terms, low, up in milp.rows:
-            starts.append(len(indices))
-            indices.extend(terms.keys())
-            values.extend(terms.values())
-            lows.append(max(low, -inf))
-            ups.append(min(up, inf))
-        h.addRows(
-            len(milp.rows),
-            np.array(lows),
-            np.array(ups),
-            len(indices),
-            np.array(starts, dtype=np.int32),
-            np.array(indices, dtype=np.int32),
-            np.array(values, dtype=np.float64),
-        )
-    if start is not None:
-        # with local search's answer as the incumbent, the primal heuristics mostly rediscover
-        # it: off, a 100-tree heloc program was proven in 4.4 s instead of 6.1 s
-        for heuristic in ("mip_heuristic_run_rens", "mip_heuristic_run_rins", "mip_heuristic_run_feasibility_jump"):
-            h.setOptionValue(heuristic, False)
-        solution = highspy.HighsSolution()
-        solution.col_value = list(map(float, start))
-        h.setSolution(solution)
+    if not milp.rows:
+        return
+    starts: list[int] = []
+    indices: list[int] = []
+    values: list[float] = []
+    lows: list[float] = []
+    ups: list[float] = []
+    for terms, low, up in milp.rows:
+        starts.append(len(indices))
+        indices.extend(terms.keys())
+        values.extend(terms.values())
+        lows.append(max(low, -inf))
+        ups.append(min(up, inf))
+    h.addRows(
+        len(milp.rows),
+        np.array(lows),
+        np.array(ups),
+        len(indices),
+        np.array(starts, dtype=np.int32),
+        np.array(indices, dtype=np.int32),
+        np.array(values, dtype=np.float64),
+    )
+
+
+def _warm_start(highspy: Any, h: Any, start: npt.NDArray[np.float64]) -> None:
+    """``start`` as the incumbent. With local search's answer as the incumbent, the primal
+    heuristics mostly rediscover it: off, a 100-tree heloc program was proven in 4.4 s instead of
+    6.1 s."""
+    for heuristic in ("mip_heuristic_run_rens", "mip_heuristic_run_rins", "mip_heuristic_run_feasibility_jump"):
+        h.setOptionValue(heuristic, False)
+    solution = highspy.HighsSolution()
+    solution.col_value = list(map(float, start))
+    h.setSolution(solution)
+
+
+def _listen(
+    h: Any,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> None:
+    """Report every improving incumbent; interrupt the search when ``should_stop`` says so."""
     if on_incumbent is not None:
 
         def improving(event: Any) -> None:
@@ -170,9 +195,10 @@ def solve(
                 event.interrupt()
 
         h.cbMipInterrupt.subscribe(interrupt)
-    started = time.perf_counter()
-    h.run()
-    seconds = time.perf_counter() - started
+
+
+def _result(highspy: Any, h: Any, milp: Milp, seconds: float) -> MilpResult:
+    """What the solver found: the status, the solution, its objective, the bound, the gap."""
     status = h.getModelStatus()
     info = h.getInfo()
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible

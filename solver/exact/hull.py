@@ -31,17 +31,13 @@ busy 2-core machine (load average about 5):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.trust_region import ONE_HOT
-from counterplan.solver.exact.inputs import Lin, NotEncodableError
 from counterplan.solver.exact.milp import INF, Expr, add
-
-if TYPE_CHECKING:
-    from counterplan.solver.exact.formulation import Formulation
+from counterplan.solver.exact.program import Formulation, Lin
 
 log = structlog.get_logger(__name__)
 

@@ -1,198 +1,95 @@
-"""What the final estimator of a scikit-learn pipeline sees, as linear expressions of the MILP's
-feature variables.
+"""What the final estimator of a pipeline reads, as linear expressions of the program's variables.
 
-A pipeline's preprocessing (scalers, one-hot encoders, pass-through and dropped columns, in a
-``ColumnTransformer`` or a ``Pipeline``) is affine per column, so each column the estimator
-reads is a linear expression of the features' variables: a number's value, or the indicators of
-a categorical feature's categories. Anything else is refused naming the step, so ``auto`` falls
-back to local search. The decomposition is checked against the real pipeline on the original
-instance before it is used.
+The pipeline walker (:mod:`counterplan.planning.structure.pipeline`) describes each column the
+estimator reads as a function of one feature; here each description becomes a linear expression
+of that feature's variables: a number's value through the scalers' affine maps, a one-hot
+indicator as the sum of the indicators of the categories it holds, a category's own number as the
+indicators weighted by it. What is not linear is refused naming the step (a clipping scaler, an
+ordinal encoder's codes), so ``auto`` falls back to local search. The encoding is checked against
+the real pipeline at the original instance before it is used
+(:func:`counterplan.solver.exact.formulation.encode_model`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from counterplan.planning.errors import CounterplanError
-from counterplan.planning.fast_model import same_category
+from counterplan.planning.structure.columns import EstimatorColumn, LookupColumn, NumberColumn
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import final_estimator
+from counterplan.planning.structure.pipeline import ModelColumns, describe, describe_model
 from counterplan.solver.exact.milp import Expr, add
-
-Lin = tuple[Expr, float]
-"""A linear expression and its constant."""
+from counterplan.solver.exact.program import FeatureVars, Formulation, Lin, ModelInputs, scaled
 
 
-class NotEncodableError(CounterplanError, ValueError):
-    """The model (or the problem) cannot be encoded for the exact engine; says what and why."""
+def model_inputs(formulation: Formulation) -> ModelInputs:
+    """The problem's model split into its final estimator and the linear columns it reads."""
+    problem = formulation.problem
+    adapter: Any = problem.model
+    model = adapter.model
+    described = describe_model(model, problem.space, adapter.input_kind == "dataframe")
+    return _inputs(model, described, formulation.features, problem.space.names)
 
 
-@dataclass
-class Column:
-    """One column as the next step sees it.
-
-    ``lin`` is its value as a linear expression (None for a column of text categories, which
-    only an encoder may read); ``categories`` are, for a categorical source column, the model's
-    value of each category and its indicator expression.
-    """
-
-    lin: Lin | None
-    name: str
-    categories: list[tuple[Any, Lin]] | None = None
+def relation_inputs(formulation: Formulation, model: Any, columns: Sequence[int]) -> ModelInputs:
+    """A learned relation's regressor (fitted on the encoded values of features ``columns``, in
+    that order) split into its final estimator and the linear columns it reads."""
+    names = formulation.problem.space.names
+    entry = [NumberColumn(c) for c in columns]
+    return _inputs(model, describe(model, entry, names), formulation.features, names)
 
 
-@dataclass
-class ModelInputs:
-    """The estimator at the end of the pipeline, and the columns it reads."""
-
-    estimator: Any
-    columns: list[Lin]
-    forbidden: list[Lin] = field(default_factory=list)
-    """Indicators that must stay 0: categories an encoder fitted with ``handle_unknown='error'``
-    does not know."""
-    preprocess: Any = None
-    """The fitted preprocessing (a pipeline without its last step), or None."""
+def _inputs(model: Any, described: ModelColumns, features: list[FeatureVars], names: Sequence[str]) -> ModelInputs:
+    columns = [column_lin(column, features[column.source], names[column.source]) for column in described.columns]
+    forbidden = []
+    for j, slot in described.raises:  # the encoder raises on these categories: they stay off
+        categories = features[j].categories
+        if categories is not None:
+            forbidden.append(categories[slot - 1][1])
+    preprocess = model[:-1] if getattr(model, "steps", None) is not None else None
+    return ModelInputs(final_estimator(model), columns, forbidden, preprocess)
 
 
-def scaled(lin: Lin, factor: float, shift: float = 0.0) -> Lin:
-    """``factor * lin + shift``."""
-    terms, constant = lin
-    return {k: v * factor for k, v in terms.items()}, constant * factor + shift
+def column_lin(column: EstimatorColumn, f: FeatureVars, name: str) -> Lin:
+    """One estimator column as a linear expression of feature ``f``'s variables."""
+    lin = _value(f, column.boolean) if isinstance(column, NumberColumn) else _lookup(column, f, name)
+    for layer in column.layers:
+        for factor, shift in layer.affine():
+            lin = scaled(lin, factor, shift)
+    return lin
 
 
-def decompose(model: Any, base: list[Column]) -> ModelInputs:
-    """Split ``model`` (an estimator or a ``Pipeline``) into its final estimator and the linear
-    columns it reads, given the columns the pipeline takes (one per feature, in order)."""
-    forbidden: list[Lin] = []
-    steps = getattr(model, "steps", None)
-    if steps is None:
-        return ModelInputs(model, _numeric(base, type(model).__name__), forbidden)
-    columns = base
-    for name, step in steps[:-1]:
-        columns = _apply(step, columns, forbidden, f"pipeline step {name!r}")
-    estimator = steps[-1][1]
-    return ModelInputs(estimator, _numeric(columns, type(estimator).__name__), forbidden, model[:-1])
+def _value(f: FeatureVars, boolean: bool) -> Lin:
+    """A feature's value as the pipeline reads it: a number, a category's code (an encoded
+    matrix), or a decoded boolean (its categories False and True, as 0 and 1)."""
+    if not boolean or f.categories is None:
+        return f.value
+    return _weighted(f.categories, [float(value) for value, _ in f.categories], skip_zeros=False)
 
 
-def _numeric(columns: list[Column], reader: str) -> list[Lin]:
-    out = []
-    for column in columns:
-        if column.lin is None:
-            raise NotEncodableError(f"{reader} reads column {column.name!r} of text categories without an encoder")
-        out.append(column.lin)
-    return out
+def _lookup(column: LookupColumn, f: FeatureVars, name: str) -> Lin:
+    """A number per category: the indicators weighted by it (a one-hot column: only the
+    categories it holds)."""
+    if column.read == "code":
+        raise NotEncodableError(f"{column.where}: ordinal codes of {name!r} are not supported by the exact engine")
+    if f.categories is None:  # a constant without indicators (its original is missing)
+        if column.read == "indicator":
+            raise NotEncodableError(f"{column.where}: one-hot encodes {name!r}, which is not a categorical feature")
+        return f.value
+    return _weighted(f.categories, list(column.values[1:]), skip_zeros=column.read == "indicator")
 
 
-def _apply(step: Any, columns: list[Column], forbidden: list[Lin], where: str) -> list[Column]:
-    kind = type(step).__name__
-    if step is None or (isinstance(step, str) and step == "passthrough"):
-        return columns
-    if isinstance(step, str) and step == "drop":
-        return []
-    if kind == "Pipeline":
-        for name, inner in step.steps:
-            columns = _apply(inner, columns, forbidden, f"{where} step {name!r}")
-        return columns
-    if kind == "ColumnTransformer":
-        return _column_transformer(step, columns, forbidden, where)
-    if kind == "StandardScaler":  # scikit-learn keeps mean_ with with_mean=False, but does not subtract it
-        mean = step.mean_ if step.with_mean and step.mean_ is not None else np.zeros(len(columns))
-        scale = step.scale_ if step.with_std and step.scale_ is not None else np.ones(len(columns))
-        return _affine(columns, 1.0 / np.asarray(scale), -np.asarray(mean) / np.asarray(scale), where)
-    if kind == "MinMaxScaler":
-        if getattr(step, "clip", False):
-            raise NotEncodableError(f"{where}: MinMaxScaler(clip=True) is not affine")
-        return _affine(columns, np.asarray(step.scale_), np.asarray(step.min_), where)
-    if kind == "RobustScaler":
-        center = step.center_ if step.center_ is not None else np.zeros(len(columns))
-        scale = step.scale_ if step.scale_ is not None else np.ones(len(columns))
-        return _affine(columns, 1.0 / np.asarray(scale), -np.asarray(center) / np.asarray(scale), where)
-    if kind == "MaxAbsScaler":
-        return _affine(columns, 1.0 / np.asarray(step.scale_), np.zeros(len(columns)), where)
-    if kind == "OneHotEncoder":
-        return _one_hot(step, columns, forbidden, where)
-    if kind == "FunctionTransformer" and step.func is None:
-        return columns
-    if kind == "SimpleImputer":
-        if step.add_indicator or np.isnan(np.asarray(step.statistics_, dtype=np.float64)).any():
-            raise NotEncodableError(f"{where}: a SimpleImputer that adds indicators or drops columns")
-        return columns  # the exact engine never proposes a missing value: imputing is the identity
-    raise NotEncodableError(f"{where}: {kind} is not supported by the exact engine")
-
-
-def _affine(columns: list[Column], factor: np.ndarray, shift: np.ndarray, where: str) -> list[Column]:
-    if factor.shape[0] != len(columns):
-        raise NotEncodableError(f"{where}: fitted on {factor.shape[0]} columns, given {len(columns)}")
-    out = []
-    for column, a, b in zip(columns, factor, shift, strict=True):
-        if column.lin is None:
-            raise NotEncodableError(f"{where}: scales column {column.name!r} of text categories")
-        out.append(Column(scaled(column.lin, float(a), float(b)), column.name))
-    return out
-
-
-def _one_hot(step: Any, columns: list[Column], forbidden: list[Lin], where: str) -> list[Column]:
-    if getattr(step, "_infrequent_enabled", False):
-        raise NotEncodableError(f"{where}: OneHotEncoder with infrequent categories")
-    if len(step.categories_) != len(columns):
-        raise NotEncodableError(f"{where}: fitted on {len(step.categories_)} columns, given {len(columns)}")
-    drop = getattr(step, "drop_idx_", None)
-    out: list[Column] = []
-    for i, (column, known) in enumerate(zip(columns, step.categories_, strict=True)):
-        if column.categories is None:
-            raise NotEncodableError(f"{where}: one-hot encodes {column.name!r}, which is not a categorical feature")
-        dropped = None if drop is None or drop[i] is None else int(drop[i])
-        matched: set[int] = set()
-        for q, value in enumerate(known):
-            terms: Expr = {}
-            constant = 0.0
-            for k, (ours, indicator) in enumerate(column.categories):
-                if same_category(ours, value):
-                    matched.add(k)
-                    terms = add(terms, indicator[0])
-                    constant += indicator[1]
-            if q != dropped:
-                out.append(Column((terms, constant), f"{column.name}={value}"))
-        for k, (_, indicator) in enumerate(column.categories):
-            if k not in matched and step.handle_unknown == "error":
-                forbidden.append(indicator)  # the encoder would raise on this category
-    return out
-
-
-def _column_transformer(step: Any, columns: list[Column], forbidden: list[Lin], where: str) -> list[Column]:
-    names = list(getattr(step, "feature_names_in_", []))
-    out: list[Column] = []
-    for name, transformer, selection in step.transformers_:
-        picked = _select(selection, names, len(columns), f"{where} transformer {name!r}")
-        if not picked or (isinstance(transformer, str) and transformer == "drop"):
+def _weighted(categories: list[tuple[Any, Lin]], weights: list[float], *, skip_zeros: bool) -> Lin:
+    """``sum_k weights[k] * indicator_k``, in the categories' order."""
+    terms: Expr = {}
+    constant = 0.0
+    for weight, (_, (indicator, indicator_constant)) in zip(weights, categories, strict=True):
+        if skip_zeros and weight == 0.0:
             continue
-        out += _apply(transformer, [columns[i] for i in picked], forbidden, f"{where} transformer {name!r}")
-    return out
+        terms = add(terms, indicator, weight)
+        constant += weight * indicator_constant
+    return terms, constant
 
 
-def _select(selection: Any, names: list[str], n: int, where: str) -> list[int]:
-    if isinstance(selection, slice):
-        return list(range(n))[selection]
-    if isinstance(selection, str | int):
-        selection = [selection]
-    picked = list(selection)
-    if picked and all(isinstance(p, bool | np.bool_) for p in picked):
-        return [i for i, p in enumerate(picked) if p]
-    out = []
-    for p in picked:
-        if isinstance(p, str):
-            if p not in names:
-                raise NotEncodableError(f"{where}: unknown column {p!r}")
-            out.append(names.index(p))
-        else:
-            out.append(int(p))
-    return out
-
-
-def evaluate(lin: Lin, x: npt.NDArray[np.float64]) -> float:
-    """A linear expression's value at ``x``."""
-    terms, constant = lin
-    return constant + math.fsum(c * x[i] for i, c in terms.items())
+__all__ = ["column_lin", "model_inputs", "relation_inputs"]

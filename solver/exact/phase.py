@@ -23,13 +23,14 @@ import numpy.typing as npt
 
 from counterplan.planning.score import is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import Formulation, build
-from counterplan.solver.exact.inputs import NotEncodableError
+from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, MilpResult
+from counterplan.solver.exact.program import Formulation
 from counterplan.solver.exact.report import ExactStatistics
 
 RETRIES = 2

@@ -167,7 +167,7 @@ class FeatureScanPhaseConfig(PhaseConfig):
     type: Literal["feature_scan"] = "feature_scan"
     grid_size: Annotated[int, Field(ge=2, le=256)] = 24
     split_values: bool = True
-    """Also try each number just past each split threshold of a tree model (``counterplan.solver.exact.splits``):
+    """Also try each number just past each split threshold of a tree model (``counterplan.planning.structure.splits``):
     where the optimal answers land, often far from the original."""
     greedy_steps: Annotated[int, Field(ge=0, le=50)] = 6
     """Then build a counterfactual greedily: take the move with the best goal gain per unit

@@ -210,7 +210,7 @@ def _join_splits(
     known = [j for j in space.split_values if features[j] and j not in space.allowed] if features is not None else []
     if not known:
         return value, owner, np.zeros(value.size, dtype=bool), origin
-    # where the model's trees change their decision (counterplan.solver.exact.splits), each value once
+    # where the model's trees change their decision (counterplan.planning.structure.splits), each value once
     low, high = space.lower, space.upper
     split = np.concatenate([space.split_values[j] for j in known])
     split_owner = np.repeat(np.array(known, dtype=np.intp), [space.split_values[j].size for j in known])
@@ -251,7 +251,7 @@ def split_cells(space: EncodedSpace, grid: ScanGrid) -> np.ndarray:
     With the other features fixed, a tree ensemble's output changes only where a value crosses
     one of its thresholds, so the values between two neighbouring thresholds (a cell) score
     alike. The split values are the grid values on each side of each threshold
-    (:mod:`counterplan.solver.exact.splits`): a threshold lies next to a split value, never between two
+    (:mod:`counterplan.planning.structure.splits`): a threshold lies next to a split value, never between two
     other entries. So each split value is a cell of its own, and the entries between two
     neighbouring split values (or past the outermost) share one, whichever side of its nearest
     split value a threshold lies on (``x <= t`` or XGBoost's ``x < t``). Cells are numbered
@@ -499,9 +499,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         any phase runs: the solve then searches a view of the space that knows them (every phase,
         local search's split jumps too), and the problem's own space is left as it is."""
         if self.config.split_values and scope.problem is not None:
-            from counterplan.solver.exact.splits import split_points  # noqa: PLC0415 - reads tree models only
-
-            scope.space = scope.space.with_split_values(split_points(scope.problem))
+            scope.space = scope.space.with_split_values(scope.problem.split_values())
 
     def grid(self, scope: SolverScope, *, splits: bool) -> ScanGrid:
         """The phase's scan grid, with or without the model's split values."""
@@ -612,7 +610,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         cells: np.ndarray,
     ) -> None:
         """A second greedy chain over the scan with the model's split values (a tree model's;
-        :mod:`counterplan.solver.exact.splits`), kept aside: its rows are offered before the boundary polish
+        :mod:`counterplan.planning.structure.splits`), kept aside: its rows are offered before the boundary polish
         (``scope.deferred``), so the local search runs exactly as without them and the polish
         shaves whichever is best. Where the optimum lies just past a far threshold (adult's
         boosting: 9 rows of 10 optimal with it, 2 without), this is the route that finds it.

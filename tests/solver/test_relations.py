@@ -18,7 +18,7 @@ from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.solver.counterfactual import explain
-from tests.solver.test_exact import _brute_force
+from tests.solver.exact.test_exact import _brute_force
 
 pytest.importorskip("highspy")
 

@@ -36,7 +36,6 @@ from counterplan.solver.core.phase import PhaseScope
 from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.termination import Termination
-from counterplan.solver.exact.splits import split_points
 from counterplan.solver.local.config import FeatureScanPhaseConfig
 from counterplan.solver.local.scan import (
     FeatureScanPhase,
@@ -90,7 +89,7 @@ def _tree_problem(income: float, tenure: int, debt: float, kind: str = "hgb") ->
         CategoricalFeature(name="plan", value="basic", categories=PLANS),
     ]
     problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(_model(kind), "ok"))
-    problem.space.split_values = split_points(problem)
+    problem.space.split_values = problem.split_values()
     assert problem.space.split_values, "the trees' split values are known"
     return problem
 

@@ -3,9 +3,10 @@
 A scorecard's output is a sum, per variable, of the contribution of the bin its value falls in:
 points for the score, or the log-odds for the class (optbinning: minus coefficient x WoE; a
 points table with an odds scaling: the points x ln 2 / PDO). That is an additive model of step
-functions, which is exactly what the tree encoding states (:func:`counterplan.solver.exact.formulation._trees`):
-each variable becomes one tree, a chain of splits at its bin edges (``x < edge`` goes left, as
-the bins are half-open ``[lower, upper)``), whose leaves are its bins. So the counterfactual
+functions, which is exactly what the tree encoding states
+(:func:`counterplan.solver.exact.encoders.trees.encode_ensemble`): each variable becomes one tree,
+a chain of splits at its bin edges (``x < edge`` goes left, as the bins are half-open
+``[lower, upper)``), whose leaves are its bins. So the counterfactual
 changes at most one bin per variable by construction, a bin is entered at its nearest point
 (the representative value shown is the closest value of the bin on the feature's grid), and every
 rule of the problem (domains, grids, immutables, monotone directions, at most K changes) holds
@@ -22,19 +23,18 @@ is score >= cut-off (the cut-off itself accepted).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, ScorecardDistance, ScorecardVariable
-from counterplan.solver.exact.inputs import Lin, ModelInputs, NotEncodableError
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.trees import Ensemble, Link, Tree
+from counterplan.solver.exact.encoders.trees import encode_ensemble
 from counterplan.solver.exact.milp import INF, Expr, add
-from counterplan.solver.exact.trees import Ensemble, Link, Tree
-
-if TYPE_CHECKING:
-    from counterplan.solver.exact.formulation import Formulation, Output
+from counterplan.solver.exact.program import Formulation, Lin, ModelInputs, Output
 
 MAX_SCORECARD_BINS = 20_000
 """Bins in all: each costs a leaf variable and a threshold binary."""
@@ -60,8 +60,6 @@ class ScorecardColumns:
 
 def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Output:
     """The scorecard's output for the problem's goal, as a linear expression (an ``Output``)."""
-    from counterplan.solver.exact.formulation import Output, _trees  # noqa: PLC0415 - one module uses the other
-
     problem = formulation.problem
     table = adapter.table
     (bound,) = problem.goals
@@ -69,49 +67,11 @@ def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Out
     if sum(len(v.bins) for v in table.variables) > MAX_SCORECARD_BINS:
         raise NotEncodableError(f"a scorecard with more than {MAX_SCORECARD_BINS} bins")
     wants_score = bound.output.classes is None
-    if wants_score:
-        link: Link = "value"
-        per_bin = [np.array([b.points for b in v.bins]) for v in table.variables]
-    elif adapter.labels_only:
-        link = "value"  # stated as "label" below: points against the cut-off
-        per_bin = [np.array([b.points for b in v.bins]) for v in table.variables]
-    else:
-        link = "logit"
-        per_bin = [_log_odds(table, v) for v in table.variables]
-        if not adapter.high_is_second:  # the output's second class is the low-score one
-            per_bin = [-values for values in per_bin]
-    columns: list[Lin] = []
-    forbidden: list[Lin] = []
-    trees: list[Tree] = []
-    for c, variable in enumerate(table.variables):
-        if variable.name not in space.names:
-            raise NotEncodableError(f"the scorecard reads {variable.name!r}, which is not a feature of the problem")
-        j = space.names.index(variable.name)
-        f = formulation.features[j]
-        if variable.categorical:
-            if f.categories is None:
-                raise NotEncodableError(f"variable {variable.name!r} has category bins; the feature is a number")
-            terms: Expr = {}
-            constant = 0.0
-            for value, (ind_terms, ind_constant) in f.categories:
-                index = variable.bin_index([value])[0]
-                if not np.isfinite(index):
-                    forbidden.append((ind_terms, ind_constant))  # a category in no bin has no points
-                    continue
-                terms = add(terms, ind_terms, float(index))
-                constant += float(index) * ind_constant
-            columns.append((terms, constant))
-            edges = np.arange(len(variable.bins) - 1, dtype=np.float64) + 0.5
-        else:
-            if f.categories is not None:
-                raise NotEncodableError(f"variable {variable.name!r} has interval bins; the feature is categorical")
-            columns.append(f.value)
-            edges = variable.edges
-        trees.append(_chain(c, edges, per_bin[c]))
-    inputs = ModelInputs(estimator=None, columns=columns, forbidden=forbidden, preprocess=ScorecardColumns(table))
+    link, per_bin = _contributions(adapter, wants_score)
+    inputs, trees = _variable_trees(formulation, table, per_bin)
     formulation.inputs = inputs
     milp = formulation.milp
-    for terms, constant in forbidden:
+    for terms, constant in inputs.forbidden:
         milp.row(terms, -INF, -constant)
     original_row = space.original.reshape(1, -1)
     original = ScorecardColumns(table).transform(space.to_frame(original_row))[0]
@@ -120,7 +80,7 @@ def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Out
         raise NotEncodableError(f"the original's {missing[0]!r} falls in no bin (missing, or an unknown category)")
     real = _real(adapter, space, original_row, wants_score, bound.output.name)
     ensemble = Ensemble(trees, 1.0, link, adapter.description)
-    output = _trees(formulation, ensemble, inputs, original, real=np.array([real]))
+    output = encode_ensemble(formulation, ensemble, inputs, original, real=np.array([real]))
     if problem.scorecard_distance is not None:
         _paper_objective(formulation, problem.scorecard_distance, original)
     if wants_score:
@@ -130,6 +90,61 @@ def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Out
         terms, constant = output.lin
         output = Output((terms, constant - table.cutoff), "label", adapter.description, inclusive=True)
     return output
+
+
+def _contributions(adapter: ScorecardAdapter, wants_score: bool) -> tuple[Link, list[npt.NDArray[np.float64]]]:
+    """Each variable's bins' contributions to the encoded output: points (the score, or a decision
+    against the cut-off), or the log-odds of the output's second class."""
+    table = adapter.table
+    if wants_score or adapter.labels_only:  # a decision-only table: stated as "label" by the caller
+        return "value", [np.array([b.points for b in v.bins]) for v in table.variables]
+    per_bin = [_log_odds(table, v) for v in table.variables]
+    if not adapter.high_is_second:  # the output's second class is the low-score one
+        per_bin = [-values for values in per_bin]
+    return "logit", per_bin
+
+
+def _variable_trees(
+    formulation: Formulation, table: PointsTable, per_bin: list[npt.NDArray[np.float64]]
+) -> tuple[ModelInputs, list[Tree]]:
+    """Per variable: the column its tree reads (a number's value, or a category's bin index) and
+    the tree, a chain of splits at its bin edges; categories in no bin are forbidden."""
+    space = formulation.problem.space
+    columns: list[Lin] = []
+    forbidden: list[Lin] = []
+    trees: list[Tree] = []
+    for c, variable in enumerate(table.variables):
+        if variable.name not in space.names:
+            raise NotEncodableError(f"the scorecard reads {variable.name!r}, which is not a feature of the problem")
+        f = formulation.features[space.names.index(variable.name)]
+        if variable.categorical:
+            if f.categories is None:
+                raise NotEncodableError(f"variable {variable.name!r} has category bins; the feature is a number")
+            columns.append(_bin_index(variable, f.categories, forbidden))
+            edges = np.arange(len(variable.bins) - 1, dtype=np.float64) + 0.5
+        else:
+            if f.categories is not None:
+                raise NotEncodableError(f"variable {variable.name!r} has interval bins; the feature is categorical")
+            columns.append(f.value)
+            edges = variable.edges
+        trees.append(_chain(c, edges, per_bin[c]))
+    inputs = ModelInputs(estimator=None, columns=columns, forbidden=forbidden, preprocess=ScorecardColumns(table))
+    return inputs, trees
+
+
+def _bin_index(variable: ScorecardVariable, categories: list[tuple[Any, Lin]], forbidden: list[Lin]) -> Lin:
+    """The bin index of the chosen category, as a linear expression of the category indicators
+    (a category in no bin has no points: its indicator goes to ``forbidden``)."""
+    terms: Expr = {}
+    constant = 0.0
+    for value, (ind_terms, ind_constant) in categories:
+        index = variable.bin_index([value])[0]
+        if not np.isfinite(index):
+            forbidden.append((ind_terms, ind_constant))
+            continue
+        terms = add(terms, ind_terms, float(index))
+        constant += float(index) * ind_constant
+    return terms, constant
 
 
 def _log_odds(table: PointsTable, variable: ScorecardVariable) -> npt.NDArray[np.float64]:
@@ -187,7 +202,6 @@ def _paper_objective(formulation: Formulation, objective: ScorecardDistance, ori
     (linear in the leaves, one bin per variable) + beta x sum_i |(F^T (WoE' - mu))_i| (two
     non-negative parts per variable), + the change penalty."""
     problem = formulation.problem
-    milp = formulation.milp
     table = objective.table
     bins = table.bins(problem.space.to_frame(problem.space.original.reshape(1, -1)))[0]
     woe: list[Lin] = []  # each variable's WoE as a linear expression of its leaves
@@ -207,31 +221,41 @@ def _paper_objective(formulation: Formulation, objective: ScorecardDistance, ori
                 distance[var] = distance.get(var, 0.0) + weight
         woe.append((terms, 0.0))
     if objective.beta and objective.factor is not None and objective.mean is not None:
-        factor, mean = objective.factor, objective.mean
-        parts: list[tuple[int, int]] = []
-        for c in range(len(table.variables)):
-            plus = milp.var(f"closeness+[{c}]", 0.0, INF)
-            minus = milp.var(f"closeness-[{c}]", 0.0, INF)
-            row: Expr = {plus: -1.0, minus: 1.0}
-            constant = 0.0
-            for j in range(len(table.variables)):
-                if factor[j, c] != 0.0:
-                    row = add(row, woe[j][0], float(factor[j, c]))
-                    constant -= float(factor[j, c]) * float(mean[j])
-            milp.row(row, -constant, -constant)  # (F^T (w - mu))_c = plus - minus
-            distance = add(distance, {plus: objective.beta, minus: objective.beta})
-            parts.append((plus, minus))
-
-        def fill(x: npt.NDArray[np.float64], _row: npt.NDArray[np.float64]) -> None:
-            w = np.array([sum(coef * x[v] for v, coef in terms.items()) for terms, _ in woe])
-            for c, (plus, minus) in enumerate(parts):
-                value = float((w - mean) @ factor[:, c])
-                x[plus], x[minus] = max(value, 0.0), max(-value, 0.0)
-
-        formulation.fills.append(fill)
+        distance = _closeness(formulation, objective, woe, distance)
     penalty = problem.distance.change_penalty
     if penalty:
         for f in formulation.features:
             if f.changed is not None:
                 distance = add(distance, {f.changed: penalty * float(problem.space.costs[f.index])})
     formulation.distance = distance
+
+
+def _closeness(formulation: Formulation, objective: ScorecardDistance, woe: list[Lin], distance: Expr) -> Expr:
+    """``distance`` plus beta x sum_i |(F^T (WoE' - mu))_i|: two non-negative parts per variable
+    (and their warm-start fill)."""
+    assert objective.factor is not None and objective.mean is not None
+    factor, mean = objective.factor, objective.mean
+    milp = formulation.milp
+    n = len(objective.table.variables)
+    parts: list[tuple[int, int]] = []
+    for c in range(n):
+        plus = milp.var(f"closeness+[{c}]", 0.0, INF)
+        minus = milp.var(f"closeness-[{c}]", 0.0, INF)
+        row: Expr = {plus: -1.0, minus: 1.0}
+        constant = 0.0
+        for j in range(n):
+            if factor[j, c] != 0.0:
+                row = add(row, woe[j][0], float(factor[j, c]))
+                constant -= float(factor[j, c]) * float(mean[j])
+        milp.row(row, -constant, -constant)  # (F^T (w - mu))_c = plus - minus
+        distance = add(distance, {plus: objective.beta, minus: objective.beta})
+        parts.append((plus, minus))
+
+    def fill(x: npt.NDArray[np.float64], _row: npt.NDArray[np.float64]) -> None:
+        w = np.array([sum(coef * x[v] for v, coef in terms.items()) for terms, _ in woe])
+        for c, (plus, minus) in enumerate(parts):
+            value = float((w - mean) @ factor[:, c])
+            x[plus], x[minus] = max(value, 0.0), max(-value, 0.0)
+
+    formulation.fills.append(fill)
+    return distance

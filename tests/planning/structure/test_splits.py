@@ -19,8 +19,8 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from threadpoolctl import threadpool_limits
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
-from counterplan.solver.exact import splits
-from counterplan.solver.exact.splits import split_points
+from counterplan.planning.structure import splits
+from counterplan.planning.structure.cache import MEMO
 
 
 def _data(n: int = 500, seed: int = 0) -> pd.DataFrame:
@@ -84,8 +84,8 @@ def _problems(frame: pd.DataFrame, model: Pipeline) -> list[CounterfactualProble
 
 
 def _fresh(problem: CounterfactualProblem) -> dict[int, np.ndarray]:
-    splits._KEPT.clear()
-    return split_points(problem)
+    MEMO.clear()
+    return problem.split_values()
 
 
 def _assert_same(got: dict[int, np.ndarray], expected: dict[int, np.ndarray]) -> None:
@@ -108,10 +108,10 @@ def test_cached_split_values_equal_a_fresh_read_for_every_problem_of_a_model(est
     problems = _problems(frame, model)
     fresh = [_fresh(problem) for problem in problems]
     assert any(fresh), "the trees split on the numbers"
-    splits._KEPT.clear()
+    MEMO.clear()
     for problem, expected in zip(problems * 2, fresh * 2, strict=True):  # the second round: all from the cache
-        _assert_same(split_points(problem), expected)
-    kept = splits._KEPT[model[-1]]
+        _assert_same(problem.split_values(), expected)
+    kept = MEMO.peek(model[-1], splits.THRESHOLDS)
     assert len(kept.readings) < len(problems), "problems that read the features alike share their values"
 
 
@@ -120,21 +120,21 @@ def test_the_values_handed_out_are_the_callers_own() -> None:
     model = _fit(_pipeline(HistGradientBoostingClassifier(max_iter=20, random_state=0)), frame)
     problem = _problems(frame, model)[0]
     expected = _fresh(problem)
-    first = split_points(problem)
+    first = problem.split_values()
     for values in first.values():
         values[:] = -1.0  # a caller changing its copy changes nothing kept
-    _assert_same(split_points(problem), expected)
+    _assert_same(problem.split_values(), expected)
 
 
 def test_refitting_the_estimator_in_place_drops_what_was_read() -> None:
     frame = _data()
     model = _fit(_pipeline(HistGradientBoostingClassifier(max_iter=20, random_state=0)), frame)
-    stale = split_points(_problems(frame, model)[0])
+    stale = _problems(frame, model)[0].split_values()
     other = _data(seed=5)
     other["ok"] = 1 - other.ok  # other trees, other thresholds
     _fit(model, other)  # the same estimator object, refitted
     problem = _problems(other, model)[0]
-    got = split_points(problem)
+    got = problem.split_values()
     _assert_same(got, _fresh(problem))
     assert any(not np.array_equal(got.get(j, np.empty(0)), stale[j]) for j in stale)
 
@@ -145,8 +145,8 @@ def test_what_is_kept_goes_with_the_estimator(trees: bool) -> None:
     estimator = HistGradientBoostingClassifier(max_iter=10, random_state=0) if trees else KNeighborsClassifier(3)
     model = _fit(_pipeline(estimator), frame)
     problem = _problems(frame, model)[0]
-    first = split_points(problem)
-    assert split_points(problem).keys() == first.keys()
+    first = problem.split_values()
+    assert problem.split_values().keys() == first.keys()
     assert bool(first) == trees  # no trees: no split values
     gone = weakref.ref(estimator)
     del model, problem, estimator

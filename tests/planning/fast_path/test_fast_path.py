@@ -38,7 +38,7 @@ from sklearn.preprocessing import (
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
-import counterplan.planning.fast_model
+import counterplan.planning.fast_path.probe
 from counterplan.planning import (
     ClassGoal,
     CounterfactualProblem,
@@ -47,7 +47,9 @@ from counterplan.planning import (
     SklearnClassifierAdapter,
     SklearnRegressorAdapter,
 )
-from counterplan.planning.fast_model import BaggedTrees, compile_inputs, compile_trees, probe_rows
+from counterplan.planning.fast_path.inputs import compile_inputs
+from counterplan.planning.fast_path.probe import probe_rows
+from counterplan.planning.fast_path.trees import BaggedTrees, compile_trees
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 FEATURES = ["age", "income", "debt", "city", "grade", "member"]
@@ -437,13 +439,13 @@ def test_problems_of_one_data_set_share_one_compiled_path(data: pd.DataFrame, mo
     model = logistic(PREPROCESSING["robust scaler, one-hot dropping the first"]()).fit(data[FEATURES], data["approved"])
     adapter = SklearnClassifierAdapter(model, "approved")
     compiled: list[FeatureSpace] = []
-    compile_fast_path = counterplan.planning.fast_model.compile_fast_path
+    compile_fast_path = counterplan.planning.fast_path.probe.compile_fast_path
 
     def counting(model: Any, space: FeatureSpace, *args: Any) -> Any:
         compiled.append(space)
         return compile_fast_path(model, space, *args)
 
-    monkeypatch.setattr(counterplan.planning.fast_model, "compile_fast_path", counting)
+    monkeypatch.setattr(counterplan.planning.fast_path.probe, "compile_fast_path", counting)
     first = problem_for(data, adapter, row=1)
     second = problem_for(data, adapter, row=7, immutable=["age"])
     assert first.space is not second.space
@@ -457,13 +459,13 @@ def test_adapters_of_one_model_share_the_cache_and_a_refit_drops_it(
 ) -> None:
     model = logistic(PREPROCESSING["standard scaler, dense one-hot"]()).fit(data[FEATURES], data["approved"])
     compiled: list[FeatureSpace] = []
-    compile_fast_path = counterplan.planning.fast_model.compile_fast_path
+    compile_fast_path = counterplan.planning.fast_path.probe.compile_fast_path
 
     def counting(model: Any, space: FeatureSpace, *args: Any) -> Any:
         compiled.append(space)
         return compile_fast_path(model, space, *args)
 
-    monkeypatch.setattr(counterplan.planning.fast_model, "compile_fast_path", counting)
+    monkeypatch.setattr(counterplan.planning.fast_path.probe, "compile_fast_path", counting)
     first, second = problem_for(data, model, row=1), problem_for(data, model, row=2)  # an adapter each
     assert first.model is not second.model
     X = candidates(second.space)
@@ -489,13 +491,13 @@ def test_a_new_pattern_of_missing_values_is_checked_before_the_plan_is_reused(
     )
     model = logistic(encode).fit(frame[FEATURES], frame["approved"])
     compiled: list[FeatureSpace] = []
-    compile_fast_path = counterplan.planning.fast_model.compile_fast_path
+    compile_fast_path = counterplan.planning.fast_path.probe.compile_fast_path
 
     def counting(model: Any, space: FeatureSpace, *args: Any) -> Any:
         compiled.append(space)
         return compile_fast_path(model, space, *args)
 
-    monkeypatch.setattr(counterplan.planning.fast_model, "compile_fast_path", counting)
+    monkeypatch.setattr(counterplan.planning.fast_path.probe, "compile_fast_path", counting)
     both = problem_for(frame, model, row=0, fill_missing=True)  # age and income missing
     age = problem_for(frame, model, row=5, fill_missing=True)  # age missing
     whole = problem_for(frame, model, row=1)  # nothing missing: age reaches the pipeline as int64
@@ -511,7 +513,7 @@ def test_a_new_pattern_of_missing_values_is_checked_before_the_plan_is_reused(
 
 def test_fast_off_always_calls_the_pipeline(data: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
     model = logistic(PREPROCESSING["standard scaler, dense one-hot"]()).fit(data[FEATURES], data["approved"])
-    monkeypatch.setattr(counterplan.planning.fast_model, "compile_fast_path", None)  # calling it would fail
+    monkeypatch.setattr(counterplan.planning.fast_path.probe, "compile_fast_path", None)  # calling it would fail
     problem = problem_for(data, SklearnClassifierAdapter(model, "approved", fast=False))
     X = candidates(problem.space)
     np.testing.assert_array_equal(

@@ -31,7 +31,7 @@ from counterplan.planning.scorecard import (
     read_optbinning,
 )
 from counterplan.solver.counterfactual import explain
-from tests.solver.test_exact import _brute_force
+from tests.solver.exact.test_exact import _brute_force
 
 pytest.importorskip("highspy")
 
@@ -293,7 +293,7 @@ else:
     import highspy
     import optbinning
 from sklearn.linear_model import LogisticRegression
-from tests.solver.test_exact_scorecards import _credit
+from tests.solver.exact.test_exact_scorecards import _credit
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.solver.counterfactual import explain
 
@@ -326,7 +326,7 @@ def test_a_scorecard_read_from_optbinning_solves_exactly_in_one_process(order: s
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, "-c", ONE_PROCESS, order], capture_output=True, text=True, cwd=root, timeout=300, check=False
     )

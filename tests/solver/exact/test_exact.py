@@ -284,12 +284,11 @@ def test_the_exact_engine_is_never_worse_than_local_search() -> None:
 
 def test_split_values_sit_on_both_sides_of_every_threshold() -> None:
     """What the exact answers teach local search: the values just past each tree threshold."""
-    from counterplan.solver.exact.splits import split_points
 
     frame, label, _ = _data()
     model = _encoded(DecisionTreeClassifier(max_depth=4, random_state=0)).fit(frame, label)
     problem = CounterfactualProblem(_features(), [ClassGoal(target=1)], adapt_sklearn(model, "ok"))
-    splits = split_points(problem)
+    splits = problem.split_values()
     tree = model[-1].tree_
     income_column = 3  # after the three one-hot plan columns
     thresholds = tree.threshold[(tree.feature == income_column) & (tree.children_left >= 0)]

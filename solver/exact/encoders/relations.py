@@ -13,20 +13,26 @@ candidate as breaking a rule.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.relations import LearnedRelations
-from counterplan.solver.exact.inputs import Column, Lin, NotEncodableError, decompose
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import LINEAR_REGRESSORS, NETWORKS, kind_name
+from counterplan.planning.structure.trees import read_ensemble
+from counterplan.solver.exact.encoders.linear import affine_output
+from counterplan.solver.exact.encoders.network import encode_network
+from counterplan.solver.exact.encoders.trees import encode_ensemble
+from counterplan.solver.exact.inputs import relation_inputs
 from counterplan.solver.exact.milp import add
-from counterplan.solver.exact.trees import read_ensemble
+from counterplan.solver.exact.program import Formulation, Lin, ModelInputs
 
-LINEAR = ("LinearRegression", "Ridge", "RidgeCV", "Lasso", "LassoCV", "ElasticNet", "ElasticNetCV", "HuberRegressor")
+FloatArray = npt.NDArray[np.float64]
 
 
-def encode_relations(formulation: Any) -> None:
+def encode_relations(formulation: Formulation) -> None:
     """Every learned constraint of the problem as rows of the program."""
     problem = formulation.problem
     relations: LearnedRelations | None = problem.relations
@@ -38,14 +44,12 @@ def encode_relations(formulation: Any) -> None:
     ):
         if j in space.allowed:
             raise NotEncodableError(f"relation of {relation.target!r}: a computed feature with allowed values")
-        base = [Column(formulation.features[c].value, space.names[c]) for c in columns]
-        inputs = decompose(relation.model, base)
+        inputs = relation_inputs(formulation, relation.model, columns)
         raw_original = space.original[columns].reshape(1, -1)
         model_original = raw_original if inputs.preprocess is None else inputs.preprocess.transform(raw_original)
         model_original = np.asarray(model_original, dtype=np.float64)[0]
         baseline = float(np.asarray(relation.model.predict(raw_original), dtype=np.float64).reshape(-1)[0])
-        value = _regressor(formulation, relation.model, inputs, model_original, baseline, columns, k)
-        terms, constant = value
+        terms, constant = _regressor(formulation, inputs, (model_original, baseline), columns, k)
         if relation.form == "additive":  # x_t = x̂_t + f(x) - f(x̂)
             constant += float(space.original[j]) - baseline
         tolerance = relations.tolerance(j)
@@ -56,49 +60,62 @@ def encode_relations(formulation: Any) -> None:
         milp.row(difference, constant - target_constant - tolerance, constant - target_constant + tolerance)
 
 
-def _regressor(  # noqa: PLR0917 - one call site
-    formulation: Any,
-    model: Any,
-    inputs: Any,
-    original: npt.NDArray[np.float64],
-    baseline: float,
-    columns: list[int],
-    k: int,
+def _regressor(
+    formulation: Formulation, inputs: ModelInputs, at_original: tuple[FloatArray, float], columns: Sequence[int], k: int
 ) -> Lin:
-    """``f``'s output as a linear expression (and warm-start fills for its auxiliaries)."""
-    from counterplan.solver.exact.formulation import _affine_output, _trees  # noqa: PLC0415 - the formulation calls this
-
+    """``f``'s output as a linear expression (and warm-start fills for its auxiliaries);
+    ``at_original``: what ``f``'s estimator reads at the original, and ``f``'s value there."""
     estimator = inputs.estimator
-    kind = type(estimator).__name__
-    if kind in LINEAR:
+    kind = kind_name(estimator)
+    original, baseline = at_original
+    if kind in LINEAR_REGRESSORS:
         coef = np.asarray(estimator.coef_, dtype=np.float64).reshape(-1)
         intercept = float(np.asarray(estimator.intercept_, dtype=np.float64).reshape(-1)[0])
-        return _affine_output(coef, intercept, inputs, original)
+        return affine_output(coef, intercept, inputs, original)
     # a separate view of the program, so the relation's trees and thresholds stay out of the model's
     sub = dataclasses.replace(
         formulation, leaves=[], trees=[], thresholds=[], bands={}, original_sides={}, fills=[], inputs=inputs
     )
-    if kind == "MLPRegressor":
-        from counterplan.solver.exact.networks import encode_network  # noqa: PLC0415
+    if kind in NETWORKS:
+        if kind != "MLPRegressor":
+            raise NotEncodableError(f"relation {k}: a {kind} is not a regressor")
+        return _network(formulation, sub, inputs, original, columns)
+    return _trees((formulation, sub), inputs, (original, baseline), columns, k)
 
-        network = encode_network(sub, estimator, inputs, original)
 
-        def fill_units(x: npt.NDArray[np.float64], row: npt.NDArray[np.float64]) -> None:
-            for var, unit in network.unit_values(_model_row(inputs, row[columns])).items():
-                x[var] = unit
+def _network(
+    formulation: Formulation, sub: Formulation, inputs: ModelInputs, original: FloatArray, columns: Sequence[int]
+) -> Lin:
+    network = encode_network(sub, inputs.estimator, inputs, original)
 
-        formulation.fills.append(fill_units)
-        return network.lin
+    def fill_units(x: FloatArray, row: FloatArray) -> None:
+        for var, unit in network.unit_values(_model_row(inputs, row[list(columns)])).items():
+            x[var] = unit
+
+    formulation.fills.append(fill_units)
+    return network.lin
+
+
+def _trees(
+    views: tuple[Formulation, Formulation],
+    inputs: ModelInputs,
+    at_original: tuple[FloatArray, float],
+    columns: Sequence[int],
+    k: int,
+) -> Lin:
+    formulation, sub = views  # the program (for the warm-start fill), and the relation's own view of it
+    kind = kind_name(inputs.estimator)
+    original, baseline = at_original
     try:
-        ensemble = read_ensemble(estimator)
+        ensemble = read_ensemble(inputs.estimator)
     except NotEncodableError:
         raise NotEncodableError(f"relation {k}: a {kind} is not a regressor the exact engine reads") from None
     if ensemble.link != "value":
         raise NotEncodableError(f"relation {k}: a {kind} is not a regressor")
-    output = _trees(sub, ensemble, inputs, original, real=np.array([baseline]))
+    output = encode_ensemble(sub, ensemble, inputs, original, real=np.array([baseline]))
 
-    def fill_trees(x: npt.NDArray[np.float64], row: npt.NDArray[np.float64]) -> None:
-        model_row = _model_row(inputs, row[columns])
+    def fill_trees(x: FloatArray, row: FloatArray) -> None:
+        model_row = _model_row(inputs, row[list(columns)])
         for tree, leaves in zip(sub.trees, sub.leaves, strict=True):
             leaf = tree.leaf(model_row)
             if leaf in leaves:
@@ -111,9 +128,12 @@ def _regressor(  # noqa: PLR0917 - one call site
     return output.lin
 
 
-def _model_row(inputs: Any, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _model_row(inputs: ModelInputs, values: FloatArray) -> FloatArray:
     data = values.reshape(1, -1)
     if inputs.preprocess is not None:
         data = inputs.preprocess.transform(data)
-    row: npt.NDArray[np.float64] = np.asarray(data, dtype=np.float64)[0]
+    row: FloatArray = np.asarray(data, dtype=np.float64)[0]
     return row
+
+
+__all__ = ["encode_relations"]

@@ -54,7 +54,7 @@ before any bound is computed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,10 +62,10 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
-from counterplan.solver.exact.formulation import Formulation, Output
-from counterplan.solver.exact.highs import _highspy, _new_highs
-from counterplan.solver.exact.inputs import Lin, ModelInputs, NotEncodableError, evaluate
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.solver.exact.highs import load_highspy, new_highs
 from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.exact.program import FeatureVars, Formulation, Lin, ModelInputs, Output, evaluate
 
 MAX_UNSTABLE_UNITS = 200
 """Unstable units (each a binary) the exact engine takes: see the measured table above."""
@@ -250,10 +250,10 @@ def _tighten(  # noqa: PLR0917 - one call site
     duals, computed here: valid whatever the LP solver's tolerances. Without highspy (OR-Tools
     alone) the interval bounds stay as they are: looser, still sound."""
     try:
-        highspy = _highspy()
+        highspy = load_highspy()
     except ImportError:
         return
-    h = _new_highs(highspy)
+    h = new_highs(highspy)
     h.silent()
     h.setOptionValue("threads", 1)
     h.setOptionValue("presolve", "off")  # each LP starts from the last one's basis
@@ -349,26 +349,19 @@ def _inputs(
 
     for terms, _ in inputs.columns:
         note(terms)
-    problem = formulation.problem
     for f in formulation.features:  # what is known of the variables of a feature the model reads
-        if not any(var in index for var in (f.value[0] if f.categories is None else owned(f.categories))):
-            continue
-        feature = problem.space.features[f.index]
-        if f.categories is not None and isinstance(feature, CategoricalFeature | BooleanFeature):
-            single = [ind[0] for _, ind in f.categories if len(ind[0]) == 1 and ind[1] == 0.0]
-            if len(single) == len(f.categories):  # one indicator each, their sum 1
-                space.choices.append(note([next(iter(t)) for t in single if milp.upper[next(iter(t))] >= 0.5]))
-                note(owned(f.categories))
-        elif f.allowed is not None:
-            space.choices.append(note(f.allowed[0]))
-        elif f.stay is not None:  # the original, or a value on the grid
-            j = f.index
-            o = float(problem.space.original[j])
-            coefs = np.array(list(f.value[0].values()))
-            lowest = min(o, float(problem.space.grid_lower[j]), float(problem.space.lower[j])) - f.value[1]
-            highest = max(o, float(problem.space.grid_upper[j]), float(problem.space.upper[j])) - f.value[1]
-            space.numbers.append((note(f.value[0]), coefs, lowest, highest))
-    matrix = np.zeros((len(inputs.columns), len(space.variables)))
+        if any(var in index for var in (f.value[0] if f.categories is None else owned(f.categories))):
+            _known(formulation, f, space, note)
+    matrix, constant = _matrix(inputs, index, len(space.variables), original)
+    return space, matrix, constant
+
+
+def _matrix(
+    inputs: ModelInputs, index: dict[int, int], width: int, original: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Each input column's coefficients on the space's columns (``index``: variable -> column),
+    and its constant (a constant column: its value at the original)."""
+    matrix = np.zeros((len(inputs.columns), width))
     constant = np.zeros(len(inputs.columns))
     for c, (terms, c_constant) in enumerate(inputs.columns):
         if not terms:
@@ -380,7 +373,29 @@ def _inputs(
         constant[c] = c_constant
         for var, coef in terms.items():
             matrix[c, index[var]] = coef
-    return space, matrix, constant
+    return matrix, constant
+
+
+def _known(formulation: Formulation, f: FeatureVars, space: _Space, note: Callable[[Iterable[int]], list[int]]) -> None:
+    """Add what is known of feature ``f``'s variables to ``space``: a choice among indicators (a
+    category's or an allowed value's), or a number that stays or lies on its grid."""
+    milp = formulation.milp
+    problem = formulation.problem
+    feature = problem.space.features[f.index]
+    if f.categories is not None and isinstance(feature, CategoricalFeature | BooleanFeature):
+        single = [ind[0] for _, ind in f.categories if len(ind[0]) == 1 and ind[1] == 0.0]
+        if len(single) == len(f.categories):  # one indicator each, their sum 1
+            space.choices.append(note([next(iter(t)) for t in single if milp.upper[next(iter(t))] >= 0.5]))
+            note(owned(f.categories))
+    elif f.allowed is not None:
+        space.choices.append(note(f.allowed[0]))
+    elif f.stay is not None:  # the original, or a value on the grid
+        j = f.index
+        o = float(problem.space.original[j])
+        coefs = np.array(list(f.value[0].values()))
+        lowest = min(o, float(problem.space.grid_lower[j]), float(problem.space.lower[j])) - f.value[1]
+        highest = max(o, float(problem.space.grid_upper[j]), float(problem.space.upper[j])) - f.value[1]
+        space.numbers.append((note(f.value[0]), coefs, lowest, highest))
 
 
 def owned(categories: list[tuple[Any, Lin]]) -> list[int]:

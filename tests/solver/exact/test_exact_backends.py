@@ -249,7 +249,7 @@ def test_auto_prefers_highspy_falls_back_to_or_tools_and_names_both_extras(monke
     _, description = backend.solve(milp, "auto", time_limit=10.0, relative_gap=0.0)
     assert description.startswith("HiGHS 1.") and description.endswith("(highspy)"), description
 
-    monkeypatch.setattr(highs, "_highspy", _missing)  # not installed, or clashing with OR-Tools
+    monkeypatch.setattr(highs, "load_highspy", _missing)  # not installed, or clashing with OR-Tools
     assert backend.available("highs") is not None and backend.available("auto") is None
     _, description = backend.solve(milp, "auto", time_limit=10.0, relative_gap=0.0)
     assert "(OR-Tools 9." in description, description
@@ -267,13 +267,13 @@ def test_the_engine_choice_asks_the_backend(monkeypatch: pytest.MonkeyPatch) -> 
     assert not_encodable(problem) is None and not_encodable(problem, "ortools") is None
     monkeypatch.setattr(ortools_backend, "_pywraplp", _missing)
     assert not_encodable(problem, "ortools") == "not installed" and not_encodable(problem) is None
-    monkeypatch.setattr(highs, "_highspy", _missing)
+    monkeypatch.setattr(highs, "load_highspy", _missing)
     reason = not_encodable(problem)
     assert reason is not None and "counterplan[scorecard]" in reason
 
 
 def _loan_like_problem() -> CounterfactualProblem:
-    from tests.solver.test_exact import _data, _encoded, _features
+    from tests.solver.exact.test_exact import _data, _encoded, _features
 
     frame, label, _ = _data()
     model = _encoded(GradientBoostingClassifier(n_estimators=25, max_depth=3, random_state=0)).fit(frame, label)
@@ -287,7 +287,7 @@ def _with_backend(name: str) -> SolverConfig:
 
 
 def test_the_exact_engine_proves_the_same_optimum_with_or_tools_as_with_highs() -> None:
-    from tests.solver.test_exact import _brute_force as grid_optimum
+    from tests.solver.exact.test_exact import _brute_force as grid_optimum
 
     problem = _loan_like_problem()
     answers = {name: explain(problem, _with_backend(name), engine="exact", seed=0) for name in ("highs", "ortools")}

@@ -32,9 +32,9 @@ from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import choose
-from counterplan.solver.exact import networks
+from counterplan.solver.exact.encoders import network as networks
+from counterplan.solver.exact.encoders.network import MAX_HIDDEN_UNITS, MAX_UNSTABLE_UNITS, NetworkOutput
 from counterplan.solver.exact.formulation import build
-from counterplan.solver.exact.networks import MAX_HIDDEN_UNITS, MAX_UNSTABLE_UNITS, NetworkOutput
 
 pytest.importorskip("highspy")
 

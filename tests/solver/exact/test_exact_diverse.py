@@ -18,8 +18,8 @@ from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
 from counterplan.solver.exact.config import ExactPhaseConfig
-from tests.solver.test_exact import _data, _encoded, _features
-from tests.solver.test_exact_scorecards import _table, _table_problem
+from tests.solver.exact.test_exact import _data, _encoded, _features
+from tests.solver.exact.test_exact_scorecards import _table, _table_problem
 
 pytest.importorskip("highspy")
 

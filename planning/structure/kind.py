@@ -1,0 +1,94 @@
+"""What kind of model an estimator is, answered in one place.
+
+The engine chooser asks "is it linear?" (a linear model's program is small, so ``auto`` tries the
+exact engine whatever its size), the exact engine's registry asks which encoder reads it, the fast
+path asks which evaluator can run its trees, and the split values ask whether it has thresholds.
+The families are named by class name, so asking never imports XGBoost or LightGBM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LINEAR_CLASSIFIERS = ("LogisticRegression", "LogisticRegressionCV", "SGDClassifier", "LinearSVC", "RidgeClassifier")
+"""Linear classifiers the exact engine encodes."""
+LABEL_ONLY = ("LinearSVC", "RidgeClassifier")
+"""Linear classifiers without probabilities: the predicted label is the side of the hyperplane."""
+LINEAR_REGRESSORS = (
+    "LinearRegression",
+    "Ridge",
+    "RidgeCV",
+    "Lasso",
+    "LassoCV",
+    "ElasticNet",
+    "ElasticNetCV",
+    "SGDRegressor",
+    "HuberRegressor",
+    "BayesianRidge",
+)
+"""Linear regressors the exact engine encodes."""
+NETWORKS = ("MLPClassifier", "MLPRegressor")
+"""scikit-learn's feed-forward networks."""
+BAGGED_TREES = (
+    "RandomForestClassifier",
+    "RandomForestRegressor",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "DecisionTreeClassifier",
+    "DecisionTreeRegressor",
+    "ExtraTreeClassifier",
+    "ExtraTreeRegressor",
+)
+"""Averaged trees (and single trees): each tree's leaf values are the prediction's parts."""
+HIST_GRADIENT_BOOSTING = ("HistGradientBoostingClassifier", "HistGradientBoostingRegressor")
+GRADIENT_BOOSTING = ("GradientBoostingClassifier", "GradientBoostingRegressor")
+XGBOOST = ("XGBClassifier", "XGBRegressor")
+LIGHTGBM = ("LGBMClassifier", "LGBMRegressor")
+TREE_ENSEMBLES = BAGGED_TREES + HIST_GRADIENT_BOOSTING + GRADIENT_BOOSTING + XGBOOST + LIGHTGBM
+"""Every tree family :func:`counterplan.planning.structure.trees.read_ensemble` reads."""
+
+
+def kind_name(estimator: Any) -> str:
+    """The estimator's class name: what the families above are keyed by."""
+    return type(estimator).__name__
+
+
+def final_estimator(model: Any) -> Any:
+    """The last step of a pipeline, or the model itself."""
+    steps = getattr(model, "steps", None)
+    return steps[-1][1] if steps else model
+
+
+def is_linear(estimator: Any) -> bool:
+    """Linear coefficients and no hidden layers: its output is an affine function of its input
+    columns (through a link). Any such estimator, not only the ones the exact engine encodes."""
+    return hasattr(estimator, "coef_") and not hasattr(estimator, "coefs_")
+
+
+def is_network(estimator: Any) -> bool:
+    """A scikit-learn feed-forward network."""
+    return kind_name(estimator) in NETWORKS
+
+
+def is_tree_ensemble(estimator: Any) -> bool:
+    """A tree or an ensemble of trees of a family the tree reader knows."""
+    return kind_name(estimator) in TREE_ENSEMBLES
+
+
+__all__ = [
+    "BAGGED_TREES",
+    "GRADIENT_BOOSTING",
+    "HIST_GRADIENT_BOOSTING",
+    "LABEL_ONLY",
+    "LIGHTGBM",
+    "LINEAR_CLASSIFIERS",
+    "LINEAR_REGRESSORS",
+    "NETWORKS",
+    "TREE_ENSEMBLES",
+    "XGBOOST",
+    "final_estimator",
+    "is_linear",
+    "is_network",
+    "is_tree_ensemble",
+    "kind_name",
+]

@@ -1,0 +1,207 @@
+"""Where a tree ensemble's decisions change: each split threshold, in the feature's own units.
+
+What the exact engine's answers teach local search: the optimal changes land just past split
+thresholds, often far from the original (a value the model's trees single out), where a search
+that walks step by step sees no gain until it crosses. :func:`split_points` gives, per mutable
+number, the values on each side of each threshold (on the feature's grid, or a hair past it),
+so the feature scan can try them in its one batched call. It reads the model with the one tree
+reader and the one pipeline walker of this package; a model they cannot read (or a linear one)
+has none.
+
+Every problem has a space of its own, but the problems of one model share its trees and, nearly
+always, the way features reach them; so what costs is kept per fitted estimator (in the shared
+memo, :mod:`counterplan.planning.structure.cache`: it goes with the estimator, and a refit in place
+drops it): its thresholds, read once, and the split values for each way of reading the features
+(which column is which feature through which affine map, the grids), keyed by exactly what they are
+computed from. Only the problem's own bounds are applied per problem.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.space import FeatureSpace
+from counterplan.planning.structure.cache import MEMO
+from counterplan.planning.structure.columns import NumberColumn
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import final_estimator, is_linear
+from counterplan.planning.structure.pipeline import describe_model
+from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, read_ensemble
+
+MAX_PER_FEATURE = 256
+"""At most this many split values per feature (an even sample of them beyond)."""
+MAX_KEPT_READINGS = 64
+"""Split values kept per estimator for at most this many ways of reading the features."""
+THRESHOLDS = "split thresholds"
+"""The memo key of an estimator's :class:`Thresholds`."""
+_READ_ERRORS = (NotEncodableError, ValueError, KeyError, AttributeError, IndexError, TypeError, OverflowError)
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def split_points(model: Any, space: FeatureSpace, *, dataframe: bool) -> dict[int, FloatArray]:
+    """Per mutable numeric feature of ``space``: sorted values just on each side of the split
+    thresholds of ``model`` (a fitted scikit-learn estimator or pipeline, called with a DataFrame
+    when ``dataframe``). A problem asks through its model adapter
+    (:meth:`counterplan.planning.problem.CounterfactualProblem.split_values`)."""
+    try:
+        return _split_points(model, space, dataframe)
+    except _READ_ERRORS:
+        return {}  # a model the readers cannot read: the scan keeps its plain grid
+
+
+@dataclass
+class Thresholds:
+    """Every split of every tree of one fitted estimator: the model column it reads, its
+    threshold, and whether the model compares float32 inputs; or that reading them raised."""
+
+    columns: npt.NDArray[np.intp] | None = None
+    thresholds: FloatArray | None = None
+    float32: npt.NDArray[np.bool_] | None = None
+    unreadable: bool = False
+    """Reading the trees raised (the error is not kept: its traceback would hold the estimator)."""
+    readings: dict[tuple[Any, ...], dict[int, FloatArray]] = field(default_factory=dict)
+    """Split values before the problem's bounds, per way of reading the features."""
+
+
+_LOCK = threading.Lock()
+
+
+def thresholds(estimator: Any) -> Thresholds:
+    """The estimator's splits, read once per fitted state."""
+    return MEMO.get(estimator, THRESHOLDS, lambda: _read_thresholds(estimator))
+
+
+def _read_thresholds(estimator: Any) -> Thresholds:
+    try:
+        ensemble = read_ensemble(estimator)
+        columns = np.concatenate([t.feature[t.splits] for t in ensemble.trees])
+        values = np.concatenate([t.threshold[t.splits] for t in ensemble.trees])
+        float32 = np.concatenate([np.full(int(t.splits.sum()), t.float32) for t in ensemble.trees])
+    except _READ_ERRORS:
+        return Thresholds(unreadable=True)
+    return Thresholds(columns, values, float32)
+
+
+def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> dict[int, FloatArray]:
+    estimator = final_estimator(model)
+    if is_linear(estimator):
+        return {}
+    owner_of, slope, shift = _affine_columns(model, space, dataframe)
+    splits = thresholds(estimator)
+    if splits.unreadable:
+        return {}  # a model the tree reader cannot read, as split_points says
+    # what the values are computed from, besides the estimator's splits and the problem's bounds
+    reading = (
+        owner_of.tobytes(),
+        slope.tobytes(),
+        shift.tobytes(),
+        space.grid_scale.tobytes(),
+        space.n_features,
+        FLOAT32_MARGIN,
+        FLOAT64_MARGIN,
+    )
+    with _LOCK:
+        found = splits.readings.get(reading)
+    if found is None:
+        found = _values(splits, owner_of, slope, shift, space.grid_scale)
+        with _LOCK:
+            while len(splits.readings) >= MAX_KEPT_READINGS:
+                splits.readings.pop(next(iter(splits.readings)))
+            splits.readings[reading] = found
+    return _within_bounds(found, space)
+
+
+def _affine_columns(
+    model: Any, space: FeatureSpace, dataframe: bool
+) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray]:
+    """Per model column: the movable number it is an affine function of (-1: none), and how
+    (``column = slope * value + shift``). A category, a number restricted to allowed values, a
+    constant and a clipped column have none."""
+    columns = describe_model(model, space, dataframe).columns
+    owner_of = np.full(len(columns), -1, dtype=np.intp)
+    slope = np.zeros(len(columns))
+    shift = np.zeros(len(columns))
+    for c, column in enumerate(columns):
+        if not isinstance(column, NumberColumn) or not _movable_number(space, column.source):
+            continue
+        a, b = 1.0, 0.0
+        try:
+            for layer in column.layers:
+                for factor, offset in layer.affine():
+                    a, b = a * factor, b * factor + offset
+        except NotEncodableError:
+            continue  # clipped: not affine
+        if a != 0.0:
+            owner_of[c], slope[c], shift[c] = column.source, a, b
+    return owner_of, slope, shift
+
+
+def _movable_number(space: FeatureSpace, j: int) -> bool:
+    """A number that may take more than one value of a range (not a category or boolean, not one
+    of allowed values, not constant or missing)."""
+    feature = space.features[j]
+    movable = feature.mutable and space.lower[j] != space.upper[j] and not space.missing[j]
+    return bool(movable and not space.nominal[j] and j not in space.allowed)
+
+
+def _values(
+    splits: Thresholds,
+    owner_of: npt.NDArray[np.intp],
+    slope: FloatArray,
+    shift: FloatArray,
+    grid_scale: FloatArray,
+) -> dict[int, FloatArray]:
+    """Per feature: the sorted values on each side of its thresholds, before the problem's bounds."""
+    assert splits.columns is not None and splits.thresholds is not None and splits.float32 is not None
+    # every split of every tree at once: thresholds in their feature's own units
+    columns, values, float32 = splits.columns, splits.thresholds, splits.float32
+    keep = owner_of[columns] >= 0
+    columns, values, float32 = columns[keep], values[keep], float32[keep]
+    owners = owner_of[columns]
+    with np.errstate(all="ignore"):
+        raw = (values - shift[columns]) / slope[columns]
+    finite = np.isfinite(raw)
+    owners, raw, values, columns, float32 = (
+        owners[finite],
+        raw[finite],
+        values[finite],
+        columns[finite],
+        float32[finite],
+    )
+    per_unit = grid_scale[owners]
+    gridded = per_unit > 0
+    units = np.where(gridded, per_unit, 1.0)
+    steps = np.floor(raw * units + 1e-9)
+    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
+    relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
+    margin = 2.0 * np.maximum(np.abs(values), 1.0) * relative / np.abs(slope[columns])
+    low_side = np.where(gridded, below, raw - margin)
+    high_side = np.where(gridded, above, raw + margin)
+    found: dict[int, FloatArray] = {}
+    for j in np.unique(owners):
+        mine = owners == j
+        sides = np.unique(np.concatenate([low_side[mine], high_side[mine]]))
+        sides.setflags(write=False)  # kept for later problems: never changed in place
+        found[int(j)] = sides
+    return found
+
+
+def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[int, FloatArray]:
+    """The kept values inside the problem's bounds (a copy), an even sample beyond :data:`MAX_PER_FEATURE`."""
+    out = {}
+    for j, values in found.items():
+        array = values[(values >= space.lower[j]) & (values <= space.upper[j])]
+        if array.size > MAX_PER_FEATURE:
+            array = array[np.unique(np.linspace(0, array.size - 1, MAX_PER_FEATURE).astype(int))]
+        if array.size:
+            out[j] = array  # a copy: indexing never hands out the kept array
+    return out
+
+
+__all__ = ["MAX_PER_FEATURE", "THRESHOLDS", "Thresholds", "split_points", "thresholds"]

@@ -1,0 +1,351 @@
+"""Tree ensembles in the exact engine: one indicator per reachable leaf, one binary per threshold.
+
+Each tree gets an indicator per leaf a row can reach (their sum is 1); each split becomes an
+expression that is 1 when it sends the row right, and the leaves under its left (right) child are
+allowed only when it is 0 (1). A split on a feature is decided by that feature's variables:
+
+* a category (or a function of one, as a one-hot column): the categories that go right;
+* a number of allowed values: the values that go right, each decided exactly as the model does;
+* a number on a grid: the grid step where the model's own comparison (float32 for scikit-learn)
+  turns, so no grid value is lost to a margin;
+* any other number: a binary "above the threshold", each side kept a margin away from it
+  (:data:`~counterplan.planning.structure.trees.FLOAT32_MARGIN` for float32 comparisons), so an
+  answer the program calls valid is valid for the real model.
+
+The output is the weighted sum of the leaves' values plus an offset: the real model's output at
+the original minus the trees' sum there, so baselines and initial estimators need no special cases.
+Valid inequalities (thresholds crossed cost their distance; a higher threshold implies a lower
+one) tighten the relaxation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree, read_ensemble
+from counterplan.solver.exact.milp import INF, Expr, add
+from counterplan.solver.exact.program import FeatureVars, Formulation, Lin, ModelInputs, Output, evaluate
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def encode_trees(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray) -> Output:
+    """A tree ensemble's output (its trees read by :func:`~counterplan.planning.structure.trees.read_ensemble`)."""
+    return encode_ensemble(formulation, read_ensemble(estimator), inputs, original)
+
+
+def encode_ensemble(
+    formulation: Formulation,
+    ensemble: Ensemble,
+    inputs: ModelInputs,
+    original: FloatArray,
+    real: FloatArray | None = None,
+) -> Output:
+    """The ensemble's output; ``real`` is the model's output at the original in the ensemble's
+    link (read from the scikit-learn model when not given). The formulation's trees, leaves and
+    thresholds are set to the ensemble's."""
+    encoder = _TreeEncoder(formulation, inputs, original)
+    outputs = ensemble.outputs
+    totals: list[Expr] = [{} for _ in range(outputs)]
+    for t_index, tree in enumerate(ensemble.trees):
+        leaves = encoder.tree(t_index, tree)
+        for leaf, var in leaves.items():
+            for k in range(outputs):
+                if tree.value[leaf, k] != 0.0:
+                    totals[k][var] = totals[k].get(var, 0.0) + ensemble.weight * float(tree.value[leaf, k])
+        formulation.leaves.append(leaves)
+        formulation.trees.append(tree)
+    formulation.thresholds = encoder.thresholds
+    _crossing_rows(formulation)
+    for variables in encoder.raw.values():  # above a higher threshold implies above a lower one
+        ordered = [variables[t] for t in sorted(variables)]
+        for lower_var, upper_var in itertools.pairwise(ordered):
+            formulation.milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
+    at_original = _real_output(formulation, ensemble.link, outputs) if real is None else real
+    offsets = at_original - ensemble.total(original)
+    lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
+    if outputs == 1:
+        return Output(lins[0], ensemble.link, ensemble.description)
+    return Output(lins[0], ensemble.link, ensemble.description, classes=lins)
+
+
+class _TreeEncoder:
+    """The splits of one ensemble, written into one program."""
+
+    def __init__(self, formulation: Formulation, inputs: ModelInputs, original: FloatArray) -> None:
+        self.formulation = formulation
+        self.milp = formulation.milp
+        self.space = formulation.problem.space
+        self.inputs = inputs
+        self.original = original
+        self.features_of = {f.index: f for f in formulation.features}
+        self.raw: dict[int, dict[float, int]] = {}
+        """feature -> raw threshold -> its binary variable."""
+        self.thresholds: list[tuple[int, int, float]] = []
+
+    def tree(self, t_index: int, tree: Tree) -> dict[int, int]:
+        """Encode one tree; its leaves' indicators (leaf node -> variable)."""
+        milp = self.milp
+        splits: dict[int, Lin] = {}
+        """node -> the expression that is 1 when the split sends the row right."""
+        reached: list[int] = []
+        stack = [0]
+        while stack:  # only the nodes a row can reach: constant splits are decided here
+            node = stack.pop()
+            if tree.feature[node] < 0:
+                reached.append(node)
+                continue
+            right = self.right_of(tree, node)
+            if right is True:
+                stack.append(int(tree.right[node]))
+            elif right is False:
+                stack.append(int(tree.left[node]))
+            else:
+                splits[node] = right
+                stack.extend([int(tree.left[node]), int(tree.right[node])])
+        leaves = {leaf: milp.var(f"tree{t_index}/leaf{leaf}", 0.0, 1.0) for leaf in reached}
+        milp.row({v: 1.0 for v in leaves.values()}, 1.0, 1.0)
+        for node, (terms, constant) in splits.items():
+            left_leaves = _leaves_under(tree, int(tree.left[node]), leaves)
+            right_leaves = _leaves_under(tree, int(tree.right[node]), leaves)
+            if left_leaves:  # sum(left) <= 1 - right
+                milp.row(add(dict.fromkeys(left_leaves, 1.0), terms), -INF, 1.0 - constant)
+            if right_leaves:  # sum(right) <= right
+                milp.row(add(dict.fromkeys(right_leaves, 1.0), terms, -1.0), -INF, constant)
+        return leaves
+
+    def right_of(self, tree: Tree, node: int) -> Lin | bool:
+        """1 when ``node`` sends the row right, as an expression; or the side it always takes."""
+        column = int(tree.feature[node])
+        lin = self.inputs.columns[column]
+        if not lin[0]:
+            return not tree.goes_left(node, float(self.original[column]))
+        owner = _owner(self.formulation, set(lin[0]))
+        if owner is None:
+            raise NotEncodableError(f"column {column} of the model's input mixes several features")
+        f = self.features_of[owner]
+        if f.categories is not None:
+            return self._category_right(tree, node, lin, f.categories)
+        if f.allowed is not None:  # each allowed value decides exactly, as the model does
+            picks, values = f.allowed
+            a, b = _affine_in_feature(lin, f.value)
+            return {
+                v: 1.0 for v, value in zip(picks, values, strict=True) if not tree.goes_left(node, a * value + b)
+            }, 0.0
+        return self._number_right(tree, node, column, lin, f)
+
+    def _category_right(self, tree: Tree, node: int, lin: Lin, categories: list[tuple[Any, Lin]]) -> Lin:
+        """A function of one category choice: right where its value is past the threshold."""
+        t = float(tree.threshold[node])
+        rights: Expr = {}
+        right_constant = 0.0
+        for _, indicator in categories:
+            value = evaluate(lin, _unit(indicator, self.milp.n_vars))
+            goes_right = (value >= t) if tree.strict else (value > t)
+            if goes_right:
+                rights = add(rights, indicator[0])
+                right_constant += indicator[1]
+        return rights, right_constant
+
+    def _number_right(self, tree: Tree, node: int, column: int, lin: Lin, f: FeatureVars) -> Lin | bool:
+        """A number: the column is ``a * value + b``; a binary above the threshold (on a grid: the
+        grid step where the model's comparison turns)."""
+        a, b = _affine_in_feature(lin, f.value)
+        if a == 0.0:
+            return not tree.goes_left(node, float(self.original[column]))
+        if f.grid is not None and a > 0:
+            exact = self._grid_threshold(f, tree, node, (a, b))
+            if exact is not None:
+                return exact
+        t = float(tree.threshold[node])
+        margin = max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN) * self.formulation.margin_scale
+        x_threshold = (t - b) / a  # in the feature's own units
+        x_margin = margin / abs(a)
+        o = float(self.space.original[f.index])
+        if abs(o - x_threshold) < x_margin:  # the original sits inside the margin: keep it reachable
+            x_margin = abs(o - x_threshold) / 2.0
+        above = self._threshold_var(f.index, x_threshold, x_margin, strict=tree.strict)
+        if isinstance(above, bool):  # the domain lies on one side (beyond the margin)
+            return above if a > 0 else not above
+        return ({above: 1.0}, 0.0) if a > 0 else ({above: -1.0}, 1.0)
+
+    def _threshold_var(self, j: int, t: float, margin: float, *, strict: bool) -> int | bool:
+        """The binary that is 1 when feature ``j`` lies above raw threshold ``t``, each side kept a
+        margin away from it; or, when the domain reaches only one side beyond the margin, that side
+        (True: above) with the value held out of the margin."""
+        space = self.space
+        milp = self.milp
+        low, high = float(space.lower[j]), float(space.upper[j])
+        terms, constant = self.formulation.features[j].value
+        always_left = t > high if strict else t >= high
+        always_right = t <= low if strict else t < low
+        if always_left or always_right:
+            return always_right
+        if t + margin > high and t - margin < low:
+            raise NotEncodableError(f"feature {space.features[j].name!r}: its domain lies inside a threshold's margin")
+        if t + margin > high:  # above cannot keep the margin: stay below
+            milp.row(terms, -INF, t - margin - constant)
+            return False
+        if t - margin < low:
+            milp.row(terms, t + margin - constant, INF)
+            return True
+        existing = self.raw.setdefault(j, {})
+        if t in existing:
+            return existing[t]
+        var = milp.binary(f"{space.features[j].name}>{t:.6g}")
+        # above: value >= t + margin when var = 1; below: value <= t - margin when var = 0
+        milp.row(add(terms, {var: -(t + margin - low)}), low - constant, INF)
+        milp.row(add(terms, {var: -(high - t + margin)}), -INF, t - margin - constant)
+        existing[t] = var
+        self.thresholds.append((var, j, t))
+        self.formulation.bands[var] = (t - margin, t + margin)
+        return var
+
+    def _grid_threshold(self, f: FeatureVars, tree: Tree, node: int, affine: tuple[float, float]) -> Lin | bool | None:
+        """A split on a number on a grid, decided exactly: the grid step where the tree's own
+        comparison (float32 for scikit-learn) turns from left to right, so no grid value is lost to
+        a margin. None when the turn is not found next to the threshold (then a margin is used)."""
+        assert f.grid is not None
+        per_unit = f.grid[1]
+        a, b = affine
+        t = (float(tree.threshold[node]) - b) / a
+        centre = math.floor(t * per_unit)
+        window = range(centre - 3, centre + 4)
+        rights = [not tree.goes_left(node, a * (k / per_unit) + b) for k in window]
+        if rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights)):
+            return None
+        last_left = window[rights.index(True) - 1]
+        space = self.space
+        low = math.ceil(float(space.grid_lower[f.index]) * per_unit - 1e-9)
+        high = math.floor(float(space.grid_upper[f.index]) * per_unit + 1e-9)
+        original_right = not tree.goes_left(node, a * float(space.original[f.index]) + b)
+        if f.stay is None and last_left >= high:
+            return False
+        if f.stay is None and last_left < low:
+            return True
+        key = (last_left + 0.5) / per_unit  # between the last grid value on the left and the first on the right
+        if f.stay is not None:  # two thresholds in one grid step may put the original on either side
+            key += (-1e-6 if original_right else 1e-6) / per_unit
+        existing = self.raw.setdefault(f.index, {})
+        if key not in existing:
+            existing[key] = self._grid_var(f, key, (last_left, low, high), original_right)
+        return {existing[key]: 1.0}, 0.0
+
+    def _grid_var(self, f: FeatureVars, key: float, steps_at: tuple[int, int, int], original_right: bool) -> int:
+        """The binary of a grid split: 1 from grid step ``last_left + 1`` on, 0 up to ``last_left``."""
+        assert f.grid is not None
+        steps, per_unit = f.grid
+        last_left, low, high = steps_at
+        milp = self.milp
+        var = milp.binary(f"{self.space.features[f.index].name}>{key:.6g}")
+        if f.stay is None:
+            milp.row({steps: 1.0, var: -(last_left + 1 - low)}, low, INF)  # right: steps >= last_left + 1
+            milp.row({steps: 1.0, var: -(high - last_left)}, -INF, last_left)  # left: steps <= last_left
+        else:  # an original off the grid: the rows hold on the grid; staying, the original's side holds
+            big = float(max(abs(last_left) + 1, abs(low), abs(high)) + 1)
+            milp.row({steps: 1.0, var: -(last_left + 1 - low), f.stay: big}, low, INF)
+            milp.row({steps: 1.0, var: -(high - last_left), f.stay: -big}, -INF, last_left)
+            milp.row(
+                {var: 1.0, f.stay: -1.0} if original_right else {var: 1.0, f.stay: 1.0},
+                *((0.0, INF) if original_right else (-INF, 1.0)),
+            )
+        self.thresholds.append((var, f.index, key))
+        self.formulation.bands[var] = (last_left / per_unit, (last_left + 1) / per_unit)
+        if f.stay is not None:
+            self.formulation.original_sides[var] = original_right
+        return var
+
+
+def _crossing_rows(formulation: Formulation) -> None:
+    """Valid inequalities that tighten the relaxation: crossing a threshold away from the
+    original changes the feature and costs at least the distance to the threshold's far side.
+    (The big-M rows imply both for integral values; the relaxation learns them only from these.)"""
+    milp = formulation.milp
+    space = formulation.problem.space
+    for var, j, _ in formulation.thresholds:
+        f = formulation.features[j]
+        if f.changed is None:
+            continue
+        below, above = formulation.bands[var]
+        o = float(space.original[j])
+        right = formulation.original_sides.get(var, o > (below + above) / 2.0)
+        if not right:  # the original lies below: var = 1 means a change up to `above` at least
+            milp.row({var: 1.0, f.changed: -1.0}, -INF, 0.0)
+            if f.distance is not None and above > o:
+                milp.row({f.distance: 1.0, var: -(above - o)}, 0.0, INF)
+        else:  # the original lies above: var = 0 means a change down to `below` at least
+            milp.row({var: -1.0, f.changed: -1.0}, -INF, -1.0 + 0.0)
+            if f.distance is not None and o > below:
+                milp.row({f.distance: 1.0, var: (o - below)}, o - below, INF)
+
+
+def _unit(indicator: Lin, n: int) -> FloatArray:
+    """A variable vector where ``indicator`` is 1 and every other indicator 0."""
+    x = np.zeros(n)
+    for v in indicator[0]:
+        x[v] = 1.0
+    return x
+
+
+def _owner(formulation: Formulation, variables: set[int]) -> int | None:
+    """The one feature whose variables ``variables`` are, or None (several, or none)."""
+    owners = {formulation.owner_of_var.get(v) for v in variables}
+    return owners.pop() if len(owners) == 1 and None not in owners else None
+
+
+def _affine_in_feature(column: Lin, value: Lin) -> tuple[float, float]:
+    """``(a, b)`` with ``column = a * value + b``, when the column is a multiple of the value."""
+    terms, constant = column
+    value_terms, value_constant = value
+    ratios = {terms.get(v, 0.0) / c for v, c in value_terms.items() if c != 0.0}
+    if len(ratios) != 1 or set(terms) - set(value_terms):
+        raise NotEncodableError("a model input column is not an affine function of one feature")
+    a = ratios.pop()
+    return a, constant - a * value_constant
+
+
+def _leaves_under(tree: Tree, node: int, leaves: dict[int, int]) -> list[int]:
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if tree.feature[n] < 0:
+            if n in leaves:
+                out.append(leaves[n])
+        else:
+            stack.extend([int(tree.left[n]), int(tree.right[n])])
+    return out
+
+
+def _real_output(formulation: Formulation, link: str, outputs: int = 1) -> FloatArray:
+    """The real model's outputs at the original: class 1's probability or logit (or each class's,
+    for a multi-class model), or the value."""
+    problem = formulation.problem
+    adapter: Any = problem.model
+    model = adapter.model
+    original = problem.space.original.reshape(1, -1)
+    data = problem.space.to_frame(original) if adapter.input_kind == "dataframe" else original
+    if link == "probability":
+        proba: FloatArray = np.asarray(model.predict_proba(data), dtype=np.float64)[0]
+        return proba if outputs > 1 else proba[1:2]
+    if link == "logit":
+        final = model.steps[-1][1] if hasattr(model, "steps") else model
+        if hasattr(final, "decision_function"):
+            raw = model.decision_function(data)
+        elif hasattr(final, "get_booster"):  # XGBoost: the margin before the sigmoid
+            raw = model.predict(data, output_margin=True)
+        else:
+            raw = model.predict(data, raw_score=True)  # LightGBM
+        scores: FloatArray = np.asarray(raw, dtype=np.float64).reshape(-1)[:outputs]
+        return scores
+    value: FloatArray = np.asarray(model.predict(data), dtype=np.float64).reshape(-1)[:1]
+    return value
+
+
+__all__ = ["encode_ensemble", "encode_trees"]

@@ -1,0 +1,228 @@
+"""The exact engine's program as data: the variables of each feature, the model's output, and the
+map between rows and variables.
+
+Every part of the engine writes into these: the formulation makes the features' variables and the
+goal rows (:mod:`counterplan.solver.exact.formulation`), the encoders the model's output
+(:mod:`counterplan.solver.exact.encoders`), the trust region its hull. Keeping them in a module of
+their own, that imports none of those, is what lets each import this one without a circle.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.structure.trees import Tree
+from counterplan.solver.exact.milp import Expr, Milp
+
+FloatArray = npt.NDArray[np.float64]
+
+Lin = tuple[Expr, float]
+"""A linear expression and its constant."""
+
+
+def scaled(lin: Lin, factor: float, shift: float = 0.0) -> Lin:
+    """``factor * lin + shift``."""
+    terms, constant = lin
+    return {k: v * factor for k, v in terms.items()}, constant * factor + shift
+
+
+def evaluate(lin: Lin, x: FloatArray) -> float:
+    """A linear expression's value at ``x``."""
+    terms, constant = lin
+    return constant + math.fsum(c * x[i] for i, c in terms.items())
+
+
+@dataclass
+class FeatureVars:
+    """One feature's variables: its encoded value, and what the model reads of it."""
+
+    index: int
+    value: Lin
+    """The encoded value (a number, or a category's index)."""
+    categories: list[tuple[Any, Lin]] | None = None
+    """For a category or a boolean: the model's value of each category and its indicator."""
+    changed: int | None = None
+    distance: int | None = None
+    grid: tuple[int, float] | None = None
+    """For a number on a grid: the integer variable counting steps, and the values per unit."""
+    allowed: tuple[list[int], FloatArray] | None = None
+    stay: int | None = None
+    """For a number whose original lies off its grid: 1 keeps the original."""
+
+
+@dataclass
+class ModelInputs:
+    """The estimator at the end of the pipeline, and the columns it reads as linear expressions."""
+
+    estimator: Any
+    columns: list[Lin]
+    forbidden: list[Lin] = field(default_factory=list)
+    """Indicators that must stay 0: categories an encoder fitted with ``handle_unknown='error'``
+    does not know."""
+    preprocess: Any = None
+    """The fitted preprocessing (a pipeline without its last step), or None."""
+
+
+@dataclass
+class Output:
+    """The model's output as a linear expression, and what it means."""
+
+    lin: Lin
+    link: str
+    description: str
+    classes: list[Lin] | None = None
+    """For a multi-class model: each class's probability (``link`` probability) or score
+    (``logit``: the softmax's inputs)."""
+    inclusive: bool = False
+    """A scorecard's: for ``label``, 0 itself gives class 1 (a score at the cut-off is accepted);
+    for ``value``, a range's ends are reached exactly (sums of points), kept without a margin."""
+
+
+@dataclass
+class Formulation:
+    """The program, and how to map rows to variables and back."""
+
+    problem: CounterfactualProblem
+    milp: Milp
+    features: list[FeatureVars]
+    output: Output
+    distance: Expr
+    changes: Expr
+    thresholds: list[tuple[int, int, float]] = field(default_factory=list)
+    """(variable, feature, raw threshold): the variable is 1 when the feature is above it."""
+    bands: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Threshold variable -> the nearest values its feature may take below and above it."""
+    margin_scale: float = 1.0
+    """Threshold margins, as a multiple of the defaults (wider after the model rejected an answer)."""
+    conservative: str | None = None
+    """Why the program is stricter than the problem (a multi-class softmax), when it is."""
+    original_sides: dict[int, bool] = field(default_factory=dict)
+    """Threshold variables of a number whose original is off its grid: the original's side."""
+    leaves: list[dict[int, int]] = field(default_factory=list)
+    """Per tree: leaf node -> its indicator variable."""
+    trees: list[Tree] = field(default_factory=list)
+    inputs: ModelInputs | None = None
+    fills: list[Callable[[FloatArray, FloatArray], None]] = field(default_factory=list)
+    """Set auxiliary variables in a warm start ``(x, row)`` from the values already in ``x``."""
+
+    def decode(self, x: FloatArray) -> FloatArray:
+        """The encoded row a solution stands for, exactly on its grid and categories."""
+        space = self.problem.space
+        row = space.original.copy()
+        for f in self.features:
+            j = f.index
+            if f.changed is not None and x[f.changed] < 0.5:
+                continue  # unchanged: exactly the original
+            if f.categories is not None:
+                row[j] = float(np.argmax([evaluate(indicator, x) for _, indicator in f.categories]))
+            elif f.allowed is not None:
+                picks, values = f.allowed
+                row[j] = float(values[int(np.argmax([x[v] for v in picks]))])
+            elif f.grid is not None:
+                if f.stay is not None and x[f.stay] > 0.5:
+                    continue
+                steps, per_unit = f.grid
+                row[j] = float(np.rint(x[steps])) / per_unit + 0.0
+            else:
+                row[j] = float(np.clip(evaluate(f.value, x), space.lower[j], space.upper[j]))
+        return row
+
+    @functools.cached_property
+    def owner_of_var(self) -> dict[int, int]:
+        """Each feature variable's feature (built once: tree encodings ask for every split)."""
+        out: dict[int, int] = {}
+        for f in self.features:
+            for v in f.value[0]:
+                out[v] = f.index
+            for _, (terms, _c) in f.categories or ():
+                for v in terms:
+                    out[v] = f.index
+        return out
+
+    def assignment_of_original(self) -> FloatArray:
+        """Every variable's value at the original instance."""
+        return self.assignment(self.problem.space.original)
+
+    def assignment(self, row: FloatArray) -> FloatArray:
+        """Every variable's value for an encoded row (a warm start)."""
+        original = self.problem.space.original
+        x = np.zeros(self.milp.n_vars)
+        for f in self.features:
+            _assign_feature(x, f, float(row[f.index]), float(original[f.index]))
+        for var, j, t in self.thresholds:
+            staying = var in self.original_sides and row[j] == original[j]
+            x[var] = float(self.original_sides[var] if staying else row[j] > t)
+        if self.leaves:
+            assert self.inputs is not None
+            model_row = model_input_row(self.problem, self.inputs, row)
+            for tree, leaves in zip(self.trees, self.leaves, strict=True):
+                leaf = tree.leaf(model_row)
+                if leaf in leaves:
+                    x[leaves[leaf]] = 1.0
+        for fill in self.fills:  # auxiliary variables of other encodings, from what is set above
+            fill(x, row)
+        return x
+
+
+def _assign_feature(x: FloatArray, f: FeatureVars, value: float, original: float) -> None:
+    """Set feature ``f``'s variables in ``x`` for its encoded ``value``."""
+    moved = value != original
+    if f.changed is not None:
+        x[f.changed] = float(moved)
+    if f.distance is not None:
+        x[f.distance] = abs(value - original)
+    if f.categories is not None:
+        for k, (_, (terms, _c)) in enumerate(f.categories):
+            for v in terms:
+                x[v] = float(round(value) == k)
+    elif f.allowed is not None:
+        picks, values = f.allowed
+        for v, allowed in zip(picks, values, strict=True):
+            x[v] = float(allowed == value)
+    elif f.grid is not None:
+        _assign_grid(x, f, value, moved)
+    else:
+        for v in f.value[0]:
+            x[v] = value
+
+
+def _assign_grid(x: FloatArray, f: FeatureVars, value: float, moved: bool) -> None:
+    """A number on a grid: its count of grid steps (and whether it stays at an off-grid original)."""
+    assert f.grid is not None
+    steps, per_unit = f.grid
+    if f.stay is not None:
+        x[f.stay] = float(not moved)
+        x[steps] = round(value * per_unit) if moved else 0.0
+    else:
+        x[steps] = round(value * per_unit)
+
+
+def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: FloatArray) -> Any:
+    """What the final estimator reads for ``row``, computed by the real preprocessing."""
+    adapter: Any = problem.model
+    data: Any = problem.space.to_frame(row.reshape(1, -1)) if adapter.input_kind == "dataframe" else row.reshape(1, -1)
+    if inputs.preprocess is not None:
+        data = inputs.preprocess.transform(data)
+    if hasattr(data, "toarray"):
+        data = data.toarray()
+    return np.asarray(data, dtype=np.float64)[0]
+
+
+__all__ = [
+    "FeatureVars",
+    "Formulation",
+    "Lin",
+    "ModelInputs",
+    "Output",
+    "evaluate",
+    "model_input_row",
+    "scaled",
+]
