@@ -33,7 +33,7 @@ from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.kind import XGBOOST, kind_name
 from counterplan.solver.exact.encoders import estimator_encoder, model_encoder
 from counterplan.solver.exact.encoders.relations import encode_relations
-from counterplan.solver.exact.hull import check_trust_region, encode_trust_region
+from counterplan.solver.exact.encoders.trust_region import check_trust_region, encode_trust_region
 from counterplan.solver.exact.inputs import model_inputs
 from counterplan.solver.exact.milp import INF, Expr, Milp, add
 from counterplan.solver.exact.program import (
@@ -56,7 +56,7 @@ def build(
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
-    of answers solved at once, :mod:`counterplan.solver.exact.diverse`)."""
+    of answers solved at once, :mod:`counterplan.solver.exact.answer_set`)."""
     check_problem(problem)
     milp = Milp() if milp is None else milp
     features = [_feature(milp, problem, j) for j in range(problem.space.n_features)]

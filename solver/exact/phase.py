@@ -143,9 +143,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         return remaining, should_stop
 
     def _answer_set(self, phase_scope: PhaseScope, statistics: ExactStatistics, started: float) -> None:
-        """Several answers asked: solve for the set (:mod:`counterplan.solver.exact.diverse`); the
+        """Several answers asked: solve for the set (:mod:`counterplan.solver.exact.answer_set`); the
         set (empty when there is none) is final: no later phase's picks replace it."""
-        from counterplan.solver.exact.diverse import solve_set  # noqa: PLC0415 - only for several answers
+        from counterplan.solver.exact.answer_set import solve_set  # noqa: PLC0415 - only for several answers
 
         scope = phase_scope.solver_scope
         remaining, should_stop = self._clock(scope, started)
