@@ -11,8 +11,9 @@ defines nothing of its own, and like the layers it loads each name on first use,
 >>> explainer = counterplan.Explainer(model, data, target="approved")  # build once, explain many
 >>> results = explainer.explain_batch("rejected")                       # a DataFrame, one row per row
 
-The layers stay what they are: ``planning`` (the domain), ``solver`` (the engines), ``server``
-(command line and gRPC service). ``counterplan.demo`` is the embedded demo.
+The layers are subpackages: ``counterplan.planning`` (the domain), ``counterplan.solver`` (the
+engines), ``counterplan.server`` (command line and gRPC service); ``counterplan.demo`` is the
+embedded demo.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """counterplan's planning domain: what a counterfactual problem is and how a candidate scores.
 
-``import planning`` loads numpy, pandas, pydantic and scikit-learn only; it never imports the
-solver, the server, grpc or optuna.
+``import counterplan.planning`` loads numpy, pandas, pydantic and scikit-learn only; it never
+imports the solver, the server, grpc or optuna.
 
 Names load on first use (PEP 562), so ``import counterplan.planning.errors`` or the command line's
 ``--help`` does not pay for scikit-learn and pandas; ``from counterplan.planning import X`` works as before.

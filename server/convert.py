@@ -45,7 +45,8 @@ _ENGINE_CHOICES: dict[int, str | None] = {
     pb.ENGINE_CHOICE_AUTO: "auto",
     pb.ENGINE_CHOICE_SWARM: "swarm",
 }
-_ENGINES: dict[int, Any] = {
+_ACCEPTORS: dict[int, Any] = {
+    # the wire's ``Engine`` enum names local search's acceptor (its name and numbers stay: wire compatibility)
     pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
     pb.ENGINE_HILL_CLIMBING: HillClimbingAcceptorConfig,
     pb.ENGINE_LATE_ACCEPTANCE: LateAcceptanceAcceptorConfig,
@@ -515,7 +516,7 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
 
 def _with_acceptor(config: SolverConfig, engine: pb.Engine, out: list[Violation]) -> SolverConfig:
     """``config`` with the acceptor the request's ``engine`` names in every local search phase."""
-    acceptor = _ENGINES.get(engine)
+    acceptor = _ACCEPTORS.get(engine)
     if acceptor is None:
         out.append(("solver.engine", f"unknown engine {engine}"))
         return config

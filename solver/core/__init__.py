@@ -1,2 +1,4 @@
-"""The core every engine shares: the engine protocol, scopes, termination, events, results,
-configuration, the per-step budget, and the batched scoring helpers."""
+"""The solver core, which names no engine: the Solver and its phase contract (protocol, scope,
+registry), scopes, termination, events, the pool of feasible rows, boundary refinement, the solver
+configuration and the per-step budget. Engines are phase types registered from above
+(:mod:`counterplan.solver.phases`)."""
