@@ -27,6 +27,7 @@ def running() -> Iterator[RunningServer]:
         server.stop(grace=0)
 
 
+@pytest.mark.slow  # eight seconds of sixteen clients
 def test_a_short_soak_sees_no_unexpected_status(running: RunningServer) -> None:
     report = soak(running.target, clients=16, seconds=8.0, instances=applicants(8), seed=0)
     assert report.unexpected == []
