@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 COMMANDS = {
-    "counterplan --help": ["-m", "counterplan.server.cli", "--help"],
-    "counterplan explain --help": ["-m", "counterplan.server.cli", "explain", "--help"],
-    "counterplan explain --bogus": ["-m", "counterplan.server.cli", "explain", "--bogus"],
+    "counterplan --help": ["-m", "counterplan.server.cli.main", "--help"],
+    "counterplan explain --help": ["-m", "counterplan.server.cli.main", "explain", "--help"],
+    "counterplan explain --bogus": ["-m", "counterplan.server.cli.main", "explain", "--bogus"],
     "import counterplan": ["-c", "import counterplan"],
 }
 

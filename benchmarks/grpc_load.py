@@ -12,7 +12,7 @@ port (or dials ``--target host:port``), and builds 16 fixed problems: the first 
   errors are reported by status code. ``requests`` counts every call, ``requests/s`` and the
   latency percentiles only the successful ones;
 * **in-process p50**: ``counterplan.solver.counterfactual.explain`` on the very problems the server builds
-  (the same request checked by ``counterplan.server.convert.check_request`` against the same registered
+  (the same request checked by ``counterplan.server.grpc.convert.check_request`` against the same registered
   model, with the same solve-time cap the server adds), one at a time;
 * **single-client gRPC p50**: the same problems through one client, one call at a time, timed
   alternately with the in-process solves so machine load hits both alike; the **overhead** is
@@ -63,12 +63,12 @@ from counterplan.planning import CallableAdapter
 from counterplan.planning.demo import TARGET, make_loan_data
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal
-from counterplan.server.convert import check_request
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal
+from counterplan.server.grpc.convert import check_request
+from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.logs import configure_json_logs
-from counterplan.server.registry import DEMO_ID, ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.registry.registry import DEMO_ID, ModelRegistry, RegisteredModel
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.counterfactual import explain
 

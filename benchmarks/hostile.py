@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.serve_process import rss_mb, serve_process
 from counterplan.planning.demo import rejected_applicant
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.client import CounterplanClient, class_goal
+from counterplan.server.grpc.client import CounterplanClient, class_goal
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)

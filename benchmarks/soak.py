@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.serve_process import rss_mb, serve_process
 from counterplan.planning.demo import TARGET, make_loan_data
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.client import CounterplanClient, class_goal, retry_after
-from counterplan.server.registry import demo_model
+from counterplan.server.grpc.client import CounterplanClient, class_goal, retry_after
+from counterplan.server.registry.registry import demo_model
 
 EXPECTED: dict[str, set[str]] = {
     "solve": {"OK", "RESOURCE_EXHAUSTED"},

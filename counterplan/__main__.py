@@ -2,7 +2,7 @@
 
 import sys
 
-from counterplan.server.cli import main
+from counterplan.server.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from counterplan.server.cli import main
+from counterplan.server.cli.main import main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

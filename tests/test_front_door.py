@@ -40,7 +40,7 @@ def _loaded_after(code: str) -> list[str]:
     "argv", [["--help"], ["explain", "--help"], ["serve", "--help"], ["plan", "--help"], ["explain", "--bogus"]]
 )
 def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
-    code = f"from counterplan.server.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    code = f"from counterplan.server.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
     assert _loaded_after(code) == []
 
 

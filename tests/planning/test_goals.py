@@ -152,7 +152,7 @@ def test_a_range_may_be_open_at_one_end() -> None:
 
     from counterplan.planning.errors import GoalError
     from counterplan.planning.goals import RangeGoal
-    from counterplan.server.goal_text import parse_goal_text
+    from counterplan.server.cli.goal_text import parse_goal_text
 
     at_least = parse_goal_text("score=range:600..")
     assert isinstance(at_least, RangeGoal) and at_least.low == 600 and at_least.high == math.inf

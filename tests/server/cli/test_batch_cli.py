@@ -14,7 +14,7 @@ import pytest
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import TARGET
-from counterplan.server.cli import main
+from counterplan.server.cli.main import main
 from counterplan.solver.batch import writer
 
 SMALL_ROWS = 40

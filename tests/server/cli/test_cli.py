@@ -182,9 +182,9 @@ def test_the_console_script_is_installed() -> None:
 @pytest.fixture(scope="module")
 def demo_server() -> Iterator[str]:
     """A real server of the demo model on a loopback port; its target."""
-    from counterplan.server.app import start_server
-    from counterplan.server.registry import ModelRegistry
-    from counterplan.server.settings import ServerSettings
+    from counterplan.server.grpc.app import start_server
+    from counterplan.server.grpc.settings import ServerSettings
+    from counterplan.server.registry.registry import ModelRegistry
 
     running = start_server(ServerSettings(port=0), ModelRegistry.demo())
     try:
@@ -517,9 +517,9 @@ def test_the_same_explain_locally_and_on_a_server_prints_the_same_json(
     capsys: pytest.CaptureFixture[str], float_label_card: dict[str, Path], quick_config: str
 ) -> None:
     """One request schema, one output schema, one set of defaults, for a model of the user's own."""
-    from counterplan.server.app import start_server
-    from counterplan.server.registry import ModelRegistry
-    from counterplan.server.settings import ServerSettings
+    from counterplan.server.grpc.app import start_server
+    from counterplan.server.grpc.settings import ServerSettings
+    from counterplan.server.registry.registry import ModelRegistry
 
     data = pd.read_csv(float_label_card["csv"])
     proba = joblib.load(float_label_card["model"]).predict_proba(data.drop(columns=["ok"]))[:, 1]

@@ -167,8 +167,8 @@ def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
 
 @pytest.mark.integration  # a real server on a loopback port
 def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    from counterplan.server.app import start_server
-    from counterplan.server.settings import ServerSettings
+    from counterplan.server.grpc.app import start_server
+    from counterplan.server.grpc.settings import ServerSettings
 
     running = start_server(ServerSettings(port=0))
     capsys.readouterr()  # the server's start line

@@ -14,10 +14,10 @@ from structlog.testing import capture_logs
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.demo import rejected_applicant
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, field_violations, retry_after
-from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations, retry_after
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.core.budget import estimate_bytes
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 

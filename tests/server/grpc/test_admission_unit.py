@@ -1,4 +1,4 @@
-"""Admission on its own (:mod:`counterplan.server.admission`): slots, memory shares, the deadline
+"""Admission on its own (:mod:`counterplan.server.grpc.admission`): slots, memory shares, the deadline
 rule and shutdown, without a server."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import grpc
 import pytest
 
-from counterplan.server.admission import MB, Admission, shutting_down
-from counterplan.server.refusal import Refusal, refused
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.admission import MB, Admission, shutting_down
+from counterplan.server.grpc.refusal import Refusal, refused
+from counterplan.server.grpc.settings import ServerSettings
 
 pytestmark = pytest.mark.unit
 

@@ -15,11 +15,11 @@ from sklearn.linear_model import LogisticRegression
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.models import adapt_sklearn
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.cli import main
-from counterplan.server.client import CounterplanClient, class_goal, field_violations
-from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.cli.main import main
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 

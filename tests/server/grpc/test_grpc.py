@@ -20,10 +20,10 @@ from grpc_status import rpc_status
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.demo import rejected_applicant
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
-from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)

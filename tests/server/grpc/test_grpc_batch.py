@@ -16,10 +16,10 @@ from pydantic import ValidationError
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.demo import rejected_applicant
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, field_violations, row_error
-from counterplan.server.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations, row_error
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)

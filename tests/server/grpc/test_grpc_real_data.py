@@ -21,10 +21,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal
-from counterplan.server.convert import plain_value
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal
+from counterplan.server.grpc.convert import plain_value
+from counterplan.server.grpc.settings import ServerSettings
 from tests.credit import credit_with_gaps
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)

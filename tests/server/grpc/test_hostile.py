@@ -14,10 +14,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from counterplan.planning.demo import rejected_applicant
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, field_violations
-from counterplan.server.registry import ModelRegistry, demo_model
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry, demo_model
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 

@@ -11,10 +11,10 @@ from threadpoolctl import threadpool_info
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.threads import SHARED_POOLS
-from counterplan.server.app import start_server
-from counterplan.server.client import CounterplanClient, class_goal
-from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from tests.cli import run_cli as _run
 

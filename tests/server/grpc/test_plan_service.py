@@ -15,11 +15,11 @@ import pytest
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, field_violations
-from counterplan.server.convert import plain_value
-from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.grpc.convert import plain_value
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from tests.toy_person import TOY
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
@@ -104,7 +104,7 @@ def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer
     assert list(response.feature_names) == [f.name for f in FEATURES]
     assert response.generations == 15 and not response.stopped_early
     # the same problem, actions and seed in Python give the same front
-    from counterplan.server.convert import check_request
+    from counterplan.server.grpc.convert import check_request
 
     registered = _registry().get("toy")
     assert registered is not None
@@ -246,7 +246,7 @@ def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
 
 
 def test_the_response_holds_at_most_max_plans_and_fits_the_message_limit() -> None:
-    from counterplan.server.plan_convert import plan_message
+    from counterplan.server.grpc.plan_convert import plan_message
     from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
 
     def one(cost: float, steps: int) -> ActionPlan:

@@ -17,11 +17,11 @@ import yaml
 from sklearn.linear_model import LogisticRegression
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.cli import main
-from counterplan.server.client import CounterplanClient, class_goal, field_violations
-from counterplan.server.registry import ModelRegistry
-from counterplan.server.settings import ServerSettings
+from counterplan.server.cli.main import main
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 

@@ -10,10 +10,10 @@ import pytest
 
 from benchmarks.soak import EXPECTED, applicants, soak
 from counterplan.planning.demo import rejected_applicant
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal
-from counterplan.server.registry import ModelRegistry, demo_model
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry, demo_model
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 

@@ -14,10 +14,10 @@ import pytest
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.app import RunningServer, start_server
-from counterplan.server.client import CounterplanClient, class_goal, field_violations
-from counterplan.server.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import RunningServer, start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
 from counterplan.solver.engines import SWARM_FROM_FEATURES
 from tests.cli import run_cli as _run
 

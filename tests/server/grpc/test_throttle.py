@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 
-from counterplan.server.throttle import throttled
+from counterplan.server.grpc.throttle import throttled
 
 DONE = object()
 

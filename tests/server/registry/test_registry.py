@@ -13,10 +13,10 @@ import yaml
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
-from counterplan.server.app import start_server
-from counterplan.server.client import CounterplanClient, class_goal
-from counterplan.server.registry import ModelRegistry, RegistryError
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.app import start_server
+from counterplan.server.grpc.client import CounterplanClient, class_goal
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry, RegistryError
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_empty_or_missing_directories(tmp_path: Path) -> None:
 
 
 def test_model_card_paths_stay_inside_the_models_directory(tmp_path: Path) -> None:
-    from counterplan.server.registry import RegistryError, load_card
+    from counterplan.server.registry.registry import RegistryError, load_card
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()

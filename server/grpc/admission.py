@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from counterplan.server.refusal import Refusal, refused, retry_later
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.refusal import Refusal, refused, retry_later
+from counterplan.server.grpc.settings import ServerSettings
 
 MB = 1024 * 1024
 MIN_SOLVE_SECONDS = 0.01

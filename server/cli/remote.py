@@ -9,9 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.client import CounterplanClient
-from counterplan.server.convert import plain_value
-from counterplan.server.flags import (
+from counterplan.server.cli.flags import (
     EXIT_NOT_FOUND,
     UsageError,
     checked_limits,
@@ -19,9 +17,11 @@ from counterplan.server.flags import (
     fill_missing_columns,
     with_margin,
 )
-from counterplan.server.goal_text import parse_goal_text
-from counterplan.server.loading import load_instance
-from counterplan.server.registry import DEMO_ID
+from counterplan.server.cli.goal_text import parse_goal_text
+from counterplan.server.grpc.client import CounterplanClient
+from counterplan.server.grpc.convert import plain_value
+from counterplan.server.registry.loading import load_instance
+from counterplan.server.registry.registry import DEMO_ID
 from counterplan.solver.exact.report import ExactStatistics
 from counterplan.solver.result import BestSolutionEvent, Change, Counterfactual, CounterfactualResult, SolveStatistics
 from counterplan.solver.swarm.report import SwarmStatistics
@@ -37,7 +37,7 @@ _ENGINE_CHOICES = {
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     """Stream a solve from the server, with the live best-score line; print like ``explain``."""
     from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
-    from counterplan.server.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
 
     if args.instance:
         instance = load_instance(args.instance)

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from counterplan.server.flags import EXIT_NOT_FOUND
-from counterplan.server.help_text import GOAL_HELP
+from counterplan.server.cli.flags import EXIT_NOT_FOUND
+from counterplan.server.cli.help_text import GOAL_HELP
 
 DEMO_ID = "loan-demo"
-"""The served demo model's id (``counterplan.server.registry.DEMO_ID``, not imported: ``--help`` stays fast)."""
+"""The served demo model's id (``counterplan.server.registry.registry.DEMO_ID``, not imported:
+``--help`` stays fast)."""
 
 PLANS_SHOWN = 10
 """Plans printed step by step at most (``--json`` gives them all)."""
@@ -112,8 +113,8 @@ def _immutable(args: argparse.Namespace) -> list[str]:
 def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """Build the problem (the demo's, or --model/--data's row) and plan in this process."""
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
-    from counterplan.server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer, model_columns  # noqa: PLC0415
     from counterplan.solver.plans.planner import plan  # noqa: PLC0415
 
@@ -153,7 +154,7 @@ def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
     """The embedded demo's applicant (or --instance), its goal unless --goal, its immutables and more."""
     from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
     from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
-    from counterplan.server.loading import load_instance  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
 
     data = demo.make_loan_data()
     instance = demo.rejected_applicant() if args.instance is None else load_instance(args.instance)
@@ -172,9 +173,9 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
 
     from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
-    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
-    from counterplan.server.plan_convert import plan_result  # noqa: PLC0415
-    from counterplan.server.remote import goal_message  # noqa: PLC0415
+    from counterplan.server.cli.remote import goal_message  # noqa: PLC0415
+    from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
+    from counterplan.server.grpc.plan_convert import plan_result  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
     given = [flag for flag, value in local.items() if value is not None]
@@ -208,7 +209,7 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
 
 def _remote_instance(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> dict[str, Any]:
     """``--instance``, or the demo's rejected applicant when the served model is the demo's."""
-    from counterplan.server.loading import load_instance  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
 
     if args.instance is not None:
         return load_instance(args.instance)
@@ -224,7 +225,7 @@ def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
     each changed front shown on a live line when stderr is a terminal."""
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
+    from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
 
     err = Console(stderr=True)
     live = not args.json and err.is_terminal
@@ -248,7 +249,7 @@ def _print(result: Any) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    from counterplan.server.render import format_value  # noqa: PLC0415
+    from counterplan.server.cli.render import format_value  # noqa: PLC0415
 
     console = Console()
     if result.already_met:

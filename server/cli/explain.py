@@ -1,22 +1,18 @@
-"""The ``counterplan`` command line: the same engine as the Python API, seen from a terminal.
+"""``counterplan explain``: one prediction explained with a counterfactual, in-process or on a server.
 
-``counterplan explain`` with no arguments explains the embedded demo: a loan model trained on
-data counterplan generates, for a rejected applicant. With arguments it explains a row of your
-own model and data. Bad arguments print one line and exit with code 2.
+With no model and no data it explains the embedded demo: a loan model trained on data counterplan
+generates, for a rejected applicant. With ``--server`` the same flags ask a counterplan server.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-# Only light modules at the top: --help and argument errors must answer at once. Each command
-# imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
+# Only light modules at the top: --help and argument errors must answer at once. The command
+# imports what it needs (scikit-learn, pandas, rich, grpc) when it runs.
 from counterplan.planning.errors import CounterplanError
-from counterplan.server import batch_command, plan_command, tune_command
-from counterplan.server.flags import (
+from counterplan.server.cli.flags import (
     EXIT_NOT_FOUND,
     UsageError,
     checked_limits,
@@ -24,27 +20,26 @@ from counterplan.server.flags import (
     fill_missing_columns,
     with_margin,
 )
-from counterplan.server.help_text import GOAL_HELP
+from counterplan.server.cli.help_text import GOAL_HELP
 
 if TYPE_CHECKING:
     from counterplan.planning.distance import DistanceSettings
     from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
     from counterplan.planning.problem import CounterfactualProblem
 
-EXIT_USAGE = 2
-EXIT_FAILED = 1
+
+class RemoteError(CounterplanError):
+    """The server refused or failed the request (exit code 1)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def add_parser(commands: Any) -> None:
+    """Add ``explain`` to the command line's subcommands."""
     _add_explain_parser(commands)
-    tune_command.add_parser(commands)
-    batch_command.add_parser(commands)
-    plan_command.add_parser(commands)
-    _add_serve_parser(commands)
-    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``counterplan explain``; returns the exit code."""
+    return _explain_remote(args) if args.server else _explain(args)
 
 
 def _add_explain_parser(commands: Any) -> None:
@@ -184,68 +179,10 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
 
 
-def _add_serve_parser(commands: Any) -> None:
-    """``counterplan serve``: each flag overrides a ``COUNTERPLAN_*`` setting."""
-    serve = commands.add_parser(
-        "serve",
-        help="run the gRPC service",
-        description="Serve counterfactual explanations over gRPC. Flags override COUNTERPLAN_* variables.",
-    )
-    serve.add_argument("--address", help="listen address (COUNTERPLAN_ADDRESS, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port, 0 for a free one (COUNTERPLAN_PORT, default 50051)")
-    serve.add_argument("--models-dir", help="directory of model cards (default: the embedded demo model)")
-    serve.add_argument("--trust-pickle", action="store_true", default=None, help="allow joblib/pickle model files")
-    serve.add_argument("--workers", type=int, help="gRPC worker threads")
-    serve.add_argument("--max-concurrent-solves", type=int, help="more are refused with RESOURCE_EXHAUSTED")
-    serve.add_argument("--max-solve-seconds", type=float, help="cap on every solve")
-    serve.add_argument(
-        "--max-solve-memory-mb", type=int, help="estimated memory of the solves running at once (default 2048)"
-    )
-    serve.add_argument("--stream-max-per-second", type=float, help="intermediate stream messages per second")
-    serve.add_argument("--tls-cert", help="PEM certificate chain")
-    serve.add_argument("--tls-key", help="PEM private key")
-    serve.add_argument("--auth-token", help="require this bearer token")
-    serve.add_argument("--grace-seconds", type=float, help="shutdown grace period for running solves")
-    serve.add_argument("--model-threads", type=int, help="native threads per model call (COUNTERPLAN_MODEL_THREADS)")
-    serve.add_argument(
-        "--dynamic-batching-max-wait-ms",
-        type=float,
-        help="how long a solve's model call waits to share one call with the model's other solves; 0: off (default 5)",
-    )
-    serve.add_argument("--batch-max-instances", type=int, help="instances one ExplainBatch stream may send")
-    serve.add_argument("--batch-max-in-flight", type=int, help="instances of one ExplainBatch stream solved at once")
-    serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
-    serve.add_argument("--max-plan-population", type=int, help="a Plan request's population at most (default 2000)")
-    serve.add_argument("--max-plan-generations", type=int, help="a Plan request's generations at most (default 1000)")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
-
-    configure_console_logs()
-    try:
-        if args.command == "explain":
-            return _explain_remote(args) if args.server else _explain(args)
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "tune":
-            return tune_command.run(args, _usage)
-        if args.command == "batch":
-            return batch_command.run(args, _usage)
-        if args.command == "plan":
-            return plan_command.run(args, _usage)
-    except CounterplanError as exc:
-        parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
-    return EXIT_USAGE
-
-
 def _explain(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
 
-    from counterplan.server.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
     from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
     from counterplan.solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
     from counterplan.solver.result import BestSolutionEvent  # noqa: PLC0415
@@ -280,77 +217,33 @@ def _explain(args: argparse.Namespace) -> int:
     return 0 if result.valid else EXIT_NOT_FOUND
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from counterplan.server.app import serve  # noqa: PLC0415 - grpc loads only for the server
-    from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
-    from counterplan.server.settings import ServerSettings  # noqa: PLC0415
-
-    names = (
-        "address",
-        "port",
-        "models_dir",
-        "trust_pickle",
-        "workers",
-        "max_concurrent_solves",
-        "max_solve_seconds",
-        "max_solve_memory_mb",
-        "stream_max_per_second",
-        "tls_cert",
-        "tls_key",
-        "auth_token",
-        "grace_seconds",
-        "model_threads",
-        "dynamic_batching_max_wait_ms",
-        "batch_max_instances",
-        "batch_max_in_flight",
-        "max_batch_streams",
-        "max_plan_population",
-        "max_plan_generations",
-    )
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    try:
-        settings = ServerSettings(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise _usage(f"{'.'.join(str(p) for p in first['loc']) or 'settings'}: {first['msg']}") from None
-    configure_json_logs()
-    if args.auth_token is not None:  # the flag shows in the process list; the variable does not
-        print(
-            "counterplan: warning: --auth-token is visible to every user in the process list; "
-            "set COUNTERPLAN_AUTH_TOKEN instead",
-            file=sys.stderr,
-        )
-    serve(settings)
-    return 0
-
-
 def _explain_remote(args: argparse.Namespace) -> int:
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
 
-    from counterplan.server.client import CounterplanClient  # noqa: PLC0415
-    from counterplan.server.remote import explain_remote  # noqa: PLC0415
+    from counterplan.server.cli.remote import explain_remote  # noqa: PLC0415
+    from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
     given = [flag for flag, value in local.items() if value is not None]
     if given or args.trust_model:
         flags = ", ".join(given + ["--trust-model"] * args.trust_model)
-        raise _usage(f"{flags}: with --server, the model and its data are the server's: use --model-id and --instance")
+        raise UsageError(
+            f"{flags}: with --server, the model and its data are the server's: use --model-id and --instance"
+        )
     try:
         with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
             return explain_remote(client, args)
     except grpc.RpcError as exc:
         code = exc.code()
         detail = exc.details()
-        raise _RemoteError(f"server said {code.name}: {detail}") from None
+        raise RemoteError(f"server said {code.name}: {detail}") from None
 
 
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
-    from counterplan.server.loading import load_csv, load_instance, load_model  # noqa: PLC0415
+    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
     immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
@@ -359,23 +252,23 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     try:
         distance = DistanceSettings(metric=args.distance, change_penalty=penalty, alpha=args.alpha, beta=args.beta)
     except ValueError as exc:
-        raise _usage(f"--alpha/--beta: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--alpha/--beta: {str(exc).splitlines()[-1].strip()[:200]}") from None
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
-            raise _usage("--row and --target need --model and --data")
+            raise UsageError("--row and --target need --model and --data")
         from counterplan.planning.demo import demo_goals  # noqa: PLC0415 - the demo's own default question
 
         return _demo_problem(args, goals or with_margin(demo_goals(), args.margin), immutable, distance, max_changes)
     if args.model is None or args.data is None:
-        raise _usage("give both --model and --data (or neither, for the demo)")
+        raise UsageError("give both --model and --data (or neither, for the demo)")
     if (args.row is None) == (args.instance is None):
-        raise _usage("give exactly one of --row and --instance")
+        raise UsageError("give exactly one of --row and --instance")
     data = load_csv(args.data)
     model = load_model(args.model, trust=args.trust_model)
     instance: Any = args.row if args.row is not None else load_instance(args.instance)
     adapter = adapt_sklearn(model, args.target or "prediction")
     if args.row is not None and not 0 <= args.row < len(data):
-        raise _usage(f"--row: row {args.row} is outside the data's {len(data)} rows")
+        raise UsageError(f"--row: row {args.row} is outside the data's {len(data)} rows")
     explainer = Explainer(  # the same object the batch command uses: the data read once
         adapter,
         data,
@@ -415,7 +308,7 @@ def _demo_problem(
 ) -> CounterfactualProblem:
     from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
     from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
-    from counterplan.server.loading import load_instance  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
 
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)
@@ -446,7 +339,7 @@ def trust_region_settings(args: argparse.Namespace) -> Any:
     try:
         return TrustRegionSettings(**fields)
     except ValueError as exc:
-        raise _usage(f"--trust-nearest/--trust-slack: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--trust-nearest/--trust-slack: {str(exc).splitlines()[-1].strip()[:200]}") from None
 
 
 def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:
@@ -458,19 +351,3 @@ def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | Non
     if names is not None:
         return [str(n) for n in names]
     return [str(c) for c in data.columns if c != target]
-
-
-class _UsageError(UsageError):
-    pass
-
-
-class _RemoteError(CounterplanError):
-    pass
-
-
-def _usage(message: str) -> _UsageError:
-    return _UsageError(message)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

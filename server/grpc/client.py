@@ -13,7 +13,7 @@ from grpc_status import rpc_status
 from counterplan.planning.actions import ActionSet
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
-from counterplan.server.convert import value_message
+from counterplan.server.grpc.convert import value_message
 
 
 def class_goal(label: Any, confidence: float | None = None, output: str = "") -> pb.Goal:
@@ -154,7 +154,7 @@ class CounterplanClient:
     ) -> pb.PlanRequest:
         """Build a ``PlanRequest``; ``actions`` as an :class:`ActionSet` or the plain data of an
         actions file (``{"actions": [...], "graph": [...]}``, checked here first)."""
-        from counterplan.server.plan_convert import action_messages  # noqa: PLC0415 - only plan clients need it
+        from counterplan.server.grpc.plan_convert import action_messages  # noqa: PLC0415 - only plan clients need it
 
         checked = actions if isinstance(actions, ActionSet) else ActionSet.from_data(actions)
         messages, edges = action_messages(checked)

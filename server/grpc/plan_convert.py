@@ -1,7 +1,7 @@
 """Action plans on the wire: ``PlanRequest`` checked into domain objects, results into messages.
 
 A plan request shares its instance, overrides, goals and margin with ``ExplainRequest``, so it
-is checked by the same code (:func:`counterplan.server.convert.check_request`) and a bad instance is named
+is checked by the same code (:func:`counterplan.server.grpc.convert.check_request`) and a bad instance is named
 the same way. Its actions and cost graph become the plain data an actions file holds and go
 through :class:`counterplan.planning.actions.ActionSet`, the same checks as the command line's
 ``--actions``; only their compilation against the instance's features (unknown, immutable or
@@ -21,7 +21,7 @@ from counterplan.planning._pydantic import describe
 from counterplan.planning.actions import ActionError, ActionSet
 from counterplan.planning.space import FloatMatrix
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.convert import (
+from counterplan.server.grpc.convert import (
     BadRequestError,
     CheckedRequest,
     Violation,
@@ -29,7 +29,7 @@ from counterplan.server.convert import (
     plain_value,
     value_message,
 )
-from counterplan.server.registry import RegisteredModel
+from counterplan.server.registry.registry import RegisteredModel
 from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
 from counterplan.solver.plans.search import PlanConfig
 

@@ -8,7 +8,7 @@ away or the server shuts down; then it answers with the front found so far. The 
 deterministic by seed, so only those limits can change an answer. Its model calls are its own
 (one per generation), not shared with running solves by dynamic batching.
 
-:class:`PlanCalls` is handed the server's :class:`~counterplan.server.admission.Admission` (the
+:class:`PlanCalls` is handed the server's :class:`~counterplan.server.grpc.admission.Admission` (the
 same one Explain uses); it knows nothing of the servicer that composes it.
 """
 
@@ -31,14 +31,14 @@ from counterplan.planning.errors import InvalidInputError, ModelAdapterError, Mo
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.admission import MB, Admission, shutting_down
-from counterplan.server.convert import BadRequestError
-from counterplan.server.plan_convert import check_plan_request, final_front, front_message, plan_message
-from counterplan.server.refusal import Refusal, bad_request, refused
-from counterplan.server.registry import ModelRegistry, RegisteredModel
-from counterplan.server.request_log import log_request
-from counterplan.server.settings import ServerSettings
-from counterplan.server.throttle import throttled
+from counterplan.server.grpc.admission import MB, Admission, shutting_down
+from counterplan.server.grpc.convert import BadRequestError
+from counterplan.server.grpc.plan_convert import check_plan_request, final_front, front_message, plan_message
+from counterplan.server.grpc.refusal import Refusal, bad_request, refused
+from counterplan.server.grpc.request_log import log_request
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.grpc.throttle import throttled
+from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.plans.planner import PlanResult, plan
 from counterplan.solver.plans.search import PlanConfig
 

@@ -12,10 +12,10 @@ costs nearly the same for 1 row as for thousands). Each solve still gets the mod
 its own rows, so its answer does not change. ``dynamic_batching_max_wait_ms`` bounds how long a
 call waits for the others; 0 turns it off.
 
-The checks and the start of a solve (:mod:`counterplan.server.explain_steps`) raise a
-:class:`~counterplan.server.refusal.Refusal`; a unary or streaming call ends with it, an
-ExplainBatch instance (:mod:`counterplan.server.batch_stream`) gets it as its own result, so both
-say the same about the same request. Admission (:mod:`counterplan.server.admission`) is one object
+The checks and the start of a solve (:mod:`counterplan.server.grpc.explain_steps`) raise a
+:class:`~counterplan.server.grpc.refusal.Refusal`; a unary or streaming call ends with it, an
+ExplainBatch instance (:mod:`counterplan.server.grpc.batch_stream`) gets it as its own result, so both
+say the same about the same request. Admission (:mod:`counterplan.server.grpc.admission`) is one object
 every method is handed, so the method modules import it, not each other: this module composes them.
 """
 
@@ -34,16 +34,22 @@ import structlog
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
-from counterplan.server.admission import Admission
-from counterplan.server.batch_stream import BatchStream
-from counterplan.server.convert import BadRequestError, CheckedRequest, event_message, model_message, result_message
-from counterplan.server.explain_steps import ExplainSteps
-from counterplan.server.plan_service import PlanCalls
-from counterplan.server.refusal import Refusal, bad_request, refused
-from counterplan.server.registry import ModelRegistry, RegisteredModel
-from counterplan.server.request_log import log_request
-from counterplan.server.settings import ServerSettings
-from counterplan.server.throttle import throttled
+from counterplan.server.grpc.admission import Admission
+from counterplan.server.grpc.batch_stream import BatchStream
+from counterplan.server.grpc.convert import (
+    BadRequestError,
+    CheckedRequest,
+    event_message,
+    model_message,
+    result_message,
+)
+from counterplan.server.grpc.explain_steps import ExplainSteps
+from counterplan.server.grpc.plan_service import PlanCalls
+from counterplan.server.grpc.refusal import Refusal, bad_request, refused
+from counterplan.server.grpc.request_log import log_request
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.grpc.throttle import throttled
+from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls, SharedCallStatistics
 from counterplan.solver.manager import SolverJob, SolverManager
 from counterplan.solver.result import CounterfactualResult
@@ -169,7 +175,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                 self._streams.discard(stream)
             self._stream_slots.release()
 
-    # -- action plans (counterplan.server.plan_service) ------------------------------------------------------
+    # -- action plans (counterplan.server.grpc.plan_service) ------------------------------------------------------
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
         """The Pareto front of action plans for one instance."""
         return self.plans.plan(request, context)

@@ -16,7 +16,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from counterplan.server.convert import BadRequestError
+from counterplan.server.grpc.convert import BadRequestError
 
 
 class Refusal(Exception):  # noqa: N818 - a refusal is the outcome, not a failure of the server

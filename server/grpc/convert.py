@@ -17,7 +17,7 @@ from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGo
 from counterplan.planning.space import AnyFeature, FeatureSpace
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.registry import FeatureSpec, RegisteredModel
+from counterplan.server.registry.registry import FeatureSpec, RegisteredModel
 from counterplan.solver.core.budget import check_budget, one_hot_width
 from counterplan.solver.core.config import MAX_SEED, ConfigError, SolverConfig, TerminationConfig
 from counterplan.solver.engines import with_acceptor

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError, ProblemError
-from counterplan.server.help_text import GOAL_HELP
+from counterplan.server.cli.help_text import GOAL_HELP
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -216,8 +216,8 @@ def _check_ray(address: str | None, usage: Callable[[str], Exception]) -> None:
 def _goals(args: argparse.Namespace) -> list[ClassGoal | ValueGoal | RangeGoal]:
     """``--goal`` (as explain reads it) with ``--margin``; parsed before the data loads, so a
     typo in a goal is reported at once."""
-    from counterplan.server.flags import with_margin  # noqa: PLC0415
-    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.cli.flags import with_margin  # noqa: PLC0415
+    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
 
     return with_margin([parse_goal_text(text) for text in args.goal], args.margin)
 
@@ -226,7 +226,7 @@ def load_table(text: str) -> pd.DataFrame:
     """The data file (CSV, or Parquet by its suffix), indexed by position: row ids are positions."""
     import pandas as pd  # noqa: PLC0415
 
-    from counterplan.server.loading import LoadError, load_csv  # noqa: PLC0415
+    from counterplan.server.registry.loading import LoadError, load_csv  # noqa: PLC0415
 
     path = Path(text)
     if path.suffix.lower() != ".parquet":
@@ -280,7 +280,7 @@ def _explainer(
     """The model loaded and adapted once, and the data read once, for every row of the job."""
     from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.loading import load_model  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
     model = load_model(args.model, trust=args.trust_model)
@@ -303,7 +303,7 @@ def _default_goals(
     """A binary classifier's second class (1 of 0/1): one goal for every row, so ``rejected``
     means the rows the model does not give it."""
     from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
-    from counterplan.server.flags import with_margin  # noqa: PLC0415
+    from counterplan.server.cli.flags import with_margin  # noqa: PLC0415
 
     classes = adapter.outputs[0].classes if len(adapter.outputs) == 1 else None
     if classes is None or len(classes) != 2:

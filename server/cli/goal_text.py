@@ -7,7 +7,7 @@ import math
 
 from counterplan.planning.errors import GoalError
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
-from counterplan.server.help_text import GOAL_HELP
+from counterplan.server.cli.help_text import GOAL_HELP
 
 
 def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
     except ImportError:
         raise usage("tuning needs optuna: pip install 'counterplan[tune]'") from None
-    from counterplan.server.loading import load_csv, load_model  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_csv, load_model  # noqa: PLC0415
     from counterplan.solver.tuning import tune  # noqa: PLC0415
 
     _check_counts(args, usage)
@@ -210,7 +210,7 @@ def _rows_missing_the_goal(
     from counterplan.planning.errors import ModelCallError, one_line  # noqa: PLC0415
     from counterplan.planning.goals import ClassGoal, bind_goals  # noqa: PLC0415
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
 
     adapter = adapt_sklearn(model, target)
     (output,) = adapter.outputs

@@ -24,9 +24,9 @@ from grpc_reflection.v1alpha import reflection
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
-from counterplan.server.registry import ModelRegistry
-from counterplan.server.service import CounterfactualService
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.service import CounterfactualService
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry
 
 log = structlog.get_logger("counterplan.server")
 

@@ -1,11 +1,11 @@
 """The steps of one explain over gRPC: check a request, start its solve, read its result.
 
-Explain, ExplainStream (:mod:`counterplan.server.service`) and each ExplainBatch instance
-(:mod:`counterplan.server.batch_stream`) go through the same three steps, so a batch instance's
+Explain, ExplainStream (:mod:`counterplan.server.grpc.service`) and each ExplainBatch instance
+(:mod:`counterplan.server.grpc.batch_stream`) go through the same three steps, so a batch instance's
 answer or error is exactly what Explain says about the same request. Each step raises a
-:class:`~counterplan.server.refusal.Refusal`; the caller chooses how to send it (a unary or
+:class:`~counterplan.server.grpc.refusal.Refusal`; the caller chooses how to send it (a unary or
 streaming call ends with it, a batch instance gets it as its own result). Slots, memory and the
-deadline are :class:`~counterplan.server.admission.Admission`'s.
+deadline are :class:`~counterplan.server.grpc.admission.Admission`'s.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import structlog
 
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.admission import MB, Admission, shutting_down
-from counterplan.server.convert import BadRequestError, CheckedRequest, check_request
-from counterplan.server.refusal import bad_request, refused
-from counterplan.server.registry import ModelRegistry, RegisteredModel
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.admission import MB, Admission, shutting_down
+from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
+from counterplan.server.grpc.refusal import bad_request, refused
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.budget import estimate_bytes, one_hot_width
 from counterplan.solver.core.config import TerminationConfig

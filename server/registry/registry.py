@@ -39,7 +39,7 @@ from counterplan.planning.scorecard import (
 )
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.trust_region import TrustRegionSettings
-from counterplan.server.loading import LoadError, load_csv, load_model
+from counterplan.server.registry.loading import LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
 
 log = structlog.get_logger(__name__)

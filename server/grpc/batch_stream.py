@@ -5,7 +5,7 @@ other:
 
 * the **reader** (a thread of its own) reads the next instance only while fewer than
   ``batch_max_in_flight`` are unanswered, checks it exactly as Explain does
-  (:meth:`~counterplan.server.explain_steps.ExplainSteps.check`), waits for a solve slot (an
+  (:meth:`~counterplan.server.grpc.explain_steps.ExplainSteps.check`), waits for a solve slot (an
   instance queues where a unary call is refused: a batch is a job, not an interactive caller)
   and starts its solve. While it waits, it reads nothing, so gRPC's flow control holds a fast
   client back and the stream keeps at most ``batch_max_in_flight`` requests and results in memory;
@@ -26,8 +26,8 @@ On shutdown the reader stops, instances waiting for a slot get UNAVAILABLE, runn
 answer with their best so far, and the call ends with UNAVAILABLE unless every instance had
 been read (the client resends the rows without a result).
 
-A stream is handed the server's :class:`~counterplan.server.explain_steps.ExplainSteps` and
-:class:`~counterplan.server.admission.Admission`; it knows nothing of the servicer that opens it.
+A stream is handed the server's :class:`~counterplan.server.grpc.explain_steps.ExplainSteps` and
+:class:`~counterplan.server.grpc.admission.Admission`; it knows nothing of the servicer that opens it.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ import grpc
 import structlog
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.admission import Admission, shutting_down
-from counterplan.server.convert import BadRequestError, result_message
-from counterplan.server.explain_steps import ExplainSteps
-from counterplan.server.refusal import Refusal, bad_request, refused
-from counterplan.server.request_log import log_request
-from counterplan.server.settings import ServerSettings
+from counterplan.server.grpc.admission import Admission, shutting_down
+from counterplan.server.grpc.convert import BadRequestError, result_message
+from counterplan.server.grpc.explain_steps import ExplainSteps
+from counterplan.server.grpc.refusal import Refusal, bad_request, refused
+from counterplan.server.grpc.request_log import log_request
+from counterplan.server.grpc.settings import ServerSettings
 from counterplan.solver.manager import SolverJob
 
 log = structlog.get_logger("counterplan.server")

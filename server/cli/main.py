@@ -1,0 +1,61 @@
+"""The ``counterplan`` command line: the same engine as the Python API, seen from a terminal.
+
+``counterplan explain`` with no arguments explains the embedded demo: a loan model trained on
+data counterplan generates, for a rejected applicant. With arguments it explains a row of your
+own model and data. Bad arguments print one line and exit with code 2. Each command is a module
+of this package (``add_parser`` and ``run``); this one only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+# Only light modules at the top: --help and argument errors must answer at once. Each command
+# imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
+from counterplan.planning.errors import CounterplanError
+from counterplan.server.cli import batch, explain, plan, serve, tune
+from counterplan.server.cli.flags import UsageError
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    explain.add_parser(commands)
+    tune.add_parser(commands)
+    batch.add_parser(commands)
+    plan.add_parser(commands)
+    serve.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
+
+    configure_console_logs()
+    try:
+        if args.command == "explain":
+            return explain.run(args)
+        if args.command == "serve":
+            return serve.run(args)
+        if args.command == "tune":
+            return tune.run(args, UsageError)
+        if args.command == "batch":
+            return batch.run(args, UsageError)
+        if args.command == "plan":
+            return plan.run(args, UsageError)
+    except CounterplanError as exc:
+        parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
