@@ -32,9 +32,19 @@ import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.distance import FeatureStatistics
-from counterplan.planning.errors import FeatureError, ProblemError
-from counterplan.planning.features import MAX_PRECISION, category_text, is_missing, parse_feature
+from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError
+from counterplan.planning.features import (
+    MAX_PRECISION,
+    CategoricalFeature,
+    FloatFeature,
+    IntegerFeature,
+    category_text,
+    is_missing,
+    parse_feature,
+)
+from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names
 from counterplan.planning.space import AnyFeature
+from counterplan.planning.spec import FeatureRule, ProblemSpec
 
 MAX_INFERRED_DECIMALS = 6
 """A column whose values need more decimals than this is continuous: its grid is this fine
@@ -90,16 +100,32 @@ def infer_features(
             raise ProblemError(name, "column missing from the training data")
         if name not in instance:
             raise FeatureError(name, "the instance has no value for this feature")
-        override = dict(overrides.get(name, {}))
-        facts = profile.facts(name)
-        spec = _infer_one(name, facts, instance[name], override.pop("kind", None), "precision" in override)
-        if spec.get("value") is None and name in fillable:
-            spec["fill_missing"] = True
-        if name in frozen:
-            spec["constrained"] = True
-        spec.update(override)
-        features.append(parse_feature(spec))
+        features.append(
+            parse_feature(
+                _fields(name, profile.facts(name), instance[name], overrides, fillable=fillable, frozen=frozen)
+            )
+        )
     return features
+
+
+def _fields(
+    name: str,
+    facts: ColumnFacts,
+    value: Any,
+    overrides: Mapping[str, Mapping[str, Any]],
+    *,
+    fillable: set[str],
+    frozen: set[str],
+) -> dict[str, Any]:
+    """One feature's fields: inferred from its column, then the overrides'."""
+    override = dict(overrides.get(name, {}))
+    spec = _infer_one(name, facts, value, override.pop("kind", None), "precision" in override)
+    if spec.get("value") is None and name in fillable:
+        spec["fill_missing"] = True
+    if name in frozen:
+        spec["constrained"] = True
+    spec.update(override)
+    return spec
 
 
 def infer_statistics(
@@ -191,6 +217,58 @@ class DataProfile:
             self._facts[name] = ColumnFacts(self.data[name])
         return self._facts[name]
 
+    @property
+    def columns(self) -> list[str] | None:
+        """None: the columns a model reads are its own to say (its ``feature_names_in_``)."""
+        return None
+
+    @property
+    def reference(self) -> pd.DataFrame:
+        """The training data itself (with its label column, when it has one)."""
+        return self.data
+
+    def features(
+        self,
+        instance: Mapping[str, Any],
+        columns: Sequence[str],
+        spec: ProblemSpec,
+        *,
+        check_categories: bool = True,
+    ) -> list[AnyFeature]:
+        """One feature per column for ``instance`` under ``spec`` (see :func:`infer_features`): the
+        spec's rules replace inferred fields, its allowed and forbidden values restrict a change,
+        and a category the column has never seen is refused (with ``check_categories``), naming
+        the feature and listing its categories. Every bad feature is named at once."""
+        check_spec_names(spec, columns)
+        overrides = {name: rule.inference_fields for name, rule in spec.features.items()}
+        frozen = spec.frozen_names()
+        fill = spec.fill_missing
+        fillable = set(columns) if fill is True else set(fill or ())
+        problems: list[tuple[str, str]] = []
+        features: list[AnyFeature] = []
+        for name in columns:
+            if name not in self.data.columns:
+                raise ProblemError(name, "column missing from the training data")
+            if name not in instance:
+                problems.append((name, "the instance has no value for this feature"))
+                continue
+            facts = self.facts(name)
+            rule = spec.features.get(name)
+            try:
+                fields = _fields(name, facts, instance[name], overrides, fillable=fillable, frozen=frozen)
+                if check_categories:
+                    _check_category(name, facts, fields, rule)
+                features.append(parse_feature(apply_rule(fields, rule, name)))
+            except InvalidInputError as exc:
+                problems.append((exc.field, exc.problem))
+        if problems:
+            raise InstanceError(problems)
+        return features
+
+    def statistics_of(self, features: Sequence[AnyFeature]) -> dict[str, FeatureStatistics]:
+        """Range, standard deviation and MAD of every numeric feature's column."""
+        return infer_statistics(self.data, features, self)
+
     def statistics(self, name: str) -> FeatureStatistics | None:
         """Range, standard deviation and MAD of a numeric column (None without values)."""
         if name not in self._statistics:
@@ -277,3 +355,69 @@ def _categorical(name: str, facts: ColumnFacts, value: Any) -> dict[str, Any]:
         categories.add(str(value))
     spec["categories"] = sorted(categories)
     return spec
+
+
+def _check_category(name: str, facts: ColumnFacts, fields: Mapping[str, Any], rule: FeatureRule | None) -> None:
+    """A category the column has never seen (nor the rule's own categories list) is no value of it:
+    refused, naming the feature and listing its categories (a misspelt value would otherwise
+    explain another row)."""
+    value = fields.get("value")
+    if fields.get("kind") != "categorical" or value is None:
+        return
+    if rule is not None and rule.categories is not None:
+        known = list(rule.categories)
+    elif facts.numeric:
+        known = [category_text(float(v)) for v in facts.unique_numbers]
+    else:
+        known = sorted(facts.texts)
+    if category_text(value) not in known:
+        shown = ", ".join(repr(k) for k in known[:12]) + (", ..." if len(known) > 12 else "")
+        raise FeatureError(name, f"{category_text(value)!r} is not one of its categories [{shown}]")
+
+
+def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:
+    """A row of values the data has, each on its column's grid, so the kinds inferred from it are
+    the column's own (not those of one imputed value, or a gap)."""
+    row: dict[str, Any] = {}
+    for name in columns:
+        column = data[name].dropna()
+        if column.empty:
+            row[name] = None
+            continue
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+            values = column.to_numpy(dtype=np.float64)
+            precision = infer_precision(values)
+            on_grid = np.isclose(np.round(values, precision or 0), values, rtol=1e-12, atol=0.0)
+            row[name] = values[np.argmax(on_grid)]
+        else:
+            row[name] = column.iloc[0]
+    return row
+
+
+def schema_of(
+    data: pd.DataFrame, columns: Sequence[str], spec: ProblemSpec
+) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
+    """A feature schema and statistics inferred from training data, under ``spec``'s rules (what
+    a model's ``GetModel`` lists, and what a request's values are typed by)."""
+    profile = DataProfile(data)
+    fill = spec.fill_missing
+    if not isinstance(fill, bool):  # a rule's fill_missing is the schema's, not the typical row's
+        fill = (*fill, *(n for n, r in spec.features.items() if r.fill_missing))
+    rules = {n: r.model_copy(update={"fill_missing": None}) for n, r in spec.features.items()}
+    inference_spec = spec.model_copy(update={"fill_missing": (), "features": rules})
+    inferred = profile.features(typical_row(data, columns), columns, inference_spec, check_categories=False)
+    specs = []
+    for feature in inferred:
+        fields: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
+        fields["fill_missing"] = fill is True or (not isinstance(fill, bool) and feature.name in fill)
+        fields["stored_as_float"] = feature.kind == "integer" and pd.api.types.is_float_dtype(data[feature.name])
+        fields["monotone"], fields["cost"] = feature.monotone, feature.cost
+        if isinstance(feature, IntegerFeature | FloatFeature) and feature.allowed is not None:
+            fields["allowed"] = feature.allowed
+        if isinstance(feature, IntegerFeature | FloatFeature) and feature.low is not None:
+            fields["low"], fields["high"] = feature.low, feature.high
+            fields["precision"] = getattr(feature, "precision", None)
+        elif isinstance(feature, CategoricalFeature):
+            fields["categories"], fields["category_type"] = feature.domain, feature.category_type
+        specs.append(FeatureSpec(**fields))
+    return specs, profile.statistics_of(inferred)

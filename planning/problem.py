@@ -17,13 +17,15 @@ from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from counterplan.planning.errors import ModelAdapterError, ProblemError
 from counterplan.planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
-from counterplan.planning.inference import DataProfile, infer_features, infer_statistics
+from counterplan.planning.inference import DataProfile
 from counterplan.planning.model_protocol import SplitReader
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
+from counterplan.planning.profile import FeatureSource, InstanceError, check_names
 from counterplan.planning.relations import LearnedConstraint, LearnedRelations
 from counterplan.planning.relevance import FeatureRelevance
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
+from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegion, TrustRegionSettings
 
 if TYPE_CHECKING:
@@ -175,40 +177,22 @@ class CounterfactualProblem:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
         row = _instance_row(data, instance)
         if columns is None:
-            columns = _model_columns(model, data, target)
-        if target is not None and target in columns:
-            raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
-        features = infer_features(data, row, columns, immutable, overrides, fill_missing=fill_missing, profile=profile)
-        if not isinstance(model, ModelAdapter):
-            model = adapt_sklearn(model, target or "prediction")
-        statistics = infer_statistics(data, features, profile)
-        if goals is None:
-            goals = default_goals(model, FeatureSpace(features))
-        judge = None
-        if plausibility is not None:
-            cache = plausibility_cache if plausibility_cache is not None else {}
-            judge = _shared_plausibility(cache, data, features, goals, target=target, settings=plausibility)
-        region = None  # a trust region reads the original (its nearest rows, its enlargement): never shared
-        if trust_region is not None:
-            region = trust_region_model(data, features, goals, target, trust_region)
-        objective = None
-        if distance is not None and distance.metric == "scorecard":
-            objective = _scorecard_distance(model, data, distance)
-        problem = cls(
-            features,
-            goals,
-            model,
-            distance,
-            statistics,
+            columns = model_columns_of(model, data, target)
+        spec = ProblemSpec.from_keywords(
+            goals=goals,
+            immutable=immutable,
+            overrides=overrides,
+            distance=distance,
             max_changed_features=max_changed_features,
-            plausibility=judge,
-            scorecard_distance=objective,
-            trust_region=region,
+            plausibility=plausibility,
+            fill_missing=fill_missing,
+            trust_region=trust_region,
             relations=relations,
         )
-        if target is not None:
-            problem.relevance = _relevance(data, profile, features, goals, target)
-        return problem
+        source = profile if profile is not None and profile.data is data else DataProfile(data)
+        return build_problem(
+            spec, source, model, row, columns=columns, target=target, cache=plausibility_cache, check_instance=False
+        )
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
         """The same problem asking other goals (nothing is inferred again; information values are
@@ -278,7 +262,7 @@ def _instance_row(data: pd.DataFrame, instance: Mapping[str, Any] | pd.Series | 
     return instance
 
 
-def _model_columns(model: Any, data: pd.DataFrame, target: str | None) -> list[str]:
+def model_columns_of(model: Any, data: pd.DataFrame, target: str | None) -> list[str]:
     """The feature columns when none are named: a scorecard's own variables, a bare model's
     ``feature_names_in_``, else every column but ``target``."""
     names = getattr(model, "feature_names_in_", None)
@@ -397,3 +381,94 @@ def trust_region_model(
         raise ProblemError("trust_region", f"no row of the data has the target outcome in column {target!r}")
     space = FeatureSpace(features)
     return TrustRegion(space, encode_frame(space, data[chosen]), settings)
+
+
+def build_problem(
+    spec: ProblemSpec,
+    source: FeatureSource,
+    model: ModelAdapter | Any,
+    instance: Mapping[str, Any],
+    *,
+    columns: Sequence[str],
+    target: str | None = None,
+    cache: dict[Any, Any] | None = None,
+    check_instance: bool = True,
+) -> CounterfactualProblem:
+    """The one way a problem is built: a spec, a data profile, a model and one instance.
+
+    ``source`` builds the features (a :class:`~counterplan.planning.inference.DataProfile` of
+    training data, or a model card's :class:`~counterplan.planning.profile.SchemaProfile`);
+    ``columns`` are the features in model order; ``target`` is the label column of the source's
+    data (plausibility, the trust region and the features' relevance read it). ``cache`` keeps
+    what rows of one data set share (plausibility models, a scorecard's objective) between
+    builds. With ``check_instance``, a key of ``instance`` that is no feature is refused (the
+    label column is let through), as a category the feature does not have always is.
+    """
+    if target is not None and target in columns:
+        raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
+    if check_instance:
+        unknown = check_names(instance, columns, target)
+        if unknown:
+            raise InstanceError(unknown)
+    features = source.features(instance, columns, spec)
+    if not isinstance(model, ModelAdapter):
+        model = adapt_sklearn(model, target or "prediction")
+    statistics = source.statistics_of(features)
+    goals: Sequence[AnyGoal] = spec.goals if spec.goals is not None else default_goals(model, FeatureSpace(features))
+    goals = spec.goals_with_margin(goals)
+    data = source.reference
+    cache = cache if cache is not None else {}
+    judge, region = _data_rules(spec, data, features, goals, target=target, cache=cache)
+    objective = None
+    if spec.distance.metric == "scorecard":
+        objective = _shared_objective(cache, model, data, spec.distance)
+    problem = CounterfactualProblem(
+        features,
+        goals,
+        model,
+        spec.distance,
+        statistics,
+        max_changed_features=spec.max_changed_features,
+        plausibility=judge,
+        scorecard_distance=objective,
+        trust_region=region,
+        relations=spec.relations,
+    )
+    if target is not None and isinstance(source, DataProfile):
+        problem.relevance = _relevance(source.data, source, features, goals, target)
+    return problem
+
+
+def _data_rules(
+    spec: ProblemSpec,
+    data: pd.DataFrame | None,
+    features: list[AnyFeature],
+    goals: Sequence[AnyGoal],
+    *,
+    target: str | None,
+    cache: dict[Any, Any],
+) -> tuple[PlausibilityModel | None, TrustRegion | None]:
+    """The rules that judge a candidate against the data's rows: plausibility (shared by rows whose
+    domains agree) and the trust region (it reads the original: never shared)."""
+    judge = region = None
+    if spec.plausibility is not None:
+        if data is None:
+            raise ProblemError("plausibility", "needs training data with its label column")
+        judge = _shared_plausibility(cache, data, features, goals, target=target, settings=spec.plausibility)
+    if spec.trust_region is not None:
+        if data is None:
+            raise ProblemError("trust_region", "needs training data with its label column")
+        region = trust_region_model(data, features, goals, target, spec.trust_region)
+    return judge, region
+
+
+def _shared_objective(
+    cache: dict[Any, Any], model: ModelAdapter, data: pd.DataFrame | None, settings: DistanceSettings
+) -> ScorecardDistance:
+    """The scorecard paper's objective with these weights: its closeness statistics computed once
+    per data set (``cache``)."""
+    key = ("scorecard", settings.alpha, settings.beta)
+    if key not in cache:
+        cache[key] = _scorecard_distance(model, data, settings)
+    objective: ScorecardDistance = cache[key]
+    return objective

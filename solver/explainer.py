@@ -21,9 +21,11 @@ from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.inference import DataProfile
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
-from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings
-from counterplan.planning.problem import AnyGoal, CounterfactualProblem
+from counterplan.planning.plausibility import PlausibilitySettings
+from counterplan.planning.problem import AnyGoal, CounterfactualProblem, build_problem, model_columns_of
+from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
+from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.solver.batch.run import explain_batch
 from counterplan.solver.core.config import SolverConfig
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
 
 
 class Explainer:
-    """Explains rows of one model, with the training data and settings read once.
+    """Explains rows of one model, with the training data (or a model card's schema) and the
+    problem's settings read once.
 
     Parameters
     ----------
@@ -45,17 +48,23 @@ class Explainer:
         A fitted scikit-learn model or pipeline, a scorecard, or a model adapter.
     data:
         Training data: domains, statistics and (for ``explain_batch``) the rows to explain by
-        position come from it.
+        position come from it. Or give ``profile`` instead (a model card's
+        :class:`~counterplan.planning.profile.SchemaProfile`).
     goals:
-        What each answer must reach; None: for a binary classifier, the class it does not predict
-        for the row (as :class:`~planning.CounterfactualProblem`).
+        What each answer must reach; None: for a binary classifier, its second class (as
+        :class:`~counterplan.planning.CounterfactualProblem`).
+    spec:
+        Every option of the problem as data (:class:`~counterplan.planning.spec.ProblemSpec`): the
+        same object a command line, a model card or a gRPC request builds. Or give the options
+        as keywords: ``immutable``, ``overrides``, ``distance``, ``max_changed_features``,
+        ``plausibility``, ``fill_missing``, ``trust_region``, ``relations`` (as for
+        :meth:`counterplan.planning.CounterfactualProblem.from_dataframe`), not both.
     target:
         The label column, left out of the features; names a bare model's output.
-    columns, immutable, overrides, distance, max_changed_features, plausibility, fill_missing,
-    trust_region, relations:
-        As for :meth:`planning.CounterfactualProblem.from_dataframe`.
+    columns:
+        The features in model order (default: the model's own, else every column but ``target``).
     config, engine, num_counterfactuals, seed:
-        As for :func:`solver.explain`; each call may override ``seed``.
+        As for :func:`counterplan.solver.explain`; each ``explain`` may override them.
     check:
         Check the settings now on the data's first row (a batch then fails before any work
         starts); a caller about to explain one row may leave it to that row.
@@ -64,9 +73,11 @@ class Explainer:
     def __init__(
         self,
         model: Any,
-        data: pd.DataFrame,
+        data: pd.DataFrame | None = None,
         goals: Sequence[AnyGoal] | None = None,
         *,
+        profile: FeatureSource | None = None,
+        spec: ProblemSpec | None = None,
         target: str | None = None,
         columns: Sequence[str] | None = None,
         immutable: Iterable[str] = (),
@@ -83,63 +94,93 @@ class Explainer:
         seed: int | None = None,
         check: bool = True,
     ) -> None:
-        if not isinstance(data, pd.DataFrame) or data.empty:
-            raise ProblemError("data", "give the training data as a DataFrame with at least one row")
         self.model = model
         self.adapter: ModelAdapter = (
             model if isinstance(model, ModelAdapter) else adapt_sklearn(model, target or "prediction")
         )
-        self.data = data
-        self.goals = list(goals) if goals is not None else None
+        self.source, self.data = _source(data, profile)
+        keywords = ProblemSpec.from_keywords(
+            goals=goals,
+            immutable=immutable,
+            overrides=overrides,
+            distance=distance,
+            max_changed_features=max_changed_features,
+            plausibility=plausibility,
+            fill_missing=fill_missing,
+            trust_region=trust_region,
+            relations=relations,
+        )
+        if spec is not None and keywords != ProblemSpec.from_keywords(goals=goals):
+            raise ProblemError("spec", "give the problem's options as a spec or as keywords, not both")
+        self.spec = spec.model_copy(update={"goals": tuple(goals)}) if spec is not None and goals else spec or keywords
         self.target = target
-        self.columns = list(columns) if columns is not None else model_columns(model, data, target)
-        self.immutable = list(immutable)
-        self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
-        self.distance = distance
-        self.max_changed_features = max_changed_features
-        self.plausibility = plausibility
-        self.fill_missing: Iterable[str] | bool = fill_missing if isinstance(fill_missing, bool) else list(fill_missing)
-        self.trust_region = trust_region
-        self.relations = list(relations)
+        self.columns = list(columns) if columns is not None else self._columns(model)
         self.config = config or SolverConfig()
         self.engine = engine
         self.num_counterfactuals = num_counterfactuals
         self.seed = seed
-        self.profile = DataProfile(data)
-        self._plausibility: dict[Any, PlausibilityModel] = {}
+        self._cache: dict[Any, Any] = {}
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
-        if check:  # bad settings fail here, before any row is explained (the trust region is built per row)
+        if check and self.data is not None:  # bad settings fail here, before any row is explained
             probe = self.problem(0, trust_region=False)
             CounterfactualSolver(probe, self.config, seed, num_counterfactuals, engine)
+
+    @property
+    def profile(self) -> FeatureSource:
+        """What the features are built from: the training data's profile, or a schema."""
+        return self.source
+
+    @property
+    def goals(self) -> list[AnyGoal] | None:
+        """The goals every row is asked (None: the default question)."""
+        return list(self.spec.goals) if self.spec.goals is not None else None
+
+    def _columns(self, model: Any) -> list[str]:
+        """The features in model order: the schema's, the model's own, else the data's columns
+        (a scorecard says which variables it reads)."""
+        if self.source.columns is not None:
+            return list(self.source.columns)
+        assert self.data is not None
+        return model_columns(model, self.data, self.target) or model_columns_of(self.adapter, self.data, self.target)
 
     def problem(
         self,
         row: Mapping[str, Any] | pd.Series | int,
         goals: Sequence[AnyGoal] | None = None,
         *,
+        spec: ProblemSpec | None = None,
         trust_region: bool = True,
     ) -> CounterfactualProblem:
-        """The counterfactual problem of ``row`` (a mapping, a Series, or a position in ``data``);
-        ``trust_region=False`` leaves the trust region out (checking settings only)."""
-        return CounterfactualProblem.from_dataframe(
-            self.data,
-            row,
+        """The counterfactual problem of ``row`` (a mapping, a Series, or a position in ``data``),
+        under the explainer's spec (``spec``: a request's options over it; ``goals`` replace
+        its goals); ``trust_region=False`` leaves the trust region out (checking settings only)."""
+        asked = self.spec if spec is None else spec.over(self.spec)
+        if goals is not None:
+            asked = asked.model_copy(update={"goals": tuple(goals)})
+        if not trust_region:
+            asked = asked.model_copy(update={"trust_region": None})
+        return build_problem(
+            asked,
+            self.source,
             self.adapter,
-            goals if goals is not None else self.goals,
+            self._row(row),
             columns=self.columns,
             target=self.target,
-            immutable=self.immutable,
-            overrides=self.overrides,
-            distance=self.distance,
-            max_changed_features=self.max_changed_features,
-            plausibility=self.plausibility,
-            fill_missing=self.fill_missing,
-            trust_region=self.trust_region if trust_region else None,
-            relations=self.relations,
-            profile=self.profile,
-            plausibility_cache=self._plausibility,
+            cache=self._cache,
+            check_instance=not isinstance(row, int | pd.Series),
         )
+
+    def _row(self, row: Mapping[str, Any] | pd.Series | int) -> Mapping[str, Any]:
+        if isinstance(row, int):
+            if self.data is None:
+                raise ProblemError("row", "a row by position needs the training data: give the row's values")
+            if not 0 <= row < len(self.data):
+                raise ProblemError("instance", f"row {row} is outside the data's {len(self.data)} rows")
+            return {str(k): v for k, v in self.data.iloc[row].items()}
+        if isinstance(row, pd.Series):
+            return {str(k): v for k, v in row.items()}
+        return row
 
     def solver(
         self,
@@ -148,14 +189,18 @@ class Explainer:
         seed: int | None = None,
         goals: Sequence[AnyGoal] | None = None,
         calls: ModelCalls | None = None,
+        engine: EngineChoice | None = None,
+        num_counterfactuals: int | None = None,
+        spec: ProblemSpec | None = None,
     ) -> CounterfactualSolver:
-        """A solver for ``row``, ready to run (listeners may be added first)."""
+        """A solver for ``row``, ready to run (listeners may be added first); ``engine``,
+        ``num_counterfactuals`` and ``seed`` override the explainer's for this row."""
         return CounterfactualSolver(
-            self.problem(row, goals),
+            self.problem(row, goals, spec=spec),
             self.config,
             seed if seed is not None else self.seed,
-            self.num_counterfactuals,
-            self.engine,
+            num_counterfactuals if num_counterfactuals is not None else self.num_counterfactuals,
+            engine if engine is not None else self.engine,
             calls=calls,
         )
 
@@ -165,10 +210,17 @@ class Explainer:
         *,
         seed: int | None = None,
         goals: Sequence[AnyGoal] | None = None,
+        engine: EngineChoice | None = None,
+        num_counterfactuals: int | None = None,
+        spec: ProblemSpec | None = None,
         listeners: Iterable[Listener] = (),
     ) -> CounterfactualResult:
-        """The best counterfactual of ``row``: only the search is paid for."""
-        solver = self.solver(row, seed=seed, goals=goals)
+        """The best counterfactual of ``row``: only the search is paid for. ``engine``,
+        ``num_counterfactuals``, ``seed`` and ``goals`` (or a whole ``spec`` over the explainer's)
+        apply to this row only."""
+        solver = self.solver(
+            row, seed=seed, goals=goals, engine=engine, num_counterfactuals=num_counterfactuals, spec=spec
+        )
         for listener in listeners:
             solver.add_listener(listener)
         return solver.solve()
@@ -214,3 +266,15 @@ def model_columns(model: Any, data: pd.DataFrame, target: str | None) -> list[st
     if names is not None:
         return [str(n) for n in names]
     return [str(c) for c in data.columns if c != target]
+
+
+def _source(data: pd.DataFrame | None, profile: FeatureSource | None) -> tuple[FeatureSource, pd.DataFrame | None]:
+    """The profile the features come from, and the training data when there is some."""
+    if profile is not None:
+        if data is not None:
+            raise ProblemError("profile", "give the training data or a profile, not both")
+        reference = profile.reference
+        return profile, reference
+    if not isinstance(data, pd.DataFrame) or data.empty:
+        raise ProblemError("data", "give the training data as a DataFrame with at least one row")
+    return DataProfile(data), data

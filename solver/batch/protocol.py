@@ -38,8 +38,9 @@ class RowExplainer(Protocol):
         ...
 
     @property
-    def data(self) -> pd.DataFrame:
-        """The training data: the rows a selection by position picks from."""
+    def data(self) -> pd.DataFrame | None:
+        """The training data: the rows a selection by position picks from (None: a schema's
+        explainer, which explains the rows it is given)."""
         ...
 
     @property

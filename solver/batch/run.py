@@ -118,6 +118,8 @@ def _items(
     if isinstance(rows, pd.DataFrame):
         frame = rows
     else:
+        if explainer.data is None:
+            raise ProblemError("rows", "this explainer has no training data to select rows from: give the rows")
         selection = rows if isinstance(rows, RowSelection) else RowSelection.parse(rows, len(explainer.data))
         only_rejected = only_rejected or selection.only_rejected
         frame = selection.apply(explainer.data)

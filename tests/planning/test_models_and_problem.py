@@ -128,11 +128,32 @@ def test_from_dataframe_infers_kinds_domains_and_statistics(loan_data: pd.DataFr
 
 
 def test_domains_widen_to_hold_the_instance(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
-    applicant = {**rejected_applicant(), "income": 1_000_000.0, "purpose": "wedding"}
+    applicant = {**rejected_applicant(), "income": 1_000_000.0}
     problem = CounterfactualProblem.from_dataframe(
         loan_data, applicant, loan_model, [ClassGoal(target=1)], target=TARGET
     )
     assert problem.space["income"].bounds[1] == 1_000_000.0
+
+
+def test_a_category_the_data_never_has_is_refused_unless_the_categories_are_given(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    """A misspelt category would explain another row: it is refused, naming the feature and its
+    categories; a user who means a new category lists the categories."""
+    applicant = {**rejected_applicant(), "purpose": "wedding"}
+    with pytest.raises(FeatureError) as refused:
+        CounterfactualProblem.from_dataframe(loan_data, applicant, loan_model, [ClassGoal(target=1)], target=TARGET)
+    assert refused.value.field == "purpose"
+    assert "'wedding' is not one of its categories" in refused.value.problem and "'car'" in refused.value.problem
+    categories = sorted({*loan_data["purpose"].astype(str), "wedding"})
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data,
+        applicant,
+        loan_model,
+        [ClassGoal(target=1)],
+        target=TARGET,
+        overrides={"purpose": {"categories": categories}},
+    )
     assert "wedding" in problem.space["purpose"].domain  # type: ignore[union-attr]
 
 
