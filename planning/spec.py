@@ -229,10 +229,16 @@ class ProblemSpec(_Spec):
         return set(self.immutable) | {n for n, r in self.features.items() if r.immutable}
 
     def goals_with_margin(self, goals: Sequence[AnyGoal]) -> list[AnyGoal]:
-        """``goals`` with this spec's margin on every class goal (as they are without one)."""
+        """``goals`` with this spec's margin on every class goal that sets none of its own (as
+        they are without a margin)."""
         if self.margin is None:
             return list(goals)
-        return [g.model_copy(update={"margin": self.margin}) if isinstance(g, ClassGoal) else g for g in goals]
+        return [
+            g.model_copy(update={"margin": self.margin})
+            if isinstance(g, ClassGoal) and "margin" not in g.model_fields_set
+            else g
+            for g in goals
+        ]
 
 
 def feature_rule(fields: Mapping[str, Any], name: str = "") -> FeatureRule:

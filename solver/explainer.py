@@ -99,6 +99,8 @@ class Explainer:
             model if isinstance(model, ModelAdapter) else adapt_sklearn(model, target or "prediction")
         )
         self.source, self.data = _source(data, profile)
+        if target is not None and self.data is not None and target not in self.data.columns:
+            raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(self.data.columns)}")
         keywords = ProblemSpec.from_keywords(
             goals=goals,
             immutable=immutable,
@@ -278,3 +280,9 @@ def _source(data: pd.DataFrame | None, profile: FeatureSource | None) -> tuple[F
     if not isinstance(data, pd.DataFrame) or data.empty:
         raise ProblemError("data", "give the training data as a DataFrame with at least one row")
     return DataProfile(data), data
+
+
+def _listed(columns: Iterable[Any], most: int = 30) -> str:
+    """Column names for an error message, at most ``most`` of them."""
+    names = [str(c) for c in columns]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")

@@ -14,22 +14,17 @@ from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
+from counterplan.planning.plausibility import PlausibilitySettings
+from counterplan.planning.profile import FeatureSpec, InstanceError
 from counterplan.planning.space import AnyFeature, FeatureSpace
+from counterplan.planning.spec import MAX_MARGIN, FeatureRule, ProblemSpec, feature_rule
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.registry.registry import FeatureSpec, RegisteredModel
+from counterplan.server.registry.registry import RegisteredModel
 from counterplan.solver.core.budget import check_budget, one_hot_width
 from counterplan.solver.core.config import MAX_SEED, ConfigError, SolverConfig, TerminationConfig
-from counterplan.solver.engines import with_acceptor
 from counterplan.solver.exact.report import ExactStatistics
-from counterplan.solver.local.config import (
-    GreatDelugeAcceptorConfig,
-    HillClimbingAcceptorConfig,
-    LateAcceptanceAcceptorConfig,
-    SimulatedAnnealingAcceptorConfig,
-    StepCountingHillClimbingAcceptorConfig,
-    TabuSearchAcceptorConfig,
-)
+from counterplan.solver.presets import with_acceptor_preset
 from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
 
 Violation = tuple[str, str]
@@ -45,14 +40,15 @@ _ENGINE_CHOICES: dict[int, str | None] = {
     pb.ENGINE_CHOICE_AUTO: "auto",
     pb.ENGINE_CHOICE_SWARM: "swarm",
 }
-_ACCEPTORS: dict[int, Any] = {
-    # the wire's ``Engine`` enum names local search's acceptor (its name and numbers stay: wire compatibility)
-    pb.ENGINE_TABU_SEARCH: TabuSearchAcceptorConfig,
-    pb.ENGINE_HILL_CLIMBING: HillClimbingAcceptorConfig,
-    pb.ENGINE_LATE_ACCEPTANCE: LateAcceptanceAcceptorConfig,
-    pb.ENGINE_SIMULATED_ANNEALING: SimulatedAnnealingAcceptorConfig,
-    pb.ENGINE_GREAT_DELUGE: GreatDelugeAcceptorConfig,
-    pb.ENGINE_STEP_COUNTING_HILL_CLIMBING: StepCountingHillClimbingAcceptorConfig,
+_ACCEPTORS: dict[int, str] = {
+    # the wire's ``Engine`` enum names local search's acceptor (its name and numbers stay: wire
+    # compatibility); each maps to the solver's preset of that name
+    pb.ENGINE_TABU_SEARCH: "tabu_search",
+    pb.ENGINE_HILL_CLIMBING: "hill_climbing",
+    pb.ENGINE_LATE_ACCEPTANCE: "late_acceptance",
+    pb.ENGINE_SIMULATED_ANNEALING: "simulated_annealing",
+    pb.ENGINE_GREAT_DELUGE: "great_deluge",
+    pb.ENGINE_STEP_COUNTING_HILL_CLIMBING: "step_counting_hill_climbing",
 }
 MAX_TRUST_REGION_ROWS = 500
 """A request's trust region uses at most this many training rows of the target outcome (the
@@ -92,48 +88,43 @@ def _cut(text: str, limit: int) -> str:
 
 
 class CheckedRequest:
-    """A request turned into domain objects, every field checked."""
+    """A request turned into domain objects, every field checked: the instance, the problem spec
+    (laid over the model's own when the problem is built), and how to solve it."""
 
     def __init__(
         self,
+        instance: dict[str, Any],
+        spec: ProblemSpec,
         features: list[AnyFeature],
-        goals: list[ClassGoal | ValueGoal | RangeGoal],
-        distance: DistanceSettings,
         config: SolverConfig,
         seed: int | None,
         *,
         num_counterfactuals: int = 1,
-        max_changed_features: int | None = None,
-        plausible: bool = False,
         engine: str | None = None,
-        trust_region: TrustRegionSettings | None = None,
     ) -> None:
+        self.instance = instance
+        self.spec = spec
         self.features = features
-        self.goals = goals
-        self.distance = distance
+        """The checked features (what the request is admitted by: its memory estimate)."""
         self.config = config
         self.seed = seed
         self.num_counterfactuals = num_counterfactuals
-        self.max_changed_features = max_changed_features
-        self.plausible = plausible
-        self.trust_region = trust_region
         self.engine = engine
-        """``local``, ``exact``, ``auto``, or None: the configuration as it is."""
+        """``local``, ``exact``, ``auto``, ``swarm``, or None: the configuration as it is."""
 
 
 def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_features: int) -> CheckedRequest:
     """Check every field of ``request`` against ``model``; raise :class:`BadRequestError`.
 
-    Every bad field is named, in the order the fields are checked here."""
+    Every bad field is named, in the order the fields are checked here. The message's fields
+    become a :class:`ProblemSpec`, the one form every way in gives a problem's options."""
     violations: list[Violation] = []
     if len(request.instance) > max_features:
         violations.append(("instance", f"{len(request.instance)} features; at most {max_features} allowed"))
-    overrides = _overrides(request, model, violations)
-    features = _features(request, model, overrides, violations)
+    rules = _overrides(request, model, violations)
+    instance = _instance(request, model, violations)
     goals = _goals(request, model.outputs, violations)
-    if not request.goals and len(features) == len(model.features):
-        goals = _default_goals(model, features, violations)
-    goals = _with_margin(request, goals, violations)
+    margin = _margin(request, violations)
     config, seed = _solver(request.solver, model.default_config, violations)
     engine = _ENGINE_CHOICES.get(request.solver.engine_choice, "")
     if engine == "":
@@ -148,6 +139,12 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     penalty = _change_penalty(request, violations)
     _check_plausible(request, model, goals, violations)
     region = _trust_region(request, model, violations)
+    distance = DistanceSettings(metric=metric, change_penalty=penalty, **weights)
+    options: dict[str, Any] = {"goals": tuple(goals) or None, "margin": margin, "distance": distance}
+    options["max_changed_features"] = limit
+    options |= {"plausibility": PlausibilitySettings() if request.plausible else None, "trust_region": region}
+    spec = _spec(rules, options)
+    features = _features(model, instance, spec, violations) if not violations else []
     if not violations:
         try:
             check_budget(config, len(features), sum(f.mutable for f in features), one_hot_width(features))
@@ -155,45 +152,43 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
             violations.append((f"solver.config_json.{exc.field}", exc.problem))
     if violations:
         raise BadRequestError(violations)
-    return CheckedRequest(
-        features,
-        goals,
-        DistanceSettings(metric=metric, change_penalty=penalty, **weights),
-        config,
-        seed,
-        num_counterfactuals=k,
-        max_changed_features=limit,
-        plausible=request.plausible,
-        engine=engine or None,
-        trust_region=region,
-    )
+    return CheckedRequest(instance, spec, features, config, seed, num_counterfactuals=k, engine=engine or None)
 
 
-def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> dict[str, dict[str, Any]]:
-    """The feature overrides, per feature name, each checked against the model's feature."""
-    overrides: dict[str, dict[str, Any]] = {}
+def _spec(rules: dict[str, FeatureRule], options: dict[str, Any]) -> ProblemSpec:
+    """The request's :class:`ProblemSpec`: its rules, and only the options it sets (the model's
+    own hold where it sets none)."""
+    given = {k: v for k, v in options.items() if v is not None and v != DistanceSettings()}
+    if given.get("max_changed_features", 1) < 1:
+        given.pop("max_changed_features")
+    return ProblemSpec(features=rules, **given)
+
+
+def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> dict[str, FeatureRule]:
+    """The feature overrides as the spec's rules, per feature name, each checked against the
+    model's feature."""
+    rules: dict[str, FeatureRule] = {}
     for i, override in enumerate(request.overrides):
         field = f"overrides[{i}]"
         spec = model.feature(override.name)
         if spec is None:
             out.append((f"{field}.name", f"unknown feature {override.name!r}"))
             continue
-        if override.name in overrides:
+        if override.name in rules:
             out.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
             continue
-        overrides[override.name] = _override(override, spec, field, out)
-    return overrides
+        fields = _override(override, spec, field, out)
+        try:
+            rules[override.name] = feature_rule(fields)
+        except InvalidInputError as exc:
+            out.append((f"{field}.{exc.field}", exc.problem))
+    return rules
 
 
-def _features(
-    request: pb.ExplainRequest,
-    model: RegisteredModel,
-    overrides: dict[str, dict[str, Any]],
-    out: list[Violation],
-) -> list[AnyFeature]:
-    """The instance's features, in the model's order: every model feature needs a value, and
-    every value a model feature."""
-    features: list[AnyFeature] = []
+def _instance(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> dict[str, Any]:
+    """The instance's values, typed by the model's schema: every model feature needs a value,
+    and every value a model feature."""
+    instance: dict[str, Any] = {}
     for name in request.instance:
         if model.feature(name) is None:
             out.append((f"instance[{name}]", "unknown feature"))
@@ -205,15 +200,46 @@ def _features(
         value = _value(request.instance[spec.name], spec, field, out)
         if value is None:
             continue
-        if value is _MISSING:
-            value = None
+        instance[spec.name] = None if value is _MISSING else value
+    return instance
+
+
+def _features(
+    model: RegisteredModel, instance: dict[str, Any], spec: ProblemSpec, out: list[Violation]
+) -> list[AnyFeature]:
+    """The instance's features under the request's spec over the model's own, built by the model's
+    explainer (its profile: the card's training data or its schema); a bad one is named, the
+    instance's value or the request's override, whichever it is."""
+    try:
+        features = model.features_of(instance, spec)
+    except InstanceError as exc:
+        for name, problem in exc.problems:
+            feature = name.split(".")[0]
+            where = (
+                f"overrides.{feature}" if feature in spec.features and "domain" in problem else f"instance[{feature}]"
+            )
+            out.append((where, problem))
+        return []
+    except InvalidInputError as exc:
+        out.append((exc.field, exc.problem))
+        return []
+    if spec.goals is None and model.spec.goals is None:  # the default question needs a binary classifier
         try:
-            features.append(model.build_feature(spec, value, overrides.get(spec.name, {})))
+            default_goals(model.adapter, FeatureSpace(features))
         except InvalidInputError as exc:
-            where = "overrides" if spec.name in overrides and "domain" in exc.problem else "instance"
-            target = f"{where}[{spec.name}]" if where == "instance" else f"overrides.{spec.name}"
-            out.append((target, exc.problem))
+            out.append((exc.field, exc.problem))
     return features
+
+
+def _margin(request: pb.ExplainRequest, out: list[Violation]) -> float | None:
+    """``request.margin``, checked: every class goal that sets none gets it (the default's too)."""
+    if not request.HasField("margin"):
+        return None
+    margin = request.margin
+    if not (math.isfinite(margin) and 0.0 <= margin <= MAX_MARGIN):
+        out.append(("margin", f"must be a number from 0 to {MAX_MARGIN}, given {margin}"))
+        return None
+    return margin
 
 
 def _metric(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> tuple[str, dict[str, float]]:
@@ -300,6 +326,7 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
     if override.monotone:
         result |= _monotone(override.monotone, field, out)
     result |= _allowed_values(override, spec, field, out)
+    result |= _listed_choices(override, spec, field, out)
     if override.HasField("precision"):
         result |= _precision(override.precision, spec, field, out)
     if override.HasField("fill_missing"):
@@ -330,6 +357,34 @@ def _allowed_values(
         else:
             return {"allowed": tuple(override.allowed_values)}
     return {}
+
+
+def _listed_choices(
+    override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]
+) -> dict[str, Any]:
+    """A category's (or boolean's) allowed categories, and the values a change may not reach."""
+    result: dict[str, Any] = {}
+    for name, count in (
+        ("allowed_categories", len(override.allowed_categories)),
+        ("forbidden", len(override.forbidden)),
+    ):
+        if count > MAX_ALLOWED_VALUES:
+            out.append((f"{field}.{name}", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
+            return {}
+    if override.allowed_categories:
+        if spec.kind not in ("categorical", "boolean"):
+            out.append((f"{field}.allowed_categories", f"feature {spec.name!r} is {spec.kind}: use allowed_values"))
+        elif override.allowed_values:
+            out.append((f"{field}.allowed_categories", "give allowed_values or allowed_categories, not both"))
+        else:
+            result["allowed"] = tuple(override.allowed_categories)
+    if override.forbidden:
+        values = [plain_value(v) for v in override.forbidden]
+        if any(v is None for v in values):
+            out.append((f"{field}.forbidden", "give values (a missing value cannot be forbidden)"))
+        else:
+            result["forbidden"] = tuple(values)
+    return result
 
 
 def _precision(precision: int, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
@@ -463,39 +518,6 @@ def _goals(
     return goals
 
 
-def _with_margin(
-    request: pb.ExplainRequest, goals: list[ClassGoal | ValueGoal | RangeGoal], out: list[Violation]
-) -> list[ClassGoal | ValueGoal | RangeGoal]:
-    """``request.margin`` on every class goal that sets none (the default goal's too), as ``--margin``."""
-    if not request.HasField("margin"):
-        return goals
-    margin = request.margin
-    if not (math.isfinite(margin) and 0.0 <= margin <= 0.5):
-        out.append(("margin", f"must be a number from 0 to 0.5, given {margin}"))
-        return goals
-    explicit = {i for i, g in enumerate(request.goals) if g.class_target.HasField("margin")}
-    return [
-        g.model_copy(update={"margin": margin}) if isinstance(g, ClassGoal) and i not in explicit else g
-        for i, g in enumerate(goals)
-    ]
-
-
-def _default_goals(
-    model: RegisteredModel, features: list[AnyFeature], out: list[Violation]
-) -> list[ClassGoal | ValueGoal | RangeGoal]:
-    """No goal given: the model's own default, else the class a binary classifier does not predict now."""
-    if model.default_goals is not None:
-        return list(model.default_goals)
-    try:
-        return list(default_goals(model.adapter, FeatureSpace(features)))
-    except InvalidInputError as exc:
-        out.append((exc.field, exc.problem))
-    except Exception as exc:  # the model's own failure on the instance
-        reason = f"no goal given, and the model failed on the instance: {type(exc).__name__}: {exc}"
-        out.append(("goals", one_line(reason)))
-    return []
-
-
 def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) -> tuple[SolverConfig, int | None]:
     config = default
     if spec.config_json:
@@ -516,11 +538,11 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
 
 def _with_acceptor(config: SolverConfig, engine: pb.Engine, out: list[Violation]) -> SolverConfig:
     """``config`` with the acceptor the request's ``engine`` names in every local search phase."""
-    acceptor = _ACCEPTORS.get(engine)
-    if acceptor is None:
+    preset = _ACCEPTORS.get(engine)
+    if preset is None:
         out.append(("solver.engine", f"unknown engine {engine}"))
         return config
-    return with_acceptor(config, acceptor())
+    return with_acceptor_preset(config, preset)
 
 
 def _with_termination(config: SolverConfig, t: pb.Termination, out: list[Violation]) -> SolverConfig:

@@ -139,14 +139,7 @@ class ExplainSteps:
             }
         )
         try:
-            problem = model.problem(
-                request.features,
-                request.goals,
-                request.distance,
-                request.max_changed_features,
-                request.plausible,
-                trust_region=request.trust_region,
-            )
+            problem = model.problem(request.instance, request.spec)
             job = self._submit(problem, config, request, request_id, listener, calls=self.shared_calls.get(model.id))
         except InvalidInputError as exc:  # the engine choice, checked against the problem
             field = "solver.engine_choice" if exc.field == "engine" else exc.field

@@ -156,7 +156,7 @@ class PlanCalls:
         )
         plain = checked.request
         try:
-            problem = model.problem(plain.features, plain.goals, plain.distance, plain.max_changed_features)
+            problem = model.problem(plain.instance, plain.spec)
             actions, graph = checked.actions.compile(problem.space)
         except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None

@@ -9,38 +9,30 @@ demo loan model is served, so a server works out of the box.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import pandas as pd
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from counterplan.planning._pydantic import describe
-from counterplan.planning.distance import DistanceSettings, FeatureStatistics
-from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ProblemError
-from counterplan.planning.features import CategoricalFeature, FloatFeature, IntegerFeature, parse_feature
+from counterplan.planning.distance import FeatureStatistics
+from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
-from counterplan.planning.inference import infer_features, infer_precision, infer_statistics
+from counterplan.planning.inference import schema_of
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
-from counterplan.planning.plausibility import PlausibilitySettings
-from counterplan.planning.problem import CounterfactualProblem, plausibility_model, trust_region_model
+from counterplan.planning.problem import CounterfactualProblem, model_columns_of
+from counterplan.planning.profile import FeatureSpec, SchemaProfile
 from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
-from counterplan.planning.scorecard import (
-    PointsTable,
-    ScorecardAdapter,
-    ScorecardDistance,
-    adapt_scorecard,
-    is_optbinning_scorecard,
-)
+from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.space import AnyFeature
-from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.planning.spec import ProblemSpec, feature_rule
 from counterplan.server.registry.loading import LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.explainer import Explainer, model_columns
 
 log = structlog.get_logger(__name__)
 
@@ -54,33 +46,6 @@ class RegistryError(InvalidInputError):
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__("model registry", field, problem)
-
-
-class FeatureSpec(BaseModel):
-    """One feature of a model's schema: its kind, default domain and immutability."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    kind: Literal["integer", "float", "categorical", "boolean"]
-    low: float | None = None
-    high: float | None = None
-    categories: tuple[str, ...] | None = None
-    immutable: bool = False
-    monotone: Literal["increase", "decrease"] | None = None
-    cost: float = Field(default=1.0, gt=0.0)
-    allowed: tuple[float, ...] | None = None
-    """For numbers: the only values a change may reach."""
-    precision: int | None = Field(default=None, ge=-9, le=12)
-    """For floats: the decimals of proposed values (inferred from training data)."""
-    category_type: Literal["text", "integer", "number"] = "text"
-    """For categories stored as numbers: the model takes the numbers."""
-    fill_missing: bool = False
-    """A missing instance value may be filled in (by default it stays missing)."""
-    stored_as_float: bool = False
-    """An integer inferred from a float column of whole numbers: an instance may still hold one of
-    the column's few fractional values (an imputed mean), kept as it is on a whole-number grid,
-    as a local explain keeps it."""
 
 
 class ModelCard(BaseModel):
@@ -110,40 +75,47 @@ class ModelCard(BaseModel):
 
 @dataclass
 class RegisteredModel:
-    """A loaded model: its adapter, feature schema, statistics and default solver config."""
+    """A loaded model: its adapter, feature schema, statistics, default solver config, and the
+    :class:`~counterplan.solver.explainer.Explainer` every request's problem is built by (the same
+    object the command line and Python use: from the card's training data when it gives some, else
+    from its schema).
+
+    ``spec`` holds the card's own rules (its immutables and overrides, a default goal); a request's
+    options are laid over it.
+    """
 
     id: str
     version: str
     description: str
     adapter: ModelAdapter
     features: list[FeatureSpec]
+    """The schema: what ``GetModel`` lists, and what a request's values are typed by."""
     statistics: dict[str, FeatureStatistics] = field(default_factory=dict)
     default_config: SolverConfig = field(default_factory=SolverConfig)
     reference: pd.DataFrame | None = None
     """Training data with its label column, for plausibility; None when the card gave none."""
     target: str | None = None
     default_goals: list[ClassGoal | ValueGoal | RangeGoal] | None = None
-    """The question of a request that gives no goal; None: the class a binary classifier does
-    not predict for the instance now."""
+    """The question of a request that gives no goal; None: a binary classifier's second class."""
     training: pd.DataFrame | None = None
     """The card's training data, for a scorecard's closeness statistics."""
-    _objectives: dict[tuple[float, float], ScorecardDistance] = field(default_factory=dict)
+    spec: ProblemSpec = field(default_factory=ProblemSpec)
+    explainer: Explainer | None = None
+    """Built from the schema when the loader gives none (a card without training data)."""
+
+    def __post_init__(self) -> None:
+        if self.default_goals is not None and self.spec.goals is None:
+            self.spec = self.spec.model_copy(update={"goals": tuple(self.default_goals)})
+        if self.explainer is None:
+            profile = SchemaProfile(self.features, self.statistics, self.training)
+            self.explainer = Explainer(
+                self.adapter, profile=profile, spec=self.spec, target=self.target, config=self.default_config
+            )
 
     @property
     def scorecard(self) -> bool:
         """True for a credit scorecard (an optbinning Scorecard or a points table)."""
         return isinstance(self.adapter, ScorecardAdapter)
-
-    def scorecard_distance(self, distance: DistanceSettings) -> ScorecardDistance:
-        """The scorecard paper's objective with these weights (its statistics computed once)."""
-        assert isinstance(self.adapter, ScorecardAdapter)
-        key = (distance.alpha, distance.beta)
-        if key not in self._objectives:
-            try:
-                self._objectives[key] = ScorecardDistance.from_data(self.adapter.table, self.training, *key)
-            except ModelAdapterError as exc:
-                raise ProblemError(exc.field, f"model {self.id!r}: {exc.problem}") from None
-        return self._objectives[key]
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:
@@ -154,98 +126,21 @@ class RegisteredModel:
         """The schema of one feature, or None."""
         return next((f for f in self.features if f.name == name), None)
 
-    def build_feature(self, spec: FeatureSpec, value: Any, override: Mapping[str, Any]) -> AnyFeature:
-        """A planning feature for ``value`` with this schema and a request's override."""
-        kind = spec.kind
-        if kind == "integer" and isinstance(value, float) and not value.is_integer():
-            kind = "float"  # only a stored_as_float integer lets such a value through (convert._value)
-        data: dict[str, Any] = {"kind": kind, "name": spec.name, "value": value}
-        data["cost"] = override.get("cost", spec.cost)
-        data["monotone"] = override.get("monotone", spec.monotone)
-        data["fill_missing"] = bool(override.get("fill_missing", spec.fill_missing)) and value is None
-        if spec.kind == "float":
-            data["precision"] = override.get("precision", spec.precision)
-        elif kind == "float":
-            data["precision"] = 0
-        if spec.kind == "categorical":
-            data["category_type"] = spec.category_type
-        constrained = bool(override.get("constrained", spec.immutable))
-        if constrained and not override:  # never moves; its domain is for the diagnosis of an unreachable goal
-            return parse_feature({**data, **_held_domain(spec, kind, value), "constrained": True})
-        if spec.kind in ("integer", "float"):
-            data |= _number_domain(spec, kind, override)
-        elif spec.kind == "categorical":
-            categories = override.get("categories") or spec.categories
-            if categories is not None:
-                data["categories"] = list(categories)
-        data["constrained"] = constrained or (value is None and not data["fill_missing"])
-        return parse_feature(data)
+    @property
+    def ready_explainer(self) -> Explainer:
+        """The explainer (always built by ``__post_init__``)."""
+        assert self.explainer is not None
+        return self.explainer
 
-    def problem(
-        self,
-        features: list[AnyFeature],
-        goals: list[ClassGoal | ValueGoal | RangeGoal],
-        distance: DistanceSettings,
-        max_changed_features: int | None = None,
-        plausible: bool = False,
-        *,
-        trust_region: TrustRegionSettings | None = None,
-    ) -> CounterfactualProblem:
-        """The counterfactual problem for checked features and goals."""
-        judge = None
-        if plausible and self.reference is not None and self.target is not None:
-            judge = plausibility_model(self.reference, features, goals, self.target, PlausibilitySettings())
-        region = None
-        if trust_region is not None:
-            if self.reference is None:
-                raise ProblemError("trust_region", f"model {self.id!r} has no training data with its label column")
-            region = trust_region_model(self.reference, features, goals, self.target, trust_region)
-        return CounterfactualProblem(
-            features,
-            goals,
-            self.adapter,
-            distance,
-            self.statistics,
-            max_changed_features=max_changed_features,
-            plausibility=judge,
-            scorecard_distance=self.scorecard_distance(distance) if distance.metric == "scorecard" else None,
-            trust_region=region,
-        )
+    def features_of(self, instance: Mapping[str, Any], spec: ProblemSpec) -> list[AnyFeature]:
+        """The checked features of ``instance`` under ``spec`` over the model's own (cheap: what a
+        request is admitted by; the problem itself is built once the request holds a slot)."""
+        explainer = self.ready_explainer
+        return explainer.source.features(instance, explainer.columns, spec.over(explainer.spec))
 
-
-def _number_domain(spec: FeatureSpec, kind: str, override: Mapping[str, Any]) -> dict[str, Any]:
-    """A number's allowed values and bounds: the override's, else the schema's."""
-    fields: dict[str, Any] = {}
-    allowed = override.get("allowed", spec.allowed)
-    if allowed is not None:
-        fields["allowed"] = tuple(allowed)
-    cast = int if kind == "integer" else float
-    low = override.get("low", spec.low)
-    high = override.get("high", spec.high)
-    if low is not None and high is not None:
-        fields["low"], fields["high"] = cast(low), cast(high)
-        if kind == "integer" and (float(low) != int(low) or float(high) != int(high)):
-            fields["low"], fields["high"] = low, high  # let the feature report the fraction
-    return fields
-
-
-def _held_domain(spec: FeatureSpec, kind: str, value: Any) -> dict[str, Any]:
-    """An immutable feature's schema domain, widened to hold the instance's value (as a local
-    explain infers it): the feature never moves, but when a goal is unreachable the diagnosis
-    (:mod:`counterplan.solver.diagnosis`) scans it to say whether changing it would reach the goal."""
-    if spec.kind in ("integer", "float") and spec.low is not None and spec.high is not None:
-        low, high = float(spec.low), float(spec.high)
-        if value is not None:
-            low, high = min(low, float(value)), max(high, float(value))
-        if kind == "integer":
-            return {"low": math.floor(low), "high": math.ceil(high)}
-        return {"low": low, "high": high}
-    if spec.kind == "categorical" and spec.categories is not None:
-        categories = list(spec.categories)
-        if value is not None and str(value) not in categories:
-            categories.append(str(value))
-        return {"categories": categories}
-    return {}
+    def problem(self, instance: Mapping[str, Any], spec: ProblemSpec) -> CounterfactualProblem:
+        """The counterfactual problem of ``instance`` under ``spec`` over the model's own."""
+        return self.ready_explainer.problem(instance, spec=spec)
 
 
 class ModelRegistry:
@@ -309,7 +204,8 @@ def _inside(card: Path, field: str, name: str) -> Path:
 
 
 def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
-    """Load one model card and the model it names."""
+    """Load one model card and the model it names; its explainer reads the card's training data
+    (as a local explain reads ``--data``) or, without any, the card's feature schema."""
     card = _read_card(path)
     model_path = _inside(path, "model_file", card.model_file)  # every path checked before anything loads
     data_path = _inside(path, "training_data", card.training_data) if card.training_data is not None else None
@@ -325,16 +221,21 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     except LoadError as exc:
         raise RegistryError(f"{path.name}:model_file", exc.problem) from None
     adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])
-    features = card.features
-    statistics = dict(card.statistics)
-    if features is None:
-        features, inferred = _card_schema(path, card, model, data_path)
-        statistics = {**inferred, **statistics}
-    reference = None
+    spec = _card_spec(path, card)
     training = load_csv(data_path) if data_path is not None else None
-    if training is not None and card.target is not None:
-        reference = training
     config = _card_config(path, card)
+    explainer: Explainer | None = None
+    if card.features is not None:
+        features, statistics = card.features, dict(card.statistics)
+    elif training is None:
+        raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
+    else:
+        columns = model_columns(model, training, card.target) or model_columns_of(adapter, training, card.target)
+        features, inferred = _card_schema(path, training, columns, spec)
+        statistics = {**inferred, **card.statistics}
+        explainer = Explainer(
+            adapter, training, spec=spec, target=card.target, columns=columns, config=config, check=False
+        )
     log.info("model loaded", model_id=card.id, version=card.version, features=len(features))
     return RegisteredModel(
         card.id,
@@ -344,10 +245,22 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         features,
         statistics,
         config,
-        reference,
+        training if training is not None and card.target is not None else None,
         card.target,
         training=training,
+        spec=spec,
+        explainer=explainer,
     )
+
+
+def _card_spec(path: Path, card: ModelCard) -> ProblemSpec:
+    """The card's own rules: its immutables and per-feature overrides."""
+    try:
+        rules = {name: feature_rule(fields, name) for name, fields in card.overrides.items()}
+        return ProblemSpec(features=rules, immutable=tuple(card.immutable))
+    except InvalidInputError as exc:
+        field = exc.field.removeprefix("features.")
+        raise RegistryError(f"{path.name}:overrides.{field}", exc.problem) from None
 
 
 def _read_card(path: Path) -> ModelCard:
@@ -363,14 +276,11 @@ def _read_card(path: Path) -> ModelCard:
 
 
 def _card_schema(
-    path: Path, card: ModelCard, model: Any, data_path: Path | None
+    path: Path, data: pd.DataFrame, columns: list[str], spec: ProblemSpec
 ) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
     """A card without features: its schema and statistics inferred from its training data."""
-    if data_path is None:
-        raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
-    data = load_csv(data_path)
     try:
-        return schema_from_data(data, model, card.target, card.immutable, card.overrides)
+        return schema_of(data, columns, spec)
     except InvalidInputError as exc:
         raise RegistryError(f"{path.name}:overrides.{exc.field}", exc.problem) from None
 
@@ -387,74 +297,26 @@ def _card_config(path: Path, card: ModelCard) -> SolverConfig:
         raise RegistryError(f"{path.name}:default_solver_config.{exc.field}", exc.problem) from None
 
 
-def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:
-    """A row of values the data has, each on its column's grid, so the kinds inferred from it are
-    the column's own (not those of one imputed value, or a gap)."""
-    row: dict[str, Any] = {}
-    for name in columns:
-        column = data[name].dropna()
-        if column.empty:
-            row[name] = None
-            continue
-        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-            values = column.to_numpy(dtype=np.float64)
-            precision = infer_precision(values)
-            on_grid = np.isclose(np.round(values, precision or 0), values, rtol=1e-12, atol=0.0)
-            row[name] = values[np.argmax(on_grid)]
-        else:
-            row[name] = column.iloc[0]
-    return row
-
-
-def schema_from_data(
-    data: pd.DataFrame,
-    model: Any,
-    target: str | None,
-    immutable: Iterable[str],
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-) -> tuple[list[FeatureSpec], dict[str, FeatureStatistics]]:
-    """Infer a feature schema and statistics from training data (``overrides`` as in ``from_dataframe``)."""
-    names = getattr(model, "feature_names_in_", None)
-    columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
-    if isinstance(model, PointsTable) or is_optbinning_scorecard(model):  # a scorecard reads its variables
-        columns = list(adapt_scorecard(model).feature_names)
-    overrides = dict(overrides or {})
-    fill = {name for name, fields in overrides.items() if fields.get("fill_missing")}
-    for_inference = {n: {k: v for k, v in f.items() if k != "fill_missing"} for n, f in overrides.items()}
-    inferred = infer_features(data, typical_row(data, columns), columns, immutable, for_inference)
-    specs = []
-    for feature in inferred:
-        spec: dict[str, Any] = {"name": feature.name, "kind": feature.kind, "immutable": feature.constrained}
-        spec["fill_missing"] = feature.name in fill
-        column = data[feature.name]
-        spec["stored_as_float"] = feature.kind == "integer" and pd.api.types.is_float_dtype(column)
-        spec["monotone"], spec["cost"] = feature.monotone, feature.cost
-        if isinstance(feature, IntegerFeature | FloatFeature) and feature.allowed is not None:
-            spec["allowed"] = feature.allowed
-        if isinstance(feature, IntegerFeature | FloatFeature) and feature.low is not None:
-            spec["low"], spec["high"] = feature.low, feature.high
-            spec["precision"] = getattr(feature, "precision", None)
-        elif isinstance(feature, CategoricalFeature):
-            spec["categories"], spec["category_type"] = feature.domain, feature.category_type
-        specs.append(FeatureSpec(**spec))
-    return specs, infer_statistics(data, inferred)
-
-
 def demo_model() -> RegisteredModel:
-    """The embedded demo: the loan model trained on the data counterplan generates."""
+    """The embedded demo: the loan model trained on the data counterplan generates, explained as
+    ``counterplan explain`` explains it (its own immutables and question)."""
     from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is served
 
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)
-    features, statistics = schema_from_data(data, model, demo.TARGET, demo.IMMUTABLE)
+    adapter = adapt_sklearn(model, demo.TARGET)
+    spec = ProblemSpec(immutable=tuple(demo.IMMUTABLE), goals=tuple(demo.demo_goals()))
+    columns = model_columns(model, data, demo.TARGET) or []
+    features, statistics = schema_of(data, columns, spec)
     return RegisteredModel(
         DEMO_ID,
         "1",
         "Demo loan approval: gradient boosting on synthetic applicants (approved = 1)",
-        adapt_sklearn(model, demo.TARGET),
+        adapter,
         features,
         statistics,
         reference=data,
         target=demo.TARGET,
-        default_goals=demo.demo_goals(),
+        spec=spec,
+        explainer=Explainer(adapter, data, spec=spec, target=demo.TARGET, columns=columns, check=False),
     )

@@ -181,9 +181,12 @@ def test_from_dataframe_errors(
         CounterfactualProblem.from_dataframe(loan_data, instance, loan_model, [ClassGoal(target=1)], **arguments)
 
 
-def test_no_goal_asks_for_the_class_the_model_does_not_predict(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """One default for every way in: the second class (approved). An approved instance already
+    meets it (nothing to change); it is never explained how to be rejected."""
     from counterplan.planning import CallableAdapter, FeatureSpace, FloatFeature, GoalError, OutputSpec
     from counterplan.planning.defaults import default_goals
+    from counterplan.solver.counterfactual import explain
 
     problem = CounterfactualProblem.from_dataframe(loan_data, rejected_applicant(), loan_model, target=TARGET)
     (bound,) = problem.goals
@@ -191,7 +194,8 @@ def test_no_goal_asks_for_the_class_the_model_does_not_predict(loan_data: pd.Dat
     approved = loan_model.predict_proba(loan_data.drop(columns=[TARGET]))[:, 1] > 0.8
     row = int(np.flatnonzero(approved)[0])
     other = CounterfactualProblem.from_dataframe(loan_data, row, loan_model, target=TARGET)
-    assert other.goals[0].goal.target == 0  # type: ignore[union-attr]
+    assert other.goals[0].goal.target == 1  # type: ignore[union-attr]
+    assert explain(other, seed=0).already_met
     again = problem.with_goals([ClassGoal(target=1, confidence=0.9)])
     assert again.goals[0].goal.confidence == 0.9 and again.space is not problem.space  # type: ignore[union-attr]
     regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])

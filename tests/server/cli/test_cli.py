@@ -472,7 +472,7 @@ def test_a_model_that_cannot_take_a_gap_says_so_in_one_line(
     code, _, err = _run(
         capsys, "explain", "--model", str(path), "--data", str(credit_files["csv"]), "--target", "ok", "--row", str(row)
     )
-    assert code == 1 and "the model fails on the instance" in err and "NaN" in err
+    assert code == 1 and "the model fails on the original instance" in err and "NaN" in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 

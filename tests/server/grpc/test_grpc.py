@@ -19,6 +19,7 @@ from grpc_status import rpc_status
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.planning.demo import rejected_applicant
+from counterplan.planning.spec import ProblemSpec
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.app import RunningServer, start_server
 from counterplan.server.grpc.client import CounterplanClient, class_goal, range_goal, retry_after, value_goal
@@ -192,13 +193,23 @@ def _instance(**changes: Any) -> pb.ExplainRequest:
     return request
 
 
+def _with_an_override(override: pb.FeatureOverride) -> pb.ExplainRequest:
+    request = _demo_request()
+    request.overrides.append(override)
+    return request
+
+
 BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("unknown feature", lambda: _instance(height=pb.FeatureValue(number_value=1.8)), "instance[height]"),
     ("missing feature", lambda: _instance(income=None), "instance[income]"),
     ("wrong type", lambda: _instance(income=pb.FeatureValue(category_value="lots")), "instance[income]"),
     ("no value set", lambda: _instance(income=pb.FeatureValue()), "instance[income]"),
     ("fractional integer", lambda: _instance(credit_cards=pb.FeatureValue(number_value=2.5)), "instance[credit_cards]"),
-    ("outside domain", lambda: _instance(income=pb.FeatureValue(number_value=1e9)), "instance[income]"),
+    (
+        "outside an overridden domain",
+        lambda: _with_an_override(pb.FeatureOverride(name="income", domain=pb.FeatureDomain(low=0.0, high=10.0))),
+        "overrides.income",
+    ),
     ("not finite", lambda: _instance(income=pb.FeatureValue(number_value=float("nan"))), "instance[income]"),
     (
         "unknown category",
@@ -301,9 +312,30 @@ def test_a_request_without_goals_asks_the_models_default_question(client: Counte
     assert response.valid
     (approved,) = [p for p in response.predictions if p.output == "approved"]
     assert approved.probabilities["1"] >= 0.7 + 0.005
-    toy = CounterplanClient.request("broken", {"x": 9.0, "y": 1.0}, [], seed=0)  # p(yes) high: default "no"
-    code, fields = _bad(client, toy)
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["goals"]  # its model fails: said plainly
+    toy = CounterplanClient.request("broken", {"x": 9.0, "y": 1.0}, [], seed=0)  # the default: its second class
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(toy)
+    error: Any = info.value  # its model fails on the instance: said plainly, its text kept in the log
+    assert error.code() == grpc.StatusCode.INTERNAL and "its message is in the server log" in error.details()
+
+
+def test_the_served_data_model_widens_a_domain_to_hold_the_instance_as_a_local_explain_does(
+    client: CounterplanClient, demo: RegisteredModel
+) -> None:
+    """A model served from its training data builds each request's problem as ``explain --data``
+    does: a value past the data's range widens the domain, on the server as locally."""
+    request = _instance(income=pb.FeatureValue(number_value=1e7))
+    response = client.explain(request)
+    local = demo.problem({**rejected_applicant(), "income": 1e7}, ProblemSpec())
+    assert local.space["income"].bounds[1] == 1e7
+    assert response.original["income"].number_value == 1e7
+
+
+def test_a_value_outside_a_schemas_domain_is_refused(client: CounterplanClient) -> None:
+    """A model served from its card's schema (no training data) holds every value to the schema."""
+    request = CounterplanClient.request("slow", {"x": 11.0, "y": 1.0}, [], seed=0)
+    code, fields = _bad(client, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and fields == ["instance[x]"]
 
 
 def test_unknown_model_and_missing_id(client: CounterplanClient) -> None:

@@ -109,7 +109,7 @@ def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer
     registered = _registry().get("toy")
     assert registered is not None
     checked = check_request(CounterplanClient.request("toy", PERSON, [class_goal(1, 0.7)]), registered, 100)
-    problem = registered.problem(checked.features, checked.goals, checked.distance)
+    problem = registered.problem(checked.instance, checked.spec)
     local = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15, seed=0))
     assert [p.total_cost for p in local.plans] == [p.total_cost for p in response.plans]
     assert [[s.action for s in p.steps] for p in local.plans] == [[s.action for s in p.steps] for p in response.plans]

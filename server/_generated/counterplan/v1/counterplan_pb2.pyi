@@ -116,7 +116,7 @@ class FeatureDomain(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FeatureOverride(_message.Message):
-    __slots__ = ("name", "domain", "constrained", "monotone", "cost", "allowed_values", "precision", "fill_missing")
+    __slots__ = ("name", "domain", "constrained", "monotone", "cost", "allowed_values", "precision", "fill_missing", "allowed_categories", "forbidden")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +125,8 @@ class FeatureOverride(_message.Message):
     ALLOWED_VALUES_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     FILL_MISSING_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    FORBIDDEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     domain: FeatureDomain
     constrained: bool
@@ -133,7 +135,9 @@ class FeatureOverride(_message.Message):
     allowed_values: _containers.RepeatedScalarFieldContainer[float]
     precision: int
     fill_missing: bool
-    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., allowed_values: _Optional[_Iterable[float]] = ..., precision: _Optional[int] = ..., fill_missing: _Optional[bool] = ...) -> None: ...
+    allowed_categories: _containers.RepeatedScalarFieldContainer[str]
+    forbidden: _containers.RepeatedCompositeFieldContainer[FeatureValue]
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[FeatureDomain, _Mapping]] = ..., constrained: _Optional[bool] = ..., monotone: _Optional[_Union[Monotone, str]] = ..., cost: _Optional[float] = ..., allowed_values: _Optional[_Iterable[float]] = ..., precision: _Optional[int] = ..., fill_missing: _Optional[bool] = ..., allowed_categories: _Optional[_Iterable[str]] = ..., forbidden: _Optional[_Iterable[_Union[FeatureValue, _Mapping]]] = ...) -> None: ...
 
 class Goal(_message.Message):
     __slots__ = ("output", "class_target", "value_target", "range_target")
