@@ -1,15 +1,16 @@
-"""The solver manager: runs solves in the background on a bounded pool.
+"""The solver manager: runs solves and plan searches in the background on a bounded pool.
 
-Submit a problem and get a :class:`SolverJob` back at once; list jobs, ask their status,
-listen to their best solutions, wait for results, or terminate one early (its best solution
-so far comes back as its result). It knows nothing of gRPC: the service is a thin layer on it.
-What the manager keeps of a job (status, best score, future, early end) is :class:`Job`, whatever
-the work: a solve is one kind.
+Submit a problem (or a problem and its actions, for a plan search) and get a job back at once;
+list jobs, ask their status, listen to their best solutions (a plan search's: each change of its
+front), wait for results, or terminate one early (its best solution, or its front, so far comes
+back as its result). Both kinds of job share the pool, the ids, the listing and the early end. It
+knows nothing of gRPC: the service is a thin layer on it.
 
 Solves of one model may share their model calls (dynamic batching): pass the model's
 :class:`~counterplan.solver.batch.shared_calls.SharedCalls` to :meth:`SolverManager.submit`, and the job is
 its member while it runs (not while it waits in the queue, where it would hold up the others),
-so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls.
+so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls. A
+plan search calls its model on its own (one call per generation).
 """
 
 from __future__ import annotations
@@ -17,16 +18,22 @@ from __future__ import annotations
 import enum
 import itertools
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from counterplan.planning.actions import Action, ActionSet, CostGraph
 from counterplan.planning.errors import CounterplanError
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import BendableScore
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
+from counterplan.solver.plans.planner import PlanResult, PlanSolver
+from counterplan.solver.plans.search import PlanConfig
 from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
 
 R = TypeVar("R")
@@ -54,11 +61,11 @@ class JobSummary:
     status: SolveStatus
     best_score: str | None
     kind: str = "explain"
-    """What the job does (``explain``: a solve)."""
+    """``explain`` (a solve) or ``plan`` (a plan search)."""
 
 
 class Solving(Protocol[R_co]):
-    """What the manager runs: work that solves, stoppable from another thread."""
+    """What the manager runs: a solve or a plan search, stoppable from another thread."""
 
     def solve(self) -> R_co: ...
 
@@ -126,13 +133,30 @@ class SolverJob(Job[CounterfactualResult]):
             return self.solver.solve()
 
 
+class PlanJob(Job[PlanResult]):
+    """One submitted plan search; its best score is its front's cheapest plan's (every hard
+    level 0, the soft levels minus its cost and minus its distance)."""
+
+    kind = "plan"
+
+    def __init__(self, job_id: str, solver: PlanSolver) -> None:
+        super().__init__(job_id, solver)
+        self.solver = solver
+        self.best: BestSolutionChanged | None = None
+        solver.add_listener(self._remember)
+
+    def _remember(self, event: BestSolutionChanged) -> None:
+        self.best = event
+        self._note_best(str(BendableScore.of(event.score)))
+
+
 class SolverManager:
-    """Runs up to ``max_workers`` solves at once; more wait in a queue.
+    """Runs up to ``max_workers`` solves and plan searches at once; more wait in a queue.
 
     Parameters
     ----------
     max_workers:
-        Solves that run at the same time.
+        Jobs (solves and plan searches) that run at the same time.
     """
 
     def __init__(self, max_workers: int = 2) -> None:
@@ -165,6 +189,28 @@ class SolverManager:
             solver.add_listener(listener)
         with self._lock:
             job = SolverJob(self._new_id(job_id), solver, calls)
+            self._jobs[job.job_id] = job
+        job.future = self._pool.submit(self._run, job)
+        return job
+
+    def submit_plan(
+        self,
+        problem: CounterfactualProblem,
+        actions: Sequence[Action] | ActionSet,
+        graph: CostGraph | None = None,
+        config: PlanConfig | None = None,
+        *,
+        listener: BestSolutionListener | None = None,
+        job_id: str | None = None,
+    ) -> PlanJob:
+        """Schedule a plan search (:class:`~counterplan.solver.plans.planner.PlanSolver`); returns
+        its job at once. A bad action is refused here, naming its field. ``listener`` hears each
+        change of the front."""
+        solver = PlanSolver(problem, actions, graph, config)
+        if listener is not None:
+            solver.add_listener(listener)
+        with self._lock:
+            job = PlanJob(self._new_id(job_id), solver)
             self._jobs[job.job_id] = job
         job.future = self._pool.submit(self._run, job)
         return job
@@ -224,4 +270,4 @@ class SolverManager:
         self.shutdown()
 
 
-__all__ = ["Job", "JobSummary", "SolveStatus", "SolverJob", "SolverManager", "UnknownJobError"]
+__all__ = ["Job", "JobSummary", "PlanJob", "SolveStatus", "SolverJob", "SolverManager", "UnknownJobError"]

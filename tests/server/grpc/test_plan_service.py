@@ -88,7 +88,7 @@ def _steps(plan: pb.ActionPlan) -> list[tuple[str, Any, Any]]:
 def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer) -> None:
     from counterplan.planning.actions import ActionSet
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     with CounterplanClient(running.target) as client:
         response = client.plan(_request())
@@ -110,7 +110,11 @@ def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer
     assert registered is not None
     checked = check_request(CounterplanClient.request("toy", PERSON, [class_goal(1, 0.7)]), registered, 100)
     problem = registered.problem(checked.features, checked.goals, checked.distance)
-    local = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15, seed=0))
+    local = plan(
+        problem,
+        ActionSet.from_data(TOY),
+        config=PlanConfig(population=40, termination=plan_termination(15), random_seed=0),
+    )
     assert [p.total_cost for p in local.plans] == [p.total_cost for p in response.plans]
     assert [[s.action for s in p.steps] for p in local.plans] == [[s.action for s in p.steps] for p in response.plans]
 
@@ -237,7 +241,7 @@ def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
         thread = threading.Thread(target=lambda: answers.append(client.plan(_request("slow", generations=1000))))
         thread.start()
         deadline = time.monotonic() + 10
-        while not server.service.admission.stop_switches and time.monotonic() < deadline:
+        while not server.service.manager.list_jobs() and time.monotonic() < deadline:  # the search started
             time.sleep(0.01)
         time.sleep(0.3)
         server.stop(grace=10)
