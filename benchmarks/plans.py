@@ -40,7 +40,7 @@ from counterplan.planning.actions import Action, ActionSet, CostGraph
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.solver.plans.genome import Decoded
 from counterplan.solver.plans.planner import plan
-from counterplan.solver.plans.search import PlanConfig
+from counterplan.solver.plans.search import PlanConfig, plan_termination
 from counterplan.solver.plans.unroll import unroll
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def main() -> int:
     rest = np.arange(TRAIN_ROWS, len(data))
     rejected = rest[model.predict(features.iloc[rest]) == 0][: args.rows]
     action_set = ActionSet.from_data(yaml.safe_load((ROOT / "examples" / "adult-actions.yaml").read_text()))
-    config = PlanConfig(population=args.population, generations=args.generations)
+    config = PlanConfig(population=args.population, termination=plan_termination(args.generations))
     found, sizes, lengths, seconds, ours_short, theirs_short, tried = [], [], [], [], [], [], []
     for row in rejected.tolist():
         problem = CounterfactualProblem.from_dataframe(

@@ -1,13 +1,16 @@
-"""The solver manager: runs solves in the background on a bounded pool.
+"""The solver manager: runs solves and plan searches in the background on a bounded pool.
 
-Submit a problem and get a :class:`SolverJob` back at once; list jobs, ask their status,
-listen to their best solutions, wait for results, or terminate one early (its best solution
-so far comes back as its result). It knows nothing of gRPC: the service is a thin layer on it.
+Submit a problem (or a problem and its actions, for a plan search) and get a job back at once;
+list jobs, ask their status, listen to their best solutions (a plan search's: each change of its
+front), wait for results, or terminate one early (its best solution, or its front, so far comes
+back as its result). Both kinds of job share the pool, the ids, the listing and the early end. It
+knows nothing of gRPC: the service is a thin layer on it.
 
 Solves of one model may share their model calls (dynamic batching): pass the model's
 :class:`~counterplan.solver.batch.shared_calls.SharedCalls` to :meth:`SolverManager.submit`, and the job is
 its member while it runs (not while it waits in the queue, where it would hold up the others),
-so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls.
+so whatever way the solve ends (done, failed, terminated early) it leaves the shared calls. A
+plan search calls its model on its own (one call per generation).
 """
 
 from __future__ import annotations
@@ -15,16 +18,26 @@ from __future__ import annotations
 import enum
 import itertools
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
+from counterplan.planning.actions import Action, ActionSet, CostGraph
 from counterplan.planning.errors import CounterplanError
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import BendableScore
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
+from counterplan.solver.plans.planner import PlanResult, PlanSolver
+from counterplan.solver.plans.search import PlanConfig
 from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 class SolveStatus(enum.Enum):
@@ -47,56 +60,110 @@ class JobSummary:
     job_id: str
     status: SolveStatus
     best_score: str | None
+    kind: str = "explain"
+    """``explain`` (a solve) or ``plan`` (a plan search)."""
 
 
-class SolverJob:
-    """One submitted solve."""
+class Solving(Protocol[R_co]):
+    """What the manager runs: a solve or a plan search, stoppable from another thread."""
 
-    def __init__(self, job_id: str, solver: CounterfactualSolver, calls: SharedCalls | None = None) -> None:
+    def solve(self) -> R_co: ...
+
+    def terminate_early(self) -> None: ...
+
+
+class Job(Generic[R]):
+    """One submitted piece of work: its status, its best score so far and its result's future."""
+
+    kind = "explain"
+
+    def __init__(self, job_id: str, work: Solving[R]) -> None:
         self.job_id = job_id
-        self.solver = solver
-        self.calls = calls
-        """The model calls it shares with other solves of its model, or None."""
         self.status = SolveStatus.SCHEDULED
-        self.best: BestSolutionEvent | None = None
-        self.future: Future[CounterfactualResult] | None = None
+        self.future: Future[R] | None = None
+        self._work = work
+        self._best_score: str | None = None
         self._lock = threading.Lock()
-        solver.add_listener(self._remember)
 
-    def _remember(self, event: BestSolutionEvent) -> None:
+    def _note_best(self, score: str) -> None:
         with self._lock:
-            self.best = event
+            self._best_score = score
+
+    def run(self) -> R:
+        """Do the work (on the manager's pool)."""
+        return self._work.solve()
 
     def terminate_early(self) -> None:
-        """Stop the solve at its next step (or before it starts); its best so far comes back."""
-        self.solver.terminate_early()
+        """Stop at the next step (or before it starts); the best so far comes back."""
+        self._work.terminate_early()
 
-    def result(self, timeout: float | None = None) -> CounterfactualResult:
-        """Wait for the result; re-raises the solve's error if it failed."""
+    def result(self, timeout: float | None = None) -> R:
+        """Wait for the result; re-raises the work's error if it failed."""
         assert self.future is not None
         return self.future.result(timeout)
 
     def summary(self) -> JobSummary:
         """Id, status and best score so far."""
         with self._lock:
-            best = self.best.score if self.best is not None else None
-        return JobSummary(self.job_id, self.status, best)
+            best = self._best_score
+        return JobSummary(self.job_id, self.status, best, self.kind)
+
+
+class SolverJob(Job[CounterfactualResult]):
+    """One submitted solve."""
+
+    def __init__(self, job_id: str, solver: CounterfactualSolver, calls: SharedCalls | None = None) -> None:
+        super().__init__(job_id, solver)
+        self.solver = solver
+        self.calls = calls
+        """The model calls it shares with other solves of its model, or None."""
+        self.best: BestSolutionEvent | None = None
+        solver.add_listener(self._remember)
+
+    def _remember(self, event: BestSolutionEvent) -> None:
+        self.best = event
+        self._note_best(event.score)
+
+    def run(self) -> CounterfactualResult:
+        """Solve, a member of the shared model calls while it runs (left however it ends, so no
+        one waits for it)."""
+        if self.calls is None:
+            return self.solver.solve()
+        with self.calls.member():
+            return self.solver.solve()
+
+
+class PlanJob(Job[PlanResult]):
+    """One submitted plan search; its best score is its front's cheapest plan's (every hard
+    level 0, the soft levels minus its cost and minus its distance)."""
+
+    kind = "plan"
+
+    def __init__(self, job_id: str, solver: PlanSolver) -> None:
+        super().__init__(job_id, solver)
+        self.solver = solver
+        self.best: BestSolutionChanged | None = None
+        solver.add_listener(self._remember)
+
+    def _remember(self, event: BestSolutionChanged) -> None:
+        self.best = event
+        self._note_best(str(BendableScore.of(event.score)))
 
 
 class SolverManager:
-    """Runs up to ``max_workers`` solves at once; more wait in a queue.
+    """Runs up to ``max_workers`` solves and plan searches at once; more wait in a queue.
 
     Parameters
     ----------
     max_workers:
-        Solves that run at the same time.
+        Jobs (solves and plan searches) that run at the same time.
     """
 
     def __init__(self, max_workers: int = 2) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="counterplan-solve")
-        self._jobs: dict[str, SolverJob] = {}
+        self._jobs: dict[str, Job[Any]] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -121,29 +188,52 @@ class SolverManager:
         if listener is not None:
             solver.add_listener(listener)
         with self._lock:
-            job_id = job_id or f"job-{next(self._ids)}"
-            if job_id in self._jobs:
-                raise ValueError(f"job id {job_id!r} is already in use")
-            job = SolverJob(job_id, solver, calls)
-            self._jobs[job_id] = job
+            job = SolverJob(self._new_id(job_id), solver, calls)
+            self._jobs[job.job_id] = job
         job.future = self._pool.submit(self._run, job)
         return job
 
-    def _run(self, job: SolverJob) -> CounterfactualResult:
+    def submit_plan(
+        self,
+        problem: CounterfactualProblem,
+        actions: Sequence[Action] | ActionSet,
+        graph: CostGraph | None = None,
+        config: PlanConfig | None = None,
+        *,
+        listener: BestSolutionListener | None = None,
+        job_id: str | None = None,
+    ) -> PlanJob:
+        """Schedule a plan search (:class:`~counterplan.solver.plans.planner.PlanSolver`); returns
+        its job at once. A bad action is refused here, naming its field. ``listener`` hears each
+        change of the front."""
+        solver = PlanSolver(problem, actions, graph, config)
+        if listener is not None:
+            solver.add_listener(listener)
+        with self._lock:
+            job = PlanJob(self._new_id(job_id), solver)
+            self._jobs[job.job_id] = job
+        job.future = self._pool.submit(self._run, job)
+        return job
+
+    def _new_id(self, job_id: str | None) -> str:
+        """``job_id``, or the next free ``job-N``; the caller holds the lock."""
+        job_id = job_id or f"job-{next(self._ids)}"
+        if job_id in self._jobs:
+            raise ValueError(f"job id {job_id!r} is already in use")
+        return job_id
+
+    @staticmethod
+    def _run(job: Job[R]) -> R:
         job.status = SolveStatus.SOLVING
         try:
-            if job.calls is None:
-                result = job.solver.solve()
-            else:
-                with job.calls.member():  # left however the solve ends, so no one waits for it
-                    result = job.solver.solve()
+            result = job.run()
         except BaseException:
             job.status = SolveStatus.FAILED
             raise
         job.status = SolveStatus.DONE
         return result
 
-    def get(self, job_id: str) -> SolverJob:
+    def get(self, job_id: str) -> Job[Any]:
         """The job with this id."""
         try:
             return self._jobs[job_id]
@@ -180,4 +270,4 @@ class SolverManager:
         self.shutdown()
 
 
-__all__ = ["JobSummary", "SolveStatus", "SolverJob", "SolverManager", "UnknownJobError"]
+__all__ = ["Job", "JobSummary", "PlanJob", "SolveStatus", "SolverJob", "SolverManager", "UnknownJobError"]

@@ -60,20 +60,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     """Check the flags and the actions, search (here or on a server), print; 0 with a valid plan, 3 without."""
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    try:
-        from counterplan.solver.plans.search import PlanConfig  # noqa: PLC0415
-
-        config = PlanConfig(
-            population=args.population,
-            generations=args.generations,
-            seed=args.seed,
-            time_limit_seconds=args.time_limit,
-        )
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise usage(f"--{str(error['loc'][0]).replace('_seconds', '').replace('_', '-')}: {error['msg']}") from None
+    config = _config(args, usage)
     if importlib.util.find_spec("pymoo") is None and args.server is None:
         raise usage("plans need pymoo: pip install 'counterplan[plans]'")
     demo = args.model is None and args.data is None
@@ -83,6 +70,34 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     else:
         _print(result)
     return 0 if result.cheapest is not None or result.already_met else EXIT_NOT_FOUND
+
+
+SEARCH_FLAGS = {
+    "population": "--population",
+    "generations": "--generations",
+    "time_limit_seconds": "--time-limit",
+    "random_seed": "--seed",
+}
+"""The search's settings by the flag that gives them: an error names the flag."""
+
+
+def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
+    """The search's settings from the flags (the generations and the time limit are its
+    termination), a bad one refused naming its flag."""
+    from counterplan.solver.core.config import ConfigError  # noqa: PLC0415
+    from counterplan.solver.plans.search import PlanConfig, plan_termination  # noqa: PLC0415
+
+    try:
+        termination = plan_termination(args.generations, time_limit_seconds=args.time_limit)
+        return PlanConfig(population=args.population, random_seed=args.seed, termination=termination)
+    except ConfigError as exc:
+        fields = exc.field.split(", ")
+        problem = exc.problem
+        for name, flag in SEARCH_FLAGS.items():
+            problem = problem.replace(f"{name}: ", f"{flag}: ")
+        if len(fields) > 1:
+            raise usage(problem) from None
+        raise usage(f"{SEARCH_FLAGS.get(fields[0], fields[0])}: {problem}") from None
 
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
@@ -188,13 +203,13 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
         instance,
         _actions(args, demo, usage),
         [goal_message(text, None) for text in args.goal],
-        seed=config.seed,
+        seed=config.random_seed,
         population=config.population,
-        generations=config.generations,
+        generations=args.generations,
         immutable=_immutable(args),
     )
-    if config.time_limit_seconds is not None:
-        request.search.time_limit_seconds = config.time_limit_seconds
+    if args.time_limit is not None:
+        request.search.time_limit_seconds = args.time_limit
     try:
         final = _streamed_result(args, request)
     except grpc.RpcError as exc:

@@ -127,7 +127,7 @@ class Admission:
         return self._closing.is_set()
 
     def stop_switch(self) -> threading.Event:
-        """A stop switch for work that the solver manager does not run (a plan search), set by
+        """A stop switch for work that the solver manager does not run, set by
         :meth:`begin_shutdown` (or at once, when shutdown has already begun)."""
         stop = threading.Event()
         with self._stops_lock:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from counterplan.planning._pydantic import describe
 from counterplan.planning.actions import ActionError, ActionSet
-from counterplan.planning.space import FloatMatrix
+from counterplan.planning.errors import InvalidInputError
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.convert import (
     BadRequestError,
@@ -30,20 +30,23 @@ from counterplan.server.grpc.convert import (
     value_message,
 )
 from counterplan.server.registry.registry import RegisteredModel
+from counterplan.solver.core.config import ConfigError, TerminationConfig
+from counterplan.solver.core.events import BestSolutionChanged
 from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
-from counterplan.solver.plans.search import PlanConfig
+from counterplan.solver.plans.search import DEFAULT_GENERATIONS, PlanConfig, plan_termination
 
 DEFAULT_MAX_PLANS = 100
 """Plans a response carries when the request does not say (``max_plans``)."""
 MOST_PLANS = 1000
 FRONT_POINTS = 100
 """Front points a stream message carries at most (cheapest first; ``front_size`` counts all)."""
-BYTES_PER_STATE_VALUE = 8 * 4
-"""A plan search holds each generation's states (population x (actions + 1) x features) about
-four times over: the states, the applied copies and the scored final rows."""
 
 _KINDS = {pb.ACTION_KIND_UNSPECIFIED: "add", pb.ACTION_KIND_ADD: "add", pb.ACTION_KIND_SET: "set"}
 _SEARCH_FIELDS = ("population", "generations", "mutant_share", "bias", "seed", "time_limit_seconds")
+_CONFIG_NAMES = {"seed": "random_seed"}
+"""``PlanSearch`` fields by the :class:`PlanConfig` field they set, where the names differ (the
+wire keeps its names; the config has the solver's)."""
+_WIRE_NAMES = {config: wire for wire, config in _CONFIG_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,6 @@ class CheckedPlanRequest:
     actions: ActionSet
     config: PlanConfig
     max_plans: int
-
-    def estimate_bytes(self) -> int:
-        """The search's memory, about: the states of one generation, held a few times over."""
-        steps = len(self.actions.actions) + 1
-        return self.config.population * steps * len(self.request.features) * BYTES_PER_STATE_VALUE
 
 
 def check_plan_request(
@@ -149,7 +147,7 @@ def _text(formula: str | None) -> str:
     return "" if formula is None else formula
 
 
-def _split(exc: ActionError) -> list[Violation]:
+def _split(exc: InvalidInputError) -> list[Violation]:
     """One violation per field of an error that names several (``a, b``: ``a: ...; b: ...``)."""
     fields = exc.field.split(", ")
     if len(fields) == 1:
@@ -163,22 +161,36 @@ def _split(exc: ActionError) -> list[Violation]:
 def _search(
     search: pb.PlanSearch, max_population: int, max_generations: int, out: list[Violation]
 ) -> PlanConfig | None:
-    """The search settings: the request's over the defaults, within the server's caps."""
+    """The search settings: the request's over the defaults, within the server's caps; the
+    generations and the time limit are the search's termination (:func:`plan_termination`)."""
     given = {name: getattr(search, name) for name in _SEARCH_FIELDS if search.HasField(name)}
     for name in ("mutant_share", "bias", "time_limit_seconds"):
         if name in given and not math.isfinite(given[name]):
             out.append((f"search.{name}", f"must be a finite number, given {given[name]}"))
             return None
+    generations = given.pop("generations", DEFAULT_GENERATIONS)
+    termination = _termination(generations, given.pop("time_limit_seconds", None), out)
+    settings = {_CONFIG_NAMES.get(name, name): value for name, value in given.items()}
     try:
-        config = PlanConfig(**given)
+        config = PlanConfig.model_validate({**settings, "termination": termination})
     except ValidationError as exc:
-        out += [(f"search.{field}", problem) for field, problem in describe(exc)]
+        out += [(f"search.{_WIRE_NAMES.get(field, field)}", problem) for field, problem in describe(exc)]
         return None
     if config.population > max_population:
         out.append(("search.population", f"at most {max_population:,} on this server, given {config.population:,}"))
-    if config.generations > max_generations:
-        out.append(("search.generations", f"at most {max_generations:,} on this server, given {config.generations:,}"))
+    if generations > max_generations:
+        out.append(("search.generations", f"at most {max_generations:,} on this server, given {generations:,}"))
     return config
+
+
+def _termination(generations: int, time_limit: float | None, out: list[Violation]) -> TerminationConfig:
+    """The request's generations and time limit as the search's termination (the default one,
+    with each bad field in ``out``, when they are out of bounds)."""
+    try:
+        return plan_termination(generations, time_limit_seconds=time_limit)
+    except ConfigError as exc:
+        out += [(f"search.{field}", problem) for field, problem in _split(exc)]
+        return plan_termination()
 
 
 def plan_message(
@@ -256,9 +268,11 @@ def _values(values: dict[str, Any]) -> dict[str, pb.FeatureValue]:
     return {name: value_message(value) for name, value in values.items()}
 
 
-def front_message(generation: int, objectives: FloatMatrix, seconds: float, sequence: int) -> pb.PlanStreamResponse:
-    """A stream's INTERMEDIATE message: the front after ``generation`` (the archive's objectives:
-    cost, distance, then per touched feature the steps that changed it), cheapest first."""
+def front_message(event: BestSolutionChanged, seconds: float, sequence: int) -> pb.PlanStreamResponse:
+    """A stream's INTERMEDIATE message: the front a search announced (its objectives: cost,
+    distance, then per touched feature the steps that changed it), cheapest first."""
+    assert event.front is not None, "a plan search's event carries its front"
+    objectives = event.front.objectives
     order = np.lexsort((objectives[:, 1], objectives[:, 0])) if objectives.shape[0] else np.empty(0, dtype=np.intp)
     points = [
         pb.FrontPoint(
@@ -271,7 +285,7 @@ def front_message(generation: int, objectives: FloatMatrix, seconds: float, sequ
     return pb.PlanStreamResponse(
         sequence_id=sequence,
         stage=pb.STAGE_INTERMEDIATE,
-        generation=generation,
+        generation=event.step_index - 1,  # the generations run, counted from 0 on the wire
         front=points,
         front_size=int(objectives.shape[0]),
         time_spent_seconds=seconds,

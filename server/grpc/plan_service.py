@@ -1,46 +1,57 @@
 """The ``Plan`` and ``PlanStream`` calls: action plans for one instance, over gRPC.
 
-A plan search runs under the same rules as a solve: the request is checked at the boundary
+A plan search runs under the same rules as a solve, and through the same
+:class:`~counterplan.solver.manager.SolverManager`: the request is checked at the boundary
 (INVALID_ARGUMENT naming every bad field, actions included), admitted under the concurrency and
-memory limits (a solve slot, RESOURCE_EXHAUSTED with a retry hint beyond them), capped by the
-server's maximum solve time and the client's deadline, and stopped early when the client goes
-away or the server shuts down; then it answers with the front found so far. The search is
-deterministic by seed, so only those limits can change an answer. Its model calls are its own
-(one per generation), not shared with running solves by dynamic batching.
+memory limits (a solve slot, RESOURCE_EXHAUSTED with a retry hint beyond them; the memory
+estimate is the solver's, :func:`counterplan.solver.plans.budget.estimate_bytes`), capped by the
+server's maximum solve time and the client's deadline (a time limit over the request's own
+termination, as for a solve), submitted to the manager as a plan job (listed with the solves,
+terminated early when the client goes away or the server shuts down); then it answers with the
+front found so far. The search is deterministic by seed, so only those limits can change an
+answer. Its model calls are its own (one per generation), not shared with running solves by
+dynamic batching. A stream's front messages are the search's best-solution events (each change
+of the front), throttled.
 
-:class:`PlanCalls` is handed the server's :class:`~counterplan.server.grpc.admission.Admission` (the
-same one Explain uses); it knows nothing of the servicer that composes it.
+:class:`PlanCalls` is handed the server's :class:`~counterplan.server.grpc.admission.Admission` and
+solver manager (the same ones Explain uses); it knows nothing of the servicer that composes it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import queue
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import structlog
 
-from counterplan.planning.actions import Action, CostGraph
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
-from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.space import FloatMatrix
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError
-from counterplan.server.grpc.plan_convert import check_plan_request, final_front, front_message, plan_message
+from counterplan.server.grpc.plan_convert import (
+    CheckedPlanRequest,
+    check_plan_request,
+    final_front,
+    front_message,
+    plan_message,
+)
 from counterplan.server.grpc.refusal import Refusal, bad_request, refused
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
-from counterplan.solver.plans.planner import PlanResult, plan
-from counterplan.solver.plans.search import PlanConfig
+from counterplan.solver.core.config import TerminationConfig
+from counterplan.solver.core.events import BestSolutionListener
+from counterplan.solver.manager import PlanJob, SolverManager
+from counterplan.solver.plans.budget import estimate_bytes
+from counterplan.solver.plans.planner import PlanResult
 
 log = structlog.get_logger("counterplan.server")
 
@@ -49,28 +60,25 @@ _MESSAGE_HEADROOM = 64 * 1024
 
 
 @dataclass
-class PlanJob:
-    """One admitted plan search: its problem, actions, settings, solve slot and stop switch."""
+class PlanCall:
+    """One admitted plan search: its job on the solver manager, its solve slot, and how its
+    answer is written."""
 
     admission: Admission
+    manager: SolverManager
     request_id: str
     model: RegisteredModel
-    problem: CounterfactualProblem
-    actions: list[Action]
-    graph: CostGraph
-    config: PlanConfig
+    names: list[str]
+    job: PlanJob
     ticket: int
-    stop: threading.Event
     max_plans: int
     max_message_bytes: int
 
-    def run(self, on_generation: Callable[[int, FloatMatrix], None] | None = None) -> PlanResult:
-        """Search; a failure becomes a :class:`Refusal` that says honestly why (a model's own
-        message stays in the server log, under the request id)."""
+    def result(self) -> PlanResult:
+        """The search's result (waiting for it); a failure becomes a :class:`Refusal` that says
+        honestly why (a model's own message stays in the server log, under the request id)."""
         try:
-            return plan(
-                self.problem, self.actions, self.graph, self.config, on_generation=on_generation, stop=self.stop.is_set
-            )
+            return self.job.result()
         except (ModelCallError, ModelAdapterError) as exc:
             log.warning("model failed", request_id=self.request_id, error=one_line(str(exc)))
             raise refused(
@@ -96,27 +104,36 @@ class PlanJob:
             result,
             self.request_id,
             self.model.id,
-            list(self.problem.space.names),
+            self.names,
             max_plans=self.max_plans,
             max_bytes=self.max_message_bytes - _MESSAGE_HEADROOM,
         )
 
     def close(self) -> None:
-        """Give the solve slot back and forget the stop switch."""
-        self.admission.drop_stop_switch(self.stop)
+        """Stop the search (a no-op once it is over), wait for it to end (within a generation),
+        drop its job and give the solve slot back: the slot is held as long as the search runs."""
+        self.job.terminate_early()
+        assert self.job.future is not None
+        concurrent.futures.wait([self.job.future])
+        self.manager.forget(self.job.job_id)
         self.admission.release_slot(self.ticket)
 
 
 class PlanCalls:
-    """``Plan`` and ``PlanStream`` for the registry's models, admitted by ``admission``."""
+    """``Plan`` and ``PlanStream`` for the registry's models, admitted by ``admission`` and run
+    by ``manager``."""
 
-    def __init__(self, registry: ModelRegistry, settings: ServerSettings, admission: Admission) -> None:
+    def __init__(
+        self, registry: ModelRegistry, settings: ServerSettings, admission: Admission, manager: SolverManager
+    ) -> None:
         self.registry = registry
         self.settings = settings
         self.admission = admission
+        self.manager = manager
 
-    def begin(self, request: pb.PlanRequest, request_id: str, time_remaining: float | None) -> PlanJob:
-        """Check and admit ``request``; raise :class:`Refusal`. The caller closes the job."""
+    def check(self, request: pb.PlanRequest) -> tuple[RegisteredModel, CheckedPlanRequest, int]:
+        """Check ``request`` against its model and the memory limit: the model, the checked
+        request and the search's memory estimate; raise :class:`Refusal`."""
         settings = self.settings
         if importlib.util.find_spec("pymoo") is None:
             raise refused(grpc.StatusCode.UNIMPLEMENTED, "plans need counterplan[plans] (pymoo) on the server")
@@ -133,7 +150,7 @@ class PlanCalls:
             raise bad_request(exc) from None
         if self.admission.closing:
             raise shutting_down()
-        estimate = checked.estimate_bytes()
+        estimate = estimate_bytes(checked.config, len(checked.actions.actions), len(checked.request.features))
         if estimate > settings.max_solve_memory_mb * MB:
             raise bad_request(
                 BadRequestError(
@@ -146,12 +163,23 @@ class PlanCalls:
                     ]
                 )
             )
+        return model, checked, estimate
+
+    def begin(
+        self,
+        request: pb.PlanRequest,
+        request_id: str,
+        time_remaining: float | None,
+        listener: BestSolutionListener | None = None,
+    ) -> PlanCall:
+        """Check and admit ``request`` and submit its search to the manager (``listener`` hears
+        each change of its front); raise :class:`Refusal`. The caller closes the call."""
+        model, checked, estimate = self.check(request)
         limit = self.admission.time_limit(time_remaining, "plan")
-        given = checked.config.time_limit_seconds
         config = checked.config.model_copy(
             update={
-                "time_limit_seconds": limit if given is None else min(given, limit),
-                "model_threads": settings.threads_for(None),
+                "termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,)),
+                "model_threads": self.settings.threads_for(None),
             }
         )
         plain = checked.request
@@ -161,19 +189,25 @@ class PlanCalls:
         except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
         ticket = self.admission.take_slot(estimate)
-        stop = self.admission.stop_switch()
-        return PlanJob(
+        try:
+            job = self.manager.submit_plan(
+                problem, actions, graph, config, listener=listener, job_id=f"{request_id}-{uuid.uuid4().hex[:8]}"
+            )
+        except InvalidInputError as exc:  # an action on a computed feature, found as the search is built
+            self.admission.release_slot(ticket)
+            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
+            job.terminate_early()
+        return PlanCall(
             self.admission,
+            self.manager,
             request_id,
             model,
-            problem,
-            actions,
-            graph,
-            config,
+            list(problem.space.names),
+            job,
             ticket,
-            stop,
             checked.max_plans,
-            settings.max_message_bytes,
+            self.settings.max_message_bytes,
         )
 
     def plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
@@ -182,50 +216,46 @@ class PlanCalls:
         started = time.perf_counter()
         outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
-            job = self._begin_or_abort(request, request_id, context, outcome)
+            call = self._begin_or_abort(request, request_id, context, outcome)
             try:
-                context.add_callback(job.stop.set)  # the call ended (cancelled, deadline)
-                result = job.run()
+                context.add_callback(call.job.terminate_early)  # the call ended (cancelled, deadline)
+                result = call.result()
             except Refusal as refusal:
                 outcome["status"] = refusal.code.name
                 refusal.abort(context)
             finally:
-                job.close()
+                call.close()
             outcome["score"] = _summary(result)
-            return job.message(result)
+            return call.message(result)
         finally:
             log_request("Plan", request_id, request.model_id, started, outcome)
 
     def plan_stream(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
-        """``PlanStream``: the front after each generation that changed it (throttled), then FINAL."""
+        """``PlanStream``: the front after each generation that changed it (the search's
+        best-solution events, throttled), then FINAL."""
         request_id = request.request_id or uuid.uuid4().hex
         started = time.perf_counter()
         outcome: dict[str, Any] = {"status": "OK", "request_id": request_id}
         try:
-            job = self._begin_or_abort(request, request_id, context, outcome)
-            context.add_callback(job.stop.set)
             events: queue.Queue[Any] = queue.Queue()
-            ended: dict[str, Any] = {}
-            worker = threading.Thread(target=_search, args=(job, events, ended), daemon=True)
+            call = self._begin_or_abort(request, request_id, context, outcome, events.put)
+            context.add_callback(call.job.terminate_early)
+            assert call.job.future is not None
+            call.job.future.add_done_callback(lambda _: events.put(_DONE))
             sequence = 0
             try:
-                worker.start()
-                for generation, front in throttled(events, 1.0 / self.settings.stream_max_per_second, _DONE):
+                for event in throttled(events, 1.0 / self.settings.stream_max_per_second, _DONE):
                     sequence += 1
-                    yield front_message(generation, front, time.perf_counter() - started, sequence)
+                    yield front_message(event, time.perf_counter() - started, sequence)
+                result = call.result()
+            except Refusal as refusal:
+                outcome["status"] = refusal.code.name
+                refusal.abort(context)
             except GeneratorExit:  # the client went away mid-stream: stop the search now
                 outcome["status"] = "CANCELLED"
                 raise
             finally:
-                if "result" not in ended:
-                    job.stop.set()
-                worker.join()
-                job.close()
-            if "refusal" in ended:
-                refusal: Refusal = ended["refusal"]
-                outcome["status"] = refusal.code.name
-                refusal.abort(context)
-            result: PlanResult = ended["result"]
+                call.close()
             outcome["score"] = _summary(result)
             yield pb.PlanStreamResponse(
                 sequence_id=sequence + 1,
@@ -234,7 +264,7 @@ class PlanCalls:
                 front=final_front(result),
                 front_size=len(result.plans),
                 time_spent_seconds=result.seconds,
-                result=job.message(result),
+                result=call.message(result),
             )
         finally:
             log_request("PlanStream", request_id, request.model_id, started, outcome)
@@ -245,33 +275,16 @@ class PlanCalls:
         request_id: str,
         context: grpc.ServicerContext,
         outcome: dict[str, Any],
-    ) -> PlanJob:
+        listener: BestSolutionListener | None = None,
+    ) -> PlanCall:
         try:
-            return self.begin(request, request_id, context.time_remaining())
+            return self.begin(request, request_id, context.time_remaining(), listener)
         except Refusal as refusal:
             outcome["status"] = refusal.code.name
             refusal.abort(context)
 
 
 _DONE = object()
-
-
-def _search(job: PlanJob, events: queue.Queue[Any], ended: dict[str, Any]) -> None:
-    """Run the search on a worker thread, putting each changed front on ``events``, then _DONE."""
-    last: list[FloatMatrix] = []
-
-    def on_generation(generation: int, objectives: FloatMatrix) -> None:
-        if last and last[0].shape == objectives.shape and (last[0] == objectives).all():
-            return
-        last[:] = [objectives.copy()]
-        events.put((generation, last[0]))
-
-    try:
-        ended["result"] = job.run(on_generation)
-    except Refusal as refusal:
-        ended["refusal"] = refusal
-    finally:
-        events.put(_DONE)
 
 
 def _summary(result: PlanResult) -> str:

@@ -78,7 +78,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         )
         """Per model id, the model calls its running solves share (empty: dynamic batching off)."""
         self.steps = ExplainSteps(registry, settings, self.admission, self.manager, self.shared_calls)
-        self.plans = PlanCalls(registry, settings, self.admission)
+        self.plans = PlanCalls(registry, settings, self.admission, self.manager)
         self._streams: set[BatchStream] = set()
         self._streams_lock = threading.Lock()
         self._stream_slots = threading.BoundedSemaphore(settings.max_batch_streams)
@@ -255,7 +255,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
     def begin_shutdown(self) -> None:
         """Refuse new solves (UNAVAILABLE) and tell running ones to stop at their next step; each
         then answers with its best so far (a unary result, or a stream's FINAL message; a plan
-        search, through its stop switch, with its front so far)."""
+        search, a job of the manager too, with its front so far)."""
         self.admission.begin_shutdown()
         with self._streams_lock:
             streams = list(self._streams)

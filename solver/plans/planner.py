@@ -1,17 +1,21 @@
 """``plan(problem, actions, graph, config)``: the Pareto front of action plans, each step by step.
 
-The search (:mod:`~counterplan.solver.plans.search`) returns the genomes of the feasible non-dominated plans;
-this module replays each of them from the original, checks every state after every step through
-the real model in one call (so a user sees which step flips the decision, and no plan is called
-valid that the model does not confirm at its end), and lays them out: ordered actions with their
-values, the state after each step, the step costs, the goal output after each step, the total
-cost and the distance. The cheapest plan, and the cheapest of at most two actions, are named.
+:class:`PlanSolver` is the same search as an object a caller (the solver manager, a server) can
+listen to and stop from another thread; ``plan`` builds one and runs it.
+
+The search (:mod:`~counterplan.solver.plans.search`) returns the genomes of the feasible
+non-dominated plans; this module replays each of them from the original, checks every state after
+every step through the real model in one call (so a user sees which step flips the decision, and
+no plan is called valid that the model does not confirm at its end), and lays them out: ordered
+actions with their values, the state after each step, the step costs, the goal output after each
+step, the total cost and the distance. The cheapest plan, and the cheapest of at most two
+actions, are named.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,7 @@ from counterplan.planning.errors import ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
 from counterplan.planning.threads import NativeThreadLimit
+from counterplan.solver.core.events import BestSolutionListener
 from counterplan.solver.plans.genome import decode
 from counterplan.solver.plans.search import PlanConfig, PlanSearch
 
@@ -83,10 +88,85 @@ class PlanResult(BaseModel):
     generations: int
     """Generations run."""
     stopped_early: bool = False
-    """A time limit, a stop request or a failing model ended the search before its last
-    generation: the front is the best found by then."""
+    """A time limit, a stop request or a failing model ended the search where its counting
+    limits (generations, unimproved generations) would not have: the front is the best found by
+    then, and another run may find more."""
     model_calls: int
     seconds: float
+
+
+class PlanSolver:
+    """Plans for one problem, as :class:`~counterplan.solver.counterfactual.CounterfactualSolver`
+    explains one: built at once (a bad action is refused here, naming its field), run by
+    :meth:`solve`, heard through the solver's best-solution listeners (each change of the front,
+    with its cheapest plan as the best row), stopped from any thread by :meth:`terminate_early`
+    (the front so far comes back). The :class:`~counterplan.solver.manager.SolverManager` runs it
+    in the background as it runs a solve.
+
+    ``actions``: runtime :class:`~counterplan.planning.actions.Action` s (with ``graph``), or an
+    :class:`~counterplan.planning.actions.ActionSet` declared as data (its own graph is used).
+    """
+
+    def __init__(
+        self,
+        problem: CounterfactualProblem,
+        actions: Sequence[Action] | ActionSet,
+        graph: CostGraph | None = None,
+        config: PlanConfig | None = None,
+        listeners: Sequence[BestSolutionListener] = (),
+    ) -> None:
+        if isinstance(actions, ActionSet):
+            compiled, graph = actions.compile(problem.space)
+        else:
+            compiled = list(actions)
+        self.problem = problem
+        self.config = config or PlanConfig()
+        self.search = PlanSearch(problem, compiled, graph or CostGraph(), self.config, listeners)
+
+    def add_listener(self, listener: BestSolutionListener) -> None:
+        """Hear every change of the front, in the searching thread."""
+        self.search.add_listener(listener)
+
+    def terminate_early(self) -> None:
+        """Stop the search after its current generation; the front so far comes back."""
+        self.search.terminate_early()
+
+    def solve(self) -> PlanResult:
+        """Search (native thread pools limited to ``model_threads``) and lay out the front."""
+        started = time.perf_counter()
+        problem, search = self.problem, self.search
+        calculator = search.calculator
+        space = problem.space
+        with NativeThreadLimit(self.config.model_threads):
+            original = calculator.check(problem.original_row())
+            if original.failures[0] is not None:
+                raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
+            already_met = bool((original.scores[0, :3] == 0.0).all())
+            keys, objectives = search.run() if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
+            plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
+        plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
+        valid = [p for p in plans if p.valid]
+        short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
+        failure = None
+        if calculator.gave_up is not None:
+            failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
+        elif search.failed_states and not valid:
+            failure = (
+                f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
+            )
+        return PlanResult(
+            original=space.decode(space.original),
+            original_prediction=_prediction(problem, original, 0),
+            plans=plans,
+            cheapest=valid[0] if valid else None,
+            short=short[0] if short else None,
+            already_met=already_met,
+            failure=failure,
+            generations=search.generations_run,
+            stopped_early=search.stopped_early,
+            model_calls=calculator.model_call_count,
+            seconds=time.perf_counter() - started,
+        )
 
 
 def plan(
@@ -95,55 +175,19 @@ def plan(
     graph: CostGraph | None = None,
     config: PlanConfig | None = None,
     *,
-    on_generation: Callable[[int, FloatMatrix], None] | None = None,
-    stop: Callable[[], bool] | None = None,
+    listeners: Sequence[BestSolutionListener] = (),
 ) -> PlanResult:
     """The Pareto front of action plans that take ``problem``'s original to its goals.
 
     ``actions``: runtime :class:`~counterplan.planning.actions.Action` s (with ``graph``), or an
     :class:`~counterplan.planning.actions.ActionSet` declared as data (its own graph is used).
-    ``on_generation(generation, front_objectives)`` sees the archive after each generation
-    (columns: cost, distance, then per touched feature the steps that changed it); ``stop()``
-    is asked after each generation and ends the search early when it returns True.
+    ``listeners`` (the solver's :data:`~counterplan.solver.core.events.BestSolutionListener` s)
+    hear each generation that changed the front: the event's ``front`` holds it (its
+    ``objectives``' columns: cost, distance, then per touched feature the steps that changed it),
+    ``row`` and ``score`` its cheapest plan, ``step_index`` the generations run. To stop a search
+    from another thread, build a :class:`PlanSolver` and call its ``terminate_early``.
     """
-    started = time.perf_counter()
-    if isinstance(actions, ActionSet):
-        compiled, graph = actions.compile(problem.space)
-    else:
-        compiled = list(actions)
-    graph = graph or CostGraph()
-    config = config or PlanConfig()
-    search = PlanSearch(problem, compiled, graph, config, on_generation)
-    calculator = search.calculator
-    space = problem.space
-    with NativeThreadLimit(config.model_threads):
-        original = calculator.check(problem.original_row())
-        if original.failures[0] is not None:
-            raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
-        already_met = bool((original.scores[0, :3] == 0.0).all())
-        keys, objectives = search.run(stop) if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
-        plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
-    plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
-    valid = [p for p in plans if p.valid]
-    short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
-    failure = None
-    if calculator.gave_up is not None:
-        failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
-    elif search.failed_states and not valid:
-        failure = f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
-    return PlanResult(
-        original=space.decode(space.original),
-        original_prediction=_prediction(problem, original, 0),
-        plans=plans,
-        cheapest=valid[0] if valid else None,
-        short=short[0] if short else None,
-        already_met=already_met,
-        failure=failure,
-        generations=search.generations_run,
-        stopped_early=search.stopped_early,
-        model_calls=calculator.model_call_count,
-        seconds=time.perf_counter() - started,
-    )
+    return PlanSolver(problem, actions, graph, config, listeners).solve()
 
 
 def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> list[ActionPlan]:

@@ -18,51 +18,151 @@ Each generation (after Naumann and Ntoutsi's code):
    fresh random genomes; genomes whose objective vectors repeat an elite's are dropped.
 
 Every feasible plan seen is offered to an archive that keeps the non-dominated ones: the Pareto
-front the answer is built from. The same seed gives the same front; only a time limit (the
-user's, or a server's deadline) or a stop request (a cancelled call, a server shutting down)
-ends the search before its last generation, and then it answers with the archive so far.
+front the answer is built from.
+
+The search speaks the solver's language: a generation is a **step**, and a generation that
+changed the front **improved** it. So the solver's own
+:class:`~counterplan.solver.core.config.TerminationConfig`, evaluated by the core's
+:class:`~counterplan.solver.core.termination.Termination` on a
+:class:`~counterplan.solver.core.scope.Progress` the search keeps, ends it: a generation count
+(``step_count_limit``), generations without a change of the front (``unimproved_step_count_limit``),
+a time limit (``spent_limit_seconds``), once the front holds a plan (``best_score_feasible``), and
+and/or trees of those; :func:`plan_termination` says the usual ones in the search's words. Each
+changed front is announced to the solver's
+:data:`~counterplan.solver.core.events.BestSolutionListener` s, and :meth:`PlanSearch.terminate_early`
+stops it from any thread, as :meth:`counterplan.solver.core.solver.Solver.terminate_early` does a solve.
+
+The same seed gives the same front; only a clock (a time limit: the user's, or a server's
+deadline), a stop request (a cancelled call, a server shutting down) or a model failing batch
+after batch ends the search where its counting limits would not, and then it answers with the
+archive so far (``stopped_early``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
 
 from counterplan.planning.actions import Action, ActionError, CostGraph
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.distance import gower
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import HARD_LEVELS, LEVELS
 from counterplan.planning.space import FloatMatrix
 from counterplan.planning.threads import MAX_MODEL_THREADS
+from counterplan.solver.core.config import MAX_SEED, ConfigError, ConfigModel, TerminationConfig
+from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener, ParetoFront
+from counterplan.solver.core.scope import Progress, count_step
+from counterplan.solver.core.termination import Termination
 from counterplan.solver.plans.genome import decode
 from counterplan.solver.plans.unroll import Unrolled, unroll
 
 COST_DECIMALS = 4
 DISTANCE_DECIMALS = 2
 ARCHIVE_MAX = 2000
+DEFAULT_GENERATIONS = 150
+"""The paper's released code's generation count: the default termination."""
+GAVE_UP = "the model failed on batch after batch"
+TERMINATED_EARLY = "terminated early"
+
+_SHORT_NAMES = {
+    "step_count_limit": "generations",
+    "spent_limit_seconds": "time_limit_seconds",
+    "unimproved_step_count_limit": "unimproved_generations",
+}
 
 
-class PlanConfig(BaseModel):
-    """The plan search's settings (the paper's released code's defaults)."""
+def plan_termination(
+    generations: int | None = DEFAULT_GENERATIONS,
+    *,
+    time_limit_seconds: float | None = None,
+    unimproved_generations: int | None = None,
+) -> TerminationConfig:
+    """The usual plan termination, in the search's words (a generation is a step).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    It ends after ``generations`` generations, after ``time_limit_seconds`` (checked after each
+    generation), or after ``unimproved_generations`` generations in a row that left the front as
+    it was, whichever comes first; None leaves a limit out. Errors name these parameters, not the
+    :class:`TerminationConfig` fields they fill. Any other ``TerminationConfig`` works as well.
+    """
+    try:
+        return TerminationConfig(
+            step_count_limit=generations,
+            spent_limit_seconds=time_limit_seconds,
+            unimproved_step_count_limit=unimproved_generations,
+        )
+    except ConfigError as exc:
+        field, problem = exc.field, exc.problem
+        for internal, name in _SHORT_NAMES.items():
+            field, problem = field.replace(internal, name), problem.replace(internal, name)
+        raise ConfigError(field, problem) from None
+
+
+class PlanConfig(ConfigModel):
+    """The plan search's settings (the paper's released code's defaults).
+
+    Its names are the solver's (:class:`~counterplan.solver.core.config.SolverConfig`):
+    ``termination``, ``random_seed``, ``model_threads``. The default termination is
+    :data:`DEFAULT_GENERATIONS` generations; ``termination=plan_termination(generations,
+    time_limit_seconds=...)`` says another count or a time limit.
+    """
 
     population: Annotated[int, Field(ge=4, le=20_000)] = 500
     mutant_share: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.2
     """Share of each new population that is fresh random genomes (the rest: crossover children)."""
     bias: Annotated[float, Field(ge=0.5, le=1.0)] = 0.7
     """Chance that a child's key comes from its elite parent."""
-    generations: Annotated[int, Field(ge=1, le=10_000)] = 150
-    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
-    time_limit_seconds: Annotated[float, Field(gt=0.0, le=86_400.0)] | None = None
-    """Stop after the generation that passes this (None: run every generation)."""
+    termination: TerminationConfig = Field(default_factory=plan_termination)
+    """When the search ends (a generation is a step; a generation that changed the front improved it)."""
+    random_seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] | None = 1
-    """Native threads per model call (None: leave the pools as they are)."""
+    """Native threads per model call (None: leave the pools as they are), as the solver's."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.termination.is_empty:
+            raise ConfigError("termination", "set a limit (generations, a time limit...), or the search never ends")
+        scored = _best_score_limit(self.termination, "termination")
+        if scored is not None:
+            raise ConfigError(
+                scored,
+                "a plan search keeps a front of plans, not one best score: use best_score_feasible "
+                "(once the front holds a plan), generations or a time limit",
+            )
+        return self
+
+
+def _best_score_limit(termination: TerminationConfig, path: str) -> str | None:
+    """The path of a ``best_score_limit`` in ``termination``'s tree, if one is set."""
+    if termination.best_score_limit is not None:
+        return f"{path}.best_score_limit"
+    for i, child in enumerate(termination.children):
+        found = _best_score_limit(child, f"{path}.children[{i}]")
+        if found is not None:
+            return found
+    return None
+
+
+NO_PLAN_SCORE = np.array([-1.0] + [0.0] * (LEVELS - 1))
+"""The search's best score while its front holds no plan (infeasible: ``best_score_feasible`` waits)."""
+
+
+def front_score(objectives: FloatMatrix) -> tuple[int, FloatMatrix]:
+    """The front's lexicographic best plan (the cheapest, then the nearest) and its score: every
+    hard level 0 (the front holds only feasible plans), the soft levels minus its total cost and
+    minus its distance. What a listener that knows one best answer reads of a front."""
+    best = int(np.lexsort((objectives[:, 1], objectives[:, 0]))[0])
+    score = np.zeros(LEVELS)
+    score[HARD_LEVELS:] = -objectives[best, :2]
+    return best, score
 
 
 @dataclass(frozen=True)
@@ -84,21 +184,23 @@ class PlanSearch:
         actions: list[Action],
         graph: CostGraph,
         config: PlanConfig | None = None,
-        on_generation: Callable[[int, FloatMatrix], None] | None = None,
+        listeners: Sequence[BestSolutionListener] = (),
     ) -> None:
         self.problem = problem
         self.actions = actions
         self.graph = graph
         self.config = config or PlanConfig()
-        self.on_generation = on_generation
+        self.listeners: list[BestSolutionListener] = list(listeners)
         self.calculator = ScoreCalculator(problem)
         self.generations_run = 0
         self.stopped_early = False
-        """The search ended before its last generation (a time limit, a stop request, or a model
-        that failed on batch after batch)."""
+        """A clock, a stop request or a model that failed on batch after batch ended the search
+        where its counting limits would not have: the front is the one found by then."""
+        self.termination_reason = ""
         self.failed_states = 0
         """Final states the model failed on (raised for, or answered NaN): never feasible."""
         self.first_failure: str | None = None
+        self._terminate = threading.Event()
         space = problem.space
         relations = problem.relations
         self._settle = None if relations is None else relations.apply
@@ -106,6 +208,23 @@ class PlanSearch:
         _refuse_computed(actions, computed)
         touched = {a.feature for a in actions} | {name for a in actions for name in a.consequences}
         self._touched = np.array([space.index[name] for name in space.names if name in touched], dtype=np.intp)
+        self._front_keys, self._front_objectives = self._empty_front()
+
+    def _empty_front(self) -> tuple[FloatMatrix, FloatMatrix]:
+        return np.empty((0, 2 * len(self.actions))), np.empty((0, 2 + self._touched.size))
+
+    def add_listener(self, listener: BestSolutionListener) -> None:
+        """Hear every change of the front, in the searching thread."""
+        self.listeners.append(listener)
+
+    def terminate_early(self) -> None:
+        """Stop after the current generation (at least one runs); safe from any thread."""
+        self._terminate.set()
+
+    @property
+    def terminate_requested(self) -> bool:
+        """True once :meth:`terminate_early` was called."""
+        return self._terminate.is_set()
 
     def evaluate(self, keys: FloatMatrix) -> Generation:
         """Decode, unroll and score ``keys``: one model call for every final state."""
@@ -126,54 +245,92 @@ class PlanSearch:
         objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
         return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
 
-    def run(self, stop: Callable[[], bool] | None = None) -> tuple[FloatMatrix, FloatMatrix]:
-        """Every generation, or until ``config.time_limit_seconds`` or ``stop()`` (asked after
-        each generation); returns the archive's genomes and objectives (the feasible front)."""
+    def run(self) -> tuple[FloatMatrix, FloatMatrix]:
+        """Generations until the termination, a stop request or a failing model ends the search;
+        returns the archive's genomes and objectives (the feasible front)."""
         from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting  # noqa: PLC0415 - the plans extra
 
         sorting = NonDominatedSorting()
         config = self.config
-        rng = np.random.default_rng(config.seed)
-        width = 2 * len(self.actions)
-        keys = rng.random((config.population, width))
-        archive_keys = np.empty((0, width))
-        archive_objectives = np.empty((0, 2 + self._touched.size))
+        rng = np.random.default_rng(config.random_seed)
+        keys = rng.random((config.population, 2 * len(self.actions)))
+        termination = Termination(config.termination)
+        progress = Progress.starting(NO_PLAN_SCORE)
+        self._front_keys, self._front_objectives = self._empty_front()
+        self.generations_run, self.stopped_early, self.termination_reason = 0, False, ""
+        while True:
+            scored = self.evaluate(keys)
+            self.generations_run += 1
+            count_step([progress], keys.shape[0])
+            feasible = scored.violation == 0
+            if self._offer(sorting, keys[feasible], scored.objectives[feasible], progress):
+                self._announce(progress)
+            if self._ends(termination, progress):
+                return self._front_keys, self._front_objectives
+            keys = self._breed(sorting, rng, scored)
+
+    def _offer(self, sorting: object, keys: FloatMatrix, objectives: FloatMatrix, progress: Progress) -> bool:
+        """Offer a generation's feasible plans to the archive; True when the front changed (the
+        generation improved it: the counters of unimproved generations and time start again)."""
+        before = self._front_objectives
+        self._front_keys, self._front_objectives = self._archive(sorting, self._front_keys, before, keys, objectives)
+        if np.array_equal(before, self._front_objectives):
+            return False
+        progress.best_score = front_score(self._front_objectives)[1]
+        progress.best_step_index = progress.step_count
+        progress.last_improvement_time = time.perf_counter()
+        return True
+
+    def _announce(self, progress: Progress) -> None:
+        """Tell every listener of the changed front (and its cheapest plan, as the best row)."""
+        if not self.listeners:
+            return
+        best, score = front_score(self._front_objectives)
+        event = BestSolutionChanged(
+            self._front_keys[best].copy(),
+            score,
+            progress.elapsed(),
+            progress.step_count,
+            self.calculator.calculation_count,
+            front=ParetoFront(self._front_keys.copy(), self._front_objectives.copy()),
+        )
+        for listener in self.listeners:
+            listener(event)
+
+    def _ends(self, termination: Termination, progress: Progress) -> bool:
+        """Whether the search ends after this generation, and why (``stopped_early`` when the
+        clock, a stop request or a failing model decided it rather than the counting limits)."""
+        done, _, reason = termination.evaluate(progress)
+        if done:
+            self.termination_reason = reason
+            self.stopped_early = not termination.evaluate(_clock_stopped(progress))[0]
+        elif self.calculator.gave_up is not None:  # the model failed on batch after batch
+            self.termination_reason, self.stopped_early = GAVE_UP, True
+        elif self._terminate.is_set():
+            self.termination_reason, self.stopped_early = TERMINATED_EARLY, True
+        return bool(self.termination_reason)
+
+    def _breed(self, sorting: object, rng: np.random.Generator, scored: Generation) -> FloatMatrix:
+        """The next population: the elites, crossover children and fresh mutants."""
+        config = self.config
+        keys, width = scored.keys, scored.keys.shape[1]
         mutants = round(config.mutant_share * config.population)
         offspring = config.population - mutants
-        limit = config.time_limit_seconds
-        deadline = None if limit is None else time.monotonic() + limit
-        for generation in range(config.generations):
-            scored = self.evaluate(keys)
-            self.generations_run = generation + 1
-            feasible = scored.violation == 0
-            archive_keys, archive_objectives = self._archive(
-                sorting, archive_keys, archive_objectives, keys[feasible], scored.objectives[feasible]
-            )
-            if self.on_generation is not None:
-                self.on_generation(generation, archive_objectives)
-            if generation == config.generations - 1:
-                break
-            gave_up = self.calculator.gave_up is not None  # the model failed on batch after batch
-            if gave_up or (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop()):
-                self.stopped_early = True
-                break
-            pool = (
-                np.flatnonzero(feasible)
-                if feasible.any()
-                else np.flatnonzero(scored.violation == scored.violation.min())
-            )
-            front = pool[sorting.do(scored.objectives[pool], only_non_dominated_front=True)]
-            _, unique = np.unique(scored.objectives[front], axis=0, return_index=True)
-            elites = front[np.sort(unique)]
-            others = np.setdiff1d(np.arange(keys.shape[0]), elites)
-            if others.size == 0:
-                others = elites
-            mothers = elites[rng.integers(elites.size, size=offspring)]
-            fathers = others[rng.integers(others.size, size=offspring)]
-            from_elite = rng.random((offspring, width)) < config.bias
-            children = np.where(from_elite, keys[mothers], keys[fathers])
-            keys = np.vstack([keys[elites], children, rng.random((mutants, width))])
-        return archive_keys, archive_objectives
+        feasible = scored.violation == 0
+        pool = (
+            np.flatnonzero(feasible) if feasible.any() else np.flatnonzero(scored.violation == scored.violation.min())
+        )
+        front = pool[sorting.do(scored.objectives[pool], only_non_dominated_front=True)]  # type: ignore[attr-defined]
+        _, unique = np.unique(scored.objectives[front], axis=0, return_index=True)
+        elites = front[np.sort(unique)]
+        others = np.setdiff1d(np.arange(keys.shape[0]), elites)
+        if others.size == 0:
+            others = elites
+        mothers = elites[rng.integers(elites.size, size=offspring)]
+        fathers = others[rng.integers(others.size, size=offspring)]
+        from_elite = rng.random((offspring, width)) < config.bias
+        children = np.where(from_elite, keys[mothers], keys[fathers])
+        return np.vstack([keys[elites], children, rng.random((mutants, width))])
 
     @staticmethod
     def _archive(
@@ -200,3 +357,8 @@ def _refuse_computed(actions: list[Action], computed: set[str]) -> None:
         for name in action.consequences:
             if name in computed:
                 raise ActionError(f"actions[{i}].consequences.{name}", f"{name!r} is computed from other features")
+
+
+def _clock_stopped(progress: Progress) -> Progress:
+    """``progress`` as if no time had passed: what the counting limits alone say."""
+    return dataclasses.replace(progress, start_time=math.inf, last_improvement_time=math.inf)

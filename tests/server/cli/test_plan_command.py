@@ -198,3 +198,22 @@ def _write(data: dict[str, object]) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(data, handle)
     return handle.name
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (("--generations", "0"), "--generations: Input should be greater than 0"),
+        (("--time-limit", "-1"), "--time-limit: Input should be greater than 0"),
+        (("--time-limit", "1e12"), "--time-limit: Input should be less than or equal to"),
+        (("--seed", "-1"), "--seed: Input should be greater than or equal to 0"),
+    ],
+)
+def test_a_bad_search_flag_is_refused_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], flags: tuple[str, str], fragment: str
+) -> None:
+    """The generations and the time limit fill the search's termination; an error still names
+    the flag the user gave, never the solver's field."""
+    code, _, err = run_cli(capsys, "plan", *flags)
+    assert code == 2 and fragment in err, err
+    assert "step_count_limit" not in err and "spent_limit_seconds" not in err and "random_seed" not in err

@@ -88,7 +88,7 @@ def _steps(plan: pb.ActionPlan) -> list[tuple[str, Any, Any]]:
 def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer) -> None:
     from counterplan.planning.actions import ActionSet
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     with CounterplanClient(running.target) as client:
         response = client.plan(_request())
@@ -110,7 +110,11 @@ def test_plan_answers_over_grpc_as_in_python_step_by_step(running: RunningServer
     assert registered is not None
     checked = check_request(CounterplanClient.request("toy", PERSON, [class_goal(1, 0.7)]), registered, 100)
     problem = registered.problem(checked.instance, checked.spec)
-    local = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15, seed=0))
+    local = plan(
+        problem,
+        ActionSet.from_data(TOY),
+        config=PlanConfig(population=40, termination=plan_termination(15), random_seed=0),
+    )
     assert [p.total_cost for p in local.plans] == [p.total_cost for p in response.plans]
     assert [[s.action for s in p.steps] for p in local.plans] == [[s.action for s in p.steps] for p in response.plans]
 
@@ -237,7 +241,7 @@ def test_shutdown_answers_a_running_plan_with_its_front_so_far() -> None:
         thread = threading.Thread(target=lambda: answers.append(client.plan(_request("slow", generations=1000))))
         thread.start()
         deadline = time.monotonic() + 10
-        while not server.service.admission.stop_switches and time.monotonic() < deadline:
+        while not server.service.manager.list_jobs() and time.monotonic() < deadline:  # the search started
             time.sleep(0.01)
         time.sleep(0.3)
         server.stop(grace=10)
@@ -292,3 +296,53 @@ def test_an_instance_that_already_meets_the_goal_gets_no_plan(running: RunningSe
     with CounterplanClient(running.target) as client:
         response = client.plan(request)
     assert response.already_met and response.front_size == 0 and response.original_prediction == pytest.approx(0.9)
+
+
+def test_plan_stream_sends_the_fronts_a_listener_hears() -> None:
+    """The stream's front messages are the search's best-solution events: unthrottled, a
+    listener on the same search in Python hears the same fronts at the same generations."""
+    from counterplan.planning.actions import ActionSet
+    from counterplan.planning.demo import DEMO_ACTIONS, rejected_applicant
+    from counterplan.server.grpc.convert import check_request
+    from counterplan.server.grpc.plan_convert import front_message
+    from counterplan.server.registry.registry import DEMO_ID
+    from counterplan.solver.core.events import BestSolutionChanged
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
+
+    server = start_server(ServerSettings(port=0, stream_max_per_second=1e6))
+    try:
+        request = CounterplanClient.plan_request(
+            DEMO_ID, rejected_applicant(), DEMO_ACTIONS, seed=3, population=100, generations=20
+        )
+        with CounterplanClient(server.target) as client:
+            *streamed, final = list(client.plan_stream(request))
+        registered = server.service.registry.get(DEMO_ID)
+        assert registered is not None
+        checked = check_request(CounterplanClient.request(DEMO_ID, rejected_applicant(), []), registered, 100)
+        problem = registered.problem(checked.features, checked.goals, checked.distance, checked.max_changed_features)
+    finally:
+        server.stop(grace=0)
+    heard: list[BestSolutionChanged] = []
+    config = PlanConfig(population=100, termination=plan_termination(20), random_seed=3)
+    local = plan(problem, ActionSet.from_data(DEMO_ACTIONS), config=config, listeners=[heard.append])
+    assert len(heard) > 1 and final.stage == pb.STAGE_FINAL
+    expected = [front_message(event, 0.0, i) for i, event in enumerate(heard, 1)]
+    assert [(m.generation, m.front_size, list(m.front)) for m in streamed] == [
+        (m.generation, m.front_size, list(m.front)) for m in expected
+    ]
+    assert [p.total_cost for p in final.result.plans] == [p.total_cost for p in local.plans]
+
+
+def test_a_plan_runs_as_a_job_of_the_services_solver_manager(running: RunningServer) -> None:
+    """Listed with the solves while it runs, terminated early when the call is cancelled, then
+    forgotten, its slot given back."""
+    service = running.service
+    with CounterplanClient(running.target) as client:
+        call = client.stub.PlanStream(_request("slow", generations=1000, request_id="listed-1"), timeout=60)
+        assert next(call).stage == pb.STAGE_INTERMEDIATE
+        (job,) = service.manager.list_jobs()
+        assert job.kind == "plan" and job.job_id.startswith("listed-1-") and job.best_score is not None
+        call.cancel()
+    assert service.wait_idle(10.0)  # the slot comes back after the job is forgotten
+    assert service.manager.list_jobs() == []

@@ -84,30 +84,31 @@ def _toy_problem(**options):  # type: ignore[no-untyped-def]
     developer with a degree."""
     from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
 
-    def model(X: np.ndarray) -> np.ndarray:
-        developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
-        p = np.where(developer & (us | degree), 0.9, 0.1)
-        return np.column_stack([1.0 - p, p])
-
     space = toy_space()
     return CounterfactualProblem(
-        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))]), **options
+        space.features, [ClassGoal(target=1)], CallableAdapter(_toy_model, [OutputSpec("ok", (0, 1))]), **options
     )
+
+
+def _toy_model(X: np.ndarray) -> np.ndarray:
+    developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+    p = np.where(developer & (us | degree), 0.9, 0.1)
+    return np.column_stack([1.0 - p, p])
 
 
 def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_generation() -> None:
     pytest.importorskip("pymoo")
     from counterplan.planning.actions import ActionSet
-    from counterplan.solver.plans.search import PlanConfig, PlanSearch
+    from counterplan.solver.plans.search import PlanConfig, PlanSearch, plan_termination
 
     problem = _toy_problem()
     actions, graph = ActionSet.from_data(TOY).compile(problem.space)
     fronts: list[int] = []
-    search = PlanSearch(
-        problem, actions, graph, PlanConfig(population=40, generations=15), lambda g, f: fronts.append(len(f))
-    )
+    config = PlanConfig(population=40, termination=plan_termination(15))
+    search = PlanSearch(problem, actions, graph, config, [lambda event: fronts.append(len(event.front.objectives))])
     keys, objectives = search.run()
-    assert len(fronts) == 15 and fronts[-1] == keys.shape[0] > 0
+    # the listener hears each generation that changed the front (the toy's: generation 0 only)
+    assert search.generations_run == 15 and fronts[-1] == keys.shape[0] > 0
     assert search.calculator.model_call_count == 15  # one call per generation, whatever the population
     # every plan on the front replays to the goal; the cheapest is degree then job (2.5 + 7.5 = 10:
     # the degree is discounted in Germany, the job after the degree), cheaper than job then degree
@@ -118,7 +119,7 @@ def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_gener
     cheapest = keys[int(np.argmin(objectives[:, 0]))]
     decoded = decode(cheapest.reshape(1, -1), actions, problem.space)
     assert [actions[a].name for a in decoded.order[0] if a >= 0] == ["degree", "job"]
-    again = PlanSearch(problem, actions, graph, PlanConfig(population=40, generations=15)).run()
+    again = PlanSearch(problem, actions, graph, PlanConfig(population=40, termination=plan_termination(15))).run()
     assert np.array_equal(again[1], objectives)  # the same seed, the same front
 
 
@@ -126,10 +127,10 @@ def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> Non
     pytest.importorskip("pymoo")
     from counterplan.planning.actions import ActionSet
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     problem = _toy_problem()
-    result = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    result = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, termination=plan_termination(15)))
     assert result.plans and all(p.valid for p in result.plans)
     assert [p.total_cost for p in result.plans] == sorted(p.total_cost for p in result.plans)
     cheapest = result.cheapest
@@ -189,10 +190,10 @@ def test_plans_keep_the_problems_actionability_rules() -> None:
     change three, so the cheapest plan becomes the move and the job, though it costs more."""
     pytest.importorskip("pymoo")
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     limited = _toy_problem(max_changed_features=2)
-    result = plan(limited, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    result = plan(limited, ActionSet.from_data(TOY), config=PlanConfig(population=40, termination=plan_termination(15)))
     assert result.plans and all(p.valid for p in result.plans)
     for p in result.plans:
         final = p.steps[-1].state
@@ -203,24 +204,33 @@ def test_plans_keep_the_problems_actionability_rules() -> None:
 
 def test_a_time_limit_or_a_stop_request_answers_with_the_front_so_far() -> None:
     pytest.importorskip("pymoo")
-    from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.planner import PlanSolver, plan
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     problem = _toy_problem()
     asked: list[int] = []
-    stopped = plan(
-        problem,
-        ActionSet.from_data(TOY),
-        config=PlanConfig(population=40, generations=15),
-        on_generation=lambda g, f: asked.append(g),
-        stop=lambda: len(asked) >= 3,
-    )
+
+    def toy_asked_to_stop(X: np.ndarray) -> np.ndarray:
+        """The toy, asked about the original first, then once a generation until the third asks
+        the search to stop (as a cancelled call or a shutdown would, from another thread)."""
+        searching = calls[0] > 0 and not solver.search.terminate_requested
+        calls[0] += 1
+        if searching:
+            asked.append(solver.search.generations_run)
+            if len(asked) >= 3:
+                solver.terminate_early()
+        return _toy_model(X)
+
+    calls = [0]
+    config = PlanConfig(population=40, termination=plan_termination(15))
+    solver = PlanSolver(_toy_with(toy_asked_to_stop), ActionSet.from_data(TOY), config=config)
+    stopped = solver.solve()
     assert stopped.generations == 3 and stopped.stopped_early and asked == [0, 1, 2]
     assert stopped.plans and all(p.valid for p in stopped.plans)
-    config = PlanConfig(population=40, generations=15, time_limit_seconds=1e-9)
+    config = PlanConfig(population=40, termination=plan_termination(15, time_limit_seconds=1e-9))
     timed = plan(problem, ActionSet.from_data(TOY), config=config)
     assert timed.generations == 1 and timed.stopped_early
-    whole = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, generations=15))
+    whole = plan(problem, ActionSet.from_data(TOY), config=PlanConfig(population=40, termination=plan_termination(15)))
     assert whole.generations == 15 and not whole.stopped_early
 
 
@@ -240,7 +250,7 @@ def test_computed_features_follow_every_step_and_no_action_may_set_them() -> Non
     from counterplan.planning.actions import ActionError
     from counterplan.planning.relations import LearnedConstraint
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     xs = np.arange(0, 11, dtype=float).reshape(-1, 1)
     relation = LearnedConstraint.of("y", ["x"], LinearRegression().fit(xs, 2 * xs[:, 0]))
@@ -256,7 +266,11 @@ def test_computed_features_follow_every_step_and_no_action_may_set_them() -> Non
         relations=[relation],
     )
     raise_x = {"name": "raise x", "feature": "x", "low": 1, "high": 8, "post": "after.y <= 12"}
-    result = plan(problem, ActionSet.from_data({"actions": [raise_x]}), config=PlanConfig(population=20, generations=5))
+    result = plan(
+        problem,
+        ActionSet.from_data({"actions": [raise_x]}),
+        config=PlanConfig(population=20, termination=plan_termination(5)),
+    )
     assert result.cheapest is not None
     assert {p.steps[-1].state["x"] for p in result.plans} <= {5, 6}  # y = 2 x reaches 10 and stays within 12
     assert result.cheapest.steps[0].state["y"] == pytest.approx(10.0)
@@ -278,7 +292,7 @@ def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
     pytest.importorskip("pymoo")
     from counterplan.planning.errors import ModelCallError
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     calls = [0]
 
@@ -288,7 +302,7 @@ def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
             raise RuntimeError("boom")
         return np.column_stack([np.full(len(X), 0.9), np.full(len(X), 0.1)])
 
-    config = PlanConfig(population=20, generations=50)
+    config = PlanConfig(population=20, termination=plan_termination(50))
     broken = plan(_toy_with(breaks_after_the_first_call), ActionSet.from_data(TOY), config=config)
     assert broken.plans == [] and broken.cheapest is None
     assert broken.stopped_early and broken.generations < 50  # it stopped calling a model that always fails
@@ -302,7 +316,7 @@ def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
     silent = plan(
         _toy_with(answers_only_for_the_original),
         ActionSet.from_data(TOY),
-        config=PlanConfig(population=20, generations=5),
+        config=PlanConfig(population=20, termination=plan_termination(5)),
     )
     assert silent.plans == [] and silent.failure is not None and "not finite" in silent.failure
 
@@ -316,11 +330,13 @@ def test_a_failing_model_never_makes_a_plan_and_says_why() -> None:
 def test_an_original_that_already_meets_the_goal_needs_no_plan() -> None:
     pytest.importorskip("pymoo")
     from counterplan.solver.plans.planner import plan
-    from counterplan.solver.plans.search import PlanConfig
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
 
     def approves(X: np.ndarray) -> np.ndarray:
         return np.column_stack([np.full(len(X), 0.1), np.full(len(X), 0.9)])
 
-    result = plan(_toy_with(approves), ActionSet.from_data(TOY), config=PlanConfig(population=20, generations=5))
+    result = plan(
+        _toy_with(approves), ActionSet.from_data(TOY), config=PlanConfig(population=20, termination=plan_termination(5))
+    )
     assert result.already_met and result.plans == [] and result.cheapest is None
     assert result.model_calls == 1 and result.generations == 0

@@ -1,0 +1,167 @@
+"""The plan search under the solver's termination and events: a generation is a step, a
+generation that changed the front improved it, and each changed front is a best-solution event."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from counterplan.planning.actions import ActionSet
+from counterplan.solver.core.config import ConfigError, TerminationConfig
+from counterplan.solver.core.events import BestSolutionChanged
+from counterplan.solver.plans.planner import PlanSolver, plan
+from counterplan.solver.plans.search import PlanConfig, PlanSearch, plan_termination
+from tests.toy_person import TOY, toy_space
+
+pytest.importorskip("pymoo")
+
+
+def _toy_model(X: np.ndarray) -> np.ndarray:
+    """Approves a developer in the US, or a developer with a degree (the CSCF paper's toy)."""
+    developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+    p = np.where(developer & (us | degree), 0.9, 0.1)
+    return np.column_stack([1.0 - p, p])
+
+
+def _toy(model=_toy_model):  # type: ignore[no-untyped-def]
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+
+    space = toy_space()
+    return CounterfactualProblem(
+        space.features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+    )
+
+
+def _search(termination: TerminationConfig, problem=None, population: int = 40, seed: int = 0) -> PlanSearch:  # type: ignore[no-untyped-def]
+    problem = problem or _toy()
+    actions, graph = ActionSet.from_data(TOY).compile(problem.space)
+    return PlanSearch(
+        problem, actions, graph, PlanConfig(population=population, termination=termination, random_seed=seed)
+    )
+
+
+def test_unimproved_generations_end_the_search_the_same_way_every_time() -> None:
+    """The toy's front is found in generation 0 and never changes: five unimproved generations
+    after it, the search ends, having searched exactly what a six-generation search searches."""
+    search = _search(plan_termination(150, unimproved_generations=5))
+    keys, objectives = search.run()
+    assert search.generations_run == 6 and not search.stopped_early
+    assert search.termination_reason == "unimproved step count limit"
+    six = _search(plan_termination(6))
+    assert [np.array_equal(a, b) for a, b in zip(six.run(), (keys, objectives), strict=True)] == [True, True]
+    assert search.calculator.model_call_count == 6
+
+
+def test_a_generation_count_ends_the_search_and_an_and_tree_waits_for_every_limit() -> None:
+    counted = _search(TerminationConfig(step_count_limit=7))
+    counted.run()
+    assert counted.generations_run == 7 and not counted.stopped_early
+    assert counted.termination_reason == "step count limit"
+    # once the front holds a plan (generation 0) and three generations left it unchanged
+    stable = _search(TerminationConfig(composition="and", best_score_feasible=True, unimproved_step_count_limit=3))
+    stable.run()
+    assert stable.generations_run == 4 and not stable.stopped_early
+    assert stable.termination_reason == "unimproved step count limit and best score feasible"
+
+
+def test_a_time_limit_ends_the_search_early_and_says_so() -> None:
+    def slow(X: np.ndarray) -> np.ndarray:
+        time.sleep(0.02)
+        return _toy_model(X)
+
+    started = time.perf_counter()
+    timed = _search(plan_termination(10_000, time_limit_seconds=0.2), _toy(slow))
+    keys, _ = timed.run()
+    assert time.perf_counter() - started < 5.0
+    assert timed.stopped_early and timed.termination_reason == "spent time limit"
+    assert 1 <= timed.generations_run < 10_000 and keys.shape[0] > 0
+    # the clock and the count end it at the same generation: the count alone would have, so the
+    # front is the deterministic one, not one cut short
+    both = _search(TerminationConfig(step_count_limit=1, spent_limit_seconds=1e-9))
+    both.run()
+    assert both.generations_run == 1 and not both.stopped_early
+
+
+def test_listeners_hear_each_changed_front_with_its_cheapest_plan_as_the_best() -> None:
+    from counterplan.planning.demo import (
+        DEMO_ACTIONS,
+        IMMUTABLE,
+        TARGET,
+        demo_goals,
+        make_loan_data,
+        rejected_applicant,
+        train_loan_model,
+    )
+    from counterplan.planning.problem import CounterfactualProblem
+    from counterplan.planning.score import BendableScore
+
+    data = make_loan_data()
+    problem = CounterfactualProblem.from_dataframe(
+        data, rejected_applicant(), train_loan_model(data), demo_goals(), target=TARGET, immutable=list(IMMUTABLE)
+    )
+    heard: list[BestSolutionChanged] = []
+    config = PlanConfig(population=100, termination=plan_termination(20), random_seed=3)
+    solver = PlanSolver(problem, ActionSet.from_data(DEMO_ACTIONS), config=config, listeners=[heard.append])
+    result = solver.solve()
+    assert len(heard) > 1  # the demo's front changes as the search goes
+    steps = [event.step_index for event in heard]
+    assert steps == sorted(set(steps)) and steps[0] >= 1 and steps[-1] <= result.generations
+    for before, after in itertools.pairwise(heard):
+        assert before.front is not None and after.front is not None
+        assert not np.array_equal(before.front.objectives, after.front.objectives)  # only changes are heard
+    for event in heard:
+        assert event.front is not None
+        objectives = event.front.objectives
+        cheapest = np.lexsort((objectives[:, 1], objectives[:, 0]))[0]
+        assert np.array_equal(event.row, event.front.rows[cheapest])
+        score = BendableScore.of(event.score)
+        assert score.is_feasible and score.soft == (-objectives[cheapest, 0], -objectives[cheapest, 1])
+    last = heard[-1].front
+    assert last is not None
+    assert sorted(last.objectives[:, 0].tolist()) == sorted(p.total_cost for p in result.plans)
+    # the same seed: the same events
+    again: list[BestSolutionChanged] = []
+    plan(problem, ActionSet.from_data(DEMO_ACTIONS), config=config, listeners=[again.append])
+    assert [e.step_index for e in again] == steps
+    assert all(np.array_equal(a.front.objectives, b.front.objectives) for a, b in zip(again, heard, strict=True))  # type: ignore[union-attr]
+
+
+def test_a_plan_config_speaks_the_solvers_names_and_refuses_what_a_front_cannot_mean() -> None:
+    config = PlanConfig()
+    assert config.termination == TerminationConfig(step_count_limit=150)
+    assert (config.random_seed, config.model_threads) == (0, 1)
+    custom = PlanConfig(
+        termination=TerminationConfig(
+            composition="and", best_score_feasible=True, children=(plan_termination(50, time_limit_seconds=3.0),)
+        )
+    )
+    assert PlanConfig.model_validate_json(custom.model_dump_json()) == custom
+    with pytest.raises(ConfigError) as info:
+        PlanConfig(termination=TerminationConfig())
+    assert info.value.field == "termination" and "never ends" in info.value.problem
+    with pytest.raises(ConfigError) as info:
+        PlanConfig(
+            termination=TerminationConfig(
+                step_count_limit=5, children=(TerminationConfig(best_score_limit="[0/0/0]hard/[-1/0]soft"),)
+            )
+        )
+    assert info.value.field == "termination.children[0].best_score_limit"
+    with pytest.raises(ConfigError) as info:
+        plan_termination(0)
+    assert info.value.field == "generations"
+    with pytest.raises(ConfigError) as info:
+        plan_termination(10, time_limit_seconds=-1.0)
+    assert info.value.field == "time_limit_seconds"
+    with pytest.raises(ConfigError) as info:
+        PlanConfig(seed=1)  # type: ignore[call-arg]
+    assert info.value.field == "seed"
+
+
+def test_the_memory_estimate_is_the_solvers() -> None:
+    from counterplan.solver.plans.budget import BYTES_PER_STATE_VALUE, estimate_bytes
+
+    # a generation's states: population x (actions + 1) x features, held about four times over
+    assert estimate_bytes(PlanConfig(population=500), 3, 4) == 500 * 4 * 4 * BYTES_PER_STATE_VALUE == 256_000
