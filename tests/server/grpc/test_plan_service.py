@@ -320,7 +320,7 @@ def test_plan_stream_sends_the_fronts_a_listener_hears() -> None:
         registered = server.service.registry.get(DEMO_ID)
         assert registered is not None
         checked = check_request(CounterplanClient.request(DEMO_ID, rejected_applicant(), []), registered, 100)
-        problem = registered.problem(checked.features, checked.goals, checked.distance, checked.max_changed_features)
+        problem = registered.problem(checked.instance, checked.spec)
     finally:
         server.stop(grace=0)
     heard: list[BestSolutionChanged] = []
