@@ -14,7 +14,7 @@ first ``--rows`` (default 30) test rows the model rejects are explained with the
   (the solver's own soft score: the range-scaled L1 distance) so the answers' quality shows.
 
 Without ``--explainer`` it runs on any version of counterplan (the "before" column of the
-README's table was measured so, on the commit before issue 16)::
+table in docs/benchmarks/speed.md was measured so, on the commit before issue 16)::
 
     .venv/bin/python benchmarks/one_row.py                      # everything, ~1 min
     .venv/bin/python benchmarks/one_row.py --explainer --rows 50

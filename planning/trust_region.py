@@ -102,7 +102,7 @@ _SUM_WEIGHT = 100.0
 class TrustRegionSettings(BaseModel):
     """How the trust region is built.
 
-    Parameters
+    Attributes
     ----------
     nearest:
         Use only the k reference rows nearest to the original (L1 in the scaled space); None:

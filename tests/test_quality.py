@@ -46,10 +46,11 @@ def test_planning_imports_no_outer_layer_or_heavy_edge_dependency() -> None:
     assert result.stdout.strip() == ""
 
 
-def test_the_readme_configuration_example_is_the_default() -> None:
+def test_the_documented_configuration_is_the_default() -> None:
+    """The solver page writes out the default configuration (docs/guide/solver.md, "The configuration")."""
     from counterplan.solver import SolverConfig
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("```yaml") + len("```yaml")
+    text = (ROOT / "docs" / "guide" / "solver.md").read_text(encoding="utf-8")
+    start = text.index("```yaml", text.index("## The configuration")) + len("```yaml")
     example = text[start : text.index("```", start)]
     assert SolverConfig.from_yaml(example) == SolverConfig()

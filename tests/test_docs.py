@@ -1,0 +1,197 @@
+"""The docs: the site builds strictly, the tutorial runs as written, the README stays short.
+
+The tutorial (``docs/tutorial.md``) is run block by block, in order, in an empty directory:
+
+- ```` ```python ```` blocks run in one namespace, as one interpreter session would;
+- a block with ``title="PATH"`` (the actions file, the model card) is written to ``PATH``;
+- each command of a ```` ```bash ```` block runs as a subprocess and must exit 0, except the
+  install line (this environment is the installed one) and ``counterplan serve``, which starts in
+  the background on a free port (every ``127.0.0.1:50051`` of the page is rewritten to it) and is
+  stopped with SIGINT, the reader's Ctrl-C, at the end;
+- ```` ```text ```` blocks are output and are not compared (timings and rates differ per run).
+
+Any other block fails the test, so nothing on the page goes untested by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+SERVE_PORT = "127.0.0.1:50051"
+# Install lines a reader runs once; the test runs in the environment they made.
+INSTALL = re.compile(r"^(python3? -m venv|(\S*/)?pip install)")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a Markdown page."""
+
+    language: str
+    title: str | None
+    body: str
+    line: int
+
+
+def blocks(path: Path) -> list[Block]:
+    """The page's fenced code blocks (at the start of a line), in order."""
+    found: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        opening = re.match(r'^```(\w*)\s*(?:title="([^"]+)")?\s*$', lines[i])
+        if opening is None:
+            i += 1
+            continue
+        end = lines.index("```", i + 1)
+        found.append(Block(opening.group(1), opening.group(2), "\n".join(lines[i + 1 : end]) + "\n", i + 1))
+        i = end + 1
+    return found
+
+
+def commands(body: str) -> Iterator[str]:
+    """The commands of a shell block: continuation lines joined, comments and blank lines left out."""
+    for line in body.replace("\\\n", " ").splitlines():
+        command = line.split(" #", 1)[0].strip()
+        if command and not command.startswith("#"):
+            yield command
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+class Server:
+    """``counterplan serve`` in the background: started, waited for, stopped with SIGINT."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.stderr.extend(self.process.stderr or ()), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout or ():
+            self.lines.put(line)
+
+    def wait_until_serving(self, timeout: float = 120.0) -> None:
+        try:
+            while "serving on" not in self.lines.get(timeout=timeout):
+                pass
+        except queue.Empty:
+            self.stop()
+            pytest.fail(f"counterplan serve did not start: {''.join(self.stderr)[-2000:]}")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+
+def run_command(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    argv = shlex.split(command)
+    argv[0] = str(BIN / argv[0])
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.mark.integration  # starts a real server on a loopback port
+@pytest.mark.slow  # about 20 s: each command is a fresh interpreter loading scikit-learn
+def test_the_tutorial_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    namespace: dict[str, object] = {"__name__": "__tutorial__"}
+    ran: list[str] = []
+    server: Server | None = None
+    try:
+        for block in blocks(DOCS / "tutorial.md"):
+            body = block.body.replace(SERVE_PORT, address)
+            where = f"docs/tutorial.md:{block.line}"
+            if block.title is not None:
+                target = tmp_path / block.title
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(body, encoding="utf-8")
+                ran.append(f"file {block.title}")
+            elif block.language == "python":
+                exec(compile(body, where, "exec"), namespace)
+                ran.append("python")
+            elif block.language == "bash":
+                for command in commands(body):
+                    if INSTALL.match(command):
+                        continue
+                    assert command.startswith("counterplan "), f"{where}: not a counterplan command: {command}"
+                    subcommand = command.split()[1]
+                    if subcommand == "serve":
+                        assert server is None, f"{where}: a second server"
+                        argv = [str(BIN / "counterplan"), *shlex.split(command)[1:], "--port", address.split(":")[1]]
+                        server = Server(argv, tmp_path, env)
+                        server.wait_until_serving()
+                    else:
+                        done = run_command(command, tmp_path, env)
+                        assert done.returncode == 0, f"{where}: {command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+                    ran.append(f"counterplan {subcommand}")
+            else:
+                assert block.language == "text", f"{where}: a ```{block.language} block the test does not run"
+    finally:
+        stopped = server.stop() if server is not None else None
+    assert stopped == 0, "".join(server.stderr if server else [])[-2000:]
+    # The page's steps, in order: a changed page must still train, explain, batch, plan and serve.
+    assert ran[0] == "python"
+    for step in ("counterplan explain", "counterplan batch", "counterplan plan", "counterplan serve"):
+        assert step in ran, (step, ran)
+    assert ran.index("counterplan serve") > ran.index("file models/loan.yaml")
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_docs_build_strictly(tmp_path: Path) -> None:
+    """``mkdocs build --strict``: every page, link, anchor and docstring the reference renders."""
+    done = subprocess.run(
+        [str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "tutorial" / "index.html").is_file()
+    reference = (tmp_path / "site" / "reference" / "index.html").read_text(encoding="utf-8")
+    assert 'id="counterplan.Explainer"' in reference  # mkdocstrings rendered the front door
+
+
+def test_the_readme_is_short_and_links_to_pages_that_exist() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 400
+    links = re.findall(r"\]\((docs/[^)#\s]+)", text)
+    assert links, "the README links to the docs"
+    missing = [link for link in links if not (ROOT / link).is_file()]
+    assert missing == []
