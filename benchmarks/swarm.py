@@ -121,8 +121,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable from the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.compare import DATASETS as CSV_DATASETS
-from benchmarks.compare import Bench, DatasetSpec, default_data_dir, render
+from benchmarks.compare import DATASETS as CSV_DATASETS, Bench, DatasetSpec, default_data_dir, render
 
 DATASETS = ("compas", "breast_cancer", "digits", "hill_valley_like", "lsvt_like")
 METHODS = ("local", "swarm", "swarm+local", "swarm-paper", "swarm-final", "auto", "dice-random")

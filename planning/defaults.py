@@ -11,12 +11,11 @@ from __future__ import annotations
 from counterplan.planning.errors import GoalError
 from counterplan.planning.goals import ClassGoal
 from counterplan.planning.models import ModelAdapter
-from counterplan.planning.space import FeatureSpace
 
 
-def default_goals(model: ModelAdapter, space: FeatureSpace | None = None) -> list[ClassGoal]:
+def default_goals(model: ModelAdapter) -> list[ClassGoal]:
     """``[ClassGoal(the second class)]`` for a binary classifier (a scorecard's class output beside
-    its score); otherwise ask for a goal. (``space`` is accepted for callers that have one.)"""
+    its score); otherwise ask for a goal. The instance is not read: the question is the model's."""
     outputs = model.outputs
     classifying = [o for o in outputs if o.classes is not None]
     if len(classifying) != 1 or classifying[0].classes is None or len(classifying[0].classes) != 2:

@@ -92,7 +92,7 @@ class CounterfactualProblem:
         self.trust_region = trust_region
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
         if goals is None:
-            goals = default_goals(self.model, self.space)
+            goals = default_goals(self.model)
         self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
         self.statistics: dict[str, FeatureStatistics] = dict(statistics or {})
         self.distance = resolve_metric(self.space, distance or DistanceSettings(), self.statistics)
@@ -414,7 +414,7 @@ def build_problem(
     if not isinstance(model, ModelAdapter):
         model = adapt_sklearn(model, target or "prediction")
     statistics = source.statistics_of(features)
-    goals: Sequence[AnyGoal] = spec.goals if spec.goals is not None else default_goals(model, FeatureSpace(features))
+    goals: Sequence[AnyGoal] = spec.goals if spec.goals is not None else default_goals(model)
     goals = spec.goals_with_margin(goals)
     data = source.reference
     cache = cache if cache is not None else {}

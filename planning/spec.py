@@ -128,7 +128,7 @@ def _rule_values(values: Iterable[Any]) -> tuple[RuleValue, ...]:
 class ProblemSpec(_Spec):
     """Every option of a counterfactual problem, as data (see the module docstring).
 
-    Parameters
+    Attributes
     ----------
     features:
         Per feature: a :class:`FeatureRule` (bounds, categories, precision, allowed and forbidden
@@ -136,8 +136,8 @@ class ProblemSpec(_Spec):
     immutable:
         Features the search must never change (as ``FeatureRule(immutable=True)``).
     goals:
-        What the answer must reach; None: the default question (for a binary classifier, the
-        class it does not predict for the instance now).
+        What the answer must reach; None: the default question (a binary classifier's second
+        class, :func:`counterplan.planning.defaults.default_goals`).
     margin:
         A class goal is met only this far past its threshold (every class goal, the default one
         too); None keeps each goal's own.
@@ -145,8 +145,11 @@ class ProblemSpec(_Spec):
         How proximity is measured (the metric, a per-change penalty, the scorecard's weights).
     max_changed_features:
         At most this many features may change.
-    plausibility, trust_region:
-        Keep answers near real rows of the goal's class (needs data with its label column).
+    plausibility:
+        Keep answers dense among real rows of the goal's class (needs data with its label column).
+    trust_region:
+        Keep answers inside the hull of real rows of the goal's class (needs data with its label
+        column).
     fill_missing:
         Features whose missing instance value the search may fill (``True``: every feature).
     relations:

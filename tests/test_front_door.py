@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -25,6 +26,39 @@ def test_every_public_name_resolves() -> None:
     assert counterplan.plan is solver.plan and counterplan.ActionSet is planning.ActionSet
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = counterplan.nope  # type: ignore[attr-defined]
+
+
+def test_the_front_door_is_small_and_each_package_lists_its_names_once() -> None:
+    """``counterplan.__all__`` holds what a user needs, at most 40 names; each package's names are
+    written once, in its ``__init__.pyi`` (type checkers and the lazy loader read the same lines)."""
+    import counterplan
+    from counterplan.planning._lazy import stub_exports
+
+    assert len(counterplan.__all__) <= 40
+    for needed in ("Explainer", "ProblemSpec", "explain", "ExactPhaseConfig", "LocalSearchPhaseConfig", "plan"):
+        assert needed in counterplan.__all__
+    for package in ("counterplan", "counterplan.planning", "counterplan.solver", "counterplan.solver.batch"):
+        init = ROOT / package.replace(".", "/") / "__init__.py"
+        assert sorted(stub_exports(init.with_suffix(".pyi"))) == sorted(importlib.import_module(package).__all__)
+        code = init.read_text(encoding="utf-8")
+        assert "TYPE_CHECKING" not in code and "_EXPORTS" not in code and "__all__ = [" not in code, package
+    # internals stay importable from their modules
+    from counterplan.solver.local.config import TabuSearchAcceptorConfig
+
+    assert "TabuSearchAcceptorConfig" not in counterplan.__all__ and TabuSearchAcceptorConfig.__name__
+
+
+def test_a_stub_holding_anything_but_re_exports_is_refused(tmp_path: Path) -> None:
+    from counterplan.planning._lazy import StubError, stub_exports
+
+    good = tmp_path / "good.pyi"
+    good.write_text('"""Names."""\nfrom a.b import (\n    X as X,\n    y as y,\n)\n')
+    assert stub_exports(good) == {"X": "a.b", "y": "a.b"}
+    for text in ("from .b import X as X\n", "from a.b import X as Z\n", "X: int\n", "import a\n"):
+        bad = tmp_path / "bad.pyi"
+        bad.write_text(text)
+        with pytest.raises(StubError, match=r"bad\.pyi:1"):
+            stub_exports(bad)
 
 
 def _loaded_after(code: str) -> list[str]:

@@ -78,3 +78,7 @@ def test_a_wheel_holds_only_counterplan_at_the_top(tmp_path: Path) -> None:
         assert f"counterplan/{package}/__init__.py" in names
     assert "counterplan/solver/exact/formulation.py" in names
     assert "counterplan/server/_generated/counterplan/v1/counterplan_pb2.py" in names
+    # the public names are listed once, in stubs read at run time too, and the package says it is typed
+    for stub in ("counterplan/__init__.pyi", "counterplan/planning/__init__.pyi", "counterplan/solver/__init__.pyi"):
+        assert stub in names
+    assert "counterplan/py.typed" in names

@@ -22,8 +22,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.service import CounterfactualService
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry

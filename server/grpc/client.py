@@ -11,8 +11,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from counterplan.planning.actions import ActionSet
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.convert import value_message
 
 

@@ -16,7 +16,7 @@ from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
-from counterplan.planning.space import AnyFeature, FeatureSpace
+from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import MAX_MARGIN, FeatureRule, ProblemSpec, feature_rule
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
@@ -225,7 +225,7 @@ def _features(
         return []
     if spec.goals is None and model.spec.goals is None:  # the default question needs a binary classifier
         try:
-            default_goals(model.adapter, FeatureSpace(features))
+            default_goals(model.adapter)
         except InvalidInputError as exc:
             out.append((exc.field, exc.problem))
     return features

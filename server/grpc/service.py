@@ -32,8 +32,7 @@ from typing import Any
 import grpc
 import structlog
 
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server._generated.counterplan.v1 import counterplan_pb2_grpc as pb_grpc
+from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.admission import Admission
 from counterplan.server.grpc.batch_stream import BatchStream
 from counterplan.server.grpc.convert import (

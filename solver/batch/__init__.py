@@ -8,25 +8,6 @@ result, so its answer does not depend on the batch it ran in, the number of work
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from counterplan.planning._lazy import attach_stub
 
-from counterplan.planning._lazy import attach
-
-if TYPE_CHECKING:
-    from counterplan.solver.batch.records import RECORD_COLUMNS
-    from counterplan.solver.batch.rows import RowSelection, row_seed
-    from counterplan.solver.batch.run import explain_batch
-    from counterplan.solver.batch.shared_calls import SharedCalls
-
-_EXPORTS: dict[str, str] = {
-    "RECORD_COLUMNS": "counterplan.solver.batch.records",
-    "RowSelection": "counterplan.solver.batch.rows",
-    "SharedCalls": "counterplan.solver.batch.shared_calls",
-    "explain_batch": "counterplan.solver.batch.run",
-    "row_seed": "counterplan.solver.batch.rows",
-}
-"""Each public name and the module that defines it, imported on first use."""
-
-__all__ = ["RECORD_COLUMNS", "RowSelection", "SharedCalls", "explain_batch", "row_seed"]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

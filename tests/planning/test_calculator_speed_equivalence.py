@@ -32,8 +32,7 @@ from counterplan.planning import (
     ScoreCalculator,
     ValueGoal,
 )
-from counterplan.planning.goals import ClassGoal as _ClassGoal
-from counterplan.planning.goals import _needed, _value_distance
+from counterplan.planning.goals import ClassGoal as _ClassGoal, _needed, _value_distance
 from counterplan.planning.score import last_best_row
 from counterplan.planning.space import AnyFeature, FloatMatrix
 

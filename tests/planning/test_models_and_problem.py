@@ -184,7 +184,7 @@ def test_from_dataframe_errors(
 def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
     """One default for every way in: the second class (approved). An approved instance already
     meets it (nothing to change); it is never explained how to be rejected."""
-    from counterplan.planning import CallableAdapter, FeatureSpace, FloatFeature, GoalError, OutputSpec
+    from counterplan.planning import CallableAdapter, GoalError, OutputSpec
     from counterplan.planning.defaults import default_goals
     from counterplan.solver.counterfactual import explain
 
@@ -200,4 +200,4 @@ def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFr
     assert again.goals[0].goal.confidence == 0.9 and again.space is not problem.space  # type: ignore[union-attr]
     regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])
     with pytest.raises(GoalError, match="give a goal"):
-        default_goals(regressor, FeatureSpace([FloatFeature(name="x", value=1.0, low=0.0, high=2.0)]))
+        default_goals(regressor)

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from counterplan.planning import BendableScore, ScoreFormatError
 from counterplan.planning.score import best_row, compare_to

@@ -4,8 +4,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from counterplan.planning import (
     BooleanFeature,
