@@ -15,7 +15,6 @@ import importlib
 import json
 import math
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError, ProblemError
 from counterplan.server.cli.help_text import GOAL_HELP
+from counterplan.server.cli.interrupt import Interrupted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from counterplan.solver.batch.writer import CsvRecords, ParquetRecords
     from counterplan.solver.explainer import Explainer
 
-EXIT_INTERRUPTED = 130
-"""Exit code of a job stopped with Ctrl-C (what it wrote stays, for ``--resume``)."""
 FLAGGED_FIELDS = ("rows", "output", "plot", "workers", "window", "ray")
 """Fields whose errors name the flag that set them (``--rows: ...``)."""
 _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
@@ -129,8 +127,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
         try:
             job = prepare(args, usage)
         except KeyboardInterrupt:
-            print("counterplan: interrupted before any row was solved; nothing written", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            raise Interrupted("before any row was solved; nothing written") from None
         return execute(job, args)
 
 
@@ -356,12 +353,9 @@ def execute(job: Job, args: argparse.Namespace) -> int:
         writer.finish()
     except KeyboardInterrupt:
         writer.stop()
-        print(
-            f"counterplan: interrupted: {writer.written} new rows kept in {job.output}; "
-            "run the same command with --resume to continue",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        raise Interrupted(
+            f"{writer.written} new rows kept in {job.output}; run the same command with --resume to continue"
+        ) from None
     except OSError as exc:
         _stop_quietly(writer)
         raise OutputError(f"--output: cannot write {str(job.output)!r}: {exc.strerror or exc}") from None

@@ -182,7 +182,8 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
 def _explain(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
 
-    from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt  # noqa: PLC0415
+    from counterplan.server.cli.render import interrupted_line, print_result, progress_line  # noqa: PLC0415
     from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
     from counterplan.solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
     from counterplan.solver.result import BestSolutionEvent  # noqa: PLC0415
@@ -200,16 +201,19 @@ def _explain(args: argparse.Namespace) -> int:
     solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals, args.engine)
     err = Console(stderr=True)
     show_progress = not args.no_progress and not args.json and err.is_terminal
-    if show_progress:
-        with err.status("searching...") as status:
+    with stop_on_interrupt(solver.terminate_early) as interrupt:  # Ctrl-C: the best so far, in one line
+        if show_progress:
+            with err.status("searching...") as status:
 
-            def update(event: BestSolutionEvent) -> None:
-                status.update(progress_line(event))
+                def update(event: BestSolutionEvent) -> None:
+                    status.update(progress_line(event))
 
-            solver.add_listener(update)
+                solver.add_listener(update)
+                result = solver.solve()
+        else:
             result = solver.solve()
-    else:
-        result = solver.solve()
+    if interrupt.requested:
+        raise Interrupted(interrupted_line(result))
     if args.json:
         print(result.model_dump_json(indent=2))
     else:

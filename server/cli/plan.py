@@ -16,6 +16,7 @@ from typing import Any
 
 from counterplan.server.cli.flags import EXIT_NOT_FOUND
 from counterplan.server.cli.help_text import GOAL_HELP
+from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
 
 DEMO_ID = "loan-demo"
 """The served demo model's id (``counterplan.server.registry.registry.DEMO_ID``, not imported:
@@ -77,7 +78,13 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     if importlib.util.find_spec("pymoo") is None and args.server is None:
         raise usage("plans need pymoo: pip install 'counterplan[plans]'")
     demo = args.model is None and args.data is None
-    result = _remote(args, config, usage) if args.server is not None else _local(args, config, demo, usage)
+    if args.server is not None:
+        result = _remote(args, config, usage)
+    else:
+        with stop_on_interrupt() as interrupt:  # Ctrl-C: the front so far, in one line
+            result = _local(args, config, demo, usage, stop=interrupt)
+        if interrupt.requested:
+            raise Interrupted(_so_far(result))
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
@@ -110,7 +117,9 @@ def _immutable(args: argparse.Namespace) -> list[str]:
     return [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
 
 
-def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> Any:
+def _local(
+    args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception], *, stop: Callable[[], bool]
+) -> Any:
     """Build the problem (the demo's, or --model/--data's row) and plan in this process."""
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
     from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
@@ -147,7 +156,7 @@ def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[s
         )
         problem = explainer.problem(args.row if args.row is not None else load_instance(args.instance))
     actions.compile(problem.space)  # a bad action is refused before the search
-    return plan(problem, actions, config=config)
+    return plan(problem, actions, config=config, stop=stop)
 
 
 def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
@@ -242,6 +251,22 @@ def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
                     f"generation {message.generation}: {message.front_size} plans, cheapest {message.front[0].cost:.2f}"
                 )
     return final
+
+
+def _so_far(result: Any) -> str:
+    """An interrupted plan search's line: the cheapest valid plan found by then, or none yet."""
+    if result.already_met:
+        return "the goal is already met: no action is needed"
+    cheapest = result.cheapest
+    if cheapest is None:
+        return f"no plan yet (after {result.generations} generations)"
+    from counterplan.planning.errors import one_line  # noqa: PLC0415
+
+    steps = " -> ".join(s.action for s in cheapest.steps)
+    return one_line(
+        f"best so far after {result.generations} generations: {len(result.plans)} plans on the front, "
+        f"the cheapest (cost {cheapest.total_cost:.2f}): {steps}"
+    )
 
 
 def _print(result: Any) -> None:

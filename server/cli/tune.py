@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         for i in chosen
     ]
     err = Console(stderr=True)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # a failed trial's warning (with its traceback) repeats what the command reports in one line:
+    # the error, or Ctrl-C
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def progress(study: Any, trial: Any) -> None:
         state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
@@ -103,17 +106,22 @@ def run(args: argparse.Namespace, usage: Any) -> int:
             best = "-"
         err.print(f"trial {trial.number}: {state}  (best {best})")
 
-    report = tune(
-        problems[: args.rows],
-        problems[args.rows :],
-        n_trials=args.trials,
-        budget_seconds=args.budget,
-        storage=args.storage,
-        study_name=args.study_name,
-        seed=args.seed,
-        on_trial=progress,
-        engine=args.engine,
-    )
+    try:
+        report = tune(
+            problems[: args.rows],
+            problems[args.rows :],
+            n_trials=args.trials,
+            budget_seconds=args.budget,
+            storage=args.storage,
+            study_name=args.study_name,
+            seed=args.seed,
+            on_trial=progress,
+            engine=args.engine,
+        )
+    except KeyboardInterrupt:  # the study keeps its finished trials: running again resumes it
+        raise Interrupted(
+            "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
+        ) from None
     Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
     _print_report(report, args, Console())
     return 0
