@@ -64,6 +64,8 @@ ENGINES = (
     "step_counting_hill_climbing",
 )
 INVALID_PENALTY = 10.0
+SAMPLER_SEEDS = 2**32
+"""Seeds optuna's sampler takes (numpy's legacy generator): 0 to 2**32 - 1."""
 SPARSITY_WEIGHT = 0.1
 
 
@@ -428,8 +430,9 @@ def _open_study(
         )
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     study.set_user_attr(SUMMARY_ATTR, summary)
-    # A resumed study must not replay the random start-up trials it already ran.
-    study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
+    # A resumed study must not replay the random start-up trials it already ran. The sampler takes
+    # seeds below 2**32, a solver's seed goes to 2**63 - 1: the sum is taken modulo 2**32.
+    study.sampler = optuna.samplers.TPESampler(seed=(seed + len(study.trials)) % SAMPLER_SEEDS)
     return study
 
 

@@ -169,6 +169,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
     """The flags that need no file: checked first, as they cost nothing."""
     from counterplan.planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
+    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
 
     missing = [flag for flag in ("model", "data", "target", "output") if getattr(args, flag) is None]
     if missing:
@@ -177,8 +178,7 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
         raise usage(f"--workers must be at least 1, given {args.workers}")
     if args.ray is not None and args.workers != 1:
         raise usage("--workers and --ray: give one (Ray places the work itself)")
-    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise usage(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
+    check_seconds("--time-limit", args.time_limit, usage)  # as the configuration bounds it, by the flag
     if args.threads is not None and not 1 <= args.threads <= MAX_MODEL_THREADS:
         raise usage(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {args.threads}")
 

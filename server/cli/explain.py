@@ -246,6 +246,7 @@ def _explain_remote(args: argparse.Namespace) -> int:
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.cli.bounds import validation_problem  # noqa: PLC0415
     from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
     from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
@@ -256,7 +257,7 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     try:
         distance = DistanceSettings(metric=args.distance, change_penalty=penalty, alpha=args.alpha, beta=args.beta)
     except ValueError as exc:
-        raise UsageError(f"--alpha/--beta: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--alpha/--beta: {validation_problem(exc)}") from None
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise UsageError("--row and --target need --model and --data")
@@ -332,6 +333,7 @@ def _demo_problem(
 def trust_region_settings(args: argparse.Namespace) -> Any:
     """The trust region the flags ask for (``--trust-nearest``/``--trust-slack`` imply it), or None."""
     from counterplan.planning.trust_region import TrustRegionSettings  # noqa: PLC0415
+    from counterplan.server.cli.bounds import validation_problem  # noqa: PLC0415
 
     if not (args.trust_region or args.trust_nearest is not None or args.trust_slack is not None):
         return None
@@ -343,7 +345,7 @@ def trust_region_settings(args: argparse.Namespace) -> Any:
     try:
         return TrustRegionSettings(**fields)
     except ValueError as exc:
-        raise UsageError(f"--trust-nearest/--trust-slack: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--trust-nearest/--trust-slack: {validation_problem(exc)}") from None
 
 
 def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:

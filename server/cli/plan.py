@@ -22,6 +22,16 @@ DEMO_ID = "loan-demo"
 """The served demo model's id (``counterplan.server.registry.registry.DEMO_ID``, not imported:
 ``--help`` stays fast)."""
 
+PLAN_FLAGS = {
+    "population": "--population",
+    "generations": "--generations",
+    "seed": "--seed",
+    "random_seed": "--seed",
+    "time_limit_seconds": "--time-limit",
+    "spent_limit_seconds": "--time-limit",
+}
+"""The flag that set each field of the plan search's configuration, for its errors (under the
+solver's names too, a nested termination's included: the same flags)."""
 PLANS_SHOWN = 10
 """Plans printed step by step at most (``--json`` gives them all)."""
 
@@ -74,7 +84,9 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise usage(f"--{str(error['loc'][0]).replace('_seconds', '').replace('_', '-')}: {error['msg']}") from None
+        names = [str(part) for part in error["loc"]]
+        flag = next((PLAN_FLAGS[n] for n in reversed(names) if n in PLAN_FLAGS), "--" + "-".join(names[:1]))
+        raise usage(f"{flag.replace('_', '-')}: {error['msg']}") from None
     if importlib.util.find_spec("pymoo") is None and args.server is None:
         raise usage("plans need pymoo: pip install 'counterplan[plans]'")
     demo = args.model is None and args.data is None

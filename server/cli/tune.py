@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,15 +179,18 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
 
 
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
-    """``--rows``, ``--heldout``, ``--trials`` and ``--budget``, each named when it is wrong."""
+    """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
+    (the budget and the seed as the solver configuration they feed bounds them)."""
+    from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
+
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
     if args.heldout < 0:
         raise usage(f"--heldout must be at least 0, given {args.heldout}")
     if args.trials < 1:
         raise usage(f"--trials must be at least 1, given {args.trials}")
-    if not (math.isfinite(args.budget) and args.budget > 0):
-        raise usage(f"--budget must be a finite number of seconds above 0, given {args.budget}")
+    check_seconds("--budget", args.budget, usage)
+    check_seed("--seed", args.seed, usage)
 
 
 def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:
