@@ -24,7 +24,15 @@ class LoadError(InvalidInputError):
         super().__init__("file", field, problem)
 
 
-def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[str] = ()) -> Any:
+COMMAND_TRUST = "pass --trust-model to load them (only for a file you made)"
+"""How a command (explain, batch, plan, tune) trusts a skops file's types: its own flag."""
+CARD_TRUST = "list them as trusted_types in the model card"
+"""How a model card trusts them (``serve`` has no flag for it: the card is where trust is written)."""
+
+
+def load_model(
+    path: str | Path, trust: bool = False, trusted_types: Sequence[str] = (), *, how_to_trust: str = COMMAND_TRUST
+) -> Any:
     """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, or a scorecard's points
     table from a ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
 
@@ -37,6 +45,9 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
         you made). Joblib files always run code while loading.
     trusted_types:
         For skops files: the types beyond skops's defaults that may load (the safe way).
+    how_to_trust:
+        What a refusal of untrusted types tells the user to do, where they are: a command's
+        ``--trust-model`` (:data:`COMMAND_TRUST`), a card's ``trusted_types`` (:data:`CARD_TRUST`).
     """
     file = Path(path)
     if not file.is_file():
@@ -50,9 +61,7 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
             unlisted = [t for t in untrusted if t not in set(trusted_types)]
             if unlisted and not trust:
                 raise LoadError(
-                    str(file),
-                    f"holds types skops does not trust by default ({', '.join(unlisted)}); list them as "
-                    "trusted_types in the model card, or pass --trust-model on the command line",
+                    str(file), f"holds types skops does not trust by default ({', '.join(unlisted)}); {how_to_trust}"
                 )
             return sio.load(file, trusted=untrusted)
         if suffix in {".joblib", ".pkl", ".pickle"}:

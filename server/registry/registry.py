@@ -39,7 +39,7 @@ from counterplan.planning.scorecard import (
 )
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.trust_region import TrustRegionSettings
-from counterplan.server.registry.loading import LoadError, load_csv, load_model
+from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
 
 log = structlog.get_logger(__name__)
@@ -318,10 +318,11 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
         raise RegistryError(
             f"{path.name}:model_file",
-            "joblib/pickle files run code while loading; set COUNTERPLAN_TRUST_PICKLE=true for a trusted directory",
+            "joblib/pickle files run code while loading; for a trusted directory, start serve with --trust-pickle "
+            "(or COUNTERPLAN_TRUST_PICKLE=true; from Python, trust_pickle=True)",
         )
     try:
-        model = load_model(model_path, trusted_types=card.trusted_types)
+        model = load_model(model_path, trusted_types=card.trusted_types, how_to_trust=CARD_TRUST)
     except LoadError as exc:
         raise RegistryError(f"{path.name}:model_file", exc.problem) from None
     adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])
