@@ -14,7 +14,7 @@ from typing import Any
 import joblib
 import pandas as pd
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError, one_line
 
 
 class LoadError(InvalidInputError):
@@ -72,15 +72,32 @@ def load_model(
             return load_points_table(file)
     except LoadError:
         raise
-    except ImportError:
-        raise LoadError(
-            str(file), "loading .skops files needs the skops extra: pip install 'counterplan[skops]'"
-        ) from None
+    except ImportError as exc:  # skops itself, or a library the pickled model's classes come from
+        raise LoadError(str(file), missing_library(exc)) from None
     except Exception as exc:  # a corrupt or foreign file: report it, not a traceback
         raise LoadError(str(file), f"cannot load model: {type(exc).__name__}: {exc}") from None
     raise LoadError(
         str(file), f"unknown model file type {suffix!r}; use .skops or .joblib (or a points table: .yaml, .json, .csv)"
     )
+
+
+EXTRAS = {"optbinning": "scorecard", "ortools": "scorecard", "xgboost": "boosting", "lightgbm": "boosting"}
+"""The counterplan extra that installs each library a model file may need (by its top-level module)."""
+
+
+def missing_library(exc: ImportError) -> str:
+    """What to install when loading a model failed to import a module: the extra that brings it
+    (``optbinning``: ``counterplan[scorecard]``), or the module's name. Loading a joblib file
+    imports the modules of the classes it holds, so the missing one is the model's library, not
+    necessarily skops."""
+    name = (exc.name or "").partition(".")[0]
+    if name == "skops":
+        return "loading .skops files needs the skops extra: pip install 'counterplan[skops]'"
+    if name in EXTRAS:
+        return f"the model needs {name}, which is not installed: pip install 'counterplan[{EXTRAS[name]}]'"
+    if name and name.isidentifier():
+        return f"the model needs the module {name[:100]!r}, which is not installed here"
+    return f"the model needs a library that is not installed here: {one_line(str(exc), 200)}"
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:
