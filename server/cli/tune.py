@@ -19,8 +19,9 @@ def add_parser(commands: Any) -> None:
     tune = commands.add_parser(
         "tune",
         help="tune the solver configuration with optuna",
-        description="Tune the solver configuration on rows of your data (default: the demo) with optuna; "
-        "the best configuration is written as a file explain --config, model cards and gRPC accept.",
+        description="Tune the solver configuration on rows of your data (default: the demo) with optuna and "
+        "compare the best with the default on held-out rows; with --output, the best configuration is written "
+        "as a file explain --config, model cards and gRPC accept.",
     )
     tune.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
     tune.add_argument("--trust-model", action="store_true")
@@ -40,7 +41,12 @@ def add_parser(commands: Any) -> None:
         "--study-name",
         help="resumed when it exists and was made for the same problem (default: one name per problem)",
     )
-    tune.add_argument("--output", default="tuned-solver.yaml", help="where to write the best configuration")
+    tune.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the best configuration to FILE (default: nothing is written; the report says whether "
+        "it beats the default on the held-out rows)",
+    )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument(
         "--engine",
@@ -51,7 +57,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, usage: Any) -> int:
-    """Tune, print the report, write the best configuration."""
+    """Tune, print the report and the verdict, write the best configuration when ``--output`` asks."""
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
@@ -121,7 +127,8 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         raise Interrupted(
             "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
         ) from None
-    Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
+    if args.output is not None:
+        Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
     _print_report(report, args, Console())
     return 0
 
@@ -173,9 +180,36 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
                 f"{e.median_seconds:.3f}",
             )
         console.print(table)
-        gain = report.default_heldout.mean_cost - report.tuned_heldout.mean_cost
-        console.print(f"Held-out gain over the default: {gain:+.4f} objective")
-    console.print(f"Best configuration written to {args.output} (use: counterplan explain --config {args.output})")
+    console.print(verdict(report, args.output), markup=False)
+
+
+def verdict(report: Any, output: str | None) -> str:
+    """Whether the tuned configuration is worth using (better than the default on the held-out rows
+    beyond :data:`~counterplan.solver.tuning.MEANINGFUL_GAIN`), at what speed, and what was written."""
+    from counterplan.solver.tuning import MEANINGFUL_GAIN  # noqa: PLC0415
+
+    written = f"Best configuration written to {output} (use: counterplan explain --config {output})."
+    gain, slowdown = report.heldout_gain, report.slowdown
+    speed = "" if slowdown is None else f", {_speed(slowdown)}"
+    if gain is None:
+        said = "No held-out rows (--heldout 0): the tuned configuration is not compared with the default."
+        return f"{said} {written if output else 'Nothing written.'}"
+    measured = f"Held-out gain over the default: {gain:+.4f} objective{speed}"
+    if report.beats_default:
+        then = written if output else "Not written: run again with --output FILE to write it (the study resumes)."
+        return f"{measured}: better than the default (beyond {MEANINGFUL_GAIN:g}). {then}"
+    judged = "as good" if gain >= -MEANINGFUL_GAIN else "better"
+    said = f"{measured}: the default configuration is {judged} (a gain within {MEANINGFUL_GAIN:g} is noise)."
+    return f"{said} {written if output else 'Keep the default; nothing written.'}"
+
+
+def _speed(slowdown: float) -> str:
+    """``3.6x slower``, ``2.0x faster`` or ``as fast``, for the tuned configuration."""
+    if slowdown >= 1.05:
+        return f"{slowdown:.1f}x slower"
+    if slowdown <= 1 / 1.05:
+        return f"{1 / slowdown:.1f}x faster"
+    return "as fast"
 
 
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
@@ -191,6 +225,8 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
         raise usage(f"--trials must be at least 1, given {args.trials}")
     check_seconds("--budget", args.budget, usage)
     check_seed("--seed", args.seed, usage)
+    if args.output is not None and not Path(args.output).parent.is_dir():  # checked before minutes of trials
+        raise usage(f"--output: no directory {str(Path(args.output).parent)[:200]!r} to write the configuration in")
 
 
 def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:
