@@ -497,14 +497,17 @@ def plot_shares(features: pd.DataFrame, path: Path) -> None:
     """A horizontal bar chart of each feature's share of valid answers that change it."""
     from matplotlib.figure import Figure  # noqa: PLC0415 - the plot extra; no pyplot, no global state
 
+    from counterplan.server.cli.labels import short_labels  # noqa: PLC0415
+
     shown = features.iloc[::-1]  # barh draws bottom-up: most changed at the top
     figure = Figure(figsize=(7.0, 1.2 + 0.32 * max(len(shown), 1)), layout="constrained")
     axes = figure.subplots()
     shares = shown["share"].fillna(0.0)
-    bars = axes.barh([str(f) for f in shown["feature"]], (shares * 100).tolist(), color="#4c72b0")
+    names = short_labels([str(f) for f in shown["feature"]])  # a long name would push the title out
+    bars = axes.barh(names, (shares * 100).tolist(), color="#4c72b0")
     axes.bar_label(bars, labels=[f"{s:.0%} ({n:,})" for s, n in zip(shares, shown["changed"], strict=True)], padding=3)
     axes.set_xlim(0, 120)  # room for the labels of a share near 100%
     axes.set_xticks(range(0, 101, 20))
     axes.set_xlabel("valid answers that change the feature (%)")
-    axes.set_title("Counterfactual summary: how often each feature is changed")
+    figure.suptitle("Counterfactual summary: how often each feature is changed")  # over the figure, not the bars
     figure.savefig(path, dpi=100)
