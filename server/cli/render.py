@@ -136,6 +136,22 @@ def _changes_table(changes: list[Change]) -> Table:
     return table
 
 
+def prediction_label(goal: Any, output: str | None) -> str:
+    """The prediction a goal follows, in words: a class goal's is the probability of its class of
+    its output (``probability of approved = 1``), a value or range goal's the predicted value
+    (``predicted income``). ``output`` None: the goal names none (the model's only output)."""
+    if getattr(goal, "kind", None) == "class":
+        return f"probability of {output} = {goal.target}" if output else f"probability of class {goal.target}"
+    return f"predicted {output}" if output else "predicted value"
+
+
+GOWER_NOTE = (
+    "Distance: the mean Gower distance over the {features} features from the row to the plan's end "
+    "(each 0 when kept, up to 1: a number moved across its whole range, a category or flag changed)."
+)
+"""What a plan's distance measures (:func:`counterplan.planning.distance.gower`), under its table."""
+
+
 CHANGES_IN_A_LINE = 6
 """Changes an interrupted explain's line names; it counts the others."""
 LINE_LIMIT = 400
