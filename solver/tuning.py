@@ -16,7 +16,10 @@ less than an invalid one, whatever the distance metric's scale (MAD-scaled dista
 thousands). The running mean is reported after every row, so optuna's pruner
 stops unpromising trials early. The study lives in real optuna storage (SQLite by default, any
 RDB URL): stopping and running again resumes it, and optuna-dashboard can open it. Finally the
-best configuration is compared with the default on held-out rows the tuning never saw.
+best configuration is compared with the default on held-out rows the tuning never saw; it beats
+the default only when its held-out objective is lower by more than :data:`MEANINGFUL_GAIN`
+(:attr:`TuningReport.beats_default`). A smaller gain is within what the time budget's noise
+gives: the default is as good, and a configuration slower for no gain is not worth using.
 
 ``optuna`` is an optional dependency (``pip install 'counterplan[tune]'``), imported only here.
 """
@@ -64,6 +67,14 @@ ENGINES = (
     "step_counting_hill_climbing",
 )
 INVALID_PENALTY = 10.0
+MEANINGFUL_GAIN = 0.01
+"""The held-out gain (default's mean objective minus the tuned one's) beyond which a tuned
+configuration is better than the default. A valid answer costs less than 1.1, so 0.01 is about
+1% of it: every held-out row's cost 0.01 lower, or one row in twelve 0.12 lower. Less is within
+the noise of solves cut by a time budget, whose answers depend on how fast the machine is; a row
+made valid gains 10 divided by the rows, far beyond it."""
+SAMPLER_SEEDS = 2**32
+"""Seeds optuna's sampler takes (numpy's legacy generator): 0 to 2**32 - 1."""
 SPARSITY_WEIGHT = 0.1
 
 
@@ -212,6 +223,30 @@ class TuningReport:
     importances: dict[str, float]
     default_heldout: Evaluation | None
     tuned_heldout: Evaluation | None
+
+    @property
+    def heldout_gain(self) -> float | None:
+        """The default's mean held-out objective minus the tuned one's (above 0: the tuned one is
+        better); None without held-out rows."""
+        if self.default_heldout is None or self.tuned_heldout is None:
+            return None
+        return self.default_heldout.mean_cost - self.tuned_heldout.mean_cost
+
+    @property
+    def beats_default(self) -> bool | None:
+        """True when the tuned configuration is better than the default on the held-out rows by more
+        than :data:`MEANINGFUL_GAIN`; False when the default is as good (or better); None without
+        held-out rows (no verdict)."""
+        gain = self.heldout_gain
+        return None if gain is None else gain > MEANINGFUL_GAIN
+
+    @property
+    def slowdown(self) -> float | None:
+        """The tuned configuration's median held-out seconds over the default's (3.6: 3.6 times
+        slower); None without held-out rows or a time to compare with."""
+        if self.default_heldout is None or self.tuned_heldout is None or self.default_heldout.median_seconds <= 0:
+            return None
+        return self.tuned_heldout.median_seconds / self.default_heldout.median_seconds
 
 
 FINGERPRINT_ATTR = "problem_fingerprint"
@@ -428,8 +463,9 @@ def _open_study(
         )
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     study.set_user_attr(SUMMARY_ATTR, summary)
-    # A resumed study must not replay the random start-up trials it already ran.
-    study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
+    # A resumed study must not replay the random start-up trials it already ran. The sampler takes
+    # seeds below 2**32, a solver's seed goes to 2**63 - 1: the sum is taken modulo 2**32.
+    study.sampler = optuna.samplers.TPESampler(seed=(seed + len(study.trials)) % SAMPLER_SEEDS)
     return study
 
 

@@ -15,7 +15,6 @@ import importlib
 import json
 import math
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError, ProblemError
 from counterplan.server.cli.help_text import GOAL_HELP
+from counterplan.server.cli.interrupt import Interrupted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from counterplan.solver.batch.writer import CsvRecords, ParquetRecords
     from counterplan.solver.explainer import Explainer
 
-EXIT_INTERRUPTED = 130
-"""Exit code of a job stopped with Ctrl-C (what it wrote stays, for ``--resume``)."""
 FLAGGED_FIELDS = ("rows", "output", "plot", "workers", "window", "ray")
 """Fields whose errors name the flag that set them (``--rows: ...``)."""
 _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
@@ -129,8 +127,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
         try:
             job = prepare(args, usage)
         except KeyboardInterrupt:
-            print("counterplan: interrupted before any row was solved; nothing written", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            raise Interrupted("before any row was solved; nothing written") from None
         return execute(job, args)
 
 
@@ -172,6 +169,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
     """The flags that need no file: checked first, as they cost nothing."""
     from counterplan.planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
+    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
 
     missing = [flag for flag in ("model", "data", "target", "output") if getattr(args, flag) is None]
     if missing:
@@ -180,8 +178,7 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
         raise usage(f"--workers must be at least 1, given {args.workers}")
     if args.ray is not None and args.workers != 1:
         raise usage("--workers and --ray: give one (Ray places the work itself)")
-    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise usage(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
+    check_seconds("--time-limit", args.time_limit, usage)  # as the configuration bounds it, by the flag
     if args.threads is not None and not 1 <= args.threads <= MAX_MODEL_THREADS:
         raise usage(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {args.threads}")
 
@@ -356,12 +353,9 @@ def execute(job: Job, args: argparse.Namespace) -> int:
         writer.finish()
     except KeyboardInterrupt:
         writer.stop()
-        print(
-            f"counterplan: interrupted: {writer.written} new rows kept in {job.output}; "
-            "run the same command with --resume to continue",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        raise Interrupted(
+            f"{writer.written} new rows kept in {job.output}; run the same command with --resume to continue"
+        ) from None
     except OSError as exc:
         _stop_quietly(writer)
         raise OutputError(f"--output: cannot write {str(job.output)!r}: {exc.strerror or exc}") from None
@@ -503,14 +497,17 @@ def plot_shares(features: pd.DataFrame, path: Path) -> None:
     """A horizontal bar chart of each feature's share of valid answers that change it."""
     from matplotlib.figure import Figure  # noqa: PLC0415 - the plot extra; no pyplot, no global state
 
+    from counterplan.server.cli.labels import short_labels  # noqa: PLC0415
+
     shown = features.iloc[::-1]  # barh draws bottom-up: most changed at the top
     figure = Figure(figsize=(7.0, 1.2 + 0.32 * max(len(shown), 1)), layout="constrained")
     axes = figure.subplots()
     shares = shown["share"].fillna(0.0)
-    bars = axes.barh([str(f) for f in shown["feature"]], (shares * 100).tolist(), color="#4c72b0")
+    names = short_labels([str(f) for f in shown["feature"]])  # a long name would push the title out
+    bars = axes.barh(names, (shares * 100).tolist(), color="#4c72b0")
     axes.bar_label(bars, labels=[f"{s:.0%} ({n:,})" for s, n in zip(shares, shown["changed"], strict=True)], padding=3)
     axes.set_xlim(0, 120)  # room for the labels of a share near 100%
     axes.set_xticks(range(0, 101, 20))
     axes.set_xlabel("valid answers that change the feature (%)")
-    axes.set_title("Counterfactual summary: how often each feature is changed")
+    figure.suptitle("Counterfactual summary: how often each feature is changed")  # over the figure, not the bars
     figure.savefig(path, dpi=100)

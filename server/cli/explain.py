@@ -182,7 +182,8 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
 def _explain(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - each command loads what it needs
 
-    from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt  # noqa: PLC0415
+    from counterplan.server.cli.render import interrupted_line, print_result, progress_line  # noqa: PLC0415
     from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
     from counterplan.solver.counterfactual import CounterfactualSolver  # noqa: PLC0415
     from counterplan.solver.result import BestSolutionEvent  # noqa: PLC0415
@@ -200,16 +201,19 @@ def _explain(args: argparse.Namespace) -> int:
     solver = CounterfactualSolver(problem, config, args.seed, args.num_counterfactuals, args.engine)
     err = Console(stderr=True)
     show_progress = not args.no_progress and not args.json and err.is_terminal
-    if show_progress:
-        with err.status("searching...") as status:
+    with stop_on_interrupt(solver.terminate_early) as interrupt:  # Ctrl-C: the best so far, in one line
+        if show_progress:
+            with err.status("searching...") as status:
 
-            def update(event: BestSolutionEvent) -> None:
-                status.update(progress_line(event))
+                def update(event: BestSolutionEvent) -> None:
+                    status.update(progress_line(event))
 
-            solver.add_listener(update)
+                solver.add_listener(update)
+                result = solver.solve()
+        else:
             result = solver.solve()
-    else:
-        result = solver.solve()
+    if interrupt.requested:
+        raise Interrupted(interrupted_line(result))
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
@@ -242,6 +246,7 @@ def _explain_remote(args: argparse.Namespace) -> int:
 def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
+    from counterplan.server.cli.bounds import validation_problem  # noqa: PLC0415
     from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
     from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
@@ -252,7 +257,7 @@ def _problem(args: argparse.Namespace) -> CounterfactualProblem:
     try:
         distance = DistanceSettings(metric=args.distance, change_penalty=penalty, alpha=args.alpha, beta=args.beta)
     except ValueError as exc:
-        raise UsageError(f"--alpha/--beta: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--alpha/--beta: {validation_problem(exc)}") from None
     if args.model is None and args.data is None:
         if args.row is not None or args.target is not None:
             raise UsageError("--row and --target need --model and --data")
@@ -328,6 +333,7 @@ def _demo_problem(
 def trust_region_settings(args: argparse.Namespace) -> Any:
     """The trust region the flags ask for (``--trust-nearest``/``--trust-slack`` imply it), or None."""
     from counterplan.planning.trust_region import TrustRegionSettings  # noqa: PLC0415
+    from counterplan.server.cli.bounds import validation_problem  # noqa: PLC0415
 
     if not (args.trust_region or args.trust_nearest is not None or args.trust_slack is not None):
         return None
@@ -339,7 +345,7 @@ def trust_region_settings(args: argparse.Namespace) -> Any:
     try:
         return TrustRegionSettings(**fields)
     except ValueError as exc:
-        raise UsageError(f"--trust-nearest/--trust-slack: {str(exc).splitlines()[-1].strip()[:200]}") from None
+        raise UsageError(f"--trust-nearest/--trust-slack: {validation_problem(exc)}") from None
 
 
 def _model_columns(model: Any, data: Any, target: str | None) -> list[str] | None:

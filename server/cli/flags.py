@@ -83,13 +83,15 @@ def with_margin(
 
 
 def checked_limits(args: argparse.Namespace) -> tuple[int | None, float]:
-    """``--max-changes`` and ``--change-penalty`` (returned), ``-k``, ``--time-limit`` and ``--threads``, checked."""
+    """``--max-changes`` and ``--change-penalty`` (returned), ``-k``, ``--time-limit``, ``--seed`` and
+    ``--threads``, checked."""
     from counterplan.planning.distance import MAX_CHANGE_PENALTY  # noqa: PLC0415 - loads numpy: only once a command runs
+    from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
 
     if args.num_counterfactuals < 1:
         raise UsageError(f"-k must be at least 1, given {args.num_counterfactuals}")
-    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise UsageError(f"--time-limit must be a finite number of seconds above 0, given {args.time_limit}")
+    check_seconds("--time-limit", args.time_limit, UsageError)  # as the configuration bounds them, by the flag
+    check_seed("--seed", args.seed, UsageError)
     threads = getattr(args, "threads", None)
     if threads is not None and not 1 <= threads <= MAX_MODEL_THREADS:
         raise UsageError(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {threads}")

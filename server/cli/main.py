@@ -15,7 +15,7 @@ from collections.abc import Sequence
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from counterplan.planning.errors import CounterplanError
-from counterplan.server.cli import batch, explain, plan, serve, tune
+from counterplan.server.cli import batch, explain, interrupt, plan, serve, tune
 from counterplan.server.cli.flags import UsageError
 
 EXIT_USAGE = 2
@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return plan.run(args, UsageError)
     except CounterplanError as exc:
         parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
+        return interrupt.report(exc)
     return EXIT_USAGE
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from counterplan.server.cli.flags import EXIT_NOT_FOUND
 from counterplan.server.cli.help_text import GOAL_HELP
+from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
 
 DEMO_ID = "loan-demo"
 """The served demo model's id (``counterplan.server.registry.registry.DEMO_ID``, not imported:
@@ -64,21 +65,31 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     if importlib.util.find_spec("pymoo") is None and args.server is None:
         raise usage("plans need pymoo: pip install 'counterplan[plans]'")
     demo = args.model is None and args.data is None
-    result = _remote(args, config, usage) if args.server is not None else _local(args, config, demo, usage)
+    if args.server is not None:
+        result, label = _remote(args, config, usage), _remote_label(args)
+    else:
+        solver, label = _local(args, config, demo, usage)
+        with stop_on_interrupt(solver.terminate_early) as interrupt:  # Ctrl-C: the front so far, in one line
+            result = solver.solve()
+        if interrupt.requested:
+            raise Interrupted(_so_far(result))
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
-        _print(result)
+        _print(result, label)
     return 0 if result.cheapest is not None or result.already_met else EXIT_NOT_FOUND
 
 
 SEARCH_FLAGS = {
     "population": "--population",
     "generations": "--generations",
+    "step_count_limit": "--generations",
     "time_limit_seconds": "--time-limit",
+    "spent_limit_seconds": "--time-limit",
     "random_seed": "--seed",
 }
-"""The search's settings by the flag that gives them: an error names the flag."""
+"""The search's settings by the flag that gives them (under the solver's names too, a nested
+termination's included): an error names the flag."""
 
 
 def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
@@ -125,13 +136,15 @@ def _immutable(args: argparse.Namespace) -> list[str]:
     return [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
 
 
-def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> Any:
-    """Build the problem (the demo's, or --model/--data's row) and plan in this process."""
+def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> tuple[Any, str]:
+    """Build the problem (the demo's, or --model/--data's row) and its plan solver in this process;
+    the solver, and the prediction its goal follows, in words."""
     from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
     from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.cli.render import prediction_label  # noqa: PLC0415
     from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer, model_columns  # noqa: PLC0415
-    from counterplan.solver.plans.planner import plan  # noqa: PLC0415
+    from counterplan.solver.plans.planner import PlanSolver  # noqa: PLC0415
 
     for flag, value in (("--model-id", args.model_id if args.model_id != DEMO_ID else None), ("--token", args.token)):
         if value is not None:
@@ -162,7 +175,8 @@ def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[s
         )
         problem = explainer.problem(args.row if args.row is not None else load_instance(args.instance))
     actions.compile(problem.space)  # a bad action is refused before the search
-    return plan(problem, actions, config=config)
+    first = problem.goals[0]  # the goal whose prediction each step reports
+    return PlanSolver(problem, actions, config=config), prediction_label(first.goal, first.output.name)
 
 
 def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
@@ -222,6 +236,22 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     return plan_result(final)
 
 
+def _remote_label(args: argparse.Namespace) -> str:
+    """The prediction a served plan's goal follows, in words: from --goal, or the demo's goal; a
+    served model's own default goal is not known here."""
+    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.server.cli.render import prediction_label  # noqa: PLC0415
+
+    if args.goal:
+        goal = parse_goal_text(args.goal[0])
+        return prediction_label(goal, goal.output)
+    if args.model_id == DEMO_ID:
+        from counterplan.planning.demo import TARGET, demo_goals  # noqa: PLC0415
+
+        return prediction_label(demo_goals()[0], TARGET)
+    return "goal's predicted probability or value"
+
+
 def _remote_instance(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> dict[str, Any]:
     """``--instance``, or the demo's rejected applicant when the served model is the demo's."""
     from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
@@ -259,16 +289,37 @@ def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
     return final
 
 
-def _print(result: Any) -> None:
-    """The front as a table, then each plan as numbered steps."""
+def _so_far(result: Any) -> str:
+    """An interrupted plan search's line: the cheapest valid plan found by then, or none yet."""
+    if result.already_met:
+        return "the goal is already met: no action is needed"
+    cheapest = result.cheapest
+    if cheapest is None:
+        return f"no plan yet (after {result.generations} generations)"
+    from counterplan.planning.errors import one_line  # noqa: PLC0415
+
+    steps = " -> ".join(s.action for s in cheapest.steps)
+    return one_line(
+        f"best so far after {result.generations} generations: {len(result.plans)} plans on the front, "
+        f"the cheapest (cost {cheapest.total_cost:.2f}): {steps}"
+    )
+
+
+def _print(result: Any, label: str) -> None:
+    """The front as a table, then each plan as numbered steps; ``label`` names the prediction each
+    step reports (``probability of approved = 1``)."""
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    from counterplan.server.cli.render import format_value  # noqa: PLC0415
+    from counterplan.server.cli.render import GOWER_NOTE, format_value  # noqa: PLC0415
 
     console = Console()
     if result.already_met:
-        console.print(f"The goal is already met (goal output {result.original_prediction:.3f}): no action is needed.")
+        console.print(
+            f"The goal is already met ({label}: {result.original_prediction:.3f}): no action is needed.",
+            markup=False,
+            soft_wrap=True,
+        )
         return
     if not result.plans:
         console.print("No plan reaches the goal with these actions.", style="yellow")
@@ -276,12 +327,13 @@ def _print(result: Any) -> None:
             console.print(f"The model failed: {result.failure}", markup=False)
         return
     table = Table(title=f"{len(result.plans)} plans on the Pareto front (cheapest first)")
-    for column in ("#", "actions in order", "cost", "distance"):
-        table.add_column(column, justify="right" if column in ("#", "cost", "distance") else "left")
+    for column in ("#", "actions in order", "cost", "distance (Gower)"):
+        table.add_column(column, justify="left" if column == "actions in order" else "right")
     for i, p in enumerate(result.plans, 1):
         table.add_row(str(i), " -> ".join(s.action for s in p.steps), f"{p.total_cost:.2f}", f"{p.distance:.3f}")
     console.print(table)
-    console.print(f"Before any action: the goal output is {result.original_prediction:.3f}.", markup=False)
+    console.print(GOWER_NOTE.format(features=len(result.original)), markup=False)
+    console.print(f"Before any action: the {label} is {result.original_prediction:.3f}.", markup=False)
     for i, p in enumerate(result.plans[:PLANS_SHOWN], 1):
         console.print(f"\nPlan {i}: cost {p.total_cost:.2f}, distance {p.distance:.3f}", markup=False)
         for t, step in enumerate(p.steps, 1):
@@ -291,7 +343,7 @@ def _print(result: Any) -> None:
             )
             console.print(
                 f"  {t}. {step.action}: {step.feature} {format_value(step.before)} -> {format_value(step.after)}{also} "
-                f"(cost {step.cost:.2f}; goal output then {step.prediction:.3f}){flip}",
+                f"(cost {step.cost:.2f}; {label} then {step.prediction:.3f}){flip}",
                 markup=False,
                 soft_wrap=True,
             )

@@ -39,6 +39,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
     from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
 
+    checked_limits(args)  # every flag checked by name before a message takes it (protobuf's errors name none)
     if args.instance:
         instance = load_instance(args.instance)
     elif args.model_id == DEMO_ID:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from counterplan.planning.errors import one_line
 from counterplan.solver.exact.report import ExactStatistics
 from counterplan.solver.result import BestSolutionEvent, Change, CounterfactualResult
 from counterplan.solver.swarm.report import SwarmStatistics
@@ -133,6 +134,50 @@ def _changes_table(changes: list[Change]) -> Table:
             cells.append(escape(f"{change.original_bin or '?'} -> {change.proposed_bin or '?'}"))
         table.add_row(*cells)
     return table
+
+
+def prediction_label(goal: Any, output: str | None) -> str:
+    """The prediction a goal follows, in words: a class goal's is the probability of its class of
+    its output (``probability of approved = 1``), a value or range goal's the predicted value
+    (``predicted income``). ``output`` None: the goal names none (the model's only output)."""
+    if getattr(goal, "kind", None) == "class":
+        return f"probability of {output} = {goal.target}" if output else f"probability of class {goal.target}"
+    return f"predicted {output}" if output else "predicted value"
+
+
+GOWER_NOTE = (
+    "Distance: the mean Gower distance over the {features} features from the row to the plan's end "
+    "(each 0 when kept, up to 1: a number moved across its whole range, a category or flag changed)."
+)
+"""What a plan's distance measures (:func:`counterplan.planning.distance.gower`), under its table."""
+
+
+CHANGES_IN_A_LINE = 6
+"""Changes an interrupted explain's line names; it counts the others."""
+LINE_LIMIT = 400
+"""An interrupted explain's line at most (long feature names are cut, the line stays one)."""
+
+
+def interrupted_line(result: CounterfactualResult) -> str:
+    """What an explain stopped with Ctrl-C had, in one line: the best valid answer so far (its
+    score and changes) or that there is none yet, and whether the exact engine had its proof."""
+    parts = []
+    exact = result.statistics.exact
+    if result.statistics.engine == "exact" and not (exact is not None and exact.proven):
+        parts.append("the exact engine did not finish (no proof of optimality)")
+    if not result.valid or not result.changes:
+        parts.append("no answer yet")
+        return "; ".join(parts)
+    shown = ", ".join(
+        f"{c.feature} {format_value(c.original)} -> {format_value(c.proposed)}"
+        for c in result.changes[:CHANGES_IN_A_LINE]
+    )
+    more = len(result.changes) - CHANGES_IN_A_LINE
+    parts.append(
+        f"best so far (valid, after {result.statistics.time_spent_seconds:.1f} s): "
+        f"score {display_score(result.score_levels)}; {shown}" + (f" and {more} more changes" if more > 0 else "")
+    )
+    return one_line("; ".join(parts), limit=LINE_LIMIT)
 
 
 def progress_line(event: BestSolutionEvent) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -61,34 +62,11 @@ def _serve(args: argparse.Namespace) -> int:
     from counterplan.server.grpc.settings import ServerSettings  # noqa: PLC0415
     from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
 
-    names = (
-        "address",
-        "port",
-        "models_dir",
-        "trust_pickle",
-        "workers",
-        "max_concurrent_solves",
-        "max_solve_seconds",
-        "max_solve_memory_mb",
-        "stream_max_per_second",
-        "tls_cert",
-        "tls_key",
-        "auth_token",
-        "grace_seconds",
-        "model_threads",
-        "dynamic_batching_max_wait_ms",
-        "batch_max_instances",
-        "batch_max_in_flight",
-        "max_batch_streams",
-        "max_plan_population",
-        "max_plan_generations",
-    )
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in FLAGGED if getattr(args, name) is not None}
     try:
         settings = ServerSettings(**given)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UsageError(f"{'.'.join(str(p) for p in first['loc']) or 'settings'}: {first['msg']}") from None
+        raise UsageError(setting_error(exc, given)) from None
     configure_json_logs()
     if args.auth_token is not None:  # the flag shows in the process list; the variable does not
         print(
@@ -98,3 +76,58 @@ def _serve(args: argparse.Namespace) -> int:
         )
     serve(settings)
     return 0
+
+
+FLAGGED = (
+    "address",
+    "port",
+    "models_dir",
+    "trust_pickle",
+    "workers",
+    "max_concurrent_solves",
+    "max_solve_seconds",
+    "max_solve_memory_mb",
+    "stream_max_per_second",
+    "tls_cert",
+    "tls_key",
+    "auth_token",
+    "grace_seconds",
+    "model_threads",
+    "dynamic_batching_max_wait_ms",
+    "batch_max_instances",
+    "batch_max_in_flight",
+    "max_batch_streams",
+    "max_plan_population",
+    "max_plan_generations",
+)
+"""The settings ``serve`` has a flag for (``--max-solve-seconds``); every setting has its variable."""
+
+
+def setting_error(exc: Any, given: dict[str, Any]) -> str:
+    """A settings error as the user set them: a setting given as a flag by its flag, any other by
+    its ``COUNTERPLAN_*`` variable; in a rule between settings, each by the flag that sets it (or
+    its variable, when it has no flag)."""
+    first = exc.errors()[0]
+    fields = [str(part) for part in first["loc"]]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if fields:
+        name = fields[0]
+        return f"{_flag(name) if name in given else _variable(name)}: {message}"
+    return re.sub(r"\b[a-z][a-z_]*\b", lambda m: _named(m.group(0)), message)
+
+
+def _named(word: str) -> str:
+    """A settings field named in a message as the user sets it; any other word as it is."""
+    from counterplan.server.grpc.settings import ServerSettings  # noqa: PLC0415
+
+    if word not in ServerSettings.model_fields:
+        return word
+    return _flag(word) if word in FLAGGED else _variable(word)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _variable(name: str) -> str:
+    return "COUNTERPLAN_" + name.upper()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +19,9 @@ def add_parser(commands: Any) -> None:
     tune = commands.add_parser(
         "tune",
         help="tune the solver configuration with optuna",
-        description="Tune the solver configuration on rows of your data (default: the demo) with optuna; "
-        "the best configuration is written as a file explain --config, model cards and gRPC accept.",
+        description="Tune the solver configuration on rows of your data (default: the demo) with optuna and "
+        "compare the best with the default on held-out rows; with --output, the best configuration is written "
+        "as a file explain --config, model cards and gRPC accept.",
     )
     tune.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
     tune.add_argument("--trust-model", action="store_true")
@@ -41,7 +41,12 @@ def add_parser(commands: Any) -> None:
         "--study-name",
         help="resumed when it exists and was made for the same problem (default: one name per problem)",
     )
-    tune.add_argument("--output", default="tuned-solver.yaml", help="where to write the best configuration")
+    tune.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the best configuration to FILE (default: nothing is written; the report says whether "
+        "it beats the default on the held-out rows)",
+    )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument(
         "--engine",
@@ -52,11 +57,12 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, usage: Any) -> int:
-    """Tune, print the report, write the best configuration."""
+    """Tune, print the report and the verdict, write the best configuration when ``--output`` asks."""
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
     from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
@@ -93,7 +99,9 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         for i in chosen
     ]
     err = Console(stderr=True)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # a failed trial's warning (with its traceback) repeats what the command reports in one line:
+    # the error, or Ctrl-C
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def progress(study: Any, trial: Any) -> None:
         state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
@@ -103,18 +111,24 @@ def run(args: argparse.Namespace, usage: Any) -> int:
             best = "-"
         err.print(f"trial {trial.number}: {state}  (best {best})")
 
-    report = tune(
-        problems[: args.rows],
-        problems[args.rows :],
-        n_trials=args.trials,
-        budget_seconds=args.budget,
-        storage=args.storage,
-        study_name=args.study_name,
-        seed=args.seed,
-        on_trial=progress,
-        engine=args.engine,
-    )
-    Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
+    try:
+        report = tune(
+            problems[: args.rows],
+            problems[args.rows :],
+            n_trials=args.trials,
+            budget_seconds=args.budget,
+            storage=args.storage,
+            study_name=args.study_name,
+            seed=args.seed,
+            on_trial=progress,
+            engine=args.engine,
+        )
+    except KeyboardInterrupt:  # the study keeps its finished trials: running again resumes it
+        raise Interrupted(
+            "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
+        ) from None
+    if args.output is not None:
+        Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
     _print_report(report, args, Console())
     return 0
 
@@ -166,21 +180,53 @@ def _print_report(report: Any, args: argparse.Namespace, console: Console) -> No
                 f"{e.median_seconds:.3f}",
             )
         console.print(table)
-        gain = report.default_heldout.mean_cost - report.tuned_heldout.mean_cost
-        console.print(f"Held-out gain over the default: {gain:+.4f} objective")
-    console.print(f"Best configuration written to {args.output} (use: counterplan explain --config {args.output})")
+    console.print(verdict(report, args.output), markup=False)
+
+
+def verdict(report: Any, output: str | None) -> str:
+    """Whether the tuned configuration is worth using (better than the default on the held-out rows
+    beyond :data:`~counterplan.solver.tuning.MEANINGFUL_GAIN`), at what speed, and what was written."""
+    from counterplan.solver.tuning import MEANINGFUL_GAIN  # noqa: PLC0415
+
+    written = f"Best configuration written to {output} (use: counterplan explain --config {output})."
+    gain, slowdown = report.heldout_gain, report.slowdown
+    speed = "" if slowdown is None else f", {_speed(slowdown)}"
+    if gain is None:
+        said = "No held-out rows (--heldout 0): the tuned configuration is not compared with the default."
+        return f"{said} {written if output else 'Nothing written.'}"
+    measured = f"Held-out gain over the default: {gain:+.4f} objective{speed}"
+    if report.beats_default:
+        then = written if output else "Not written: run again with --output FILE to write it (the study resumes)."
+        return f"{measured}: better than the default (beyond {MEANINGFUL_GAIN:g}). {then}"
+    judged = "as good" if gain >= -MEANINGFUL_GAIN else "better"
+    said = f"{measured}: the default configuration is {judged} (a gain within {MEANINGFUL_GAIN:g} is noise)."
+    return f"{said} {written if output else 'Keep the default; nothing written.'}"
+
+
+def _speed(slowdown: float) -> str:
+    """``3.6x slower``, ``2.0x faster`` or ``as fast``, for the tuned configuration."""
+    if slowdown >= 1.05:
+        return f"{slowdown:.1f}x slower"
+    if slowdown <= 1 / 1.05:
+        return f"{1 / slowdown:.1f}x faster"
+    return "as fast"
 
 
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
-    """``--rows``, ``--heldout``, ``--trials`` and ``--budget``, each named when it is wrong."""
+    """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
+    (the budget and the seed as the solver configuration they feed bounds them)."""
+    from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
+
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
     if args.heldout < 0:
         raise usage(f"--heldout must be at least 0, given {args.heldout}")
     if args.trials < 1:
         raise usage(f"--trials must be at least 1, given {args.trials}")
-    if not (math.isfinite(args.budget) and args.budget > 0):
-        raise usage(f"--budget must be a finite number of seconds above 0, given {args.budget}")
+    check_seconds("--budget", args.budget, usage)
+    check_seed("--seed", args.seed, usage)
+    if args.output is not None and not Path(args.output).parent.is_dir():  # checked before minutes of trials
+        raise usage(f"--output: no directory {str(Path(args.output).parent)[:200]!r} to write the configuration in")
 
 
 def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:

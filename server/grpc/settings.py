@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from counterplan.planning.threads import MAX_MODEL_THREADS
+from counterplan.solver.core.config import MAX_SECONDS
 
 
 class ServerSettings(BaseSettings):
@@ -31,8 +32,9 @@ class ServerSettings(BaseSettings):
     """Estimated memory of the solves running at once (``counterplan.solver.core.budget.estimate_bytes``): a solve
     that does not fit beside the running ones is refused with RESOURCE_EXHAUSTED and a retry hint;
     one that could never fit, with INVALID_ARGUMENT."""
-    max_solve_seconds: Annotated[float, Field(gt=0)] = 30.0
-    """Every solve is capped at this, and at the client's deadline."""
+    max_solve_seconds: Annotated[float, Field(gt=0, le=MAX_SECONDS)] = 30.0
+    """Every solve is capped at this, and at the client's deadline (it becomes the solve's time limit:
+    at most a solver configuration's, about 300 years)."""
     stream_max_per_second: Annotated[float, Field(gt=0)] = 20.0
     """Intermediate stream messages per second at most (the last one is always sent)."""
     max_features: Annotated[int, Field(ge=1)] = 1000
@@ -47,7 +49,7 @@ class ServerSettings(BaseSettings):
     """When set, every call needs ``authorization: Bearer <token>``."""
     max_reflection_streams: Annotated[int, Field(ge=1, le=64)] = 2
     """Reflection streams open at once; each holds a worker thread while open (keep it below ``workers``)."""
-    grace_seconds: Annotated[float, Field(ge=0)] = 5.0
+    grace_seconds: Annotated[float, Field(ge=0, le=MAX_SECONDS)] = 5.0
     """On shutdown, running solves get this long, then are cut."""
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] = 1
     """Native threads per model call at most: a request's config may ask for fewer, never more.

@@ -14,7 +14,7 @@ from typing import Any
 import joblib
 import pandas as pd
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError, one_line
 
 
 class LoadError(InvalidInputError):
@@ -24,7 +24,15 @@ class LoadError(InvalidInputError):
         super().__init__("file", field, problem)
 
 
-def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[str] = ()) -> Any:
+COMMAND_TRUST = "pass --trust-model to load them (only for a file you made)"
+"""How a command (explain, batch, plan, tune) trusts a skops file's types: its own flag."""
+CARD_TRUST = "list them as trusted_types in the model card"
+"""How a model card trusts them (``serve`` has no flag for it: the card is where trust is written)."""
+
+
+def load_model(
+    path: str | Path, trust: bool = False, trusted_types: Sequence[str] = (), *, how_to_trust: str = COMMAND_TRUST
+) -> Any:
     """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, or a scorecard's points
     table from a ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
 
@@ -37,6 +45,9 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
         you made). Joblib files always run code while loading.
     trusted_types:
         For skops files: the types beyond skops's defaults that may load (the safe way).
+    how_to_trust:
+        What a refusal of untrusted types tells the user to do, where they are: a command's
+        ``--trust-model`` (:data:`COMMAND_TRUST`), a card's ``trusted_types`` (:data:`CARD_TRUST`).
     """
     file = Path(path)
     if not file.is_file():
@@ -50,9 +61,7 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
             unlisted = [t for t in untrusted if t not in set(trusted_types)]
             if unlisted and not trust:
                 raise LoadError(
-                    str(file),
-                    f"holds types skops does not trust by default ({', '.join(unlisted)}); list them as "
-                    "trusted_types in the model card, or pass --trust-model on the command line",
+                    str(file), f"holds types skops does not trust by default ({', '.join(unlisted)}); {how_to_trust}"
                 )
             return sio.load(file, trusted=untrusted)
         if suffix in {".joblib", ".pkl", ".pickle"}:
@@ -63,15 +72,32 @@ def load_model(path: str | Path, trust: bool = False, trusted_types: Sequence[st
             return load_points_table(file)
     except LoadError:
         raise
-    except ImportError:
-        raise LoadError(
-            str(file), "loading .skops files needs the skops extra: pip install 'counterplan[skops]'"
-        ) from None
+    except ImportError as exc:  # skops itself, or a library the pickled model's classes come from
+        raise LoadError(str(file), missing_library(exc)) from None
     except Exception as exc:  # a corrupt or foreign file: report it, not a traceback
         raise LoadError(str(file), f"cannot load model: {type(exc).__name__}: {exc}") from None
     raise LoadError(
         str(file), f"unknown model file type {suffix!r}; use .skops or .joblib (or a points table: .yaml, .json, .csv)"
     )
+
+
+EXTRAS = {"optbinning": "scorecard", "ortools": "scorecard", "xgboost": "boosting", "lightgbm": "boosting"}
+"""The counterplan extra that installs each library a model file may need (by its top-level module)."""
+
+
+def missing_library(exc: ImportError) -> str:
+    """What to install when loading a model failed to import a module: the extra that brings it
+    (``optbinning``: ``counterplan[scorecard]``), or the module's name. Loading a joblib file
+    imports the modules of the classes it holds, so the missing one is the model's library, not
+    necessarily skops."""
+    name = (exc.name or "").partition(".")[0]
+    if name == "skops":
+        return "loading .skops files needs the skops extra: pip install 'counterplan[skops]'"
+    if name in EXTRAS:
+        return f"the model needs {name}, which is not installed: pip install 'counterplan[{EXTRAS[name]}]'"
+    if name and name.isidentifier():
+        return f"the model needs the module {name[:100]!r}, which is not installed here"
+    return f"the model needs a library that is not installed here: {one_line(str(exc), 200)}"
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:

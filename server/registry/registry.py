@@ -30,7 +30,7 @@ from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import ProblemSpec, feature_rule
-from counterplan.server.registry.loading import LoadError, load_csv, load_model
+from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.explainer import Explainer, model_columns
 
@@ -214,10 +214,11 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
         raise RegistryError(
             f"{path.name}:model_file",
-            "joblib/pickle files run code while loading; set COUNTERPLAN_TRUST_PICKLE=true for a trusted directory",
+            "joblib/pickle files run code while loading; for a trusted directory, start serve with --trust-pickle "
+            "(or COUNTERPLAN_TRUST_PICKLE=true; from Python, trust_pickle=True)",
         )
     try:
-        model = load_model(model_path, trusted_types=card.trusted_types)
+        model = load_model(model_path, trusted_types=card.trusted_types, how_to_trust=CARD_TRUST)
     except LoadError as exc:
         raise RegistryError(f"{path.name}:model_file", exc.problem) from None
     adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])

@@ -169,7 +169,8 @@ def _run_processes(
 ) -> None:
     """Blocks of ``window`` rows on ``workers`` processes; each block's records as it finishes."""
     blocks = [items[i : i + window] for i in range(0, len(items), window)]
-    with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer,)) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer,))
+    try:
         futures = [pool.submit(_worker_block, block, seed, window) for block in blocks]
         pending = set(futures)
         while pending:
@@ -177,3 +178,9 @@ def _run_processes(
             for future in finished:
                 for record in future.result():
                     on_record(record)
+    except BaseException:
+        # Ctrl-C (or a failure): the queued blocks are dropped, not run first (a pool's ``with``
+        # would wait for every one of them, hours of a large job)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

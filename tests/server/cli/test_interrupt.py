@@ -1,0 +1,315 @@
+"""Ctrl-C: one line and exit code 130 from every command, the best answer so far where there is one.
+
+The commands run as real processes sent a real SIGINT. Each is started through a harness that
+prints a marker on stderr when the search begins (the function named is wrapped), so the signal
+arrives while the search runs however busy the machine is; the searches themselves are long
+(a minute's time limit, thousands of generations, many trials), so it cannot end first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import joblib
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.planning.demo import TARGET
+from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
+
+MARKER = "counterplan-test: searching"
+HARNESS = f"""
+import importlib, sys
+from counterplan.server.cli.main import main
+
+module, name = sys.argv[1].rsplit(":", 1)
+owner = importlib.import_module(module)
+*path, attribute = name.split(".")
+for part in path:
+    owner = getattr(owner, part)
+original = getattr(owner, attribute)
+
+def announced(*args, **kwargs):
+    print({MARKER!r}, file=sys.stderr, flush=True)
+    return original(*args, **kwargs)
+
+setattr(owner, attribute, announced)
+sys.exit(main(sys.argv[2:]))
+"""
+SLOW_LOCAL = """\
+phases:
+  - type: local_search
+    termination:
+      spent_limit_seconds: 300
+termination:
+  spent_limit_seconds: 300
+"""
+"""Local search that goes on for five minutes unless it is stopped."""
+
+
+@dataclass
+class Stopped:
+    """A command's exit code and output after the SIGINT, and how long it took to end."""
+
+    code: int
+    out: str
+    err: list[str]
+    seconds: float
+
+
+def _interrupt(
+    target: str,
+    argv: list[str],
+    cwd: Path,
+    *,
+    delay: float = 1.0,
+    ready: Callable[[], bool] | None = None,
+    group: bool = False,
+) -> Stopped:
+    """Run ``counterplan argv`` with ``target`` (``module:attribute``) announcing the search;
+    ``delay`` seconds after the marker (and once ``ready()``), send SIGINT (to the whole process
+    group with ``group``, as a terminal's Ctrl-C does)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, target, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        start_new_session=group,
+    )
+    assert process.stderr is not None and process.stdout is not None
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(process.stdout.read() if process.stdout else ""))
+    reader.start()
+    before: list[str] = []
+    for line in process.stderr:
+        if line.strip() == MARKER:
+            break
+        before.append(line)
+    else:
+        process.wait(timeout=60)
+        reader.join()
+        pytest.fail(f"the search never started (exit {process.returncode}): {''.join(before)[-2000:]}")
+    deadline = time.monotonic() + 120
+    while ready is not None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(delay)
+    sent = time.monotonic()
+    if group:
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.send_signal(signal.SIGINT)
+    err = process.stderr.read()
+    code = process.wait(timeout=180)
+    seconds = time.monotonic() - sent
+    reader.join()
+    return Stopped(code, "".join(out), [line for line in err.splitlines() if line.strip()], seconds)
+
+
+def _one_line(stopped: Stopped, progress: str | None = None) -> str:
+    """The one line a Ctrl-C prints, checked: exit 130, nothing else on stderr (but the command's
+    own ``progress`` lines before it)."""
+    assert stopped.code == 130, (stopped.code, stopped.err[-30:])
+    err = [line for line in stopped.err if progress is None or not line.startswith(progress)]
+    assert len(err) == 1, stopped.err[-30:]
+    (line,) = err
+    assert line.startswith("counterplan: interrupted"), line
+    return line
+
+
+@pytest.fixture(scope="module")
+def slow_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("interrupt") / "slow.yaml"
+    path.write_text(SLOW_LOCAL)
+    return path
+
+
+def test_ctrl_c_during_explain_prints_the_best_so_far_in_one_line(slow_config: Path, tmp_path: Path) -> None:
+    stopped = _interrupt(
+        "counterplan.solver.counterfactual:CounterfactualSolver.solve",
+        ["explain", "--no-progress", "--config", str(slow_config)],
+        tmp_path,
+        delay=2.0,
+    )
+    line = _one_line(stopped)
+    assert "best so far" in line and "score [" in line and " -> " in line, line
+    assert stopped.out == ""
+    assert stopped.seconds < 60, "the five-minute search was stopped at once"
+
+
+def test_ctrl_c_during_explain_json_prints_no_partial_json(slow_config: Path, tmp_path: Path) -> None:
+    stopped = _interrupt(
+        "counterplan.solver.counterfactual:CounterfactualSolver.solve",
+        ["explain", "--json", "--config", str(slow_config)],
+        tmp_path,
+        delay=2.0,
+    )
+    _one_line(stopped)
+    assert stopped.out == ""
+
+
+EXACT_ORTOOLS = """\
+phases:
+  - type: local_search
+    termination:
+      unimproved_step_count_limit: 20
+  - type: exact
+    backend: ortools
+    relative_gap: 0
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "config"),
+    [
+        ("counterplan.solver.exact.highs:solve", None),
+        ("counterplan.solver.exact.ortools_backend:solve_described", EXACT_ORTOOLS),
+    ],
+    ids=["highs", "ortools-scip"],
+)
+def test_ctrl_c_during_the_exact_engine_says_it_was_interrupted(
+    target: str, config: str | None, tmp_path: Path
+) -> None:
+    """HiGHS (highspy) and SCIP (OR-Tools) each used to swallow the signal: exit 0 with local
+    search's answer, as though the exact engine had finished."""
+    argv = ["explain", "--no-progress", "--engine", "exact"]
+    if config is not None:
+        (tmp_path / "exact.yaml").write_text(config)
+        argv = ["explain", "--no-progress", "--config", str(tmp_path / "exact.yaml")]
+    stopped = _interrupt(target, argv, tmp_path, delay=0.3)
+    line = _one_line(stopped)
+    assert "exact engine" in line, line
+    assert stopped.seconds < 30
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_plan_prints_one_line(tmp_path: Path) -> None:
+    stopped = _interrupt(
+        "counterplan.solver.plans.planner:PlanSolver.solve", ["plan", "--generations", "10000"], tmp_path, delay=2.0
+    )
+    line = _one_line(stopped)
+    assert "plan" in line, line
+    assert stopped.out == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_tune_prints_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    stopped = _interrupt(
+        "counterplan.solver.tuning:tune",
+        ["tune", "--trials", "200", "--rows", "4", "--heldout", "2", "--storage", "sqlite:///study.db"],
+        tmp_path,
+        delay=3.0,
+    )
+    line = _one_line(stopped, progress="trial ")
+    assert stopped.err[-1] == line and "resume" in line, line
+    assert not list(tmp_path.glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def batch_files(
+    tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline, slow_config: Path
+) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("interrupt-batch")
+    loan_data.to_csv(folder / "loans.csv", index=False)
+    joblib.dump(loan_model, folder / "model.joblib")
+    return {"data": str(folder / "loans.csv"), "model": str(folder / "model.joblib"), "config": str(slow_config)}
+
+
+def _records(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open(encoding="utf-8") as lines:
+        return max(sum(1 for _ in lines) - 1, 0)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_batch_with_workers_keeps_the_records_and_ends_at_once(
+    batch_files: dict[str, str], tmp_path: Path
+) -> None:
+    """A terminal's Ctrl-C reaches the worker processes too: the job ends at once (it used to
+    wait for every queued block), keeps what it wrote, and ``--resume`` goes on from there."""
+    output = tmp_path / "out.csv"
+    argv = [
+        "batch",
+        "--model",
+        batch_files["model"],
+        "--data",
+        batch_files["data"],
+        "--target",
+        TARGET,
+        "--rows",
+        "all",
+        "--config",
+        batch_files["config"],
+        "--time-limit",
+        "1",
+        "--window",
+        "8",
+        "--workers",
+        "2",
+        "--no-progress",
+        "--output",
+        str(output),
+    ]
+    stopped = _interrupt(
+        "counterplan.solver.batch.run:explain_batch",
+        argv,
+        tmp_path,
+        delay=0.5,
+        ready=lambda: _records(output) >= 8,
+        group=True,
+    )
+    line = _one_line(stopped)
+    kept = _records(output)
+    assert kept >= 8 and f"{kept} new rows kept" in line and "--resume" in line, line
+    assert stopped.seconds < 30, "the queued blocks were not waited for"
+
+
+def test_the_first_interrupt_stops_the_search_and_a_second_raises() -> None:
+    stops: list[str] = []
+    with pytest.raises(KeyboardInterrupt), stop_on_interrupt(lambda: stops.append("stop")) as interrupt:
+        assert not interrupt.requested
+        signal.raise_signal(signal.SIGINT)
+        assert interrupt.requested and stops, "the first Ctrl-C asks the search to stop, and raises nothing"
+        signal.raise_signal(signal.SIGINT)  # the user insists
+    assert stops[0] == "stop"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the usual handler is back"
+
+
+def test_an_interrupt_heard_while_the_main_thread_is_in_native_code_stops_at_once() -> None:
+    """A MILP solver runs in C with the GIL released: Python's handler would run only when it
+    returns. The signal's wakeup byte reaches a helper thread, which stops the search at once."""
+    heard = threading.Event()
+    with stop_on_interrupt(heard.set) as interrupt:
+        interrupt.hear(signal.SIGINT)  # what the helper thread does with a wakeup byte
+        assert heard.wait(5)
+        assert interrupt.requested
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_outside_the_main_thread_the_handlers_are_left_alone() -> None:
+    seen: list[bool] = []
+
+    def elsewhere() -> None:
+        with stop_on_interrupt(lambda: None) as interrupt:
+            seen.append(interrupt.requested)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert seen == [False]
+
+
+def test_an_interruption_carries_its_line() -> None:
+    error = Interrupted("best so far: none")
+    assert isinstance(error, KeyboardInterrupt) and error.line == "best so far: none"
