@@ -12,6 +12,10 @@ from counterplan.planning.errors import GoalError
 from counterplan.planning.goals import ClassGoal
 from counterplan.planning.models import ModelAdapter
 
+DEFAULT_GOALS_NOTE = "a binary classifier's second class"
+"""What every output says of the default question: ``Goal: approved = 1 with p >= 0.5025 (default:
+a binary classifier's second class)``."""
+
 
 def default_goals(model: ModelAdapter) -> list[ClassGoal]:
     """``[ClassGoal(the second class)]`` for a binary classifier (a scorecard's class output beside

@@ -18,6 +18,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
+from counterplan.planning.spec import ProblemSpec
 
 TARGET = "approved"
 CATEGORICAL = ("education", "home_ownership", "purpose")
@@ -98,6 +99,12 @@ def train_loan_model(data: pd.DataFrame, seed: int = 0) -> Pipeline:
 def demo_goals() -> list[ClassGoal | ValueGoal | RangeGoal]:
     """The demo's question: approved, with at least 70% confidence."""
     return [ClassGoal(target=1, confidence=0.7)]
+
+
+def demo_spec() -> ProblemSpec:
+    """The demo model's own rules, as the served demo and every command's demo have them: its
+    immutables and its question (a default: a request's goals replace it)."""
+    return ProblemSpec(immutable=IMMUTABLE, goals=tuple(demo_goals()), goals_default="the demo model's question")
 
 
 def rejected_applicant() -> dict[str, Any]:

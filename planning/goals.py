@@ -9,6 +9,7 @@ these distances.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
@@ -123,6 +124,26 @@ class BoundGoal:
     output: OutputSpec
     class_index: int = -1
 
+    def describe(self) -> str:
+        """The goal in words, as every output states it: ``approved = 1 with p >= 0.705`` (the
+        probability the margin asks for), ``income = 50000 within 0.01 (relative)``,
+        ``score in [600, 700]``, ``risk <= 0.2``."""
+        goal, name = self.goal, self.output.name
+        if isinstance(goal, ClassGoal):
+            if goal.confidence is not None:
+                return f"{name} = {goal.target} with p >= {_number(_needed(goal.confidence, goal.margin))}"
+            if len(self.output.classes or ()) == 2:  # ahead of the one other class by the margin
+                return f"{name} = {goal.target} with p >= {_number(min(round((1.0 + goal.margin) / 2.0, 12), 1.0))}"
+            return f"{name} = {goal.target}, ahead of every other class by {_number(goal.margin)}"
+        if isinstance(goal, ValueGoal):
+            within = f" within {_number(goal.tolerance)} (relative)" if goal.tolerance else " exactly"
+            return f"{name} = {_number(goal.value)}{within}"
+        if math.isinf(goal.low):
+            return f"{name} <= {_number(goal.high)}"
+        if math.isinf(goal.high):
+            return f"{name} >= {_number(goal.low)}"
+        return f"{name} in [{_number(goal.low)}, {_number(goal.high)}]"
+
     def distance(self, prediction: FloatArray) -> FloatArray:
         """Distance of each prediction from the goal; 0 exactly where the goal is met.
 
@@ -182,7 +203,9 @@ def bind_goals(
         if isinstance(goal, ClassGoal):
             if spec.classes is None:
                 raise GoalError(f"{field}.target", f"output {spec.name!r} is numeric, not a class")
-            bound.append(BoundGoal(goal, spec, _class_index(spec, goal.target, f"{field}.target")))
+            index = _class_index(spec, goal.target, f"{field}.target")
+            label = _plain(spec.classes[index])  # the model's own label: "1" and 1 ask the same class
+            bound.append(BoundGoal(goal.model_copy(update={"target": label}), spec, index))
         else:
             if spec.classes is not None:
                 raise GoalError(
@@ -191,6 +214,12 @@ def bind_goals(
                 )
             bound.append(BoundGoal(goal, spec))
     return tuple(bound)
+
+
+def _plain(label: Any) -> str | int | float | bool:
+    """A class label as a goal holds it: numpy's scalars as Python's."""
+    value = label.item() if hasattr(label, "item") else label
+    return value if isinstance(value, str | int | float | bool) else str(value)
 
 
 def _class_index(spec: OutputSpec, target: Any, field: str) -> int:
@@ -251,6 +280,18 @@ def _class_distance(proba: FloatArray, index: int, confidence: float | None, mar
     if confidence is not None:
         shortfall = np.maximum(shortfall, np.maximum(_needed(confidence, margin) - target, 0.0))
     return shortfall
+
+
+def describe_goals(goals: Sequence[BoundGoal]) -> str:
+    """Every goal in words, ``; ``-separated (one per output)."""
+    return "; ".join(bound.describe() for bound in goals)
+
+
+def _number(value: float) -> str:
+    """A goal's number as a reader writes it: whole numbers without a point, others to 6 digits."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.6g}"
 
 
 def _needed(confidence: float, margin: float) -> float:

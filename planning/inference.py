@@ -259,8 +259,8 @@ class DataProfile:
                 if check_categories:
                     _check_category(name, facts, fields, rule)
                 features.append(parse_feature(apply_rule(fields, rule, name)))
-            except InvalidInputError as exc:
-                problems.append((exc.field, exc.problem))
+            except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
+                problems.append((exc.field if exc.field.startswith("features.") else name, exc.problem))
         if problems:
             raise InstanceError(problems)
         return features

@@ -13,10 +13,19 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from counterplan.planning.defaults import default_goals
+from counterplan.planning.defaults import DEFAULT_GOALS_NOTE, default_goals
 from counterplan.planning.distance import DistanceSettings, FeatureStatistics, feature_scales, resolve_metric
 from counterplan.planning.errors import ModelAdapterError, ProblemError
-from counterplan.planning.goals import BoundGoal, ClassGoal, OutputSpec, RangeGoal, ValueGoal, as_number, bind_goals
+from counterplan.planning.goals import (
+    BoundGoal,
+    ClassGoal,
+    OutputSpec,
+    RangeGoal,
+    ValueGoal,
+    as_number,
+    bind_goals,
+    describe_goals,
+)
 from counterplan.planning.inference import DataProfile
 from counterplan.planning.model_protocol import SplitReader
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
@@ -43,8 +52,7 @@ class CounterfactualProblem:
         The typed features with their original values and domains, in model-input order.
     goals:
         One goal per model output to steer (matched by output name). None: for a binary
-        classifier, the class it does not predict for the instance now
-        (:func:`counterplan.planning.defaults.default_goals`).
+        classifier, its second class (:func:`counterplan.planning.defaults.default_goals`).
     model:
         A :class:`~counterplan.planning.models.ModelAdapter`, or a fitted scikit-learn estimator (adapted
         with :func:`~counterplan.planning.models.adapt_sklearn`, output named ``"prediction"``).
@@ -91,6 +99,8 @@ class CounterfactualProblem:
             raise ProblemError("trust_region", "it was built for other features than this problem's")
         self.trust_region = trust_region
         self.model: ModelAdapter = model if isinstance(model, ModelAdapter) else adapt_sklearn(model)
+        self.goals_default: str | None = DEFAULT_GOALS_NOTE if goals is None else None
+        """When the goals are a default rather than asked, which one (every output says it)."""
         if goals is None:
             goals = default_goals(self.model)
         self.goals: tuple[BoundGoal, ...] = bind_goals(list(goals), self.model.outputs)
@@ -139,7 +149,7 @@ class CounterfactualProblem:
         model:
             As in the constructor. A bare scikit-learn model gets its output named ``target``.
         goals:
-            As in the constructor (None: the class a binary classifier does not predict now).
+            As in the constructor (None: a binary classifier's second class).
         columns:
             Feature columns in model-input order; default the model's ``feature_names_in_``,
             else every column but ``target``.
@@ -193,6 +203,11 @@ class CounterfactualProblem:
         return build_problem(
             spec, source, model, row, columns=columns, target=target, cache=plausibility_cache, check_instance=False
         )
+
+    @property
+    def goal_text(self) -> str:
+        """The goals in words (``approved = 1 with p >= 0.705``), as every output states them."""
+        return describe_goals(self.goals)
 
     def with_goals(self, goals: Sequence[AnyGoal]) -> CounterfactualProblem:
         """The same problem asking other goals (nothing is inferred again; information values are
@@ -434,6 +449,7 @@ def build_problem(
         trust_region=region,
         relations=spec.relations,
     )
+    problem.goals_default = spec.goals_default if spec.goals is not None else DEFAULT_GOALS_NOTE
     if target is not None and isinstance(source, DataProfile):
         problem.relevance = _relevance(source.data, source, features, goals, target)
     return problem

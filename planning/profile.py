@@ -81,11 +81,23 @@ def check_names(instance: Mapping[str, Any], columns: Sequence[str], target: str
 
 
 def check_spec_names(spec: ProblemSpec, columns: Sequence[str]) -> None:
-    """Every feature the spec names must be a column."""
+    """Every feature the spec names must be a column; refused naming where the spec names it
+    (``immutable``, ``fill_missing``, or the rule's field: ``features.NAME.cost``)."""
     fillable = set(spec.fill_missing) if not isinstance(spec.fill_missing, bool) else set()
     named = set(spec.immutable) | set(spec.features) | fillable
     for name in sorted(named - set(columns)):
-        raise ProblemError(name, f"not a feature column; columns: {list(columns)}")
+        if name in spec.features:
+            fields = sorted(spec.features[name].model_fields_set)
+            where = f"features.{name}" + (f".{fields[0]}" if fields else "")
+        else:
+            where = "immutable" if name in spec.immutable else "fill_missing"
+        raise ProblemError(where, f"{name!r} is not a feature column; columns: {_few_names(columns)}")
+
+
+def _few_names(columns: Sequence[str], most: int = 30) -> str:
+    """The columns, at most ``most`` of them (an error never lists unbounded input)."""
+    shown = ", ".join(repr(c) for c in list(columns)[:most])
+    return f"[{shown}{', ...' if len(columns) > most else ''}]"
 
 
 def apply_rule(fields: dict[str, Any], rule: FeatureRule | None, name: str) -> dict[str, Any]:
@@ -105,14 +117,19 @@ def apply_rule(fields: dict[str, Any], rule: FeatureRule | None, name: str) -> d
     return fields
 
 
+_BOOLEAN_TEXT = {"true": "True", "false": "False", "1": "True", "0": "False"}
+"""A boolean's allowed or forbidden value as a flag, a card or the wire writes it."""
+
+
 def _boolean_rule(fields: dict[str, Any], rule: FeatureRule, name: str) -> dict[str, Any]:
     """A boolean whose other value is not allowed (or forbidden) cannot change."""
-    values = {category_text(v) for v in rule.allowed or (True, False)} - {
-        category_text(v) for v in rule.forbidden or ()
+    for key in ("allowed", "forbidden"):
+        unknown = [v for v in getattr(rule, key) or () if category_text(v).lower() not in _BOOLEAN_TEXT]
+        if unknown:
+            raise ProblemError(f"features.{name}.{key}", f"{unknown[0]!r} is not true or false ({name} is a boolean)")
+    values = {_BOOLEAN_TEXT[category_text(v).lower()] for v in rule.allowed or (True, False)} - {
+        _BOOLEAN_TEXT[category_text(v).lower()] for v in rule.forbidden or ()
     }
-    unknown = values - {"True", "False"}
-    if unknown:
-        raise ProblemError(f"features.{name}.allowed", f"{sorted(unknown)} is not true or false")
     value = fields.get("value")
     if value is not None and str(not bool(value)) not in values:
         fields["constrained"] = True
@@ -205,8 +222,8 @@ class SchemaProfile:
             fills = fill is True or (not isinstance(fill, bool) and feature.name in fill)
             try:
                 out.append(build_feature(feature, value, rule, frozen=feature.name in frozen, fill=fills))
-            except InvalidInputError as exc:
-                problems.append((feature.name, exc.problem))
+            except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
+                problems.append((exc.field if exc.field.startswith("features.") else feature.name, exc.problem))
         if problems:
             raise InstanceError(problems)
         return out

@@ -138,6 +138,10 @@ class ProblemSpec(_Spec):
     goals:
         What the answer must reach; None: the default question (a binary classifier's second
         class, :func:`counterplan.planning.defaults.default_goals`).
+    goals_default:
+        When ``goals`` are a default rather than asked by the user, which one (a model's own
+        question: ``"the demo model's question"``); every output says it beside the goal
+        (``Goal: ... (default: ...)``). Cleared whenever goals are asked (:meth:`asking`).
     margin:
         A class goal is met only this far past its threshold (every class goal, the default one
         too); None keeps each goal's own.
@@ -162,6 +166,7 @@ class ProblemSpec(_Spec):
     features: dict[str, FeatureRule] = Field(default_factory=dict)
     immutable: tuple[str, ...] = ()
     goals: tuple[AnyGoal, ...] | None = None
+    goals_default: Annotated[str, Field(max_length=200)] | None = None
     margin: Annotated[float, Field(ge=0.0, le=MAX_MARGIN)] | None = None
     distance: DistanceSettings = Field(default_factory=DistanceSettings)
     max_changed_features: Annotated[int, Field(ge=1)] | None = None
@@ -213,6 +218,8 @@ class ProblemSpec(_Spec):
         for name, rule in self.features.items():
             rules[name] = rule.over(rules[name]) if name in rules else rule
         own = self.model_dump(exclude={"features", "immutable", "relations", "fill_missing"}, exclude_unset=True)
+        if "goals" in own:  # goals of its own: a default of the layer below no longer applies
+            own.setdefault("goals_default", None)
         merged = below.model_copy(update={k: getattr(self, k) for k in own})
         below_fill, own_fill = below.fill_missing, self.fill_missing
         fill: tuple[str, ...] | bool = (
@@ -226,6 +233,10 @@ class ProblemSpec(_Spec):
                 "relations": (*below.relations, *self.relations),
             }
         )
+
+    def asking(self, goals: Sequence[AnyGoal]) -> ProblemSpec:
+        """This spec asking ``goals``: asked by the user, so no longer a default."""
+        return self.model_copy(update={"goals": tuple(goals), "goals_default": None})
 
     def frozen_names(self) -> set[str]:
         """Every feature the spec holds still (``immutable``, and rules saying so)."""

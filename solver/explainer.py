@@ -114,7 +114,7 @@ class Explainer:
         )
         if spec is not None and keywords != ProblemSpec.from_keywords(goals=goals):
             raise ProblemError("spec", "give the problem's options as a spec or as keywords, not both")
-        self.spec = spec.model_copy(update={"goals": tuple(goals)}) if spec is not None and goals else spec or keywords
+        self.spec = spec.asking(goals) if spec is not None and goals else spec or keywords
         self.target = target
         self.columns = list(columns) if columns is not None else self._columns(model)
         self.config = config or SolverConfig()
@@ -159,7 +159,7 @@ class Explainer:
         its goals); ``trust_region=False`` leaves the trust region out (checking settings only)."""
         asked = self.spec if spec is None else spec.over(self.spec)
         if goals is not None:
-            asked = asked.model_copy(update={"goals": tuple(goals)})
+            asked = asked.asking(goals)
         if not trust_region:
             asked = asked.model_copy(update={"trust_region": None})
         return build_problem(

@@ -70,6 +70,11 @@ class CounterfactualResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    goal: str = ""
+    """The goals asked, in words (``approved = 1 with p >= 0.705``): every output states them."""
+    goal_default: str | None = None
+    """When the goals were a default rather than asked, which one (``a binary classifier's second
+    class``, ``the demo model's question``); None: asked."""
     original: dict[str, Any]
     proposed: dict[str, Any]
     changes: list[Change]

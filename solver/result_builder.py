@@ -68,6 +68,8 @@ class ResultBuilder:
             feasible=score.is_feasible,
         )
         return CounterfactualResult(
+            goal=self.problem.goal_text,
+            goal_default=self.problem.goals_default,
             original=values,
             proposed=values,
             changes=[],
@@ -126,6 +128,8 @@ class ResultBuilder:
         diagnosis = diagnose(chosen.best_row, outcome.best_score) if not best.valid else None
         diagnosis = diagnosis if diagnosis is not None else Diagnosis([], False, [])
         return CounterfactualResult(
+            goal=self.problem.goal_text,
+            goal_default=self.problem.goals_default,
             original=self.problem.space.decode(self.problem.space.original),
             proposed=best.proposed,
             changes=best.changes,

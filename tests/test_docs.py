@@ -171,6 +171,21 @@ def test_the_tutorial_runs_as_written(
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_the_python_guides_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``docs/guide/python.md``'s blocks, in order, in one namespace: the front door, one spec
+    every way in (an answer under the spec's rules), the planning domain."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "__guide__"}
+    found = [b for b in blocks(DOCS / "guide" / "python.md") if b.language == "python"]
+    assert len(found) >= 3
+    for block in found:
+        exec(compile(block.body, f"docs/guide/python.md:{block.line}", "exec"), namespace)
+    result, other = namespace["result"], namespace["other"]
+    assert result.valid and result.goal_default == "a binary classifier's second class"  # type: ignore[attr-defined]
+    assert result.proposed["purpose"] != "education" and result.proposed["age"] == 34  # type: ignore[attr-defined]
+    assert other.statistics.engine == "exact" and len(other.counterfactuals) == 2  # type: ignore[attr-defined]
+
+
 def test_the_docs_build_strictly(tmp_path: Path) -> None:
     """``mkdocs build --strict``: every page, link, anchor and docstring the reference renders."""
     done = subprocess.run(

@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError, ProblemError
-from counterplan.server.cli.help_text import GOAL_HELP
 from counterplan.server.cli.interrupt import Interrupted
+from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
-    from counterplan.planning.models import ModelAdapter
     from counterplan.solver.batch.rows import RowSelection
     from counterplan.solver.batch.summary import BatchSummary
     from counterplan.solver.batch.writer import CsvRecords, ParquetRecords
@@ -54,41 +52,26 @@ def add_parser(commands: Any) -> None:
         description="Explain the rows of a data file (by default the ones the model rejects) with one model "
         "call per step for all of them; write a record per row as it finishes and print a summary.",
     )
-    batch.add_argument("--model", help="fitted model (.skops or .joblib), as for explain")
-    batch.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
-    batch.add_argument("--data", help="CSV or Parquet file: the training data and the rows to explain (ids: positions)")
-    batch.add_argument("--target", help="label column of --data, left out of the features")
-    batch.add_argument(
+    group = batch.add_argument_group("the model and the rows")
+    group.add_argument("--model", help="fitted model (.skops or .joblib), as for explain")
+    group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    group.add_argument("--data", help="CSV or Parquet file: the training data and the rows to explain (ids: positions)")
+    group.add_argument("--target", help="label column of --data, left out of the features")
+    group.add_argument(
         "--rows",
         default="rejected",
         help="rejected (default: rows that miss the goal), all, START:STOP, or positions 3,8,13",
     )
-    batch.add_argument(
-        "--goal", action="append", default=[], help=GOAL_HELP + " (default: a binary classifier's second class)"
-    )
-    batch.add_argument(
-        "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns never to change"
-    )
-    batch.add_argument("--margin", type=float, metavar="M", help="a class goal is met only M past its threshold")
-    batch.add_argument(
-        "--distance",
-        choices=["auto", "mad_l1", "range_l1", "sd_squared", "scorecard"],
-        default="auto",
-        help="feature distance (default auto), as for explain",
-    )
-    batch.add_argument("--engine", choices=["local", "exact", "swarm", "auto"], help="as for explain (default local)")
-    batch.add_argument("--config", help="solver configuration file (YAML or JSON)")
-    batch.add_argument("--seed", type=int, help="the batch's seed; each row's comes from it and the row's id")
-    batch.add_argument("--time-limit", type=float, metavar="SECONDS", help="cap each row's search time")
-    batch.add_argument("--threads", type=int, metavar="N", help="native threads per model call (default 1)")
-    batch.add_argument("--output", help="results file: .parquet or .csv")
-    batch.add_argument("--resume", action="store_true", help="continue an existing output: skip the rows it holds")
-    batch.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
-    batch.add_argument("--ray", metavar="ADDRESS", help="run on Ray: auto (a local Ray) or a cluster's address")
-    batch.add_argument("--window", type=int, metavar="N", help="rows solved at once per process (default 64)")
-    batch.add_argument("--plot", metavar="FILE.png", help="bar chart of how often each feature is changed")
-    batch.add_argument("--json", action="store_true", help="print the summary as JSON")
-    batch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_problem_flags(batch)
+    search = add_search_flags(batch)
+    search.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    search.add_argument("--ray", metavar="ADDRESS", help="run on Ray: auto (a local Ray) or a cluster's address")
+    search.add_argument("--window", type=int, metavar="N", help="rows solved at once per process (default 64)")
+    output = batch.add_argument_group("the output")
+    output.add_argument("--output", help="results file: .parquet or .csv")
+    output.add_argument("--resume", action="store_true", help="continue an existing output: skip the rows it holds")
+    output.add_argument("--plot", metavar="FILE.png", help="bar chart of how often each feature is changed")
+    output.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 @dataclass
@@ -105,6 +88,9 @@ class Job:
     dtypes: dict[str, str]
     output: Path
     plot: Path | None
+    goal: str
+    """The goal every row is asked, in words (the summary states it)."""
+    goal_default: str | None
 
 
 @dataclass
@@ -143,34 +129,47 @@ def _flag_errors(usage: Callable[[str], Exception]) -> Iterator[None]:
 
 
 def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
-    """Every check, in the order a user fixes them: flags, paths, goals, data, rows, model."""
+    """Every check, in the order a user fixes them: flags, paths, the question, data, rows, model."""
+    from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
 
     _check_flags(args, usage)
+    spec, config = problem_spec(args), solver_config(args)
     output = Path(args.output)
     check_output(output, resume=args.resume)
     plot = _check_plot(args.plot, usage)
     _check_ray(args.ray, usage)
-    goals = _goals(args)
     data = load_table(args.data)
-    immutable = _check_columns(data, args.target, args.immutable, usage)
     selection, only_rejected = _selection(args.rows, len(data))
-    explainer = _explainer(args, data, goals, immutable, usage)
-    features = [f.name for f in explainer.problem(0).space.features]
+    explainer = local_explainer(args, spec, config, engine=args.engine, data=data)  # every row asked the same
+    with flag_errors(instance_flag="--data"):
+        first = explainer.problem(0)  # a bad flag or a model that cannot read the data: refused now
+    features = [f.name for f in first.space.features]
     dtypes = record_dtypes(data, features)
     columns = list(dtypes)
     existing = read_existing(output, columns, dtypes) if args.resume else no_records(columns, dtypes)
     done = {int(i) for i in existing["row_id"]}
     ids = range(len(data)) if selection.positions is None else selection.positions
     todo = sum(1 for i in ids if i not in done)
-    return Job(explainer, data, features, selection, only_rejected, todo, existing, dtypes, output, plot)
+    return Job(
+        explainer,
+        data,
+        features,
+        selection,
+        only_rejected,
+        todo,
+        existing,
+        dtypes,
+        output,
+        plot,
+        first.goal_text,
+        first.goals_default,
+    )
 
 
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
     """The flags that need no file: checked first, as they cost nothing."""
-    from counterplan.planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
-    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
-
     missing = [flag for flag in ("model", "data", "target", "output") if getattr(args, flag) is None]
     if missing:
         raise usage(f"give {', '.join('--' + m for m in missing)}: batch needs --model, --data, --target and --output")
@@ -178,9 +177,6 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
         raise usage(f"--workers must be at least 1, given {args.workers}")
     if args.ray is not None and args.workers != 1:
         raise usage("--workers and --ray: give one (Ray places the work itself)")
-    check_seconds("--time-limit", args.time_limit, usage)  # as the configuration bounds it, by the flag
-    if args.threads is not None and not 1 <= args.threads <= MAX_MODEL_THREADS:
-        raise usage(f"--threads must be from 1 to {MAX_MODEL_THREADS}, given {args.threads}")
 
 
 def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | None:
@@ -210,15 +206,6 @@ def _check_ray(address: str | None, usage: Callable[[str], Exception]) -> None:
         raise usage(f"--ray needs Ray: pip install 'counterplan[ray]' ({exc})") from None
 
 
-def _goals(args: argparse.Namespace) -> list[ClassGoal | ValueGoal | RangeGoal]:
-    """``--goal`` (as explain reads it) with ``--margin``; parsed before the data loads, so a
-    typo in a goal is reported at once."""
-    from counterplan.server.cli.flags import with_margin  # noqa: PLC0415
-    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
-
-    return with_margin([parse_goal_text(text) for text in args.goal], args.margin)
-
-
 def load_table(text: str) -> pd.DataFrame:
     """The data file (CSV, or Parquet by its suffix), indexed by position: row ids are positions."""
     import pandas as pd  # noqa: PLC0415
@@ -241,20 +228,6 @@ def load_table(text: str) -> pd.DataFrame:
     return data.reset_index(drop=True)
 
 
-def _check_columns(
-    data: pd.DataFrame, target: str, immutable: list[str], usage: Callable[[str], Exception]
-) -> list[str]:
-    """``--target`` and ``--immutable`` must name columns of the data; returns the immutables."""
-    names = [name.strip() for item in immutable for name in item.split(",") if name.strip()]
-    listed = ", ".join(str(c) for c in data.columns[:30]) + (" ..." if len(data.columns) > 30 else "")
-    if target not in data.columns:
-        raise usage(f"--target: no column {target!r} in the data; columns: {listed}")
-    for name in names:
-        if name not in data.columns:
-            raise usage(f"--immutable: no column {name!r} in the data; columns: {listed}")
-    return names
-
-
 def _selection(text: str, n_rows: int) -> tuple[RowSelection, bool]:
     """The rows to run (``rejected`` runs every row and keeps the ones that miss the goal: so the
     progress bar counts every row it solves) and whether to keep only those."""
@@ -265,60 +238,6 @@ def _selection(text: str, n_rows: int) -> tuple[RowSelection, bool]:
     if selection.only_rejected:
         return RowSelection(), True
     return selection, False
-
-
-def _explainer(
-    args: argparse.Namespace,
-    data: pd.DataFrame,
-    goals: list[ClassGoal | ValueGoal | RangeGoal],
-    immutable: list[str],
-    usage: Callable[[str], Exception],
-) -> Explainer:
-    """The model loaded and adapted once, and the data read once, for every row of the job."""
-    from counterplan.planning.distance import DistanceSettings  # noqa: PLC0415
-    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.registry.loading import load_model  # noqa: PLC0415
-    from counterplan.solver.explainer import Explainer  # noqa: PLC0415
-
-    model = load_model(args.model, trust=args.trust_model)
-    adapter = adapt_sklearn(model, args.target)
-    return Explainer(
-        adapter,
-        data,
-        goals or _default_goals(adapter, args.margin, usage),
-        target=args.target,
-        immutable=immutable,
-        distance=DistanceSettings(metric=args.distance),
-        config=_config(args),
-        engine=args.engine,
-    )
-
-
-def _default_goals(
-    adapter: ModelAdapter, margin: float | None, usage: Callable[[str], Exception]
-) -> list[ClassGoal | ValueGoal | RangeGoal]:
-    """A binary classifier's second class (1 of 0/1): one goal for every row, so ``rejected``
-    means the rows the model does not give it."""
-    from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
-    from counterplan.server.cli.flags import with_margin  # noqa: PLC0415
-
-    classes = adapter.outputs[0].classes if len(adapter.outputs) == 1 else None
-    if classes is None or len(classes) != 2:
-        raise usage("--goal is needed: the default (the second class) needs a binary classifier")
-    return with_margin([ClassGoal(target=classes[1])], margin)
-
-
-def _config(args: argparse.Namespace) -> Any:
-    """``--config`` with ``--threads`` and ``--time-limit`` (per row) applied, as explain does."""
-    from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
-
-    config = SolverConfig.load(args.config) if args.config else SolverConfig()
-    if args.threads is not None:
-        config = config.model_copy(update={"model_threads": args.threads})
-    if args.time_limit is not None:
-        limit = TerminationConfig(spent_limit_seconds=args.time_limit, children=(config.termination,))
-        config = config.model_copy(update={"termination": limit})
-    return config
 
 
 def execute(job: Job, args: argparse.Namespace) -> int:
@@ -426,6 +345,8 @@ def _report(job: Job, args: argparse.Namespace, frame: pd.DataFrame, tally: Tall
     records = pd.concat(parts, ignore_index=True) if parts else job.existing
     summary = summarize(records, job.data[job.features])
     figures = {
+        "goal": job.goal,
+        "goal_default": job.goal_default,
         "output": str(job.output),
         "rows_this_run": tally.processed,
         "already_met_skipped": tally.already_met,
@@ -444,6 +365,9 @@ def print_summary(summary: BatchSummary, figures: dict[str, Any], only_rejected:
     """The overall figures and the per-feature table, as rich tables."""
     from rich.table import Table  # noqa: PLC0415
 
+    from counterplan.server.cli.render import goal_line  # noqa: PLC0415
+
+    console.print(goal_line(figures["goal"], figures["goal_default"]), markup=False, soft_wrap=True)
     overall = Table(title=f"Batch summary: {figures['output']}")
     overall.add_column("figure")
     overall.add_column("value", justify="right")

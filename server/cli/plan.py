@@ -14,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from counterplan.server.cli.explain import add_input_flags, add_server_flags
 from counterplan.server.cli.flags import EXIT_NOT_FOUND
-from counterplan.server.cli.help_text import GOAL_HELP
 from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
+from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 DEMO_ID = "loan-demo"
 """The served demo model's id (``counterplan.server.registry.registry.DEMO_ID``, not imported:
@@ -24,6 +25,9 @@ DEMO_ID = "loan-demo"
 
 PLANS_SHOWN = 10
 """Plans printed step by step at most (``--json`` gives them all)."""
+NOT_FOR_PLANS = ("--cost", "--change-penalty", "--distance", "--alpha", "--beta")
+"""The question's flags a plan has no use for: its objectives are its own (the actions' costs,
+the Gower distance, the steps per feature)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -37,40 +41,30 @@ def add_parser(commands: Any) -> None:
         "actions (examples/loan-demo-actions.yaml). With --server: planned by a counterplan server. "
         "Needs counterplan[plans].",
     )
-    plan.add_argument("--model", help="fitted scikit-learn model (.skops or .joblib)")
-    plan.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
-    plan.add_argument("--data", help="CSV of training data")
-    plan.add_argument("--target", help="label column of --data, left out of the features")
-    plan.add_argument("--row", type=int, help="row of --data to plan for (0-based)")
-    plan.add_argument("--instance", help="the instance as a JSON object, or @file.json (instead of --row)")
+    add_input_flags(plan, what="plan for")
     plan.add_argument("--actions", help="the actions and cost graph (YAML or JSON); the demo has its own")
-    plan.add_argument("--goal", action="append", default=[], help=GOAL_HELP)
-    plan.add_argument(
-        "--immutable", action="append", default=[], metavar="COLUMNS", help="comma-separated columns no action may set"
-    )
-    plan.add_argument("--population", type=int, default=500, help="genomes per generation (default 500)")
-    plan.add_argument("--generations", type=int, default=150, help="generations (default 150)")
-    plan.add_argument("--seed", type=int, default=0)
-    plan.add_argument("--time-limit", type=float, help="seconds: stop after the generation that passes it")
+    add_problem_flags(plan, leave_out=NOT_FOR_PLANS)
+    group = add_search_flags(plan, leave_out=("--engine", "--config"))
+    group.add_argument("--population", type=int, default=500, help="genomes per generation (default 500)")
+    group.add_argument("--generations", type=int, default=150, help="generations (default 150)")
     plan.add_argument("--json", action="store_true", help="every plan with its steps and the state after each")
-    plan.add_argument("--server", metavar="HOST:PORT", help="plan on a counterplan server instead of in-process")
-    plan.add_argument("--model-id", default=DEMO_ID, help=f"with --server: the served model's id (default {DEMO_ID})")
-    plan.add_argument("--token", help="with --server: bearer token")
-    plan.add_argument("--tls-ca", help="with --server: CA certificate (PEM) to dial with TLS")
+    add_server_flags(plan, what="plan")
 
 
 def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     """Check the flags and the actions, search (here or on a server), print; 0 with a valid plan, 3 without."""
+    from counterplan.server.cli.problem_flags import problem_spec  # noqa: PLC0415
+
     config = _config(args, usage)
+    spec = problem_spec(args)
     if importlib.util.find_spec("pymoo") is None and args.server is None:
         raise usage("plans need pymoo: pip install 'counterplan[plans]'")
-    demo = args.model is None and args.data is None
     if args.server is not None:
-        result, label = _remote(args, config, usage), _remote_label(args)
+        result, label = _remote(args, spec, config, usage), _remote_label(args)
     else:
-        solver, label = _local(args, config, demo, usage)
+        solver, label = _local(args, spec, config, usage)
         with stop_on_interrupt(solver.terminate_early) as interrupt:  # Ctrl-C: the front so far, in one line
-            result = solver.solve()
+            result = _solve(args, solver)
         if interrupt.requested:
             raise Interrupted(_so_far(result))
     if args.json:
@@ -87,6 +81,7 @@ SEARCH_FLAGS = {
     "time_limit_seconds": "--time-limit",
     "spent_limit_seconds": "--time-limit",
     "random_seed": "--seed",
+    "model_threads": "--threads",
 }
 """The search's settings by the flag that gives them (under the solver's names too, a nested
 termination's included): an error names the flag."""
@@ -95,20 +90,25 @@ termination's included): an error names the flag."""
 def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
     """The search's settings from the flags (the generations and the time limit are its
     termination), a bad one refused naming its flag."""
+    from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
     from counterplan.solver.core.config import ConfigError  # noqa: PLC0415
     from counterplan.solver.plans.search import PlanConfig, plan_termination  # noqa: PLC0415
 
+    check_seconds("--time-limit", args.time_limit, usage)
+    check_seed("--seed", args.seed, usage)
+    fields = {"random_seed": args.seed, "model_threads": args.threads}
     try:
         termination = plan_termination(args.generations, time_limit_seconds=args.time_limit)
-        return PlanConfig(population=args.population, random_seed=args.seed, termination=termination)
+        given = {k: v for k, v in fields.items() if v is not None}
+        return PlanConfig(population=args.population, termination=termination, **given)
     except ConfigError as exc:
-        fields = exc.field.split(", ")
+        names = exc.field.split(", ")
         problem = exc.problem
         for name, flag in SEARCH_FLAGS.items():
             problem = problem.replace(f"{name}: ", f"{flag}: ")
-        if len(fields) > 1:
+        if len(names) > 1:
             raise usage(problem) from None
-        raise usage(f"{SEARCH_FLAGS.get(fields[0], fields[0])}: {problem}") from None
+        raise usage(f"{SEARCH_FLAGS.get(names[0], names[0])}: {problem}") from None
 
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
@@ -132,77 +132,53 @@ def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Except
         raise usage(f"--actions: {exc.problem}") from None
 
 
-def _immutable(args: argparse.Namespace) -> list[str]:
-    return [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
-
-
-def _local(args: argparse.Namespace, config: Any, demo: bool, usage: Callable[[str], Exception]) -> tuple[Any, str]:
-    """Build the problem (the demo's, or --model/--data's row) and its plan solver in this process;
-    the solver, and the prediction its goal follows, in words."""
-    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+def _local(args: argparse.Namespace, spec: Any, config: Any, usage: Callable[[str], Exception]) -> tuple[Any, str]:
+    """The row's problem (the flags' spec over the model's explainer, as explain builds it) and
+    its plan solver in this process; the solver, and the prediction its goal follows, in words."""
+    from counterplan.server.cli.local_model import asked_row, is_demo, local_explainer  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors  # noqa: PLC0415
     from counterplan.server.cli.render import prediction_label  # noqa: PLC0415
-    from counterplan.server.registry.loading import load_csv, load_instance, load_model  # noqa: PLC0415
-    from counterplan.solver.explainer import Explainer, model_columns  # noqa: PLC0415
     from counterplan.solver.plans.planner import PlanSolver  # noqa: PLC0415
 
     for flag, value in (("--model-id", args.model_id if args.model_id != DEMO_ID else None), ("--token", args.token)):
         if value is not None:
             raise usage(f"{flag} needs --server")
-    goals = [parse_goal_text(goal) for goal in args.goal]
-    if demo and (args.row is not None or args.target is not None):
-        raise usage("--row and --target need --model and --data")
-    if not demo and (args.model is None or args.data is None):
-        raise usage("give both --model and --data (or neither, for the demo)")
-    if not demo and (args.row is None) == (args.instance is None):
-        raise usage("give exactly one of --row and --instance")
-    actions = _actions(args, demo, usage)
-    if demo:
-        problem = _demo_problem(args, goals)
-    else:
-        data = load_csv(args.data)
-        if args.row is not None and not 0 <= args.row < len(data):
-            raise usage(f"--row: row {args.row} is outside the data's {len(data)} rows")
-        model = load_model(args.model, trust=args.trust_model)
-        explainer = Explainer(
-            adapt_sklearn(model, args.target or "prediction"),
-            data,
-            goals or None,
-            target=args.target,
-            immutable=_immutable(args),
-            columns=model_columns(model, data, args.target),
-            check=False,
-        )
-        problem = explainer.problem(args.row if args.row is not None else load_instance(args.instance))
+    explainer = local_explainer(args, spec)
+    row = asked_row(args, explainer)
+    actions = _actions(args, is_demo(args), usage)
+    with flag_errors():
+        problem = explainer.problem(row)
     actions.compile(problem.space)  # a bad action is refused before the search
     first = problem.goals[0]  # the goal whose prediction each step reports
     return PlanSolver(problem, actions, config=config), prediction_label(first.goal, first.output.name)
 
 
-def _demo_problem(args: argparse.Namespace, goals: list[Any]) -> Any:
-    """The embedded demo's applicant (or --instance), its goal unless --goal, its immutables and more."""
-    from counterplan.planning import demo  # noqa: PLC0415 - trains a model: only when the demo is asked for
-    from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
-    from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
+def _solve(args: argparse.Namespace, solver: Any) -> Any:
+    """Run the plan search, each changed front on a live line when stderr is a terminal."""
+    from rich.console import Console  # noqa: PLC0415
 
-    data = demo.make_loan_data()
-    instance = demo.rejected_applicant() if args.instance is None else load_instance(args.instance)
-    return CounterfactualProblem.from_dataframe(
-        data,
-        instance,
-        demo.train_loan_model(data),
-        goals or demo.demo_goals(),
-        target=demo.TARGET,
-        immutable=list(dict.fromkeys([*demo.IMMUTABLE, *_immutable(args)])),
-    )
+    err = Console(stderr=True)
+    if args.no_progress or args.json or not err.is_terminal:
+        return solver.solve()
+    with err.status("planning...") as status:
+
+        def update(event: Any) -> None:
+            front = event.front
+            size = len(front.objectives) if front is not None else 0
+            cheapest = f", cheapest {front.objectives[:, 0].min():.2f}" if size else ""
+            status.update(f"generation {event.step_index}: {size} plans on the front{cheapest}")
+
+        solver.add_listener(update)
+        return solver.solve()
 
 
-def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Exception]) -> Any:
+def _remote(args: argparse.Namespace, spec: Any, config: Any, usage: Callable[[str], Exception]) -> Any:
     """Send the plan to ``--server`` (streaming, with a live line on a terminal); the result as a local one."""
     import grpc  # noqa: PLC0415 - grpc loads only when a server is named
 
     from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
-    from counterplan.server.cli.remote import goal_message  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors  # noqa: PLC0415
+    from counterplan.server.cli.remote import remote_instance  # noqa: PLC0415
     from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
     from counterplan.server.grpc.plan_convert import plan_result  # noqa: PLC0415
 
@@ -210,18 +186,19 @@ def _remote(args: argparse.Namespace, config: Any, usage: Callable[[str], Except
     given = [flag for flag, value in local.items() if value is not None]
     if given:
         raise usage(f"{', '.join(given)}: with --server, the model and its data are the server's: use --model-id")
-    demo = args.model_id == DEMO_ID
-    instance = _remote_instance(args, demo, usage)
-    request = CounterplanClient.plan_request(
-        args.model_id,
-        instance,
-        _actions(args, demo, usage),
-        [goal_message(text, None) for text in args.goal],
-        seed=config.random_seed,
-        population=config.population,
-        generations=args.generations,
-        immutable=_immutable(args),
-    )
+    if args.threads is not None:
+        raise usage("--threads sets this process's model threads; a server's are set by serve --model-threads")
+    instance = remote_instance(args)
+    with flag_errors():
+        request = CounterplanClient.plan_request(
+            args.model_id,
+            instance,
+            _actions(args, args.model_id == DEMO_ID, usage),
+            seed=config.random_seed,
+            population=config.population,
+            generations=args.generations,
+            spec=spec,
+        )
     if args.time_limit is not None:
         request.search.time_limit_seconds = args.time_limit
     try:
@@ -252,19 +229,6 @@ def _remote_label(args: argparse.Namespace) -> str:
     return "goal's predicted probability or value"
 
 
-def _remote_instance(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> dict[str, Any]:
-    """``--instance``, or the demo's rejected applicant when the served model is the demo's."""
-    from counterplan.server.registry.loading import load_instance  # noqa: PLC0415
-
-    if args.instance is not None:
-        return load_instance(args.instance)
-    if demo:
-        from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
-
-        return rejected_applicant()
-    raise usage(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
-
-
 def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
     """The server's final ``PlanResponse`` for ``request`` (None if the stream ended without one),
     each changed front shown on a live line when stderr is a terminal."""
@@ -273,7 +237,7 @@ def _streamed_result(args: argparse.Namespace, request: Any) -> Any:
     from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
 
     err = Console(stderr=True)
-    live = not args.json and err.is_terminal
+    live = not args.no_progress and not args.json and err.is_terminal
     final = None
     with (
         CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client,
@@ -311,9 +275,10 @@ def _print(result: Any, label: str) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    from counterplan.server.cli.render import GOWER_NOTE, format_value  # noqa: PLC0415
+    from counterplan.server.cli.render import GOWER_NOTE, format_value, goal_line  # noqa: PLC0415
 
     console = Console()
+    console.print(goal_line(result.goal, result.goal_default), markup=False, soft_wrap=True)
     if result.already_met:
         console.print(
             f"The goal is already met ({label}: {result.original_prediction:.3f}): no action is needed.",

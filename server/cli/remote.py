@@ -9,17 +9,11 @@ from typing import Any
 from rich.console import Console
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.cli.flags import (
-    EXIT_NOT_FOUND,
-    UsageError,
-    checked_limits,
-    feature_overrides,
-    fill_missing_columns,
-    with_margin,
-)
-from counterplan.server.cli.goal_text import parse_goal_text
+from counterplan.server.cli.flags import EXIT_NOT_FOUND, UsageError
+from counterplan.server.cli.problem_flags import flag_errors, problem_spec
 from counterplan.server.grpc.client import CounterplanClient
 from counterplan.server.grpc.convert import plain_value
+from counterplan.server.grpc.spec_request import explain_request
 from counterplan.server.registry.loading import load_instance
 from counterplan.server.registry.registry import DEMO_ID
 from counterplan.solver.exact.report import ExactStatistics
@@ -36,21 +30,15 @@ _ENGINE_CHOICES = {
 
 def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     """Stream a solve from the server, with the live best-score line; print like ``explain``."""
-    from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
     from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
 
-    checked_limits(args)  # every flag checked by name before a message takes it (protobuf's errors name none)
-    if args.instance:
-        instance = load_instance(args.instance)
-    elif args.model_id == DEMO_ID:
-        instance = rejected_applicant()
-    else:
-        raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
-    goals = [goal_message(text, args.margin) for text in args.goal]  # none: the server's default, as locally
+    spec = problem_spec(args)  # the same spec as a local run, sent as the request's fields
     solver = _solver_spec(args)
-    request = CounterplanClient.request(args.model_id, instance, goals)
+    with flag_errors():  # an option the wire cannot carry is named by its flag
+        request = explain_request(
+            args.model_id, remote_instance(args), spec, num_counterfactuals=args.num_counterfactuals
+        )
     request.solver.CopyFrom(solver)
-    _shape(request, args, instance)
     err = Console(stderr=True)
     final: pb.ExplainResponse | None = None
     show = not args.no_progress and not args.json and err.is_terminal
@@ -69,8 +57,26 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     return 0 if result.valid else EXIT_NOT_FOUND
 
 
+def remote_instance(args: argparse.Namespace) -> dict[str, Any]:
+    """``--instance``, or the demo's rejected applicant when the served model is the demo's."""
+    if args.instance:
+        return load_instance(args.instance)
+    if args.model_id == DEMO_ID:
+        from counterplan.planning.demo import rejected_applicant  # noqa: PLC0415
+
+        return rejected_applicant()
+    raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
+
+
 def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
-    """``--engine``, ``--seed``, ``--config`` (the file's text) and ``--time-limit`` as a ``SolverSpec``."""
+    """``--engine``, ``--seed``, ``--config`` (the file's text) and ``--time-limit`` as a
+    ``SolverSpec``, each flag checked by name first (protobuf's errors name none)."""
+    from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
+
+    if args.threads is not None:  # the server's operator sets them
+        raise UsageError("--threads sets this process's model threads; a server's are set by serve --model-threads")
+    check_seconds("--time-limit", args.time_limit, UsageError)
+    check_seed("--seed", args.seed, UsageError)
     solver = pb.SolverSpec()
     if args.engine is not None:
         solver.engine_choice = _ENGINE_CHOICES[args.engine]
@@ -82,88 +88,6 @@ def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
     if args.time_limit is not None:
         solver.termination.spent_limit_seconds = args.time_limit
     return solver
-
-
-_METRICS = {
-    "auto": pb.DISTANCE_METRIC_UNSPECIFIED,
-    "range_l1": pb.DISTANCE_METRIC_RANGE_L1,
-    "mad_l1": pb.DISTANCE_METRIC_MAD_L1,
-    "sd_squared": pb.DISTANCE_METRIC_SD_SQUARED,
-    "scorecard": pb.DISTANCE_METRIC_SCORECARD,
-}
-_MONOTONE = {"increase": pb.MONOTONE_INCREASE, "decrease": pb.MONOTONE_DECREASE}
-
-
-def _shape(request: pb.ExplainRequest, args: argparse.Namespace, instance: dict[str, object]) -> None:
-    """The flags that shape the question, as on a local solve: k, distance, actionability."""
-    max_changes, penalty = checked_limits(args)
-    if args.categorical:
-        raise UsageError("--categorical: with --server, the model card fixes each feature's kind")
-    request.num_counterfactuals = args.num_counterfactuals
-    if args.margin is not None:  # checked by with_margin; reaches the server's default goal too
-        request.margin = args.margin
-    request.distance_metric = _METRICS[args.distance]
-    if args.distance == "scorecard":
-        request.scorecard_alpha, request.scorecard_beta = args.alpha, args.beta
-    request.plausible = args.plausible
-    if args.trust_region or args.trust_nearest is not None or args.trust_slack is not None:
-        request.trust_region.SetInParent()
-        if args.trust_nearest is not None:
-            request.trust_region.nearest = args.trust_nearest
-        if args.trust_slack is not None:
-            request.trust_region.slack = args.trust_slack
-    if max_changes is not None:
-        request.max_changed_features = max_changes
-    if penalty:
-        request.change_penalty = penalty
-    request.overrides.extend(_override_messages(args, instance))
-
-
-def _override_messages(args: argparse.Namespace, instance: dict[str, object]) -> list[pb.FeatureOverride]:
-    """One override per feature (the server refuses a second) from the feature flags,
-    ``--immutable`` and ``--fill-missing``."""
-    fields = feature_overrides(args)
-    immutable = [name.strip() for item in args.immutable for name in item.split(",") if name.strip()]
-    for name in immutable:
-        fields.setdefault(name, {})["constrained"] = True
-    fill = fill_missing_columns(args)
-    fillable = [k for k, v in instance.items() if v is None] if fill is True else list(fill or ())
-    for name in fillable:
-        fields.setdefault(name, {})["fill_missing"] = True
-    return [_override_message(name, values) for name, values in fields.items()]
-
-
-def _override_message(name: str, values: Mapping[str, Any]) -> pb.FeatureOverride:
-    override = pb.FeatureOverride(name=name)
-    if values.get("constrained"):
-        override.constrained = True
-    if "monotone" in values:
-        override.monotone = _MONOTONE[values["monotone"]]
-    if "cost" in values:
-        override.cost = values["cost"]
-    override.allowed_values.extend(values.get("allowed", ()))
-    if "precision" in values:
-        override.precision = values["precision"]
-    if "fill_missing" in values:
-        override.fill_missing = True
-    return override
-
-
-def goal_message(text: str, margin: float | None) -> pb.Goal:
-    """A ``--goal`` text as a ``Goal`` message (``margin``: ``--margin``, when given)."""
-    (goal,) = with_margin([parse_goal_text(text)], margin)
-    message = pb.Goal(output=goal.output or "")
-    if goal.kind == "class":
-        message.class_target.label = str(goal.target)
-        if goal.confidence is not None:
-            message.class_target.confidence = goal.confidence
-        if margin is not None:
-            message.class_target.margin = goal.margin
-    elif goal.kind == "value":
-        message.value_target.value, message.value_target.tolerance = goal.value, goal.tolerance
-    else:
-        message.range_target.low, message.range_target.high = goal.low, goal.high
-    return message
 
 
 def _event(message: pb.ExplainStreamResponse) -> BestSolutionEvent:
@@ -197,6 +121,8 @@ def _result(message: pb.ExplainResponse) -> CounterfactualResult:
     s = message.statistics
     order = list(message.feature_names) or list(message.original)  # a map has no order; the model's has
     return CounterfactualResult(
+        goal=message.goal,
+        goal_default=message.goal_default if message.HasField("goal_default") else None,
         original=_values(message.original, order),
         proposed=_values(message.proposed, order),
         changes=[

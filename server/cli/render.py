@@ -35,8 +35,15 @@ def _fmt_predictions(predictions: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def goal_line(goal: str, default: str | None) -> str:
+    """The goal an output answers, on a line of its own: ``Goal: approved = 1 with p >= 0.705``,
+    with ``(default: ...)`` when no goal was asked."""
+    return f"Goal: {goal or 'the model default'}" + (f" (default: {default})" if default else "")
+
+
 def print_result(result: CounterfactualResult, console: Console) -> None:
-    """A table of the changes, then the predictions, the score and the statistics."""
+    """The goal, a table of the changes, then the predictions, the score and the statistics."""
+    console.print(goal_line(result.goal, result.goal_default), markup=False, soft_wrap=True)
     if result.changes:
         console.print("Counterfactual: change these features")
         console.print(_changes_table(result.changes))

@@ -6,12 +6,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
+
 if TYPE_CHECKING:
     import numpy as np
-    import pandas as pd
     from rich.console import Console
-
-    from counterplan.planning.goals import ClassGoal
 
 
 def add_parser(commands: Any) -> None:
@@ -23,21 +22,19 @@ def add_parser(commands: Any) -> None:
         "compare the best with the default on held-out rows; with --output, the best configuration is written "
         "as a file explain --config, model cards and gRPC accept.",
     )
-    tune.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
-    tune.add_argument("--trust-model", action="store_true")
-    tune.add_argument("--data", help="CSV of training data (with the label column)")
-    tune.add_argument("--target", help="label column of --data")
-    tune.add_argument("--immutable", action="append", default=[], metavar="COLUMNS")
-    tune.add_argument(
-        "--goal",
-        help="class goal, e.g. class:1@0.7 (default: a binary classifier's second class, 1 of 0/1; the demo's 1@0.7)",
-    )
-    tune.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
-    tune.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
-    tune.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
-    tune.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
-    tune.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")
-    tune.add_argument(
+    group = tune.add_argument_group("the model and the rows")
+    group.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
+    group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    group.add_argument("--data", help="CSV of training data (with the label column)")
+    group.add_argument("--target", help="label column of --data")
+    group.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
+    group.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
+    add_problem_flags(tune)
+    search = add_search_flags(tune, leave_out=("--config", "--time-limit", "--threads"))
+    search.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
+    search.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
+    search.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")
+    search.add_argument(
         "--study-name",
         help="resumed when it exists and was made for the same problem (default: one name per problem)",
     )
@@ -47,13 +44,6 @@ def add_parser(commands: Any) -> None:
         help="write the best configuration to FILE (default: nothing is written; the report says whether "
         "it beats the default on the held-out rows)",
     )
-    tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument(
-        "--engine",
-        choices=["local", "exact", "swarm", "auto"],
-        help="exact/auto: every trial ends with the exact engine, the tuned local search its warm start; "
-        "swarm: the trials tune the particle swarm",
-    )
 
 
 def run(args: argparse.Namespace, usage: Any) -> int:
@@ -61,49 +51,38 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.planning.problem import CounterfactualProblem  # noqa: PLC0415
     from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
+    from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors, problem_spec  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
     except ImportError:
         raise usage("tuning needs optuna: pip install 'counterplan[tune]'") from None
-    from counterplan.server.registry.loading import load_csv, load_model  # noqa: PLC0415
     from counterplan.solver.tuning import tune  # noqa: PLC0415
 
     _check_counts(args, usage)
-    immutable = [n.strip() for item in args.immutable for n in item.split(",") if n.strip()]
-    if args.model is None and args.data is None:
-        from counterplan.planning import demo  # noqa: PLC0415
-
-        data = demo.make_loan_data()
-        model: Any = demo.train_loan_model(data)
-        target = demo.TARGET
-        immutable = list(dict.fromkeys([*demo.IMMUTABLE, *immutable]))  # as explain: its own, and more
-        default_goal: str | None = "class:1@0.7"
-    elif args.model is None or args.data is None or args.target is None:
+    spec = problem_spec(args)
+    if (args.model is None) != (args.data is None) or (args.model is not None and args.target is None):
         raise usage("give --model, --data and --target together (or none, for the demo)")
-    else:
-        data, model, target = load_csv(args.data), load_model(args.model, args.trust_model), args.target
-        default_goal = None  # the model's positive class (its second: 1 of 0/1 labels)
-    columns = _model_columns(model, data, target)
-    goal, missed = _rows_missing_the_goal(model, data, columns, target, args.goal or default_goal, usage=usage)
-    rng = np.random.default_rng(args.seed)
-    chosen = rng.permutation(missed)[: args.rows + args.heldout]
-    if len(chosen) < args.rows + (1 if args.heldout else 0):
-        raise usage(f"only {len(missed)} rows miss the goal; ask for fewer --rows/--heldout")
-    problems = [
-        CounterfactualProblem.from_dataframe(
-            data, int(i), model, [goal], target=target, immutable=immutable, columns=columns
-        )
-        for i in chosen
-    ]
+    explainer = local_explainer(args, spec)
+    seed = args.seed if args.seed is not None else 0
+    with flag_errors(instance_flag="--data"):
+        first = explainer.problem(0)  # the question every row is asked, checked once
+        missed = _rows_missing_the_goal(explainer, first, usage=usage)
+        rng = np.random.default_rng(seed)
+        chosen = rng.permutation(missed)[: args.rows + args.heldout]
+        if len(chosen) < args.rows + (1 if args.heldout else 0):
+            raise usage(f"only {len(missed)} rows miss the goal; ask for fewer --rows/--heldout")
+        problems = [explainer.problem(int(i)) for i in chosen]
     err = Console(stderr=True)
     # a failed trial's warning (with its traceback) repeats what the command reports in one line:
     # the error, or Ctrl-C
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def progress(study: Any, trial: Any) -> None:
+        if args.no_progress:
+            return
         state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
         try:
             best = f"{study.best_value:.4f}"
@@ -119,7 +98,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
             budget_seconds=args.budget,
             storage=args.storage,
             study_name=args.study_name,
-            seed=args.seed,
+            seed=seed,
             on_trial=progress,
             engine=args.engine,
         )
@@ -129,13 +108,17 @@ def run(args: argparse.Namespace, usage: Any) -> int:
         ) from None
     if args.output is not None:
         Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
-    _print_report(report, args, Console())
+    _print_report(report, args, first, Console())
     return 0
 
 
-def _print_report(report: Any, args: argparse.Namespace, console: Console) -> None:
+def _print_report(report: Any, args: argparse.Namespace, problem: Any, console: Console) -> None:
     import optuna  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
+
+    from counterplan.server.cli.render import goal_line  # noqa: PLC0415
+
+    console.print(goal_line(problem.goal_text, problem.goals_default), markup=False, soft_wrap=True)
 
     trials = [t for t in report.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in report.study.trials)
@@ -229,48 +212,20 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
         raise usage(f"--output: no directory {str(Path(args.output).parent)[:200]!r} to write the configuration in")
 
 
-def _model_columns(model: Any, data: pd.DataFrame, target: str) -> list[str]:
-    """The model's input columns, each checked against the data (as ``explain`` checks them)."""
-    from counterplan.planning.errors import ProblemError  # noqa: PLC0415
-
-    if target not in data.columns:
-        listed = ", ".join(str(c) for c in data.columns[:30]) + (" ..." if len(data.columns) > 30 else "")
-        raise ProblemError("target", f"no column {target!r} in the data; columns: {listed}")
-    names = getattr(model, "feature_names_in_", None)
-    columns = [str(c) for c in names] if names is not None else [str(c) for c in data.columns if c != target]
-    if target in columns:
-        raise ProblemError("target", f"the label column {target!r} cannot also be a feature")
-    for name in columns:
-        if name not in data.columns:
-            raise ProblemError(name, "column missing from the training data")
-    return columns
-
-
-def _rows_missing_the_goal(
-    model: Any, data: pd.DataFrame, columns: list[str], target: str, goal_text: str | None, *, usage: Any
-) -> tuple[ClassGoal, np.ndarray]:
-    """The class goal (bound to the model's classes as ``explain`` binds it: ``class:1`` names
-    the class 1.0) and the rows whose prediction misses it, the ones worth tuning on."""
+def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:
+    """The rows of the explainer's data whose prediction misses the problem's goal (bound to the
+    model's classes, with its margin, as every solve binds it): the ones worth tuning on."""
     import numpy as np  # noqa: PLC0415
 
     from counterplan.planning.errors import ModelCallError, one_line  # noqa: PLC0415
-    from counterplan.planning.goals import ClassGoal, bind_goals  # noqa: PLC0415
-    from counterplan.planning.models import adapt_sklearn  # noqa: PLC0415
-    from counterplan.server.cli.goal_text import parse_goal_text  # noqa: PLC0415
+    from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
 
-    adapter = adapt_sklearn(model, target)
-    (output,) = adapter.outputs
-    if goal_text is None:
-        if output.classes is None or len(output.classes) != 2:
-            raise usage("--goal is needed: the default (the second class) needs a binary classifier")
-        goal: Any = ClassGoal(target=output.classes[1])
-    else:
-        goal = parse_goal_text(goal_text)
-    if not isinstance(goal, ClassGoal):
-        raise usage("tune takes a class goal")
-    (bound,) = bind_goals([goal], adapter.outputs)
+    if len(problem.goals) != 1 or not isinstance(problem.goals[0].goal, ClassGoal):
+        raise usage("--goal: tune takes one class goal")
+    (bound,) = problem.goals
+    data = explainer.data
     try:
-        proba = np.asarray(model.predict_proba(data[columns]), dtype=np.float64)
+        proba = np.asarray(explainer.model.predict_proba(data[explainer.columns]), dtype=np.float64)
     except Exception as exc:  # the model's own failure on the data (say, NaN it cannot take)
         raise ModelCallError(one_line(f"the model fails on the data: {type(exc).__name__}: {exc}")) from None
-    return goal, np.flatnonzero(~bound.met(proba))
+    return np.flatnonzero(~bound.met(proba))

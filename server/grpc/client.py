@@ -11,8 +11,10 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from counterplan.planning.actions import ActionSet
+from counterplan.planning.spec import ProblemSpec
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.convert import value_message
+from counterplan.server.grpc.spec_request import explain_request, plan_fields
 
 
 def class_goal(label: Any, confidence: float | None = None, output: str = "") -> pb.Goal:
@@ -75,19 +77,19 @@ class CounterplanClient:
         config_json: str = "",
         request_id: str = "",
         immutable: Sequence[str] = (),
+        spec: ProblemSpec | None = None,
     ) -> pb.ExplainRequest:
-        """Build an ``ExplainRequest`` from plain Python values."""
+        """Build an ``ExplainRequest`` from plain Python values; ``spec``: every option of the
+        question as a local run takes it (:mod:`counterplan.server.grpc.spec_request`)."""
         solver = pb.SolverSpec(config_json=config_json)
         if seed is not None:
             solver.seed = seed
-        return pb.ExplainRequest(
-            model_id=model_id,
-            instance={name: value_message(value) for name, value in instance.items()},
-            goals=list(goals),
-            overrides=[pb.FeatureOverride(name=name, constrained=True) for name in immutable],
-            solver=solver,
-            request_id=request_id,
-        )
+        asked = ProblemSpec(immutable=tuple(immutable)).over(spec or ProblemSpec())
+        request = explain_request(model_id, instance, asked)
+        request.goals.extend(goals)
+        request.solver.CopyFrom(solver)
+        request.request_id = request_id
+        return request
 
     def explain(self, request: pb.ExplainRequest, timeout: float | None = 30.0) -> pb.ExplainResponse:
         """The final result; ``timeout`` is the call's deadline in seconds."""
@@ -150,9 +152,11 @@ class CounterplanClient:
         generations: int | None = None,
         immutable: Sequence[str] = (),
         request_id: str = "",
+        spec: ProblemSpec | None = None,
     ) -> pb.PlanRequest:
         """Build a ``PlanRequest``; ``actions`` as an :class:`ActionSet` or the plain data of an
-        actions file (``{"actions": [...], "graph": [...]}``, checked here first)."""
+        actions file (``{"actions": [...], "graph": [...]}``, checked here first); ``spec``: the
+        question's options as a local plan takes them."""
         from counterplan.server.grpc.plan_convert import action_messages  # noqa: PLC0415 - only plan clients need it
 
         checked = actions if isinstance(actions, ActionSet) else ActionSet.from_data(actions)
@@ -161,16 +165,17 @@ class CounterplanClient:
         for name, value in (("seed", seed), ("population", population), ("generations", generations)):
             if value is not None:
                 setattr(search, name, value)
-        return pb.PlanRequest(
+        request = pb.PlanRequest(
             model_id=model_id,
             instance={name: value_message(value) for name, value in instance.items()},
             goals=list(goals),
-            overrides=[pb.FeatureOverride(name=name, constrained=True) for name in immutable],
             actions=messages,
             graph=edges,
             search=search,
             request_id=request_id,
         )
+        plan_fields(request, ProblemSpec(immutable=tuple(immutable)).over(spec or ProblemSpec()), instance)
+        return request
 
     def plan(self, request: pb.PlanRequest, timeout: float | None = 60.0) -> pb.PlanResponse:
         """The Pareto front of action plans; ``timeout`` is the call's deadline in seconds."""

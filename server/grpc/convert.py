@@ -212,16 +212,13 @@ def _features(
     instance's value or the request's override, whichever it is."""
     try:
         features = model.features_of(instance, spec)
-    except InstanceError as exc:
+    except InstanceError as exc:  # the instance's values, and rules that do not fit their feature
         for name, problem in exc.problems:
-            feature = name.split(".")[0]
-            where = (
-                f"overrides.{feature}" if feature in spec.features and "domain" in problem else f"instance[{feature}]"
-            )
-            out.append((where, problem))
+            overridden = name in spec.features and "domain" in problem  # the request's domain left the value out
+            out.append((f"overrides.{name}" if overridden else _wire_field(name), problem))
         return []
     except InvalidInputError as exc:
-        out.append((exc.field, exc.problem))
+        out.append((_wire_field(exc.field), exc.problem))
         return []
     if spec.goals is None and model.spec.goals is None:  # the default question needs a binary classifier
         try:
@@ -229,6 +226,17 @@ def _features(
         except InvalidInputError as exc:
             out.append((exc.field, exc.problem))
     return features
+
+
+def _wire_field(field: str) -> str:
+    """Where a problem's field is on the wire: a rule's (``features.NAME.allowed``) is the
+    request's override of NAME, anything else a feature of the instance (``instance[NAME]``)."""
+    head, _, rest = field.partition(".")
+    if head == "features" and rest:
+        return f"overrides.{rest}"
+    if field in ("immutable", "fill_missing") or "." in field:
+        return field
+    return f"instance[{field}]"
 
 
 def _margin(request: pb.ExplainRequest, out: list[Violation]) -> float | None:
@@ -288,7 +296,7 @@ def _check_plausible(
     """Plausibility needs the model's training data and a class goal."""
     if request.plausible and model.reference is None:
         out.append(("plausible", f"model {model.id!r} has no training data to judge plausibility"))
-    if request.plausible and not any(isinstance(g, ClassGoal) for g in goals):
+    if request.plausible and goals and not any(isinstance(g, ClassGoal) for g in goals):  # none: the default's is
         out.append(("plausible", "needs a class goal"))
 
 
@@ -325,7 +333,6 @@ def _override(override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: 
         result["constrained"] = override.constrained
     if override.monotone:
         result |= _monotone(override.monotone, field, out)
-    result |= _allowed_values(override, spec, field, out)
     result |= _listed_choices(override, spec, field, out)
     if override.HasField("precision"):
         result |= _precision(override.precision, spec, field, out)
@@ -345,39 +352,24 @@ def _monotone(monotone: pb.Monotone, field: str, out: list[Violation]) -> dict[s
     return {"monotone": _MONOTONE[monotone]}
 
 
-def _allowed_values(
-    override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]
-) -> dict[str, Any]:
-    if len(override.allowed_values) > MAX_ALLOWED_VALUES:
-        count = len(override.allowed_values)
-        out.append((f"{field}.allowed_values", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
-    elif override.allowed_values:
-        if spec.kind not in ("integer", "float"):
-            out.append((f"{field}.allowed_values", f"feature {spec.name!r} is not numeric"))
-        else:
-            return {"allowed": tuple(override.allowed_values)}
-    return {}
-
-
 def _listed_choices(
     override: pb.FeatureOverride, spec: FeatureSpec, field: str, out: list[Violation]
 ) -> dict[str, Any]:
-    """A category's (or boolean's) allowed categories, and the values a change may not reach."""
+    """The values a change may reach (a number's, a category's by its text or its code) and the
+    ones it may not; whether they fit the feature is checked where the feature is built, as for
+    a local run."""
     result: dict[str, Any] = {}
     for name, count in (
+        ("allowed_values", len(override.allowed_values)),
         ("allowed_categories", len(override.allowed_categories)),
         ("forbidden", len(override.forbidden)),
     ):
         if count > MAX_ALLOWED_VALUES:
             out.append((f"{field}.{name}", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
             return {}
-    if override.allowed_categories:
-        if spec.kind not in ("categorical", "boolean"):
-            out.append((f"{field}.allowed_categories", f"feature {spec.name!r} is {spec.kind}: use allowed_values"))
-        elif override.allowed_values:
-            out.append((f"{field}.allowed_categories", "give allowed_values or allowed_categories, not both"))
-        else:
-            result["allowed"] = tuple(override.allowed_categories)
+    allowed = (*override.allowed_values, *override.allowed_categories)
+    if allowed:
+        result["allowed"] = allowed
     if override.forbidden:
         values = [plain_value(v) for v in override.forbidden]
         if any(v is None for v in values):
@@ -611,6 +603,8 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
     return pb.ExplainResponse(
         request_id=request_id,
         model_id=model_id,
+        goal=result.goal,
+        goal_default=result.goal_default,
         proposed={k: value_message(v) for k, v in result.proposed.items()},
         changes=[
             pb.FeatureChange(

@@ -75,6 +75,9 @@ def check_plan_request(
         explain.margin = request.margin
     if request.HasField("max_changed_features"):
         explain.max_changed_features = request.max_changed_features
+    explain.plausible = request.plausible
+    if request.HasField("trust_region"):
+        explain.trust_region.CopyFrom(request.trust_region)
     checked: CheckedRequest | None = None
     try:
         checked = check_request(explain, model, max_features)
@@ -210,6 +213,8 @@ def plan_message(
         response = pb.PlanResponse(
             request_id=request_id,
             model_id=model_id,
+            goal=result.goal,
+            goal_default=result.goal_default,
             original=_values(result.original),
             original_prediction=result.original_prediction,
             plans=[_plan_message(p) for p in chosen],
@@ -326,6 +331,8 @@ def plan_result(response: pb.PlanResponse) -> PlanResult:
         for p in response.plans
     ]
     return PlanResult(
+        goal=response.goal,
+        goal_default=response.goal_default if response.HasField("goal_default") else None,
         original=ordered(response.original),
         original_prediction=response.original_prediction,
         plans=plans,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from counterplan.planning._pydantic import describe
 from counterplan.planning.distance import FeatureStatistics
 from counterplan.planning.errors import InvalidInputError
-from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal
+from counterplan.planning.goals import OutputSpec
 from counterplan.planning.inference import schema_of
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
@@ -95,8 +95,6 @@ class RegisteredModel:
     reference: pd.DataFrame | None = None
     """Training data with its label column, for plausibility; None when the card gave none."""
     target: str | None = None
-    default_goals: list[ClassGoal | ValueGoal | RangeGoal] | None = None
-    """The question of a request that gives no goal; None: a binary classifier's second class."""
     training: pd.DataFrame | None = None
     """The card's training data, for a scorecard's closeness statistics."""
     spec: ProblemSpec = field(default_factory=ProblemSpec)
@@ -104,8 +102,6 @@ class RegisteredModel:
     """Built from the schema when the loader gives none (a card without training data)."""
 
     def __post_init__(self) -> None:
-        if self.default_goals is not None and self.spec.goals is None:
-            self.spec = self.spec.model_copy(update={"goals": tuple(self.default_goals)})
         if self.explainer is None:
             profile = SchemaProfile(self.features, self.statistics, self.training)
             self.explainer = Explainer(
@@ -306,7 +302,7 @@ def demo_model() -> RegisteredModel:
     data = demo.make_loan_data()
     model = demo.train_loan_model(data)
     adapter = adapt_sklearn(model, demo.TARGET)
-    spec = ProblemSpec(immutable=tuple(demo.IMMUTABLE), goals=tuple(demo.demo_goals()))
+    spec = demo.demo_spec()
     columns = model_columns(model, data, demo.TARGET) or []
     features, statistics = schema_of(data, columns, spec)
     return RegisteredModel(

@@ -74,6 +74,10 @@ class PlanResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    goal: str = ""
+    """The goals asked, in words (``approved = 1 with p >= 0.705``): every output states them."""
+    goal_default: str | None = None
+    """When the goals were a default rather than asked, which one; None: asked."""
     original: dict[str, Any]
     original_prediction: float
     plans: list[ActionPlan]
@@ -155,6 +159,8 @@ class PlanSolver:
                 f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
             )
         return PlanResult(
+            goal=problem.goal_text,
+            goal_default=problem.goals_default,
             original=space.decode(space.original),
             original_prediction=_prediction(problem, original, 0),
             plans=plans,

@@ -170,7 +170,7 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
     ("change", "fragment"),
     [
         ({"--target": "outcome"}, "--target: no column 'outcome'"),
-        ({"--immutable": "age,height"}, "--immutable: no column 'height'"),
+        ({"--immutable": "age,height"}, "--immutable: 'height' is not a feature column"),
         ({"--rows": "0:5000"}, "--rows: 0:5000 is not a range"),
         ({"--rows": "first"}, "--rows: give all, rejected"),
         ({"--rows": "3,1500"}, "--rows: position 1500 is outside"),

@@ -203,13 +203,17 @@ def test_explain_on_a_server_answers_as_a_local_explain(capsys: pytest.CaptureFi
     assert code == 0, err
     local = json.loads(local_out)
     assert set(result) == set(local) and set(result["statistics"]) == set(local["statistics"])
-    for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested"):
+    for key in ("valid", "original", "proposed", "changes", "score", "score_levels", "note", "requested", "goal"):
         assert result[key] == local[key], key  # one schema, one set of defaults, the same answer
+    assert result["goal_default"] == local["goal_default"] == "the demo model's question"
     assert list(result["original"]) == list(local["original"]) == list(rejected_applicant())  # the model's order
     assert list(result["proposed"]) == list(local["proposed"])
     assert result["valid"] and isinstance(result["original"]["age"], int)
     code, out, _ = _run(capsys, "explain", "--server", demo_server, "--no-progress")
     assert code == 0 and "Counterfactual: change these features" in out
+    assert out.splitlines()[0] == "Goal: approved = 1 with p >= 0.705 (default: the demo model's question)"
+    code, out, _ = _run(capsys, "explain", "--server", demo_server, "--no-progress", "--forbid", "purpose=boat")
+    assert code == 2 and out == ""  # refused by the server, as locally: boat is no purpose
 
 
 @pytest.mark.integration  # a real server on a loopback port
@@ -579,7 +583,7 @@ def test_tune_checks_its_flags_and_labels_as_explain_does(
         (("--target", "ok", "--budget", "nan"), "--budget must be a finite number"),
         (("--target", "ok", "--budget", "inf"), "--budget must be a finite number"),
         (("--target", "ok", "--goal", "class:7"), "class 7 is not one of [0.0, 1.0]"),
-        (("--target", "ok", "--goal", "range:0..1"), "tune takes a class goal"),
+        (("--target", "ok", "--goal", "range:0..1"), "--goal: output 'ok' is a classifier's; use a class goal"),
     ):
         code, out, err = _run(capsys, *base, *quick, *storage, *flags)
         assert code == 2 and fragment in err and err.count("\n") == 1 and "Traceback" not in err + out, err

@@ -59,9 +59,9 @@ def test_explains_search_flags_are_refused_by_name(
 @pytest.mark.parametrize(
     ("flag", "argv"),
     [
-        ("--alpha/--beta", ["--distance", "scorecard", "--alpha", "-1"]),
-        ("--trust-nearest/--trust-slack", ["--trust-nearest", "0"]),
-        ("--trust-nearest/--trust-slack", ["--trust-slack", "-1"]),
+        ("--alpha", ["--distance", "scorecard", "--alpha", "-1"]),
+        ("--trust-nearest", ["--trust-nearest", "0"]),
+        ("--trust-slack", ["--trust-slack", "-1"]),
     ],
 )
 def test_explains_answer_flags_say_what_is_wrong(

@@ -204,9 +204,9 @@ def _write(data: dict[str, object]) -> str:
     ("flags", "fragment"),
     [
         (("--generations", "0"), "--generations: Input should be greater than 0"),
-        (("--time-limit", "-1"), "--time-limit: Input should be greater than 0"),
-        (("--time-limit", "1e12"), "--time-limit: Input should be less than or equal to"),
-        (("--seed", "-1"), "--seed: Input should be greater than or equal to 0"),
+        (("--time-limit", "-1"), "--time-limit must be a finite number of seconds above 0"),  # as explain says
+        (("--time-limit", "1e12"), "--time-limit must be a finite number of seconds above 0 and at most 1e+10"),
+        (("--seed", "-1"), "--seed must be a whole number from 0 to 2**63 - 1"),
     ],
 )
 def test_a_bad_search_flag_is_refused_naming_the_flag(

@@ -251,7 +251,8 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("infinite change penalty", lambda: _request_with(change_penalty=float("inf")), "change_penalty"),
     ("too large a change penalty", lambda: _request_with(change_penalty=1e7), "change_penalty"),
     ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
-    ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides[0].allowed_values"),
+    # a number in allowed_values names a category by its code (as --allowed writes it): 1 is none of education's
+    ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides.education.allowed"),
     ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),
     (
         "too many features",

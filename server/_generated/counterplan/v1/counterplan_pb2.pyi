@@ -415,7 +415,7 @@ class ExactStatistics(_message.Message):
     def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ..., backend: _Optional[str] = ..., answer_set: _Optional[str] = ..., answer_set_reason: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names")
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names", "goal", "goal_default")
     class ProposedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -450,6 +450,8 @@ class ExplainResponse(_message.Message):
     ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
     HELD_FIXED_FIELD_NUMBER: _ClassVar[int]
     FEATURE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    GOAL_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     proposed: _containers.MessageMap[str, FeatureValue]
@@ -470,7 +472,9 @@ class ExplainResponse(_message.Message):
     already_met: bool
     held_fixed: _containers.RepeatedScalarFieldContainer[str]
     feature_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ..., held_fixed: _Optional[_Iterable[str]] = ..., feature_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    goal: str
+    goal_default: str
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ..., held_fixed: _Optional[_Iterable[str]] = ..., feature_names: _Optional[_Iterable[str]] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ...) -> None: ...
 
 class ExplainStreamResponse(_message.Message):
     __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")
@@ -641,7 +645,7 @@ class PlanSearch(_message.Message):
     def __init__(self, population: _Optional[int] = ..., generations: _Optional[int] = ..., mutant_share: _Optional[float] = ..., bias: _Optional[float] = ..., seed: _Optional[int] = ..., time_limit_seconds: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model_id", "instance", "overrides", "goals", "actions", "graph", "search", "request_id", "margin", "max_changed_features", "max_plans")
+    __slots__ = ("model_id", "instance", "overrides", "goals", "actions", "graph", "search", "request_id", "margin", "max_changed_features", "max_plans", "plausible", "trust_region")
     class InstanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -660,6 +664,8 @@ class PlanRequest(_message.Message):
     MARGIN_FIELD_NUMBER: _ClassVar[int]
     MAX_CHANGED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     MAX_PLANS_FIELD_NUMBER: _ClassVar[int]
+    PLAUSIBLE_FIELD_NUMBER: _ClassVar[int]
+    TRUST_REGION_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     instance: _containers.MessageMap[str, FeatureValue]
     overrides: _containers.RepeatedCompositeFieldContainer[FeatureOverride]
@@ -671,7 +677,9 @@ class PlanRequest(_message.Message):
     margin: float
     max_changed_features: int
     max_plans: int
-    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., graph: _Optional[_Iterable[_Union[CostEdge, _Mapping]]] = ..., search: _Optional[_Union[PlanSearch, _Mapping]] = ..., request_id: _Optional[str] = ..., margin: _Optional[float] = ..., max_changed_features: _Optional[int] = ..., max_plans: _Optional[int] = ...) -> None: ...
+    plausible: bool
+    trust_region: TrustRegion
+    def __init__(self, model_id: _Optional[str] = ..., instance: _Optional[_Mapping[str, FeatureValue]] = ..., overrides: _Optional[_Iterable[_Union[FeatureOverride, _Mapping]]] = ..., goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ..., graph: _Optional[_Iterable[_Union[CostEdge, _Mapping]]] = ..., search: _Optional[_Union[PlanSearch, _Mapping]] = ..., request_id: _Optional[str] = ..., margin: _Optional[float] = ..., max_changed_features: _Optional[int] = ..., max_plans: _Optional[int] = ..., plausible: _Optional[bool] = ..., trust_region: _Optional[_Union[TrustRegion, _Mapping]] = ...) -> None: ...
 
 class PlanStep(_message.Message):
     __slots__ = ("action", "feature", "before", "after", "cost", "state", "prediction", "goal_met", "consequences")
@@ -715,7 +723,7 @@ class ActionPlan(_message.Message):
     def __init__(self, steps: _Optional[_Iterable[_Union[PlanStep, _Mapping]]] = ..., total_cost: _Optional[float] = ..., distance: _Optional[float] = ..., valid: _Optional[bool] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "original", "original_prediction", "plans", "cheapest", "short_plan", "generations", "stopped_early", "model_calls", "time_spent_seconds", "feature_names", "front_size", "already_met", "failure")
+    __slots__ = ("request_id", "model_id", "original", "original_prediction", "plans", "cheapest", "short_plan", "generations", "stopped_early", "model_calls", "time_spent_seconds", "feature_names", "front_size", "already_met", "failure", "goal", "goal_default")
     class OriginalEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -738,6 +746,8 @@ class PlanResponse(_message.Message):
     FRONT_SIZE_FIELD_NUMBER: _ClassVar[int]
     ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    GOAL_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     original: _containers.MessageMap[str, FeatureValue]
@@ -753,7 +763,9 @@ class PlanResponse(_message.Message):
     front_size: int
     already_met: bool
     failure: str
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., original_prediction: _Optional[float] = ..., plans: _Optional[_Iterable[_Union[ActionPlan, _Mapping]]] = ..., cheapest: _Optional[int] = ..., short_plan: _Optional[int] = ..., generations: _Optional[int] = ..., stopped_early: _Optional[bool] = ..., model_calls: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., feature_names: _Optional[_Iterable[str]] = ..., front_size: _Optional[int] = ..., already_met: _Optional[bool] = ..., failure: _Optional[str] = ...) -> None: ...
+    goal: str
+    goal_default: str
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., original_prediction: _Optional[float] = ..., plans: _Optional[_Iterable[_Union[ActionPlan, _Mapping]]] = ..., cheapest: _Optional[int] = ..., short_plan: _Optional[int] = ..., generations: _Optional[int] = ..., stopped_early: _Optional[bool] = ..., model_calls: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., feature_names: _Optional[_Iterable[str]] = ..., front_size: _Optional[int] = ..., already_met: _Optional[bool] = ..., failure: _Optional[str] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ...) -> None: ...
 
 class FrontPoint(_message.Message):
     __slots__ = ("cost", "distance", "feature_changes")
