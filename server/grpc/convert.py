@@ -25,7 +25,7 @@ from counterplan.solver.core.budget import check_budget, one_hot_width
 from counterplan.solver.core.config import MAX_SEED, ConfigError, SolverConfig, TerminationConfig
 from counterplan.solver.exact.report import ExactStatistics
 from counterplan.solver.presets import with_acceptor_preset
-from counterplan.solver.result import BestSolutionEvent, CounterfactualResult
+from counterplan.solver.result import BestSolutionEvent, Change, CounterfactualResult
 
 Violation = tuple[str, str]
 _MISSING = object()
@@ -597,6 +597,20 @@ def _predictions(predictions: dict[str, Any]) -> list[pb.OutputPrediction]:
     return out
 
 
+def _change_messages(changes: list[Change]) -> list[pb.FeatureChange]:
+    """Changed features as messages (a scorecard variable's bins when it has them)."""
+    return [
+        pb.FeatureChange(
+            feature=c.feature,
+            original=value_message(c.original),
+            proposed=value_message(c.proposed),
+            original_bin=c.original_bin or "",
+            proposed_bin=c.proposed_bin or "",
+        )
+        for c in changes
+    ]
+
+
 def result_message(result: CounterfactualResult, request_id: str, model_id: str) -> pb.ExplainResponse:
     """A solve's result as an ``ExplainResponse``."""
     s = result.statistics
@@ -606,16 +620,7 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         goal=result.goal,
         goal_default=result.goal_default,
         proposed={k: value_message(v) for k, v in result.proposed.items()},
-        changes=[
-            pb.FeatureChange(
-                feature=c.feature,
-                original=value_message(c.original),
-                proposed=value_message(c.proposed),
-                original_bin=c.original_bin or "",
-                proposed_bin=c.proposed_bin or "",
-            )
-            for c in result.changes
-        ],
+        changes=_change_messages(result.changes),
         predictions=_predictions(result.predictions),
         original_predictions=_predictions(result.original_predictions),
         score=score_message(result.score_levels, result.score, result.feasible),
@@ -624,16 +629,7 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         counterfactuals=[
             pb.Counterfactual(
                 proposed={k: value_message(v) for k, v in c.proposed.items()},
-                changes=[
-                    pb.FeatureChange(
-                        feature=ch.feature,
-                        original=value_message(ch.original),
-                        proposed=value_message(ch.proposed),
-                        original_bin=ch.original_bin or "",
-                        proposed_bin=ch.proposed_bin or "",
-                    )
-                    for ch in c.changes
-                ],
+                changes=_change_messages(c.changes),
                 predictions=_predictions(c.predictions),
                 score=score_message(c.score_levels, c.score, c.feasible),
                 valid=c.valid,

@@ -312,8 +312,8 @@ def test_the_backend_setting_and_report_round_trip() -> None:
     assert "backend: ortools" in config.to_yaml()
     with pytest.raises(ValueError, match="backend"):
         ExactPhaseConfig(backend="gurobi")
-    from counterplan.server.cli.remote import _exact
     from counterplan.server.grpc.convert import _exact_message
+    from counterplan.server.grpc.result_convert import _exact
 
     report = ExactStatistics(status="optimal", proven=True, objective=1.5, backend="SCIP 10.0.0 (OR-Tools 9.15)")
     message = _exact_message(report)
