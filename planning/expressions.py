@@ -10,7 +10,10 @@ plan.
 What a formula may hold:
 
 * numbers, ``true``/``false`` (or ``True``/``False``), and strings, the latter only compared
-  with a categorical feature (``occupation == "Armed-Forces"``; an unknown category is refused);
+  with a categorical feature (``occupation == "Armed-Forces"``; an unknown category is refused).
+  A categorical feature is only compared with its categories' names (or the same feature,
+  ``before.x == after.x``): ``education == 3`` and ``education + 1`` are refused, since its
+  internal code is no number a user means (a boolean feature counts as 0/1, as before);
 * names: the features of the problem (a name with characters a Python name cannot hold is
   written with ``_`` for each: ``capital-gain`` is ``capital_gain``) (the state the formula reads: before the action for
   pre-conditions, efforts' and discounts' inputs, after it for post-conditions), ``before.<f>``
@@ -110,6 +113,14 @@ class Vocabulary:
     features: tuple[str, ...]
     categories: Mapping[str, tuple[str, ...]]
     extras: tuple[str, ...] = ()
+    booleans: frozenset[str] = frozenset()
+    """Features among ``categories`` that are booleans: compared with ``True``/``False`` or 1/0
+    and counted like numbers, where a category is only compared with its names."""
+
+    def category(self, name: str) -> str | None:
+        """The categorical (not boolean) feature ``name`` resolves to, or None."""
+        real = self.resolve(name)
+        return real if real is not None and real in self.categories and real not in self.booleans else None
 
     def resolve(self, name: str) -> str | None:
         """The feature ``name`` stands for: itself, or the feature whose name becomes ``name`` when
@@ -193,6 +204,22 @@ class _Checker:
         return ExpressionError(self.field, f"{what} is not allowed in a formula")
 
     def visit(self, node: ast.expr) -> ast.expr:
+        """The checked form of ``node`` used as a number (arithmetic, a function's argument, a
+        condition, a formula's value): a category is refused here, its code means nothing."""
+        category = self._categorical(node)
+        if category is not None:
+            raise self.compare_by_name(category)
+        return self.visit_any(node)
+
+    def compare_by_name(self, feature: str) -> ExpressionError:
+        """A category used as a number, or compared with one."""
+        known = self.vocabulary.categories[feature]
+        shown = repr(list(known[:10]))[:-1] + (", ...]" if len(known) > 10 else "]")
+        return ExpressionError(
+            self.field, f"{feature[:60]} is a category: compare it with one of its categories {shown}"
+        )
+
+    def visit_any(self, node: ast.expr) -> ast.expr:
         """The checked form of ``node``; a node outside the language is refused by its kind."""
         for kind, check in _CHECKS:
             if isinstance(node, kind):
@@ -252,31 +279,56 @@ class _Checker:
 
     def _compare(self, node: ast.Compare) -> ast.expr:
         parts = [node.left, *node.comparators]
-        checked: list[ast.expr] = []
-        for i, part in enumerate(parts):
-            if isinstance(part, ast.Constant) and isinstance(part.value, str):
-                neighbours = [parts[j] for j in (i - 1, i + 1) if 0 <= j < len(parts)]
-                feature = next((f for f in map(self._categorical, neighbours) if f is not None), None)
-                if feature is None:
-                    raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
-                checked.append(ast.Constant(self.vocabulary.code(feature, part.value, self.field)))
-            else:
-                checked.append(self.visit(part))
+        checked = [self._operand(parts, i) for i in range(len(parts))]
         for op in node.ops:
             if type(op) not in _COMPARE:
                 raise self.refuse(f"the comparison {type(op).__name__}")
         return ast.Compare(checked[0], list(node.ops), checked[1:])
 
+    def _operand(self, parts: list[ast.expr], i: int) -> ast.expr:
+        """Part ``i`` of a comparison: a category's name (as its code) beside a categorical
+        feature, a categorical feature beside a name of its own or the same feature, or a number."""
+        part = parts[i]
+        neighbours = [parts[j] for j in (i - 1, i + 1) if 0 <= j < len(parts)]
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            feature = next((f for f in map(self._categorical_or_boolean, neighbours) if f is not None), None)
+            if feature is None:
+                raise ExpressionError(self.field, "a text value may only be compared with a categorical feature")
+            return ast.Constant(self.vocabulary.code(feature, part.value, self.field))
+        category = self._categorical(part)
+        if category is None:
+            return self.visit(part)
+        for other in neighbours:
+            text = isinstance(other, ast.Constant) and isinstance(other.value, str)
+            same = self._categorical(other) is not None and self._same_categories(category, other)
+            if not (text or same):
+                raise self.compare_by_name(category)
+        return self.visit_any(part)
+
+    def _same_categories(self, feature: str, other: ast.expr) -> bool:
+        found = self._categorical(other)
+        return found is not None and self.vocabulary.categories[found] == self.vocabulary.categories[feature]
+
+    def _categorical_or_boolean(self, node: ast.expr) -> str | None:
+        """The feature with categories (a boolean's are ``False``/``True``) ``node`` names, or None."""
+        name = self._feature_name(node)
+        real = None if name is None else self.vocabulary.resolve(name)
+        return real if real is not None and real in self.vocabulary.categories else None
+
     def _categorical(self, node: ast.expr) -> str | None:
         """The categorical feature ``node`` names (``x``, ``before.x``, ``after.x``), or None."""
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in STATES:
-            name = node.attr
-        else:
+        name = self._feature_name(node)
+        if name is None or (isinstance(node, ast.Name) and name in self.vocabulary.extras):
             return None
-        real = self.vocabulary.resolve(name)
-        return real if real is not None and real in self.vocabulary.categories else None
+        return self.vocabulary.category(name)
+
+    @staticmethod
+    def _feature_name(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in STATES:
+            return node.attr
+        return None
 
     def _call(self, node: ast.Call) -> ast.expr:
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
