@@ -21,18 +21,29 @@ states: one call applies an action to every plan that takes it at a step.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from functools import partial
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+)
 
-from counterplan.planning._pydantic import reraise
-from counterplan.planning.errors import InvalidInputError
-from counterplan.planning.expressions import Expression, ExpressionError, Vocabulary
+from counterplan.planning._pydantic import describe, excerpt
+from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
@@ -40,13 +51,50 @@ BoolArray = npt.NDArray[np.bool_]
 MAX_ACTIONS = 32
 MAX_VALUES = 1000
 MAX_EDGES = 256
+SAFE_INTEGER = 2**53
+"""Bounds and set values are held to +-2^53: every whole number up to it is exact in a float64,
+and a delta near float64's limit makes a cost (its sum over steps) overflow to infinity."""
+MESSAGE_CHARS = 600
+"""An error with many bad fields is one line of at most this many characters (the command line);
+each field stays whole in ``violations``."""
+Violation = tuple[str, str]
+_T = TypeVar("_T")
 
 
 class ActionError(InvalidInputError):
-    """An action or the cost graph is invalid for the problem."""
+    """An action or the cost graph is invalid for the problem.
 
-    def __init__(self, field: str, problem: str) -> None:
+    ``violations`` holds every bad field as ``(field, problem)``: the actions are checked whole,
+    so a user fixes a file in one round. With several, ``field`` joins the fields with ``", "``
+    and ``problem`` says ``field: problem`` for each, joined with ``"; "`` (:meth:`every`).
+    """
+
+    def __init__(self, field: str, problem: str, violations: Sequence[Violation] = ()) -> None:
         super().__init__("actions", field, problem)
+        self.violations: list[Violation] = list(violations) or [(field, problem)]
+
+    @classmethod
+    def every(cls, violations: Sequence[Violation]) -> ActionError:
+        """One error for all of ``violations`` (at least one)."""
+        if len(violations) == 1:
+            return cls(*violations[0])
+        fields = ", ".join(field for field, _ in violations)
+        return cls(fields, "; ".join(f"{field}: {problem}" for field, problem in violations), violations)
+
+    def __str__(self) -> str:
+        """One line, bounded: 288 bad fields must not print 288 lines or 30 kB."""
+        if len(self.violations) == 1:
+            return one_line(super().__str__(), MESSAGE_CHARS)
+        return one_line(f"actions: {len(self.violations)} bad fields: {self.problem}", MESSAGE_CHARS)
+
+
+def _attempt(errors: list[Violation], make: Callable[[], _T]) -> _T | None:
+    """``make()``, or None with its :class:`ActionError`'s violations added to ``errors``."""
+    try:
+        return make()
+    except ActionError as exc:
+        errors.extend(exc.violations)
+        return None
 
 
 @dataclass(frozen=True)
@@ -93,15 +141,18 @@ class CostGraph:
 
     def discount(self, before: Mapping[str, Any], changed: Mapping[str, BoolArray], n: int) -> FloatMatrix:
         """g per state: the mean, over the changed features with incoming edges, of the mean of
-        their edges' tau at the state before (clipped to [0, 1]; NaN counts as 1); 1 where none
-        changed. Only the edges into a feature some state changed are evaluated."""
+        their edges' tau at the state before (clipped to [0, 1]); 1 where none changed. A tau that
+        is not a finite number gives NaN: that step has no price, and its plan is infeasible
+        (:func:`apply`), rather than a guess at a discount. Only the edges into a feature some
+        state changed are evaluated."""
         incoming: dict[str, list[FloatMatrix]] = {}
         for _source, target, tau in self.edges:  # the formula reads the source itself
             hit = changed.get(target)
             if hit is None or not hit.any():
                 continue
             value = np.asarray(tau(before), dtype=np.float64)
-            incoming.setdefault(target, []).append(np.clip(np.where(np.isnan(value), 1.0, value), 0.0, 1.0))
+            value = np.broadcast_to(value, (n,))
+            incoming.setdefault(target, []).append(np.where(np.isfinite(value), np.clip(value, 0.0, 1.0), np.nan))
         total = np.zeros(n)
         count = np.zeros(n)
         for target, taus in incoming.items():
@@ -161,7 +212,10 @@ class StepResult:
     after: FloatMatrix
     cost: FloatMatrix
     ok: BoolArray
-    """The action kept its conditions, stayed in the domains and changed something."""
+    """The action kept its conditions, stayed in the domains, changed something and has a price."""
+    priced: BoolArray
+    """The step's cost is a finite number (its effort and every tau it reads are). A step
+    without a price is not ``ok`` either: an infinite or NaN cost never ranks a plan."""
 
 
 def apply(
@@ -205,10 +259,12 @@ def apply(
         effort = np.abs(scope["delta"]) if action.kind == "add" else np.ones(n)
     else:
         effort = np.broadcast_to(np.asarray(effort_formula(scope), dtype=np.float64), (n,))
-    effort = np.where(np.isfinite(effort), np.maximum(effort, 0.0), np.inf)
+    effort = np.where(np.isfinite(effort), np.maximum(effort, 0.0), np.nan)
     changed = {space.names[j]: changed_columns[:, j] for j in np.flatnonzero(changed_columns.any(axis=0))}
     cost = effort * graph.discount(before, changed, n)
-    return StepResult(after=np.where(ok[:, None], after_states, states), cost=cost, ok=ok)
+    priced = np.isfinite(cost)
+    ok &= priced
+    return StepResult(after=np.where(ok[:, None], after_states, states), cost=cost, ok=ok, priced=priced)
 
 
 def _truth(value: Any, n: int) -> BoolArray:
@@ -225,12 +281,41 @@ class _Data(BaseModel):
 
 
 def _number_as_text(value: Any) -> Any:
-    """A formula may be a bare number (``effort: 5``): it is the formula ``5``."""
-    return repr(value) if isinstance(value, int | float) else value
+    """A formula may be a bare number (``effort: 5``): it is the formula ``5``. A long text is
+    refused here, by its length in characters (pydantic's own ``max_length`` would say "items")."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"a number as a formula must be finite, given {value}")
+        return repr(value)
+    if isinstance(value, str) and len(value) > MAX_LENGTH:
+        raise ValueError(f"a formula has at most {MAX_LENGTH} characters, given {len(value):,}")
+    return value
 
 
-FormulaText = Annotated[str, BeforeValidator(_number_as_text), Field(max_length=500)]
+def _safe_number(value: float) -> float:
+    """A bound within +-2^53 (see :data:`SAFE_INTEGER`)."""
+    if abs(value) > SAFE_INTEGER:
+        raise ValueError(f"must be between -2^53 and 2^53 ({SAFE_INTEGER:,}), given {excerpt(value)}")
+    return value
+
+
+def _set_value(value: Any) -> str | float | bool:
+    """A ``set`` action's value: a text, a boolean or a finite number within +-2^53, checked in one
+    step so that a bad one gets one message (a union would give one per member)."""
+    if isinstance(value, str | bool):
+        return value
+    if isinstance(value, int | float):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"a value must be a text or a finite number, given {excerpt(value)}")
+        return _safe_number(number)
+    raise ValueError(f"a value must be a text, a boolean or a number, given {excerpt(value)}")
+
+
+FormulaText = Annotated[str, BeforeValidator(_number_as_text)]
 """A formula of the expression language (a number is one too), at most 500 characters."""
+Bound = Annotated[float, AfterValidator(_safe_number)]
+SetValue = Annotated[str | float | bool, PlainValidator(_set_value)]
 
 
 class ActionSpec(_Data):
@@ -239,11 +324,11 @@ class ActionSpec(_Data):
     name: Annotated[str, Field(min_length=1, max_length=100)]
     feature: Annotated[str, Field(min_length=1, max_length=200)]
     kind: Literal["add", "set"] = "add"
-    low: float | None = None
-    """``add``: the smallest delta."""
-    high: float | None = None
-    """``add``: the largest delta."""
-    values: Annotated[tuple[str | float | bool, ...], Field(max_length=MAX_VALUES)] | None = None
+    low: Bound | None = None
+    """``add``: the smallest delta (within +-2^53)."""
+    high: Bound | None = None
+    """``add``: the largest delta (within +-2^53)."""
+    values: Annotated[tuple[SetValue, ...], Field(max_length=MAX_VALUES)] | None = None
     """``set``: the values to choose from, in the feature's own terms."""
     consequences: Annotated[dict[str, FormulaText], Field(max_length=64)] = Field(default_factory=dict)
     effort: FormulaText | None = None
@@ -262,47 +347,73 @@ class EdgeSpec(_Data):
 class ActionSet(_Data):
     """Actions and the cost graph, as data (YAML or JSON)."""
 
-    actions: Annotated[tuple[ActionSpec, ...], Field(min_length=1, max_length=MAX_ACTIONS)]
+    actions: Annotated[tuple[ActionSpec, ...], Field(max_length=MAX_ACTIONS)]
     graph: Annotated[tuple[EdgeSpec, ...], Field(max_length=MAX_EDGES)] = ()
+
+    @field_validator("actions")
+    @classmethod
+    def _some(cls, actions: tuple[ActionSpec, ...]) -> tuple[ActionSpec, ...]:
+        """At least one action. Checked after the items (``min_length`` would also report a list
+        whose items failed as empty: a spurious error beside the real ones)."""
+        if not actions:
+            raise ValueError("give at least one action")
+        return actions
 
     @classmethod
     def from_data(cls, data: Any) -> ActionSet:
         """Validate plain data (a YAML file read within the configuration reader's limits, see
-        ``counterplan.planning.safe_yaml``), raising :class:`ActionError` naming the bad field."""
+        ``counterplan.planning.safe_yaml``), raising :class:`ActionError` naming every bad field."""
         if not isinstance(data, Mapping):
             raise ActionError("actions", "expected a mapping with 'actions' (and optionally 'graph')")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            reraise(exc, "", _indexed_error)
+            raise ActionError.every([_indexed(field, problem) for field, problem in describe(exc)]) from None
 
     def compile(self, space: FeatureSpace) -> tuple[list[Action], CostGraph]:
-        """The runtime actions and graph for ``space``, every name and formula checked."""
-        vocabulary = Vocabulary(space.names, _categories(space), ("delta", "value"))
-        plain = Vocabulary(space.names, _categories(space))
-        seen: set[str] = set()
-        actions = []
-        for i, spec in enumerate(self.actions):
-            where = f"actions[{i}]"
-            if spec.name in seen:
-                raise ActionError(f"{where}.name", f"two actions are named {spec.name!r}")
-            seen.add(spec.name)
-            actions.append(_compile_action(spec, space, vocabulary, where))
-        edges = []
-        for i, edge in enumerate(self.graph):
-            where = f"graph[{i}]"
-            for end in ("source", "target"):
-                _known(space, getattr(edge, end), f"{where}.{end}")
-            edges.append((edge.source, edge.target, _formula(edge.tau, plain, f"{where}.tau")))
-        return actions, CostGraph(tuple(edges))
+        """The runtime actions and graph for ``space``, every name and formula checked; every bad
+        field of every action and edge is reported at once (one :class:`ActionError`)."""
+        categories = _categories(space)
+        booleans = frozenset(f.name for f in space.features if f.kind == "boolean")
+        vocabulary = Vocabulary(space.names, categories, ("delta", "value"), booleans)
+        plain = Vocabulary(space.names, categories, booleans=booleans)
+        errors: list[Violation] = []
+        errors += _duplicate_names(self.actions)
+        actions = [
+            _compile_action(spec, space, vocabulary, f"actions[{i}]", errors) for i, spec in enumerate(self.actions)
+        ]
+        edges = [_compile_edge(edge, space, plain, f"graph[{i}]", errors) for i, edge in enumerate(self.graph)]
+        if errors:
+            raise ActionError.every(errors)
+        return [a for a in actions if a is not None], CostGraph(tuple(e for e in edges if e is not None))
 
 
 _INDEX = re.compile(r"(?<=[A-Za-z_\]])\.(\d+)(?=[.:,]|$)")
 
 
-def _indexed_error(field: str, problem: str) -> ActionError:
+def _indexed(field: str, problem: str) -> Violation:
     """pydantic's ``actions.0.low`` as ``actions[0].low``, the way every other error names it."""
-    return ActionError(_INDEX.sub(r"[\1]", field), _INDEX.sub(r"[\1]", problem))
+    return _INDEX.sub(r"[\1]", field), _INDEX.sub(r"[\1]", problem)
+
+
+def _duplicate_names(specs: Sequence[ActionSpec]) -> list[Violation]:
+    seen: set[str] = set()
+    out = []
+    for i, spec in enumerate(specs):
+        if spec.name in seen:
+            out.append((f"actions[{i}].name", f"two actions are named {spec.name[:100]!r}"))
+        seen.add(spec.name)
+    return out
+
+
+def _compile_edge(
+    edge: EdgeSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str, errors: list[Violation]
+) -> tuple[str, str, Formula] | None:
+    before = len(errors)
+    for end in ("source", "target"):
+        _attempt(errors, partial(_known, space, getattr(edge, end), f"{where}.{end}"))
+    tau = _attempt(errors, partial(_formula, edge.tau, vocabulary, f"{where}.tau"))
+    return None if tau is None or len(errors) > before else (edge.source, edge.target, tau)
 
 
 def _categories(space: FeatureSpace) -> dict[str, tuple[str, ...]]:
@@ -329,17 +440,26 @@ def _formula(text: str | float, vocabulary: Vocabulary, where: str) -> Expressio
         raise ActionError(exc.field, exc.problem) from None
 
 
-def _compile_action(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str) -> Action:
-    _known(space, spec.feature, f"{where}.feature")
-    feature = space[spec.feature]
-    if not feature.mutable:
-        raise ActionError(f"{where}.feature", f"{spec.feature!r} is immutable: no action may change it")
+def _compile_action(
+    spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str, errors: list[Violation]
+) -> Action | None:
+    """``spec`` for ``space``, or None with each of its bad fields added to ``errors``."""
+    before = len(errors)
+    feature = _attempt(errors, partial(_changeable, spec, space, where))
     low = high = 0.0
     values: tuple[Any, ...] = ()
-    if spec.kind == "add":
-        low, high = _delta_bounds(spec, space, where)
-    else:
-        values = _set_values(spec, feature, where)
+    if feature is not None and spec.kind == "add":
+        low, high = _attempt(errors, partial(_delta_bounds, spec, space, where)) or (0.0, 0.0)
+    elif feature is not None:
+        values = _attempt(errors, partial(_set_values, spec, feature, where)) or ()
+    consequences = _consequences(spec, space, vocabulary, where, errors)
+    formulas = {
+        name: _attempt(errors, partial(_formula, text, vocabulary, f"{where}.{name}"))
+        for name, text in (("effort", spec.effort), ("pre", spec.pre), ("post", spec.post))
+        if text is not None
+    }
+    if len(errors) > before:
+        return None
     return Action(
         name=spec.name,
         feature=spec.feature,
@@ -347,11 +467,20 @@ def _compile_action(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabular
         low=low,
         high=high,
         values=values,
-        consequences=_consequences(spec, space, vocabulary, where),
-        effort=None if spec.effort is None else _formula(spec.effort, vocabulary, f"{where}.effort"),
-        pre=None if spec.pre is None else _formula(spec.pre, vocabulary, f"{where}.pre"),
-        post=None if spec.post is None else _formula(spec.post, vocabulary, f"{where}.post"),
+        consequences=consequences,
+        effort=formulas.get("effort"),
+        pre=formulas.get("pre"),
+        post=formulas.get("post"),
     )
+
+
+def _changeable(spec: ActionSpec, space: FeatureSpace, where: str) -> AnyFeature:
+    """The feature an action changes: known and mutable."""
+    _known(space, spec.feature, f"{where}.feature")
+    feature = space[spec.feature]
+    if not feature.mutable:
+        raise ActionError(f"{where}.feature", f"{spec.feature!r} is immutable: no action may change it")
+    return feature
 
 
 def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[float, float]:
@@ -366,30 +495,42 @@ def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[fl
 
 
 def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any, ...]:
-    """A 'set' action's values, each one the feature can take."""
+    """A 'set' action's values, each one the feature can take (every bad one named)."""
     if not spec.values:
         raise ActionError(f"{where}.values", "a 'set' action needs at least one value")
+    errors: list[Violation] = []
     for k, value in enumerate(spec.values):
         try:
             feature.encode(value)
         except (InvalidInputError, ValueError, TypeError) as exc:
-            raise ActionError(f"{where}.values[{k}]", f"not a value of {spec.feature!r}: {exc}") from None
+            problem = one_line(f"not a value of {spec.feature!r}: {exc}", 200)
+            errors.append((f"{where}.values[{k}]", problem))
+    if errors:
+        raise ActionError.every(errors)
     return spec.values
 
 
-def _consequences(spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str) -> dict[str, Expression]:
-    """An action's consequences compiled, each on a mutable feature."""
+def _consequences(
+    spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str, errors: list[Violation]
+) -> dict[str, Expression]:
+    """An action's consequences compiled, each on a mutable feature (bad ones added to ``errors``)."""
     consequences = {}
     for name, text in spec.consequences.items():
-        _known(space, name, f"{where}.consequences")
-        if not space[name].mutable:
-            raise ActionError(
-                f"{where}.consequences.{name}",
-                f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
-                "such as age, is mutable with a monotone rule)",
-            )
-        consequences[name] = _formula(text, vocabulary, f"{where}.consequences.{name}")
+        compiled = _attempt(errors, partial(_consequence, name, text, space, vocabulary, where))
+        if compiled is not None:
+            consequences[name] = compiled
     return consequences
+
+
+def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabulary, where: str) -> Expression:
+    _known(space, name, f"{where}.consequences")
+    if not space[name].mutable:
+        raise ActionError(
+            f"{where}.consequences.{name}",
+            f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
+            "such as age, is mutable with a monotone rule)",
+        )
+    return _formula(text, vocabulary, f"{where}.consequences.{name}")
 
 
 def total_cost(
@@ -405,6 +546,8 @@ def total_cost(
     costs = []
     for position, (index, value) in enumerate(steps):
         result = apply(actions[index], graph, space, state, np.array([value], dtype=np.float64))
+        if not result.priced[0]:
+            raise ActionError(f"steps[{position}]", f"action {actions[index].name!r} costs {result.cost[0]} here")
         if not result.ok[0]:
             raise ActionError(f"steps[{position}]", f"action {actions[index].name!r} cannot run here")
         costs.append(float(result.cost[0]))

@@ -87,7 +87,7 @@ def check_plan_request(
     try:
         actions = ActionSet.from_data(actions_data(request))
     except ActionError as exc:
-        violations += _split(exc)
+        violations += exc.violations
     config = _search(request.search, max_population, max_generations, violations)
     max_plans = request.max_plans if request.HasField("max_plans") else DEFAULT_MAX_PLANS
     if not 1 <= max_plans <= MOST_PLANS:
@@ -148,6 +148,14 @@ def action_messages(actions: ActionSet) -> tuple[list[pb.Action], list[pb.CostEd
 
 def _text(formula: str | None) -> str:
     return "" if formula is None else formula
+
+
+def action_violations(exc: InvalidInputError) -> list[Violation]:
+    """Each bad field of an error raised while the actions are compiled for the problem: all of
+    an :class:`ActionError`'s (every action and edge is checked at once), or the one it names."""
+    if isinstance(exc, ActionError):
+        return list(exc.violations)
+    return [(exc.field, exc.problem)]
 
 
 def _split(exc: InvalidInputError) -> list[Violation]:
@@ -225,7 +233,7 @@ def plan_message(
             feature_names=names,
             front_size=len(result.plans),
             already_met=result.already_met,
-            failure=result.failure or "",
+            failure="; ".join(text for text in (result.failure, result.cost_failure) if text),
         )
         for field, named in (("cheapest", result.cheapest), ("short_plan", result.short)):
             index = next((i for i, p in enumerate(chosen) if p is named), None)

@@ -37,6 +37,7 @@ from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError
 from counterplan.server.grpc.plan_convert import (
     CheckedPlanRequest,
+    action_violations,
     check_plan_request,
     final_front,
     front_message,
@@ -186,8 +187,8 @@ class PlanCalls:
         try:
             problem = model.problem(plain.instance, plain.spec)
             actions, graph = checked.actions.compile(problem.space)
-        except InvalidInputError as exc:  # an action that does not fit the features (ActionError), or the problem
-            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        except InvalidInputError as exc:  # actions that do not fit the features (ActionError: every bad field)
+            raise bad_request(BadRequestError(action_violations(exc))) from None
         ticket = self.admission.take_slot(estimate)
         try:
             job = self.manager.submit_plan(
