@@ -89,6 +89,10 @@ class PlanResult(BaseModel):
     failure: str | None = None
     """The model failed on candidates so often that the search stopped calling it (its last
     message), or failed on some: what a user needs to know when no plan comes back."""
+    cost_failure: str | None = None
+    """Why some candidate plans were refused for their cost: a step's effort or tau was not a
+    finite number (infinite, NaN), or the costs added up past the largest float. Such a plan is
+    infeasible, never on the front; this names how many there were and the first action."""
     generations: int
     """Generations run."""
     stopped_early: bool = False
@@ -158,6 +162,12 @@ class PlanSolver:
             failure = (
                 f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
             )
+        cost_failure = None
+        if search.unpriced_plans:
+            cost_failure = (
+                f"{search.unpriced_plans:,} candidate plans had no finite cost (the first: {search.first_unpriced}, "
+                "an effort or tau that is infinite or not a number): they are infeasible, never on the front"
+            )
         return PlanResult(
             goal=problem.goal_text,
             goal_default=problem.goals_default,
@@ -168,6 +178,7 @@ class PlanSolver:
             short=short[0] if short else None,
             already_met=already_met,
             failure=failure,
+            cost_failure=cost_failure,
             generations=search.generations_run,
             stopped_early=search.stopped_early,
             model_calls=calculator.model_call_count,

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Annotated, Self
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from counterplan.planning.actions import Action, ActionError, CostGraph
@@ -200,6 +201,11 @@ class PlanSearch:
         self.failed_states = 0
         """Final states the model failed on (raised for, or answered NaN): never feasible."""
         self.first_failure: str | None = None
+        self.unpriced_plans = 0
+        """Candidate plans with a step whose cost is not a finite number, or whose costs add up
+        past float64's range: infeasible (a constraint violation), never on the front."""
+        self.first_unpriced: str | None = None
+        """The action of the first such step seen (what :attr:`PlanResult.cost_failure` names)."""
         self._terminate = threading.Event()
         space = problem.space
         relations = problem.relations
@@ -239,11 +245,25 @@ class PlanSearch:
             self.failed_states += len(failed)
             self.first_failure = self.first_failure or failed[0]
         missed = np.maximum(-scores[:, :3], 0.0).sum(axis=1)
-        violation = np.asarray(missed + decoded.empty + played.violations, dtype=np.float64)
-        cost = np.round(played.cost, COST_DECIMALS)
+        overflow = ~np.isfinite(played.cost)
+        self._count_unpriced(played, decoded.order, overflow)
+        violation = np.asarray(missed + decoded.empty + played.violations + overflow, dtype=np.float64)
+        cost = np.round(np.where(overflow, np.inf, played.cost), COST_DECIMALS)
         distance = np.round(gower(final, space.original, space.nominal, space.domain_width), DISTANCE_DECIMALS)
         objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
         return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
+
+    def _count_unpriced(self, played: Unrolled, order: npt.NDArray[np.intp], overflow: npt.NDArray[np.bool_]) -> None:
+        """Count the plans that have no finite cost (a step's, or their sum), and name the first
+        step's action: the answer says why they are not on the front."""
+        unpriced = played.unpriced.any(axis=1) | overflow
+        if not unpriced.any():
+            return
+        self.unpriced_plans += int(unpriced.sum())
+        if self.first_unpriced is None:
+            rows, steps = np.nonzero(played.unpriced)
+            first = f"action {self.actions[int(order[rows[0], steps[0]])].name!r}" if rows.size else "their sum"
+            self.first_unpriced = first
 
     def run(self) -> tuple[FloatMatrix, FloatMatrix]:
         """Generations until the termination, a stop request or a failing model ends the search;

@@ -39,6 +39,9 @@ class Unrolled:
     """Per plan: steps that broke a condition, left the domain or changed nothing."""
     changes: IntMatrix
     """``(n, features)``: per plan and feature, the steps that changed it."""
+    unpriced: npt.NDArray[np.bool_]
+    """``(n, T)``: the steps whose cost is not a finite number (an infinite or NaN effort or tau):
+    counted among the violations too, kept apart so the answer can say why."""
 
     @property
     def final(self) -> FloatMatrix:
@@ -69,6 +72,7 @@ def unroll(
     step_costs = np.zeros((n, steps))
     violations = np.zeros(n, dtype=np.intp)
     changes = np.zeros(state.shape, dtype=np.intp)
+    unpriced = np.zeros((n, steps), dtype=bool)
     for t in range(steps):
         column = decoded.order[:, t]
         for a, action in enumerate(actions):
@@ -81,6 +85,7 @@ def unroll(
             changes[rows] += (result.after != state[rows]).astype(np.intp)
             step_costs[rows, t] = np.where(result.ok, result.cost, 0.0)
             violations[rows] += ~result.ok
+            unpriced[rows, t] = ~result.priced
             state[rows] = result.after
         states[:, t + 1] = state
-    return Unrolled(states=states, step_costs=step_costs, violations=violations, changes=changes)
+    return Unrolled(states=states, step_costs=step_costs, violations=violations, changes=changes, unpriced=unpriced)
