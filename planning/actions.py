@@ -547,7 +547,10 @@ def total_cost(
     for position, (index, value) in enumerate(steps):
         result = apply(actions[index], graph, space, state, np.array([value], dtype=np.float64))
         if not result.priced[0]:
-            raise ActionError(f"steps[{position}]", f"action {actions[index].name!r} costs {result.cost[0]} here")
+            raise ActionError(
+                f"steps[{position}]",
+                f"action {actions[index].name!r} has no finite cost here (an effort or tau that is infinite or NaN)",
+            )
         if not result.ok[0]:
             raise ActionError(f"steps[{position}]", f"action {actions[index].name!r} cannot run here")
         costs.append(float(result.cost[0]))

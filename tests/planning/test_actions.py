@@ -140,3 +140,102 @@ def test_effort_and_pre_read_the_state_before_and_post_the_state_after() -> None
     result = apply(actions[0], graph, space, states, np.array([2.0, 3.0, 1.0]))
     assert result.cost == pytest.approx([3.0 + 0.34, 3.0 + 0.36, 4.5 + 0.47])
     assert result.ok.tolist() == [True, False, False]  # aged 36 after three levels; 45 is too old to start
+
+
+def test_an_infinite_or_nan_effort_or_tau_leaves_a_step_without_a_price() -> None:
+    space = toy_space()
+    states = np.repeat(space.original.reshape(1, -1), 3, axis=0)
+    for effort, tau in (("1e999", "0"), ("1e999", "1"), ("5", "log(-1)"), ("5", "1e999")):
+        data = {
+            "actions": [{**TOY["actions"][0], "effort": effort}],
+            "graph": [{"source": "location", "target": "job", "tau": tau}],
+        }
+        actions, graph = ActionSet.from_data(data).compile(space)
+        result = apply(actions[0], graph, space, states, np.ones(3))
+        assert not result.priced.any() and not result.ok.any(), (effort, tau)  # before: NaN, inf, or tau 1
+        assert (result.after == states).all()
+    actions, graph = ActionSet.from_data({"actions": [TOY["actions"][0]]}).compile(space)
+    assert apply(actions[0], graph, space, states, np.ones(3)).priced.all()
+    with pytest.raises(ActionError, match="has no finite cost"):
+        total_cost(
+            *ActionSet.from_data({"actions": [{**TOY["actions"][0], "effort": "1e999"}]}).compile(space),
+            space,
+            space.original,
+            [(0, 1.0)],
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        ({"kind": "add", "low": -1e308, "high": 1e308}, ["actions[0].low", "actions[0].high"]),
+        ({"kind": "add", "low": 0, "high": 2.0**53 + 2}, ["actions[0].high"]),
+        ({"kind": "set", "values": [1e300, 3]}, ["actions[0].values[0]"]),
+    ],
+)
+def test_bounds_and_set_values_are_held_to_2_to_the_53(change: dict[str, object], fields: list[str]) -> None:
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data({"actions": [{"name": "earn", "feature": "age", **change}]})
+    assert [f for f, _ in info.value.violations] == fields
+    assert all("between -2^53 and 2^53" in problem for _, problem in info.value.violations)
+    ActionSet.from_data({"actions": [{"name": "earn", "feature": "age", "low": -(2.0**53), "high": 2.0**53}]})
+
+
+def _bad_everywhere(actions: int, edges: int) -> dict[str, object]:
+    """Six bad fields an action (its feature, effort, pre, post and two consequences) and three an
+    edge (source, target, tau): each found only against the features."""
+    return {
+        "actions": [
+            {
+                "name": f"a{i}",
+                "feature": f"nowhere{i}",
+                "effort": "salary",
+                "pre": "salary > 1",
+                "post": "job == 3",
+                "consequences": {"age": "salary", "height": "1"},
+            }
+            for i in range(actions)
+        ],
+        "graph": [{"source": "city", "target": "town", "tau": "salary"} for _ in range(edges)],
+    }
+
+
+def test_every_bad_field_of_every_action_and_edge_is_reported_at_once() -> None:
+    space = toy_space()
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data(_bad_everywhere(32, 32)).compile(space)
+    violations = info.value.violations
+    assert len(violations) == 32 * 6 + 32 * 3 == 288  # before: 1
+    fields = [f for f, _ in violations]
+    assert len(set(fields)) == 288
+    assert {"actions[0].feature", "actions[3].effort", "actions[31].post", "graph[1].tau", "graph[31].target"} <= set(
+        fields
+    )
+    assert ("actions[3].consequences.age", "unknown name 'salary': use a feature's name or delta, value") in violations
+    assert ("actions[3].post", "job is a category: compare it with one of its categories ['Seller', 'Developer']") in (
+        violations
+    )
+    text = str(info.value)
+    assert "\n" not in text and len(text) <= 600 and text.startswith("actions: 288 bad fields: actions[0].feature")
+
+
+def test_malformed_data_gives_one_precise_error_a_field() -> None:
+    data = {
+        "actions": [
+            {"name": "a", "feature": "job", "low": "z", "high": 1},
+            {"name": "b", "feature": "job", "kind": "set", "values": ["Developer", float("nan")]},
+            {"name": "c", "feature": "job", "effort": "1 + " * 200 + "1"},
+            {"name": "d", "feature": "job", "consequences": {"age": "1 + " * 200 + "1"}},
+        ]
+    }
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data(data)
+    assert info.value.violations == [
+        ("actions[0].low", "Input should be a valid number, unable to parse string as a number (given 'z')"),
+        ("actions[1].values[1]", "a value must be a text or a finite number, given nan"),
+        ("actions[2].effort", "a formula has at most 500 characters, given 801"),
+        ("actions[3].consequences.age", "a formula has at most 500 characters, given 801"),
+    ]  # before: a "Tuple should have at least 1 item" more, three union branches for the NaN, "500 items"
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data({"actions": []})
+    assert info.value.violations == [("actions", "give at least one action")]

@@ -111,3 +111,36 @@ def test_a_feature_whose_name_is_not_an_identifier_is_written_with_underscores()
     clash = Vocabulary(features=("a-b", "a b"), categories={})
     with pytest.raises(ExpressionError, match="unknown name 'a_b'"):
         Expression.parse("a_b", clash, "f")  # two features would be a_b: neither is guessed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "education == 1",
+        "1 != education",
+        "education + 1",
+        "abs(education)",
+        "-education",
+        "education",
+        "1 if education else 0",
+        "education and True",
+        "0 < before.education < 2",
+        "after.education == age",
+        "education == job",  # another feature's codes
+    ],
+)
+def test_a_category_is_compared_only_with_its_names(text: str) -> None:
+    categories = {"education": ("HS", "BSc", "MSc"), "job": ("Seller", "Developer", "Boss")}
+    vocabulary = Vocabulary(("education", "age", "job"), categories, ("delta",))
+    with pytest.raises(ExpressionError) as info:  # before: accepted, comparing or adding the code
+        Expression.parse(text, vocabulary, "actions[2].pre")
+    assert info.value.field == "actions[2].pre"
+    assert info.value.problem == "education is a category: compare it with one of its categories ['HS', 'BSc', 'MSc']"
+    for fine in ('education == "BSc"', 'before.education != "HS" and age > 3', "before.education == after.education"):
+        Expression.parse(fine, vocabulary, "actions[2].pre")
+
+
+def test_a_boolean_feature_still_counts_as_0_or_1() -> None:
+    vocabulary = Vocabulary(("married", "age"), {"married": ("False", "True")}, ("delta",), frozenset({"married"}))
+    for fine in ("married == 1", "married + delta", 'married == "True"', "not married"):
+        Expression.parse(fine, vocabulary, "actions[0].pre")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from counterplan.planning.actions import ActionSet, total_cost
+from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.plans.genome import decode
 from counterplan.solver.plans.unroll import unroll
 from tests.toy_person import TOY, toy_space
@@ -340,3 +341,56 @@ def test_an_original_that_already_meets_the_goal_needs_no_plan() -> None:
     )
     assert result.already_met and result.plans == [] and result.cheapest is None
     assert result.model_calls == 1 and result.generations == 0
+
+
+UNPRICED = {
+    "actions": [
+        {"name": "earn more", "feature": "income", "low": 1000, "high": 40000, "effort": "1e999"},
+        {"name": "close cards", "feature": "credit_cards", "low": -5, "high": -1, "effort": "abs(delta) / 2"},
+    ],
+    "graph": [{"source": "debt", "target": "income", "tau": "0"}],
+}
+"""The only action that reaches the loan goal costs infinity, discounted by a tau of 0: inf * 0."""
+
+
+def test_a_plan_without_a_finite_cost_is_infeasible_and_the_result_says_why(
+    loan_problem: CounterfactualProblem,
+) -> None:
+    pytest.importorskip("pymoo")
+    import warnings
+
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no inf * 0 on the way either
+        result = plan(
+            loan_problem,
+            ActionSet.from_data(UNPRICED),
+            config=PlanConfig(population=60, termination=plan_termination(15)),
+        )
+    # before: 16 plans on the front, every one costing NaN, and a NaN "cheapest"
+    assert all(np.isfinite(p.total_cost) for p in result.plans)
+    assert not any(s.action == "earn more" for p in result.plans for s in p.steps)
+    assert result.cheapest is None or np.isfinite(result.cheapest.total_cost)
+    assert result.cost_failure is not None and "'earn more'" in result.cost_failure
+    assert "infeasible" in result.cost_failure and result.failure is None  # the model did not fail
+    # with a price the same action plans: the cost alone kept it off
+    priced = {**UNPRICED, "actions": [{**UNPRICED["actions"][0], "effort": "abs(delta) / 5000"}]}
+    config = PlanConfig(population=60, termination=plan_termination(15))
+    fine = plan(loan_problem, ActionSet.from_data(priced), config=config)
+    assert fine.cheapest is not None and np.isfinite(fine.cheapest.total_cost) and fine.cost_failure is None
+
+
+def test_an_unpriced_step_is_a_violation_of_its_plan_in_the_population() -> None:
+    space = toy_space()
+    data = {**TOY, "actions": [{**TOY["actions"][0], "effort": "1e999"}, *TOY["actions"][1:]]}
+    data["graph"] = [*TOY["graph"], {"source": "age", "target": "job", "tau": "0"}]
+    actions, graph = ActionSet.from_data(data).compile(space)
+    keys = np.array([[0.1, 0.9, 0.9, 0.5, 0.5, 0.5], [0.9, 0.1, 0.9, 0.5, 0.5, 0.5]])  # job first; degree alone
+    decoded = decode(keys, actions, space)
+    played = unroll(decoded, actions, graph, space, space.original)
+    assert np.isfinite(played.step_costs).all() and np.isfinite(played.cost).all()
+    job_plans = (decoded.order == 0).any(axis=1)
+    assert played.unpriced.any(axis=1).tolist() == job_plans.tolist()
+    assert (played.violations[job_plans] > 0).all()
