@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from counterplan.planning import CategoricalFeature, IntegerFeature
 from counterplan.planning.space import FeatureSpace
 
@@ -37,3 +39,23 @@ TOY = {
         {"source": "education", "target": "job", "tau": '0.5 if education == "BSc" else 1'},
     ],
 }
+
+
+def bad_everywhere(actions: int, edges: int) -> dict[str, list[dict[str, Any]]]:
+    """Six bad fields an action (its feature, effort, pre, post and two consequences) and three an
+    edge (source, target, tau) on the toy person: each found only against the features, so the
+    data passes its own checks and all are reported when it is compiled (in Python and on the wire)."""
+    return {
+        "actions": [
+            {
+                "name": f"a{i}",
+                "feature": f"nowhere{i}",
+                "effort": "salary",
+                "pre": "salary > 1",
+                "post": "job == 3",
+                "consequences": {"age": "salary", "height": "1"},
+            }
+            for i in range(actions)
+        ],
+        "graph": [{"source": "city", "target": "town", "tau": "salary"} for _ in range(edges)],
+    }

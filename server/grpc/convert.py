@@ -76,10 +76,13 @@ class BadRequestError(InvalidInputError):
 
     def __init__(self, violations: list[Violation]) -> None:
         shown = [(_cut(f, MAX_FIELD_CHARS), one_line(d, MAX_DESCRIPTION_CHARS)) for f, d in violations[:MAX_VIOLATIONS]]
+        total = ""
         if len(violations) > MAX_VIOLATIONS:
-            shown.append(("request", f"and {len(violations) - MAX_VIOLATIONS:,} more bad fields"))
+            more = len(violations) - MAX_VIOLATIONS
+            shown.append(("request", f"and {more:,} more bad fields ({len(violations):,} in all)"))
+            total = f"{len(violations):,} bad fields, the first {MAX_VIOLATIONS} named: "  # the text may be cut
         self.violations = shown
-        text = one_line("; ".join(f"{f}: {d}" for f, d in shown), 2000)
+        text = one_line(total + "; ".join(f"{f}: {d}" for f, d in shown), 2000)
         super().__init__("request", shown[0][0] if shown else "", text)
 
 

@@ -8,7 +8,7 @@ import pytest
 from counterplan.planning import CategoricalFeature, FloatFeature, IntegerFeature
 from counterplan.planning.actions import ActionError, ActionSet, apply, total_cost
 from counterplan.planning.space import FeatureSpace
-from tests.toy_person import TOY, toy_space
+from tests.toy_person import TOY, bad_everywhere, toy_space
 
 
 def test_the_papers_worked_example_costs_27_5_and_22_5() -> None:
@@ -181,29 +181,10 @@ def test_bounds_and_set_values_are_held_to_2_to_the_53(change: dict[str, object]
     ActionSet.from_data({"actions": [{"name": "earn", "feature": "age", "low": -(2.0**53), "high": 2.0**53}]})
 
 
-def _bad_everywhere(actions: int, edges: int) -> dict[str, object]:
-    """Six bad fields an action (its feature, effort, pre, post and two consequences) and three an
-    edge (source, target, tau): each found only against the features."""
-    return {
-        "actions": [
-            {
-                "name": f"a{i}",
-                "feature": f"nowhere{i}",
-                "effort": "salary",
-                "pre": "salary > 1",
-                "post": "job == 3",
-                "consequences": {"age": "salary", "height": "1"},
-            }
-            for i in range(actions)
-        ],
-        "graph": [{"source": "city", "target": "town", "tau": "salary"} for _ in range(edges)],
-    }
-
-
 def test_every_bad_field_of_every_action_and_edge_is_reported_at_once() -> None:
     space = toy_space()
     with pytest.raises(ActionError) as info:
-        ActionSet.from_data(_bad_everywhere(32, 32)).compile(space)
+        ActionSet.from_data(bad_everywhere(32, 32)).compile(space)
     violations = info.value.violations
     assert len(violations) == 32 * 6 + 32 * 3 == 288  # before: 1
     fields = [f for f, _ in violations]

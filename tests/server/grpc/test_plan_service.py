@@ -20,7 +20,7 @@ from counterplan.server.grpc.client import CounterplanClient, class_goal, field_
 from counterplan.server.grpc.convert import plain_value
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from tests.toy_person import TOY
+from tests.toy_person import TOY, bad_everywhere, toy_space
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 
@@ -149,8 +149,13 @@ def _message(spec: dict[str, Any]) -> pb.Action:
         if spec.get(bound) is not None:
             setattr(message, bound, spec[bound])
     for value in spec.get("values") or ():
-        message.values.add().category_value = value
+        if isinstance(value, str):
+            message.values.add().category_value = value
+        else:
+            message.values.add().number_value = value
     message.pre = spec.get("pre", "")
+    message.post = spec.get("post", "")
+    message.consequences.update(spec.get("consequences") or {})
     return message
 
 
@@ -346,3 +351,121 @@ def test_a_plan_runs_as_a_job_of_the_services_solver_manager(running: RunningSer
         call.cancel()
     assert service.wait_idle(10.0)  # the slot comes back after the job is forgotten
     assert service.manager.list_jobs() == []
+
+
+def _refused(running: RunningServer, request: pb.PlanRequest) -> grpc.RpcError:
+    with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as info:
+        client.plan(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    return info.value
+
+
+def test_a_plan_without_a_finite_cost_is_infeasible_and_the_response_says_why(running: RunningServer) -> None:
+    """The issue's case: an effort of 1e999 discounted by a tau of 0 (inf * 0). Every plan that
+    reaches the goal needs that action, so none is feasible; the rest of the front stays finite."""
+    unpriced = {
+        "actions": [{**TOY["actions"][0], "effort": "1e999"}, *TOY["actions"][1:]],
+        "graph": [*TOY["graph"][:1], {"source": "location", "target": "job", "tau": "0"}],
+    }
+    request = CounterplanClient.plan_request("toy", PERSON, unpriced, [class_goal(1, 0.7)], seed=0, population=40)
+    request.search.generations = 15
+    with CounterplanClient(running.target) as client:
+        response = client.plan(request)
+        *fronts, final = list(client.plan_stream(request))
+    # before: NaN costs on the front, a "cheapest" plan costing NaN, and no word why
+    assert all(np.isfinite(p.total_cost) and all(np.isfinite(s.cost) for s in p.steps) for p in response.plans)
+    assert not any(s.action == "job" for p in response.plans for s in p.steps)
+    assert not response.HasField("cheapest")  # only the unpriced action makes a developer
+    assert "candidate plans had no finite cost (the first: action 'job'" in response.failure
+    assert "infeasible" in response.failure
+    assert all(np.isfinite(point.cost) for m in [*fronts, final] for point in m.front)
+    assert final.result.failure == response.failure and not final.result.HasField("cheapest")
+    # with a price the same request plans through that action: its cost alone kept it off
+    priced = {**unpriced, "actions": [TOY["actions"][0], *TOY["actions"][1:]]}
+    request = CounterplanClient.plan_request("toy", PERSON, priced, [class_goal(1, 0.7)], seed=0, population=40)
+    request.search.generations = 15
+    with CounterplanClient(running.target) as client:
+        fine = client.plan(request)
+    assert fine.HasField("cheapest") and np.isfinite(fine.plans[fine.cheapest].total_cost) and not fine.failure
+
+
+def test_action_bounds_and_set_values_are_held_to_2_to_the_53(running: RunningServer) -> None:
+    request = _request()
+    request.actions.append(_message({"name": "wait", "feature": "age", "low": -1e308, "high": 1e308}))
+    request.actions.append(_message({"name": "claim", "feature": "age", "kind": "set", "values": [40, 1e300]}))
+    violations = field_violations(_refused(running, request))  # before: OK, a plan of infinite cost the cheapest
+    assert [f for f, _ in violations] == ["actions[3].low", "actions[3].high", "actions[4].values[1]"]
+    assert all("between -2^53 and 2^53" in problem for _, problem in violations), violations
+    fine = _request()
+    fine.actions.append(_message({"name": "wait", "feature": "age", "low": -(2.0**53), "high": 2.0**53}))
+    with CounterplanClient(running.target) as client:
+        assert client.plan(fine).HasField("cheapest")
+
+
+def test_every_bad_field_of_every_action_and_edge_comes_in_one_refusal(running: RunningServer) -> None:
+    """32 actions with 6 bad fields each and 32 edges with 3: 288 violations, of which the error
+    details name the first 20 (the documented cap) and count the rest; the message says how many."""
+    from counterplan.planning.actions import ActionError, ActionSet
+    from counterplan.server.grpc.convert import MAX_VIOLATIONS
+
+    data = bad_everywhere(32, 32)
+    request = CounterplanClient.plan_request("toy", PERSON, data, [class_goal(1, 0.7)])
+    error = _refused(running, request)
+    violations = field_violations(error)
+    assert len(violations) == MAX_VIOLATIONS + 1 == 21, violations  # before: one, actions[0].feature
+    assert violations[-1] == ("request", "and 268 more bad fields (288 in all)")
+    assert [f for f, _ in violations[:6]] == [
+        "actions[0].feature",
+        "actions[0].consequences.age",
+        "actions[0].consequences",
+        "actions[0].effort",
+        "actions[0].pre",
+        "actions[0].post",
+    ]
+    with pytest.raises(ActionError) as local:  # the same person in Python: the same violations
+        ActionSet.from_data(data).compile(toy_space())
+    assert len(local.value.violations) == 288 and violations[:20] == local.value.violations[:20]
+    assert not any("Tuple" in problem for _, problem in local.value.violations)  # no min-length noise
+    details = error.details() or ""
+    assert details.startswith("288 bad fields, the first 20 named: actions[0].feature: no feature 'nowhere0'")
+    assert len(details) <= 2_000 and "Tuple" not in details
+
+
+def test_a_nan_value_and_a_long_formula_each_give_one_precise_violation(running: RunningServer) -> None:
+    request = _request()
+    request.actions[0].values.add().number_value = float("nan")
+    request.actions[1].effort = "1 + " * 200 + "1"
+    request.actions[2].consequences["age"] = "1 + " * 200 + "1"
+    violations = field_violations(_refused(running, request))
+    # before: three union branches for the NaN, "at most 500 items" and a "Tuple should have at least 1 item"
+    assert violations == [
+        ("actions[0].values[1]", "a value must be a text or a finite number, given nan"),
+        ("actions[1].effort", "a formula has at most 500 characters, given 801"),
+        ("actions[2].consequences.age", "a formula has at most 500 characters, given 801"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        ("actions[0].pre", "education == 3"),
+        ("actions[1].effort", "education + 1"),
+        ("actions[2].post", "1 != education"),
+        ("actions[2].consequences.age", "age + education"),
+        ("graph[0].tau", "0.5 if education else 1"),
+    ],
+)
+def test_a_category_is_compared_only_with_its_names_over_grpc(running: RunningServer, where: str, text: str) -> None:
+    request = _request()
+    if where.startswith("graph"):
+        request.graph[0].tau = text
+    elif where.endswith(".age"):
+        request.actions[2].consequences["age"] = text
+    else:
+        setattr(request.actions[int(where[8])], where.rsplit(".", 1)[1], text)
+    violations = field_violations(_refused(running, request))  # before: accepted, the code compared or added
+    assert violations == [(where, "education is a category: compare it with one of its categories ['HS', 'BSc']")]
+    request = _request()
+    request.actions[0].pre = 'education == "BSc" or age > 40'
+    with CounterplanClient(running.target) as client:
+        assert client.plan(request).front_size > 0  # a category's names are fine
