@@ -27,6 +27,8 @@ TEXT_CHARS = 1024
 """An error text at most (``planning.errors.TEXT_CHARS``)."""
 HUGE_ID = "m" * 1_000_000
 """A model id of 1 MB: four times what a default client accepts as trailing metadata."""
+LONG_IDS = {"20 KB id": "m" * 20_000, "1 MB id": HUGE_ID}
+"""Ids the probe sent: echoed whole, 20 KB already reached a default client as RESOURCE_EXHAUSTED."""
 
 
 @pytest.fixture(scope="module")
@@ -52,44 +54,50 @@ def _plan(model_id: str) -> pb.PlanRequest:
     return CounterplanClient.plan_request(model_id, rejected_applicant(), DEMO_ACTIONS, seed=0)
 
 
-CALLS: dict[str, Callable[[CounterplanClient], Any]] = {
-    "Explain": lambda c: c.explain(_explain(HUGE_ID), timeout=60),
-    "ExplainStream": lambda c: list(c.explain_stream(_explain(HUGE_ID), timeout=60)),
-    "Plan": lambda c: c.plan(_plan(HUGE_ID), timeout=60),
-    "PlanStream": lambda c: list(c.plan_stream(_plan(HUGE_ID), timeout=60)),
-    "GetModel": lambda c: c.get_model(HUGE_ID, timeout=60),
+CALLS: dict[str, Callable[[CounterplanClient, str], Any]] = {
+    "Explain": lambda c, model_id: c.explain(_explain(model_id), timeout=60),
+    "ExplainStream": lambda c, model_id: list(c.explain_stream(_explain(model_id), timeout=60)),
+    "Plan": lambda c, model_id: c.plan(_plan(model_id), timeout=60),
+    "PlanStream": lambda c, model_id: list(c.plan_stream(_plan(model_id), timeout=60)),
+    "GetModel": lambda c, model_id: c.get_model(model_id, timeout=60),
 }
 
 
-def _assert_capped_not_found(message: str) -> None:
+def _assert_capped_not_found(message: str, length: int = len(HUGE_ID)) -> None:
     """The message names the id, cut at 100 characters (in quotes) with its length, and is at most 1 KB."""
     assert len(message) <= TEXT_CHARS, len(message)
     assert message.startswith("no model 'mmm") and message.endswith("; see ListModels"), message[:200]
     shown = message.removeprefix("no model '").removesuffix("'; see ListModels")
-    assert len(shown) <= ECHO_CHARS and shown.endswith("… (1,000,000 characters)"), shown
+    assert len(shown) <= ECHO_CHARS and shown.endswith(f"… ({length:,} characters)"), shown
 
 
+@pytest.mark.parametrize("model_id", list(LONG_IDS.values()), ids=list(LONG_IDS))
 @pytest.mark.parametrize("method", list(CALLS))
-def test_a_megabyte_model_id_is_not_found_with_a_capped_message(client: CounterplanClient, method: str) -> None:
+def test_a_long_model_id_is_not_found_with_a_capped_message(
+    client: CounterplanClient, method: str, model_id: str
+) -> None:
     if method.startswith("Plan"):
         pytest.importorskip("pymoo")
     with pytest.raises(grpc.RpcError) as info:
-        CALLS[method](client)
+        CALLS[method](client, model_id)
     error: Any = info.value
     assert error.code() == grpc.StatusCode.NOT_FOUND, (error.code(), error.details()[:200])
-    _assert_capped_not_found(error.details())
+    _assert_capped_not_found(error.details(), len(model_id))
     trailing = dict(error.trailing_metadata() or ())
     status = status_pb2.Status.FromString(trailing["grpc-status-details-bin"])
-    _assert_capped_not_found(status.message)  # the rich status says the same, as small
+    _assert_capped_not_found(status.message, len(model_id))  # the rich status says the same, as small
 
 
-def test_a_megabyte_model_id_in_an_explain_batch_row_is_its_capped_not_found(client: CounterplanClient) -> None:
-    rows = [("huge", _explain(HUGE_ID)), ("good", _explain("loan-demo"))]
+@pytest.mark.parametrize("model_id", list(LONG_IDS.values()), ids=list(LONG_IDS))
+def test_a_long_model_id_in_an_explain_batch_row_is_its_capped_not_found(
+    client: CounterplanClient, model_id: str
+) -> None:
+    rows = [("long", _explain(model_id)), ("good", _explain("loan-demo"))]
     results = {r.row_id: r for r in client.explain_batch(rows, timeout=120)}
-    error = row_error(results["huge"])
+    error = row_error(results["long"])
     assert error is not None and error[0] == grpc.StatusCode.NOT_FOUND
-    _assert_capped_not_found(error[1])
-    assert results["huge"].ByteSize() < 2 * TEXT_CHARS  # the row's whole error, not a megabyte
+    _assert_capped_not_found(error[1], len(model_id))
+    assert results["long"].ByteSize() < 2 * TEXT_CHARS  # the row's whole error, not the id
     assert results["good"].response.valid  # and the stream goes on
 
 
