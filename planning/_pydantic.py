@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError, echo
 
 
 def describe(exc: ValidationError) -> list[tuple[str, str]]:
@@ -33,18 +33,12 @@ def describe(exc: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
-EXCERPT_CHARS = 60
-"""A bad value is shown by at most this many characters of its text: never rendered whole."""
-
-
 def excerpt(value: Any) -> str:
-    """A short, capped description of a value for an error message: its text, cut, and its type."""
+    """A bad value as an error message shows it, never rendered whole: a collection by its size,
+    anything else as every echo of a caller's value (:func:`~counterplan.planning.errors.echo`)."""
     if isinstance(value, list | tuple | dict | set):
         return f"a {type(value).__name__} of {len(value)} items"
-    text = repr(value)
-    if len(text) > EXCERPT_CHARS:
-        text = f"{text[: EXCERPT_CHARS - 3]}... ({type(value).__name__}, {len(text):,} characters)"
-    return text
+    return echo(value)
 
 
 def reraise(

@@ -4,13 +4,54 @@ Every error a user can provoke derives from :class:`CounterplanError`. The ones 
 input also derive from :class:`ValueError` and carry the component, the field and the problem,
 so a caller (the gRPC service, the command line) can report every bad field by name instead
 of showing a stack trace.
+
+Every message may quote what a caller gave (an id, a value, a column name), and a caller can give
+a megabyte: so every echo is cut here, in one place (:func:`cut`, :func:`echo`, :func:`one_line`),
+and every error of this hierarchy caps its own text. An id or a value is shown by at most
+:data:`ECHO_CHARS` characters, an error text by at most :data:`TEXT_CHARS`; a cut says how long
+the original was. gRPC carries a status's message in trailing metadata, which a default client
+caps (a 20 KB message reached it as RESOURCE_EXHAUSTED "Stream removed"); a terminal shows a
+10 KB one-line error as a screenful.
 """
 
 from __future__ import annotations
 
+ECHO_CHARS = 100
+"""An id or a value the caller gave is echoed by at most this many characters."""
+TEXT_CHARS = 1024
+"""An error's text is at most this many characters (1 KB), whatever it quotes."""
+
+
+def cut(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` whole when it fits in ``limit`` characters; else its start, an ellipsis and its
+    length (``mmm… (1,000,000 characters)``), ``limit`` characters in all (``limit`` >= 40): the
+    reader sees what it was and that it was cut, never a megabyte."""
+    if len(text) <= limit:
+        return text
+    mark = f"… ({len(text):,} characters)"
+    return text[: limit - len(mark)] + mark
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """A caller's value as a message quotes it: its ``repr`` (escapes keep the message on one
+    line); a string's text cut by :func:`cut` inside its quotes, so a long id reads
+    ``'mmm… (1,000,000 characters)'`` (``limit`` characters and the quotes; a text cut once is
+    not cut again)."""
+    shown = repr(value)
+    if not isinstance(value, str):
+        return cut(shown, limit)
+    return shown if len(shown) <= limit + 2 else shown[0] + cut(shown[1:-1], limit) + shown[-1]
+
 
 class CounterplanError(Exception):
-    """Base class of every error counterplan raises on purpose."""
+    """Base class of every error counterplan raises on purpose.
+
+    Its text is cut to :data:`TEXT_CHARS` (each text argument): a message built from a caller's
+    input stays readable and fits a gRPC status, whichever subclass built it.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(cut(a, TEXT_CHARS) if isinstance(a, str) else a for a in args))
 
 
 class ModelCallError(CounterplanError):
@@ -37,9 +78,9 @@ class InvalidInputError(CounterplanError, ValueError):
 
     def __init__(self, component: str, field: str, problem: str) -> None:
         self.component = component
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{component} {field!r}: {problem}")
+        self.field = cut(field)
+        self.problem = cut(problem, TEXT_CHARS)
+        super().__init__(f"{component} {echo(field)}: {self.problem}")
 
 
 class FeatureError(InvalidInputError):
@@ -89,6 +130,6 @@ MESSAGE_LIMIT = 300
 
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text`` on one line, at most ``limit`` characters (a model's message may span many)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    """``text`` on one line, cut by :func:`cut` to ``limit`` characters (a model's message may
+    span many)."""
+    return cut(" ".join(text.split()), limit)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from counterplan.planning._pydantic import reraise
-from counterplan.planning.errors import GoalError
+from counterplan.planning.errors import GoalError, echo
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -235,7 +235,7 @@ def _class_index(spec: OutputSpec, target: Any, field: str) -> int:
         matches = [i for i, label in enumerate(spec.classes) if not _is_bool(label) and as_number(label) == number]
         if len(matches) == 1:
             return matches[0]
-    raise GoalError(field, f"class {target!r} is not one of {list(spec.classes)}")
+    raise GoalError(field, f"class {echo(target)} is not one of {list(spec.classes)}")
 
 
 def as_number(value: Any) -> float | None:

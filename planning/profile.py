@@ -26,7 +26,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from counterplan.planning.distance import FeatureStatistics
-from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError
+from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError, cut, echo
 from counterplan.planning.features import category_text, is_missing, parse_feature
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import FeatureRule, ProblemSpec, allowed_numbers, restrict_categories
@@ -39,7 +39,7 @@ class InstanceError(FeatureError):
     """One or more features of an instance are bad; ``problems`` holds ``(feature, problem)`` each."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
-        self.problems = list(problems)
+        self.problems = [(cut(name), problem) for name, problem in problems]  # a key may be a megabyte
         shown = self.problems[:MAX_NAMED]
         text = "; ".join(f"{name}: {problem}" for name, problem in shown)
         if len(self.problems) > MAX_NAMED:
@@ -91,7 +91,7 @@ def check_spec_names(spec: ProblemSpec, columns: Sequence[str]) -> None:
             where = f"features.{name}" + (f".{fields[0]}" if fields else "")
         else:
             where = "immutable" if name in spec.immutable else "fill_missing"
-        raise ProblemError(where, f"{name!r} is not a feature column; columns: {_few_names(columns)}")
+        raise ProblemError(where, f"{echo(name)} is not a feature column; columns: {_few_names(columns)}")
 
 
 def _few_names(columns: Sequence[str], most: int = 30) -> str:

@@ -132,6 +132,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     """Every check, in the order a user fixes them: flags, paths, the question, data, rows, model."""
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
+    from counterplan.solver.batch.torn_line import drop_torn_line  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
 
     _check_flags(args, usage)
@@ -148,6 +149,8 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     features = [f.name for f in first.space.features]
     dtypes = record_dtypes(data, features)
     columns = list(dtypes)
+    if args.resume:  # a line a crash tore is cut off (and its row solved again), never read as a record
+        drop_torn_line(output, columns, dtypes, rows=len(data))
     existing = read_existing(output, columns, dtypes) if args.resume else no_records(columns, dtypes)
     done = {int(i) for i in existing["row_id"]}
     ids = range(len(data)) if selection.positions is None else selection.positions

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
-from counterplan.planning.errors import CounterplanError
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
 from counterplan.server.cli import batch, explain, interrupt, plan, serve, tune
 from counterplan.server.cli.flags import UsageError
 
@@ -52,8 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return batch.run(args, UsageError)
         if args.command == "plan":
             return plan.run(args, UsageError)
-    except CounterplanError as exc:
-        parser.exit(EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED, f"counterplan: error: {exc}\n")
+    except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes
+        code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+        parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
         return interrupt.report(exc)
     return EXIT_USAGE

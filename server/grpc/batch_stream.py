@@ -43,6 +43,7 @@ from typing import Any
 import grpc
 import structlog
 
+from counterplan.planning.errors import echo
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, result_message
@@ -263,7 +264,7 @@ class BatchStream:
                                 (
                                     "row_id",
                                     f"a stream takes at most {limit:,} instances (batch_max_instances); "
-                                    f"instance {self._read:,} ({_cut(message.row_id)!r}) is one too many: "
+                                    f"instance {self._read:,} ({echo(message.row_id)}) is one too many: "
                                     "split the batch over several calls",
                                 )
                             ]
@@ -302,7 +303,7 @@ class BatchStream:
         if len(row_id) > MAX_ROW_ID_CHARS:
             return f"at most {MAX_ROW_ID_CHARS} characters, given {len(row_id):,}"
         if row_id in self._seen:
-            return f"{_cut(row_id)!r} was already sent in this stream: results would not tell the two apart"
+            return f"{echo(row_id)} was already sent in this stream: results would not tell the two apart"
         return None
 
     def _start_row(self, message: pb.ExplainBatchRequest) -> None:
@@ -342,8 +343,3 @@ class BatchStream:
         if self._ended.is_set():
             return refused(grpc.StatusCode.CANCELLED, "the call ended before a solve slot came free")
         return None
-
-
-def _cut(text: str, limit: int = 60) -> str:
-    """A caller's text shortened for an error message (it is echoed back, never whole)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,7 +12,7 @@ from typing import Any
 
 from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
-from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, one_line
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
@@ -67,7 +67,7 @@ MAX_ALLOWED_VALUES = 10_000
 MAX_VIOLATIONS = 20
 """Bad fields reported by name at most; the rest are counted. Details travel in gRPC trailing
 metadata, which clients cap (16 KB by default), so every part of them is bounded."""
-MAX_FIELD_CHARS = 100
+MAX_FIELD_CHARS = ECHO_CHARS
 MAX_DESCRIPTION_CHARS = 300
 
 
@@ -75,19 +75,15 @@ class BadRequestError(InvalidInputError):
     """A request with one or more bad fields; ``violations`` names each (capped, see above)."""
 
     def __init__(self, violations: list[Violation]) -> None:
-        shown = [(_cut(f, MAX_FIELD_CHARS), one_line(d, MAX_DESCRIPTION_CHARS)) for f, d in violations[:MAX_VIOLATIONS]]
+        shown = [(cut(f, MAX_FIELD_CHARS), one_line(d, MAX_DESCRIPTION_CHARS)) for f, d in violations[:MAX_VIOLATIONS]]
         total = ""
         if len(violations) > MAX_VIOLATIONS:
             more = len(violations) - MAX_VIOLATIONS
             shown.append(("request", f"and {more:,} more bad fields ({len(violations):,} in all)"))
             total = f"{len(violations):,} bad fields, the first {MAX_VIOLATIONS} named: "  # the text may be cut
         self.violations = shown
-        text = one_line(total + "; ".join(f"{f}: {d}" for f, d in shown), 2000)
+        text = one_line(total + "; ".join(f"{f}: {d}" for f, d in shown), TEXT_CHARS)
         super().__init__("request", shown[0][0] if shown else "", text)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class CheckedRequest:

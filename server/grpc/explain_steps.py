@@ -21,7 +21,7 @@ from counterplan.planning.errors import InvalidInputError, ModelAdapterError, Mo
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
-from counterplan.server.grpc.refusal import bad_request, refused
+from counterplan.server.grpc.refusal import bad_request, no_model, refused
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -88,7 +88,7 @@ class ExplainSteps:
             raise bad_request(BadRequestError([("model_id", "required")]))
         model = self.registry.get(request.model_id)
         if model is None:
-            raise refused(grpc.StatusCode.NOT_FOUND, f"no model {request.model_id!r}; see ListModels")
+            raise no_model(request.model_id)
         try:
             checked = check_request(request, model, self.settings.max_features)
         except BadRequestError as exc:

@@ -43,7 +43,7 @@ from counterplan.server.grpc.plan_convert import (
     front_message,
     plan_message,
 )
-from counterplan.server.grpc.refusal import Refusal, bad_request, refused
+from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -142,7 +142,7 @@ class PlanCalls:
             raise bad_request(BadRequestError([("model_id", "required")]))
         model = self.registry.get(request.model_id)
         if model is None:
-            raise refused(grpc.StatusCode.NOT_FOUND, f"no model {request.model_id!r}; see ListModels")
+            raise no_model(request.model_id)
         try:
             checked = check_plan_request(
                 request, model, settings.max_features, settings.max_plan_population, settings.max_plan_generations

@@ -5,6 +5,11 @@ instance of an ExplainBatch stream that is refused gets the same status as its o
 (``Refusal.message``) while the stream goes on. Raising one value from the shared checks, and
 choosing only at the edge how to send it, keeps a batch instance's error exactly what Explain
 would have said about the same request.
+
+Every status built here is capped (:mod:`counterplan.planning.errors`): its message at 1 KB, a
+bad field's name at 100 characters and its description at 1 KB. The message travels in trailing
+metadata, which a default client caps: an uncapped echo of a 20 KB model id reached the client
+as RESOURCE_EXHAUSTED "Stream removed" instead of NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from counterplan.planning.errors import TEXT_CHARS, cut, echo, one_line
 from counterplan.server.grpc.convert import BadRequestError
 
 
@@ -23,6 +29,7 @@ class Refusal(Exception):  # noqa: N818 - a refusal is the outcome, not a failur
     """A request refused with a status (code, message and ``google.rpc`` details)."""
 
     def __init__(self, status: status_pb2.Status) -> None:
+        status.message = one_line(status.message, TEXT_CHARS)  # every way out passes here
         super().__init__(status.message)
         self.status = status
 
@@ -51,14 +58,19 @@ def refused(code: grpc.StatusCode, message: str) -> Refusal:
     return Refusal(status_pb2.Status(code=code.value[0], message=message))
 
 
+def no_model(model_id: str) -> Refusal:
+    """NOT_FOUND for a model id the registry does not serve; the id is echoed cut (:func:`echo`)."""
+    return refused(grpc.StatusCode.NOT_FOUND, f"no model {echo(model_id)}; see ListModels")
+
+
 def bad_request(error: BadRequestError) -> Refusal:
     """INVALID_ARGUMENT with a ``google.rpc.BadRequest`` naming every bad field."""
     detail = any_pb2.Any()
     detail.Pack(
         error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
-                for field, description in error.violations
+                error_details_pb2.BadRequest.FieldViolation(field=cut(f), description=one_line(d, TEXT_CHARS))
+                for f, d in error.violations
             ]
         )
     )

@@ -9,6 +9,8 @@ from typing import Any
 
 import structlog
 
+from counterplan.planning.errors import cut
+
 log = structlog.get_logger("counterplan.server")
 
 
@@ -16,12 +18,13 @@ def log_request(
     method: str, request_id: str, model_id: str, started: float, outcome: dict[str, Any], **extra: Any
 ) -> None:
     """Log a finished call: ``started`` is its ``time.perf_counter()`` at the start, ``outcome``
-    holds its ``status`` (UNKNOWN when missing) and ``score``."""
+    holds its ``status`` (UNKNOWN when missing) and ``score``. The ids are the client's: logged
+    cut (:func:`~counterplan.planning.errors.cut`), as a megabyte id would make a megabyte line."""
     log.info(
         "request",
         method=method,
-        request_id=request_id,
-        model_id=model_id,
+        request_id=cut(request_id),
+        model_id=cut(model_id),
         duration_ms=round((time.perf_counter() - started) * 1e3, 2),
         score=outcome.get("score"),
         status=outcome.get("status", "UNKNOWN"),

@@ -44,7 +44,7 @@ from counterplan.server.grpc.convert import (
 )
 from counterplan.server.grpc.explain_steps import ExplainSteps
 from counterplan.server.grpc.plan_service import PlanCalls
-from counterplan.server.grpc.refusal import Refusal, bad_request, refused
+from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -200,7 +200,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             bad_request(BadRequestError([("model_id", "required")])).abort(context)
         model = self.registry.get(model_id)
         if model is None:
-            refused(grpc.StatusCode.NOT_FOUND, f"no model {model_id!r}; see ListModels").abort(context)
+            no_model(model_id).abort(context)
         return model
 
     def _admit(

@@ -31,6 +31,8 @@ RECORD_COLUMNS = (
     "error",
 )
 """The columns of every record, before the proposed values (``cf_<feature>``)."""
+STATUSES = ("ok", "not_found", "already_met", "error")
+"""A record's ``status``: a valid answer, none found, the row meets its goal already, or an error."""
 PROPOSED_PREFIX = "cf_"
 """Prefix of the proposed-value columns."""
 MAX_ERROR_CHARS = 300

@@ -4,7 +4,8 @@ Two formats, chosen by the output's suffix:
 
 - ``.csv``: records are appended a batch at a time (:data:`CSV_RECORDS` records or
   :data:`CSV_SECONDS` seconds; the header once) and flushed, so the file is always a valid CSV
-  of the rows done so far (a line cut short by a crash is dropped when the job resumes).
+  of the rows done so far (a line a crash tore is cut off before the job resumes:
+  :mod:`counterplan.solver.batch.torn_line`).
 - ``.parquet``: a parquet file cannot be appended to, so records go to part files in a sibling
   directory, ``<output>.parts/part-NNNNN.parquet`` (one per :data:`PART_RECORDS` records or
   :data:`PART_SECONDS` seconds, each written under a temporary name and renamed, so a part is
@@ -130,7 +131,8 @@ def _exists(path: Path) -> bool:
 
 
 def read_existing(path: Path, columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
-    """The records an earlier run of the job wrote to ``path`` (none: an empty frame).
+    """The records an earlier run of the job wrote to ``path`` (none: an empty frame). A CSV's torn
+    last line is cut off before (:func:`counterplan.solver.batch.torn_line.drop_torn_line`).
 
     Raises
     ------
@@ -160,13 +162,7 @@ def _read_csv(path: Path) -> list[pd.DataFrame]:
     if not path.exists():
         return []
     data = path.read_bytes()
-    complete = data[: _complete_length(data)]
-    return [pd.read_csv(io.BytesIO(complete))] if complete.strip() else []
-
-
-def _complete_length(data: bytes) -> int:
-    """The length of ``data`` up to its last complete line: a crash can cut the last one short."""
-    return data.rfind(b"\n") + 1
+    return [pd.read_csv(io.BytesIO(data))] if data.strip() else []
 
 
 def _read_parquet(path: Path) -> list[pd.DataFrame]:
@@ -243,11 +239,7 @@ class CsvRecords(_BufferedRecords):
         handle.flush()
 
     def _open(self) -> io.TextIOWrapper:
-        if self._handle is None:
-            if self.path.exists():  # resumed: drop a last line a crash cut short
-                length = _complete_length(self.path.read_bytes())
-                if length != self.path.stat().st_size:
-                    os.truncate(self.path, length)
+        if self._handle is None:  # a resumed output's torn last line was cut off before (torn_line)
             self._handle = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115 - kept open for the job
         return self._handle
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,109 @@ def test_resume_skips_the_rows_a_csv_holds_and_appends_the_rest(
     assert sorted(records["row_id"]) == list(range(16))
     assert json.loads(out)["rows_this_run"] == 8
     pd.testing.assert_frame_equal(records.iloc[:8], first)
+
+
+def _comma(line: str, n: int) -> int:
+    """The position just past the ``n``-th comma of ``line``."""
+    at = -1
+    for _ in range(n):
+        at = line.index(",", at + 1)
+    return at + 1
+
+
+TORN_LAST_LINES: dict[str, Callable[[str], str]] = {
+    # each: how a crash (or a probe) leaves the last record, given that record whole (no newline)
+    "cut mid-field": lambda line: line[: _comma(line, 2) + 2],
+    "cut after a comma": lambda line: line[: _comma(line, 6)],
+    "the newline missing only": lambda line: line,
+    "a row beyond the data, cut short": lambda line: "999999," + line[_comma(line, 1) : _comma(line, 4) + 5],
+    "a row beyond the data, every field": lambda line: "999999," + line[_comma(line, 1) :] + "\n",
+    "too few fields, with a newline": lambda line: line[: _comma(line, 3) - 1] + "\n",
+    "too many fields": lambda line: line + ",0\n",
+    "a value of no type": lambda line: line[: _comma(line, 2)] + "Tru," + line[_comma(line, 3) :] + "\n",
+    "a quote left open": lambda line: line[: _comma(line, 6)] + '"income: 21450.16 -> 2\n',
+}
+
+
+@pytest.fixture(scope="module")
+def eight_done(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The CSV a finished job of rows 0:8 writes."""
+    output = tmp_path_factory.mktemp("eight") / "results.csv"
+    assert main(["batch", *_job(files, output, "--rows", "0:8")]) == 0
+    return output.read_bytes()
+
+
+def _without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="seconds").sort_values("row_id").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("rows", ["0:8", "0:11"], ids=["no rows left", "rows left"])
+@pytest.mark.parametrize("tear", list(TORN_LAST_LINES.values()), ids=list(TORN_LAST_LINES))
+def test_resume_drops_a_torn_last_line_and_solves_its_row_again(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    eight_done: bytes,
+    tear: Callable[[str], str],
+    rows: str,
+) -> None:
+    lines = eight_done.decode().splitlines(keepends=True)
+    last = lines[-1].rstrip("\n")
+    output = tmp_path / "results.csv"
+    output.write_text("".join(lines[:-1]) + tear(last), encoding="utf-8")
+    code, out, err = _run(capsys, *_job(files, output, "--rows", rows, "--resume", "--json"))
+    assert code == 0, err
+    assert err.count("dropped a torn last line") == 1 and err.count("\n") == 1  # one line says so
+    records = pd.read_csv(output)
+    stop = int(rows.split(":")[1])
+    assert sorted(records["row_id"]) == list(range(stop))  # each row once, none beyond the data
+    assert json.loads(out)["rows_this_run"] == 1 + stop - 8  # the torn line's row, solved again
+    assert records["status"].isin(["ok", "already_met"]).all() and records["valid"].all()
+    assert records["distance"].notna().all() and records.notna().drop(columns=["changes", "error"]).all().all()
+    before = _without_seconds(pd.read_csv(io.BytesIO(eight_done)))
+    pd.testing.assert_frame_equal(_without_seconds(records[records["row_id"] < 8]), before)
+    assert output.read_bytes().startswith(b"".join(line.encode() for line in lines[:-1]))  # kept as it was
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ["999999,ok,True,[0/0/0]hard/[-0.6", "999999,ok,True,[0/0/0]hard/[-0.6\n", "3,ok,True,[0/0/0]hard/[-0.6,0.6,2\n"],
+    ids=["cut short", "cut short with a newline", "a done row cut short with a newline"],
+)
+def test_resume_drops_a_torn_line_past_the_last_record_when_no_row_is_left(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes, tail: str
+) -> None:
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done + tail.encode())
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:8", "--resume", "--json"))
+    assert code == 0, err
+    assert err.count("dropped a torn last line") == 1
+    assert json.loads(out)["rows_this_run"] == 0
+    assert output.read_bytes() == eight_done  # never read as a record: the file holds each row once
+
+
+def test_resume_restarts_a_file_whose_header_a_crash_cut_short(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done[:20])
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:8", "--resume", "--json"))
+    assert code == 0, err
+    assert "dropped a torn last line" in err
+    assert json.loads(out)["rows_this_run"] == 8
+    before = _without_seconds(pd.read_csv(io.BytesIO(eight_done)))
+    pd.testing.assert_frame_equal(_without_seconds(pd.read_csv(output)), before)
+
+
+def test_resume_keeps_a_whole_last_record(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done)
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:8", "--resume", "--json"))
+    assert code == 0, err
+    assert "dropped a torn" not in err and json.loads(out)["rows_this_run"] == 0
+    assert output.read_bytes() == eight_done
 
 
 def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once(

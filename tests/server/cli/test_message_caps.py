@@ -1,0 +1,88 @@
+"""Local error messages are capped as the wire's are (issue 28): the command line's one-line
+error and a Python exception quote a caller's id or value by at most 100 characters, marked with
+its length, and say everything in at most 1 KB. Uncapped, a 100 KB ``--goal`` or ``--instance``
+key printed a 100 KB line, and a Python exception held the whole input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from counterplan.planning.demo import rejected_applicant
+from counterplan.planning.errors import CounterplanError, InvalidInputError
+from counterplan.planning.goals import ClassGoal
+from counterplan.server.cli.main import main
+from counterplan.solver.explainer import Explainer
+
+ECHO_CHARS = 100
+"""An echoed id or value at most (``planning.errors.ECHO_CHARS``, written out)."""
+TEXT_CHARS = 1024
+"""An error text at most (``planning.errors.TEXT_CHARS``)."""
+PREFIX = "counterplan: error: "
+
+
+def _cut_echo(text: str, length: int) -> str:
+    """The part of ``text`` that shows a cut value (its start to the length mark), checked: the
+    mark names the original length, and the whole echo fits :data:`ECHO_CHARS`."""
+    mark = f"… ({length:,} characters)"
+    assert mark in text, text[:300]
+    end = text.index(mark) + len(mark)
+    start = max(text.rfind(" ", 0, end - len(mark)) + 1, 0)
+    shown = text[start:end].lstrip("'\"")
+    assert len(shown) <= ECHO_CHARS, (len(shown), shown)
+    return shown
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment", "length"),
+    [
+        (["--goal", "class:" + "g" * 100_000], "--goal: class 'ggg", 100_000),
+        (["--instance", json.dumps({**rejected_applicant(), "k" * 100_000: 1})], "--instance: kkk", 100_000),
+        (["--immutable", "age," + "i" * 100_000], "--immutable: 'iii", 100_000),
+        (["--goal", "range:" + "1" * 100_000], "goal 'range:111", 100_006),
+        (["--immutable", ",".join(f"column_{i}_{'x' * 40}" for i in range(3_000))], "--immutable", 0),
+    ],
+    ids=["huge goal", "huge instance key", "huge immutable name", "huge range text", "long name list"],
+)
+def test_a_command_line_error_is_one_line_of_at_most_1_kb(
+    capsys: pytest.CaptureFixture[str], args: list[str], fragment: str, length: int
+) -> None:
+    try:
+        code = main(["explain", "--no-progress", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.startswith(PREFIX) and err.count("\n") == 1, err[:300]
+    assert len(err) <= len(PREFIX) + TEXT_CHARS + 1, len(err)
+    assert fragment in err and "Traceback" not in out + err
+    if length:
+        _cut_echo(err, length)
+
+
+def test_python_errors_cap_their_own_text() -> None:
+    """Whatever a subclass builds, the message stays bounded: a field by 100 characters, the text by 1 KB."""
+    error = InvalidInputError("feature", "f" * 1_000_000, "p" * 1_000_000)
+    assert len(str(error)) <= TEXT_CHARS and len(error.field) <= ECHO_CHARS and len(error.problem) <= TEXT_CHARS
+    _cut_echo(str(error), 1_000_000)
+    assert error.problem.endswith("… (1,000,000 characters)")
+    assert len(str(CounterplanError("x" * 1_000_000))) <= TEXT_CHARS
+    short = InvalidInputError("goal", "goals[0]", "give a label")
+    assert str(short) == "goal 'goals[0]': give a label"  # what fits is left exactly as it was
+
+
+@pytest.mark.parametrize(
+    ("call", "length"),
+    [
+        (lambda e: e.explain({**rejected_applicant(), "k" * 1_000_000: 1}, seed=0), 1_000_000),
+        (lambda e: e.explain(rejected_applicant(), seed=0, goals=[ClassGoal(target="g" * 1_000_000)]), 1_000_000),
+    ],
+    ids=["megabyte instance key", "megabyte class label"],
+)
+def test_an_explainers_error_quotes_a_megabyte_input_cut(loan_explainer: Explainer, call: Any, length: int) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        call(loan_explainer)
+    text = str(info.value)
+    assert len(text) <= TEXT_CHARS, len(text)
+    _cut_echo(text, length)
