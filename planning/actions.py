@@ -533,6 +533,31 @@ def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabula
     return _formula(text, vocabulary, f"{where}.consequences.{name}")
 
 
+def formula_size(formula: Formula | None) -> int:
+    """The parts of ``formula`` (:attr:`Expression.size`); 1 for a plain callable, 0 for none."""
+    if formula is None:
+        return 0
+    return formula.size if isinstance(formula, Expression) else 1
+
+
+def pass_size(actions: Sequence[Action], graph: CostGraph) -> int:
+    """The formula parts one state's pass through every action evaluates at most: each action's
+    own (1, its effort, conditions and consequences) and the discounts of the edges into the
+    features it changes. A plan is at most one pass (each action once), so a generation of the
+    plan search costs about ``population * pass_size``: what a server weighs before it admits a
+    search whose single generation could outlast every deadline (the model call aside)."""
+    into: dict[str, int] = {}
+    for _source, target, tau in graph.edges:
+        into[target] = into.get(target, 0) + formula_size(tau)
+    total = 0
+    for action in actions:
+        own = 1 + sum(formula_size(f) for f in (action.effort, action.pre, action.post))
+        own += sum(formula_size(f) for f in action.consequences.values())
+        own += sum(into.get(name, 0) for name in {action.feature, *action.consequences})
+        total += own
+    return total
+
+
 def total_cost(
     actions: Sequence[Action],
     graph: CostGraph,

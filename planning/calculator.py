@@ -12,12 +12,15 @@ are left unscored, counted as failed, and no model call is made), spends at most
 :data:`MAX_FAILED_MODEL_CALLS` calls finding failing rows, and says when the model has failed on
 every candidate of :data:`MAX_FAILING_BATCHES` batches in a row (:attr:`ScoreCalculator.gave_up`).
 It also keeps the best row it has scored with its predictions, so the answer of a solve cut by
-its time limit need not wait for one more model call.
+its time limit need not wait for one more model call, and it times its model calls
+(:attr:`ScoreCalculator.call_seconds`): a solve near its limit (a client's deadline) does not start a
+call that cannot end before it, so a slow model is stopped *before* the limit, not one call after.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -136,6 +139,7 @@ class ScoreCalculator:
         self._bisect_reason = ""
         self.best: tuple[FloatMatrix, Evaluation] | None = None
         """The best-scored row with a prediction so far, and its one-row evaluation."""
+        self._call_seconds = 0.0
         space = problem.space
         self._original = space.original
         self._frozen = ~space.mutable
@@ -149,6 +153,18 @@ class ScoreCalculator:
         self._bounded = bool(np.isfinite(space.domain_lower).all() and np.isfinite(space.domain_upper).all())
         self._nominal = ~space.graded
         self._costs = None if (space.costs == 1.0).all() else space.costs  # x * 1.0 is x: skipped
+
+    @property
+    def call_seconds(self) -> float:
+        """How long the next model call is expected to take (0 before the first): the last call's
+        duration or a running average leaning on recent calls, whichever is longer, so one fast
+        call after slow ones does not make a stop check think it has time it has not."""
+        return self._call_seconds
+
+    def _timed(self, seconds: float) -> None:
+        """Fold one model call's duration into :attr:`call_seconds`."""
+        average = seconds if self.model_call_count <= 1 else 0.5 * (self._call_seconds + seconds)
+        self._call_seconds = max(seconds, average)
 
     def calculate(self, X: FloatMatrix) -> Evaluation:
         """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
@@ -330,12 +346,15 @@ class ScoreCalculator:
             failures.mark(offset, offset + X.shape[0], self._bisect_reason)
             return
         self.model_call_count += 1
+        called = time.perf_counter()
         try:
             call = self.calls.predict_reference if self._reference else self.calls.predict
             result = call(X, self.problem.space)
+            self._timed(time.perf_counter() - called)
         except ModelAdapterError:
             raise
         except Exception as exc:  # the model's own failure: find the rows that cause it
+            self._timed(time.perf_counter() - called)
             self.failed_model_call_count += 1
             spent = self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS
             reason = one_line(f"model raised {type(exc).__name__}: {exc}")

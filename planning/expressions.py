@@ -148,12 +148,14 @@ class Expression:
     ``"before.x"`` and ``"after.x"``.
     """
 
-    def __init__(self, text: str, tree: ast.expr, names: frozenset[str], field: str) -> None:
+    def __init__(self, text: str, tree: ast.expr, names: frozenset[str], field: str, size: int = 1) -> None:
         self.text = text
         self._tree = tree
         self.names = names
         """Every variable the formula reads (``x``, ``before.x``, ``delta``...)."""
         self.field = field
+        self.size = size
+        """The formula's parts (its syntax tree's nodes): what evaluating it costs, per state."""
 
     @classmethod
     def parse(cls, text: str | float | bool, vocabulary: Vocabulary, field: str) -> Expression:
@@ -174,7 +176,7 @@ class Expression:
             raise ExpressionError(field, f"a formula has at most {MAX_NODES} parts, given {nodes}")
         names: set[str] = set()
         checked = _Checker(vocabulary, field, names).visit(tree.body)
-        return cls(text, checked, frozenset(names), field)
+        return cls(text, checked, frozenset(names), field, nodes)
 
     def __call__(self, env: Mapping[str, Any]) -> FloatArray:
         """The formula's value for every state in ``env`` (conditions give 1.0 or 0.0)."""

@@ -24,6 +24,7 @@ from counterplan.solver.core.budget import check_budget, one_hot_width
 from counterplan.solver.core.config import MAX_SEED, SolverConfig
 from counterplan.solver.core.events import BestSolutionChanged
 from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.scope import no_time_for_a_call
 from counterplan.solver.core.solver import Solver
 from counterplan.solver.core.termination import wall_limit
 from counterplan.solver.diagnosis import Diagnosis, blocking_immutables
@@ -107,8 +108,8 @@ class CounterfactualSolver:
     def _solve(self, started: float) -> CounterfactualResult:
         limit = wall_limit(self.config.termination)
 
-        def should_stop() -> bool:  # work after the search stays within the solve's limits
-            late = limit is not None and time.perf_counter() - started > limit
+        def should_stop() -> bool:  # no model call that would end after the solve's limits
+            late = no_time_for_a_call(time.perf_counter() - started, limit, calculator.call_seconds)
             return late or self._solver.terminate_requested
 
         problem = self.problem

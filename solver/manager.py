@@ -149,6 +149,10 @@ class PlanJob(Job[PlanResult]):
         self.best = event
         self._note_best(str(BendableScore.of(event.score)))
 
+    def abandon(self) -> None:
+        """Stop with no model call more: nobody will read the answer (its client went away)."""
+        self.solver.abandon()
+
 
 class SolverManager:
     """Runs up to ``max_workers`` solves and plan searches at once; more wait in a queue.
@@ -202,11 +206,13 @@ class SolverManager:
         *,
         listener: BestSolutionListener | None = None,
         job_id: str | None = None,
+        deadline_seconds: float | None = None,
     ) -> PlanJob:
         """Schedule a plan search (:class:`~counterplan.solver.plans.planner.PlanSolver`); returns
         its job at once. A bad action is refused here, naming its field. ``listener`` hears each
-        change of the front."""
-        solver = PlanSolver(problem, actions, graph, config)
+        change of the front; ``deadline_seconds`` binds the search as a time limit does, its first
+        generation included (a server's stop before its client's deadline)."""
+        solver = PlanSolver(problem, actions, graph, config, deadline_seconds=deadline_seconds)
         if listener is not None:
             solver.add_listener(listener)
         with self._lock:

@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from counterplan.planning.score import BendableScore
+from counterplan.solver.core.termination import stopped_early
 from counterplan.solver.exact.report import ExactStatistics
 from counterplan.solver.swarm.report import SwarmStatistics
 
@@ -103,6 +104,13 @@ class CounterfactualResult(BaseModel):
     the goal, or else those that would bring it closest (see :mod:`counterplan.solver.diagnosis`)."""
     already_met: bool = False
     """The instance met every goal as it was: nothing to change, no search ran."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def stopped_early(self) -> bool:
+        """A clock (a time limit, a client's deadline) or a stop request (a cancel, a shutdown)
+        ended the search: the answer is its best so far."""
+        return stopped_early(self.statistics.termination_reason)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

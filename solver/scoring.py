@@ -44,6 +44,11 @@ class CalculatorScorer:
         """Model calls made so far."""
         return self.calculator.model_call_count
 
+    @property
+    def call_seconds(self) -> float:
+        """How long the next model call is expected to take (the calculator's running estimate)."""
+        return self.calculator.call_seconds
+
     def score_final(self, X: FloatMatrix) -> FloatMatrix:
         """Score a batch with one model call even when the solve is stopping (final answers)."""
         return self.calculator.check(X).scores

@@ -53,6 +53,11 @@ def _add_serve_parser(commands: Any) -> None:
     serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
     serve.add_argument("--max-plan-population", type=int, help="a Plan request's population at most (default 2000)")
     serve.add_argument("--max-plan-generations", type=int, help="a Plan request's generations at most (default 1000)")
+    serve.add_argument(
+        "--max-plan-generation-work",
+        type=int,
+        help="a Plan generation's work at most: population x its actions' formula parts (default 10000000)",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -99,6 +104,7 @@ FLAGGED = (
     "max_batch_streams",
     "max_plan_population",
     "max_plan_generations",
+    "max_plan_generation_work",
 )
 """The settings ``serve`` has a flag for (``--max-solve-seconds``); every setting has its variable."""
 

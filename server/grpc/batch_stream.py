@@ -209,7 +209,7 @@ class BatchStream:
             except Refusal as refusal:
                 outcome["status"] = refusal.code.name
                 return pb.ExplainBatchResponse(row_id=row.row_id, error=refusal.message())
-            outcome["score"] = result.score
+            outcome["score"], outcome["stopped_early"] = result.score, result.stopped_early
             return pb.ExplainBatchResponse(
                 row_id=row.row_id, response=result_message(result, row.request_id, row.model_id)
             )

@@ -645,6 +645,7 @@ def result_message(result: CounterfactualResult, request_id: str, model_id: str)
         already_met=result.already_met,
         held_fixed=result.held_fixed,
         feature_names=list(result.original),
+        stopped_early=result.stopped_early,
         statistics=pb.SolveStatistics(
             steps=s.steps,
             score_calculation_count=s.score_calculation_count,

@@ -2,13 +2,17 @@
 
 A plan search runs under the same rules as a solve, and through the same
 :class:`~counterplan.solver.manager.SolverManager`: the request is checked at the boundary
-(INVALID_ARGUMENT naming every bad field, actions included), admitted under the concurrency and
+(INVALID_ARGUMENT naming every bad field, actions included, and a search whose one generation
+would evaluate more than ``max_plan_generation_work`` formula parts), admitted under the concurrency and
 memory limits (a solve slot, RESOURCE_EXHAUSTED with a retry hint beyond them; the memory
 estimate is the solver's, :func:`counterplan.solver.plans.budget.estimate_bytes`), capped by the
 server's maximum solve time and the client's deadline (a time limit over the request's own
-termination, as for a solve), submitted to the manager as a plan job (listed with the solves,
-terminated early when the client goes away or the server shuts down); then it answers with the
-front found so far. The search is deterministic by seed, so only those limits can change an
+termination, as for a solve, and a deadline the search keeps between action passes and model
+calls, its first generation included: no model call starts that could not end, the front's check
+included, before it), submitted to the manager as a plan job (listed with the solves, terminated
+early when the server shuts down, abandoned when the client goes away: no model call more); then
+it answers OK with the front found so far (``stopped_early``; empty, with no generation, when
+not even the first one fitted). The search is deterministic by seed, so only those limits can change an
 answer. Its model calls are its own (one per generation), not shared with running solves by
 dynamic batching. A stream's front messages are the search's best-solution events (each change
 of the front), throttled.
@@ -31,6 +35,7 @@ from typing import Any
 import grpc
 import structlog
 
+from counterplan.planning.actions import Action, CostGraph, pass_size
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
@@ -111,8 +116,9 @@ class PlanCall:
         )
 
     def close(self) -> None:
-        """Stop the search (a no-op once it is over), wait for it to end (within a generation),
-        drop its job and give the solve slot back: the slot is held as long as the search runs."""
+        """Stop the search (a no-op once it is over), wait for it to end (at its next action pass,
+        or as the model call in flight returns), drop its job and give the solve slot back: the
+        slot is held as long as the search runs."""
         self.job.terminate_early()
         assert self.job.future is not None
         concurrent.futures.wait([self.job.future])
@@ -189,10 +195,17 @@ class PlanCalls:
             actions, graph = checked.actions.compile(problem.space)
         except InvalidInputError as exc:  # actions that do not fit the features (ActionError: every bad field)
             raise bad_request(BadRequestError(action_violations(exc))) from None
+        self._refuse_heavy(config.population, actions, graph)
         ticket = self.admission.take_slot(estimate)
         try:
             job = self.manager.submit_plan(
-                problem, actions, graph, config, listener=listener, job_id=f"{request_id}-{uuid.uuid4().hex[:8]}"
+                problem,
+                actions,
+                graph,
+                config,
+                listener=listener,
+                job_id=f"{request_id}-{uuid.uuid4().hex[:8]}",
+                deadline_seconds=limit,  # binds inside the first generation too: a heavy one cannot hold the slot
             )
         except InvalidInputError as exc:  # an action on a computed feature, found as the search is built
             self.admission.release_slot(ticket)
@@ -211,6 +224,27 @@ class PlanCalls:
             self.settings.max_message_bytes,
         )
 
+    def _refuse_heavy(self, population: int, actions: list[Action], graph: CostGraph) -> None:
+        """Refuse a search whose one generation is estimated above ``max_plan_generation_work``
+        (population x :func:`pass_size`): a deadline stops it between action passes, but such a
+        search would hold a slot and a core for a long time and end with an empty front."""
+        most = self.settings.max_plan_generation_work
+        work = population * pass_size(actions, graph)
+        if work <= most:
+            return
+        why = (
+            f"one generation would evaluate about {work:,} formula parts (population x the parts of every "
+            f"action's formulas and edges); the server allows {most:,}"
+        )
+        raise bad_request(
+            BadRequestError(
+                [
+                    ("search.population", f"{why}: lower the population"),
+                    ("actions", f"{why}: use fewer actions, shorter formulas or fewer edges"),
+                ]
+            )
+        )
+
     def plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
         """``Plan``: search, then the whole result."""
         request_id = request.request_id or uuid.uuid4().hex
@@ -219,14 +253,14 @@ class PlanCalls:
         try:
             call = self._begin_or_abort(request, request_id, context, outcome)
             try:
-                context.add_callback(call.job.terminate_early)  # the call ended (cancelled, deadline)
+                _stop_when_ended(context, call.job.abandon)
                 result = call.result()
             except Refusal as refusal:
                 outcome["status"] = refusal.code.name
                 refusal.abort(context)
             finally:
                 call.close()
-            outcome["score"] = _summary(result)
+            outcome["score"], outcome["stopped_early"] = _summary(result), result.stopped_early
             return call.message(result)
         finally:
             log_request("Plan", request_id, request.model_id, started, outcome)
@@ -240,7 +274,7 @@ class PlanCalls:
         try:
             events: queue.Queue[Any] = queue.Queue()
             call = self._begin_or_abort(request, request_id, context, outcome, events.put)
-            context.add_callback(call.job.terminate_early)
+            _stop_when_ended(context, call.job.abandon)
             assert call.job.future is not None
             call.job.future.add_done_callback(lambda _: events.put(_DONE))
             sequence = 0
@@ -257,7 +291,7 @@ class PlanCalls:
                 raise
             finally:
                 call.close()
-            outcome["score"] = _summary(result)
+            outcome["score"], outcome["stopped_early"] = _summary(result), result.stopped_early
             yield pb.PlanStreamResponse(
                 sequence_id=sequence + 1,
                 stage=pb.STAGE_FINAL,
@@ -286,6 +320,15 @@ class PlanCalls:
 
 
 _DONE = object()
+
+
+def _stop_when_ended(context: grpc.ServicerContext, stop: Any) -> None:
+    """Call ``stop`` when the call ends (done, cancelled, its deadline: then nobody reads the
+    answer, so ``stop`` abandons the search, no model call more), or now when it already has:
+    gRPC does not run a callback added after the end, and a client that cancels at once must
+    not leave its search running for a minute."""
+    if not context.add_callback(stop):
+        stop()
 
 
 def _summary(result: PlanResult) -> str:

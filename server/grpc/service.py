@@ -109,6 +109,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
             finally:
                 self.admission.release_slot(ticket)
             outcome["score"] = result.score
+            outcome["stopped_early"] = result.stopped_early
             return result_message(result, request_id, model.id)
         finally:
             log_request("Explain", request_id, request.model_id, started, outcome)
@@ -141,6 +142,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
                     self.manager.forget(job.job_id)
                 self.admission.release_slot(ticket)
             outcome["score"] = result.score
+            outcome["stopped_early"] = result.stopped_early
             final = result_message(result, request_id, model.id)
             yield pb.ExplainStreamResponse(
                 sequence_id=sequence + 1,
@@ -232,7 +234,8 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         except Refusal as refusal:  # the caller's finally releases the slot
             outcome["status"] = refusal.code.name  # logged as sent
             refusal.abort(context)
-        context.add_callback(job.terminate_early)  # the call ended (done, cancelled, deadline)
+        if not context.add_callback(job.terminate_early):  # the call ended (done, cancelled, deadline)
+            job.terminate_early()  # already: no callback runs then
         return job
 
     def _wait(self, job: SolverJob, context: grpc.ServicerContext, outcome: dict[str, Any]) -> CounterfactualResult:

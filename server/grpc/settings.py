@@ -42,6 +42,14 @@ class ServerSettings(BaseSettings):
     """A Plan request's population at most (its memory is also bounded by ``max_solve_memory_mb``)."""
     max_plan_generations: Annotated[int, Field(ge=1, le=10_000)] = 1000
     """A Plan request's generations at most (its time is also bounded by ``max_solve_seconds``)."""
+    max_plan_generation_work: Annotated[int, Field(ge=1_000, le=10**12)] = 10_000_000
+    """A Plan request's one generation at most, in formula parts evaluated: its population times
+    the parts one plan's pass through every action evaluates
+    (:func:`counterplan.planning.actions.pass_size`: each action's effort, conditions and
+    consequences, and the discounts of the graph's edges into what it changes). A search is
+    stopped between action passes, but a generation that alone outlasts any deadline is refused
+    up front with INVALID_ARGUMENT naming ``search.population`` and ``actions``. The default
+    admits the shipped action sets at the largest population (about 350,000) many times over."""
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     tls_cert: Path | None = None
     tls_key: Path | None = None

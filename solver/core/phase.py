@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from counterplan.solver.core.registry import phase_type
 from counterplan.solver.core.scope import Progress, SolverScope
-from counterplan.solver.core.termination import Termination
+from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, Termination
 
 if TYPE_CHECKING:
     from counterplan.solver.core.config import PhaseConfig
@@ -171,8 +171,9 @@ class PhaseScope:
 
     def verdict(self) -> Verdict:
         """Whether the phase must stop now: the solver's limits first (their reason as is), then
-        the phase's own (``phase i: ...``), then a stop request (``terminated early``). The
-        gradient is the furthest the terminations have gone."""
+        the phase's own (``phase i: ...``), then whether one more model call still fits before the
+        solve's wall limit (the limit's own reason: it ended the search), then a stop request (``terminated
+        early``). The gradient is the furthest the terminations have gone."""
         scope = self.solver_scope
         done, gradient, reason = self.solver_termination.evaluate(scope.progress)
         if self.termination is not None and not done:
@@ -182,8 +183,10 @@ class PhaseScope:
                 return Verdict(True, gradient, f"phase {self.index}: {phase_reason}")
         if done:
             return Verdict(True, gradient, reason)
+        if scope.out_of_time():  # the limit is not reached, but the next model call would pass it
+            return Verdict(True, 1.0, TIME_LIMIT)
         if scope.terminate_flag.is_set():
-            return Verdict(True, gradient, "terminated early")
+            return Verdict(True, gradient, TERMINATED_EARLY)
         return Verdict(False, gradient, "")
 
     def must_stop(self) -> bool:

@@ -70,6 +70,11 @@ class BatchScorer(Protocol):
         """Model calls made so far."""
         ...
 
+    @property
+    def call_seconds(self) -> float:
+        """How long the next model call is expected to take (0 before the first)."""
+        ...
+
     def score(self, X: FloatMatrix) -> FloatMatrix:
         """One batched evaluation of every row."""
         ...

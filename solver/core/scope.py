@@ -24,6 +24,18 @@ if TYPE_CHECKING:
     from counterplan.planning.problem import CounterfactualProblem
 
 
+CALL_MARGIN_SECONDS = 0.05
+"""Room kept beside the expected model call when deciding whether one more fits before a limit."""
+
+
+def no_time_for_a_call(spent: float, limit: float | None, call_seconds: float) -> bool:
+    """A model call started now (``spent`` seconds in, expected to take ``call_seconds``) would
+    not end before ``limit``: a deadline is a promise, so such a call is not started and the
+    solve answers with its best so far instead (within one model call of the limit at worst,
+    when a call takes longer than the ones before it)."""
+    return limit is not None and spent + call_seconds + CALL_MARGIN_SECONDS > limit
+
+
 @dataclass
 class Progress:
     """Counters that terminations read; one for the solve, one per phase."""
@@ -103,8 +115,9 @@ class SolverScope:
         return self.progress.elapsed()
 
     def out_of_time(self) -> bool:
-        """The solve's wall limit has passed."""
-        return self.wall_limit is not None and self.time_spent() > self.wall_limit
+        """The solve's wall limit has passed, or will have before one more model call could end
+        (a slow model is stopped before its limit, not one call after it)."""
+        return no_time_for_a_call(self.time_spent(), self.wall_limit, self.scorer.call_seconds)
 
     def stop_requested(self) -> bool:
         """The solve must wind down now: its wall limit has passed or a stop was asked for (work

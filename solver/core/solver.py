@@ -24,7 +24,7 @@ from counterplan.solver.core.phase import Phase, PhaseScope, build_phase, factor
 from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.protocol import BatchScorer, EncodedSpace, FloatMatrix
 from counterplan.solver.core.scope import AnswerSet, Progress, SolverScope
-from counterplan.solver.core.termination import Termination, wall_limit
+from counterplan.solver.core.termination import TERMINATED_EARLY, Termination, wall_limit
 
 if TYPE_CHECKING:
     from counterplan.planning.problem import CounterfactualProblem
@@ -165,7 +165,7 @@ class Solver:
                 if not searching:
                     continue
                 if self._terminate.is_set():
-                    scope.termination_reason, searching = "terminated early", False
+                    scope.termination_reason, searching = TERMINATED_EARLY, False
                     continue
             scope.phase_index = index
             phase_scope = PhaseScope(scope, index, termination, Termination(limit) if limit is not None else None)

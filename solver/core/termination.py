@@ -19,6 +19,18 @@ from counterplan.solver.core.scope import Progress
 
 Check = tuple[str, Callable[[Progress], tuple[bool, float]]]
 
+TIME_LIMIT = "spent time limit"
+"""The reason of a solve its time limit ended (the user's, or the server's from a client's
+deadline), also when it stopped just before it because one more model call would pass it."""
+TERMINATED_EARLY = "terminated early"
+"""The reason of a solve a stop request ended (a cancelled call, a server shutting down)."""
+
+
+def stopped_early(termination_reason: str) -> bool:
+    """A solve that ended for ``termination_reason`` answered with its best so far (a clock or a
+    stop request cut it), not at its search's own end; the answer says so (``stopped_early``)."""
+    return termination_reason.startswith((TIME_LIMIT, TERMINATED_EARLY))
+
 
 def _ratio(value: float, limit: float) -> tuple[bool, float]:
     return value >= limit, min(value / limit, 1.0)
@@ -29,7 +41,7 @@ def _limits(c: TerminationConfig) -> list[Check]:
     checks: list[Check] = []
     if c.spent_limit_seconds is not None:
         spent = c.spent_limit_seconds
-        checks.append(("spent time limit", lambda p: _ratio(p.elapsed(), spent)))
+        checks.append((TIME_LIMIT, lambda p: _ratio(p.elapsed(), spent)))
     if c.unimproved_spent_limit_seconds is not None:
         idle_time = c.unimproved_spent_limit_seconds
         checks.append(

@@ -14,6 +14,7 @@ actions, are named.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from counterplan.planning.threads import NativeThreadLimit
 from counterplan.solver.core.events import BestSolutionListener
 from counterplan.solver.plans.genome import decode
 from counterplan.solver.plans.search import PlanConfig, PlanSearch
+from counterplan.solver.plans.unroll import unroll
 
 SHORT_PLAN = 2
 """The short plan the result names: the cheapest of at most this many actions."""
@@ -122,6 +124,8 @@ class PlanSolver:
         graph: CostGraph | None = None,
         config: PlanConfig | None = None,
         listeners: Sequence[BestSolutionListener] = (),
+        *,
+        deadline_seconds: float | None = None,
     ) -> None:
         if isinstance(actions, ActionSet):
             compiled, graph = actions.compile(problem.space)
@@ -130,13 +134,22 @@ class PlanSolver:
         self.problem = problem
         self.config = config or PlanConfig()
         self.search = PlanSearch(problem, compiled, graph or CostGraph(), self.config, listeners)
+        self.search.deadline_seconds = deadline_seconds
+        self._abandoned = threading.Event()
 
     def add_listener(self, listener: BestSolutionListener) -> None:
         """Hear every change of the front, in the searching thread."""
         self.search.add_listener(listener)
 
     def terminate_early(self) -> None:
-        """Stop the search after its current generation; the front so far comes back."""
+        """Stop the search at its next check (inside a generation too); the front so far comes
+        back, checked through the model (one call)."""
+        self.search.terminate_early()
+
+    def abandon(self) -> None:
+        """Stop as :meth:`terminate_early` does, and make no model call more: nobody will read
+        the answer (its client went away), so the front is not laid out (no plans come back)."""
+        self._abandoned.set()
         self.search.terminate_early()
 
     def solve(self) -> PlanResult:
@@ -145,13 +158,14 @@ class PlanSolver:
         problem, search = self.problem, self.search
         calculator = search.calculator
         space = problem.space
+        search.started = started  # the time limit covers the original's check too
         with NativeThreadLimit(self.config.model_threads):
             original = calculator.check(problem.original_row())
             if original.failures[0] is not None:
                 raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
             already_met = bool((original.scores[0, :3] == 0.0).all())
             keys, objectives = search.run() if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
-            plans = _lay_out(search, keys, objectives) if keys.shape[0] else []
+            plans = _lay_out(search, keys, objectives) if keys.shape[0] and not self._abandoned.is_set() else []
         plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
         valid = [p for p in plans if p.valid]
         short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
@@ -211,7 +225,7 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
     """Each front plan step by step, every state checked through the real model in one call."""
     problem, actions, space = search.problem, search.actions, search.problem.space
     decoded = decode(keys, actions, space)
-    played = search.evaluate(keys).played
+    played = unroll(decoded, actions, search.graph, space, space.original, settle=search.settle)  # no model call
     lengths = decoded.lengths
     rows = [played.states[i, 1 : lengths[i] + 1] for i in range(keys.shape[0])]
     checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None

@@ -35,7 +35,11 @@ stops it from any thread, as :meth:`counterplan.solver.core.solver.Solver.termin
 The same seed gives the same front; only a clock (a time limit: the user's, or a server's
 deadline), a stop request (a cancelled call, a server shutting down) or a model failing batch
 after batch ends the search where its counting limits would not, and then it answers with the
-archive so far (``stopped_early``).
+archive so far (``stopped_early``). Those are asked between model calls and inside a generation
+(before every action pass of the unrolling, and before its model call): a generation that cannot
+finish in time is dropped, the search does not start a model call that would end after its time
+limit (nor one whose answer could not be laid out before it: the front's check is one more call),
+and it answers with the archive of the generations that finished (empty when none did).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from counterplan.planning.actions import Action, ActionError, CostGraph
-from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.calculator import NOT_SCORED, ScoreCalculator
 from counterplan.planning.distance import gower
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import HARD_LEVELS, LEVELS
@@ -61,10 +65,10 @@ from counterplan.planning.space import FloatMatrix
 from counterplan.planning.threads import MAX_MODEL_THREADS
 from counterplan.solver.core.config import MAX_SEED, ConfigError, ConfigModel, TerminationConfig
 from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener, ParetoFront
-from counterplan.solver.core.scope import Progress, count_step
-from counterplan.solver.core.termination import Termination
+from counterplan.solver.core.scope import Progress, count_step, no_time_for_a_call
+from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, Termination, wall_limit
 from counterplan.solver.plans.genome import decode
-from counterplan.solver.plans.unroll import Unrolled, unroll
+from counterplan.solver.plans.unroll import Interrupted, Unrolled, unroll
 
 COST_DECIMALS = 4
 DISTANCE_DECIMALS = 2
@@ -72,7 +76,6 @@ ARCHIVE_MAX = 2000
 DEFAULT_GENERATIONS = 150
 """The paper's released code's generation count: the default termination."""
 GAVE_UP = "the model failed on batch after batch"
-TERMINATED_EARLY = "terminated early"
 
 _SHORT_NAMES = {
     "step_count_limit": "generations",
@@ -192,7 +195,14 @@ class PlanSearch:
         self.graph = graph
         self.config = config or PlanConfig()
         self.listeners: list[BestSolutionListener] = list(listeners)
-        self.calculator = ScoreCalculator(problem)
+        self.calculator = ScoreCalculator(problem, stop=self.must_stop)
+        self.started = time.perf_counter()
+        """When the search's clock started (the planner sets it where its solve began)."""
+        self._wall_limit = wall_limit(self.config.termination)
+        self.deadline_seconds: float | None = None
+        """Seconds from :attr:`started` by which the answer must be back, its front's check
+        included; unlike the time limit it binds the first generation too (a server sets it from
+        its client's deadline: an empty front in time is an answer, a full one too late is not)."""
         self.generations_run = 0
         self.stopped_early = False
         """A clock, a stop request or a model that failed on batch after batch ended the search
@@ -209,7 +219,7 @@ class PlanSearch:
         self._terminate = threading.Event()
         space = problem.space
         relations = problem.relations
-        self._settle = None if relations is None else relations.apply
+        self.settle = None if relations is None else relations.apply
         computed = set() if relations is None else {space.names[j] for j in relations.target_columns}
         _refuse_computed(actions, computed)
         touched = {a.feature for a in actions} | {name for a in actions for name in a.consequences}
@@ -224,8 +234,22 @@ class PlanSearch:
         self.listeners.append(listener)
 
     def terminate_early(self) -> None:
-        """Stop after the current generation (at least one runs); safe from any thread."""
+        """Stop at the next check (between action passes of a generation, or before its model
+        call); the generations that finished make the front; safe from any thread."""
         self._terminate.set()
+
+    def must_stop(self) -> bool:
+        """A stop was requested, or the next model call and then the front's check (one more
+        call, as long) would end after the time limit or the deadline: no model call is started
+        then, no action pass either. The time limit lets the first generation finish (it still
+        answers with a front, however short the limit); a stop request and the deadline
+        (:attr:`deadline_seconds`) do not, however heavy that generation is."""
+        if self._terminate.is_set():
+            return True
+        spent, call = time.perf_counter() - self.started, 2 * self.calculator.call_seconds
+        if no_time_for_a_call(spent, self.deadline_seconds, call):
+            return True
+        return self.generations_run > 0 and no_time_for_a_call(spent, self._wall_limit, call)
 
     @property
     def terminate_requested(self) -> bool:
@@ -236,9 +260,13 @@ class PlanSearch:
         """Decode, unroll and score ``keys``: one model call for every final state."""
         space = self.problem.space
         decoded = decode(keys, self.actions, space)
-        played = unroll(decoded, self.actions, self.graph, space, space.original, settle=self._settle)
+        played = unroll(
+            decoded, self.actions, self.graph, space, space.original, settle=self.settle, should_stop=self.must_stop
+        )
         final = played.final
         evaluation = self.calculator.calculate(final.copy())
+        if NOT_SCORED in evaluation.failures:  # stopped before the model call: the generation is dropped
+            raise Interrupted
         scores = evaluation.scores
         failed = [reason for reason in evaluation.failures if reason is not None]
         if failed:
@@ -275,11 +303,18 @@ class PlanSearch:
         rng = np.random.default_rng(config.random_seed)
         keys = rng.random((config.population, 2 * len(self.actions)))
         termination = Termination(config.termination)
-        progress = Progress.starting(NO_PLAN_SCORE)
+        progress = Progress.starting(NO_PLAN_SCORE, self.started)
         self._front_keys, self._front_objectives = self._empty_front()
         self.generations_run, self.stopped_early, self.termination_reason = 0, False, ""
         while True:
-            scored = self.evaluate(keys)
+            if self.generations_run and self.must_stop():  # no time for another generation's model call
+                self._interrupted()
+                return self._front_keys, self._front_objectives
+            try:
+                scored = self.evaluate(keys)
+            except Interrupted:
+                self._interrupted()
+                return self._front_keys, self._front_objectives
             self.generations_run += 1
             count_step([progress], keys.shape[0])
             feasible = scored.violation == 0
@@ -329,6 +364,11 @@ class PlanSearch:
         elif self._terminate.is_set():
             self.termination_reason, self.stopped_early = TERMINATED_EARLY, True
         return bool(self.termination_reason)
+
+    def _interrupted(self) -> None:
+        """Why a generation was dropped halfway: a stop request, else the clock."""
+        self.stopped_early = True
+        self.termination_reason = TERMINATED_EARLY if self._terminate.is_set() else TIME_LIMIT
 
     def _breed(self, sorting: object, rng: np.random.Generator, scored: Generation) -> FloatMatrix:
         """The next population: the elites, crossover children and fresh mutants."""

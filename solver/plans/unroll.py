@@ -9,6 +9,11 @@ next action's conditions and costs read them as the model will. What comes out i
 search and the answer need: the state after every step, each step's cost, the total, the
 violations, and per feature the number of steps that changed it (the paper's per-feature
 sparsity objectives).
+
+Heavy formulas (long efforts, conditions and consequences over many actions) make a generation's
+unrolling cost far more than its one model call, so ``should_stop`` is asked before every action
+pass: a search that must stop (its deadline, a cancel, a shutdown) raises :class:`Interrupted`
+there instead of finishing a generation nobody will read.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from counterplan.planning.space import FeatureSpace, FloatMatrix
 from counterplan.solver.plans.genome import Decoded
 
 IntMatrix = npt.NDArray[np.intp]
+
+
+class Interrupted(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The search must stop in the middle of a generation: its work so far is dropped."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +71,11 @@ def unroll(
     start: FloatMatrix,
     *,
     settle: Callable[[FloatMatrix], FloatMatrix] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Unrolled:
     """Play every plan of ``decoded`` from ``start`` (the encoded original row); ``settle`` sets
-    the computed features of the states after each step (``LearnedRelations.apply``)."""
+    the computed features of the states after each step (``LearnedRelations.apply``);
+    ``should_stop`` is asked before each action's pass (:class:`Interrupted` when it says stop)."""
     n, steps = decoded.order.shape
     state = np.repeat(start.reshape(1, -1), n, axis=0)
     states = np.empty((n, steps + 1, state.shape[1]))
@@ -79,6 +90,8 @@ def unroll(
             rows = np.flatnonzero(column == a)
             if rows.size == 0:
                 continue
+            if should_stop is not None and should_stop():
+                raise Interrupted
             result = apply(action, graph, space, state[rows], decoded.values[rows, a])
             if settle is not None:
                 result = replace(result, after=settle(result.after))

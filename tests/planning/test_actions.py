@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from counterplan.planning import CategoricalFeature, FloatFeature, IntegerFeature
-from counterplan.planning.actions import ActionError, ActionSet, apply, total_cost
+from counterplan.planning.actions import ActionError, ActionSet, apply, pass_size, total_cost
+from counterplan.planning.expressions import Expression, Vocabulary
 from counterplan.planning.space import FeatureSpace
 from tests.toy_person import TOY, bad_everywhere, toy_space
 
@@ -220,3 +221,28 @@ def test_malformed_data_gives_one_precise_error_a_field() -> None:
     with pytest.raises(ActionError) as info:
         ActionSet.from_data({"actions": []})
     assert info.value.violations == [("actions", "give at least one action")]
+
+
+def test_a_pass_counts_each_actions_formula_parts_and_the_edges_into_what_it_changes() -> None:
+    """What a server weighs a plan generation by (population x this): a formula counts its parts
+    as the formula limit does (its syntax tree's nodes), an action 1 more, and an edge's tau
+    counts for every action that changes the edge's target, directly or as a consequence."""
+    space = FeatureSpace(
+        [
+            FloatFeature(name="a", value=1.0, low=0.0, high=10.0),
+            FloatFeature(name="b", value=1.0, low=0.0, high=10.0),
+            FloatFeature(name="c", value=1.0, low=0.0, high=10.0),
+        ]
+    )
+    data = {
+        "actions": [
+            {"name": "raise a", "feature": "a", "kind": "add", "low": 0, "high": 1, "effort": "a + b"},
+            {"name": "raise b", "feature": "b", "kind": "add", "low": 0, "high": 1, "consequences": {"c": "a + b"}},
+        ],
+        "graph": [{"source": "a", "target": "c", "tau": "a + b"}],
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    parts = Expression.parse("a + b", Vocabulary(space.names, {}), "x").size
+    assert parts == 7  # Expression, BinOp, Add, two Names and their two Load contexts
+    assert pass_size(actions[:1], graph) == 1 + parts  # no edge into a
+    assert pass_size(actions, graph) == (1 + parts) + (1 + parts + parts)  # b's consequence on c pays c's edge

@@ -144,7 +144,7 @@ def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> Non
     assert second.state["job"] == "Developer" and second.goal_met and second.prediction == pytest.approx(0.9)
     assert result.short is not None and len(result.short.steps) <= 2
     assert result.original_prediction == pytest.approx(0.1)
-    assert result.model_calls == 15 + 3  # the generations, the front's replay, the original
+    assert result.model_calls == 15 + 2  # the generations, the front's check, the original (its replay calls no model)
 
 
 def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:

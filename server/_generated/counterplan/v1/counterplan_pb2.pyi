@@ -415,7 +415,7 @@ class ExactStatistics(_message.Message):
     def __init__(self, status: _Optional[str] = ..., proven: _Optional[bool] = ..., model: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., gap: _Optional[float] = ..., nodes: _Optional[int] = ..., seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., verified: _Optional[bool] = ..., retries: _Optional[int] = ..., reason: _Optional[str] = ..., backend: _Optional[str] = ..., answer_set: _Optional[str] = ..., answer_set_reason: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names", "goal", "goal_default")
+    __slots__ = ("request_id", "model_id", "proposed", "changes", "predictions", "original_predictions", "score", "valid", "feasible", "statistics", "counterfactuals", "note", "original", "requested", "failure", "blocked_by", "reaches", "already_met", "held_fixed", "feature_names", "goal", "goal_default", "stopped_early")
     class ProposedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -452,6 +452,7 @@ class ExplainResponse(_message.Message):
     FEATURE_NAMES_FIELD_NUMBER: _ClassVar[int]
     GOAL_FIELD_NUMBER: _ClassVar[int]
     GOAL_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_EARLY_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     proposed: _containers.MessageMap[str, FeatureValue]
@@ -474,7 +475,8 @@ class ExplainResponse(_message.Message):
     feature_names: _containers.RepeatedScalarFieldContainer[str]
     goal: str
     goal_default: str
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ..., held_fixed: _Optional[_Iterable[str]] = ..., feature_names: _Optional[_Iterable[str]] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ...) -> None: ...
+    stopped_early: bool
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., proposed: _Optional[_Mapping[str, FeatureValue]] = ..., changes: _Optional[_Iterable[_Union[FeatureChange, _Mapping]]] = ..., predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., original_predictions: _Optional[_Iterable[_Union[OutputPrediction, _Mapping]]] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., valid: _Optional[bool] = ..., feasible: _Optional[bool] = ..., statistics: _Optional[_Union[SolveStatistics, _Mapping]] = ..., counterfactuals: _Optional[_Iterable[_Union[Counterfactual, _Mapping]]] = ..., note: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., requested: _Optional[int] = ..., failure: _Optional[str] = ..., blocked_by: _Optional[_Iterable[str]] = ..., reaches: _Optional[bool] = ..., already_met: _Optional[bool] = ..., held_fixed: _Optional[_Iterable[str]] = ..., feature_names: _Optional[_Iterable[str]] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ..., stopped_early: _Optional[bool] = ...) -> None: ...
 
 class ExplainStreamResponse(_message.Message):
     __slots__ = ("sequence_id", "stage", "score", "proposed", "time_spent_seconds", "step_index", "result")
