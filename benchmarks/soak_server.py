@@ -19,6 +19,7 @@ from counterplan.planning.goals import OutputSpec
 from counterplan.planning.models import CallableAdapter
 from counterplan.server.grpc.app import serve
 from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.logs import configure_json_logs
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.explainer import Explainer
 
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--call-seconds", type=float, default=0.3)
     parser.add_argument("--max-solve-seconds", type=float, default=20.0)
     args = parser.parse_args()
+    configure_json_logs()  # one JSON line per call on stderr, as serve writes it
     settings = ServerSettings(port=args.port, max_solve_seconds=args.max_solve_seconds)
     serve(settings, registry(args.call_seconds))
 
