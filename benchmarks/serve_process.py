@@ -9,15 +9,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 @contextmanager
-def serve_process(*flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start ``counterplan serve --port 0`` (and ``flags``); yield the process and its target."""
+def serve_process(
+    *flags: str, command: tuple[str, ...] = ("counterplan", "serve"), log: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start ``python -m counterplan serve --port 0`` (another module with ``command``, run from
+    the repository's root) with ``flags``; yield the process and its target. ``log``: where its
+    JSON access log (stderr) goes, else nowhere."""
+    sink = log.open("w", encoding="utf-8") if log is not None else subprocess.DEVNULL
     server = subprocess.Popen(
-        [sys.executable, "-m", "counterplan", "serve", "--port", "0", *flags],
+        [sys.executable, "-m", *command, "--port", "0", *flags],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # its JSON access log
+        stderr=sink,
         text=True,
+        cwd=ROOT,
     )
     try:
         assert server.stdout is not None
@@ -25,6 +33,8 @@ def serve_process(*flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     finally:
         server.terminate()
         server.wait(timeout=60)
+        if log is not None and not isinstance(sink, int):
+            sink.close()
 
 
 def rss_mb(pid: int) -> float:

@@ -1,25 +1,37 @@
-"""A soak: many concurrent clients for minutes, mixing valid, invalid, cancelled and short-deadline
-calls and health checks, against a real ``counterplan serve`` process.
+"""A soak: many concurrent clients for minutes, mixing every method (Explain, ExplainStream,
+ExplainBatch, Plan, heavy plans), invalid requests, cancels, short deadlines, a slow model and
+health checks, against a real server process (``benchmarks/soak_server.py``: ``counterplan
+serve``'s own start and shutdown, with the demo model and a slow copy of it).
 
 Every call has the statuses it may end with (a valid solve: ``OK``, or ``RESOURCE_EXHAUSTED``
 when the server is full, after which the client waits the ``RetryInfo`` delay it was given; an
 invalid request: ``INVALID_ARGUMENT`` or ``NOT_FOUND``; a cancelled stream: ``CANCELLED``; a
-deadline shorter than a solve: ``OK`` or ``DEADLINE_EXCEEDED``; a health check: ``SERVING``).
-Anything else (``INTERNAL``, ``UNKNOWN``, ``UNAVAILABLE``, a health check that fails) is
-unexpected. The table gives calls, statuses, latency percentiles of the valid solves and of the
-health checks, and the server's resident memory after a warm-up and at the end. Targets: 0
-unexpected statuses, memory growth under 10% after the warm-up::
+deadline shorter than a solve: ``OK`` with the best so far, or ``DEADLINE_EXCEEDED`` only before
+any answer; a slow model (a model call of 0.3 s) under a 2 s deadline: ``OK`` with its best so
+far; a heavy plan under a 2 s deadline: ``OK`` with its front so far, or ``INVALID_ARGUMENT``
+when one generation would not fit the server's limits; a health check: ``SERVING``). Anything
+else (``INTERNAL``, ``UNKNOWN``, ``UNAVAILABLE``, a health check that fails) is unexpected.
+
+Each call carries a request id; the server's JSON log says how long it held the call, so the
+table also gives, per kind, how far past its deadline the server held a call (the promise: at
+most one model call). The table gives calls, statuses, latency percentiles of the valid solves
+and of the health checks, and the server's resident memory after a warm-up and at the end.
+Targets: 0 unexpected statuses, memory growth under 10% after the warm-up, no call held past
+its deadline by more than one model call::
 
     python benchmarks/soak.py --clients 64 --seconds 180
 
-:func:`soak` is also run, briefly, by ``tests/server/test_soak.py`` against an in-process server.
+:func:`soak` is also run, briefly, by ``tests/server/grpc/test_soak.py`` against an in-process
+server.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -42,12 +54,32 @@ from counterplan.server.registry.registry import demo_model
 EXPECTED: dict[str, set[str]] = {
     "solve": {"OK", "RESOURCE_EXHAUSTED"},
     "stream": {"OK", "RESOURCE_EXHAUSTED"},
+    "batch": {"OK", "RESOURCE_EXHAUSTED"},
+    "plan": {"OK", "RESOURCE_EXHAUSTED"},
+    "heavy plan": {"OK", "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT"},
+    "slow model": {"OK", "RESOURCE_EXHAUSTED"},
     "invalid": {"INVALID_ARGUMENT", "NOT_FOUND"},
     "cancelled": {"CANCELLED", "RESOURCE_EXHAUSTED", "OK"},
     "short deadline": {"OK", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"},
     "health": {"SERVING"},
 }
-MIX = {"solve": 0.35, "stream": 0.15, "invalid": 0.2, "cancelled": 0.1, "short deadline": 0.1, "health": 0.1}
+MIX = {
+    "solve": 0.22,
+    "stream": 0.1,
+    "batch": 0.06,
+    "plan": 0.06,
+    "heavy plan": 0.04,
+    "slow model": 0.06,
+    "invalid": 0.16,
+    "cancelled": 0.1,
+    "short deadline": 0.1,
+    "health": 0.1,
+}
+DEADLINES = {"slow model": 2.0, "heavy plan": 2.0}
+"""The client's deadline of the kinds that test the promise (seconds); the others allow 60 s."""
+SLOW_MODEL_ID = "slow-demo"
+SLOW_CALL_SECONDS = 0.3
+"""How long each call of the slow model takes."""
 MAX_BACKOFF_SECONDS = 2.0
 
 
@@ -87,6 +119,8 @@ class SoakReport:
     solve_latencies: list[float] = field(default_factory=list)
     health_latencies: list[float] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    deadlines: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Each call's request id: its kind and the client's deadline in seconds."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, kind: str, status: str, seconds: float, detail: str = "") -> None:
@@ -94,7 +128,7 @@ class SoakReport:
             self.statuses[(kind, status)] += 1
             if status not in EXPECTED[kind]:
                 self.unexpected.append(f"{kind}: {status} {detail[:200]}")
-            elif kind in ("solve", "stream") and status == "OK":
+            elif kind in ("solve", "stream", "batch", "plan", "slow model") and status == "OK":
                 self.solve_latencies.append(seconds)
             elif kind == "health":
                 self.health_latencies.append(seconds)
@@ -104,6 +138,113 @@ class SoakReport:
         return sum(self.statuses.values())
 
 
+def heavy_actions() -> dict[str, Any]:
+    """32 actions with long efforts (18 terms: a formula has at most 200 parts and 500 characters), conditions and
+    consequences, and a dense cost graph: a generation of 2,000 plans costs seconds of formula
+    work between two model calls."""
+    numbers = [("debt", -30000, -1000), ("income", 1000, 40000), ("loan_amount", -25000, -1000)]
+    effort = " + ".join(f"abs(delta) / {5000 + k}" for k in range(18))
+    actions = []
+    for i in range(32):
+        feature, low, high = numbers[i % len(numbers)]
+        actions.append(
+            {
+                "name": f"step {i}",
+                "feature": feature,
+                "kind": "add",
+                "low": low,
+                "high": high,
+                "effort": effort,
+                "pre": " and ".join(f"income > {1000 + k}" for k in range(24)),
+                "post": " and ".join(f"debt >= {-k}" for k in range(24)),
+                "consequences": {
+                    "years_employed": " + ".join(f"years_employed / {k + 1}" for k in range(12)) + " - years_employed",
+                    "credit_cards": " + ".join(f"credit_cards / {k + 1}" for k in range(12)) + " - credit_cards",
+                },
+            }
+        )
+    graph = [
+        {"source": a, "target": b, "tau": "clip(45000 / income, 0.5, 1)"}
+        for a, _, _ in numbers
+        for b, _, _ in numbers
+        if a != b
+    ]
+    return {"actions": actions, "graph": graph}
+
+
+Call = tuple[str, float, Any]
+"""A call's request id, its deadline in seconds and the function that makes it."""
+
+
+def _request(rng: random.Random, instance: dict[str, Any], kind: str, model_id: str = "loan-demo") -> pb.ExplainRequest:
+    request = CounterplanClient.request(model_id, instance, [class_goal(1, 0.7)], seed=rng.randrange(100))
+    request.request_id = f"soak-{kind.replace(' ', '-')}-{rng.getrandbits(48):012x}"
+    return request
+
+
+def _plan(client: CounterplanClient, rng: random.Random, instance: dict[str, Any], heavy: bool, timeout: float) -> Call:
+    from counterplan.planning.demo import DEMO_ACTIONS
+
+    actions = heavy_actions() if heavy else DEMO_ACTIONS
+    size = {"population": 2000, "generations": 1000} if heavy else {"population": 60, "generations": 15}
+    request = CounterplanClient.plan_request("loan-demo", instance, actions, seed=rng.randrange(100), **size)
+    request.request_id = f"soak-{'heavy-plan' if heavy else 'plan'}-{rng.getrandbits(48):012x}"
+    return request.request_id, timeout, lambda: client.plan(request, timeout=timeout)
+
+
+def _prepare(kind: str, client: CounterplanClient, health: Any, rng: random.Random, instance: dict[str, Any]) -> Call:
+    """The call of ``kind`` to make: its request id (``""`` for a health check) and a function that
+    makes it, raising ``grpc.RpcError`` (or :class:`_StatusError`) for any status but a success."""
+    timeout = DEADLINES.get(kind, 60.0) if kind != "short deadline" else rng.uniform(0.02, 0.3)
+    request = _request(rng, instance, kind, SLOW_MODEL_ID if kind == "slow model" else "loan-demo")
+    if kind == "health":
+        return "", timeout, lambda: _health(health)
+    if kind in ("solve", "slow model", "short deadline"):
+        return request.request_id, timeout, lambda: client.explain(request, timeout=timeout)
+    if kind == "stream":
+        return request.request_id, timeout, lambda: list(client.explain_stream(request, timeout=timeout))
+    if kind == "batch":
+        rows = [(f"r{i}", _request(rng, instance, kind)) for i in range(3)]
+        return rows[0][1].request_id, timeout, lambda: _batch(client, rows, timeout)
+    if kind in ("plan", "heavy plan"):
+        return _plan(client, rng, instance, kind == "heavy plan", timeout)
+    if kind == "invalid":
+        return "", timeout, lambda: client.explain(_invalid(rng, instance), timeout=30)
+    return request.request_id, timeout, lambda: _cancelled(client, rng, request)
+
+
+def _health(health: Any) -> None:
+    reply = health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    if status != "SERVING":
+        raise _StatusError(status)
+
+
+def _batch(client: CounterplanClient, rows: list[tuple[str, pb.ExplainRequest]], timeout: float) -> None:
+    for answer in client.explain_batch(rows, timeout=timeout):
+        if answer.HasField("error"):
+            raise _StatusError(_code_name(answer.error.code))
+
+
+def _cancelled(client: CounterplanClient, rng: random.Random, request: pb.ExplainRequest) -> None:
+    call = client.stub.ExplainStream(request, timeout=60)
+    threading.Timer(rng.uniform(0.0, 0.3), call.cancel).start()
+    for _ in call:
+        pass
+
+
+class _StatusError(Exception):
+    """A call that ended with a status other than an RPC error's (a health reply, a batch row's)."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _code_name(code: int) -> str:
+    return next((c.name for c in grpc.StatusCode if c.value[0] == code), f"CODE_{code}")
+
+
 def _client(target: str, seed: int, stop_at: float, instances: list[dict[str, Any]], report: SoakReport) -> None:
     rng = random.Random(seed)
     kinds, weights = list(MIX), list(MIX.values())
@@ -111,34 +252,16 @@ def _client(target: str, seed: int, stop_at: float, instances: list[dict[str, An
         health = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < stop_at:
             kind = rng.choices(kinds, weights)[0]
-            instance = rng.choice(instances)
-            request = CounterplanClient.request("loan-demo", instance, [class_goal(1, 0.7)], seed=rng.randrange(100))
             started = time.perf_counter()
-            backoff = 0.0
+            backoff, detail = 0.0, ""
+            request_id, timeout, call = _prepare(kind, client, health, rng, rng.choice(instances))
+            if request_id:
+                report.deadlines[request_id] = (kind, timeout)
             try:
-                if kind == "health":
-                    reply = health.Check(health_pb2.HealthCheckRequest(), timeout=5)
-                    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-                elif kind == "solve":
-                    client.explain(request, timeout=60)
-                    status = "OK"
-                elif kind == "stream":
-                    for _ in client.explain_stream(request, timeout=60):
-                        pass
-                    status = "OK"
-                elif kind == "invalid":
-                    client.explain(_invalid(rng, instance), timeout=30)
-                    status = "OK"
-                elif kind == "cancelled":
-                    call = client.stub.ExplainStream(request, timeout=60)
-                    threading.Timer(rng.uniform(0.0, 0.3), call.cancel).start()
-                    for _ in call:
-                        pass
-                    status = "OK"
-                else:
-                    client.explain(request, timeout=rng.uniform(0.02, 0.3))
-                    status = "OK"
-                detail = ""
+                call()
+                status = "OK" if kind != "health" else "SERVING"
+            except _StatusError as exc:
+                status = exc.status
             except grpc.RpcError as exc:
                 error: Any = exc
                 status, detail = error.code().name, error.details() or ""
@@ -178,7 +301,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load before the first memory reading")
     args = parser.parse_args()
     instances = applicants()
-    with serve_process() as (server, target):
+    log = Path(tempfile.mkdtemp(prefix="soak-")) / "server.log"
+    with serve_process(command=("benchmarks.soak_server",), log=log) as (server, target):
         idle = rss_mb(server.pid)
         warm = soak(target, args.clients, args.warmup, instances, seed=1)
         before = rss_mb(server.pid)
@@ -198,6 +322,33 @@ def main() -> None:
     growth = (after - before) / before * 100
     print(f"server RSS: idle {idle:.0f} MB, after warm-up {before:.0f} MB, end {after:.0f} MB ({growth:+.1f}%)")
     print(f"server alive at the end: {alive}")
+    _print_holds(report, log)
+
+
+def held_past_deadline(report: SoakReport, log: Path) -> dict[str, list[float]]:
+    """Per kind of call: how long past its client's deadline the server held each call (seconds;
+    negative: it answered before), from the server's JSON log of each call's duration."""
+    held: dict[str, list[float]] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        known = report.deadlines.get(str(event.get("request_id", "")))
+        if event.get("event") != "request" or known is None or "duration_ms" not in event:
+            continue
+        kind, deadline = known
+        held.setdefault(kind, []).append(float(event["duration_ms"]) / 1e3 - deadline)
+    return held
+
+
+def _print_holds(report: SoakReport, log: Path) -> None:
+    print(f"{'call':<16} {'logged':>7} {'past deadline: max':>19} {'p99':>8}  (the promise: one model call)")
+    for kind, values in sorted(held_past_deadline(report, log).items()):
+        if kind not in DEADLINES and kind != "short deadline":  # a generous deadline: nothing to learn
+            continue
+        worst, p99 = max(values), float(np.percentile(values, 99))
+        print(f"{kind:<16} {len(values):>7} {worst:>18.2f}s {p99:>7.2f}s")
 
 
 if __name__ == "__main__":

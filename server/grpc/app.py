@@ -193,9 +193,10 @@ def start_server(settings: ServerSettings, registry: ModelRegistry | None = None
     return RunningServer(server, port, health_servicer, service, settings)
 
 
-def serve(settings: ServerSettings) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    running = start_server(settings)
+def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully (``registry``: the models to serve,
+    by default the settings' directory or the demo)."""
+    running = start_server(settings, registry)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
