@@ -12,7 +12,9 @@ are left unscored, counted as failed, and no model call is made), spends at most
 :data:`MAX_FAILED_MODEL_CALLS` calls finding failing rows, and says when the model has failed on
 every candidate of :data:`MAX_FAILING_BATCHES` batches in a row (:attr:`ScoreCalculator.gave_up`).
 It also keeps the best row it has scored with its predictions, so the answer of a solve cut by
-its time limit need not wait for one more model call.
+its time limit need not wait for one more model call, and a solve that must end at once (a
+server's grace running out while a model call is in flight) can answer with it from another
+thread: :meth:`ScoreCalculator.abandon` then makes sure the solve calls the model no more.
 """
 
 from __future__ import annotations
@@ -71,6 +73,24 @@ class DirectCalls:
     def __init__(self, model: Any) -> None:
         self.predict = model.predict
         self.predict_reference = getattr(model, "predict_reference", model.predict)
+
+
+class SolveAbandoned(BaseException):
+    """Raised in a solve's own thread by a model call asked for after the solve was abandoned
+    (:meth:`ScoreCalculator.abandon`): its caller has already answered with the best so far (a
+    server shutting down within its grace), so no one reads what the solve would have found.
+    A :class:`BaseException`, so that no ``except Exception`` of the search takes it for the
+    model's own failure (and bisects, or retries): it unwinds the solve to its end."""
+
+
+class _AbandonedCalls:
+    """The calls of an abandoned solve: none reaches the model."""
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        raise SolveAbandoned
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        raise SolveAbandoned
 
 
 class ScoreMismatchError(CounterplanError, AssertionError):
@@ -149,6 +169,12 @@ class ScoreCalculator:
         self._bounded = bool(np.isfinite(space.domain_lower).all() and np.isfinite(space.domain_upper).all())
         self._nominal = ~space.graded
         self._costs = None if (space.costs == 1.0).all() else space.costs  # x * 1.0 is x: skipped
+
+    def abandon(self) -> None:
+        """Make no model call more, from any thread: each later one raises :class:`SolveAbandoned`
+        in the solve's thread (a call already in flight runs to its end; its rows are kept). What
+        the calculator has kept (:attr:`best`) stays readable."""
+        self.calls = _AbandonedCalls()
 
     def calculate(self, X: FloatMatrix) -> Evaluation:
         """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
@@ -564,5 +590,6 @@ __all__ = [
     "Evaluation",
     "ScoreCalculator",
     "ScoreMismatchError",
+    "SolveAbandoned",
     "reference_score",
 ]
