@@ -14,7 +14,10 @@ every candidate of :data:`MAX_FAILING_BATCHES` batches in a row (:attr:`ScoreCal
 It also keeps the best row it has scored with its predictions, so the answer of a solve cut by
 its time limit need not wait for one more model call, and it times its model calls
 (:attr:`ScoreCalculator.call_seconds`): a solve near its limit (a client's deadline) does not start a
-call that cannot end before it, so a slow model is stopped *before* the limit, not one call after.
+call that cannot end before it, so a slow model is stopped *before* the limit, not one call after,
+and a solve that must end at once (a server's grace running out while a model call is in flight)
+can answer with its best from another thread: :meth:`ScoreCalculator.abandon` then makes sure the
+solve calls the model no more.
 """
 
 from __future__ import annotations
@@ -74,6 +77,24 @@ class DirectCalls:
     def __init__(self, model: Any) -> None:
         self.predict = model.predict
         self.predict_reference = getattr(model, "predict_reference", model.predict)
+
+
+class SolveAbandoned(BaseException):
+    """Raised in a solve's own thread by a model call asked for after the solve was abandoned
+    (:meth:`ScoreCalculator.abandon`): its caller has already answered with the best so far (a
+    server shutting down within its grace), so no one reads what the solve would have found.
+    A :class:`BaseException`, so that no ``except Exception`` of the search takes it for the
+    model's own failure (and bisects, or retries): it unwinds the solve to its end."""
+
+
+class _AbandonedCalls:
+    """The calls of an abandoned solve: none reaches the model."""
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        raise SolveAbandoned
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        raise SolveAbandoned
 
 
 class ScoreMismatchError(CounterplanError, AssertionError):
@@ -165,6 +186,12 @@ class ScoreCalculator:
         """Fold one model call's duration into :attr:`call_seconds`."""
         average = seconds if self.model_call_count <= 1 else 0.5 * (self._call_seconds + seconds)
         self._call_seconds = max(seconds, average)
+
+    def abandon(self) -> None:
+        """Make no model call more, from any thread: each later one raises :class:`SolveAbandoned`
+        in the solve's thread (a call already in flight runs to its end; its rows are kept). What
+        the calculator has kept (:attr:`best`) stays readable."""
+        self.calls = _AbandonedCalls()
 
     def calculate(self, X: FloatMatrix) -> Evaluation:
         """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
@@ -583,5 +610,6 @@ __all__ = [
     "Evaluation",
     "ScoreCalculator",
     "ScoreMismatchError",
+    "SolveAbandoned",
     "reference_score",
 ]

@@ -90,6 +90,13 @@ class CounterfactualSolver:
         self.listeners: list[Listener] = []
         self._result = ResultBuilder(problem, plan, num_counterfactuals)
         self._solver = Solver(config, collect_pool=num_counterfactuals > 1, answers=num_counterfactuals)
+        self._abandoned = False
+        self._calculator: ScoreCalculator | None = None
+        """The running solve's score calculator (set as the solve starts)."""
+        self._searching: tuple[Evaluation, float] | None = None
+        """Once the search runs: the original's evaluation and when the solve started."""
+        self._found_at = (0, 0.0)
+        """The step and the seconds of the last best solution heard."""
 
     def add_listener(self, listener: Listener) -> None:
         """Hear every new best solution (decoded), in the solving thread."""
@@ -98,6 +105,28 @@ class CounterfactualSolver:
     def terminate_early(self) -> None:
         """Stop the running solve at its next step; the best so far comes back."""
         self._solver.terminate_early()
+
+    def abandon(self) -> None:
+        """Stop now and make no model call more, from any thread: the caller answers with
+        :meth:`so_far` and will not read this solve's result (a model call in flight runs to its
+        end; then the solve unwinds with :class:`~counterplan.planning.calculator.SolveAbandoned`)."""
+        self._abandoned = True
+        self._solver.terminate_early()
+        if self._calculator is not None:  # else the solve sees the flag as it sets its calculator
+            self._calculator.abandon()
+
+    def so_far(self, reason: str) -> CounterfactualResult | None:
+        """The best answer scored so far, read from any thread without a model call (None before
+        the original was scored): the best row the score calculator kept, with the prediction it
+        was scored with (valid only if it met every goal then); ``reason`` is its termination
+        reason. For a caller that cannot wait for the solve's own end (see :meth:`abandon`)."""
+        calculator, searching = self._calculator, self._searching
+        best = calculator.best if calculator is not None else None
+        if calculator is None or searching is None or best is None:
+            return None
+        original, started = searching
+        spent = Spent(calculator.calculation_count, calculator.model_call_count, time.perf_counter() - started)
+        return self._result.so_far(best, original=original, spent=spent, found_at=self._found_at, reason=reason)
 
     def solve(self) -> CounterfactualResult:
         """Run the search and decode its answer, native thread pools limited (``model_threads``)."""
@@ -114,6 +143,9 @@ class CounterfactualSolver:
 
         problem = self.problem
         calculator = ScoreCalculator(problem, stop=should_stop, calls=self.calls)
+        self._calculator = calculator
+        if self._abandoned:  # abandoned while it started: no model call at all
+            calculator.abandon()
         # the search's own path (a verified fast path) scores the original; only an answer, here
         # "nothing to change", is called valid on the real model's word
         original = calculator.check(problem.original_row(), reference=False)
@@ -123,6 +155,7 @@ class CounterfactualSolver:
             raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
         if best_valid(original):
             return self._result.already_met(original, time.perf_counter() - started)
+        self._searching = (original, started)
         answers = AnswersPhase(
             self.num_counterfactuals, CalculatorScorer(calculator), problem.scales, problem.space.domain_width
         )
@@ -159,6 +192,7 @@ class CounterfactualSolver:
         return diagnose
 
     def _forward(self, event: BestSolutionChanged) -> None:
+        self._found_at = (event.step_index, event.time_spent)
         score = BendableScore.of(event.score)
         problem = self.problem
         row = event.row if problem.relations is None else problem.relations.apply(event.row.reshape(1, -1))[0]

@@ -30,6 +30,7 @@ from counterplan.planning.score import BendableScore
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.events import BestSolutionChanged, BestSolutionListener
+from counterplan.solver.core.termination import TERMINATED_EARLY
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
 from counterplan.solver.engines import EngineChoice
 from counterplan.solver.plans.planner import PlanResult, PlanSolver
@@ -71,6 +72,8 @@ class Solving(Protocol[R_co]):
 
     def terminate_early(self) -> None: ...
 
+    def abandon(self) -> None: ...
+
 
 class Job(Generic[R]):
     """One submitted piece of work: its status, its best score so far and its result's future."""
@@ -96,6 +99,17 @@ class Job(Generic[R]):
     def terminate_early(self) -> None:
         """Stop at the next step (or before it starts); the best so far comes back."""
         self._work.terminate_early()
+
+    def abandon(self) -> None:
+        """Stop now and make no model call more: the caller answers with :meth:`so_far` and
+        never reads this job's result (its thread may still be inside a model call; it ends
+        after it, without another)."""
+        self._work.abandon()
+
+    def so_far(self) -> R | None:
+        """The best so far, without waiting for the work (a thread inside a model call cannot
+        be waited for): see each kind of job. None when there is nothing to answer with yet."""
+        raise NotImplementedError
 
     def result(self, timeout: float | None = None) -> R:
         """Wait for the result; re-raises the work's error if it failed."""
@@ -124,6 +138,11 @@ class SolverJob(Job[CounterfactualResult]):
         self.best = event
         self._note_best(event.score)
 
+    def so_far(self) -> CounterfactualResult | None:
+        """The best answer scored so far (:meth:`CounterfactualSolver.so_far`), as a solve that
+        was terminated early reports it."""
+        return self.solver.so_far(TERMINATED_EARLY)
+
     def run(self) -> CounterfactualResult:
         """Solve, a member of the shared model calls while it runs (left however it ends, so no
         one waits for it)."""
@@ -149,9 +168,10 @@ class PlanJob(Job[PlanResult]):
         self.best = event
         self._note_best(str(BendableScore.of(event.score)))
 
-    def abandon(self) -> None:
-        """Stop with no model call more: nobody will read the answer (its client went away)."""
-        self.solver.abandon()
+    def so_far(self) -> PlanResult:
+        """The front last announced, laid out without a model call (:meth:`PlanSolver.so_far`)."""
+        best = self.best
+        return self.solver.so_far(None if best is None else best.front)
 
 
 class SolverManager:

@@ -161,6 +161,61 @@ class ResultBuilder:
             held_fixed=diagnosis.held_fixed,
         )
 
+    def so_far(
+        self,
+        best: tuple[FloatMatrix, Evaluation],
+        *,
+        original: Evaluation,
+        spent: Spent,
+        found_at: tuple[int, float],
+        reason: str,
+    ) -> CounterfactualResult:
+        """The answer of a solve that must end at once, its thread still inside a model call (a
+        server whose grace is running out): ``best`` is the best row the score calculator kept
+        and its prediction from the batch it was scored in, so no model call is made. It is
+        valid only if it met every goal when it was scored; ``found_at`` is the step and the
+        seconds of the last best solution heard, ``reason`` the termination reason."""
+        row, evaluation = best
+        score = evaluation.score(0)
+        levels = list(score.levels)
+        fine = evaluation.failures[0] is None
+        answer = Counterfactual(
+            proposed=self.problem.space.decode(row),
+            changes=self.changes(row),
+            predictions=self.predictions(evaluation),
+            score=str(score),
+            score_levels=levels,
+            valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
+            feasible=score.is_feasible and fine,
+        )
+        return CounterfactualResult(
+            goal=self.problem.goal_text,
+            goal_default=self.problem.goals_default,
+            original=self.problem.space.decode(self.problem.space.original),
+            proposed=answer.proposed,
+            changes=answer.changes,
+            predictions=answer.predictions,
+            original_predictions=self.predictions(original),
+            score=answer.score,
+            score_levels=answer.score_levels,
+            valid=answer.valid,
+            feasible=answer.feasible,
+            statistics=SolveStatistics(
+                steps=found_at[0],
+                score_calculation_count=spent.calculations,
+                model_call_count=spent.model_calls,
+                score_calculation_speed=spent.calculations / spent.seconds if spent.seconds > 0 else 0.0,
+                time_spent_seconds=spent.seconds,
+                best_found_at_step=found_at[0],
+                best_found_after_seconds=found_at[1],
+                termination_reason=reason,
+                engine=self.engine.name,
+                engine_reason=self.engine.reason,
+            ),
+            counterfactuals=[answer] if answer.valid else [],
+            requested=self.requested,
+        )
+
     def answers(self, chosen: ChosenAnswers) -> list[Counterfactual]:
         """The chosen rows decoded, best first: chosen by diversity, listed by score; on a tie the
         search's own best leads (it is the result's answer unless a refined row beats it)."""

@@ -4,8 +4,11 @@ Explain, ExplainStream, each ExplainBatch instance, Plan and PlanStream all solv
 rules: a solve slot (``max_concurrent_solves``) with room for the solve's estimated memory beside
 the running ones (``max_solve_memory_mb``; RESOURCE_EXHAUSTED with a retry hint beyond them, or a
 wait for a batch instance), a time limit from the server's maximum and the client's deadline, and
-nothing new once shutdown has begun. One :class:`Admission` per server holds that state, and each
-method's module is handed it: the servicer modules then share it without importing each other.
+nothing new once shutdown has begun. When shutdown's grace is nearly up (the *cut*), every call
+still waiting for its solve answers at once with the solve's best so far, and the solve is
+abandoned: one inside a model call cannot stop before the call ends, and the grace is a promise.
+One :class:`Admission` per server holds that state, and each method's module is handed it: the
+servicer modules then share it without importing each other.
 """
 
 from __future__ import annotations
@@ -14,12 +17,21 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+import structlog
 
 from counterplan.server.grpc.refusal import Refusal, refused, retry_later
 from counterplan.server.grpc.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from counterplan.solver.manager import Job
+
+log = structlog.get_logger("counterplan.server")
+R = TypeVar("R")
 
 MB = 1024 * 1024
 MIN_SOLVE_SECONDS = 0.01
@@ -54,6 +66,10 @@ class Admission:
         self._closing = threading.Event()
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
+        self._cut = threading.Event()
+        self._on_cut: dict[int, Callable[[], None]] = {}
+        self._cut_ids = itertools.count()
+        self._abandoned: set[str] = set()
 
     # -- slots ----------------------------------------------------------------------------------
     def take_slot(self, estimate: int) -> int:
@@ -153,3 +169,76 @@ class Admission:
         with self._stops_lock:
             for stop in self._stops:
                 stop.set()
+
+    # -- the cut: shutdown's grace running out -----------------------------------------------------
+    @property
+    def cut(self) -> bool:
+        """True once shutdown's grace is nearly up: every call answers now with its best so far."""
+        return self._cut.is_set()
+
+    def on_cut(self, callback: Callable[[], None]) -> int:
+        """Call ``callback`` at the cut (at once when it has come); returns its key for
+        :meth:`drop_on_cut`. A call that waits for its solve wakes up by it."""
+        with self._stops_lock:
+            key = next(self._cut_ids)
+            if not self._cut.is_set():
+                self._on_cut[key] = callback
+                return key
+        callback()
+        return key
+
+    def drop_on_cut(self, key: int) -> None:
+        """The call that registered this callback no longer waits."""
+        with self._stops_lock:
+            self._on_cut.pop(key, None)
+
+    def wait_done(self, future: Future[Any]) -> bool:
+        """Wait until ``future`` is done (True) or the cut has come (False, ``future`` not done)."""
+        woken = threading.Event()
+        future.add_done_callback(lambda _: woken.set())
+        key = self.on_cut(woken.set)
+        try:
+            woken.wait()
+        finally:
+            self.drop_on_cut(key)
+        return future.done()
+
+    def abandon_job(self, job: Job[Any], request_id: str) -> None:
+        """Abandon a job still running at the cut: it makes no model call more, and its thread,
+        counted in :attr:`abandoned`, ends after the call it is in."""
+        job.abandon()
+        with self._stops_lock:
+            if job.job_id in self._abandoned:
+                return
+            self._abandoned.add(job.job_id)
+        log.warning("abandoned at shutdown", request_id=request_id, job_id=job.job_id)
+
+    @property
+    def abandoned(self) -> int:
+        """Solves abandoned at the cut (their threads may still be inside a model call)."""
+        with self._stops_lock:
+            return len(self._abandoned)
+
+    def abandon(self, job: Job[R], request_id: str) -> R:
+        """The best so far of a job still running at the cut, which is abandoned
+        (:meth:`abandon_job`); UNAVAILABLE when it has no answer yet (the server shut down before
+        its first candidate was scored)."""
+        self.abandon_job(job, request_id)
+        result = job.so_far()
+        if result is None:
+            raise refused(
+                grpc.StatusCode.UNAVAILABLE,
+                "the server shut down before this request had an answer; retry on another instance",
+            )
+        return result
+
+    def cut_calls(self) -> None:
+        """Shutdown's grace is nearly up: wake every call waiting for its solve, to answer now
+        with its best so far (a solve inside a model call cannot stop sooner than the call ends,
+        and the grace is a promise)."""
+        with self._stops_lock:
+            self._cut.set()
+            callbacks = list(self._on_cut.values())
+            self._on_cut.clear()
+        for callback in callbacks:
+            callback()

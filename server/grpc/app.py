@@ -1,15 +1,21 @@
 """Build and run the gRPC server: the service, health, reflection, auth, TLS and shutdown.
 
 Health says SERVING once the models are loaded and NOT_SERVING as soon as shutdown starts;
-running solves then get ``grace_seconds`` before they are cut (a cut solve stops at its next
-step). With ``auth_token`` set, every call but health and reflection needs
-``authorization: Bearer <token>`` (UNAUTHENTICATED otherwise).
+running solves are told to stop at their next step, and the server is gone within
+``grace_seconds``: a call whose solve is still inside a model call near the grace's end answers
+with its best so far, and the solve is abandoned (see :meth:`RunningServer.stop`). With
+``auth_token`` set, every call but health and reflection needs ``authorization: Bearer <token>``
+(UNAUTHENTICATED otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -108,7 +114,8 @@ class BearerTokenInterceptor(_Interceptor):
 
 
 _SEND_SECONDS = 1.0
-"""After the last solve ended, its answer gets this long (within the grace) to go out."""
+"""The answers get this long, within the grace, to go out: after the last solve ended, or after
+the cut that answers without the solves still running (shutdown's grace minus this)."""
 
 
 @dataclass
@@ -126,19 +133,37 @@ class RunningServer:
 
         Health says NOT_SERVING first, and still answers while solves wind down; new solves are
         refused (UNAVAILABLE); running solves are told to stop at their next step and answer
-        with their best so far. Then the server stops, giving those answers the rest of the
-        grace to be sent, and cuts what is left.
+        with their best so far. A solve inside a model call cannot stop before the call ends, so
+        when the grace is nearly up (:data:`_SEND_SECONDS` before its end) every call still
+        waiting answers without its solve, with the best it has scored so far, and the solve is
+        abandoned (it makes no model call more; its thread ends after the call it is in, in the
+        background). Then the server stops, giving those answers the rest of the grace to be
+        sent, and cuts what is left: this returns within the grace, whatever the model does.
         """
         grace = self.settings.grace_seconds if grace is None else grace
         started = time.monotonic()
         self.health.enter_graceful_shutdown()
         self.service.begin_shutdown()
-        idle = self.service.wait_idle(grace)
+        finished = self.service.wait_idle(max(grace - _SEND_SECONDS, 0.0))
+        if not finished:  # the grace is nearly up: answer with the best so far, now
+            self.service.cut_calls()
+        idle = finished or self.service.wait_idle(max(grace - (time.monotonic() - started), 0.0))
         # the answers only need sending now; open watch or reflection streams would hold the rest
         remaining = max(grace - (time.monotonic() - started), 0.0)
         self.server.stop(min(_SEND_SECONDS, remaining) if idle else 0.0).wait()
         self.service.shutdown()
-        log.info("server stopped", port=self.port, solves_finished=idle)
+        log.info(
+            "server stopped",
+            port=self.port,
+            solves_finished=finished,
+            abandoned=self.abandoned,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    @property
+    def abandoned(self) -> int:
+        """Solves abandoned at shutdown: their threads may still be inside a model call."""
+        return self.service.admission.abandoned
 
     @property
     def target(self) -> str:
@@ -194,8 +219,16 @@ def start_server(settings: ServerSettings, registry: ModelRegistry | None = None
 
 
 def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully (``registry``: the models to serve,
-    by default the settings' directory or the demo)."""
+    """Run until SIGINT or SIGTERM, then shut down gracefully, within the grace.
+
+    A solve abandoned at shutdown (its thread inside a model call that outlasts the grace) would
+    keep the process alive: a ``ThreadPoolExecutor`` joins its workers at interpreter exit, daemon
+    or not, and a thread inside a model's native code cannot be stopped from Python. Its call has
+    been answered, so the process then ends at once with ``os._exit(0)``, after its log and output
+    are flushed (nothing else is left to clean up: the server and the pools are stopped). Only
+    then: a shutdown that abandoned nothing exits normally.
+    ``registry``: the models to serve (default: the settings' models directory, or the demo).
+    """
     running = start_server(settings, registry)
     stopping = threading.Event()
 
@@ -208,3 +241,15 @@ def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> No
     print(f"counterplan serving on {running.target}", flush=True)
     stopping.wait()
     running.stop()
+    if running.abandoned:
+        log.info("exiting without waiting for abandoned solves", abandoned=running.abandoned)
+        _flush()
+        os._exit(0)
+
+
+def _flush() -> None:
+    """Flush what the process has written, before an exit that runs no cleanup."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()

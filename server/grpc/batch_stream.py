@@ -23,8 +23,9 @@ could not be matched to it, and going on would hide the client's bug), or one in
 than ``batch_max_instances``. Ending the call (done, failed, cancelled, past its deadline)
 terminates every running solve of the stream; each gives its slot back within one model call.
 On shutdown the reader stops, instances waiting for a slot get UNAVAILABLE, running solves
-answer with their best so far, and the call ends with UNAVAILABLE unless every instance had
-been read (the client resends the rows without a result).
+answer with their best so far (at shutdown's cut, a solve still inside a model call is not waited
+for: its row gets the best scored so far, or UNAVAILABLE when it has none), and the call ends with
+UNAVAILABLE unless every instance had been read (the client resends the rows without a result).
 
 A stream is handed the server's :class:`~counterplan.server.grpc.explain_steps.ExplainSteps` and
 :class:`~counterplan.server.grpc.admission.Admission`; it knows nothing of the servicer that opens it.
@@ -327,12 +328,18 @@ class BatchStream:
         if self._ended.is_set():  # the call ended while it started
             job.terminate_early()
 
-        def solved(_: object) -> None:  # in the solve's thread, as it returns
-            admission.release_slot(ticket)
-            with self._lock:
-                self._jobs.pop(row.row_id, None)
-            self._out.put(_Solved(row, job))
+        keys: list[int] = []
 
+        def solved(_: object = None) -> None:  # once: as the solve returns (in its thread), or at shutdown's cut
+            with self._lock:
+                if self._jobs.pop(row.row_id, None) is None:
+                    return
+            for key in keys:
+                admission.drop_on_cut(key)
+            admission.release_slot(ticket)
+            self._out.put(_Solved(row, job))  # at the cut, its answer is its best so far
+
+        keys.append(admission.on_cut(solved))
         assert job.future is not None
         job.future.add_done_callback(solved)
 

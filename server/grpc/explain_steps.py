@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import structlog
 
+from counterplan.planning.calculator import SolveAbandoned
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
@@ -152,8 +153,15 @@ class ExplainSteps:
         """The job's result (waiting for it), or a :class:`Refusal` saying honestly why there is
         none: a model's failure (its text stays in the log under the request id, it may hold
         paths or secrets), a bad value found while solving, or our own error (logged with its
-        traceback), never a bare UNKNOWN. The job is forgotten either way."""
+        traceback), never a bare UNKNOWN. The job is forgotten either way.
+
+        At shutdown's cut (:meth:`Admission.cut_calls`) it waits no more: a solve still running
+        then (inside a model call) is abandoned, and its best answer scored so far comes back
+        (:meth:`SolverJob.so_far`), UNAVAILABLE when it has none yet."""
         try:
+            assert job.future is not None
+            if not self.admission.wait_done(job.future):
+                return self.admission.abandon(job, request_id)
             result = job.result()
         except (ModelCallError, ModelAdapterError) as exc:
             log.warning("model failed", request_id=request_id, error=one_line(str(exc)))
@@ -163,6 +171,8 @@ class ExplainSteps:
             ) from None
         except InvalidInputError as exc:
             raise refused(grpc.StatusCode.INVALID_ARGUMENT, one_line(str(exc))) from None
+        except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
+            raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
         except Exception:
             log.exception("internal error", request_id=request_id)
             raise refused(

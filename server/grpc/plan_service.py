@@ -23,9 +23,9 @@ solver manager (the same ones Explain uses); it knows nothing of the servicer th
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib.util
 import queue
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +36,7 @@ import grpc
 import structlog
 
 from counterplan.planning.actions import Action, CostGraph, pass_size
+from counterplan.planning.calculator import SolveAbandoned
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
@@ -82,8 +83,12 @@ class PlanCall:
 
     def result(self) -> PlanResult:
         """The search's result (waiting for it); a failure becomes a :class:`Refusal` that says
-        honestly why (a model's own message stays in the server log, under the request id)."""
+        honestly why (a model's own message stays in the server log, under the request id). At
+        shutdown's cut it waits no more: the front so far, laid out without a model call."""
         try:
+            assert self.job.future is not None
+            if not self.admission.wait_done(self.job.future):
+                return self.admission.abandon(self.job, self.request_id)
             return self.job.result()
         except (ModelCallError, ModelAdapterError) as exc:
             log.warning("model failed", request_id=self.request_id, error=one_line(str(exc)))
@@ -93,6 +98,8 @@ class PlanCall:
             ) from None
         except InvalidInputError as exc:
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
+            raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
         except Exception:
             log.exception("internal error", request_id=self.request_id)
             raise refused(
@@ -118,10 +125,11 @@ class PlanCall:
     def close(self) -> None:
         """Stop the search (a no-op once it is over), wait for it to end (at its next action pass,
         or as the model call in flight returns), drop its job and give the solve slot back: the
-        slot is held as long as the search runs."""
+        slot is held as long as the search runs, or until shutdown's cut abandons it."""
         self.job.terminate_early()
         assert self.job.future is not None
-        concurrent.futures.wait([self.job.future])
+        if not self.admission.wait_done(self.job.future):  # shutdown's cut: it is not waited for
+            self.admission.abandon_job(self.job, self.request_id)
         self.manager.forget(self.job.job_id)
         self.admission.release_slot(self.ticket)
 
@@ -275,8 +283,7 @@ class PlanCalls:
             events: queue.Queue[Any] = queue.Queue()
             call = self._begin_or_abort(request, request_id, context, outcome, events.put)
             _stop_when_ended(context, call.job.abandon)
-            assert call.job.future is not None
-            call.job.future.add_done_callback(lambda _: events.put(_DONE))
+            threading.Thread(target=_forward_end, args=(self.admission, call.job, events), daemon=True).start()
             sequence = 0
             try:
                 for event in throttled(events, 1.0 / self.settings.stream_max_per_second, _DONE):
@@ -320,6 +327,14 @@ class PlanCalls:
 
 
 _DONE = object()
+
+
+def _forward_end(admission: Admission, job: PlanJob, events: queue.Queue[Any]) -> None:
+    """End a stream's front messages when its search ends, or at shutdown's cut (the stream then
+    answers with the front so far without waiting for it)."""
+    assert job.future is not None
+    admission.wait_done(job.future)
+    events.put(_DONE)
 
 
 def _stop_when_ended(context: grpc.ServicerContext, stop: Any) -> None:

@@ -250,8 +250,10 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         return result
 
     def _forward_end(self, job: SolverJob, events: queue.Queue[Any]) -> None:
-        with contextlib.suppress(BaseException):  # a failure is reported by _wait on the calling thread
-            job.result()
+        """End the stream's messages when the solve ends, or at shutdown's cut (then _wait
+        answers with its best so far without waiting for it); a failure is reported by _wait."""
+        assert job.future is not None
+        self.admission.wait_done(job.future)
         events.put(_DONE)
 
     def begin_shutdown(self) -> None:
@@ -266,6 +268,12 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         for job in self.manager.list_jobs():
             with contextlib.suppress(KeyError):  # it finished meanwhile
                 self.manager.terminate_early(job.job_id)
+
+    def cut_calls(self) -> None:
+        """Shutdown's grace is nearly up: every call still waiting for its solve (a solve inside a
+        model call) answers now with its best so far, and the solve is abandoned (see
+        :class:`~counterplan.server.grpc.admission.Admission`)."""
+        self.admission.cut_calls()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no solve holds a slot, at most ``timeout`` seconds; True when idle."""

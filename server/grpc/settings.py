@@ -58,7 +58,9 @@ class ServerSettings(BaseSettings):
     max_reflection_streams: Annotated[int, Field(ge=1, le=64)] = 2
     """Reflection streams open at once; each holds a worker thread while open (keep it below ``workers``)."""
     grace_seconds: Annotated[float, Field(ge=0, le=MAX_SECONDS)] = 5.0
-    """On shutdown, running solves get this long, then are cut."""
+    """On shutdown, running solves get this long to stop; one second before its end, every call
+    still waiting (its solve inside a model call) answers with its best so far, and the solve is
+    abandoned: the server is gone within the grace."""
     model_threads: Annotated[int, Field(ge=1, le=MAX_MODEL_THREADS)] = 1
     """Native threads per model call at most: a request's config may ask for fewer, never more.
 

@@ -14,6 +14,7 @@ actions, are named.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -29,10 +30,10 @@ from counterplan.planning.errors import ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
 from counterplan.planning.threads import NativeThreadLimit
-from counterplan.solver.core.events import BestSolutionListener
-from counterplan.solver.plans.genome import decode
+from counterplan.solver.core.events import BestSolutionListener, ParetoFront
+from counterplan.solver.plans.genome import Decoded, decode
 from counterplan.solver.plans.search import PlanConfig, PlanSearch
-from counterplan.solver.plans.unroll import unroll
+from counterplan.solver.plans.unroll import Unrolled, unroll
 
 SHORT_PLAN = 2
 """The short plan the result names: the cheapest of at most this many actions."""
@@ -136,6 +137,9 @@ class PlanSolver:
         self.search = PlanSearch(problem, compiled, graph or CostGraph(), self.config, listeners)
         self.search.deadline_seconds = deadline_seconds
         self._abandoned = threading.Event()
+        self._started = time.perf_counter()
+        self._original: Evaluation | None = None
+        """The original's check, once made (what :meth:`so_far` reports its prediction from)."""
 
     def add_listener(self, listener: BestSolutionListener) -> None:
         """Hear every change of the front, in the searching thread."""
@@ -147,10 +151,46 @@ class PlanSolver:
         self.search.terminate_early()
 
     def abandon(self) -> None:
-        """Stop as :meth:`terminate_early` does, and make no model call more: nobody will read
-        the answer (its client went away), so the front is not laid out (no plans come back)."""
+        """Stop as :meth:`terminate_early` does, and make no model call more, from any thread:
+        nobody will read the answer (its client went away, or the caller answered with
+        :meth:`so_far` at a server's shutdown), so the front is not laid out; a model call in
+        flight runs to its end, and any later one raises
+        :class:`~counterplan.planning.calculator.SolveAbandoned`."""
         self._abandoned.set()
+        self.search.calculator.abandon()
         self.search.terminate_early()
+
+    def so_far(self, front: ParetoFront | None) -> PlanResult:
+        """The answer of a search that must end at once, its thread maybe inside a model call (a
+        server whose grace is running out), read from any thread without a model call: ``front``
+        (the last its listeners heard; None: none yet) laid out by replaying each plan (no model
+        call). Its states are not checked through the model: each step's prediction is NaN, and
+        the last step of each plan meets the goal, as the search's scoring of its final state
+        found (the front holds only such plans), so each plan is valid as it was scored."""
+        problem, search = self.problem, self.search
+        space = problem.space
+        plans: list[ActionPlan] = []
+        if front is not None and front.rows.shape[0]:
+            decoded = decode(front.rows, search.actions, space)
+            settle = None if problem.relations is None else problem.relations.apply
+            played = unroll(decoded, search.actions, search.graph, space, space.original, settle=settle)
+            plans = _plans(search, decoded, played, front.objectives, None)
+        plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))  # as solve names them
+        short = [p for p in plans if len(p.steps) <= SHORT_PLAN]
+        original = self._original
+        return PlanResult(
+            goal=problem.goal_text,
+            goal_default=problem.goals_default,
+            original=space.decode(space.original),
+            original_prediction=math.nan if original is None else _prediction(problem, original, 0),
+            plans=plans,
+            cheapest=plans[0] if plans else None,
+            short=short[0] if short else None,
+            generations=search.generations_run,
+            stopped_early=True,
+            model_calls=search.calculator.model_call_count,
+            seconds=time.perf_counter() - self._started,
+        )
 
     def solve(self) -> PlanResult:
         """Search (native thread pools limited to ``model_threads``) and lay out the front."""
@@ -160,7 +200,7 @@ class PlanSolver:
         space = problem.space
         search.started = started  # the time limit covers the original's check too
         with NativeThreadLimit(self.config.model_threads):
-            original = calculator.check(problem.original_row())
+            original = self._original = calculator.check(problem.original_row())
             if original.failures[0] is not None:
                 raise ModelFailureError(f"the model fails on the original instance: {original.failures[0]}")
             already_met = bool((original.scores[0, :3] == 0.0).all())
@@ -223,15 +263,25 @@ def plan(
 
 def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> list[ActionPlan]:
     """Each front plan step by step, every state checked through the real model in one call."""
-    problem, actions, space = search.problem, search.actions, search.problem.space
+    actions, space = search.actions, search.problem.space
     decoded = decode(keys, actions, space)
     played = unroll(decoded, actions, search.graph, space, space.original, settle=search.settle)  # no model call
     lengths = decoded.lengths
     rows = [played.states[i, 1 : lengths[i] + 1] for i in range(keys.shape[0])]
     checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None
+    return _plans(search, decoded, played, objectives, checked)
+
+
+def _plans(
+    search: PlanSearch, decoded: Decoded, played: Unrolled, objectives: FloatMatrix, checked: Evaluation | None
+) -> list[ActionPlan]:
+    """The plans laid out from their unrolled states; ``checked`` holds every step's state
+    checked through the model, in order (None: unchecked, see :meth:`PlanSolver.so_far`)."""
+    problem, actions, space = search.problem, search.actions, search.problem.space
+    lengths = decoded.lengths
     out = []
     offset = 0
-    for i in range(keys.shape[0]):
+    for i in range(objectives.shape[0]):
         steps = []
         for t in range(int(lengths[i])):
             a = int(decoded.order[i, t])
@@ -239,7 +289,6 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
             j = space.index[action.feature]
             before, after = played.states[i, t], played.states[i, t + 1]
             row = offset + t
-            assert checked is not None
             steps.append(
                 PlanStep(
                     action=action.name,
@@ -256,13 +305,12 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
                         if k != j
                     },
                     state=space.decode(after),
-                    prediction=_prediction(problem, checked, row),
-                    goal_met=bool(checked.scores[row, 0] == 0.0 and checked.scores[row, 2] == 0.0)
-                    and checked.failures[row] is None,
+                    prediction=math.nan if checked is None else _prediction(problem, checked, row),
+                    goal_met=bool(t == lengths[i] - 1) if checked is None else _goal_met(checked, row),
                 )
             )
         last = offset + int(lengths[i]) - 1
-        keeps_rules = checked is not None and last >= offset and bool(checked.scores[last, 1] == 0.0)
+        keeps_rules = checked is None or (last >= offset and bool(checked.scores[last, 1] == 0.0))
         offset += int(lengths[i])
         final = played.final[i].reshape(1, -1)
         distance = float(gower(final, space.original, space.nominal, space.domain_width)[0])
@@ -275,6 +323,11 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
             )
         )
     return out
+
+
+def _goal_met(checked: Evaluation, row: int) -> bool:
+    """Every goal is met at ``row`` of a check, its prediction did not fail."""
+    return bool(checked.scores[row, 0] == 0.0 and checked.scores[row, 2] == 0.0) and checked.failures[row] is None
 
 
 def _prediction(problem: CounterfactualProblem, evaluation: Evaluation, row: int) -> float:

@@ -1,0 +1,66 @@
+"""``serve()`` in a process of its own, with a model that gets stuck: for the shutdown tests.
+
+Run as ``python -m tests.server.grpc.stuck_server MARKER FAST_CALLS STUCK_SECONDS GRACE``: it
+serves one model, ``stuck`` (the CSCF paper's toy person, so both Explain and Plan work on it),
+whose first ``FAST_CALLS`` calls answer at once and every later one touches ``MARKER`` (the
+test's sign that a call is in flight) and sleeps ``STUCK_SECONDS``, as a model whose backend
+hangs. It prints ``counterplan serving on HOST:PORT`` and runs until SIGTERM, with the given
+grace, exactly as ``counterplan serve`` does (the same :func:`serve`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.server.grpc.app import serve
+from counterplan.server.grpc.settings import ServerSettings
+from counterplan.server.logs import configure_json_logs
+from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
+
+FEATURES = [
+    FeatureSpec(name="job", kind="categorical", categories=("Seller", "Developer")),
+    FeatureSpec(name="education", kind="categorical", categories=("HS", "BSc")),
+    FeatureSpec(name="location", kind="categorical", categories=("Germany", "US")),
+    FeatureSpec(name="age", kind="integer", low=18, high=90),
+]
+PERSON = {"job": "Seller", "education": "HS", "location": "Germany", "age": 30}
+ENDLESS = SolverConfig(termination=TerminationConfig(spent_limit_seconds=120.0), phases=({"type": "local_search"},))  # type: ignore[arg-type]
+"""A solve that only its time limit (two minutes) ends: shutdown must cut it."""
+
+
+class StuckModel:
+    """Approves a developer in the US or with a degree; gets stuck after ``fast`` calls."""
+
+    def __init__(self, marker: Path, fast: int, stuck_seconds: float) -> None:
+        self.marker = marker
+        self.fast = fast
+        self.stuck_seconds = stuck_seconds
+        self.calls = 0
+
+    def __call__(self, X: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.fast:
+            self.marker.touch()
+            time.sleep(self.stuck_seconds)
+        developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+        p = np.where(developer & (us | degree), 0.9, 0.1)
+        return np.column_stack([1.0 - p, p])
+
+
+def main(marker: str, fast: str, stuck_seconds: str, grace: str) -> None:
+    model = StuckModel(Path(marker), int(fast), float(stuck_seconds))
+    adapter = CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+    registered = RegisteredModel("stuck", "1", "gets stuck", adapter, FEATURES, default_config=ENDLESS)
+    configure_json_logs()  # to stderr, as counterplan serve does: stdout says where it serves
+    serve(ServerSettings(port=0, grace_seconds=float(grace)), ModelRegistry([registered]))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
