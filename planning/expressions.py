@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,13 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import InvalidInputError
+
+_PARSING = threading.Lock()
+"""One ``ast.parse`` at a time in the process: CPython 3.11 keeps the AST constructor's
+recursion counter in state all threads share, so two threads parsing long formulas at once can
+fail with ``SystemError: AST constructor recursion depth mismatch`` (cpython gh-106905; seen
+in the soak: a heavy plan answered UNKNOWN). Parsing a formula of at most 500 characters takes
+microseconds, so the lock costs nothing measurable."""
 
 FloatArray = npt.NDArray[np.float64]
 MAX_LENGTH = 500
@@ -167,7 +175,8 @@ class Expression:
         if len(text) > MAX_LENGTH:
             raise ExpressionError(field, f"a formula has at most {MAX_LENGTH} characters, given {len(text)}")
         try:
-            tree = ast.parse(text.strip(), mode="eval")
+            with _PARSING:
+                tree = ast.parse(text.strip(), mode="eval")
         except (SyntaxError, ValueError) as exc:  # a null byte is a ValueError in some Python versions
             message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
             raise ExpressionError(field, f"not a formula: {message} in {_excerpt(text)}") from None
