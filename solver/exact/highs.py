@@ -191,11 +191,24 @@ def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None,
     if deadline is None and should_stop is None:
         h.run()
         return True
-    thread = h.startSolve()
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def search() -> None:  # not highspy's startSolve: it resets HiGHS's process-wide scheduler after
+        try:  # each solve, under any other search running meanwhile (an abandoned one, a server's)
+            h.run()
+        except BaseException as exc:  # raised again in the caller's thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=search, name="counterplan-highs", daemon=True)
+    thread.start()
     stop_asked: float | None = None
     while True:
-        done, _ = h.wait(POLL)
-        if done:
+        if done.wait(POLL):
+            if failure:
+                raise failure[0]
             return True
         now = time.perf_counter()
         if stop_asked is None and should_stop is not None and should_stop():

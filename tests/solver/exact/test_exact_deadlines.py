@@ -135,28 +135,25 @@ def test_a_search_that_checks_no_clock_is_abandoned_soon_after_its_time() -> Non
     from counterplan.solver.exact import highs
 
     class Stuck:
-        """A search that never ends by itself."""
+        """A search that does not end by itself (until released, at the end of the test)."""
 
         def __init__(self) -> None:
-            self.thread = threading.Thread(target=lambda: None)
+            self.release = threading.Event()
 
-        def startSolve(self) -> threading.Thread:  # noqa: N802 - highspy's name
-            self.thread.start()
-            return self.thread
+        def run(self) -> None:
+            self.release.wait(30.0)
 
-        def wait(self, timeout: float) -> tuple[bool, None]:
-            time.sleep(timeout)
-            return False, None
-
+    stuck = Stuck()
     progress = highs._Progress()
     started = time.perf_counter()
-    assert not highs._run(Stuck(), started + 0.5, None, progress)
+    assert not highs._run(stuck, started + 0.5, None, progress)
     assert progress.abandoned
     assert time.perf_counter() - started < 0.5 + 2.0  # GRACE (0.25 s) and a poll, on a busy machine
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     progress = highs._Progress()
-    assert not highs._run(Stuck(), None, stop.is_set, progress) and progress.abandoned
+    assert not highs._run(stuck, None, stop.is_set, progress) and progress.abandoned
+    stuck.release.set()
     milp = Milp()
     milp.minimise({milp.var("a", 0.0, 1.0): 1.0})
     assert progress.result(milp, 1.0).status == "no solution"
