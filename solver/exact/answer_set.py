@@ -34,7 +34,7 @@ from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, Expr, Milp, MilpResult, add
-from counterplan.solver.exact.program import FeatureVars, Formulation
+from counterplan.solver.exact.program import BuildStopped, FeatureVars, Formulation
 
 
 @dataclass
@@ -58,10 +58,16 @@ def build_set(  # noqa: PLR0917 - the settings of one program
     goal_epsilon: float = 1e-6,
     probability_epsilon: float = 0.0,
     margin_scale: float = 1.0,
+    *,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SetFormulation:
-    """The program of ``count`` answers at once (formulation 13)."""
+    """The program of ``count`` answers at once (formulation 13); ``should_stop`` as
+    :func:`~counterplan.solver.exact.formulation.build`'s."""
     milp = Milp()
-    copies = [build(problem, goal_epsilon, probability_epsilon, margin_scale, milp=milp) for _ in range(count)]
+    copies = [
+        build(problem, goal_epsilon, probability_epsilon, margin_scale, milp=milp, should_stop=should_stop)
+        for _ in range(count)
+    ]
     objective: Expr = {}
     for copy in copies:
         objective = add(objective, copy.distance)
@@ -260,14 +266,18 @@ def solve_set(
     status = ""
     for retry in range(retries + 1):  # wider margins after an answer the real model rejects
         margins = (config.goal_epsilon * 100.0**retry, 100.0**retry, retry > 0)
-        if config.answer_set == "copies":
-            candidates, status = _by_copies(problem, k, config, margins, run)
-            if candidates is None:
-                break
-        else:
-            candidates, status = _by_no_good(
-                problem, scope.best_row, k, margins=margins, run=run, should_stop=should_stop
-            )
+        try:
+            if config.answer_set == "copies":
+                candidates, status = _by_copies(problem, k, config, margins, run, should_stop=should_stop)
+                if candidates is None:
+                    break
+            else:
+                candidates, status = _by_no_good(
+                    problem, scope.best_row, k, margins=margins, run=run, should_stop=should_stop
+                )
+        except BuildStopped:  # out of time while building: the answers verified so far stand
+            status = "no solution"
+            break
         rows = _verified(scope, candidates)
         if len(rows) == candidates.shape[0] or should_stop():
             break
@@ -292,6 +302,8 @@ def _by_copies(
     config: ExactPhaseConfig,
     margins: Margins,
     run: Callable[[Milp], MilpResult],
+    *,
+    should_stop: Callable[[], bool],
 ) -> tuple[npt.NDArray[np.float64] | None, str]:
     """``copies``: the k answers of one program (None when it has none), and its status."""
     epsilon, scale, widened = margins
@@ -304,6 +316,7 @@ def _by_copies(
         epsilon,
         epsilon if widened else 0.0,
         scale,
+        should_stop=should_stop,
     )
     result = run(program.milp)
     return (None if result.x is None else program.decode(result.x)), result.status
@@ -324,7 +337,7 @@ def _by_no_good(
     found = [best.copy()]
     status = "optimal"
     while len(found) < k and not should_stop():
-        single = build(problem, epsilon, epsilon if widened else 0.0, scale)
+        single = build(problem, epsilon, epsilon if widened else 0.0, scale, should_stop=should_stop)
         no_good_cuts(single, found)
         result = run(single.milp)
         if result.x is None:

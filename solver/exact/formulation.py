@@ -20,6 +20,7 @@ the answer is still checked through the real model.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,11 +53,16 @@ def build(
     goal_epsilon: float = 1e-6,
     probability_epsilon: float = 0.0,
     margin_scale: float = 1.0,
+    *,
     milp: Milp | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
-    of answers solved at once, :mod:`counterplan.solver.exact.answer_set`)."""
+    of answers solved at once, :mod:`counterplan.solver.exact.answer_set`). ``should_stop`` is
+    asked between trees and layers: when it says stop,
+    :class:`~counterplan.solver.exact.program.BuildStopped` is raised (the
+    building counts against the phase's time limit)."""
     check_problem(problem)
     milp = Milp() if milp is None else milp
     features = [_feature(milp, problem, j) for j in range(problem.space.n_features)]
@@ -78,7 +84,10 @@ def build(
         milp.row(changes, -INF, float(problem.max_changed_features))
     formulation = Formulation(problem, milp, features, Output(({}, 0.0), "value", ""), distance, changes)
     formulation.margin_scale = margin_scale
+    formulation.should_stop = should_stop
+    formulation.check_stop()
     formulation.output = encode_model(formulation)
+    formulation.check_stop()
     _goal(formulation, probability_epsilon if formulation.output.link == "probability" else goal_epsilon)
     encode_trust_region(formulation)
     if problem.relations is not None:

@@ -8,13 +8,16 @@ only here, only when the exact engine runs.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,6 +94,11 @@ def new_highs(highspy: Any) -> Any:
         return h
 
 
+NO_PROBING = 1 << 15
+"""HiGHS's ``presolve_rule_off`` bit for probing (its own log names it when probing hits the
+time limit): off under a time limit, see :func:`solve`."""
+
+
 def solve(
     milp: Milp,
     *,
@@ -102,7 +110,17 @@ def solve(
     node_limit: int | None = None,
     threads: int = 1,
 ) -> MilpResult:
-    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat)."""
+    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat).
+
+    ``time_limit`` counts from this call: loading the program into HiGHS is part of it. Under a
+    time limit presolve's probing is off (:data:`NO_PROBING`): HiGHS checks its clock only
+    between probes and calls no callback meanwhile, so probing overran the limit by seconds
+    (a 100-tree forest: 18.9 s under a 5 s limit) and could not be stopped. The root node's cut
+    separation has no clock either (the same forest: 8.8 s more under a 6 s limit), so with a
+    time limit or a stop check HiGHS runs in a thread of its own (:func:`_run`), and a search
+    still running :data:`GRACE` seconds after its time is up is abandoned with what its
+    callbacks told: the best incumbent and bound so far."""
+    entered = time.perf_counter()
     highspy = load_highspy()
     h = new_highs(highspy)
     h.silent()
@@ -111,17 +129,116 @@ def solve(
     h.setOptionValue("mip_abs_gap", 1e-9)
     h.setOptionValue("random_seed", 0)
     if time_limit is not None:
-        h.setOptionValue("time_limit", max(float(time_limit), 0.001))
+        h.setOptionValue("presolve_rule_off", NO_PROBING)
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))
     _load_program(highspy, h, milp)
     if start is not None:
         _warm_start(highspy, h, start)
-    _listen(h, on_incumbent, should_stop)
+    progress = _Progress()
+    _listen(h, progress, on_incumbent, should_stop)
+    deadline = None
+    if time_limit is not None:  # what is left of it after loading the program
+        deadline = entered + float(time_limit)
+        h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 0.001))
     started = time.perf_counter()
-    h.run()
+    finished = _run(h, deadline, should_stop, progress)
     seconds = time.perf_counter() - started
+    if not finished:
+        return progress.result(milp, seconds)
     return _result(highspy, h, milp, seconds)
+
+
+GRACE = 0.25
+"""Seconds HiGHS is given past its time limit (or a stop request) to stop by itself before
+it is abandoned; it stops within milliseconds wherever it checks its clock."""
+POLL = 0.05
+"""Seconds between two looks at a search running in its own thread."""
+
+
+@dataclass
+class _Progress:
+    """What a search's callbacks have told so far (its best incumbent and bound), and whether
+    it was abandoned: from then on its callbacks report nothing and ask it to stop."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    abandoned: bool = False
+    x: npt.NDArray[np.float64] | None = None
+    objective: float = float("inf")
+    bound: float = -float("inf")
+    nodes: int = 0
+
+    def abandon(self) -> None:
+        """Report nothing more (after a callback under way has finished)."""
+        with self.lock:
+            self.abandoned = True
+
+    def result(self, milp: Milp, seconds: float) -> MilpResult:
+        """The abandoned search's result: its incumbent (``feasible``) or none."""
+        offset = milp.objective_offset
+        if self.x is None:
+            return MilpResult("no solution", None, float("inf"), self.bound + offset, float("inf"), self.nodes, seconds)
+        objective, bound = self.objective + offset, min(self.bound, self.objective) + offset
+        gap = abs(objective - bound) / abs(objective) if objective != 0.0 else float("inf")
+        return MilpResult("feasible", self.x, objective, bound, gap, self.nodes, seconds)
+
+
+def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None, progress: _Progress) -> bool:
+    """Run the search; True when it finished, False when it was abandoned: still running
+    :data:`GRACE` seconds after ``deadline`` or after ``should_stop`` first said stop. An
+    abandoned search goes on in its thread until HiGHS next checks its clock (its callbacks
+    then interrupt it), holding a core meanwhile; the caller does not wait for it."""
+    if deadline is None and should_stop is None:
+        h.run()
+        return True
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def search() -> None:  # not highspy's startSolve: it resets HiGHS's process-wide scheduler after
+        try:  # each solve, under any other search running meanwhile (an abandoned one, a server's)
+            h.run()
+        except BaseException as exc:  # raised again in the caller's thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=search, name="counterplan-highs", daemon=True)
+    thread.start()
+    stop_asked: float | None = None
+    while True:
+        if done.wait(POLL):
+            if failure:
+                raise failure[0]
+            return True
+        now = time.perf_counter()
+        if stop_asked is None and should_stop is not None and should_stop():
+            stop_asked = now
+        late = (deadline is not None and now >= deadline + GRACE) or (
+            stop_asked is not None and now >= stop_asked + GRACE
+        )
+        if late:
+            progress.abandon()
+            with _abandoned_lock:  # those that have stopped since are forgotten
+                _abandoned[:] = [*(t for t in _abandoned if t.is_alive()), thread]
+            return False
+
+
+_abandoned: list[threading.Thread] = []
+_abandoned_lock = threading.Lock()
+EXIT_WAIT = 60.0
+"""Seconds the process waits at exit for abandoned searches to stop (see :func:`_join_abandoned`)."""
+
+
+@atexit.register
+def _join_abandoned() -> None:
+    """At exit, wait for the abandoned searches (interrupted: they stop at HiGHS's next look at
+    its clock): a thread still in HiGHS when the interpreter finalizes aborts the process
+    ("terminate called without an active exception") instead of exiting with its code."""
+    with _abandoned_lock:
+        threads = list(_abandoned)
+    end = time.perf_counter() + EXIT_WAIT
+    for thread in threads:
+        thread.join(max(end - time.perf_counter(), 0.0))
 
 
 def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
@@ -177,24 +294,34 @@ def _warm_start(highspy: Any, h: Any, start: npt.NDArray[np.float64]) -> None:
 
 def _listen(
     h: Any,
+    progress: _Progress,
     on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
     should_stop: Callable[[], bool] | None,
 ) -> None:
-    """Report every improving incumbent; interrupt the search when ``should_stop`` says so."""
-    if on_incumbent is not None:
+    """Report every improving incumbent; interrupt the search when ``should_stop`` says so (or
+    once it is abandoned). ``progress`` keeps the incumbent and bound for an abandoned search."""
 
-        def improving(event: Any) -> None:
+    def improving(event: Any) -> None:
+        with progress.lock:
+            if progress.abandoned:
+                return
             solution = np.array(event.data_out.mip_solution, dtype=np.float64)
-            on_incumbent(solution, float(event.data_out.objective_function_value))
+            objective = float(event.data_out.objective_function_value)
+            progress.x, progress.objective = solution, objective
+            if on_incumbent is not None:
+                on_incumbent(solution, objective)
 
-        h.cbMipImprovingSolution.subscribe(improving)
-    if should_stop is not None:
+    h.cbMipImprovingSolution.subscribe(improving)
 
-        def interrupt(event: Any) -> None:
-            if should_stop():
-                event.interrupt()
+    def interrupt(event: Any) -> None:
+        data = event.data_out
+        if math.isfinite(data.mip_dual_bound):
+            progress.bound = max(progress.bound, float(data.mip_dual_bound))
+        progress.nodes = max(progress.nodes, int(data.mip_node_count))
+        if progress.abandoned or (should_stop is not None and should_stop()):
+            event.interrupt()
 
-        h.cbMipInterrupt.subscribe(interrupt)
+    h.cbMipInterrupt.subscribe(interrupt)
 
 
 def _result(highspy: Any, h: Any, milp: Milp, seconds: float) -> MilpResult:

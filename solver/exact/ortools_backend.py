@@ -169,13 +169,17 @@ def solve_described(
     node_limit: int | None = None,
     threads: int = 1,
 ) -> tuple[MilpResult, str]:
-    """:func:`solve`, and the description of the solver that ran (``SCIP 10.0.0 (OR-Tools 9.15)``)."""
+    """:func:`solve`, and the description of the solver that ran (``SCIP 10.0.0 (OR-Tools 9.15)``).
+    ``time_limit`` counts from this call: loading the program is part of it."""
+    entered = time.perf_counter()
     pywraplp = _pywraplp()
     solver, name = _create(pywraplp)
     if should_stop is not None and should_stop():  # stopped before it started
         stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
         return stopped, describe(name, solver)
     variables = _load(solver, milp)
+    if time_limit is not None:  # what is left of it after loading the program
+        time_limit = max(float(time_limit) - (time.perf_counter() - entered), 0.0)
     params = _parameters(
         pywraplp, solver, name, time_limit=time_limit, relative_gap=relative_gap, node_limit=node_limit, threads=threads
     )

@@ -10,6 +10,14 @@ score is kept, so rounding in the second program can never make the answer worse
 An answer the program calls valid but the real model rejects (a borderline rounding) is not
 returned as valid: the programs are solved again with every goal and threshold margin a hundred
 times wider, at most twice; the report says how many such retries there were.
+
+The phase's time limit counts everything, the building of the program included (it stops
+between trees and layers: :class:`~counterplan.solver.exact.program.BuildStopped`). The bound
+reported is never worse than the trivial one (:func:`~counterplan.solver.exact.milp.proof_bound`).
+A proof is of the scored problem: the answer's needless changes are dropped through the real
+model (:mod:`counterplan.solver.exact.needless`), and when that (or local search) gives a better
+valid answer than the program's optimum, it is proven only by the program with the goals
+loosened by ``goal_epsilon`` (a relaxation of the scored goal).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.score import is_feasible
+from counterplan.planning.score import best_row, is_better, is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
@@ -29,10 +37,16 @@ from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import build
-from counterplan.solver.exact.milp import INF, MilpResult
-from counterplan.solver.exact.program import Formulation
+from counterplan.solver.exact.milp import INF, MilpResult, proof_bound, trivial_bound
+from counterplan.solver.exact.needless import drop_needless_changes
+from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate
 from counterplan.solver.exact.report import ExactStatistics
 
+SCORED_NOT_PROVEN = (
+    "the program's optimum is of the goal kept goal_epsilon inside its threshold; a better valid answer "
+    "was found (its needless changes dropped) and is not proven optimal for the scored problem"
+)
+"""Why a program's optimum is not called proven when the solve found a better valid answer."""
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
@@ -73,56 +87,121 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 ),
             )
             return
-        self.config = config = self._backend(scope)
+        self.config = self._backend(scope)
         started = time.perf_counter()
-        epsilon = config.goal_epsilon
-        retries = 0
-        while True:
-            try:
-                # a forest's averaged probability meets a goal exactly at the threshold (the score
-                # counts it valid): no margin on it, unless the model rejected an answer
-                formulation = build(
-                    scope.problem,
-                    epsilon,
-                    probability_epsilon=epsilon if retries else 0.0,
-                    margin_scale=WIDER**retries,
-                )
-            except NotEncodableError as exc:
-                phase_scope.report("exact", ExactStatistics(status="not encodable", proven=False, reason=str(exc)))
-                return
-            report, verified = self._run(phase_scope, formulation, started)
-            out_of_time = scope.terminate_flag.is_set() or (
-                scope.wall_limit is not None and scope.time_spent() >= scope.wall_limit
+        _, should_stop = self._clock(scope, started)
+        try:
+            run = self._proof(phase_scope, started)
+        except NotEncodableError as exc:
+            phase_scope.report("exact", ExactStatistics(status="not encodable", proven=False, reason=str(exc)))
+            return
+        except BuildStopped:
+            reason = "the time limit (or a stop request) came while the program was being built"
+            stopped = ExactStatistics(
+                status="no solution", proven=False, seconds=time.perf_counter() - started, reason=reason
             )
-            if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or out_of_time:
-                break
-            retries += 1
-            epsilon *= WIDER
+            phase_scope.report("exact", stopped)
+            return
+        formulation, report = run.formulation, run.report
+        drop_needless_changes(scope, phase_scope.counters, should_stop)
         milp = formulation.milp
         first = report.first
         conservative = formulation.conservative or ""  # a stricter program than the problem: not a proof
         region = scope.problem.trust_region
         enlarged = region.note if region is not None and region.note else ""
-        proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and verified))
+        proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and run.verified))
+        proof = (first.objective if first.x is not None else None, report.bound, report.gap)
+        scored = ""
+        if proven and report.score is not None and is_better(scope.best_score, report.score):
+            # the solve found a better valid answer than the program's optimum (dropped changes):
+            # that optimum was of the tightened goal; the scored problem's needs its own proof
+            proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
+            scored = "" if proven else SCORED_NOT_PROVEN
         statistics = ExactStatistics(
             status=first.status,
             proven=proven,
             model=formulation.output.description,
-            objective=first.objective if first.x is not None else None,
-            bound=first.bound if first.status != "infeasible" else None,
-            gap=first.gap if first.x is not None else None,
+            objective=proof[0],
+            bound=proof[1] if first.status != "infeasible" else None,
+            gap=proof[2] if proof[0] is not None else None,
             nodes=report.nodes,
             seconds=time.perf_counter() - started,
             variables=milp.n_vars,
             constraints=len(milp.rows),
-            verified=verified,
-            retries=retries,
-            reason="; ".join(part for part in (conservative, enlarged) if part),
+            verified=run.verified,
+            retries=run.retries,
+            reason="; ".join(part for part in (conservative, enlarged, scored) if part),
             backend=report.backend,
         )
         phase_scope.report("exact", statistics)
-        if scope.answers > 1 and config.answer_set != "pool" and not scope.terminate_flag.is_set():
+        if scope.answers > 1 and self.config.answer_set != "pool" and not scope.terminate_flag.is_set():
             self._answer_set(phase_scope, statistics, started)
+
+    def _proof(self, phase_scope: PhaseScope, started: float) -> _Proof:
+        """Build and solve the program, with wider margins after an answer the model rejects.
+        Raises :class:`NotEncodableError`, or :class:`BuildStopped` when the time is up while
+        the program is built (the building counts against the time limit)."""
+        scope = phase_scope.solver_scope
+        assert scope.problem is not None
+        _, should_stop = self._clock(scope, started)
+        epsilon = self.config.goal_epsilon
+        retries = 0
+        last: _Proof | None = None
+        while True:
+            # a forest's averaged probability meets a goal exactly at the threshold (the score
+            # counts it valid): no margin on it, unless the model rejected an answer
+            try:
+                formulation = build(
+                    scope.problem,
+                    epsilon,
+                    probability_epsilon=epsilon if retries else 0.0,
+                    margin_scale=WIDER**retries,
+                    should_stop=should_stop,
+                )
+            except BuildStopped:
+                if last is None:
+                    raise
+                return last  # out of time rebuilding for a retry: the last program's run stands
+            report, verified = self._run(phase_scope, formulation, started)
+            last = _Proof(formulation, report, verified, retries)
+            if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or should_stop():
+                return last
+            retries += 1
+            epsilon *= WIDER
+
+    def _loosened_proof(
+        self, phase_scope: PhaseScope, started: float, trivial: float
+    ) -> tuple[tuple[float | None, float, float], bool]:
+        """Whether the best answer is the scored problem's optimum: the program with every goal
+        kept ``goal_epsilon`` outside its threshold (a relaxation of the scored goal) is solved
+        from it; the best answer is proven when its objective there is within ``relative_gap``
+        of that program's bound. Returns (objective, bound, gap) and whether it is proven;
+        ``trivial`` is the bound when the time is up before that program is built."""
+        scope = phase_scope.solver_scope
+        assert scope.problem is not None
+        remaining, should_stop = self._clock(scope, started)
+        epsilon = -self.config.goal_epsilon
+        try:
+            loose = build(scope.problem, epsilon, probability_epsilon=epsilon, should_stop=should_stop)
+        except BuildStopped:
+            return (None, trivial, INF), False
+        start = loose.assignment(scope.best_row.reshape(-1))
+        objective = evaluate((loose.milp.objective, loose.milp.objective_offset), start)
+        result, _ = solve(
+            loose.milp,
+            self.config.backend,
+            time_limit=remaining(),
+            relative_gap=self.config.relative_gap,
+            start=start,
+            should_stop=should_stop,
+            node_limit=self.config.node_limit,
+        )
+        bound, _ = proof_bound(loose.milp, result)
+        tolerance = self.config.relative_gap * abs(objective) + 1e-9
+        proven = result.status != "infeasible" and objective <= bound + tolerance
+        bound = min(bound, objective)
+        gap = abs(objective - bound) / abs(objective) if objective != 0.0 else (0.0 if bound == 0.0 else INF)
+        return (objective, bound, gap), proven
 
     def _clock(self, scope: SolverScope, started: float) -> tuple[Callable[[], float | None], Callable[[], bool]]:
         """The seconds the phase has left (None: no limit), and whether it must stop now."""
@@ -162,13 +241,17 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         phase_scope.start()
         counters = phase_scope.counters
         remaining, should_stop = self._clock(scope, started)
+        verified_scores: list[npt.NDArray[np.float64]] = []
 
         def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
             scores = scope.scorer.score_final(row) if final else scope.scorer.score(row)
             if scope.offer(row, scores, counters):
                 scope.announce()
-            return bool(is_feasible(scores[0]))
+            feasible = bool(is_feasible(scores[0]))
+            if final and feasible:
+                verified_scores.append(scores[0])
+            return feasible
 
         start = formulation.assignment(scope.best_row) if is_feasible(scope.best_score) else None
 
@@ -185,6 +268,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             should_stop=should_stop,
             node_limit=config.node_limit,
         )
+        # before the second program changes the objective
+        bound, gap = proof_bound(formulation.milp, first)
+        trivial = trivial_bound(formulation.milp)
         nodes = first.nodes
         verified = False
         if first.x is not None:
@@ -206,14 +292,31 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 nodes += second.nodes
                 if second.x is not None:
                     verified = offer(second.x, final=True) or verified
-        return _Run(first, nodes, backend), verified
+        score = verified_scores[best_row(np.vstack(verified_scores))] if verified_scores else None
+        return _Run(first, nodes, backend, bound, gap, trivial, score), verified
 
 
 @dataclass(frozen=True)
 class _Run:
-    """The first program's result (the proof), the nodes of both programs, and the backend that
-    solved them."""
+    """The first program's result (the proof) with its bound and gap (never worse than the
+    trivial bound, also kept), the nodes of both programs, the backend that solved them, and
+    the best score of the programs' answers the model confirmed (None: none)."""
 
     first: MilpResult
     nodes: int
     backend: str
+    bound: float
+    gap: float
+    trivial: float
+    score: npt.NDArray[np.float64] | None
+
+
+@dataclass(frozen=True)
+class _Proof:
+    """The program that was solved last, its run, whether the model confirmed an answer of it,
+    and how many times the margins were widened."""
+
+    formulation: Formulation
+    report: _Run
+    verified: bool
+    retries: int

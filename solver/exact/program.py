@@ -40,6 +40,11 @@ def evaluate(lin: Lin, x: FloatArray) -> float:
     return constant + math.fsum(c * x[i] for i, c in terms.items())
 
 
+class BuildStopped(Exception):  # noqa: N818 - a signal, not an error
+    """The phase's time limit or a stop request ended the building of the program: a large
+    ensemble takes seconds to encode, and that time counts against the limit."""
+
+
 @dataclass
 class FeatureVars:
     """One feature's variables: its encoded value, and what the model reads of it."""
@@ -112,6 +117,14 @@ class Formulation:
     inputs: ModelInputs | None = None
     fills: list[Callable[[FloatArray, FloatArray], None]] = field(default_factory=list)
     """Set auxiliary variables in a warm start ``(x, row)`` from the values already in ``x``."""
+    should_stop: Callable[[], bool] | None = None
+    """The phase's stop check (its time limit, a stop request), asked between the costly parts of
+    the building (each tree, each layer); see :meth:`check_stop`."""
+
+    def check_stop(self) -> None:
+        """Raise :class:`BuildStopped` when the phase must stop: the building is abandoned."""
+        if self.should_stop is not None and self.should_stop():
+            raise BuildStopped("the time limit (or a stop request) came while the program was being built")
 
     def decode(self, x: FloatArray) -> FloatArray:
         """The encoded row a solution stands for, exactly on its grid and categories."""
@@ -217,6 +230,7 @@ def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: Fl
 
 
 __all__ = [
+    "BuildStopped",
     "FeatureVars",
     "Formulation",
     "Lin",

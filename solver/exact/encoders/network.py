@@ -192,6 +192,7 @@ def _network(
     values = np.asarray(original, dtype=np.float64).reshape(1, -1)
     unstable = 0
     for layer, (w, b) in enumerate(zip(weights[:-1], biases[:-1], strict=True)):
+        formulation.check_stop()
         pre = _widen(w.T @ post, len(space.variables))
         pre_constant = w.T @ constant + b
         lower, upper = _bounds(space, pre, pre_constant)
@@ -203,7 +204,7 @@ def _network(
         values = np.maximum(values, 0.0)
         free = np.flatnonzero((lower < 0.0) & (upper > 0.0))
         if unstable and 0 < free.size <= MAX_TIGHTENED_UNITS:  # after a layer of binaries: LP bounds
-            _tighten(milp, space, pre, pre_constant, free, lower, upper)
+            _tighten(milp, space, pre, pre_constant, free, lower, upper, check_stop=formulation.check_stop)
             free = np.flatnonzero((lower < 0.0) & (upper > 0.0))
         unstable += free.size
         if unstable > MAX_UNSTABLE_UNITS:
@@ -244,6 +245,8 @@ def _tighten(  # noqa: PLR0917 - one call site
     units: npt.NDArray[np.intp],
     lower: FloatArray,
     upper: FloatArray,
+    *,
+    check_stop: Callable[[], None],
 ) -> None:
     """Tighten ``units``' bounds (in place) to the least and greatest value of their expressions
     over the program's linear relaxation. Each bound comes from weak duality with the LP's row
@@ -288,6 +291,7 @@ def _tighten(  # noqa: PLR0917 - one call site
     columns = np.arange(n, dtype=np.int32)
     variables = np.array(space.variables)
     for j in units:
+        check_stop()  # two LPs a unit: the tightening counts against the phase's time limit
         objective = np.zeros(n)
         np.add.at(objective, variables, rows[j])
         for sign in (1.0, -1.0):  # the least value of +a, then of -a

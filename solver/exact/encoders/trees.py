@@ -54,6 +54,7 @@ def encode_ensemble(
     outputs = ensemble.outputs
     totals: list[Expr] = [{} for _ in range(outputs)]
     for t_index, tree in enumerate(ensemble.trees):
+        formulation.check_stop()  # a large forest takes seconds: its building counts against the limit
         leaves = encoder.tree(t_index, tree)
         for leaf, var in leaves.items():
             for k in range(outputs):

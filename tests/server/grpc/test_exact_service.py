@@ -4,6 +4,7 @@ fallback said, and a refusal naming the field when the exact engine cannot take 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,17 @@ from counterplan.server.grpc.app import RunningServer, start_server
 from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.exact.config import ExactPhaseConfig
+from tests.exact_cases import (
+    FOREST_HIGH,
+    FOREST_LOW,
+    FOREST_PRECISION,
+    NEEDLESS_CONFIDENCE,
+    NEEDLESS_ORIGINAL,
+    hard_forest,
+    needless_model,
+)
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 
@@ -48,7 +60,19 @@ def _black_box(X: Any) -> Any:
 def running() -> Iterator[RunningServer]:
     linear = RegisteredModel("linear", "1", "logistic regression", adapt_sklearn(_linear(), "ok"), FEATURES)
     box = RegisteredModel("box", "1", "a callable", CallableAdapter(_black_box, [OutputSpec("ok", (0, 1))]), FEATURES)
-    server = start_server(ServerSettings(port=0), ModelRegistry([linear, box]))
+    model, _ = hard_forest()
+    forest_features = [
+        FeatureSpec(name=name, kind="float", low=FOREST_LOW, high=FOREST_HIGH, precision=FOREST_PRECISION)
+        for name in model.feature_names_in_
+    ]
+    forest = RegisteredModel("forest", "1", "100 trees of depth 6", adapt_sklearn(model, "ok"), forest_features)
+    needless_features = [
+        FeatureSpec(name="x", kind="float", low=0.0, high=10.0, precision=1),
+        FeatureSpec(name="y", kind="integer", low=0, high=10),
+    ]
+    off_grid = adapt_sklearn(needless_model(), "ok")
+    needless = RegisteredModel("needless", "1", "an off-grid original", off_grid, needless_features)
+    server = start_server(ServerSettings(port=0), ModelRegistry([linear, box, forest, needless]))
     try:
         yield server
     finally:
@@ -94,3 +118,51 @@ def test_the_command_line_takes_the_engine(capsys: pytest.CaptureFixture[str], r
                  json.dumps(ORIGINAL), "--goal", "ok=class:1@0.7", "--engine", "exact", "--json"]) == 0  # fmt: skip
     remote = json.loads(capsys.readouterr().out)
     assert remote["statistics"]["engine"] == "exact" and remote["statistics"]["exact"]["proven"]
+
+
+LIMIT = 3.0
+"""The exact phase's time limit: the hard forest's program is not proven in it."""
+CALL_ROOM = 2.0
+"""The phase ends within a second of its limit; the call also checks that the program can be
+built (about 0.2 s), scores the answer and crosses the loopback: a second more on a busy
+2-core machine."""
+
+
+def _exact_only(limit: float | None = None) -> str:
+    return SolverConfig(phases=(ExactPhaseConfig(time_limit_seconds=limit),)).model_dump_json()
+
+
+def test_the_exact_time_limit_holds_over_the_wire_with_a_bound_of_at_least_zero(running: RunningServer) -> None:
+    """Before, the 100-tree forest's presolve and root cuts ran without a clock: 4.3-7.2 s in
+    the phase under a 3 s limit, reported with bound -inf."""
+    _, row = hard_forest()
+    request = CounterplanClient.request("forest", row, [class_goal(1, 0.7)], seed=0, config_json=_exact_only(LIMIT))
+    request.solver.engine_choice = pb.ENGINE_CHOICE_EXACT  # type: ignore[assignment]
+    with CounterplanClient(running.target) as client:
+        started = time.perf_counter()
+        response = client.explain(request, timeout=60)
+        spent = time.perf_counter() - started
+    exact = response.statistics.exact
+    assert response.statistics.engine == "exact" and not exact.proven
+    assert exact.seconds <= LIMIT + 1.0, exact
+    assert spent <= LIMIT + CALL_ROOM, (spent, exact)
+    assert exact.HasField("bound") and exact.bound >= 0.0, exact
+    assert not exact.HasField("gap") or np.isfinite(exact.gap) or exact.objective == 0.0, exact
+
+
+def test_a_proven_answer_over_the_wire_keeps_no_needless_change(running: RunningServer) -> None:
+    """The program's optimum moves x from 2.25 onto its grid (2.3) only to keep its goal 1e-6
+    inside the threshold; the answer served drops that change and is proven (before: x = 2.3,
+    called proven at distance 0.105 where 0.1 is valid)."""
+    request = CounterplanClient.request(
+        "needless", NEEDLESS_ORIGINAL, [class_goal(1, NEEDLESS_CONFIDENCE)], seed=0, config_json=_exact_only()
+    )
+    request.solver.engine_choice = pb.ENGINE_CHOICE_EXACT  # type: ignore[assignment]
+    request.margin = 0.0
+    with CounterplanClient(running.target) as client:
+        response = client.explain(request, timeout=60)
+    assert response.valid
+    assert [change.feature for change in response.changes] == ["y"], response.changes
+    exact = response.statistics.exact
+    assert exact.proven and exact.status == "optimal", exact
+    assert exact.objective == pytest.approx(0.1) and exact.bound >= 0.0
