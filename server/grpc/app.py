@@ -32,6 +32,7 @@ from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, 
 from counterplan.server.grpc.service import CounterfactualService
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry
+from counterplan.solver.core.abandoned import still_running
 
 log = structlog.get_logger("counterplan.server")
 
@@ -226,7 +227,9 @@ def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> No
     or not, and a thread inside a model's native code cannot be stopped from Python. Its call has
     been answered, so the process then ends at once with ``os._exit(0)``, after its log and output
     are flushed (nothing else is left to clean up: the server and the pools are stopped). Only
-    then: a shutdown that abandoned nothing exits normally.
+    then: a shutdown that abandoned nothing exits normally. An exact search abandoned by its own
+    time limit (:mod:`counterplan.solver.core.abandoned`) counts too: a normal exit would wait for
+    it, well past the grace.
     ``registry``: the models to serve (default: the settings' models directory, or the demo).
     """
     running = start_server(settings, registry)
@@ -241,8 +244,9 @@ def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> No
     print(f"counterplan serving on {running.target}", flush=True)
     stopping.wait()
     running.stop()
-    if running.abandoned:
-        log.info("exiting without waiting for abandoned solves", abandoned=running.abandoned)
+    native = still_running()  # an exact search given up on (HiGHS's root cuts look at no clock)
+    if running.abandoned or native:
+        log.info("exiting without waiting for abandoned solves", abandoned=running.abandoned, searches=native)
         _flush()
         os._exit(0)
 

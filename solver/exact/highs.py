@@ -8,7 +8,6 @@ only here, only when the exact engine runs.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import math
@@ -24,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import CounterplanError
+from counterplan.solver.core.abandoned import abandon
 from counterplan.solver.exact.milp import Milp, MilpResult
 
 
@@ -218,27 +218,8 @@ def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None,
         )
         if late:
             progress.abandon()
-            with _abandoned_lock:  # those that have stopped since are forgotten
-                _abandoned[:] = [*(t for t in _abandoned if t.is_alive()), thread]
+            abandon(thread)  # an exit waits for it; a server's shutdown does not
             return False
-
-
-_abandoned: list[threading.Thread] = []
-_abandoned_lock = threading.Lock()
-EXIT_WAIT = 60.0
-"""Seconds the process waits at exit for abandoned searches to stop (see :func:`_join_abandoned`)."""
-
-
-@atexit.register
-def _join_abandoned() -> None:
-    """At exit, wait for the abandoned searches (interrupted: they stop at HiGHS's next look at
-    its clock): a thread still in HiGHS when the interpreter finalizes aborts the process
-    ("terminate called without an active exception") instead of exiting with its code."""
-    with _abandoned_lock:
-        threads = list(_abandoned)
-    end = time.perf_counter() + EXIT_WAIT
-    for thread in threads:
-        thread.join(max(end - time.perf_counter(), 0.0))
 
 
 def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
