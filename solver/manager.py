@@ -87,6 +87,9 @@ class Job(Generic[R]):
         self._work = work
         self._best_score: str | None = None
         self._lock = threading.Lock()
+        self.answer_by: float | None = None
+        """When its caller answers at the latest (``time.monotonic()``), done or not, with
+        :meth:`so_far`: a server's backstop before its client's deadline. None: no such time."""
 
     def _note_best(self, score: str) -> None:
         with self._lock:

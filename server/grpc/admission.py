@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 import structlog
 
+from counterplan.planning.errors import cut
 from counterplan.server.grpc.refusal import Refusal, refused, retry_later
 from counterplan.server.grpc.settings import ServerSettings
 
@@ -35,6 +36,10 @@ R = TypeVar("R")
 
 MB = 1024 * 1024
 MIN_SOLVE_SECONDS = 0.01
+ANSWER_SHARE = 0.95
+ANSWER_MARGIN_SECONDS = 0.1
+"""A call answers by ``ANSWER_SHARE`` of its deadline's time left less this (see
+:meth:`Admission.answer_by`): with a 2 s deadline, at 1.8 s at the latest."""
 """A time limit below this is no time to solve: the call ends with DEADLINE_EXCEEDED."""
 _MIN_RETRY_SECONDS = 0.1
 _SLOT_POLL_SECONDS = 0.25
@@ -136,6 +141,38 @@ class Admission:
             raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline leaves no time to {doing}")
         return limit
 
+    def answer_by(self, time_remaining: float | None) -> float | None:
+        """When a call answers at the latest, whatever its solve is doing (``time.monotonic()``;
+        None without a deadline): :data:`ANSWER_SHARE` of the time left less
+        :data:`ANSWER_MARGIN_SECONDS`, room to send the answer. The solve's own stop
+        (:meth:`time_limit`) comes before it; this one holds when it is late: a model call longer
+        than the ones before, or a machine so busy that the answer's own work overruns."""
+        if time_remaining is None:
+            return None
+        return time.monotonic() + time_remaining * ANSWER_SHARE - ANSWER_MARGIN_SECONDS
+
+    def answer_now(self, job: Job[R], request_id: str) -> R:
+        """The answer of a job still running when its caller stops waiting (:meth:`wait_done`
+        said so): at shutdown's cut, :meth:`abandon`; at the job's ``answer_by``, its best so far
+        too (the job is abandoned: nobody will read its result), DEADLINE_EXCEEDED when it has
+        none yet (the only case a deadline gives no answer)."""
+        if self._cut.is_set():
+            return self.abandon(job, request_id)
+        self.give_up(job, request_id)
+        result = job.so_far()
+        if result is None:
+            raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline came before this request had an answer")
+        return result
+
+    def give_up(self, job: Job[Any], request_id: str) -> None:
+        """Stop waiting for a job still running when its caller answered without it (at
+        shutdown's cut: :meth:`abandon_job`; at its deadline: abandoned, no model call more)."""
+        if self._cut.is_set():
+            self.abandon_job(job, request_id)
+            return
+        job.abandon()
+        log.info("answered by its deadline without waiting for its solve", request_id=cut(request_id))
+
     # -- shutdown -------------------------------------------------------------------------------
     @property
     def closing(self) -> bool:
@@ -192,13 +229,14 @@ class Admission:
         with self._stops_lock:
             self._on_cut.pop(key, None)
 
-    def wait_done(self, future: Future[Any]) -> bool:
-        """Wait until ``future`` is done (True) or the cut has come (False, ``future`` not done)."""
+    def wait_done(self, future: Future[Any], answer_by: float | None = None) -> bool:
+        """Wait until ``future`` is done (True), or the cut or ``answer_by`` (``time.monotonic()``)
+        has come (False, ``future`` not done)."""
         woken = threading.Event()
         future.add_done_callback(lambda _: woken.set())
         key = self.on_cut(woken.set)
         try:
-            woken.wait()
+            woken.wait(None if answer_by is None else max(answer_by - time.monotonic(), 0.0))
         finally:
             self.drop_on_cut(key)
         return future.done()

@@ -329,17 +329,27 @@ class BatchStream:
             job.terminate_early()
 
         keys: list[int] = []
+        timers: list[threading.Timer] = []
 
-        def solved(_: object = None) -> None:  # once: as the solve returns (in its thread), or at shutdown's cut
+        def solved(
+            _: object = None,
+        ) -> None:  # once: as the solve returns (in its thread), at shutdown's cut or by its deadline
             with self._lock:
                 if self._jobs.pop(row.row_id, None) is None:
                     return
             for key in keys:
                 admission.drop_on_cut(key)
+            for timer in timers:
+                timer.cancel()
             admission.release_slot(ticket)
-            self._out.put(_Solved(row, job))  # at the cut, its answer is its best so far
+            self._out.put(_Solved(row, job))  # at the cut or the deadline, its answer is its best so far
 
         keys.append(admission.on_cut(solved))
+        if job.answer_by is not None:  # the row answers by its deadline, its solve done or not
+            timer = threading.Timer(max(job.answer_by - time.monotonic(), 0.0), solved)
+            timer.daemon = True
+            timers.append(timer)
+            timer.start()
         assert job.future is not None
         job.future.add_done_callback(solved)
 

@@ -145,6 +145,7 @@ class ExplainSteps:
         except InvalidInputError as exc:  # the engine choice, checked against the problem
             field = "solver.engine_choice" if exc.field == "engine" else exc.field
             raise bad_request(BadRequestError([(field, one_line(exc.problem))])) from None
+        job.answer_by = self.admission.answer_by(time_remaining)
         if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
             job.terminate_early()
         return job
@@ -155,13 +156,15 @@ class ExplainSteps:
         paths or secrets), a bad value found while solving, or our own error (logged with its
         traceback), never a bare UNKNOWN. The job is forgotten either way.
 
-        At shutdown's cut (:meth:`Admission.cut_calls`) it waits no more: a solve still running
-        then (inside a model call) is abandoned, and its best answer scored so far comes back
-        (:meth:`SolverJob.so_far`), UNAVAILABLE when it has none yet."""
+        At shutdown's cut (:meth:`Admission.cut_calls`), or when the call must answer by its
+        deadline (``job.answer_by``), it waits no more: a solve still running then (inside a
+        model call, or late on a busy machine) is abandoned, and its best answer scored so far
+        comes back (:meth:`SolverJob.so_far`; UNAVAILABLE at shutdown, DEADLINE_EXCEEDED at the
+        deadline, when it has none yet)."""
         try:
             assert job.future is not None
-            if not self.admission.wait_done(job.future):
-                return self.admission.abandon(job, request_id)
+            if not self.admission.wait_done(job.future, job.answer_by):
+                return self.admission.answer_now(job, request_id)
             result = job.result()
         except (ModelCallError, ModelAdapterError) as exc:
             log.warning("model failed", request_id=request_id, error=one_line(str(exc)))

@@ -87,8 +87,8 @@ class PlanCall:
         shutdown's cut it waits no more: the front so far, laid out without a model call."""
         try:
             assert self.job.future is not None
-            if not self.admission.wait_done(self.job.future):
-                return self.admission.abandon(self.job, self.request_id)
+            if not self.admission.wait_done(self.job.future, self.job.answer_by):
+                return self.admission.answer_now(self.job, self.request_id)
             return self.job.result()
         except (ModelCallError, ModelAdapterError) as exc:
             log.warning("model failed", request_id=self.request_id, error=one_line(str(exc)))
@@ -125,11 +125,12 @@ class PlanCall:
     def close(self) -> None:
         """Stop the search (a no-op once it is over), wait for it to end (at its next action pass,
         or as the model call in flight returns), drop its job and give the solve slot back: the
-        slot is held as long as the search runs, or until shutdown's cut abandons it."""
+        slot is held as long as the search runs, or until shutdown's cut or the call's deadline
+        (``job.answer_by``) gives it up."""
         self.job.terminate_early()
         assert self.job.future is not None
-        if not self.admission.wait_done(self.job.future):  # shutdown's cut: it is not waited for
-            self.admission.abandon_job(self.job, self.request_id)
+        if not self.admission.wait_done(self.job.future, self.job.answer_by):  # the cut, the deadline
+            self.admission.give_up(self.job, self.request_id)
         self.manager.forget(self.job.job_id)
         self.admission.release_slot(self.ticket)
 
@@ -218,6 +219,7 @@ class PlanCalls:
         except InvalidInputError as exc:  # an action on a computed feature, found as the search is built
             self.admission.release_slot(ticket)
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        job.answer_by = self.admission.answer_by(time_remaining)
         if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
             job.terminate_early()
         return PlanCall(
@@ -333,7 +335,7 @@ def _forward_end(admission: Admission, job: PlanJob, events: queue.Queue[Any]) -
     """End a stream's front messages when its search ends, or at shutdown's cut (the stream then
     answers with the front so far without waiting for it)."""
     assert job.future is not None
-    admission.wait_done(job.future)
+    admission.wait_done(job.future, job.answer_by)
     events.put(_DONE)
 
 

@@ -253,7 +253,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         """End the stream's messages when the solve ends, or at shutdown's cut (then _wait
         answers with its best so far without waiting for it); a failure is reported by _wait."""
         assert job.future is not None
-        self.admission.wait_done(job.future)
+        self.admission.wait_done(job.future, job.answer_by)
         events.put(_DONE)
 
     def begin_shutdown(self) -> None:

@@ -11,6 +11,7 @@ grace, exactly as ``counterplan serve`` does (the same :func:`serve`).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,27 @@ class StuckModel:
         if self.calls > self.fast:
             self.marker.touch()
             time.sleep(self.stuck_seconds)
+        developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
+        p = np.where(developer & (us | degree), 0.9, 0.1)
+        return np.column_stack([1.0 - p, p])
+
+
+class Hanging:
+    """The toy person's model: its first ``fast`` calls answer at once, the next ones hang until
+    :attr:`release` is set (``seconds`` at most; :attr:`stuck` says one did); counts its calls."""
+
+    def __init__(self, fast: int, seconds: float) -> None:
+        self.fast = fast
+        self.seconds = seconds
+        self.calls = 0
+        self.stuck = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, X: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.fast:
+            self.stuck.set()
+            self.release.wait(self.seconds)
         developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
         p = np.where(developer & (us | degree), 0.9, 0.1)
         return np.column_stack([1.0 - p, p])

@@ -12,6 +12,7 @@ with nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
+from tests.server.grpc.stuck_server import ENDLESS, FEATURES, PERSON as STUCK_PERSON, Hanging
 from tests.toy_person import TOY
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port
@@ -336,3 +338,72 @@ def test_a_heavy_plan_that_is_admitted_ends_by_its_deadline(running: RunningServ
     assert took < 2.0, took
     assert response.stopped_early
     _stopped_early(logs, "Plan")
+
+
+def test_a_call_answers_by_its_deadline_even_when_a_model_call_outlasts_it() -> None:
+    """The solve's own stop trusts its estimate of a model call; a call far longer than the ones
+    before (a backend that hangs) passes it. The server still answers by the deadline with the
+    best scored so far, for every method, and the hung solve makes no model call more."""
+    kinds = ("explain", "stream", "batch", "plan", "plan-stream")
+    models = {kind: Hanging(fast=6 if "plan" not in kind else 4, seconds=30.0) for kind in kinds}
+    registry = ModelRegistry(
+        [
+            RegisteredModel(
+                kind, "1", "hangs", CallableAdapter(model, [OutputSpec("ok", (0, 1))]), FEATURES, default_config=ENDLESS
+            )
+            for kind, model in models.items()
+        ]
+    )
+    running = start_server(ServerSettings(port=0, max_concurrent_solves=8), registry)
+    client = CounterplanClient(running.target)
+    goal = [class_goal(1, 0.7)]
+    deadline = 4.0
+    explain = {kind: CounterplanClient.request(kind, STUCK_PERSON, goal, seed=0) for kind in kinds}
+    plan = {
+        kind: CounterplanClient.plan_request(kind, STUCK_PERSON, TOY, goal, seed=0, population=40, generations=1000)
+        for kind in kinds
+    }
+    calls = {
+        "explain": lambda: client.explain(explain["explain"], timeout=deadline),
+        "stream": lambda: list(client.explain_stream(explain["stream"], timeout=deadline)),
+        "batch": lambda: list(client.explain_batch([("row", explain["batch"])], timeout=deadline)),
+        "plan": lambda: client.plan(plan["plan"], timeout=deadline),
+        "plan-stream": lambda: list(client.plan_stream(plan["plan-stream"], timeout=deadline)),
+    }
+    outcomes: dict[str, Any] = {}
+
+    def run(kind: str) -> None:
+        began = time.perf_counter()
+        try:
+            outcomes[kind] = (calls[kind](), time.perf_counter() - began)
+        except grpc.RpcError as exc:
+            outcomes[kind] = (exc, time.perf_counter() - began)
+
+    threads = [threading.Thread(target=run, args=(kind,), daemon=True) for kind in kinds]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(deadline + 5)
+        for kind, model in models.items():
+            assert model.stuck.is_set(), f"{kind}: no model call hung"
+        for kind, (answer, seconds) in outcomes.items():
+            assert not isinstance(answer, grpc.RpcError), f"{kind}: {answer.code()} {answer.details()}"
+            assert seconds < deadline, f"{kind}: answered after {seconds:.2f} s"
+        assert outcomes["explain"][0].stopped_early
+        assert outcomes["stream"][0][-1].result.stopped_early
+        (row,) = outcomes["batch"][0]
+        assert row.WhichOneof("outcome") == "response" and row.response.stopped_early
+        assert outcomes["plan"][0].stopped_early and outcomes["plan-stream"][0][-1].result.stopped_early
+        assert running.abandoned == 0, "a deadline gives its solve up; it is not shutdown's abandonment"
+        assert running.service.wait_idle(1.0), "every slot is free once its call has answered"
+        counts = {kind: model.calls for kind, model in models.items()}
+        for model in models.values():
+            model.release.set()
+        time.sleep(0.5)
+        assert {kind: model.calls for kind, model in models.items()} == counts, "no model call after the answer"
+    finally:
+        for model in models.values():
+            model.release.set()
+        client.close()
+        running.stop(grace=0)

@@ -28,7 +28,7 @@ from counterplan.server.grpc.app import start_server
 from counterplan.server.grpc.client import CounterplanClient, class_goal
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
-from tests.server.grpc.stuck_server import ENDLESS, FEATURES, PERSON
+from tests.server.grpc.stuck_server import ENDLESS, FEATURES, PERSON, Hanging
 from tests.toy_person import TOY
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port
@@ -144,29 +144,9 @@ def test_sigterm_answers_a_plan_stuck_in_a_model_call_with_its_front_so_far(tmp_
         assert all(np.isnan(step.prediction) for step in plan.steps)  # not checked: no model call was made
 
 
-class Hanging:
-    """The toy person's model: its first ``fast`` calls answer at once, the next one hangs until
-    :attr:`release` is set (and says so with :attr:`stuck`); counts its calls."""
-
-    def __init__(self, fast: int) -> None:
-        self.fast = fast
-        self.calls = 0
-        self.stuck = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, X: Any) -> Any:
-        self.calls += 1
-        if self.calls > self.fast:
-            self.stuck.set()
-            self.release.wait(STUCK_SECONDS)
-        developer, degree, us = X[:, 0] == 1, X[:, 1] == 1, X[:, 2] == 1
-        p = np.where(developer & (us | degree), 0.9, 0.1)
-        return np.column_stack([1.0 - p, p])
-
-
 def test_stop_returns_within_its_grace_answering_every_kind_of_call_stuck_in_a_model_call() -> None:
     kinds = ("explain", "stream", "batch", "plan", "plan-stream")
-    models = {kind: Hanging(fast=6 if "plan" not in kind else 4) for kind in kinds}
+    models = {kind: Hanging(fast=6 if "plan" not in kind else 4, seconds=STUCK_SECONDS) for kind in kinds}
     registry = ModelRegistry(
         [
             RegisteredModel(
