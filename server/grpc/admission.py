@@ -36,6 +36,9 @@ R = TypeVar("R")
 
 MB = 1024 * 1024
 MIN_SOLVE_SECONDS = 0.01
+NO_DEADLINE_SECONDS = 86_400.0
+"""A time left past a day is no deadline: gRPC's ``time_remaining()`` is about 9e18 s for a call
+without one, a timeout no wait accepts (``OverflowError``)."""
 ANSWER_SHARE = 0.95
 ANSWER_MARGIN_SECONDS = 0.1
 """A call answers by ``ANSWER_SHARE`` of its deadline's time left less this (see
@@ -147,7 +150,7 @@ class Admission:
         :data:`ANSWER_MARGIN_SECONDS`, room to send the answer. The solve's own stop
         (:meth:`time_limit`) comes before it; this one holds when it is late: a model call longer
         than the ones before, or a machine so busy that the answer's own work overruns."""
-        if time_remaining is None:
+        if time_remaining is None or time_remaining > NO_DEADLINE_SECONDS:  # gRPC: ~9e18 without one
             return None
         return time.monotonic() + time_remaining * ANSWER_SHARE - ANSWER_MARGIN_SECONDS
 
@@ -236,7 +239,9 @@ class Admission:
         future.add_done_callback(lambda _: woken.set())
         key = self.on_cut(woken.set)
         try:
-            woken.wait(None if answer_by is None else max(answer_by - time.monotonic(), 0.0))
+            woken.wait(
+                None if answer_by is None else min(max(answer_by - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
+            )
         finally:
             self.drop_on_cut(key)
         return future.done()

@@ -4,6 +4,8 @@ rule and shutdown, without a server."""
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import Future
 from typing import Any
 
 import grpc
@@ -83,3 +85,18 @@ def test_shutdown_sets_every_stop_switch_and_admits_nothing_new() -> None:
     refusal = shutting_down()
     assert refusal.code == grpc.StatusCode.UNAVAILABLE
     assert refusal.message().message == "the server is shutting down; retry on another instance"
+
+
+def test_a_call_answers_by_most_of_its_deadline_and_a_call_without_one_waits() -> None:
+    admission = _admission()
+    before = time.monotonic()
+    answer_by = admission.answer_by(2.0)
+    assert answer_by is not None and before + 1.7 <= answer_by <= time.monotonic() + 1.8  # 95 % less 0.1 s
+    assert admission.answer_by(None) is None
+    assert admission.answer_by(8.7e18) is None  # what gRPC says of a call without a deadline
+    future: Future[int] = Future()
+    started = time.monotonic()
+    assert not admission.wait_done(future, time.monotonic() + 0.2)  # not done by then: the caller answers
+    assert time.monotonic() - started >= 0.19
+    future.set_result(1)
+    assert admission.wait_done(future, time.monotonic() + 1e12)  # a far time is no wait error
