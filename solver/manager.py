@@ -171,7 +171,7 @@ class PlanJob(Job[PlanResult]):
         self.best = event
         self._note_best(str(BendableScore.of(event.score)))
 
-    def so_far(self) -> PlanResult:
+    def so_far(self) -> PlanResult | None:
         """The front last announced, laid out without a model call (:meth:`PlanSolver.so_far`)."""
         best = self.best
         return self.solver.so_far(None if best is None else best.front)

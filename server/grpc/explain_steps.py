@@ -22,7 +22,7 @@ from counterplan.planning.errors import InvalidInputError, ModelAdapterError, Mo
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
-from counterplan.server.grpc.refusal import bad_request, no_model, refused
+from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -174,6 +174,8 @@ class ExplainSteps:
             ) from None
         except InvalidInputError as exc:
             raise refused(grpc.StatusCode.INVALID_ARGUMENT, one_line(str(exc))) from None
+        except Refusal:  # no answer by the deadline or at shutdown: said as it is
+            raise
         except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
             raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
         except Exception:

@@ -98,6 +98,8 @@ class PlanCall:
             ) from None
         except InvalidInputError as exc:
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
+        except Refusal:  # no answer by the deadline or at shutdown: said as it is
+            raise
         except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
             raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
         except Exception:

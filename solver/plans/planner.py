@@ -160,15 +160,20 @@ class PlanSolver:
         self.search.calculator.abandon()
         self.search.terminate_early()
 
-    def so_far(self, front: ParetoFront | None) -> PlanResult:
+    def so_far(self, front: ParetoFront | None) -> PlanResult | None:
         """The answer of a search that must end at once, its thread maybe inside a model call (a
-        server whose grace is running out), read from any thread without a model call: ``front``
+        server whose grace or a call's deadline is running out), read from any thread without a
+        model call; None before the original's check came back (nothing was scored: no answer).
+        ``front``
         (the last its listeners heard; None: none yet) laid out by replaying each plan (no model
         call). Its states are not checked through the model: each step's prediction is NaN, and
         the last step of each plan meets the goal, as the search's scoring of its final state
         found (the front holds only such plans), so each plan is valid as it was scored."""
         problem, search = self.problem, self.search
         space = problem.space
+        original = self._original
+        if original is None:
+            return None
         plans: list[ActionPlan] = []
         if front is not None and front.rows.shape[0]:
             decoded = decode(front.rows, search.actions, space)
@@ -177,12 +182,11 @@ class PlanSolver:
             plans = _plans(search, decoded, played, front.objectives, None)
         plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))  # as solve names them
         short = [p for p in plans if len(p.steps) <= SHORT_PLAN]
-        original = self._original
         return PlanResult(
             goal=problem.goal_text,
             goal_default=problem.goals_default,
             original=space.decode(space.original),
-            original_prediction=math.nan if original is None else _prediction(problem, original, 0),
+            original_prediction=_prediction(problem, original, 0),
             plans=plans,
             cheapest=plans[0] if plans else None,
             short=short[0] if short else None,

@@ -407,3 +407,32 @@ def test_a_call_answers_by_its_deadline_even_when_a_model_call_outlasts_it() -> 
             model.release.set()
         client.close()
         running.stop(grace=0)
+
+
+def test_a_call_with_no_answer_by_its_deadline_is_deadline_exceeded_said_by_the_server() -> None:
+    """DEADLINE_EXCEEDED is for a call with no answer yet: the original's own check hangs, so
+    nothing was scored. The server says so itself, before the client's deadline (not INTERNAL,
+    not the client's bare timeout), for a solve and a plan."""
+    hung = Hanging(fast=0, seconds=30.0)
+    adapter = CallableAdapter(hung, [OutputSpec("ok", (0, 1))])
+    registry = ModelRegistry([RegisteredModel("hung", "1", "hangs at once", adapter, FEATURES, default_config=ENDLESS)])
+    running = start_server(ServerSettings(port=0), registry)
+    client = CounterplanClient(running.target)
+    goal = [class_goal(1, 0.7)]
+    try:
+        for call in (
+            lambda: client.explain(CounterplanClient.request("hung", STUCK_PERSON, goal, seed=0), timeout=2.0),
+            lambda: client.plan(
+                CounterplanClient.plan_request("hung", STUCK_PERSON, TOY, goal, seed=0, population=40), timeout=2.0
+            ),
+        ):
+            with capture_logs() as logs, pytest.raises(grpc.RpcError) as info:
+                call()
+            error: Any = info.value
+            assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "before this request had an answer" in error.details()  # the server's word, in time
+            assert [line["status"] for line in logs if line.get("event") == "request"] == ["DEADLINE_EXCEEDED"]
+    finally:
+        hung.release.set()
+        client.close()
+        running.stop(grace=0)
