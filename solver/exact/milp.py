@@ -109,6 +109,8 @@ def proof_bound(milp: Milp, result: MilpResult) -> tuple[float, float]:
     bound = max(result.bound, trivial_bound(milp))
     if result.x is None:
         return bound, INF
+    if bound == result.bound and np.isfinite(result.gap):  # the solver's own bound stands: so does its gap
+        return min(bound, result.objective), result.gap
     bound = min(bound, result.objective)
     if result.objective == bound:
         return bound, 0.0
