@@ -110,16 +110,8 @@ class ResultBuilder:
         invalid answer (a :class:`~counterplan.solver.diagnosis.Diagnosis`, or None to skip)."""
         final = _evaluation(chosen.best_check)
         alternatives = self.answers(chosen)
-        score = BendableScore.of(outcome.best_score)
-        levels = list(score.levels)
-        best = Counterfactual(
-            proposed=self.problem.space.decode(chosen.best_row),
-            changes=self.changes(chosen.best_row),
-            predictions=self.predictions(final),
-            score=str(score),
-            score_levels=levels,
-            valid=levels[0] == 0.0 and levels[2] == 0.0 and final.failures[0] is None,
-            feasible=score.is_feasible and final.failures[0] is None,
+        best = self.counterfactual(
+            chosen.best_row, final, BendableScore.of(outcome.best_score), fine=final.failures[0] is None
         )
         found_at = (outcome.best_step_index, outcome.best_time)
         if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
@@ -176,18 +168,7 @@ class ResultBuilder:
         valid only if it met every goal when it was scored; ``found_at`` is the step and the
         seconds of the last best solution heard, ``reason`` the termination reason."""
         row, evaluation = best
-        score = evaluation.score(0)
-        levels = list(score.levels)
-        fine = evaluation.failures[0] is None
-        answer = Counterfactual(
-            proposed=self.problem.space.decode(row),
-            changes=self.changes(row),
-            predictions=self.predictions(evaluation),
-            score=str(score),
-            score_levels=levels,
-            valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
-            feasible=score.is_feasible and fine,
-        )
+        answer = self.counterfactual(row, evaluation, evaluation.score(0), fine=evaluation.failures[0] is None)
         return CounterfactualResult(
             goal=self.problem.goal_text,
             goal_default=self.problem.goals_default,
@@ -224,26 +205,29 @@ class ResultBuilder:
         rows, evaluation = chosen.rows, _evaluation(chosen.checked)
         out = []
         for i in range(rows.shape[0]):
-            score = evaluation.score(i)
-            levels = list(score.levels)
-            fine = evaluation.failures[i] is None
             single = Evaluation(
                 evaluation.scores[i : i + 1], {k: v[i : i + 1] for k, v in evaluation.predictions.items()}
             )
-            out.append(
-                Counterfactual(
-                    proposed=self.problem.space.decode(rows[i]),
-                    changes=self.changes(rows[i]),
-                    predictions=self.predictions(single),
-                    score=str(score),
-                    score_levels=levels,
-                    valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
-                    feasible=score.is_feasible and fine,
-                )
-            )
+            out.append(self.counterfactual(rows[i], single, evaluation.score(i), fine=evaluation.failures[i] is None))
         is_best = [bool((rows[i] == chosen.best_row).all()) for i in range(rows.shape[0])]
         order = sorted(range(len(out)), key=lambda i: (tuple(out[i].score_levels), is_best[i]), reverse=True)
         return [out[i] for i in order]
+
+    def counterfactual(
+        self, row: FloatMatrix, evaluation: Evaluation, score: BendableScore, *, fine: bool
+    ) -> Counterfactual:
+        """One answer: ``row`` decoded with its changes, the predictions of ``evaluation``'s first
+        row and ``score``; valid when every goal is met and the model did not fail on it (``fine``)."""
+        levels = list(score.levels)
+        return Counterfactual(
+            proposed=self.problem.space.decode(row),
+            changes=self.changes(row),
+            predictions=self.predictions(evaluation),
+            score=str(score),
+            score_levels=levels,
+            valid=levels[0] == 0.0 and levels[2] == 0.0 and fine,
+            feasible=score.is_feasible and fine,
+        )
 
     def changes(self, row: FloatMatrix) -> list[Change]:
         """Each feature ``row`` changes, decoded (a scorecard names the bins too)."""

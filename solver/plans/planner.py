@@ -180,28 +180,13 @@ class PlanSolver:
             settle = None if problem.relations is None else problem.relations.apply
             played = unroll(decoded, search.actions, search.graph, space, space.original, settle=settle)
             plans = _plans(search, decoded, played, front.objectives, None)
-        plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))  # as solve names them
-        short = [p for p in plans if len(p.steps) <= SHORT_PLAN]
-        return PlanResult(
-            goal=problem.goal_text,
-            goal_default=problem.goals_default,
-            original=space.decode(space.original),
-            original_prediction=_prediction(problem, original, 0),
-            plans=plans,
-            cheapest=plans[0] if plans else None,
-            short=short[0] if short else None,
-            generations=search.generations_run,
-            stopped_early=True,
-            model_calls=search.calculator.model_call_count,
-            seconds=time.perf_counter() - self._started,
-        )
+        return self._result(original, plans, self._started, stopped_early=True)
 
     def solve(self) -> PlanResult:
         """Search (native thread pools limited to ``model_threads``) and lay out the front."""
         started = time.perf_counter()
         problem, search = self.problem, self.search
         calculator = search.calculator
-        space = problem.space
         search.started = started  # the time limit covers the original's check too
         with NativeThreadLimit(self.config.model_threads):
             original = self._original = calculator.check(problem.original_row())
@@ -210,13 +195,10 @@ class PlanSolver:
             already_met = bool((original.scores[0, :3] == 0.0).all())
             keys, objectives = search.run() if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
             plans = _lay_out(search, keys, objectives) if keys.shape[0] and not self._abandoned.is_set() else []
-        plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
-        valid = [p for p in plans if p.valid]
-        short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
         failure = None
         if calculator.gave_up is not None:
             failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
-        elif search.failed_states and not valid:
+        elif search.failed_states and not any(p.valid for p in plans):
             failure = (
                 f"the model failed on {search.failed_states:,} candidate states; the first: {search.first_failure}"
             )
@@ -226,21 +208,36 @@ class PlanSolver:
                 f"{search.unpriced_plans:,} candidate plans had no finite cost (the first: {search.first_unpriced}, "
                 "an effort or tau that is infinite or not a number): they are infeasible, never on the front"
             )
+        return self._result(
+            original,
+            plans,
+            started,
+            already_met=already_met,
+            failure=failure,
+            cost_failure=cost_failure,
+            stopped_early=search.stopped_early,
+        )
+
+    def _result(self, original: Evaluation, plans: list[ActionPlan], started: float, **fields: Any) -> PlanResult:
+        """The result around laid-out ``plans`` (a finished search's or :meth:`so_far`'s): sorted
+        cheapest first, naming the cheapest valid plan and the cheapest short one; ``fields``
+        are the rest (``stopped_early``, failures)."""
+        problem, search = self.problem, self.search
+        plans.sort(key=lambda p: (p.total_cost, p.distance, len(p.steps)))
+        valid = [p for p in plans if p.valid]
+        short = [p for p in valid if len(p.steps) <= SHORT_PLAN]
         return PlanResult(
             goal=problem.goal_text,
             goal_default=problem.goals_default,
-            original=space.decode(space.original),
+            original=problem.space.decode(problem.space.original),
             original_prediction=_prediction(problem, original, 0),
             plans=plans,
             cheapest=valid[0] if valid else None,
             short=short[0] if short else None,
-            already_met=already_met,
-            failure=failure,
-            cost_failure=cost_failure,
             generations=search.generations_run,
-            stopped_early=search.stopped_early,
-            model_calls=calculator.model_call_count,
+            model_calls=search.calculator.model_call_count,
             seconds=time.perf_counter() - started,
+            **fields,
         )
 
 
