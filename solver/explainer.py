@@ -238,6 +238,7 @@ class Explainer:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         skip: Iterable[Any] = (),
         ray: str | None = None,
+        vectorised: bool = False,
     ) -> pd.DataFrame:
         """Explain many rows together, one model call per step for all of them.
 
@@ -253,6 +254,7 @@ class Explainer:
             on_record=on_record,
             skip=skip,
             ray=ray,
+            vectorised=vectorised,
         )
 
 

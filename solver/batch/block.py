@@ -14,11 +14,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+import structlog
+
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.batch.vectorised import run_vector_block, vector_refusal
 from counterplan.solver.engines import runs_exact
+
+_log = structlog.get_logger(__name__)
 
 BATCH_MAX_WAIT_SECONDS = 0.25
 """In a batch every member is a solve stepping towards its next model call, so a call waits
@@ -73,3 +78,31 @@ def solve_row(
 def _max_wait(explainer: RowExplainer) -> float:
     """How long a model call waits for the other solves of its block."""
     return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS
+
+
+def run_blocks(
+    explainer: RowExplainer,
+    items: Sequence[Item],
+    seed: int,
+    window: int,
+    on_record: Callable[[Record], None],
+    *,
+    vectorised: bool = False,
+) -> None:
+    """Solve ``items`` in this process: with ``vectorised``, ``window`` rows at a time through the
+    vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can go, the rest (and
+    every row, when it cannot run this explainer at all) on the threads path (:func:`run_block`)."""
+    refusal = vector_refusal(explainer) if vectorised else "not asked for"
+    if refusal is not None:
+        if vectorised:
+            _log.info("batch.threads_path", reason=refusal)
+        run_block(explainer, items, seed, window, on_record)
+        return
+    for start in range(0, len(items), window):
+        run_vector_block(
+            explainer,
+            items[start : start + window],
+            seed,
+            on_record,
+            fallback=lambda rest: run_block(explainer, rest, seed, window, on_record),
+        )

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from counterplan.planning.errors import ProblemError
-from counterplan.solver.batch.block import Item, Record, run_block
+from counterplan.solver.batch.block import Item, Record, run_blocks
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
@@ -47,6 +47,7 @@ def explain_batch(
     on_record: Callable[[Record], None] | None = None,
     skip: Iterable[Any] = (),
     ray: str | None = None,
+    vectorised: bool = False,
 ) -> pd.DataFrame:
     """Explain many rows of ``explainer``'s model; one record per row.
 
@@ -75,6 +76,10 @@ def explain_batch(
         Run the blocks on Ray instead of local processes: ``"auto"`` starts a local Ray for the
         job, an address (``ray://host:10001``, ``host:6379``) joins a running cluster
         (:mod:`counterplan.solver.batch.on_ray`; needs the ``ray`` extra).
+    vectorised:
+        Search each block's rows together as array operations (:mod:`counterplan.solver.vector`)
+        where the vectorised engine can go; rows it cannot search keep the threads path
+        (:func:`counterplan.solver.batch.vectorised.vector_refusal` says why). Not on Ray.
 
     Returns
     -------
@@ -104,9 +109,9 @@ def explain_batch(
     if ray is not None:
         run_on_ray(explainer, items, base, window=size, on_record=keep)
     elif workers == 1:
-        run_block(explainer, items, base, size, keep)
+        run_blocks(explainer, items, base, size, keep, vectorised=vectorised)
     else:
-        _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep)
+        _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep, vectorised=vectorised)
     order = {id_text(item[0]): i for i, item in enumerate(items)}
     records.sort(key=lambda r: order[id_text(r["row_id"])])
     return records_frame(records, _features(explainer))
@@ -151,10 +156,10 @@ def _start_worker(explainer: RowExplainer) -> None:
     _WORKER = explainer
 
 
-def _worker_block(items: list[Item], seed: int, window: int) -> list[Record]:
+def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool) -> list[Record]:
     assert _WORKER is not None
     out: list[Record] = []
-    run_block(_WORKER, items, seed, window, out.append)
+    run_blocks(_WORKER, items, seed, window, out.append, vectorised=vectorised)
     return out
 
 
@@ -166,12 +171,13 @@ def _run_processes(
     window: int,
     workers: int,
     on_record: Callable[[Record], None],
+    vectorised: bool = False,
 ) -> None:
     """Blocks of ``window`` rows on ``workers`` processes; each block's records as it finishes."""
     blocks = [items[i : i + window] for i in range(0, len(items), window)]
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer,))
     try:
-        futures = [pool.submit(_worker_block, block, seed, window) for block in blocks]
+        futures = [pool.submit(_worker_block, block, seed, window, vectorised) for block in blocks]
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)

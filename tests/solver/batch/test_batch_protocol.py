@@ -46,7 +46,7 @@ class OnlyTheProtocol:
     def config(self) -> SolverConfig:
         return self._explainer.config
 
-    def problem(self, row: int, *, trust_region: bool = True) -> CounterfactualProblem:
+    def problem(self, row: int | dict[str, Any], *, trust_region: bool = True) -> CounterfactualProblem:
         return self._explainer.problem(row, trust_region=trust_region)
 
     def solver(self, row: dict[str, Any], *, seed: int | None = None, calls: ModelCalls | None = None) -> RowSolve:

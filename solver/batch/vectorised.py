@@ -1,0 +1,208 @@
+"""A block of rows through the vectorised engine (:mod:`counterplan.solver.vector`), and where it
+cannot go.
+
+:func:`vector_refusal` says, for a whole batch, why the vectorised engine cannot run it (several
+answers, another engine, phases other than the default solve's); :func:`run_vector_block` then
+takes each row it can search (:func:`~counterplan.solver.vector.capability.problem_refusal`, one
+layout per block) and hands the rest to the threads-sharing-calls path
+(:func:`counterplan.solver.batch.block.run_block`) with the reason logged.
+
+Every answer is checked through the real model: the block's originals and its bests each take
+one reference call, and each row's own :class:`~counterplan.planning.calculator.ScoreCalculator`
+scores its row from that call's predictions, so a row's score, validity and result are built by
+the same code as a single solve's (:class:`~counterplan.solver.result_builder.ResultBuilder`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import structlog
+
+from counterplan.planning.calculator import Evaluation, ScoreCalculator
+from counterplan.planning.model_protocol import Predictions
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FeatureSpace
+from counterplan.solver.batch.protocol import RowExplainer
+from counterplan.solver.batch.records import error_record, record_of
+from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.core.registry import default_phases
+from counterplan.solver.core.scope import no_time_for_a_call
+from counterplan.solver.core.termination import wall_limit
+from counterplan.solver.engines import EnginePlan
+from counterplan.solver.result_builder import ResultBuilder, Spent
+from counterplan.solver.vector.capability import problem_refusal, same_layout
+from counterplan.solver.vector.scoring import BlockScorer
+from counterplan.solver.vector.search import VectorSearch, VectorSettings, feasible
+
+Record = dict[str, Any]
+Item = tuple[Any, dict[str, Any]]
+ENGINE_NAME = "local"
+ENGINE_REASON = "the vectorised batch engine: a block's rows searched together"
+_log = structlog.get_logger(__name__)
+
+
+def vector_refusal(explainer: RowExplainer) -> str | None:
+    """Why the vectorised engine cannot run this explainer's rows, or None when it can."""
+    if getattr(explainer, "num_counterfactuals", 1) != 1:
+        return "several answers per row (num_counterfactuals > 1) need the diverse-answers phase"
+    if explainer.engine not in (None, "local"):
+        return f"the {explainer.engine!r} engine runs its own phases"
+    if not _default_search(explainer.config):
+        return "custom phases (the vectorised engine runs the default scan, local search and polish)"
+    return None
+
+
+def _default_search(config: SolverConfig) -> bool:
+    """The phases are the default solve's (their settings may differ only in termination)."""
+    defaults = default_phases()
+    if len(config.phases) != len(defaults):
+        return False
+    return all(
+        a.model_copy(update={"termination": None}) == b.model_copy(update={"termination": None})
+        for a, b in zip(config.phases, defaults, strict=True)
+    )
+
+
+class _Given:
+    """Model calls answered from predictions already made (one reference call for a block)."""
+
+    def __init__(self, predictions: Predictions) -> None:
+        self.predictions = predictions
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        return self.predictions
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        return self.predictions
+
+
+def _checked(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
+    """Each row scored by its own problem's calculator, from one real-model call for all of them."""
+    predictions = model.predict_reference(rows, problems[0].space)
+    out = []
+    for i, problem in enumerate(problems):
+        mine = {name: np.asarray(values)[i : i + 1] for name, values in predictions.items()}
+        out.append(ScoreCalculator(problem, calls=_Given(mine)).check(rows[i]))
+    return out
+
+
+def run_vector_block(
+    explainer: RowExplainer,
+    items: Sequence[Item],
+    seed: int,
+    on_record: Callable[[Record], None],
+    *,
+    stop: Callable[[], bool] | None = None,
+    fallback: Callable[[Sequence[Item]], None] | None = None,
+    settings: VectorSettings | None = None,
+) -> None:
+    """Solve ``items`` together; the rows the engine cannot search go to ``fallback``."""
+    started = time.perf_counter()
+    settings = settings or _settings(explainer.config)
+    problems: list[CounterfactualProblem] = []
+    kept: list[Item] = []
+    refused: list[Item] = []
+    for row_id, row in items:
+        own = row_seed(seed, row_id)
+        try:
+            problem = explainer.problem(row)
+        except Exception as exc:  # a bad row: an error record, the block goes on
+            on_record(error_record(row_id, exc, own, time.perf_counter() - started))
+            continue
+        reason = problem_refusal(problem) or (same_layout(problem, problems[0]) if problems else None)
+        if reason is not None:
+            _log.info("batch.threads_path", row_id=str(row_id), reason=reason)
+            refused.append((row_id, row))
+            continue
+        problems.append(problem)
+        kept.append((row_id, row))
+    if refused:
+        if fallback is None:
+            raise ValueError("rows the vectorised engine cannot search need a fallback")
+        fallback(refused)
+    if not problems:
+        return
+    _solve(explainer, kept, problems, seed, on_record, stop=stop, settings=settings, started=started)
+
+
+def _solve(
+    explainer: RowExplainer,
+    items: Sequence[Item],
+    problems: list[CounterfactualProblem],
+    seed: int,
+    on_record: Callable[[Record], None],
+    *,
+    stop: Callable[[], bool] | None,
+    settings: VectorSettings,
+    started: float,
+) -> None:
+    seeds = [row_seed(seed, row_id) for row_id, _ in items]
+    builders = [ResultBuilder(p, EnginePlan(explainer.config, ENGINE_NAME, ENGINE_REASON), 1) for p in problems]
+    model = explainer.adapter
+    originals = np.vstack([p.space.original for p in problems])
+    checked = _checked(problems, originals, model)
+    limit = wall_limit(explainer.config.termination)
+    scorer = BlockScorer(problems, model)
+
+    def should_stop() -> bool:  # a deadline is a promise: no call that would end after it
+        late = no_time_for_a_call(time.perf_counter() - started, limit, _call_seconds(scorer, started))
+        return late or (stop is not None and stop())
+
+    scorer.stop = should_stop
+    active = np.ones(len(problems), dtype=bool)
+    for i, (evaluation, builder) in enumerate(zip(checked, builders, strict=True)):
+        (row_id, _), own = items[i], seeds[i]
+        if evaluation.failures[0] is not None:
+            error = RuntimeError(f"the model fails on the original instance: {evaluation.failures[0]}")
+            on_record(error_record(row_id, error, own, time.perf_counter() - started))
+            active[i] = False
+        elif _valid(builder, originals[i], evaluation):
+            on_record(record_of(row_id, builder.already_met(evaluation, time.perf_counter() - started), own, 0.0))
+            active[i] = False
+    if not active.any():
+        return
+    search = VectorSearch(scorer, np.asarray(seeds, dtype=np.uint64), settings)
+    outcome = search.run(active)
+    idx = np.flatnonzero(active)
+    finals = _checked([problems[i] for i in idx], outcome.best[idx], model)
+    seconds = time.perf_counter() - started
+    reason = "the block's time limit or stop" if outcome.stopped else "the vectorised search ended"
+    for evaluation, i in zip(finals, idx.tolist(), strict=True):
+        row_id = items[i][0]
+        spent = Spent(int(scorer.rows_per_instance[i]), int(scorer.calls_per_instance[i]), seconds)
+        result = builders[i].so_far(
+            (outcome.best[i], evaluation),
+            original=checked[i],
+            spent=spent,
+            found_at=(int(outcome.steps[i]), seconds),
+            reason=reason if feasible(evaluation.scores)[0] or outcome.stopped else "no valid answer found",
+        )
+        on_record(record_of(row_id, result, seeds[i], seconds))
+
+
+def _valid(builder: ResultBuilder, row: FloatMatrix, evaluation: Evaluation) -> bool:
+    """Whether ``row`` meets every goal, as its result would say (one rule, the result builder's)."""
+    return builder.counterfactual(row, evaluation, evaluation.score(0), fine=evaluation.failures[0] is None).valid
+
+
+def _call_seconds(scorer: BlockScorer, started: float) -> float:
+    """The expected seconds of the next model call: the block's mean so far."""
+    if scorer.model_calls == 0:
+        return 0.0
+    return (time.perf_counter() - started) / scorer.model_calls
+
+
+def _settings(config: SolverConfig) -> VectorSettings:
+    """The search's limits from the solve's termination (a user's step caps hold)."""
+    termination = config.termination
+    base = VectorSettings()
+    return VectorSettings(
+        step_limit=termination.step_count_limit or base.step_limit,
+        unimproved_step_limit=termination.unimproved_step_count_limit or base.unimproved_step_limit,
+    )

@@ -1,0 +1,54 @@
+"""Where the vectorised engine can go, and why not elsewhere: one check with a reason.
+
+The engine scores a block's candidates with one array program that knows only what every
+instance of the block shares (the model, the goals, the domains, the distance's scales) plus each
+instance's own original row. So it runs a problem whose score is that program: no relations
+(computed features), plausibility, trust region, scorecard objective, allowed-value lists,
+monotone rules or missing originals, the same domains and scales as the block's first problem, one answer, the
+local engine of the default phases. Everything else keeps the threads-sharing-calls path
+(:mod:`counterplan.solver.batch.block`), and the reason is said.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from counterplan.planning.problem import CounterfactualProblem
+
+
+def problem_refusal(problem: CounterfactualProblem) -> str | None:
+    """Why one problem cannot be searched by the vectorised engine, or None when it can."""
+    if problem.relations is not None:
+        return "relations compute features from others"
+    if problem.plausibility is not None:
+        return "a plausibility model judges the candidates"
+    if problem.trust_region is not None:
+        return "a trust region judges the candidates"
+    if problem.scorecard_distance is not None:
+        return "the scorecard distance is not a per-feature sum"
+    space = problem.space
+    if space.allowed:
+        return "allowed values are checked per candidate"
+    if space.missing.any():
+        return "the row has missing values"
+    if (space.monotone != 0.0).any():
+        return "monotone rules narrow the domains per row"
+    return None
+
+
+def same_layout(problem: CounterfactualProblem, reference: CounterfactualProblem) -> str | None:
+    """Why ``problem`` cannot share a block's program with ``reference``, or None when it can."""
+    a, b = problem.space, reference.space
+    if a.names != b.names:
+        return "the features differ"
+    for name in ("domain_lower", "domain_upper", "lower", "upper", "grid_lower", "grid_upper", "costs", "step"):
+        if not np.array_equal(getattr(a, name), getattr(b, name)):
+            return f"the domains differ ({name})"
+    for name in ("mutable", "graded", "nominal", "integral"):
+        if not np.array_equal(getattr(a, name), getattr(b, name)):
+            return f"the features' kinds differ ({name})"
+    if not np.array_equal(problem.scales, reference.scales) or problem.distance != reference.distance:
+        return "the distance differs"
+    if problem.goal_text != reference.goal_text or problem.max_changed_features != reference.max_changed_features:
+        return "the goals differ"
+    return None

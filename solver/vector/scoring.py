@@ -1,0 +1,164 @@
+"""Scoring a block's candidates: one model call for every instance, distances against each
+instance's own original, and a memory of the rows each instance has scored.
+
+:class:`BlockScorer` computes the five score levels of :mod:`counterplan.planning.calculator` for
+rows of many instances at once (``owner[k]`` is row ``k``'s instance): the goals' distances
+from one prediction of the whole matrix (the model adapter's verified fast path where it has
+one), the changed features and the feature distance against ``originals[owner]``. Rows an
+instance has scored before are answered from its memory: 34-82% of the rows a local search
+scores are repeats. The search's scores guide it; every answer is checked afterwards through
+the real model by each instance's own :class:`~counterplan.planning.calculator.ScoreCalculator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.calculator import FAILED_PREDICTION
+from counterplan.planning.distance import feature_distance
+from counterplan.planning.model_protocol import ModelAdapter
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.score import LEVELS
+from counterplan.solver.core.protocol import FloatMatrix
+from counterplan.solver.vector.draws import key
+
+_MAX_GOAL_DISTANCE = 1.0e14
+IntArray = npt.NDArray[np.intp]
+
+
+class SearchStoppedError(Exception):
+    """The block's stop check said stop before a model call: the search ends with its bests."""
+
+
+class BlockScorer:
+    """Scores rows of the instances of one block (problems of one layout, see
+    :func:`~counterplan.solver.vector.capability.same_layout`).
+
+    ``stop`` is asked before every model call; once it says stop, :class:`SearchStoppedError` is raised
+    and no call is made.
+    """
+
+    def __init__(
+        self, problems: Sequence[CounterfactualProblem], model: ModelAdapter, stop: Callable[[], bool] | None = None
+    ) -> None:
+        first = problems[0]
+        self.problem = first
+        self.space = first.space
+        self.model = model
+        self.stop = stop
+        self.originals: FloatMatrix = np.vstack([p.space.original for p in problems])
+        self.nominal = ~self.space.graded
+        self.frozen = ~self.space.mutable
+        self.costs = None if (self.space.costs == 1.0).all() else self.space.costs
+        # numbers with a decimal precision: a value off their grid breaks a rule (the original's own is kept)
+        precision = [getattr(f, "precision", None) for f in self.space.features]
+        self.decimals = np.array(
+            [
+                i
+                for i, p in enumerate(precision)
+                if p is not None and not self.space.integral[i] and self.space.mutable[i]
+            ],
+            dtype=np.intp,
+        )
+        self.decimal_scale = np.array([10.0 ** precision[i] for i in self.decimals.tolist()])
+        self.model_calls = 0
+        self.rows_scored = 0
+        self.rows_remembered = 0
+        self.calls_per_instance = np.zeros(len(problems), dtype=np.int64)
+        self.rows_per_instance = np.zeros(len(problems), dtype=np.int64)
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._scores = np.empty((0, LEVELS))
+
+    def score(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
+        """The ``(n, 5)`` scores of rows ``X`` of instances ``owner``, one model call for the new ones."""
+        n = X.shape[0]
+        out = np.empty((n, LEVELS))
+        if n == 0:
+            return out
+        keys = _row_keys(X, owner)
+        known = np.zeros(n, dtype=bool)
+        if self._keys.size:
+            at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
+            known = self._keys[at] == keys
+            out[known] = self._scores[at[known]]
+        # each new row once, even when several walkers drew it in this step
+        fresh_keys, first, inverse = np.unique(keys[~known], return_index=True, return_inverse=True)
+        fresh = np.flatnonzero(~known)
+        if fresh.size:
+            rows = fresh[first]
+            scores = self._fresh(X[rows], owner[rows])
+            out[fresh] = scores[inverse.reshape(-1)]
+            merged = np.concatenate([self._keys, fresh_keys])
+            order = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
+            self._keys = merged[order]
+            self._scores = np.vstack([self._scores, scores])[order]
+            self.calls_per_instance[np.unique(owner[rows])] += 1
+            self.rows_per_instance += np.bincount(owner[rows], minlength=self.rows_per_instance.size)
+        self.rows_remembered += int(known.sum()) + int(fresh.size - first.size)
+        return out
+
+    def _fresh(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
+        if self.stop is not None and self.stop():
+            raise SearchStoppedError
+        problem = self.problem
+        n = X.shape[0]
+        self.model_calls += 1
+        self.rows_scored += n
+        scores = np.zeros((n, LEVELS))
+        failed = np.zeros(n, dtype=bool)
+        try:
+            predictions = self.model.predict(X, self.space)
+        except Exception:  # a model failing on the batch: every row counts as failed
+            predictions = None
+        goal = np.zeros(n)
+        if predictions is None:
+            failed[:] = True
+        else:
+            with np.errstate(invalid="ignore"):
+                for bound in problem.goals:
+                    column = np.asarray(predictions[bound.output.name], dtype=np.float64)
+                    finite = np.isfinite(column) if column.ndim == 1 else np.isfinite(column).all(axis=1)
+                    failed |= ~finite
+                    goal += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                    if getattr(bound.goal, "confidence", None) is not None:
+                        scores[:, 2] -= bound.below_confidence(column)
+        scores[:, 0] = -goal
+        scores[failed, 0] = FAILED_PREDICTION
+        scores[failed, 2] = -1.0
+        original = self.originals[owner]
+        changed = original != X
+        count = changed.sum(axis=1).astype(np.float64)
+        broken = (changed & self.frozen).sum(axis=1).astype(np.float64)
+        if self.decimals.size:
+            block = X[:, self.decimals]
+            rounded = np.rint(block * self.decimal_scale) / self.decimal_scale
+            off = ~np.isclose(rounded, block, rtol=1e-12, atol=0.0) & (block != original[:, self.decimals])
+            broken += off.sum(axis=1)
+        if problem.max_changed_features is not None:
+            broken += np.maximum(count - problem.max_changed_features, 0.0)
+        scores[:, 1] = -broken
+        scores[:, 3] = -feature_distance(
+            X,
+            original,
+            self.nominal,
+            problem.scales,
+            problem.distance.metric,
+            costs=self.costs,
+            change_penalty=problem.distance.change_penalty,
+            changed=changed,
+        )
+        scores[:, 4] = -count
+        scores += 0.0
+        return scores
+
+
+def _row_keys(X: FloatMatrix, owner: IntArray) -> npt.NDArray[np.uint64]:
+    """A 64-bit key per (instance, row): the row's bits hashed column by column with its owner."""
+    bits = np.ascontiguousarray(X + 0.0).view(np.uint64)
+    k = key(owner)
+    for j in range(bits.shape[1]):
+        k = key(k, bits[:, j].view(np.int64))
+    return k

@@ -1,0 +1,421 @@
+"""The vectorised search: a feature scan with a greedy chain, tabu search and a
+bracketing polish, each step one array program over every running instance of a block.
+
+The phases are those of the default solve (:func:`counterplan.solver.local.config.default_phases`):
+
+* **scan**: every mutable feature alone over a grid of its domain and the model's split values,
+  from each instance's base; the greedy chain then takes, per instance still infeasible, the
+  row with the best goal gain per unit of distance and scans again from there;
+* **local search**: ``walkers`` walkers per instance, started from the scan's best rows, each
+  drawing ``moves`` moves per step (numeric steps on a log scale, jumps to split values, category
+  changes, reverts, steps toward the original, all changed numbers shrunk together); a walker
+  takes its best move whose features are not tabu (or that beats its instance's best);
+* **polish**: every changed number bisected between a bracket (a value known not to reach the
+  goal, first the original) and the best, all changed numbers shrunk together, each change
+  reverted, until an iteration improves nothing.
+
+Per instance: its own random stream (:func:`~counterplan.solver.vector.draws.key` of its seed and
+the step, walker and slot), step and unimproved-step counts, best, and termination, all held as
+arrays and masks. No Python runs per instance per step, so an instance's answer is the same
+whatever block it runs in; only the block's time limit or stop flag (a promise) may cut it short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.planning.score import LEVELS, compare_to
+from counterplan.solver.core.protocol import BoolArray, FloatMatrix
+from counterplan.solver.vector.draws import key, uniforms
+from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
+
+IntArray = npt.NDArray[np.intp]
+_SCAN, _LOCAL, _POLISH = 1, 2, 3
+"""Phase numbers in the random keys."""
+
+
+@dataclass(frozen=True)
+class VectorSettings:
+    """The search's sizes and limits (the default solve's, scaled to a block's lockstep)."""
+
+    grid_size: int = 24
+    greedy_steps: int = 6
+    walkers: int = 8
+    moves: int = 16
+    stable_steps: int = 4
+    """A feasible instance stops once its best has not improved for this many steps."""
+    unimproved_step_limit: int = 400
+    step_limit: int = 1000
+    local_step_ratio: float = 0.8
+    local_step_scale: float = 0.1
+    split_jump_ratio: float = 0.25
+    polish_grid: int = 16
+    polish_iterations: int = 6
+
+
+@dataclass
+class Outcome:
+    """Per instance: the best row and its score, steps taken, and why the search ended."""
+
+    best: FloatMatrix
+    scores: FloatMatrix
+    steps: IntArray
+    stopped: bool = False
+    """The block's stop check cut the search short."""
+    reasons: list[str] = field(default_factory=list)
+
+
+def feasible(scores: FloatMatrix) -> BoolArray:
+    """Rows whose every hard level is 0."""
+    return np.asarray((scores[:, :3] >= 0.0).all(axis=1))
+
+
+def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
+    """Per owner in ``range(count)``, the index of its best row (the first among equals); -1 for none.
+
+    The engine lists rows grouped by owner, so the best of each group is found level by level
+    with segmented maxima (``reduceat``), not a sort of the whole batch."""
+    picks = np.full(count, -1, dtype=np.intp)
+    n = scores.shape[0]
+    if n == 0:
+        return picks
+    if (np.diff(owner) < 0).any():  # not grouped: one sort by owner first (stable: order kept)
+        order = np.argsort(owner, kind="stable")
+        inner = best_per_owner(scores[order], owner[order], count)
+        found = inner >= 0
+        picks[found] = order[inner[found]]
+        return picks
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, n]))
+    candidate = np.ones(n, dtype=bool)
+    for level in range(scores.shape[1]):
+        column = np.where(candidate, scores[:, level], -np.inf)
+        top = np.maximum.reduceat(column, starts)
+        candidate &= column == top[group]
+    index = np.where(candidate, np.arange(n), n)
+    first = np.minimum.reduceat(index, starts)
+    has = first < n
+    picks[owner[starts[has]]] = first[has]
+    return picks
+
+
+class VectorSearch:
+    """Searches every instance of a block together (see the module's doc)."""
+
+    def __init__(self, scorer: BlockScorer, seeds: npt.NDArray[np.uint64], settings: VectorSettings) -> None:
+        self.scorer = scorer
+        self.seeds = seeds
+        self.settings = settings
+        space = scorer.space
+        self.space = space
+        self.originals = scorer.originals
+        self.count = self.originals.shape[0]
+        self.mutable_columns = np.flatnonzero(space.mutable)
+        self.graded_columns = np.flatnonzero(space.mutable & space.graded)
+        self.span = space.upper - space.lower
+        splits = scorer.problem.split_values()
+        self.columns, self.values = self._scan_table(splits)
+        self._split_counts = np.zeros(space.n_features, dtype=np.intp)
+        parts = []
+        for j, values in sorted(splits.items()):
+            self._split_counts[j] = values.size
+            parts.append(values)
+        self._split_offsets = np.concatenate([[0], np.cumsum(self._split_counts)[:-1]]).astype(np.intp)
+        self._split_values = np.concatenate(parts) if parts else np.empty(0)
+
+    def _scan_table(self, splits: dict[int, FloatMatrix]) -> tuple[IntArray, FloatMatrix]:
+        """Every (column, value) the scan tries: a grid of each mutable number's domain and its
+        split values, every value of each category."""
+        space = self.space
+        columns: list[IntArray] = []
+        values: list[FloatMatrix] = []
+        for j in self.mutable_columns.tolist():
+            if space.nominal[j]:
+                grid = np.arange(space.lower[j], space.upper[j] + 1.0)
+            else:
+                grid = np.linspace(space.lower[j], space.upper[j], self.settings.grid_size)
+                extra = splits.get(j, np.empty(0))
+                grid = np.concatenate([grid, extra[(extra >= space.lower[j]) & (extra <= space.upper[j])]])
+                grid = space.to_grid(grid, np.full(grid.size, j))
+            grid = np.unique(grid)
+            columns.append(np.full(grid.size, j, dtype=np.intp))
+            values.append(grid)
+        if not columns:
+            return np.empty(0, dtype=np.intp), np.empty(0)
+        return np.concatenate(columns), np.concatenate(values)
+
+    def run(self, active: BoolArray) -> Outcome:
+        """Search the instances where ``active`` holds; the others keep their original."""
+        outcome = Outcome(self.originals.copy(), np.full((self.count, LEVELS), -np.inf), np.zeros(self.count, np.intp))
+        if self.mutable_columns.size == 0:
+            return outcome
+        try:
+            outcome.scores = self.scorer.score(outcome.best, np.arange(self.count))
+            starts = self._scan(outcome, active)
+            self._local(outcome, active, starts)
+            self._polish(outcome, active)
+        except SearchStoppedError:
+            outcome.stopped = True
+        return outcome
+
+    def _offer(self, outcome: Outcome, X: FloatMatrix, owner: IntArray, scores: FloatMatrix) -> BoolArray:
+        """Rows better than their instance's best replace it; which instances improved."""
+        picks = best_per_owner(scores, owner, self.count)
+        has = picks >= 0
+        improved = np.zeros(self.count, dtype=bool)
+        improved[has] = compare_to(scores[picks[has]], outcome.scores[has]) > 0
+        outcome.best[improved] = X[picks[improved]]
+        outcome.scores[improved] = scores[picks[improved]]
+        return improved
+
+    # ---- scan and greedy chain -------------------------------------------------------------
+    def _scan(self, outcome: Outcome, active: BoolArray) -> FloatMatrix:
+        """The scan and the greedy chain; each instance's starting rows for the walkers
+        ``(count, walkers, n_features)``: its best scanned rows, best first."""
+        s = self.settings
+        k = self.columns.size
+        base = outcome.best.copy()
+        base_scores = outcome.scores.copy()
+        starts = np.repeat(outcome.best[:, None, :], s.walkers, axis=1)
+        running = active.copy()
+        for chain in range(s.greedy_steps + 1):
+            idx = np.flatnonzero(running)
+            if idx.size == 0:
+                break
+            owner = np.repeat(idx, k)
+            X = base[owner]
+            rows = np.arange(owner.size)
+            cols = np.tile(self.columns, idx.size)
+            X[rows, cols] = np.tile(self.values, idx.size)
+            moved = X[rows, cols] != base[owner, cols]
+            X, owner = X[moved], owner[moved]
+            scores = self.scorer.score(X, owner)
+            outcome.steps[idx] += 1
+            self._offer(outcome, X, owner, scores)
+            if chain == 0:
+                starts[idx] = self._starts(X, owner, scores, idx, starts[idx])
+            # greedy: the best goal gain per unit of added distance, from each infeasible base
+            gain = scores[:, 0] - base_scores[owner, 0]
+            cost = np.maximum(base_scores[owner, 3] - scores[:, 3], 1e-12)
+            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+            order = np.lexsort((-np.arange(owner.size), ratio, owner))
+            grouped = owner[order]
+            last = order[np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])]
+            take = last[np.isfinite(ratio[last])]
+            base[owner[take]] = X[take]
+            base_scores[owner[take]] = scores[take]
+            gained = np.zeros(self.count, dtype=bool)
+            gained[owner[take]] = True
+            running &= gained & ~feasible(base_scores)
+        return starts
+
+    def _starts(
+        self, X: FloatMatrix, owner: IntArray, scores: FloatMatrix, idx: IntArray, current: FloatMatrix
+    ) -> FloatMatrix:
+        """Per instance of ``idx``: the best scanned row of each of its most promising features,
+        best first (repeated when it has fewer), so its walkers begin in different basins."""
+        walkers = self.settings.walkers
+        d = self.space.n_features
+        column = (self.originals[owner] != X).argmax(axis=1)  # a scan row changes one feature
+        group = owner * d + column
+        picks = best_per_owner(scores, group, self.count * d)
+        picks = picks[picks >= 0]
+        best_owner = owner[picks]
+        order = np.lexsort((picks, *(-scores[picks]).T[::-1], best_owner))  # by owner, best first
+        chosen = picks[order]
+        grouped = best_owner[order]
+        first = np.searchsorted(grouped, idx)
+        size = np.searchsorted(grouped, idx, side="right") - first
+        rank = np.arange(walkers)
+        pick = first[:, None] + rank[None, :] % np.maximum(size[:, None], 1)
+        out = current.copy()
+        has = size > 0
+        out[has] = X[chosen[pick[has]]]
+        return out
+
+    # ---- local search ----------------------------------------------------------------------
+    def _local(self, outcome: Outcome, active: BoolArray, starts: FloatMatrix) -> None:
+        """Tabu search (as the local phase's default acceptor): each walker takes its best move
+        whose features were not touched in its last ``tabu`` steps, unless the move beats its
+        instance's best (aspiration), even when the move is worse than where it stands."""
+        s = self.settings
+        m, w, d = starts.shape
+        starts[:, 0] = outcome.best  # walker 0 starts from the best (the greedy chain's end)
+        current = starts.reshape(m * w, d).copy()
+        walker_owner = np.repeat(np.arange(m), w)
+        tenure = min(max(self.mutable_columns.size // 3, 1), 7, max(self.mutable_columns.size - 1, 0))
+        tabu_until = np.zeros((m * w, d), dtype=np.intp)
+        unimproved = np.zeros(m, dtype=np.intp)
+        steps = np.zeros(m, dtype=np.intp)
+        running = active.copy()
+        while True:
+            done = (feasible(outcome.scores) & (unimproved >= s.stable_steps)) | (unimproved >= s.unimproved_step_limit)
+            running &= ~done & (steps < s.step_limit)
+            idx = np.flatnonzero(running)
+            if idx.size == 0:
+                return
+            walkers = (idx[:, None] * w + np.arange(w)[None, :]).ravel()
+            owner_walker = np.repeat(walkers, s.moves)
+            slot = np.tile(np.arange(s.moves), walkers.size)
+            inst = walker_owner[owner_walker]
+            draws = uniforms(key(self.seeds[inst], _LOCAL, steps[inst], owner_walker % w, slot), 10)
+            base = current[owner_walker]
+            X = self._moves(base, inst, draws)
+            touched = base != X
+            moved = touched.any(axis=1)
+            X, touched, owner_walker, inst = X[moved], touched[moved], owner_walker[moved], inst[moved]
+            scores = self.scorer.score(X, inst)
+            best_before = outcome.scores[inst]
+            improved = self._offer(outcome, X, inst, scores)
+            steps[idx] += 1
+            outcome.steps[idx] += 1
+            unimproved[idx] += 1
+            unimproved[improved] = 0
+            free = ~(touched & (tabu_until[owner_walker] > steps[inst, None])).any(axis=1)
+            ok = free | (compare_to(scores, best_before) > 0)
+            masked = np.where(ok[:, None], scores, -np.inf)
+            picks = best_per_owner(masked, owner_walker, m * w)[walkers]
+            took = picks >= 0
+            took[took] = ok[picks[took]]
+            moved_walkers = walkers[took]
+            chosen = picks[took]
+            current[moved_walkers] = X[chosen]
+            stamp = tabu_until[moved_walkers]
+            np.copyto(stamp, (steps[walker_owner[moved_walkers]] + tenure)[:, None], where=touched[chosen])
+            tabu_until[moved_walkers] = stamp
+
+    def _moves(self, base: FloatMatrix, inst: IntArray, u: FloatMatrix) -> FloatMatrix:
+        """One move from each row of ``base`` (of instance ``inst``), drawn with ``u`` ``(10, n)``:
+        a change (half of them), a revert, a step toward the original, or a shrink of every
+        changed number; a move that needs a changed feature the row lacks becomes a change."""
+        space = self.space
+        X = base.copy()
+        original = self.originals[inst]
+        changed = (original != X) & space.mutable
+        numeric = changed & space.graded
+        n_changed = changed.sum(axis=1)
+        n_numeric = numeric.sum(axis=1)
+        kind = np.searchsorted(np.array([0.5, 0.65, 0.85]), u[0], side="right")  # change, revert, toward, shrink
+        kind = np.where((kind == 1) & (n_changed == 0), 0, kind)
+        kind = np.where((kind >= 2) & (n_numeric == 0), 0, kind)
+        self._change(X, np.flatnonzero(kind == 0), u)
+        for k, mask_of in ((1, changed), (2, numeric)):
+            r = np.flatnonzero(kind == k)
+            if r.size:
+                self._back(X, r, mask_of[r], original[r], u, revert=k == 1)
+        r = np.flatnonzero(kind == 3)
+        if r.size:
+            fraction = (0.02 + 0.58 * u[2, r])[:, None]
+            now_rows = X[r]
+            shrunk = space.to_grid(now_rows + fraction * (original[r] - now_rows), np.arange(space.n_features)[None, :])
+            X[r] = np.where(numeric[r], shrunk, now_rows)
+        return X
+
+    def _change(self, X: FloatMatrix, r: IntArray, draws: FloatMatrix) -> None:
+        """Each of rows ``r`` with one mutable column set to another value: a number by a step on a
+        log scale, a uniform draw or a jump to a split value; a category to any other."""
+        s = self.settings
+        space = self.space
+        u = draws[:, r]
+        size_m = self.mutable_columns.size
+        col = self.mutable_columns[np.minimum((u[1] * size_m).astype(np.intp), size_m - 1)]
+        now = X[r, col]
+        low, high, span, step = space.lower[col], space.upper[col], self.span[col], space.step[col]
+        uniform = low + u[2] * span
+        sign = np.where(u[4] < 0.5, -1.0, 1.0)
+        local = now + sign * s.local_step_scale * span * 10.0 ** (2.0 * u[3] - 2.0)
+        value = np.where(u[5] < s.local_step_ratio, local, uniform)
+        if self._split_values.size:
+            counts = self._split_counts[col]
+            jump = (counts > 0) & (u[6] < s.split_jump_ratio)
+            pick = np.minimum(self._split_offsets[col] + (u[7] * counts).astype(np.intp), self._split_values.size - 1)
+            value = np.where(jump, self._split_values[pick], value)
+        value = space.to_grid(np.clip(value, low, high), col)
+        stuck = (step > 0) & (value == now)  # a step that rounded to nothing: one grid step
+        value = space.to_grid(np.clip(np.where(stuck, now + sign * step, value), low, high), col)
+        size = np.maximum(span + 1.0, 1.0)
+        other = low + np.mod(now - low + 1.0 + np.floor(u[8] * np.maximum(size - 1.0, 1.0)), size)
+        X[r, col] = np.where(space.nominal[col], other, value)
+
+    def _back(
+        self, X: FloatMatrix, r: IntArray, mask: BoolArray, original: FloatMatrix, draws: FloatMatrix, *, revert: bool
+    ) -> None:
+        """Each of rows ``r`` with one of its ``mask`` columns back at the original (``revert``) or
+        part of the way back (fine shaves and big steps alike)."""
+        space = self.space
+        counts = mask.sum(axis=1)
+        listed = np.argsort(~mask, axis=1, kind="stable")
+        nth = np.minimum((draws[9, r] * counts).astype(np.intp), counts - 1)
+        j = listed[np.arange(r.size), nth]
+        target = original[np.arange(r.size), j]
+        if revert:
+            X[r, j] = target
+            return
+        was = X[r, j]
+        moved = space.to_grid(was + 10.0 ** (-2.0 * draws[2, r]) * (target - was), j)
+        step = space.step[j]
+        moved = np.where((step > 0) & (moved == was), was + np.sign(target - was) * step, moved)
+        X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
+
+    # ---- polish ----------------------------------------------------------------------------
+    def _polish(self, outcome: Outcome, active: BoolArray) -> None:
+        """Bisect each changed number of every instance's best between its bracket and the best."""
+        s = self.settings
+        g = s.polish_grid
+        graded = self.graded_columns
+        mutable = self.mutable_columns
+        d = outcome.best.shape[1]
+        fractions = np.arange(1, g) / g
+        bracket = self.originals[:, graded].copy()  # a value known not to do better: the original first
+        running = active & feasible(outcome.scores)
+        per = graded.size * (g - 1) + (g - 1) + mutable.size
+        for _ in range(s.polish_iterations):
+            idx = np.flatnonzero(running)
+            if idx.size == 0:
+                return
+            best = outcome.best[idx]
+            n = idx.size
+            # single numbers: bracket + f * (best - bracket)
+            lo = bracket[idx][:, :, None]
+            hi = best[:, graded][:, :, None]
+            single = self.space.to_grid(lo + fractions[None, None, :] * (hi - lo), graded[None, :, None])
+            block = np.repeat(best[:, None, :], per, axis=1)
+            a = graded.size * (g - 1)
+            cells = block[:, :a].reshape(n, graded.size, g - 1, d)
+            cells[:, np.arange(graded.size), :, graded] = np.moveaxis(single, 1, 0)
+            block[:, :a] = cells.reshape(n, a, d)
+            # all changed numbers together
+            orig = self.originals[idx]
+            together = best[:, None, :] + fractions[None, ::-1, None] * (orig[:, None, :] - best[:, None, :])
+            together = self.space.to_grid(together, np.arange(d)[None, None, :])
+            numeric = np.zeros(d, dtype=bool)
+            numeric[graded] = True
+            block[:, a : a + g - 1] = np.where(numeric[None, None, :], together, block[:, a : a + g - 1])
+            # each change reverted
+            reverts = block[:, a + g - 1 :]
+            reverts[:, np.arange(mutable.size), mutable] = orig[:, mutable]
+            X = block.reshape(n * per, d)
+            owner = np.repeat(idx, per)
+            moved = (best[np.repeat(np.arange(n), per)] != X).any(axis=1)
+            scores = np.full((n * per, outcome.scores.shape[1]), -np.inf)
+            scores[moved] = self.scorer.score(X[moved], owner[moved])
+            outcome.steps[idx] += 1
+            # brackets: per number, the largest fraction that did not reach the goal
+            ok = feasible(scores[:, :])[: n * per].reshape(n, per)[:, :a].reshape(n, graded.size, g - 1)
+            ok |= ~moved.reshape(n, per)[:, :a].reshape(n, graded.size, g - 1)
+            last_bad = np.where(~ok, np.arange(g - 1)[None, None, :], -1).max(axis=2)
+            has = last_bad >= 0
+            new_lo = np.take_along_axis(single, np.maximum(last_bad, 0)[:, :, None], axis=2)[:, :, 0]
+            sub = bracket[idx]
+            sub[has] = new_lo[has]
+            improved = self._offer(outcome, X[moved], owner[moved], scores[moved])
+            # a number the best moved keeps its bracket only if it still lies between
+            moved_cols = outcome.best[idx][:, graded] != best[:, graded]
+            sub = np.where(
+                moved_cols & ((sub - orig[:, graded]) * (outcome.best[idx][:, graded] - sub) < 0), orig[:, graded], sub
+            )
+            bracket[idx] = sub
+            running &= improved

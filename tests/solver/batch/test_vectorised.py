@@ -1,0 +1,217 @@
+"""The vectorised batch engine: every answer checked through the real model, answers independent of
+the block, limits and stops honoured, the threads path where it cannot go, and answers as good as
+the per-row engine's."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from counterplan.planning import ClassGoal
+from counterplan.planning.demo import CATEGORICAL, IMMUTABLE, TARGET
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.batch.run import explain_batch
+from counterplan.solver.batch.vectorised import run_vector_block, vector_refusal
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from counterplan.solver.explainer import Explainer
+from counterplan.solver.vector.draws import key, uniforms
+from counterplan.solver.vector.search import best_per_owner
+
+pytestmark = pytest.mark.unit
+GOAL = [ClassGoal(target=1, confidence=0.7)]
+COLUMNS = [c for c in ("row_id", "status", "valid", "score", "distance", "changed", "changes")]
+
+
+class CountingAdapter(SklearnClassifierAdapter):
+    """The real model, counting the search's calls (the fast path) and the reference calls."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, TARGET)
+        self.calls = 0
+        self.reference_calls = 0
+        self._lock = threading.Lock()
+
+    def predict(self, X: Any, space: Any) -> Any:
+        with self._lock:
+            self.calls += 1
+        return super().predict(X, space)
+
+    def predict_reference(self, X: Any, space: Any) -> Any:
+        with self._lock:
+            self.reference_calls += 1
+        return super().predict_reference(X, space)
+
+
+@pytest.fixture(scope="module")
+def rejected(rejected_loans: pd.DataFrame) -> pd.DataFrame:
+    return rejected_loans.iloc[:24]
+
+
+@pytest.fixture(scope="module")
+def logistic(loan_data: pd.DataFrame) -> Pipeline:
+    features = loan_data.drop(columns=[TARGET])
+    categorical = list(CATEGORICAL)
+    numeric = [c for c in features.columns if c not in categorical]
+    pipe = Pipeline(
+        [
+            (
+                "prep",
+                ColumnTransformer(
+                    [("cat", OneHotEncoder(handle_unknown="ignore"), categorical), ("num", StandardScaler(), numeric)]
+                ),
+            ),
+            ("model", LogisticRegression(max_iter=500)),
+        ]
+    )
+    return pipe.fit(features, loan_data[TARGET])
+
+
+def _real_check(model: Any, frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """The real model's probability of the goal class for each record's proposed row."""
+    proposed = frame[[f"cf_{c}" for c in columns]].copy()
+    proposed.columns = columns
+    return np.asarray(model.predict_proba(proposed)[:, 1])
+
+
+@pytest.mark.parametrize("kind", ["boosting", "logistic"])
+def test_every_answer_is_valid_through_the_real_model(
+    kind: str, loan_data: pd.DataFrame, loan_model: Pipeline, logistic: Pipeline, rejected: pd.DataFrame
+) -> None:
+    model = loan_model if kind == "boosting" else logistic
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = rejected[model.predict(rejected) == 0]
+    frame = explain_batch(explainer, rows, seed=5, vectorised=True)
+    assert frame["row_id"].tolist() == rows.index.tolist()
+    assert frame["valid"].all() and (frame["status"] == "ok").all()
+    columns = list(rows.columns)
+    assert (_real_check(model, frame, columns) >= 0.7).all()
+    for name in IMMUTABLE:  # immutables never move
+        assert (frame[f"cf_{name}"].to_numpy() == rows[name].to_numpy()).all()
+
+
+def test_an_answer_does_not_depend_on_the_block(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
+    together = explain_batch(loan_explainer, rejected, seed=3, vectorised=True)[COLUMNS]
+    alone = pd.concat([explain_batch(loan_explainer, rejected.iloc[[i]], seed=3, vectorised=True) for i in range(6)])[
+        COLUMNS
+    ]
+    pd.testing.assert_frame_equal(together.iloc[:6].reset_index(drop=True), alone.reset_index(drop=True))
+    for window in (5, 7):
+        again = explain_batch(loan_explainer, rejected, seed=3, window=window, vectorised=True)[COLUMNS]
+        pd.testing.assert_frame_equal(together, again)
+    shuffled = explain_batch(loan_explainer, rejected.iloc[::-1], seed=3, vectorised=True)[COLUMNS]
+    pd.testing.assert_frame_equal(together, shuffled.iloc[::-1].reset_index(drop=True))
+
+
+def test_worker_processes_give_the_same_answers(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
+    one = explain_batch(loan_explainer, rejected.iloc[:8], seed=2, window=8, vectorised=True)[COLUMNS]
+    two = explain_batch(loan_explainer, rejected.iloc[:8], seed=2, window=3, workers=2, vectorised=True)[COLUMNS]
+    pd.testing.assert_frame_equal(one, two)
+
+
+def test_answers_are_as_near_as_the_per_row_engines(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
+    ours = explain_batch(loan_explainer, rejected, seed=11, vectorised=True)
+    singles = [loan_explainer.explain(row, seed=row_seed(11, row_id)) for row_id, row in rejected.iterrows()]
+    theirs = np.array([-s.score_levels[3] for s in singles])
+    assert all(s.valid for s in singles) and ours["valid"].all()
+    assert ours["distance"].mean() <= 1.02 * theirs.mean()
+
+
+def test_a_stop_ends_the_search_before_its_next_model_call(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    items = [(i, {str(k): v for k, v in row.items()}) for i, row in rejected.iloc[:6].iterrows()]
+    asked = {"n": 0}
+
+    def stop() -> bool:
+        asked["n"] += 1
+        return adapter.calls >= 3
+
+    records: list[dict[str, Any]] = []
+    adapter.calls = 0
+    run_vector_block(explainer, items, 1, records.append, stop=stop)
+    assert adapter.calls == 3 and asked["n"] >= 1  # the fourth call was not made
+    assert sorted(r["row_id"] for r in records) == [i for i, _ in items]
+    # what it found by then was checked through the real model like any answer
+    assert adapter.reference_calls == 2
+    assert all(r["error"] is None or r["status"] == "not_found" for r in records)
+
+
+def test_a_time_limit_is_kept(loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame) -> None:
+    adapter = CountingAdapter(loan_model)
+    limited = SolverConfig(termination=TerminationConfig(spent_limit_seconds=1e-6))
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=limited)
+    assert vector_refusal(explainer) is None
+    adapter.calls = 0
+    frame = explain_batch(explainer, rejected.iloc[:4], seed=1, vectorised=True)
+    assert adapter.calls == 0  # no search call could end before the limit
+    assert len(frame) == 4 and not frame["valid"].any() and (frame["status"] == "not_found").all()
+
+
+def test_the_threads_path_where_the_vectorised_engine_cannot_go(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    several = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, num_counterfactuals=2)
+    assert "num_counterfactuals" in (vector_refusal(several) or "")
+    exact = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, engine="exact")
+    assert "exact" in (vector_refusal(exact) or "")
+    custom = Explainer(
+        loan_model,
+        loan_data,
+        GOAL,
+        target=TARGET,
+        immutable=IMMUTABLE,
+        config=SolverConfig.model_validate(
+            {"phases": [{"type": "local_search", "termination": {"step_count_limit": 5}}]}
+        ),
+    )
+    assert "custom phases" in (vector_refusal(custom) or "")
+    # those batches still run, on the threads path: the same answers as without asking
+    rows = rejected.iloc[:3]
+    asked = explain_batch(several, rows, seed=4, vectorised=True)[COLUMNS]
+    pd.testing.assert_frame_equal(asked, explain_batch(several, rows, seed=4)[COLUMNS])
+    # a row whose problem the engine cannot score goes to the fallback with its reason
+    region = Explainer(
+        loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, trust_region=TrustRegionSettings()
+    )
+    items = [(i, {str(k): v for k, v in row.items()}) for i, row in rows.iterrows()]
+    handed: list[Any] = []
+    run_vector_block(region, items, 4, lambda r: None, fallback=handed.extend)
+    assert [i for i, _ in handed] == [i for i, _ in items]
+
+
+def test_bad_input_is_refused(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
+    with pytest.raises(ProblemError, match="window"):
+        explain_batch(loan_explainer, rejected, window=0, vectorised=True)
+    bad = rejected.iloc[:3].astype(object)
+    bad.iloc[1, 0] = "not a number"
+    frame = explain_batch(loan_explainer, bad, seed=1, vectorised=True)
+    assert frame["status"].tolist()[1] == "error" and frame["valid"].tolist() == [True, False, True]
+
+
+def test_draws_are_a_function_of_their_coordinates_only() -> None:
+    seeds = np.array([1, 2, 3], dtype=np.uint64)
+    a = uniforms(key(seeds, 5, np.array([0, 1, 2])), 4)
+    b = uniforms(key(seeds[1:2], 5, np.array([1])), 4)
+    assert a.shape == (4, 3) and ((a >= 0) & (a < 1)).all()
+    np.testing.assert_array_equal(a[:, 1:2], b)
+    assert len(np.unique(a)) == a.size
+
+
+def test_the_best_of_each_owner_is_lexicographic_and_first_among_equals() -> None:
+    scores = np.array([[0, 0, 0, -2, -1], [0, 0, 0, -1, -2], [-1, 0, 0, 0, 0], [0, 0, 0, -1, -2], [-3, 0, 0, 0, 0]])
+    owner = np.array([0, 0, 0, 0, 2])
+    np.testing.assert_array_equal(best_per_owner(scores.astype(float), owner, 3), [1, -1, 4])
+    np.testing.assert_array_equal(best_per_owner(scores[::-1].astype(float), owner[::-1], 3), [1, -1, 0])
