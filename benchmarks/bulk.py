@@ -10,10 +10,18 @@ first ``--rows`` (default 1,000) rejected test rows. Ways, each on the same rows
 * ``batch``: ``explain_batch`` in this process (lockstep threads sharing model calls);
 * ``workers 2``: ``explain_batch(workers=2)``;
 * ``ray 2 cpus``: ``explain_batch(ray="auto")`` on a local Ray started with 2 CPUs (left out
-  when ray is not installed).
+  when ray is not installed);
+* ``vector``: ``explain_batch(vectorised=True)``, the vectorised engine (:mod:`counterplan.solver.vector`),
+  in this process;
+* ``vector16``: the same with blocks of 16 rows (its answers must equal ``vector``'s: an answer
+  does not depend on its block);
+* ``vector-workers``: the vectorised engine on 2 worker processes.
 
 Printed per way: rows, instances/s, wall seconds, valid %, mean distance and mean changes over
-valid rows, and how many rows' answers equal the loop's (on the rows both ran). ``--no-fast``
+valid rows, how many rows' answers equal the loop's (on the rows both ran; the vectorised engine
+searches otherwise, so its answers differ), ``vector``'s (for the other vectorised ways), and the
+mean distance of the loop's rows against each way's on the same rows (``dist / loop``, the
+quality bar: at most 1.02). The machine's load (``os.getloadavg``) is printed before and after. ``--no-fast``
 runs the real pipeline at every model call (a model the fast path cannot compile). ``--profile``
 also prints where the in-process batch spends its time (cProfile, top functions by own time)::
 
@@ -27,6 +35,7 @@ import argparse
 import cProfile
 import importlib.util
 import io
+import os
 import pstats
 import sys
 import time
@@ -67,6 +76,12 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
         return explainer.explain_batch(rows, seed=SEED, window=window)
     if way == "workers":
         return explainer.explain_batch(rows, seed=SEED, window=window, workers=2)
+    if way == "vector":
+        return explainer.explain_batch(rows, seed=SEED, window=window, vectorised=True)
+    if way == "vector16":
+        return explainer.explain_batch(rows, seed=SEED, window=16, vectorised=True)
+    if way == "vector-workers":
+        return explainer.explain_batch(rows, seed=SEED, window=window, workers=2, vectorised=True)
     if way == "ray":
         import ray
 
@@ -83,7 +98,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--loop-rows", type=int, default=200)
     parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--ways", default="loop,batch,workers,ray")
+    parser.add_argument("--ways", default="loop,batch,workers,ray,vector,vector16,vector-workers")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument(
         "--no-fast", action="store_true", help="the real pipeline at every model call (no compiled fast path)"
@@ -101,6 +116,7 @@ def main() -> None:
     )
     ways = [w for w in args.ways.split(",") if w != "ray" or importlib.util.find_spec("ray") is not None]
     results: dict[str, tuple[pd.DataFrame, float]] = {}
+    print(f"load before: {os.getloadavg()}", file=sys.stderr, flush=True)
     for way in ways:
         rows = bench.queries.iloc[: args.loop_rows] if way == "loop" else bench.queries
         profiler = cProfile.Profile() if args.profile and way == "batch" else None
@@ -116,19 +132,32 @@ def main() -> None:
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
             print(out.getvalue(), file=sys.stderr)
+    print(f"load after: {os.getloadavg()}", file=sys.stderr, flush=True)
     reference = results.get("loop", (None, 0.0))[0]
-    print("| way | rows | instances/s | wall s | valid % | mean distance | mean changes | same as loop |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    vector = results.get("vector", (None, 0.0))[0]
+    print(
+        "| way | rows | instances/s | x loop | wall s | valid % | mean distance | mean changes | same as loop "
+        "| same as vector | dist / loop |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    loop_speed = len(reference) / results["loop"][1] if reference is not None else float("nan")
     for way, (frame, seconds) in results.items():
         valid = frame[frame["valid"]]
         same: Any = "-"
+        ratio: Any = "-"
         if reference is not None and way != "loop":
             joined = reference.merge(frame, on="row_id", suffixes=("_a", "_b"))
             same = f"{int((joined['score_a'] == joined['score_b']).sum())}/{len(joined)}"
+            ratio = f"{joined['distance_b'].mean() / joined['distance_a'].mean():.4f}"
+        alike: Any = "-"
+        if vector is not None and way.startswith("vector") and way != "vector":
+            joined = vector.merge(frame, on="row_id", suffixes=("_a", "_b"))
+            alike = f"{int((joined['score_a'] == joined['score_b']).sum())}/{len(joined)}"
+        speed = len(frame) / seconds
         print(
-            f"| {way} | {len(frame)} | {len(frame) / seconds:.1f} | {seconds:.1f} | "
+            f"| {way} | {len(frame)} | {speed:.1f} | {speed / loop_speed:.2f} | {seconds:.1f} | "
             f"{100 * frame['valid'].mean():.1f} | {valid['distance'].mean():.3f} | {valid['changed'].mean():.2f} | "
-            f"{same} |"
+            f"{same} | {alike} | {ratio} |"
         )
 
 

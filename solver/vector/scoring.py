@@ -100,6 +100,20 @@ class BlockScorer:
         self.rows_remembered += int(known.sum()) + int(fresh.size - first.size)
         return out
 
+    def distance(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
+        """Soft level 0 of each row without a model call: minus its feature distance."""
+        problem = self.problem
+        original = self.originals[owner]
+        return -feature_distance(
+            X,
+            original,
+            self.nominal,
+            problem.scales,
+            problem.distance.metric,
+            costs=self.costs,
+            change_penalty=problem.distance.change_penalty,
+        )
+
     def _fresh(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
         if self.stop is not None and self.stop():
             raise SearchStoppedError

@@ -4,8 +4,9 @@ bracketing polish, each step one array program over every running instance of a 
 The phases are those of the default solve (:func:`counterplan.solver.local.config.default_phases`):
 
 * **scan**: every mutable feature alone over a grid of its domain and the model's split values,
-  from each instance's base; the greedy chain then takes, per instance still infeasible, the
-  row with the best goal gain per unit of distance and scans again from there;
+  from each instance's base; the greedy chain then takes, per instance whose chain is still
+  infeasible, the row with the best goal gain per unit of distance and scans again from there,
+  leaving out the rows farther than the instance's best feasible row (no model call needed);
 * **local search**: ``walkers`` walkers per instance, started from the scan's best rows, each
   drawing ``moves`` moves per step (numeric steps on a log scale, jumps to split values, category
   changes, reverts, steps toward the original, all changed numbers shrunk together); a walker
@@ -190,8 +191,11 @@ class VectorSearch:
             rows = np.arange(owner.size)
             cols = np.tile(self.columns, idx.size)
             X[rows, cols] = np.tile(self.values, idx.size)
-            moved = X[rows, cols] != base[owner, cols]
-            X, owner = X[moved], owner[moved]
+            keep = X[rows, cols] != base[owner, cols]
+            if chain > 0:  # a row farther than a feasible best cannot beat it: not scored
+                known = feasible(outcome.scores)[owner]
+                keep &= ~known | (self.scorer.distance(X, owner) >= outcome.scores[owner, 3])
+            X, owner = X[keep], owner[keep]
             scores = self.scorer.score(X, owner)
             outcome.steps[idx] += 1
             self._offer(outcome, X, owner, scores)
