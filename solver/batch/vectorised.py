@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from counterplan.planning.calculator import Evaluation, ScoreCalculator
+from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FeatureSpace
@@ -84,7 +85,12 @@ class _Given:
 
 def _checked(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
     """Each row scored by its own problem's calculator, from one real-model call for all of them."""
-    predictions = model.predict_reference(rows, problems[0].space)
+    try:
+        predictions = model.predict_reference(rows, problems[0].space)
+    except ModelAdapterError:
+        raise
+    except Exception:  # the model fails on some row: each row's own calculator finds which
+        return [ScoreCalculator(p).check(rows[i]) for i, p in enumerate(problems)]
     out = []
     for i, problem in enumerate(problems):
         mine = {name: np.asarray(values)[i : i + 1] for name, values in predictions.items()}

@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from counterplan.planning.calculator import FAILED_PREDICTION
 from counterplan.planning.distance import feature_distance
-from counterplan.planning.model_protocol import ModelAdapter
+from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS
 from counterplan.solver.core.protocol import FloatMatrix
@@ -89,7 +90,9 @@ class BlockScorer:
         fresh = np.flatnonzero(~known)
         if fresh.size:
             rows = fresh[first]
-            scores = self._fresh(X[rows], owner[rows])
+            order = np.argsort(owner[rows], kind="stable")  # grouped by instance, for a failing model
+            scores = np.empty((rows.size, LEVELS))
+            scores[order] = self._fresh(X[rows[order]], owner[rows[order]])
             out[fresh] = scores[inverse.reshape(-1)]
             merged = np.concatenate([self._keys, fresh_keys])
             order = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
@@ -119,26 +122,22 @@ class BlockScorer:
             raise SearchStoppedError
         problem = self.problem
         n = X.shape[0]
-        self.model_calls += 1
         self.rows_scored += n
         scores = np.zeros((n, LEVELS))
         failed = np.zeros(n, dtype=bool)
-        try:
-            predictions = self.model.predict(X, self.space)
-        except Exception:  # a model failing on the batch: every row counts as failed
-            predictions = None
         goal = np.zeros(n)
-        if predictions is None:
-            failed[:] = True
-        else:
+        for rows, predictions in self._predict(X, owner):
+            if predictions is None:
+                failed[rows] = True
+                continue
             with np.errstate(invalid="ignore"):
                 for bound in problem.goals:
                     column = np.asarray(predictions[bound.output.name], dtype=np.float64)
                     finite = np.isfinite(column) if column.ndim == 1 else np.isfinite(column).all(axis=1)
-                    failed |= ~finite
-                    goal += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                    failed[rows] |= ~finite
+                    goal[rows] += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
                     if getattr(bound.goal, "confidence", None) is not None:
-                        scores[:, 2] -= bound.below_confidence(column)
+                        scores[rows, 2] -= bound.below_confidence(column)
         scores[:, 0] = -goal
         scores[failed, 0] = FAILED_PREDICTION
         scores[failed, 2] = -1.0
@@ -167,6 +166,42 @@ class BlockScorer:
         scores[:, 4] = -count
         scores += 0.0
         return scores
+
+    def _predict(self, X: FloatMatrix, owner: IntArray) -> list[tuple[slice, Predictions | None]]:
+        """The model's predictions of ``X`` by runs of rows: one call when it answers; when it
+        raises, the rows are halved at an instance's boundary until the instances it fails on are
+        found (their rows count as failed), so one failing instance costs the others nothing and
+        an instance's scores are the same in any block."""
+        out: list[tuple[slice, Predictions | None]] = []
+        pending = [(0, X.shape[0])]
+        while pending:
+            start, stop = pending.pop()
+            self.model_calls += 1
+            predictions: Predictions | None
+            try:
+                predictions = self.model.predict(X[start:stop], self.space)
+            except ModelAdapterError:
+                raise
+            except Exception:  # the model's own failure: find the instances it fails on
+                predictions = None
+            if predictions is not None:
+                out.append((slice(start, stop), predictions))
+                continue
+            cut = _instance_cut(owner, start, stop)
+            if cut is None:
+                out.append((slice(start, stop), None))
+            else:
+                pending += [(cut, stop), (start, cut)]
+        return out
+
+
+def _instance_cut(owner: IntArray, start: int, stop: int) -> int | None:
+    """The instance boundary nearest the middle of rows ``start:stop``; None within one instance."""
+    if owner[start] == owner[stop - 1]:
+        return None
+    boundaries = start + 1 + np.flatnonzero(owner[start + 1 : stop] != owner[start : stop - 1])
+    middle = (start + stop) / 2
+    return int(boundaries[np.argmin(np.abs(boundaries - middle))])
 
 
 def _row_keys(X: FloatMatrix, owner: IntArray) -> npt.NDArray[np.uint64]:

@@ -215,3 +215,33 @@ def test_the_best_of_each_owner_is_lexicographic_and_first_among_equals() -> Non
     owner = np.array([0, 0, 0, 0, 2])
     np.testing.assert_array_equal(best_per_owner(scores.astype(float), owner, 3), [1, -1, 4])
     np.testing.assert_array_equal(best_per_owner(scores[::-1].astype(float), owner[::-1], 3), [1, -1, 0])
+
+
+def test_an_instance_the_model_fails_on_costs_the_others_nothing(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    rows = rejected.iloc[:6]
+    bad = float(rows["income"].iloc[2])
+    spoiled: dict[str, np.ndarray] = {}
+
+    class Failing(CountingAdapter):
+        """Fails on every candidate of the third row's search (not on the row itself)."""
+
+        def predict(self, X: Any, space: Any) -> Any:
+            own = X[:, space.names.index("income")] == bad
+            if "original" in spoiled and np.any(own & (spoiled["original"] != X).any(axis=1)):
+                raise RuntimeError("the scoring service is down for this applicant")
+            return super().predict(X, space)
+
+    explainer = Explainer(Failing(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    third = {str(k): v for k, v in rows.iloc[2].items()}
+    spoiled["original"] = explainer.problem(third).space.original
+    frame = explain_batch(explainer, rows, seed=0, vectorised=True)
+    failed = frame[frame["row_id"] == rows.index[2]].iloc[0]
+    assert failed["status"] == "not_found"
+    others = frame[frame["row_id"] != rows.index[2]]
+    assert others["valid"].all()
+    # the others' answers are the ones they get without the failing row
+    plain = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    without = explain_batch(plain, rows.drop(index=rows.index[2]), seed=0, vectorised=True)
+    pd.testing.assert_frame_equal(others[COLUMNS].reset_index(drop=True), without[COLUMNS].reset_index(drop=True))
