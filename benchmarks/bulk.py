@@ -27,6 +27,7 @@ also prints where the in-process batch spends its time (cProfile, top functions 
 
     .venv/bin/python benchmarks/bulk.py                  # ~2-4 min on 2 cores
     .venv/bin/python benchmarks/bulk.py --rows 300 --ways batch,workers --profile
+    .venv/bin/python benchmarks/bulk.py --dataset heloc --rows 128 --loop-rows 48 --ways loop,vector
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="adult", choices=sorted(DATASETS))
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--loop-rows", type=int, default=200)
     parser.add_argument("--window", type=int, default=64)
@@ -105,7 +107,7 @@ def main() -> None:
     )
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
-    bench = load_bench(DATASETS["adult"], args.data_dir, args.rows)
+    bench = load_bench(DATASETS[args.dataset], args.data_dir, args.rows)
     explainer = Explainer(
         adapt_sklearn(bench.pipe, bench.spec.target, fast=not args.no_fast),
         bench.train,

@@ -3,8 +3,8 @@ cannot go.
 
 :func:`vector_refusal` says, for a whole batch, why the vectorised engine cannot run it (several
 answers, another engine, phases other than the default solve's); :func:`run_vector_block` then
-takes each row it can search (:func:`~counterplan.solver.vector.capability.problem_refusal`, one
-layout per block) and hands the rest to the threads-sharing-calls path
+takes each row it can search (:func:`~counterplan.solver.vector.capability.problem_refusal`; rows of
+one layout are searched together) and hands the rest to the threads-sharing-calls path
 (:func:`counterplan.solver.batch.block.run_block`) with the reason logged.
 
 Every answer is checked through the real model: the block's originals and its bests each take
@@ -111,8 +111,7 @@ def run_vector_block(
     """Solve ``items`` together; the rows the engine cannot search go to ``fallback``."""
     started = time.perf_counter()
     settings = settings or _settings(explainer.config)
-    problems: list[CounterfactualProblem] = []
-    kept: list[Item] = []
+    groups: list[tuple[list[CounterfactualProblem], list[Item]]] = []
     refused: list[Item] = []
     for row_id, row in items:
         own = row_seed(seed, row_id)
@@ -121,20 +120,25 @@ def run_vector_block(
         except Exception as exc:  # a bad row: an error record, the block goes on
             on_record(error_record(row_id, exc, own, time.perf_counter() - started))
             continue
-        reason = problem_refusal(problem) or (same_layout(problem, problems[0]) if problems else None)
+        reason = problem_refusal(problem)
         if reason is not None:
             _log.info("batch.threads_path", row_id=str(row_id), reason=reason)
             refused.append((row_id, row))
             continue
-        problems.append(problem)
-        kept.append((row_id, row))
+        # rows whose domains or kinds differ (a value outside the data's range, a whole number
+        # where others have decimals) are searched in a program of their own layout
+        group = next((g for g in groups if same_layout(problem, g[0][0]) is None), None)
+        if group is None:
+            group = ([], [])
+            groups.append(group)
+        group[0].append(problem)
+        group[1].append((row_id, row))
     if refused:
         if fallback is None:
             raise ValueError("rows the vectorised engine cannot search need a fallback")
         fallback(refused)
-    if not problems:
-        return
-    _solve(explainer, kept, problems, seed, on_record, stop=stop, settings=settings, started=started)
+    for problems, kept in groups:
+        _solve(explainer, kept, problems, seed, on_record, stop=stop, settings=settings, started=started)
 
 
 def _solve(

@@ -24,7 +24,7 @@ from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS
 from counterplan.solver.core.protocol import FloatMatrix
-from counterplan.solver.vector.draws import key
+from counterplan.solver.vector.draws import key, mix
 
 _MAX_GOAL_DISTANCE = 1.0e14
 IntArray = npt.NDArray[np.intp]
@@ -205,9 +205,13 @@ def _instance_cut(owner: IntArray, start: int, stop: int) -> int | None:
 
 
 def _row_keys(X: FloatMatrix, owner: IntArray) -> npt.NDArray[np.uint64]:
-    """A 64-bit key per (instance, row): the row's bits hashed column by column with its owner."""
+    """A 64-bit key per (instance, row): every value's bits hashed with its column at once, the
+    columns' hashes summed with odd weights, then hashed with the owner (a few whole-matrix
+    operations, whatever the number of columns)."""
     bits = np.ascontiguousarray(X + 0.0).view(np.uint64)
-    k = key(owner)
-    for j in range(bits.shape[1]):
-        k = key(k, bits[:, j].view(np.int64))
-    return k
+    d = bits.shape[1]
+    with np.errstate(over="ignore"):
+        columns = mix(np.arange(1, d + 1, dtype=np.uint64)) | np.uint64(1)
+        hashed = mix(bits ^ columns.reshape(1, -1)) * columns.reshape(1, -1)
+        total = np.add.reduce(hashed, axis=1, dtype=np.uint64)
+    return key(owner, total.view(np.int64))

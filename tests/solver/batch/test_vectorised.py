@@ -245,3 +245,20 @@ def test_an_instance_the_model_fails_on_costs_the_others_nothing(
     plain = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
     without = explain_batch(plain, rows.drop(index=rows.index[2]), seed=0, vectorised=True)
     pd.testing.assert_frame_equal(others[COLUMNS].reset_index(drop=True), without[COLUMNS].reset_index(drop=True))
+
+
+def test_rows_of_another_layout_are_searched_in_a_program_of_their_own(
+    loan_explainer: Explainer, loan_data: pd.DataFrame, rejected: pd.DataFrame
+) -> None:
+    rows = rejected.iloc[:6].copy()
+    rows.iloc[1, rows.columns.get_loc("income")] = float(loan_data["income"].max()) * 1.5  # widens its domain
+    first, second = (loan_explainer.problem({str(k): v for k, v in rows.iloc[i].items()}) for i in (0, 1))
+    assert not np.array_equal(first.space.domain_upper, second.space.domain_upper)
+    together = explain_batch(loan_explainer, rows, seed=6, vectorised=True)[COLUMNS]
+    alone = explain_batch(loan_explainer, rows.iloc[[1]], seed=6, vectorised=True)[COLUMNS]
+    pd.testing.assert_frame_equal(together.iloc[[1]].reset_index(drop=True), alone)
+    assert together["valid"].all()
+    handed: list[Any] = []  # none goes to the threads path
+    items = [(i, {str(k): v for k, v in row.items()}) for i, row in rows.iterrows()]
+    run_vector_block(loan_explainer, items, 6, lambda r: None, fallback=handed.extend)
+    assert handed == []
