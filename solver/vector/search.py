@@ -44,7 +44,7 @@ class VectorSettings:
 
     grid_size: int = 24
     greedy_steps: int = 6
-    walkers: int = 8
+    walkers: int = 4
     moves: int = 16
     stable_steps: int = 4
     """A feasible instance stops once its best has not improved for this many steps."""

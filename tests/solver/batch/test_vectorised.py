@@ -221,14 +221,15 @@ def test_an_instance_the_model_fails_on_costs_the_others_nothing(
     loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
     rows = rejected.iloc[:6]
-    bad = float(rows["income"].iloc[2])
+    assert rows["age"].iloc[2] not in set(rows["age"].drop(index=rows.index[2]))  # age is immutable: its mark
+    bad = float(rows["age"].iloc[2])
     spoiled: dict[str, np.ndarray] = {}
 
     class Failing(CountingAdapter):
         """Fails on every candidate of the third row's search (not on the row itself)."""
 
         def predict(self, X: Any, space: Any) -> Any:
-            own = X[:, space.names.index("income")] == bad
+            own = X[:, space.names.index("age")] == bad
             if "original" in spoiled and np.any(own & (spoiled["original"] != X).any(axis=1)):
                 raise RuntimeError("the scoring service is down for this applicant")
             return super().predict(X, space)
