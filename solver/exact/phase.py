@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +36,7 @@ from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.formulation import REACH_TOLERANCE, build
 from counterplan.solver.exact.milp import INF, MilpResult, proof_bound, trivial_bound
 from counterplan.solver.exact.needless import drop_needless_changes
 from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate
@@ -47,6 +47,8 @@ SCORED_NOT_PROVEN = (
     "was found (its needless changes dropped) and is not proven optimal for the scored problem"
 )
 """Why a program's optimum is not called proven when the solve found a better valid answer."""
+DISTANCE_LEVEL = 3
+"""The score's level of the distance (soft level 0, after the three hard levels)."""
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
@@ -147,6 +149,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         epsilon = self.config.goal_epsilon
         retries = 0
         last: _Proof | None = None
+        reach = self._reach(scope)
         while True:
             # a forest's averaged probability meets a goal exactly at the threshold (the score
             # counts it valid): no margin on it, unless the model rejected an answer
@@ -157,17 +160,38 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     probability_epsilon=epsilon if retries else 0.0,
                     margin_scale=WIDER**retries,
                     should_stop=should_stop,
+                    reach=reach if retries == 0 else None,
                 )
             except BuildStopped:
                 if last is None:
                     raise
                 return last  # out of time rebuilding for a retry: the last program's run stands
             report, verified = self._run(phase_scope, formulation, started)
+            if formulation.reach is not None:
+                narrowed = _within_reach(report, formulation.reach)
+                if narrowed is None:  # nothing within reach: the whole program decides
+                    reach = None
+                    if should_stop():
+                        raise BuildStopped("the time limit came before the whole program was solved")
+                    continue
+                report = narrowed
             last = _Proof(formulation, report, verified, retries)
             if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or should_stop():
                 return last
             retries += 1
             epsilon *= WIDER
+
+    def _reach(self, scope: SolverScope) -> float | None:
+        """The warm start's distance, which narrows the program (``build``'s ``reach``): every
+        answer at most that far lies in the narrowed domains. None when it is off
+        (``narrow_to_warm_start``), there is no valid warm start, or an encoding replaces the
+        distance (a scorecard's objective)."""
+        assert scope.problem is not None
+        if not self.config.narrow_to_warm_start or not is_feasible(scope.best_score):
+            return None
+        if isinstance(scope.problem.model, ScorecardAdapter):
+            return None
+        return float(-scope.best_score[DISTANCE_LEVEL])
 
     def _loosened_proof(
         self, phase_scope: PhaseScope, started: float, trivial: float
@@ -294,6 +318,26 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     verified = offer(second.x, final=True) or verified
         score = verified_scores[best_row(np.vstack(verified_scores))] if verified_scores else None
         return _Run(first, nodes, backend, bound, gap, trivial, score), verified
+
+
+def _within_reach(report: _Run, reach: float) -> _Run | None:
+    """The run of a program narrowed to ``reach``, as the whole program's: an optimum at or below
+    the reach is the whole program's optimum; a bound is the whole program's only up to the reach
+    (any solution outside the narrowed domains costs more), so it is capped there. None when the
+    narrowed program has nothing at or below the reach (infeasible, or an optimum above it): the
+    whole program must be solved."""
+    first = report.first
+    limit = reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+    if first.status == "infeasible" or (first.status == "optimal" and first.objective > limit):
+        return None
+    if first.status == "optimal":
+        return report
+    bound = min(report.bound, reach)
+    objective = first.objective
+    gap = report.gap
+    if first.x is not None and objective != 0.0:
+        gap = abs(objective - bound) / abs(objective)
+    return replace(report, bound=bound, gap=gap)
 
 
 @dataclass(frozen=True)
