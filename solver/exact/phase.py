@@ -29,9 +29,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from counterplan.planning.score import best_row, is_better, is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import TREE_ENSEMBLES, final_estimator, kind_name
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
@@ -64,15 +66,28 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             scope.answer_set = None
 
     def _backend(self, scope: SolverScope) -> ExactPhaseConfig:
-        """The configuration with ``auto`` resolved for this problem: a credit scorecard goes to
-        OR-Tools' SCIP when it is installed (optbinning brings it). Measured on heloc's 12-variable
-        scorecard with the paper's objective (236 variables, 106 binaries, 636 rows): SCIP 0.26 s
-        (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both proven, the same optimum."""
+        """The configuration with ``auto`` resolved for this problem, by measurement: a credit
+        scorecard and tree ensembles go to OR-Tools' SCIP when it is installed (optbinning brings
+        it); linear models and networks to HiGHS. (SCIP through pywraplp reports its incumbent
+        once, at the end: a tree program streams no intermediate answers.)
+
+        Measured on heloc's 12-variable scorecard with the paper's objective (236 variables, 106
+        binaries, 636 rows): SCIP 0.26 s (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both
+        proven, the same optimum. On 100-tree depth-6 forests (``benchmarks/exact_trees.py``,
+        the program narrowed to local search's distance, 30 s limit): adult, SCIP proved 3 of 3
+        rows (2.8-10.5 s), HiGHS 2 of 3 (0.7-29.7 s); 100-tree boosting on heloc, median 0.58 s
+        against HiGHS's 1.57 s, as fast on adult and compas (``docs/benchmarks/engines.md``)."""
         from counterplan.solver.exact import ortools_backend  # noqa: PLC0415
 
         config = self.config
-        scorecard = scope.problem is not None and isinstance(scope.problem.model, ScorecardAdapter)
-        if config.backend == "auto" and scorecard and ortools_backend.available() is None:
+        if config.backend != "auto" or scope.problem is None:
+            return config
+        model = scope.problem.model
+        scip = isinstance(model, ScorecardAdapter) or (
+            isinstance(model, SklearnClassifierAdapter | SklearnRegressorAdapter)
+            and kind_name(final_estimator(model.model)) in TREE_ENSEMBLES
+        )
+        if scip and ortools_backend.available() is None:
             return config.model_copy(update={"backend": "ortools"})
         return config
 

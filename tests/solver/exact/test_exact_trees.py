@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
 from counterplan.planning.calculator import ScoreCalculator
@@ -192,3 +193,20 @@ def test_a_reach_below_the_optimum_sends_the_phase_to_the_whole_program(monkeypa
 
 def _run(result: Any) -> Any:
     return phase._Run(result, result.nodes, "HiGHS", result.bound, result.gap, 0.0, None)
+
+
+@pytest.mark.parametrize(
+    ("model", "solver"),
+    [
+        (MODELS["random forest"], "SCIP"),
+        (MODELS["gradient boosting"], "SCIP"),
+        (lambda: LogisticRegression(max_iter=1000), "HiGHS"),
+    ],
+)
+def test_auto_takes_scip_for_tree_ensembles_and_highs_for_linear_models(model: Any, solver: str) -> None:
+    """The backend chosen per model family by measurement (``benchmarks/exact_trees.py``)."""
+    pytest.importorskip("ortools")
+    result = explain(_problem(model()), engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.proven and result.valid
+    assert exact.backend.startswith(solver), exact.backend
