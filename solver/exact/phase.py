@@ -7,6 +7,12 @@ the second, among answers within the first's optimum (to a 1e-9 relative toleran
 of changed features (soft level 1). Both answers are scored by the real model and the better
 score is kept, so rounding in the second program can never make the answer worse.
 
+With a valid warm start the first program is built narrowed to its distance
+(``narrow_to_warm_start``, :func:`~counterplan.solver.exact.formulation.build`'s ``reach``): an
+optimum at or below it is the whole program's, a bound is capped at it, and when the narrowed
+program has nothing at or below it the whole program is built and solved
+(:func:`_within_reach`).
+
 An answer the program calls valid but the real model rejects (a borderline rounding) is not
 returned as valid: the programs are solved again with every goal and threshold margin a hundred
 times wider, at most twice; the report says how many such retries there were.
@@ -75,8 +81,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         binaries, 636 rows): SCIP 0.26 s (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both
         proven, the same optimum. On 100-tree depth-6 forests (``benchmarks/exact_trees.py``,
         the program narrowed to local search's distance, 30 s limit): adult, SCIP proved 3 of 3
-        rows (2.8-10.5 s), HiGHS 2 of 3 (0.7-29.7 s); 100-tree boosting on heloc, median 0.58 s
-        against HiGHS's 1.57 s, as fast on adult and compas (``docs/benchmarks/engines.md``)."""
+        rows in 1.8-2.9 s, HiGHS in 0.4-18.2 s; 100-tree boosting on heloc, median 1.06 s against
+        HiGHS's 2.9 s, about 0.1 s slower on adult's and compas's small programs (loading them
+        through pywraplp) (``docs/benchmarks/engines.md``)."""
         from counterplan.solver.exact import ortools_backend  # noqa: PLC0415
 
         config = self.config
