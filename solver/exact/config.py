@@ -30,6 +30,12 @@ class ExactPhaseConfig(PhaseConfig):
     lexicographic: bool = True
     """Then minimise the number of changed features among the answers at the optimal distance
     (the score's second soft level), as a second program."""
+    narrow_to_warm_start: bool = True
+    """Narrow the program to the warm start's distance: a feature whose change alone costs more
+    is fixed, a number's range cut to what that distance allows, and the tree splits outside it
+    decided while building (their subtrees dropped). An optimum within that distance is the
+    whole program's; otherwise the whole program is solved. On 100-tree forests this shrinks
+    the program several times over (``docs/benchmarks/engines.md``)."""
     backend: Literal["auto", "highs", "ortools"] = "auto"
     """The MILP solver: ``highs`` (highspy, the ``exact`` extra), ``ortools`` (OR-Tools, which
     the ``scorecard`` extra brings: SCIP through it, which takes the warm start and stops when

@@ -38,6 +38,7 @@ from counterplan.solver.exact.encoders.trust_region import check_trust_region, e
 from counterplan.solver.exact.inputs import model_inputs
 from counterplan.solver.exact.milp import INF, Expr, Milp, add
 from counterplan.solver.exact.program import (
+    Domains,
     FeatureVars,
     Formulation,
     Lin,
@@ -56,16 +57,30 @@ def build(
     *,
     milp: Milp | None = None,
     should_stop: Callable[[], bool] | None = None,
+    interval_distance: bool = True,
+    reach: float | None = None,
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
     of answers solved at once, :mod:`counterplan.solver.exact.answer_set`). ``should_stop`` is
     asked between trees and layers: when it says stop,
     :class:`~counterplan.solver.exact.program.BuildStopped` is raised (the
-    building counts against the phase's time limit)."""
+    building counts against the phase's time limit). ``interval_distance`` False writes a tree
+    ensemble's distance cuts one row per threshold, as before the interval rows (a benchmark's
+    comparison: :attr:`~counterplan.solver.exact.program.Formulation.interval_distance`).
+
+    ``reach``, an objective some answer is known to reach (the warm start's distance), narrows
+    every feature to the values it can take in a solution at most that far: a feature whose
+    change alone costs more is fixed, a number's range is cut to the distance left after its
+    change penalty. A tree split outside the narrowed range is then decided while building, and
+    its subtree dropped (:func:`narrowed_domains`). Every solution with objective at most
+    ``reach`` is kept, so an optimum at or below it is the whole program's; above it, or none,
+    the caller must solve the program again without ``reach``
+    (:class:`~counterplan.solver.exact.phase.ExactPhase` does)."""
     check_problem(problem)
     milp = Milp() if milp is None else milp
-    features = [_feature(milp, problem, j) for j in range(problem.space.n_features)]
+    domains = Domains.of(problem) if reach is None else narrowed_domains(problem, reach)
+    features = [_feature(milp, problem, j, domains) for j in range(problem.space.n_features)]
     distance: Expr = {}
     changes: Expr = {}
     space = problem.space
@@ -85,6 +100,9 @@ def build(
     formulation = Formulation(problem, milp, features, Output(({}, 0.0), "value", ""), distance, changes)
     formulation.margin_scale = margin_scale
     formulation.should_stop = should_stop
+    formulation.domains = domains
+    formulation.reach = reach
+    formulation.interval_distance = interval_distance
     formulation.check_stop()
     formulation.output = encode_model(formulation)
     formulation.check_stop()
@@ -113,11 +131,45 @@ def check_problem(problem: CounterfactualProblem) -> None:
         raise NotEncodableError("the exact engine takes one goal")
 
 
-def _feature(milp: Milp, problem: CounterfactualProblem, j: int) -> FeatureVars:
+REACH_TOLERANCE = 1e-7
+"""Relative slack on ``reach`` (and its absolute counterpart below): rounding in the distance's
+terms must never cut off a solution at the reach itself."""
+
+
+def narrowed_domains(problem: CounterfactualProblem, reach: float) -> Domains:
+    """The domains of the solutions whose objective (the distance: a sum of non-negative terms
+    per feature) is at most ``reach``: a changed feature costs its change weight plus, for a
+    number, ``cost / scale`` per unit of change, so a number moves at most
+    ``(reach - weight) * scale / cost`` either way; a feature whose weight alone is more than
+    ``reach`` keeps its original (its range shrinks to it)."""
+    space = problem.space
+    domains = Domains.of(problem)
+    limit = reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+    penalty = problem.distance.change_penalty
+    for j in range(space.n_features):
+        cost = float(space.costs[j])
+        o = float(space.original[j])
+        if cost <= 0.0 or not space.lower[j] <= o <= space.upper[j]:
+            continue  # free to move, or an original outside its domain: left as it is
+        weight = cost * ((0.0 if space.graded[j] else 1.0) + penalty)
+        if weight > limit:
+            domains.lower[j] = domains.upper[j] = o
+            continue
+        if isinstance(space.features[j], CategoricalFeature | BooleanFeature):
+            continue
+        span = (limit - weight) * float(problem.scales[j]) / cost
+        domains.lower[j] = max(domains.lower[j], o - span)
+        domains.upper[j] = min(domains.upper[j], o + span)
+        domains.grid_lower[j] = max(domains.grid_lower[j], o - span)
+        domains.grid_upper[j] = min(domains.grid_upper[j], o + span)
+    return domains
+
+
+def _feature(milp: Milp, problem: CounterfactualProblem, j: int, domains: Domains) -> FeatureVars:
     space = problem.space
     feature = space.features[j]
     o = float(space.original[j])
-    low, high = float(space.lower[j]), float(space.upper[j])
+    low, high = float(domains.lower[j]), float(domains.upper[j])
     name = feature.name
     categorical = isinstance(feature, CategoricalFeature | BooleanFeature)
     if not feature.mutable or low == high or space.missing[j]:
@@ -142,19 +194,14 @@ def _feature(milp: Milp, problem: CounterfactualProblem, j: int) -> FeatureVars:
     changed = milp.binary(f"changed[{name}]")
     distance = milp.var(f"distance[{name}]", 0.0, max(high - o, o - low, 0.0))
     if j in space.allowed:
-        grid = space.allowed[j]
-        picks = [milp.binary(f"{name}={v:g}") for v in grid]
-        milp.row(dict.fromkeys(picks, 1.0), 1.0, 1.0)
-        value: Lin = (dict(zip(picks, map(float, grid), strict=True)), 0.0)
-        home = [p for p, v in zip(picks, grid, strict=True) if v == o]
-        milp.row({changed: 1.0, home[0]: 1.0}, 1.0, 1.0)
-        _distance_rows(milp, value, o, distance)
-        return FeatureVars(j, value, changed=changed, distance=distance, allowed=(picks, grid))
+        return _allowed_values(milp, problem, j, (low, high), (changed, distance))
     per_unit = float(space.grid_scale[j])
     if per_unit > 0:
-        lo_steps = math.ceil(float(space.grid_lower[j]) * per_unit - 1e-9)
-        hi_steps = math.floor(float(space.grid_upper[j]) * per_unit + 1e-9)
+        lo_steps = math.ceil(float(domains.grid_lower[j]) * per_unit - 1e-9)
+        hi_steps = math.floor(float(domains.grid_upper[j]) * per_unit + 1e-9)
         on_grid = abs(round(o * per_unit) - o * per_unit) < 1e-9
+        if not on_grid and lo_steps > hi_steps:  # no grid value within reach: the original stays
+            return _constant(problem, j)
         if on_grid:
             steps = milp.var(f"{name}/step", lo_steps, hi_steps, integer=True)
             value = ({steps: 1.0 / per_unit}, 0.0)
@@ -175,6 +222,28 @@ def _feature(milp: Milp, problem: CounterfactualProblem, j: int) -> FeatureVars:
     _changed_rows(milp, value, o, low, high, changed)
     _distance_rows(milp, value, o, distance)
     return FeatureVars(j, value, changed=changed, distance=distance)
+
+
+def _allowed_values(
+    milp: Milp, problem: CounterfactualProblem, j: int, domain: tuple[float, float], variables: tuple[int, int]
+) -> FeatureVars:
+    """A number of allowed values: one indicator each (those outside ``domain``, out of reach, at 0)."""
+    space = problem.space
+    name = space.features[j].name
+    o = float(space.original[j])
+    low, high = domain
+    changed, distance = variables
+    grid = space.allowed[j]
+    picks = [milp.binary(f"{name}={v:g}") for v in grid]
+    for pick, v in zip(picks, grid, strict=True):
+        if not low <= v <= high:  # out of reach (the space's allowed values lie in its range)
+            milp.upper[pick] = 0.0
+    milp.row(dict.fromkeys(picks, 1.0), 1.0, 1.0)
+    value: Lin = (dict(zip(picks, map(float, grid), strict=True)), 0.0)
+    home = [p for p, v in zip(picks, grid, strict=True) if v == o]
+    milp.row({changed: 1.0, home[0]: 1.0}, 1.0, 1.0)
+    _distance_rows(milp, value, o, distance)
+    return FeatureVars(j, value, changed=changed, distance=distance, allowed=(picks, grid))
 
 
 def _model_values(feature: Any) -> list[Any]:

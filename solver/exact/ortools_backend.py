@@ -40,12 +40,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
+from counterplan.solver.core.abandoned import abandon
+from counterplan.solver.exact.highs import GRACE, MissingSolverError, quiet_stdout
 from counterplan.solver.exact.milp import Milp, MilpResult
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
@@ -185,31 +187,62 @@ def solve_described(
     )
     if start is not None and name != "HIGHS":  # HiGHS: SetHint crashes OR-Tools 9.15 (a segfault)
         solver.SetHint(variables, [float(v) for v in start])
-    done = threading.Event()
-    watcher = None
-    if should_stop is not None and name != "HIGHS":  # HiGHS: InterruptSolve() does nothing
-
-        def watch() -> None:
-            while not done.wait(POLL_SECONDS):
-                if should_stop():
-                    solver.InterruptSolve()
-                    return
-
-        watcher = threading.Thread(target=watch, name="ortools-stop", daemon=True)
-        watcher.start()
     started = time.perf_counter()
-    try:
-        with _highs_banner() if name == "HIGHS" else contextlib.nullcontext():
-            status = solver.Solve(params)
-    finally:
-        done.set()
-        if watcher is not None:
-            watcher.join()
+    if name == "HIGHS":  # InterruptSolve() does nothing there: its own time limit only
+        with _highs_banner():
+            status: int | None = solver.Solve(params)
+    else:
+        deadline = None if time_limit is None else started + time_limit
+        status = _watched(solver, params, deadline, should_stop)
+    if status is None:  # abandoned: past its time (or a stop) and still running
+        stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
+        return replace(stopped, seconds=time.perf_counter() - started), describe(name, solver)
     seconds = time.perf_counter() - started
     result = _result(pywraplp, solver, milp, variables, status=status, seconds=seconds)
     if on_incumbent is not None and result.x is not None:
         on_incumbent(result.x, result.objective - milp.objective_offset)  # as HiGHS reports it
     return result, describe(name, solver)
+
+
+def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Callable[[], bool] | None) -> int | None:
+    """``solver.Solve(params)`` in a thread of its own, interrupted when ``should_stop`` says
+    stop; its status, or None when it was abandoned: still running :data:`GRACE` seconds after
+    ``deadline`` or after the stop. SCIP checks its clock and the interrupt between its own
+    steps only (a presolve round, a node): on a 100-tree forest under load one of them overran a
+    3 s limit by more than a second. An abandoned solve goes on in its thread until SCIP next
+    looks (the solver object stays with it), and nobody reads its solution."""
+    if deadline is None and should_stop is None:
+        return int(solver.Solve(params))
+    done = threading.Event()
+    outcome: list[int] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(int(solver.Solve(params)))
+        except BaseException as exc:  # raised again in the caller's thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, name="counterplan-ortools", daemon=True)
+    thread.start()
+    stop_asked: float | None = None
+    while not done.wait(POLL_SECONDS):
+        now = time.perf_counter()
+        if stop_asked is None and should_stop is not None and should_stop():
+            stop_asked = now
+            solver.InterruptSolve()
+        late = (deadline is not None and now >= deadline + GRACE) or (
+            stop_asked is not None and now >= stop_asked + GRACE
+        )
+        if late:
+            solver.InterruptSolve()
+            abandon(thread)  # an exit waits for it; a server's shutdown does not
+            return None
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _load(solver: Any, milp: Milp) -> list[Any]:

@@ -7,6 +7,12 @@ the second, among answers within the first's optimum (to a 1e-9 relative toleran
 of changed features (soft level 1). Both answers are scored by the real model and the better
 score is kept, so rounding in the second program can never make the answer worse.
 
+With a valid warm start the first program is built narrowed to its distance
+(``narrow_to_warm_start``, :func:`~counterplan.solver.exact.formulation.build`'s ``reach``): an
+optimum at or below it is the whole program's, a bound is capped at it, and when the narrowed
+program has nothing at or below it the whole program is built and solved
+(:func:`_within_reach`).
+
 An answer the program calls valid but the real model rejects (a borderline rounding) is not
 returned as valid: the programs are solved again with every goal and threshold margin a hundred
 times wider, at most twice; the report says how many such retries there were.
@@ -24,19 +30,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from counterplan.planning.score import best_row, is_better, is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import TREE_ENSEMBLES, final_estimator, kind_name
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.formulation import REACH_TOLERANCE, build
 from counterplan.solver.exact.milp import INF, MilpResult, proof_bound, trivial_bound
 from counterplan.solver.exact.needless import drop_needless_changes
 from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate
@@ -47,6 +55,8 @@ SCORED_NOT_PROVEN = (
     "was found (its needless changes dropped) and is not proven optimal for the scored problem"
 )
 """Why a program's optimum is not called proven when the solve found a better valid answer."""
+DISTANCE_LEVEL = 3
+"""The score's level of the distance (soft level 0, after the three hard levels)."""
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
@@ -62,15 +72,29 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             scope.answer_set = None
 
     def _backend(self, scope: SolverScope) -> ExactPhaseConfig:
-        """The configuration with ``auto`` resolved for this problem: a credit scorecard goes to
-        OR-Tools' SCIP when it is installed (optbinning brings it). Measured on heloc's 12-variable
-        scorecard with the paper's objective (236 variables, 106 binaries, 636 rows): SCIP 0.26 s
-        (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both proven, the same optimum."""
+        """The configuration with ``auto`` resolved for this problem, by measurement: a credit
+        scorecard and tree ensembles go to OR-Tools' SCIP when it is installed (optbinning brings
+        it); linear models and networks to HiGHS. (SCIP through pywraplp reports its incumbent
+        once, at the end: a tree program streams no intermediate answers.)
+
+        Measured on heloc's 12-variable scorecard with the paper's objective (236 variables, 106
+        binaries, 636 rows): SCIP 0.26 s (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both
+        proven, the same optimum. On 100-tree depth-6 forests (``benchmarks/exact_trees.py``,
+        the program narrowed to local search's distance, 30 s limit): adult, SCIP proved 3 of 3
+        rows in 1.8-2.9 s, HiGHS in 0.4-18.2 s; 100-tree boosting on heloc, median 1.06 s against
+        HiGHS's 2.9 s, about 0.1 s slower on adult's and compas's small programs (loading them
+        through pywraplp) (``docs/benchmarks/engines.md``)."""
         from counterplan.solver.exact import ortools_backend  # noqa: PLC0415
 
         config = self.config
-        scorecard = scope.problem is not None and isinstance(scope.problem.model, ScorecardAdapter)
-        if config.backend == "auto" and scorecard and ortools_backend.available() is None:
+        if config.backend != "auto" or scope.problem is None:
+            return config
+        model = scope.problem.model
+        scip = isinstance(model, ScorecardAdapter) or (
+            isinstance(model, SklearnClassifierAdapter | SklearnRegressorAdapter)
+            and kind_name(final_estimator(model.model)) in TREE_ENSEMBLES
+        )
+        if scip and ortools_backend.available() is None:
             return config.model_copy(update={"backend": "ortools"})
         return config
 
@@ -147,6 +171,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         epsilon = self.config.goal_epsilon
         retries = 0
         last: _Proof | None = None
+        reach = self._reach(scope)
         while True:
             # a forest's averaged probability meets a goal exactly at the threshold (the score
             # counts it valid): no margin on it, unless the model rejected an answer
@@ -157,17 +182,38 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     probability_epsilon=epsilon if retries else 0.0,
                     margin_scale=WIDER**retries,
                     should_stop=should_stop,
+                    reach=reach if retries == 0 else None,
                 )
             except BuildStopped:
                 if last is None:
                     raise
                 return last  # out of time rebuilding for a retry: the last program's run stands
             report, verified = self._run(phase_scope, formulation, started)
+            if formulation.reach is not None:
+                narrowed = _within_reach(report, formulation.reach)
+                if narrowed is None:  # nothing within reach: the whole program decides
+                    reach = None
+                    if should_stop():
+                        raise BuildStopped("the time limit came before the whole program was solved")
+                    continue
+                report = narrowed
             last = _Proof(formulation, report, verified, retries)
             if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or should_stop():
                 return last
             retries += 1
             epsilon *= WIDER
+
+    def _reach(self, scope: SolverScope) -> float | None:
+        """The warm start's distance, which narrows the program (``build``'s ``reach``): every
+        answer at most that far lies in the narrowed domains. None when it is off
+        (``narrow_to_warm_start``), there is no valid warm start, or an encoding replaces the
+        distance (a scorecard's objective)."""
+        assert scope.problem is not None
+        if not self.config.narrow_to_warm_start or not is_feasible(scope.best_score):
+            return None
+        if isinstance(scope.problem.model, ScorecardAdapter):
+            return None
+        return float(-scope.best_score[DISTANCE_LEVEL])
 
     def _loosened_proof(
         self, phase_scope: PhaseScope, started: float, trivial: float
@@ -294,6 +340,26 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     verified = offer(second.x, final=True) or verified
         score = verified_scores[best_row(np.vstack(verified_scores))] if verified_scores else None
         return _Run(first, nodes, backend, bound, gap, trivial, score), verified
+
+
+def _within_reach(report: _Run, reach: float) -> _Run | None:
+    """The run of a program narrowed to ``reach``, as the whole program's: an optimum at or below
+    the reach is the whole program's optimum; a bound is the whole program's only up to the reach
+    (any solution outside the narrowed domains costs more), so it is capped there. None when the
+    narrowed program has nothing at or below the reach (infeasible, or an optimum above it): the
+    whole program must be solved."""
+    first = report.first
+    limit = reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+    if first.status == "infeasible" or (first.status == "optimal" and first.objective > limit):
+        return None
+    if first.status == "optimal":
+        return report
+    bound = min(report.bound, reach)
+    objective = first.objective
+    gap = report.gap
+    if first.x is not None and objective != 0.0:
+        gap = abs(objective - bound) / abs(objective)
+    return replace(report, bound=bound, gap=gap)
 
 
 @dataclass(frozen=True)

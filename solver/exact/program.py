@@ -45,6 +45,29 @@ class BuildStopped(Exception):  # noqa: N818 - a signal, not an error
     ensemble takes seconds to encode, and that time counts against the limit."""
 
 
+@dataclass(frozen=True)
+class Domains:
+    """Each feature's range and its grid's ends, as the program states them: the space's, or
+    narrower where the warm start's distance bounds how far a feature can move
+    (:func:`counterplan.solver.exact.formulation.build`'s ``reach``)."""
+
+    lower: FloatArray
+    upper: FloatArray
+    grid_lower: FloatArray
+    grid_upper: FloatArray
+
+    @classmethod
+    def of(cls, problem: CounterfactualProblem) -> Domains:
+        """The space's own domains."""
+        space = problem.space
+        return cls(
+            np.asarray(space.lower, dtype=np.float64).copy(),
+            np.asarray(space.upper, dtype=np.float64).copy(),
+            np.asarray(space.grid_lower, dtype=np.float64).copy(),
+            np.asarray(space.grid_upper, dtype=np.float64).copy(),
+        )
+
+
 @dataclass
 class FeatureVars:
     """One feature's variables: its encoded value, and what the model reads of it."""
@@ -117,9 +140,26 @@ class Formulation:
     inputs: ModelInputs | None = None
     fills: list[Callable[[FloatArray, FloatArray], None]] = field(default_factory=list)
     """Set auxiliary variables in a warm start ``(x, row)`` from the values already in ``x``."""
+    domains: Domains | None = None
+    """The domains the program states (None: the space's); see :attr:`domain`."""
+    reach: float | None = None
+    """The objective the program was narrowed for (None: not narrowed): every solution whose
+    objective is at most this lies in :attr:`domains`, so an optimum at or below it is the whole
+    program's optimum."""
+    interval_distance: bool = True
+    """Tree ensembles: each feature's distance bounded over its threshold intervals, one row per
+    feature (the relaxation's convex hull); False, one weaker row per threshold (the encoding
+    before it, kept for the benchmark that compares them, ``benchmarks/exact_trees.py``)."""
     should_stop: Callable[[], bool] | None = None
     """The phase's stop check (its time limit, a stop request), asked between the costly parts of
     the building (each tree, each layer); see :meth:`check_stop`."""
+
+    @property
+    def domain(self) -> Domains:
+        """The domains the program states (the space's unless narrowed)."""
+        if self.domains is None:
+            self.domains = Domains.of(self.problem)
+        return self.domains
 
     def check_stop(self) -> None:
         """Raise :class:`BuildStopped` when the phase must stop: the building is abandoned."""
@@ -231,6 +271,7 @@ def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: Fl
 
 __all__ = [
     "BuildStopped",
+    "Domains",
     "FeatureVars",
     "Formulation",
     "Lin",

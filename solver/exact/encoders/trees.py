@@ -34,6 +34,10 @@ from counterplan.solver.exact.program import FeatureVars, Formulation, Lin, Mode
 
 FloatArray = npt.NDArray[np.float64]
 
+Side = tuple[float, int, float]
+"""A threshold on one side of a feature's original: (sort key, nearest first; its binary; the
+distance from the original to the threshold's far side)."""
+
 
 def encode_trees(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray) -> Output:
     """A tree ensemble's output (its trees read by :func:`~counterplan.planning.structure.trees.read_ensemble`)."""
@@ -182,7 +186,8 @@ class _TreeEncoder:
         (True: above) with the value held out of the margin."""
         space = self.space
         milp = self.milp
-        low, high = float(space.lower[j]), float(space.upper[j])
+        domain = self.formulation.domain
+        low, high = float(domain.lower[j]), float(domain.upper[j])
         terms, constant = self.formulation.features[j].value
         always_left = t > high if strict else t >= high
         always_right = t <= low if strict else t < low
@@ -223,8 +228,9 @@ class _TreeEncoder:
             return None
         last_left = window[rights.index(True) - 1]
         space = self.space
-        low = math.ceil(float(space.grid_lower[f.index]) * per_unit - 1e-9)
-        high = math.floor(float(space.grid_upper[f.index]) * per_unit + 1e-9)
+        domain = self.formulation.domain
+        low = math.ceil(float(domain.grid_lower[f.index]) * per_unit - 1e-9)
+        high = math.floor(float(domain.grid_upper[f.index]) * per_unit + 1e-9)
         original_right = not tree.goes_left(node, a * float(space.original[f.index]) + b)
         if f.stay is None and last_left >= high:
             return False
@@ -265,25 +271,73 @@ class _TreeEncoder:
 
 def _crossing_rows(formulation: Formulation) -> None:
     """Valid inequalities that tighten the relaxation: crossing a threshold away from the
-    original changes the feature and costs at least the distance to the threshold's far side.
-    (The big-M rows imply both for integral values; the relaxation learns them only from these.)"""
+    original changes the feature, and the feature's distance is at least the distance to the far
+    side of the farthest threshold crossed, written over the threshold intervals (OCEAN's
+    piecewise distance): ``distance >= sum_k c_k x_k`` over the thresholds above the original,
+    ``c_k`` the extra distance from the previous one to this one, and likewise below. With the
+    thresholds' order (a higher one implies a lower one) the sum is, at every integral point,
+    the distance to the last threshold crossed; in the relaxation it is the convex hull's, where
+    one row per threshold (``distance >= c x_k``) let a fractional solution cross many thresholds
+    partly for the price of one. (The big-M rows imply all of it for integral values; the
+    relaxation learns it only from these.)"""
+    sides = _sides(formulation)
+    if not formulation.interval_distance:
+        _threshold_rows(formulation, sides)
+        return
+    for j, (up, down) in sides.items():
+        distance = formulation.features[j].distance
+        if distance is None:
+            continue
+        terms: Expr = {distance: 1.0}
+        constant = 0.0
+        for side, sign in ((up, 1.0), (down, -1.0)):
+            reach = 0.0
+            for _, var, far in sorted(side):  # nearest first
+                step = max(far, reach) - reach
+                reach += step
+                if step > 0.0:
+                    terms[var] = terms.get(var, 0.0) - sign * step
+                    constant += step if sign < 0 else 0.0
+        if len(terms) > 1:  # distance - up_sum - down_sum(1 - x) >= 0
+            formulation.milp.row(terms, constant, INF)
+
+
+def _sides(formulation: Formulation) -> dict[int, tuple[list[Side], list[Side]]]:
+    """Per changeable feature, its thresholds above the original and below it; and the rows
+    that say crossing one changes the feature."""
     milp = formulation.milp
     space = formulation.problem.space
-    for var, j, _ in formulation.thresholds:
+    sides: dict[int, tuple[list[Side], list[Side]]] = {}
+    for var, j, key in formulation.thresholds:
         f = formulation.features[j]
         if f.changed is None:
             continue
         below, above = formulation.bands[var]
         o = float(space.original[j])
         right = formulation.original_sides.get(var, o > (below + above) / 2.0)
+        up, down = sides.setdefault(j, ([], []))
         if not right:  # the original lies below: var = 1 means a change up to `above` at least
             milp.row({var: 1.0, f.changed: -1.0}, -INF, 0.0)
-            if f.distance is not None and above > o:
-                milp.row({f.distance: 1.0, var: -(above - o)}, 0.0, INF)
+            up.append((key, var, above - o))
         else:  # the original lies above: var = 0 means a change down to `below` at least
             milp.row({var: -1.0, f.changed: -1.0}, -INF, -1.0 + 0.0)
-            if f.distance is not None and o > below:
-                milp.row({f.distance: 1.0, var: (o - below)}, o - below, INF)
+            down.append((-key, var, o - below))
+    return sides
+
+
+def _threshold_rows(formulation: Formulation, sides: dict[int, tuple[list[Side], list[Side]]]) -> None:
+    """The weaker cuts, one per threshold: ``distance >= c_k x_k`` (the encoding before the
+    interval rows, kept for the comparison in ``benchmarks/exact_trees.py``)."""
+    for j, (up, down) in sides.items():
+        distance = formulation.features[j].distance
+        if distance is None:
+            continue
+        for _, var, far in up:
+            if far > 0.0:
+                formulation.milp.row({distance: 1.0, var: -far}, 0.0, INF)
+        for _, var, far in down:
+            if far > 0.0:
+                formulation.milp.row({distance: 1.0, var: far}, far, INF)
 
 
 def _unit(indicator: Lin, n: int) -> FloatArray:

@@ -168,11 +168,15 @@ phases:
 """
 
 
+EXACT_HIGHS = EXACT_ORTOOLS.replace("backend: ortools", "backend: highs")
+"""HiGHS named: ``auto`` gives the demo's trees to SCIP where OR-Tools is installed."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "config"),
     [
-        ("counterplan.solver.exact.highs:solve", None),
+        ("counterplan.solver.exact.highs:solve", EXACT_HIGHS),
         ("counterplan.solver.exact.ortools_backend:solve_described", EXACT_ORTOOLS),
     ],
     ids=["highs", "ortools-scip"],

@@ -319,3 +319,33 @@ def test_the_backend_setting_and_report_round_trip() -> None:
     message = _exact_message(report)
     assert message is not None and message.backend == report.backend
     assert _exact(message) == report
+
+
+def test_an_or_tools_solve_past_its_time_is_abandoned() -> None:
+    """SCIP looks at its clock and the interrupt only between its steps: a solve that neither
+    ends nor stops is abandoned soon after its deadline (a stop request likewise), without a
+    solution; one that ends in time gives its status."""
+    import threading
+    import time
+
+    from counterplan.solver.exact.ortools_backend import _watched
+
+    class Stubborn:
+        def __init__(self, seconds: float) -> None:
+            self.seconds = seconds
+            self.interrupted = threading.Event()
+
+        def Solve(self, params: object) -> int:  # noqa: N802 - pywraplp's name
+            time.sleep(self.seconds)
+            return 0
+
+        def InterruptSolve(self) -> None:  # noqa: N802
+            self.interrupted.set()
+
+    started = time.perf_counter()
+    late = Stubborn(3.0)
+    assert _watched(late, None, started + 0.2, None) is None
+    assert late.interrupted.is_set()
+    assert _watched(Stubborn(0.0), None, time.perf_counter() + 60.0, lambda: False) == 0
+    stopped = Stubborn(3.0)
+    assert _watched(stopped, None, None, lambda: True) is None and stopped.interrupted.is_set()

@@ -18,7 +18,9 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from structlog.testing import capture_logs
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, ScoreCalculator, TrustRegionSettings
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
+from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.result import CounterfactualResult
 
 pytest.importorskip("highspy")
@@ -136,12 +138,14 @@ def test_local_search_keeps_to_the_hull(data: pd.DataFrame, boosting: Pipeline) 
 
 
 def test_the_nearest_rows_make_a_smaller_hull(data: pd.DataFrame, boosting: Pipeline) -> None:
-    free = explain(_problem(data, boosting, None), engine="exact", seed=0).statistics.exact
+    # the programs' sizes compared whole: not narrowed to each one's warm start
+    whole = SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig(narrow_to_warm_start=False)))
+    free = explain(_problem(data, boosting, None), whole, engine="exact", seed=0).statistics.exact
     full = explain(_problem(data, boosting, TrustRegionSettings()), engine="exact", seed=0)
     problem = _problem(data, boosting, TrustRegionSettings(nearest=30))
     region = problem.trust_region
     assert region is not None and region.reference_rows == 30
-    result = explain(problem, engine="exact", seed=0)
+    result = explain(problem, whole, engine="exact", seed=0)
     assert result.valid and _proven(result) and _inside(problem, result)
     assert result.score_levels[3] <= full.score_levels[3]  # a subset's hull: never closer
     exact = result.statistics.exact

@@ -1,0 +1,212 @@
+"""Tree ensembles in the exact engine: each feature's distance is bounded over its threshold
+intervals (one row per feature, OCEAN's piecewise distance), which cuts off fractional points the
+older one-row-per-threshold cuts let through, and keeps the optimum: on small forests it equals
+an independent enumeration of the trees' cells, and the older encoding's."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.exact import phase
+from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.program import Formulation
+
+pytest.importorskip("highspy")
+
+NUMBERS = ["income", "tenure", "debt"]
+
+
+def _data(n: int = 500) -> tuple[pd.DataFrame, pd.Series]:
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {
+            "income": np.round(rng.uniform(0.0, 10.0, n), 1),
+            "tenure": rng.integers(0, 15, n),
+            "debt": np.round(rng.uniform(0.0, 5.0, n), 1),
+        }
+    )
+    score = frame.income + 0.4 * frame.tenure - frame.debt + rng.normal(0, 0.5, n)
+    return frame, (score > 6.0).astype(int)
+
+
+def _problem(estimator: Any) -> CounterfactualProblem:
+    frame, label = _data()
+    model = estimator.fit(frame, label)
+    features = [
+        FloatFeature(name="income", value=2.0, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+    return CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+
+
+MODELS = {
+    "random forest": lambda: RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0),
+    "gradient boosting": lambda: GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0),
+}
+
+
+def _cells(problem: CounterfactualProblem) -> np.ndarray:
+    """Every cell of the trees' thresholds: per feature, the grid value nearest the original in
+    each interval between two consecutive thresholds (as the trees compare: float32, ``<=`` goes
+    left); the rows of the product of those, one per cell."""
+    estimator: Any = problem.model.model  # type: ignore[attr-defined]
+    trees = list(np.ravel(estimator.estimators_))
+    space = problem.space
+    axes = []
+    for j in range(space.n_features):
+        thresholds = np.unique(
+            np.concatenate([t.tree_.threshold[t.tree_.feature == j] for t in trees]).astype(np.float32)
+        )
+        per_unit = space.grid_scale[j]
+        grid = np.arange(round(space.grid_lower[j] * per_unit), round(space.grid_upper[j] * per_unit) + 1) / per_unit
+        cell = (grid.astype(np.float32)[:, None] > thresholds[None, :]).sum(axis=1)
+        o = float(space.original[j])
+        nearest = {}
+        for value, k in zip(grid, cell, strict=True):
+            if k not in nearest or abs(value - o) < abs(nearest[k] - o):
+                nearest[k] = float(value)
+        axes.append(sorted(nearest.values()))
+    return np.array(list(itertools.product(*axes)), dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_optimum_equals_an_enumeration_of_the_trees_cells(name: str) -> None:
+    problem = _problem(MODELS[name]())
+    scores = ScoreCalculator(problem).calculate(_cells(problem)).scores
+    feasible = scores[(scores[:, :3] >= 0.0).all(axis=1)]
+    best = feasible[np.lexsort(feasible.T[::-1])[-1]]
+    result = explain(problem, engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.proven and result.valid
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_interval_rows_keep_the_optimum_of_the_threshold_rows(name: str) -> None:
+    problem = _problem(MODELS[name]())
+    optima = []
+    for interval in (True, False):
+        formulation = build(problem, interval_distance=interval)
+        result, _ = solve(formulation.milp, "highs", time_limit=None, relative_gap=1e-9)
+        assert result.status == "optimal"
+        optima.append(result.objective)
+    assert optima[0] == pytest.approx(optima[1], rel=1e-7, abs=1e-9)
+
+
+def _rows_of(formulation: Formulation, variables: set[int]) -> list[tuple[dict[int, float], float, float]]:
+    """The program's rows that read only ``variables``."""
+    return [(dict(t), lo, hi) for t, lo, hi in formulation.milp.rows if t and set(t) <= variables]
+
+
+def test_crossing_two_thresholds_halfway_costs_both_intervals() -> None:
+    """A fractional point crossing the first threshold above income's original fully and the
+    second halfway, at the distance the per-threshold cuts allow (the larger of the two), is
+    cut off: the interval row asks for the first interval plus half the second."""
+    problem = _problem(MODELS["random forest"]())
+    formulation = build(problem)
+    j = 0
+    f = formulation.features[j]
+    assert f.distance is not None and f.changed is not None
+    o = float(problem.space.original[j])
+    up = sorted((key, var) for var, feature, key in formulation.thresholds if feature == j and key > o)
+    assert len(up) >= 2
+    (_, first), (_, second) = up[0], up[1]
+    far_first = formulation.bands[first][1] - o
+    far_second = formulation.bands[second][1] - o
+    x = formulation.assignment_of_original()
+    x[f.changed] = 1.0
+    x[first], x[second] = 1.0, 0.5
+    x[f.distance] = max(far_first, 0.5 * far_second)
+    rows = _rows_of(formulation, {f.distance, f.changed, *(var for var, g, _ in formulation.thresholds if g == j)})
+    assert rows
+
+    def violated(at: np.ndarray) -> bool:
+        return any(not (lo - 1e-9 <= sum(c * at[v] for v, c in t.items()) <= hi + 1e-9) for t, lo, hi in rows)
+
+    assert violated(x), "the fractional point is cut off"
+    x[f.distance] = far_first + 0.5 * (far_second - far_first)
+    assert not violated(x), "the interval sum itself is allowed"
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_narrowed_to_the_warm_starts_distance_the_program_is_smaller_and_keeps_the_optimum(name: str) -> None:
+    """Local search's distance bounds how far each feature may move in a better answer: the
+    narrowed program drops the splits beyond it, and its optimum is the whole program's."""
+    problem = _problem(MODELS[name]())
+    local = explain(problem, seed=0)
+    assert local.valid
+    reach = -float(local.score_levels[3])
+    whole = build(problem)
+    narrowed = build(problem, reach=reach)
+    assert narrowed.milp.n_vars < whole.milp.n_vars
+    assert len(narrowed.thresholds) < len(whole.thresholds)
+    optima = []
+    for formulation in (whole, narrowed):
+        result, _ = solve(formulation.milp, "highs", time_limit=None, relative_gap=1e-9)
+        assert result.status == "optimal"
+        optima.append(result.objective)
+    assert optima[1] == pytest.approx(optima[0], rel=1e-7, abs=1e-9)
+    assert optima[1] <= reach * (1 + 1e-7) + 1e-7
+
+
+def test_a_reach_below_the_optimum_sends_the_phase_to_the_whole_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reach the program cannot meet (here a tenth of the optimum) leaves nothing within it:
+    the narrowed optimum is above it (or there is none), and the phase solves the whole program,
+    which proves the same optimum as without narrowing."""
+    problem = _problem(MODELS["gradient boosting"]())
+    whole, _ = solve(build(problem).milp, "highs", time_limit=None, relative_gap=1e-9)
+    narrowed, _ = solve(build(problem, reach=whole.objective / 10).milp, "highs", time_limit=None, relative_gap=1e-9)
+    assert narrowed.status == "infeasible" or narrowed.objective > whole.objective / 10
+    assert phase._within_reach(_run(narrowed), whole.objective / 10) is None
+    assert phase._within_reach(_run(whole), whole.objective) is not None
+    reaches: list[float | None] = []
+    real_build = phase.build
+
+    def recording_build(*args: Any, **kwargs: Any) -> Any:
+        reaches.append(kwargs.get("reach"))
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(phase, "build", recording_build)
+    monkeypatch.setattr(phase.ExactPhase, "_reach", lambda self, scope: whole.objective / 10)
+    config = SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig()))
+    result = explain(problem, config, engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.proven and result.valid
+    assert exact.objective == pytest.approx(whole.objective, rel=1e-7)
+    assert reaches[:2] == [whole.objective / 10, None], "narrowed first, then the whole program"
+
+
+def _run(result: Any) -> Any:
+    return phase._Run(result, result.nodes, "HiGHS", result.bound, result.gap, 0.0, None)
+
+
+@pytest.mark.parametrize(
+    ("model", "solver"),
+    [
+        (MODELS["random forest"], "SCIP"),
+        (MODELS["gradient boosting"], "SCIP"),
+        (lambda: LogisticRegression(max_iter=1000), "HiGHS"),
+    ],
+)
+def test_auto_takes_scip_for_tree_ensembles_and_highs_for_linear_models(model: Any, solver: str) -> None:
+    """The backend chosen per model family by measurement (``benchmarks/exact_trees.py``)."""
+    pytest.importorskip("ortools")
+    result = explain(_problem(model()), engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.proven and result.valid
+    assert exact.backend.startswith(solver), exact.backend
