@@ -58,8 +58,9 @@ class RowExplainer(Protocol):
         """The solver configuration of every solve."""
         ...
 
-    def problem(self, row: int, *, trust_region: bool = True) -> CounterfactualProblem:
-        """The problem of the data's row at position ``row`` (its features name the record's columns)."""
+    def problem(self, row: int | pd.Series, *, trust_region: bool = True) -> CounterfactualProblem:
+        """The problem of the data's row at position ``row``, or of a row given as a Series (its
+        features name the record's columns)."""
         ...
 
     def solver(self, row: dict[str, Any], *, seed: int | None = None, calls: ModelCalls | None = None) -> RowSolve:
