@@ -7,9 +7,13 @@ bridge (:mod:`counterplan.solver.counterfactual`) asks :func:`plan_engine` what 
 exact engine; ``swarm`` runs the particle swarm and a boundary polish (a configuration with its
 own swarm phase runs as it is); ``local`` keeps the configuration as it is.
 ``auto`` (:func:`_auto`) takes the exact engine when the problem can be encoded (a linear model
-or a tree ensemble behind supported preprocessing, a linear distance, one goal) and the model is
-linear or has few features; otherwise local search, or the swarm when there are many features.
-It says which it chose and why.
+or a tree ensemble behind supported preprocessing, a linear distance, one goal) and the exact
+engine is expected to finish within the per-row budget (``config.auto.budget_seconds``, 2 s by
+default; the estimate comes from the program's size and the model family,
+:mod:`counterplan.solver.exact.estimate`, and is checked first, so a large model costs no program
+build); otherwise local search (with, when ``config.auto.exact_improvement_seconds`` asks for it,
+a time-limited exact improvement of local search's answer), or the swarm when there are many
+features. It says which it chose and why: the estimate and the budget are in the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from counterplan.planning.errors import ProblemError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.config import PhaseConfig, SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.exact.estimate import estimate_seconds, program_size
 from counterplan.solver.local.config import AcceptorConfig, BoundaryPolishPhaseConfig, LocalSearchPhaseConfig
 from counterplan.solver.swarm.config import SwarmPhaseConfig
 
@@ -150,10 +155,6 @@ SWARM_FROM_FEATURES = 200
 """``auto`` runs the swarm (then local search from its best rows) from this many mutable features
 on. Measured with random forests (``benchmarks/swarm.py``): at 30, 64 and 100 features local search
 found closer answers; at 300 the swarm was closer and about three times faster."""
-EXACT_UP_TO_FEATURES = 60
-"""``auto`` tries the exact engine on a nonlinear model (trees, a network) only up to this many
-mutable features: past it, the program's size (a binary per split or unit, per feature) makes
-the proof slower than the search."""
 
 
 def _linear(problem: CounterfactualProblem) -> bool:
@@ -167,16 +168,29 @@ def _linear(problem: CounterfactualProblem) -> bool:
 
 
 def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig) -> EnginePlan:
-    """The exact engine for a linear model or scorecard, or a small nonlinear one, when it can be
-    encoded; else local search below :data:`SWARM_FROM_FEATURES` mutable features, the swarm
-    from there on."""
+    """The exact engine when it is expected within the budget and the problem can be encoded;
+    else local search below :data:`SWARM_FROM_FEATURES` mutable features (then a budgeted exact
+    improvement, when asked), the swarm from there on."""
+    from counterplan.solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
+
     features = int(problem.space.mutable.sum())
-    linear = _linear(problem)
-    reason: str | None = f"{features} mutable features is more than auto tries exactly for a nonlinear model"
-    if linear or features <= EXACT_UP_TO_FEATURES:
+    budget = config.auto.budget_seconds
+    size = program_size(problem)
+    expected = estimate_seconds(size)
+    cost = f"the exact engine's estimate for {size.describe()} is {_seconds(expected)}"
+    missing = available(phase.backend)  # no MILP solver installed: the first thing to say
+    if missing is not None:
+        reason: str | None = missing
+    elif expected <= budget or size.family == "other":  # "other": say why it cannot be encoded
         reason = not_encodable(problem, phase.backend)
-    if reason is None:
-        return EnginePlan(_for(problem, config), "exact", "auto: the model and the problem can be encoded exactly")
+        if reason is None:
+            return EnginePlan(
+                _for(problem, config),
+                "exact",
+                f"auto: the exact engine, because {cost}, within the {_seconds(budget)} budget",
+            )
+    else:
+        reason = f"{cost}, more than the {_seconds(budget)} budget"
     if features >= SWARM_FROM_FEATURES:
         return EnginePlan(
             swarm_config(config, then_local=True),
@@ -184,4 +198,29 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
             f"auto: the particle swarm, then local search from its best rows, because {features} mutable "
             f"features is at least {SWARM_FROM_FEATURES} and {reason}",
         )
+    improvement = config.auto.exact_improvement_seconds
+    # over the budget (not refused by the encoder): the improvement's own phase builds the program
+    # within its time limit, and reports "not encodable" should the encoder refuse it there
+    if improvement is not None and missing is None and expected > budget and size.family != "other":
+        return EnginePlan(
+            improvement_config(config, phase, improvement),
+            "exact",
+            f"auto: local search, then the exact engine for at most {_seconds(improvement)} from its answer "
+            f"(asked for), because {reason}",
+        )
     return EnginePlan(config, "local", f"auto: local search, because {reason}")
+
+
+def improvement_config(config: SolverConfig, phase: ExactPhaseConfig, seconds: float) -> SolverConfig:
+    """``config``'s phases as they are (so local search finds the answer it finds alone), then the
+    exact engine for at most ``seconds``: local search's answer is its warm start and incumbent,
+    so the answer is never worse, and the report gives the proof's bound and gap."""
+    limit = seconds if phase.time_limit_seconds is None else min(seconds, phase.time_limit_seconds)
+    exact = phase.model_copy(update={"time_limit_seconds": limit})
+    phases = tuple(p for p in config.phases if not isinstance(p, ExactPhaseConfig))
+    return config.model_copy(update={"phases": (*phases, exact)})
+
+
+def _seconds(value: float) -> str:
+    """Seconds for a reason: three digits (0.001 s, 1.5 s, 142 s), no exponent below a million."""
+    return f"{value:,.0f} s" if 1000 <= value < 1e6 else f"{value:.3g} s"

@@ -157,6 +157,19 @@ def add_search_flags(parser: argparse.ArgumentParser, *, leave_out: Collection[s
         "ensembles; needs counterplan[exact]), the particle swarm (MD-PSO, for many features), or auto "
         "(chosen by the model and the number of features; the answer says which and why)",
     )
+    add(
+        "--auto-budget",
+        type=float,
+        metavar="SECONDS",
+        help="--engine auto: take the exact engine only when it is expected to finish within this per row (default 2)",
+    )
+    add(
+        "--auto-improve",
+        type=float,
+        metavar="SECONDS",
+        help="--engine auto: when it runs local search, then the exact engine for at most this long from its "
+        "answer (reported with the proof's bound and gap)",
+    )
     add("--config", help="solver configuration file (YAML or JSON)")
     add("--seed", type=int, help="random seed, 0 to 2**63 - 1 (default: the configuration's, 0)")
     add("--time-limit", type=float, metavar="SECONDS", help="cap the search time")
@@ -196,13 +209,21 @@ def problem_spec(args: argparse.Namespace) -> ProblemSpec:
 
 
 def solver_config(args: argparse.Namespace) -> SolverConfig:
-    """``--config`` with ``--threads`` and ``--time-limit`` applied (a time limit caps the
-    configuration's own termination), each checked by its flag."""
+    """``--config`` with ``--threads``, ``--time-limit`` (it caps the configuration's own
+    termination), ``--auto-budget`` and ``--auto-improve`` applied, each checked by its flag."""
     from counterplan.planning.threads import MAX_MODEL_THREADS  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
-    from counterplan.solver.core.config import SolverConfig, TerminationConfig  # noqa: PLC0415
+    from counterplan.solver.core.config import (  # noqa: PLC0415
+        MAX_AUTO_BUDGET_SECONDS,
+        AutoConfig,
+        SolverConfig,
+        TerminationConfig,
+    )
 
     check_seconds("--time-limit", _flag(args, "time_limit"), UsageError)
+    auto = {"budget_seconds": _flag(args, "auto_budget"), "exact_improvement_seconds": _flag(args, "auto_improve")}
+    for flag, value in zip(("--auto-budget", "--auto-improve"), auto.values(), strict=True):
+        check_seconds(flag, value, UsageError, MAX_AUTO_BUDGET_SECONDS)
     check_seed("--seed", _flag(args, "seed"), UsageError)
     threads = _flag(args, "threads")
     if threads is not None and not 1 <= threads <= MAX_MODEL_THREADS:
@@ -210,6 +231,9 @@ def solver_config(args: argparse.Namespace) -> SolverConfig:
     config = SolverConfig.load(args.config) if _flag(args, "config") else SolverConfig()
     if threads is not None:
         config = config.model_copy(update={"model_threads": threads})
+    asked = {name: value for name, value in auto.items() if value is not None}
+    if asked:
+        config = config.model_copy(update={"auto": AutoConfig(**{**config.auto.model_dump(), **asked})})
     limit = _flag(args, "time_limit")
     if limit is not None:
         capped = TerminationConfig(spent_limit_seconds=limit, children=(config.termination,))

@@ -30,7 +30,9 @@ def add_parser(commands: Any) -> None:
     group.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
     group.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
     add_problem_flags(tune)
-    search = add_search_flags(tune, leave_out=("--config", "--time-limit", "--threads"))
+    search = add_search_flags(
+        tune, leave_out=("--config", "--time-limit", "--threads", "--auto-budget", "--auto-improve")
+    )
     search.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
     search.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
     search.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")

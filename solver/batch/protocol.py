@@ -58,9 +58,10 @@ class RowExplainer(Protocol):
         """The solver configuration of every solve."""
         ...
 
-    def problem(self, row: int | dict[str, Any], *, trust_region: bool = True) -> CounterfactualProblem:
-        """The problem of the data's row at position ``row``, or of a row's values (its features name
-        the record's columns; the vectorised engine searches a block's problems together)."""
+    def problem(self, row: int | dict[str, Any] | pd.Series, *, trust_region: bool = True) -> CounterfactualProblem:
+        """The problem of the data's row at position ``row``, or of a row's values as a dict or a
+        Series (its features name the record's columns; the vectorised engine searches a block's
+        problems together, and the selection of rejected rows reads them as a Series)."""
         ...
 
     def solver(self, row: dict[str, Any], *, seed: int | None = None, calls: ModelCalls | None = None) -> RowSolve:

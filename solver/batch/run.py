@@ -27,13 +27,16 @@ from counterplan.solver.batch.block import Item, Record, run_blocks
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
-from counterplan.solver.batch.rows import RowSelection, id_text
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
 that the threads' own work stays in the caches."""
 MAX_WINDOW = 1024
 """The most rows one process solves at once."""
+SKIPPED = "already_met_skipped"
+"""The key of the result's ``attrs`` that counts the rows left out because they meet the goal
+already (``only_rejected``): they have no record."""
 
 
 def explain_batch(
@@ -63,7 +66,11 @@ def explain_batch(
         The batch's seed (default the explainer's, else 0); each row's own comes from it and
         the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
     only_rejected:
-        Leave out rows that already meet the goal (``rows="rejected"`` sets it).
+        Leave out rows that already meet the goal (``rows="rejected"`` sets it). They are found
+        with one call of the real model over the rows before any solve
+        (:func:`counterplan.solver.batch.rows.meeting_the_goal`), get no record, and are counted
+        in the result's ``attrs["already_met_skipped"]``; a row that call cannot judge (a gap, a
+        failing prediction) is solved and left out if its solve finds it meets the goal.
     workers:
         Worker processes (1: this process only).
     window:
@@ -86,21 +93,32 @@ def explain_batch(
     DataFrame
         Columns ``row_id, status, valid, score, distance, changed, changes, seconds,
         model_calls, seed, error`` and ``cf_<feature>`` per feature, one row per explained row in
-        the order of ``rows``. ``status`` is ``ok``, ``not_found``, ``already_met`` or ``error``.
+        the order of ``rows``. ``status`` is ``ok``, ``not_found``, ``already_met`` or ``error``
+        (``already_met`` only without ``only_rejected``: such a row's record is its own solve's,
+        with the original's score).
     """
-    items, only_rejected = _items(explainer, rows, only_rejected)
-    done = {id_text(s) for s in skip}
-    items = [item for item in items if id_text(item[0]) not in done]
     base = seed if seed is not None else (explainer.seed if explainer.seed is not None else 0)
     size = _window(window)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
         raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
+    frame, only_rejected = _frame(explainer, rows, only_rejected)
+    done = {id_text(s) for s in skip}
+    if done:
+        frame = frame[[id_text(label) not in done for label in frame.index]]
+    skipped = 0
+    if only_rejected:  # one model call over the rows, not a solve per approved row
+        met = meeting_the_goal(explainer, frame)
+        skipped = int(met.sum())
+        frame = frame[~met]
+    items = _items(frame)
     records: list[Record] = []
 
     def keep(record: Record) -> None:
-        if only_rejected and record["status"] == "already_met":
+        nonlocal skipped
+        if only_rejected and record["status"] == "already_met":  # a row the selection could not judge
+            skipped += 1
             return
         records.append(record)
         if on_record is not None:
@@ -114,12 +132,15 @@ def explain_batch(
         _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep, vectorised=vectorised)
     order = {id_text(item[0]): i for i, item in enumerate(items)}
     records.sort(key=lambda r: order[id_text(r["row_id"])])
-    return records_frame(records, _features(explainer))
+    result = records_frame(records, _features(explainer))
+    result.attrs[SKIPPED] = skipped
+    return result
 
 
-def _items(
+def _frame(
     explainer: RowExplainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
-) -> tuple[list[Item], bool]:
+) -> tuple[pd.DataFrame, bool]:
+    """The rows to explain, and whether to leave out the ones that meet the goal already."""
     if isinstance(rows, pd.DataFrame):
         frame = rows
     else:
@@ -130,10 +151,12 @@ def _items(
         frame = selection.apply(explainer.data)
     if frame.index.has_duplicates:
         raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
+    return frame, only_rejected
+
+
+def _items(frame: pd.DataFrame) -> list[Item]:
     records = frame.to_dict(orient="records")
-    return [
-        (label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)
-    ], only_rejected
+    return [(label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)]
 
 
 def _window(window: int | None) -> int:

@@ -191,6 +191,24 @@ def default_termination() -> TerminationConfig:
     return TerminationConfig(unimproved_step_count_limit=400, step_count_limit=DEFAULT_STEP_LIMIT)
 
 
+MAX_AUTO_BUDGET_SECONDS = 3600.0
+"""The longest per-row budget ``auto`` accepts: a budget is a promise about one row's time."""
+
+
+class AutoConfig(ConfigModel):
+    """How the ``auto`` engine choice weighs the exact engine's time (:mod:`counterplan.solver.engines`)."""
+
+    budget_seconds: Annotated[float, Field(gt=0.0, le=MAX_AUTO_BUDGET_SECONDS)] = 2.0
+    """``auto`` takes the exact engine only when its estimate of the exact program's time (from
+    the program's size and the model family, :mod:`counterplan.solver.exact.estimate`) is within
+    this; otherwise local search (or the swarm, for many features)."""
+    exact_improvement_seconds: Annotated[float, Field(gt=0.0, le=MAX_AUTO_BUDGET_SECONDS)] | None = None
+    """When ``auto`` runs local search: then the exact engine for at most this long, from local
+    search's answer (its warm start and incumbent), so the answer is never worse than local
+    search's and comes with the proof's bound and gap. None: no improvement. Like any time limit,
+    it makes the answer depend on the machine when it cuts the proof short."""
+
+
 class SolverConfig(ConfigModel):
     """A whole solve: phases run in sequence under one solver-level termination."""
 
@@ -201,6 +219,8 @@ class SolverConfig(ConfigModel):
     """Native (OpenMP, BLAS) threads a model call may use; None leaves the pools as they are.
     One by default: the engines batch candidates, and extra threads fight other work for the
     cores (see :mod:`counterplan.planning.threads`). Like OptaPlanner's ``moveThreadCount``, a speed knob only."""
+    auto: AutoConfig = Field(default_factory=AutoConfig)
+    """The ``auto`` engine choice's budget (used only when the engine is ``auto``)."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:

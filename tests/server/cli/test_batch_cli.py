@@ -113,6 +113,8 @@ def test_parquet_output_is_combined_from_its_parts_and_json_summarises_it(
     figures = json.loads(out)
     assert figures["valid"] == figures["explained"] == len(records)
     assert figures["already_met_skipped"] == SMALL_ROWS - len(records)
+    assert figures["rows_this_run"] == len(records)  # rows/s counts the rows explained, not the ones skipped
+    assert figures["selection_seconds"] >= 0.0
     assert figures["features"][0]["share"] > 0
 
 

@@ -630,3 +630,22 @@ def test_without_highs_auto_falls_back_and_exact_says_what_to_install(
     assert "counterplan[exact]" in out.replace("\n", "")  # printed as text, not read as markup
     code, _, err = _run(capsys, "explain", "--engine", "exact", "--no-progress")
     assert code == 2 and "pip install 'counterplan[exact]'" in err
+
+
+def test_the_auto_budget_flag_sets_the_choice_and_a_bad_one_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("highspy")
+    code, out, err = _run(capsys, "explain", "--engine", "auto", "--no-progress")  # the demo: 100 trees
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "auto: local search, because the exact engine's estimate for 100 trees" in said
+    assert "more than the 2 s budget" in said
+    code, out, err = _run(capsys, "explain", "--engine", "auto", "--auto-budget", "3600", "--no-progress")
+    assert code == 0, err
+    assert "auto: the exact engine, because" in " ".join(out.split()) and "within the 3,600 s budget" in out
+    for value in ("0", "-1", "nan", "7200"):
+        code, _, err = _run(capsys, "explain", "--engine", "auto", "--auto-budget", value, "--no-progress")
+        assert code == 2 and "--auto-budget must be a finite number of seconds above 0 and at most 3600" in err
+    code, _, err = _run(capsys, "explain", "--engine", "auto", "--auto-improve", "0", "--no-progress")
+    assert code == 2 and "--auto-improve must be" in err

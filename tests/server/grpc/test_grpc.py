@@ -244,6 +244,11 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("negative step limit", lambda: _with_solver(step_count_limit=-5), "solver.termination.step_count_limit"),
     ("bad score limit", lambda: _with_solver(best_score_limit="zero"), "solver.termination.best_score_limit"),
     ("bad config", lambda: _with_solver(config_json='{"phases": []}'), "solver.config_json.phases"),
+    (
+        "auto budget of 0",
+        lambda: _with_solver(config_json='{"auto": {"budget_seconds": 0}}'),
+        "solver.config_json.auto.budget_seconds",
+    ),
     ("unknown engine", lambda: _with_solver(engine=99), "solver.engine"),
     ("too many counterfactuals", lambda: _request_with(num_counterfactuals=500), "num_counterfactuals"),
     ("change limit below 1", lambda: _request_with(max_changed_features=0), "max_changed_features"),

@@ -22,6 +22,7 @@ import pytest
 from counterplan.planning import ClassGoal
 from counterplan.planning.errors import ProblemError
 from counterplan.solver.batch import on_ray
+from counterplan.solver.batch.run import SKIPPED
 from counterplan.solver.explainer import Explainer
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -70,6 +71,16 @@ def test_ray_gives_every_row_its_in_process_record(
     assert sorted(streamed) == sorted(rejected.index.tolist())  # every record passed on as it came
     assert (on_cluster["status"] == "ok").all()
     assert local_ray.is_initialized()  # "auto" used the running Ray rather than starting another
+
+
+@pytest.mark.integration  # a local Ray cluster
+def test_ray_skips_the_approved_rows_before_any_block_as_one_process_does(local_ray: Any, explainer: Explainer) -> None:
+    alone = explainer.explain_batch("0:24", seed=5, window=8, only_rejected=True)
+    on_cluster = explainer.explain_batch("0:24", seed=5, window=8, only_rejected=True, ray="auto")
+    columns = [c for c in alone.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(alone[columns], on_cluster[columns])
+    assert on_cluster.attrs[SKIPPED] == alone.attrs[SKIPPED] > 0
+    assert (on_cluster["status"] != "already_met").all()
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}"])

@@ -29,7 +29,7 @@ from counterplan.planning import (
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.models import adapt_sklearn
-from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.config import AutoConfig, SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import choose
 from counterplan.solver.exact.encoders import network as networks
@@ -250,9 +250,14 @@ def test_too_many_unstable_units_are_refused_and_auto_takes_local_search(
         assert isinstance(output, NetworkOutput) and output.layers[0].unstable > MAX_UNSTABLE_UNITS
     with pytest.raises(ProblemError, match=f"too large for the exact engine: more than {MAX_UNSTABLE_UNITS}"):
         explain(problem, engine="exact", seed=0)
-    chosen = explain(problem, engine="auto", seed=0)
+    # a roomy budget: auto's estimate lets it try the program, which is refused (by default the
+    # estimate alone says local search: the network is far over the 2 s budget)
+    roomy = SolverConfig(auto=AutoConfig(budget_seconds=3600.0))
+    chosen = explain(problem, roomy, engine="auto", seed=0)
     assert chosen.statistics.engine == "local" and chosen.valid
     assert "too large" in chosen.statistics.engine_reason and "binary" in chosen.statistics.engine_reason
+    _, engine, reason = choose(problem, SolverConfig(), "auto")
+    assert engine == "local" and "280 hidden units" in reason and "more than the 2 s budget" in reason
     huge = _pipeline(MLPClassifier(hidden_layer_sizes=(MAX_HIDDEN_UNITS + 1,), max_iter=1, random_state=0)).fit(
         frame, label
     )

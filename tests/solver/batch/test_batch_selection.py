@@ -1,0 +1,137 @@
+"""``only_rejected`` / ``--rows rejected``: the rows that meet the goal already are found by one model
+call over the selection and cost no solve; a row the model fails on is never taken for one of them."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.planning import ClassGoal
+from counterplan.planning.demo import IMMUTABLE, TARGET
+from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.solver.batch import block
+from counterplan.solver.batch.rows import meeting_the_goal
+from counterplan.solver.batch.run import SKIPPED
+from counterplan.solver.explainer import Explainer
+
+GOAL = [ClassGoal(target=1, confidence=0.7)]
+ROWS = "0:40"
+
+
+class CountingAdapter(SklearnClassifierAdapter):
+    """The real model, counting its calls (search and reference paths) and the rows of each."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, TARGET)
+        self.sizes: list[int] = []
+        self._lock = threading.Lock()
+
+    def _count(self, X: Any) -> None:
+        with self._lock:
+            self.sizes.append(int(X.shape[0]))
+
+    def predict(self, X: Any, space: Any) -> Any:
+        self._count(X)
+        return super().predict(X, space)
+
+    def predict_reference(self, X: Any, space: Any) -> Any:
+        self._count(X)
+        return super().predict_reference(X, space)
+
+
+@pytest.fixture(scope="module")
+def every(loan_explainer: Explainer) -> pd.DataFrame:
+    """The records of every row of ``ROWS``, each solved (the approved ones say ``already_met``)."""
+    frame = loan_explainer.explain_batch(ROWS, seed=5, window=40)
+    statuses = set(frame["status"])
+    assert "already_met" in statuses and "ok" in statuses  # both kinds of row in the selection
+    return frame
+
+
+def _solved_rows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Collects the id of every row that reaches a solve (in this process)."""
+    solved: list[Any] = []
+    solve_row = block.solve_row
+
+    def counting(explainer: Any, row_id: Any, *args: Any) -> Any:
+        solved.append(row_id)
+        return solve_row(explainer, row_id, *args)
+
+    monkeypatch.setattr(block, "solve_row", counting)
+    return solved
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    columns = [c for c in a.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(a[columns].reset_index(drop=True), b[columns].reset_index(drop=True))
+
+
+def test_approved_rows_cost_one_model_call_together_and_no_solve(
+    loan_data: pd.DataFrame, loan_model: Pipeline, every: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    adapter.sizes.clear()
+    met = meeting_the_goal(explainer, loan_data.iloc[:40])
+    assert adapter.sizes == [40]  # one call over the selection
+    approved = every["status"] == "already_met"
+    assert met.tolist() == approved.tolist()  # as each row's own solve decides it
+    solved = _solved_rows(monkeypatch)
+    frame = explainer.explain_batch(ROWS, only_rejected=True, seed=5, window=40)
+    assert sorted(solved) == sorted(every.loc[~approved, "row_id"])  # no approved row reaches a solve
+    assert frame.attrs[SKIPPED] == int(approved.sum())
+    _same(frame, every[~approved])  # the same records for the rejected rows, with the same seed
+
+
+def test_processes_skip_the_same_rows_with_the_same_records(loan_explainer: Explainer, every: pd.DataFrame) -> None:
+    frame = loan_explainer.explain_batch(ROWS, only_rejected=True, seed=5, window=8, workers=2)
+    _same(frame, every[every["status"] != "already_met"])
+    assert frame.attrs[SKIPPED] == int((every["status"] == "already_met").sum())
+
+
+def test_a_row_the_model_fails_on_is_never_skipped_as_approved(
+    loan_data: pd.DataFrame, loan_model: Pipeline, every: pd.DataFrame
+) -> None:
+    approved = every.loc[every["status"] == "already_met", "row_id"].tolist()
+    nan_income, raising_income = (float(loan_data["income"].iloc[r]) for r in approved[:2])
+
+    class Failing(SklearnClassifierAdapter):
+        """NaN for one approved applicant, an exception for another."""
+
+        def predict(self, X: Any, space: Any) -> Any:
+            income = X[:, space.names.index("income")]
+            if np.any(income == raising_income):
+                raise RuntimeError("the scoring service is down for this applicant")
+            out = super().predict(X, space)
+            out[TARGET][income == nan_income] = np.nan
+            return out
+
+        def predict_reference(self, X: Any, space: Any) -> Any:
+            return self.predict(X, space)
+
+    explainer = Explainer(Failing(loan_model, TARGET), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    met = meeting_the_goal(explainer, loan_data.iloc[:40])
+    assert not met[approved[0]] and not met[approved[1]]
+    assert met.sum() == len(approved) - 2  # the call that raised was bisected: the other rows kept
+    frame = explainer.explain_batch(ROWS, only_rejected=True, seed=5, window=40).set_index("row_id")
+    for row in approved[:2]:
+        assert frame.loc[row, "status"] == "error"  # its solve says why, it is not skipped
+    assert frame.attrs[SKIPPED] == len(approved) - 2
+
+
+def test_rows_the_selection_cannot_read_plainly_go_to_their_solve(
+    loan_explainer: Explainer, every: pd.DataFrame
+) -> None:
+    approved = every.loc[every["status"] == "already_met", "row_id"].tolist()
+    frame = loan_explainer.data.iloc[:40].copy()
+    frame.loc[approved[0], "income"] = 10 * frame["income"].max()  # outside the data's domain
+    frame["debt"] = frame["debt"].astype("float64")
+    frame.loc[approved[1], "debt"] = np.nan  # a gap
+    met = meeting_the_goal(loan_explainer, frame)
+    assert not met[approved[0]] and not met[approved[1]]
+    assert met.sum() == len(approved) - 2

@@ -1,0 +1,145 @@
+"""``auto`` weighs the exact engine's expected time against a per-row budget: exact for a small
+program, local search for a large one (with a budgeted exact improvement when asked), the estimate
+and the budget named in its reason; the budget is a validated setting."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.solver.core.config import AutoConfig, ConfigError, SolverConfig
+from counterplan.solver.counterfactual import CounterfactualSolver
+from counterplan.solver.engines import choose
+from counterplan.solver.exact.estimate import estimate_seconds, program_size
+
+pytest.importorskip("highspy")
+
+
+def _data(n: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    """Six numbers; approval rises with some, falls with others, with noise (a model needs many leaves)."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({f"x{i}": np.round(rng.uniform(0.0, 10.0, n), 1) for i in range(6)})
+    score = frame.x0 + 0.5 * frame.x1 - frame.x2 + 0.3 * frame.x3 * frame.x4 / 10 + rng.normal(0, 1.0, n)
+    return frame, (score > 5.0).astype(int)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[pd.DataFrame, pd.Series]:
+    return _data()
+
+
+def _problem(model: Any, data: tuple[pd.DataFrame, pd.Series], k: int = 0) -> CounterfactualProblem:
+    frame, label = data
+    if not hasattr(model, "classes_"):
+        with threadpool_limits(1):  # OpenMP threads of a busy machine's other work make a fit crawl
+            model.fit(frame, label)
+    rejected = int(np.flatnonzero(model.predict(frame) == 0)[k])
+    return CounterfactualProblem.from_dataframe(frame, rejected, model, [ClassGoal(target=1, confidence=0.7)])
+
+
+_LARGE = HistGradientBoostingClassifier(max_iter=100, random_state=0)
+"""A boosted ensemble of the size the issue's LightGBM case has: 100 trees of up to 31 leaves
+(fitted once, by the first test that asks)."""
+
+
+def _large(data: tuple[pd.DataFrame, pd.Series], k: int = 0) -> CounterfactualProblem:
+    return _problem(_LARGE, data, k)
+
+
+def _small_trees(data: tuple[pd.DataFrame, pd.Series]) -> CounterfactualProblem:
+    return _problem(GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0), data)
+
+
+def test_auto_runs_local_search_for_a_large_ensemble_and_says_the_estimate_and_budget(
+    data: tuple[pd.DataFrame, pd.Series],
+) -> None:
+    problem = _large(data)
+    size = program_size(problem)
+    assert size.family == "trees" and size.trees == 100 and size.leaves > 1000
+    plan = choose(problem, SolverConfig(), "auto")
+    assert plan.name == "local" and plan.config == SolverConfig()
+    assert f"100 trees, {size.leaves} leaves" in plan.reason and "more than the 2 s budget" in plan.reason
+    assert f"{estimate_seconds(size):.3g} s" in plan.reason
+
+
+def test_auto_runs_the_exact_engine_for_a_small_linear_or_tree_model(data: tuple[pd.DataFrame, pd.Series]) -> None:
+    for problem in (_problem(LogisticRegression(max_iter=1000), data), _small_trees(data)):
+        plan = choose(problem, SolverConfig(), "auto")
+        assert plan.name == "exact", plan.reason
+        assert "within the 2 s budget" in plan.reason and "estimate" in plan.reason
+
+
+def test_the_budget_changes_the_choice(data: tuple[pd.DataFrame, pd.Series]) -> None:
+    large, small = _large(data), _small_trees(data)
+    roomy = SolverConfig(auto=AutoConfig(budget_seconds=3600.0))
+    assert estimate_seconds(program_size(large)) <= 3600.0
+    assert choose(large, roomy, "auto").name == "exact"
+    tight = SolverConfig(auto=AutoConfig(budget_seconds=0.001))
+    plan = choose(small, tight, "auto")
+    assert plan.name == "local" and "more than the 0.001 s budget" in plan.reason
+
+
+@pytest.mark.parametrize(
+    ("auto", "field", "problem"),
+    [
+        ({"budget_seconds": 0}, "auto.budget_seconds", "greater than 0"),
+        ({"budget_seconds": -2}, "auto.budget_seconds", "greater than 0"),
+        ({"budget_seconds": 1e6}, "auto.budget_seconds", "less than or equal to 3600"),
+        ({"budget_seconds": "soon"}, "auto.budget_seconds", "valid number"),
+        ({"exact_improvement_seconds": 0}, "auto.exact_improvement_seconds", "greater than 0"),
+        ({"budget": 3}, "auto.budget", "Extra inputs"),
+    ],
+)
+def test_a_bad_budget_is_refused_naming_the_field(auto: dict[str, Any], field: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        SolverConfig.from_dict({"auto": auto})
+    assert caught.value.field == field and problem in caught.value.problem
+
+
+def test_the_exact_improvement_is_never_worse_than_local_search_and_reports_its_gap(
+    data: tuple[pd.DataFrame, pd.Series],
+) -> None:
+    improving = SolverConfig(auto=AutoConfig(exact_improvement_seconds=2.0))
+    for k in range(2):
+        problem = _large(data, k)
+        local = CounterfactualSolver(problem, SolverConfig(), seed=0, engine="local").solve()
+        solver = CounterfactualSolver(problem, improving, seed=0, engine="auto")
+        assert solver.engine == "exact" and "then the exact engine for at most 2 s" in solver.engine_reason
+        result = solver.solve()
+        report = result.statistics.exact
+        assert report is not None and report.bound is not None and report.gap is not None
+        assert result.valid and local.valid
+        assert -result.score_levels[3] <= -local.score_levels[3] + 1e-9
+        assert report.bound <= -result.score_levels[3] + 1e-6  # a lower bound of the distance
+
+
+def test_splits_on_immutable_features_leave_only_the_originals_side_reachable(
+    data: tuple[pd.DataFrame, pd.Series],
+) -> None:
+    frame, label = data
+    model = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0).fit(frame, label)
+    rejected = int(np.flatnonzero(model.predict(frame) == 0)[0])
+    goal = [ClassGoal(target=1, confidence=0.7)]
+    free = program_size(CounterfactualProblem.from_dataframe(frame, rejected, model, goal))
+    held = program_size(CounterfactualProblem.from_dataframe(frame, rejected, model, goal, immutable=["x0", "x1"]))
+    assert free.reachable == free.leaves == held.leaves
+    assert 20 <= held.reachable < free.reachable  # at least one leaf per tree: the original's
+    assert held.thresholds < free.thresholds
+    assert estimate_seconds(held) < estimate_seconds(free)
+    # every leaf a candidate reaches, with x0 and x1 at the original's values, is counted
+    rng = np.random.default_rng(0)
+    candidates = frame.sample(2000, replace=True, random_state=0).reset_index(drop=True)
+    candidates[["x0", "x1"]] = frame.loc[rejected, ["x0", "x1"]].to_numpy()
+    candidates["x2"] = rng.uniform(0.0, 10.0, len(candidates))
+    with warnings.catch_warnings():  # its trees were fitted without the frame's names: a warning, not a fault
+        warnings.simplefilter("ignore", UserWarning)
+        reached = model.apply(candidates)[:, :, 0]  # the leaf of each tree
+    assert sum(len(set(reached[:, t])) for t in range(20)) <= held.reachable
