@@ -177,10 +177,15 @@ def _values(
     per_unit = grid_scale[owners]
     gridded = per_unit > 0
     units = np.where(gridded, per_unit, 1.0)
-    steps = np.floor(raw * units + 1e-9)
-    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
     relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
     margin = 2.0 * np.maximum(np.abs(values), 1.0) * relative / np.abs(slope[columns])
+    steps = np.floor(raw * units + 1e-9)
+    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
+    # a model comparing float32 inputs rounds a grid value onto the threshold's float32 (the demo's
+    # income 69,587.05 is 69,587.047 to its trees: on the threshold's left, not past it): the grid
+    # values either side of the threshold's margin instead
+    below = np.where(float32, np.floor((raw - margin) * units + 1e-9) / units, below)
+    above = np.where(float32, np.ceil((raw + margin) * units - 1e-9) / units, above)
     low_side = np.where(gridded, below, raw - margin)
     high_side = np.where(gridded, above, raw + margin)
     found: dict[int, FloatArray] = {}
