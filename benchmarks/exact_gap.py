@@ -17,7 +17,8 @@ solved by ``explain(problem, seed=0)`` (local search, the default) and by
 same calculator (the soft score's distance level); the gap of local search is
 ``(local - optimum) / optimum``. Reported per case: rows, the share the exact engine proved
 optimal (verified through the real model), its median and max seconds, the share where local
-search is optimal (gap <= 1e-6) and within 2%, and the mean and max gap::
+search is optimal (gap <= 1e-6) and within 2%, the mean and max gap, and local search's cost per solve (mean
+model calls, mean rows scored, median milliseconds)::
 
     .venv/bin/python benchmarks/exact_gap.py                 # every case, ~15 min on 2 cores
     .venv/bin/python benchmarks/exact_gap.py --rows 3 --datasets compas --models logreg
@@ -88,6 +89,9 @@ def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
     proven = 0
     seconds: list[float] = []
     failures: list[str] = []
+    calls: list[int] = []
+    scored: list[int] = []
+    local_ms: list[float] = []
     limited = SolverConfig(termination=TerminationConfig(spent_limit_seconds=EXACT_SECONDS))
     for _, query in queries.iterrows():
         problem = CounterfactualProblem.from_dataframe(
@@ -98,7 +102,11 @@ def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
             target=data.spec.target,
             immutable=data.spec.immutable,
         )
+        started = time.perf_counter()
         local = explain(problem, seed=SEED)
+        local_ms.append(1000 * (time.perf_counter() - started))
+        calls.append(local.statistics.model_call_count)
+        scored.append(local.statistics.score_calculation_count)
         started = time.perf_counter()
         try:
             exact = explain(problem, limited, engine="exact", seed=SEED)
@@ -127,6 +135,9 @@ def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
         "within2": float(np.mean([g <= 0.02 for g in gaps])) if gaps else float("nan"),
         "mean_gap": float(np.mean(gaps)) if gaps else float("nan"),
         "max_gap": max(gaps) if gaps else float("nan"),
+        "calls": float(np.mean(calls)) if calls else float("nan"),
+        "scored": float(np.mean(scored)) if scored else float("nan"),
+        "local_ms": statistics.median(local_ms) if local_ms else float("nan"),
         "failures": failures,
     }
 
@@ -141,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=UserWarning)
     header = (
         f"{'data':<7} {'model':<7} {'rows':>4} {'proven':>7} {'median s':>9} {'max s':>7} "
-        f"{'LS optimal':>10} {'LS <=2%':>8} {'mean gap':>9} {'max gap':>8}"
+        f"{'LS optimal':>10} {'LS <=2%':>8} {'mean gap':>9} {'max gap':>8} {'LS calls':>8} {'LS rows':>8} {'LS ms':>6}"
     )
     lines = [header]
     failures: list[str] = []
@@ -152,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             failures += [f"{dataset} {name}: {f}" for f in r["failures"]]
             lines.append(
                 f"{dataset:<7} {name:<7} {r['rows']:>4} {r['proven']:>7.0%} {r['median_s']:>9.2f} {r['max_s']:>7.2f} "
-                f"{r['optimal']:>10.0%} {r['within2']:>8.0%} {r['mean_gap']:>9.2%} {r['max_gap']:>8.2%}"
+                f"{r['optimal']:>10.0%} {r['within2']:>8.0%} {r['mean_gap']:>9.2%} {r['max_gap']:>8.2%} "
+                f"{r['calls']:>8.1f} {r['scored']:>8.0f} {r['local_ms']:>6.0f}"
             )
             print(lines[-1], file=sys.stderr)
     print("\n".join(lines))

@@ -116,7 +116,7 @@ def feature_scales(
     return scales
 
 
-def feature_distance(
+def feature_costs(
     X: FloatMatrix,
     original: FloatMatrix,
     nominal: npt.NDArray[np.bool_],
@@ -127,8 +127,13 @@ def feature_distance(
     change_penalty: float = 0.0,
     changed: npt.NDArray[np.bool_] | None = None,
 ) -> FloatMatrix:
-    """d(x, original) for every row of ``X``, each feature weighted by its change cost.
+    """What each value of ``X`` adds to d(x, original): the one place a feature's share is priced.
 
+    Every argument broadcasts against ``X``, so the same function prices whole rows (``X`` of
+    shape ``(m, n)`` against the ``(n,)`` original, as :func:`feature_distance` does) and
+    scattered single values (``X``, ``original[columns]``, ``scales[columns]`` ... all of one
+    shape: what a local search's trade or move of feature ``columns[i]`` to ``X[i]`` costs).
+    Not for ``scorecard``, which is measured in WoE space, not per feature.
     ``changed`` (``X != original``), when the caller has it already."""
     # One work matrix, each step in place (the score calculator calls this on every batch).
     per_feature = np.subtract(X, original)
@@ -144,7 +149,79 @@ def feature_distance(
         per_feature += change_penalty * changed
     if costs is not None:
         per_feature *= costs
+    return per_feature
+
+
+def feature_distance(
+    X: FloatMatrix,
+    original: FloatMatrix,
+    nominal: npt.NDArray[np.bool_],
+    scales: FloatMatrix,
+    metric: DistanceMetric,
+    *,
+    costs: FloatMatrix | None = None,
+    change_penalty: float = 0.0,
+    changed: npt.NDArray[np.bool_] | None = None,
+) -> FloatMatrix:
+    """d(x, original) for every row of ``X``, each feature weighted by its change cost: the sum
+    of :func:`feature_costs` over the features.
+
+    ``changed`` (``X != original``), when the caller has it already."""
+    per_feature = feature_costs(
+        X, original, nominal, scales, metric, costs=costs, change_penalty=change_penalty, changed=changed
+    )
     return np.asarray(np.add.reduce(per_feature, axis=1), dtype=np.float64)
+
+
+SUMMED_METRICS = ("mad_l1", "range_l1", "sd_squared")
+"""The metrics that are a sum of per-feature shares (:func:`feature_costs`); ``scorecard`` is not."""
+
+
+class FeaturePricer:
+    """What setting feature ``j`` to a value adds to the distance, exactly as the score
+    calculator sums it (:func:`feature_costs`): local search prices trades and steps in the
+    distance's own units with it, before scoring anything.
+
+    Built from a problem's resolved metric, scales, change costs and penalty; only for
+    :data:`SUMMED_METRICS`."""
+
+    def __init__(
+        self,
+        original: FloatMatrix,
+        nominal: npt.NDArray[np.bool_],
+        scales: FloatMatrix,
+        metric: DistanceMetric,
+        *,
+        costs: FloatMatrix | None = None,
+        change_penalty: float = 0.0,
+    ) -> None:
+        if metric not in SUMMED_METRICS:
+            raise ValueError(f"metric {metric!r} is not a sum of per-feature shares")
+        self.original = np.asarray(original, dtype=np.float64)
+        self.nominal = np.asarray(nominal, dtype=bool)
+        self.scales = np.asarray(scales, dtype=np.float64)
+        self.metric: DistanceMetric = metric
+        self.costs = np.ones_like(self.scales) if costs is None else np.asarray(costs, dtype=np.float64)
+        self.change_penalty = float(change_penalty)
+
+    def cost(self, values: FloatMatrix, columns: npt.NDArray[np.intp]) -> FloatMatrix:
+        """What feature ``columns[i]`` at ``values[i]`` adds to the distance (0 at its original)."""
+        values = np.asarray(values, dtype=np.float64)
+        return feature_costs(
+            values,
+            self.original[columns],
+            self.nominal[columns],
+            self.scales[columns],
+            self.metric,
+            costs=self.costs[columns],
+            change_penalty=self.change_penalty,
+        )
+
+    def unit(self, columns: npt.NDArray[np.intp]) -> FloatMatrix:
+        """How far feature ``columns[i]`` moves for one unit of distance (before the penalty):
+        its scale, divided by its change cost (a costlier feature moves less per unit)."""
+        costs = np.where(self.costs[columns] > 0.0, self.costs[columns], 1.0)
+        return np.asarray(self.scales[columns] / costs, dtype=np.float64)
 
 
 def gower(rows: FloatMatrix, original: FloatMatrix, nominal: BoolArray, width: FloatMatrix) -> FloatMatrix:

@@ -177,10 +177,11 @@ def _values(
     per_unit = grid_scale[owners]
     gridded = per_unit > 0
     units = np.where(gridded, per_unit, 1.0)
-    steps = np.floor(raw * units + 1e-9)
-    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
     relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
     margin = 2.0 * np.maximum(np.abs(values), 1.0) * relative / np.abs(slope[columns])
+    steps = np.floor(raw * units + 1e-9)
+    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
+    below, above = _float32_sides(below, above, values, slope[columns], shift[columns], float32 & gridded, units)
     low_side = np.where(gridded, below, raw - margin)
     high_side = np.where(gridded, above, raw + margin)
     found: dict[int, FloatArray] = {}
@@ -190,6 +191,35 @@ def _values(
         sides.setflags(write=False)  # kept for later problems: never changed in place
         found[int(j)] = sides
     return found
+
+
+_FLOAT32_STEPS = 64
+"""Grid steps a side may move to get past a float32 threshold (float32's spacing at 10^7 is 1)."""
+
+
+def _float32_sides(  # noqa: PLR0917 - the sides and what they are measured by, as _values has them
+    below: FloatArray,
+    above: FloatArray,
+    thresholds: FloatArray,
+    slope: FloatArray,
+    shift: FloatArray,
+    float32: npt.NDArray[np.bool_],
+    units: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """The grid values either side of each threshold as a model comparing float32 inputs sees
+    them: a grid value rounds onto the threshold's float32 (the demo's income 69,587.05 is
+    69,587.047 to its trees, on the threshold's left, not past it), so a side on the wrong one
+    moves a grid step outwards until it is not."""
+    for _ in range(_FLOAT32_STEPS):
+        seen_above = (above * slope + shift).astype(np.float32).astype(np.float64) > thresholds
+        seen_below = (below * slope + shift).astype(np.float32).astype(np.float64) > thresholds
+        wrong_above = float32 & (seen_above != (slope > 0))
+        wrong_below = float32 & (seen_below != (slope < 0))
+        if not (wrong_above.any() or wrong_below.any()):
+            break
+        above = np.where(wrong_above, above + 1.0 / units, above)
+        below = np.where(wrong_below, below - 1.0 / units, below)
+    return below, above
 
 
 def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[int, FloatArray]:

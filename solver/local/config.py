@@ -126,6 +126,19 @@ class MoveSelectorConfig(ConfigModel):
     split_jump_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
     """Share of numeric change moves that jump to a value just past one of the model's split
     thresholds (a tree model's; ``EncodedSpace.split_values``), where the decision changes."""
+    distance_step_share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
+    """Share of the local steps sized in units of the problem's distance, 0.01 to
+    ``local_step_distance`` of them (MADs under MAD-L1: each feature as far as it costs), where the
+    distance is a per-feature sum; the others are sized by the range (``local_step_scale``).
+    Measured on adult, compas and heloc: all by distance lost one compas GB row (+6.7%), a
+    quarter lost none."""
+    local_step_distance: Annotated[float, Field(gt=0.0, le=1000.0)] = 4.0
+    """Largest local step in units of the distance (``distance_step_share``)."""
+    split_jump_draws: Annotated[int, Field(ge=1, le=16)] = 1
+    """A split jump draws this many thresholds of its feature and takes the one nearest the
+    original (the cheapest: a feature's cost grows with its distance from the original); 1: a
+    uniform draw. Not the default: on adult's random forest, 3 draws led the search into
+    capital-loss (1 unit a dollar under MAD-L1) on one row of 6, +6,000 % after the polish."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -193,6 +206,30 @@ class BoundaryPolishPhaseConfig(PhaseConfig):
     grid_size: Annotated[int, Field(ge=2, le=256)] = 32
     max_iterations: Annotated[int, Field(ge=1, le=100)] = 6
     starts: Annotated[int, Field(ge=1, le=256)] = 1
+    combos: bool = True
+    """Before the trades, score the original's single-feature rows and the cheapest combinations of
+    2-4 of them predicted (gains added) to reach the goal (:func:`counterplan.solver.core.trade.combo_candidates`):
+    a basin of 3-4 changed features the greedy scan never enters. Per-feature-sum distances only."""
+    trade_rounds: Annotated[int, Field(ge=0, le=100)] = 4
+    """Rounds of trades (one changed feature given back, another bought, :mod:`counterplan.solver.core.trade`)
+    from the best, each winner bisected again; 0: the bisection alone. Per-feature-sum distances only."""
+    beam_width: Annotated[int, Field(ge=0, le=64)] = 4
+    """With the combinations, the pairs of each of this many features whose single rows gain most
+    (at each of their values) with every single-feature value of another, scored for real: two
+    features that reach the goal only together. Only for a model whose split values are known (a
+    tree ensemble): a linear model's gains add up, as the combinations predict. 0: none."""
+    beam_depth: Annotated[int, Field(ge=2, le=8)] = 4
+    """The beam's rows change up to this many features: after the pairs, the ``beam_keep`` rows
+    nearest the goal that do not reach it, each with one more feature's single value (one call a
+    level): 3-4 features that reach the goal only together (heloc GB)."""
+    beam_keep: Annotated[int, Field(ge=1, le=256)] = 16
+    trade_rows: Annotated[int, Field(ge=1, le=MAX_MOVES_PER_STEP)] = 1024
+    """At most this many rows per trade round (one model call each)."""
+    combo_rows: Annotated[int, Field(ge=1, le=MAX_MOVES_PER_STEP)] = 1024
+    """At most this many combinations, and as many pairs of the beam (scored in one model call)."""
+    trade_grid_size: Annotated[int, Field(ge=2, le=256)] = 24
+    """Values of a number's whole domain a trade or combination may buy (beside split values and
+    steps in the distance's units)."""
 
 
 def default_phases() -> tuple[FeatureScanPhaseConfig | LocalSearchPhaseConfig | BoundaryPolishPhaseConfig, ...]:

@@ -80,8 +80,13 @@ class BoundaryPolishPhaseFactory:
         return BoundaryPolishPhase(config)
 
     def step_cells(self, config: BoundaryPolishPhaseConfig, size: SpaceSize) -> tuple[str, int]:
-        """An iteration's rows: a grid per mutable number (and the reverts) for every start."""
+        """An iteration's rows: a grid per mutable number (and the reverts) for every start; or a
+        batch of trades or of combinations with the beam's pairs (``trade_rows``, twice
+        ``combo_rows``), where larger."""
         rows = config.grid_size * (size.n_mutable + 1) * config.starts
+        trades = max(config.trade_rows, 2 * config.combo_rows) if config.trade_rounds or config.combos else 0
+        if trades > rows:  # the single-feature rows are skipped where they would not fit a step
+            return "trade_rows", trades * size.n_features
         return "starts", rows * size.n_features
 
     def collects_pool(self, config: BoundaryPolishPhaseConfig) -> bool:

@@ -3,9 +3,9 @@
 A move changes one or two features of the current solution. Kinds, as in OptaPlanner plus
 two for counterfactuals:
 
-* ``change``: one feature to another value of its domain (numbers: uniform in the domain, or
-  a local step scaled to the feature's range; integers stay whole; categories: another
-  category; booleans: flip);
+* ``change``: one feature to another value of its domain (numbers: uniform in the domain, a
+  local step, or a jump just past one of the model's split thresholds; integers stay whole;
+  categories: another category; booleans: flip);
 * ``pair_change``: two features at once;
 * ``revert``: a changed feature back to its original value (sparsity);
 * ``toward_original``: a changed number part of the way back (proximity);
@@ -20,6 +20,13 @@ once: each move kind is drawn for all walkers' rows in one vectorised pass, with
 masks of the changed features (a revert picks among its own walker's changes). A step then
 costs the same few dozen numpy operations whether it has one walker or 64; sampling walker by
 walker cost that many per walker, which was most of the engine's own time per solve.
+
+Given each feature's distance unit (``unit``: how far the feature moves for one unit of the
+distance, :meth:`~counterplan.planning.distance.FeaturePricer.unit`), a share of the local steps
+(``distance_step_share``) is sized in the distance's units rather than as a share of the range:
+under MAD-L1 a range-sized step of adult's capital-loss (MAD 0: 1 per dollar, range 4,356) is
+4-436 units, never a small one. A split jump may pick, of ``split_jump_draws`` thresholds drawn,
+the one nearest the original (the cheapest; off by default, see the config).
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from counterplan.solver.local.config import MoveSelectorConfig
 MOVE_KINDS = ("change", "pair_change", "revert", "toward_original", "shrink", "swap")
 _CHANGE, _PAIR, _REVERT, _TOWARD, _SHRINK, _SWAP = range(len(MOVE_KINDS))
 _DRAWS = 8
-"""Uniform draws per change move, taken as one ``(8, n)`` block: one generator call per step."""
+"""Uniform draws per change move, taken as one ``(8, n)`` block: one generator call per step
+(the jumps' extra thresholds, when weighted by their cost, are one more)."""
 
 IntArray = npt.NDArray[np.intp]
 
@@ -63,9 +71,11 @@ class MoveBatch:
 class MoveSelector:
     """Samples mixed move batches by the configured weights."""
 
-    def __init__(self, config: MoveSelectorConfig, space: EncodedSpace) -> None:
+    def __init__(self, config: MoveSelectorConfig, space: EncodedSpace, unit: FloatMatrix | None = None) -> None:
         self.config = config
         self.space = space
+        self._unit = unit if config.distance_step_share > 0.0 else None
+        """Per column, how far it moves for one unit of the distance (None: steps by range only)."""
         self.mutable_columns = np.flatnonzero(space.mutable)
         self.span = space.upper - space.lower
         self._weights = np.array(
@@ -230,6 +240,12 @@ class MoveSelector:
         # has no "near": it is filled by a uniform draw.
         uniform = low + u[0] * span
         magnitude = self.config.local_step_scale * span * 10.0 ** (2.0 * u[1] - 2.0)
+        if self._unit is not None:  # a share of them: 0.01 to local_step_distance units of the distance
+            largest = self.config.local_step_distance
+            by_unit = largest * self._unit[columns] * (0.01 / largest) ** (1.0 - u[1])
+            magnitude = np.where(
+                u[3] < self.config.local_step_ratio * self.config.distance_step_share, by_unit, magnitude
+            )
         local = now + np.where(u[2] < 0.5, -1.0, 1.0) * magnitude
         local_move = (u[3] < self.config.local_step_ratio) & (graded > 0.0)
         numeric = np.where(local_move, local, uniform)
@@ -237,6 +253,14 @@ class MoveSelector:
             jump = (split_count > 0) & (u[4] < self.config.split_jump_ratio)
             pick = (split_offset + np.floor(u[5] * split_count)).astype(np.intp)
             jumped = self._split_values[np.minimum(pick, self._split_values.size - 1)]
+            draws = self.config.split_jump_draws
+            if draws > 1:  # of several thresholds, the cheapest: nearest the original (a column's cost grows with it)
+                more = rng.random((draws - 1, rows.size))
+                picks = (split_offset + np.floor(more * split_count)).astype(np.intp)
+                others = self._split_values[np.minimum(picks, self._split_values.size - 1)]
+                every = np.vstack([jumped.reshape(1, -1), others])
+                nearest = np.argmin(np.abs(every - s.original[columns]), axis=0)
+                jumped = every[nearest, np.arange(rows.size)]
             numeric = np.where(jump, jumped, numeric)
         numeric = s.to_grid(numeric, columns)
         stuck = (step > 0) & (numeric == now)  # a step that rounded to nothing: one grid step

@@ -17,6 +17,7 @@ import numpy as np
 
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import SolverScope, Walker
+from counterplan.solver.core.trade import pricer_for
 from counterplan.solver.local.acceptors import Acceptor, LockstepContext
 from counterplan.solver.local.config import LocalSearchPhaseConfig
 from counterplan.solver.local.forager import Forager
@@ -40,7 +41,9 @@ class LocalSearchPhase(PhaseBase[LocalSearchPhaseConfig]):
         scope = phase_scope.solver_scope
         space = scope.space
         mutable_count = int(np.count_nonzero(space.mutable))
-        selector = MoveSelector(config.move_selector, space)
+        pricer = pricer_for(scope.problem)
+        unit = None if pricer is None else pricer.unit(np.arange(space.n_features))
+        selector = MoveSelector(config.move_selector, space, unit)
         forager = Forager(config.forager)
         walkers, currents, current_scores = self._walkers(scope)
         acceptors = [self.new_acceptor(mutable_count) for _ in walkers]

@@ -11,18 +11,42 @@ With ``starts`` above 1, the same calls also refine the best feasible row of eac
 carrying a needless change, can shave down below the polished best. Those rows ride in the
 best's calls while it still improves; after that, iterations go on for them alone, up to
 ``max_iterations``.
+
+Then, where the distance is a per-feature sum (:func:`~counterplan.solver.core.trade.pricer_for`),
+the polish reaches what a bisection cannot (:mod:`counterplan.solver.core.trade`):
+
+* **combinations** (``combos``): the original's single-feature rows, then 2-4 of them at once
+  where their goal gains add up; a win is bisected;
+* **trades** (``trade_rounds``): one changed feature given back while another is bought, up to
+  ``trade_rows`` rows a round; each winning round is bisected again, and the trades stop at the
+  first round without a win. With ``starts`` above 1, each other route is traded and bisected
+  the same way (a route one give-back from the optimum, as the demo's 2-change answer is).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from counterplan.planning.score import best_row
+from counterplan.planning.distance import FeaturePricer
+from counterplan.planning.score import HARD_LEVELS, best_row, is_better, is_feasible
 from counterplan.solver.core.boundary import Bisection, Refiner
+from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.pool import best_per_change_set
 from counterplan.solver.core.protocol import FloatMatrix, score_batches
 from counterplan.solver.core.scope import Progress, SolverScope, count_step
+from counterplan.solver.core.trade import (
+    beam_candidates,
+    combo_candidates,
+    extend_candidates,
+    front_values,
+    pareto_front,
+    pricer_for,
+    single_rows,
+    trade_candidates,
+)
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 
 
@@ -34,14 +58,35 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         phase_scope.solver_scope.offer_deferred()
 
     def solve(self, phase_scope: PhaseScope) -> None:
-        """Iterate until an iteration improves nothing, the limit, or the solver's termination.
+        """Iterate until an iteration improves nothing, the limit, or the solver's termination;
+        then the combinations and trades (see the module).
 
         With ``starts`` above 1, the other routes' refinement (:class:`~counterplan.solver.core.boundary.Refiner`)
         shares each iteration's model call; its rows are offered at the end.
         """
         scope = phase_scope.solver_scope
-        counters = phase_scope.counters
         routes = self._routes(scope)
+        self._bisect_with_routes(phase_scope, routes)
+        if routes is not None and scope.offer(routes.rows, routes.scores, phase_scope.counters, count=False):
+            scope.announce()
+        pricer = pricer_for(scope.problem) if self.config.trade_rounds or self.config.combos else None
+        if pricer is None or not is_feasible(scope.best_score):
+            return
+        tree = bool(scope.space.split_values)  # a linear model's gains add up: trades reach its optimum
+        buys, other = self._combos(phase_scope, pricer) if self.config.combos and tree else (None, None)
+        self._trade(phase_scope, pricer, scope.best_row, scope.best_score, buys)
+        others = [] if other is None else [other]
+        if routes is not None:
+            others += list(zip(routes.rows, routes.scores, strict=True))
+        for start, start_score in others:
+            if is_feasible(start_score) and not (start == scope.best_row).all():
+                row, score = self._bisect_from(phase_scope, start, start_score)
+                self._trade(phase_scope, pricer, row, score, buys)
+
+    def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
+        """The best's bisection, the other routes' refinement riding in its calls."""
+        scope = phase_scope.solver_scope
+        counters = phase_scope.counters
         bisection = Bisection(scope.space, self.config.grid_size)
         n = scope.space.n_features
         polishing = True
@@ -60,8 +105,150 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 routes.update(all_scores[X.shape[0] :])
             if polishing and owners is not None:
                 polishing = _take(scope, counters, bisection, X=X, owners=owners, scores=scores)
-        if routes is not None and scope.offer(routes.rows, routes.scores, counters, count=False):
+
+    def _combos(
+        self, phase_scope: PhaseScope, pricer: FeaturePricer
+    ) -> tuple[dict[int, FloatMatrix] | None, tuple[FloatMatrix, FloatMatrix] | None]:
+        """Score the original's single-feature rows, then the cheapest combinations of 2-4 of
+        them predicted to reach the goal, the beam's pairs (:func:`~counterplan.solver.core.trade.beam_candidates`)
+        and its further levels; bisect the best when it improved. Each feature's gain/cost front
+        (the buys a trade tries first), and the best feasible combination of another change set
+        than the best's: a route polished after the best (the demo's 2-change optimum is one)."""
+        scope = phase_scope.solver_scope
+        space = scope.space
+        X, owner = single_rows(space, pricer, self.config.trade_grid_size)
+        if X.shape[0] == 0 or X.size > MAX_CELLS_PER_STEP or phase_scope.must_stop():
+            return None, None  # too many to score in a step (a problem of thousands of features): none
+        scores, improved = _score(phase_scope, np.vstack([space.original.reshape(1, -1), X]))
+        origin, scores = scores[0], scores[1:]
+        singles = _Singles(X, owner, pricer.cost(X[np.arange(owner.size), owner], owner), scores[:, 0] - origin[0])
+        other = None
+        if origin[0] < 0.0 and not phase_scope.must_stop():
+            C = combo_candidates(
+                space.original,
+                X,
+                owner,
+                singles.cost,
+                singles.gain,
+                deficit=-float(origin[0]),
+                best_distance=-float(scope.best_score[3]),
+                max_rows=self.config.combo_rows,
+            )
+            if self.config.beam_width:
+                B = beam_candidates(
+                    space.original,
+                    X,
+                    owner,
+                    singles.cost,
+                    singles.gain,
+                    best_distance=-float(scope.best_score[3]),
+                    width=self.config.beam_width,
+                    max_rows=self.config.combo_rows,
+                )
+                C = np.unique(np.vstack([C, B]), axis=0)
+            if C.shape[0]:
+                combined, won = _score(phase_scope, C)
+                other = _other_route(C, combined, scope.best_row, space.original)
+                found, deeper = self._beam_levels(phase_scope, singles, origin, C, combined)
+                improved = improved or won or deeper
+                if found is not None and (other is None or is_better(found[1], other[1])):
+                    other = found
+        if improved:
             scope.announce()
+            self._bisect_from(phase_scope, scope.best_row, scope.best_score)
+        return front_values(X, owner, pareto_front(owner, singles.cost, singles.gain)), other
+
+    def _beam_levels(
+        self, phase_scope: PhaseScope, singles: _Singles, origin: FloatMatrix, level: FloatMatrix, scores: FloatMatrix
+    ) -> tuple[tuple[FloatMatrix, FloatMatrix] | None, bool]:
+        """The beam's further levels: its ``beam_keep`` rows nearest the goal, one more feature
+        each, up to ``beam_depth`` features. The best feasible row of another change set than the
+        best's, and whether the best improved."""
+        scope = phase_scope.solver_scope
+        other = None
+        improved = False
+        for _ in range(self.config.beam_depth - 2):
+            keep = _beam_rows(scores, self.config.beam_keep)
+            if keep.size == 0 or phase_scope.must_stop():
+                break
+            level = extend_candidates(
+                scope.space.original,
+                level[keep],
+                -scores[keep, 3],
+                scores[keep, 0] - origin[0],
+                singles.X,
+                singles.owner,
+                singles.cost,
+                singles.gain,
+                best_distance=-float(scope.best_score[3]),
+                max_rows=self.config.combo_rows,
+            )
+            if level.shape[0] == 0:
+                break
+            scores, won = _score(phase_scope, level)
+            improved = improved or won
+            found = _other_route(level, scores, scope.best_row, scope.space.original)
+            if found is not None and (other is None or is_better(found[1], other[1])):
+                other = found
+        return other, improved
+
+    def _trade(
+        self,
+        phase_scope: PhaseScope,
+        pricer: FeaturePricer,
+        row: FloatMatrix,
+        score: FloatMatrix,
+        buys: dict[int, FloatMatrix] | None,
+    ) -> None:
+        """Trade rounds from ``row``: each round's winner, when better than ``row``, is bisected
+        and traded from again; the first round without a win ends them. Every scored row is
+        offered to the solve (the best, the pool)."""
+        scope = phase_scope.solver_scope
+        for _ in range(self.config.trade_rounds):
+            if phase_scope.must_stop() or not is_feasible(score):
+                return
+            X = trade_candidates(
+                row,
+                -float(score[3]),
+                scope.space,
+                pricer,
+                grid_size=self.config.trade_grid_size,
+                max_rows=self.config.trade_rows,
+                rng=scope.rng,
+                buys=buys,
+            )
+            if X.shape[0] == 0:
+                return
+            scores, improved = _score(phase_scope, X)
+            if improved:
+                scope.announce()
+            winner = best_row(scores)
+            if not is_better(scores[winner], score):
+                return
+            row, score = self._bisect_from(phase_scope, X[winner].copy(), scores[winner].copy())
+
+    def _bisect_from(
+        self, phase_scope: PhaseScope, row: FloatMatrix, score: FloatMatrix
+    ) -> tuple[FloatMatrix, FloatMatrix]:
+        """The bisection of one row (the best, or another route) until an iteration finds
+        nothing better; its rows are offered to the solve. The row and score it ended at."""
+        scope = phase_scope.solver_scope
+        bisection = Bisection(scope.space, self.config.grid_size)
+        for _ in range(self.config.max_iterations):
+            if phase_scope.must_stop():
+                break
+            X, owners = bisection.candidates(row)
+            if X.shape[0] == 0:
+                break
+            scores, improved = _score(phase_scope, X)
+            if improved:
+                scope.announce()
+            winner = best_row(scores)
+            if not is_better(scores[winner], score):
+                break
+            bisection.moved(row, X, owners, winner)
+            row, score = X[winner].copy(), scores[winner].copy()
+        return row, score
 
     def _routes(self, scope: SolverScope) -> Refiner | None:
         """A refiner of the best row of each of the next ``starts - 1`` change sets found feasible."""
@@ -74,6 +261,48 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         if not others.any():
             return None
         return Refiner(rows[others], scores[others], scope.space, max(self.config.grid_size // 4, 2))
+
+
+@dataclass
+class _Singles:
+    """The original's single-feature rows: each changes feature ``owner`` to its value in ``X``,
+    at distance ``cost``, with goal gain ``gain`` over the original."""
+
+    X: FloatMatrix
+    owner: np.ndarray
+    cost: FloatMatrix
+    gain: FloatMatrix
+
+
+def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
+    """``X`` scored in one step and offered to the solve (the best, the pool): the scores, and
+    whether the best moved."""
+    scope = phase_scope.solver_scope
+    scores = score_batches(scope.scorer, X)
+    count_step(phase_scope.counters, X.shape[0])
+    return scores, scope.offer(X, scores, phase_scope.counters, count=False)
+
+
+def _beam_rows(scores: FloatMatrix, keep: int) -> np.ndarray:
+    """The ``keep`` rows nearest the goal (hard levels, then distance) that do not reach it yet."""
+    short = np.flatnonzero(scores[:, 0] < 0.0)
+    if short.size == 0:
+        return short
+    order = np.lexsort(scores[short].T[::-1])[::-1]
+    return short[order[:keep]]
+
+
+def _other_route(
+    X: FloatMatrix, scores: FloatMatrix, best: FloatMatrix, original: FloatMatrix
+) -> tuple[FloatMatrix, FloatMatrix] | None:
+    """The best feasible row of ``X`` whose set of changed features differs from ``best``'s."""
+    feasible = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
+    other = feasible & ((original != X) != (best != original)).any(axis=1)
+    if not other.any():
+        return None
+    index = np.flatnonzero(other)
+    top = index[best_row(scores[index])]
+    return X[top].copy(), scores[top].copy()
 
 
 def _take(

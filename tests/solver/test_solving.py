@@ -209,7 +209,8 @@ def test_boundary_polish_shaves_a_counterfactual_to_the_boundary(linear_problem:
         SolverConfig(
             phases=(
                 FeatureScanPhaseConfig(grid_size=5, greedy_steps=0),
-                BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=1),
+                # the bisection alone: trades and combinations add calls (tests/solver/local/test_trades.py)
+                BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=1, trade_rounds=0, combos=False),
             ),
             termination=TerminationConfig(),
         ),
@@ -239,7 +240,8 @@ def test_boundary_polish_with_several_starts_polishes_other_routes_below_the_bes
     def solve(starts: int) -> tuple[dict[str, object], int]:
         phases = (
             FeatureScanPhaseConfig(grid_size=4, greedy_steps=0),  # a = 3.33 costs 0.33; b = 6.67 costs 0.6
-            BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=starts),
+            # the bisection alone: a trade (a given back, b bought) finds b with one start too
+            BoundaryPolishPhaseConfig(grid_size=16, max_iterations=6, starts=starts, trade_rounds=0, combos=False),
         )
         result = explain(problem, SolverConfig(phases=phases, termination=TerminationConfig()))
         assert result.valid

@@ -16,6 +16,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassif
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
@@ -152,3 +153,31 @@ def test_what_is_kept_goes_with_the_estimator(trees: bool) -> None:
     del model, problem, estimator
     gc.collect()
     assert gone() is None
+
+
+def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_compares() -> None:
+    """scikit-learn's trees compare float32 inputs: the grid value one cent past a threshold can
+    round back onto it (the demo's income 69,587.05 is 69,587.047 to its trees, on the left). Each
+    threshold has a split value the model sends left and one it sends right."""
+    rng = np.random.default_rng(0)
+    # two float32 values two ulps apart either side of the boundary: the tree's threshold is their
+    # midpoint, 69,587.046875, which is what 69,587.05 (the grid value just above it) becomes
+    low = float(np.float32(69_587.04))
+    high = float(np.nextafter(np.nextafter(np.float32(low), np.float32(np.inf)), np.float32(np.inf)))
+    cents = np.round(rng.uniform(20_000.0, 120_000.0, 2_000), 2)
+    frame = pd.DataFrame({"income": np.concatenate([cents[np.abs(cents - low) > 1.0], [low, high] * 20])})
+    frame["ok"] = (frame.income > low).astype(int)
+    model = DecisionTreeClassifier(max_depth=6, random_state=0).fit(frame[["income"]], frame.ok)
+    problem = CounterfactualProblem.from_dataframe(
+        frame, {"income": 30_000.0}, model, [ClassGoal(target=1)], target="ok"
+    )
+    values = problem.split_values()[0]
+    seen = values.astype(np.float32).astype(np.float64)
+    thresholds = model.tree_.threshold[model.tree_.feature >= 0]
+    assert float(np.float32(69_587.05)) == (low + high) / 2 in thresholds
+    for threshold in thresholds:
+        assert (seen <= threshold).any() and (seen > threshold).any()
+        below = values[seen <= threshold].max()
+        above = values[seen > threshold].min()
+        assert above - below <= 1.0  # still next to the threshold (within float32's margin, 16 ulps a side)
+        assert (values[(values > below) & (values < above)]).size == 0

@@ -1,0 +1,112 @@
+"""The boundary polish's trades and combinations (solver.core.trade): answers a bisection, which
+only moves changed features back, cannot reach."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import GradientBoostingClassifier
+
+from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
+from counterplan.planning.space import FloatMatrix
+from counterplan.solver import SolverConfig, TerminationConfig, explain
+from counterplan.solver.core.trade import pricer_for, trade_candidates
+from counterplan.solver.local.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+
+
+def _give_back_and_buy() -> CounterfactualProblem:
+    """Approved when a + b >= 4 (a linear model). b reaches 2 at most but is cheap: a to 4 alone
+    costs 0.4 (range-scaled), a to 2 with b to 2 costs 0.2 + 0.1."""
+
+    def linear(X: FloatMatrix) -> FloatMatrix:
+        p = 1.0 / (1.0 + np.exp(-20.0 * (X[:, 0] + X[:, 1] - 4.0)))
+        return np.column_stack([1.0 - p, p])
+
+    return CounterfactualProblem(
+        [
+            FloatFeature(name="a", value=0.0, low=0.0, high=10.0),
+            FloatFeature(name="b", value=0.0, low=0.0, high=2.0, cost=0.1),
+        ],
+        [ClassGoal(target=1, margin=0.0)],
+        CallableAdapter(linear, [OutputSpec("ok", (0, 1))]),
+    )
+
+
+def _scan_and_polish(polish: BoundaryPolishPhaseConfig) -> SolverConfig:
+    """A coarse scan (one feature at a time, no greedy chain) and the polish: what the polish
+    adds is all there is."""
+    return SolverConfig(
+        phases=(FeatureScanPhaseConfig(grid_size=4, greedy_steps=0), polish), termination=TerminationConfig()
+    )
+
+
+def test_a_trade_gives_back_an_expensive_change_and_buys_a_cheap_one() -> None:
+    problem = _give_back_and_buy()
+    alone = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig(trade_rounds=0, combos=False)), seed=0)
+    assert alone.valid and alone.proposed["b"] == 0.0  # the bisection shaves a to 4 and stops there
+    assert -alone.score_levels[3] == pytest.approx(0.4, abs=0.002)
+    traded = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig()), seed=0)
+    assert traded.valid
+    assert traded.proposed["b"] == pytest.approx(2.0, abs=0.01) and traded.proposed["a"] == pytest.approx(2.0, abs=0.01)
+    assert -traded.score_levels[3] == pytest.approx(0.3, abs=0.002)
+    again = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig()), seed=0)
+    assert again.proposed == traded.proposed  # the seeded sample of a round: the same seed, the same answer
+
+
+def test_a_trade_round_holds_only_rows_predicted_nearer_and_is_seeded() -> None:
+    problem = _give_back_and_buy()
+    space = problem.space
+    pricer = pricer_for(problem)
+    assert pricer is not None
+    best = np.array([4.0, 0.0])
+    distance = float(pricer.cost(best, np.arange(2)).sum())
+
+    def round_(seed: int, rows: int) -> FloatMatrix:
+        return trade_candidates(
+            best,
+            distance,
+            space,
+            pricer,
+            grid_size=24,
+            max_rows=rows,
+            rng=np.random.default_rng(seed),  # type: ignore[arg-type]
+        )
+
+    X = round_(0, 4096)
+    assert X.shape[0] > 0
+    predicted = np.array([pricer.cost(row, np.arange(2)).sum() for row in X])
+    assert (predicted < distance).all()
+    assert ((best != X).sum(axis=1) <= 2).all() and (X[:, 0] < best[0]).all()  # a given back, b bought
+    few = round_(7, 16)
+    assert few.shape[0] == 16 and np.array_equal(few, round_(7, 16))  # the sample follows the seed
+    assert not np.array_equal(few, round_(8, 16))
+
+
+def test_a_problem_whose_distance_is_no_per_feature_sum_has_no_pricer(linear_problem: CounterfactualProblem) -> None:
+    assert pricer_for(linear_problem) is not None
+    assert pricer_for(None) is None
+
+
+@pytest.fixture(scope="module")
+def together_problem() -> CounterfactualProblem:
+    """A tree ensemble approving when a > 3 and b > 3 (together), or when c > 9; the original is
+    all zeros. Alone, c to 9 is the cheapest single change (0.9 of the range); a and b to 3
+    together cost 0.6."""
+    grid = np.linspace(0.0, 10.0, 21)
+    a, b, c = (v.ravel() for v in np.meshgrid(grid, grid, grid, indexing="ij"))
+    data = pd.DataFrame({"a": a, "b": b, "c": c})
+    data["y"] = (((data.a > 3) & (data.b > 3)) | (data.c > 9)).astype(int)
+    model = GradientBoostingClassifier(n_estimators=60, max_depth=2, random_state=0).fit(data[["a", "b", "c"]], data.y)
+    return CounterfactualProblem.from_dataframe(
+        data, {"a": 0.0, "b": 0.0, "c": 0.0}, model, [ClassGoal(target=1, confidence=0.7)], target="y"
+    )
+
+
+def test_combinations_find_two_features_a_tree_needs_together(together_problem: CounterfactualProblem) -> None:
+    off = BoundaryPolishPhaseConfig(trade_rounds=0, combos=False)
+    alone = explain(together_problem, _scan_and_polish(off), seed=0)
+    assert alone.valid and [c.feature for c in alone.changes] == ["c"]
+    together = explain(together_problem, _scan_and_polish(BoundaryPolishPhaseConfig(trade_rounds=0)), seed=0)
+    assert together.valid and sorted(c.feature for c in together.changes) == ["a", "b"]
+    assert -together.score_levels[3] < -alone.score_levels[3]
