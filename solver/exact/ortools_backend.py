@@ -178,7 +178,7 @@ def solve_described(
     solver, name = _create(pywraplp)
     if should_stop is not None and should_stop():  # stopped before it started
         stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
-        return stopped, describe(name, solver)
+        return _or_the_start(stopped, milp, start), describe(name, solver)
     variables = _load(solver, milp)
     if time_limit is not None:  # what is left of it after loading the program
         time_limit = max(float(time_limit) - (time.perf_counter() - entered), 0.0)
@@ -196,12 +196,26 @@ def solve_described(
         status = _watched(solver, params, deadline, should_stop)
     if status is None:  # abandoned: past its time (or a stop) and still running
         stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
-        return replace(stopped, seconds=time.perf_counter() - started), describe(name, solver)
-    seconds = time.perf_counter() - started
-    result = _result(pywraplp, solver, milp, variables, status=status, seconds=seconds)
+        result = replace(stopped, seconds=time.perf_counter() - started)
+    else:
+        seconds = time.perf_counter() - started
+        result = _result(pywraplp, solver, milp, variables, status=status, seconds=seconds)
+    result = _or_the_start(result, milp, start)
     if on_incumbent is not None and result.x is not None:
         on_incumbent(result.x, result.objective - milp.objective_offset)  # as HiGHS reports it
     return result, describe(name, solver)
+
+
+def _or_the_start(result: MilpResult, milp: Milp, start: npt.NDArray[np.float64] | None) -> MilpResult:
+    """``result``, or the warm start as a ``feasible`` result when the solver was stopped before it
+    reported a solution of its own. The start is feasible (the caller's promise, as for HiGHS,
+    whose callback reports it as its first incumbent), so a stop never loses it: SCIP, stopped or
+    abandoned before its first solution, reports none, not even the hint it was given."""
+    if result.x is not None or start is None or result.status == "infeasible":
+        return result
+    x = np.asarray(start, dtype=np.float64).copy()
+    objective = milp.value(milp.objective, x, milp.objective_offset)
+    return MilpResult("feasible", x, objective, result.bound, float("inf"), result.nodes, result.seconds)
 
 
 def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Callable[[], bool] | None) -> int | None:

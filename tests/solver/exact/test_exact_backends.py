@@ -349,3 +349,15 @@ def test_an_or_tools_solve_past_its_time_is_abandoned() -> None:
     assert _watched(Stubborn(0.0), None, time.perf_counter() + 60.0, lambda: False) == 0
     stopped = Stubborn(3.0)
     assert _watched(stopped, None, None, lambda: True) is None and stopped.interrupted.is_set()
+
+
+def test_a_stopped_or_tools_search_keeps_its_warm_start(or_tools_solver: str) -> None:
+    """SCIP stopped before its first solution reports none, not even its hint: the backend returns
+    the (feasible) warm start, as HiGHS's callback does, so a cancelled exact phase keeps local
+    search's answer as its incumbent ("feasible"), never "no solution"."""
+    milp, known, objective = _market_split(4, 40)
+    result = _solve(milp, "ortools", start=known, should_stop=lambda: True)
+    assert result.status == "feasible" and result.x is not None, result
+    np.testing.assert_array_equal(result.x, known)
+    assert result.objective == pytest.approx(objective)
+    assert result.gap == INF, "the start is not proven"
