@@ -43,7 +43,7 @@ from counterplan.planning.errors import CounterplanError, ModelAdapterError, one
 from counterplan.planning.goals import BoundGoal
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.score import LEVELS, BendableScore, last_best_row
+from counterplan.planning.score import LEVELS, PRUNED, BendableScore, better, last_best_row
 from counterplan.planning.scored_rows import ScoredRows, Split
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
@@ -60,6 +60,8 @@ NOT_SCORED = "not scored: the solve was stopping"
 """The failure of a row left unscored because the ``stop`` check said stop."""
 FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
+PRUNED_REASON = "not scored: it could not beat the best"
+"""The failure of a candidate left out so."""
 _MAX_GOAL_DISTANCE = 1.0e14
 _FAR = 1.0e12
 """The scorecard objective of a value in no bin: farther than any real answer."""
@@ -217,8 +219,14 @@ class ScoreCalculator:
         the calculator has kept (:attr:`best`) stays readable."""
         self.calls = _AbandonedCalls()
 
-    def calculate(self, X: FloatMatrix) -> Evaluation:
-        """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
+    def calculate(self, X: FloatMatrix, beat: FloatMatrix | None = None) -> Evaluation:
+        """Score every row of ``X`` (shape ``(n, n_features)``) with one model call.
+
+        With ``beat`` (a score row, the best so far), a row whose levels known without the model
+        (its broken rules, its distance, its changes) cannot make it better than ``beat`` whatever
+        the model says is not sent to the model: it scores :data:`PRUNED` on hard level 0 (its
+        other levels as they are) and fails as :data:`PRUNED_REASON`. Only a search that looks
+        for a better best alone may ask so."""
         problem = self.problem
         X = self._checked(X)
         if problem.relations is not None:  # a row stands for itself with its computed features
@@ -226,24 +234,9 @@ class ScoreCalculator:
         n = X.shape[0]
         if n == 0:
             return Evaluation(np.zeros((0, LEVELS), dtype=np.float64), _empty_predictions(problem, 0), [])
-        predictions, failures = self._predict(X)
         # Whole columns at a time; where nothing failed, no Python runs per row. Every level is
         # computed as the plain formulas would (same operations on the same values), bit for bit.
         scores = np.empty((n, LEVELS), dtype=np.float64)
-        goal_distance: FloatMatrix | None = None
-        scores[:, 2] = 0.0
-        with np.errstate(invalid="ignore"):
-            for bound in problem.goals:
-                column = predictions[bound.output.name]
-                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
-                goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
-                if getattr(bound.goal, "confidence", None) is not None:
-                    scores[:, 2] -= bound.below_confidence(column)
-        assert goal_distance is not None  # a problem has at least one goal
-        np.negative(goal_distance, out=scores[:, 0])
-        if failures.any:
-            scores[failures.failed, 0] = FAILED_PREDICTION
-            scores[failures.failed, 2] = -max(self._confidence_goals, 1)
         changed = self._original != X
         counts = changed.astype(np.float64) @ self._count_weights  # changed features, changed immutables
         np.negative(self._broken_rules(X, changed, counts), out=scores[:, 1])
@@ -264,13 +257,57 @@ class ScoreCalculator:
                 out=scores[:, 3],
             )
         np.negative(counts[:, 0], out=scores[:, 4])
+        hopeful = self._hopeful(scores, beat)
+        predictions, failures = self._predict(X) if hopeful is None else self._predict_hopeful(X, hopeful)
+        goal_distance: FloatMatrix | None = None
+        scores[:, 2] = 0.0
+        with np.errstate(invalid="ignore"):
+            for bound in problem.goals:
+                column = predictions[bound.output.name]
+                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
+                if getattr(bound.goal, "confidence", None) is not None:
+                    scores[:, 2] -= bound.below_confidence(column)
+        assert goal_distance is not None  # a problem has at least one goal
+        np.negative(goal_distance, out=scores[:, 0])
+        if failures.any:
+            scores[failures.failed, 0] = FAILED_PREDICTION
+            scores[failures.failed, 2] = -max(self._confidence_goals, 1)
+            if hopeful is not None:
+                scores[~hopeful, 0] = PRUNED
         scores += 0.0  # fold -0.0 into 0.0
         self.calculation_count += n
         evaluation = Evaluation(scores, predictions, failures.reasons)
-        if self.assert_mode:
+        if self.assert_mode and hopeful is None:
             self._assert_matches_reference(X, evaluation)
         self._remember(X, evaluation, failures)
         return evaluation
+
+    def _hopeful(self, scores: FloatMatrix, beat: FloatMatrix | None) -> npt.NDArray[np.bool_] | None:
+        """The rows that could beat ``beat``: with the hard levels the model decides at their best
+        (0), their known levels make them better. None when every row could (or no ``beat``)."""
+        if beat is None:
+            return None
+        upper = scores.copy()
+        upper[:, 0] = 0.0
+        upper[:, 2] = 0.0
+        hopeful = better(upper, beat)
+        return None if hopeful.all() else np.asarray(hopeful, dtype=bool)
+
+    def _predict_hopeful(self, X: FloatMatrix, hopeful: npt.NDArray[np.bool_]) -> tuple[Predictions, _Failures]:
+        """The predictions of the hopeful rows; the others failed as :data:`PRUNED_REASON`."""
+        n = X.shape[0]
+        predictions = _empty_predictions(self.problem, n)
+        failures = _Failures(n)
+        self._batch_failed = None
+        if hopeful.any():
+            some, failed = self._predict(X[hopeful])
+            for name, array in some.items():
+                predictions[name][hopeful] = array
+            failures.take(failed, np.flatnonzero(hopeful))
+        failures.mark_rows(~hopeful, PRUNED_REASON)
+        failures.unscored |= ~hopeful
+        return predictions, failures
 
     def _checked(self, X: Any) -> FloatMatrix:
         """``X`` as a float matrix, checked as :meth:`FeatureSpace.check_candidates` checks it: a
@@ -681,6 +718,7 @@ __all__ = [
     "MAX_FAILED_MODEL_CALLS",
     "MAX_FAILING_BATCHES",
     "NOT_SCORED",
+    "PRUNED_REASON",
     "BoundGoal",
     "Evaluation",
     "ScoreCalculator",

@@ -23,9 +23,10 @@ from counterplan.planning import (
     ValueGoal,
     scored_rows as scored_rows_module,
 )
-from counterplan.planning.calculator import DirectCalls
+from counterplan.planning.calculator import PRUNED_REASON, DirectCalls
 from counterplan.planning.demo import IMMUTABLE, TARGET
 from counterplan.planning.model_protocol import Predictions
+from counterplan.planning.score import PRUNED, better
 from counterplan.planning.scored_rows import ScoredRows
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 from counterplan.solver import explain
@@ -211,3 +212,27 @@ def test_failed_rows_fail_wherever_they_repeat_and_are_asked_again() -> None:
     sent.clear()
     again = calculator.calculate(X[[1, 2, 6]].copy())  # the failed rows are not kept: asked again
     assert sum(sent) >= 2 and again.failures[2] is None
+
+
+def test_rows_that_cannot_beat_the_best_go_to_no_model_and_none_could_have(
+    loan_problem: CounterfactualProblem,
+) -> None:
+    """With ``beat`` (a feasible best), rows no nearer than it are left out of the model call;
+    scored in full, none of them beats it, and the rows sent score as they would anyway."""
+    X = _batch(loan_problem, np.random.default_rng(5), 200)
+    plain = ScoreCalculator(loan_problem, remember_bytes=0).calculate(X.copy()).scores
+    feasible = np.flatnonzero((plain[:, :3] >= 0.0).all(axis=1))
+    assert feasible.size >= 2
+    beat = plain[feasible[np.argsort(-plain[feasible, 3])[feasible.size // 2]]]  # a middling feasible row
+    calls = CountingCalls(loan_problem.model)
+    calculator = ScoreCalculator(loan_problem, calls=calls, remember_bytes=0)
+    evaluation = calculator.calculate(X.copy(), beat)
+    pruned = evaluation.scores[:, 0] == PRUNED
+    assert pruned.any() and not pruned.all()
+    assert sum(batch.shape[0] for batch in calls.rows) == np.count_nonzero(~pruned)
+    assert not better(plain[pruned], beat).any()  # none of them could have improved the best
+    np.testing.assert_array_equal(evaluation.scores[~pruned], plain[~pruned])
+    np.testing.assert_array_equal(evaluation.scores[pruned][:, 1:], plain[pruned][:, 1:] * [1, 0, 1, 1] + [0, -1, 0, 0])
+    assert all(evaluation.failures[i] == PRUNED_REASON for i in np.flatnonzero(pruned))
+    assert calculator.failing_batches == 0 and calculator.best is not None
+    assert not np.array_equal(calculator.best[0], X[np.flatnonzero(pruned)[0]])
