@@ -10,34 +10,69 @@ first ``--rows`` (default 30) test rows the model rejects are explained with the
 * ``build ms``: the median time to get a row's problem (``CounterfactualProblem.from_dataframe``,
   or with ``--explainer`` the explainer's ``problem(row)``; the explainer itself is made once);
 * ``solve ms``: the median time of the solve alone, and the same in 256-row calls;
-* ``calls``: the median number of model calls of a solve; ``valid %`` and ``mean distance``
-  (the solver's own soft score: the range-scaled L1 distance) so the answers' quality shows.
+* ``calls``: the median number of model calls of a solve; ``model rows``: the median number of
+  rows a solve sends to the model (the fast path's and the real pipeline's, counted where the
+  calculator reaches the model), and the median rows of a call; ``valid %`` and ``mean
+  distance`` (the solver's own soft score: the range-scaled L1 distance) so the answers' quality
+  shows.
 
 Without ``--explainer`` it runs on any version of counterplan (the "before" column of the
-table in docs/benchmarks/speed.md was measured so, on the commit before issue 16)::
+table in docs/benchmarks/speed.md was measured so, on the commit before issue 16). With
+``--before DIR`` it measures the counterplan of checkout ``DIR`` (its ``counterplan/`` package)
+and this one side by side, one data set after the other in fresh processes, alternating
+``--rounds`` times (each figure is then the median of the rounds)::
 
     .venv/bin/python benchmarks/one_row.py                      # everything, ~1 min
     .venv/bin/python benchmarks/one_row.py --explainer --rows 50
+    .venv/bin/python benchmarks/one_row.py --before ../main --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parents[1]
+_CODE = os.environ.get("ONE_ROW_CODE")  # the checkout whose counterplan a --before child measures
+sys.path.insert(0, str(HERE))
+if _CODE:
+    sys.path.insert(0, _CODE)
 
-from benchmarks.real_data import DATASETS, MODELS, load_data
-from counterplan.planning import ClassGoal, CounterfactualProblem
-from counterplan.solver import explain
+from benchmarks.real_data import DATASETS, MODELS, load_data  # noqa: E402
+from counterplan.planning import ClassGoal, CounterfactualProblem, calculator  # noqa: E402
+from counterplan.solver import explain  # noqa: E402
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
+_SENT: list[int] = []
+"""Rows of each model call of the current solve (both paths)."""
+
+
+def _count_rows() -> None:
+    """Count the rows of every model call where any version's calculator reaches the model."""
+    made = calculator.DirectCalls.__init__
+
+    def counting(self: Any, model: Any) -> None:
+        made(self, model)
+        for name in ("predict", "predict_reference"):
+            call = getattr(self, name)
+
+            def counted(X: Any, space: Any, call: Any = call) -> Any:
+                _SENT.append(int(X.shape[0]))
+                return call(X, space)
+
+            setattr(self, name, counted)
+
+    calculator.DirectCalls.__init__ = counting  # type: ignore[method-assign]
 
 
 def measure(name: str, rows: int, use_explainer: bool, data_dir: Path) -> dict[str, float]:
@@ -60,7 +95,8 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path) -> dict[s
         from counterplan.solver.explainer import Explainer
 
         explainer = Explainer(model, data.train, GOAL, target=data.spec.target, immutable=data.spec.immutable)
-    builds, solves, counts, valid, distances = [], [], [], [], []
+    _count_rows()
+    builds, solves, counts, valid, distances, rows, per_call = [], [], [], [], [], [], []
     for _, row in rejected.iterrows():
         started = time.perf_counter()
         if explainer is not None:
@@ -70,10 +106,13 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path) -> dict[s
                 data.train, row, model, GOAL, target=data.spec.target, immutable=data.spec.immutable
             )
         built = time.perf_counter()
+        _SENT.clear()
         result = explain(problem, seed=0)
         solves.append(time.perf_counter() - built)
         builds.append(built - started)
         counts.append(result.statistics.model_call_count)
+        rows.append(sum(_SENT))
+        per_call.extend(_SENT)
         valid.append(result.valid)
         if result.valid:
             distances.append(-result.score_levels[3])
@@ -84,9 +123,50 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path) -> dict[s
         "solve": solve * 1e3,
         "in_calls": solve / call,
         "calls": float(statistics.median(counts)),
+        "rows": float(statistics.median(rows)),
+        "per_call": float(statistics.median(per_call)),
         "valid": 100.0 * float(np.mean(valid)),
         "distance": float(np.mean(distances)) if distances else float("nan"),
     }
+
+
+HEADER = (
+    "| data set | code | 256-row call ms | build ms | solve ms | solve in 256-row calls | model calls | model rows "
+    "| rows a call | valid % | mean distance |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def _line(name: str, code: str, m: dict[str, float]) -> str:
+    return (
+        f"| {name} | {code} | {m['call']:.1f} | {m['build']:.1f} | {m['solve']:.1f} | {m['in_calls']:.1f} | "
+        f"{m['calls']:.0f} | {m['rows']:.0f} | {m['per_call']:.0f} | {m['valid']:.0f} | {m['distance']:.4f} |"
+    )
+
+
+def _child(name: str, code: Path | None, args: argparse.Namespace) -> dict[str, float]:
+    """One data set measured in a fresh process, on the counterplan of ``code`` (None: this one)."""
+    env = dict(os.environ)
+    env.pop("ONE_ROW_CODE", None)
+    if code is not None:
+        env["ONE_ROW_CODE"] = str(code.resolve())
+    command = [sys.executable, __file__, "--json", "--datasets", name, "--rows", str(args.rows)]
+    command += ["--data-dir", str(args.data_dir)] + (["--explainer"] if args.explainer else [])
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _side_by_side(args: argparse.Namespace) -> None:
+    """Each data set on ``--before``'s code and on this one, alternating, median of the rounds."""
+    print(HEADER)
+    for name in args.datasets.split(","):
+        runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        for _ in range(args.rounds):
+            runs["before"].append(_child(name, args.before, args))
+            runs["after"].append(_child(name, None, args))
+        for code, measured in runs.items():
+            median = {k: statistics.median(m[k] for m in measured) for k in measured[0]}
+            print(_line(name, code, median), flush=True)
 
 
 def main() -> None:
@@ -95,19 +175,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=30)
     parser.add_argument("--explainer", action="store_true", help="build each row's problem with an Explainer")
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--before", type=Path, help="a checkout whose counterplan to measure beside this one")
+    parser.add_argument("--rounds", type=int, default=1, help="with --before: alternating rounds")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(
-        "| data set | 256-row call ms | build ms | solve ms | solve in 256-row calls | model calls | valid % "
-        "| mean distance |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    if args.before is not None:
+        _side_by_side(args)
+        return
+    if not args.json:
+        print(HEADER)
     for name in args.datasets.split(","):
         m = measure(name, args.rows, args.explainer, args.data_dir)
-        print(
-            f"| {name} | {m['call']:.1f} | {m['build']:.1f} | {m['solve']:.1f} | {m['in_calls']:.1f} | "
-            f"{m['calls']:.0f} | {m['valid']:.0f} | {m['distance']:.4f} |",
-            flush=True,
-        )
+        print(json.dumps(m) if args.json else _line(name, "this", m), flush=True)
 
 
 if __name__ == "__main__":

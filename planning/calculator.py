@@ -18,6 +18,12 @@ call that cannot end before it, so a slow model is stopped *before* the limit, n
 and a solve that must end at once (a server's grace running out while a model call is in flight)
 can answer with its best from another thread: :meth:`ScoreCalculator.abandon` then makes sure the
 solve calls the model no more.
+
+The model sees each row once a solve (:mod:`counterplan.planning.scored_rows`): a batch's
+repeated rows, and rows an earlier batch of the solve had predicted, take the prediction kept
+then; only new rows go to the model. A model predicts row by row, so the scores are those of
+calling it on every row. The final check of answers (:meth:`ScoreCalculator.check`, the
+reference path) asks the real model every time and keeps nothing.
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning import scored_rows
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
 from counterplan.planning.goals import BoundGoal
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.score import LEVELS, BendableScore, last_best_row
+from counterplan.planning.score import LEVELS, PRUNED, BendableScore, better, last_best_row
+from counterplan.planning.scored_rows import ScoredRows, Split
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_BISECTION_DEPTH = 6
@@ -52,6 +60,8 @@ NOT_SCORED = "not scored: the solve was stopping"
 """The failure of a row left unscored because the ``stop`` check said stop."""
 FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
+PRUNED_REASON = "not scored: it could not beat the best"
+"""The failure of a candidate left out so."""
 _MAX_GOAL_DISTANCE = 1.0e14
 _FAR = 1.0e12
 """The scorecard objective of a value in no bin: farther than any real answer."""
@@ -132,6 +142,10 @@ class ScoreCalculator:
     assert_mode:
         Also score every row with the slow per-row reference and raise
         :class:`ScoreMismatchError` on any difference (tests only: one model call per row).
+    remember_bytes:
+        The most bytes of rows and predictions kept so that no row goes to the model twice
+        (:class:`~counterplan.planning.scored_rows.ScoredRows`; default
+        :data:`~counterplan.planning.scored_rows.MAX_REMEMBERED_BYTES`); 0 sends every row.
     """
 
     def __init__(
@@ -140,6 +154,7 @@ class ScoreCalculator:
         assert_mode: bool = False,
         stop: Callable[[], bool] | None = None,
         calls: ModelCalls | None = None,
+        remember_bytes: int | None = None,
     ) -> None:
         self.problem = problem
         self.assert_mode = assert_mode
@@ -150,6 +165,8 @@ class ScoreCalculator:
         """Asked before every model call; once True, rows are left unscored (failed) instead."""
         self.calculation_count = 0
         self.model_call_count = 0
+        self.model_row_count = 0
+        """Rows sent to the model (the reference path's included)."""
         self.failed_model_call_count = 0
         self.failing_batches = 0
         """Batches in a row whose every row the model failed on."""
@@ -158,6 +175,9 @@ class ScoreCalculator:
         self.last_failure: str | None = None
         """With :attr:`gave_up`: the model's last failure (its own message: it may hold paths)."""
         self._bisect_reason = ""
+        self._batch_failed: bool | None = None
+        """Whether the model failed on every row of the batch it was last asked about (None: it
+        was asked about none: every row was known, or left unscored)."""
         self.best: tuple[FloatMatrix, Evaluation] | None = None
         """The best-scored row with a prediction so far, and its one-row evaluation."""
         self._call_seconds = 0.0
@@ -174,6 +194,12 @@ class ScoreCalculator:
         self._bounded = bool(np.isfinite(space.domain_lower).all() and np.isfinite(space.domain_upper).all())
         self._nominal = ~space.graded
         self._costs = None if (space.costs == 1.0).all() else space.costs  # x * 1.0 is x: skipped
+        shapes: dict[str, tuple[int, ...]] = {
+            o.name: (len(o.classes),) if o.classes is not None else () for o in problem.model.outputs
+        }
+        limit = scored_rows.MAX_REMEMBERED_BYTES if remember_bytes is None else remember_bytes
+        self.scored_rows: ScoredRows | None = ScoredRows(space.n_features, shapes, limit) if limit > 0 else None
+        """The rows of this solve the model has predicted (None: every row goes to the model)."""
 
     @property
     def call_seconds(self) -> float:
@@ -193,8 +219,14 @@ class ScoreCalculator:
         the calculator has kept (:attr:`best`) stays readable."""
         self.calls = _AbandonedCalls()
 
-    def calculate(self, X: FloatMatrix) -> Evaluation:
-        """Score every row of ``X`` (shape ``(n, n_features)``) with one model call."""
+    def calculate(self, X: FloatMatrix, beat: FloatMatrix | None = None) -> Evaluation:
+        """Score every row of ``X`` (shape ``(n, n_features)``) with one model call.
+
+        With ``beat`` (a score row, the best so far), a row whose levels known without the model
+        (its broken rules, its distance, its changes) cannot make it better than ``beat`` whatever
+        the model says is not sent to the model: it scores :data:`PRUNED` on hard level 0 (its
+        other levels as they are) and fails as :data:`PRUNED_REASON`. Only a search that looks
+        for a better best alone may ask so."""
         problem = self.problem
         X = self._checked(X)
         if problem.relations is not None:  # a row stands for itself with its computed features
@@ -202,24 +234,9 @@ class ScoreCalculator:
         n = X.shape[0]
         if n == 0:
             return Evaluation(np.zeros((0, LEVELS), dtype=np.float64), _empty_predictions(problem, 0), [])
-        predictions, failures = self._predict(X)
         # Whole columns at a time; where nothing failed, no Python runs per row. Every level is
         # computed as the plain formulas would (same operations on the same values), bit for bit.
         scores = np.empty((n, LEVELS), dtype=np.float64)
-        goal_distance: FloatMatrix | None = None
-        scores[:, 2] = 0.0
-        with np.errstate(invalid="ignore"):
-            for bound in problem.goals:
-                column = predictions[bound.output.name]
-                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
-                goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
-                if getattr(bound.goal, "confidence", None) is not None:
-                    scores[:, 2] -= bound.below_confidence(column)
-        assert goal_distance is not None  # a problem has at least one goal
-        np.negative(goal_distance, out=scores[:, 0])
-        if failures.any:
-            scores[failures.failed, 0] = FAILED_PREDICTION
-            scores[failures.failed, 2] = -max(self._confidence_goals, 1)
         changed = self._original != X
         counts = changed.astype(np.float64) @ self._count_weights  # changed features, changed immutables
         np.negative(self._broken_rules(X, changed, counts), out=scores[:, 1])
@@ -240,13 +257,57 @@ class ScoreCalculator:
                 out=scores[:, 3],
             )
         np.negative(counts[:, 0], out=scores[:, 4])
+        hopeful = self._hopeful(scores, beat)
+        predictions, failures = self._predict(X) if hopeful is None else self._predict_hopeful(X, hopeful)
+        goal_distance: FloatMatrix | None = None
+        scores[:, 2] = 0.0
+        with np.errstate(invalid="ignore"):
+            for bound in problem.goals:
+                column = predictions[bound.output.name]
+                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
+                if getattr(bound.goal, "confidence", None) is not None:
+                    scores[:, 2] -= bound.below_confidence(column)
+        assert goal_distance is not None  # a problem has at least one goal
+        np.negative(goal_distance, out=scores[:, 0])
+        if failures.any:
+            scores[failures.failed, 0] = FAILED_PREDICTION
+            scores[failures.failed, 2] = -max(self._confidence_goals, 1)
+            if hopeful is not None:
+                scores[~hopeful, 0] = PRUNED
         scores += 0.0  # fold -0.0 into 0.0
         self.calculation_count += n
         evaluation = Evaluation(scores, predictions, failures.reasons)
-        if self.assert_mode:
+        if self.assert_mode and hopeful is None:
             self._assert_matches_reference(X, evaluation)
         self._remember(X, evaluation, failures)
         return evaluation
+
+    def _hopeful(self, scores: FloatMatrix, beat: FloatMatrix | None) -> npt.NDArray[np.bool_] | None:
+        """The rows that could beat ``beat``: with the hard levels the model decides at their best
+        (0), their known levels make them better. None when every row could (or no ``beat``)."""
+        if beat is None:
+            return None
+        upper = scores.copy()
+        upper[:, 0] = 0.0
+        upper[:, 2] = 0.0
+        hopeful = better(upper, beat)
+        return None if hopeful.all() else np.asarray(hopeful, dtype=bool)
+
+    def _predict_hopeful(self, X: FloatMatrix, hopeful: npt.NDArray[np.bool_]) -> tuple[Predictions, _Failures]:
+        """The predictions of the hopeful rows; the others failed as :data:`PRUNED_REASON`."""
+        n = X.shape[0]
+        predictions = _empty_predictions(self.problem, n)
+        failures = _Failures(n)
+        self._batch_failed = None
+        if hopeful.any():
+            some, failed = self._predict(X[hopeful])
+            for name, array in some.items():
+                predictions[name][hopeful] = array
+            failures.take(failed, np.flatnonzero(hopeful))
+        failures.mark_rows(~hopeful, PRUNED_REASON)
+        failures.unscored |= ~hopeful
+        return predictions, failures
 
     def _checked(self, X: Any) -> FloatMatrix:
         """``X`` as a float matrix, checked as :meth:`FeatureSpace.check_candidates` checks it: a
@@ -297,21 +358,17 @@ class ScoreCalculator:
     def _remember(self, X: FloatMatrix, evaluation: Evaluation, failures: _Failures) -> None:
         """Count a batch the model failed on wholly; keep the best row that has a prediction."""
         rows: npt.NDArray[np.intp] | None = None  # the rows with a prediction; None: every row
+        if self._batch_failed is True:  # every row the model was asked about failed
+            self.failing_batches += 1
+            if self.failing_batches >= MAX_FAILING_BATCHES and self.gave_up is None:
+                self.last_failure = next(r for r in evaluation.failures if r is not None and r != NOT_SCORED)
+                self.gave_up = f"the model failed on every candidate of {self.failing_batches} batches in a row"
+        elif self._batch_failed is False:
+            self.failing_batches = 0
         if failures.any:
-            modelled = ~failures.unscored
-            if modelled.any():
-                if not (modelled & ~failures.failed).any():
-                    self.failing_batches += 1
-                    if self.failing_batches >= MAX_FAILING_BATCHES and self.gave_up is None:
-                        self.last_failure = next(r for r in evaluation.failures if r is not None and r != NOT_SCORED)
-                        self.gave_up = f"the model failed on every candidate of {self.failing_batches} batches in a row"
-                else:
-                    self.failing_batches = 0
             rows = np.flatnonzero(~failures.failed)
             if not rows.size:
                 return
-        else:  # every row was modelled, and none failed
-            self.failing_batches = 0
         scores = evaluation.scores
         top = last_best_row(scores if rows is None else scores[rows])
         if rows is not None:
@@ -352,6 +409,40 @@ class ScoreCalculator:
         return np.asarray(broken, dtype=np.float64)
 
     def _predict(self, X: FloatMatrix) -> tuple[Predictions, _Failures]:
+        """The predictions of ``X``'s rows: from the model for rows this solve has not had
+        predicted (each once), else as kept (never on the reference path)."""
+        self._batch_failed = None
+        memory = None if self._reference else self.scored_rows
+        split = memory.split(X) if memory is not None else None
+        if memory is None or split is None:  # (None: two distinct rows share a hash; kept out)
+            return self._predict_new(X)
+        predictions, failures = self._predict_distinct(X, memory, split)
+        if split.first.size == X.shape[0]:  # no row repeated in the batch
+            return predictions, failures
+        return {name: array[split.inverse] for name, array in predictions.items()}, failures.expanded(split.inverse)
+
+    def _predict_distinct(self, X: FloatMatrix, memory: ScoredRows, split: Split) -> tuple[Predictions, _Failures]:
+        """The predictions of the split's distinct rows: the model's for the new ones (kept for
+        later unless they failed), the kept ones for the others."""
+        new = split.new
+        distinct: Predictions = _empty_predictions(self.problem, split.first.size)
+        failures = _Failures(split.first.size)
+        if new.any():
+            rows = X[split.first[new]]
+            predicted, failed = self._predict_new(rows)
+            for name, array in predicted.items():
+                distinct[name][new] = array
+            if failed.any:
+                failures.take(failed, np.flatnonzero(new))
+            kept = ~failed.failed
+            memory.add(rows[kept], split.keys[new][kept], {k: v[kept] for k, v in predicted.items()})
+        if not new.all():
+            for name, array in memory.known(split).items():
+                distinct[name][~new] = array
+        return distinct, failures
+
+    def _predict_new(self, X: FloatMatrix) -> tuple[Predictions, _Failures]:
+        """The model's predictions of ``X`` (a row whose output is implausible counts as failed)."""
         n = X.shape[0]
         predictions = _empty_predictions(self.problem, n)
         failures = _Failures(n)
@@ -362,6 +453,9 @@ class ScoreCalculator:
                 continue
             for mask, reason in zip(implausible, _implausible_reasons(name), strict=True):
                 failures.mark_rows(mask, reason)  # the first reason of a row stays
+        modelled = ~failures.unscored
+        if modelled.any():
+            self._batch_failed = not (modelled & ~failures.failed).any()
         return predictions, failures
 
     def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: _Failures, depth: int = 0) -> None:
@@ -373,6 +467,7 @@ class ScoreCalculator:
             failures.mark(offset, offset + X.shape[0], self._bisect_reason)
             return
         self.model_call_count += 1
+        self.model_row_count += X.shape[0]
         called = time.perf_counter()
         try:
             call = self.calls.predict_reference if self._reference else self.calls.predict
@@ -438,6 +533,23 @@ class _Failures:
         if reason == NOT_SCORED:
             self.unscored[start:stop] = True
         self.any = self.any or stop > start
+
+    def take(self, other: _Failures, rows: npt.NDArray[np.intp]) -> None:
+        """The failures of ``other``, whose row ``i`` is row ``rows[i]`` here."""
+        for i in np.flatnonzero(other.failed).tolist():
+            self.reasons[int(rows[i])] = other.reasons[i]
+        self.failed[rows] |= other.failed
+        self.unscored[rows] |= other.unscored
+        self.any = self.any or other.any
+
+    def expanded(self, inverse: npt.NDArray[np.intp]) -> _Failures:
+        """The failures of rows ``inverse`` (row ``i`` of the result is row ``inverse[i]`` here)."""
+        out = _Failures(inverse.size)
+        if self.any:
+            out.failed, out.unscored = self.failed[inverse], self.unscored[inverse]
+            out.reasons = [self.reasons[i] for i in inverse.tolist()]
+            out.any = True
+        return out
 
     def mark_rows(self, rows: npt.NDArray[np.bool_], reason: str) -> None:
         """The rows of the mask that have not failed yet failed for ``reason``."""
@@ -606,6 +718,7 @@ __all__ = [
     "MAX_FAILED_MODEL_CALLS",
     "MAX_FAILING_BATCHES",
     "NOT_SCORED",
+    "PRUNED_REASON",
     "BoundGoal",
     "Evaluation",
     "ScoreCalculator",

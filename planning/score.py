@@ -34,6 +34,10 @@ HARD_LEVELS = 3
 """The hard levels come first in a score row: a row is feasible when all of them are 0."""
 SOFT_LEVELS = 2
 LEVELS = HARD_LEVELS + SOFT_LEVELS
+PRUNED = -2.0e15
+"""Hard level 0 of a candidate left out of a model call because whatever the model said it could
+not beat the best (the calculator's ``beat``): below any real goal distance and below a failed
+prediction's, so a search can tell it apart and never steps onto it."""
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
 _TEXT = re.compile(rf"^\[({_NUMBER})/({_NUMBER})/({_NUMBER})\]hard/\[({_NUMBER})/({_NUMBER})\]soft$")

@@ -71,15 +71,17 @@ class CalculatorScorer:
         relations = self.calculator.problem.relations
         return X if relations is None else relations.apply(X)
 
-    def score(self, X: FloatMatrix) -> FloatMatrix:
-        """Score a batch with one model call (the original row alone is already scored)."""
+    def score(self, X: FloatMatrix, beat: FloatMatrix | None = None) -> FloatMatrix:
+        """Score a batch with one model call (the original row alone is already scored); with
+        ``beat``, rows that cannot beat it score :data:`~counterplan.planning.calculator.PRUNED`
+        without the model."""
         space = self.calculator.problem.space
         if self._original is not None and X.shape[0] == 1 and np.array_equal(X[0], space.original):
             return self._original.scores.copy()
         relations = self.calculator.problem.relations
         if relations is not None:  # the engines keep the rows as scored: computed features set
             X[...] = relations.apply(X)
-        scores = self.calculator.calculate(X).scores
+        scores = self.calculator.calculate(X, beat).scores
         if self.calculator.gave_up is not None and self._on_give_up is not None:
             self._on_give_up()  # the model keeps failing: end the solve with what it found
         return scores

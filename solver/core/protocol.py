@@ -75,8 +75,10 @@ class BatchScorer(Protocol):
         """How long the next model call is expected to take (0 before the first)."""
         ...
 
-    def score(self, X: FloatMatrix) -> FloatMatrix:
-        """One batched evaluation of every row."""
+    def score(self, X: FloatMatrix, beat: FloatMatrix | None = None) -> FloatMatrix:
+        """One batched evaluation of every row; with ``beat`` (a score row), a row that cannot
+        beat it whatever the model says may be left out of the model call: its hard level 0 is
+        then :data:`~counterplan.planning.score.PRUNED`, below any real score."""
         ...
 
     def score_final(self, X: FloatMatrix) -> FloatMatrix:

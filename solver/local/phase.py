@@ -15,13 +15,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from counterplan.planning.score import PRUNED, is_feasible
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import SolverScope, Walker
 from counterplan.solver.core.trade import pricer_for
 from counterplan.solver.local.acceptors import Acceptor, LockstepContext
 from counterplan.solver.local.config import LocalSearchPhaseConfig
 from counterplan.solver.local.forager import Forager
-from counterplan.solver.local.moves import MoveSelector
+from counterplan.solver.local.moves import MoveBatch, MoveSelector
 
 
 class LocalSearchPhase(PhaseBase[LocalSearchPhaseConfig]):
@@ -59,18 +60,23 @@ class LocalSearchPhase(PhaseBase[LocalSearchPhaseConfig]):
                 phase_scope.end(verdict)
                 break
             gradient = verdict.gradient
-            moves = selector.sample_many(currents, count, scope.rng)
+            moves = _sample(selector, currents, count, scope.rng)
             if len(moves) == 0:
                 scope.termination_reason = "no moves: every feature is constrained"
                 break
             X = moves.candidates
             owner = moves.owner
             assert owner is not None
-            scores = scope.scorer.score(X)  # the scorer may set computed features in X: walkers keep them
+            # once the best is feasible, a move that cannot beat it whatever the model says costs no
+            # model call, and no walker steps onto it (unless every feasible row is wanted: a pool)
+            beat = scope.best_score if scope.pool is None and is_feasible(scope.best_score) else None
+            scores = scope.scorer.score(X, beat)  # the scorer may set computed features in X: walkers keep them
             best_before = scope.best_score.copy()
             bounds = np.searchsorted(owner, every)
             context = LockstepContext(scores, moves, walkers, current_scores, best_before, gradient, scope.rng, bounds)
             accepted = lockstep.accept_lockstep(acceptors, context)
+            if beat is not None:
+                accepted &= scores[:, 0] != PRUNED
             picks = forager.pick_lockstep(scores, accepted, owner, current_scores, best_before)
             previous = currents.copy()
             took = picks >= 0
@@ -106,3 +112,18 @@ class LocalSearchPhase(PhaseBase[LocalSearchPhaseConfig]):
             currents[~known] = unscored  # as scored (the scorer may set computed features)
         walkers = [Walker(i, currents[i], current_scores[i]) for i in range(count)]
         return walkers, currents, current_scores
+
+
+def _sample(selector: MoveSelector, currents: np.ndarray, count: int, rng: np.random.Generator) -> MoveBatch:
+    """Every walker's moves, but one set for walkers standing on the same row: the first of them
+    samples, the others rest this step (a twin would walk the chain its twin walks, and score
+    rows of the same neighbourhood); once the first has moved on, they sample again."""
+    bits = np.ascontiguousarray(currents).view(np.dtype((np.void, currents.dtype.itemsize * currents.shape[1])))
+    _, first = np.unique(bits.ravel(), return_index=True)
+    if first.size == currents.shape[0]:
+        return selector.sample_many(currents, count, rng)
+    first.sort()
+    moves = selector.sample_many(currents[first], count, rng)
+    assert moves.owner is not None
+    moves.owner = first[moves.owner]
+    return moves

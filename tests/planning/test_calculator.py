@@ -154,7 +154,7 @@ def test_the_original_scores_zero_on_both_soft_levels() -> None:
 
 def test_one_model_call_per_batch() -> None:
     problem, model = _problem(ValueGoal(output="y", value=10.0))
-    calculator = ScoreCalculator(problem)
+    calculator = ScoreCalculator(problem, remember_bytes=0)  # every row to the model, repeats too
     rng = np.random.default_rng(0)
     X = np.repeat(problem.original_row(), 64, axis=0)
     X[:, 0] = rng.uniform(0, 10, 64)

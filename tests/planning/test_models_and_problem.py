@@ -43,7 +43,7 @@ def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
             return loan_model.predict_proba(frame)
 
     problem = CounterfactualProblem.from_dataframe(loan_data, 0, Spy(), [ClassGoal(target=1)], target=TARGET)
-    ScoreCalculator(problem).calculate(np.repeat(problem.original_row(), 3, axis=0))
+    ScoreCalculator(problem, remember_bytes=0).calculate(np.repeat(problem.original_row(), 3, axis=0))
     (frame,) = seen
     assert isinstance(frame, pd.DataFrame) and frame.shape == (3, len(loan_model.feature_names_in_))
     assert list(frame.columns) == list(loan_model.feature_names_in_)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning import CallableAdapter, OutputSpec, scored_rows
 from counterplan.server.grpc.app import serve
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.logs import configure_json_logs
@@ -77,6 +77,7 @@ class Hanging:
 
 
 def main(marker: str, fast: str, stuck_seconds: str, grace: str) -> None:
+    scored_rows.MAX_REMEMBERED_BYTES = 0  # every call asks the model (none remembered): the counted call comes
     model = StuckModel(Path(marker), int(fast), float(stuck_seconds))
     adapter = CallableAdapter(model, [OutputSpec("ok", (0, 1))])
     registered = RegisteredModel("stuck", "1", "gets stuck", adapter, FEATURES, default_config=ENDLESS)

@@ -23,7 +23,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from structlog.testing import capture_logs
 
-from counterplan.planning import CallableAdapter, OutputSpec
+from counterplan.planning import CallableAdapter, OutputSpec, scored_rows
 from counterplan.planning.demo import rejected_applicant
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.app import RunningServer, start_server
@@ -340,10 +340,12 @@ def test_a_heavy_plan_that_is_admitted_ends_by_its_deadline(running: RunningServ
     _stopped_early(logs, "Plan")
 
 
-def test_a_call_answers_by_its_deadline_even_when_a_model_call_outlasts_it() -> None:
+def test_a_call_answers_by_its_deadline_even_when_a_model_call_outlasts_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The solve's own stop trusts its estimate of a model call; a call far longer than the ones
     before (a backend that hangs) passes it. The server still answers by the deadline with the
     best scored so far, for every method, and the hung solve makes no model call more."""
+    # every generation of the toy's plans asks the model (none remembered), so its fifth call comes and hangs
+    monkeypatch.setattr(scored_rows, "MAX_REMEMBERED_BYTES", 0)
     kinds = ("explain", "stream", "batch", "plan", "plan-stream")
     models = {kind: Hanging(fast=6 if "plan" not in kind else 4, seconds=30.0) for kind in kinds}
     registry = ModelRegistry(

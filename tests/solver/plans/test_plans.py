@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from counterplan.planning import scored_rows
 from counterplan.planning.actions import ActionSet, total_cost
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.plans.genome import decode
@@ -97,8 +98,11 @@ def _toy_model(X: np.ndarray) -> np.ndarray:
     return np.column_stack([1.0 - p, p])
 
 
-def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_generation() -> None:
+def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pytest.importorskip("pymoo")
+    monkeypatch.setattr(scored_rows, "MAX_REMEMBERED_BYTES", 0)  # every generation asks the model, as counted here
     from counterplan.planning.actions import ActionSet
     from counterplan.solver.plans.search import PlanConfig, PlanSearch, plan_termination
 
@@ -122,10 +126,16 @@ def test_the_search_finds_the_cheapest_plans_front_with_one_model_call_per_gener
     assert [actions[a].name for a in decoded.order[0] if a >= 0] == ["degree", "job"]
     again = PlanSearch(problem, actions, graph, PlanConfig(population=40, termination=plan_termination(15))).run()
     assert np.array_equal(again[1], objectives)  # the same seed, the same front
+    monkeypatch.undo()  # remembering the rows scored: the same front, each state asked once
+    remembering = PlanSearch(problem, actions, graph, PlanConfig(population=40, termination=plan_termination(15)))
+    assert np.array_equal(remembering.run()[1], objectives)
+    assert remembering.calculator.model_call_count < 15
+    assert remembering.calculator.model_row_count < search.calculator.model_row_count
 
 
-def test_plan_lays_out_the_front_step_by_step_checked_through_the_model() -> None:
+def test_plan_lays_out_the_front_step_by_step_checked_through_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pymoo")
+    monkeypatch.setattr(scored_rows, "MAX_REMEMBERED_BYTES", 0)  # every generation asks the model, as counted here
     from counterplan.planning.actions import ActionSet
     from counterplan.solver.plans.planner import plan
     from counterplan.solver.plans.search import PlanConfig, plan_termination
@@ -203,8 +213,9 @@ def test_plans_keep_the_problems_actionability_rules() -> None:
     assert sorted(s.action for s in result.cheapest.steps) == ["job", "move"]
 
 
-def test_a_time_limit_or_a_stop_request_answers_with_the_front_so_far() -> None:
+def test_a_time_limit_or_a_stop_request_answers_with_the_front_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pymoo")
+    monkeypatch.setattr(scored_rows, "MAX_REMEMBERED_BYTES", 0)  # every generation asks the model, as counted here
     from counterplan.solver.plans.planner import PlanSolver, plan
     from counterplan.solver.plans.search import PlanConfig, plan_termination
 
