@@ -7,11 +7,12 @@ first ``--rows`` (default 1,000) rejected test rows. Ways, each on the same rows
 
 * ``loop``: one ``Explainer.explain`` after another (on the first ``--loop-rows``, default 200:
   it is the slow one), each row with the seed the batch gives it, so its answers are the batch's;
-* ``batch``: ``explain_batch`` in this process (lockstep threads sharing model calls);
-* ``workers 2``: ``explain_batch(workers=2)``;
-* ``ray 2 cpus``: ``explain_batch(ray="auto")`` on a local Ray started with 2 CPUs (left out
-  when ray is not installed);
-* ``vector``: ``explain_batch(vectorised=True)``, the vectorised engine (:mod:`counterplan.solver.vector`),
+* ``batch``: ``explain_batch(vectorised=False)`` in this process (the threads path: lockstep
+  threads sharing model calls);
+* ``workers 2``: the threads path on two processes;
+* ``ray 2 cpus``: the threads path on a local Ray started with 2 CPUs (left out when ray is not
+  installed);
+* ``vector``: ``explain_batch`` (its default: the vectorised engine, :mod:`counterplan.solver.vector`),
   in this process;
 * ``vector16``: the same with blocks of 16 rows (its answers must equal ``vector``'s: an answer
   does not depend on its block);
@@ -74,9 +75,9 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
     if way == "loop":
         return loop(explainer, rows)
     if way == "batch":
-        return explainer.explain_batch(rows, seed=SEED, window=window)
+        return explainer.explain_batch(rows, seed=SEED, window=window, vectorised=False)
     if way == "workers":
-        return explainer.explain_batch(rows, seed=SEED, window=window, workers=2)
+        return explainer.explain_batch(rows, seed=SEED, window=window, workers=2, vectorised=False)
     if way == "vector":
         return explainer.explain_batch(rows, seed=SEED, window=window, vectorised=True)
     if way == "vector16":
@@ -88,7 +89,7 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
 
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
-            return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto")
+            return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto", vectorised=False)
         finally:
             ray.shutdown()
     raise SystemExit(f"unknown way {way!r}")

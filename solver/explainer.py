@@ -238,9 +238,10 @@ class Explainer:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         skip: Iterable[Any] = (),
         ray: str | None = None,
-        vectorised: bool = False,
+        vectorised: bool | None = None,
     ) -> pd.DataFrame:
-        """Explain many rows together, one model call per step for all of them.
+        """Explain many rows together, one model call per step for all of them: by default
+        with the vectorised engine where it can go, ``vectorised=False`` on the threads path.
 
         See :func:`counterplan.solver.batch.explain_batch` for the parameters and the result's columns.
         """

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 FLAGGED_FIELDS = ("rows", "output", "plot", "workers", "window", "ray")
 """Fields whose errors name the flag that set them (``--rows: ...``)."""
+BATCH_ENGINES = ("vector", "threads")
+"""How a block's rows are searched (``--batch-engine``): the vectorised engine or threads sharing calls."""
 _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
 
 
@@ -67,6 +69,13 @@ def add_parser(commands: Any) -> None:
     search.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
     search.add_argument("--ray", metavar="ADDRESS", help="run on Ray: auto (a local Ray) or a cluster's address")
     search.add_argument("--window", type=int, metavar="N", help="rows solved at once per process (default 64)")
+    search.add_argument(
+        "--batch-engine",
+        default="vector",
+        metavar="vector|threads",
+        help="vector (default): a block's rows searched together as array operations where that engine can go; "
+        "threads: each row its own solve, as explain would answer it, the solves sharing model calls",
+    )
     output = batch.add_argument_group("the output")
     output.add_argument("--output", help="results file: .parquet or .csv")
     output.add_argument("--resume", action="store_true", help="continue an existing output: skip the rows it holds")
@@ -193,6 +202,8 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
         raise usage(f"--workers must be at least 1, given {args.workers}")
     if args.ray is not None and args.workers != 1:
         raise usage("--workers and --ray: give one (Ray places the work itself)")
+    if args.batch_engine not in BATCH_ENGINES:
+        raise usage(f"--batch-engine: give vector or threads, given {args.batch_engine!r}")
 
 
 def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | None:
@@ -284,6 +295,7 @@ def execute(job: Job, args: argparse.Namespace) -> int:
                 on_record=on_record,
                 skip=set(job.existing["row_id"].tolist()),
                 ray=args.ray,
+                vectorised=args.batch_engine == "vector",
             )
         writer.finish()
     except KeyboardInterrupt:

@@ -1,10 +1,13 @@
-"""One block of rows solved in one process, its solves sharing their model calls.
+"""One block of rows solved in one process: by the vectorised engine, or by threads sharing calls.
 
 A block is the unit every way of running a batch hands out: :mod:`counterplan.solver.batch.run`
 runs one in this process or one per worker process, :mod:`counterplan.solver.batch.on_ray` one per
-Ray actor call. Up to ``window`` rows are solved at once, each in its own thread, all sharing one
-:class:`~counterplan.solver.batch.shared_calls.SharedCalls`: every step of every running solve is
-scored in one model call, and a row that finishes makes room for the next (continuous batching).
+Ray actor call, each through :func:`run_blocks`. By default a block's rows go to the vectorised
+engine (:mod:`counterplan.solver.batch.vectorised`); the rows it cannot search, or every row when
+the threads path is asked for, take the threads path (:func:`run_block`): up to ``window`` rows
+solved at once, each in its own thread, all sharing one
+:class:`~counterplan.solver.batch.shared_calls.SharedCalls`, so every step of every running solve is
+scored in one model call and a row that finishes makes room for the next (continuous batching).
 """
 
 from __future__ import annotations
@@ -87,12 +90,13 @@ def run_blocks(
     window: int,
     on_record: Callable[[Record], None],
     *,
-    vectorised: bool = False,
+    vectorised: bool = True,
 ) -> None:
-    """Solve ``items`` in this process: with ``vectorised``, ``window`` rows at a time through the
-    vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can go, the rest (and
-    every row, when it cannot run this explainer at all) on the threads path (:func:`run_block`)."""
-    refusal = vector_refusal(explainer) if vectorised else "not asked for"
+    """Solve ``items`` in this process: with ``vectorised`` (the default), ``window`` rows at a
+    time through the vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can
+    go, the rest (and every row, when it cannot run this explainer at all) on the threads path
+    (:func:`run_block`); without it, every row on the threads path."""
+    refusal = vector_refusal(explainer) if vectorised else "the threads path was asked for"
     if refusal is not None:
         if vectorised:
             _log.info("batch.threads_path", reason=refusal)

@@ -8,15 +8,16 @@ address), which is no way to learn of a typo.
 :func:`run_on_ray` follows Ray Data's batch-inference pattern: the explainer (model, training
 data, settings) goes into the object store once (``ray.put``) and each worker actor fetches it
 once; the rows become a :class:`ray.data.Dataset` cut into blocks of at most ``window`` rows,
-and ``map_batches`` solves each block with :func:`counterplan.solver.batch.block.run_block`, so the rows of a
-block share their model calls as in one process. Each row keeps the seed it gets from the global
-seed and its id (:func:`counterplan.solver.batch.rows.row_seed`), so every record equals the in-process one
-whatever block or node it lands in.
+and ``map_batches`` solves each block with :func:`counterplan.solver.batch.block.run_blocks` (the
+vectorised engine where it can go, else the threads path), so a block is searched as in one
+process. Each row keeps the seed it gets from the global seed and its id
+(:func:`counterplan.solver.batch.rows.row_seed`), and its answer does not depend on its block, so
+every record equals the in-process one whatever block or node it lands in.
 
 Rows and records travel as pickled bytes in a single binary column: a row dict mixes numbers,
 strings, None and NaN, which Arrow and pandas would coerce column by column (an integer column
 with a missing value becomes float, a row id's type changes), while the records must come back
-exactly as :func:`~counterplan.solver.batch.block.run_block` made them. Ray itself pickles whatever it ships,
+exactly as :func:`~counterplan.solver.batch.block.run_blocks` made them. Ray itself pickles whatever it ships,
 so this adds no new trust boundary: driver and workers are one job.
 
 Ray is an optional dependency (the ``ray`` extra) and is imported only here, only when asked;
@@ -40,7 +41,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from counterplan.planning.errors import ProblemError, one_line
-from counterplan.solver.batch.block import Item, Record, run_block
+from counterplan.solver.batch.block import Item, Record, run_blocks
 from counterplan.solver.batch.protocol import RowExplainer
 
 logger = logging.getLogger(__name__)
@@ -145,9 +146,11 @@ def run_on_ray(
     *,
     window: int,
     on_record: Callable[[Record], None],
+    vectorised: bool = True,
 ) -> None:
-    """Solve ``items`` on Ray in blocks of ``window`` rows; each record to ``on_record`` as its
-    block finishes (in this thread, in the order blocks finish).
+    """Solve ``items`` on Ray in blocks of ``window`` rows (``vectorised``: through the
+    vectorised engine where it can go, as :func:`~counterplan.solver.batch.block.run_blocks`); each
+    record to ``on_record`` as its block finishes (in this thread, in the order blocks finish).
 
     Ray must be ready (:func:`connect`; ``"auto"`` is used when it is not). The explainer is put
     in the object store once; one actor per CPU of the cluster (at most one per block) fetches
@@ -163,15 +166,17 @@ def run_on_ray(
         connect("auto")
     shared = [ray.put(explainer)]  # once: every actor reads this one copy (one per node)
     if _is_client(ray):
-        blocks: Iterator[list[bytes]] = _through_coordinator(ray, shared, items, seed, window)
+        blocks: Iterator[list[bytes]] = _through_coordinator(ray, shared, items, seed, window, vectorised=vectorised)
     else:
-        blocks = solve_blocks(shared, items, seed, window)
+        blocks = solve_blocks(shared, items, seed, window, vectorised)
     for blobs in blocks:
         for blob in blobs:
             on_record(pickle.loads(blob))
 
 
-def solve_blocks(shared: list[Any], items: Sequence[Item], seed: int, window: int) -> Iterator[list[bytes]]:
+def solve_blocks(
+    shared: list[Any], items: Sequence[Item], seed: int, window: int, vectorised: bool = True
+) -> Iterator[list[bytes]]:
     """The Ray Data pipeline, run from this process: the pickled records of each block as it
     finishes. ``shared`` holds the explainer's object reference (inside a list, so that Ray
     passes it on as a reference and each actor fetches it itself)."""
@@ -187,7 +192,7 @@ def solve_blocks(shared: list[Any], items: Sequence[Item], seed: int, window: in
             BlockSolver,
             batch_size=None,  # one whole block per call: the block is the unit that shares model calls
             batch_format="pyarrow",
-            fn_constructor_args=(shared, seed, window),
+            fn_constructor_args=(shared, seed, window, vectorised),
             **_actor_pool(ray, data, min(blocks, cpus)),
             num_cpus=1,
         )
@@ -200,17 +205,20 @@ class Coordinator:
     out the finished records when asked (Ray Client supports neither Ray Data on the driver nor
     streaming generators, but it does support actor calls)."""
 
-    def __init__(self, shared: list[Any], items: list[Item], seed: int, window: int) -> None:
+    def __init__(self, shared: list[Any], items: list[Item], seed: int, window: int, vectorised: bool = True) -> None:
         self._finished: queue.Queue[list[bytes] | BaseException | None] = queue.Queue()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(
-            target=self._run, args=(shared, items, seed, window), name="counterplan-ray-coordinator", daemon=True
+            target=self._run,
+            args=(shared, items, seed, window, vectorised),
+            name="counterplan-ray-coordinator",
+            daemon=True,
         )
         self._thread.start()
 
-    def _run(self, shared: list[Any], items: list[Item], seed: int, window: int) -> None:
+    def _run(self, shared: list[Any], items: list[Item], seed: int, window: int, vectorised: bool) -> None:
         try:
-            for blobs in solve_blocks(shared, items, seed, window):
+            for blobs in solve_blocks(shared, items, seed, window, vectorised):
                 self._finished.put(blobs)
         except BaseException as exc:  # handed to the driver by poll()
             self._finished.put(exc)
@@ -243,10 +251,10 @@ class Coordinator:
 
 
 def _through_coordinator(
-    ray: Any, shared: list[Any], items: Sequence[Item], seed: int, window: int
+    ray: Any, shared: list[Any], items: Sequence[Item], seed: int, window: int, *, vectorised: bool
 ) -> Iterator[list[bytes]]:
     """:func:`solve_blocks` run by a :class:`Coordinator` on the cluster (Ray Client)."""
-    coordinator = ray.remote(num_cpus=0)(Coordinator).remote(shared, list(items), seed, window)
+    coordinator = ray.remote(num_cpus=0)(Coordinator).remote(shared, list(items), seed, window, vectorised)
     try:
         while True:
             blobs, over = ray.get(coordinator.poll.remote(POLL_SECONDS))
@@ -265,17 +273,18 @@ class BlockSolver:
     one of pickled records (:data:`RECORD_COLUMN`).
     """
 
-    def __init__(self, explainer: list[Any], seed: int, window: int) -> None:
+    def __init__(self, explainer: list[Any], seed: int, window: int, vectorised: bool = True) -> None:
         self.explainer: RowExplainer = _ray().get(explainer[0])
         self.seed = seed
         self.window = window
+        self.vectorised = vectorised
 
     def __call__(self, batch: Any) -> Any:
         """The records of one block (pyarrow table in, pyarrow table out)."""
         pa = importlib.import_module("pyarrow")
         items: list[Item] = [pickle.loads(blob) for blob in batch.column(ITEM_COLUMN).to_pylist()]
         records: list[Record] = []
-        run_block(self.explainer, items, self.seed, self.window, records.append)
+        run_blocks(self.explainer, items, self.seed, self.window, records.append, vectorised=self.vectorised)
         return pa.table({RECORD_COLUMN: pa.array([pickle.dumps(r) for r in records], pa.binary())})
 
 

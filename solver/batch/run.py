@@ -1,13 +1,14 @@
-"""Run a batch: rows in, one record per row out, in lockstep threads and optional processes.
+"""Run a batch: rows in, one record per row out, in blocks, in this process or in others.
 
 In one process, up to ``window`` rows are solved at once as one block
-(:func:`counterplan.solver.batch.block.run_block`): each row in its own thread, all sharing one
-:class:`~counterplan.solver.batch.shared_calls.SharedCalls`, so every step of every running solve is
-scored in one model call. With ``workers`` > 1 the rows are cut into blocks of ``window`` and each
-block runs in a worker process the same way; the explainer is sent to each worker once. With
-``ray`` the blocks run on a Ray cluster (:mod:`counterplan.solver.batch.on_ray`). Records come back
-through ``on_record`` as rows finish (so a job can write them as it goes) and, at the end, as a
-DataFrame in the order of the rows.
+(:func:`counterplan.solver.batch.block.run_blocks`): by default searched together by the vectorised
+engine, or (``vectorised=False``, and for the rows that engine cannot search) each row in its own
+thread, all sharing one :class:`~counterplan.solver.batch.shared_calls.SharedCalls`, so every step of
+every running solve is scored in one model call. With ``workers`` > 1 the rows are cut into
+blocks of ``window`` and each block runs in a worker process the same way; the explainer is sent
+to each worker once. With ``ray`` the blocks run on a Ray cluster
+(:mod:`counterplan.solver.batch.on_ray`). Records come back through ``on_record`` as rows finish
+(so a job can write them as it goes) and, at the end, as a DataFrame in the order of the rows.
 
 The explainer is what :class:`~counterplan.solver.batch.protocol.RowExplainer` says it is: the
 explainer's ``explain_batch`` calls this module, never the other way round.
@@ -50,7 +51,7 @@ def explain_batch(
     on_record: Callable[[Record], None] | None = None,
     skip: Iterable[Any] = (),
     ray: str | None = None,
-    vectorised: bool = False,
+    vectorised: bool | None = None,
 ) -> pd.DataFrame:
     """Explain many rows of ``explainer``'s model; one record per row.
 
@@ -84,9 +85,11 @@ def explain_batch(
         job, an address (``ray://host:10001``, ``host:6379``) joins a running cluster
         (:mod:`counterplan.solver.batch.on_ray`; needs the ``ray`` extra).
     vectorised:
-        Search each block's rows together as array operations (:mod:`counterplan.solver.vector`)
-        where the vectorised engine can go; rows it cannot search keep the threads path
-        (:func:`counterplan.solver.batch.vectorised.vector_refusal` says why). Not on Ray.
+        True or None (the default): search each block's rows together as array operations
+        (:mod:`counterplan.solver.vector`) where the vectorised engine can go, in this process, on
+        workers and on Ray alike; rows it cannot search keep the threads path
+        (:func:`counterplan.solver.batch.vectorised.vector_refusal` says why). False: every row
+        on the threads path, each row's answer then that of ``Explainer.explain`` with its seed.
 
     Returns
     -------
@@ -101,6 +104,9 @@ def explain_batch(
     size = _window(window)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
         raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
+    if vectorised is not None and not isinstance(vectorised, bool):
+        raise ProblemError("vectorised", f"must be true, false or none, given {vectorised!r}")
+    vector = vectorised is not False
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
     frame, only_rejected = _frame(explainer, rows, only_rejected)
@@ -125,11 +131,11 @@ def explain_batch(
             on_record(record)
 
     if ray is not None:
-        run_on_ray(explainer, items, base, window=size, on_record=keep)
+        run_on_ray(explainer, items, base, window=size, on_record=keep, vectorised=vector)
     elif workers == 1:
-        run_blocks(explainer, items, base, size, keep, vectorised=vectorised)
+        run_blocks(explainer, items, base, size, keep, vectorised=vector)
     else:
-        _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep, vectorised=vectorised)
+        _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep, vectorised=vector)
     order = {id_text(item[0]): i for i, item in enumerate(items)}
     records.sort(key=lambda r: order[id_text(r["row_id"])])
     result = records_frame(records, _features(explainer))
@@ -194,7 +200,7 @@ def _run_processes(
     window: int,
     workers: int,
     on_record: Callable[[Record], None],
-    vectorised: bool = False,
+    vectorised: bool = True,
 ) -> None:
     """Blocks of ``window`` rows on ``workers`` processes; each block's records as it finishes."""
     blocks = [items[i : i + window] for i in range(0, len(items), window)]

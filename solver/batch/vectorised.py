@@ -3,12 +3,12 @@ cannot go.
 
 :func:`vector_refusal` says, for a whole batch, why the vectorised engine cannot run it (several
 answers, another engine, phases other than the default solve's); :func:`run_vector_block` then
-takes each row it can search (:func:`~counterplan.solver.vector.capability.problem_refusal`; rows of
-one layout are searched together) and hands the rest to the threads-sharing-calls path
+takes each row it can search (:func:`~counterplan.solver.vector.capability.problem_refusal`; the rows
+of one program are searched together, each with its own domains) and hands the rest to the threads-sharing-calls path
 (:func:`counterplan.solver.batch.block.run_block`) with the reason logged.
 
 Every answer is checked through the real model: the block's originals and its bests each take
-one reference call, and each row's own :class:`~counterplan.planning.calculator.ScoreCalculator`
+one reference call per layout, and each row's own :class:`~counterplan.planning.calculator.ScoreCalculator`
 scores its row from that call's predictions, so a row's score, validity and result are built by
 the same code as a single solve's (:class:`~counterplan.solver.result_builder.ResultBuilder`).
 """
@@ -37,7 +37,7 @@ from counterplan.solver.core.scope import no_time_for_a_call
 from counterplan.solver.core.termination import wall_limit
 from counterplan.solver.engines import EnginePlan
 from counterplan.solver.result_builder import ResultBuilder, Spent
-from counterplan.solver.vector.capability import problem_refusal, same_layout
+from counterplan.solver.vector.capability import problem_refusal, same_layout, same_program
 from counterplan.solver.vector.scoring import BlockScorer
 from counterplan.solver.vector.search import VectorSearch, VectorSettings, feasible
 
@@ -84,7 +84,22 @@ class _Given:
 
 
 def _checked(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
-    """Each row scored by its own problem's calculator, from one real-model call for all of them."""
+    """Each row scored by its own problem's calculator, from one real-model call per layout (rows
+    of one layout have the same space, so each row goes through the model as it would alone)."""
+    out: list[Evaluation | None] = [None] * len(problems)
+    pending = list(range(len(problems)))
+    while pending:
+        reference = problems[pending[0]]
+        mine = [i for i in pending if same_layout(problems[i], reference)]
+        chosen = set(mine)
+        pending = [i for i in pending if i not in chosen]
+        for i, evaluation in zip(mine, _checked_alike([problems[i] for i in mine], rows[mine], model), strict=True):
+            out[i] = evaluation
+    return [e for e in out if e is not None]
+
+
+def _checked_alike(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
+    """:func:`_checked` for rows of one layout: one real-model call for all of them."""
     try:
         predictions = model.predict_reference(rows, problems[0].space)
     except ModelAdapterError:
@@ -125,9 +140,9 @@ def run_vector_block(
             _log.info("batch.threads_path", row_id=str(row_id), reason=reason)
             refused.append((row_id, row))
             continue
-        # rows whose domains or kinds differ (a value outside the data's range, a whole number
-        # where others have decimals) are searched in a program of their own layout
-        group = next((g for g in groups if same_layout(problem, g[0][0]) is None), None)
+        # rows whose domains or whole-number kinds differ (a value outside the data's range, an
+        # imputed decimal) share the program, each with its own domains (solver.vector.layouts)
+        group = next((g for g in groups if same_program(problem, g[0][0]) is None), None)
         if group is None:
             group = ([], [])
             groups.append(group)

@@ -1,11 +1,12 @@
 """Where the vectorised engine can go, and why not elsewhere: one check with a reason.
 
 The engine scores a block's candidates with one array program that knows only what every
-instance of the block shares (the model, the goals, the domains, the distance's scales) plus each
-instance's own original row. So it runs a problem whose score is that program: no relations
+instance of the block shares (the model, the goals, the grids, the distance's scales) plus each
+instance's own original row and its layout's domains. So it runs a problem whose score is that program: no relations
 (computed features), plausibility, trust region, scorecard objective, allowed-value lists,
-monotone rules or missing originals, the same domains and scales as the block's first problem, one answer, the
-local engine of the default phases. Everything else keeps the threads-sharing-calls path
+monotone rules or missing originals, the same features, grids and scales as the block's first problem
+(each instance's domains may differ: :func:`same_program`), one answer, the local engine of the
+default phases. Everything else keeps the threads-sharing-calls path
 (:mod:`counterplan.solver.batch.block`), and the reason is said.
 """
 
@@ -36,15 +37,22 @@ def problem_refusal(problem: CounterfactualProblem) -> str | None:
     return None
 
 
-def same_layout(problem: CounterfactualProblem, reference: CounterfactualProblem) -> str | None:
-    """Why ``problem`` cannot share a block's program with ``reference``, or None when it can."""
+LAYOUT_FIELDS = ("domain_lower", "domain_upper", "lower", "upper", "grid_lower", "grid_upper", "integral")
+"""What may differ between the instances of one program (a value beyond the data's range widens a
+row's domain, an imputed decimal makes a whole-number column a decimal one): the search holds
+these per layout and each instance indexes its own."""
+
+
+def same_program(problem: CounterfactualProblem, reference: CounterfactualProblem) -> str | None:
+    """Why ``problem`` cannot share a block's program with ``reference``, or None when it can
+    (its domains and whole-number kinds may differ: :data:`LAYOUT_FIELDS`)."""
     a, b = problem.space, reference.space
     if a.names != b.names:
         return "the features differ"
-    for name in ("domain_lower", "domain_upper", "lower", "upper", "grid_lower", "grid_upper", "costs", "step"):
+    for name in ("costs", "step", "grid_scale"):
         if not np.array_equal(getattr(a, name), getattr(b, name)):
             return f"the domains differ ({name})"
-    for name in ("mutable", "graded", "nominal", "integral"):
+    for name in ("mutable", "graded", "nominal"):
         if not np.array_equal(getattr(a, name), getattr(b, name)):
             return f"the features' kinds differ ({name})"
     if not np.array_equal(problem.scales, reference.scales) or problem.distance != reference.distance:
@@ -52,3 +60,8 @@ def same_layout(problem: CounterfactualProblem, reference: CounterfactualProblem
     if problem.goal_text != reference.goal_text or problem.max_changed_features != reference.max_changed_features:
         return "the goals differ"
     return None
+
+
+def same_layout(problem: CounterfactualProblem, reference: CounterfactualProblem) -> bool:
+    """Whether two problems of one program have the same domains and kinds (:data:`LAYOUT_FIELDS`)."""
+    return all(np.array_equal(getattr(problem.space, n), getattr(reference.space, n)) for n in LAYOUT_FIELDS)

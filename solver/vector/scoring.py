@@ -25,6 +25,7 @@ from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.vector.draws import key, mix
+from counterplan.solver.vector.layouts import Layouts
 
 _MAX_GOAL_DISTANCE = 1.0e14
 IntArray = npt.NDArray[np.intp]
@@ -35,8 +36,9 @@ class SearchStoppedError(Exception):
 
 
 class BlockScorer:
-    """Scores rows of the instances of one block (problems of one layout, see
-    :func:`~counterplan.solver.vector.capability.same_layout`).
+    """Scores rows of the instances of one block (problems of one program, see
+    :func:`~counterplan.solver.vector.capability.same_program`; their domains may differ,
+    :class:`~counterplan.solver.vector.layouts.Layouts`).
 
     ``stop`` is asked before every model call; once it says stop, :class:`SearchStoppedError` is raised
     and no call is made.
@@ -54,17 +56,23 @@ class BlockScorer:
         self.nominal = ~self.space.graded
         self.frozen = ~self.space.mutable
         self.costs = None if (self.space.costs == 1.0).all() else self.space.costs
-        # numbers with a decimal precision: a value off their grid breaks a rule (the original's own is kept)
-        precision = [getattr(f, "precision", None) for f in self.space.features]
-        self.decimals = np.array(
+        self.layouts = Layouts(problems)
+        self.layout = self.layouts.layout
+        # numbers with a decimal precision: a value off their grid breaks a rule (the original's own
+        # is kept); per layout, as an imputed decimal makes a column of whole numbers one of them
+        decimal = np.array(
             [
-                i
-                for i, p in enumerate(precision)
-                if p is not None and not self.space.integral[i] and self.space.mutable[i]
+                [
+                    getattr(f, "precision", None) is not None and not p.space.integral[i] and p.space.mutable[i]
+                    for i, f in enumerate(p.space.features)
+                ]
+                for p in self.layouts.problems
             ],
-            dtype=np.intp,
+            dtype=bool,
         )
-        self.decimal_scale = np.array([10.0 ** precision[i] for i in self.decimals.tolist()])
+        self.decimals = np.flatnonzero(decimal.any(axis=0)).astype(np.intp)
+        self.decimal_mask = decimal[:, self.decimals]
+        self.decimal_scale = self.layouts.scale[self.decimals]
         self.model_calls = 0
         self.rows_scored = 0
         self.rows_remembered = 0
@@ -149,6 +157,7 @@ class BlockScorer:
             block = X[:, self.decimals]
             rounded = np.rint(block * self.decimal_scale) / self.decimal_scale
             off = ~np.isclose(rounded, block, rtol=1e-12, atol=0.0) & (block != original[:, self.decimals])
+            off &= self.decimal_mask[self.layout[owner]]
             broken += off.sum(axis=1)
         if problem.max_changed_features is not None:
             broken += np.maximum(count - problem.max_changed_features, 0.0)
@@ -179,7 +188,7 @@ class BlockScorer:
             self.model_calls += 1
             predictions: Predictions | None
             try:
-                predictions = self.model.predict(X[start:stop], self.space)
+                predictions = self.model.predict(X[start:stop], self.layouts.model_space)
             except ModelAdapterError:
                 raise
             except Exception:  # the model's own failure: find the instances it fails on

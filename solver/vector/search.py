@@ -4,7 +4,8 @@ bracketing polish, each step one array program over every running instance of a 
 The phases are those of the default solve (:func:`counterplan.solver.local.config.default_phases`):
 
 * **scan**: every mutable feature alone over a grid of its domain and the model's split values,
-  from each instance's base; the greedy chain then takes, per instance whose chain is still
+  from each instance's base, one value per cell between two of a tree model's thresholds (the
+  nearest the original: :func:`split_cells`); the greedy chain then takes, per instance whose chain is still
   infeasible, the row with the best goal gain per unit of distance and scans again from there,
   leaving out the rows farther than the instance's best feasible row (no model call needed);
 * **local search**: ``walkers`` walkers per instance, started from the scan's best rows, each
@@ -29,12 +30,16 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.score import LEVELS, compare_to
+from counterplan.planning.space import FeatureSpace
+from counterplan.planning.structure.splits import MAX_PER_FEATURE
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
 
 IntArray = npt.NDArray[np.intp]
 _SCAN, _LOCAL, _POLISH = 1, 2, 3
+_STEP_TOLERANCE = 1e-6
+"""Two split values a grid step apart, up to this fraction of a step."""
 """Phase numbers in the random keys."""
 
 
@@ -45,7 +50,9 @@ class VectorSettings:
     grid_size: int = 24
     greedy_steps: int = 6
     walkers: int = 4
-    moves: int = 16
+    moves: int = 32
+    """Moves each walker draws per step (16 left one heloc row in 64 at 5.3 times the per-row
+    engine's distance; 32 found its answer at about the same time per block)."""
     stable_steps: int = 4
     """A feasible instance stops once its best has not improved for this many steps."""
     unimproved_step_limit: int = 400
@@ -72,6 +79,43 @@ class Outcome:
 def feasible(scores: FloatMatrix) -> BoolArray:
     """Rows whose every hard level is 0."""
     return np.asarray((scores[:, :3] >= 0.0).all(axis=1))
+
+
+def split_cells(
+    space: FeatureSpace, owners: IntArray, values: FloatMatrix, split: BoolArray, splits: dict[int, FloatMatrix]
+) -> IntArray:
+    """Per entry of a scan table (``values`` of columns ``owners``, sorted within each column;
+    ``split`` marks the model's split values): its cell, numbered in entry order.
+
+    The split values are the grid values just on each side of each of a tree model's thresholds
+    (:mod:`counterplan.planning.structure.splits`), so where a column's list is complete a
+    threshold lies only between two split values one grid step apart: a cell runs from one such
+    pair to the next, and its entries all make the trees decide alike. A column's list is taken
+    as complete when it is a number on a grid whose split values all pair up (each a grid step
+    from another, or from a bound) and were not sampled down; elsewhere every entry is a cell of
+    its own. (The per-row engine's scan cuts its cells at every split value,
+    :func:`counterplan.solver.local.scan.split_cells`.)"""
+    n = owners.size
+    if n == 0:
+        return np.empty(0, dtype=np.intp)
+    eligible = np.zeros(space.n_features, dtype=bool)
+    for j, found in splits.items():
+        step = float(space.step[j])
+        if space.nominal[j] or step <= 0.0 or found.size == 0 or found.size >= MAX_PER_FEATURE:
+            continue
+        sv = np.sort(found)
+        tolerance = _STEP_TOLERANCE * step
+        apart = np.abs(np.diff(sv) - step) <= tolerance
+        paired = np.zeros(sv.size, dtype=bool)
+        paired[1:] |= apart
+        paired[:-1] |= apart
+        paired |= (sv - space.lower[j] < step + tolerance) | (space.upper[j] - sv < step + tolerance)
+        eligible[j] = bool(paired.all())
+    steps = space.step[owners[1:]]
+    threshold = split[1:] & split[:-1] & (np.abs(np.diff(values) - steps) <= _STEP_TOLERANCE * steps)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (owners[1:] != owners[:-1]) | threshold | ~eligible[owners[1:]]
+    return np.asarray(np.cumsum(new) - 1, dtype=np.intp)
 
 
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
@@ -116,37 +160,65 @@ class VectorSearch:
         self.count = self.originals.shape[0]
         self.mutable_columns = np.flatnonzero(space.mutable)
         self.graded_columns = np.flatnonzero(space.mutable & space.graded)
-        self.span = space.upper - space.lower
-        splits = scorer.problem.split_values()
-        self.columns, self.values = self._scan_table(splits)
-        self._split_counts = np.zeros(space.n_features, dtype=np.intp)
+        layouts = scorer.layouts
+        self.layouts = layouts
+        self.layout = layouts.layout
+        self.lower, self.upper = layouts.lower, layouts.upper
+        self.span = layouts.upper - layouts.lower
+        # per layout: the scan's (column, value) table and the split values a move may jump to,
+        # each held flat with per-layout offsets (an instance reads its own layout's)
+        tables = []
+        splits_of = []
+        for k, problem in enumerate(layouts.problems):
+            splits = problem.split_values()
+            tables.append(self._scan_table(splits, k))
+            splits_of.append(splits)
+        sizes = np.array([t[0].size for t in tables], dtype=np.intp)
+        self._table_sizes = sizes
+        self._table_offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.columns = np.concatenate([t[0] for t in tables])
+        self.values = np.concatenate([t[1] for t in tables])
+        # cells numbered across layouts (an entry outside any cell is a cell of its own)
+        cells = [t[2] for t in tables]
+        shift = np.concatenate([[0], np.cumsum([c.max(initial=-1) + 1 for c in cells])[:-1]]).astype(np.intp)
+        self.cells = np.concatenate([c + k for c, k in zip(cells, shift, strict=True)])
+        d = space.n_features
+        self._split_counts = np.zeros((layouts.count, d), dtype=np.intp)
         parts = []
-        for j, values in sorted(splits.items()):
-            self._split_counts[j] = values.size
-            parts.append(values)
-        self._split_offsets = np.concatenate([[0], np.cumsum(self._split_counts)[:-1]]).astype(np.intp)
+        for k, splits in enumerate(splits_of):
+            for j, values in sorted(splits.items()):
+                self._split_counts[k, j] = values.size
+                parts.append(values)
+        flat = self._split_counts.ravel()
+        self._split_offsets = np.concatenate([[0], np.cumsum(flat)[:-1]]).astype(np.intp).reshape(flat.size // d, d)
         self._split_values = np.concatenate(parts) if parts else np.empty(0)
 
-    def _scan_table(self, splits: dict[int, FloatMatrix]) -> tuple[IntArray, FloatMatrix]:
-        """Every (column, value) the scan tries: a grid of each mutable number's domain and its
-        split values, every value of each category."""
-        space = self.space
+    def _scan_table(self, splits: dict[int, FloatMatrix], layout: int) -> tuple[IntArray, FloatMatrix, IntArray]:
+        """Every (column, value) the scan tries in ``layout``: a grid of each mutable number's
+        domain and its split values, every value of each category; and each entry's cell
+        (:func:`split_cells`)."""
+        space = self.layouts.problems[layout].space
         columns: list[IntArray] = []
         values: list[FloatMatrix] = []
+        split: list[BoolArray] = []
         for j in self.mutable_columns.tolist():
+            known = np.empty(0)
             if space.nominal[j]:
                 grid = np.arange(space.lower[j], space.upper[j] + 1.0)
             else:
                 grid = np.linspace(space.lower[j], space.upper[j], self.settings.grid_size)
                 extra = splits.get(j, np.empty(0))
-                grid = np.concatenate([grid, extra[(extra >= space.lower[j]) & (extra <= space.upper[j])]])
+                known = extra[(extra >= space.lower[j]) & (extra <= space.upper[j])]
+                grid = np.concatenate([grid, known])
                 grid = space.to_grid(grid, np.full(grid.size, j))
             grid = np.unique(grid)
             columns.append(np.full(grid.size, j, dtype=np.intp))
             values.append(grid)
+            split.append(np.isin(grid, known))
         if not columns:
-            return np.empty(0, dtype=np.intp), np.empty(0)
-        return np.concatenate(columns), np.concatenate(values)
+            return np.empty(0, dtype=np.intp), np.empty(0), np.empty(0, dtype=np.intp)
+        owners, flat = np.concatenate(columns), np.concatenate(values)
+        return owners, flat, split_cells(space, owners, flat, np.concatenate(split), splits)
 
     def run(self, active: BoolArray) -> Outcome:
         """Search the instances where ``active`` holds; the others keep their original."""
@@ -177,7 +249,6 @@ class VectorSearch:
         """The scan and the greedy chain; each instance's starting rows for the walkers
         ``(count, walkers, n_features)``: its best scanned rows, best first."""
         s = self.settings
-        k = self.columns.size
         base = outcome.best.copy()
         base_scores = outcome.scores.copy()
         starts = np.repeat(outcome.best[:, None, :], s.walkers, axis=1)
@@ -186,11 +257,13 @@ class VectorSearch:
             idx = np.flatnonzero(running)
             if idx.size == 0:
                 break
-            owner = np.repeat(idx, k)
+            owner, table = self._scan_rows(idx)
+            nearest = self._nearest_in_cells(owner, table)
+            owner, table = owner[nearest], table[nearest]
             X = base[owner]
             rows = np.arange(owner.size)
-            cols = np.tile(self.columns, idx.size)
-            X[rows, cols] = np.tile(self.values, idx.size)
+            cols = self.columns[table]
+            X[rows, cols] = self.values[table]
             keep = X[rows, cols] != base[owner, cols]
             if chain > 0:  # a row farther than a feasible best cannot beat it: not scored
                 known = feasible(outcome.scores)[owner]
@@ -215,6 +288,30 @@ class VectorSearch:
             gained[owner[take]] = True
             running &= gained & ~feasible(base_scores)
         return starts
+
+    def _scan_rows(self, idx: IntArray) -> tuple[IntArray, IntArray]:
+        """Per row of a scan of instances ``idx``: its instance, and its entry of the flat scan
+        table (each instance's own layout's entries, in order)."""
+        layout = self.layout[idx]
+        sizes = self._table_sizes[layout]
+        owner = np.repeat(idx, sizes)
+        ends = np.cumsum(sizes)
+        within = np.arange(owner.size) - np.repeat(ends - sizes, sizes)
+        return owner, np.repeat(self._table_offsets[layout], sizes) + within
+
+    def _nearest_in_cells(self, owner: IntArray, table: IntArray) -> BoolArray:
+        """Which scan rows to score: per instance and cell, the entry nearest the instance's
+        original. Between two of a tree model's thresholds its trees decide alike, so a farther
+        value of a cell only adds distance: it can be neither the instance's best scanned row, its
+        best row of that feature, nor the greedy chain's step (the most gain per distance)."""
+        cells = self.cells[table]
+        near = np.abs(self.values[table] - self.originals[owner, self.columns[table]])
+        order = np.lexsort((near, cells, owner))
+        o, c = owner[order], cells[order]
+        first = np.r_[True, (o[1:] != o[:-1]) | (c[1:] != c[:-1])]
+        keep = np.zeros(owner.size, dtype=bool)
+        keep[order[first]] = True
+        return keep
 
     def _starts(
         self, X: FloatMatrix, owner: IntArray, scores: FloatMatrix, idx: IntArray, current: FloatMatrix
@@ -305,20 +402,22 @@ class VectorSearch:
         kind = np.searchsorted(np.array([0.5, 0.65, 0.85]), u[0], side="right")  # change, revert, toward, shrink
         kind = np.where((kind == 1) & (n_changed == 0), 0, kind)
         kind = np.where((kind >= 2) & (n_numeric == 0), 0, kind)
-        self._change(X, np.flatnonzero(kind == 0), u)
+        self._change(X, np.flatnonzero(kind == 0), inst, u)
         for k, mask_of in ((1, changed), (2, numeric)):
             r = np.flatnonzero(kind == k)
             if r.size:
-                self._back(X, r, mask_of[r], original[r], u, revert=k == 1)
+                self._back(X, r, mask_of[r], original[r], u, own=inst[r], revert=k == 1)
         r = np.flatnonzero(kind == 3)
         if r.size:
             fraction = (0.02 + 0.58 * u[2, r])[:, None]
             now_rows = X[r]
-            shrunk = space.to_grid(now_rows + fraction * (original[r] - now_rows), np.arange(space.n_features)[None, :])
+            shrunk = self.layouts.to_grid(
+                now_rows + fraction * (original[r] - now_rows), inst[r][:, None], np.arange(space.n_features)[None, :]
+            )
             X[r] = np.where(numeric[r], shrunk, now_rows)
         return X
 
-    def _change(self, X: FloatMatrix, r: IntArray, draws: FloatMatrix) -> None:
+    def _change(self, X: FloatMatrix, r: IntArray, inst: IntArray, draws: FloatMatrix) -> None:
         """Each of rows ``r`` with one mutable column set to another value: a number by a step on a
         log scale, a uniform draw or a jump to a split value; a category to any other."""
         s = self.settings
@@ -327,25 +426,42 @@ class VectorSearch:
         size_m = self.mutable_columns.size
         col = self.mutable_columns[np.minimum((u[1] * size_m).astype(np.intp), size_m - 1)]
         now = X[r, col]
-        low, high, span, step = space.lower[col], space.upper[col], self.span[col], space.step[col]
+        own = inst[r]
+        layout = self.layout[own]
+        low, high, span, step = (
+            self.lower[layout, col],
+            self.upper[layout, col],
+            self.span[layout, col],
+            space.step[col],
+        )
         uniform = low + u[2] * span
         sign = np.where(u[4] < 0.5, -1.0, 1.0)
         local = now + sign * s.local_step_scale * span * 10.0 ** (2.0 * u[3] - 2.0)
         value = np.where(u[5] < s.local_step_ratio, local, uniform)
         if self._split_values.size:
-            counts = self._split_counts[col]
+            counts = self._split_counts[layout, col]
             jump = (counts > 0) & (u[6] < s.split_jump_ratio)
-            pick = np.minimum(self._split_offsets[col] + (u[7] * counts).astype(np.intp), self._split_values.size - 1)
+            pick = np.minimum(
+                self._split_offsets[layout, col] + (u[7] * counts).astype(np.intp), self._split_values.size - 1
+            )
             value = np.where(jump, self._split_values[pick], value)
-        value = space.to_grid(np.clip(value, low, high), col)
+        value = self.layouts.to_grid(np.clip(value, low, high), own, col)
         stuck = (step > 0) & (value == now)  # a step that rounded to nothing: one grid step
-        value = space.to_grid(np.clip(np.where(stuck, now + sign * step, value), low, high), col)
+        value = self.layouts.to_grid(np.clip(np.where(stuck, now + sign * step, value), low, high), own, col)
         size = np.maximum(span + 1.0, 1.0)
         other = low + np.mod(now - low + 1.0 + np.floor(u[8] * np.maximum(size - 1.0, 1.0)), size)
         X[r, col] = np.where(space.nominal[col], other, value)
 
     def _back(
-        self, X: FloatMatrix, r: IntArray, mask: BoolArray, original: FloatMatrix, draws: FloatMatrix, *, revert: bool
+        self,
+        X: FloatMatrix,
+        r: IntArray,
+        mask: BoolArray,
+        original: FloatMatrix,
+        draws: FloatMatrix,
+        *,
+        own: IntArray,
+        revert: bool,
     ) -> None:
         """Each of rows ``r`` with one of its ``mask`` columns back at the original (``revert``) or
         part of the way back (fine shaves and big steps alike)."""
@@ -359,7 +475,7 @@ class VectorSearch:
             X[r, j] = target
             return
         was = X[r, j]
-        moved = space.to_grid(was + 10.0 ** (-2.0 * draws[2, r]) * (target - was), j)
+        moved = self.layouts.to_grid(was + 10.0 ** (-2.0 * draws[2, r]) * (target - was), own, j)
         step = space.step[j]
         moved = np.where((step > 0) & (moved == was), was + np.sign(target - was) * step, moved)
         X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
@@ -385,7 +501,9 @@ class VectorSearch:
             # single numbers: bracket + f * (best - bracket)
             lo = bracket[idx][:, :, None]
             hi = best[:, graded][:, :, None]
-            single = self.space.to_grid(lo + fractions[None, None, :] * (hi - lo), graded[None, :, None])
+            single = self.layouts.to_grid(
+                lo + fractions[None, None, :] * (hi - lo), idx[:, None, None], graded[None, :, None]
+            )
             block = np.repeat(best[:, None, :], per, axis=1)
             a = graded.size * (g - 1)
             cells = block[:, :a].reshape(n, graded.size, g - 1, d)
@@ -394,7 +512,7 @@ class VectorSearch:
             # all changed numbers together
             orig = self.originals[idx]
             together = best[:, None, :] + fractions[None, ::-1, None] * (orig[:, None, :] - best[:, None, :])
-            together = self.space.to_grid(together, np.arange(d)[None, None, :])
+            together = self.layouts.to_grid(together, idx[:, None, None], np.arange(d)[None, None, :])
             numeric = np.zeros(d, dtype=bool)
             numeric[graded] = True
             block[:, a : a + g - 1] = np.where(numeric[None, None, :], together, block[:, a : a + g - 1])

@@ -287,6 +287,7 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
         ({"--plot": "shares.svg"}, "--plot: must end in .png"),
         ({"--workers": "0"}, "--workers must be at least 1"),
         ({"--window": "0"}, "--window: must be from 1"),
+        ({"--batch-engine": "gpu"}, "--batch-engine: give vector or threads, given 'gpu'"),
         ({"--goal": "class"}, "goal 'class'"),
         ({"--goal": "range:1"}, "LOW..HIGH"),
         ({"--goal": "class:7"}, "not one of"),
@@ -348,3 +349,30 @@ def test_a_ray_address_that_does_not_answer_is_refused_before_any_work(
     assert code == 2 and err.count("\n") == 1 and "ray" in err
     assert "Traceback" not in err + out
     assert not output.exists()
+
+
+@pytest.mark.parametrize(("flag", "vectorised"), [(None, True), ("vector", True), ("threads", False)])
+def test_batch_engine_chooses_the_vectorised_engine_by_default_or_the_threads_path(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str | None,
+    vectorised: bool,
+) -> None:
+    from counterplan.solver import explainer as explainer_module
+
+    asked: list[Any] = []
+    real = explainer_module.explain_batch
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs["vectorised"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(explainer_module, "explain_batch", spy)
+    output = tmp_path / "results.csv"
+    extra = [] if flag is None else ["--batch-engine", flag]
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:6", *extra))
+    assert code == 0, err
+    assert asked == [vectorised]
+    assert pd.read_csv(output)["valid"].all()

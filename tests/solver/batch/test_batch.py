@@ -67,9 +67,11 @@ def test_the_explainer_answers_as_a_problem_built_from_the_data(
 def test_a_batch_gives_each_row_its_single_answer_whatever_the_window(
     explainer: Explainer, rejected: pd.DataFrame
 ) -> None:
+    """On the threads path (asked for: the default is the vectorised engine, whose answers are its
+    own, see test_vectorised.py) every row's record is ``explain``'s answer."""
     singles = [explainer.explain(row, seed=row_seed(7, row_id)) for row_id, row in rejected.iterrows()]
     for window in (1, 5, 12):
-        frame = explainer.explain_batch(rejected, seed=7, window=window)
+        frame = explainer.explain_batch(rejected, seed=7, window=window, vectorised=False)
         assert frame["row_id"].tolist() == rejected.index.tolist()
         assert frame["score"].tolist() == [s.score for s in singles]
         for (_, record), single in zip(frame.iterrows(), singles, strict=True):
@@ -82,8 +84,8 @@ def test_a_batch_gives_each_row_its_single_answer_whatever_the_window(
 
 
 def test_worker_processes_give_the_same_records(explainer: Explainer, rejected: pd.DataFrame) -> None:
-    one = explainer.explain_batch(rejected.iloc[:6], seed=3, window=3)
-    two = explainer.explain_batch(rejected.iloc[:6], seed=3, window=2, workers=2)
+    one = explainer.explain_batch(rejected.iloc[:6], seed=3, window=3, vectorised=False)
+    two = explainer.explain_batch(rejected.iloc[:6], seed=3, window=2, workers=2, vectorised=False)
     columns = [c for c in one.columns if c != "seconds"]
     pd.testing.assert_frame_equal(one[columns], two[columns])
 
@@ -94,17 +96,18 @@ def test_solves_that_run_together_share_model_calls(
     adapter = CountingAdapter(loan_model)
     explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
     adapter.calls = 0
-    alone = explainer.explain_batch(rejected, seed=1, window=1)
+    alone = explainer.explain_batch(rejected, seed=1, window=1, vectorised=False)
     calls_alone = adapter.calls
     adapter.calls = 0
-    together = explainer.explain_batch(rejected, seed=1, window=12)
+    together = explainer.explain_batch(rejected, seed=1, window=12, vectorised=False)
     assert together["score"].tolist() == alone["score"].tolist()
     assert calls_alone >= together["model_calls"].sum() - len(rejected)  # each solve's own calls, one at a time
     assert adapter.calls * 3 < calls_alone  # lockstep: one call serves many solves
 
 
+@pytest.mark.parametrize("vectorised", [False, True])
 def test_a_row_the_model_fails_on_gets_an_error_record_and_the_rest_go_on(
-    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+    vectorised: bool, loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
     bad = float(rejected["income"].iloc[2])
 
@@ -119,7 +122,7 @@ def test_a_row_the_model_fails_on_gets_an_error_record_and_the_rest_go_on(
             return self.predict(X, space)
 
     explainer = Explainer(Failing(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
-    frame = explainer.explain_batch(rejected.iloc[:5], seed=0, window=5)
+    frame = explainer.explain_batch(rejected.iloc[:5], seed=0, window=5, vectorised=vectorised)
     assert frame.loc[2, "status"] == "error"
     assert not frame.loc[2, "valid"]
     assert "scoring service is down" in frame.loc[2, "error"]

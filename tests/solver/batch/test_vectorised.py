@@ -18,7 +18,9 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from counterplan.planning import ClassGoal
 from counterplan.planning.demo import CATEGORICAL, IMMUTABLE, TARGET
 from counterplan.planning.errors import ProblemError
+from counterplan.planning.features import FloatFeature, IntegerFeature
 from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.planning.space import FeatureSpace
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.solver.batch.rows import row_seed
 from counterplan.solver.batch.run import explain_batch
@@ -26,7 +28,8 @@ from counterplan.solver.batch.vectorised import run_vector_block, vector_refusal
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
 from counterplan.solver.vector.draws import key, uniforms
-from counterplan.solver.vector.search import best_per_owner
+from counterplan.solver.vector.scoring import BlockScorer
+from counterplan.solver.vector.search import VectorSearch, best_per_owner, split_cells
 
 pytestmark = pytest.mark.unit
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -248,18 +251,111 @@ def test_an_instance_the_model_fails_on_costs_the_others_nothing(
     pd.testing.assert_frame_equal(others[COLUMNS].reset_index(drop=True), without[COLUMNS].reset_index(drop=True))
 
 
-def test_rows_of_another_layout_are_searched_in_a_program_of_their_own(
-    loan_explainer: Explainer, loan_data: pd.DataFrame, rejected: pd.DataFrame
+def test_rows_of_other_domains_share_the_block_s_program_and_keep_their_own_answers(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
-    rows = rejected.iloc[:6].copy()
+    adapter = CountingAdapter(loan_model)
+    data = loan_data.astype({"credit_cards": float})  # whole numbers in a column that may hold decimals
+    explainer = Explainer(adapter, data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = rejected.iloc[:6].astype({"credit_cards": float})
     rows.iloc[1, rows.columns.get_loc("income")] = float(loan_data["income"].max()) * 1.5  # widens its domain
-    first, second = (loan_explainer.problem({str(k): v for k, v in rows.iloc[i].items()}) for i in (0, 1))
+    rows.iloc[3, rows.columns.get_loc("credit_cards")] = 2.5  # an imputed decimal in a column of whole numbers
+    first, second, fourth = (explainer.problem({str(k): v for k, v in rows.iloc[i].items()}) for i in (0, 1, 3))
     assert not np.array_equal(first.space.domain_upper, second.space.domain_upper)
-    together = explain_batch(loan_explainer, rows, seed=6, vectorised=True)[COLUMNS]
-    alone = explain_batch(loan_explainer, rows.iloc[[1]], seed=6, vectorised=True)[COLUMNS]
-    pd.testing.assert_frame_equal(together.iloc[[1]].reset_index(drop=True), alone)
+    assert not np.array_equal(first.space.integral, fourth.space.integral)
+    odd = rows.index[[1, 3]]
+    adapter.calls = 0
+    together = explain_batch(explainer, rows, seed=6)[COLUMNS]
+    calls_together = adapter.calls
+    adapter.calls = 0
+    plain = explain_batch(explainer, rows.drop(index=odd), seed=6)[COLUMNS]
+    calls_plain = adapter.calls
+    adapter.calls = 0
+    each = [explain_batch(explainer, rows.loc[[i]], seed=6)[COLUMNS] for i in odd]
+    calls_odd = adapter.calls
+    # every row's answer is its answer alone, or among rows of its own domains
+    pd.testing.assert_frame_equal(together.iloc[[1, 3]].reset_index(drop=True), pd.concat(each, ignore_index=True))
+    pd.testing.assert_frame_equal(together.drop(index=[1, 3]).reset_index(drop=True), plain)
     assert together["valid"].all()
+    assert together.loc[3, "status"] == "ok"
+    # one program: a step scores every instance in one model call (separate programs would add up)
+    assert calls_together < calls_plain + calls_odd
     handed: list[Any] = []  # none goes to the threads path
     items = [(i, {str(k): v for k, v in row.items()}) for i, row in rows.iterrows()]
-    run_vector_block(loan_explainer, items, 6, lambda r: None, fallback=handed.extend)
+    run_vector_block(explainer, items, 6, lambda r: None, fallback=handed.extend)
     assert handed == []
+
+
+def test_the_vectorised_engine_is_the_default_and_the_threads_path_is_asked_for(
+    loan_explainer: Explainer, rejected: pd.DataFrame
+) -> None:
+    rows = rejected.iloc[:12]
+    default = loan_explainer.explain_batch(rows, seed=8)
+    vector = loan_explainer.explain_batch(rows, seed=8, vectorised=True)
+    threads = loan_explainer.explain_batch(rows, seed=8, vectorised=False)
+    pd.testing.assert_frame_equal(default[COLUMNS], vector[COLUMNS])
+    # the threads path gives explain's answer; the vectorised engine searches otherwise
+    singles = [loan_explainer.explain(row, seed=row_seed(8, row_id)) for row_id, row in rows.iterrows()]
+    assert threads["score"].tolist() == [s.score for s in singles]
+    assert default["score"].tolist() != threads["score"].tolist()
+    # the records have the same shape either way
+    assert default.columns.tolist() == threads.columns.tolist()
+    assert default.dtypes.to_dict() == threads.dtypes.to_dict()
+    assert default["valid"].all() and threads["valid"].all()
+    for bad in ("threads", 1):
+        with pytest.raises(ProblemError, match="vectorised") as caught:
+            loan_explainer.explain_batch(rows, vectorised=bad)  # type: ignore[arg-type]
+        assert caught.value.field == "vectorised"
+
+
+def test_one_row_asked_alone_gets_its_batch_answer(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
+    """The documented way to get a batch's answer for one row: ``explain_batch`` on that row."""
+    batch = loan_explainer.explain_batch(rejected, seed=12, window=9, workers=2)
+    for i in (0, 10, 23):
+        alone = loan_explainer.explain_batch(rejected.iloc[[i]], seed=12)
+        pd.testing.assert_frame_equal(batch[COLUMNS].iloc[[i]].reset_index(drop=True), alone[COLUMNS])
+
+
+def test_the_scan_scores_one_value_per_cell_of_the_trees_and_finds_answers_as_near(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = rejected.iloc[:8]
+    scored = {"rows": 0}
+    real = BlockScorer._fresh
+
+    def counting(self: BlockScorer, X: Any, owner: Any) -> Any:
+        scored["rows"] += X.shape[0]
+        return real(self, X, owner)
+
+    monkeypatch.setattr(BlockScorer, "_fresh", counting)
+    pruned = explain_batch(explainer, rows, seed=4)
+    rows_pruned = scored["rows"]
+    scored["rows"] = 0
+    monkeypatch.setattr(VectorSearch, "_nearest_in_cells", lambda self, owner, table: np.ones(owner.size, dtype=bool))
+    every = explain_batch(explainer, rows, seed=4)
+    assert pruned["valid"].all() and every["valid"].all()
+    assert (pruned["score"] == every["score"]).sum() >= len(rows) - 2  # a path may differ, not its quality
+    assert pruned["distance"].mean() <= 1.02 * every["distance"].mean()
+    assert rows_pruned < 0.8 * scored["rows"]
+
+
+def test_a_cell_runs_between_thresholds_where_the_split_values_are_complete() -> None:
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="a", low=0, high=10, value=5),
+            IntegerFeature(name="b", low=0, high=10, value=5),
+            FloatFeature(name="c", low=0.0, high=1.0, value=0.5),
+        ]
+    )
+    values = np.array([0, 2, 3, 4, 5, 7, 8, 10, 0, 2, 3, 6, 10, 0.0, 0.5, 1.0])
+    owners = np.array([0] * 8 + [1] * 5 + [2] * 3)
+    # a: thresholds between 2|3 and 7|8 (complete); b: a lone split value 6 (some are missing)
+    splits = {0: np.array([2.0, 3.0, 7.0, 8.0]), 1: np.array([2.0, 3.0, 6.0]), 2: np.array([0.5])}
+    split = np.isin(values, [2.0, 3.0, 7.0, 8.0]) & (owners == 0)
+    split |= np.isin(values, [2.0, 3.0, 6.0]) & (owners == 1)
+    split |= (values == 0.5) & (owners == 2)
+    cells = split_cells(space, owners, values, split, splits)
+    assert cells[:8].tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # 0-2 | 3-7 | 8-10
+    assert cells[8:].tolist() == list(range(3, 11))  # incomplete list, a float: every entry its own
