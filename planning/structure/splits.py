@@ -235,3 +235,31 @@ def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[in
 
 
 __all__ = ["MAX_PER_FEATURE", "THRESHOLDS", "Thresholds", "split_points", "thresholds"]
+
+
+PAIR_TOLERANCE = 1e-6
+"""How far (in grid steps) two split values may be from exactly one step apart and still pair."""
+
+
+def paired_split_values(
+    owners: npt.NDArray[np.intp], values: FloatArray, step: FloatArray, lower: FloatArray, upper: FloatArray
+) -> npt.NDArray[np.bool_]:
+    """Per split value (``values`` of the columns ``owners``, sorted by column then value; ``step``,
+    ``lower`` and ``upper`` per column): whether it pairs up, one grid step from another split value
+    of its column or within a step of a bound.
+
+    :func:`split_points` lists the grid values on each side of each threshold, so in a complete
+    list every value pairs up and a threshold lies only between the two of a pair: the values
+    between two pairs are one cell, where the trees decide alike. A lone value means some
+    thresholds were left out (a sampled list), and the column's cells are not known. The local
+    search's scan and the vectorised engine both cut cells by this one rule."""
+    if owners.size == 0:
+        return np.zeros(0, dtype=bool)
+    col_step = step[owners]
+    tolerance = PAIR_TOLERANCE * col_step
+    apart = (owners[1:] == owners[:-1]) & (np.abs(np.diff(values) - col_step[1:]) <= tolerance[1:])
+    paired = np.zeros(owners.size, dtype=bool)
+    paired[1:] = apart
+    paired[:-1] |= apart
+    near_bound = (values - lower[owners] < col_step + tolerance) | (upper[owners] - values < col_step + tolerance)
+    return np.asarray(paired | near_bound)

@@ -32,14 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from counterplan.planning.score import HARD_LEVELS, best_row, is_better
+from counterplan.planning.structure.splits import paired_split_values
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix, score_batches
 from counterplan.solver.core.scope import Progress, SolverScope, count_step
 from counterplan.solver.local.config import FeatureScanPhaseConfig
 
-_STEP_TOLERANCE = 1e-6
-"""Two values of a grid one step apart, within this share of the step."""
 _DISTANCE_TOLERANCE = 1e-9
 """A predicted distance is right within this share of it (sums in another order)."""
 _FEWEST_LEFT_OUT = 64
@@ -271,12 +270,7 @@ def split_cells(space: EncodedSpace, grid: ScanGrid) -> np.ndarray:
     eligible = (step > 0.0) & ~space.nominal & np.isfinite(space.original)
     eligible[list(space.allowed)] = False
     so, sv = owners[index], values[index]
-    tolerance = _STEP_TOLERANCE * step[so]
-    apart = (so[1:] == so[:-1]) & (np.abs(np.diff(sv) - step[so[1:]]) <= tolerance[1:])
-    paired = np.zeros(index.size, dtype=bool)
-    paired[1:] = apart
-    paired[:-1] |= apart
-    paired |= (sv - space.lower[so] < step[so] + tolerance) | (space.upper[so] - sv < step[so] + tolerance)
+    paired = paired_split_values(so, sv, step, space.lower, space.upper)
     eligible[so[~paired]] = False  # a lone split value: some thresholds are missing
     has_splits = np.zeros(space.n_features, dtype=bool)
     has_splits[so] = True

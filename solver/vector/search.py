@@ -31,15 +31,13 @@ import numpy.typing as npt
 
 from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
-from counterplan.planning.structure.splits import MAX_PER_FEATURE
+from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
 
 IntArray = npt.NDArray[np.intp]
 _SCAN, _LOCAL, _POLISH = 1, 2, 3
-_STEP_TOLERANCE = 1e-6
-"""Two split values a grid step apart, up to this fraction of a step."""
 """Phase numbers in the random keys."""
 
 
@@ -104,15 +102,10 @@ def split_cells(
         if space.nominal[j] or step <= 0.0 or found.size == 0 or found.size >= MAX_PER_FEATURE:
             continue
         sv = np.sort(found)
-        tolerance = _STEP_TOLERANCE * step
-        apart = np.abs(np.diff(sv) - step) <= tolerance
-        paired = np.zeros(sv.size, dtype=bool)
-        paired[1:] |= apart
-        paired[:-1] |= apart
-        paired |= (sv - space.lower[j] < step + tolerance) | (space.upper[j] - sv < step + tolerance)
-        eligible[j] = bool(paired.all())
+        owner = np.full(sv.size, j, dtype=np.intp)
+        eligible[j] = bool(paired_split_values(owner, sv, space.step, space.lower, space.upper).all())
     steps = space.step[owners[1:]]
-    threshold = split[1:] & split[:-1] & (np.abs(np.diff(values) - steps) <= _STEP_TOLERANCE * steps)
+    threshold = split[1:] & split[:-1] & (np.abs(np.diff(values) - steps) <= PAIR_TOLERANCE * steps)
     new = np.ones(n, dtype=bool)
     new[1:] = (owners[1:] != owners[:-1]) | threshold | ~eligible[owners[1:]]
     return np.asarray(np.cumsum(new) - 1, dtype=np.intp)
