@@ -129,9 +129,41 @@ def test_rows_the_selection_cannot_read_plainly_go_to_their_solve(
 ) -> None:
     approved = every.loc[every["status"] == "already_met", "row_id"].tolist()
     frame = loan_explainer.data.iloc[:40].copy()
-    frame.loc[approved[0], "income"] = 10 * frame["income"].max()  # outside the data's domain
+    frame.loc[approved[0], "income"] = 10 * frame["income"].max()  # outside the data's domain: judged
     frame["debt"] = frame["debt"].astype("float64")
-    frame.loc[approved[1], "debt"] = np.nan  # a gap
+    frame.loc[approved[1], "debt"] = np.nan  # a gap: its solve says what it is
     met = meeting_the_goal(loan_explainer, frame)
-    assert not met[approved[0]] and not met[approved[1]]
-    assert met.sum() == len(approved) - 2
+    assert not met[approved[1]]
+    assert met.sum() == len(approved) - 1
+    # a value outside the data's range widens its row's own domain: the decision is that row's solve's
+    own = loan_explainer.explain_batch(frame.iloc[[approved[0]]], seed=5)
+    assert met[approved[0]] == (own["status"].iloc[0] == "already_met")
+
+
+def test_the_selection_decides_every_row_as_its_own_solve_does(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """Imputed fractions in a whole-number column (CARLA's heloc has them in most approved rows),
+    values outside the data's range, unknown categories, fractions where the data's column is of
+    integers, gaps: the rows the selection calls approved are exactly those whose own solve says
+    ``already_met``, and the fractional rows are judged, not left to their solves."""
+    data = loan_data.assign(credit_cards=loan_data["credit_cards"].astype("float64"))  # whole numbers as floats
+    explainer = Explainer(loan_model, data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    frame = data.iloc[:48].copy()
+    frame["years_employed"] = frame["years_employed"].astype("float64")
+    frame["debt"] = frame["debt"].astype("float64")
+    frame.loc[frame.index[0:24:2], "credit_cards"] += 0.37  # an imputed fraction: a float in its own problem
+    frame.loc[frame.index[1], "income"] = 10 * data["income"].max()  # above the data's range
+    frame.loc[frame.index[3], "loan_amount"] = data["loan_amount"].min() / 2  # below it
+    frame.loc[frame.index[4], "credit_cards"] = data["credit_cards"].max() + 7.5  # both
+    frame.loc[frame.index[5], "years_employed"] = 2.5  # the data's column holds integers: refused
+    frame.loc[frame.index[7], "education"] = "phd"  # a category the data has never seen
+    frame.loc[frame.index[9], "debt"] = np.nan  # a gap
+    solved = explainer.explain_batch(frame, seed=1)
+    already = (solved.set_index("row_id").loc[frame.index, "status"] == "already_met").to_numpy()
+    met = meeting_the_goal(explainer, frame)
+    assert met.tolist() == already.tolist()
+    fractional = np.zeros(len(frame), dtype=bool)
+    fractional[0:24:2] = True
+    assert (met & fractional).sum() >= 3  # judged: before, every one of them went to its solve
+    assert (met & ~fractional).sum() >= 3
+    statuses = solved.set_index("row_id")["status"]
+    assert statuses.loc[frame.index[[5, 7, 9]]].tolist() == ["error"] * 3
