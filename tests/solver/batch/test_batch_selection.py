@@ -167,3 +167,42 @@ def test_the_selection_decides_every_row_as_its_own_solve_does(loan_data: pd.Dat
     assert (met & ~fractional).sum() >= 3
     statuses = solved.set_index("row_id")["status"]
     assert statuses.loc[frame.index[[5, 7, 9]]].tolist() == ["error"] * 3
+
+
+def test_auto_chooses_per_row_the_same_way_in_any_block_and_logs_why(loan_data: pd.DataFrame) -> None:
+    """``engine="auto"`` in a batch: each row's choice comes from its own program's size (the
+    immutables' values prune leaves), the same whatever block it runs in, and a log line per row
+    gives the engine and the reason (the estimate and the budget)."""
+    from sklearn.ensemble import GradientBoostingClassifier
+    from structlog.testing import capture_logs
+
+    from counterplan.planning.demo import train_loan_model
+    from counterplan.solver.core.config import AutoConfig, SolverConfig
+    from counterplan.solver.exact.estimate import estimate_seconds, program_size
+
+    pytest.importorskip("highspy")
+    model = train_loan_model(loan_data)
+    model.set_params(classify=GradientBoostingClassifier(n_estimators=12, max_depth=3, random_state=0))
+    model.fit(loan_data.drop(columns=[TARGET]), loan_data[TARGET])
+    probe = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = loan_data.iloc[:60]
+    rejected = rows[model.predict(rows.drop(columns=[TARGET])) == 0].iloc[:8]
+    estimates = [estimate_seconds(program_size(probe.problem(k))) for k in rejected.index]
+    assert min(estimates) < max(estimates)  # a row whose immutables reach fewer leaves: a smaller program
+    budget = (min(estimates) + max(estimates)) / 2
+    config = SolverConfig(auto=AutoConfig(budget_seconds=budget))
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config, engine="auto")
+    chosen = []
+    for window in (1, 8):
+        with capture_logs() as logs:
+            explainer.explain_batch(rejected, seed=2, window=window)
+        lines = [e for e in logs if e["event"] == "batch.auto_engine"]
+        chosen.append({e["row_id"]: (e["engine"], e["reason"]) for e in lines})
+        assert len(lines) == len(rejected)
+    assert chosen[0] == chosen[1]
+    engines = {engine for engine, _ in chosen[0].values()}
+    assert engines == {"exact", "local"}  # per row, by its own estimate
+    for row_id, (engine, reason) in chosen[0].items():
+        expected = estimates[rejected.index.get_loc(int(row_id))] <= budget
+        assert (engine == "exact") == expected
+        assert reason.startswith("auto:") and "budget" in reason
