@@ -25,6 +25,7 @@ import numpy as np
 
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.space import FeatureSpace
+from counterplan.planning.structure.cache import MEMO
 from counterplan.planning.structure.columns import (
     MISSING,
     CategoryColumn,
@@ -85,7 +86,20 @@ def describe_model(model: Any, space: FeatureSpace, decoded: bool) -> ModelColum
     names = getattr(model, "feature_names_in_", None)
     if decoded and names is not None and list(names) != list(space.names):
         raise NotEncodableError(f"the model was fitted on columns {list(names)}, the space has {list(space.names)}")
-    return describe(model, entry_columns(space, decoded), space.names)
+    entry = tuple(entry_columns(space, decoded))
+    # the walk reads the entry columns and names only: kept per model for them (a batch's rows,
+    # each with a space of its own, share one walk; the estimate, the split values and the fast
+    # path each ask for it)
+    key = (_DESCRIBED, entry, tuple(space.names))
+    try:
+        hash(key)
+    except TypeError:  # a category value that cannot be a key: walked every time
+        return describe(model, entry, space.names)
+    return MEMO.get(model, key, lambda: describe(model, entry, space.names))
+
+
+_DESCRIBED = "pipeline-described"
+"""The memo's key (with the entry columns and names) of a model's description."""
 
 
 def describe(model: Any, entry: Sequence[Column], names: Sequence[str] | None = None) -> ModelColumns:

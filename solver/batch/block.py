@@ -21,7 +21,7 @@ import structlog
 
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
-from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.batch.rows import id_text, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.batch.vectorised import run_vector_block, vector_refusal
 from counterplan.solver.engines import runs_exact
@@ -68,6 +68,9 @@ def solve_row(
     started = time.perf_counter()
     try:
         solver = explainer.solver(row, seed=own, calls=calls)
+        if explainer.engine == "auto":  # auto chooses per row (its estimate reads the row's program size)
+            engine, reason = getattr(solver, "engine", None), getattr(solver, "engine_reason", "")
+            _log.info("batch.auto_engine", row_id=id_text(row_id), engine=engine, reason=reason)
         if calls is None:
             result = solver.solve()
         else:

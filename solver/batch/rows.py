@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,14 @@ import pandas as pd
 
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.errors import CounterplanError, ProblemError
-from counterplan.planning.features import is_missing
+from counterplan.planning.features import (
+    MAX_MAGNITUDE,
+    CategoricalFeature,
+    FloatFeature,
+    IntegerFeature,
+    is_missing,
+)
+from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.core.config import MAX_SEED
@@ -68,62 +76,172 @@ class RowSelection:
 
 
 def meeting_the_goal(explainer: RowExplainer, frame: pd.DataFrame) -> npt.NDArray[np.bool_]:
-    """Which rows of ``frame`` already meet the goal, by one call of the real model over them all.
+    """Which rows of ``frame`` already meet the goal, decided as each row's own solve decides it,
+    by one call of the real model per layout of rows.
 
-    True only where the answer is certain, the way a row's own solve decides it: the row encodes
-    plainly in the features of a problem built for the first complete row (no gap, a known
-    category, a number inside the data's domain; else its own problem may read it differently),
-    the model's reference path predicts it without raising and with a plausible output (a call that
-    raises is bisected by the score calculator: only the rows that fail are lost), and every goal
-    is met at its confidence. Every other row is False: it goes to its solve, which explains it, says
-    it meets the goal, or gives its error record, as before. A model that cannot be asked at all
-    (an error building the problem or reading its outputs) leaves every row to its solve.
+    A solve says "already meets the goal" when its original, encoded in the row's own problem,
+    meets every goal at its confidence on the model's reference path without failing (raising, or
+    an implausible output); plausibility and the trust region do not enter. The model's input for
+    that original depends on the row only through its values and its features' kinds: a number a
+    whole-number column holds with decimals (an imputed fraction) is a float in that row's problem,
+    a whole one an integer; a value outside the data's range only widens the row's own domain; a
+    known category is coded among the data's categories. So the rows are grouped by the kinds
+    their numbers can get (:func:`_layouts`); each layout builds one of its rows' problem exactly
+    as that row's solve would (a layout that cannot be built, such as decimals in a column that
+    must be whole, leaves its rows to their solves, which give their error records), and the rows
+    whose problems give every feature the same kind are scored in one reference call of such a
+    problem's space, its domains widened to hold them (:func:`_judge`). A call that raises is
+    bisected by the score calculator: only the rows that fail are lost. (The solve itself first
+    asks the adapter's fast path, checked against the reference when compiled, and confirms "meets
+    the goal" on the reference: the decision is the reference's, as here.)
+
+    False for every row that cannot be read so plainly: a gap, a category the data has never seen,
+    a value that is no finite number, a row of a rare layout past :data:`MAX_LAYOUTS`; it goes to
+    its solve, which explains it, says it meets the goal, or gives its error record, as before. A
+    model that cannot be asked at all leaves every row to its solve.
     """
     met = np.zeros(len(frame), dtype=bool)
     complete = np.flatnonzero(frame.notna().all(axis=1).to_numpy())
     if complete.size == 0:
         return met
     try:
-        problem = explainer.problem(frame.iloc[int(complete[0])], trust_region=False)
-        X, plain = _plain_rows(problem.space, frame)
-        if not plain.any():
-            return met
-        goals_only = copy.copy(problem)  # the goal levels need no rule judged against the first row
-        goals_only.plausibility = None
-        goals_only.trust_region = None
-        evaluation = ScoreCalculator(goals_only).check(X[plain])
-    except CounterplanError:
+        base = explainer.problem(_record(frame, int(complete[0])), trust_region=False)
+    except Exception:  # that row's own solve gives its error record
         return met
-    scores = evaluation.scores
-    fine = np.array([failure is None for failure in evaluation.failures], dtype=bool)
-    met[plain] = (scores[:, 0] == 0.0) & (scores[:, 2] == 0.0) & fine
+    codes, readable = _codes(base.space, frame)
+    kinds: dict[tuple[Any, ...], tuple[CounterfactualProblem, list[npt.NDArray[np.intp]]]] = {}
+    for rows in _layouts(base.space, codes, readable):
+        try:
+            problem = explainer.problem(_record(frame, int(rows[0])), trust_region=False)
+        except Exception:  # these rows' own solves give their error records
+            continue
+        kinds.setdefault(_kinds(problem.space), (problem, []))[1].append(rows)
+    for problem, layouts in kinds.values():  # one call for the rows whose numbers have the same kinds
+        rows = np.sort(np.concatenate(layouts))
+        try:
+            judge = _judge(problem, base.space, codes[rows])
+            if judge is None:
+                continue
+            evaluation = ScoreCalculator(judge).check(codes[rows])
+        except Exception:  # the model cannot be asked: these rows' own solves say what it does
+            continue
+        fine = np.array([failure is None for failure in evaluation.failures], dtype=bool)
+        met[rows] = (evaluation.scores[:, 0] == 0.0) & (evaluation.scores[:, 2] == 0.0) & fine
     return met
 
 
-def _plain_rows(space: FeatureSpace, frame: pd.DataFrame) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
-    """``frame`` encoded in ``space`` (the features' own ``encode``) and where that is certain
-    to be what the row's own problem encodes: no gap, no value its feature refuses, inside the
-    domain (a row outside it widens its own domain)."""
+def _kinds(space: FeatureSpace) -> tuple[Any, ...]:
+    """What the model's input depends on besides the values: each feature's kind, and a category's
+    list and type (as the fast path's cache keys a space's encoding)."""
+    return tuple((f.kind, getattr(f, "domain", None), getattr(f, "category_type", None)) for f in space.features)
+
+
+MAX_LAYOUTS = 32
+"""Layouts of rows (:func:`_layouts`) the selection judges, the most frequent first: each costs
+one problem build and one model call; the rows of rarer layouts go to their solves."""
+
+
+def _record(frame: pd.DataFrame, position: int) -> dict[str, Any]:
+    """The row at ``position`` as its solve gets it: a record, whose names are checked."""
+    return {str(k): v for k, v in frame.iloc[position].items()}
+
+
+def _codes(space: FeatureSpace, frame: pd.DataFrame) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
+    """``frame`` as the rows' own problems encode it, and where that is certain: numbers as they
+    are (decimals in a whole-number column too: the row's problem makes that feature a float),
+    categories and booleans by the features' own ``encode``; not readable where a value is missing,
+    refused, or no finite number a feature can hold."""
     X = np.zeros((len(frame), space.n_features), dtype=np.float64)
-    plain = np.ones(len(frame), dtype=bool)
+    readable = np.ones(len(frame), dtype=bool)
     for i, feature in enumerate(space.features):
         if feature.missing or feature.name not in frame.columns:
             return X, np.zeros(len(frame), dtype=bool)
-        column = np.array([_code(feature, v) for v in frame[feature.name].tolist()], dtype=np.float64)
+        column = _column_codes(feature, frame[feature.name])
+        finite = np.isfinite(column)
+        readable &= finite
+        X[:, i] = np.where(finite, column, space.original[i])
+    return X, readable
+
+
+def _column_codes(feature: AnyFeature, column: pd.Series) -> FloatMatrix:
+    """One column's codes, NaN where not readable: a numeric column's numbers at once, any other
+    column's values once per distinct value."""
+    number = isinstance(feature, IntegerFeature | FloatFeature)
+    if number and pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        values = column.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         with np.errstate(invalid="ignore"):
-            plain &= (column >= space.domain_lower[i]) & (column <= space.domain_upper[i])  # NaN: False
-        X[:, i] = np.where(np.isfinite(column), column, space.original[i])
-    return X, plain
+            values[~(np.abs(values) <= MAX_MAGNITUDE)] = np.nan  # NaN and infinities too
+        return values
+    labels, distinct = pd.factorize(column, use_na_sentinel=True)
+    table = np.array([_number(v) if number else _code(feature, v) for v in distinct] + [np.nan], dtype=np.float64)
+    return np.asarray(table[labels], dtype=np.float64)  # the gaps' label -1 reads the last entry: NaN
+
+
+def _number(value: Any) -> float:
+    """A number a numeric feature takes as it is, else NaN (text, a boolean, a gap: the row's own
+    problem refuses or reads them otherwise)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        return math.nan
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else math.nan
 
 
 def _code(feature: AnyFeature, value: Any) -> float:
     """``value``'s code, NaN for a gap or a value the feature refuses."""
     if is_missing(value):
-        return float("nan")
+        return math.nan
     try:
         return feature.encode(value)
     except (CounterplanError, ValueError, TypeError):
-        return float("nan")
+        return math.nan
+
+
+def _layouts(space: FeatureSpace, codes: FloatMatrix, readable: npt.NDArray[np.bool_]) -> list[npt.NDArray[np.intp]]:
+    """The readable rows grouped by the kinds their own problems give their numbers, the most
+    frequent first (at most :data:`MAX_LAYOUTS`). A number's kind can depend on the row only in a
+    column the first complete row's problem makes an integer (decimals there make it a float, or
+    are refused) or where that row holds decimals (a whole number may then make it an integer);
+    elsewhere it is a float whatever the row holds. So the rows are keyed by which of those
+    columns hold whole numbers."""
+    varying = [
+        i
+        for i, f in enumerate(space.features)
+        if isinstance(f, IntegerFeature) or (isinstance(f, FloatFeature) and not float(space.original[i]).is_integer())
+    ]
+    rows = np.flatnonzero(readable)
+    if not rows.size:
+        return []
+    if not varying:
+        return [rows]
+    block = codes[np.ix_(rows, np.asarray(varying, dtype=np.intp))]
+    whole = np.rint(block) == block
+    _, inverse, counts = np.unique(whole, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    return [rows[inverse == k] for k in np.argsort(-counts, kind="stable")[:MAX_LAYOUTS]]
+
+
+def _judge(problem: CounterfactualProblem, base: FeatureSpace, rows: FloatMatrix) -> CounterfactualProblem | None:
+    """``problem`` made to score ``rows`` as their own problems score their originals: its
+    domains widened to hold them (a row's own domain holds its value, and no domain changes the
+    model's input), no rule judged against one row (plausibility, trust region). None when its
+    categories are not ``base``'s (the rows were coded with those)."""
+    features: list[AnyFeature] = []
+    for i, feature in enumerate(problem.space.features):
+        if isinstance(feature, CategoricalFeature) and feature.domain != getattr(base.features[i], "domain", None):
+            return None
+        if isinstance(feature, IntegerFeature | FloatFeature) and feature.low is not None and feature.high is not None:
+            low, high = float(rows[:, i].min()), float(rows[:, i].max())
+            if low < feature.low or high > feature.high:
+                cast = int if isinstance(feature, IntegerFeature) else float
+                bounds = {"low": cast(min(feature.low, low)), "high": cast(max(feature.high, high))}
+                features.append(feature.model_copy(update=bounds))
+                continue
+        features.append(feature)
+    judge = copy.copy(problem)
+    judge.space = FeatureSpace(features)
+    judge.plausibility = None
+    judge.trust_region = None
+    return judge
 
 
 def row_seed(seed: int, row_id: Any) -> int:

@@ -29,7 +29,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.fast_path.cache import space_signature
+from counterplan.planning.fast_path.inputs import FastInputs
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.cache import MEMO
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.kind import (
@@ -190,25 +193,41 @@ def _reachable_leaves(problem: CounterfactualProblem, forest: _Forest) -> int:
 
 def _fixed_columns(problem: CounterfactualProblem) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]] | None:
     """Per column the estimator reads: whether its feature cannot move, and its value for the
-    original (through the real preprocessing); None when the columns cannot be read."""
+    original (the preprocessing's description evaluated on the encoded original, bit for bit the
+    pipeline's; the description is kept per model and space encoding, so a batch's rows pay for it
+    once); None when the columns cannot be read."""
     adapter: Any = problem.model
     model: Any = getattr(adapter, "model", None)
     space = problem.space
-    dataframe = getattr(adapter, "input_kind", "") == "dataframe"
-    try:
-        columns = describe_model(model, space, dataframe).columns
-        data: Any = space.to_frame(space.original.reshape(1, -1)) if dataframe else space.original.reshape(1, -1)
-        if getattr(model, "steps", None) is not None:
-            data = model[:-1].transform(data)
-        data = data.toarray() if hasattr(data, "toarray") else data
-        value = np.asarray(data, dtype=np.float64).reshape(-1)
-    except (NotEncodableError, ValueError, TypeError, AttributeError):
+    decoded = getattr(adapter, "input_kind", "") == "dataframe"
+    if model is None:
         return None
-    if len(value) != len(columns):
+    inputs = MEMO.get(model, (_INPUTS, space_signature(space), decoded), lambda: _inputs(model, space, decoded))
+    if inputs is None:
+        return None
+    columns, sources = inputs
+    try:
+        value = columns.transform(space.original.reshape(1, -1), space.missing_code).reshape(-1)
+    except ValueError:  # an encoder would raise on the original: the program cannot be read
         return None
     still = ~space.mutable | (space.lower == space.upper)
-    held = np.array([bool(still[c.source]) if hasattr(c, "source") else False for c in columns], dtype=bool)
+    held = np.where(sources >= 0, still[np.maximum(sources, 0)], False)
     return held, value
+
+
+_INPUTS = "exact-estimate-inputs"
+"""The memo's key (with the space's encoding) of a model's described preprocessing."""
+
+
+def _inputs(model: Any, space: FeatureSpace, decoded: bool) -> tuple[FastInputs, npt.NDArray[np.intp]] | None:
+    """The compiled preprocessing of ``model`` for ``space``'s encoding and each estimator column's
+    feature (-1: none), or None when the walker refuses a step."""
+    try:
+        described = describe_model(model, space, decoded).columns
+    except NotEncodableError:
+        return None
+    sources = np.array([getattr(c, "source", -1) for c in described], dtype=np.intp)
+    return FastInputs.build(described, space, decoded), sources
 
 
 def estimate_seconds(size: ProgramSize) -> float:
@@ -225,21 +244,24 @@ def estimate_seconds(size: ProgramSize) -> float:
     return math.inf
 
 
-LINEAR_BASE_SECONDS = 0.4
+LINEAR_BASE_SECONDS = 0.6
 LINEAR_SECONDS_PER_FEATURE = 0.002
-"""A linear model or scorecard: a small program (measured at most 0.33 s on adult and heloc, warm
-start included); 200 features stay under a second."""
-TREE_BASE_SECONDS = 0.3
+"""A linear model or scorecard: a small program (measured at most 0.50 s on adult and heloc, warm
+start included, on a loaded machine); 200 features stay near a second."""
+TREE_BASE_SECONDS = 0.7
 TREE_EXPONENT = 1.8
-TREE_SCALE: dict[str, float] = {"boosted": 1.7e-6, "bagged": 3.0e-5, "external": 1.7e-5}
+TREE_SCALE: dict[str, float] = {"boosted": 1.7e-6, "bagged": 4.0e-6, "external": 1.3e-5}
 """Trees: ``TREE_BASE_SECONDS + TREE_SCALE[kind] * work**TREE_EXPONENT`` seconds, where ``work``
 is the reachable leaves times ``log2(2 + thresholds)``. Fitted on ``benchmarks/auto_budget.py``
-(adult and heloc, 2 rows per model, 16 tree models from 20 trees of 8 leaves to 100 of depth 6)
-as an envelope: the exponent of scikit-learn's gradient boosting between its two sizes (1.8), and
-per kind the scale that puts every measured time under the estimate: boosting by heloc's
-100-tree depth-3 model (11 s at 790 leaves), boosters from a dump by heloc's 20-tree 8-leaf
-LightGBM (3.2 s at 160 leaves), forests twice what heloc's 20-tree depth-4 forest needs (at
-least 15 s at 314 leaves: it ran into the limit, and the issue measured 61 s for 100 trees)."""
+with the exact engine of interval rows, the narrowing to the warm start and SCIP for trees (adult
+and heloc, 2 rows per model, 18 models from 20 trees of 8 leaves to 100 of depth 6, and the demo)
+as an envelope: the base is the slowest small program (adult's 30-tree boosting, 0.68 s, warm
+start and SCIP's start included, load average 7 on 2 cores); per kind the scale puts every
+measured time under the estimate: boosting by the demo's 100-tree depth-3 model (9.2 s at 667
+reachable leaves and 276 thresholds; heloc's same-sized model took 6.6 s), boosters from a dump by
+adult's 20-tree 8-leaf LightGBM (1.96 s at 137 reachable leaves and 20 thresholds in one run, 1.19 s
+in another; heloc's took 2.05 s at 160), forests by heloc's 20-tree depth-4 forest
+(4.4 s at 314 leaves, proven; 100 trees of depth 6 run past 10 s on both data sets)."""
 NETWORK_SCALE = 7.8e-5
 NETWORK_EXPONENT = 2.47
 NETWORK_DEEP_WEIGHT = 3.0

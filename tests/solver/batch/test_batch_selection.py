@@ -129,9 +129,80 @@ def test_rows_the_selection_cannot_read_plainly_go_to_their_solve(
 ) -> None:
     approved = every.loc[every["status"] == "already_met", "row_id"].tolist()
     frame = loan_explainer.data.iloc[:40].copy()
-    frame.loc[approved[0], "income"] = 10 * frame["income"].max()  # outside the data's domain
+    frame.loc[approved[0], "income"] = 10 * frame["income"].max()  # outside the data's domain: judged
     frame["debt"] = frame["debt"].astype("float64")
-    frame.loc[approved[1], "debt"] = np.nan  # a gap
+    frame.loc[approved[1], "debt"] = np.nan  # a gap: its solve says what it is
     met = meeting_the_goal(loan_explainer, frame)
-    assert not met[approved[0]] and not met[approved[1]]
-    assert met.sum() == len(approved) - 2
+    assert not met[approved[1]]
+    assert met.sum() == len(approved) - 1
+    # a value outside the data's range widens its row's own domain: the decision is that row's solve's
+    own = loan_explainer.explain_batch(frame.iloc[[approved[0]]], seed=5)
+    assert met[approved[0]] == (own["status"].iloc[0] == "already_met")
+
+
+def test_the_selection_decides_every_row_as_its_own_solve_does(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """Imputed fractions in a whole-number column (CARLA's heloc has them in most approved rows),
+    values outside the data's range, unknown categories, fractions where the data's column is of
+    integers, gaps: the rows the selection calls approved are exactly those whose own solve says
+    ``already_met``, and the fractional rows are judged, not left to their solves."""
+    data = loan_data.assign(credit_cards=loan_data["credit_cards"].astype("float64"))  # whole numbers as floats
+    explainer = Explainer(loan_model, data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    frame = data.iloc[:48].copy()
+    frame["years_employed"] = frame["years_employed"].astype("float64")
+    frame["debt"] = frame["debt"].astype("float64")
+    frame.loc[frame.index[0:24:2], "credit_cards"] += 0.37  # an imputed fraction: a float in its own problem
+    frame.loc[frame.index[1], "income"] = 10 * data["income"].max()  # above the data's range
+    frame.loc[frame.index[3], "loan_amount"] = data["loan_amount"].min() / 2  # below it
+    frame.loc[frame.index[4], "credit_cards"] = data["credit_cards"].max() + 7.5  # both
+    frame.loc[frame.index[5], "years_employed"] = 2.5  # the data's column holds integers: refused
+    frame.loc[frame.index[7], "education"] = "phd"  # a category the data has never seen
+    frame.loc[frame.index[9], "debt"] = np.nan  # a gap
+    solved = explainer.explain_batch(frame, seed=1)
+    already = (solved.set_index("row_id").loc[frame.index, "status"] == "already_met").to_numpy()
+    met = meeting_the_goal(explainer, frame)
+    assert met.tolist() == already.tolist()
+    fractional = np.zeros(len(frame), dtype=bool)
+    fractional[0:24:2] = True
+    assert (met & fractional).sum() >= 3  # judged: before, every one of them went to its solve
+    assert (met & ~fractional).sum() >= 3
+    statuses = solved.set_index("row_id")["status"]
+    assert statuses.loc[frame.index[[5, 7, 9]]].tolist() == ["error"] * 3
+
+
+def test_auto_chooses_per_row_the_same_way_in_any_block_and_logs_why(loan_data: pd.DataFrame) -> None:
+    """``engine="auto"`` in a batch: each row's choice comes from its own program's size (the
+    immutables' values prune leaves), the same whatever block it runs in, and a log line per row
+    gives the engine and the reason (the estimate and the budget)."""
+    from sklearn.ensemble import GradientBoostingClassifier
+    from structlog.testing import capture_logs
+
+    from counterplan.planning.demo import train_loan_model
+    from counterplan.solver.core.config import AutoConfig, SolverConfig
+    from counterplan.solver.exact.estimate import estimate_seconds, program_size
+
+    pytest.importorskip("highspy")
+    model = train_loan_model(loan_data)
+    model.set_params(classify=GradientBoostingClassifier(n_estimators=12, max_depth=3, random_state=0))
+    model.fit(loan_data.drop(columns=[TARGET]), loan_data[TARGET])
+    probe = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = loan_data.iloc[:60]
+    rejected = rows[model.predict(rows.drop(columns=[TARGET])) == 0].iloc[:8]
+    estimates = [estimate_seconds(program_size(probe.problem(k))) for k in rejected.index]
+    assert min(estimates) < max(estimates)  # a row whose immutables reach fewer leaves: a smaller program
+    budget = (min(estimates) + max(estimates)) / 2
+    config = SolverConfig(auto=AutoConfig(budget_seconds=budget))
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config, engine="auto")
+    chosen = []
+    for window in (1, 8):
+        with capture_logs() as logs:
+            explainer.explain_batch(rejected, seed=2, window=window)
+        lines = [e for e in logs if e["event"] == "batch.auto_engine"]
+        chosen.append({e["row_id"]: (e["engine"], e["reason"]) for e in lines})
+        assert len(lines) == len(rejected)
+    assert chosen[0] == chosen[1]
+    engines = {engine for engine, _ in chosen[0].values()}
+    assert engines == {"exact", "local"}  # per row, by its own estimate
+    for row_id, (engine, reason) in chosen[0].items():
+        expected = estimates[rejected.index.get_loc(int(row_id))] <= budget
+        assert (engine == "exact") == expected
+        assert reason.startswith("auto:") and "budget" in reason

@@ -143,3 +143,48 @@ def test_splits_on_immutable_features_leave_only_the_originals_side_reachable(
         warnings.simplefilter("ignore", UserWarning)
         reached = model.apply(candidates)[:, :, 0]  # the leaf of each tree
     assert sum(len(set(reached[:, t])) for t in range(20)) <= held.reachable
+
+
+def test_the_size_of_a_batchs_rows_reads_the_model_once_and_runs_no_preprocessing(
+    data: tuple[pd.DataFrame, pd.Series], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` sizes every row of a batch: the pipeline's description is kept per model and its
+    preprocessing is evaluated from it, so a second row walks nothing and transforms nothing, and
+    its size is the one the real preprocessing gives."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from counterplan.planning.structure import pipeline as walker
+
+    frame, label = data
+    frame = frame.assign(band=np.where(frame.x5 > 5.0, "high", "low"))
+    encode = ColumnTransformer(
+        [("band", OneHotEncoder(), ["band"]), ("numbers", StandardScaler(), [f"x{i}" for i in range(6)])]
+    )
+    model = Pipeline([("encode", encode), ("model", GradientBoostingClassifier(n_estimators=20, random_state=0))])
+    model.fit(frame, label)
+    rejected = np.flatnonzero(model.predict(frame) == 0)
+    goal = [ClassGoal(target=1, confidence=0.7)]
+
+    def problem(k: int) -> CounterfactualProblem:
+        return CounterfactualProblem.from_dataframe(frame, int(rejected[k]), model, goal, immutable=["x0", "band"])
+
+    first = program_size(problem(0))
+    walks, transforms = [], []
+    real_describe, real_transform = walker.describe, ColumnTransformer.transform
+    monkeypatch.setattr(walker, "describe", lambda *a, **k: walks.append(1) or real_describe(*a, **k))
+    monkeypatch.setattr(ColumnTransformer, "transform", lambda *a, **k: transforms.append(1) or real_transform(*a, **k))
+    sizes = [program_size(problem(k)) for k in range(1, 6)]
+    assert all(s.trees == 20 for s in sizes)
+    assert walks == [] and transforms == []
+    assert first.reachable < first.leaves  # the immutables' values were read
+    # the values it reads are the real preprocessing's, bit for bit
+    monkeypatch.undo()
+    from counterplan.solver.exact.estimate import _fixed_columns
+
+    for k in range(1, 6):
+        fixed = _fixed_columns(problem(k))
+        assert fixed is not None
+        real = model[:-1].transform(frame.iloc[[int(rejected[k])]])
+        assert np.array_equal(fixed[1], np.asarray(real, dtype=np.float64).reshape(-1))
