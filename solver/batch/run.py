@@ -68,8 +68,9 @@ def explain_batch(
         the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
     only_rejected:
         Leave out rows that already meet the goal (``rows="rejected"`` sets it). They are found
-        with one call of the real model over the rows before any solve
-        (:func:`counterplan.solver.batch.rows.meeting_the_goal`), get no record, and are counted
+        before any solve with one call of the real model per group of rows whose problems read
+        their columns alike (one call in all for most data;
+        :func:`counterplan.solver.batch.rows.meeting_the_goal`), get no record, and are counted
         in the result's ``attrs["already_met_skipped"]``; a row that call cannot judge (a gap, a
         failing prediction) is solved and left out if its solve finds it meets the goal.
     workers:
@@ -102,22 +103,10 @@ def explain_batch(
     """
     base = seed if seed is not None else (explainer.seed if explainer.seed is not None else 0)
     size = _window(window)
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
-        raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
-    if vectorised is not None and not isinstance(vectorised, bool):
-        raise ProblemError("vectorised", f"must be true, false or none, given {vectorised!r}")
-    vector = vectorised is not False
+    vector = _checked_engine(workers, vectorised)
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
-    frame, only_rejected = _frame(explainer, rows, only_rejected)
-    done = {id_text(s) for s in skip}
-    if done:
-        frame = frame[[id_text(label) not in done for label in frame.index]]
-    skipped = 0
-    if only_rejected:  # one model call over the rows, not a solve per approved row
-        met = meeting_the_goal(explainer, frame)
-        skipped = int(met.sum())
-        frame = frame[~met]
+    frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
     items = _items(frame)
     records: list[Record] = []
 
@@ -163,6 +152,35 @@ def _frame(
 def _items(frame: pd.DataFrame) -> list[Item]:
     records = frame.to_dict(orient="records")
     return [(label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)]
+
+
+def _checked_engine(workers: int, vectorised: bool | None) -> bool:
+    """Whether the blocks go to the vectorised engine, once ``workers`` and ``vectorised`` are
+    checked (a bad value is refused naming its field)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= (os.cpu_count() or 1) * 8:
+        raise ProblemError("workers", f"must be from 1 to {(os.cpu_count() or 1) * 8}, given {workers!r}")
+    if vectorised is not None and not isinstance(vectorised, bool):
+        raise ProblemError("vectorised", f"must be true, false or none, given {vectorised!r}")
+    return vectorised is not False
+
+
+def _rows_to_explain(
+    explainer: RowExplainer,
+    rows: pd.DataFrame | RowSelection | str | Sequence[int] | None,
+    only_rejected: bool,
+    skip: Iterable[Any],
+) -> tuple[pd.DataFrame, bool, int]:
+    """The rows left to explain, whether rows meeting the goal are left out, and how many were:
+    the rows a resumed job did (``skip``) go first, then (``only_rejected``) those that meet the
+    goal already, found with model calls over the rows, not a solve per approved row."""
+    frame, only_rejected = _frame(explainer, rows, only_rejected)
+    done = {id_text(s) for s in skip}
+    if done:
+        frame = frame[[id_text(label) not in done for label in frame.index]]
+    if not only_rejected:
+        return frame, False, 0
+    met = meeting_the_goal(explainer, frame)
+    return frame[~met], True, int(met.sum())
 
 
 def _window(window: int | None) -> int:
