@@ -16,7 +16,8 @@ first ``--rows`` (default 1,000) rejected test rows. Ways, each on the same rows
   in this process;
 * ``vector16``: the same with blocks of 16 rows (its answers must equal ``vector``'s: an answer
   does not depend on its block);
-* ``vector-workers``: the vectorised engine on 2 worker processes.
+* ``vector-workers``: the vectorised engine on 2 worker processes;
+* ``vector-ray``: the vectorised engine on a local Ray started with 2 CPUs.
 
 Printed per way: rows, instances/s, wall seconds, valid %, mean distance and mean changes over
 valid rows, how many rows' answers equal the loop's (on the rows both ran; the vectorised engine
@@ -84,12 +85,13 @@ def run(way: str, explainer: Explainer, rows: pd.DataFrame, window: int) -> pd.D
         return explainer.explain_batch(rows, seed=SEED, window=16, vectorised=True)
     if way == "vector-workers":
         return explainer.explain_batch(rows, seed=SEED, window=window, workers=2, vectorised=True)
-    if way == "ray":
+    if way in ("ray", "vector-ray"):
         import ray
 
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
-            return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto", vectorised=False)
+            vectorised = way == "vector-ray"
+            return explainer.explain_batch(rows, seed=SEED, window=window, ray="auto", vectorised=vectorised)
         finally:
             ray.shutdown()
     raise SystemExit(f"unknown way {way!r}")
@@ -117,7 +119,7 @@ def main() -> None:
         immutable=bench.spec.immutable,
         distance=DistanceSettings(metric="mad_l1"),
     )
-    ways = [w for w in args.ways.split(",") if w != "ray" or importlib.util.find_spec("ray") is not None]
+    ways = [w for w in args.ways.split(",") if "ray" not in w or importlib.util.find_spec("ray") is not None]
     results: dict[str, tuple[pd.DataFrame, float]] = {}
     print(f"load before: {os.getloadavg()}", file=sys.stderr, flush=True)
     for way in ways:

@@ -209,7 +209,11 @@ def _float32_sides(  # noqa: PLR0917 - the sides and what they are measured by, 
     """The grid values either side of each threshold as a model comparing float32 inputs sees
     them: a grid value rounds onto the threshold's float32 (the demo's income 69,587.05 is
     69,587.047 to its trees, on the threshold's left, not past it), so a side on the wrong one
-    moves a grid step outwards until it is not."""
+    moves a grid step outwards until it is not, and the other side follows to one step from it (the
+    value it moved from is on the other side as the trees see it). So the two sides stay one grid
+    step apart with the threshold, as the trees see it, between them: a complete list's values
+    pair up (:func:`paired_split_values`), and the cells the scans cut stay right."""
+    first_below, first_above = below, above
     for _ in range(_FLOAT32_STEPS):
         seen_above = (above * slope + shift).astype(np.float32).astype(np.float64) > thresholds
         seen_below = (below * slope + shift).astype(np.float32).astype(np.float64) > thresholds
@@ -217,9 +221,18 @@ def _float32_sides(  # noqa: PLR0917 - the sides and what they are measured by, 
         wrong_below = float32 & (seen_below != (slope < 0))
         if not (wrong_above.any() or wrong_below.any()):
             break
-        above = np.where(wrong_above, above + 1.0 / units, above)
-        below = np.where(wrong_below, below - 1.0 / units, below)
+        above = np.where(wrong_above, _grid_step(above, units, 1.0), above)
+        below = np.where(wrong_below, _grid_step(below, units, -1.0), below)
+    moved_above, moved_below = above != first_above, below != first_below
+    below = np.where(moved_above & ~moved_below, _grid_step(above, units, -1.0), below)
+    above = np.where(moved_below & ~moved_above, _grid_step(below, units, 1.0), above)
     return below, above
+
+
+def _grid_step(values: FloatArray, units: FloatArray, steps: float) -> FloatArray:
+    """``values`` (on the grid of ``units`` values per unit) moved ``steps`` grid steps, written as
+    the grid writes its values (a whole count of steps over ``units``: no sum's rounding error)."""
+    return np.asarray((np.round(values * units) + steps) / units)
 
 
 def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[int, FloatArray]:

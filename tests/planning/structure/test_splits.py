@@ -181,3 +181,10 @@ def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_c
         above = values[seen > threshold].min()
         assert above - below <= 1.0  # still next to the threshold (within float32's margin, 16 ulps a side)
         assert (values[(values > below) & (values < above)]).size == 0
+        assert above - below == pytest.approx(0.01), "one grid step: the threshold between a pair"
+    steps = np.diff(np.sort(values)) / 0.01
+    assert np.isclose(values * 100.0, np.round(values * 100.0), rtol=0.0, atol=1e-6).all(), "on the grid"
+    paired = splits.paired_split_values(
+        np.zeros(values.size, dtype=np.intp), np.sort(values), np.array([0.01]), np.array([0.0]), np.array([1e9])
+    )
+    assert paired.all() and (steps > 0.5).all(), "a complete list pairs up: the scans' cells are known"

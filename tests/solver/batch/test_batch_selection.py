@@ -54,15 +54,21 @@ def every(loan_explainer: Explainer) -> pd.DataFrame:
 
 
 def _solved_rows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Collects the id of every row that reaches a solve (in this process)."""
+    """Collects the id of every row that reaches a solve (in this process): a solve of its own
+    on the threads path, or a place in a block of the vectorised engine."""
     solved: list[Any] = []
-    solve_row = block.solve_row
+    solve_row, run_vector_block = block.solve_row, block.run_vector_block
 
     def counting(explainer: Any, row_id: Any, *args: Any) -> Any:
         solved.append(row_id)
         return solve_row(explainer, row_id, *args)
 
+    def counting_block(explainer: Any, items: Any, *args: Any, **kwargs: Any) -> Any:
+        solved.extend(item[0] for item in items)
+        return run_vector_block(explainer, items, *args, **kwargs)
+
     monkeypatch.setattr(block, "solve_row", counting)
+    monkeypatch.setattr(block, "run_vector_block", counting_block)
     return solved
 
 
@@ -206,3 +212,16 @@ def test_auto_chooses_per_row_the_same_way_in_any_block_and_logs_why(loan_data: 
         expected = estimates[rejected.index.get_loc(int(row_id))] <= budget
         assert (engine == "exact") == expected
         assert reason.startswith("auto:") and "budget" in reason
+
+
+def test_on_the_threads_path_no_approved_row_reaches_a_solve(
+    loan_data: pd.DataFrame, loan_model: Pipeline, every: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threads path (``vectorised=False``) gets the same rows to solve, one solve each."""
+    explainer = Explainer(CountingAdapter(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    solved = _solved_rows(monkeypatch)
+    approved = every["status"] == "already_met"
+    frame = explainer.explain_batch(ROWS, only_rejected=True, seed=5, window=40, vectorised=False)
+    assert sorted(solved) == sorted(every.loc[~approved, "row_id"])  # no approved row reaches a solve
+    assert frame.attrs[SKIPPED] == int(approved.sum())
+    assert sorted(frame["row_id"]) == sorted(every.loc[~approved, "row_id"]) and frame["valid"].all()
