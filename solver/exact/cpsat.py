@@ -29,8 +29,9 @@ the rounding of at most a thousand terms at ``S`` >= 1e9) of the bound; otherwis
 with its gap. The phase then checks the answer through the real model, as every backend's.
 
 Not supported (``Unsupported``, the caller falls back): relations and trust regions (rows over
-the numbers' values), a number whose original lies off its grid, the encoding without the
-interval rows, any other continuous variable.
+the numbers' values), the encoding without the interval rows, any other continuous variable. A
+number whose original lies off its grid keeps its ``stay`` boolean, and moving it onto the grid
+without crossing a threshold costs the way to the nearest grid value (:func:`_off_grid`).
 
 One worker by default (``threads``), seed 0: CP-SAT with one worker is deterministic; with more,
 ``interleave_search`` runs them in one thread in a fixed order, deterministic as well
@@ -110,6 +111,8 @@ class _Number:
     """(threshold binary, the value's largest below it, its least above it), in value units."""
     distance: int | None = None
     changed: int | None = None
+    stay: int | None = None
+    """For a number whose original lies off its grid: 1 keeps the original."""
 
 
 @dataclass
@@ -133,13 +136,16 @@ def check(formulation: Formulation) -> None:
         raise Unsupported("CP-SAT needs the interval rows")
     if problem.relations is not None or problem.trust_region is not None:
         raise Unsupported("relations and trust regions are rows over the numbers' values")
-    for f in formulation.features:
-        if f.stay is not None:
-            raise Unsupported("a number whose original lies off its grid")
 
 
-def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number]]:
-    """The distance variables' expressions, and the numbers whose values are dropped."""
+Alone = tuple[int, int, list[tuple[int, bool]]]
+"""A number off its grid that moves without crossing a threshold: (its boolean's index, past the
+MILP's variables; its ``stay``; its thresholds, each with True when 1 means crossed)."""
+
+
+def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number], list[Alone]]:
+    """The distance variables' expressions, the numbers whose values are dropped, and the
+    booleans of the numbers off their grid (see :func:`_off_grid`)."""
     milp = formulation.milp
     space = formulation.problem.space
     substitutes: dict[int, Lin] = {}
@@ -152,20 +158,55 @@ def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number
             picks, values = f.allowed
             substitutes[f.distance] = ({p: abs(float(v) - o) for p, v in zip(picks, values, strict=True)}, 0.0)
             continue
+        substitutes[f.distance] = formulation.interval_lower.get(f.distance, ({}, 0.0))
+        if f.stay is not None:
+            numbers[f.index] = _off_grid_number(formulation, f.index)
+            continue
         (var,) = f.value[0]
         per_unit = f.grid[1] if f.grid is not None else None
         home = o * per_unit if per_unit is not None else o
         number = _Number(var, per_unit, home, milp.lower[var], milp.upper[var], distance=f.distance, changed=f.changed)
         if not number.low - 1e-9 <= home <= number.high + 1e-9:
             raise Unsupported(f"feature {f.index}: its original lies outside its domain")
-        numbers[var] = number
-        substitutes[f.distance] = formulation.interval_lower.get(f.distance, ({}, 0.0))
+        numbers[f.index] = number
     for var, j, _ in formulation.thresholds:
-        value_vars = list(formulation.features[j].value[0])
-        if len(value_vars) == 1 and value_vars[0] in numbers:
+        if j in numbers:
             below, above = formulation.bands[var]
-            numbers[value_vars[0]].bands.append((var, below, above))
-    return substitutes, list(numbers.values())
+            numbers[j].bands.append((var, below, above))
+    alone = [_off_grid(formulation, numbers[j], substitutes) for j in numbers if numbers[j].stay is not None]
+    return substitutes, list(numbers.values()), alone
+
+
+def _off_grid_number(formulation: Formulation, j: int) -> _Number:
+    """A number whose original lies off its grid: its grid steps, within the grid's domain."""
+    f = formulation.features[j]
+    assert f.grid is not None and f.distance is not None
+    steps, per_unit = f.grid
+    domain = formulation.domain
+    low = math.ceil(float(domain.grid_lower[j]) * per_unit - 1e-9)
+    high = math.floor(float(domain.grid_upper[j]) * per_unit + 1e-9)
+    home = float(formulation.problem.space.original[j]) * per_unit
+    return _Number(steps, per_unit, home, low, high, distance=f.distance, changed=f.changed, stay=f.stay)
+
+
+def _off_grid(formulation: Formulation, number: _Number, substitutes: dict[int, Lin]) -> Alone:
+    """Leaving an original off its grid costs at least the way to the nearest grid value even
+    when no threshold is crossed (the interval row's sum is 0 there): a boolean, at least
+    ``1 - stay - sum(crossed)``, adds that least distance to the number's distance. At every
+    integral point the sum is then the distance to the interval's nearest grid value (exactly,
+    unless a threshold lies between the original and its nearer grid value: then a lower bound,
+    and the final check's gap says so)."""
+    assert number.stay is not None and number.distance is not None and number.per_unit is not None
+    nearest = min(max(number.original, number.low), number.high)
+    candidates = [k for k in (math.floor(nearest), math.ceil(nearest)) if number.low <= k <= number.high]
+    least = min((abs(k - number.original) for k in candidates), default=0.0) / number.per_unit
+    sides = formulation.original_sides
+    o = number.original / number.per_unit
+    crossed = [(var, not sides.get(var, o > (below + above) / 2.0)) for var, below, above in number.bands]
+    index = formulation.milp.n_vars + number.distance  # past the MILP's variables, one per number
+    terms, constant = substitutes[number.distance]
+    substitutes[number.distance] = ({**terms, index: least}, constant)
+    return index, number.stay, crossed
 
 
 def build(formulation: Formulation, should_stop: Callable[[], bool] | None = None) -> Program | None:
@@ -173,22 +214,34 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
     ``should_stop`` says stop while it is built (asked every :data:`ROWS_PER_CHECK` rows)."""
     check(formulation)
     milp = formulation.milp
-    substitutes, numbers = _substitutes(formulation)
+    substitutes, numbers, alone = _substitutes(formulation)
     model = cp_model().CpModel()
     kept = _variables(model, formulation, dropped={n.var for n in numbers} | set(substitutes))
-    if not _rows(model, kept, milp, (substitutes, numbers), should_stop):
+    extras: dict[int, Any] = {}
+    for index, stay, crossed in alone:  # b + stay + sum(crossed) >= 1
+        extras[index] = model.NewBoolVar("")
+        ones = [kept[v] if one else 1 - kept[v] for v, one in crossed]
+        model.Add(extras[index] + kept[stay] + sum(ones) >= 1)
+    variables = {**kept, **extras}
+    if not _rows(model, variables, milp, (substitutes, numbers), should_stop):
         return None
     objective, offset = _substituted(milp.objective, substitutes)
     scale = _objective_scale(objective)
     coefficients = []
     for i, c in objective.items():
-        if milp.lower[i] < 0.0 < milp.upper[i]:
+        low, high = _bounds(milp, i)
+        if low < 0.0 < high:
             raise Unsupported("an objective variable of either sign")
-        rounded = math.floor(c * scale) if milp.lower[i] >= 0.0 else math.ceil(c * scale)
+        rounded = math.floor(c * scale) if low >= 0.0 else math.ceil(c * scale)
         if rounded != 0:
-            coefficients.append((kept[i], rounded))
+            coefficients.append((variables[i], rounded))
     model.Minimize(sum(v * c for v, c in coefficients))
     return Program(model, kept, numbers, scale, offset + milp.objective_offset)
+
+
+def _bounds(milp: Milp, i: int) -> tuple[float, float]:
+    """A variable's bounds; a boolean of the CP model alone (past the MILP's) is 0/1."""
+    return (milp.lower[i], milp.upper[i]) if i < milp.n_vars else (0.0, 1.0)
 
 
 def _variables(model: Any, formulation: Formulation, dropped: set[int]) -> dict[int, Any]:
@@ -220,8 +273,6 @@ def _rows(
     when ``should_stop`` said stop."""
     substitutes, numbers = dropping
     dropped = {n.var for n in numbers}
-    for number in numbers:
-        number.low, number.high = milp.lower[number.var], milp.upper[number.var]
     for k, (terms, low, high) in enumerate(milp.rows):
         if should_stop is not None and k % ROWS_PER_CHECK == 0 and should_stop():
             return False
@@ -276,7 +327,7 @@ def _row(model: Any, kept: dict[int, Any], milp: Milp, expr: Expr, low: float, h
         model.AddLinearConstraint(sum(kept[i] * round(c) for i, c in expr.items()), lower, upper)
         return
     factor = ROW_SCALE / max(abs(c) for c in expr.values())
-    magnitude = sum(max(abs(milp.lower[i]), abs(milp.upper[i])) for i in expr)
+    magnitude = sum(max(abs(bound) for bound in _bounds(milp, i)) for i in expr)
     slack = 0.5 * magnitude + 1.0
     terms = [(kept[i], round(c * factor)) for i, c in expr.items()]
     lower = math.floor(low * factor - slack + 1e-9) if math.isfinite(low) else -LARGEST
@@ -307,8 +358,13 @@ def decode(program: Program, formulation: Formulation, value: Callable[[Any], in
 def _place(n: _Number, x: FloatArray) -> bool:
     """Put number ``n`` at the point of its interval (its threshold binaries' in ``x``) nearest
     its original, with its distance and "changed"; False when the interval is empty."""
-    low, high = n.low, n.high
     unit = n.per_unit or 1.0
+    if n.stay is not None and x[n.stay] > 0.5:  # the original kept, off its grid
+        x[n.var] = 0.0
+        if n.distance is not None:
+            x[n.distance] = 0.0
+        return True
+    low, high = n.low, n.high
     for var, below, above in n.bands:
         if x[var] > 0.5:
             low = max(low, above * unit)
@@ -319,6 +375,8 @@ def _place(n: _Number, x: FloatArray) -> bool:
     if low > high + 1e-9:
         return False
     at = float(min(max(n.original, low), high))
+    if n.stay is not None:  # onto the grid: the nearer of the grid values around the original
+        at = float(min((k for k in (math.floor(at), math.ceil(at)) if low <= k <= high), key=lambda k: abs(k - at)))
     x[n.var] = at
     if n.distance is not None:
         x[n.distance] = abs(at - n.original) / unit

@@ -13,14 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
 from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import build
 from tests.solver.exact.test_exact_deadlines import CALL_ROOM, LIMIT, ROOM, _forest_problem
-from tests.solver.exact.test_exact_trees import MODELS, _cells, _problem
+from tests.solver.exact.test_exact_trees import MODELS, _cells, _data, _problem
 
 pytest.importorskip("highspy")
 pytest.importorskip("ortools")
@@ -66,6 +68,31 @@ def test_cpsat_proves_highs_optimum_on_the_same_program_with_a_valid_answer(name
     assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
     row = formulation.decode(by_cpsat.x).reshape(1, -1)
     assert (ScoreCalculator(problem).calculate(row).scores[0, :3] >= 0.0).all()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("income", [2.05, 6.25, 9.95])
+def test_a_number_off_its_grid_is_stated_and_proves_highs_optimum(name: str, income: float) -> None:
+    """An original off its one-decimal grid may stay, or move onto the grid: moving without
+    crossing a threshold costs the way to the nearest grid value (CP-SAT states it, no SCIP)."""
+    frame, label = _data()
+    model = MODELS[name]().fit(frame, label)
+    features = [
+        FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    formulation = build(problem)
+    assert any(f.stay is not None for f in formulation.features)
+    by_cpsat, description = solve(
+        formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=formulation
+    )
+    by_highs, _ = solve(build(problem).milp, "highs", time_limit=None, relative_gap=1e-9)
+    assert description.startswith("CP-SAT")
+    assert by_highs.status == by_cpsat.status == "optimal"
+    assert by_cpsat.objective == pytest.approx(by_highs.objective, rel=1e-7, abs=1e-9)
+    assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
 
 
 def test_every_incumbent_is_streamed_decoded_and_improving() -> None:
