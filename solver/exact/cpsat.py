@@ -48,6 +48,7 @@ import importlib
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,17 +387,61 @@ def _place(n: _Number, x: FloatArray) -> bool:
 
 
 def meets_rows(milp: Milp, x: FloatArray) -> bool:
-    """Every row and bound of ``milp`` holds at ``x`` (to :data:`TOLERANCE`)."""
+    """Every row and bound of ``milp`` holds at ``x`` (to :data:`TOLERANCE`): one sparse product
+    (the matrix built once per program and number of rows: the callback checks every answer,
+    under the GIL the batch's other rows need)."""
     lower = np.asarray(milp.lower)
     upper = np.asarray(milp.upper)
     if np.any(x < lower - TOLERANCE) or np.any(x > upper + TOLERANCE):
         return False
-    for terms, low, high in milp.rows:
-        total = math.fsum(c * x[i] for i, c in terms.items())
-        pad = TOLERANCE * max(1.0, abs(total))
-        if total < low - pad or total > high + pad:
-            return False
-    return True
+    matrix, low, high = _matrix(milp)
+    total = matrix @ x
+    pad = TOLERANCE * np.maximum(1.0, np.abs(total))
+    return bool(np.all(total >= low - pad) and np.all(total <= high + pad))
+
+
+@dataclass
+class _Rows:
+    """A program's rows as a CSR matrix and their bounds, for as many rows as it had."""
+
+    count: int
+    matrix: Any
+    low: FloatArray
+    high: FloatArray
+
+
+_matrices: dict[int, tuple[weakref.ref[Milp], _Rows]] = {}
+_matrices_lock = threading.Lock()
+
+
+def _matrix(milp: Milp) -> tuple[Any, FloatArray, FloatArray]:
+    """``milp``'s rows as a CSR matrix and their bounds (rebuilt when rows were added); kept
+    while the program lives (a program is a mutable dataclass: keyed by its identity)."""
+    with _matrices_lock:
+        cached = _matrices.get(id(milp))
+        if cached is not None and cached[0]() is milp and cached[1].count == len(milp.rows):
+            rows = cached[1]
+            return rows.matrix, rows.low, rows.high
+    sparse = importlib.import_module("scipy.sparse")
+    pointers = [0]
+    columns: list[int] = []
+    values: list[float] = []
+    for terms, _, _ in milp.rows:
+        columns.extend(terms)
+        values.extend(terms.values())
+        pointers.append(len(columns))
+    matrix = sparse.csr_matrix((values, columns, pointers), shape=(len(milp.rows), milp.n_vars))
+    low = np.array([row[1] for row in milp.rows], dtype=np.float64)
+    high = np.array([row[2] for row in milp.rows], dtype=np.float64)
+    key = id(milp)
+
+    def forget(_: object) -> None:
+        with _matrices_lock:
+            _matrices.pop(key, None)
+
+    with _matrices_lock:
+        _matrices[key] = (weakref.ref(milp, forget), _Rows(len(milp.rows), matrix, low, high))
+    return matrix, low, high
 
 
 def solve(
