@@ -74,7 +74,9 @@ def with_acceptor(config: SolverConfig, acceptor: AcceptorConfig) -> SolverConfi
     return config.model_copy(update={"phases": phases})
 
 
-def not_encodable(problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools"] = "auto") -> str | None:
+def not_encodable(
+    problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools", "cpsat"] = "auto"
+) -> str | None:
     """Why the exact engine cannot take ``problem`` (or has no MILP solver: ``backend``, see
     :mod:`counterplan.solver.exact.backend`), or None when it can."""
     try:

@@ -10,7 +10,7 @@ the same program and give the same result; :func:`solve` also says which one ran
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -19,8 +19,11 @@ from counterplan.solver.exact import highs, ortools_backend
 from counterplan.solver.exact.highs import MissingSolverError
 from counterplan.solver.exact.milp import Milp, MilpResult
 
-Backend = Literal["auto", "highs", "ortools"]
-BACKENDS: tuple[str, ...] = ("auto", "highs", "ortools")
+if TYPE_CHECKING:
+    from counterplan.solver.exact.program import Formulation
+
+Backend = Literal["auto", "highs", "ortools", "cpsat"]
+BACKENDS: tuple[str, ...] = ("auto", "highs", "ortools", "cpsat")
 
 NEITHER = (
     "the exact engine needs HiGHS: pip install 'counterplan[exact]' (highspy); "
@@ -38,6 +41,8 @@ def available(backend: Backend = "auto") -> str | None:
     """None when ``backend`` can solve here, else why not (for the engine choice)."""
     if backend not in BACKENDS:
         return f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}"
+    if backend == "cpsat":
+        return ortools_backend.available()
     if backend in ("auto", "highs"):
         try:
             highs.load_highspy()
@@ -63,12 +68,35 @@ def solve(
     should_stop: Callable[[], bool] | None = None,
     node_limit: int | None = None,
     threads: int = 1,
+    formulation: Formulation | None = None,
 ) -> tuple[MilpResult, str]:
     """Minimise ``milp`` with ``backend`` (see :func:`counterplan.solver.exact.highs.solve` for the
     arguments); returns the result and the backend that ran (``HiGHS 1.16.0 (highspy)``,
-    ``SCIP 10.0.0 (OR-Tools 9.15)``). Raises :class:`MissingSolverError` when it cannot run."""
+    ``SCIP 10.0.0 (OR-Tools 9.15)``, ``CP-SAT (OR-Tools 9.15)``). Raises :class:`MissingSolverError`
+    when it cannot run. ``cpsat`` needs the ``formulation`` whose program ``milp`` is (it states
+    a tree ensemble's program as a pure-integer model, :mod:`counterplan.solver.exact.cpsat`);
+    without it, or for a program CP-SAT does not state, SCIP solves it (OR-Tools' MILP solver)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}")
+    if backend == "cpsat":
+        from counterplan.solver.exact import cpsat  # noqa: PLC0415 - OR-Tools loads only when asked
+
+        if formulation is not None and formulation.milp is milp:
+            try:
+                result = cpsat.solve(
+                    formulation,
+                    time_limit=time_limit,
+                    relative_gap=relative_gap,
+                    start=start,
+                    on_incumbent=on_incumbent,
+                    should_stop=should_stop,
+                    threads=threads,
+                )
+            except cpsat.Unsupported:
+                pass  # SCIP below
+            else:
+                return result, cpsat.describe()
+        backend = "ortools"
     use_highs = backend == "highs"
     if backend == "auto":
         use_highs = available("highs") is None

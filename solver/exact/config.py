@@ -36,7 +36,7 @@ class ExactPhaseConfig(PhaseConfig):
     decided while building (their subtrees dropped). An optimum within that distance is the
     whole program's; otherwise the whole program is solved. On 100-tree forests this shrinks
     the program several times over (``docs/benchmarks/engines.md``)."""
-    backend: Literal["auto", "highs", "ortools"] = "auto"
+    backend: Literal["auto", "highs", "ortools", "cpsat"] = "auto"
     """The MILP solver: ``highs`` (highspy, the ``exact`` extra), ``ortools`` (OR-Tools, which
     the ``scorecard`` extra brings: SCIP through it, which takes the warm start and stops when
     asked), or ``auto``: highspy when it loads, else OR-Tools. The report names the one that ran."""

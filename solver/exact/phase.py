@@ -72,30 +72,30 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             scope.answer_set = None
 
     def _backend(self, scope: SolverScope) -> ExactPhaseConfig:
-        """The configuration with ``auto`` resolved for this problem, by measurement: a credit
-        scorecard and tree ensembles go to OR-Tools' SCIP when it is installed (optbinning brings
-        it); linear models and networks to HiGHS. (SCIP through pywraplp reports its incumbent
-        once, at the end: a tree program streams no intermediate answers.)
+        """The configuration with ``auto`` resolved for this problem, by measurement: tree
+        ensembles go to CP-SAT (:mod:`counterplan.solver.exact.cpsat`, which hands a program it
+        does not state to SCIP), a credit scorecard to OR-Tools' SCIP, when OR-Tools is installed
+        (optbinning brings it); linear models and networks to HiGHS.
 
         Measured on heloc's 12-variable scorecard with the paper's objective (236 variables, 106
         binaries, 636 rows): SCIP 0.26 s (K = 2) and 0.36 s (K = 4), HiGHS 2.0 s and 4.1 s, both
-        proven, the same optimum. On 100-tree depth-6 forests (``benchmarks/exact_trees.py``,
-        the program narrowed to local search's distance, 30 s limit): adult, SCIP proved 3 of 3
-        rows in 1.8-2.9 s, HiGHS in 0.4-18.2 s; 100-tree boosting on heloc, median 1.06 s against
-        HiGHS's 2.9 s, about 0.1 s slower on adult's and compas's small programs (loading them
-        through pywraplp) (``docs/benchmarks/engines.md``)."""
+        proven, the same optimum. On tree ensembles (``benchmarks/exact_trees.py``, the program
+        narrowed to local search's distance, one thread, a busy 2-core machine): 100-tree
+        depth-6 forests on adult, CP-SAT proved 3 of 3 rows in 0.9-2.4 s, SCIP in 2.9-5.9 s,
+        HiGHS in 1.0-13.8 s; 100-tree boosting on heloc, CP-SAT's slowest row 1.5 s against
+        SCIP's 3.0 s and HiGHS's 6.9 s, within 0.1-0.2 s of HiGHS on adult's and compas's small
+        programs (``docs/benchmarks/engines.md``)."""
         from counterplan.solver.exact import ortools_backend  # noqa: PLC0415
 
         config = self.config
         if config.backend != "auto" or scope.problem is None:
             return config
         model = scope.problem.model
-        scip = isinstance(model, ScorecardAdapter) or (
-            isinstance(model, SklearnClassifierAdapter | SklearnRegressorAdapter)
-            and kind_name(final_estimator(model.model)) in TREE_ENSEMBLES
+        trees = isinstance(model, SklearnClassifierAdapter | SklearnRegressorAdapter) and (
+            kind_name(final_estimator(model.model)) in TREE_ENSEMBLES
         )
-        if scip and ortools_backend.available() is None:
-            return config.model_copy(update={"backend": "ortools"})
+        if (trees or isinstance(model, ScorecardAdapter)) and ortools_backend.available() is None:
+            return config.model_copy(update={"backend": "cpsat" if trees else "ortools"})
         return config
 
     def solve(self, phase_scope: PhaseScope) -> None:
@@ -241,6 +241,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             start=start,
             should_stop=should_stop,
             node_limit=self.config.node_limit,
+            formulation=loose,
         )
         bound, _ = proof_bound(loose.milp, result)
         tolerance = self.config.relative_gap * abs(objective) + 1e-9
@@ -313,6 +314,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             on_incumbent=incumbent,
             should_stop=should_stop,
             node_limit=config.node_limit,
+            formulation=formulation,
         )
         # before the second program changes the objective
         bound, gap = proof_bound(formulation.milp, first)
@@ -334,6 +336,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     start=first.x,
                     should_stop=should_stop,
                     node_limit=config.node_limit,
+                    formulation=formulation,
                 )
                 nodes += second.nodes
                 if second.x is not None:

@@ -150,6 +150,11 @@ class Formulation:
     """Tree ensembles: each feature's distance bounded over its threshold intervals, one row per
     feature (the relaxation's convex hull); False, one weaker row per threshold (the encoding
     before it, kept for the benchmark that compares them, ``benchmarks/exact_trees.py``)."""
+    interval_lower: dict[int, Lin] = field(default_factory=dict)
+    """Tree ensembles: each number's distance variable -> the distance its threshold binaries
+    force (the interval row's right side: the distance to the far side of the farthest threshold
+    crossed), exact at every integral point; the CP-SAT backend's distance
+    (:mod:`counterplan.solver.exact.cpsat`)."""
     should_stop: Callable[[], bool] | None = None
     """The phase's stop check (its time limit, a stop request), asked between the costly parts of
     the building (each tree, each layer); see :meth:`check_stop`."""

@@ -298,6 +298,7 @@ def _crossing_rows(formulation: Formulation) -> None:
                 if step > 0.0:
                     terms[var] = terms.get(var, 0.0) - sign * step
                     constant += step if sign < 0 else 0.0
+        formulation.interval_lower[distance] = ({v: -c for v, c in terms.items() if v != distance}, constant)
         if len(terms) > 1:  # distance - up_sum - down_sum(1 - x) >= 0
             formulation.milp.row(terms, constant, INF)
 

@@ -169,7 +169,8 @@ phases:
 
 
 EXACT_HIGHS = EXACT_ORTOOLS.replace("backend: ortools", "backend: highs")
-"""HiGHS named: ``auto`` gives the demo's trees to SCIP where OR-Tools is installed."""
+"""HiGHS named: ``auto`` gives the demo's trees to CP-SAT where OR-Tools is installed."""
+EXACT_CPSAT = EXACT_ORTOOLS.replace("backend: ortools", "backend: cpsat")
 
 
 @pytest.mark.slow
@@ -178,8 +179,9 @@ EXACT_HIGHS = EXACT_ORTOOLS.replace("backend: ortools", "backend: highs")
     [
         ("counterplan.solver.exact.highs:solve", EXACT_HIGHS),
         ("counterplan.solver.exact.ortools_backend:solve_described", EXACT_ORTOOLS),
+        ("counterplan.solver.exact.cpsat:solve", EXACT_CPSAT),
     ],
-    ids=["highs", "ortools-scip"],
+    ids=["highs", "ortools-scip", "cpsat"],
 )
 def test_ctrl_c_during_the_exact_engine_says_it_was_interrupted(
     target: str, config: str | None, tmp_path: Path

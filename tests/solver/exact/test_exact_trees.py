@@ -198,12 +198,12 @@ def _run(result: Any) -> Any:
 @pytest.mark.parametrize(
     ("model", "solver"),
     [
-        (MODELS["random forest"], "SCIP"),
-        (MODELS["gradient boosting"], "SCIP"),
+        (MODELS["random forest"], "CP-SAT"),
+        (MODELS["gradient boosting"], "CP-SAT"),
         (lambda: LogisticRegression(max_iter=1000), "HiGHS"),
     ],
 )
-def test_auto_takes_scip_for_tree_ensembles_and_highs_for_linear_models(model: Any, solver: str) -> None:
+def test_auto_takes_cpsat_for_tree_ensembles_and_highs_for_linear_models(model: Any, solver: str) -> None:
     """The backend chosen per model family by measurement (``benchmarks/exact_trees.py``)."""
     pytest.importorskip("ortools")
     result = explain(_problem(model()), engine="exact", seed=0)

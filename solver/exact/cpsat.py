@@ -1,0 +1,584 @@
+"""CP-SAT (OR-Tools' ``cp_model``) on a tree ensemble's program, as a pure-integer model.
+
+A tree ensemble's program is integral but for each number's value and distance: the threshold
+binaries (ordered: above a higher threshold implies above a lower one) put the number in one
+interval between its thresholds, and every other variable (leaves, categories, allowed values,
+"changed") is 0/1 already. Within an interval the distance is least at the interval's end
+nearest the original, so the distance of an interval is a constant: the interval row's right
+side (:attr:`~counterplan.solver.exact.program.Formulation.interval_lower`; for a number of
+allowed values, ``sum |v - o| pick_v``). This module drops the numbers' values and distances,
+puts those expressions in their place, and hands CP-SAT the rest, scaled to integers:
+
+* the objective's coefficients are scaled by ``S`` and rounded towards zero's side that makes
+  the integer objective at most ``S`` times the real one (down, for the non-negative variables
+  of a distance);
+* a row whose coefficients are not whole numbers is scaled and *relaxed* by its rounding: its
+  bounds moved outward by half a unit per variable's magnitude, so every solution of the real
+  rows is a solution of the integer ones.
+
+So the integer program is a relaxation of the MILP with an objective below it: CP-SAT's bound,
+divided by ``S``, is a valid lower bound of the MILP's optimum (**bound-safe**). A solution is
+decoded by putting each number at the point of its interval nearest the original (on its grid,
+for a number on one), its distance and "changed" recomputed; the real objective is evaluated
+there and every row of the MILP is checked (feasibility tolerance 1e-6, as HiGHS's). A solution
+that fails a row (a goal met only thanks to a relaxed rounding: its output within about
+``1e-9`` of the goal's bound) is dropped; if the final one fails, :class:`Unsupported` is raised
+and the caller solves the MILP with another backend. The status is ``optimal`` when CP-SAT
+proved the integer optimum and the real objective lies within ``relative_gap`` (plus 1e-6,
+the rounding of at most a thousand terms at ``S`` >= 1e9) of the bound; otherwise ``feasible``
+with its gap. The phase then checks the answer through the real model, as every backend's.
+
+Not supported (``Unsupported``, the caller falls back): relations and trust regions (rows over
+the numbers' values), the encoding without the interval rows, any other continuous variable. A
+number whose original lies off its grid keeps its ``stay`` boolean, and moving it onto the grid
+without crossing a threshold costs the way to the nearest grid value (:func:`_off_grid`).
+
+One worker by default (``threads``), seed 0: CP-SAT with one worker is deterministic; with more,
+``interleave_search`` runs them in one thread in a fixed order, deterministic as well
+(``docs/benchmarks/engines.md`` measures both). The time limit is CP-SAT's own
+(``max_time_in_seconds``); the solve runs in a thread of its own while the caller's asks the
+stop check (so Ctrl-C reaches Python), calls ``StopSearch`` on a stop, and abandons a solve
+still running a quarter of a second past its time, as SCIP's. Each improving solution that
+decodes is handed to ``on_incumbent`` as it is found.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from counterplan.solver.core.abandoned import abandon
+from counterplan.solver.exact.highs import GRACE, MissingSolverError
+from counterplan.solver.exact.milp import Expr, Milp, MilpResult
+from counterplan.solver.exact.program import Formulation, Lin
+
+FloatArray = npt.NDArray[np.float64]
+
+OBJECTIVE_SCALE = 1e9
+"""``S``, at most: the objective's coefficients times this, rounded (fewer when they are large)."""
+ROW_SCALE = 1e9
+"""A row with fractional coefficients is scaled so that its largest is about this."""
+LARGEST = 2**52
+"""No scaled coefficient or bound beyond this (CP-SAT's integers are 64-bit; sums stay far from it)."""
+TOLERANCE = 1e-6
+"""A decoded solution must meet every row of the MILP to this (HiGHS's primal tolerance)."""
+POLL_SECONDS = 0.02
+ROWS_PER_CHECK = 2000
+"""Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
+
+
+class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not an error
+    """The program is not one this backend states exactly; another backend solves it."""
+
+
+def cp_model() -> Any:
+    """OR-Tools' ``cp_model`` (the ``scorecard`` extra brings OR-Tools)."""
+    try:
+        return importlib.import_module("ortools.sat.python.cp_model")
+    except ImportError as exc:
+        raise MissingSolverError(
+            f"the CP-SAT backend needs OR-Tools: pip install 'counterplan[scorecard]' ({exc})"
+        ) from exc
+
+
+def describe() -> str:
+    """``CP-SAT (OR-Tools 9.15)``."""
+    ortools = importlib.import_module("ortools")
+    return f"CP-SAT (OR-Tools {'.'.join(str(ortools.__version__).split('.')[:2])})"
+
+
+@dataclass
+class _Number:
+    """A number whose value and distance are dropped: where its value lies, decided at decoding."""
+
+    var: int
+    """Its value variable (the value itself, or its count of grid steps)."""
+    per_unit: float | None
+    """Grid steps per unit, for a number on a grid."""
+    original: float
+    """The original, in the variable's units."""
+    low: float
+    high: float
+    bands: list[tuple[int, float, float]] = field(default_factory=list)
+    """(threshold binary, the value's largest below it, its least above it), in value units."""
+    distance: int | None = None
+    changed: int | None = None
+    stay: int | None = None
+    """For a number whose original lies off its grid: 1 keeps the original."""
+
+
+@dataclass
+class Program:
+    """The integer program, and how its solutions map back to the MILP's variables."""
+
+    model: Any
+    kept: dict[int, Any]
+    numbers: list[_Number]
+    scale: float
+    offset: float
+    """The objective's constant (real units), from the distances' expressions."""
+
+
+def check(formulation: Formulation) -> None:
+    """Raise :class:`Unsupported` saying why this backend does not take the program."""
+    problem = formulation.problem
+    if not formulation.leaves:
+        raise Unsupported("CP-SAT states tree ensembles only")
+    if not formulation.interval_distance:
+        raise Unsupported("CP-SAT needs the interval rows")
+    if problem.relations is not None or problem.trust_region is not None:
+        raise Unsupported("relations and trust regions are rows over the numbers' values")
+
+
+Alone = tuple[int, int, list[tuple[int, bool]]]
+"""A number off its grid that moves without crossing a threshold: (its boolean's index, past the
+MILP's variables; its ``stay``; its thresholds, each with True when 1 means crossed)."""
+
+
+def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number], list[Alone]]:
+    """The distance variables' expressions, the numbers whose values are dropped, and the
+    booleans of the numbers off their grid (see :func:`_off_grid`)."""
+    milp = formulation.milp
+    space = formulation.problem.space
+    substitutes: dict[int, Lin] = {}
+    numbers: dict[int, _Number] = {}
+    for f in formulation.features:
+        if f.distance is None:
+            continue
+        o = float(space.original[f.index])
+        if f.allowed is not None:
+            picks, values = f.allowed
+            substitutes[f.distance] = ({p: abs(float(v) - o) for p, v in zip(picks, values, strict=True)}, 0.0)
+            continue
+        substitutes[f.distance] = formulation.interval_lower.get(f.distance, ({}, 0.0))
+        if f.stay is not None:
+            numbers[f.index] = _off_grid_number(formulation, f.index)
+            continue
+        (var,) = f.value[0]
+        per_unit = f.grid[1] if f.grid is not None else None
+        home = o * per_unit if per_unit is not None else o
+        number = _Number(var, per_unit, home, milp.lower[var], milp.upper[var], distance=f.distance, changed=f.changed)
+        if not number.low - 1e-9 <= home <= number.high + 1e-9:
+            raise Unsupported(f"feature {f.index}: its original lies outside its domain")
+        numbers[f.index] = number
+    for var, j, _ in formulation.thresholds:
+        if j in numbers:
+            below, above = formulation.bands[var]
+            numbers[j].bands.append((var, below, above))
+    alone = [_off_grid(formulation, numbers[j], substitutes) for j in numbers if numbers[j].stay is not None]
+    return substitutes, list(numbers.values()), alone
+
+
+def _off_grid_number(formulation: Formulation, j: int) -> _Number:
+    """A number whose original lies off its grid: its grid steps, within the grid's domain."""
+    f = formulation.features[j]
+    assert f.grid is not None and f.distance is not None
+    steps, per_unit = f.grid
+    domain = formulation.domain
+    low = math.ceil(float(domain.grid_lower[j]) * per_unit - 1e-9)
+    high = math.floor(float(domain.grid_upper[j]) * per_unit + 1e-9)
+    home = float(formulation.problem.space.original[j]) * per_unit
+    return _Number(steps, per_unit, home, low, high, distance=f.distance, changed=f.changed, stay=f.stay)
+
+
+def _off_grid(formulation: Formulation, number: _Number, substitutes: dict[int, Lin]) -> Alone:
+    """Leaving an original off its grid costs at least the way to the nearest grid value even
+    when no threshold is crossed (the interval row's sum is 0 there): a boolean, at least
+    ``1 - stay - sum(crossed)``, adds that least distance to the number's distance. At every
+    integral point the sum is then the distance to the interval's nearest grid value (exactly,
+    unless a threshold lies between the original and its nearer grid value: then a lower bound,
+    and the final check's gap says so)."""
+    assert number.stay is not None and number.distance is not None and number.per_unit is not None
+    nearest = min(max(number.original, number.low), number.high)
+    candidates = [k for k in (math.floor(nearest), math.ceil(nearest)) if number.low <= k <= number.high]
+    least = min((abs(k - number.original) for k in candidates), default=0.0) / number.per_unit
+    sides = formulation.original_sides
+    o = number.original / number.per_unit
+    crossed = [(var, not sides.get(var, o > (below + above) / 2.0)) for var, below, above in number.bands]
+    index = formulation.milp.n_vars + number.distance  # past the MILP's variables, one per number
+    terms, constant = substitutes[number.distance]
+    substitutes[number.distance] = ({**terms, index: least}, constant)
+    return index, number.stay, crossed
+
+
+def build(formulation: Formulation, should_stop: Callable[[], bool] | None = None) -> Program | None:
+    """The integer program of ``formulation``'s MILP (its current rows and objective); None when
+    ``should_stop`` says stop while it is built (asked every :data:`ROWS_PER_CHECK` rows)."""
+    check(formulation)
+    milp = formulation.milp
+    substitutes, numbers, alone = _substitutes(formulation)
+    model = cp_model().CpModel()
+    kept = _variables(model, formulation, dropped={n.var for n in numbers} | set(substitutes))
+    extras: dict[int, Any] = {}
+    for index, stay, crossed in alone:  # b + stay + sum(crossed) >= 1
+        extras[index] = model.NewBoolVar("")
+        ones = [kept[v] if one else 1 - kept[v] for v, one in crossed]
+        model.Add(extras[index] + kept[stay] + sum(ones) >= 1)
+    variables = {**kept, **extras}
+    if not _rows(model, variables, milp, (substitutes, numbers), should_stop):
+        return None
+    objective, offset = _substituted(milp.objective, substitutes)
+    scale = _objective_scale(objective)
+    coefficients = []
+    for i, c in objective.items():
+        low, high = _bounds(milp, i)
+        if low < 0.0 < high:
+            raise Unsupported("an objective variable of either sign")
+        rounded = math.floor(c * scale) if low >= 0.0 else math.ceil(c * scale)
+        if rounded != 0:
+            coefficients.append((variables[i], rounded))
+    model.Minimize(sum(v * c for v, c in coefficients))
+    return Program(model, kept, numbers, scale, offset + milp.objective_offset)
+
+
+def _bounds(milp: Milp, i: int) -> tuple[float, float]:
+    """A variable's bounds; a boolean of the CP model alone (past the MILP's) is 0/1."""
+    return (milp.lower[i], milp.upper[i]) if i < milp.n_vars else (0.0, 1.0)
+
+
+def _variables(model: Any, formulation: Formulation, dropped: set[int]) -> dict[int, Any]:
+    """An integer variable per MILP variable that is not ``dropped``."""
+    milp = formulation.milp
+    # integral at every solution of the MILP's rows, though not declared so: a category's
+    # "changed" (1 - its original's indicator) and the leaves (fixed by the threshold binaries)
+    integral = {f.changed for f in formulation.features if f.categories is not None}
+    integral.update(v for leaves in formulation.leaves for v in leaves.values())
+    kept: dict[int, Any] = {}
+    for i in range(milp.n_vars):
+        if i in dropped:
+            continue
+        if not milp.integer[i] and i not in integral:
+            raise Unsupported(f"a continuous variable {milp.names[i]!r}")
+        kept[i] = model.NewIntVar(math.ceil(milp.lower[i] - 1e-9), math.floor(milp.upper[i] + 1e-9), "")
+    return kept
+
+
+def _rows(
+    model: Any,
+    kept: dict[int, Any],
+    milp: Milp,
+    dropping: tuple[dict[int, Lin], list[_Number]],
+    should_stop: Callable[[], bool] | None,
+) -> bool:
+    """The MILP's rows over the kept variables (the distances substituted); a row of a number's
+    value is its bookkeeping, met by the decoding (a row of that value alone bounds it). False
+    when ``should_stop`` said stop."""
+    substitutes, numbers = dropping
+    dropped = {n.var for n in numbers}
+    for k, (terms, low, high) in enumerate(milp.rows):
+        if should_stop is not None and k % ROWS_PER_CHECK == 0 and should_stop():
+            return False
+        if dropped.intersection(terms):
+            if len(terms) == 1:
+                _tighten(numbers, terms, low, high)
+            continue
+        expr, constant = _substituted(terms, substitutes)
+        if expr:
+            _row(model, kept, milp, expr, low - constant, high - constant)
+        elif not low - 1e-9 <= constant <= high + 1e-9:
+            model.AddBoolOr([])  # a constant row that fails: infeasible
+    return True
+
+
+def _tighten(numbers: list[_Number], terms: Expr, low: float, high: float) -> None:
+    """A row on one value variable alone bounds it (a threshold's side held out of its margin)."""
+    ((var, c),) = terms.items()
+    for n in numbers:
+        if n.var == var:
+            lo, hi = (low / c, high / c) if c > 0 else (high / c, low / c)
+            n.low, n.high = max(n.low, lo), min(n.high, hi)
+
+
+def _substituted(terms: Expr, substitutes: dict[int, Lin]) -> Lin:
+    """``terms`` with each distance variable replaced by its expression."""
+    out: Expr = {}
+    constant = 0.0
+    for i, c in terms.items():
+        if i in substitutes:
+            sub, sub_constant = substitutes[i]
+            constant += c * sub_constant
+            for k, v in sub.items():
+                out[k] = out.get(k, 0.0) + c * v
+        else:
+            out[i] = out.get(i, 0.0) + c
+    return {k: v for k, v in out.items() if v != 0.0}, constant
+
+
+def _objective_scale(objective: Expr) -> float:
+    total = sum(abs(c) for c in objective.values()) or 1.0
+    return min(OBJECTIVE_SCALE, LARGEST / 64 / total)
+
+
+def _row(model: Any, kept: dict[int, Any], milp: Milp, expr: Expr, low: float, high: float) -> None:  # noqa: PLR0917
+    """``low <= expr <= high``, in whole numbers: exactly when it is one already, else scaled and
+    relaxed by its rounding (see the module's docstring)."""
+    whole = all(abs(c - round(c)) < 1e-12 for c in expr.values())
+    if whole:  # an integer expression: its bounds rounded inward are the same row
+        lower = math.ceil(low - 1e-9) if math.isfinite(low) else -LARGEST
+        upper = math.floor(high + 1e-9) if math.isfinite(high) else LARGEST
+        model.AddLinearConstraint(sum(kept[i] * round(c) for i, c in expr.items()), lower, upper)
+        return
+    factor = ROW_SCALE / max(abs(c) for c in expr.values())
+    magnitude = sum(max(abs(bound) for bound in _bounds(milp, i)) for i in expr)
+    slack = 0.5 * magnitude + 1.0
+    terms = [(kept[i], round(c * factor)) for i, c in expr.items()]
+    lower = math.floor(low * factor - slack + 1e-9) if math.isfinite(low) else -LARGEST
+    upper = math.ceil(high * factor + slack - 1e-9) if math.isfinite(high) else LARGEST
+    if max(abs(c) for _, c in terms) > LARGEST or max(abs(lower), abs(upper)) > LARGEST * 4:
+        raise Unsupported("a row too large to scale to integers")
+    model.AddLinearConstraint(sum(v * c for v, c in terms), max(lower, -LARGEST), min(upper, LARGEST))
+
+
+def decode(program: Program, formulation: Formulation, value: Callable[[Any], int]) -> FloatArray | None:
+    """The MILP's variables of a CP-SAT solution (``value`` reads a variable): each number at its
+    interval's point nearest the original; None when that fails a row of the MILP."""
+    milp = formulation.milp
+    x = np.zeros(milp.n_vars)
+    for i, var in program.kept.items():
+        x[i] = float(value(var))
+    for n in program.numbers:
+        if not _place(n, x):
+            return None
+    for f in formulation.features:  # a number of allowed values: its distance from its pick
+        if f.allowed is not None and f.distance is not None:
+            picks, values = f.allowed
+            chosen = float(sum(float(v) * x[p] for p, v in zip(picks, values, strict=True)))
+            x[f.distance] = abs(chosen - float(formulation.problem.space.original[f.index]))
+    return x if meets_rows(milp, x) else None
+
+
+def _place(n: _Number, x: FloatArray) -> bool:
+    """Put number ``n`` at the point of its interval (its threshold binaries' in ``x``) nearest
+    its original, with its distance and "changed"; False when the interval is empty."""
+    unit = n.per_unit or 1.0
+    if n.stay is not None and x[n.stay] > 0.5:  # the original kept, off its grid
+        x[n.var] = 0.0
+        if n.distance is not None:
+            x[n.distance] = 0.0
+        return True
+    low, high = n.low, n.high
+    for var, below, above in n.bands:
+        if x[var] > 0.5:
+            low = max(low, above * unit)
+        else:
+            high = min(high, below * unit)
+    if n.per_unit is not None:
+        low, high = math.ceil(low - 1e-9), math.floor(high + 1e-9)
+    if low > high + 1e-9:
+        return False
+    at = float(min(max(n.original, low), high))
+    if n.stay is not None:  # onto the grid: the nearer of the grid values around the original
+        at = float(min((k for k in (math.floor(at), math.ceil(at)) if low <= k <= high), key=lambda k: abs(k - at)))
+    x[n.var] = at
+    if n.distance is not None:
+        x[n.distance] = abs(at - n.original) / unit
+    if n.changed is not None:
+        x[n.changed] = float(at != n.original)
+    return True
+
+
+def meets_rows(milp: Milp, x: FloatArray) -> bool:
+    """Every row and bound of ``milp`` holds at ``x`` (to :data:`TOLERANCE`): one sparse product
+    (the matrix built once per program and number of rows: the callback checks every answer,
+    under the GIL the batch's other rows need)."""
+    lower = np.asarray(milp.lower)
+    upper = np.asarray(milp.upper)
+    if np.any(x < lower - TOLERANCE) or np.any(x > upper + TOLERANCE):
+        return False
+    matrix, low, high = _matrix(milp)
+    total = matrix @ x
+    pad = TOLERANCE * np.maximum(1.0, np.abs(total))
+    return bool(np.all(total >= low - pad) and np.all(total <= high + pad))
+
+
+@dataclass
+class _Rows:
+    """A program's rows as a CSR matrix and their bounds, for as many rows as it had."""
+
+    count: int
+    matrix: Any
+    low: FloatArray
+    high: FloatArray
+
+
+_matrices: dict[int, tuple[weakref.ref[Milp], _Rows]] = {}
+_matrices_lock = threading.Lock()
+
+
+def _matrix(milp: Milp) -> tuple[Any, FloatArray, FloatArray]:
+    """``milp``'s rows as a CSR matrix and their bounds (rebuilt when rows were added); kept
+    while the program lives (a program is a mutable dataclass: keyed by its identity)."""
+    with _matrices_lock:
+        cached = _matrices.get(id(milp))
+        if cached is not None and cached[0]() is milp and cached[1].count == len(milp.rows):
+            rows = cached[1]
+            return rows.matrix, rows.low, rows.high
+    sparse = importlib.import_module("scipy.sparse")
+    pointers = [0]
+    columns: list[int] = []
+    values: list[float] = []
+    for terms, _, _ in milp.rows:
+        columns.extend(terms)
+        values.extend(terms.values())
+        pointers.append(len(columns))
+    matrix = sparse.csr_matrix((values, columns, pointers), shape=(len(milp.rows), milp.n_vars))
+    low = np.array([row[1] for row in milp.rows], dtype=np.float64)
+    high = np.array([row[2] for row in milp.rows], dtype=np.float64)
+    key = id(milp)
+
+    def forget(_: object) -> None:
+        with _matrices_lock:
+            _matrices.pop(key, None)
+
+    with _matrices_lock:
+        _matrices[key] = (weakref.ref(milp, forget), _Rows(len(milp.rows), matrix, low, high))
+    return matrix, low, high
+
+
+def solve(
+    formulation: Formulation,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: FloatArray | None = None,
+    on_incumbent: Callable[[FloatArray, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    threads: int = 1,
+    seed: int = 0,
+) -> MilpResult:
+    """Minimise ``formulation``'s MILP (its current objective and rows) with CP-SAT; the result
+    is in the MILP's variables, as every backend's. Raises :class:`Unsupported` when the program
+    is not one it states (or its final solution fails the MILP's rows): solve it elsewhere."""
+    entered = time.perf_counter()
+    cp = cp_model()
+    if should_stop is not None and should_stop():
+        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, 0.0)
+    program = build(formulation, should_stop)
+    if program is None:  # the time (or a stop) came while the model was being built
+        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
+    if start is not None:
+        for i, var in program.kept.items():
+            program.model.AddHint(var, round(float(start[i])))
+    solver = cp.CpSolver()
+    left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
+    _parameters(solver.parameters, left, relative_gap, threads, seed)
+    callback = _callback(cp, program, formulation, on_incumbent, should_stop)
+    started = time.perf_counter()
+    deadline = None if left is None else started + max(left, 0.0)
+    status = _watched(solver, program.model, callback, deadline, should_stop)
+    seconds = time.perf_counter() - started
+    if status is None:  # abandoned: past its time (or a stop) and still running
+        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, seconds)
+    return _result(cp, solver, status, program, formulation, relative_gap, seconds)
+
+
+def _callback(
+    cp: Any,
+    program: Program,
+    formulation: Formulation,
+    on_incumbent: Callable[[FloatArray, float], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> Any:
+    """CP-SAT's solution callback: each solution decoded, each improving one handed on."""
+    milp = formulation.milp
+    best: list[float] = []
+
+    class Callback(cp.CpSolverSolutionCallback):  # type: ignore[misc]
+        def on_solution_callback(self) -> None:
+            x = decode(program, formulation, self.Value)
+            if x is not None:
+                objective = milp.value(milp.objective, x, milp.objective_offset)
+                if not best or objective < best[-1]:
+                    best.append(objective)
+                    if on_incumbent is not None:
+                        on_incumbent(x, objective - milp.objective_offset)
+            if should_stop is not None and should_stop():
+                self.StopSearch()
+
+    return Callback()
+
+
+def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, threads: int, seed: int) -> None:
+    """CP-SAT's parameters: the time left, the workers (interleaved in one thread when several:
+    deterministic), the seed, the gap."""
+    if time_limit is not None:
+        parameters.max_time_in_seconds = max(time_limit, 0.001)
+    parameters.num_workers = max(int(threads), 1)
+    if threads > 1:
+        parameters.interleave_search = True  # several workers in one thread, in a fixed order
+    parameters.random_seed = seed
+    parameters.catch_sigint_signal = False  # Ctrl-C is Python's: it stops the solve (see _watched)
+    parameters.relative_gap_limit = float(relative_gap)
+    # the LP relaxation with its cuts at every node: heloc's hardest 100-tree boosting row took
+    # 0.55 s with it and did not finish in 30 s without (docs/benchmarks/engines.md)
+    parameters.linearization_level = 2
+
+
+def _watched(
+    solver: Any, model: Any, callback: Any, deadline: float | None, should_stop: Callable[[], bool] | None
+) -> int | None:
+    """``solver.Solve`` in a thread of its own while this one asks ``should_stop`` and calls
+    ``StopSearch`` when it says stop. The calling thread stays in Python, so a Ctrl-C reaches
+    its handler (which sets the stop) instead of waiting for the solve to end; CP-SAT's own
+    SIGINT handler is off (``catch_sigint_signal``) for the same reason. CP-SAT looks at its
+    clock often, but not inside every presolve step: a solve still running :data:`GRACE`
+    seconds past ``deadline`` (or a stop) is stopped and abandoned, as SCIP's (None)."""
+    outcome: list[int] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(int(solver.Solve(model, callback)))
+        except BaseException as exc:  # raised again in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="counterplan-cpsat", daemon=True)
+    thread.start()
+    stop_asked: float | None = None
+    while thread.is_alive():
+        thread.join(POLL_SECONDS)
+        now = time.perf_counter()
+        if stop_asked is None and thread.is_alive() and should_stop is not None and should_stop():
+            solver.StopSearch()
+            stop_asked = now
+        late = (deadline is not None and now >= deadline + GRACE) or (
+            stop_asked is not None and now >= stop_asked + GRACE
+        )
+        if late and thread.is_alive():
+            solver.StopSearch()
+            abandon(thread)  # an exit waits for it; a server's shutdown does not
+            return None
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _result(  # noqa: PLR0917
+    cp: Any, solver: Any, status: int, program: Program, formulation: Formulation, relative_gap: float, seconds: float
+) -> MilpResult:
+    milp = formulation.milp
+    branches = int(solver.NumBranches())
+    if status == cp.INFEASIBLE:  # a relaxation's infeasibility is the MILP's
+        return MilpResult("infeasible", None, math.inf, math.inf, math.inf, branches, seconds)
+    if status not in (cp.OPTIMAL, cp.FEASIBLE):
+        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, branches, seconds)
+    x = decode(program, formulation, solver.Value)
+    if x is None:
+        raise Unsupported("CP-SAT's solution fails a row of the program after decoding")
+    objective = milp.value(milp.objective, x, milp.objective_offset)
+    bound = min(float(solver.BestObjectiveBound()) / program.scale + program.offset, objective)
+    gap = 0.0 if objective == bound else (abs(objective - bound) / abs(objective) if objective else math.inf)
+    proven = status == cp.OPTIMAL and objective - bound <= relative_gap * abs(objective) + 1e-6
+    return MilpResult("optimal" if proven else "feasible", x, objective, bound, gap, branches, seconds)
+
+
+__all__ = ["Program", "Unsupported", "build", "check", "decode", "describe", "meets_rows", "solve"]

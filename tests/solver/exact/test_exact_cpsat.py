@@ -1,0 +1,166 @@
+"""CP-SAT on tree ensembles (:mod:`counterplan.solver.exact.cpsat`): the program as a pure-integer
+model (each number's distance a constant per threshold interval, the rest scaled to integers as a
+relaxation). Its optimum equals an independent enumeration of the trees' cells and HiGHS's on the
+same program; every answer meets the MILP's rows and the real model; its time limit holds; the
+same program gives the same answer (one worker, or several interleaved); a program it does not
+state goes to SCIP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
+from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.counterfactual import explain
+from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.exact.formulation import build
+from tests.solver.exact.test_exact_deadlines import CALL_ROOM, LIMIT, ROOM, _forest_problem
+from tests.solver.exact.test_exact_trees import MODELS, _cells, _data, _problem
+
+pytest.importorskip("highspy")
+pytest.importorskip("ortools")
+
+from counterplan.solver.exact import cpsat
+
+
+def _cpsat_config(**settings: Any) -> SolverConfig:
+    """Local search's warm start, then the exact phase on CP-SAT."""
+    return SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig(backend="cpsat", **settings)))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_cpsat_optimum_equals_an_enumeration_of_the_trees_cells(name: str) -> None:
+    problem = _problem(MODELS[name]())
+    scores = ScoreCalculator(problem).calculate(_cells(problem)).scores
+    feasible = scores[(scores[:, :3] >= 0.0).all(axis=1)]
+    best = feasible[np.lexsort(feasible.T[::-1])[-1]]
+    result = explain(problem, _cpsat_config(), engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.proven and result.valid, exact
+    assert exact.backend.startswith("CP-SAT"), exact.backend
+    assert result.score_levels[3] == pytest.approx(best[3], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("narrowed", [False, True])
+def test_cpsat_proves_highs_optimum_on_the_same_program_with_a_valid_answer(name: str, narrowed: bool) -> None:
+    """The same program (whole, and narrowed to local search's distance), both backends: the same
+    optimum, CP-SAT's bound below it (a relaxation's), its answer meets every row of the MILP and
+    the real model accepts it."""
+    problem = _problem(MODELS[name]())
+    reach = -float(explain(problem, seed=0).score_levels[3]) if narrowed else None
+    by_highs, _ = solve(build(problem, reach=reach).milp, "highs", time_limit=None, relative_gap=1e-9)
+    formulation = build(problem, reach=reach)
+    by_cpsat, description = solve(
+        formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=formulation
+    )
+    assert description.startswith("CP-SAT")
+    assert by_highs.status == by_cpsat.status == "optimal"
+    assert by_cpsat.objective == pytest.approx(by_highs.objective, rel=1e-7, abs=1e-9)
+    assert by_cpsat.bound <= by_highs.objective + 1e-9
+    assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
+    row = formulation.decode(by_cpsat.x).reshape(1, -1)
+    assert (ScoreCalculator(problem).calculate(row).scores[0, :3] >= 0.0).all()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("income", [2.05, 6.25, 9.95])
+def test_a_number_off_its_grid_is_stated_and_proves_highs_optimum(name: str, income: float) -> None:
+    """An original off its one-decimal grid may stay, or move onto the grid: moving without
+    crossing a threshold costs the way to the nearest grid value (CP-SAT states it, no SCIP)."""
+    frame, label = _data()
+    model = MODELS[name]().fit(frame, label)
+    features = [
+        FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    formulation = build(problem)
+    assert any(f.stay is not None for f in formulation.features)
+    by_cpsat, description = solve(
+        formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=formulation
+    )
+    by_highs, _ = solve(build(problem).milp, "highs", time_limit=None, relative_gap=1e-9)
+    assert description.startswith("CP-SAT")
+    assert by_highs.status == by_cpsat.status == "optimal"
+    assert by_cpsat.objective == pytest.approx(by_highs.objective, rel=1e-7, abs=1e-9)
+    assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
+
+
+def test_every_incumbent_is_streamed_decoded_and_improving() -> None:
+    problem = _problem(MODELS["random forest"]())
+    formulation = build(problem)
+    seen: list[float] = []
+
+    def incumbent(x: np.ndarray, objective: float) -> None:
+        assert cpsat.meets_rows(formulation.milp, x)
+        seen.append(objective)
+
+    result = cpsat.solve(formulation, time_limit=None, relative_gap=1e-9, on_incumbent=incumbent)
+    assert seen and seen == sorted(seen, reverse=True) and len(set(seen)) == len(seen)
+    assert seen[-1] == pytest.approx(result.objective - formulation.milp.objective_offset)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_the_same_program_gives_the_same_answer(threads: int) -> None:
+    """One worker is deterministic; several are interleaved in one thread in a fixed order."""
+    problem = _problem(MODELS["gradient boosting"]())
+    answers = []
+    for _ in range(2):
+        formulation = build(problem)
+        result = cpsat.solve(formulation, time_limit=None, relative_gap=1e-9, threads=threads)
+        assert result.x is not None
+        answers.append((result.objective, result.nodes, result.x.tobytes()))
+    assert answers[0] == answers[1]
+
+
+def test_the_time_limit_holds_on_a_hard_forest() -> None:
+    """As :mod:`tests.solver.exact.test_exact_deadlines`, on CP-SAT: the whole phase within a
+    second of its limit (CP-SAT's own clock; the building counts)."""
+    problem = _forest_problem()
+    config = SolverConfig(phases=(ExactPhaseConfig(time_limit_seconds=LIMIT, backend="cpsat"),))
+    started = time.perf_counter()
+    result = explain(problem, config, engine="exact", seed=0)
+    spent = time.perf_counter() - started
+    exact = result.statistics.exact
+    assert exact is not None, result.statistics
+    assert exact.seconds <= LIMIT + ROOM, exact
+    assert spent <= LIMIT + CALL_ROOM, (spent, exact)
+
+
+def test_a_stop_request_ends_the_search() -> None:
+    problem = _forest_problem()
+    formulation = build(problem)
+    asked = [0]
+
+    def should_stop() -> bool:
+        asked[0] += 1
+        return asked[0] > 3
+
+    result = cpsat.solve(formulation, time_limit=None, relative_gap=0.0, should_stop=should_stop)
+    assert result.status != "optimal" and asked[0] > 3
+
+
+def test_a_program_cpsat_does_not_state_goes_to_scip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linear model's program has continuous values CP-SAT would have to scale (the reason
+    CP-SAT through pywraplp called a worse answer optimal): it is not given to it. A final
+    solution that fails a row of the MILP after decoding also sends the program to SCIP."""
+    from sklearn.linear_model import LogisticRegression
+
+    linear = build(_problem(LogisticRegression(max_iter=1000)))
+    with pytest.raises(cpsat.Unsupported):
+        cpsat.build(linear)
+    _, description = solve(linear.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=linear)
+    assert description.startswith("SCIP")
+    trees = build(_problem(MODELS["random forest"]()))
+    monkeypatch.setattr(cpsat, "meets_rows", lambda milp, x: False)
+    result, description = solve(trees.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=trees)
+    assert description.startswith("SCIP") and result.status == "optimal"
