@@ -11,8 +11,11 @@ from sklearn.ensemble import GradientBoostingClassifier
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
 from counterplan.planning.space import FloatMatrix
 from counterplan.solver import SolverConfig, TerminationConfig, explain
-from counterplan.solver.core.trade import pricer_for, trade_candidates
+from counterplan.solver.core.trade import pricer_for, recreate_candidates, trade_candidates
+from counterplan.solver.core.phase import PhaseScope
+from counterplan.solver.local import polish
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+from counterplan.solver.local.scan import FeatureScanPhase
 
 
 def _give_back_and_buy() -> CounterfactualProblem:
@@ -110,3 +113,81 @@ def test_combinations_find_two_features_a_tree_needs_together(together_problem: 
     together = explain(together_problem, _scan_and_polish(BoundaryPolishPhaseConfig(trade_rounds=0)), seed=0)
     assert together.valid and sorted(c.feature for c in together.changes) == ["a", "b"]
     assert -together.score_levels[3] < -alone.score_levels[3]
+
+
+def _one_large_or_three_small() -> CounterfactualProblem:
+    """Approved when a reaches 9.5 (a threshold: 0.95 of distance, range-scaled) or when b, c and d, cheap,
+    each reach 0.9 together (0.27): no single give-back and buy gets from the one to the other."""
+
+    def model(X: FloatMatrix) -> FloatMatrix:
+        level = np.maximum(np.where(X[:, 0] >= 9.5, 1.1, 0.0), (X[:, 1] + X[:, 2] + X[:, 3]) / 2.7)
+        p = 1.0 / (1.0 + np.exp(-5.0 * (level - 1.0)))
+        return np.column_stack([1.0 - p, p])
+
+    return CounterfactualProblem(
+        [
+            FloatFeature(name="a", value=0.0, low=0.0, high=10.0),
+            FloatFeature(name="b", value=0.0, low=0.0, high=1.0, cost=0.1),
+            FloatFeature(name="c", value=0.0, low=0.0, high=1.0, cost=0.1),
+            FloatFeature(name="d", value=0.0, low=0.0, high=1.0, cost=0.1),
+        ],
+        [ClassGoal(target=1, margin=0.0)],
+        CallableAdapter(model, [OutputSpec("ok", (0, 1))]),
+    )
+
+
+def test_ruin_and_recreate_replaces_one_large_change_by_several_small_ones() -> None:
+    problem = _one_large_or_three_small()
+    kept = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig(recreate_steps=0)), seed=0)
+    assert kept.valid and kept.proposed["a"] >= 9.0  # trades alone keep the large one
+    assert -kept.score_levels[3] > 0.9
+    rebuilt = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig()), seed=0)
+    assert rebuilt.valid and rebuilt.proposed["a"] == 0.0
+    assert -rebuilt.score_levels[3] == pytest.approx(0.27, abs=0.02)
+    assert -rebuilt.score_levels[3] < 0.5 * -kept.score_levels[3]
+
+
+def test_a_recreate_step_prices_each_row_and_caps_the_given_back_feature() -> None:
+    problem = _one_large_or_three_small()
+    space, pricer = problem.space, pricer_for(problem)
+    assert pricer is not None
+    row = space.original.copy()
+    X, owner = recreate_candidates(row, 0.0, 0.5, space, pricer, grid_size=8, caps={0: 0.3}, max_rows=1024)
+    cost = pricer.cost(X[np.arange(owner.size), owner], owner)
+    assert X.shape[0] > 0 and (cost < 0.5).all()  # only rows predicted nearer than the best
+    assert (cost[owner == 0] < 0.3).all() and (owner == 0).any()  # a comes back only cheaper than it was
+    assert ((X != row).sum(axis=1) == 1).all()
+    few, _ = recreate_candidates(row, 0.0, 0.5, space, pricer, grid_size=8, caps={0: 0.3}, max_rows=5)
+    assert few.shape[0] == 5
+
+
+def test_the_combinations_take_the_scans_single_feature_rows_from_it(
+    together_problem: CounterfactualProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The polish's single-feature rows of the original that the feature scan scored already are
+    not sent to the model again: their scores come from the scan."""
+    scanned: list[FloatMatrix] = []
+    sent: list[FloatMatrix] = []
+    scan_solve = FeatureScanPhase.solve
+
+    def solve(self: FeatureScanPhase, phase_scope: PhaseScope) -> None:
+        scan_solve(self, phase_scope)
+        known = phase_scope.solver_scope.scanned
+        assert known is not None
+        scanned.append(known[0])
+
+    real_score = polish._score
+
+    def score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
+        sent.append(X.copy())
+        return real_score(phase_scope, X)
+
+    monkeypatch.setattr(FeatureScanPhase, "solve", solve)
+    monkeypatch.setattr(polish, "_score", score)
+    config = SolverConfig(phases=(FeatureScanPhaseConfig(), BoundaryPolishPhaseConfig(trade_rounds=0)))
+    result = explain(together_problem, config, seed=0)
+    assert result.valid and scanned and sent
+    seen = {row.tobytes() for row in scanned[0]}
+    singles = sent[0]  # the combinations' first call: the original's single-feature rows
+    assert singles.shape[0] > 0
+    assert not any(row.tobytes() in seen for row in singles)
