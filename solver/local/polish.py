@@ -84,7 +84,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             if is_feasible(start_score) and not (start == scope.best_row).all():
                 row, score = self._bisect_from(phase_scope, start, start_score)
                 self._trade(phase_scope, pricer, row, score, buys)
-        if self.config.recreate_steps:
+        if self.config.recreate_steps and tree:  # a linear model's trades of marginal rates reach its optimum
             self._recreate(phase_scope, pricer, buys)
 
     def _recreate(self, phase_scope: PhaseScope, pricer: FeaturePricer, buys: dict[int, FloatMatrix] | None) -> None:
