@@ -246,6 +246,8 @@ class BoundaryPolishPhaseConfig(PhaseConfig):
     """A recreate step scores rows predicted up to this share farther than the best: a feasible
     row a little farther may still bisect below it (heloc GB: a feature given back, another bought,
     a third then shaved)."""
+    recreate_features: Annotated[int, Field(ge=1, le=64)] = 8
+    """At most this many features given back a round (the priciest)."""
     recreate_rounds: Annotated[int, Field(ge=1, le=10)] = 3
     """Rounds of ruin and recreate: another from the new best while one improved it."""
     recreate_rows: Annotated[int, Field(ge=1, le=MAX_MOVES_PER_STEP)] = 1024

@@ -107,6 +107,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 for k, c in zip(changed[order].tolist(), costs[order].tolist(), strict=True)
                 if c >= self.config.recreate_share * distance and (int(k), float(c)) not in tried
             ]
+            ruined = ruined[: self.config.recreate_features]
             if not ruined:
                 return
             for k, cost in ruined:
