@@ -27,6 +27,7 @@ model calls, mean rows scored, median milliseconds)::
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -48,6 +49,7 @@ from benchmarks.real_data import DATASETS, Data, default_data_dir, load_data
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.counterfactual import explain
+from counterplan.solver.local.config import BoundaryPolishPhaseConfig, default_phases
 
 SEED = 0
 CONFIDENCE = 0.7
@@ -81,10 +83,54 @@ MODELS: dict[str, Callable[[Data], Pipeline]] = {
 }
 
 
-def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
+def _exact_optimum(
+    problem: CounterfactualProblem, key: str, cache: dict[str, Any], exact_seconds: float, local_only: bool
+) -> dict[str, Any] | None:
+    """The exact engine's answer for one row: ``{"distance", "proven", "valid", "seconds", "status"}``,
+    from ``cache`` when it holds the row (a longer limit's proof is kept: the optimum does not depend
+    on local search), else solved (not with ``local_only``) and stored there."""
+    if key in cache:
+        return dict(cache[key])
+    if local_only:
+        return None
+    limited = SolverConfig(termination=TerminationConfig(spent_limit_seconds=exact_seconds))
+    started = time.perf_counter()
+    exact = explain(problem, limited, engine="exact", seed=SEED)
+    report = exact.statistics.exact
+    cache[key] = {
+        "distance": -exact.score_levels[3],
+        "proven": bool(report is not None and report.proven and exact.valid),
+        "valid": bool(exact.valid),
+        "seconds": time.perf_counter() - started,
+        "status": report.status if report else "-",
+    }
+    return dict(cache[key])
+
+
+def _local_config(polish: dict[str, Any]) -> SolverConfig:
+    """The default solve with the boundary polish's settings changed (``--polish``)."""
+    phases = [p.model_copy(update=polish) if isinstance(p, BoundaryPolishPhaseConfig) else p for p in default_phases()]
+    return SolverConfig(phases=phases)
+
+
+def run_case(
+    data: Data,
+    name: str,
+    rows: int,
+    *,
+    exact_seconds: float = EXACT_SECONDS,
+    cache: dict[str, Any] | None = None,
+    local_only: bool = False,
+    only: set[int] | None = None,
+    save: Callable[[], None] | None = None,
+    polish: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     model = MODELS[name](data).fit(data.train[data.features], data.train[data.spec.target])
     predicted = model.predict(data.test)
     queries = data.test[predicted == 0].head(rows)
+    if only:
+        queries = queries[queries.index.isin(only)]
+    cache = {} if cache is None else cache
     gaps: list[float] = []
     proven = 0
     seconds: list[float] = []
@@ -92,7 +138,6 @@ def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
     calls: list[int] = []
     scored: list[int] = []
     local_ms: list[float] = []
-    limited = SolverConfig(termination=TerminationConfig(spent_limit_seconds=EXACT_SECONDS))
     for _, query in queries.iterrows():
         problem = CounterfactualProblem.from_dataframe(
             data.train,
@@ -103,29 +148,31 @@ def run_case(data: Data, name: str, rows: int) -> dict[str, Any]:
             immutable=data.spec.immutable,
         )
         started = time.perf_counter()
-        local = explain(problem, seed=SEED)
+        local = explain(problem, _local_config(polish), seed=SEED) if polish else explain(problem, seed=SEED)
         local_ms.append(1000 * (time.perf_counter() - started))
         calls.append(local.statistics.model_call_count)
         scored.append(local.statistics.score_calculation_count)
-        started = time.perf_counter()
         try:
-            exact = explain(problem, limited, engine="exact", seed=SEED)
+            exact = _exact_optimum(problem, f"{data.spec.name}/{name}/{query.name}", cache, exact_seconds, local_only)
         except ValueError as exc:
             failures.append(str(exc)[:200])
             continue
-        seconds.append(time.perf_counter() - started)
-        report = exact.statistics.exact
-        if report is not None and report.proven and exact.valid:
-            proven += 1
-        if exact.valid and local.valid:
-            optimum, found = -exact.score_levels[3], -local.score_levels[3]
+        if exact is None:
+            continue
+        if save is not None:
+            save()
+        seconds.append(exact["seconds"])
+        proven += exact["proven"]
+        if exact["valid"] and local.valid:
+            optimum, found = exact["distance"], -local.score_levels[3]
             gaps.append((found - optimum) / optimum if optimum > 0 else 0.0)
         print(
-            f"  {data.spec.name} {name} row {query.name}: exact {exact.score} "
-            f"({report.status if report else '-'}, {seconds[-1]:.2f} s), local {local.score}",
+            f"  {data.spec.name} {name} row {query.name}: exact {exact['distance']:.4f} "
+            f"({exact['status']}, {exact['seconds']:.2f} s), local {-local.score_levels[3]:.4f} "
+            f"({local.statistics.model_call_count} calls, {local.statistics.score_calculation_count} rows)",
             file=sys.stderr,
         )
-    n = len(queries)
+    n = len(seconds)
     return {
         "rows": n,
         "proven": proven / n if n else float("nan"),
@@ -148,7 +195,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default="adult,compas,heloc")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--exact-seconds", type=float, default=EXACT_SECONDS, help="the exact engine's limit per row")
+    parser.add_argument(
+        "--cache", type=Path, help="a JSON file of the exact answers: read, and the rows solved here added to it"
+    )
+    parser.add_argument(
+        "--local-only", action="store_true", help="only rows whose exact answer is in --cache; no exact solve"
+    )
+    parser.add_argument("--polish", default="", help="JSON of boundary-polish settings for local search")
+    parser.add_argument("--only", default="", help="comma-separated test-row ids (the data's index) to keep")
     args = parser.parse_args(argv)
+    cache: dict[str, Any] = json.loads(args.cache.read_text()) if args.cache and args.cache.exists() else {}
+    only = {int(r) for r in args.only.split(",") if r}
     warnings.filterwarnings("ignore", category=UserWarning)
     header = (
         f"{'data':<7} {'model':<7} {'rows':>4} {'proven':>7} {'median s':>9} {'max s':>7} "
@@ -159,7 +217,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     for dataset in args.datasets.split(","):
         data = load_data(DATASETS[dataset], args.data_dir)
         for name in args.models.split(","):
-            r = run_case(data, name, args.rows)
+            r = run_case(
+                data,
+                name,
+                args.rows,
+                exact_seconds=args.exact_seconds,
+                cache=cache,
+                local_only=args.local_only,
+                only=only,
+                polish=json.loads(args.polish) if args.polish else None,
+                save=(lambda: args.cache.write_text(json.dumps(cache, indent=1, sort_keys=True)))
+                if args.cache
+                else None,
+            )
             failures += [f"{dataset} {name}: {f}" for f in r["failures"]]
             lines.append(
                 f"{dataset:<7} {name:<7} {r['rows']:>4} {r['proven']:>7.0%} {r['median_s']:>9.2f} {r['max_s']:>7.2f} "

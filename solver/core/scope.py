@@ -109,6 +109,9 @@ class SolverScope:
     """Each phase type's report (:class:`~counterplan.solver.core.phase.PhaseReport`), by type."""
     deferred: list[tuple[FloatMatrix, FloatMatrix]] = field(default_factory=list)
     """Scored rows a phase set aside, offered before the next phase that refines the best (or at the end)."""
+    scanned: tuple[FloatMatrix, FloatMatrix] | None = None
+    """The feature scan's single-feature rows of the original and their scores (as scored): the
+    boundary polish's own single-feature rows take the scores of those it shares with them."""
 
     def time_spent(self) -> float:
         """Seconds since the solve started."""

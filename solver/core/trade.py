@@ -389,3 +389,48 @@ def extend_candidates(  # noqa: PLR0917 - the rows and the singles, each as the 
     out: FloatMatrix = rows[ri].copy()
     out[np.arange(ri.size), owner[ei]] = X[ei, owner[ei]]
     return out
+
+
+def recreate_candidates(
+    row: FloatMatrix,
+    row_distance: float,
+    best_distance: float,
+    space: EncodedSpace,
+    pricer: FeaturePricer,
+    *,
+    grid_size: int,
+    caps: dict[int, float],
+    max_rows: int,
+    slack: float = 0.0,
+) -> tuple[FloatMatrix, IntArray]:
+    """One step of a ruin-and-recreate chain (:class:`~counterplan.solver.local.polish.BoundaryPolishPhase`):
+    ``row`` (at distance ``row_distance``) with one mutable feature set to another of its trade
+    values, each feature's values one per cell of its split values, and the feature each row
+    changes. Feature ``k`` of ``caps`` (a ruined one) only at values costing below ``caps[k]``,
+    so it can come back cheaper but not as it was; only rows predicted nearer than
+    ``best_distance`` times ``1 + slack`` (a feasible row a little farther may bisect below it),
+    the nearest first, at most ``max_rows``."""
+    columns = np.flatnonzero(space.mutable)
+    owners: list[IntArray] = []
+    values: list[FloatMatrix] = []
+    added: list[FloatMatrix] = []
+    now = pricer.cost(row[columns], columns)
+    for j, u, c in zip(columns.tolist(), pricer.unit(columns).tolist(), now.tolist(), strict=True):
+        v = trade_values(space, j, grid_size, float(u), float(row[j]))
+        v = one_per_cell(space, j, v[v != row[j]])
+        owner = np.full(v.size, j, dtype=np.intp)
+        cost = pricer.cost(v, owner)
+        keep = cost < caps.get(j, np.inf)
+        delta = cost - c
+        keep &= row_distance + delta < best_distance * (1.0 + slack - 1e-9)
+        owners.append(owner[keep])
+        values.append(v[keep])
+        added.append(delta[keep])
+    if not owners:
+        return np.empty((0, row.size)), np.empty(0, dtype=np.intp)
+    owner, value, delta = np.concatenate(owners), np.concatenate(values), np.concatenate(added)
+    pick = np.sort(np.argsort(delta, kind="stable")[:max_rows])
+    owner, value = owner[pick], value[pick]
+    X = np.repeat(row.reshape(1, -1), owner.size, axis=0)
+    X[np.arange(owner.size), owner] = value
+    return X, owner

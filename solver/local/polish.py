@@ -44,10 +44,12 @@ from counterplan.solver.core.trade import (
     front_values,
     pareto_front,
     pricer_for,
+    recreate_candidates,
     single_rows,
     trade_candidates,
 )
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
+from counterplan.solver.local.scan import most_efficient
 
 
 class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
@@ -82,6 +84,84 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             if is_feasible(start_score) and not (start == scope.best_row).all():
                 row, score = self._bisect_from(phase_scope, start, start_score)
                 self._trade(phase_scope, pricer, row, score, buys)
+        if self.config.recreate_steps and tree:  # a linear model's trades of marginal rates reach its optimum
+            self._recreate(phase_scope, pricer, buys)
+
+    def _recreate(self, phase_scope: PhaseScope, pricer: FeaturePricer, buys: dict[int, FloatMatrix] | None) -> None:
+        """Ruin and recreate (``recreate_steps``): each changed feature of the best carrying at
+        least ``recreate_share`` of its distance, the priciest first, is given back and the row
+        rebuilt by the greedy rule of the feature scan (:func:`~counterplan.solver.local.scan.most_efficient`)
+        until a step finds a feasible row; the best feasible row of that step is bisected and traded."""
+        scope = phase_scope.solver_scope
+        space = scope.space
+        tried: set[tuple[int, float]] = set()
+        for _ in range(self.config.recreate_rounds):
+            best, distance = scope.best_row.copy(), -float(scope.best_score[3])
+            changed = np.flatnonzero((best != space.original) & space.mutable)
+            if changed.size == 0 or distance <= 0.0 or not is_feasible(scope.best_score):
+                return
+            costs = pricer.cost(best[changed], changed)
+            order = np.argsort(-costs, kind="stable")
+            ruined = [
+                (int(k), float(c))
+                for k, c in zip(changed[order].tolist(), costs[order].tolist(), strict=True)
+                if c >= self.config.recreate_share * distance and (int(k), float(c)) not in tried
+            ]
+            ruined = ruined[: self.config.recreate_features]
+            if not ruined:
+                return
+            for k, cost in ruined:
+                tried.add((k, cost))
+                row = best.copy()
+                row[k] = space.original[k]
+                found = self._rebuild(phase_scope, pricer, row, {k: cost})
+                if found is not None:
+                    row, score = self._bisect_from(phase_scope, *found)
+                    self._trade(phase_scope, pricer, row, score, buys)
+            if distance <= -float(scope.best_score[3]):
+                return  # no round after one that found nothing better
+
+    def _rebuild(
+        self, phase_scope: PhaseScope, pricer: FeaturePricer, row: FloatMatrix, caps: dict[int, float]
+    ) -> tuple[FloatMatrix, FloatMatrix] | None:
+        """The greedy chain of :meth:`_recreate` from ``row``: its first feasible step's best row
+        and score, or None."""
+        scope = phase_scope.solver_scope
+        base_score: FloatMatrix | None = None
+        for _ in range(self.config.recreate_steps):
+            if phase_scope.must_stop():
+                return None
+            best_distance = -float(scope.best_score[3])
+            row_distance = float(pricer.cost(row[space_columns(scope)], space_columns(scope)).sum())
+            X, _ = recreate_candidates(
+                row,
+                row_distance,
+                best_distance,
+                scope.space,
+                pricer,
+                grid_size=self.config.trade_grid_size,
+                caps=caps,
+                max_rows=self.config.recreate_rows,
+                slack=self.config.recreate_slack,
+            )
+            if base_score is None:
+                X = np.vstack([row.reshape(1, -1), X])
+            if X.shape[0] == 0:
+                return None
+            scores, improved = _score(phase_scope, X)
+            if improved:
+                scope.announce()
+            if base_score is None:
+                base_score, X, scores = scores[0], X[1:], scores[1:]
+            feasible = np.flatnonzero((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1))
+            if feasible.size:
+                top = feasible[best_row(scores[feasible])]
+                return X[top].copy(), scores[top].copy()
+            pick = most_efficient(scores, base_score)
+            if pick is None:
+                return None
+            row, base_score = X[pick].copy(), scores[pick].copy()
+        return None
 
     def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
         """The best's bisection, the other routes' refinement riding in its calls."""
@@ -119,7 +199,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         X, owner = single_rows(space, pricer, self.config.trade_grid_size)
         if X.shape[0] == 0 or X.size > MAX_CELLS_PER_STEP or phase_scope.must_stop():
             return None, None  # too many to score in a step (a problem of thousands of features): none
-        scores, improved = _score(phase_scope, np.vstack([space.original.reshape(1, -1), X]))
+        scores, improved = _score_known(phase_scope, np.vstack([space.original.reshape(1, -1), X]), scope.scanned)
         origin, scores = scores[0], scores[1:]
         singles = _Singles(X, owner, pricer.cost(X[np.arange(owner.size), owner], owner), scores[:, 0] - origin[0])
         other = None
@@ -134,7 +214,10 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 best_distance=-float(scope.best_score[3]),
                 max_rows=self.config.combo_rows,
             )
-            if self.config.beam_width:
+            beam = bool(self.config.beam_width) and not _predicted_to_reach(
+                C, singles, space.original, -float(origin[0])
+            )
+            if beam:
                 B = beam_candidates(
                     space.original,
                     X,
@@ -274,6 +357,11 @@ class _Singles:
     gain: FloatMatrix
 
 
+def space_columns(scope: SolverScope) -> np.ndarray:
+    """The solve's mutable features."""
+    return np.flatnonzero(scope.space.mutable)
+
+
 def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
     """``X`` scored in one step and offered to the solve (the best, the pool): the scores, and
     whether the best moved."""
@@ -281,6 +369,43 @@ def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
     scores = score_batches(scope.scorer, X)
     count_step(phase_scope.counters, X.shape[0])
     return scores, scope.offer(X, scores, phase_scope.counters, count=False)
+
+
+def _predicted_to_reach(C: FloatMatrix, singles: _Singles, original: FloatMatrix, deficit: float) -> bool:
+    """Whether a combination of ``C`` reaches the whole ``deficit`` with its single-feature rows'
+    goal gains added: the beam's pairs and levels, for features that reach the goal only
+    together, are then not needed (the cheapest such combinations are scored already)."""
+    if C.shape[0] == 0:
+        return False
+    gained = np.zeros(C.shape[0])
+    for j in np.unique(singles.owner).tolist():
+        mine = np.flatnonzero(singles.owner == j)
+        values = singles.X[mine, j]
+        order = np.argsort(values, kind="stable")
+        values, gains = values[order], singles.gain[mine][order]
+        changed = C[:, j] != original[j]
+        at = np.clip(np.searchsorted(values, C[changed, j]), 0, values.size - 1)
+        gained[changed] += np.where(values[at] == C[changed, j], gains[at], 0.0)
+    return bool((gained >= deficit).any())
+
+
+def _score_known(
+    phase_scope: PhaseScope, X: FloatMatrix, known: tuple[FloatMatrix, FloatMatrix] | None
+) -> tuple[FloatMatrix, bool]:
+    """As :func:`_score`, the rows of ``X`` found in ``known`` (rows and their scores, the
+    feature scan's) taking their scores from there: only the others go to the model."""
+    if known is None or known[0].shape[1] != X.shape[1]:
+        return _score(phase_scope, X)
+    rows, row_scores = known
+    where = {row.tobytes(): i for i, row in enumerate(rows)}
+    found = np.array([where.get(row.tobytes(), -1) for row in X], dtype=np.intp)
+    hit = found >= 0
+    scores = np.empty((X.shape[0], row_scores.shape[1]))
+    scores[hit] = row_scores[found[hit]]
+    fresh = np.flatnonzero(~hit)
+    if fresh.size:
+        scores[fresh], _ = _score(phase_scope, X[fresh])
+    return scores, False
 
 
 def _beam_rows(scores: FloatMatrix, keep: int) -> np.ndarray:

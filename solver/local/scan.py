@@ -542,6 +542,8 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         X, scores, fresh = scans.score(scope, grid, base, base_score, entries)
         if fresh:
             count_step(counters, fresh)
+        if (base == space.original).all():
+            scope.scanned = (X, scores) if first is None else (np.vstack([first[1], X]), np.vstack([first[2], scores]))
         if scope.offer(X, scores, counters, count=False):
             scope.announce()
         owners = grid.owners[entries]

@@ -11,8 +11,11 @@ from sklearn.ensemble import GradientBoostingClassifier
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
 from counterplan.planning.space import FloatMatrix
 from counterplan.solver import SolverConfig, TerminationConfig, explain
-from counterplan.solver.core.trade import pricer_for, trade_candidates
+from counterplan.solver.core.phase import PhaseScope
+from counterplan.solver.core.trade import pricer_for, recreate_candidates, trade_candidates
+from counterplan.solver.local import polish
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
+from counterplan.solver.local.scan import FeatureScanPhase
 
 
 def _give_back_and_buy() -> CounterfactualProblem:
@@ -110,3 +113,79 @@ def test_combinations_find_two_features_a_tree_needs_together(together_problem: 
     together = explain(together_problem, _scan_and_polish(BoundaryPolishPhaseConfig(trade_rounds=0)), seed=0)
     assert together.valid and sorted(c.feature for c in together.changes) == ["a", "b"]
     assert -together.score_levels[3] < -alone.score_levels[3]
+
+
+@pytest.fixture(scope="module")
+def one_large_or_three_small() -> CounterfactualProblem:
+    """A tree ensemble approving when a > 50 (a is 0 or 100 in the data, so its MAD is 0 and it
+    costs 1 a unit, as adult's capital-gain) or when b, c and d all exceed 0.2 (MAD about 0.25:
+    about 2.4 together); the original is all zeros. No single give-back and buy gets from the
+    one to the other, and a below 50 gains nothing."""
+    rng = np.random.default_rng(0)
+    n = 6000
+    data = pd.DataFrame({"a": np.where(rng.random(n) < 0.05, 100.0, 0.0), "b": rng.uniform(0, 1, n)})
+    data["c"], data["d"] = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    data["y"] = ((data.a > 50) | ((data.b > 0.2) & (data.c > 0.2) & (data.d > 0.2))).astype(int)
+    model = GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0)
+    model.fit(data[["a", "b", "c", "d"]], data.y)
+    return CounterfactualProblem.from_dataframe(
+        data, {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}, model, [ClassGoal(target=1, confidence=0.7)], target="y"
+    )
+
+
+def test_ruin_and_recreate_replaces_one_large_change_by_several_small_ones(
+    one_large_or_three_small: CounterfactualProblem,
+) -> None:
+    problem = one_large_or_three_small
+    off = BoundaryPolishPhaseConfig(combos=False, recreate_steps=0)
+    kept = explain(problem, _scan_and_polish(off), seed=0)
+    assert kept.valid and [c.feature for c in kept.changes] == ["a"]  # trades alone keep the large one
+    rebuilt = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig(combos=False)), seed=0)
+    assert rebuilt.valid and sorted(c.feature for c in rebuilt.changes) == ["b", "c", "d"]
+    assert -rebuilt.score_levels[3] < 0.8 * -kept.score_levels[3]
+
+
+def test_a_recreate_step_prices_each_row_and_caps_the_given_back_feature() -> None:
+    problem = _give_back_and_buy()
+    space, pricer = problem.space, pricer_for(problem)
+    assert pricer is not None
+    row = space.original.copy()
+    X, owner = recreate_candidates(row, 0.0, 0.5, space, pricer, grid_size=8, caps={0: 0.3}, max_rows=1024)
+    cost = pricer.cost(X[np.arange(owner.size), owner], owner)
+    assert X.shape[0] > 0 and (cost < 0.5).all()  # only rows predicted nearer than the best
+    assert (cost[owner == 0] < 0.3).all() and (owner == 0).any()  # a comes back only cheaper than it was
+    assert ((row != X).sum(axis=1) == 1).all()
+    few, _ = recreate_candidates(row, 0.0, 0.5, space, pricer, grid_size=8, caps={0: 0.3}, max_rows=5)
+    assert few.shape[0] == 5
+
+
+def test_the_combinations_take_the_scans_single_feature_rows_from_it(
+    together_problem: CounterfactualProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The polish's single-feature rows of the original that the feature scan scored already are
+    not sent to the model again: their scores come from the scan."""
+    scanned: list[FloatMatrix] = []
+    sent: list[FloatMatrix] = []
+    scan_solve = FeatureScanPhase.solve
+
+    def solve(self: FeatureScanPhase, phase_scope: PhaseScope) -> None:
+        scan_solve(self, phase_scope)
+        known = phase_scope.solver_scope.scanned
+        assert known is not None
+        scanned.append(known[0])
+
+    real_score = polish._score
+
+    def score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
+        sent.append(X.copy())
+        return real_score(phase_scope, X)
+
+    monkeypatch.setattr(FeatureScanPhase, "solve", solve)
+    monkeypatch.setattr(polish, "_score", score)
+    config = SolverConfig(phases=(FeatureScanPhaseConfig(), BoundaryPolishPhaseConfig(trade_rounds=0)))
+    result = explain(together_problem, config, seed=0)
+    assert result.valid and scanned and sent
+    seen = {row.tobytes() for row in scanned[0]}
+    singles = sent[0]  # the combinations' first call: the original's single-feature rows
+    assert singles.shape[0] > 0
+    assert not any(row.tobytes() in seen for row in singles)
