@@ -47,6 +47,23 @@ MAX_PAIRS = 4_000_000
 """Give-back and buy pairs one trade round weighs (each a few float64 matrices of that size)."""
 
 
+def smallest(values: FloatMatrix, k: int) -> IntArray:
+    """``np.argsort(values, kind="stable")[:k]`` (the ``k`` smallest, ties in index order) without
+    sorting all of ``values``: a partition finds the ``k``-th value, and only the values up to it
+    are sorted. The combinations' states and pairs run to hundreds of thousands, of which a few
+    thousand are kept."""
+    n = values.size
+    if k <= 0:
+        return np.empty(0, dtype=np.intp)
+    if 4 * k >= n:
+        return np.argsort(values, kind="stable")[:k]
+    kth = np.partition(values, k - 1)[k - 1]
+    if np.isnan(kth):
+        return np.argsort(values, kind="stable")[:k]
+    index = np.flatnonzero(values <= kth)
+    return index[np.argsort(values[index], kind="stable")[:k]]
+
+
 def pricer_for(problem: CounterfactualProblem | None) -> FeaturePricer | None:
     """The problem's per-feature pricing, or None where the distance is not a per-feature sum
     (``scorecard``) or a feature is computed from others (a trade's prediction would be wrong)."""
@@ -92,6 +109,61 @@ def trade_values(space: EncodedSpace, j: int, grid_size: int, unit: float, at: f
     return np.unique(grid)
 
 
+class TradeValues:
+    """One solve's memo of :func:`trade_values` and of the values :func:`one_per_cell` keeps with
+    their costs, by feature and the value ``at`` it is taken around. A polish asks for the same
+    ones again and again (each trade round and recreate step moves one or two features of a row
+    of a few dozen), and building them is a dozen small numpy calls per feature: the memo gives
+    the very same arrays, so every decision stays as without it. Arrays handed out are read-only."""
+
+    def __init__(self, space: EncodedSpace, pricer: FeaturePricer, grid_size: int) -> None:
+        self.space, self.pricer, self.grid_size = space, pricer, grid_size
+        self.columns = np.flatnonzero(space.mutable)
+        self._unit = dict(zip(self.columns.tolist(), pricer.unit(self.columns).tolist(), strict=True))
+        self._values: dict[tuple[int, str], FloatMatrix] = {}
+        self._cells: dict[tuple[int, str], tuple[FloatMatrix, FloatMatrix]] = {}
+        self._fronts: dict[tuple[int, str], BoolArray] = {}
+        self._buys: dict[int, FloatMatrix] | None = None
+
+    def values(self, j: int, at: float) -> FloatMatrix:
+        """:func:`trade_values` of mutable feature ``j`` around ``at``."""
+        key = (j, at.hex())  # exact: -0.0 and 0.0 differ, as in the arrays built from them
+        found = self._values.get(key)
+        if found is None:
+            found = trade_values(self.space, j, self.grid_size, self._unit[j], at)
+            found.flags.writeable = False
+            self._values[key] = found
+        return found
+
+    def cells(self, j: int, at: float) -> tuple[FloatMatrix, FloatMatrix]:
+        """The values of :meth:`values` other than ``at``, one per cell (:func:`one_per_cell`), and
+        what each costs (:meth:`FeaturePricer.cost`)."""
+        key = (j, at.hex())
+        found = self._cells.get(key)
+        if found is None:
+            v = self.values(j, at)
+            v = one_per_cell(self.space, j, v[v != at])
+            cost = self.pricer.cost(v, np.full(v.size, j, dtype=np.intp))
+            v.flags.writeable = False
+            cost.flags.writeable = False
+            found = self._cells[key] = (v, cost)
+        return found
+
+    def front(self, j: int, at: float, buys: dict[int, FloatMatrix] | None) -> BoolArray:
+        """Which of :meth:`values` are among ``buys[j]`` (none without it)."""
+        if buys is not self._buys:  # kept alive here, so never a stale answer for another dict
+            self._fronts, self._buys = {}, buys
+        key = (j, at.hex())
+        found = self._fronts.get(key)
+        if found is None:
+            v = self.values(j, at)
+            chosen = None if buys is None else buys.get(j)
+            found = np.zeros(v.size, dtype=bool) if chosen is None else np.isin(v, chosen)
+            found.flags.writeable = False
+            self._fronts[key] = found
+        return found
+
+
 def trade_candidates(
     best: FloatMatrix,
     best_distance: float,
@@ -102,21 +174,22 @@ def trade_candidates(
     max_rows: int,
     rng: np.random.Generator,
     buys: dict[int, FloatMatrix] | None = None,
+    memo: TradeValues | None = None,
 ) -> FloatMatrix:
     """One trade round's rows around ``best`` (see the module), predicted nearer than
     ``best_distance``: the fine-step repairs first, then buys on ``buys`` (a feature's front of
     useful values), then a sample drawn with ``rng`` of the rest, at most ``max_rows``.
-    Nearest-first would spend the rows on large give-backs, which are mostly infeasible."""
+    Nearest-first would spend the rows on large give-backs, which are mostly infeasible.
+    ``memo`` (built on the same space, pricer and grid size) saves rebuilding the values."""
     original, mutable = space.original, space.mutable
     changed = np.flatnonzero((best != original) & mutable)
     columns = np.flatnonzero(mutable)
     if changed.size == 0 or columns.size < 2:
         return np.empty((0, best.size))
-    units = pricer.unit(columns)
-    values = {
-        j: trade_values(space, j, grid_size, float(u), float(best[j]))
-        for j, u in zip(columns.tolist(), units.tolist(), strict=True)
-    }
+    memo = TradeValues(space, pricer, grid_size) if memo is None else memo
+    column_list = columns.tolist()
+    at = best[columns].tolist()
+    values = {j: memo.values(j, a) for j, a in zip(column_list, at, strict=True)}
     own = np.zeros(best.size)
     own[columns] = pricer.cost(best[columns], columns)
     # the give-backs: each changed k to its original or a value strictly between
@@ -131,13 +204,11 @@ def trade_candidates(
     gk, gv = np.concatenate(gk_parts), np.concatenate(gv_parts)
     saved = pricer.cost(gv, gk) - own[gk]
     # the buys: each mutable j to any of its values
-    bj = np.concatenate([np.full(values[j].size, j, dtype=np.intp) for j in columns.tolist()])
-    bv = np.concatenate([values[j] for j in columns.tolist()])
+    bv = np.concatenate([values[j] for j in column_list])
+    bj = np.repeat(columns, [values[j].size for j in column_list])
+    front = np.concatenate([memo.front(j, a, buys) for j, a in zip(column_list, at, strict=True)])
     keep = bv != best[bj]
-    bj, bv = bj[keep], bv[keep]
-    front = np.zeros(bv.size, dtype=bool)
-    for j, v in (buys or {}).items():
-        front |= (bj == j) & np.isin(bv, v)
+    bj, bv, front = bj[keep], bv[keep], front[keep]
     if gk.size * bj.size > MAX_PAIRS:  # thousands of features: a seeded sample of the buys
         sample = np.sort(rng.choice(bj.size, max(MAX_PAIRS // gk.size, 1), replace=False))
         bj, bv, front = bj[sample], bv[sample], front[sample]
@@ -166,21 +237,19 @@ def trade_candidates(
     return X
 
 
-def single_rows(space: EncodedSpace, pricer: FeaturePricer, grid_size: int) -> tuple[FloatMatrix, IntArray]:
+def single_rows(
+    space: EncodedSpace, pricer: FeaturePricer, grid_size: int, memo: TradeValues | None = None
+) -> tuple[FloatMatrix, IntArray]:
     """The original with each mutable feature set to each of its trade values, and the feature
     each row changes."""
     original = space.original
-    columns = np.flatnonzero(space.mutable)
-    owners: list[IntArray] = []
-    values: list[FloatMatrix] = []
-    for j, u in zip(columns.tolist(), pricer.unit(columns).tolist(), strict=True):
-        v = trade_values(space, j, grid_size, float(u), float(original[j]))
-        v = one_per_cell(space, j, v[v != original[j]])
-        owners.append(np.full(v.size, j, dtype=np.intp))
-        values.append(v)
-    if not owners:
+    memo = TradeValues(space, pricer, grid_size) if memo is None else memo
+    columns = memo.columns
+    if columns.size == 0:
         return np.empty((0, original.size)), np.empty(0, dtype=np.intp)
-    owner, value = np.concatenate(owners), np.concatenate(values)
+    cells = [memo.cells(j, o)[0] for j, o in zip(columns.tolist(), original[columns].tolist(), strict=True)]
+    owner = np.repeat(columns, [v.size for v in cells])
+    value = np.concatenate(cells)
     X = np.repeat(original.reshape(1, -1), owner.size, axis=0)
     X[np.arange(owner.size), owner] = value
     return X, owner
@@ -278,7 +347,7 @@ def combo_candidates(
         si, ei, c = si[ok], ei[ok], c[ok]
         g = s_gain[si] + eg[ei]
         if si.size > max_states:
-            pick = np.argsort(c, kind="stable")[:max_states]
+            pick = smallest(c, max_states)
             si, ei, c, g = si[pick], ei[pick], c[pick], g[pick]
         state = np.hstack([state[si], ei.reshape(-1, 1)])
         s_cost, s_gain = c, g
@@ -292,7 +361,7 @@ def combo_candidates(
         return np.empty((0, X.shape[1]))
     width = max(r.shape[1] for r in found_rows)
     combos = np.vstack([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=-1) for r in found_rows])
-    pick = np.argsort(np.concatenate(found_cost), kind="stable")[:max_rows]
+    pick = smallest(np.concatenate(found_cost), max_rows)
     combos = combos[pick]
     return _combo_rows(original, X, owner, e[np.maximum(combos, 0)], combos >= 0)
 
@@ -357,7 +426,7 @@ def beam_candidates(
     pair &= (cost[lead].reshape(-1, 1) + cost.reshape(1, -1)) < best_distance * (1.0 - 1e-9)
     li, ei = np.nonzero(pair)
     g = gain[lead[li]] + gain[ei]
-    pick = np.argsort(-g, kind="stable")[:max_rows]
+    pick = smallest(-g, max_rows)
     entries = np.stack([lead[li[pick]], ei[pick]], axis=1)
     return _combo_rows(original, X, owner, entries, np.ones(entries.shape, dtype=bool))
 
@@ -384,7 +453,7 @@ def extend_candidates(  # noqa: PLR0917 - the rows and the singles, each as the 
     ri, ei = ri[untouched], ei[untouched]
     if ri.size == 0:
         return np.empty((0, X.shape[1]))
-    pick = np.argsort(-(row_gain[ri] + gain[ei]), kind="stable")[:max_rows]
+    pick = smallest(-(row_gain[ri] + gain[ei]), max_rows)
     ri, ei = ri[pick], ei[pick]
     out: FloatMatrix = rows[ri].copy()
     out[np.arange(ri.size), owner[ei]] = X[ei, owner[ei]]
@@ -402,6 +471,7 @@ def recreate_candidates(
     caps: dict[int, float],
     max_rows: int,
     slack: float = 0.0,
+    memo: TradeValues | None = None,
 ) -> tuple[FloatMatrix, IntArray]:
     """One step of a ruin-and-recreate chain (:class:`~counterplan.solver.local.polish.BoundaryPolishPhase`):
     ``row`` (at distance ``row_distance``) with one mutable feature set to another of its trade
@@ -410,26 +480,24 @@ def recreate_candidates(
     so it can come back cheaper but not as it was; only rows predicted nearer than
     ``best_distance`` times ``1 + slack`` (a feasible row a little farther may bisect below it),
     the nearest first, at most ``max_rows``."""
-    columns = np.flatnonzero(space.mutable)
-    owners: list[IntArray] = []
-    values: list[FloatMatrix] = []
-    added: list[FloatMatrix] = []
-    now = pricer.cost(row[columns], columns)
-    for j, u, c in zip(columns.tolist(), pricer.unit(columns).tolist(), now.tolist(), strict=True):
-        v = trade_values(space, j, grid_size, float(u), float(row[j]))
-        v = one_per_cell(space, j, v[v != row[j]])
-        owner = np.full(v.size, j, dtype=np.intp)
-        cost = pricer.cost(v, owner)
-        keep = cost < caps.get(j, np.inf)
-        delta = cost - c
-        keep &= row_distance + delta < best_distance * (1.0 + slack - 1e-9)
-        owners.append(owner[keep])
-        values.append(v[keep])
-        added.append(delta[keep])
-    if not owners:
+    memo = TradeValues(space, pricer, grid_size) if memo is None else memo
+    columns = memo.columns
+    if columns.size == 0:
         return np.empty((0, row.size)), np.empty(0, dtype=np.intp)
-    owner, value, delta = np.concatenate(owners), np.concatenate(values), np.concatenate(added)
-    pick = np.sort(np.argsort(delta, kind="stable")[:max_rows])
+    cells = [memo.cells(j, a) for j, a in zip(columns.tolist(), row[columns].tolist(), strict=True)]
+    sizes = [v.size for v, _ in cells]
+    owner = np.repeat(columns, sizes)
+    value = np.concatenate([v for v, _ in cells])
+    cost = np.concatenate([c for _, c in cells])
+    now = pricer.cost(row[columns], columns)
+    delta = cost - np.repeat(now, sizes)
+    keep = row_distance + delta < best_distance * (1.0 + slack - 1e-9)
+    cap = np.full(row.size, np.inf)
+    if caps:
+        cap[list(caps)] = list(caps.values())
+    keep &= cost < cap[owner]
+    owner, value, delta = owner[keep], value[keep], delta[keep]
+    pick = np.sort(smallest(delta, max_rows))
     owner, value = owner[pick], value[pick]
     X = np.repeat(row.reshape(1, -1), owner.size, axis=0)
     X[np.arange(owner.size), owner] = value

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from counterplan.planning.distance import FeaturePricer
 from counterplan.planning.score import HARD_LEVELS, best_row, is_better, is_feasible
 from counterplan.solver.core.boundary import Bisection, Refiner
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
@@ -38,6 +37,7 @@ from counterplan.solver.core.pool import best_per_change_set
 from counterplan.solver.core.protocol import FloatMatrix, score_batches
 from counterplan.solver.core.scope import Progress, SolverScope, count_step
 from counterplan.solver.core.trade import (
+    TradeValues,
     beam_candidates,
     combo_candidates,
     extend_candidates,
@@ -75,25 +75,26 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         if pricer is None or not is_feasible(scope.best_score):
             return
         tree = bool(scope.space.split_values)  # a linear model's gains add up: trades reach its optimum
-        buys, other = self._combos(phase_scope, pricer) if self.config.combos and tree else (None, None)
-        self._trade(phase_scope, pricer, scope.best_row, scope.best_score, buys)
+        memo = TradeValues(scope.space, pricer, self.config.trade_grid_size)
+        buys, other = self._combos(phase_scope, memo) if self.config.combos and tree else (None, None)
+        self._trade(phase_scope, memo, scope.best_row, scope.best_score, buys)
         others = [] if other is None else [other]
         if routes is not None:
             others += list(zip(routes.rows, routes.scores, strict=True))
         for start, start_score in others:
             if is_feasible(start_score) and not (start == scope.best_row).all():
                 row, score = self._bisect_from(phase_scope, start, start_score)
-                self._trade(phase_scope, pricer, row, score, buys)
+                self._trade(phase_scope, memo, row, score, buys)
         if self.config.recreate_steps and tree:  # a linear model's trades of marginal rates reach its optimum
-            self._recreate(phase_scope, pricer, buys)
+            self._recreate(phase_scope, memo, buys)
 
-    def _recreate(self, phase_scope: PhaseScope, pricer: FeaturePricer, buys: dict[int, FloatMatrix] | None) -> None:
+    def _recreate(self, phase_scope: PhaseScope, memo: TradeValues, buys: dict[int, FloatMatrix] | None) -> None:
         """Ruin and recreate (``recreate_steps``): each changed feature of the best carrying at
         least ``recreate_share`` of its distance, the priciest first, is given back and the row
         rebuilt by the greedy rule of the feature scan (:func:`~counterplan.solver.local.scan.most_efficient`)
         until a step finds a feasible row; the best feasible row of that step is bisected and traded."""
         scope = phase_scope.solver_scope
-        space = scope.space
+        space, pricer = scope.space, memo.pricer
         tried: set[tuple[int, float]] = set()
         for _ in range(self.config.recreate_rounds):
             best, distance = scope.best_row.copy(), -float(scope.best_score[3])
@@ -114,25 +115,26 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 tried.add((k, cost))
                 row = best.copy()
                 row[k] = space.original[k]
-                found = self._rebuild(phase_scope, pricer, row, {k: cost})
+                found = self._rebuild(phase_scope, memo, row, {k: cost})
                 if found is not None:
                     row, score = self._bisect_from(phase_scope, *found)
-                    self._trade(phase_scope, pricer, row, score, buys)
+                    self._trade(phase_scope, memo, row, score, buys)
             if distance <= -float(scope.best_score[3]):
                 return  # no round after one that found nothing better
 
     def _rebuild(
-        self, phase_scope: PhaseScope, pricer: FeaturePricer, row: FloatMatrix, caps: dict[int, float]
+        self, phase_scope: PhaseScope, memo: TradeValues, row: FloatMatrix, caps: dict[int, float]
     ) -> tuple[FloatMatrix, FloatMatrix] | None:
         """The greedy chain of :meth:`_recreate` from ``row``: its first feasible step's best row
         and score, or None."""
         scope = phase_scope.solver_scope
+        pricer, columns = memo.pricer, memo.columns
         base_score: FloatMatrix | None = None
         for _ in range(self.config.recreate_steps):
             if phase_scope.must_stop():
                 return None
             best_distance = -float(scope.best_score[3])
-            row_distance = float(pricer.cost(row[space_columns(scope)], space_columns(scope)).sum())
+            row_distance = float(pricer.cost(row[columns], columns).sum())
             X, _ = recreate_candidates(
                 row,
                 row_distance,
@@ -143,6 +145,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 caps=caps,
                 max_rows=self.config.recreate_rows,
                 slack=self.config.recreate_slack,
+                memo=memo,
             )
             if base_score is None:
                 X = np.vstack([row.reshape(1, -1), X])
@@ -187,7 +190,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 polishing = _take(scope, counters, bisection, X=X, owners=owners, scores=scores)
 
     def _combos(
-        self, phase_scope: PhaseScope, pricer: FeaturePricer
+        self, phase_scope: PhaseScope, memo: TradeValues
     ) -> tuple[dict[int, FloatMatrix] | None, tuple[FloatMatrix, FloatMatrix] | None]:
         """Score the original's single-feature rows, then the cheapest combinations of 2-4 of
         them predicted to reach the goal, the beam's pairs (:func:`~counterplan.solver.core.trade.beam_candidates`)
@@ -195,8 +198,8 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         (the buys a trade tries first), and the best feasible combination of another change set
         than the best's: a route polished after the best (the demo's 2-change optimum is one)."""
         scope = phase_scope.solver_scope
-        space = scope.space
-        X, owner = single_rows(space, pricer, self.config.trade_grid_size)
+        space, pricer = scope.space, memo.pricer
+        X, owner = single_rows(space, pricer, self.config.trade_grid_size, memo)
         if X.shape[0] == 0 or X.size > MAX_CELLS_PER_STEP or phase_scope.must_stop():
             return None, None  # too many to score in a step (a problem of thousands of features): none
         scores, improved = _score_known(phase_scope, np.vstack([space.original.reshape(1, -1), X]), scope.scanned)
@@ -278,7 +281,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
     def _trade(
         self,
         phase_scope: PhaseScope,
-        pricer: FeaturePricer,
+        memo: TradeValues,
         row: FloatMatrix,
         score: FloatMatrix,
         buys: dict[int, FloatMatrix] | None,
@@ -294,11 +297,12 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 row,
                 -float(score[3]),
                 scope.space,
-                pricer,
+                memo.pricer,
                 grid_size=self.config.trade_grid_size,
                 max_rows=self.config.trade_rows,
                 rng=scope.rng,
                 buys=buys,
+                memo=memo,
             )
             if X.shape[0] == 0:
                 return
@@ -355,11 +359,6 @@ class _Singles:
     owner: np.ndarray
     cost: FloatMatrix
     gain: FloatMatrix
-
-
-def space_columns(scope: SolverScope) -> np.ndarray:
-    """The solve's mutable features."""
-    return np.flatnonzero(scope.space.mutable)
 
 
 def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
