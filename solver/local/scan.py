@@ -667,7 +667,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         scope = phase_scope.solver_scope
         chain: list[FloatMatrix] = []
         counters = [scope.progress, phase]
-        for _ in range(self.config.greedy_steps):
+        for step in range(self.config.greedy_steps):
             if (base_score[:3] >= 0.0).all():
                 break  # the chain reached a feasible row: the local search takes it from here
             pick = most_efficient(scores, base_score)
@@ -690,6 +690,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
                 counters=counters,
                 keep=keep,
                 distances=distances,
+                steps_on=step + 1 < self.config.greedy_steps,
             )
             if keep is not None:
                 keep.take(X, scores)
@@ -709,6 +710,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         counters: list[Progress],
         keep: _Kept | None,
         distances: _Distances | None,
+        steps_on: bool = True,
     ) -> tuple[FloatMatrix, FloatMatrix]:
         """The rows of ``entries`` around ``base`` and their scores (each model call a step).
 
@@ -717,7 +719,8 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         it could still be the chain's next step, that is when the whole gap to the goal over its
         added distance reaches the best ratio of the rows scored first (a second call), or when
         those rows do not vouch for the predicted distances. The rows come in entry order, as
-        with every row scored, so ties fall alike.
+        with every row scored, so ties fall alike. When the chain takes no step after this rescan
+        (not ``steps_on``: its last), no row left out can matter, and none gets the second call.
         """
         near, predicted = _near_rows(scope, keep, distances, base=base, base_score=base_score, entries=entries)
         X, scores, fresh = scans.score(scope, grid, base, base_score, entries if near is None else entries[near])
@@ -727,7 +730,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
             return X, scores
         far = (~near).nonzero()[0]
         if distances.check(predicted[near], scores, entries[near]):
-            maybe = _could_step(predicted[far], far, scores, base_score)
+            maybe = _could_step(predicted[far], far, scores, base_score) if steps_on else far[:0]
             if maybe.size == 0:
                 return X, scores
         else:  # a prediction failed: every row left out

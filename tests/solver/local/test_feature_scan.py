@@ -325,3 +325,48 @@ def test_with_computed_features_the_chains_rescan_every_row() -> None:
         grid = ScanGrid(space, space.mutable, 24)
         scans.score(scope, grid, scope.best_row, scope.best_score, grid.entries(scope.best_row))
         assert scans.computed is computed
+
+
+def _scan_rows(
+    problem: CounterfactualProblem, config: FeatureScanPhaseConfig, *, pool: bool
+) -> tuple[SolverScope, int]:
+    """As :func:`_scan` with ``config``: the scope after it and the rows the model scored."""
+    scorer = CalculatorScorer(ScoreCalculator(problem))
+    scope = _scope(problem, scorer, pool=pool)
+    rows = [0]
+    score = scorer.score
+
+    def counting(X: FloatMatrix) -> FloatMatrix:
+        rows[0] += X.shape[0]
+        return score(X)
+
+    scorer.score = counting  # type: ignore[method-assign]
+    FeatureScanPhase(config).solve(PhaseScope(scope, 0, Termination(TerminationConfig())))
+    return scope, rows[0]
+
+
+def test_a_chains_last_rescan_sends_no_row_that_could_only_be_a_next_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain takes no step after its last rescan: the rows left out there (no nearer than the
+    best feasible row) get no second call, even were every one of them a possible next step;
+    and the scan still finds what scoring every row finds."""
+    from counterplan.solver.local import scan
+
+    could_step = scan._could_step
+    asked: list[int] = []
+
+    def every_row_could_step(added: FloatMatrix, far: np.ndarray, *args: Any) -> np.ndarray:
+        asked.append(far.size)
+        return far  # the worst case for rows: each left-out row could be the next step
+
+    config = FeatureScanPhaseConfig(greedy_steps=1)  # every rescan is its chain's last
+    for instance in INSTANCES:
+        problem = _tree_problem(*instance)
+        monkeypatch.setattr(scan, "_could_step", could_step)
+        _, plain_rows = _scan_rows(problem, config, pool=False)
+        full, _ = _scan_rows(problem, config, pool=True)
+        monkeypatch.setattr(scan, "_could_step", every_row_could_step)
+        lean, lean_rows = _scan_rows(problem, config, pool=False)
+        assert lean_rows == plain_rows  # what could step does not matter at the last rescan
+        assert np.array_equal(lean.best_row, full.best_row) and np.array_equal(lean.best_score, full.best_score)
+        assert np.array_equal(lean.deferred[0][0], full.deferred[0][0])
+    assert asked == []
