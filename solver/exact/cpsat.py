@@ -56,10 +56,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.core.abandoned import abandon
-from counterplan.solver.exact.highs import GRACE, MissingSolverError
+from counterplan.solver.exact.highs import MissingSolverError
 from counterplan.solver.exact.milp import Expr, Milp, MilpResult
 from counterplan.solver.exact.program import Formulation, Lin
+from counterplan.solver.exact.watched import run_watched
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -71,7 +71,6 @@ LARGEST = 2**52
 """No scaled coefficient or bound beyond this (CP-SAT's integers are 64-bit; sums stay far from it)."""
 TOLERANCE = 1e-6
 """A decoded solution must meet every row of the MILP to this (HiGHS's primal tolerance)."""
-POLL_SECONDS = 0.02
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -81,19 +80,20 @@ class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not an erro
 
 
 def cp_model() -> Any:
-    """OR-Tools' ``cp_model`` (the ``scorecard`` extra brings OR-Tools)."""
+    """OR-Tools' ``cp_model`` (the ``exact`` extra brings OR-Tools)."""
     try:
         return importlib.import_module("ortools.sat.python.cp_model")
     except ImportError as exc:
         raise MissingSolverError(
-            f"the CP-SAT backend needs OR-Tools: pip install 'counterplan[scorecard]' ({exc})"
+            f"the CP-SAT backend needs OR-Tools: pip install 'counterplan[exact]' ({exc})"
         ) from exc
 
 
 def describe() -> str:
     """``CP-SAT (OR-Tools 9.15)``."""
-    ortools = importlib.import_module("ortools")
-    return f"CP-SAT (OR-Tools {'.'.join(str(ortools.__version__).split('.')[:2])})"
+    from counterplan.solver.exact.ortools_backend import ortools_version  # noqa: PLC0415 - loads OR-Tools
+
+    return f"CP-SAT (OR-Tools {ortools_version()})"
 
 
 @dataclass
@@ -526,40 +526,22 @@ def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, 
 def _watched(
     solver: Any, model: Any, callback: Any, deadline: float | None, should_stop: Callable[[], bool] | None
 ) -> int | None:
-    """``solver.Solve`` in a thread of its own while this one asks ``should_stop`` and calls
-    ``StopSearch`` when it says stop. The calling thread stays in Python, so a Ctrl-C reaches
-    its handler (which sets the stop) instead of waiting for the solve to end; CP-SAT's own
-    SIGINT handler is off (``catch_sigint_signal``) for the same reason. CP-SAT looks at its
-    clock often, but not inside every presolve step: a solve still running :data:`GRACE`
-    seconds past ``deadline`` (or a stop) is stopped and abandoned, as SCIP's (None)."""
-    outcome: list[int] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(int(solver.Solve(model, callback)))
-        except BaseException as exc:  # raised again in the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="counterplan-cpsat", daemon=True)
-    thread.start()
-    stop_asked: float | None = None
-    while thread.is_alive():
-        thread.join(POLL_SECONDS)
-        now = time.perf_counter()
-        if stop_asked is None and thread.is_alive() and should_stop is not None and should_stop():
-            solver.StopSearch()
-            stop_asked = now
-        late = (deadline is not None and now >= deadline + GRACE) or (
-            stop_asked is not None and now >= stop_asked + GRACE
-        )
-        if late and thread.is_alive():
-            solver.StopSearch()
-            abandon(thread)  # an exit waits for it; a server's shutdown does not
-            return None
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    """``solver.Solve`` watched (:func:`counterplan.solver.exact.watched.run_watched`), always in
+    a thread of its own: ``StopSearch`` when ``should_stop`` says stop. The calling thread stays
+    in Python, so a Ctrl-C reaches its handler (which sets the stop) instead of waiting for the
+    solve to end; CP-SAT's own SIGINT handler is off (``catch_sigint_signal``) for the same
+    reason. CP-SAT looks at its clock often, but not inside every presolve step: a solve still
+    running past its grace is stopped and abandoned, as SCIP's (None)."""
+    watched = run_watched(
+        lambda: int(solver.Solve(model, callback)),
+        name="cpsat",
+        deadline=deadline,
+        should_stop=should_stop,
+        on_stop=solver.StopSearch,
+        on_late=solver.StopSearch,
+        always_thread=True,
+    )
+    return watched.value
 
 
 def _result(  # noqa: PLR0917

@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import CounterplanError
-from counterplan.solver.core.abandoned import abandon
 from counterplan.solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.watched import run_watched
 
 
 class MissingSolverError(CounterplanError, ImportError):
@@ -118,8 +118,8 @@ def solve(
     (a 100-tree forest: 18.9 s under a 5 s limit) and could not be stopped. The root node's cut
     separation has no clock either (the same forest: 8.8 s more under a 6 s limit), so with a
     time limit or a stop check HiGHS runs in a thread of its own (:func:`_run`), and a search
-    still running :data:`GRACE` seconds after its time is up is abandoned with what its
-    callbacks told: the best incumbent and bound so far."""
+    still running :data:`~counterplan.solver.exact.watched.GRACE` seconds after its time is up
+    is abandoned with what its callbacks told: the best incumbent and bound so far."""
     entered = time.perf_counter()
     highspy = load_highspy()
     h = new_highs(highspy)
@@ -147,13 +147,6 @@ def solve(
     if not finished:
         return progress.result(milp, seconds)
     return _result(highspy, h, milp, seconds)
-
-
-GRACE = 0.25
-"""Seconds HiGHS is given past its time limit (or a stop request) to stop by itself before
-it is abandoned; it stops within milliseconds wherever it checks its clock."""
-POLL = 0.05
-"""Seconds between two looks at a search running in its own thread."""
 
 
 @dataclass
@@ -184,42 +177,14 @@ class _Progress:
 
 
 def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None, progress: _Progress) -> bool:
-    """Run the search; True when it finished, False when it was abandoned: still running
-    :data:`GRACE` seconds after ``deadline`` or after ``should_stop`` first said stop. An
-    abandoned search goes on in its thread until HiGHS next checks its clock (its callbacks
-    then interrupt it), holding a core meanwhile; the caller does not wait for it."""
-    if deadline is None and should_stop is None:
-        h.run()
-        return True
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def search() -> None:  # not highspy's startSolve: it resets HiGHS's process-wide scheduler after
-        try:  # each solve, under any other search running meanwhile (an abandoned one, a server's)
-            h.run()
-        except BaseException as exc:  # raised again in the caller's thread
-            failure.append(exc)
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=search, name="counterplan-highs", daemon=True)
-    thread.start()
-    stop_asked: float | None = None
-    while True:
-        if done.wait(POLL):
-            if failure:
-                raise failure[0]
-            return True
-        now = time.perf_counter()
-        if stop_asked is None and should_stop is not None and should_stop():
-            stop_asked = now
-        late = (deadline is not None and now >= deadline + GRACE) or (
-            stop_asked is not None and now >= stop_asked + GRACE
-        )
-        if late:
-            progress.abandon()
-            abandon(thread)  # an exit waits for it; a server's shutdown does not
-            return False
+    """Run the search, watched (:func:`counterplan.solver.exact.watched.run_watched`); True when
+    it finished, False when it was abandoned. HiGHS's own callbacks interrupt it on a stop; an
+    abandoned search goes on in its thread until HiGHS next checks its clock, holding a core
+    meanwhile. Not highspy's startSolve: it resets HiGHS's process-wide scheduler after each
+    solve, under any other search running meanwhile (an abandoned one, a server's)."""
+    return run_watched(
+        h.run, name="highs", deadline=deadline, should_stop=should_stop, on_late=progress.abandon
+    ).finished
 
 
 def _load_program(highspy: Any, h: Any, milp: Milp) -> None:

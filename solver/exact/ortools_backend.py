@@ -37,7 +37,6 @@ import contextlib
 import importlib
 import re
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -46,17 +45,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.core.abandoned import abandon
-from counterplan.solver.exact.highs import GRACE, MissingSolverError, quiet_stdout
+from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
 from counterplan.solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.watched import run_watched
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
 """pywraplp's solver names, in order of preference (the first OR-Tools can create is used)."""
 
 NAMES = {"HIGHS": "HiGHS", "SCIP": "SCIP", "CBC": "CBC"}
 
-POLL_SECONDS = 0.02
-"""How often the watcher thread asks ``should_stop`` during a solve."""
 
 INVALID = frozenset({5, 85})
 """Solve statuses of a program or parameters OR-Tools refuses (``MPSOLVER_MODEL_INVALID``,
@@ -71,7 +68,7 @@ def _pywraplp() -> Any:
         return importlib.import_module("ortools.linear_solver.pywraplp")
     except ImportError as exc:
         raise MissingSolverError(
-            f"the OR-Tools backend needs OR-Tools: pip install 'counterplan[scorecard]' (ortools) ({exc})"
+            f"the OR-Tools backend needs OR-Tools: pip install 'counterplan[exact]' ({exc})"
         ) from exc
 
 
@@ -219,44 +216,20 @@ def _or_the_start(result: MilpResult, milp: Milp, start: npt.NDArray[np.float64]
 
 
 def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Callable[[], bool] | None) -> int | None:
-    """``solver.Solve(params)`` in a thread of its own, interrupted when ``should_stop`` says
-    stop; its status, or None when it was abandoned: still running :data:`GRACE` seconds after
-    ``deadline`` or after the stop. SCIP checks its clock and the interrupt between its own
-    steps only (a presolve round, a node): on a 100-tree forest under load one of them overran a
-    3 s limit by more than a second. An abandoned solve goes on in its thread until SCIP next
-    looks (the solver object stays with it), and nobody reads its solution."""
-    if deadline is None and should_stop is None:
-        return int(solver.Solve(params))
-    done = threading.Event()
-    outcome: list[int] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(int(solver.Solve(params)))
-        except BaseException as exc:  # raised again in the caller's thread
-            failure.append(exc)
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=run, name="counterplan-ortools", daemon=True)
-    thread.start()
-    stop_asked: float | None = None
-    while not done.wait(POLL_SECONDS):
-        now = time.perf_counter()
-        if stop_asked is None and should_stop is not None and should_stop():
-            stop_asked = now
-            solver.InterruptSolve()
-        late = (deadline is not None and now >= deadline + GRACE) or (
-            stop_asked is not None and now >= stop_asked + GRACE
-        )
-        if late:
-            solver.InterruptSolve()
-            abandon(thread)  # an exit waits for it; a server's shutdown does not
-            return None
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    """``solver.Solve(params)`` watched (:func:`counterplan.solver.exact.watched.run_watched`):
+    interrupted when ``should_stop`` says stop; its status, or None when it was abandoned. SCIP
+    checks its clock and the interrupt between its own steps only (a presolve round, a node): on
+    a 100-tree forest under load one of them overran a 3 s limit by more than a second. An
+    abandoned solve goes on in its thread until SCIP next looks, and nobody reads its solution."""
+    watched = run_watched(
+        lambda: int(solver.Solve(params)),
+        name="ortools",
+        deadline=deadline,
+        should_stop=should_stop,
+        on_stop=solver.InterruptSolve,
+        on_late=solver.InterruptSolve,
+    )
+    return watched.value
 
 
 def _load(solver: Any, milp: Milp) -> list[Any]:
