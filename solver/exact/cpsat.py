@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.highs import MissingSolverError
-from counterplan.solver.exact.milp import Expr, Milp, MilpResult
+from counterplan.solver.exact.milp import Expr, Milp, MilpResult, or_the_start
 from counterplan.solver.exact.program import Formulation, Lin
 from counterplan.solver.exact.watched import run_watched
 
@@ -461,10 +461,13 @@ def solve(
     entered = time.perf_counter()
     cp = cp_model()
     if should_stop is not None and should_stop():
-        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, 0.0)
+        return _or_the_start(
+            MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, 0.0), formulation, start, on_incumbent
+        )
     program = build(formulation, should_stop)
     if program is None:  # the time (or a stop) came while the model was being built
-        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
+        stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
+        return _or_the_start(stopped, formulation, start, on_incumbent)
     if start is not None:
         for i, var in program.kept.items():
             program.model.AddHint(var, round(float(start[i])))
@@ -477,8 +480,25 @@ def solve(
     status = _watched(solver, program.model, callback, deadline, should_stop)
     seconds = time.perf_counter() - started
     if status is None:  # abandoned: past its time (or a stop) and still running
-        return MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, seconds)
-    return _result(cp, solver, status, program, formulation, relative_gap, seconds)
+        stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, seconds)
+        return _or_the_start(stopped, formulation, start, on_incumbent)
+    result = _result(cp, solver, status, program, formulation, relative_gap, seconds)
+    return _or_the_start(result, formulation, start, on_incumbent)
+
+
+def _or_the_start(
+    result: MilpResult,
+    formulation: Formulation,
+    start: FloatArray | None,
+    on_incumbent: Callable[[FloatArray, float], None] | None,
+) -> MilpResult:
+    """``result``, or the warm start when CP-SAT stopped before a solution of its own
+    (:func:`counterplan.solver.exact.milp.or_the_start`): stopped in its presolve, it reports
+    none, not even the hint. The start is handed on as an incumbent, as SCIP's backend does."""
+    kept = or_the_start(result, formulation.milp, start)
+    if kept is not result and kept.x is not None and on_incumbent is not None:
+        on_incumbent(kept.x, kept.objective - formulation.milp.objective_offset)
+    return kept
 
 
 def _callback(

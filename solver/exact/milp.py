@@ -89,6 +89,19 @@ class MilpResult:
     seconds: float
 
 
+def or_the_start(result: MilpResult, milp: Milp, start: npt.NDArray[np.float64] | None) -> MilpResult:
+    """``result``, or the warm start as a ``feasible`` result when the solver was stopped before it
+    reported a solution of its own. The start is feasible (the caller's promise, as for HiGHS,
+    whose callback reports it as its first incumbent), so a stop never loses it: SCIP, stopped or
+    abandoned before its first solution, reports none, not even the hint it was given, and
+    CP-SAT stopped in its presolve (a 2 s improvement under load) reports none either."""
+    if result.x is not None or start is None or result.status == "infeasible":
+        return result
+    x = np.asarray(start, dtype=np.float64).copy()
+    objective = milp.value(milp.objective, x, milp.objective_offset)
+    return MilpResult("feasible", x, objective, result.bound, float("inf"), result.nodes, result.seconds)
+
+
 def trivial_bound(milp: Milp) -> float:
     """The least the objective can be over the variables' bounds alone (0 for a distance: every
     term is a non-negative weight times a non-negative variable). Always a valid lower bound."""

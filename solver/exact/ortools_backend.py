@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
-from counterplan.solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.milp import Milp, MilpResult, or_the_start
 from counterplan.solver.exact.watched import run_watched
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
@@ -175,7 +175,7 @@ def solve_described(
     solver, name = _create(pywraplp)
     if should_stop is not None and should_stop():  # stopped before it started
         stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
-        return _or_the_start(stopped, milp, start), describe(name, solver)
+        return or_the_start(stopped, milp, start), describe(name, solver)
     variables = _load(solver, milp)
     if time_limit is not None:  # what is left of it after loading the program
         time_limit = max(float(time_limit) - (time.perf_counter() - entered), 0.0)
@@ -197,22 +197,10 @@ def solve_described(
     else:
         seconds = time.perf_counter() - started
         result = _result(pywraplp, solver, milp, variables, status=status, seconds=seconds)
-    result = _or_the_start(result, milp, start)
+    result = or_the_start(result, milp, start)
     if on_incumbent is not None and result.x is not None:
         on_incumbent(result.x, result.objective - milp.objective_offset)  # as HiGHS reports it
     return result, describe(name, solver)
-
-
-def _or_the_start(result: MilpResult, milp: Milp, start: npt.NDArray[np.float64] | None) -> MilpResult:
-    """``result``, or the warm start as a ``feasible`` result when the solver was stopped before it
-    reported a solution of its own. The start is feasible (the caller's promise, as for HiGHS,
-    whose callback reports it as its first incumbent), so a stop never loses it: SCIP, stopped or
-    abandoned before its first solution, reports none, not even the hint it was given."""
-    if result.x is not None or start is None or result.status == "infeasible":
-        return result
-    x = np.asarray(start, dtype=np.float64).copy()
-    objective = milp.value(milp.objective, x, milp.objective_offset)
-    return MilpResult("feasible", x, objective, result.bound, float("inf"), result.nodes, result.seconds)
 
 
 def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Callable[[], bool] | None) -> int | None:
