@@ -9,7 +9,8 @@ own swarm phase runs as it is); ``local`` keeps the configuration as it is.
 ``auto`` (:func:`_auto`) takes the exact engine when the problem can be encoded (a linear model
 or a tree ensemble behind supported preprocessing, a linear distance, one goal) and the exact
 engine is expected to finish within the per-row budget (``config.auto.budget_seconds``, 2 s by
-default; the estimate comes from the program's size and the model family,
+default; the estimate comes from the program's size, the model family and the solver the exact
+phase would use (CP-SAT for trees under the ``auto`` backend),
 :mod:`counterplan.solver.exact.estimate`, and is checked first, so a large model costs no program
 build); otherwise local search (with, when ``config.auto.exact_improvement_seconds`` asks for it,
 a time-limited exact improvement of local search's answer), or the swarm when there are many
@@ -178,7 +179,7 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
     features = int(problem.space.mutable.sum())
     budget = config.auto.budget_seconds
     size = program_size(problem)
-    expected = estimate_seconds(size)
+    expected = estimate_seconds(size, phase.backend)  # the solver the exact phase would use
     cost = f"the exact engine's estimate for {size.describe()} is {_seconds(expected)}"
     missing = available(phase.backend)  # no MILP solver installed: the first thing to say
     if missing is not None:

@@ -65,9 +65,11 @@ def remote_instance(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
-    """``--engine``, ``--seed``, ``--config`` (the file's text) and ``--time-limit`` as a
-    ``SolverSpec``, each flag checked by name first (protobuf's errors name none)."""
+    """``--engine``, ``--seed``, ``--config`` (the file's text), ``--time-limit``,
+    ``--auto-budget`` and ``--auto-improve`` as a ``SolverSpec``, each flag checked by name first
+    (protobuf's errors name none)."""
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
+    from counterplan.solver.core.config import MAX_AUTO_BUDGET_SECONDS  # noqa: PLC0415
 
     if args.threads is not None:  # the server's operator sets them
         raise UsageError("--threads sets this process's model threads; a server's are set by serve --model-threads")
@@ -83,4 +85,10 @@ def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
             solver.config_json = handle.read()
     if args.time_limit is not None:
         solver.termination.spent_limit_seconds = args.time_limit
+    auto = {"budget_seconds": "auto_budget", "exact_improvement_seconds": "auto_improve"}
+    for field, name in auto.items():
+        value = getattr(args, name, None)
+        check_seconds(f"--{name.replace('_', '-')}", value, UsageError, MAX_AUTO_BUDGET_SECONDS)
+        if value is not None:
+            setattr(solver.auto_engine, field, value)
     return solver

@@ -22,7 +22,14 @@ from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.registry.registry import RegisteredModel
 from counterplan.solver.core.budget import check_budget, one_hot_width
-from counterplan.solver.core.config import MAX_SEED, ConfigError, SolverConfig, TerminationConfig
+from counterplan.solver.core.config import (
+    MAX_AUTO_BUDGET_SECONDS,
+    MAX_SEED,
+    AutoConfig,
+    ConfigError,
+    SolverConfig,
+    TerminationConfig,
+)
 from counterplan.solver.exact.report import ExactStatistics
 from counterplan.solver.presets import with_acceptor_preset
 from counterplan.solver.result import BestSolutionEvent, Change, CounterfactualResult
@@ -520,6 +527,8 @@ def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) ->
         config = _with_acceptor(config, spec.engine, out)
     if spec.HasField("termination"):
         config = _with_termination(config, spec.termination, out)
+    if spec.HasField("auto_engine"):
+        config = _with_auto(config, spec.auto_engine, out)
     seed = spec.seed if spec.HasField("seed") else None
     if seed is not None and not 0 <= seed <= MAX_SEED:
         out.append(("solver.seed", f"must be 0 to {MAX_SEED}, given {seed}"))
@@ -534,6 +543,25 @@ def _with_acceptor(config: SolverConfig, engine: pb.Engine, out: list[Violation]
         out.append(("solver.engine", f"unknown engine {engine}"))
         return config
     return with_acceptor_preset(config, preset)
+
+
+def _with_auto(config: SolverConfig, auto: pb.AutoEngine, out: list[Violation]) -> SolverConfig:
+    """``config`` with the request's typed ``auto`` budget (each set field replaces the
+    configuration's), each a finite number of seconds above 0 and at most
+    :data:`MAX_AUTO_BUDGET_SECONDS`. The server caps them at the solve's time limit when it
+    starts it (:meth:`counterplan.server.grpc.explain_steps.ExplainSteps.start`)."""
+    asked: dict[str, float] = {}
+    for name in ("budget_seconds", "exact_improvement_seconds"):
+        if auto.HasField(name):
+            value = getattr(auto, name)
+            if not (math.isfinite(value) and 0.0 < value <= MAX_AUTO_BUDGET_SECONDS):
+                problem = f"must be a finite number of seconds above 0 and at most {MAX_AUTO_BUDGET_SECONDS:g}"
+                out.append((f"solver.auto_engine.{name}", f"{problem}, given {value:g}"))
+            else:
+                asked[name] = value
+    if not asked:
+        return config
+    return config.model_copy(update={"auto": AutoConfig(**{**config.auto.model_dump(), **asked})})
 
 
 def _with_termination(config: SolverConfig, t: pb.Termination, out: list[Violation]) -> SolverConfig:

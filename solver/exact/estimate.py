@@ -14,10 +14,13 @@ program: building a large ensemble's program alone takes longer than local searc
 * a network: its hidden units (a binary each);
 * a linear model or a scorecard: its features (a linear program with a few binaries).
 
-:func:`estimate_seconds` turns the size into seconds by a rule fitted on measurements of this
-machine (``benchmarks/auto_budget.py``; the data points and the fit are in
-``docs/how-to/exact.md``), chosen to lie above every measured time: a model the rule calls cheap
-was cheap every time it was measured.
+:func:`estimate_seconds` turns the size into seconds by a rule per family and per solver (a tree
+ensemble's program goes to CP-SAT under the ``auto`` backend, much faster than SCIP or HiGHS on
+it: :func:`tree_solver`), fitted on measurements of this machine (``benchmarks/auto_budget.py``,
+whose ``--fit`` fits CP-SAT's tree rule; the data points and the fit are in
+``docs/how-to/exact.md``) and lifted to lie above the typical row of every measured model: a
+model the rule calls cheap was cheap on most of its rows (a few rows of a model may take longer:
+the rule reads the program's size, not the row's distance to the boundary).
 """
 
 from __future__ import annotations
@@ -49,10 +52,14 @@ from counterplan.planning.structure.pipeline import describe_model
 from counterplan.planning.structure.trees import read_ensemble
 
 Family = Literal["linear", "trees", "network", "other"]
-Ensemble = Literal["boosted", "bagged", "external", ""]
-"""A tree ensemble's kind, for its cost: scikit-learn's boosting (each leaf adds to a logit),
-averaged trees (forests: the averaged probabilities make a weaker relaxation) and the boosters
-read from a dump (XGBoost, LightGBM: deeper, leaf-wise trees)."""
+Ensemble = Literal["boosted", "histogram", "bagged", "external", ""]
+"""A tree ensemble's kind, for its cost: scikit-learn's gradient boosting (shallow trees, each
+leaf adds to a logit), its histogram boosting (leaf-wise trees of up to 31 leaves: at the same
+size about twice as slow under CP-SAT), averaged trees (forests: the averaged probabilities make a
+weaker relaxation) and the boosters read from a dump (XGBoost, LightGBM: deep or leaf-wise trees,
+and a slower model call for the warm start)."""
+Solver = Literal["cpsat", "milp"]
+"""What solves a tree ensemble's program: CP-SAT, or a MILP solver (SCIP, HiGHS)."""
 _FOREST = "exact-estimate-forest"
 """The memo's key of an ensemble's trees as one set of arrays."""
 
@@ -121,7 +128,9 @@ def _ensemble(estimator: Any) -> Ensemble:
     kind = kind_name(estimator)
     if kind in BAGGED_TREES:
         return "bagged"
-    return "boosted" if kind in GRADIENT_BOOSTING or kind in HIST_GRADIENT_BOOSTING else "external"
+    if kind in HIST_GRADIENT_BOOSTING:
+        return "histogram"
+    return "boosted" if kind in GRADIENT_BOOSTING else "external"
 
 
 @dataclass(frozen=True)
@@ -230,38 +239,92 @@ def _inputs(model: Any, space: FeatureSpace, decoded: bool) -> tuple[FastInputs,
     return FastInputs.build(described, space, decoded), sources
 
 
-def estimate_seconds(size: ProgramSize) -> float:
-    """The seconds the exact engine is expected to take at most, warm start included (see the
-    module's description and the constants below)."""
+def tree_work(size: ProgramSize) -> float:
+    """What a tree ensemble's time grows with: the reachable leaves times ``log2(2 + thresholds)``."""
+    return max(size.reachable, 1) * math.log2(2 + size.thresholds)
+
+
+def tree_solver(backend: str = "auto") -> Solver:
+    """What solves a tree ensemble's program under the exact phase's ``backend``: CP-SAT when
+    asked for, or under ``auto`` when OR-Tools loads (the choice
+    :meth:`counterplan.solver.exact.phase.ExactPhase._backend` makes); else SCIP or HiGHS."""
+    if backend == "cpsat":
+        return "cpsat"
+    if backend != "auto":
+        return "milp"
+    from counterplan.solver.exact import ortools_backend  # noqa: PLC0415 - OR-Tools loads on demand
+
+    return "cpsat" if ortools_backend.available() is None else "milp"
+
+
+def estimate_seconds(size: ProgramSize, backend: str = "auto") -> float:
+    """The seconds the exact engine is expected to take at most, warm start included, under the
+    exact phase's ``backend`` (see the module's description and the constants below)."""
     if size.family == "linear":
         return LINEAR_BASE_SECONDS + LINEAR_SECONDS_PER_FEATURE * size.mutable
     if size.family == "trees":
-        work = max(size.reachable, 1) * math.log2(2 + size.thresholds)
-        return TREE_BASE_SECONDS + TREE_SCALE[size.ensemble or "bagged"] * math.pow(work, TREE_EXPONENT)
+        return TREE_RULES[tree_solver(backend)].seconds(size)
     if size.family == "network":
         effective = size.units + (NETWORK_DEEP_WEIGHT - 1) * size.deep_units
         return NETWORK_SCALE * math.pow(effective, NETWORK_EXPONENT)
     return math.inf
 
 
+@dataclass(frozen=True)
+class TreeRule:
+    """``base + scale[kind] * work**exponent`` seconds for a tree ensemble (``work``:
+    :func:`tree_work`)."""
+
+    base: float
+    exponent: float
+    scale: dict[str, float]
+
+    def seconds(self, size: ProgramSize) -> float:
+        """The rule's seconds for ``size``."""
+        return self.base + self.scale[size.ensemble or "bagged"] * math.pow(tree_work(size), self.exponent)
+
+
 LINEAR_BASE_SECONDS = 0.6
 LINEAR_SECONDS_PER_FEATURE = 0.002
 """A linear model or scorecard: a small program (measured at most 0.50 s on adult and heloc, warm
-start included, on a loaded machine); 200 features stay near a second."""
-TREE_BASE_SECONDS = 0.7
-TREE_EXPONENT = 1.8
-TREE_SCALE: dict[str, float] = {"boosted": 1.7e-6, "bagged": 4.0e-6, "external": 1.3e-5}
-"""Trees: ``TREE_BASE_SECONDS + TREE_SCALE[kind] * work**TREE_EXPONENT`` seconds, where ``work``
-is the reachable leaves times ``log2(2 + thresholds)``. Fitted on ``benchmarks/auto_budget.py``
-with the exact engine of interval rows, the narrowing to the warm start and SCIP for trees (adult
-and heloc, 2 rows per model, 18 models from 20 trees of 8 leaves to 100 of depth 6, and the demo)
-as an envelope: the base is the slowest small program (adult's 30-tree boosting, 0.68 s, warm
-start and SCIP's start included, load average 7 on 2 cores); per kind the scale puts every
-measured time under the estimate: boosting by the demo's 100-tree depth-3 model (9.2 s at 667
-reachable leaves and 276 thresholds; heloc's same-sized model took 6.6 s), boosters from a dump by
-adult's 20-tree 8-leaf LightGBM (1.96 s at 137 reachable leaves and 20 thresholds in one run, 1.19 s
-in another; heloc's took 2.05 s at 160), forests by heloc's 20-tree depth-4 forest
+start included, on a loaded machine; in the CP-SAT round, HiGHS for the linear models, at most
+0.55 s on adult, 0.44 s on compas, 0.34 s on heloc, under the 0.6 s its formula gives); 200
+features stay near a second."""
+CPSAT_TREES = TreeRule(
+    base=0.0,
+    exponent=0.457,
+    scale={"boosted": 0.02186, "histogram": 0.04534, "bagged": 0.05700, "external": 0.07772},
+)
+"""Trees under CP-SAT (the ``auto`` backend's choice for them,
+:mod:`counterplan.solver.exact.cpsat`): ``scale[kind] * work**0.457`` seconds, fitted by
+``benchmarks/auto_budget.py --fit`` on 87 rows of 29 models (adult, compas, heloc and the
+synthetic 150,000-row stand-in, 3 rejected rows per model, and the demo; 20 to 100 trees, work
+280 to 54,000; a 2-core machine at load average 5-7, ``docs/how-to/exact.md``): least squares of
+``log(seconds)`` on a scale per kind and a common exponent of ``work`` (rows cut at the 8 s cap
+enter at the cap, a lower bound), then each kind's scale lifted so the estimate lies above the
+median row of every measured model of that kind (a factor of 1.52 for boosting, 2.16 for
+histogram boosting, 2.77 for forests, 2.46 for dumped boosters). Times hardly grow with the size
+(exponent 0.46): the program is narrowed to local search's answer, and the data set matters as
+much (the same model is ten times faster on compas than on heloc). A single row may lie above
+its estimate (the first row of a model pays for reading it; a far row needs a larger program): 3
+of the 54 rows this rule sends to the exact engine under 2 s took longer (2.19, 2.48, 2.75 s)."""
+MILP_TREES = TreeRule(
+    base=0.7,
+    exponent=1.8,
+    scale={"boosted": 1.7e-6, "histogram": 1.7e-6, "bagged": 4.0e-6, "external": 1.3e-5},
+)
+"""Trees under SCIP or HiGHS (a ``backend`` asked for, or no OR-Tools): ``0.7 + scale[kind] *
+work**1.8`` seconds. Fitted on ``benchmarks/auto_budget.py`` with the exact engine of interval
+rows, the narrowing to the warm start and SCIP for trees (adult and heloc, 2 rows per model, 18
+models from 20 trees of 8 leaves to 100 of depth 6, and the demo) as an envelope: the base is
+the slowest small program (adult's 30-tree boosting, 0.68 s, warm start and SCIP's start
+included, load average 7 on 2 cores); per kind the scale puts every measured time under the
+estimate: boosting (histogram boosting with it) by the demo's 100-tree depth-3 model (9.2 s at
+667 reachable leaves and 276 thresholds; heloc's same-sized model took 6.6 s), boosters from a
+dump by adult's 20-tree 8-leaf LightGBM (1.96 s at 137 reachable leaves and 20 thresholds in one
+run, 1.19 s in another; heloc's took 2.05 s at 160), forests by heloc's 20-tree depth-4 forest
 (4.4 s at 314 leaves, proven; 100 trees of depth 6 run past 10 s on both data sets)."""
+TREE_RULES: dict[Solver, TreeRule] = {"cpsat": CPSAT_TREES, "milp": MILP_TREES}
 NETWORK_SCALE = 7.8e-5
 NETWORK_EXPONENT = 2.47
 NETWORK_DEEP_WEIGHT = 3.0

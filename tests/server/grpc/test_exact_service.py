@@ -166,3 +166,59 @@ def test_a_proven_answer_over_the_wire_keeps_no_needless_change(running: Running
     exact = response.statistics.exact
     assert exact.proven and exact.status == "optimal", exact
     assert exact.objective == pytest.approx(0.1) and exact.bound >= 0.0
+
+
+def _auto(model_id: str, **auto: float) -> pb.ExplainRequest:
+    request = _request(model_id, pb.ENGINE_CHOICE_AUTO)
+    request.solver.auto_engine.CopyFrom(pb.AutoEngine(**auto))
+    return request
+
+
+def test_the_typed_auto_budget_decides_over_the_wire_and_replaces_the_configurations(running: RunningServer) -> None:
+    """The linear model's program fits the default 2 s budget; a typed budget of 1 ms sends it to
+    local search, even over a roomy budget in ``config_json``; a typed exact improvement then
+    runs the exact engine after local search, for at most its seconds."""
+    with CounterplanClient(running.target) as client:
+        default = client.explain(_request("linear", pb.ENGINE_CHOICE_AUTO), timeout=60)
+        tight = _auto("linear", budget_seconds=0.001)
+        tight.solver.config_json = '{"auto": {"budget_seconds": 100}}'
+        local = client.explain(tight, timeout=60)
+        improved = client.explain(_auto("linear", budget_seconds=0.001, exact_improvement_seconds=1.5), timeout=60)
+    assert default.statistics.engine == "exact" and "within the 2 s budget" in default.statistics.engine_reason
+    assert local.statistics.engine == "local"
+    assert "more than the 0.001 s budget" in local.statistics.engine_reason
+    assert improved.statistics.engine == "exact" and improved.valid
+    assert "then the exact engine for at most 1.5 s from its answer" in improved.statistics.engine_reason
+    assert improved.statistics.HasField("exact")
+
+
+def test_an_auto_budget_past_the_solves_time_limit_is_capped_at_it(running: RunningServer) -> None:
+    """A budget of an hour under a request whose termination gives the solve 5 s: the choice
+    weighs the estimate against 5 s (the reason says so), and so does the improvement."""
+    request = _auto("linear", budget_seconds=3600.0)
+    request.solver.termination.spent_limit_seconds = 5.0
+    slow = _auto("linear", budget_seconds=0.001, exact_improvement_seconds=3600.0)
+    slow.solver.termination.spent_limit_seconds = 5.0
+    with CounterplanClient(running.target) as client:
+        capped = client.explain(request, timeout=60)
+        improved = client.explain(slow, timeout=60)
+    assert capped.statistics.engine == "exact"
+    assert "within the 5 s budget" in capped.statistics.engine_reason, capped.statistics.engine_reason
+    assert "for at most 5 s from its answer" in improved.statistics.engine_reason, improved.statistics.engine_reason
+
+
+def test_the_command_line_sends_its_auto_budget_to_the_server(
+    capsys: pytest.CaptureFixture[str], running: RunningServer
+) -> None:
+    """Before, ``explain --server`` dropped ``--auto-budget`` and ``--auto-improve``."""
+    assert main(["explain", "--server", running.target, "--model-id", "linear", "--instance",
+                 json.dumps(ORIGINAL), "--goal", "ok=class:1@0.7", "--engine", "auto", "--auto-budget", "0.001",
+                 "--json"]) == 0  # fmt: skip
+    remote = json.loads(capsys.readouterr().out)
+    assert remote["statistics"]["engine"] == "local"
+    assert "more than the 0.001 s budget" in remote["statistics"]["engine_reason"]
+    with pytest.raises(SystemExit) as caught:
+        main(["explain", "--server", running.target, "--model-id", "linear", "--instance", json.dumps(ORIGINAL),
+              "--goal", "ok=class:1@0.7", "--engine", "auto", "--auto-improve", "nan"])  # fmt: skip
+    assert caught.value.code == 2
+    assert "--auto-improve must be a finite number of seconds" in capsys.readouterr().err

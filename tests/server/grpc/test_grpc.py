@@ -183,6 +183,13 @@ def _with_solver(**termination: Any) -> pb.ExplainRequest:
     return request
 
 
+def _with_auto(**auto: float) -> pb.ExplainRequest:
+    request = _demo_request()
+    request.solver.engine_choice = pb.ENGINE_CHOICE_AUTO  # type: ignore[assignment]
+    request.solver.auto_engine.CopyFrom(pb.AutoEngine(**auto))
+    return request
+
+
 def _instance(**changes: Any) -> pb.ExplainRequest:
     request = _demo_request()
     for name, value in changes.items():
@@ -248,6 +255,15 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
         "auto budget of 0",
         lambda: _with_solver(config_json='{"auto": {"budget_seconds": 0}}'),
         "solver.config_json.auto.budget_seconds",
+    ),
+    ("negative auto budget", lambda: _with_auto(budget_seconds=-1.0), "solver.auto_engine.budget_seconds"),
+    ("NaN auto budget", lambda: _with_auto(budget_seconds=float("nan")), "solver.auto_engine.budget_seconds"),
+    ("infinite auto budget", lambda: _with_auto(budget_seconds=float("inf")), "solver.auto_engine.budget_seconds"),
+    ("too large an auto budget", lambda: _with_auto(budget_seconds=3601.0), "solver.auto_engine.budget_seconds"),
+    (
+        "zero exact improvement",
+        lambda: _with_auto(exact_improvement_seconds=0.0),
+        "solver.auto_engine.exact_improvement_seconds",
     ),
     ("unknown engine", lambda: _with_solver(engine=99), "solver.engine"),
     ("too many counterfactuals", lambda: _request_with(num_counterfactuals=500), "num_counterfactuals"),

@@ -18,6 +18,7 @@ from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.solver.core.config import AutoConfig, ConfigError, SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.engines import choose
+from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.estimate import estimate_seconds, program_size
 
 pytest.importorskip("highspy")
@@ -75,6 +76,24 @@ def test_auto_runs_the_exact_engine_for_a_small_linear_or_tree_model(data: tuple
         plan = choose(problem, SolverConfig(), "auto")
         assert plan.name == "exact", plan.reason
         assert "within the 2 s budget" in plan.reason and "estimate" in plan.reason
+
+
+def test_auto_weighs_the_solver_the_exact_phase_would_use(data: tuple[pd.DataFrame, pd.Series]) -> None:
+    """A 100-tree depth-3 boosting (heloc's size): CP-SAT, the ``auto`` backend's solver for
+    trees, proves it within the 2 s budget (heloc: at most 1.1 s a row), so ``auto`` takes the
+    exact engine; with SCIP or HiGHS asked for it would take several times longer (heloc: up to
+    6.6 s), so ``auto`` keeps local search. Before, one rule (SCIP's) held for every backend."""
+    pytest.importorskip("ortools")
+    problem = _problem(GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0), data)
+    size = program_size(problem)
+    assert size.ensemble == "boosted" and size.reachable == 800
+    assert estimate_seconds(size, "cpsat") == estimate_seconds(size) <= 2.0 < estimate_seconds(size, "highs")
+    plan = choose(problem, SolverConfig(), "auto")
+    assert plan.name == "exact" and "within the 2 s budget" in plan.reason, plan.reason
+    highs = SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig(backend="highs")))
+    plan = choose(problem, highs, "auto")
+    assert plan.name == "local" and "more than the 2 s budget" in plan.reason, plan.reason
+    assert program_size(_large(data)).ensemble == "histogram"  # leaf-wise trees: their own scale
 
 
 def test_the_budget_changes_the_choice(data: tuple[pd.DataFrame, pd.Series]) -> None:

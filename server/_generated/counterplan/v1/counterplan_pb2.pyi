@@ -194,18 +194,28 @@ class Termination(_message.Message):
     def __init__(self, spent_limit_seconds: _Optional[float] = ..., unimproved_spent_limit_seconds: _Optional[float] = ..., step_count_limit: _Optional[int] = ..., unimproved_step_count_limit: _Optional[int] = ..., best_score_limit: _Optional[str] = ..., score_calculation_count_limit: _Optional[int] = ...) -> None: ...
 
 class SolverSpec(_message.Message):
-    __slots__ = ("config_json", "engine", "termination", "seed", "engine_choice")
+    __slots__ = ("config_json", "engine", "termination", "seed", "engine_choice", "auto_engine")
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     TERMINATION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     ENGINE_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    AUTO_ENGINE_FIELD_NUMBER: _ClassVar[int]
     config_json: str
     engine: Engine
     termination: Termination
     seed: int
     engine_choice: EngineChoice
-    def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ..., engine_choice: _Optional[_Union[EngineChoice, str]] = ...) -> None: ...
+    auto_engine: AutoEngine
+    def __init__(self, config_json: _Optional[str] = ..., engine: _Optional[_Union[Engine, str]] = ..., termination: _Optional[_Union[Termination, _Mapping]] = ..., seed: _Optional[int] = ..., engine_choice: _Optional[_Union[EngineChoice, str]] = ..., auto_engine: _Optional[_Union[AutoEngine, _Mapping]] = ...) -> None: ...
+
+class AutoEngine(_message.Message):
+    __slots__ = ("budget_seconds", "exact_improvement_seconds")
+    BUDGET_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXACT_IMPROVEMENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    budget_seconds: float
+    exact_improvement_seconds: float
+    def __init__(self, budget_seconds: _Optional[float] = ..., exact_improvement_seconds: _Optional[float] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("model_id", "instance", "overrides", "goals", "solver", "distance_metric", "request_id", "num_counterfactuals", "max_changed_features", "plausible", "change_penalty", "margin", "scorecard_alpha", "scorecard_beta", "trust_region")
