@@ -43,6 +43,16 @@ FINE_STEPS = np.array([0.001, 0.003, 0.01, 0.03, 0.1, 0.3])
 """Steps from a changed feature's current value, in the distance's units, each side: a buy that
 repairs a give-back (the last sliver of goal a reverted feature bought)."""
 _FRACTIONS = np.linspace(0.0, 1.0, 9)[1:-1]
+COMBO_FEATURES = 4
+"""A combination changes at most this many features."""
+COMBO_SLACK = 0.5
+"""A combination is scored when its single rows' goal gains, added, reach this share of the
+deficit: a tree ensemble's gains are far from additive (adult GB: 0.55 of a deficit added, yet
+valid together)."""
+COMBO_STATES = 20_000
+"""Partial combinations kept per added feature (the cheapest)."""
+FRONT_PER_FEATURE = 16
+"""Entries of each feature's Pareto front a combination may take (evenly along it)."""
 MAX_PAIRS = 4_000_000
 """Give-back and buy pairs one trade round weighs (each a few float64 matrices of that size)."""
 
@@ -317,18 +327,18 @@ def combo_candidates(
     *,
     deficit: float,
     best_distance: float,
-    max_features: int = 4,
-    slack: float = 0.5,
+    max_features: int = COMBO_FEATURES,
+    slack: float = COMBO_SLACK,
     max_rows: int = 2048,
-    max_states: int = 20_000,
-    per_feature: int = 16,
+    max_states: int = COMBO_STATES,
+    per_feature: int = FRONT_PER_FEATURE,
 ) -> FloatMatrix:
     """Rows that change 2 to ``max_features`` features of the original at once, built from the
     single-feature rows ``X`` (feature ``owner``, distance ``cost``, goal gain ``gain`` over the
     original's ``deficit``): per feature at most ``per_feature`` entries of its Pareto front;
     combinations predicted (gains added) to reach ``slack`` of the deficit and (costs added)
-    nearer than ``best_distance``, cheapest first. Gains of a tree ensemble are far from
-    additive (adult GB: 0.55 of a deficit added, yet valid together), hence the slack."""
+    nearer than ``best_distance``, cheapest first (:data:`COMBO_SLACK`: why the slack).
+    :mod:`counterplan.solver.vector.combos` is the same rule for a block's instances at once."""
     e = _thinned(pareto_front(owner, cost, gain), owner, per_feature)
     if e.size == 0:
         return np.empty((0, X.shape[1]))

@@ -33,6 +33,18 @@ from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
+from counterplan.solver.core.trade import COMBO_FEATURES, COMBO_SLACK, COMBO_STATES, FRONT_PER_FEATURE
+from counterplan.solver.vector.combos import (
+    Singles,
+    beam_keep,
+    beam_pairs,
+    combination_rows,
+    combinations,
+    extend_rows,
+    pair_rows,
+    pareto_fronts,
+    thinned,
+)
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
 
@@ -60,6 +72,18 @@ class VectorSettings:
     split_jump_ratio: float = 0.25
     polish_grid: int = 16
     polish_iterations: int = 6
+    combos: bool = True
+    """After the polish, the per-row polish's combinations and beam from each instance's single
+    rows (:mod:`~counterplan.solver.vector.combos`); an instance they improve is polished again."""
+    combo_rows: int = 128
+    """Combinations, and as many beam rows, per instance and call (the per-row polish scores up to
+    1,024; on adult GB 128 found the same answers)."""
+    combo_states: int = COMBO_STATES
+    beam_width: int = 4
+    """The beam's sizes: the default solve's polish phase's (the batch takes them from the solve's
+    configuration, :func:`counterplan.solver.batch.vectorised._settings`)."""
+    beam_depth: int = 4
+    beam_keep: int = 16
 
 
 @dataclass
@@ -220,9 +244,13 @@ class VectorSearch:
             return outcome
         try:
             outcome.scores = self.scorer.score(outcome.best, np.arange(self.count))
-            starts = self._scan(outcome, active)
+            origin = outcome.scores.copy()
+            starts, singles = self._scan(outcome, active)
             self._local(outcome, active, starts)
             self._polish(outcome, active)
+            if self.settings.combos and self._split_values.size:  # a tree model (as the per-row polish)
+                improved = self._combos(outcome, active, singles, origin)
+                self._polish(outcome, improved)
         except SearchStoppedError:
             outcome.stopped = True
         return outcome
@@ -238,14 +266,17 @@ class VectorSearch:
         return improved
 
     # ---- scan and greedy chain -------------------------------------------------------------
-    def _scan(self, outcome: Outcome, active: BoolArray) -> FloatMatrix:
+    def _scan(self, outcome: Outcome, active: BoolArray) -> tuple[FloatMatrix, Singles]:
         """The scan and the greedy chain; each instance's starting rows for the walkers
-        ``(count, walkers, n_features)``: its best scanned rows, best first."""
+        ``(count, walkers, n_features)``: its best scanned rows, best first; and the first scan's
+        rows, each the original with one feature changed (:meth:`_combos` builds on them)."""
         s = self.settings
         base = outcome.best.copy()
         base_scores = outcome.scores.copy()
         starts = np.repeat(outcome.best[:, None, :], s.walkers, axis=1)
         running = active.copy()
+        d = self.space.n_features
+        singles = Singles(np.empty(0, np.intp), np.empty(0, np.intp), np.empty(0), np.empty(0), np.empty(0))
         for chain in range(s.greedy_steps + 1):
             idx = np.flatnonzero(running)
             if idx.size == 0:
@@ -267,6 +298,14 @@ class VectorSearch:
             self._offer(outcome, X, owner, scores)
             if chain == 0:
                 starts[idx] = self._starts(X, owner, scores, idx, starts[idx])
+                feature = (base[owner] != X).argmax(axis=1) if X.size else np.empty(0, np.intp)
+                singles = Singles(
+                    owner,
+                    feature.astype(np.intp),
+                    X[np.arange(owner.size), feature] if d else np.empty(0),
+                    -scores[:, 3],
+                    scores[:, 0] - base_scores[owner, 0],
+                )
             # greedy: the best goal gain per unit of added distance, from each infeasible base
             gain = scores[:, 0] - base_scores[owner, 0]
             cost = np.maximum(base_scores[owner, 3] - scores[:, 3], 1e-12)
@@ -280,7 +319,7 @@ class VectorSearch:
             gained = np.zeros(self.count, dtype=bool)
             gained[owner[take]] = True
             running &= gained & ~feasible(base_scores)
-        return starts
+        return starts, singles
 
     def _scan_rows(self, idx: IntArray) -> tuple[IntArray, IntArray]:
         """Per row of a scan of instances ``idx``: its instance, and its entry of the flat scan
@@ -472,6 +511,70 @@ class VectorSearch:
         step = space.step[j]
         moved = np.where((step > 0) & (moved == was), was + np.sign(target - was) * step, moved)
         X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
+
+    # ---- combinations and beam -------------------------------------------------------------
+    def _combos(self, outcome: Outcome, active: BoolArray, singles: Singles, origin: FloatMatrix) -> BoolArray:
+        """The per-row polish's combinations and beam (:mod:`~counterplan.solver.vector.combos`)
+        for every instance with a feasible best whose original misses the goal: one call for the
+        combinations and the beam's pairs of all of them, one for each further level of the beam.
+        Which instances improved."""
+        s = self.settings
+        d = self.space.n_features
+        running = active & feasible(outcome.scores) & (origin[:, 0] < 0.0)
+        singles = singles.take(running[singles.inst])
+        if singles.inst.size == 0:
+            return np.zeros(self.count, dtype=bool)
+        deficit = -origin[:, 0]
+        group = singles.inst * d + singles.feature
+        entries = thinned(pareto_fronts(group, singles.cost, singles.gain), group, FRONT_PER_FEATURE)
+        inst, chosen, gained = combinations(
+            singles,
+            entries,
+            n_features=d,
+            deficit=deficit,
+            best=-outcome.scores[:, 3],
+            max_features=COMBO_FEATURES,
+            slack=COMBO_SLACK,
+            max_rows=s.combo_rows,
+            max_states=s.combo_states,
+        )
+        # the beam, for instances no combination is predicted to take all the way
+        predicted = np.zeros(self.count, dtype=bool)
+        predicted[inst[gained >= deficit[inst]]] = True
+        beamed = singles.take(~predicted[singles.inst])
+        a, b = beam_pairs(
+            beamed,
+            count=self.count,
+            n_features=d,
+            best=-outcome.scores[:, 3],
+            width=s.beam_width,
+            max_rows=s.combo_rows,
+        )
+        level = np.vstack(
+            [combination_rows(self.originals, singles, inst, chosen), pair_rows(self.originals, beamed, a, b)]
+        )
+        level_inst = np.concatenate([inst, beamed.inst[a]])
+        improved = np.zeros(self.count, dtype=bool)
+        for depth in range(s.beam_depth - 1):
+            if level_inst.size == 0:
+                break
+            scores = self.scorer.score(level, level_inst)
+            outcome.steps[np.unique(level_inst)] += 1
+            improved |= self._offer(outcome, level, level_inst, scores)
+            if depth == s.beam_depth - 2:
+                break
+            keep = beam_keep(scores, level_inst, s.beam_keep)
+            level, level_inst = extend_rows(
+                level[keep],
+                level_inst[keep],
+                -scores[keep, 3],
+                scores[keep, 0] - origin[level_inst[keep], 0],
+                singles,
+                originals=self.originals,
+                best=-outcome.scores[:, 3],
+                max_rows=s.combo_rows,
+            )
+        return improved
 
     # ---- polish ----------------------------------------------------------------------------
     def _polish(self, outcome: Outcome, active: BoolArray) -> None:

@@ -1,0 +1,270 @@
+"""The vectorised engine's combinations and beam (:mod:`counterplan.solver.vector.combos`): each
+rule gives every instance of a block the rows the per-row polish's rule
+(:mod:`counterplan.solver.core.trade`) gives it alone, the stage brings answers nearer without
+making any worse, a row keeps its answer whatever its block, and a stop is kept before the stage's
+calls."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.planning import ClassGoal
+from counterplan.planning.demo import IMMUTABLE, TARGET
+from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.solver.batch.vectorised import run_vector_block
+from counterplan.solver.core.trade import (
+    COMBO_FEATURES,
+    COMBO_SLACK,
+    beam_candidates,
+    combo_candidates,
+    extend_candidates,
+    pareto_front,
+)
+from counterplan.solver.explainer import Explainer
+from counterplan.solver.vector.combos import (
+    Singles,
+    beam_keep,
+    beam_pairs,
+    combination_rows,
+    combinations,
+    extend_rows,
+    pair_rows,
+    pareto_fronts,
+    segmented_smallest,
+    thinned,
+)
+from counterplan.solver.vector.search import VectorSettings
+
+pytestmark = pytest.mark.unit
+GOAL = [ClassGoal(target=1, confidence=0.7)]
+D = 6
+
+
+def _block(seed: int, count: int) -> tuple[np.ndarray, Singles]:
+    """``count`` instances of ``D`` features, each with 3-9 single rows per feature (random
+    values, costs and goal gains, a few of them repeated or without gain), grouped by instance
+    and feature as the scan lists them."""
+    rng = np.random.default_rng(seed)
+    originals = rng.integers(0, 50, size=(count, D)).astype(float)
+    inst, feature, value, cost, gain = [], [], [], [], []
+    for i in range(count):
+        for j in range(D):
+            k = int(rng.integers(3, 10))
+            v = originals[i, j] + np.round(rng.uniform(-20, 20, size=k), 1)
+            v[v == originals[i, j]] += 0.5
+            c = np.round(np.abs(v - originals[i, j]) * rng.uniform(0.05, 0.3), 3)
+            g = np.round(rng.uniform(-0.2, 1.0, size=k), 3)
+            inst += [i] * k
+            feature += [j] * k
+            value.append(v)
+            cost.append(c)
+            gain.append(g)
+    singles = Singles(
+        np.array(inst, dtype=np.intp),
+        np.array(feature, dtype=np.intp),
+        np.concatenate(value),
+        np.concatenate(cost),
+        np.concatenate(gain),
+    )
+    return originals, singles
+
+
+def _rows_of(originals: np.ndarray, singles: Singles, i: int) -> tuple[np.ndarray, np.ndarray, Singles]:
+    """Instance ``i``'s single rows as the per-row rules take them (rows of the original with one
+    feature set, and each row's feature), and as an instance of its own."""
+    mine = np.flatnonzero(singles.inst == i)
+    own = singles.take(mine)
+    X = np.repeat(originals[i : i + 1], mine.size, axis=0)
+    X[np.arange(mine.size), own.feature] = own.value
+    alone = Singles(np.zeros(mine.size, dtype=np.intp), own.feature, own.value, own.cost, own.gain)
+    return X, own.feature, alone
+
+
+def _as_set(rows: np.ndarray) -> set[tuple[float, ...]]:
+    return {tuple(r) for r in rows.tolist()}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_instance_of_a_block_gets_the_per_row_rules_rows(seed: int) -> None:
+    count = 5
+    originals, singles = _block(seed, count)
+    deficit = np.linspace(0.8, 2.0, count)
+    best = np.linspace(2.0, 6.0, count)
+    group = singles.inst * D + singles.feature
+    front = pareto_fronts(group, singles.cost, singles.gain)
+    entries = thinned(front, group, 4)
+    inst, chosen, _ = combinations(
+        singles,
+        entries,
+        n_features=D,
+        deficit=deficit,
+        best=best,
+        max_features=COMBO_FEATURES,
+        slack=COMBO_SLACK,
+        max_rows=12,
+        max_states=40,
+    )
+    combos = combination_rows(originals, singles, inst, chosen)
+    a, b = beam_pairs(singles, count=count, n_features=D, best=best, width=2, max_rows=10)
+    pairs = pair_rows(originals, singles, a, b)
+    pair_inst = singles.inst[a]
+    row_cost = np.abs(pairs - originals[pair_inst]).sum(axis=1) * 0.1
+    row_gain = np.linspace(0.0, 1.0, pairs.shape[0])
+    extended, extended_inst = extend_rows(
+        pairs, pair_inst, row_cost, row_gain, singles, originals=originals, best=best, max_rows=7
+    )
+    for i in range(count):
+        X, owner, _ = _rows_of(originals, singles, i)
+        mine = np.flatnonzero(singles.inst == i)
+        per_row_front = mine[pareto_front(owner, singles.cost[mine], singles.gain[mine])]
+        np.testing.assert_array_equal(front[singles.inst[front] == i], per_row_front)
+        theirs = combo_candidates(
+            originals[i],
+            X,
+            owner,
+            singles.cost[mine],
+            singles.gain[mine],
+            deficit=float(deficit[i]),
+            best_distance=float(best[i]),
+            max_rows=12,
+            max_states=40,
+            per_feature=4,
+        )
+        assert theirs.shape[0] > 0  # the case is not empty
+        assert _as_set(combos[inst == i]) == _as_set(theirs)
+        theirs = beam_candidates(
+            originals[i],
+            X,
+            owner,
+            singles.cost[mine],
+            singles.gain[mine],
+            best_distance=float(best[i]),
+            width=2,
+            max_rows=10,
+        )
+        assert _as_set(pairs[pair_inst == i]) == _as_set(theirs)
+        here = pair_inst == i
+        theirs = extend_candidates(
+            originals[i],
+            pairs[here],
+            row_cost[here],
+            row_gain[here],
+            X,
+            owner,
+            singles.cost[mine],
+            singles.gain[mine],
+            best_distance=float(best[i]),
+            max_rows=7,
+        )
+        assert _as_set(extended[extended_inst == i]) == _as_set(theirs)
+
+
+def test_an_instance_gets_the_same_rows_alone_as_in_its_block() -> None:
+    count = 4
+    originals, singles = _block(7, count)
+    best = np.full(count, 4.0)
+    deficit = np.ones(count)
+
+    def rows(o: np.ndarray, s: Singles, n: int, b: np.ndarray, f: np.ndarray) -> tuple[Any, ...]:
+        group = s.inst * D + s.feature
+        entries = thinned(pareto_fronts(group, s.cost, s.gain), group, 16)
+        inst, chosen, _ = combinations(
+            s, entries, n_features=D, deficit=f, best=b, max_features=4, slack=0.5, max_rows=9, max_states=30
+        )
+        a, c = beam_pairs(s, count=n, n_features=D, best=b, width=3, max_rows=8)
+        return combination_rows(o, s, inst, chosen), inst, pair_rows(o, s, a, c), s.inst[a]
+
+    together = rows(originals, singles, count, best, deficit)
+    for i in range(count):
+        _, _, alone = _rows_of(originals, singles, i)
+        one = rows(originals[i : i + 1], alone, 1, best[i : i + 1], deficit[i : i + 1])
+        np.testing.assert_array_equal(together[0][together[1] == i], one[0])
+        np.testing.assert_array_equal(together[2][together[3] == i], one[2])
+
+
+def test_segmented_caps_and_the_beam_s_rows_are_per_instance() -> None:
+    values = np.array([3.0, 1.0, 2.0, 1.0, 5.0, 0.0, 4.0])
+    group = np.array([0, 0, 0, 0, 2, 2, 2])
+    np.testing.assert_array_equal(segmented_smallest(values, group, 2), [1, 3, 5, 6])
+    scores = np.array([[-1.0, 0, 0, -2, -1], [-0.5, 0, 0, -3, -1], [0.0, 0, 0, -1, -1], [-0.2, 0, 0, -1, -1]])
+    np.testing.assert_array_equal(beam_keep(scores, np.array([0, 0, 0, 1]), 1), [1, 3])
+
+
+class CountingAdapter(SklearnClassifierAdapter):
+    """The real model, counting the search's calls."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, TARGET)
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def predict(self, X: Any, space: Any) -> Any:
+        with self._lock:
+            self.calls += 1
+        return super().predict(X, space)
+
+
+def _items(rows: pd.DataFrame) -> list[tuple[Any, dict[str, Any]]]:
+    return [(i, {str(k): v for k, v in row.items()}) for i, row in rows.iterrows()]
+
+
+def _solve(explainer: Explainer, items: Any, seed: int, **settings: Any) -> pd.DataFrame:
+    records: list[dict[str, Any]] = []
+    run_vector_block(explainer, items, seed, records.append, settings=VectorSettings(**settings))
+    return pd.DataFrame(records).set_index("row_id").loc[[i for i, _ in items]]
+
+
+def test_the_combinations_bring_answers_nearer_and_none_farther(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    items = _items(rejected_loans.iloc[:32])
+    without = _solve(loan_explainer, items, 11, combos=False)
+    ours = _solve(loan_explainer, items, 11)
+    assert ours["valid"].all() and without["valid"].all()
+    assert (ours["distance"] <= without["distance"] + 1e-9).all()
+    assert (ours["distance"] < without["distance"] - 1e-9).sum() >= 3
+    assert ours["distance"].mean() <= 0.99 * without["distance"].mean()
+
+
+def test_a_row_keeps_its_combination_whatever_its_block(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    items = _items(rejected_loans.iloc[:24])
+    columns = ["score", "distance", "changes"]
+    together = _solve(loan_explainer, items, 3)[columns]
+    without = _solve(loan_explainer, items, 3, combos=False)[columns]
+    changed = [i for i, _ in items if together.loc[i, "score"] != without.loc[i, "score"]]
+    assert len(changed) >= 2  # the stage found these rows' answers: each must be found alone too
+    for i in changed[:3]:
+        alone = _solve(loan_explainer, [item for item in items if item[0] == i], 3)[columns]
+        pd.testing.assert_frame_equal(together.loc[[i]], alone)
+    for part in (items[::-1], items[5:17]):
+        again = _solve(loan_explainer, part, 3)[columns]
+        pd.testing.assert_frame_equal(together.loc[again.index], again)
+
+
+def test_a_stop_is_kept_before_the_combinations_call(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    adapter = CountingAdapter(loan_model)
+    explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    items = _items(rejected_loans.iloc[:8])
+    without = _solve(explainer, items, 5, combos=False)
+    before = adapter.calls
+    adapter.calls = 0
+    full = _solve(explainer, items, 5)
+    assert adapter.calls > before  # the stage makes calls of its own
+    adapter.calls = 0
+    records: list[dict[str, Any]] = []
+    run_vector_block(explainer, items, 5, records.append, stop=lambda: adapter.calls >= before)
+    assert adapter.calls == before
+    stopped = pd.DataFrame(records).set_index("row_id").loc[[i for i, _ in items]]
+    assert stopped["valid"].all()
+    assert stopped["score"].tolist() == without["score"].tolist()
+    assert (full["distance"] <= stopped["distance"] + 1e-9).all()
