@@ -226,8 +226,9 @@ def _call_seconds(scorer: BlockScorer, started: float) -> float:
 
 
 def _settings(config: SolverConfig) -> VectorSettings:
-    """The search's limits from the solve's termination (a user's step caps hold), and the beam's
-    sizes and whether to combine from its polish phase (the default solve's: :func:`_default_search`)."""
+    """The search's limits from the solve's termination (a user's step caps hold), and whether to
+    combine and trade, the beam's sizes and the trade rounds from its polish phase (the default
+    solve's: :func:`_default_search`)."""
     termination = config.termination
     base = VectorSettings()
     settings = VectorSettings(
@@ -243,4 +244,5 @@ def _settings(config: SolverConfig) -> VectorSettings:
         beam_width=polish.beam_width,
         beam_depth=polish.beam_depth,
         beam_keep=polish.beam_keep,
+        trade_rounds=polish.trade_rounds,
     )

@@ -92,6 +92,24 @@ def pricer_for(problem: CounterfactualProblem | None) -> FeaturePricer | None:
     )
 
 
+LOCAL_VALUES = 2 * DISTANCE_STEPS.size + _FRACTIONS.size + 2 * FINE_STEPS.size
+"""How many values :func:`local_values` gives a number."""
+
+
+def local_values(original: FloatMatrix, at: FloatMatrix, unit: FloatMatrix) -> FloatMatrix:
+    """The values of a number a trade may take near its ``original`` and its value ``at``, as the
+    last axis of ``original``'s shape (every argument broadcasts): steps of ``unit`` (one distance
+    unit) either side of the original, fractions of the way from it to ``at``, and fine steps
+    around ``at`` (NaN where ``at`` is the original). Before the domain's bounds and grid. One
+    number's (:func:`trade_values`) or every instance's of a block (the vectorised engine's trades)."""
+    o, a, u = (np.asarray(v, dtype=np.float64)[..., None] for v in (original, at, unit))
+    steps, fine = u * DISTANCE_STEPS, u * FINE_STEPS
+    near = np.where(a != o, 1.0, np.nan)
+    parts = (o + steps, o - steps, o + _FRACTIONS * (a - o), (a + fine) * near, (a - fine) * near)
+    lead = np.broadcast_shapes(o.shape[:-1], a.shape[:-1], u.shape[:-1])
+    return np.concatenate([np.broadcast_to(p, (*lead, p.shape[-1])) for p in parts], axis=-1)
+
+
 def trade_values(space: EncodedSpace, j: int, grid_size: int, unit: float, at: float) -> FloatMatrix:
     """Every value feature ``j`` may take in a trade or combination: its scan grid, the model's
     split values, steps of ``unit`` (one distance unit of ``j``) either side of the original,
@@ -105,12 +123,8 @@ def trade_values(space: EncodedSpace, j: int, grid_size: int, unit: float, at: f
         o = float(space.original[j])
         grid = np.linspace(low, high, grid_size)
         if space.graded[j]:
-            steps = unit * DISTANCE_STEPS
-            local = [grid, o + steps, o - steps, o + _FRACTIONS * (at - o)]
-            if at != o:
-                fine = unit * FINE_STEPS
-                local += [at + fine, at - fine]
-            grid = np.concatenate(local)
+            local = local_values(np.array(o), np.array(at), np.array(unit))
+            grid = np.concatenate([grid, local[~np.isnan(local)]])
         grid = grid[(grid >= low) & (grid <= high)]
     split = space.split_values.get(j)
     if split is not None:

@@ -115,15 +115,18 @@ def _expand(start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:
     return which, (start[which] + np.arange(which.size) - offsets[which]).astype(np.intp)
 
 
-def _cheaper(inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix) -> tuple[IntArray, IntArray]:
-    """For each query ``k``: the rows of instance ``of[k]`` (``inst``, ``cost``) that cost less
-    than ``budget[k]``, give or take a hair (callers test the exact rule on what it returns): a
-    ragged join that skips the pairs too far to matter. Each found row's query, and its index, by
-    query then index (the order of the full join, so caps break ties alike).
+def cheaper_ranges(
+    inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix
+) -> tuple[IntArray, IntArray, IntArray]:
+    """For each query ``k``: where the rows of instance ``of[k]`` (``inst``, ``cost``) that cost
+    less than ``budget[k]`` lie, give or take a hair (callers test the exact rule on what they
+    take): ``order[start[k]:end[k]]``, the rows sorted by instance, then cost.
 
-    The rows are sorted by instance, then cost, under one key (the instance times a span above
-    every budget, plus the cost capped below it), so one ``searchsorted`` finds every query's range."""
+    One key sorts them (the instance times a span above every budget, plus the cost, shifted to
+    be positive and capped below the span), so one ``searchsorted`` finds every query's range."""
     order = np.lexsort((cost, inst)).astype(np.intp)
+    low = min(float(cost.min(initial=0.0)), 0.0)  # costs may be negative (a trade's buy): shifted
+    cost, budget = cost - low, budget - low
     cap = max(float(budget.max(initial=0.0)), 0.0)
     span = 2.0 * cap + 1.0
     sorted_key = inst[order] * span + np.minimum(cost[order], cap)
@@ -132,9 +135,17 @@ def _cheaper(inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatri
     end = np.minimum(
         np.searchsorted(sorted_key, of * span + room, side="left"), np.searchsorted(inst[order], of, "right")
     )
+    return order, start.astype(np.intp), np.maximum(end, start).astype(np.intp)
+
+
+def cheaper(inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix) -> tuple[IntArray, IntArray]:
+    """Every row of :func:`cheaper_ranges` listed: a ragged join that skips the pairs too dear to
+    matter. Each found row's query and its index, by query then index (the order of the full
+    join, so caps break ties alike)."""
+    order, start, end = cheaper_ranges(inst, cost, of, budget)
     which, at = _expand(start, end)
     found = order[at]
-    again = np.lexsort((found, which))  # each query's rows in index order, as a full join lists them
+    again = np.lexsort((found, which))
     return which[again], found[again]
 
 
@@ -227,7 +238,7 @@ def beam_pairs(
     is_leader = leader[singles.inst, singles.feature]
     lead = np.flatnonzero(is_leader)
     best_of = best[singles.inst[lead]] * (1.0 - _TOLERANCE)
-    li, other = _cheaper(singles.inst, singles.cost, singles.inst[lead], best_of - singles.cost[lead])
+    li, other = cheaper(singles.inst, singles.cost, singles.inst[lead], best_of - singles.cost[lead])
     a = lead[li]
     fa, fb = singles.feature[a], singles.feature[other]
     pair = (fa < fb) | ((fa > fb) & ~is_leader[other])
@@ -273,7 +284,7 @@ def extend_rows(
     one more single row of its instance, of a feature it leaves at the original, where the costs
     added are below the instance's ``best``; per instance the ``max_rows`` largest gains (the
     row's plus the single's). The rows and their instances."""
-    ri, ei = _cheaper(singles.inst, singles.cost, inst, best[inst] * (1.0 - _TOLERANCE) - row_cost)
+    ri, ei = cheaper(singles.inst, singles.cost, inst, best[inst] * (1.0 - _TOLERANCE) - row_cost)
     feature = singles.feature[ei]
     ok = row_cost[ri] + singles.cost[ei] < best[inst[ri]] * (1.0 - _TOLERANCE)
     ok &= rows[ri, feature] == originals[inst[ri], feature]

@@ -47,6 +47,7 @@ from counterplan.solver.vector.combos import (
 )
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
+from counterplan.solver.vector.trades import BlockTrades
 
 IntArray = npt.NDArray[np.intp]
 _SCAN, _LOCAL, _POLISH = 1, 2, 3
@@ -84,6 +85,10 @@ class VectorSettings:
     configuration, :func:`counterplan.solver.batch.vectorised._settings`)."""
     beam_depth: int = 4
     beam_keep: int = 16
+    trade_rounds: int = 4
+    """Rounds of trades (:mod:`~counterplan.solver.vector.trades`), as the polish phase's."""
+    trade_rows: int = 128
+    """Trade rows per instance and round (the per-row polish scores up to 1,024)."""
 
 
 @dataclass
@@ -133,6 +138,12 @@ def split_cells(
     new = np.ones(n, dtype=bool)
     new[1:] = (owners[1:] != owners[:-1]) | threshold | ~eligible[owners[1:]]
     return np.asarray(np.cumsum(new) - 1, dtype=np.intp)
+
+
+def _value_keys(inst: npt.ArrayLike, feature: npt.ArrayLike, value: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    """One 64-bit key per (instance, feature, value): a set of them is a membership test in arrays."""
+    bits = np.ascontiguousarray(np.asarray(value, dtype=np.float64) + 0.0).view(np.int64)
+    return key(np.asarray(inst, dtype=np.int64).astype(np.uint64), feature, bits)
 
 
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
@@ -248,9 +259,12 @@ class VectorSearch:
             starts, singles = self._scan(outcome, active)
             self._local(outcome, active, starts)
             self._polish(outcome, active)
-            if self.settings.combos and self._split_values.size:  # a tree model (as the per-row polish)
+            tree = bool(self._split_values.size)  # as the per-row polish: a linear model's gains add up
+            if self.settings.combos and tree:
                 improved = self._combos(outcome, active, singles, origin)
                 self._polish(outcome, improved)
+            if self.settings.trade_rounds:
+                self._trades(outcome, active, singles if tree else None)
         except SearchStoppedError:
             outcome.stopped = True
         return outcome
@@ -575,6 +589,52 @@ class VectorSearch:
                 max_rows=s.combo_rows,
             )
         return improved
+
+    # ---- trades ----------------------------------------------------------------------------
+    def trades(self) -> BlockTrades:
+        """The block's trade values: the scan's table of every layout, and the values near each
+        instance's original and best."""
+        table = (self.columns, self.values, self._table_offsets, self._table_sizes)
+        return BlockTrades(self.scorer.problem, self.layouts, table, self.seeds)
+
+    def _trades(self, outcome: Outcome, active: BoolArray, singles: Singles | None) -> None:
+        """Trade rounds (:mod:`~counterplan.solver.vector.trades`) from every feasible best, one
+        call a round for the block; an instance whose best a round improved is polished and
+        trades again, the others stop (as the per-row polish's trades)."""
+        s = self.settings
+        trades = self.trades()
+        fronts = None
+        if singles is not None and singles.inst.size:
+            group = singles.inst * self.space.n_features + singles.feature
+            chosen = pareto_fronts(group, singles.cost, singles.gain)
+            fronts = _value_keys(singles.inst[chosen], singles.feature[chosen], singles.value[chosen])
+        running = active & feasible(outcome.scores)
+        for round_number in range(s.trade_rounds):
+            idx = np.flatnonzero(running)
+            if idx.size == 0:
+                return
+            best = outcome.best[idx]
+            front = None
+            if fronts is not None:
+                V = trades.values(best, self.originals[idx], idx)
+                slots = np.broadcast_to(trades.feature, V.shape)
+                front = np.isin(_value_keys(np.broadcast_to(idx[:, None], V.shape), slots, V), fronts)
+            X, inst = trades.candidates(
+                best,
+                -outcome.scores[idx, 3],
+                self.originals[idx],
+                idx,
+                front=front,
+                rows=s.trade_rows,
+                round_number=round_number,
+            )
+            if inst.size == 0:
+                return
+            scores = self.scorer.score(X, inst)
+            outcome.steps[idx] += 1
+            improved = self._offer(outcome, X, inst, scores)
+            self._polish(outcome, improved)
+            running &= improved
 
     # ---- polish ----------------------------------------------------------------------------
     def _polish(self, outcome: Outcome, active: BoolArray) -> None:

@@ -25,6 +25,7 @@ from counterplan.solver.core.trade import (
     combo_candidates,
     extend_candidates,
     pareto_front,
+    trade_values,
 )
 from counterplan.solver.explainer import Explainer
 from counterplan.solver.vector.combos import (
@@ -39,7 +40,8 @@ from counterplan.solver.vector.combos import (
     segmented_smallest,
     thinned,
 )
-from counterplan.solver.vector.search import VectorSettings
+from counterplan.solver.vector.scoring import BlockScorer
+from counterplan.solver.vector.search import VectorSearch, VectorSettings
 
 pytestmark = pytest.mark.unit
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -249,13 +251,16 @@ def test_a_row_keeps_its_combination_whatever_its_block(
         pd.testing.assert_frame_equal(together.loc[again.index], again)
 
 
-def test_a_stop_is_kept_before_the_combinations_call(
-    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+@pytest.mark.parametrize(
+    "before_the", [{"combos": False, "trade_rounds": 0}, {"trade_rounds": 0}], ids=["combinations", "trades"]
+)
+def test_a_stop_is_kept_before_the_stage_s_calls(
+    before_the: dict[str, Any], loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
 ) -> None:
     adapter = CountingAdapter(loan_model)
     explainer = Explainer(adapter, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
     items = _items(rejected_loans.iloc[:8])
-    without = _solve(explainer, items, 5, combos=False)
+    without = _solve(explainer, items, 5, **before_the)
     before = adapter.calls
     adapter.calls = 0
     full = _solve(explainer, items, 5)
@@ -268,3 +273,55 @@ def test_a_stop_is_kept_before_the_combinations_call(
     assert stopped["valid"].all()
     assert stopped["score"].tolist() == without["score"].tolist()
     assert (full["distance"] <= stopped["distance"] + 1e-9).all()
+
+
+def _search(explainer: Explainer, rows: pd.DataFrame) -> tuple[list[Any], VectorSearch]:
+    problems = [explainer.problem({str(k): v for k, v in row.items()}) for _, row in rows.iterrows()]
+    seeds = np.asarray([100 + int(i) for i in rows.index], dtype=np.uint64)  # a row's seed follows the row
+    return problems, VectorSearch(BlockScorer(problems, explainer.adapter), seeds, VectorSettings())
+
+
+def test_each_instance_trades_the_per_row_rule_s_values(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    problems, search = _search(loan_explainer, rejected_loans.iloc[:4])
+    trades = search.trades()
+    rng = np.random.default_rng(0)
+    idx = np.arange(len(problems))
+    best = search.originals.copy()
+    numbers = np.flatnonzero(problems[0].space.mutable & problems[0].space.graded)
+    for i in idx:  # a best a few numbers away from the original
+        j = rng.choice(numbers, 2, replace=False)
+        best[i, j] = problems[i].space.to_grid(
+            np.clip(best[i, j] * 1.3 + 1.0, problems[i].space.lower[j], problems[i].space.upper[j]), j
+        )
+    V = trades.values(best, search.originals, idx)
+    for i, problem in enumerate(problems):
+        space = problem.space.with_split_values(problem.split_values())
+        for j in np.flatnonzero(space.mutable).tolist():
+            mine = V[i, trades.feature == j]
+            theirs = trade_values(space, j, 24, float(trades.unit[j]), float(best[i, j]))
+            assert set(mine[~np.isnan(mine)].tolist()) == set(theirs.tolist()) | {float(space.original[j])}
+
+
+def test_a_trade_gives_one_feature_back_and_buys_another_nearer_than_the_best(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    problems, search = _search(loan_explainer, rejected_loans.iloc[:6])
+    outcome = search.run(np.ones(len(problems), dtype=bool))  # each instance's answer: where its trades start
+    best, distance = outcome.best, -outcome.scores[:, 3]
+    assert (outcome.scores[:, :3] == 0).all()
+    idx = np.arange(len(problems))
+    X, inst = search.trades().candidates(best, distance, search.originals, idx, front=None, rows=16, round_number=0)
+    assert X.shape[0] > 0 and (np.bincount(inst, minlength=idx.size) <= 16).all()
+    moved = best[inst] != X
+    assert (moved.sum(axis=1) <= 2).all()
+    assert (-search.scorer.distance(X, inst) < distance[inst]).all()
+    back = moved & (best[inst] != search.originals[inst])
+    assert back.any(axis=1).all()  # each gives back a changed feature (to the original or part of the way)
+    # an instance's trades are its own, whatever the block
+    _, one = _search(loan_explainer, rejected_loans.iloc[[3]])
+    Y, _ = one.trades().candidates(
+        best[3:4], distance[3:4], one.originals, np.array([0]), front=None, rows=16, round_number=0
+    )
+    np.testing.assert_array_equal(X[inst == 3], Y)
