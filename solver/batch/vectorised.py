@@ -227,8 +227,8 @@ def _call_seconds(scorer: BlockScorer, started: float) -> float:
 
 def _settings(config: SolverConfig) -> VectorSettings:
     """The search's limits from the solve's termination (a user's step caps hold), and whether to
-    combine and trade, the beam's sizes and the trade rounds from its polish phase (the default
-    solve's: :func:`_default_search`)."""
+    combine, trade and rebuild, the beam's sizes, the trade rounds and the rebuilds' share and
+    slack from its polish phase (the default solve's: :func:`_default_search`)."""
     termination = config.termination
     base = VectorSettings()
     settings = VectorSettings(
@@ -245,4 +245,7 @@ def _settings(config: SolverConfig) -> VectorSettings:
         beam_depth=polish.beam_depth,
         beam_keep=polish.beam_keep,
         trade_rounds=polish.trade_rounds,
+        recreate_steps=settings.recreate_steps if polish.recreate_steps else 0,
+        recreate_share=polish.recreate_share,
+        recreate_slack=polish.recreate_slack,
     )

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.distance import feature_costs
 from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
@@ -43,6 +44,7 @@ from counterplan.solver.vector.combos import (
     extend_rows,
     pair_rows,
     pareto_fronts,
+    segmented_smallest,
     thinned,
 )
 from counterplan.solver.vector.draws import key, uniforms
@@ -89,6 +91,13 @@ class VectorSettings:
     """Rounds of trades (:mod:`~counterplan.solver.vector.trades`), as the polish phase's."""
     trade_rows: int = 128
     """Trade rows per instance and round (the per-row polish scores up to 1,024)."""
+    recreate_steps: int = 8
+    """Steps of a ruin-and-recreate chain (:meth:`VectorSearch._recreate`); 0: none."""
+    recreate_share: float = 0.15
+    recreate_features: int = 4
+    recreate_slack: float = 0.1
+    recreate_rows: int = 128
+    """Rows per chain and step (the nearest; the per-row polish scores up to 1,024)."""
 
 
 @dataclass
@@ -144,6 +153,20 @@ def _value_keys(inst: npt.ArrayLike, feature: npt.ArrayLike, value: npt.ArrayLik
     """One 64-bit key per (instance, feature, value): a set of them is a membership test in arrays."""
     bits = np.ascontiguousarray(np.asarray(value, dtype=np.float64) + 0.0).view(np.int64)
     return key(np.asarray(inst, dtype=np.int64).astype(np.uint64), feature, bits)
+
+
+def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> IntArray:
+    """Per owner, its row with the best goal gain (hard 0) per unit of distance added (soft 0)
+    over its base score (``base``, per row), the first among equals; none for an owner no row
+    gains for: the feature scan's greedy rule (:func:`counterplan.solver.local.scan.most_efficient`)
+    for every owner at once."""
+    gain = scores[:, 0] - base[:, 0]
+    cost = np.maximum(base[:, 3] - scores[:, 3], 1e-12)
+    ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+    order = np.lexsort((-np.arange(owner.size), ratio, owner))
+    grouped = owner[order]
+    last = order[np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])]
+    return np.asarray(last[np.isfinite(ratio[last])], dtype=np.intp)
 
 
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
@@ -265,15 +288,18 @@ class VectorSearch:
                 self._polish(outcome, improved)
             if self.settings.trade_rounds:
                 self._trades(outcome, active, singles if tree else None)
+            if self.settings.recreate_steps and tree:  # as the per-row polish: a linear model's trades suffice
+                self._recreate(outcome, active)
         except SearchStoppedError:
             outcome.stopped = True
         return outcome
 
     def _offer(self, outcome: Outcome, X: FloatMatrix, owner: IntArray, scores: FloatMatrix) -> BoolArray:
         """Rows better than their instance's best replace it; which instances improved."""
-        picks = best_per_owner(scores, owner, self.count)
+        count = outcome.best.shape[0]
+        picks = best_per_owner(scores, owner, count)
         has = picks >= 0
-        improved = np.zeros(self.count, dtype=bool)
+        improved = np.zeros(count, dtype=bool)
         improved[has] = compare_to(scores[picks[has]], outcome.scores[has]) > 0
         outcome.best[improved] = X[picks[improved]]
         outcome.scores[improved] = scores[picks[improved]]
@@ -321,13 +347,7 @@ class VectorSearch:
                     scores[:, 0] - base_scores[owner, 0],
                 )
             # greedy: the best goal gain per unit of added distance, from each infeasible base
-            gain = scores[:, 0] - base_scores[owner, 0]
-            cost = np.maximum(base_scores[owner, 3] - scores[:, 3], 1e-12)
-            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
-            order = np.lexsort((-np.arange(owner.size), ratio, owner))
-            grouped = owner[order]
-            last = order[np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])]
-            take = last[np.isfinite(ratio[last])]
+            take = greedy_picks(scores, base_scores[owner], owner)
             base[owner[take]] = X[take]
             base_scores[owner[take]] = scores[take]
             gained = np.zeros(self.count, dtype=bool)
@@ -636,16 +656,93 @@ class VectorSearch:
             self._polish(outcome, improved)
             running &= improved
 
+    # ---- ruin and recreate -----------------------------------------------------------------
+    def _recreate(self, outcome: Outcome, active: BoolArray) -> None:
+        """Ruin and recreate (the per-row polish's rule) for every feasible best at once: each of
+        its ``recreate_features`` priciest changed features carrying at least ``recreate_share``
+        of its distance is given back, one chain each, and every chain is rebuilt greedily (the
+        scan's rule, :func:`greedy_picks`), one call a step for all chains, the ruined feature
+        only cheaper than it was (:meth:`BlockTrades.recreate`), until a step finds a feasible
+        row; each chain's best feasible row is polished and offered to its instance."""
+        s = self.settings
+        idx = np.flatnonzero(active & feasible(outcome.scores))
+        if idx.size == 0:
+            return
+        trades = self.trades()
+        best, original = outcome.best[idx], self.originals[idx]
+        problem = self.scorer.problem
+        costs = feature_costs(
+            best,
+            original,
+            self.space.nominal,
+            problem.scales,
+            problem.distance.metric,
+            costs=self.space.costs,
+            change_penalty=problem.distance.change_penalty,
+        )
+        ruin = (best != original) & self.space.mutable & (costs >= s.recreate_share * -outcome.scores[idx, 3:4])
+        ci, ck = np.nonzero(ruin)
+        keep = segmented_smallest(-costs[ci, ck], ci, s.recreate_features)
+        ci, ck = ci[keep], ck[keep]
+        if ci.size == 0:
+            return
+        chain_inst, cap = idx[ci], (ck.astype(np.intp), costs[ci, ck])
+        rows = best[ci].copy()
+        rows[np.arange(ci.size), ck] = original[ci, ck]
+        base = np.full((ci.size, outcome.scores.shape[1]), -np.inf)
+        found = Outcome(rows.copy(), base.copy(), np.zeros(ci.size, np.intp))
+        alive = np.ones(ci.size, dtype=bool)
+        for step in range(s.recreate_steps):
+            a = np.flatnonzero(alive)
+            if a.size == 0:
+                break
+            X, local = trades.recreate(
+                rows[a],
+                chain_inst[a],
+                originals=self.originals,
+                best=-outcome.scores[:, 3],
+                caps=(cap[0][a], cap[1][a]),
+                slack=s.recreate_slack,
+                max_rows=s.recreate_rows,
+            )
+            chain = a[local]
+            if step == 0:  # the ruined rows are scored with the first step's
+                X, chain = np.vstack([rows[a], X]), np.concatenate([a, chain])
+            if chain.size == 0:
+                break
+            scores = self.scorer.score(X, chain_inst[chain])
+            outcome.steps[np.unique(chain_inst[chain])] += 1
+            self._offer(outcome, X, chain_inst[chain], scores)
+            if step == 0:
+                base[a] = scores[: a.size]
+                X, chain, scores = X[a.size :], chain[a.size :], scores[a.size :]
+            ok = feasible(scores)
+            ended = self._offer(found, X[ok], chain[ok], scores[ok])
+            alive &= ~ended
+            take = greedy_picks(scores, base[chain], chain)
+            take = take[alive[chain[take]]]
+            moved = np.zeros(ci.size, dtype=bool)
+            moved[chain[take]] = True
+            rows[chain[take]], base[chain[take]] = X[take], scores[take]
+            alive &= moved
+        done = feasible(found.scores)
+        if done.any():
+            self._polish(found, done, chain_inst)
+            self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
+
     # ---- polish ----------------------------------------------------------------------------
-    def _polish(self, outcome: Outcome, active: BoolArray) -> None:
-        """Bisect each changed number of every instance's best between its bracket and the best."""
+    def _polish(self, outcome: Outcome, active: BoolArray, instances: IntArray | None = None) -> None:
+        """Bisect each changed number of every instance's best between its bracket and the best.
+        ``instances``: the instance of each of ``outcome``'s rows, when they are not the block's
+        instances in order (the routes of :meth:`_recreate`)."""
         s = self.settings
         g = s.polish_grid
         graded = self.graded_columns
         mutable = self.mutable_columns
         d = outcome.best.shape[1]
         fractions = np.arange(1, g) / g
-        bracket = self.originals[:, graded].copy()  # a value known not to do better: the original first
+        inst = np.arange(self.count) if instances is None else instances
+        bracket = self.originals[inst][:, graded].copy()  # a value known not to do better: the original first
         running = active & feasible(outcome.scores)
         per = graded.size * (g - 1) + (g - 1) + mutable.size
         for _ in range(s.polish_iterations):
@@ -658,7 +755,7 @@ class VectorSearch:
             lo = bracket[idx][:, :, None]
             hi = best[:, graded][:, :, None]
             single = self.layouts.to_grid(
-                lo + fractions[None, None, :] * (hi - lo), idx[:, None, None], graded[None, :, None]
+                lo + fractions[None, None, :] * (hi - lo), inst[idx][:, None, None], graded[None, :, None]
             )
             block = np.repeat(best[:, None, :], per, axis=1)
             a = graded.size * (g - 1)
@@ -666,9 +763,9 @@ class VectorSearch:
             cells[:, np.arange(graded.size), :, graded] = np.moveaxis(single, 1, 0)
             block[:, :a] = cells.reshape(n, a, d)
             # all changed numbers together
-            orig = self.originals[idx]
+            orig = self.originals[inst[idx]]
             together = best[:, None, :] + fractions[None, ::-1, None] * (orig[:, None, :] - best[:, None, :])
-            together = self.layouts.to_grid(together, idx[:, None, None], np.arange(d)[None, None, :])
+            together = self.layouts.to_grid(together, inst[idx][:, None, None], np.arange(d)[None, None, :])
             numeric = np.zeros(d, dtype=bool)
             numeric[graded] = True
             block[:, a : a + g - 1] = np.where(numeric[None, None, :], together, block[:, a : a + g - 1])
@@ -679,7 +776,7 @@ class VectorSearch:
             owner = np.repeat(idx, per)
             moved = (best[np.repeat(np.arange(n), per)] != X).any(axis=1)
             scores = np.full((n * per, outcome.scores.shape[1]), -np.inf)
-            scores[moved] = self.scorer.score(X[moved], owner[moved])
+            scores[moved] = self.scorer.score(X[moved], inst[owner[moved]])
             outcome.steps[idx] += 1
             # brackets: per number, the largest fraction that did not reach the goal
             ok = feasible(scores[:, :])[: n * per].reshape(n, per)[:, :a].reshape(n, graded.size, g - 1)

@@ -73,10 +73,12 @@ class BlockTrades:
         self.feature = np.concatenate([grid_feature, mutable, np.repeat(numbers, LOCAL_VALUES)]).astype(np.intp)
         self._numbers = numbers
         self._grid_slots = grid_feature.size
+        self._mutable = mutable.size
 
-    def _price(self, values: FloatMatrix, original: FloatMatrix) -> FloatMatrix:
-        """What each slot's value adds to the distance (:func:`feature_costs`, the one rule)."""
-        f = self.feature
+    def _price(self, values: FloatMatrix, original: FloatMatrix, f: IntArray | None = None) -> FloatMatrix:
+        """What each slot's value (slots of features ``f``, all by default) adds to the distance
+        (:func:`feature_costs`, the one rule)."""
+        f = self.feature if f is None else f
         return feature_costs(
             values,
             original,
@@ -199,3 +201,48 @@ class BlockTrades:
         g = np.searchsorted(total, rank, side="right").astype(np.intp)
         b = order[start[g] + rank - (total[g] - counts[g])]
         return g, b, draws[1]
+
+    def recreate(
+        self,
+        rows: FloatMatrix,
+        inst: IntArray,
+        *,
+        originals: FloatMatrix,
+        best: FloatMatrix,
+        caps: tuple[IntArray, FloatMatrix],
+        slack: float,
+        max_rows: int,
+    ) -> tuple[FloatMatrix, IntArray]:
+        """One step of every ruin-and-recreate chain (:func:`~counterplan.solver.core.trade.recreate_candidates`'
+        rule): chain ``c``'s row (of instance ``inst[c]``) with one mutable feature set to another
+        of its scan values or its original, where the distance predicted stays below the
+        instance's ``best`` times ``1 + slack``; the chain's ruined feature (``caps``: feature
+        and cost per chain) only cheaper than it was; per chain the ``max_rows`` nearest. The rows
+        and their chains."""
+        f = self.feature[: self._grid_slots + self._mutable]
+        layout = self.layouts.layout[inst]
+        original = originals[inst]
+        V = np.hstack([self.grid[layout], original[:, f[self._grid_slots :]]])
+        now, start = rows[:, f], original[:, f]
+        valid = ~np.isnan(V) & (now != V)
+        cost = self._price(np.where(valid, V, now), start, f)
+        delta = cost - self._price(now, start, f)
+        distance = self._price_rows(rows, original)
+        ok = valid & (distance[:, None] + delta < best[inst][:, None] * (1.0 + slack - 1e-9))
+        ok &= (f[None, :] != caps[0][:, None]) | (cost < caps[1][:, None])
+        ci, cs = np.nonzero(ok)
+        pick = segmented_smallest(delta[ci, cs], ci, max_rows)
+        ci, cs = ci[pick], cs[pick]
+        X = rows[ci].copy()
+        X[np.arange(ci.size), f[cs]] = V[ci, cs]
+        return X, ci
+
+    def _price_rows(self, rows: FloatMatrix, original: FloatMatrix) -> FloatMatrix:
+        """Each row's distance from its original (the per-feature costs summed)."""
+        costs = None if (self.costs == 1.0).all() else self.costs
+        return np.asarray(
+            feature_costs(
+                rows, original, self.nominal, self.scales, self.metric, costs=costs, change_penalty=self.penalty
+            ).sum(axis=1),
+            dtype=np.float64,
+        )

@@ -41,7 +41,7 @@ from counterplan.solver.vector.combos import (
     thinned,
 )
 from counterplan.solver.vector.scoring import BlockScorer
-from counterplan.solver.vector.search import VectorSearch, VectorSettings
+from counterplan.solver.vector.search import Outcome, VectorSearch, VectorSettings
 
 pytestmark = pytest.mark.unit
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -226,7 +226,7 @@ def test_the_combinations_bring_answers_nearer_and_none_farther(
     loan_explainer: Explainer, rejected_loans: pd.DataFrame
 ) -> None:
     items = _items(rejected_loans.iloc[:32])
-    without = _solve(loan_explainer, items, 11, combos=False)
+    without = _solve(loan_explainer, items, 11, combos=False, trade_rounds=0, recreate_steps=0)
     ours = _solve(loan_explainer, items, 11)
     assert ours["valid"].all() and without["valid"].all()
     assert (ours["distance"] <= without["distance"] + 1e-9).all()
@@ -240,7 +240,7 @@ def test_a_row_keeps_its_combination_whatever_its_block(
     items = _items(rejected_loans.iloc[:24])
     columns = ["score", "distance", "changes"]
     together = _solve(loan_explainer, items, 3)[columns]
-    without = _solve(loan_explainer, items, 3, combos=False)[columns]
+    without = _solve(loan_explainer, items, 3, combos=False, trade_rounds=0, recreate_steps=0)[columns]
     changed = [i for i, _ in items if together.loc[i, "score"] != without.loc[i, "score"]]
     assert len(changed) >= 2  # the stage found these rows' answers: each must be found alone too
     for i in changed[:3]:
@@ -252,7 +252,13 @@ def test_a_row_keeps_its_combination_whatever_its_block(
 
 
 @pytest.mark.parametrize(
-    "before_the", [{"combos": False, "trade_rounds": 0}, {"trade_rounds": 0}], ids=["combinations", "trades"]
+    "before_the",
+    [
+        {"combos": False, "trade_rounds": 0, "recreate_steps": 0},
+        {"trade_rounds": 0, "recreate_steps": 0},
+        {"recreate_steps": 0},
+    ],
+    ids=["combinations", "trades", "recreate"],
 )
 def test_a_stop_is_kept_before_the_stage_s_calls(
     before_the: dict[str, Any], loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
@@ -325,3 +331,55 @@ def test_a_trade_gives_one_feature_back_and_buys_another_nearer_than_the_best(
         best[3:4], distance[3:4], one.originals, np.array([0]), front=None, rows=16, round_number=0
     )
     np.testing.assert_array_equal(X[inst == 3], Y)
+
+
+def test_a_recreate_step_changes_one_feature_within_the_slack_and_the_ruined_one_only_cheaper(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    problems, search = _search(loan_explainer, rejected_loans.iloc[:5])
+    outcome = search.run(np.ones(len(problems), dtype=bool))
+    best, original = outcome.best, search.originals
+    changed = (best != original) & problems[0].space.mutable
+    k = changed.argmax(axis=1)  # each instance's first changed feature, ruined
+    rows = best.copy()
+    rows[np.arange(len(problems)), k] = original[np.arange(len(problems)), k]
+    cap = np.full(len(problems), 0.5)
+    inst = np.arange(len(problems))
+    distance = -outcome.scores[:, 3]
+    X, chain = search.trades().recreate(
+        rows, inst, originals=original, best=distance, caps=(k, cap), slack=0.1, max_rows=24
+    )
+    assert X.shape[0] > 0 and (np.bincount(chain, minlength=inst.size) <= 24).all()
+    moved = rows[chain] != X
+    assert (moved.sum(axis=1) == 1).all()
+    assert (-search.scorer.distance(X, chain) < distance[chain] * 1.1).all()
+    ruined = moved[np.arange(chain.size), k[chain]]
+    price = np.abs(X - original[chain])[np.arange(chain.size), k[chain]] / problems[0].scales[k[chain]]
+    assert (price[ruined] * problems[0].space.costs[k[chain][ruined]] < 0.5).all()
+    # a chain's rows are its own, whatever the block
+    _, one = _search(loan_explainer, rejected_loans.iloc[[2]])
+    Y, _ = one.trades().recreate(
+        rows[2:3],
+        np.array([0]),
+        originals=one.originals,
+        best=distance[2:3],
+        caps=(k[2:3], cap[2:3]),
+        slack=0.1,
+        max_rows=24,
+    )
+    np.testing.assert_array_equal(X[chain == 2], Y)
+
+
+def test_routes_polish_as_their_instances_do(loan_explainer: Explainer, rejected_loans: pd.DataFrame) -> None:
+    problems, search = _search(loan_explainer, rejected_loans.iloc[:5])
+    outcome = search.run(np.ones(len(problems), dtype=bool))
+    idx = np.arange(len(problems))
+    far = outcome.best + (outcome.best - search.originals) * 0.5  # feasible rows farther out
+    far = search.layouts.to_grid(far, idx[:, None], np.arange(far.shape[1])[None, :])
+    scores = search.scorer.score(far, idx)
+    own = Outcome(far.copy(), scores.copy(), np.zeros(idx.size, dtype=np.intp))
+    search._polish(own, np.ones(idx.size, dtype=bool))
+    routes = Outcome(far[::-1].copy(), scores[::-1].copy(), np.zeros(idx.size, dtype=np.intp))
+    search._polish(routes, np.ones(idx.size, dtype=bool), idx[::-1].copy())
+    np.testing.assert_array_equal(routes.best[::-1], own.best)
+    assert (own.scores[:, 3] >= scores[:, 3]).all() and (own.scores[:, 3] > scores[:, 3]).any()
