@@ -1,5 +1,6 @@
-"""The vectorised search: a feature scan with a greedy chain, tabu search and a
-bracketing polish, each step one array program over every running instance of a block.
+"""The vectorised search: a feature scan with a greedy chain, tabu search, a bracketing polish,
+then combinations, trades and rebuilds, each step one array program over every running instance
+of a block.
 
 The phases are those of the default solve (:func:`counterplan.solver.local.config.default_phases`):
 
@@ -15,6 +16,10 @@ The phases are those of the default solve (:func:`counterplan.solver.local.confi
 * **polish**: every changed number bisected between a bracket (a value known not to reach the
   goal, first the original) and the best, all changed numbers shrunk together, each change
   reverted, until an iteration improves nothing.
+* **combinations and the beam** (:mod:`~counterplan.solver.vector.combos`), **trades** and
+  **ruin and recreate** (:mod:`~counterplan.solver.vector.trades`): the per-row polish's rows
+  that change several features at once, give one back while buying another, or rebuild a best
+  without its priciest change; an instance they improve is polished again.
 
 Per instance: its own random stream (:func:`~counterplan.solver.vector.draws.key` of its seed and
 the step, walker and slot), step and unimproved-step counts, best, and termination, all held as
