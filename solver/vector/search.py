@@ -38,6 +38,7 @@ from counterplan.planning.distance import feature_costs
 from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
+from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.core.trade import COMBO_FEATURES, COMBO_SLACK, COMBO_STATES, FRONT_PER_FEATURE
 from counterplan.solver.vector.combos import (
@@ -158,6 +159,13 @@ def _value_keys(inst: npt.ArrayLike, feature: npt.ArrayLike, value: npt.ArrayLik
     """One 64-bit key per (instance, feature, value): a set of them is a membership test in arrays."""
     bits = np.ascontiguousarray(np.asarray(value, dtype=np.float64) + 0.0).view(np.int64)
     return key(np.asarray(inst, dtype=np.int64).astype(np.uint64), feature, bits)
+
+
+def _fits(rows: int, slots: int) -> bool:
+    """Whether a trade or rebuild table of ``rows`` x ``slots`` values (a few float64 matrices of
+    that size) stays within a step's budget (:data:`~counterplan.solver.core.budget.MAX_CELLS_PER_STEP`,
+    shared by its working copies); a problem of thousands of features skips those stages."""
+    return rows * slots * 8 <= MAX_CELLS_PER_STEP
 
 
 def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> IntArray:
@@ -628,6 +636,8 @@ class VectorSearch:
         trades again, the others stop (as the per-row polish's trades)."""
         s = self.settings
         trades = self.trades()
+        if not _fits(self.count, trades.feature.size):
+            return
         fronts = None
         if singles is not None and singles.inst.size:
             group = singles.inst * self.space.n_features + singles.feature
@@ -674,6 +684,8 @@ class VectorSearch:
         if idx.size == 0:
             return
         trades = self.trades()
+        if not _fits(idx.size * s.recreate_features, trades.feature.size):
+            return
         best, original = outcome.best[idx], self.originals[idx]
         problem = self.scorer.problem
         costs = feature_costs(
