@@ -25,7 +25,10 @@ searches otherwise, so its answers differ), ``vector``'s (for the other vectoris
 mean distance of the loop's rows against each way's on the same rows (``dist / loop``, the
 quality bar: at most 1.02). The machine's load (``os.getloadavg``) is printed before and after. ``--no-fast``
 runs the real pipeline at every model call (a model the fast path cannot compile). ``--profile``
-also prints where the in-process batch spends its time (cProfile, top functions by own time)::
+also prints where the in-process batch spends its time (cProfile, top functions by own time).
+``--worse N`` prints, per way, how many of the loop's rows it answered farther and nearer, and
+its N rows farthest beyond the loop's with both answers' changes (how the vectorised engine's
+gap to the loop was studied, row by row)::
 
     .venv/bin/python benchmarks/bulk.py                  # ~2-4 min on 2 cores
     .venv/bin/python benchmarks/bulk.py --rows 300 --ways batch,workers --profile
@@ -105,6 +108,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--ways", default="loop,batch,workers,ray,vector,vector16,vector-workers")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--worse", type=int, default=0, help="print each way's N rows farthest beyond the loop's")
     parser.add_argument(
         "--no-fast", action="store_true", help="the real pipeline at every model call (no compiled fast path)"
     )
@@ -164,6 +168,25 @@ def main() -> None:
             f"{100 * frame['valid'].mean():.1f} | {valid['distance'].mean():.3f} | {valid['changed'].mean():.2f} | "
             f"{same} | {alike} | {ratio} |"
         )
+    if reference is not None and args.worse:
+        for way, (frame, _) in results.items():
+            if way != "loop":
+                worse_rows(way, reference, frame, args.worse)
+
+
+def worse_rows(way: str, reference: pd.DataFrame, frame: pd.DataFrame, count: int) -> None:
+    """How many of the loop's rows ``way`` answered farther and nearer, and its ``count`` rows
+    farthest beyond the loop's, with both answers' changes."""
+    joined = reference.merge(frame, on="row_id", suffixes=("_loop", "_way"))
+    gap = joined["distance_way"] - joined["distance_loop"]
+    print(f"\n{way}: {int((gap > 1e-9).sum())} rows farther than the loop's, {int((gap < -1e-9).sum())} nearer")
+    for i in gap.sort_values(ascending=False).index[:count]:
+        if gap[i] <= 1e-9:
+            break
+        row = joined.loc[i]
+        print(f"  row {row['row_id']}: +{gap[i]:.3f}")
+        print(f"    loop {row['distance_loop']:.3f}: {row['changes_loop']}")
+        print(f"    {way} {row['distance_way']:.3f}: {row['changes_way']}")
 
 
 if __name__ == "__main__":

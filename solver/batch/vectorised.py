@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from counterplan.solver.core.registry import default_phases
 from counterplan.solver.core.scope import no_time_for_a_call
 from counterplan.solver.core.termination import wall_limit
 from counterplan.solver.engines import EnginePlan
+from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.result_builder import ResultBuilder, Spent
 from counterplan.solver.vector.capability import problem_refusal, same_layout, same_program
 from counterplan.solver.vector.scoring import BlockScorer
@@ -224,10 +226,26 @@ def _call_seconds(scorer: BlockScorer, started: float) -> float:
 
 
 def _settings(config: SolverConfig) -> VectorSettings:
-    """The search's limits from the solve's termination (a user's step caps hold)."""
+    """The search's limits from the solve's termination (a user's step caps hold), and whether to
+    combine, trade and rebuild, the beam's sizes, the trade rounds and the rebuilds' share and
+    slack from its polish phase (the default solve's: :func:`_default_search`)."""
     termination = config.termination
     base = VectorSettings()
-    return VectorSettings(
+    settings = VectorSettings(
         step_limit=termination.step_count_limit or base.step_limit,
         unimproved_step_limit=termination.unimproved_step_count_limit or base.unimproved_step_limit,
+    )
+    polish = next((p for p in config.phases if isinstance(p, BoundaryPolishPhaseConfig)), None)
+    if polish is None:
+        return settings
+    return replace(
+        settings,
+        combos=polish.combos,
+        beam_width=polish.beam_width,
+        beam_depth=polish.beam_depth,
+        beam_keep=polish.beam_keep,
+        trade_rounds=polish.trade_rounds,
+        recreate_steps=settings.recreate_steps if polish.recreate_steps else 0,
+        recreate_share=polish.recreate_share,
+        recreate_slack=polish.recreate_slack,
     )

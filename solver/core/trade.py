@@ -43,6 +43,16 @@ FINE_STEPS = np.array([0.001, 0.003, 0.01, 0.03, 0.1, 0.3])
 """Steps from a changed feature's current value, in the distance's units, each side: a buy that
 repairs a give-back (the last sliver of goal a reverted feature bought)."""
 _FRACTIONS = np.linspace(0.0, 1.0, 9)[1:-1]
+COMBO_FEATURES = 4
+"""A combination changes at most this many features."""
+COMBO_SLACK = 0.5
+"""A combination is scored when its single rows' goal gains, added, reach this share of the
+deficit: a tree ensemble's gains are far from additive (adult GB: 0.55 of a deficit added, yet
+valid together)."""
+COMBO_STATES = 20_000
+"""Partial combinations kept per added feature (the cheapest)."""
+FRONT_PER_FEATURE = 16
+"""Entries of each feature's Pareto front a combination may take (evenly along it)."""
 MAX_PAIRS = 4_000_000
 """Give-back and buy pairs one trade round weighs (each a few float64 matrices of that size)."""
 
@@ -82,6 +92,24 @@ def pricer_for(problem: CounterfactualProblem | None) -> FeaturePricer | None:
     )
 
 
+LOCAL_VALUES = 2 * DISTANCE_STEPS.size + _FRACTIONS.size + 2 * FINE_STEPS.size
+"""How many values :func:`local_values` gives a number."""
+
+
+def local_values(original: FloatMatrix, at: FloatMatrix, unit: FloatMatrix) -> FloatMatrix:
+    """The values of a number a trade may take near its ``original`` and its value ``at``, as the
+    last axis of ``original``'s shape (every argument broadcasts): steps of ``unit`` (one distance
+    unit) either side of the original, fractions of the way from it to ``at``, and fine steps
+    around ``at`` (NaN where ``at`` is the original). Before the domain's bounds and grid. One
+    number's (:func:`trade_values`) or every instance's of a block (the vectorised engine's trades)."""
+    o, a, u = (np.asarray(v, dtype=np.float64)[..., None] for v in (original, at, unit))
+    steps, fine = u * DISTANCE_STEPS, u * FINE_STEPS
+    near = np.where(a != o, 1.0, np.nan)
+    parts = (o + steps, o - steps, o + _FRACTIONS * (a - o), (a + fine) * near, (a - fine) * near)
+    lead = np.broadcast_shapes(o.shape[:-1], a.shape[:-1], u.shape[:-1])
+    return np.concatenate([np.broadcast_to(p, (*lead, p.shape[-1])) for p in parts], axis=-1)
+
+
 def trade_values(space: EncodedSpace, j: int, grid_size: int, unit: float, at: float) -> FloatMatrix:
     """Every value feature ``j`` may take in a trade or combination: its scan grid, the model's
     split values, steps of ``unit`` (one distance unit of ``j``) either side of the original,
@@ -95,12 +123,8 @@ def trade_values(space: EncodedSpace, j: int, grid_size: int, unit: float, at: f
         o = float(space.original[j])
         grid = np.linspace(low, high, grid_size)
         if space.graded[j]:
-            steps = unit * DISTANCE_STEPS
-            local = [grid, o + steps, o - steps, o + _FRACTIONS * (at - o)]
-            if at != o:
-                fine = unit * FINE_STEPS
-                local += [at + fine, at - fine]
-            grid = np.concatenate(local)
+            local = local_values(np.array(o), np.array(at), np.array(unit))
+            grid = np.concatenate([grid, local[~np.isnan(local)]])
         grid = grid[(grid >= low) & (grid <= high)]
     split = space.split_values.get(j)
     if split is not None:
@@ -317,18 +341,18 @@ def combo_candidates(
     *,
     deficit: float,
     best_distance: float,
-    max_features: int = 4,
-    slack: float = 0.5,
+    max_features: int = COMBO_FEATURES,
+    slack: float = COMBO_SLACK,
     max_rows: int = 2048,
-    max_states: int = 20_000,
-    per_feature: int = 16,
+    max_states: int = COMBO_STATES,
+    per_feature: int = FRONT_PER_FEATURE,
 ) -> FloatMatrix:
     """Rows that change 2 to ``max_features`` features of the original at once, built from the
     single-feature rows ``X`` (feature ``owner``, distance ``cost``, goal gain ``gain`` over the
     original's ``deficit``): per feature at most ``per_feature`` entries of its Pareto front;
     combinations predicted (gains added) to reach ``slack`` of the deficit and (costs added)
-    nearer than ``best_distance``, cheapest first. Gains of a tree ensemble are far from
-    additive (adult GB: 0.55 of a deficit added, yet valid together), hence the slack."""
+    nearer than ``best_distance``, cheapest first (:data:`COMBO_SLACK`: why the slack).
+    :mod:`counterplan.solver.vector.combos` is the same rule for a block's instances at once."""
     e = _thinned(pareto_front(owner, cost, gain), owner, per_feature)
     if e.size == 0:
         return np.empty((0, X.shape[1]))

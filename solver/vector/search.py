@@ -1,5 +1,6 @@
-"""The vectorised search: a feature scan with a greedy chain, tabu search and a
-bracketing polish, each step one array program over every running instance of a block.
+"""The vectorised search: a feature scan with a greedy chain, tabu search, a bracketing polish,
+then combinations, trades and rebuilds, each step one array program over every running instance
+of a block.
 
 The phases are those of the default solve (:func:`counterplan.solver.local.config.default_phases`):
 
@@ -15,6 +16,10 @@ The phases are those of the default solve (:func:`counterplan.solver.local.confi
 * **polish**: every changed number bisected between a bracket (a value known not to reach the
   goal, first the original) and the best, all changed numbers shrunk together, each change
   reverted, until an iteration improves nothing.
+* **combinations and the beam** (:mod:`~counterplan.solver.vector.combos`), **trades** and
+  **ruin and recreate** (:mod:`~counterplan.solver.vector.trades`): the per-row polish's rows
+  that change several features at once, give one back while buying another, or rebuild a best
+  without its priciest change; an instance they improve is polished again.
 
 Per instance: its own random stream (:func:`~counterplan.solver.vector.draws.key` of its seed and
 the step, walker and slot), step and unimproved-step counts, best, and termination, all held as
@@ -29,12 +34,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.distance import feature_costs
 from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
+from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
+from counterplan.solver.core.trade import COMBO_FEATURES, COMBO_SLACK, COMBO_STATES, FRONT_PER_FEATURE
+from counterplan.solver.vector.combos import (
+    Singles,
+    beam_keep,
+    beam_pairs,
+    combination_rows,
+    combinations,
+    extend_rows,
+    pair_rows,
+    pareto_fronts,
+    segmented_smallest,
+    thinned,
+)
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer, SearchStoppedError
+from counterplan.solver.vector.trades import BlockTrades
 
 IntArray = npt.NDArray[np.intp]
 _SCAN, _LOCAL, _POLISH = 1, 2, 3
@@ -60,6 +81,29 @@ class VectorSettings:
     split_jump_ratio: float = 0.25
     polish_grid: int = 16
     polish_iterations: int = 6
+    combos: bool = True
+    """After the polish, the per-row polish's combinations and beam from each instance's single
+    rows (:mod:`~counterplan.solver.vector.combos`); an instance they improve is polished again."""
+    combo_rows: int = 128
+    """Combinations, and as many beam rows, per instance and call (the per-row polish scores up to
+    1,024; on adult GB 128 found the same answers)."""
+    combo_states: int = COMBO_STATES
+    beam_width: int = 4
+    """The beam's sizes: the default solve's polish phase's (the batch takes them from the solve's
+    configuration, :func:`counterplan.solver.batch.vectorised._settings`)."""
+    beam_depth: int = 4
+    beam_keep: int = 16
+    trade_rounds: int = 4
+    """Rounds of trades (:mod:`~counterplan.solver.vector.trades`), as the polish phase's."""
+    trade_rows: int = 128
+    """Trade rows per instance and round (the per-row polish scores up to 1,024)."""
+    recreate_steps: int = 8
+    """Steps of a ruin-and-recreate chain (:meth:`VectorSearch._recreate`); 0: none."""
+    recreate_share: float = 0.15
+    recreate_features: int = 4
+    recreate_slack: float = 0.1
+    recreate_rows: int = 128
+    """Rows per chain and step (the nearest; the per-row polish scores up to 1,024)."""
 
 
 @dataclass
@@ -109,6 +153,33 @@ def split_cells(
     new = np.ones(n, dtype=bool)
     new[1:] = (owners[1:] != owners[:-1]) | threshold | ~eligible[owners[1:]]
     return np.asarray(np.cumsum(new) - 1, dtype=np.intp)
+
+
+def _value_keys(inst: npt.ArrayLike, feature: npt.ArrayLike, value: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    """One 64-bit key per (instance, feature, value): a set of them is a membership test in arrays."""
+    bits = np.ascontiguousarray(np.asarray(value, dtype=np.float64) + 0.0).view(np.int64)
+    return key(np.asarray(inst, dtype=np.int64).astype(np.uint64), feature, bits)
+
+
+def _fits(rows: int, slots: int) -> bool:
+    """Whether a trade or rebuild table of ``rows`` x ``slots`` values (a few float64 matrices of
+    that size) stays within a step's budget (:data:`~counterplan.solver.core.budget.MAX_CELLS_PER_STEP`,
+    shared by its working copies); a problem of thousands of features skips those stages."""
+    return rows * slots * 8 <= MAX_CELLS_PER_STEP
+
+
+def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> IntArray:
+    """Per owner, its row with the best goal gain (hard 0) per unit of distance added (soft 0)
+    over its base score (``base``, per row), the first among equals; none for an owner no row
+    gains for: the feature scan's greedy rule (:func:`counterplan.solver.local.scan.most_efficient`)
+    for every owner at once."""
+    gain = scores[:, 0] - base[:, 0]
+    cost = np.maximum(base[:, 3] - scores[:, 3], 1e-12)
+    ratio = np.where(gain > 0.0, gain / cost, -np.inf)
+    order = np.lexsort((-np.arange(owner.size), ratio, owner))
+    grouped = owner[order]
+    last = order[np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])]
+    return np.asarray(last[np.isfinite(ratio[last])], dtype=np.intp)
 
 
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
@@ -220,32 +291,45 @@ class VectorSearch:
             return outcome
         try:
             outcome.scores = self.scorer.score(outcome.best, np.arange(self.count))
-            starts = self._scan(outcome, active)
+            origin = outcome.scores.copy()
+            starts, singles = self._scan(outcome, active)
             self._local(outcome, active, starts)
             self._polish(outcome, active)
+            tree = bool(self._split_values.size)  # as the per-row polish: a linear model's gains add up
+            if self.settings.combos and tree:
+                improved = self._combos(outcome, active, singles, origin)
+                self._polish(outcome, improved)
+            if self.settings.trade_rounds:
+                self._trades(outcome, active, singles if tree else None)
+            if self.settings.recreate_steps and tree:  # as the per-row polish: a linear model's trades suffice
+                self._recreate(outcome, active)
         except SearchStoppedError:
             outcome.stopped = True
         return outcome
 
     def _offer(self, outcome: Outcome, X: FloatMatrix, owner: IntArray, scores: FloatMatrix) -> BoolArray:
         """Rows better than their instance's best replace it; which instances improved."""
-        picks = best_per_owner(scores, owner, self.count)
+        count = outcome.best.shape[0]
+        picks = best_per_owner(scores, owner, count)
         has = picks >= 0
-        improved = np.zeros(self.count, dtype=bool)
+        improved = np.zeros(count, dtype=bool)
         improved[has] = compare_to(scores[picks[has]], outcome.scores[has]) > 0
         outcome.best[improved] = X[picks[improved]]
         outcome.scores[improved] = scores[picks[improved]]
         return improved
 
     # ---- scan and greedy chain -------------------------------------------------------------
-    def _scan(self, outcome: Outcome, active: BoolArray) -> FloatMatrix:
+    def _scan(self, outcome: Outcome, active: BoolArray) -> tuple[FloatMatrix, Singles]:
         """The scan and the greedy chain; each instance's starting rows for the walkers
-        ``(count, walkers, n_features)``: its best scanned rows, best first."""
+        ``(count, walkers, n_features)``: its best scanned rows, best first; and the first scan's
+        rows, each the original with one feature changed (:meth:`_combos` builds on them)."""
         s = self.settings
         base = outcome.best.copy()
         base_scores = outcome.scores.copy()
         starts = np.repeat(outcome.best[:, None, :], s.walkers, axis=1)
         running = active.copy()
+        d = self.space.n_features
+        singles = Singles(np.empty(0, np.intp), np.empty(0, np.intp), np.empty(0), np.empty(0), np.empty(0))
         for chain in range(s.greedy_steps + 1):
             idx = np.flatnonzero(running)
             if idx.size == 0:
@@ -267,20 +351,22 @@ class VectorSearch:
             self._offer(outcome, X, owner, scores)
             if chain == 0:
                 starts[idx] = self._starts(X, owner, scores, idx, starts[idx])
+                feature = (base[owner] != X).argmax(axis=1) if X.size else np.empty(0, np.intp)
+                singles = Singles(
+                    owner,
+                    feature.astype(np.intp),
+                    X[np.arange(owner.size), feature] if d else np.empty(0),
+                    -scores[:, 3],
+                    scores[:, 0] - base_scores[owner, 0],
+                )
             # greedy: the best goal gain per unit of added distance, from each infeasible base
-            gain = scores[:, 0] - base_scores[owner, 0]
-            cost = np.maximum(base_scores[owner, 3] - scores[:, 3], 1e-12)
-            ratio = np.where(gain > 0.0, gain / cost, -np.inf)
-            order = np.lexsort((-np.arange(owner.size), ratio, owner))
-            grouped = owner[order]
-            last = order[np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])]
-            take = last[np.isfinite(ratio[last])]
+            take = greedy_picks(scores, base_scores[owner], owner)
             base[owner[take]] = X[take]
             base_scores[owner[take]] = scores[take]
             gained = np.zeros(self.count, dtype=bool)
             gained[owner[take]] = True
             running &= gained & ~feasible(base_scores)
-        return starts
+        return starts, singles
 
     def _scan_rows(self, idx: IntArray) -> tuple[IntArray, IntArray]:
         """Per row of a scan of instances ``idx``: its instance, and its entry of the flat scan
@@ -473,16 +559,207 @@ class VectorSearch:
         moved = np.where((step > 0) & (moved == was), was + np.sign(target - was) * step, moved)
         X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
 
+    # ---- combinations and beam -------------------------------------------------------------
+    def _combos(self, outcome: Outcome, active: BoolArray, singles: Singles, origin: FloatMatrix) -> BoolArray:
+        """The per-row polish's combinations and beam (:mod:`~counterplan.solver.vector.combos`)
+        for every instance with a feasible best whose original misses the goal: one call for the
+        combinations and the beam's pairs of all of them, one for each further level of the beam.
+        Which instances improved."""
+        s = self.settings
+        d = self.space.n_features
+        running = active & feasible(outcome.scores) & (origin[:, 0] < 0.0)
+        singles = singles.take(running[singles.inst])
+        if singles.inst.size == 0:
+            return np.zeros(self.count, dtype=bool)
+        deficit = -origin[:, 0]
+        group = singles.inst * d + singles.feature
+        entries = thinned(pareto_fronts(group, singles.cost, singles.gain), group, FRONT_PER_FEATURE)
+        inst, chosen, gained = combinations(
+            singles,
+            entries,
+            n_features=d,
+            deficit=deficit,
+            best=-outcome.scores[:, 3],
+            max_features=COMBO_FEATURES,
+            slack=COMBO_SLACK,
+            max_rows=s.combo_rows,
+            max_states=s.combo_states,
+        )
+        # the beam, for instances no combination is predicted to take all the way
+        predicted = np.zeros(self.count, dtype=bool)
+        predicted[inst[gained >= deficit[inst]]] = True
+        beamed = singles.take(~predicted[singles.inst])
+        a, b = beam_pairs(
+            beamed,
+            count=self.count,
+            n_features=d,
+            best=-outcome.scores[:, 3],
+            width=s.beam_width,
+            max_rows=s.combo_rows,
+        )
+        level = np.vstack(
+            [combination_rows(self.originals, singles, inst, chosen), pair_rows(self.originals, beamed, a, b)]
+        )
+        level_inst = np.concatenate([inst, beamed.inst[a]])
+        improved = np.zeros(self.count, dtype=bool)
+        for depth in range(s.beam_depth - 1):
+            if level_inst.size == 0:
+                break
+            scores = self.scorer.score(level, level_inst)
+            outcome.steps[np.unique(level_inst)] += 1
+            improved |= self._offer(outcome, level, level_inst, scores)
+            if depth == s.beam_depth - 2:
+                break
+            keep = beam_keep(scores, level_inst, s.beam_keep)
+            level, level_inst = extend_rows(
+                level[keep],
+                level_inst[keep],
+                -scores[keep, 3],
+                scores[keep, 0] - origin[level_inst[keep], 0],
+                singles,
+                originals=self.originals,
+                best=-outcome.scores[:, 3],
+                max_rows=s.combo_rows,
+            )
+        return improved
+
+    # ---- trades ----------------------------------------------------------------------------
+    def trades(self) -> BlockTrades:
+        """The block's trade values: the scan's table of every layout, and the values near each
+        instance's original and best."""
+        table = (self.columns, self.values, self._table_offsets, self._table_sizes)
+        return BlockTrades(self.scorer.problem, self.layouts, table, self.seeds)
+
+    def _trades(self, outcome: Outcome, active: BoolArray, singles: Singles | None) -> None:
+        """Trade rounds (:mod:`~counterplan.solver.vector.trades`) from every feasible best, one
+        call a round for the block; an instance whose best a round improved is polished and
+        trades again, the others stop (as the per-row polish's trades)."""
+        s = self.settings
+        trades = self.trades()
+        if not _fits(self.count, trades.feature.size):
+            return
+        fronts = None
+        if singles is not None and singles.inst.size:
+            group = singles.inst * self.space.n_features + singles.feature
+            chosen = pareto_fronts(group, singles.cost, singles.gain)
+            fronts = _value_keys(singles.inst[chosen], singles.feature[chosen], singles.value[chosen])
+        running = active & feasible(outcome.scores)
+        for round_number in range(s.trade_rounds):
+            idx = np.flatnonzero(running)
+            if idx.size == 0:
+                return
+            best = outcome.best[idx]
+            front = None
+            if fronts is not None:
+                V = trades.values(best, self.originals[idx], idx)
+                slots = np.broadcast_to(trades.feature, V.shape)
+                front = np.isin(_value_keys(np.broadcast_to(idx[:, None], V.shape), slots, V), fronts)
+            X, inst = trades.candidates(
+                best,
+                -outcome.scores[idx, 3],
+                self.originals[idx],
+                idx,
+                front=front,
+                rows=s.trade_rows,
+                round_number=round_number,
+            )
+            if inst.size == 0:
+                return
+            scores = self.scorer.score(X, inst)
+            outcome.steps[idx] += 1
+            improved = self._offer(outcome, X, inst, scores)
+            self._polish(outcome, improved)
+            running &= improved
+
+    # ---- ruin and recreate -----------------------------------------------------------------
+    def _recreate(self, outcome: Outcome, active: BoolArray) -> None:
+        """Ruin and recreate (the per-row polish's rule) for every feasible best at once: each of
+        its ``recreate_features`` priciest changed features carrying at least ``recreate_share``
+        of its distance is given back, one chain each, and every chain is rebuilt greedily (the
+        scan's rule, :func:`greedy_picks`), one call a step for all chains, the ruined feature
+        only cheaper than it was (:meth:`BlockTrades.recreate`), until a step finds a feasible
+        row; each chain's best feasible row is polished and offered to its instance."""
+        s = self.settings
+        idx = np.flatnonzero(active & feasible(outcome.scores))
+        if idx.size == 0:
+            return
+        trades = self.trades()
+        if not _fits(idx.size * s.recreate_features, trades.feature.size):
+            return
+        best, original = outcome.best[idx], self.originals[idx]
+        problem = self.scorer.problem
+        costs = feature_costs(
+            best,
+            original,
+            self.space.nominal,
+            problem.scales,
+            problem.distance.metric,
+            costs=self.space.costs,
+            change_penalty=problem.distance.change_penalty,
+        )
+        ruin = (best != original) & self.space.mutable & (costs >= s.recreate_share * -outcome.scores[idx, 3:4])
+        ci, ck = np.nonzero(ruin)
+        keep = segmented_smallest(-costs[ci, ck], ci, s.recreate_features)
+        ci, ck = ci[keep], ck[keep]
+        if ci.size == 0:
+            return
+        chain_inst, cap = idx[ci], (ck.astype(np.intp), costs[ci, ck])
+        rows = best[ci].copy()
+        rows[np.arange(ci.size), ck] = original[ci, ck]
+        base = np.full((ci.size, outcome.scores.shape[1]), -np.inf)
+        found = Outcome(rows.copy(), base.copy(), np.zeros(ci.size, np.intp))
+        alive = np.ones(ci.size, dtype=bool)
+        for step in range(s.recreate_steps):
+            a = np.flatnonzero(alive)
+            if a.size == 0:
+                break
+            X, local = trades.recreate(
+                rows[a],
+                chain_inst[a],
+                originals=self.originals,
+                best=-outcome.scores[:, 3],
+                caps=(cap[0][a], cap[1][a]),
+                slack=s.recreate_slack,
+                max_rows=s.recreate_rows,
+            )
+            chain = a[local]
+            if step == 0:  # the ruined rows are scored with the first step's
+                X, chain = np.vstack([rows[a], X]), np.concatenate([a, chain])
+            if chain.size == 0:
+                break
+            scores = self.scorer.score(X, chain_inst[chain])
+            outcome.steps[np.unique(chain_inst[chain])] += 1
+            self._offer(outcome, X, chain_inst[chain], scores)
+            if step == 0:
+                base[a] = scores[: a.size]
+                X, chain, scores = X[a.size :], chain[a.size :], scores[a.size :]
+            ok = feasible(scores)
+            ended = self._offer(found, X[ok], chain[ok], scores[ok])
+            alive &= ~ended
+            take = greedy_picks(scores, base[chain], chain)
+            take = take[alive[chain[take]]]
+            moved = np.zeros(ci.size, dtype=bool)
+            moved[chain[take]] = True
+            rows[chain[take]], base[chain[take]] = X[take], scores[take]
+            alive &= moved
+        done = feasible(found.scores)
+        if done.any():
+            self._polish(found, done, chain_inst)
+            self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
+
     # ---- polish ----------------------------------------------------------------------------
-    def _polish(self, outcome: Outcome, active: BoolArray) -> None:
-        """Bisect each changed number of every instance's best between its bracket and the best."""
+    def _polish(self, outcome: Outcome, active: BoolArray, instances: IntArray | None = None) -> None:
+        """Bisect each changed number of every instance's best between its bracket and the best.
+        ``instances``: the instance of each of ``outcome``'s rows, when they are not the block's
+        instances in order (the routes of :meth:`_recreate`)."""
         s = self.settings
         g = s.polish_grid
         graded = self.graded_columns
         mutable = self.mutable_columns
         d = outcome.best.shape[1]
         fractions = np.arange(1, g) / g
-        bracket = self.originals[:, graded].copy()  # a value known not to do better: the original first
+        inst = np.arange(self.count) if instances is None else instances
+        bracket = self.originals[inst][:, graded].copy()  # a value known not to do better: the original first
         running = active & feasible(outcome.scores)
         per = graded.size * (g - 1) + (g - 1) + mutable.size
         for _ in range(s.polish_iterations):
@@ -495,7 +772,7 @@ class VectorSearch:
             lo = bracket[idx][:, :, None]
             hi = best[:, graded][:, :, None]
             single = self.layouts.to_grid(
-                lo + fractions[None, None, :] * (hi - lo), idx[:, None, None], graded[None, :, None]
+                lo + fractions[None, None, :] * (hi - lo), inst[idx][:, None, None], graded[None, :, None]
             )
             block = np.repeat(best[:, None, :], per, axis=1)
             a = graded.size * (g - 1)
@@ -503,9 +780,9 @@ class VectorSearch:
             cells[:, np.arange(graded.size), :, graded] = np.moveaxis(single, 1, 0)
             block[:, :a] = cells.reshape(n, a, d)
             # all changed numbers together
-            orig = self.originals[idx]
+            orig = self.originals[inst[idx]]
             together = best[:, None, :] + fractions[None, ::-1, None] * (orig[:, None, :] - best[:, None, :])
-            together = self.layouts.to_grid(together, idx[:, None, None], np.arange(d)[None, None, :])
+            together = self.layouts.to_grid(together, inst[idx][:, None, None], np.arange(d)[None, None, :])
             numeric = np.zeros(d, dtype=bool)
             numeric[graded] = True
             block[:, a : a + g - 1] = np.where(numeric[None, None, :], together, block[:, a : a + g - 1])
@@ -516,7 +793,7 @@ class VectorSearch:
             owner = np.repeat(idx, per)
             moved = (best[np.repeat(np.arange(n), per)] != X).any(axis=1)
             scores = np.full((n * per, outcome.scores.shape[1]), -np.inf)
-            scores[moved] = self.scorer.score(X[moved], owner[moved])
+            scores[moved] = self.scorer.score(X[moved], inst[owner[moved]])
             outcome.steps[idx] += 1
             # brackets: per number, the largest fraction that did not reach the goal
             ok = feasible(scores[:, :])[: n * per].reshape(n, per)[:, :a].reshape(n, graded.size, g - 1)
