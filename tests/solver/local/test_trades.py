@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
 from counterplan.planning.space import FloatMatrix
@@ -143,6 +143,44 @@ def test_ruin_and_recreate_replaces_one_large_change_by_several_small_ones(
     rebuilt = explain(problem, _scan_and_polish(BoundaryPolishPhaseConfig(combos=False)), seed=0)
     assert rebuilt.valid and sorted(c.feature for c in rebuilt.changes) == ["b", "c", "d"]
     assert -rebuilt.score_levels[3] < 0.8 * -kept.score_levels[3]
+
+
+@pytest.fixture(scope="module")
+def shave_past_nearly_free_crossings() -> tuple[CounterfactualProblem, RandomForestClassifier]:
+    """A random forest approving when e >= 9 alone, e >= 6 with f, or e >= 4 with u, v and w all
+    above 0 (heloc's forest row 3374 in small: e is the small-MAD feature, MAD 3; u, v and w have
+    MADs near 30, so a unit step across their threshold at 0.5 costs about 0.03); the original
+    is all zeros."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    data = pd.DataFrame({"e": rng.integers(0, 11, n).astype(float), "f": rng.integers(0, 2, n).astype(float)})
+    for k in "uvw":
+        data[k] = np.where(rng.random(n) < 0.3, 0.0, rng.integers(1, 101, n)).astype(float)
+    cheap = (data.u >= 1) & (data.v >= 1) & (data.w >= 1)
+    data["y"] = ((data.e >= 9) | ((data.e >= 6) & (data.f >= 1)) | ((data.e >= 4) & cheap)).astype(int)
+    model = RandomForestClassifier(n_estimators=30, max_depth=6, random_state=0).fit(data[list("efuvw")], data.y)
+    problem = CounterfactualProblem.from_dataframe(
+        data, dict.fromkeys("efuvw", 0.0), model, [ClassGoal(target=1, confidence=0.7)], target="y"
+    )
+    return problem, model
+
+
+def test_a_rebuild_goes_on_past_a_farther_feasible_step(
+    shave_past_nearly_free_crossings: tuple[CounterfactualProblem, RandomForestClassifier],
+) -> None:
+    problem, model = shave_past_nearly_free_crossings
+    polish_only = BoundaryPolishPhaseConfig(combos=False)
+    ended = explain(problem, _scan_and_polish(polish_only.model_copy(update={"recreate_onward": 0})), seed=0)
+    assert ended.valid and [c.feature for c in ended.changes] == ["e"]  # stopped at its first feasible step
+    onward = explain(problem, _scan_and_polish(polish_only), seed=0)
+    assert onward.valid and sorted(c.feature for c in onward.changes) == ["e", "u", "v", "w"]
+    assert -onward.score_levels[3] < 0.6 * -ended.score_levels[3]
+    # no row of a whole-number grid around the original does better (the exact engine proves it optimal)
+    axes = np.meshgrid(np.arange(11.0), [0.0, 1.0], *[np.arange(11.0)] * 3, indexing="ij")
+    grid = pd.DataFrame({k: a.ravel() for k, a in zip("efuvw", axes, strict=True)})
+    approved = model.predict_proba(grid)[:, 1] >= 0.7
+    cheapest = (grid.to_numpy()[approved] / problem.scales).sum(axis=1).min()
+    assert -onward.score_levels[3] <= cheapest + 1e-9
 
 
 def test_a_recreate_step_prices_each_row_and_caps_the_given_back_feature() -> None:
