@@ -45,7 +45,7 @@ from counterplan.solver.exact.program import (
     ModelInputs,
     Output,
     evaluate,
-    model_input_row,
+    original_input_row,
 )
 
 
@@ -296,7 +296,7 @@ def encode_model(formulation: Formulation) -> Output:
     expected = getattr(estimator, "n_features_in_", len(inputs.columns))
     if expected != len(inputs.columns):
         raise NotEncodableError(f"{kind} reads {expected} columns; the pipeline gives {len(inputs.columns)}")
-    original = model_input_row(problem, inputs, problem.space.original)
+    original = original_input_row(problem, inputs)
     if kind in XGBOOST and inputs.preprocess is not None and _sparse_output(problem, inputs):
         raise NotEncodableError(
             "XGBoost reads this pipeline's sparse output, where a zero counts as missing: "
@@ -308,9 +308,10 @@ def encode_model(formulation: Formulation) -> Output:
 
 def _check_columns(formulation: Formulation, inputs: ModelInputs, original: Any, kind: str) -> None:
     """The encoding must reproduce the real preprocessing at the original instance."""
+    at_original = formulation.assignment_of_original()
     for i, lin in enumerate(inputs.columns):
         if lin[0] or not np.isnan(original[i]):
-            mine = evaluate(lin, formulation.assignment_of_original())
+            mine = evaluate(lin, at_original)
             if not math.isclose(mine, original[i], rel_tol=1e-7, abs_tol=1e-7):
                 raise NotEncodableError(
                     f"column {i} of {kind}'s input: the encoding gives {mine!r}, the pipeline {original[i]!r}"

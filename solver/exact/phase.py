@@ -289,10 +289,19 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         counters = phase_scope.counters
         remaining, should_stop = self._clock(scope, started)
         verified_scores: list[npt.NDArray[np.float64]] = []
+        checked: dict[bytes, npt.NDArray[np.float64]] = {}
+        """Rows already checked through the real model: the tie-break program's answer is most
+        often the first program's own, and the same row gets the same check."""
 
         def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
-            scores = scope.scorer.score_final(row) if final else scope.scorer.score(row)
+            if final:
+                key = row.tobytes()
+                if key not in checked:
+                    checked[key] = scope.scorer.score_final(row)
+                scores = checked[key].copy()
+            else:
+                scores = scope.scorer.score(row)
             if scope.offer(row, scores, counters):
                 scope.announce()
             feasible = bool(is_feasible(scores[0]))

@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.structure.errors import NotEncodableError
-from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree, read_ensemble
+from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
+from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
 from counterplan.solver.exact.milp import INF, Expr, add
-from counterplan.solver.exact.program import FeatureVars, Formulation, Lin, ModelInputs, Output, evaluate
+from counterplan.solver.exact.program import (
+    AT_ORIGINAL,
+    FeatureVars,
+    Formulation,
+    Lin,
+    ModelInputs,
+    Output,
+    evaluate,
+    original_input_row,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -40,8 +50,10 @@ distance from the original to the threshold's far side)."""
 
 
 def encode_trees(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray) -> Output:
-    """A tree ensemble's output (its trees read by :func:`~counterplan.planning.structure.trees.read_ensemble`)."""
-    return encode_ensemble(formulation, read_ensemble(estimator), inputs, original)
+    """A tree ensemble's output, from its trees read once per fitted model
+    (:func:`~counterplan.solver.exact.encoders.tree_cache.ensemble_arrays`)."""
+    arrays = ensemble_arrays(estimator)
+    return encode_ensemble(formulation, arrays.ensemble, inputs, original, arrays=arrays)
 
 
 def encode_ensemble(
@@ -49,17 +61,23 @@ def encode_ensemble(
     ensemble: Ensemble,
     inputs: ModelInputs,
     original: FloatArray,
+    *,
     real: FloatArray | None = None,
+    arrays: EnsembleArrays | None = None,
 ) -> Output:
     """The ensemble's output; ``real`` is the model's output at the original in the ensemble's
     link (read from the scikit-learn model when not given). The formulation's trees, leaves and
-    thresholds are set to the ensemble's."""
-    encoder = _TreeEncoder(formulation, inputs, original)
+    thresholds are set to the ensemble's. With ``arrays`` (the ensemble's, kept per model), the
+    nodes a row reaches are found from the arrays (each distinct split decided once, the reach
+    one vectorised step per depth); without, by walking each tree (an ensemble made for one
+    program: a scorecard's, a learned relation's). Both write the same program."""
+    encoder = _TreeEncoder(formulation, inputs, original, arrays)
     outputs = ensemble.outputs
     totals: list[Expr] = [{} for _ in range(outputs)]
+    reach = encoder.reach() if arrays is not None else None
     for t_index, tree in enumerate(ensemble.trees):
         formulation.check_stop()  # a large forest takes seconds: its building counts against the limit
-        leaves = encoder.tree(t_index, tree)
+        leaves = encoder.tree(t_index, tree) if reach is None else encoder.tree_of_arrays(t_index, tree, reach)
         for leaf, var in leaves.items():
             for k in range(outputs):
                 if tree.value[leaf, k] != 0.0:
@@ -80,23 +98,40 @@ def encode_ensemble(
     return Output(lins[0], ensemble.link, ensemble.description, classes=lins)
 
 
+class _Reach(NamedTuple):
+    """What a row makes of an ensemble's arrays: per node its decision (:data:`LEFT`,
+    :data:`RIGHT`, :data:`FREE`), whether the encoder's per-node code must run there (a split the
+    program decides, or one decided by a row of its own), and whether the row reaches it."""
+
+    decision: list[int]
+    call: list[bool]
+    reached: list[bool]
+
+
 class _TreeEncoder:
     """The splits of one ensemble, written into one program."""
 
-    def __init__(self, formulation: Formulation, inputs: ModelInputs, original: FloatArray) -> None:
+    def __init__(
+        self, formulation: Formulation, inputs: ModelInputs, original: FloatArray, arrays: EnsembleArrays | None = None
+    ) -> None:
         self.formulation = formulation
         self.milp = formulation.milp
         self.space = formulation.problem.space
         self.inputs = inputs
         self.original = original
+        self.arrays = arrays
         self.features_of = {f.index: f for f in formulation.features}
         self.raw: dict[int, dict[float, int]] = {}
         """feature -> raw threshold -> its binary variable."""
         self.thresholds: list[tuple[int, int, float]] = []
+        self.turns: dict[tuple[float, ...], int | None] = arrays.memo if arrays is not None else {}
+        """(threshold, strict, float32, a, b, grid) -> the grid step where a split turns (kept
+        with the model's arrays: it does not depend on the row)."""
+        self.split_lins: dict[int, Lin] = {}
+        """key -> the expression of a split the program decides (with arrays: one per key)."""
 
     def tree(self, t_index: int, tree: Tree) -> dict[int, int]:
-        """Encode one tree; its leaves' indicators (leaf node -> variable)."""
-        milp = self.milp
+        """Encode one tree by walking it; its leaves' indicators (leaf node -> variable)."""
         splits: dict[int, Lin] = {}
         """node -> the expression that is 1 when the split sends the row right."""
         reached: list[int] = []
@@ -114,16 +149,124 @@ class _TreeEncoder:
             else:
                 splits[node] = right
                 stack.extend([int(tree.left[node]), int(tree.right[node])])
+        leaves = self._leaves(t_index, reached)
+        for node, lin in splits.items():
+            left = _leaves_under(tree, int(tree.left[node]), leaves)
+            right_leaves = _leaves_under(tree, int(tree.right[node]), leaves)
+            self._split_rows(lin, left, right_leaves)
+        return leaves
+
+    def reach(self) -> _Reach:
+        """Decide every distinct split of the ensemble's arrays for this row, and find the nodes
+        the row reaches. A split on a column without variables (an immutable feature, a constant)
+        is decided by the original, all at once; any other by :meth:`side_of`, once per key."""
+        arrays = self.arrays
+        assert arrays is not None
+        columns = arrays.key_column
+        constant = np.array([not self.inputs.columns[c][0] for c in range(len(self.inputs.columns))], dtype=bool)
+        fixed = constant[columns]
+        decision = np.full(len(columns), FREE, dtype=np.int8)
+        call = np.ones(len(columns), dtype=bool)
+        value = self.original[columns[fixed]]
+        value = np.where(arrays.key_float32[fixed], value.astype(np.float32).astype(np.float64), value)
+        threshold = arrays.key_threshold[fixed]
+        left = np.where(arrays.key_strict[fixed], value < threshold, value <= threshold)
+        decision[fixed] = np.where(left, LEFT, RIGHT)
+        call[fixed] = False
+        for k in np.flatnonzero(~fixed).tolist():
+            t_index, node = arrays.key_node[k]
+            decision[k], call[k] = self.side_of(arrays.ensemble.trees[t_index], node)
+        split = arrays.key >= 0
+        node_decision = np.full(len(arrays.key), FREE, dtype=np.int8)
+        node_decision[split] = decision[arrays.key[split]]
+        node_call = np.zeros(len(arrays.key), dtype=bool)
+        node_call[split] = call[arrays.key[split]]
+        missing = split & fixed[np.maximum(arrays.key, 0)] & np.isnan(self.original[np.maximum(arrays.node_column, 0)])
+        node_decision[missing] = np.where(arrays.missing_left[missing], LEFT, RIGHT)  # a missing value's own way
+        return _Reach(node_decision.tolist(), node_call.tolist(), arrays.reached(node_decision).tolist())
+
+    def tree_of_arrays(self, t_index: int, tree: Tree, reach: _Reach) -> dict[int, int]:
+        """Encode one tree from the ensemble's arrays and the row's reach: the same program as
+        :meth:`tree`, in the same order, without walking the tree (plain lists: a tree's few
+        nodes cost less in Python than in numpy's calls)."""
+        arrays = self.arrays
+        assert arrays is not None
+        order = arrays.trees[t_index]
+        offset = order.offset
+        decision, call, reached = reach
+        keys = arrays.key_list
+        splits: list[tuple[int, Lin]] = []
+        for node in order.split_list:
+            at = offset + node
+            if not reached[at] or not call[at]:
+                continue  # not reached, or decided by the row with nothing to write
+            if decision[at] != FREE:
+                self.right_of(tree, node)  # decided, with a row of its own (a threshold's margin)
+                continue
+            lin = self.split_lins.get(keys[at])
+            if lin is None:
+                side = self.right_of(tree, node)
+                if isinstance(side, bool):  # pragma: no cover - side_of and right_of agree
+                    raise AssertionError(f"tree {t_index}, node {node}: decided while building, free by its key")
+                lin = self.split_lins[keys[at]] = side
+            splits.append((node, lin))
+        leaves = self._leaves(t_index, [leaf for leaf in order.leaf_list if reached[offset + leaf]])
+        all_leaves, start, stop = order.leaf_list, order.start_list, order.stop_list
+        for node, lin in splits:
+            left, right = int(tree.left[node]), int(tree.right[node])
+            self._split_rows(
+                lin,
+                [leaves[leaf] for leaf in all_leaves[start[left] : stop[left]] if leaf in leaves],
+                [leaves[leaf] for leaf in all_leaves[start[right] : stop[right]] if leaf in leaves],
+            )
+        return leaves
+
+    def _leaves(self, t_index: int, reached: list[int]) -> dict[int, int]:
+        """An indicator per reached leaf, exactly one of them on."""
+        milp = self.milp
         leaves = {leaf: milp.var(f"tree{t_index}/leaf{leaf}", 0.0, 1.0) for leaf in reached}
         milp.row({v: 1.0 for v in leaves.values()}, 1.0, 1.0)
-        for node, (terms, constant) in splits.items():
-            left_leaves = _leaves_under(tree, int(tree.left[node]), leaves)
-            right_leaves = _leaves_under(tree, int(tree.right[node]), leaves)
-            if left_leaves:  # sum(left) <= 1 - right
-                milp.row(add(dict.fromkeys(left_leaves, 1.0), terms), -INF, 1.0 - constant)
-            if right_leaves:  # sum(right) <= right
-                milp.row(add(dict.fromkeys(right_leaves, 1.0), terms, -1.0), -INF, constant)
         return leaves
+
+    def _split_rows(self, lin: Lin, left_leaves: list[int], right_leaves: list[int]) -> None:
+        """The leaves under a split's left (right) child only when it sends the row left (right)."""
+        terms, constant = lin
+        if left_leaves:  # sum(left) <= 1 - right
+            self.milp.row(add(dict.fromkeys(left_leaves, 1.0), terms), -INF, 1.0 - constant)
+        if right_leaves:  # sum(right) <= right
+            self.milp.row(add(dict.fromkeys(right_leaves, 1.0), terms, -1.0), -INF, constant)
+
+    def side_of(self, tree: Tree, node: int) -> tuple[int, bool]:
+        """What :meth:`right_of` makes of ``node``, without writing anything: its decision
+        (:data:`LEFT`, :data:`RIGHT`, :data:`FREE`) and whether :meth:`right_of` must still run
+        where the node is reached (the program decides it; a row of its own; or a refusal)."""
+        column = int(tree.feature[node])
+        lin = self.inputs.columns[column]
+        if not lin[0]:
+            return (LEFT if tree.goes_left(node, float(self.original[column])) else RIGHT), False
+        owner = _owner(self.formulation, set(lin[0]))
+        if owner is None:
+            return FREE, True  # refused where it is reached
+        f = self.features_of[owner]
+        if f.categories is not None or f.allowed is not None:
+            return FREE, True
+        try:
+            a, b = _affine_in_feature(lin, f.value)
+        except NotEncodableError:
+            return FREE, True
+        if a == 0.0:
+            return (LEFT if tree.goes_left(node, float(self.original[column])) else RIGHT), False
+        if f.grid is not None and a > 0:
+            last_left = self._grid_turn(f, tree, node, (a, b))
+            if last_left is not None:
+                side = self._grid_side(f, last_left)
+                return (FREE, True) if side is None else (RIGHT if side else LEFT, False)
+        x_threshold, x_margin = self._x_threshold(tree, node, f, (a, b))
+        case = self._threshold_case(f.index, x_threshold, x_margin, strict=tree.strict)
+        if case in ("free", "inside"):
+            return FREE, True
+        above = case in ("right", "above")
+        return (RIGHT if above == (a > 0) else LEFT), case in ("above", "below")
 
     def right_of(self, tree: Tree, node: int) -> Lin | bool:
         """1 when ``node`` sends the row right, as an expression; or the side it always takes."""
@@ -168,6 +311,16 @@ class _TreeEncoder:
             exact = self._grid_threshold(f, tree, node, (a, b))
             if exact is not None:
                 return exact
+        x_threshold, x_margin = self._x_threshold(tree, node, f, (a, b))
+        above = self._threshold_var(f.index, x_threshold, x_margin, strict=tree.strict)
+        if isinstance(above, bool):  # the domain lies on one side (beyond the margin)
+            return above if a > 0 else not above
+        return ({above: 1.0}, 0.0) if a > 0 else ({above: -1.0}, 1.0)
+
+    def _x_threshold(self, tree: Tree, node: int, f: FeatureVars, affine: tuple[float, float]) -> tuple[float, float]:
+        """A split's threshold in the feature's own units, and the margin kept on each side of it
+        (narrower when the original sits inside it: the original stays reachable)."""
+        a, b = affine
         t = float(tree.threshold[node])
         margin = max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN) * self.formulation.margin_scale
         x_threshold = (t - b) / a  # in the feature's own units
@@ -175,10 +328,25 @@ class _TreeEncoder:
         o = float(self.space.original[f.index])
         if abs(o - x_threshold) < x_margin:  # the original sits inside the margin: keep it reachable
             x_margin = abs(o - x_threshold) / 2.0
-        above = self._threshold_var(f.index, x_threshold, x_margin, strict=tree.strict)
-        if isinstance(above, bool):  # the domain lies on one side (beyond the margin)
-            return above if a > 0 else not above
-        return ({above: 1.0}, 0.0) if a > 0 else ({above: -1.0}, 1.0)
+        return x_threshold, x_margin
+
+    def _threshold_case(self, j: int, t: float, margin: float, *, strict: bool) -> str:
+        """Where feature ``j``'s domain lies against raw threshold ``t`` and its margin: ``left``
+        or ``right`` (all on one side), ``below`` or ``above`` (one side only beyond the margin:
+        the value is held there by a row), ``inside`` (within the margin: refused), or ``free``."""
+        domain = self.formulation.domain
+        low, high = float(domain.lower[j]), float(domain.upper[j])
+        if t > high if strict else t >= high:
+            return "left"
+        if t <= low if strict else t < low:
+            return "right"
+        if t + margin > high and t - margin < low:
+            return "inside"
+        if t + margin > high:
+            return "below"
+        if t - margin < low:
+            return "above"
+        return "free"
 
     def _threshold_var(self, j: int, t: float, margin: float, *, strict: bool) -> int | bool:
         """The binary that is 1 when feature ``j`` lies above raw threshold ``t``, each side kept a
@@ -186,19 +354,17 @@ class _TreeEncoder:
         (True: above) with the value held out of the margin."""
         space = self.space
         milp = self.milp
-        domain = self.formulation.domain
-        low, high = float(domain.lower[j]), float(domain.upper[j])
+        low, high = float(self.formulation.domain.lower[j]), float(self.formulation.domain.upper[j])
         terms, constant = self.formulation.features[j].value
-        always_left = t > high if strict else t >= high
-        always_right = t <= low if strict else t < low
-        if always_left or always_right:
-            return always_right
-        if t + margin > high and t - margin < low:
+        case = self._threshold_case(j, t, margin, strict=strict)
+        if case in ("left", "right"):
+            return case == "right"
+        if case == "inside":
             raise NotEncodableError(f"feature {space.features[j].name!r}: its domain lies inside a threshold's margin")
-        if t + margin > high:  # above cannot keep the margin: stay below
+        if case == "below":  # above cannot keep the margin: stay below
             milp.row(terms, -INF, t - margin - constant)
             return False
-        if t - margin < low:
+        if case == "above":
             milp.row(terms, t + margin - constant, INF)
             return True
         existing = self.raw.setdefault(j, {})
@@ -213,29 +379,60 @@ class _TreeEncoder:
         self.formulation.bands[var] = (t - margin, t + margin)
         return var
 
+    def _grid_turn(self, f: FeatureVars, tree: Tree, node: int, affine: tuple[float, float]) -> int | None:
+        """The last grid step a split on a number on a grid sends left, by the tree's own
+        comparison (float32 for scikit-learn); None when the turn is not found next to the
+        threshold. It depends on the model and the pipeline, not the row: kept across rows."""
+        assert f.grid is not None
+        per_unit = f.grid[1]
+        a, b = affine
+        threshold = float(tree.threshold[node])
+        key = (threshold, float(tree.strict), float(tree.float32), a, b, per_unit)
+        if key in self.turns:
+            return self.turns[key]
+        t = (threshold - b) / a
+        centre = math.floor(t * per_unit)
+        window = range(centre - 3, centre + 4)
+        rights = [not tree.goes_left(node, a * (k / per_unit) + b) for k in window]
+        turn = None
+        if not (rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights))):
+            turn = window[rights.index(True) - 1]
+        self.turns[key] = turn
+        return turn
+
+    def _grid_steps(self, f: FeatureVars) -> tuple[int, int]:
+        """The first and last grid step of ``f``'s domain."""
+        assert f.grid is not None
+        per_unit = f.grid[1]
+        domain = self.formulation.domain
+        low = math.ceil(float(domain.grid_lower[f.index]) * per_unit - 1e-9)
+        high = math.floor(float(domain.grid_upper[f.index]) * per_unit + 1e-9)
+        return low, high
+
+    def _grid_side(self, f: FeatureVars, last_left: int) -> bool | None:
+        """The side a grid split always takes in ``f``'s domain (True: right), or None."""
+        low, high = self._grid_steps(f)
+        if f.stay is None and last_left >= high:
+            return False
+        if f.stay is None and last_left < low:
+            return True
+        return None
+
     def _grid_threshold(self, f: FeatureVars, tree: Tree, node: int, affine: tuple[float, float]) -> Lin | bool | None:
         """A split on a number on a grid, decided exactly: the grid step where the tree's own
         comparison (float32 for scikit-learn) turns from left to right, so no grid value is lost to
         a margin. None when the turn is not found next to the threshold (then a margin is used)."""
         assert f.grid is not None
+        last_left = self._grid_turn(f, tree, node, affine)
+        if last_left is None:
+            return None
+        side = self._grid_side(f, last_left)
+        if side is not None:
+            return side
         per_unit = f.grid[1]
         a, b = affine
-        t = (float(tree.threshold[node]) - b) / a
-        centre = math.floor(t * per_unit)
-        window = range(centre - 3, centre + 4)
-        rights = [not tree.goes_left(node, a * (k / per_unit) + b) for k in window]
-        if rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights)):
-            return None
-        last_left = window[rights.index(True) - 1]
-        space = self.space
-        domain = self.formulation.domain
-        low = math.ceil(float(domain.grid_lower[f.index]) * per_unit - 1e-9)
-        high = math.floor(float(domain.grid_upper[f.index]) * per_unit + 1e-9)
-        original_right = not tree.goes_left(node, a * float(space.original[f.index]) + b)
-        if f.stay is None and last_left >= high:
-            return False
-        if f.stay is None and last_left < low:
-            return True
+        low, high = self._grid_steps(f)
+        original_right = not tree.goes_left(node, a * float(self.space.original[f.index]) + b)
         key = (last_left + 0.5) / per_unit  # between the last grid value on the left and the first on the right
         if f.stay is not None:  # two thresholds in one grid step may put the original on either side
             key += (-1e-6 if original_right else 1e-6) / per_unit
@@ -381,17 +578,34 @@ def _leaves_under(tree: Tree, node: int, leaves: dict[int, int]) -> list[int]:
 
 def _real_output(formulation: Formulation, link: str, outputs: int = 1) -> FloatArray:
     """The real model's outputs at the original: class 1's probability or logit (or each class's,
-    for a multi-class model), or the value."""
+    for a multi-class model), or the value; computed once per problem
+    (:data:`~counterplan.solver.exact.program.AT_ORIGINAL`)."""
     problem = formulation.problem
+    inputs = formulation.inputs
+    return AT_ORIGINAL.get(problem, ("output", link, outputs), lambda: _model_output(problem, inputs, link, outputs))
+
+
+def _model_output(problem: Any, inputs: ModelInputs | None, link: str, outputs: int) -> FloatArray:
+    """The model's outputs at the original. A scikit-learn estimator behind a pipeline, fitted
+    without column names, is asked on the row the pipeline gives it (already computed for the
+    program: :func:`~counterplan.solver.exact.program.original_input_row`), which is what the
+    pipeline would hand it, so the preprocessing runs once, not twice."""
     adapter: Any = problem.model
     model = adapter.model
     original = problem.space.original.reshape(1, -1)
     data = problem.space.to_frame(original) if adapter.input_kind == "dataframe" else original
+    final = model.steps[-1][1] if hasattr(model, "steps") else model
+    if (
+        inputs is not None
+        and inputs.preprocess is not None
+        and type(final).__module__.startswith("sklearn.")
+        and getattr(final, "feature_names_in_", None) is None
+    ):
+        model, data = final, original_input_row(problem, inputs).reshape(1, -1)
     if link == "probability":
         proba: FloatArray = np.asarray(model.predict_proba(data), dtype=np.float64)[0]
         return proba if outputs > 1 else proba[1:2]
     if link == "logit":
-        final = model.steps[-1][1] if hasattr(model, "steps") else model
         if hasattr(final, "decision_function"):
             raw = model.decision_function(data)
         elif hasattr(final, "get_booster"):  # XGBoost: the margin before the sigmoid
