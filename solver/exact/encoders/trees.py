@@ -553,13 +553,18 @@ def _owner(formulation: Formulation, variables: set[int]) -> int | None:
 
 
 def _affine_in_feature(column: Lin, value: Lin) -> tuple[float, float]:
-    """``(a, b)`` with ``column = a * value + b``, when the column is a multiple of the value."""
+    """``(a, b)`` with ``column = a * value + b``, when the column is a multiple of the value.
+    The ratios of the column's coefficients to the value's are compared to a relative 1e-9, not
+    for equality: a scaled number whose original lies off its grid has terms (the grid's step,
+    the original's offset) whose ratios differ in the last bits, and was refused as not affine."""
     terms, constant = column
     value_terms, value_constant = value
-    ratios = {terms.get(v, 0.0) / c for v, c in value_terms.items() if c != 0.0}
-    if len(ratios) != 1 or set(terms) - set(value_terms):
+    ratios = [terms.get(v, 0.0) / c for v, c in value_terms.items() if c != 0.0]
+    if not ratios or set(terms) - set(value_terms):
         raise NotEncodableError("a model input column is not an affine function of one feature")
-    a = ratios.pop()
+    a = ratios[0]
+    if any(abs(r - a) > 1e-9 * max(1.0, abs(a)) for r in ratios):
+        raise NotEncodableError("a model input column is not an affine function of one feature")
     return a, constant - a * value_constant
 
 

@@ -210,3 +210,53 @@ def test_auto_takes_cpsat_for_tree_ensembles_and_highs_for_linear_models(model: 
     exact = result.statistics.exact
     assert exact is not None and exact.proven and result.valid
     assert exact.backend.startswith(solver), exact.backend
+
+
+def test_a_scaled_number_off_its_grid_is_encoded() -> None:
+    """Numbers with many decimals behind a ``StandardScaler``: a row whose original lies off the
+    number's inferred grid has column terms whose ratios to the feature's differ in the last bits;
+    the encoder compared them for equality and refused the row ("not an affine function of one
+    feature"). Every rejected row of this model is now encoded, proven and valid."""
+    import warnings
+
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from counterplan.planning.distance import DistanceSettings
+
+    rng = np.random.default_rng(5)
+    n = 400
+    frame = pd.DataFrame(
+        {
+            "income": rng.uniform(0.0, 10.0, n),
+            "tenure": rng.integers(0, 15, n),
+            "debt": rng.uniform(0.0, 5.0, n),
+            "plan": rng.choice(["basic", "silver", "gold"], n),
+        }
+    )
+    score = frame.income + 0.4 * frame.tenure - frame.debt + 1.5 * (frame.plan == "gold")
+    frame["ok"] = (score + rng.normal(0.0, 0.5, n) > 6.0).astype(int)
+    columns = ["income", "tenure", "debt", "plan"]
+    encode = ColumnTransformer(
+        [("plan", OneHotEncoder(sparse_output=False), ["plan"]), ("numbers", StandardScaler(), columns[:3])]
+    )
+    model = Pipeline([("encode", encode), ("model", GradientBoostingClassifier(n_estimators=20, random_state=0))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(frame[columns], frame["ok"])
+    rejected = np.flatnonzero(model.predict(frame[columns]) == 0)[:8]
+    for row in rejected:
+        problem = CounterfactualProblem.from_dataframe(
+            frame,
+            int(row),
+            model,
+            [ClassGoal(target=1)],
+            target="ok",
+            columns=columns,
+            distance=DistanceSettings(metric="mad_l1"),
+        )
+        result = explain(problem, engine="exact", seed=0)
+        exact = result.statistics.exact
+        assert exact is not None and exact.status == "optimal", (int(row), exact)
+        assert exact.proven and result.valid
