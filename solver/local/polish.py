@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from counterplan.planning.score import HARD_LEVELS, best_row, is_better, is_feasible
+from counterplan.planning.scored_rows import row_index
 from counterplan.solver.core.boundary import Bisection, Refiner
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
@@ -76,19 +77,22 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             return
         tree = bool(scope.space.split_values)  # a linear model's gains add up: trades reach its optimum
         memo = TradeValues(scope.space, pricer, self.config.trade_grid_size)
+        traded: set[bytes] = set()
         buys, other = self._combos(phase_scope, memo) if self.config.combos and tree else (None, None)
-        self._trade(phase_scope, memo, scope.best_row, scope.best_score, buys)
+        self._trade(phase_scope, memo, scope.best_row, scope.best_score, buys, traded=traded)
         others = [] if other is None else [other]
         if routes is not None:
             others += list(zip(routes.rows, routes.scores, strict=True))
         for start, start_score in others:
             if is_feasible(start_score) and not (start == scope.best_row).all():
                 row, score = self._bisect_from(phase_scope, start, start_score)
-                self._trade(phase_scope, memo, row, score, buys)
+                self._trade(phase_scope, memo, row, score, buys, traded=traded)
         if self.config.recreate_steps and tree:  # a linear model's trades of marginal rates reach its optimum
-            self._recreate(phase_scope, memo, buys)
+            self._recreate(phase_scope, memo, buys, traded)
 
-    def _recreate(self, phase_scope: PhaseScope, memo: TradeValues, buys: dict[int, FloatMatrix] | None) -> None:
+    def _recreate(
+        self, phase_scope: PhaseScope, memo: TradeValues, buys: dict[int, FloatMatrix] | None, traded: set[bytes]
+    ) -> None:
         """Ruin and recreate (``recreate_steps``): each changed feature of the best carrying at
         least ``recreate_share`` of its distance, the priciest first, is given back and the row
         rebuilt by the greedy rule of the feature scan (:func:`~counterplan.solver.local.scan.most_efficient`)
@@ -111,60 +115,62 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             ruined = ruined[: self.config.recreate_features]
             if not ruined:
                 return
+            chains = []
             for k, cost in ruined:
                 tried.add((k, cost))
                 row = best.copy()
                 row[k] = space.original[k]
-                found = self._rebuild(phase_scope, memo, row, {k: cost})
-                if found is not None:
-                    row, score = self._bisect_from(phase_scope, *found)
-                    self._trade(phase_scope, memo, row, score, buys)
+                chains.append(_Chain(row, {k: cost}))
+            self._rebuild(phase_scope, memo, chains)
+            for chain in chains:
+                if chain.found is not None:
+                    row, score = self._bisect_from(phase_scope, *chain.found)
+                    self._trade(phase_scope, memo, row, score, buys, traded=traded)
             if distance <= -float(scope.best_score[3]):
                 return  # no round after one that found nothing better
 
-    def _rebuild(
-        self, phase_scope: PhaseScope, memo: TradeValues, row: FloatMatrix, caps: dict[int, float]
-    ) -> tuple[FloatMatrix, FloatMatrix] | None:
-        """The greedy chain of :meth:`_recreate` from ``row``: its first feasible step's best row
-        and score, or None."""
+    def _rebuild(self, phase_scope: PhaseScope, memo: TradeValues, chains: list[_Chain]) -> None:
+        """The greedy chains of :meth:`_recreate`, in step: each step's rows of every chain still
+        going are scored in one model call (a round's chains took a call a step each, one chain
+        after the other). A chain ends at its first feasible step (its best row and score kept in
+        ``found``), when no row gains or when no row is left nearer than the best plus the slack."""
         scope = phase_scope.solver_scope
-        pricer, columns = memo.pricer, memo.columns
-        base_score: FloatMatrix | None = None
+        going = list(chains)
         for _ in range(self.config.recreate_steps):
-            if phase_scope.must_stop():
-                return None
+            if phase_scope.must_stop() or not going:
+                return
             best_distance = -float(scope.best_score[3])
-            row_distance = float(pricer.cost(row[columns], columns).sum())
-            X, _ = recreate_candidates(
-                row,
-                row_distance,
-                best_distance,
-                scope.space,
-                pricer,
-                grid_size=self.config.trade_grid_size,
-                caps=caps,
-                max_rows=self.config.recreate_rows,
-                slack=self.config.recreate_slack,
-                memo=memo,
-            )
-            if base_score is None:
-                X = np.vstack([row.reshape(1, -1), X])
-            if X.shape[0] == 0:
-                return None
-            scores, improved = _score(phase_scope, X)
+            parts = [(chain, self._chain_rows(scope, memo, chain, best_distance)) for chain in going]
+            parts = [(chain, X) for chain, X in parts if X.shape[0]]
+            if not parts:
+                return
+            all_scores, improved = _score(phase_scope, np.vstack([X for _, X in parts]))
             if improved:
                 scope.announce()
-            if base_score is None:
-                base_score, X, scores = scores[0], X[1:], scores[1:]
-            feasible = np.flatnonzero((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1))
-            if feasible.size:
-                top = feasible[best_row(scores[feasible])]
-                return X[top].copy(), scores[top].copy()
-            pick = most_efficient(scores, base_score)
-            if pick is None:
-                return None
-            row, base_score = X[pick].copy(), scores[pick].copy()
-        return None
+            ends = np.cumsum([X.shape[0] for _, X in parts])
+            going = [
+                chain
+                for (chain, X), scores in zip(parts, np.split(all_scores, ends[:-1]), strict=True)
+                if chain.step(X, scores)
+            ]
+
+    def _chain_rows(self, scope: SolverScope, memo: TradeValues, chain: _Chain, best_distance: float) -> FloatMatrix:
+        """A recreate chain's next rows (:func:`~counterplan.solver.core.trade.recreate_candidates`),
+        its row itself first before its first call."""
+        columns = memo.columns
+        X, _ = recreate_candidates(
+            chain.row,
+            float(memo.pricer.cost(chain.row[columns], columns).sum()),
+            best_distance,
+            scope.space,
+            memo.pricer,
+            grid_size=self.config.trade_grid_size,
+            caps=chain.caps,
+            max_rows=self.config.recreate_rows,
+            slack=self.config.recreate_slack,
+            memo=memo,
+        )
+        return X if chain.base_score is not None else np.vstack([chain.row.reshape(1, -1), X])
 
     def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
         """The best's bisection, the other routes' refinement riding in its calls."""
@@ -285,14 +291,25 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         row: FloatMatrix,
         score: FloatMatrix,
         buys: dict[int, FloatMatrix] | None,
+        *,
+        traded: set[bytes],
     ) -> None:
         """Trade rounds from ``row``: each round's winner, when better than ``row``, is bisected
         and traded from again; the first round without a win ends them. Every scored row is
-        offered to the solve (the best, the pool)."""
+        offered to the solve (the best, the pool).
+
+        ``traded`` holds the rows (their bytes) this solve has traded from: a round from one of
+        them again would build much the same rows the memory of scored rows already knows (a
+        rebuilt row bisects back to the best, or to a route traded before: 20 of heloc GB's 71
+        trades), and the trades end there."""
         scope = phase_scope.solver_scope
         for _ in range(self.config.trade_rounds):
             if phase_scope.must_stop() or not is_feasible(score):
                 return
+            key = row.tobytes()
+            if key in traded:
+                return
+            traded.add(key)
             X = trade_candidates(
                 row,
                 -float(score[3]),
@@ -361,6 +378,34 @@ class _Singles:
     gain: FloatMatrix
 
 
+@dataclass
+class _Chain:
+    """One ruin-and-recreate chain (:meth:`BoundaryPolishPhase._rebuild`): its row, the caps of its
+    given-back feature, the row's score (None before its first call) and its result."""
+
+    row: FloatMatrix
+    caps: dict[int, float]
+    base_score: FloatMatrix | None = None
+    found: tuple[FloatMatrix, FloatMatrix] | None = None
+
+    def step(self, X: FloatMatrix, scores: FloatMatrix) -> bool:
+        """Take a scored step (``X``, ``scores``: the rows around ``row``, the row itself first
+        before its first call): the best feasible row ends the chain as found; else the most
+        efficient row is the next ``row``, unless none gains. Whether the chain goes on."""
+        if self.base_score is None:
+            self.base_score, X, scores = scores[0], X[1:], scores[1:]
+        feasible = np.flatnonzero((scores[:, :HARD_LEVELS] >= 0.0).all(axis=1))
+        if feasible.size:
+            top = feasible[best_row(scores[feasible])]
+            self.found = (X[top].copy(), scores[top].copy())
+            return False
+        pick = most_efficient(scores, self.base_score)
+        if pick is None:
+            return False
+        self.row, self.base_score = X[pick].copy(), scores[pick].copy()
+        return True
+
+
 def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
     """``X`` scored in one step and offered to the solve (the best, the pool): the scores, and
     whether the best moved."""
@@ -396,8 +441,7 @@ def _score_known(
     if known is None or known[0].shape[1] != X.shape[1]:
         return _score(phase_scope, X)
     rows, row_scores = known
-    where = {row.tobytes(): i for i, row in enumerate(rows)}
-    found = np.array([where.get(row.tobytes(), -1) for row in X], dtype=np.intp)
+    found = row_index(rows, X)
     hit = found >= 0
     scores = np.empty((X.shape[0], row_scores.shape[1]))
     scores[hit] = row_scores[found[hit]]
