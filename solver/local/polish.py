@@ -19,8 +19,9 @@ the polish reaches what a bisection cannot (:mod:`counterplan.solver.core.trade`
   where their goal gains add up; a win is bisected;
 * **trades** (``trade_rounds``): one changed feature given back while another is bought, up to
   ``trade_rows`` rows a round; each winning round is bisected again, and the trades stop at the
-  first round without a win. With ``starts`` above 1, each other route is traded and bisected
-  the same way (a route one give-back from the optimum, as the demo's 2-change answer is).
+  first round without a win, or at a row the solve traded from already. With ``starts`` above 1,
+  each other route is traded and bisected the same way (a route one give-back from the optimum,
+  as the demo's 2-change answer is).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         """Ruin and recreate (``recreate_steps``): each changed feature of the best carrying at
         least ``recreate_share`` of its distance, the priciest first, is given back and the row
         rebuilt by the greedy rule of the feature scan (:func:`~counterplan.solver.local.scan.most_efficient`)
-        until a step finds a feasible row; the best feasible row of that step is bisected and traded."""
+        until a step finds a feasible row, the round's chains in step (:meth:`_rebuild`); then the
+        best feasible row each found is bisected and traded, in the round's order."""
         scope = phase_scope.solver_scope
         space, pricer = scope.space, memo.pricer
         tried: set[tuple[int, float]] = set()
