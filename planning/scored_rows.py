@@ -10,7 +10,9 @@ rows to it, which costs a model call at worst), and :meth:`ScoredRows.split` tel
 rows, each once, from the ones it knows.
 
 Rows are found by a 64-bit hash of their bytes, computed for the whole batch in a few numpy
-operations, and then compared value by value with the row kept, so a hash collision costs a
+operations, looked up in a sorted array of the kept hashes (a binary search for the whole batch:
+no Python runs per row, where a dictionary cost a heloc solve as much time as a fifth of its
+model calls), and then compared value by value with the row kept, so a hash collision costs a
 model call, never a wrong prediction. The memory is bounded (:data:`MAX_REMEMBERED_BYTES`):
 once full it keeps what it has and learns no more, so what it answers depends only on the rows
 the solve scored, in their order (deterministic).
@@ -18,6 +20,7 @@ the solve scored, in their order (deterministic).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,41 +72,41 @@ class ScoredRows:
         self.capacity = max(max_bytes // (8 * max(width, 1)), 0)
         """The most rows kept (0: the memory is off)."""
         self.size = 0
-        self._slot: dict[int, int] = {}
+        self._keys = np.empty(0, dtype=np.uint64)
+        """The kept rows' hashes, sorted."""
+        self._key_slots = np.empty(0, dtype=np.intp)
+        """Per entry of ``_keys``: where its row is kept."""
         self._rows = np.empty((0, n_features))
         self._outputs: dict[str, FloatMatrix] = {name: np.empty((0, *s)) for name, s in shapes.items()}
-        rng = np.random.default_rng(_MULTIPLIERS_SEED)
-        self._multipliers = rng.integers(1, 2**63, size=n_features, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
     def _hashes(self, bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        """Per row, a 64-bit hash of its bytes: each value's high bits folded into its low ones (a
-        number on a grid has its low bits all zero), times an odd multiplier of its column, summed
-        modulo 2**64, then mixed."""
-        v = bits ^ (bits >> np.uint64(32))
-        v *= _MIX
-        v ^= v >> np.uint64(29)
-        v *= self._multipliers
-        h = v.sum(axis=1, dtype=np.uint64)
-        h ^= h >> np.uint64(31)
-        h *= _MIX
-        h ^= h >> np.uint64(29)
-        return np.asarray(h, dtype=np.uint64)
+        """Per row, its hash (:func:`_row_hashes`)."""
+        return _row_hashes(bits)
 
     def split(self, X: FloatMatrix) -> Split | None:
         """The batch's distinct rows and which of them are known; None when two distinct rows of
         the batch share a hash (then the batch goes to the model as it is)."""
         bits = _bits(X)
         keys = self._hashes(bits)
-        unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")  # distinct rows in the order they first occur
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        first, unique, inverse = first[order], unique[order], rank[inverse.reshape(-1)]
-        if first.size < X.shape[0] and not np.array_equal(bits, bits[first][inverse]):
-            return None
-        slot = self._slot
-        slots = np.fromiter((slot.get(k, -1) for k in unique.tolist()), dtype=np.intp, count=unique.size)
-        known = slots >= 0
+        n = keys.size
+        order = np.argsort(keys, kind="stable")
+        starts = np.empty(n, dtype=bool)
+        starts[:1] = True
+        np.not_equal(keys[order[1:]], keys[order[:-1]], out=starts[1:])
+        if starts.all():  # no row repeated (most batches): each row is its own distinct row
+            first = np.arange(n)
+            unique, inverse = keys, first
+        else:
+            firsts = order[starts]  # each distinct row's first occurrence (the sort is stable)
+            by_first = np.argsort(firsts, kind="stable")  # distinct rows in the order they first occur
+            first, unique = firsts[by_first], keys[firsts[by_first]]
+            rank = np.empty_like(by_first)
+            rank[by_first] = np.arange(by_first.size)
+            inverse = np.empty(n, dtype=np.intp)
+            inverse[order] = rank[np.cumsum(starts) - 1]
+            if not np.array_equal(bits, bits[first][inverse]):
+                return None
+        slots, known = self._find(unique)
         if known.any():  # a hash is no proof: the kept row must be this one
             same = (_bits(self._rows[slots[known]]) == bits[first[known]]).all(axis=1)
             if not same.all():
@@ -123,7 +126,8 @@ class ScoredRows:
             return
         X, keys = X[:take], keys[:take]
         predictions = {name: v[:take] for name, v in predictions.items()}
-        fresh = np.fromiter((k not in self._slot for k in keys.tolist()), dtype=bool, count=take)
+        _, kept = self._find(keys)
+        fresh = ~kept
         if not fresh.all():  # a collision kept out: the row already there stays
             X, keys = X[fresh], keys[fresh]
             predictions = {name: v[fresh] for name, v in predictions.items()}
@@ -133,8 +137,24 @@ class ScoredRows:
         self._rows[self.size : end] = X
         for name, out in self._outputs.items():
             out[self.size : end] = predictions[name]
-        self._slot.update(zip(keys.tolist(), range(self.size, end), strict=True))
+        order = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self._keys, keys[order]) + np.arange(take)  # where each lands, merged
+        old = np.ones(self._keys.size + take, dtype=bool)
+        old[at] = False
+        merged_keys = np.empty(old.size, dtype=np.uint64)
+        merged_keys[at], merged_keys[old] = keys[order], self._keys
+        merged_slots = np.empty(old.size, dtype=np.intp)
+        merged_slots[at], merged_slots[old] = self.size + order, self._key_slots
+        self._keys, self._key_slots = merged_keys, merged_slots
         self.size = end
+
+    def _find(self, keys: npt.NDArray[np.uint64]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        """Per key (distinct keys): the slot kept under it (-1 for none), and whether there is one."""
+        if self._keys.size == 0:
+            return np.full(keys.size, -1, dtype=np.intp), np.zeros(keys.size, dtype=bool)
+        at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
+        found = self._keys[at] == keys
+        return np.where(found, self._key_slots[at], -1), found
 
     def _reserve(self, rows: int) -> None:
         """Room for ``rows`` rows (doubling, up to the capacity)."""
@@ -144,6 +164,49 @@ class ScoredRows:
         grown = min(max(rows, 2 * have, _FIRST_CAPACITY), self.capacity)
         self._rows = _grown(self._rows, grown)
         self._outputs = {name: _grown(out, grown) for name, out in self._outputs.items()}
+
+
+def row_index(rows: FloatMatrix, X: FloatMatrix) -> IntArray:
+    """Per row of ``X``: the index of a row of ``rows`` with the very same values (its bytes, as
+    :class:`ScoredRows` tells rows apart), -1 where there is none. Both hashed in a few numpy
+    operations and matched by a binary search; a match is checked value by value."""
+    index = np.full(X.shape[0], -1, dtype=np.intp)
+    if rows.shape[0] == 0 or X.shape[0] == 0 or rows.shape[1] != X.shape[1]:
+        return index
+    rows_bits, x_bits = _bits(rows), _bits(X)
+    keys = _row_hashes(rows_bits)
+    order = np.argsort(keys, kind="stable")  # the first of equal keys first
+    sorted_keys = keys[order]
+    x_keys = _row_hashes(x_bits)
+    at = np.minimum(np.searchsorted(sorted_keys, x_keys), sorted_keys.size - 1)
+    candidate = order[at]
+    found = (sorted_keys[at] == x_keys) & (rows_bits[candidate] == x_bits).all(axis=1)
+    index[found] = candidate[found]
+    return index
+
+
+@functools.cache
+def _multipliers(n_features: int) -> npt.NDArray[np.uint64]:
+    """An odd 64-bit multiplier per column, the same in every solve (seeded)."""
+    rng = np.random.default_rng(_MULTIPLIERS_SEED)
+    multipliers = rng.integers(1, 2**63, size=n_features, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    multipliers.flags.writeable = False
+    return multipliers
+
+
+def _row_hashes(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Per row, a 64-bit hash of its bytes: each value's high bits folded into its low ones (a
+    number on a grid has its low bits all zero), times an odd multiplier of its column, summed
+    modulo 2**64, then mixed."""
+    v = bits ^ (bits >> np.uint64(32))
+    v *= _MIX
+    v ^= v >> np.uint64(29)
+    v *= _multipliers(bits.shape[1])
+    h = v.sum(axis=1, dtype=np.uint64)
+    h ^= h >> np.uint64(31)
+    h *= _MIX
+    h ^= h >> np.uint64(29)
+    return np.asarray(h, dtype=np.uint64)
 
 
 def _bits(X: FloatMatrix) -> npt.NDArray[np.uint64]:
@@ -157,4 +220,4 @@ def _grown(array: FloatMatrix, rows: int) -> FloatMatrix:
     return out
 
 
-__all__ = ["MAX_REMEMBERED_BYTES", "ScoredRows", "Split"]
+__all__ = ["MAX_REMEMBERED_BYTES", "ScoredRows", "Split", "row_index"]

@@ -233,14 +233,14 @@ class BoundaryPolishPhaseConfig(PhaseConfig):
     recreate_steps: Annotated[int, Field(ge=0, le=32)] = 16
     """Ruin and recreate: each changed feature of the best that carries at least
     ``recreate_share`` of its distance is given back, and the row rebuilt greedily (the feature
-    scan's rule: the single change with the best goal gain per unit of distance, one call a step,
-    a feasible row nearer than the best ending it, see ``recreate_onward``; the given-back feature
-    only cheaper than it was), for at most this many steps; a feasible result is bisected and
-    traded. Reaches an optimum of many small changes where the search paid one large one
-    (adult's forest: capital-gain 5,096 dollars, 1 MAD each, against capital-loss 1,795 and five
-    cheap changes). Only for a model whose split
-    values are known (a tree ensemble): a linear model's trades reach its optimum, and rebuilding
-    doubled its rows per solve. 0: none."""
+    scan's rule: the single change with the best goal gain per unit of distance, one call a step
+    for all of a round's chains, a feasible row nearer than the best ending a chain, see
+    ``recreate_onward``; the given-back feature only cheaper than it was), for at most this many
+    steps; a feasible result is bisected and traded. Reaches an optimum of many small changes
+    where the search paid one large one (adult's forest: capital-gain 5,096 dollars, 1 MAD each,
+    against capital-loss 1,795 and five cheap changes). Only for a model whose split values are
+    known (a tree ensemble): a linear model's trades reach its optimum, and rebuilding doubled its
+    rows per solve. 0: none."""
     recreate_share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.15
     """The share of the best's distance a changed feature must carry to be given back."""
     recreate_slack: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1

@@ -19,8 +19,9 @@ the polish reaches what a bisection cannot (:mod:`counterplan.solver.core.trade`
   where their goal gains add up; a win is bisected;
 * **trades** (``trade_rounds``): one changed feature given back while another is bought, up to
   ``trade_rows`` rows a round; each winning round is bisected again, and the trades stop at the
-  first round without a win. With ``starts`` above 1, each other route is traded and bisected
-  the same way (a route one give-back from the optimum, as the demo's 2-change answer is).
+  first round without a win, or at a row the solve traded from already. With ``starts`` above 1,
+  each other route is traded and bisected the same way (a route one give-back from the optimum,
+  as the demo's 2-change answer is).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from counterplan.planning.score import HARD_LEVELS, best_row, is_better, is_feasible
+from counterplan.planning.scored_rows import row_index
 from counterplan.solver.core.boundary import Bisection, Refiner
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
@@ -76,23 +78,28 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             return
         tree = bool(scope.space.split_values)  # a linear model's gains add up: trades reach its optimum
         memo = TradeValues(scope.space, pricer, self.config.trade_grid_size)
+        traded: set[bytes] = set()
         buys, other = self._combos(phase_scope, memo) if self.config.combos and tree else (None, None)
-        self._trade(phase_scope, memo, scope.best_row, scope.best_score, buys)
+        self._trade(phase_scope, memo, scope.best_row, scope.best_score, buys, traded=traded)
         others = [] if other is None else [other]
         if routes is not None:
             others += list(zip(routes.rows, routes.scores, strict=True))
         for start, start_score in others:
             if is_feasible(start_score) and not (start == scope.best_row).all():
                 row, score = self._bisect_from(phase_scope, start, start_score)
-                self._trade(phase_scope, memo, row, score, buys)
+                self._trade(phase_scope, memo, row, score, buys, traded=traded)
         if self.config.recreate_steps and tree:  # a linear model's trades of marginal rates reach its optimum
-            self._recreate(phase_scope, memo, buys)
+            self._recreate(phase_scope, memo, buys, traded)
 
-    def _recreate(self, phase_scope: PhaseScope, memo: TradeValues, buys: dict[int, FloatMatrix] | None) -> None:
+    def _recreate(
+        self, phase_scope: PhaseScope, memo: TradeValues, buys: dict[int, FloatMatrix] | None, traded: set[bytes]
+    ) -> None:
         """Ruin and recreate (``recreate_steps``): each changed feature of the best carrying at
         least ``recreate_share`` of its distance, the priciest first, is given back and the row
         rebuilt by the greedy rule of the feature scan (:func:`~counterplan.solver.local.scan.most_efficient`)
-        until a step finds a feasible row; the best feasible row of that step is bisected and traded."""
+        until a step finds a feasible row nearer than the best (or its going on past a farther one,
+        ``recreate_onward``, ends), the round's chains in step (:meth:`_rebuild`); then the best
+        feasible row each met is bisected and traded, in the round's order."""
         scope = phase_scope.solver_scope
         space, pricer = scope.space, memo.pricer
         tried: set[tuple[int, float]] = set()
@@ -111,95 +118,66 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             ruined = ruined[: self.config.recreate_features]
             if not ruined:
                 return
+            chains = []
             for k, cost in ruined:
                 tried.add((k, cost))
                 row = best.copy()
                 row[k] = space.original[k]
-                found = self._rebuild(phase_scope, memo, row, {k: cost})
-                if found is not None:
-                    row, score = self._bisect_from(phase_scope, *found)
-                    self._trade(phase_scope, memo, row, score, buys)
+                chains.append(_Chain(row, {k: cost}))
+            self._rebuild(phase_scope, memo, chains)
+            for chain in chains:
+                if chain.found is not None:
+                    row, score = self._bisect_from(phase_scope, *chain.found)
+                    self._trade(phase_scope, memo, row, score, buys, traded=traded)
             if distance <= -float(scope.best_score[3]):
                 return  # no round after one that found nothing better
 
-    def _rebuild(
-        self, phase_scope: PhaseScope, memo: TradeValues, row: FloatMatrix, caps: dict[int, float]
-    ) -> tuple[FloatMatrix, FloatMatrix] | None:
-        """The greedy chain of :meth:`_recreate` from ``row``: the best feasible row it met and its
-        score, or None.
-
-        A step whose best feasible row is nearer than the best ends the chain. When it is farther,
-        the chain goes on for up to ``recreate_onward`` more steps from the step's most efficient
-        row short of the goal, scoring only rows predicted nearer than the best, while that row's
-        rate of gain could still reach the goal nearer than the best (:func:`_hopeless`): past a
-        farther feasible step the optimum may add nearly free threshold crossings of large-MAD
-        features and shave the expensive change. heloc's forest row 3374: ended at its first
-        feasible step, the chain bought NumBank2NatlTradesWHighUtilization for 1 MAD (+3.8%);
-        going on, it buys one unit of each of AverageMInFile, MSinceMostRecentDelq and
-        PercentTradesWBalance (about 0.06 MAD each) and one of NetFractionRevolvingBurden, and
-        ExternalRiskEstimate 77 instead of 80: the proven optimum."""
+    def _rebuild(self, phase_scope: PhaseScope, memo: TradeValues, chains: list[_Chain]) -> None:
+        """The greedy chains of :meth:`_recreate`, in step: each step's rows of every chain still
+        going are scored in one model call (a round's chains took a call a step each, one chain
+        after the other). Each chain keeps the best feasible row it met in ``found``; a chain
+        leaves the shared step at a feasible row nearer than the best, when no row gains, when no
+        row is left to score, or when its going on past a farther feasible step ends
+        (:meth:`_Chain.step`, ``recreate_onward``)."""
         scope = phase_scope.solver_scope
-        base_score: FloatMatrix | None = None
-        found: tuple[FloatMatrix, FloatMatrix] | None = None
-        left: int | None = None  # steps left past a feasible step no nearer than the best; None: none yet
+        going = list(chains)
         for _ in range(self.config.recreate_steps):
-            if phase_scope.must_stop():
-                return found
+            if phase_scope.must_stop() or not going:
+                return
             best_distance = -float(scope.best_score[3])
-            X = self._rebuild_rows(
-                scope,
-                memo,
-                row,
-                caps,
-                slack=self.config.recreate_slack if left is None else 0.0,
-                first=base_score is None,
-            )
-            if X.shape[0] == 0:
-                return found
-            scores = _score_announced(phase_scope, X)
-            if base_score is None:
-                base_score, X, scores = scores[0], X[1:], scores[1:]
-            top, pick = _feasible_and_next(scores, base_score)
-            if top is not None:
-                found = _better_of(found, X[top], scores[top])
-                if -float(scores[top, 3]) < best_distance:
-                    return found
-                left = self.config.recreate_onward if left is None else left
-            if left is not None:
-                if left == 0 or pick is None or _hopeless(scores[pick], base_score, best_distance):
-                    return found
-                left -= 1
-            if pick is None:
-                return found
-            row, base_score = X[pick].copy(), scores[pick].copy()
-        return found
+            parts = [(chain, self._chain_rows(scope, memo, chain, best_distance)) for chain in going]
+            parts = [(chain, X) for chain, X in parts if X.shape[0]]
+            if not parts:
+                return
+            all_scores, improved = _score(phase_scope, np.vstack([X for _, X in parts]))
+            if improved:
+                scope.announce()
+            ends = np.cumsum([X.shape[0] for _, X in parts])
+            onward = self.config.recreate_onward
+            going = [
+                chain
+                for (chain, X), scores in zip(parts, np.split(all_scores, ends[:-1]), strict=True)
+                if chain.step(X, scores, best_distance, onward)
+            ]
 
-    def _rebuild_rows(
-        self,
-        scope: SolverScope,
-        memo: TradeValues,
-        row: FloatMatrix,
-        caps: dict[int, float],
-        *,
-        slack: float,
-        first: bool,
-    ) -> FloatMatrix:
-        """One rebuild step's rows (:func:`~counterplan.solver.core.trade.recreate_candidates`),
-        after ``row`` itself on the ``first`` step (its score is the chain's first base)."""
-        pricer, columns = memo.pricer, memo.columns
+    def _chain_rows(self, scope: SolverScope, memo: TradeValues, chain: _Chain, best_distance: float) -> FloatMatrix:
+        """A recreate chain's next rows (:func:`~counterplan.solver.core.trade.recreate_candidates`),
+        its row itself first before its first call; past a farther feasible step only rows
+        predicted nearer than the best (no slack)."""
+        columns = memo.columns
         X, _ = recreate_candidates(
-            row,
-            float(pricer.cost(row[columns], columns).sum()),
-            -float(scope.best_score[3]),
+            chain.row,
+            float(memo.pricer.cost(chain.row[columns], columns).sum()),
+            best_distance,
             scope.space,
-            pricer,
+            memo.pricer,
             grid_size=self.config.trade_grid_size,
-            caps=caps,
+            caps=chain.caps,
             max_rows=self.config.recreate_rows,
-            slack=slack,
+            slack=self.config.recreate_slack if chain.left is None else 0.0,
             memo=memo,
         )
-        return np.vstack([row.reshape(1, -1), X]) if first else X
+        return X if chain.base_score is not None else np.vstack([chain.row.reshape(1, -1), X])
 
     def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
         """The best's bisection, the other routes' refinement riding in its calls."""
@@ -320,14 +298,25 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         row: FloatMatrix,
         score: FloatMatrix,
         buys: dict[int, FloatMatrix] | None,
+        *,
+        traded: set[bytes],
     ) -> None:
         """Trade rounds from ``row``: each round's winner, when better than ``row``, is bisected
         and traded from again; the first round without a win ends them. Every scored row is
-        offered to the solve (the best, the pool)."""
+        offered to the solve (the best, the pool).
+
+        ``traded`` holds the rows (their bytes) this solve has traded from: a round from one of
+        them again would build much the same rows the memory of scored rows already knows (a
+        rebuilt row bisects back to the best, or to a route traded before: 20 of heloc GB's 71
+        trades), and the trades end there."""
         scope = phase_scope.solver_scope
         for _ in range(self.config.trade_rounds):
             if phase_scope.must_stop() or not is_feasible(score):
                 return
+            key = row.tobytes()
+            if key in traded:
+                return
+            traded.add(key)
             X = trade_candidates(
                 row,
                 -float(score[3]),
@@ -396,6 +385,53 @@ class _Singles:
     gain: FloatMatrix
 
 
+@dataclass
+class _Chain:
+    """One ruin-and-recreate chain (:meth:`BoundaryPolishPhase._rebuild`): its row, the caps of its
+    given-back feature, the row's score (None before its first call), the best feasible row it met
+    and the steps it has left past a feasible step no nearer than the best (None: none yet)."""
+
+    row: FloatMatrix
+    caps: dict[int, float]
+    base_score: FloatMatrix | None = None
+    found: tuple[FloatMatrix, FloatMatrix] | None = None
+    left: int | None = None
+
+    def step(self, X: FloatMatrix, scores: FloatMatrix, best_distance: float, onward: int) -> bool:
+        """Take a scored step (``X``, ``scores``: the rows around ``row``, the row itself first
+        before its first call; ``best_distance``: the best's distance before the step). Whether
+        the chain goes on.
+
+        A step whose best feasible row is nearer than the best ends the chain. When it is farther,
+        the row is kept (should nothing better follow) and the chain goes on for up to ``onward``
+        more steps from the step's most efficient row short of the goal, scoring only rows
+        predicted nearer than the best, while that row's rate of gain could still reach the goal
+        nearer than the best (:func:`_hopeless`): past a farther feasible step the optimum may add
+        nearly free threshold crossings of large-MAD features and shave the expensive change.
+        heloc's forest row 3374: ended at its first feasible step, the chain bought
+        NumBank2NatlTradesWHighUtilization for 1 MAD (+3.8%); going on, it buys one unit of each
+        of AverageMInFile, MSinceMostRecentDelq and PercentTradesWBalance (about 0.06 MAD each)
+        and one of NetFractionRevolvingBurden, and ExternalRiskEstimate 77 instead of 80: the
+        proven optimum. Without a feasible row the chain steps to the most efficient row, unless
+        none gains."""
+        if self.base_score is None:
+            self.base_score, X, scores = scores[0], X[1:], scores[1:]
+        top, pick = _feasible_and_next(scores, self.base_score)
+        if top is not None:
+            self.found = _better_of(self.found, X[top], scores[top])
+            if -float(scores[top, 3]) < best_distance:
+                return False
+            self.left = onward if self.left is None else self.left
+        if self.left is not None:
+            if self.left == 0 or pick is None or _hopeless(scores[pick], self.base_score, best_distance):
+                return False
+            self.left -= 1
+        if pick is None:
+            return False
+        self.row, self.base_score = X[pick].copy(), scores[pick].copy()
+        return True
+
+
 def _score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
     """``X`` scored in one step and offered to the solve (the best, the pool): the scores, and
     whether the best moved."""
@@ -436,14 +472,6 @@ def _better_of(
     return row.copy(), score.copy()
 
 
-def _score_announced(phase_scope: PhaseScope, X: FloatMatrix) -> FloatMatrix:
-    """:func:`_score`, announcing a new best."""
-    scores, improved = _score(phase_scope, X)
-    if improved:
-        phase_scope.solver_scope.announce()
-    return scores
-
-
 def _predicted_to_reach(C: FloatMatrix, singles: _Singles, original: FloatMatrix, deficit: float) -> bool:
     """Whether a combination of ``C`` reaches the whole ``deficit`` with its single-feature rows'
     goal gains added: the beam's pairs and levels, for features that reach the goal only
@@ -470,8 +498,7 @@ def _score_known(
     if known is None or known[0].shape[1] != X.shape[1]:
         return _score(phase_scope, X)
     rows, row_scores = known
-    where = {row.tobytes(): i for i, row in enumerate(rows)}
-    found = np.array([where.get(row.tobytes(), -1) for row in X], dtype=np.intp)
+    found = row_index(rows, X)
     hit = found >= 0
     scores = np.empty((X.shape[0], row_scores.shape[1]))
     scores[hit] = row_scores[found[hit]]

@@ -236,3 +236,18 @@ def test_rows_that_cannot_beat_the_best_go_to_no_model_and_none_could_have(
     assert all(evaluation.failures[i] == PRUNED_REASON for i in np.flatnonzero(pruned))
     assert calculator.failing_batches == 0 and calculator.best is not None
     assert not np.array_equal(calculator.best[0], X[np.flatnonzero(pruned)[0]])
+
+
+def test_row_index_finds_each_rows_equal_by_its_bytes() -> None:
+    """:func:`row_index` tells rows apart as the memory does (NaN equals NaN; a hash is checked
+    value by value), for the polish's rows the feature scan scored."""
+    rows = np.array([[0.0, 1.0], [2.0, np.nan], [3.0, 4.0], [0.0, 1.0]])
+    X = np.array([[3.0, 4.0], [5.0, 6.0], [2.0, np.nan], [0.0, 1.0]])
+    assert scored_rows_module.row_index(rows, X).tolist() == [2, -1, 1, 0]
+    assert scored_rows_module.row_index(rows[:0], X).tolist() == [-1] * 4
+
+
+def test_a_hash_shared_by_rows_never_matches_another_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scored_rows_module, "_row_hashes", lambda bits: np.zeros(bits.shape[0], dtype=np.uint64))
+    rows = np.array([[0.0, 1.0], [3.0, 4.0]])
+    assert scored_rows_module.row_index(rows, np.array([[3.0, 4.0], [0.0, 1.0]])).tolist() == [-1, 0]

@@ -3,6 +3,8 @@ only moves changed features back, cannot reach."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -227,3 +229,94 @@ def test_the_combinations_take_the_scans_single_feature_rows_from_it(
     singles = sent[0]  # the combinations' first call: the original's single-feature rows
     assert singles.shape[0] > 0
     assert not any(row.tobytes() in seen for row in singles)
+
+
+def test_a_rounds_recreate_chains_share_their_model_calls(
+    one_large_or_three_small: CounterfactualProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chains of a ruin-and-recreate round step together: each step's rows of every chain
+    still going are one model call, so a round of several chains takes fewer calls than its
+    chains take steps (one call a step each, one chain after the other, before)."""
+    counts = {"steps": 0, "calls": 0}
+    rebuilding = [False]
+    real_candidates, real_score, real_rebuild = (
+        polish.recreate_candidates,
+        polish._score,
+        polish.BoundaryPolishPhase._rebuild,
+    )
+
+    def candidates(*args: Any, **kwargs: Any) -> Any:
+        counts["steps"] += 1  # one chain's step
+        return real_candidates(*args, **kwargs)
+
+    def score(phase_scope: PhaseScope, X: FloatMatrix) -> tuple[FloatMatrix, bool]:
+        counts["calls"] += rebuilding[0]
+        return real_score(phase_scope, X)
+
+    def rebuild(*args: Any, **kwargs: Any) -> Any:
+        rebuilding[0] = True
+        try:
+            return real_rebuild(*args, **kwargs)
+        finally:
+            rebuilding[0] = False
+
+    monkeypatch.setattr(polish, "recreate_candidates", candidates)
+    monkeypatch.setattr(polish, "_score", score)
+    monkeypatch.setattr(polish.BoundaryPolishPhase, "_rebuild", rebuild)
+    result = explain(one_large_or_three_small, _scan_and_polish(BoundaryPolishPhaseConfig(combos=False)), seed=0)
+    assert result.valid and sorted(c.feature for c in result.changes) == ["b", "c", "d"]
+    assert 0 < counts["calls"] < counts["steps"]  # b, c and d each given back in the second round
+
+
+def test_no_trade_round_starts_from_a_row_the_solve_traded_from() -> None:
+    """A row rebuilt by ruin and recreate often bisects back to the best (or to a route traded
+    before): trading from it again would build much the same rows, so its trades end there."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame(rng.normal(size=(3000, 6)), columns=list("abcdef"))
+    data["y"] = (data.a + 0.5 * data.b + 0.3 * data.c * data.d - 0.4 * data.e > 0.8).astype(int)
+    features = list("abcdef")
+    model = GradientBoostingClassifier(n_estimators=60, max_depth=3, random_state=0).fit(data[features], data.y)
+    row = data[model.predict(data[features]) == 0].iloc[0]
+    problem = CounterfactualProblem.from_dataframe(
+        data, {c: row[c] for c in features}, model, [ClassGoal(target=1, confidence=0.7)], target="y"
+    )
+    starts: list[bytes] = []
+    real = polish.trade_candidates
+
+    def spy(best: FloatMatrix, *args: Any, **kwargs: Any) -> FloatMatrix:
+        starts.append(best.tobytes())
+        return real(best, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(polish, "trade_candidates", spy)
+        result = explain(problem, seed=0)
+    assert result.valid and len(starts) >= 2
+    assert len(set(starts)) == len(starts)
+
+
+def _levels(goal: float, distance: float) -> list[float]:
+    """A score row: the goal's hard level (0 when reached) and the distance's soft level."""
+    return [goal, 0.0, 0.0, -distance, 0.0]
+
+
+def test_each_recreate_chain_keeps_its_own_onward_state() -> None:
+    """In a round's shared step, each chain goes on past its own farther feasible step
+    (``recreate_onward``): it keeps its best farther row, counts its own steps left and then asks
+    only for rows nearer than the best (no slack), while a chain whose feasible row is nearer than
+    the best, or whose going on is hopeless, leaves the step."""
+    rows = np.arange(8, dtype=float).reshape(8, 1)
+    onward, near, hopeless = (polish._Chain(rows[0].copy(), {0: 1.0}) for _ in range(3))
+    # best 2.0: a feasible row at 3.0 (farther), a short row at 1.2 that could still reach the goal at 1.4
+    assert onward.step(rows[:3], np.array([_levels(-1, 1), _levels(0, 3), _levels(-0.5, 1.2)]), 2.0, 2)
+    assert onward.left == 1 and onward.found is not None and onward.found[0][0] == 1.0
+    assert (onward.row == rows[2]).all()
+    assert not near.step(rows[:3], np.array([_levels(-1, 1), _levels(0, 1.5), _levels(-0.5, 1.2)]), 2.0, 2)
+    assert near.left is None and near.found is not None and near.found[0][0] == 1.0
+    # the short row's rate (0.5 for 0.75) would end the way at 2.5, no nearer than 2.0: hopeless
+    assert not hopeless.step(rows[:3], np.array([_levels(-1, 1), _levels(0, 3), _levels(-0.5, 1.75)]), 2.0, 2)
+    assert hopeless.found is not None and hopeless.left == 2
+    # a second farther step, nearer than the first: kept; its last step left taken
+    assert onward.step(rows[3:5], np.array([_levels(0, 2.5), _levels(-0.2, 1.3)]), 2.0, 2)
+    assert onward.left == 0 and onward.found is not None and onward.found[0][0] == 3.0
+    assert not onward.step(rows[5:6], np.array([_levels(-0.1, 1.35)]), 2.0, 2)  # no steps left
+    assert onward.found[0][0] == 3.0
