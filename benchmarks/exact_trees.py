@@ -44,12 +44,16 @@ from benchmarks.real_data import DATASETS, Data, default_data_dir, load_data
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.solver.counterfactual import explain
+from counterplan.solver.exact import cpsat
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import MilpResult
 from counterplan.solver.exact.program import Formulation
 
 VARIANTS = ("old-highs", "new-highs", "new-cpsat", "narrow-highs", "narrow-scip", "narrow-cpsat", "narrow-cpsat4")
+"""Each ``program-backend``; a suffix ``-keep`` keeps the leaves beyond the reach (``build``'s
+``leaf_bounds`` off), ``-full`` gives CP-SAT its default three presolve rounds: main's CP-SAT
+before both was ``narrow-cpsat-keep-full``."""
 
 
 def _cpsat(formulation: Formulation, seconds: float, start: np.ndarray | None, workers: int) -> MilpResult:
@@ -80,6 +84,7 @@ def _problem(data: Data, model: Any, query: Any) -> CounterfactualProblem:
 
 
 def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequence[str]) -> dict[str, dict[str, Any]]:
+    presolve = cpsat.PRESOLVE_ITERATIONS
     model = MODELS[name](data).fit(data.train[data.features], data.train[data.spec.target])
     queries = data.test[model.predict(data.test) == 0].head(rows)
     out: dict[str, dict[str, Any]] = {
@@ -93,19 +98,22 @@ def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequenc
         optima: dict[str, float] = {}
         line = [f"  {data.spec.name} {name} row {query.name}:"]
         for variant in variants:
-            interval = not variant.startswith("old")
-            reach = -float(local.score_levels[3]) if variant.startswith("narrow") and local.valid else None
+            program, backend, *flags = variant.split("-")
+            interval = program != "old"
+            reach = -float(local.score_levels[3]) if program == "narrow" and local.valid else None
             started = time.perf_counter()
-            formulation = build(problem, interval_distance=interval, reach=reach)
+            formulation = build(problem, interval_distance=interval, reach=reach, leaf_bounds="keep" not in flags)
             built = time.perf_counter() - started
             start = formulation.assignment(warm) if warm is not None else None
             solving = time.perf_counter()
-            if variant.endswith(("highs", "scip")):
-                backend = "highs" if variant.endswith("highs") else "ortools"
-                result, _ = solve(formulation.milp, backend, time_limit=seconds, relative_gap=1e-6, start=start)
+            if backend in {"highs", "scip"}:
+                name = "highs" if backend == "highs" else "ortools"
+                result, _ = solve(formulation.milp, name, time_limit=seconds, relative_gap=1e-6, start=start)
             else:
-                workers = int(variant.removeprefix("narrow-").removeprefix("new-").removeprefix("cpsat") or 1)
+                workers = int(backend.removeprefix("cpsat") or 1)
+                cpsat.PRESOLVE_ITERATIONS = 3 if "full" in flags else presolve
                 result = _cpsat(formulation, seconds, start, workers)
+                cpsat.PRESOLVE_ITERATIONS = presolve
             result = replace(result, seconds=time.perf_counter() - solving)  # loading included, for all
             stats = out[variant]
             stats["build"].append(built)

@@ -39,7 +39,9 @@ One worker by default (``threads``), seed 0: CP-SAT with one worker is determini
 (``max_time_in_seconds``); the solve runs in a thread of its own while the caller's asks the
 stop check (so Ctrl-C reaches Python), calls ``StopSearch`` on a stop, and abandons a solve
 still running a quarter of a second past its time, as SCIP's. Each improving solution that
-decodes is handed to ``on_incumbent`` as it is found.
+decodes is handed to ``on_incumbent`` as it is found. One presolve round
+(:data:`PRESOLVE_ITERATIONS`); CP-SAT loads the hint only after it, so a solve that ends before
+with no solution returns the warm start (:func:`_or_the_start`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ LARGEST = 2**52
 """No scaled coefficient or bound beyond this (CP-SAT's integers are 64-bit; sums stay far from it)."""
 TOLERANCE = 1e-6
 """A decoded solution must meet every row of the MILP to this (HiGHS's primal tolerance)."""
+PRESOLVE_ITERATIONS = 1
+"""CP-SAT's presolve rounds (``max_presolve_iterations``, 3 by default). On heloc's 100-tree
+forest each round's probing and clique merging cost about 2 deterministic seconds (12 s of a busy
+machine's wall time before the search started, the hint loaded only then); the later rounds
+found little (``docs/benchmarks/engines.md``)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -541,6 +548,7 @@ def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, 
     # the LP relaxation with its cuts at every node: heloc's hardest 100-tree boosting row took
     # 0.55 s with it and did not finish in 30 s without (docs/benchmarks/engines.md)
     parameters.linearization_level = 2
+    parameters.max_presolve_iterations = PRESOLVE_ITERATIONS
 
 
 def _watched(

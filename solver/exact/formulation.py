@@ -46,6 +46,7 @@ from counterplan.solver.exact.program import (
     Output,
     evaluate,
     original_input_row,
+    reach_limit,
 )
 
 
@@ -59,6 +60,7 @@ def build(
     should_stop: Callable[[], bool] | None = None,
     interval_distance: bool = True,
     reach: float | None = None,
+    leaf_bounds: bool = True,
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
@@ -67,7 +69,9 @@ def build(
     :class:`~counterplan.solver.exact.program.BuildStopped` is raised (the
     building counts against the phase's time limit). ``interval_distance`` False writes a tree
     ensemble's distance cuts one row per threshold, as before the interval rows (a benchmark's
-    comparison: :attr:`~counterplan.solver.exact.program.Formulation.interval_distance`).
+    comparison: :attr:`~counterplan.solver.exact.program.Formulation.interval_distance`);
+    ``leaf_bounds`` False keeps the leaves beyond ``reach`` (the same benchmark's comparison:
+    :attr:`~counterplan.solver.exact.program.Formulation.leaf_bounds`).
 
     ``reach``, an objective some answer is known to reach (the warm start's distance), narrows
     every feature to the values it can take in a solution at most that far: a feature whose
@@ -103,6 +107,7 @@ def build(
     formulation.domains = domains
     formulation.reach = reach
     formulation.interval_distance = interval_distance
+    formulation.leaf_bounds = leaf_bounds
     formulation.check_stop()
     formulation.output = encode_model(formulation)
     formulation.check_stop()
@@ -131,11 +136,6 @@ def check_problem(problem: CounterfactualProblem) -> None:
         raise NotEncodableError("the exact engine takes one goal")
 
 
-REACH_TOLERANCE = 1e-7
-"""Relative slack on ``reach`` (and its absolute counterpart below): rounding in the distance's
-terms must never cut off a solution at the reach itself."""
-
-
 def narrowed_domains(problem: CounterfactualProblem, reach: float) -> Domains:
     """The domains of the solutions whose objective (the distance: a sum of non-negative terms
     per feature) is at most ``reach``: a changed feature costs its change weight plus, for a
@@ -144,7 +144,7 @@ def narrowed_domains(problem: CounterfactualProblem, reach: float) -> Domains:
     ``reach`` keeps its original (its range shrinks to it)."""
     space = problem.space
     domains = Domains.of(problem)
-    limit = reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+    limit = reach_limit(reach)
     penalty = problem.distance.change_penalty
     for j in range(space.n_features):
         cost = float(space.costs[j])

@@ -44,10 +44,10 @@ from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import REACH_TOLERANCE, build
+from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import INF, MilpResult, proof_bound, trivial_bound
 from counterplan.solver.exact.needless import drop_needless_changes
-from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate
+from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate, reach_limit
 from counterplan.solver.exact.report import ExactStatistics
 
 SCORED_NOT_PROVEN = (
@@ -361,7 +361,7 @@ def _within_reach(report: _Run, reach: float) -> _Run | None:
     narrowed program has nothing at or below the reach (infeasible, or an optimum above it): the
     whole program must be solved."""
     first = report.first
-    limit = reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+    limit = reach_limit(reach)
     if first.status == "infeasible" or (first.status == "optimal" and first.objective > limit):
         return None
     if first.status == "optimal":

@@ -30,6 +30,16 @@ Lin = tuple[Expr, float]
 """A linear expression and its constant."""
 
 
+REACH_TOLERANCE = 1e-7
+"""Relative slack on ``reach`` (and its absolute counterpart below): rounding in the distance's
+terms must never cut off a solution at the reach itself."""
+
+
+def reach_limit(reach: float) -> float:
+    """The largest objective a program narrowed to ``reach`` must keep (``reach`` and a slack)."""
+    return reach * (1.0 + REACH_TOLERANCE) + REACH_TOLERANCE
+
+
 def scaled(lin: Lin, factor: float, shift: float = 0.0) -> Lin:
     """``factor * lin + shift``."""
     terms, constant = lin
@@ -152,6 +162,10 @@ class Formulation:
     """Tree ensembles: each feature's distance bounded over its threshold intervals, one row per
     feature (the relaxation's convex hull); False, one weaker row per threshold (the encoding
     before it, kept for the benchmark that compares them, ``benchmarks/exact_trees.py``)."""
+    leaf_bounds: bool = True
+    """Tree ensembles: the model's leaves that cost more than :attr:`reach` fixed at 0
+    (:mod:`counterplan.solver.exact.encoders.leaf_costs`); False keeps them (the encoding before
+    it, for the benchmark that compares them, ``benchmarks/exact_trees.py``)."""
     interval_lower: dict[int, Lin] = field(default_factory=dict)
     """Tree ensembles: each number's distance variable -> the distance its threshold binaries
     force (the interval row's right side: the distance to the far side of the farthest threshold
@@ -329,6 +343,7 @@ def warm_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: Flo
 
 __all__ = [
     "AT_ORIGINAL",
+    "REACH_TOLERANCE",
     "BuildStopped",
     "Domains",
     "FeatureVars",
@@ -340,5 +355,6 @@ __all__ = [
     "model_input_row",
     "original_input_row",
     "warm_input_row",
+    "reach_limit",
     "scaled",
 ]

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
+from counterplan.solver.exact.encoders.leaf_costs import Path, bound_leaves, crossing
 from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
 from counterplan.solver.exact.milp import INF, Expr, add
 from counterplan.solver.exact.program import (
@@ -51,9 +52,12 @@ distance from the original to the threshold's far side)."""
 
 def encode_trees(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray) -> Output:
     """A tree ensemble's output, from its trees read once per fitted model
-    (:func:`~counterplan.solver.exact.encoders.tree_cache.ensemble_arrays`)."""
+    (:func:`~counterplan.solver.exact.encoders.tree_cache.ensemble_arrays`); its leaves beyond the
+    formulation's reach fixed at 0 unless ``leaf_bounds`` is off."""
     arrays = ensemble_arrays(estimator)
-    return encode_ensemble(formulation, arrays.ensemble, inputs, original, arrays=arrays)
+    return encode_ensemble(
+        formulation, arrays.ensemble, inputs, original, arrays=arrays, leaf_bounds=formulation.leaf_bounds
+    )
 
 
 def encode_ensemble(
@@ -64,14 +68,20 @@ def encode_ensemble(
     *,
     real: FloatArray | None = None,
     arrays: EnsembleArrays | None = None,
+    leaf_bounds: bool = False,
 ) -> Output:
     """The ensemble's output; ``real`` is the model's output at the original in the ensemble's
     link (read from the scikit-learn model when not given). The formulation's trees, leaves and
     thresholds are set to the ensemble's. With ``arrays`` (the ensemble's, kept per model), the
     nodes a row reaches are found from the arrays (each distinct split decided once, the reach
     one vectorised step per depth); without, by walking each tree (an ensemble made for one
-    program: a scorecard's, a learned relation's). Both write the same program."""
+    program: a scorecard's, a learned relation's). Both write the same program. ``leaf_bounds``
+    fixes at 0 the leaves no solution within the formulation's reach picks
+    (:mod:`~counterplan.solver.exact.encoders.leaf_costs`): the model's trees, whose leaves the
+    distance pays for; not a relation's or a scorecard's."""
     encoder = _TreeEncoder(formulation, inputs, original, arrays)
+    if leaf_bounds and formulation.reach is not None:
+        encoder.paths = {}
     outputs = ensemble.outputs
     totals: list[Expr] = [{} for _ in range(outputs)]
     reach = encoder.reach() if arrays is not None else None
@@ -86,6 +96,8 @@ def encode_ensemble(
         formulation.trees.append(tree)
     formulation.thresholds = encoder.thresholds
     _crossing_rows(formulation)
+    if encoder.paths is not None:  # the model's trees: the leaves out of the warm start's reach fixed at 0
+        bound_leaves(formulation, encoder.paths)
     for variables in encoder.raw.values():  # above a higher threshold implies above a lower one
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
@@ -129,6 +141,9 @@ class _TreeEncoder:
         with the model's arrays: it does not depend on the row)."""
         self.split_lins: dict[int, Lin] = {}
         """key -> the expression of a split the program decides (with arrays: one per key)."""
+        self.paths: dict[int, Path] | None = None
+        """Leaf variable -> the undecided splits on its path (their expressions and its side of
+        each), when the leaves are to be bounded (:mod:`~counterplan.solver.exact.encoders.leaf_costs`)."""
 
     def tree(self, t_index: int, tree: Tree) -> dict[int, int]:
         """Encode one tree by walking it; its leaves' indicators (leaf node -> variable)."""
@@ -229,8 +244,13 @@ class _TreeEncoder:
         return leaves
 
     def _split_rows(self, lin: Lin, left_leaves: list[int], right_leaves: list[int]) -> None:
-        """The leaves under a split's left (right) child only when it sends the row left (right)."""
+        """The leaves under a split's left (right) child only when it sends the row left (right);
+        each leaf's path noted, when the leaves are to be bounded."""
         terms, constant = lin
+        if self.paths is not None:
+            for side, under in ((False, left_leaves), (True, right_leaves)):
+                for leaf in under:
+                    self.paths.setdefault(leaf, []).append((lin, side))
         if left_leaves:  # sum(left) <= 1 - right
             self.milp.row(add(dict.fromkeys(left_leaves, 1.0), terms), -INF, 1.0 - constant)
         if right_leaves:  # sum(right) <= right
@@ -504,22 +524,19 @@ def _sides(formulation: Formulation) -> dict[int, tuple[list[Side], list[Side]]]
     """Per changeable feature, its thresholds above the original and below it; and the rows
     that say crossing one changes the feature."""
     milp = formulation.milp
-    space = formulation.problem.space
     sides: dict[int, tuple[list[Side], list[Side]]] = {}
     for var, j, key in formulation.thresholds:
         f = formulation.features[j]
         if f.changed is None:
             continue
-        below, above = formulation.bands[var]
-        o = float(space.original[j])
-        right = formulation.original_sides.get(var, o > (below + above) / 2.0)
+        right, far = crossing(formulation, var, j)
         up, down = sides.setdefault(j, ([], []))
         if not right:  # the original lies below: var = 1 means a change up to `above` at least
             milp.row({var: 1.0, f.changed: -1.0}, -INF, 0.0)
-            up.append((key, var, above - o))
+            up.append((key, var, far))
         else:  # the original lies above: var = 0 means a change down to `below` at least
             milp.row({var: -1.0, f.changed: -1.0}, -INF, -1.0 + 0.0)
-            down.append((-key, var, o - below))
+            down.append((-key, var, far))
     return sides
 
 

@@ -197,3 +197,4 @@ def test_a_program_cpsat_does_not_state_goes_to_scip(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cpsat, "meets_rows", lambda milp, x: False)
     result, description = solve(trees.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=trees)
     assert description.startswith("SCIP") and result.status == "optimal"
+

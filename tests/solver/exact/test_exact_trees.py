@@ -260,3 +260,35 @@ def test_a_scaled_number_off_its_grid_is_encoded() -> None:
         exact = result.statistics.exact
         assert exact is not None and exact.status == "optimal", (int(row), exact)
         assert exact.proven and result.valid
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_cell_within_reach_meets_the_leaf_bounds(name: str) -> None:
+    """A leaf whose path alone costs more than local search's distance is fixed at 0
+    (:mod:`counterplan.solver.exact.encoders.leaf_costs`): some leaves are, and every cell of the
+    trees (the enumeration, independent of the encoding) within that distance meets every bound
+    and every row of one tree's leaves (the goal's rows, over every tree, are the model's: a cell
+    need not meet them)."""
+    problem = _problem(MODELS[name]())
+    local = explain(problem, seed=0)
+    reach = -float(local.score_levels[3])
+    narrowed = build(problem, reach=reach)
+    milp = narrowed.milp
+    tree_of = {v: t for t, leaves in enumerate(narrowed.leaves) for v in leaves.values()}
+    assert sum(milp.upper[v] == 0.0 for v in tree_of) > 0, "leaves beyond the reach are fixed"
+    rows = [(t, lo, hi) for t, lo, hi in milp.rows if len({tree_of[v] for v in t if v in tree_of}) <= 1]
+    matrix = np.zeros((len(rows), milp.n_vars))
+    for k, (terms, _, _) in enumerate(rows):
+        for v, c in terms.items():
+            matrix[k, v] = c
+    low = np.array([lo for _, lo, _ in rows])
+    high = np.array([hi for _, _, hi in rows])
+    cells = _cells(problem)
+    near = -ScoreCalculator(problem).calculate(cells).scores[:, 3] <= reach * (1 + 1e-6)  # the distance
+    x = np.array([narrowed.assignment(row) for row in cells[near]])
+    objective = np.array([milp.value(milp.objective, at, milp.objective_offset) for at in x])
+    x = x[objective <= reach * (1 + 1e-7) + 1e-7]
+    assert len(x) > 0
+    assert np.all(x >= np.asarray(milp.lower) - 1e-9) and np.all(x <= np.asarray(milp.upper) + 1e-9)
+    totals = x @ matrix.T
+    assert np.all(totals >= low - 1e-7) and np.all(totals <= high + 1e-7)
