@@ -133,6 +133,18 @@ class Program:
     scale: float
     offset: float
     """The objective's constant (real units), from the distances' expressions."""
+    alone: list[tuple[Any, Alone]] = field(default_factory=list)
+    """The booleans of the numbers off their grid (:func:`_off_grid`), each with its ``Alone``."""
+
+    def hint(self, start: FloatArray) -> None:
+        """``start`` (the MILP's variables) as CP-SAT's hint, whole: an off-grid number's boolean
+        is 1 where its number leaves the original without crossing a threshold (a partial hint
+        costs a search for its completion after the presolve, heloc row 4911)."""
+        for i, var in self.kept.items():
+            self.model.AddHint(var, round(float(start[i])))
+        for var, (_, stay, crossed) in self.alone:
+            crossings = sum(round(float(start[v])) if one else 1 - round(float(start[v])) for v, one in crossed)
+            self.model.AddHint(var, int(round(float(start[stay])) == 0 and crossings == 0))
 
 
 def check(formulation: Formulation) -> None:
@@ -244,7 +256,9 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
         if rounded != 0:
             coefficients.append((variables[i], rounded))
     model.Minimize(sum(v * c for v, c in coefficients))
-    return Program(model, kept, numbers, scale, offset + milp.objective_offset)
+    program = Program(model, kept, numbers, scale, offset + milp.objective_offset)
+    program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in alone]
+    return program
 
 
 def _bounds(milp: Milp, i: int) -> tuple[float, float]:
@@ -476,8 +490,7 @@ def solve(
         stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
         return _or_the_start(stopped, formulation, start, on_incumbent)
     if start is not None:
-        for i, var in program.kept.items():
-            program.model.AddHint(var, round(float(start[i])))
+        program.hint(start)
     solver = cp.CpSolver()
     left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
     _parameters(solver.parameters, left, relative_gap, threads, seed)

@@ -198,3 +198,29 @@ def test_a_program_cpsat_does_not_state_goes_to_scip(monkeypatch: pytest.MonkeyP
     result, description = solve(trees.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=trees)
     assert description.startswith("SCIP") and result.status == "optimal"
 
+
+@pytest.mark.parametrize("income", [2.05, 6.25])
+def test_the_hint_is_whole_and_feasible_with_a_number_off_its_grid(income: float) -> None:
+    """The warm start hints every variable of the CP model, the off-grid number's boolean too
+    (before, that one was left out and CP-SAT searched for the hint's completion after its
+    presolve); CP-SAT finds the hint feasible, the answer never above it."""
+    frame, label = _data()
+    model = MODELS["random forest"]().fit(frame, label)
+    features = [
+        FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    local = explain(problem, seed=0)
+    assert local.valid
+    formulation = build(problem)
+    start = formulation.assignment(problem.space.encode(local.proposed))
+    program = cpsat.build(formulation)
+    assert program is not None and program.alone
+    program.hint(start)
+    proto = program.model.Proto()
+    assert len(proto.solution_hint.vars) == len(proto.variables)
+    solver = cpsat.cp_model().CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    assert solver.Solve(program.model) in (cpsat.cp_model().OPTIMAL, cpsat.cp_model().FEASIBLE)
