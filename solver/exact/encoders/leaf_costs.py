@@ -13,8 +13,8 @@ Narrowed to the warm start's distance (``reach``), a leaf that costs more is fix
 narrowing by domains (:func:`~counterplan.solver.exact.formulation.narrowed_domains`) drops a
 leaf only when one feature alone goes beyond the reach; a random forest's leaves mostly need two
 or three features changed at once, each within reach alone and together beyond it (heloc's
-100-tree forest: 9-40% of the leaves left after the domains' narrowing, its LP relaxation's
-bound 15-30% higher, ``docs/benchmarks/engines.md``). Every solution at most ``reach`` away
+100-tree forest: 9-45% of the leaves left after the domains' narrowing, its LP relaxation's
+bound 14-32% higher, ``docs/benchmarks/engines.md``). Every solution at most ``reach`` away
 keeps its leaves, so the narrowing's promise holds. (A row per tree, ``distance >= sum_leaf
 cost(leaf) * leaf``, was measured too: it added under 0.3% to the LP's bound and slowed CP-SAT's
 presolve, so it is not written.)
@@ -89,8 +89,8 @@ def _cost(path: Path, crossings: dict[int, tuple[int, int, float]], weights: dic
 
 
 def bound_leaves(formulation: Formulation, paths: dict[int, Path]) -> int:
-    """Fix at 0 each leaf no solution within the reach picks (and each leaf no solution picks at
-    all); returns how many were fixed."""
+    """Fix at 0 each leaf of ``paths`` no solution within the formulation's reach picks (with no
+    reach, only those no solution picks at all); returns how many were fixed."""
     milp = formulation.milp
     limit = math.inf if formulation.reach is None else reach_limit(formulation.reach)
     fixed = 0

@@ -90,8 +90,10 @@ def _problems(frame: pd.DataFrame, model: Pipeline, count: int) -> list[Counterf
 
 
 def _walked(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: Any) -> Output:
-    """The encoder as it was: every tree walked node by node."""
-    return trees.encode_ensemble(formulation, read_ensemble(estimator), inputs, original)
+    """The encoder as it was: every tree walked node by node (its leaves out of reach fixed as
+    the arrays' are)."""
+    ensemble = read_ensemble(estimator)
+    return trees.encode_ensemble(formulation, ensemble, inputs, original, leaf_bounds=formulation.leaf_bounds)
 
 
 def _program(formulation: Formulation) -> tuple[Any, ...]:
