@@ -32,6 +32,9 @@ SMALL_SPLIT_COUNT = 8
 """Columns with at most this many distinct thresholds are ranked by one broadcast comparison."""
 MAX_LEAVES = 64
 """Leaves per tree a mask word holds."""
+SMALL_BATCH = 64
+"""Up to this many rows the trees' values are summed by one accumulate along each row; above it,
+tree by tree over all rows (the same additions in the same order: the same bits either way)."""
 
 _DE_BRUIJN = {8: (0x1D, 5), 16: (0x09AF, 12), 32: (0x077CB531, 27), 64: (0x03F79D71B4CB0A89, 58)}
 """Multiplier and shift that map a single set bit to a unique index (a de Bruijn sequence)."""
@@ -70,6 +73,7 @@ class TreePredictor:
     large: IntArray
     offsets: IntArray
     nan_rows: IntArray
+    table_column: IntArray
     table: npt.NDArray[np.unsignedinteger[Any]]
     leaf_values: FloatMatrix
     tree_base: IntArray
@@ -84,9 +88,14 @@ class TreePredictor:
         """The raw scores, shape ``(n, n_outputs)`` in Fortran order (as scikit-learn makes them)."""
         X = self._checked(X)
         values = self._leaf_values(self._masks(self._rows(X[:, self.columns].T)))  # (n_trees, n)
-        steps = values.reshape(-1, self.n_outputs, X.shape[0])
-        total = np.repeat(self.baseline[:, None], X.shape[0], axis=1)
-        for step in steps:  # tree by tree, as scikit-learn adds them (a sum of the block could pair them up)
+        n = X.shape[0]
+        if n <= SMALL_BATCH:  # one accumulate along each row's trees: no Python loop over the trees
+            steps = np.empty((n, self.n_outputs, values.shape[0] // self.n_outputs + 1))
+            steps[:, :, 0] = self.baseline
+            steps[:, :, 1:] = values.reshape(-1, self.n_outputs, n).transpose(2, 1, 0)
+            return np.asfortranarray(np.add.accumulate(steps, axis=2)[:, :, -1])
+        total = np.repeat(self.baseline[:, None], n, axis=1)
+        for step in values.reshape(-1, self.n_outputs, n):  # tree by tree (a sum of the block could pair them up)
             total += step
         return np.asarray(total.T)
 
@@ -119,10 +128,41 @@ class TreePredictor:
         return ranks
 
     def _masks(self, rows: IntArray) -> npt.NDArray[np.unsignedinteger[Any]]:
-        """Per row and tree: the leaves left after AND-ing the rows' table rows. Columns whose rank is
-        the same in every row (the immutable ones, say) are AND-ed once, not once per row."""
-        if rows.shape[1] == 0:
+        """Per row and tree: the leaves left after AND-ing the rows' table rows.
+
+        A batch of candidates mostly differs from one row in one column (a scan's, a chain's, a
+        walker's moves): per column the most common table row is the reference, the AND of the
+        reference rows of all columns but one is made once per column, and a row differing from
+        the reference in at most one column takes it AND its one own table row (one AND, not one
+        per column). The other rows AND their columns one by one, the columns they all share once
+        (the whole batch so when most rows differ in several columns).
+        AND is exact in any order: the masks are the same bits either way.
+        """
+        n_columns, n = rows.shape
+        if n == 0:
             return np.empty((0, self.table.shape[1]), dtype=self.table.dtype)
+        counts = np.bincount(rows.ravel(), minlength=self.table.shape[0])
+        most = np.flatnonzero(counts == np.maximum.reduceat(counts, self.offsets)[self.table_column])
+        reference = most[np.searchsorted(self.table_column[most], np.arange(n_columns))]  # a most common, per column
+        differs = rows != reference[:, None]
+        many = differs.sum(axis=0) > 1
+        if 2 * many.sum() > n:  # mostly rows of several changes: column by column is cheaper
+            return self._masks_by_column(rows)
+        first = differs.argmax(axis=0)
+        ones = np.full((n_columns + 1, self.table.shape[1]), self.table.dtype.type(np.iinfo(self.table.dtype).max))
+        below = ones.copy()  # below[c]: the AND of the reference rows of the columns before c
+        np.bitwise_and.accumulate(self.table[reference], axis=0, out=below[1:])
+        above = ones  # above[c]: the AND of those from c on
+        above[:-1] = np.bitwise_and.accumulate(self.table[reference[::-1]], axis=0)[::-1]
+        but = below[:-1] & above[1:]  # per column: the AND of every other column's reference row
+        masks: npt.NDArray[np.unsignedinteger[Any]] = but[first] & self.table[rows[first, np.arange(n)]]
+        if many.any():
+            masks[many] = self._masks_by_column(rows[:, many])
+        return masks
+
+    def _masks_by_column(self, rows: IntArray) -> npt.NDArray[np.unsignedinteger[Any]]:
+        """The masks AND-ed column by column; the columns whose row is the same in every row (the
+        immutable ones, say) once for all rows."""
         same = (rows == rows[:, :1]).all(axis=1)
         masks = np.bitwise_and.reduce(self.table[rows[same, 0]], axis=0)
         masks = np.repeat(masks[None, :], rows.shape[1], axis=0)
@@ -252,6 +292,7 @@ def _forest(
         large=np.flatnonzero(counts > SMALL_SPLIT_COUNT),
         offsets=offsets,
         nan_rows=offsets + counts + 1,
+        table_column=np.repeat(np.arange(counts.size, dtype=np.intp), counts + 2),
         table=table,
         leaf_values=_leaf_table(trees, [order for _, _, order in ranges], bits),
         tree_base=np.arange(len(trees), dtype=np.intp) * bits,

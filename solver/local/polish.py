@@ -125,10 +125,9 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 row[k] = space.original[k]
                 chains.append(_Chain(row, {k: cost}))
             self._rebuild(phase_scope, memo, chains)
-            for chain in chains:
-                if chain.found is not None:
-                    row, score = self._bisect_from(phase_scope, *chain.found)
-                    self._trade(phase_scope, memo, row, score, buys, traded=traded)
+            found = [chain.found for chain in chains if chain.found is not None]
+            for row, score in self._bisect_together(phase_scope, found):
+                self._trade(phase_scope, memo, row, score, buys, traded=traded)
             if distance <= -float(scope.best_score[3]):
                 return  # no round after one that found nothing better
 
@@ -343,23 +342,43 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
     ) -> tuple[FloatMatrix, FloatMatrix]:
         """The bisection of one row (the best, or another route) until an iteration finds
         nothing better; its rows are offered to the solve. The row and score it ended at."""
+        return self._bisect_together(phase_scope, [(row, score)])[0]
+
+    def _bisect_together(
+        self, phase_scope: PhaseScope, starts: list[tuple[FloatMatrix, FloatMatrix]]
+    ) -> list[tuple[FloatMatrix, FloatMatrix]]:
+        """The bisections of several rows (a recreate round's rebuilt rows) in step: each
+        iteration's rows of every bisection still going are one model call, each counted as its
+        own step. A bisection ends when an iteration finds nothing better than its row; its
+        rows are offered to the solve. Each row and score it ended at, in order: the same as
+        bisecting one row after the other (a bisection looks at its own row and scores only)."""
         scope = phase_scope.solver_scope
-        bisection = Bisection(scope.space, self.config.grid_size)
+        counters = phase_scope.counters
+        bisections = [Bisection(scope.space, self.config.grid_size) for _ in starts]
+        ended = list(starts)
+        going = list(range(len(starts)))
         for _ in range(self.config.max_iterations):
-            if phase_scope.must_stop():
+            if phase_scope.must_stop() or not going:
                 break
-            X, owners = bisection.candidates(row)
-            if X.shape[0] == 0:
+            parts = [(i, *bisections[i].candidates(ended[i][0])) for i in going]
+            parts = [(i, X, owners) for i, X, owners in parts if X.shape[0]]
+            if not parts:
                 break
-            scores, improved = _score(phase_scope, X)
-            if improved:
+            X_all = np.vstack([X for _, X, _ in parts])
+            all_scores = score_batches(scope.scorer, X_all)
+            for _, X, _ in parts:
+                count_step(counters, X.shape[0])
+            if scope.offer(X_all, all_scores, counters, count=False):
                 scope.announce()
-            winner = best_row(scores)
-            if not is_better(scores[winner], score):
-                break
-            bisection.moved(row, X, owners, winner)
-            row, score = X[winner].copy(), scores[winner].copy()
-        return row, score
+            going = []
+            ends = np.cumsum([X.shape[0] for _, X, _ in parts])
+            for (i, X, owners), scores in zip(parts, np.split(all_scores, ends[:-1]), strict=True):
+                winner = best_row(scores)
+                if is_better(scores[winner], ended[i][1]):
+                    bisections[i].moved(ended[i][0], X, owners, winner)
+                    ended[i] = (X[winner].copy(), scores[winner].copy())
+                    going.append(i)
+        return ended
 
     def _routes(self, scope: SolverScope) -> Refiner | None:
         """A refiner of the best row of each of the next ``starts - 1`` change sets found feasible."""

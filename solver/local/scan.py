@@ -27,11 +27,13 @@ scoring alike, the predicted distances).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
 
 from counterplan.planning.score import HARD_LEVELS, best_row, is_better
+from counterplan.planning.scored_rows import row_index
 from counterplan.planning.structure.splits import paired_split_values
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
@@ -41,6 +43,12 @@ from counterplan.solver.local.config import FeatureScanPhaseConfig
 
 _DISTANCE_TOLERANCE = 1e-9
 """A predicted distance is right within this share of it (sums in another order)."""
+_Request = tuple["ScanGrid", FloatMatrix, FloatMatrix, np.ndarray]
+"""A scan a greedy chain asks for: its grid, base, base score and entries."""
+_Answer = tuple[FloatMatrix, FloatMatrix, int]
+"""A scan's rows, their scores, and how many the model scored."""
+_Chain = Generator[_Request, _Answer, list[FloatMatrix]]
+"""A greedy chain: it asks for scans, one at a time, and ends with its last base (or none)."""
 _FEWEST_LEFT_OUT = 64
 """A rescan leaves rows out only when at least this many can be: fewer cost less than the
 second model call they may need (a call costs about what a few hundred rows do)."""
@@ -371,51 +379,81 @@ class _Scans:
         self, scope: SolverScope, grid: ScanGrid, base: FloatMatrix, base_score: FloatMatrix, entries: np.ndarray
     ) -> tuple[FloatMatrix, FloatMatrix, int]:
         """The rows of ``entries`` around ``base`` and their scores, and how many the model scored."""
+        return self.score_many(scope, [(grid, base, base_score, entries)])[0]
+
+    def score_many(self, scope: SolverScope, requests: list[_Request]) -> list[_Answer]:
+        """:meth:`score` of several scans (chains stepping together) in one model call: of the rows
+        none of the earlier scans holds, each once (two chains that took the same step ask for the
+        same rows). Each scan looks only at the scans made before the call."""
+        built = [self._known(grid, base, base_score, entries) for grid, base, base_score, entries in requests]
+        fresh = [todo.nonzero()[0] for _, _, todo in built]
+        new: list[FloatMatrix] = []  # the rows to score, each once
+        where: list[np.ndarray] = []  # per scan, each fresh row's place among them
+        made = 0
+        for (X, _, _), f in zip(built, fresh, strict=True):
+            at = row_index(np.vstack(new), X[f]) if made else np.full(f.size, -1, dtype=np.intp)
+            own = at < 0
+            at[own] = made + np.arange(np.count_nonzero(own))
+            new.append(X[f[own]])
+            where.append(at)
+            made += new[-1].shape[0]
+        if made:
+            Y = np.vstack(new)
+            as_built = Y.copy()
+            scored = score_batches(scope.scorer, Y)
+            if len(self.done) < 2 and not self.computed and not np.array_equal(Y, as_built, equal_nan=True):
+                self.computed = True  # the scorer set computed features: a row changes more than one
+            for (X, scores, _), f, at in zip(built, fresh, where, strict=True):
+                X[f], scores[f] = Y[at], scored[at]  # as scored
+        answers: list[_Answer] = []
+        for (grid, base, base_score, entries), (X, scores, _), rows in zip(requests, built, new, strict=True):
+            row_of = np.full(grid.values.size, -1, dtype=np.intp)
+            row_of[entries] = np.arange(entries.size)
+            self.done.append(_Scan(grid, base.copy(), base_score.copy(), row_of, X, scores))
+            self._bases = np.vstack([self._bases, base.reshape(1, -1)])
+            self._nan = self._nan or bool(np.isnan(base).any())
+            answers.append((X, scores, rows.shape[0]))
+        return answers
+
+    def _known(
+        self, grid: ScanGrid, base: FloatMatrix, base_score: FloatMatrix, entries: np.ndarray
+    ) -> tuple[FloatMatrix, FloatMatrix, BoolArray]:
+        """The rows of ``entries`` around ``base``, the scores the earlier scans hold, and which
+        rows are still to be scored."""
         X = grid.build(base, entries)
         scores = np.empty((entries.size, base_score.size))
         todo = np.ones(entries.size, dtype=bool)
-        if self.done:
-            differ = self._bases != base
-            if self._nan:
-                differ &= ~(np.isnan(self._bases) & np.isnan(base))
-            counts = differ.sum(axis=1)
-            owners = grid.owners[entries]  # sorted: each feature's entries side by side
-            for i in (counts <= 1).nonzero()[0][::-1].tolist():  # the latest first
-                scan = self.done[i]
-                if counts[i]:  # the rows of the one feature that differs
-                    j = int(differ[i].argmax())
-                    low, high = owners.searchsorted([j, j + 1])
-                    index = low + todo[low:high].nonzero()[0]
-                    back = grid.values[entries[index]] == scan.base[j]  # the earlier base itself
-                    if back.any():
-                        X[index[back]] = scan.base
-                        scores[index[back]] = scan.base_score
-                        todo[index[back]] = False
-                        index = index[~back]
-                else:
-                    index = todo.nonzero()[0]
-                if index.size == 0:
-                    continue
-                other = self._matching(grid, scan.grid)[entries[index]]
-                rows = scan.row_of[other]
-                hit = (other >= 0) & (rows >= 0)
-                index, rows = index[hit], rows[hit]
-                X[index] = scan.X[rows]
-                scores[index] = scan.scores[rows]
-                todo[index] = False
-        fresh = todo.nonzero()[0]
-        if fresh.size:
-            Y = X[fresh]
-            scores[fresh] = score_batches(scope.scorer, Y)
-            if len(self.done) < 2 and not self.computed and not np.array_equal(Y, X[fresh], equal_nan=True):
-                self.computed = True  # the scorer set computed features: a row changes more than one
-            X[fresh] = Y  # as scored
-        row_of = np.full(grid.values.size, -1, dtype=np.intp)
-        row_of[entries] = np.arange(entries.size)
-        self.done.append(_Scan(grid, base.copy(), base_score.copy(), row_of, X, scores))
-        self._bases = np.vstack([self._bases, base.reshape(1, -1)])
-        self._nan = self._nan or bool(np.isnan(base).any())
-        return X, scores, int(fresh.size)
+        if not self.done:
+            return X, scores, todo
+        differ = self._bases != base
+        if self._nan:
+            differ &= ~(np.isnan(self._bases) & np.isnan(base))
+        counts = differ.sum(axis=1)
+        owners = grid.owners[entries]  # sorted: each feature's entries side by side
+        for i in (counts <= 1).nonzero()[0][::-1].tolist():  # the latest first
+            scan = self.done[i]
+            if counts[i]:  # the rows of the one feature that differs
+                j = int(differ[i].argmax())
+                low, high = owners.searchsorted([j, j + 1])
+                index = low + todo[low:high].nonzero()[0]
+                back = grid.values[entries[index]] == scan.base[j]  # the earlier base itself
+                if back.any():
+                    X[index[back]] = scan.base
+                    scores[index[back]] = scan.base_score
+                    todo[index[back]] = False
+                    index = index[~back]
+            else:
+                index = todo.nonzero()[0]
+            if index.size == 0:
+                continue
+            other = self._matching(grid, scan.grid)[entries[index]]
+            rows = scan.row_of[other]
+            hit = (other >= 0) & (rows >= 0)
+            index, rows = index[hit], rows[hit]
+            X[index] = scan.X[rows]
+            scores[index] = scan.scores[rows]
+            todo[index] = False
+        return X, scores, todo
 
 
 class _Distances:
@@ -530,15 +568,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         phase_scope.start()
         phase, counters = phase_scope.progress, phase_scope.counters
         split_grid = self._split_grid(scope, entries.size)
-        first: tuple[np.ndarray, FloatMatrix, FloatMatrix] | None = None
-        cells = np.empty(0, dtype=np.intp)
-        if split_grid is not None:  # one call for both first scans: the grid's rows are among these
-            split_entries = split_grid.entries(base)
-            Y, y_scores, fresh = scans.score(scope, split_grid, base, base_score, split_entries)
-            if fresh:
-                count_step(counters, fresh)
-            first = (split_entries, Y, y_scores)
-            cells = _verified(split_cells(space, split_grid), split_grid, split_entries, y_scores)
+        first, cells = _first_split_scan(scope, scans, split_grid, base=base, base_score=base_score, counters=counters)
         X, scores, fresh = scans.score(scope, grid, base, base_score, entries)
         if fresh:
             count_step(counters, fresh)
@@ -559,9 +589,8 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         if split_grid is not None and lean:
             matched = grid.matching(split_grid)
             rescan = _nearest_in_cells(space, grid, np.where(matched >= 0, cells[matched], -1))
-        chain = self._greedy_chain(
+        main = self._greedy_chain(
             phase_scope,
-            scans,
             grid,
             base=base,
             base_score=base_score,
@@ -571,17 +600,16 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
             rescan=rescan,
             distances=_Distances(grid, base, base_score, entries, scores) if lean else None,
         )
-        scope.starts = [*chain, *starts]
+        chains, kept = [main], _Kept()
         if split_grid is not None and first is not None:
-            self._split_chain(
-                phase_scope,
-                scans,
-                split_grid,
-                base=base,
-                base_score=base_score,
-                first=first,
-                cells=cells,
+            split = self._split_chain(
+                phase_scope, scans, split_grid, base=base, base_score=base_score, first=first, cells=cells, kept=kept
             )
+            chains += [] if split is None else [split]
+        ends = _together(phase_scope, scans, chains)
+        scope.starts = [*ends[0], *starts]
+        if kept.row is not None:
+            scope.deferred.append((kept.row.reshape(1, -1), kept.score.reshape(1, -1)))
 
     def _split_grid(self, scope: SolverScope, grid_rows: int) -> ScanGrid | None:
         """The grid with the model's split values, when the scan tries them: None without any, or
@@ -604,42 +632,40 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         base_score: FloatMatrix,
         first: tuple[np.ndarray, FloatMatrix, FloatMatrix],
         cells: np.ndarray,
-    ) -> None:
+        kept: _Kept,
+    ) -> _Chain | None:
         """A second greedy chain over the scan with the model's split values (a tree model's;
-        :mod:`counterplan.planning.structure.splits`), kept aside: its rows are offered before the boundary polish
-        (``scope.deferred``), so the local search runs exactly as without them and the polish
-        shaves whichever is best. Where the optimum lies just past a far threshold (adult's
-        boosting: 9 rows of 10 optimal with it, 2 without), this is the route that finds it.
+        :mod:`counterplan.planning.structure.splits`), kept aside in ``kept``: its best row is offered before the
+        boundary polish (``scope.deferred``), so the local search runs exactly as without it and
+        the polish shaves whichever is best. Where the optimum lies just past a far threshold
+        (adult's boosting: 9 rows of 10 optimal with it, 2 without), this is the route that finds it.
 
         ``first`` is its first scan (entries, rows, scores), every value around ``base``; the
         rescans after it have only the values of each of ``cells`` nearest the original
-        (:func:`split_cells`)."""
+        (:func:`split_cells`). It steps with the scan's own chain (:func:`_together`); None when
+        the solve must stop (``kept`` holds the first scan's best)."""
         scope = phase_scope.solver_scope
         entries, Y, y_scores = first
-        kept = _Kept()
         kept.take(Y, y_scores)
-        if not phase_scope.must_stop():
-            lean = scope.pool is None and not scans.computed
-            self._greedy_chain(
-                phase_scope,
-                scans,
-                grid,
-                base=base,
-                base_score=base_score,
-                X=Y,
-                scores=y_scores,
-                phase=Progress.starting(scope.best_score),
-                keep=kept,
-                rescan=_nearest_in_cells(scope.space, grid, cells) if lean else None,
-                distances=_Distances(grid, base, base_score, entries, y_scores) if lean else None,
-            )
-        if kept.row is not None:
-            scope.deferred.append((kept.row.reshape(1, -1), kept.score.reshape(1, -1)))
+        if phase_scope.must_stop():
+            return None
+        lean = scope.pool is None and not scans.computed
+        return self._greedy_chain(
+            phase_scope,
+            grid,
+            base=base,
+            base_score=base_score,
+            X=Y,
+            scores=y_scores,
+            phase=Progress.starting(scope.best_score),
+            keep=kept,
+            rescan=_nearest_in_cells(scope.space, grid, cells) if lean else None,
+            distances=_Distances(grid, base, base_score, entries, y_scores) if lean else None,
+        )
 
     def _greedy_chain(
         self,
         phase_scope: PhaseScope,
-        scans: _Scans,
         grid: ScanGrid,
         *,
         base: FloatMatrix,
@@ -650,7 +676,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         keep: _Kept | None = None,
         rescan: BoolArray | None = None,
         distances: _Distances | None = None,
-    ) -> list[FloatMatrix]:
+    ) -> _Chain:
         """Build a counterfactual greedily: take the most efficient scanned move, rescan, repeat.
 
         Efficiency is the gain on hard level 0 (the goal distance) per unit of feature
@@ -663,6 +689,9 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         With ``distances``, a rescan leaves out the rows that can matter neither as its best
         nor as the next step (:meth:`_rescan`): the chain takes the same steps and finds the
         same best row as with every row scored.
+
+        It asks for its scans (it yields each and is sent the answer), so that chains step
+        together, one model call a step for all (:func:`_together`).
         """
         scope = phase_scope.solver_scope
         chain: list[FloatMatrix] = []
@@ -680,9 +709,8 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
             entries = grid.entries(base, keep=rescan)
             if entries.size == 0:
                 break
-            X, scores = self._rescan(
+            X, scores = yield from self._rescan(
                 scope,
-                scans,
                 grid,
                 base=base,
                 base_score=base_score,
@@ -701,7 +729,6 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
     @staticmethod
     def _rescan(
         scope: SolverScope,
-        scans: _Scans,
         grid: ScanGrid,
         *,
         base: FloatMatrix,
@@ -711,7 +738,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         keep: _Kept | None,
         distances: _Distances | None,
         steps_on: bool = True,
-    ) -> tuple[FloatMatrix, FloatMatrix]:
+    ) -> Generator[_Request, _Answer, tuple[FloatMatrix, FloatMatrix]]:
         """The rows of ``entries`` around ``base`` and their scores (each model call a step).
 
         With ``distances``, only the rows that can matter: a row no nearer than the best feasible
@@ -723,7 +750,7 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
         (not ``steps_on``: its last), no row left out can matter, and none gets the second call.
         """
         near, predicted = _near_rows(scope, keep, distances, base=base, base_score=base_score, entries=entries)
-        X, scores, fresh = scans.score(scope, grid, base, base_score, entries if near is None else entries[near])
+        X, scores, fresh = yield (grid, base, base_score, entries if near is None else entries[near])
         if fresh:
             count_step(counters, fresh)
         if near is None or predicted is None or distances is None:
@@ -735,11 +762,56 @@ class FeatureScanPhase(PhaseBase[FeatureScanPhaseConfig]):
                 return X, scores
         else:  # a prediction failed: every row left out
             maybe = far
-        more, more_scores, fresh = scans.score(scope, grid, base, base_score, entries[maybe])
+        more, more_scores, fresh = yield (grid, base, base_score, entries[maybe])
         if fresh:
             count_step(counters, fresh)
         order = np.argsort(np.concatenate([near.nonzero()[0], maybe]), kind="stable")
         return np.vstack([X, more])[order], np.vstack([scores, more_scores])[order]
+
+
+def _first_split_scan(
+    scope: SolverScope,
+    scans: _Scans,
+    grid: ScanGrid | None,
+    *,
+    base: FloatMatrix,
+    base_score: FloatMatrix,
+    counters: list[Progress],
+) -> tuple[tuple[np.ndarray, FloatMatrix, FloatMatrix] | None, np.ndarray]:
+    """The first scan with the split values (``grid``; none without it): its entries, rows and
+    scores, and its verified cells (:func:`split_cells`). One call for both first scans: the
+    plain grid's rows are among these."""
+    if grid is None:
+        return None, np.empty(0, dtype=np.intp)
+    entries = grid.entries(base)
+    Y, y_scores, fresh = scans.score(scope, grid, base, base_score, entries)
+    if fresh:
+        count_step(counters, fresh)
+    return (entries, Y, y_scores), _verified(split_cells(scope.space, grid), grid, entries, y_scores)
+
+
+def _together(phase_scope: PhaseScope, scans: _Scans, chains: list[_Chain]) -> list[list[FloatMatrix]]:
+    """Run greedy chains in step: each round, the scans every chain still going asks for are one
+    model call (:meth:`_Scans.score_many`), each answer sent back in the chains' order (a chain
+    that offers its rows to the solve does so before the next one asks). Each chain takes the
+    steps it takes alone: a rescan leaves out only rows that can change neither its best nor its
+    next step, whatever best is known when it asks. What each chain ended with, in order."""
+    ends: list[list[FloatMatrix]] = [[] for _ in chains]
+    asking: dict[int, _Request] = {}
+    for i, chain in enumerate(chains):
+        try:
+            asking[i] = next(chain)
+        except StopIteration as stop:
+            ends[i] = stop.value
+    while asking:
+        answers = scans.score_many(phase_scope.solver_scope, list(asking.values()))
+        for (i, _), answer in zip(list(asking.items()), answers, strict=True):
+            try:
+                asking[i] = chains[i].send(answer)
+            except StopIteration as stop:
+                ends[i] = stop.value
+                del asking[i]
+    return ends
 
 
 def _near_rows(

@@ -293,6 +293,41 @@ def test_the_forest_alone_matches_the_estimator_on_arrays_with_nan() -> None:
     np.testing.assert_array_equal(trees.predict(X), estimator.predict_proba(X))
 
 
+@pytest.mark.parametrize("classes", [2, 3])
+def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's batches change one row in one column or a few (a scan, a walker): a batch of
+    mostly one-column moves takes each row's leaves from the other columns' AND once, a batch of
+    several-column moves goes column by column; small and large batches sum the trees each their
+    way. Every way gives the estimator's predictions bit for bit, with and without NaN."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(800, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2]) > 0).astype(int)
+    if classes == 3:
+        y = y + (np.nan_to_num(X[:, 3]) > 1.0)
+    estimator = HistGradientBoostingClassifier(max_iter=15, random_state=0).fit(X, y)
+    trees = compile_trees(estimator)
+    assert trees is not None and not isinstance(trees, BaggedTrees)
+    by_column = type(trees)._masks_by_column
+    calls: list[int] = []
+
+    def counted(self: Any, rows: Any) -> Any:
+        calls.append(rows.shape[1])
+        return by_column(self, rows)
+
+    monkeypatch.setattr(type(trees), "_masks_by_column", counted)
+    for n in (1, 2, 40, 64, 65, 300):
+        for changes in (1, 3):
+            batch = np.repeat(X[7:8], n, axis=0)
+            for row in batch:
+                columns = rng.choice(6, size=rng.integers(0, changes + 1), replace=False)
+                row[columns] = X[rng.integers(0, 800, columns.size), columns]
+            calls.clear()
+            np.testing.assert_array_equal(trees.predict(batch), estimator.predict_proba(batch))
+            if n >= 40:  # the row's own values are the most common: one-column moves skip the column loop
+                assert (len(calls) == 0) == (changes == 1)
+
+
 @pytest.mark.parametrize(
     "estimator",
     [

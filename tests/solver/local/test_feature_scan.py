@@ -183,6 +183,26 @@ def test_the_lean_scan_finds_what_scoring_every_row_finds(income: float, tenure:
     assert sum(len(X) for X in lean_rows) <= sum(len(X) for X in full_rows)
 
 
+@pytest.mark.parametrize(("income", "tenure", "debt"), INSTANCES)
+def test_the_two_chains_step_together(income: float, tenure: int, debt: float, monkeypatch: Any) -> None:
+    """The scan's chain and the split values' chain share each round's model call: fewer calls
+    than scans after the first two (one a rescan alone), with or without a pool."""
+    made: list[_Scans] = []
+    init = _Scans.__init__
+
+    def recording(self: _Scans, n_features: int) -> None:
+        init(self, n_features)
+        made.append(self)
+
+    monkeypatch.setattr(_Scans, "__init__", recording)
+    problem = _tree_problem(income, tenure, debt)
+    for pool in (False, True):
+        made.clear()
+        _, scored = _scan(problem, pool=pool)
+        assert len(made) == 1
+        assert len(scored) <= len(made[0].done) - 3
+
+
 def test_the_lean_scan_scores_fewer_rows() -> None:
     counts = []
     for instance in INSTANCES:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier, RandomForestClassifier
 
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, FloatFeature, OutputSpec
 from counterplan.planning.space import FloatMatrix
@@ -320,3 +320,48 @@ def test_each_recreate_chain_keeps_its_own_onward_state() -> None:
     assert onward.left == 0 and onward.found is not None and onward.found[0][0] == 3.0
     assert not onward.step(rows[5:6], np.array([_levels(-0.1, 1.35)]), 2.0, 2)  # no steps left
     assert onward.found[0][0] == 3.0
+
+
+def test_a_recreate_rounds_rebuilt_rows_are_bisected_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bisections of a round's rebuilt rows step together, one model call an iteration for
+    all, and each ends where it ends alone."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame(rng.normal(size=(3000, 6)), columns=list("abcdef"))
+    data["y"] = (data.a + 0.5 * data.b + 0.3 * data.c * data.d - 0.4 * data.e + 0.3 * data.f > 0.8).astype(int)
+    features = list("abcdef")
+    model = HistGradientBoostingClassifier(max_iter=60, random_state=0).fit(data[features], data.y)
+    rows = data[model.predict(data[features]) == 0].iloc[[0, 7]]  # each with a round of two rebuilt rows
+    real = polish.BoundaryPolishPhase._bisect_together
+    counts = {"together": 0, "iterations": 0, "calls": 0}
+
+    def together(self: Any, phase_scope: PhaseScope, starts: list[Any]) -> Any:
+        if len(starts) < 2:
+            return real(self, phase_scope, starts)
+        scorer = phase_scope.solver_scope.scorer
+        calls = scorer.calculator.model_call_count
+        iterations = [0]
+        candidates = polish.Bisection.candidates
+
+        def counted(bisection: Any, row: FloatMatrix) -> Any:
+            iterations[0] += 1
+            return candidates(bisection, row)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(polish.Bisection, "candidates", counted)
+            ends = real(self, phase_scope, starts)
+        counts["together"] += 1
+        counts["iterations"] += iterations[0]
+        counts["calls"] += scorer.calculator.model_call_count - calls
+        for (row, score), start in zip(ends, starts, strict=True):
+            alone_row, alone_score = real(self, phase_scope, [start])[0]
+            assert np.array_equal(row, alone_row) and np.array_equal(score, alone_score)
+        return ends
+
+    monkeypatch.setattr(polish.BoundaryPolishPhase, "_bisect_together", together)
+    for _, row in rows.iterrows():
+        problem = CounterfactualProblem.from_dataframe(
+            data, {c: row[c] for c in features}, model, [ClassGoal(target=1, confidence=0.7)], target="y"
+        )
+        assert explain(problem, seed=0).valid
+    assert counts["together"] > 0
+    assert counts["calls"] < counts["iterations"]
