@@ -46,14 +46,18 @@ from counterplan.planning.calculator import ScoreCalculator
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact import cpsat
 from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.encoders import leaf_costs
 from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.milp import MilpResult
 from counterplan.solver.exact.program import Formulation
 
 VARIANTS = ("old-highs", "new-highs", "new-cpsat", "narrow-highs", "narrow-scip", "narrow-cpsat", "narrow-cpsat4")
 """Each ``program-backend``; a suffix ``-keep`` keeps the leaves beyond the reach (``build``'s
-``leaf_bounds`` off), ``-full`` gives CP-SAT its default three presolve rounds: main's CP-SAT
-before both was ``narrow-cpsat-keep-full``."""
+``leaf_bounds`` off), ``-full`` gives CP-SAT its default three presolve rounds (main's CP-SAT
+before both was ``narrow-cpsat-keep-full``), ``-nocut`` leaves out the threshold rows of the
+leaves (``leaf_costs.THRESHOLD_ROWS`` off: the program before them), ``-merge`` lets CP-SAT's
+presolve merge at-most-ones into cliques (``cpsat.MERGE_AT_MOST_ONES``): CP-SAT before both was
+``narrow-cpsat-nocut-merge``."""
 
 
 def _cpsat(formulation: Formulation, seconds: float, start: np.ndarray | None, workers: int) -> MilpResult:
@@ -84,7 +88,7 @@ def _problem(data: Data, model: Any, query: Any) -> CounterfactualProblem:
 
 
 def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequence[str]) -> dict[str, dict[str, Any]]:
-    presolve = cpsat.PRESOLVE_ITERATIONS
+    presolve, merge = cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES
     model = MODELS[name](data).fit(data.train[data.features], data.train[data.spec.target])
     queries = data.test[model.predict(data.test) == 0].head(rows)
     out: dict[str, dict[str, Any]] = {
@@ -102,7 +106,9 @@ def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequenc
             interval = program != "old"
             reach = -float(local.score_levels[3]) if program == "narrow" and local.valid else None
             started = time.perf_counter()
+            leaf_costs.THRESHOLD_ROWS = "nocut" not in flags
             formulation = build(problem, interval_distance=interval, reach=reach, leaf_bounds="keep" not in flags)
+            leaf_costs.THRESHOLD_ROWS = True
             built = time.perf_counter() - started
             start = formulation.assignment(warm) if warm is not None else None
             solving = time.perf_counter()
@@ -112,8 +118,9 @@ def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequenc
             else:
                 workers = int(backend.removeprefix("cpsat") or 1)
                 cpsat.PRESOLVE_ITERATIONS = 3 if "full" in flags else presolve
+                cpsat.MERGE_AT_MOST_ONES = "merge" in flags
                 result = _cpsat(formulation, seconds, start, workers)
-                cpsat.PRESOLVE_ITERATIONS = presolve
+                cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES = presolve, merge
             result = replace(result, seconds=time.perf_counter() - solving)  # loading included, for all
             stats = out[variant]
             stats["build"].append(built)

@@ -40,7 +40,8 @@ One worker by default (``threads``), seed 0: CP-SAT with one worker is determini
 stop check (so Ctrl-C reaches Python), calls ``StopSearch`` on a stop, and abandons a solve
 still running a quarter of a second past its time, as SCIP's. Each improving solution that
 decodes is handed to ``on_incumbent`` as it is found. One presolve round
-(:data:`PRESOLVE_ITERATIONS`); CP-SAT loads the hint only after it, so a solve that ends before
+(:data:`PRESOLVE_ITERATIONS`), without merging at-most-ones into cliques
+(:data:`MERGE_AT_MOST_ONES`); CP-SAT loads the hint only after it, so a solve that ends before
 with no solution returns the warm start (:func:`_or_the_start`).
 """
 
@@ -78,6 +79,13 @@ PRESOLVE_ITERATIONS = 1
 forest each round's probing and clique merging cost about 2 deterministic seconds (12 s of a busy
 machine's wall time before the search started, the hint loaded only then); the later rounds
 found little (``docs/benchmarks/engines.md``)."""
+MERGE_AT_MOST_ONES = False
+"""CP-SAT's presolve merges the at-most-one constraints into maximal cliques
+(``merge_at_most_one_work_limit``); off by default here: on heloc's 100-tree forest the merging
+cost about 0.85 of the 2.5 deterministic seconds of an easy row, and the threshold rows of the
+leaves (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`) state the cliques
+it found (the proofs took 1.7-5.7 deterministic seconds against 2.5-9.4 with it,
+``docs/benchmarks/engines.md``)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -562,6 +570,8 @@ def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, 
     # 0.55 s with it and did not finish in 30 s without (docs/benchmarks/engines.md)
     parameters.linearization_level = 2
     parameters.max_presolve_iterations = PRESOLVE_ITERATIONS
+    if not MERGE_AT_MOST_ONES:
+        parameters.merge_at_most_one_work_limit = 0.0
 
 
 def _watched(

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
-from counterplan.solver.exact.encoders.leaf_costs import Path, bound_leaves, crossing
+from counterplan.solver.exact.encoders.leaf_costs import Path, crossing, leaf_rows
 from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
 from counterplan.solver.exact.milp import INF, Expr, add
 from counterplan.solver.exact.program import (
@@ -78,7 +78,9 @@ def encode_ensemble(
     program: a scorecard's, a learned relation's). Both write the same program. ``leaf_bounds``
     fixes at 0 the leaves no solution within the formulation's reach picks
     (:mod:`~counterplan.solver.exact.encoders.leaf_costs`): the model's trees, whose leaves the
-    distance pays for; not a relation's or a scorecard's."""
+    distance pays for; not a relation's or a scorecard's. With them come the rows of each
+    threshold crossed by a tree's leaves beyond it
+    (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`)."""
     encoder = _TreeEncoder(formulation, inputs, original, arrays)
     if leaf_bounds and formulation.reach is not None:
         encoder.paths = {}
@@ -97,7 +99,7 @@ def encode_ensemble(
     formulation.thresholds = encoder.thresholds
     _crossing_rows(formulation)
     if encoder.paths is not None:  # the model's trees: the leaves out of the warm start's reach fixed at 0
-        bound_leaves(formulation, encoder.paths)
+        leaf_rows(formulation, encoder.paths)  # and each threshold crossed by the leaves beyond it
     for variables in encoder.raw.values():  # above a higher threshold implies above a lower one
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):

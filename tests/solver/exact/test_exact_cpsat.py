@@ -224,3 +224,21 @@ def test_the_hint_is_whole_and_feasible_with_a_number_off_its_grid(income: float
     solver = cpsat.cp_model().CpSolver()
     solver.parameters.fix_variables_to_their_hinted_value = True
     assert solver.Solve(program.model) in (cpsat.cp_model().OPTIMAL, cpsat.cp_model().FEASIBLE)
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_the_presolve_merges_no_at_most_ones_unless_asked(monkeypatch: pytest.MonkeyPatch, merge: bool) -> None:
+    """CP-SAT's clique merging is off (the threshold rows of the leaves state the cliques it
+    found on heloc's forest, ``docs/benchmarks/engines.md``), on with ``MERGE_AT_MOST_ONES``;
+    the optimum is the same either way."""
+    monkeypatch.setattr(cpsat, "MERGE_AT_MOST_ONES", merge)
+    solver = cpsat.cp_model().CpSolver()
+    cpsat._parameters(solver.parameters, 1.0, 1e-6, 1, 0)
+    default = cpsat.cp_model().CpSolver().parameters.merge_at_most_one_work_limit
+    assert solver.parameters.merge_at_most_one_work_limit == (default if merge else 0.0)
+    problem = _problem(MODELS["random forest"]())
+    formulation = build(problem)
+    result, _ = solve(formulation.milp, "cpsat", time_limit=60.0, relative_gap=1e-9, formulation=formulation)
+    highs, _ = solve(formulation.milp, "highs", time_limit=60.0, relative_gap=1e-9)
+    assert result.status == highs.status == "optimal"
+    assert result.objective == pytest.approx(highs.objective, rel=1e-7, abs=1e-9)

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import sparse
+from scipy.optimize import linprog
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
@@ -22,6 +24,7 @@ from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact import phase
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.exact.encoders import leaf_costs
 from counterplan.solver.exact.formulation import build
 from counterplan.solver.exact.program import Formulation
 
@@ -292,3 +295,61 @@ def test_every_cell_within_reach_meets_the_leaf_bounds(name: str) -> None:
     assert np.all(x >= np.asarray(milp.lower) - 1e-9) and np.all(x <= np.asarray(milp.upper) + 1e-9)
     totals = x @ matrix.T
     assert np.all(totals >= low - 1e-7) and np.all(totals <= high + 1e-7)
+
+
+def _lp_bound(formulation: Formulation) -> float:
+    """The LP relaxation's optimum of ``formulation``'s MILP (HiGHS through SciPy, integrality
+    dropped)."""
+    milp = formulation.milp
+    rows, columns, values = [], [], []
+    for k, (terms, _, _) in enumerate(milp.rows):
+        for v, c in terms.items():
+            rows.append(k)
+            columns.append(v)
+            values.append(c)
+    matrix = sparse.csr_matrix((values, (rows, columns)), shape=(len(milp.rows), milp.n_vars))
+    low = np.array([lo for _, lo, _ in milp.rows])
+    high = np.array([hi for _, _, hi in milp.rows])
+    cost = np.zeros(milp.n_vars)
+    for v, c in milp.objective.items():
+        cost[v] = c
+    upper, lower = np.isfinite(high), np.isfinite(low)
+    result = linprog(
+        cost,
+        A_ub=sparse.vstack([matrix[upper], -matrix[lower]]),
+        b_ub=np.concatenate([high[upper], -low[lower]]),
+        bounds=list(zip(milp.lower, milp.upper, strict=True)),
+        method="highs",
+    )
+    assert result.status == 0
+    return float(result.fun) + milp.objective_offset
+
+
+def test_threshold_rows_raise_the_lp_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forest's leaves that cross a threshold under different splits of one tree sum to at
+    most the threshold's crossing (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`):
+    rows are written, the LP relaxation's bound rises on some row and falls on none, and the
+    optimum stays (every cell within reach meets them: the test above)."""
+    frame, label = _data()
+    model = MODELS["random forest"]().fit(frame, label)
+    raised = 0
+    for income, tenure, debt in [(2.0, 3, 3.0), (1.0, 2, 4.0), (3.0, 1, 4.5), (0.5, 5, 2.5)]:
+        features = [
+            FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
+            IntegerFeature(name="tenure", value=tenure, low=0, high=14),
+            FloatFeature(name="debt", value=debt, low=0.0, high=5.0, precision=1),
+        ]
+        problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+        reach = -float(explain(problem, seed=0).score_levels[3])
+        monkeypatch.setattr(leaf_costs, "THRESHOLD_ROWS", False)
+        before = build(problem, reach=reach)
+        monkeypatch.setattr(leaf_costs, "THRESHOLD_ROWS", True)
+        after = build(problem, reach=reach)
+        assert len(after.milp.rows) > len(before.milp.rows)
+        low_before, low_after = _lp_bound(before), _lp_bound(after)
+        assert low_after >= low_before - 1e-9
+        raised += low_after > low_before * (1 + 1e-6) + 1e-9
+        optima = [solve(f.milp, "highs", time_limit=60.0, relative_gap=1e-9)[0] for f in (before, after)]
+        assert [r.status for r in optima] == ["optimal", "optimal"]
+        assert optima[1].objective == pytest.approx(optima[0].objective, rel=1e-7, abs=1e-9)
+    assert raised > 0
