@@ -182,6 +182,18 @@ def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> Int
     return np.asarray(last[np.isfinite(ratio[last])], dtype=np.intp)
 
 
+def hopeless(scores: FloatMatrix, base: FloatMatrix, bound: FloatMatrix) -> BoolArray:
+    """Per greedy step from a row scored ``base`` to one scored ``scores``: whether, at that step's
+    goal gain per unit of distance, the rest of the way to the goal would end no nearer than
+    ``bound`` (greedy steps' rates mostly fall as a chain goes): the per-row rebuild's rule
+    (:func:`counterplan.solver.local.polish._hopeless`) for every chain at once."""
+    gain = scores[:, 0] - base[:, 0]
+    cost = base[:, 3] - scores[:, 3]
+    judged = (gain > 0.0) & (cost > 1e-12)
+    end = -scores[:, 3] - scores[:, 0] * np.where(judged, cost, 0.0) / np.where(judged, gain, 1.0)
+    return np.asarray(judged & (end >= bound))
+
+
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
     """Per owner in ``range(count)``, the index of its best row (the first among equals); -1 for none.
 
@@ -256,6 +268,7 @@ class VectorSearch:
         flat = self._split_counts.ravel()
         self._split_offsets = np.concatenate([[0], np.cumsum(flat)[:-1]]).astype(np.intp).reshape(flat.size // d, d)
         self._split_values = np.concatenate(parts) if parts else np.empty(0)
+        self._trades_memo: BlockTrades | None = None
 
     def _scan_table(self, splits: dict[int, FloatMatrix], layout: int) -> tuple[IntArray, FloatMatrix, IntArray]:
         """Every (column, value) the scan tries in ``layout``: a grid of each mutable number's
@@ -627,8 +640,12 @@ class VectorSearch:
     def trades(self) -> BlockTrades:
         """The block's trade values: the scan's table of every layout, and the values near each
         instance's original and best."""
-        table = (self.columns, self.values, self._table_offsets, self._table_sizes)
-        return BlockTrades(self.scorer.problem, self.layouts, table, self.seeds)
+        if self._trades_memo is None:
+            table = (self.columns, self.values, self._table_offsets, self._table_sizes)
+            self._trades_memo = BlockTrades(
+                self.scorer.problem, self.layouts, table, self.seeds, originals=self.originals, cells=self.cells
+            )
+        return self._trades_memo
 
     def _trades(self, outcome: Outcome, active: BoolArray, singles: Singles | None) -> None:
         """Trade rounds (:mod:`~counterplan.solver.vector.trades`) from every feasible best, one
@@ -738,6 +755,8 @@ class VectorSearch:
             alive &= ~ended
             take = greedy_picks(scores, base[chain], chain)
             take = take[alive[chain[take]]]
+            bound = -outcome.scores[chain_inst[chain[take]], 3] * (1.0 + s.recreate_slack)
+            take = take[~hopeless(scores[take], base[chain[take]], bound)]
             moved = np.zeros(ci.size, dtype=bool)
             moved[chain[take]] = True
             rows[chain[take]], base[chain[take]] = X[take], scores[take]
