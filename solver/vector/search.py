@@ -343,13 +343,16 @@ class VectorSearch:
         running = active.copy()
         d = self.space.n_features
         singles = Singles(np.empty(0, np.intp), np.empty(0, np.intp), np.empty(0), np.empty(0), np.empty(0))
+        # the entries each instance scans (one per cell), chosen once: every pass scans them
+        every_owner, every_table = self._scan_rows(np.flatnonzero(running))
+        nearest = self._nearest_in_cells(every_owner, every_table)
+        every_owner, every_table = every_owner[nearest], every_table[nearest]
         for chain in range(s.greedy_steps + 1):
             idx = np.flatnonzero(running)
             if idx.size == 0:
                 break
-            owner, table = self._scan_rows(idx)
-            nearest = self._nearest_in_cells(owner, table)
-            owner, table = owner[nearest], table[nearest]
+            mine = running[every_owner]
+            owner, table = every_owner[mine], every_table[mine]
             X = base[owner]
             rows = np.arange(owner.size)
             cols = self.columns[table]
