@@ -90,12 +90,14 @@ class BlockTrades:
     def _nearest_in_cells(self, slot_cell: IntArray, originals: FloatMatrix, width: int) -> BoolArray:
         """Per instance of the block (``originals``) and grid slot (``width`` of them, of cells
         ``slot_cell`` per layout, -1: none): whether the slot's value is its cell's nearest the
-        original (the first among equals). Between two of a tree model's thresholds its trees
-        decide alike, so a farther value of a cell makes the same prediction at a greater
-        distance: as a buy, a give-back or a rebuild step it gains as much for more, and it is
-        feasible only where the nearer one is (the scan's rule,
-        :meth:`~counterplan.solver.vector.search.VectorSearch._nearest_in_cells`; the per-row
-        rebuild's values are one per cell too)."""
+        original (the first among equals) and is not the original (which has a slot of its own).
+
+        Between two of a tree model's thresholds its trees decide alike, so a farther value of a
+        cell makes the same prediction at a greater distance: as a buy, a give-back or a rebuild
+        step it gains as much for more, and it is feasible only where the nearer one is (the
+        scan's rule, :meth:`~counterplan.solver.vector.search.VectorSearch._nearest_in_cells`;
+        the per-row rebuild's values are one per cell too). On heloc GB it halves a rebuild's
+        rows, and on adult GB takes them to a fifth."""
         n = originals.shape[0]
         layout = self.layouts.layout[:n]
         cell = slot_cell[layout]
@@ -106,7 +108,7 @@ class BlockTrades:
         first = np.r_[True, (o[1:] != o[:-1]) | (c[1:] != c[:-1])]
         keep = np.zeros(n * width, dtype=bool)
         keep[order[first]] = True
-        return np.asarray(keep.reshape(n, width) & (cell >= 0))
+        return np.asarray(keep.reshape(n, width) & (cell >= 0) & (near != 0.0))  # the original: its own slot
 
     def _price(self, values: FloatMatrix, original: FloatMatrix, f: IntArray | None = None) -> FloatMatrix:
         """What each slot's value (slots of features ``f``, all by default) adds to the distance
