@@ -90,29 +90,31 @@ class BlockScorer:
         out = np.empty((n, LEVELS))
         if n == 0:
             return out
-        keys = _row_keys(X, owner)
-        known = np.zeros(n, dtype=bool)
+        # each distinct row once (several walkers may draw one row in a step), looked up by its
+        # key in sorted order (a search of sorted keys walks each run of the memory once)
+        keys, first, inverse = np.unique(_row_keys(X, owner), return_index=True, return_inverse=True)
+        scores = np.empty((keys.size, LEVELS))
+        known = np.zeros(keys.size, dtype=bool)
         for run_keys, run_scores in self._memory:
             ask = np.flatnonzero(~known)
             if ask.size == 0:
                 break
             at = np.minimum(np.searchsorted(run_keys, keys[ask]), run_keys.size - 1)
             hit = run_keys[at] == keys[ask]
-            out[ask[hit]] = run_scores[at[hit]]
+            scores[ask[hit]] = run_scores[at[hit]]
             known[ask[hit]] = True
-        # each new row once, even when several walkers drew it in this step
-        fresh_keys, first, inverse = np.unique(keys[~known], return_index=True, return_inverse=True)
         fresh = np.flatnonzero(~known)
         if fresh.size:
-            rows = fresh[first]
+            rows = first[fresh]
             order = np.argsort(owner[rows], kind="stable")  # grouped by instance, for a failing model
-            scores = np.empty((rows.size, LEVELS))
-            scores[order] = self._fresh(X[rows[order]], owner[rows[order]])
-            out[fresh] = scores[inverse.reshape(-1)]
-            self._remember(fresh_keys, scores)
+            new = np.empty((rows.size, LEVELS))
+            new[order] = self._fresh(X[rows[order]], owner[rows[order]])
+            scores[fresh] = new
+            self._remember(keys[fresh], new)
             self.calls_per_instance[np.unique(owner[rows])] += 1
             self.rows_per_instance += np.bincount(owner[rows], minlength=self.rows_per_instance.size)
-        self.rows_remembered += int(known.sum()) + int(fresh.size - first.size)
+        self.rows_remembered += n - int(fresh.size)
+        out[:] = scores[inverse.reshape(-1)]
         return out
 
     def _remember(self, keys: npt.NDArray[np.uint64], scores: FloatMatrix) -> None:
