@@ -81,20 +81,27 @@ def segmented_smallest(values: FloatMatrix, group: IntArray, k: int) -> IntArray
 def _within_kth(values: FloatMatrix, group: IntArray, k: int) -> IntArray:
     """The entries of a grouped (sorted) array no larger than their group's ``k``-th smallest
     value (every entry of a group of at most ``k``): a superset of each group's ``k`` smallest,
-    found in linear time (``np.partition`` of a table of the groups' rows), so that only they
-    are sorted. All entries where the groups are not sorted, the table would be much larger
-    than the array, or a value is NaN."""
-    everything = np.arange(values.size, dtype=np.intp)
-    if values.size <= 4 * k or (np.diff(group) < 0).any() or np.isnan(values).any():
-        return everything
-    run, place, starts = _positions(group)
-    width = int(place.max()) + 1
-    if width <= k or starts.size * width > 4 * values.size:
-        return everything
-    table = np.full((starts.size, width), np.inf)
-    table[run, place] = values
-    kth = np.partition(table, k - 1, axis=1)[:, k - 1]
-    return np.asarray(np.flatnonzero(values <= kth[run]), dtype=np.intp)
+    found in linear time, so that only they are sorted. The groups of more than ``k`` are taken
+    by their sizes' power of two, each lot as a table of one row a group for ``np.partition``
+    (a few lots a call, none per group). All entries where the groups are not sorted or a value
+    is NaN."""
+    n = values.size
+    if n <= 4 * k or (np.diff(group) < 0).any() or np.isnan(values).any():
+        return np.arange(n, dtype=np.intp)
+    starts = group_starts(group)
+    sizes = np.diff(np.r_[starts, n])
+    keep = np.repeat(sizes <= k, sizes)
+    big = np.flatnonzero(sizes > k)
+    lots = np.ceil(np.log2(sizes[big])).astype(np.intp)
+    for lot in np.unique(lots).tolist():
+        mine = big[lots == lot]
+        width = int(sizes[mine].max())
+        at = starts[mine][:, None] + np.arange(width)[None, :]
+        inside = np.arange(width)[None, :] < sizes[mine][:, None]
+        table = np.where(inside, values[np.minimum(at, n - 1)], np.inf)
+        kth = np.partition(table, k - 1, axis=1)[:, k - 1 : k]
+        keep[at[inside & (table <= kth)]] = True
+    return np.asarray(np.flatnonzero(keep), dtype=np.intp)
 
 
 def pareto_fronts(group: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntArray:
