@@ -104,6 +104,8 @@ class VectorSettings:
     recreate_slack: float = 0.1
     recreate_rows: int = 128
     """Rows per chain and step (the nearest; the per-row polish scores up to 1,024)."""
+    recreate_onward: int = 6
+    """Steps a chain goes on past a feasible step farther than the best (the polish phase's)."""
 
 
 @dataclass
@@ -698,7 +700,9 @@ class VectorSearch:
         of its distance is given back, one chain each, and every chain is rebuilt greedily (the
         scan's rule, :func:`greedy_picks`), one call a step for all chains, the ruined feature
         only cheaper than it was (:meth:`BlockTrades.recreate`), until a step finds a feasible
-        row; each chain's best feasible row is polished and offered to its instance."""
+        row nearer than the best or the chain's going on past a farther one ends
+        (:meth:`_chain_steps`); each chain's best feasible row is polished and offered to its
+        instance."""
         s = self.settings
         idx = np.flatnonzero(active & feasible(outcome.scores))
         if idx.size == 0:
@@ -729,6 +733,7 @@ class VectorSearch:
         base = np.full((ci.size, outcome.scores.shape[1]), -np.inf)
         found = Outcome(rows.copy(), base.copy(), np.zeros(ci.size, np.intp))
         alive = np.ones(ci.size, dtype=bool)
+        left = np.full(ci.size, -1, dtype=np.intp)  # steps left past a farther feasible step (-1: none yet)
         for step in range(s.recreate_steps):
             a = np.flatnonzero(alive)
             if a.size == 0:
@@ -739,7 +744,7 @@ class VectorSearch:
                 originals=self.originals,
                 best=-outcome.scores[:, 3],
                 caps=(cap[0][a], cap[1][a]),
-                slack=s.recreate_slack,
+                slack=np.where(left[a] < 0, s.recreate_slack, 0.0),
                 max_rows=s.recreate_rows,
             )
             chain = a[local]
@@ -747,27 +752,64 @@ class VectorSearch:
                 X, chain = np.vstack([rows[a], X]), np.concatenate([a, chain])
             if chain.size == 0:
                 break
+            before = -outcome.scores[chain_inst, 3]  # each chain's instance's best distance before the step
             scores = self.scorer.score(X, chain_inst[chain])
             outcome.steps[np.unique(chain_inst[chain])] += 1
             self._offer(outcome, X, chain_inst[chain], scores)
             if step == 0:
                 base[a] = scores[: a.size]
                 X, chain, scores = X[a.size :], chain[a.size :], scores[a.size :]
-            ok = feasible(scores)
-            ended = self._offer(found, X[ok], chain[ok], scores[ok])
-            alive &= ~ended
-            take = greedy_picks(scores, base[chain], chain)
-            take = take[alive[chain[take]]]
-            bound = -outcome.scores[chain_inst[chain[take]], 3] * (1.0 + s.recreate_slack)
-            take = take[~hopeless(scores[take], base[chain[take]], bound)]
-            moved = np.zeros(ci.size, dtype=bool)
-            moved[chain[take]] = True
-            rows[chain[take]], base[chain[take]] = X[take], scores[take]
-            alive &= moved
+            goes, pick = self._chain_steps(found, X=X, chain=chain, scores=scores, base=base, before=before, left=left)
+            alive &= goes
+            rows[alive], base[alive] = X[pick[alive]], scores[pick[alive]]
         done = feasible(found.scores)
         if done.any():
             self._polish(found, done, chain_inst)
             self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
+
+    def _chain_steps(
+        self,
+        found: Outcome,
+        *,
+        X: FloatMatrix,
+        chain: IntArray,
+        scores: FloatMatrix,
+        base: FloatMatrix,
+        before: FloatMatrix,
+        left: IntArray,
+    ) -> tuple[BoolArray, IntArray]:
+        """One step of every rebuild chain (the per-row rebuild's ``_Chain.step`` for all of them):
+        rows ``X`` of chains ``chain`` scored ``scores``, each chain's row scored ``base`` and its
+        instance's best distance before the step ``before``. Each chain keeps its best feasible
+        row in ``found``. A step whose best feasible row is nearer than the best ends its chain;
+        when it is farther, the chain goes on for up to ``recreate_onward`` more steps (``left``,
+        counted down) from its most efficient row short of the goal, scoring only rows predicted
+        nearer than the best, while that row's rate could still reach the goal nearer than the
+        best (:func:`hopeless`); a chain before a feasible step goes on while its rate could
+        reach the goal within the slack of the best. Per chain whether it goes on, and the row
+        of ``X`` it goes to."""
+        s = self.settings
+        count = base.shape[0]
+        ok = feasible(scores)
+        self._offer(found, X[ok], chain[ok], scores[ok])
+        reached = np.flatnonzero(ok)
+        top = best_per_owner(scores[reached], chain[reached], count)
+        stepped = top >= 0
+        distance = np.full(count, np.inf)
+        distance[stepped] = -scores[reached[top[stepped]], 3]
+        nearer = stepped & (distance < before)
+        left[stepped & ~nearer & (left < 0)] = s.recreate_onward
+        short = np.flatnonzero(~ok)
+        take = short[greedy_picks(scores[short], base[chain[short]], chain[short])]
+        pick = np.full(count, -1, dtype=np.intp)
+        pick[chain[take]] = take
+        has = np.flatnonzero(pick >= 0)
+        bound = before[has] * np.where(left[has] < 0, 1.0 + s.recreate_slack, 1.0)
+        goes = np.zeros(count, dtype=bool)
+        goes[has] = ~hopeless(scores[pick[has]], base[has], bound)
+        goes &= ~nearer & (left != 0)
+        left[goes & (left > 0)] -= 1
+        return goes, pick
 
     # ---- polish ----------------------------------------------------------------------------
     def _polish(self, outcome: Outcome, active: BoolArray, instances: IntArray | None = None) -> None:

@@ -250,15 +250,16 @@ class BlockTrades:
         originals: FloatMatrix,
         best: FloatMatrix,
         caps: tuple[IntArray, FloatMatrix],
-        slack: float,
+        slack: float | FloatMatrix,
         max_rows: int,
     ) -> tuple[FloatMatrix, IntArray]:
         """One step of every ruin-and-recreate chain (:func:`~counterplan.solver.core.trade.recreate_candidates`'
         rule): chain ``c``'s row (of instance ``inst[c]``) with one mutable feature set to another
-        of its scan values or its original, where the distance predicted stays below the
-        instance's ``best`` times ``1 + slack``; the chain's ruined feature (``caps``: feature
-        and cost per chain) only cheaper than it was; per chain the ``max_rows`` nearest. The rows
-        and their chains."""
+        of its scan values (one per tree cell, :attr:`nearest`) or its original, where the
+        distance predicted stays below the instance's ``best`` times ``1 + slack`` (one, or one
+        per chain: a chain past a farther feasible step has none); the chain's ruined feature
+        (``caps``: feature and cost per chain) only cheaper than it was; per chain the
+        ``max_rows`` nearest. The rows and their chains."""
         f = self.feature[: self._grid_slots + self._mutable]
         layout = self.layouts.layout[inst]
         original = originals[inst]
@@ -270,7 +271,8 @@ class BlockTrades:
         cost = self._price(np.where(valid, V, now), start, f)
         delta = cost - self._price(now, start, f)
         distance = self._price_rows(rows, original)
-        ok = valid & (distance[:, None] + delta < best[inst][:, None] * (1.0 + slack - 1e-9))
+        limit = best[inst] * (1.0 + np.broadcast_to(np.asarray(slack, dtype=np.float64), inst.shape) - 1e-9)
+        ok = valid & (distance[:, None] + delta < limit[:, None])
         ok &= (f[None, :] != caps[0][:, None]) | (cost < caps[1][:, None])
         ci, cs = np.nonzero(ok)
         pick = segmented_smallest(delta[ci, cs], ci, max_rows)

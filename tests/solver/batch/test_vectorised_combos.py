@@ -464,3 +464,29 @@ def test_a_chain_whose_rate_cannot_reach_the_goal_in_time_is_hopeless() -> None:
     # a step of 0.5 distance for 0.5 goal: the rest (0.5) at that rate ends at 3.0
     step = np.array([[-0.5, 0, 0, -2.5, -2], [-0.5, 0, 0, -2.5, -2], [-1.5, 0, 0, -2.5, -2]])
     np.testing.assert_array_equal(hopeless(step, base, np.array([3.0, 3.1, 1.0])), [True, False, False])
+
+
+def test_a_chain_goes_on_past_a_farther_feasible_step_and_ends_at_a_nearer_one(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    _, search = _search(loan_explainer, rejected_loans.iloc[:3])
+    d = search.originals.shape[1]
+    X = np.arange(5 * d, dtype=float).reshape(5, d)
+    chain = np.array([0, 0, 1, 1, 2])
+    short = [-0.5, 0, 0, -1.2, -2]  # gains 0.5 for 0.2: at that rate the goal at 1.4
+    scores = np.array([[0, 0, 0, -2.5, -2], short, [0, 0, 0, -1.5, -2], short, short], dtype=float)
+    base = np.tile([-1.0, 0, 0, -1.0, -1], (3, 1))
+    before = np.full(3, 2.0)
+    left = np.array([-1, -1, 0])  # chain 2 has gone on as far as it may
+    found = Outcome(np.zeros((3, d)), np.full((3, 5), -np.inf), np.zeros(3, dtype=np.intp))
+    goes, pick = search._chain_steps(found, X=X, chain=chain, scores=scores, base=base, before=before, left=left)
+    # chain 0's feasible row is farther than the best: it goes on from its short row, without slack
+    np.testing.assert_array_equal(goes, [True, False, False])
+    assert pick[0] == 1 and left[0] == search.settings.recreate_onward - 1
+    np.testing.assert_array_equal(found.best[:2], X[[0, 2]])  # each chain keeps its feasible row
+    # at a rate that would reach the goal no nearer than the best, it stops
+    left = np.array([-1, -1, -1])
+    slow = scores.copy()
+    slow[1] = [-0.9, 0, 0, -1.2, -2]  # gains 0.1 for 0.2: the goal at 3.0
+    goes, _ = search._chain_steps(found, X=X, chain=chain, scores=slow, base=base, before=before, left=left)
+    assert not goes[0]
