@@ -248,4 +248,5 @@ def _settings(config: SolverConfig) -> VectorSettings:
         recreate_steps=settings.recreate_steps if polish.recreate_steps else 0,
         recreate_share=polish.recreate_share,
         recreate_slack=polish.recreate_slack,
+        recreate_onward=polish.recreate_onward,
     )

@@ -71,9 +71,37 @@ def segmented_smallest(values: FloatMatrix, group: IntArray, k: int) -> IntArray
     group at once."""
     if values.size == 0 or k <= 0:
         return np.empty(0, dtype=np.intp)
-    order = np.lexsort((values, group)).astype(np.intp)
+    sub = _within_kth(values, group, k)
+    order = np.lexsort((values[sub], group[sub])).astype(np.intp)
+    order = sub[order] if sub.size < values.size else order
     _, place, _ = _positions(group[order])
     return order[place < k]
+
+
+def _within_kth(values: FloatMatrix, group: IntArray, k: int) -> IntArray:
+    """The entries of a grouped (sorted) array no larger than their group's ``k``-th smallest
+    value (every entry of a group of at most ``k``): a superset of each group's ``k`` smallest,
+    found in linear time, so that only they are sorted. The groups of more than ``k`` are taken
+    by their sizes' power of two, each lot as a table of one row a group for ``np.partition``
+    (a few lots a call, none per group). All entries where the groups are not sorted or a value
+    is NaN."""
+    n = values.size
+    if n <= 4 * k or (np.diff(group) < 0).any() or np.isnan(values).any():
+        return np.arange(n, dtype=np.intp)
+    starts = group_starts(group)
+    sizes = np.diff(np.r_[starts, n])
+    keep = np.repeat(sizes <= k, sizes)
+    big = np.flatnonzero(sizes > k)
+    lots = np.ceil(np.log2(sizes[big])).astype(np.intp)
+    for lot in np.unique(lots).tolist():
+        mine = big[lots == lot]
+        width = int(sizes[mine].max())
+        at = starts[mine][:, None] + np.arange(width)[None, :]
+        inside = np.arange(width)[None, :] < sizes[mine][:, None]
+        table = np.where(inside, values[np.minimum(at, n - 1)], np.inf)
+        kth = np.partition(table, k - 1, axis=1)[:, k - 1 : k]
+        keep[at[inside & (table <= kth)]] = True
+    return np.asarray(np.flatnonzero(keep), dtype=np.intp)
 
 
 def pareto_fronts(group: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntArray:
@@ -119,23 +147,27 @@ def cheaper_ranges(
     inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix
 ) -> tuple[IntArray, IntArray, IntArray]:
     """For each query ``k``: where the rows of instance ``of[k]`` (``inst``, ``cost``) that cost
-    less than ``budget[k]`` lie, give or take a hair (callers test the exact rule on what they
-    take): ``order[start[k]:end[k]]``, the rows sorted by instance, then cost.
+    less than ``budget[k]`` lie: ``order[start[k]:end[k]]``, the rows sorted by instance, then
+    cost.
 
-    One key sorts them (the instance times a span above every budget, plus the cost, shifted to
-    be positive and capped below the span), so one ``searchsorted`` finds every query's range."""
+    Each query's instance's rows are found by ``searchsorted`` on the sorted instances, and the
+    end of its cheap ones by a binary search of all queries at once (a few passes over the
+    queries): exactly the rows below the budget, whatever else the block holds (a shared key of
+    instance and cost would round by the block's largest budget, and a draw among the rows
+    would then depend on the block)."""
     order = np.lexsort((cost, inst)).astype(np.intp)
-    low = min(float(cost.min(initial=0.0)), 0.0)  # costs may be negative (a trade's buy): shifted
-    cost, budget = cost - low, budget - low
-    cap = max(float(budget.max(initial=0.0)), 0.0)
-    span = 2.0 * cap + 1.0
-    sorted_key = inst[order] * span + np.minimum(cost[order], cap)
-    start = np.searchsorted(sorted_key, of * span, side="left")
-    room = np.clip(budget, -1.0, cap) + 1e-7 * span
-    end = np.minimum(
-        np.searchsorted(sorted_key, of * span + room, side="left"), np.searchsorted(inst[order], of, "right")
-    )
-    return order, start.astype(np.intp), np.maximum(end, start).astype(np.intp)
+    sorted_inst, sorted_cost = inst[order], cost[order]
+    start = np.searchsorted(sorted_inst, of, side="left").astype(np.intp)
+    high = np.searchsorted(sorted_inst, of, side="right").astype(np.intp)
+    low = start.copy()
+    open_ = low < high
+    while open_.any():
+        mid = (low + high) // 2
+        below = sorted_cost[np.minimum(mid, max(order.size - 1, 0))] < budget
+        low = np.where(open_ & below, mid + 1, low)
+        high = np.where(open_ & ~below, mid, high)
+        open_ = low < high
+    return order, start, low
 
 
 def cheaper(inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix) -> tuple[IntArray, IntArray]:
@@ -145,7 +177,8 @@ def cheaper(inst: IntArray, cost: FloatMatrix, of: IntArray, budget: FloatMatrix
     order, start, end = cheaper_ranges(inst, cost, of, budget)
     which, at = _expand(start, end)
     found = order[at]
-    again = np.lexsort((found, which))
+    # by query, then index: one stable sort of a combined key (the queries are in order)
+    again = np.argsort(which.astype(np.int64) * max(inst.size, 1) + found, kind="stable")
     return which[again], found[again]
 
 

@@ -104,6 +104,8 @@ class VectorSettings:
     recreate_slack: float = 0.1
     recreate_rows: int = 128
     """Rows per chain and step (the nearest; the per-row polish scores up to 1,024)."""
+    recreate_onward: int = 6
+    """Steps a chain goes on past a feasible step farther than the best (the polish phase's)."""
 
 
 @dataclass
@@ -182,6 +184,18 @@ def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> Int
     return np.asarray(last[np.isfinite(ratio[last])], dtype=np.intp)
 
 
+def hopeless(scores: FloatMatrix, base: FloatMatrix, bound: FloatMatrix) -> BoolArray:
+    """Per greedy step from a row scored ``base`` to one scored ``scores``: whether, at that step's
+    goal gain per unit of distance, the rest of the way to the goal would end no nearer than
+    ``bound`` (greedy steps' rates mostly fall as a chain goes): the per-row rebuild's rule
+    (:func:`counterplan.solver.local.polish._hopeless`) for every chain at once."""
+    gain = scores[:, 0] - base[:, 0]
+    cost = base[:, 3] - scores[:, 3]
+    judged = (gain > 0.0) & (cost > 1e-12)
+    end = -scores[:, 3] - scores[:, 0] * np.where(judged, cost, 0.0) / np.where(judged, gain, 1.0)
+    return np.asarray(judged & (end >= bound))
+
+
 def best_per_owner(scores: FloatMatrix, owner: IntArray, count: int) -> IntArray:
     """Per owner in ``range(count)``, the index of its best row (the first among equals); -1 for none.
 
@@ -256,6 +270,7 @@ class VectorSearch:
         flat = self._split_counts.ravel()
         self._split_offsets = np.concatenate([[0], np.cumsum(flat)[:-1]]).astype(np.intp).reshape(flat.size // d, d)
         self._split_values = np.concatenate(parts) if parts else np.empty(0)
+        self._trades_memo: BlockTrades | None = None
 
     def _scan_table(self, splits: dict[int, FloatMatrix], layout: int) -> tuple[IntArray, FloatMatrix, IntArray]:
         """Every (column, value) the scan tries in ``layout``: a grid of each mutable number's
@@ -330,13 +345,16 @@ class VectorSearch:
         running = active.copy()
         d = self.space.n_features
         singles = Singles(np.empty(0, np.intp), np.empty(0, np.intp), np.empty(0), np.empty(0), np.empty(0))
+        # the entries each instance scans (one per cell), chosen once: every pass scans them
+        every_owner, every_table = self._scan_rows(np.flatnonzero(running))
+        nearest = self._nearest_in_cells(every_owner, every_table)
+        every_owner, every_table = every_owner[nearest], every_table[nearest]
         for chain in range(s.greedy_steps + 1):
             idx = np.flatnonzero(running)
             if idx.size == 0:
                 break
-            owner, table = self._scan_rows(idx)
-            nearest = self._nearest_in_cells(owner, table)
-            owner, table = owner[nearest], table[nearest]
+            mine = running[every_owner]
+            owner, table = every_owner[mine], every_table[mine]
             X = base[owner]
             rows = np.arange(owner.size)
             cols = self.columns[table]
@@ -627,8 +645,12 @@ class VectorSearch:
     def trades(self) -> BlockTrades:
         """The block's trade values: the scan's table of every layout, and the values near each
         instance's original and best."""
-        table = (self.columns, self.values, self._table_offsets, self._table_sizes)
-        return BlockTrades(self.scorer.problem, self.layouts, table, self.seeds)
+        if self._trades_memo is None:
+            table = (self.columns, self.values, self._table_offsets, self._table_sizes)
+            self._trades_memo = BlockTrades(
+                self.scorer.problem, self.layouts, table, self.seeds, originals=self.originals, cells=self.cells
+            )
+        return self._trades_memo
 
     def _trades(self, outcome: Outcome, active: BoolArray, singles: Singles | None) -> None:
         """Trade rounds (:mod:`~counterplan.solver.vector.trades`) from every feasible best, one
@@ -678,7 +700,9 @@ class VectorSearch:
         of its distance is given back, one chain each, and every chain is rebuilt greedily (the
         scan's rule, :func:`greedy_picks`), one call a step for all chains, the ruined feature
         only cheaper than it was (:meth:`BlockTrades.recreate`), until a step finds a feasible
-        row; each chain's best feasible row is polished and offered to its instance."""
+        row nearer than the best or the chain's going on past a farther one ends
+        (:meth:`_chain_steps`); each chain's best feasible row is polished and offered to its
+        instance."""
         s = self.settings
         idx = np.flatnonzero(active & feasible(outcome.scores))
         if idx.size == 0:
@@ -709,6 +733,7 @@ class VectorSearch:
         base = np.full((ci.size, outcome.scores.shape[1]), -np.inf)
         found = Outcome(rows.copy(), base.copy(), np.zeros(ci.size, np.intp))
         alive = np.ones(ci.size, dtype=bool)
+        left = np.full(ci.size, -1, dtype=np.intp)  # steps left past a farther feasible step (-1: none yet)
         for step in range(s.recreate_steps):
             a = np.flatnonzero(alive)
             if a.size == 0:
@@ -719,7 +744,7 @@ class VectorSearch:
                 originals=self.originals,
                 best=-outcome.scores[:, 3],
                 caps=(cap[0][a], cap[1][a]),
-                slack=s.recreate_slack,
+                slack=np.where(left[a] < 0, s.recreate_slack, 0.0),
                 max_rows=s.recreate_rows,
             )
             chain = a[local]
@@ -727,25 +752,64 @@ class VectorSearch:
                 X, chain = np.vstack([rows[a], X]), np.concatenate([a, chain])
             if chain.size == 0:
                 break
+            before = -outcome.scores[chain_inst, 3]  # each chain's instance's best distance before the step
             scores = self.scorer.score(X, chain_inst[chain])
             outcome.steps[np.unique(chain_inst[chain])] += 1
             self._offer(outcome, X, chain_inst[chain], scores)
             if step == 0:
                 base[a] = scores[: a.size]
                 X, chain, scores = X[a.size :], chain[a.size :], scores[a.size :]
-            ok = feasible(scores)
-            ended = self._offer(found, X[ok], chain[ok], scores[ok])
-            alive &= ~ended
-            take = greedy_picks(scores, base[chain], chain)
-            take = take[alive[chain[take]]]
-            moved = np.zeros(ci.size, dtype=bool)
-            moved[chain[take]] = True
-            rows[chain[take]], base[chain[take]] = X[take], scores[take]
-            alive &= moved
+            goes, pick = self._chain_steps(found, X=X, chain=chain, scores=scores, base=base, before=before, left=left)
+            alive &= goes
+            rows[alive], base[alive] = X[pick[alive]], scores[pick[alive]]
         done = feasible(found.scores)
         if done.any():
             self._polish(found, done, chain_inst)
             self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
+
+    def _chain_steps(
+        self,
+        found: Outcome,
+        *,
+        X: FloatMatrix,
+        chain: IntArray,
+        scores: FloatMatrix,
+        base: FloatMatrix,
+        before: FloatMatrix,
+        left: IntArray,
+    ) -> tuple[BoolArray, IntArray]:
+        """One step of every rebuild chain (the per-row rebuild's ``_Chain.step`` for all of them):
+        rows ``X`` of chains ``chain`` scored ``scores``, each chain's row scored ``base`` and its
+        instance's best distance before the step ``before``. Each chain keeps its best feasible
+        row in ``found``. A step whose best feasible row is nearer than the best ends its chain;
+        when it is farther, the chain goes on for up to ``recreate_onward`` more steps (``left``,
+        counted down) from its most efficient row short of the goal, scoring only rows predicted
+        nearer than the best, while that row's rate could still reach the goal nearer than the
+        best (:func:`hopeless`); a chain before a feasible step goes on while its rate could
+        reach the goal within the slack of the best. Per chain whether it goes on, and the row
+        of ``X`` it goes to."""
+        s = self.settings
+        count = base.shape[0]
+        ok = feasible(scores)
+        self._offer(found, X[ok], chain[ok], scores[ok])
+        reached = np.flatnonzero(ok)
+        top = best_per_owner(scores[reached], chain[reached], count)
+        stepped = top >= 0
+        distance = np.full(count, np.inf)
+        distance[stepped] = -scores[reached[top[stepped]], 3]
+        nearer = stepped & (distance < before)
+        left[stepped & ~nearer & (left < 0)] = s.recreate_onward
+        short = np.flatnonzero(~ok)
+        take = short[greedy_picks(scores[short], base[chain[short]], chain[short])]
+        pick = np.full(count, -1, dtype=np.intp)
+        pick[chain[take]] = take
+        has = np.flatnonzero(pick >= 0)
+        bound = before[has] * np.where(left[has] < 0, 1.0 + s.recreate_slack, 1.0)
+        goes = np.zeros(count, dtype=bool)
+        goes[has] = ~hopeless(scores[pick[has]], base[has], bound)
+        goes &= ~nearer & (left != 0)
+        left[goes & (left > 0)] -= 1
+        return goes, pick
 
     # ---- polish ----------------------------------------------------------------------------
     def _polish(self, outcome: Outcome, active: BoolArray, instances: IntArray | None = None) -> None:

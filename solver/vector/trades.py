@@ -5,12 +5,15 @@ Per instance, a table of every value a trade may take, ``(instances, slots)`` wi
 feature: its layout's scan grid and split values (the scan's table), the original, and the values
 near the original and the best (:func:`~counterplan.solver.core.trade.local_values`). A give-back
 sets a changed feature to its original or a value strictly between it and the best; a buy sets any
-mutable feature to another of its values. Only pairs whose costs added make the row nearer than
-the best are kept (a ragged join over the buys sorted by cost: the pairs too dear are never
-listed), and per instance at most ``rows`` of them, in the per-row rule's tiers: the fine repairs
-(a buy a fine step from a changed value) first, then the buys on the instance's singles' fronts,
-then a sample of the rest drawn from the instance's own counter-based stream, so the rows an
-instance gets do not depend on its block.
+mutable feature to another of its values; a value of the scan's grid only where it is its tree
+cell's nearest the original (a farther one makes the same prediction at a greater distance). Only
+pairs whose costs added make the row nearer than the best are kept, and per instance at most
+``rows`` of them, in the per-row rule's tiers: the fine repairs (a buy a fine step from a changed
+value) first, then the buys on the instance's singles' fronts, then the rest. Each tier's pairs
+are drawn, ``rows`` an instance, from the instance's own counter-based stream as ranks among its
+pairs near enough (the buys sorted by cost, so the pairs are never listed: an instance has about
+1,800 fine or front pairs on heloc and takes 128), so the rows an instance gets do not depend on
+its block.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from counterplan.planning.distance import FeaturePricer, feature_costs
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.core.trade import FINE_STEPS, LOCAL_VALUES, local_values
-from counterplan.solver.vector.combos import cheaper, cheaper_ranges, segmented_smallest
+from counterplan.solver.vector.combos import cheaper_ranges, segmented_smallest
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.layouts import Layouts
 
@@ -40,9 +43,14 @@ class BlockTrades:
         layouts: Layouts,
         table: tuple[IntArray, FloatMatrix, IntArray, IntArray],
         seeds: npt.NDArray[np.uint64],
+        *,
+        originals: FloatMatrix,
+        cells: IntArray | None = None,
     ) -> None:
         """``table``: the scan's (column, value) entries of every layout, flat, with each layout's
-        offset and size (:class:`~counterplan.solver.vector.search.VectorSearch`'s)."""
+        offset and size (:class:`~counterplan.solver.vector.search.VectorSearch`'s); ``originals``:
+        the block's instances'; ``cells``: each entry's cell of the trees
+        (:func:`~counterplan.solver.vector.search.split_cells`), none: every entry a cell of its own."""
         space = problem.space
         self.problem, self.layouts, self.seeds = problem, layouts, seeds
         self.nominal, self.graded = space.nominal, space.graded
@@ -63,17 +71,44 @@ class BlockTrades:
         width = counts.max(axis=0)
         start = np.concatenate([[0], np.cumsum(width)[:-1]])
         self.grid = np.full((layouts.count, int(width.sum())), np.nan)
+        entry = np.full(self.grid.shape, -1, dtype=np.intp)  # each slot's entry of the flat table
         for k in range(layouts.count):
             mine = slice(offsets[k], offsets[k] + sizes[k])
             col = columns[mine]
             place = np.arange(col.size) - np.searchsorted(col, col)  # entries are grouped by column
             self.grid[k, start[col] + place] = values[mine]
+            entry[k, start[col] + place] = np.arange(offsets[k], offsets[k] + sizes[k])
+        slot_cell = np.where(entry >= 0, (np.arange(values.size) if cells is None else cells)[entry], -1)
         grid_feature = np.repeat(np.arange(space.n_features), width)
         # then each mutable feature's original, then each number's local values
         self.feature = np.concatenate([grid_feature, mutable, np.repeat(numbers, LOCAL_VALUES)]).astype(np.intp)
         self._numbers = numbers
         self._grid_slots = grid_feature.size
         self._mutable = mutable.size
+        self.nearest = self._nearest_in_cells(slot_cell, originals, self._grid_slots)
+
+    def _nearest_in_cells(self, slot_cell: IntArray, originals: FloatMatrix, width: int) -> BoolArray:
+        """Per instance of the block (``originals``) and grid slot (``width`` of them, of cells
+        ``slot_cell`` per layout, -1: none): whether the slot's value is its cell's nearest the
+        original (the first among equals) and is not the original (which has a slot of its own).
+
+        Between two of a tree model's thresholds its trees decide alike, so a farther value of a
+        cell makes the same prediction at a greater distance: as a buy, a give-back or a rebuild
+        step it gains as much for more, and it is feasible only where the nearer one is (the
+        scan's rule, :meth:`~counterplan.solver.vector.search.VectorSearch._nearest_in_cells`;
+        the per-row rebuild's values are one per cell too). On heloc GB it halves a rebuild's
+        rows, and on adult GB takes them to a fifth."""
+        n = originals.shape[0]
+        layout = self.layouts.layout[:n]
+        cell = slot_cell[layout]
+        near = np.abs(self.grid[layout] - originals[:, self.feature[:width]])
+        owner = np.repeat(np.arange(n), width)
+        order = np.lexsort((near.ravel(), cell.ravel(), owner))
+        c, o = cell.ravel()[order], owner[order]
+        first = np.r_[True, (o[1:] != o[:-1]) | (c[1:] != c[:-1])]
+        keep = np.zeros(n * width, dtype=bool)
+        keep[order[first]] = True
+        return np.asarray(keep.reshape(n, width) & (cell >= 0) & (near != 0.0))  # the original: its own slot
 
     def _price(self, values: FloatMatrix, original: FloatMatrix, f: IntArray | None = None) -> FloatMatrix:
         """What each slot's value (slots of features ``f``, all by default) adds to the distance
@@ -123,6 +158,7 @@ class BlockTrades:
         V = self.values(best, original, idx)
         now, start = best[:, f], original[:, f]
         valid = ~np.isnan(V)
+        valid[:, : self._grid_slots] &= self.nearest[idx]
         own = self._price(now, start)
         delta = self._price(np.where(valid, V, now), start) - own
         changed = (now != start) & self.problem.space.mutable[f]
@@ -138,25 +174,33 @@ class BlockTrades:
         tier = np.where(fine, 0.0, 2.0)
         if front is not None:
             tier = np.where(~fine & front[bi, bs], 1.0, tier)
-        # the fine repairs and the front's buys: every pair near enough
-        special = np.flatnonzero(tier < 2.0)
-        g1, b1 = cheaper(bi[special], delta[bi[special], bs[special]], gi, budget)
-        b1 = special[b1]
-        # the rest: a sample of the pairs near enough, drawn per instance from its own stream
-        g2, b2, u2 = self._sample(
-            gi=gi, bi=bi, cost=delta[bi, bs], budget=budget, idx=idx, rows=rows, round_number=round_number
-        )
-        g = np.concatenate([g1, g2])
-        b = np.concatenate([b1, b2])
-        u = np.concatenate([self._draw(idx[gi[g1]], round_number, gs[g1] * slots + bs[b1]), u2])
+        # per tier (the fine repairs, the front's buys, the rest) a sample of the pairs near
+        # enough, drawn per instance from its own stream; an instance's rows are its first
+        # ``rows`` by tier, then draw
+        gl: list[IntArray] = []
+        bl: list[IntArray] = []
+        ul: list[FloatMatrix] = []
+        for level in range(3):
+            mine = np.flatnonzero(tier == level)
+            if mine.size == 0:
+                continue
+            cost = delta[bi[mine], bs[mine]]
+            sampled = self._sample(
+                gi=gi, bi=bi[mine], cost=cost, budget=budget, idx=idx, rows=rows, stream=(round_number, level)
+            )
+            gl.append(sampled[0])
+            bl.append(mine[sampled[1]])
+            ul.append(level + sampled[2])
+        if not gl:
+            return np.empty((0, best.shape[1])), np.empty(0, dtype=np.intp)
+        g, b, u = np.concatenate(gl), np.concatenate(bl), np.concatenate(ul)
         pi = gi[g]
         ok = (f[gs[g]] != f[bs[b]]) & (delta[pi, gs[g]] + delta[pi, bs[b]] < -tolerance[pi])
-        ok &= np.concatenate([np.ones(g1.size, dtype=bool), tier[b2] == 2.0])
         g, b, pi, u = g[ok], b[ok], pi[ok], u[ok]
         key_rows = (pi * slots + gs[g]) * slots + bs[b]
         _, first = np.unique(key_rows, return_index=True)  # a pair drawn twice, once
         g, b, pi, u = g[first], b[first], pi[first], u[first]
-        pick = segmented_smallest(tier[b] + u, pi, rows)
+        pick = segmented_smallest(u, pi, rows)
         g, b, pi = g[pick], b[pick], pi[pick]
         gs, bs = gs[g], bs[b]
         X = best[pi].copy()
@@ -164,11 +208,6 @@ class BlockTrades:
         X[r, f[gs]] = V[pi, gs]
         X[r, f[bs]] = V[pi, bs]
         return X, idx[pi]
-
-    def _draw(self, inst: IntArray, round_number: int, counter: IntArray) -> FloatMatrix:
-        """One uniform number per pair from its instance's stream."""
-        draws: FloatMatrix = uniforms(key(self.seeds[inst], _TRADE, round_number, counter), 1)[0]
-        return draws
 
     def _sample(
         self,
@@ -179,12 +218,13 @@ class BlockTrades:
         budget: FloatMatrix,
         idx: IntArray,
         rows: int,
-        round_number: int,
+        stream: tuple[int, int],
     ) -> tuple[IntArray, IntArray, FloatMatrix]:
         """``rows`` pairs per instance drawn uniformly (with replacement) from its give-backs'
         buys near enough (:func:`~counterplan.solver.vector.combos.cheaper_ranges`), without
         listing them all: each draw is a rank among the instance's pairs, found by ``searchsorted``
-        on the running counts. The pairs (give-back, buy) and their draws."""
+        on the running counts; ``stream``: the round and tier, in the draws' keys. The pairs
+        (give-back, buy) and a further draw for each."""
         order, start, end = cheaper_ranges(bi, cost, gi, budget)
         counts = end - start
         total = np.cumsum(counts)
@@ -196,7 +236,7 @@ class BlockTrades:
         if inst.size == 0:
             return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp), np.empty(0)
         nth = np.tile(np.arange(rows), inst.size // rows)
-        draws = uniforms(key(self.seeds[idx[inst]], _TRADE, round_number, -1 - nth), 2)
+        draws = uniforms(key(self.seeds[idx[inst]], _TRADE, *stream, -1 - nth), 2)
         rank = before[inst] + np.minimum((draws[0] * per[inst]).astype(np.intp), per[inst] - 1)
         g = np.searchsorted(total, rank, side="right").astype(np.intp)
         b = order[start[g] + rank - (total[g] - counts[g])]
@@ -210,25 +250,29 @@ class BlockTrades:
         originals: FloatMatrix,
         best: FloatMatrix,
         caps: tuple[IntArray, FloatMatrix],
-        slack: float,
+        slack: float | FloatMatrix,
         max_rows: int,
     ) -> tuple[FloatMatrix, IntArray]:
         """One step of every ruin-and-recreate chain (:func:`~counterplan.solver.core.trade.recreate_candidates`'
         rule): chain ``c``'s row (of instance ``inst[c]``) with one mutable feature set to another
-        of its scan values or its original, where the distance predicted stays below the
-        instance's ``best`` times ``1 + slack``; the chain's ruined feature (``caps``: feature
-        and cost per chain) only cheaper than it was; per chain the ``max_rows`` nearest. The rows
-        and their chains."""
+        of its scan values (one per tree cell, :attr:`nearest`) or its original, where the
+        distance predicted stays below the instance's ``best`` times ``1 + slack`` (one, or one
+        per chain: a chain past a farther feasible step has none); the chain's ruined feature
+        (``caps``: feature and cost per chain) only cheaper than it was; per chain the
+        ``max_rows`` nearest. The rows and their chains."""
         f = self.feature[: self._grid_slots + self._mutable]
         layout = self.layouts.layout[inst]
         original = originals[inst]
         V = np.hstack([self.grid[layout], original[:, f[self._grid_slots :]]])
         now, start = rows[:, f], original[:, f]
-        valid = ~np.isnan(V) & (now != V)
+        nearest = np.ones(V.shape, dtype=bool)
+        nearest[:, : self._grid_slots] = self.nearest[inst]
+        valid = ~np.isnan(V) & (now != V) & nearest
         cost = self._price(np.where(valid, V, now), start, f)
         delta = cost - self._price(now, start, f)
         distance = self._price_rows(rows, original)
-        ok = valid & (distance[:, None] + delta < best[inst][:, None] * (1.0 + slack - 1e-9))
+        limit = best[inst] * (1.0 + np.broadcast_to(np.asarray(slack, dtype=np.float64), inst.shape) - 1e-9)
+        ok = valid & (distance[:, None] + delta < limit[:, None])
         ok &= (f[None, :] != caps[0][:, None]) | (cost < caps[1][:, None])
         ci, cs = np.nonzero(ok)
         pick = segmented_smallest(delta[ci, cs], ci, max_rows)

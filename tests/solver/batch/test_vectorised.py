@@ -359,3 +359,22 @@ def test_a_cell_runs_between_thresholds_where_the_split_values_are_complete() ->
     cells = split_cells(space, owners, values, split, splits)
     assert cells[:8].tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # 0-2 | 3-7 | 8-10
     assert cells[8:].tolist() == list(range(3, 11))  # incomplete list, a float: every entry its own
+
+
+def test_the_memory_of_scored_rows_keeps_few_runs_and_answers_from_them(
+    loan_explainer: Explainer, rejected: pd.DataFrame
+) -> None:
+    problems = [loan_explainer.problem({str(k): v for k, v in row.items()}) for _, row in rejected.iloc[:4].iterrows()]
+    scorer = BlockScorer(problems, loan_explainer.adapter)
+    rng = np.random.default_rng(0)
+    owner = np.repeat(np.arange(4), 5)
+    batches = []
+    for _ in range(24):  # 24 calls of 20 new rows each
+        X = scorer.originals[owner].copy()
+        X[:, 0] += rng.integers(1, 10_000, owner.size)
+        batches.append((X, scorer.score(X, owner)))
+    assert len(scorer._memory) <= 5  # runs at least doubling: about log2 of the calls
+    calls, rows = scorer.model_calls, scorer.rows_scored
+    for X, scores in batches:  # every row again: from the memory, the same scores, no call
+        np.testing.assert_array_equal(scorer.score(X, owner), scores)
+    assert (scorer.model_calls, scorer.rows_scored) == (calls, rows)

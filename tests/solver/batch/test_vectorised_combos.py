@@ -32,6 +32,7 @@ from counterplan.solver.vector.combos import (
     Singles,
     beam_keep,
     beam_pairs,
+    cheaper_ranges,
     combination_rows,
     combinations,
     extend_rows,
@@ -41,7 +42,7 @@ from counterplan.solver.vector.combos import (
     thinned,
 )
 from counterplan.solver.vector.scoring import BlockScorer
-from counterplan.solver.vector.search import Outcome, VectorSearch, VectorSettings
+from counterplan.solver.vector.search import Outcome, VectorSearch, VectorSettings, hopeless
 
 pytestmark = pytest.mark.unit
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -383,3 +384,109 @@ def test_routes_polish_as_their_instances_do(loan_explainer: Explainer, rejected
     search._polish(routes, np.ones(idx.size, dtype=bool), idx[::-1].copy())
     np.testing.assert_array_equal(routes.best[::-1], own.best)
     assert (own.scores[:, 3] >= scores[:, 3]).all() and (own.scores[:, 3] > scores[:, 3]).any()
+
+
+def test_a_segmented_cap_is_the_sort_s_whatever_the_groups_sizes() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n, k = int(rng.integers(1, 3000)), int(rng.integers(1, 150))
+        group = np.sort(rng.integers(0, int(rng.integers(1, 40)), n))
+        values = rng.integers(0, 12, n).astype(float) if trial % 2 else rng.random(n)  # ties, or none
+        values[rng.integers(0, n, 3)] = np.inf
+        order = np.lexsort((values, group))
+        first = np.searchsorted(group[order], group[order])
+        np.testing.assert_array_equal(segmented_smallest(values, group, k), order[np.arange(n) - first < k])
+
+
+def test_a_query_s_cheap_rows_do_not_depend_on_the_other_queries() -> None:
+    inst = np.array([0, 0, 0, 1, 1])
+    cost = np.array([1.0, 1.001, 0.5, 3.0, 2.0])
+    order, start, end = cheaper_ranges(inst, cost, np.array([0]), np.array([1.0005]))
+    alone = order[start[0] : end[0]]
+    # beside a query with a large budget (a shared key of instance and cost rounded by it)
+    order, start, end = cheaper_ranges(inst, cost, np.array([0, 1]), np.array([1.0005, 1.0e5]))
+    np.testing.assert_array_equal(order[start[0] : end[0]], alone)
+    np.testing.assert_array_equal(np.sort(alone), [0, 2])
+    np.testing.assert_array_equal(np.sort(order[start[1] : end[1]]), [3, 4])
+
+
+def test_trades_and_rebuilds_take_a_tree_cell_s_value_nearest_the_original(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    problems, search = _search(loan_explainer, rejected_loans.iloc[:5])
+    trades = search.trades()
+    grid = trades.feature[: trades.nearest.shape[1]]
+    owner, table = search._scan_rows(np.arange(len(problems)))
+    scanned = search._nearest_in_cells(owner, table)
+    assert scanned.sum() < 0.8 * scanned.size  # the model's cells hold several values
+    for i in range(len(problems)):
+        layout = search.layout[i]
+        values = trades.grid[layout]
+        kept = {(int(j), float(v)) for j, v in zip(grid[trades.nearest[i]], values[trades.nearest[i]], strict=True)}
+        mine = (owner == i) & scanned & (search.values[table] != search.originals[i, search.columns[table]])
+        assert kept == {  # the scan's values, less the original's own (a slot of its own)
+            (int(j), float(v)) for j, v in zip(search.columns[table[mine]], search.values[table[mine]], strict=True)
+        }
+    # a rebuild step's rows: one value a cell of each feature
+    outcome = search.run(np.ones(len(problems), dtype=bool))
+    best, original = outcome.best, search.originals
+    k = ((best != original) & problems[0].space.mutable).argmax(axis=1)
+    rows = best.copy()
+    rows[np.arange(len(problems)), k] = original[np.arange(len(problems)), k]
+    inst = np.arange(len(problems))
+    X, chain = trades.recreate(
+        rows,
+        inst,
+        originals=original,
+        best=-outcome.scores[:, 3],
+        caps=(k, np.full(inst.size, np.inf)),
+        slack=0.5,
+        max_rows=10_000,
+    )
+    feature = (rows[chain] != X).argmax(axis=1)
+    value = X[np.arange(chain.size), feature]
+    cell = {}
+    for i in range(len(problems)):
+        mine = owner == i
+        for j, v, c in zip(
+            search.columns[table[mine]], search.values[table[mine]], search.cells[table[mine]], strict=True
+        ):
+            cell[(i, int(j), float(v))] = int(c)
+    taken = [
+        (int(c), cell.get((int(c), int(j), float(v)), (int(j), float(v))))
+        for c, j, v in zip(chain, feature, value, strict=True)
+    ]
+    assert len(taken) == len(set(taken))  # one value a cell, and an original's value once
+
+
+def test_a_chain_whose_rate_cannot_reach_the_goal_in_time_is_hopeless() -> None:
+    base = np.array([[-1.0, 0, 0, -2.0, -1], [-1.0, 0, 0, -2.0, -1], [-1.0, 0, 0, -2.0, -1]])
+    # a step of 0.5 distance for 0.5 goal: the rest (0.5) at that rate ends at 3.0
+    step = np.array([[-0.5, 0, 0, -2.5, -2], [-0.5, 0, 0, -2.5, -2], [-1.5, 0, 0, -2.5, -2]])
+    np.testing.assert_array_equal(hopeless(step, base, np.array([3.0, 3.1, 1.0])), [True, False, False])
+
+
+def test_a_chain_goes_on_past_a_farther_feasible_step_and_ends_at_a_nearer_one(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    _, search = _search(loan_explainer, rejected_loans.iloc[:3])
+    d = search.originals.shape[1]
+    X = np.arange(5 * d, dtype=float).reshape(5, d)
+    chain = np.array([0, 0, 1, 1, 2])
+    short = [-0.5, 0, 0, -1.2, -2]  # gains 0.5 for 0.2: at that rate the goal at 1.4
+    scores = np.array([[0, 0, 0, -2.5, -2], short, [0, 0, 0, -1.5, -2], short, short], dtype=float)
+    base = np.tile([-1.0, 0, 0, -1.0, -1], (3, 1))
+    before = np.full(3, 2.0)
+    left = np.array([-1, -1, 0])  # chain 2 has gone on as far as it may
+    found = Outcome(np.zeros((3, d)), np.full((3, 5), -np.inf), np.zeros(3, dtype=np.intp))
+    goes, pick = search._chain_steps(found, X=X, chain=chain, scores=scores, base=base, before=before, left=left)
+    # chain 0's feasible row is farther than the best: it goes on from its short row, without slack
+    np.testing.assert_array_equal(goes, [True, False, False])
+    assert pick[0] == 1 and left[0] == search.settings.recreate_onward - 1
+    np.testing.assert_array_equal(found.best[:2], X[[0, 2]])  # each chain keeps its feasible row
+    # at a rate that would reach the goal no nearer than the best, it stops
+    left = np.array([-1, -1, -1])
+    slow = scores.copy()
+    slow[1] = [-0.9, 0, 0, -1.2, -2]  # gains 0.1 for 0.2: the goal at 3.0
+    goes, _ = search._chain_steps(found, X=X, chain=chain, scores=slow, base=base, before=before, left=left)
+    assert not goes[0]
