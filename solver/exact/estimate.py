@@ -49,7 +49,7 @@ from counterplan.planning.structure.kind import (
     kind_name,
 )
 from counterplan.planning.structure.pipeline import describe_model
-from counterplan.planning.structure.trees import read_ensemble
+from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
 
 Family = Literal["linear", "trees", "network", "other"]
 Ensemble = Literal["boosted", "histogram", "bagged", "external", ""]
@@ -60,8 +60,6 @@ weaker relaxation) and the boosters read from a dump (XGBoost, LightGBM: deep or
 and a slower model call for the warm start)."""
 Solver = Literal["cpsat", "milp"]
 """What solves a tree ensemble's program: CP-SAT, or a MILP solver (SCIP, HiGHS)."""
-_FOREST = "exact-estimate-forest"
-"""The memo's key of an ensemble's trees as one set of arrays."""
 
 
 @dataclass(frozen=True)
@@ -113,14 +111,13 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
         layers = [int(getattr(w, "shape", (0, 0))[1]) for w in getattr(estimator, "coefs_", [])[:-1]]
         return ProgramSize("network", mutable, units=sum(layers), deep_units=sum(layers[1:]))
     if is_tree_ensemble(estimator):
-        forest = MEMO.get(estimator, _FOREST, lambda: _forest(estimator))
-        if forest is not None:
+        arrays = _arrays(estimator)
+        if arrays is not None:
             values = problem.split_values()  # a value on each side of each threshold (kept per model)
             thresholds = sum(len(v) for v in values.values()) // 2
-            reachable = _reachable_leaves(problem, forest)
-            return ProgramSize(
-                "trees", mutable, _ensemble(estimator), forest.trees, forest.leaves, reachable, thresholds
-            )
+            reachable = _reachable_leaves(problem, arrays)
+            leaves = int((arrays.node_column < 0).sum())
+            return ProgramSize("trees", mutable, _ensemble(estimator), len(arrays.trees), leaves, reachable, thresholds)
     return ProgramSize("other", mutable)
 
 
@@ -133,71 +130,36 @@ def _ensemble(estimator: Any) -> Ensemble:
     return "boosted" if kind in GRADIENT_BOOSTING else "external"
 
 
-@dataclass(frozen=True)
-class _Forest:
-    """Every tree of an ensemble in one set of arrays (node ids offset per tree), for a walk of all
-    trees at once."""
-
-    trees: int
-    leaves: int
-    roots: npt.NDArray[np.intp]
-    feature: npt.NDArray[np.intp]
-    threshold: npt.NDArray[np.float64]
-    left: npt.NDArray[np.intp]
-    right: npt.NDArray[np.intp]
-    missing_left: npt.NDArray[np.bool_]
-    strict: npt.NDArray[np.bool_]
-
-
-def _forest(estimator: Any) -> _Forest | None:
+def _arrays(estimator: Any) -> EnsembleArrays | None:
+    """The ensemble's trees as arrays (the exact encoder's, read once per fitted model and kept
+    for it), or None when they cannot be read."""
     try:
-        trees = read_ensemble(estimator).trees
+        return ensemble_arrays(estimator)
     except NotEncodableError:
         return None
-    sizes = np.array([len(t.feature) for t in trees], dtype=np.intp)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-
-    def children(side: list[npt.NDArray[np.intp]]) -> npt.NDArray[np.intp]:
-        return np.concatenate([np.where(c >= 0, c + o, -1) for c, o in zip(side, offsets, strict=True)])
-
-    feature = np.concatenate([t.feature for t in trees])
-    return _Forest(
-        trees=len(trees),
-        leaves=int((feature < 0).sum()),
-        roots=offsets,
-        feature=feature,
-        threshold=np.concatenate([t.threshold for t in trees]),
-        left=children([t.left for t in trees]),
-        right=children([t.right for t in trees]),
-        missing_left=np.concatenate([t.missing_left for t in trees]),
-        strict=np.concatenate([np.full(len(t.feature), t.strict) for t in trees]),
-    )
 
 
-def _reachable_leaves(problem: CounterfactualProblem, forest: _Forest) -> int:
+def _reachable_leaves(problem: CounterfactualProblem, arrays: EnsembleArrays) -> int:
     """The leaves a candidate can reach: at a split on a column of a feature that cannot move
     (immutable, or a one-value domain), only the original's side; elsewhere both. All trees walk
-    together, one level per step."""
+    together, one level per step (:meth:`EnsembleArrays.reached`)."""
+    leaf = arrays.node_column < 0
     fixed = _fixed_columns(problem)
     if fixed is None:
-        return forest.leaves
+        return int(leaf.sum())
     held, value = fixed
-    frontier = forest.roots
-    leaves = 0
-    while frontier.size:
-        feature = forest.feature[frontier]
-        split = feature >= 0
-        leaves += int((~split).sum())
-        nodes, column = frontier[split], feature[split]
-        inside = column < len(held)  # a column past the described ones: free
-        column = np.where(inside, column, 0)
-        free = ~(held[column] & inside)
-        x = value[column]
-        with np.errstate(invalid="ignore"):
-            below = np.where(forest.strict[nodes], x < forest.threshold[nodes], x <= forest.threshold[nodes])
-        below = np.where(np.isnan(x), forest.missing_left[nodes], below)
-        frontier = np.concatenate([forest.left[nodes[free | below]], forest.right[nodes[free | ~below]]])
-    return leaves
+    column = arrays.node_column
+    inside = ~leaf & (column < len(held))  # a column past the described ones: free
+    column = np.where(inside, column, 0)
+    key = np.maximum(arrays.key, 0)  # a leaf's decision is not read
+    x = value[column]
+    with np.errstate(invalid="ignore"):
+        threshold = arrays.key_threshold[key]
+        below = np.where(arrays.key_strict[key], x < threshold, x <= threshold)
+    below = np.where(np.isnan(x), arrays.missing_left, below)
+    side = np.where(below, LEFT, RIGHT)
+    decision = np.where(held[column] & inside, side, FREE).astype(np.int8)
+    return int((arrays.reached(decision) & leaf).sum())
 
 
 def _fixed_columns(problem: CounterfactualProblem) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]] | None:
