@@ -59,8 +59,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.exact.highs import MissingSolverError
 from counterplan.solver.exact.milp import Expr, Milp, MilpResult, or_the_start
+from counterplan.solver.exact.ortools_backend import ortools_module, ortools_version
 from counterplan.solver.exact.program import Formulation, Lin
 from counterplan.solver.exact.watched import run_watched
 
@@ -96,18 +96,11 @@ class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not an erro
 
 def cp_model() -> Any:
     """OR-Tools' ``cp_model`` (the ``exact`` extra brings OR-Tools)."""
-    try:
-        return importlib.import_module("ortools.sat.python.cp_model")
-    except ImportError as exc:
-        raise MissingSolverError(
-            f"the CP-SAT backend needs OR-Tools: pip install 'counterplan[exact]' ({exc})"
-        ) from exc
+    return ortools_module("ortools.sat.python.cp_model", "CP-SAT")
 
 
 def describe() -> str:
     """``CP-SAT (OR-Tools 9.15)``."""
-    from counterplan.solver.exact.ortools_backend import ortools_version  # noqa: PLC0415 - loads OR-Tools
-
     return f"CP-SAT (OR-Tools {ortools_version()})"
 
 

@@ -63,13 +63,19 @@ HIGHS_VERSIONS = {"9.15": "1.12.0"}
 """The HiGHS bundled with an OR-Tools release (its pywraplp reports no version of its own)."""
 
 
-def _pywraplp() -> Any:
+def ortools_module(name: str, backend: str) -> Any:
+    """OR-Tools' module ``name`` (``ortools.sat.python.cp_model``), or the one-line error naming
+    ``backend`` and the ``exact`` extra that brings OR-Tools."""
     try:
-        return importlib.import_module("ortools.linear_solver.pywraplp")
+        return importlib.import_module(name)
     except ImportError as exc:
         raise MissingSolverError(
-            f"the OR-Tools backend needs OR-Tools: pip install 'counterplan[exact]' ({exc})"
+            f"the {backend} backend needs OR-Tools: pip install 'counterplan[exact]' ({exc})"
         ) from exc
+
+
+def _pywraplp() -> Any:
+    return ortools_module("ortools.linear_solver.pywraplp", "OR-Tools")
 
 
 def ortools_version() -> str:
