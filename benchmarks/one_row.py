@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,9 @@ _SENT: list[int] = []
 """Rows of each model call of the current solve (both paths)."""
 
 
-def _count_rows() -> None:
-    """Count the rows of every model call where any version's calculator reaches the model."""
+def count_model_calls(on_call: Callable[[int], None]) -> None:
+    """Report the rows of every model call where any version's calculator reaches the model
+    (both paths: the fast one and the reference), to ``on_call``."""
     made = calculator.DirectCalls.__init__
 
     def counting(self: Any, model: Any) -> None:
@@ -72,7 +74,7 @@ def _count_rows() -> None:
             call = getattr(self, name)
 
             def counted(X: Any, space: Any, call: Any = call) -> Any:
-                _SENT.append(int(X.shape[0]))
+                on_call(int(X.shape[0]))
                 return call(X, space)
 
             setattr(self, name, counted)
@@ -101,7 +103,7 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         from counterplan.solver.explainer import Explainer
 
         explainer = Explainer(model, data.train, GOAL, target=data.spec.target, immutable=data.spec.immutable)
-    _count_rows()
+    count_model_calls(_SENT.append)
     builds, solves, counts, valid, distances, rows, per_call = [], [], [], [], [], [], []
     for _, row in rejected.iterrows():
         started = now()

@@ -17,16 +17,15 @@ import argparse
 import collections
 import sys
 from pathlib import Path
-from typing import Any
 
 from threadpoolctl import threadpool_limits
 
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from benchmarks.one_row import GOAL  # noqa: E402
+from benchmarks.one_row import GOAL, count_model_calls  # noqa: E402
 from benchmarks.real_data import DATASETS, MODELS, load_data  # noqa: E402
-from counterplan.planning import CounterfactualProblem, calculator  # noqa: E402
+from counterplan.planning import CounterfactualProblem  # noqa: E402
 from counterplan.solver import explain  # noqa: E402
 
 _SOLVER = "/solver/"
@@ -51,24 +50,11 @@ def _site() -> str:
     return "(outside the phases)"
 
 
-def _count_rows() -> None:
-    """Count each model call's rows by its site (both paths: the fast one and the reference)."""
-    made = calculator.DirectCalls.__init__
-
-    def counting(self: Any, model: Any) -> None:
-        made(self, model)
-        for name in ("predict", "predict_reference"):
-            call = getattr(self, name)
-
-            def counted(X: Any, space: Any, call: Any = call) -> Any:
-                site = _site()
-                ROWS[site] += int(X.shape[0])
-                CALLS[site] += 1
-                return call(X, space)
-
-            setattr(self, name, counted)
-
-    calculator.DirectCalls.__init__ = counting  # type: ignore[method-assign]
+def _count(rows: int) -> None:
+    """Charge a model call's rows to the phase function that asked for it."""
+    site = _site()
+    ROWS[site] += rows
+    CALLS[site] += 1
 
 
 def measure(name: str, rows: int, data_dir: Path) -> None:
@@ -100,7 +86,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=30)
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
-    _count_rows()
+    count_model_calls(_count)
     for name in args.datasets.split(","):
         measure(name, args.rows, args.data_dir)
 
