@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from counterplan.planning._pydantic import describe
 from counterplan.planning.errors import InvalidInputError
@@ -76,12 +76,6 @@ class ExplainRequest(BaseModel):
     instances: list[dict[str, Any]]
     parameters: ExplainParameters = ExplainParameters()
 
-    @model_validator(mode="after")
-    def _some(self) -> ExplainRequest:
-        if not self.instances:
-            raise ValueError("instances: give at least one instance")
-        return self
-
 
 def read_request(payload: Any, limits: ExplainLimits) -> ExplainRequest:
     """The request a decoded JSON body asks, within ``limits``; refused naming the field.
@@ -116,6 +110,8 @@ def _check_instances(instances: Any, limits: ExplainLimits) -> None:
         raise RequestError("instances", "missing: give a list of instances (objects of feature values)")
     if not isinstance(instances, list):
         raise RequestError("instances", f"expected a list of instances, given {_kind(instances)}")
+    if not instances:
+        raise RequestError("instances", "empty: give at least one instance")
     if len(instances) > limits.max_instances:
         raise RequestError("instances", f"at most {limits.max_instances} instances per request, given {len(instances)}")
     for i, instance in enumerate(instances):

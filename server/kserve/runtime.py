@@ -21,7 +21,7 @@ only ``counterplan kserve`` imports it, after :func:`counterplan.server.kserve.s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -85,18 +85,21 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
 
 
 class KServeRuntime:
-    """One explainer served over KServe's REST protocol on ``host:port``.
+    """Explainers served over KServe's REST protocol on ``host:port``.
 
     ``run()`` blocks until the server stops: on the main thread, at SIGTERM or SIGINT (uvicorn's
     handlers, which finish the requests in flight within ``grace_seconds``); on any thread, at
-    :meth:`stop`.
+    :meth:`stop`. The SDK's FastAPI app is module-global and takes its routes and middleware once:
+    one runtime per process (it may serve several models, added before or while it runs).
     """
 
-    def __init__(self, model: CounterplanExplainer, port: int, host: str = "0.0.0.0", grace_seconds: int = 30) -> None:
-        model.load()
-        self.model = model
+    def __init__(
+        self, models: Sequence[CounterplanExplainer], port: int, host: str = "0.0.0.0", grace_seconds: int = 30
+    ) -> None:
         self.server = ModelServer(http_port=port, enable_grpc=False, workers=1, grace_period=grace_seconds)
-        self.server.register_model(model)
+        self.names: list[str] = []
+        for model in models:
+            self.add(model)
         self._rest = RESTServer(
             FASTAPI_APP,
             self.server.dataplane,
@@ -106,11 +109,16 @@ class KServeRuntime:
         )
         self._rest.config.host = host
 
+    def add(self, model: CounterplanExplainer) -> None:
+        """Load ``model`` (build its explainer) and serve it under its name."""
+        model.load()
+        self.server.register_model(model)
+        self.names.append(model.name)
+
     def run(self) -> None:
         """Serve until stopped."""
-        log.info(
-            "kserve explainer serving", model=self.model.name, host=self._rest.config.host, port=self._rest.config.port
-        )
+        config = self._rest.config
+        log.info("kserve explainer serving", models=self.names, host=config.host, port=config.port)
         asyncio.run(self._rest.start())
 
     def stop(self) -> None:

@@ -1,0 +1,140 @@
+"""``counterplan kserve``: a KServe explainer for a model served by a KServe predictor.
+
+KServe runs an explainer beside a predictor: its ingress sends ``POST /v1/models/NAME:explain``
+to the explainer, which asks the predictor for predictions. This command is that explainer:
+counterplan's search over the predictor's model, called over the Open Inference Protocol (V2,
+REST or gRPC) as :class:`~counterplan.planning.remote.RemoteModel`. The predictor's model name is
+``--model-name``, as KServe names both after the InferenceService. The training data (or a model
+card) gives the features, their domains and statistics, and the class names; it is read once, at
+start. See :mod:`counterplan.server.kserve` for the request and the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from counterplan.server.cli.flags import UsageError
+from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
+
+if TYPE_CHECKING:
+    from counterplan.planning.spec import ProblemSpec
+    from counterplan.server.kserve.request import ExplainLimits
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.explainer import Explainer
+
+PROTOCOLS = ("v2", "grpc-v2")
+"""KServe's names of the predictor protocols counterplan speaks (KServe's ``--predictor_protocol``)."""
+LIMIT_FLAGS = {
+    "max_instances": "--max-instances",
+    "max_instance_seconds": "--max-instance-seconds",
+    "request_seconds": "--request-seconds",
+    "max_counterfactuals": "--max-counterfactuals",
+}
+"""Each request bound's flag (:class:`~counterplan.server.kserve.request.ExplainLimits`)."""
+
+
+def add_parser(commands: Any) -> None:
+    """``counterplan kserve``: its flags in the order ``--help`` shows them."""
+    kserve = commands.add_parser(
+        "kserve",
+        help="run a KServe explainer (POST /v1/models/NAME:explain) for a model on a KServe predictor",
+        description="Serve KServe's explain endpoint with counterfactuals; predictions come from the predictor "
+        "over the Open Inference Protocol (V2). Listens on --host (KServe's default 0.0.0.0), --http-port.",
+    )
+    group = kserve.add_argument_group("the predictor and its data")
+    group.add_argument(
+        "--model-name", required=True, help="the model's name: in the explain URL and on the predictor (KServe's)"
+    )
+    group.add_argument(
+        "--predictor-host",
+        required=True,
+        metavar="HOST[:PORT]",
+        help="the predictor (in KServe: NAME-predictor.NAMESPACE); port 80 when none is given",
+    )
+    group.add_argument(
+        "--predictor-protocol", choices=PROTOCOLS, default="v2", help="Open Inference Protocol over REST or gRPC"
+    )
+    group.add_argument(
+        "--predictor-timeout", type=float, default=10.0, metavar="SECONDS", help="one prediction call at most"
+    )
+    group.add_argument("--data", help="CSV of training data: features, domains and class names come from it")
+    group.add_argument("--target", help="label column of --data")
+    server = kserve.add_argument_group("the server")
+    server.add_argument("--http-port", type=int, default=8080, help="HTTP port (default 8080, KServe's)")
+    server.add_argument(
+        "--host", default="0.0.0.0", help="listen address (default 0.0.0.0, as KServe's own runtimes bind)"
+    )
+    server.add_argument("--max-instances", type=int, help="instances one request may send (default 32)")
+    server.add_argument("--max-instance-seconds", type=float, help="one instance's search at most (default 10)")
+    server.add_argument(
+        "--request-seconds", type=float, help="a request's time at most, shared among its instances (default 60)"
+    )
+    server.add_argument("--max-counterfactuals", type=int, help="answers per instance a request may ask (default 10)")
+    add_problem_flags(kserve)
+    add_search_flags(kserve, leave_out=("--time-limit", "--threads", "--no-progress"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``counterplan kserve`` until SIGTERM or SIGINT; returns the exit code."""
+    from counterplan.server.cli.problem_flags import problem_spec, solver_config  # noqa: PLC0415
+    from counterplan.server.kserve.sdk import import_kserve  # noqa: PLC0415
+
+    limits = _limits(args)
+    if args.data is None or args.target is None:
+        raise UsageError("give --data and --target (the predictor's training data and its label column)")
+    if not 0 <= args.http_port <= 65535:
+        raise UsageError(f"--http-port must be from 0 to 65535, given {args.http_port}")
+    spec, config = problem_spec(args), solver_config(args)  # every flag checked before a file is read
+    url = predictor_url(args.predictor_host, args.predictor_protocol)
+    import_kserve()  # before the runtime: kserve reads sys.argv when it is imported
+    from counterplan.server.kserve.runtime import CounterplanExplainer, KServeRuntime  # noqa: PLC0415
+    from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
+
+    configure_json_logs()
+
+    def build() -> Explainer:
+        return remote_explainer(args, url, spec, config)
+
+    model = CounterplanExplainer(args.model_name, build, limits)
+    KServeRuntime([model], args.http_port, host=args.host).run()
+    return 0
+
+
+def predictor_url(host: str, protocol: str) -> str:
+    """The predictor's base URL: ``http://HOST[:PORT]`` for V2 over REST, ``grpc://HOST:PORT`` for
+    V2 over gRPC (port 80 when none is given, as KServe's own clients assume)."""
+    if not host or "/" in host or any(c.isspace() for c in host):
+        raise UsageError(f"--predictor-host must be HOST or HOST:PORT (no scheme, no path), given {host[:100]!r}")
+    if protocol == "grpc-v2":
+        return f"grpc://{host if ':' in host else host + ':80'}"
+    return f"http://{host}"
+
+
+def remote_explainer(args: argparse.Namespace, url: str, spec: ProblemSpec, config: SolverConfig) -> Explainer:
+    """The explainer over the predictor: ``--data`` and ``--target`` read once, the model remote."""
+    from counterplan.planning.remote import RemoteModel  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_csv  # noqa: PLC0415
+    from counterplan.solver.explainer import Explainer  # noqa: PLC0415
+
+    data = load_csv(args.data)
+    if args.target not in data.columns:
+        raise UsageError(f"--target: no column {args.target!r} in the data")
+    model = RemoteModel(url, args.model_name, timeout=args.predictor_timeout)
+    with flag_errors():
+        return Explainer(model, data, spec=spec, target=args.target, config=config, engine=args.engine, seed=args.seed)
+
+
+def _limits(args: argparse.Namespace) -> ExplainLimits:
+    """The request bounds the flags set, each refused naming its flag."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from counterplan.server.kserve.request import ExplainLimits  # noqa: PLC0415
+
+    given = {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
+    try:
+        return ExplainLimits(**given)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise UsageError(f"{LIMIT_FLAGS[str(error['loc'][0])]}: {error['msg']} (given {error['input']})") from None
