@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from counterplan.server.cli.flags import UsageError
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
+from counterplan.server.kserve import PREDICTOR_PROTOCOLS
 
 if TYPE_CHECKING:
+    from counterplan.planning.remote import RemoteModel
     from counterplan.planning.spec import ProblemSpec
     from counterplan.server.kserve.request import ExplainLimits
     from counterplan.solver.core.config import SolverConfig
     from counterplan.solver.explainer import Explainer
 
-PROTOCOLS = ("v2", "grpc-v2")
-"""KServe's names of the predictor protocols counterplan speaks (KServe's ``--predictor_protocol``)."""
 LIMIT_FLAGS = {
     "max_instances": "--max-instances",
     "max_instance_seconds": "--max-instance-seconds",
@@ -53,7 +53,10 @@ def add_parser(commands: Any) -> None:
         help="the predictor (in KServe: NAME-predictor.NAMESPACE); port 80 when none is given",
     )
     group.add_argument(
-        "--predictor-protocol", choices=PROTOCOLS, default="v2", help="Open Inference Protocol over REST or gRPC"
+        "--predictor-protocol",
+        choices=PREDICTOR_PROTOCOLS,
+        default="v2",
+        help="Open Inference Protocol over REST or gRPC",
     )
     group.add_argument(
         "--predictor-timeout", type=float, default=10.0, metavar="SECONDS", help="one prediction call at most"
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.http_port <= 65535:
         raise UsageError(f"--http-port must be from 0 to 65535, given {args.http_port}")
     spec, config = problem_spec(args), solver_config(args)  # every flag checked before a file is read
-    url = predictor_url(args.predictor_host, args.predictor_protocol)
+    model = _predictor(args)
     import_kserve()  # before the runtime: kserve reads sys.argv when it is imported
     from counterplan.server.kserve.runtime import CounterplanExplainer, KServeRuntime  # noqa: PLC0415
     from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
@@ -94,26 +97,32 @@ def run(args: argparse.Namespace) -> int:
     configure_json_logs()
 
     def build() -> Explainer:
-        return remote_explainer(args, url, spec, config)
+        return _explainer(args, model, spec, config)
 
-    model = CounterplanExplainer(args.model_name, build, limits)
-    KServeRuntime([model], args.http_port, host=args.host).run()
+    KServeRuntime([CounterplanExplainer(args.model_name, build, limits)], args.http_port, host=args.host).run()
     return 0
 
 
-def predictor_url(host: str, protocol: str) -> str:
-    """The predictor's base URL: ``http://HOST[:PORT]`` for V2 over REST, ``grpc://HOST:PORT`` for
-    V2 over gRPC (port 80 when none is given, as KServe's own clients assume)."""
-    if not host or "/" in host or any(c.isspace() for c in host):
-        raise UsageError(f"--predictor-host must be HOST or HOST:PORT (no scheme, no path), given {host[:100]!r}")
-    if protocol == "grpc-v2":
-        return f"grpc://{host if ':' in host else host + ':80'}"
-    return f"http://{host}"
+def _predictor(args: argparse.Namespace) -> RemoteModel:
+    """The predictor's model (no call yet), its host refused naming the flag."""
+    from counterplan.planning.errors import InvalidInputError  # noqa: PLC0415
+    from counterplan.server.kserve.predictor import predictor_model  # noqa: PLC0415
+
+    if not args.predictor_timeout > 0:
+        raise UsageError(f"--predictor-timeout must be above 0 seconds, given {args.predictor_timeout:g}")
+    try:
+        return predictor_model(
+            args.predictor_host, args.predictor_protocol, args.model_name, timeout=args.predictor_timeout
+        )
+    except InvalidInputError as exc:
+        flag = "--predictor-protocol" if exc.field == "protocol" else "--predictor-host"
+        flag = "--model-name" if "model name" in exc.problem else flag
+        raise UsageError(f"{flag}: {exc.problem}") from None
 
 
-def remote_explainer(args: argparse.Namespace, url: str, spec: ProblemSpec, config: SolverConfig) -> Explainer:
-    """The explainer over the predictor: ``--data`` and ``--target`` read once, the model remote."""
-    from counterplan.planning.remote import RemoteModel  # noqa: PLC0415
+def _explainer(args: argparse.Namespace, model: RemoteModel, spec: ProblemSpec, config: SolverConfig) -> Explainer:
+    """The explainer over the predictor: ``--data`` and ``--target`` read once (the class names
+    are the target's labels), the settings checked on the data's first row through the predictor."""
     from counterplan.server.cli.problem_flags import flag_errors  # noqa: PLC0415
     from counterplan.server.registry.loading import load_csv  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
@@ -121,7 +130,6 @@ def remote_explainer(args: argparse.Namespace, url: str, spec: ProblemSpec, conf
     data = load_csv(args.data)
     if args.target not in data.columns:
         raise UsageError(f"--target: no column {args.target!r} in the data")
-    model = RemoteModel(url, args.model_name, timeout=args.predictor_timeout)
     with flag_errors():
         return Explainer(model, data, spec=spec, target=args.target, config=config, engine=args.engine, seed=args.seed)
 

@@ -6,3 +6,8 @@ and bounds (:mod:`~counterplan.server.kserve.request`) and the solves
 (:mod:`~counterplan.server.kserve.explaining`) know nothing of KServe, so they are tested and
 reused without it.
 """
+
+PREDICTOR_PROTOCOLS = ("v2", "grpc-v2")
+"""KServe's names of the predictor protocols the runtime speaks (KServe's ``--predictor_protocol``):
+the Open Inference Protocol over REST and over gRPC. Here, not in the runtime: the command's
+``--help`` lists them without loading anything."""
