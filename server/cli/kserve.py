@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 def _predictor(args: argparse.Namespace) -> RemoteModel:
     """The predictor's model (no call yet), its host refused naming the flag."""
     from counterplan.planning.errors import InvalidInputError  # noqa: PLC0415
+    from counterplan.planning.remote.url import FORMS  # noqa: PLC0415
     from counterplan.server.kserve.predictor import predictor_model  # noqa: PLC0415
 
     if not args.predictor_timeout > 0:
@@ -114,10 +115,9 @@ def _predictor(args: argparse.Namespace) -> RemoteModel:
         return predictor_model(
             args.predictor_host, args.predictor_protocol, args.model_name, timeout=args.predictor_timeout
         )
-    except InvalidInputError as exc:
-        flag = "--predictor-protocol" if exc.field == "protocol" else "--predictor-host"
-        flag = "--model-name" if "model name" in exc.problem else flag
-        raise UsageError(f"{flag}: {exc.problem}") from None
+    except InvalidInputError as exc:  # the address parser's forms are URLs: the flag takes HOST[:PORT]
+        flag = "--model-name" if "model name" in exc.problem else "--predictor-host"
+        raise UsageError(f"{flag}: {exc.problem.removesuffix(f'; expected {FORMS}')}") from None
 
 
 def _explainer(args: argparse.Namespace, model: RemoteModel, spec: ProblemSpec, config: SolverConfig) -> Explainer:

@@ -21,6 +21,8 @@ only ``counterplan kserve`` imports it, after :func:`counterplan.server.kserve.s
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +40,7 @@ log = structlog.get_logger(__name__)
 
 FASTAPI_APP = "kserve.model_server:app"
 """The SDK's one FastAPI app (module-global): one runtime per process."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type hints: its Model is Any
@@ -100,7 +103,7 @@ class KServeRuntime:
         self.names: list[str] = []
         for model in models:
             self.add(model)
-        self._rest = RESTServer(
+        self._rest = _RESTServer(
             FASTAPI_APP,
             self.server.dataplane,
             self.server.model_repository_extension,
@@ -116,10 +119,20 @@ class KServeRuntime:
         self.names.append(model.name)
 
     def run(self) -> None:
-        """Serve until stopped."""
+        """Serve until stopped. On the main thread, SIGTERM and SIGINT stop it and ``run``
+        returns: uvicorn handles them while it serves, then raises them again for the handlers
+        it found, which here only log (the default ones would end the process by the signal)."""
         config = self._rest.config
         log.info("kserve explainer serving", models=self.names, host=config.host, port=config.port)
-        asyncio.run(self._rest.start())
+        if threading.current_thread() is not threading.main_thread():
+            asyncio.run(self._rest.start())
+            return
+        found = {sig: signal.signal(sig, _stopped) for sig in STOP_SIGNALS}
+        try:
+            asyncio.run(self._rest.start())
+        finally:
+            for sig, handler in found.items():
+                signal.signal(sig, handler)
 
     def stop(self) -> None:
         """Ask the server to stop (from any thread); ``run()`` returns once it has."""
@@ -129,3 +142,25 @@ class KServeRuntime:
     def started(self) -> bool:
         """True once the server listens."""
         return bool(self._rest._server.started)
+
+
+class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hints: its RESTServer is Any
+    """The SDK's REST server, refusing a bad request in one log line: the SDK's own handler logs
+    each 400 with its traceback, and a client sending bad input would fill the log."""
+
+    def _add_exception_handlers(self, app: Any) -> None:
+        super()._add_exception_handlers(app)
+        app.add_exception_handler(InvalidInput, _refused)
+
+
+async def _refused(request: Any, exc: InvalidInput) -> Any:
+    """HTTP 400 with ``{"error": "..."}``, as the SDK answers it, logged in one line."""
+    from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+    log.info("explain request refused", path=request.url.path, error=str(exc))
+    return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+def _stopped(sig: int, frame: Any) -> None:
+    """A stop signal raised again once the server has stopped: logged; ``run`` then returns."""
+    log.info("kserve explainer stopped", signal=signal.Signals(sig).name)

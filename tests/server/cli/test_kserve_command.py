@@ -50,17 +50,33 @@ def test_a_bad_flag_is_refused_naming_it(capsys: pytest.CaptureFixture[str], arg
     assert out == ""
 
 
-def test_a_predictor_host_is_a_host_and_port_not_a_url(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ("kserve", "--model-name", "m", "--predictor-host", "http://p:80/v2", "--data", "x.csv", "--target", "y")
-    code, _, err = run_cli(capsys, *argv)
-    assert code == 2
-    assert "--predictor-host must be HOST or HOST:PORT (no scheme, no path), given 'http://p:80/v2'" in err
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("--predictor-host", "http://p:80/v2"), "--predictor-host: give HOST or HOST:PORT (no scheme, no path), "),
+        (("--predictor-host", "p/v2/models/x"), "--predictor-host: give HOST or HOST:PORT"),
+        (
+            ("--predictor-host", "p", "--predictor-protocol", "grpc-v2"),
+            "--predictor-host: a gRPC address needs its port\n",
+        ),
+        (("--predictor-host", "p", "--model-name", "a b"), "--model-name: bad model name 'a b'"),
+        (("--predictor-host", "p:80", "--predictor-timeout", "0"), "--predictor-timeout must be above 0 seconds"),
+    ],
+)
+def test_a_predictor_is_a_host_and_port_not_a_url(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], line: str
+) -> None:
+    code, _, err = run_cli(capsys, "kserve", "--model-name", "m", "--data", "x.csv", "--target", "y", *argv)
+    assert code == 2, err
+    assert err.startswith(f"counterplan: error: {line}"), err
+    assert "http(s)://" not in err
 
 
-def test_the_predictor_url_follows_the_protocol() -> None:
-    from counterplan.server.cli.kserve import predictor_url
+def test_the_predictor_is_asked_over_the_protocol_for_the_model_name() -> None:
+    from counterplan.server.kserve.predictor import predictor_model
 
-    assert predictor_url("credit-predictor.ns", "v2") == "http://credit-predictor.ns"
-    assert predictor_url("127.0.0.1:8080", "v2") == "http://127.0.0.1:8080"
-    assert predictor_url("credit-predictor.ns", "grpc-v2") == "grpc://credit-predictor.ns:80"
-    assert predictor_url("10.0.0.1:8081", "grpc-v2") == "grpc://10.0.0.1:8081"
+    rest = predictor_model("credit-predictor.models", "v2", "credit", timeout=3)
+    assert str(rest.address) == "http://credit-predictor.models:80/v2/models/credit"
+    assert rest.timeout == 3
+    grpc = predictor_model("10.0.0.1:8081", "grpc-v2", "credit", timeout=3)
+    assert str(grpc.address) == "grpc://10.0.0.1:8081/credit"

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,10 +22,20 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from tests.serving.mlserver import MLServer, ServedModel, mlserver_binary, start
+
 if TYPE_CHECKING:
     from counterplan.server.kserve.runtime import KServeRuntime
 
 TARGET = "credit"
+REST_NAME, GRPC_NAME = "credit", "credit-grpc"
+"""The predictor's model names (KServe names the explainer and the predictor's model alike)."""
+INPUTS = [
+    {"name": "income", "datatype": "FP64", "shape": [-1]},
+    {"name": "age", "datatype": "INT64", "shape": [-1]},
+    {"name": "housing", "datatype": "BYTES", "shape": [-1]},
+]
+OUTPUTS = [{"name": "predict_proba", "datatype": "FP64", "shape": [-1, 2]}]
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +62,17 @@ def credit_model(credit_data: pd.DataFrame) -> Pipeline:
     )
     model = Pipeline([("ct", columns), ("clf", LogisticRegression())])
     return model.fit(credit_data.drop(columns=[TARGET]), credit_data[TARGET])
+
+
+@pytest.fixture(scope="session")
+def mlserver(tmp_path_factory: pytest.TempPathFactory, credit_model: Pipeline) -> Iterator[MLServer]:
+    """The credit pipeline under two names (one per protocol: KServe names the explainer and the
+    predictor's model alike), per-column inputs with the pandas codec, as KServe's sklearn runtime."""
+    binary = mlserver_binary()
+    models = [ServedModel(name, credit_model, INPUTS, OUTPUTS, "pd") for name in (REST_NAME, GRPC_NAME)]
+    server = start(binary, Path(tmp_path_factory.mktemp("kserve-predictor")), models)
+    yield server
+    server.stop()
 
 
 def free_port() -> int:
