@@ -91,6 +91,7 @@ class MLServer:
             MLSERVER_GRPC_PORT=str(self.grpc_port),
             MLSERVER_METRICS_PORT=str(free_port()),
             MLSERVER_PARALLEL_WORKERS="0",
+            OMP_NUM_THREADS="1",  # the suite's machine has two busy cores
         )
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(

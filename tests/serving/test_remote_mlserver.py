@@ -8,7 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from counterplan import CallableAdapter, ClassGoal, Explainer, OutputSpec, SolverConfig, TerminationConfig
+from counterplan import (
+    CallableAdapter,
+    ClassGoal,
+    CounterfactualProblem,
+    Explainer,
+    OutputSpec,
+    SolverConfig,
+    TerminationConfig,
+)
 from counterplan.planning.demo import TARGET, rejected_applicant
 from counterplan.planning.errors import RemoteInferenceError, RemoteModelError
 from counterplan.planning.remote import RemoteModel
@@ -148,3 +156,16 @@ def test_a_pickled_model_and_threads_share_nothing_live(served: Served, protocol
         answers = list(pool.map(lambda _: model.predict(X, space)[TARGET], range(8)))
     for answer in answers:
         np.testing.assert_array_equal(answer, first)
+
+
+def test_a_problem_from_a_dataframe_binds_the_target_and_the_declared_columns(served: Served) -> None:
+    """The target names the output and its labels the classes; the declared inputs are the features
+    (an identifier column the model does not read is left out)."""
+    data = served.data.assign(applicant_id=range(len(served.data)))
+    goal = [ClassGoal(target="yes", confidence=0.7)]
+    problem = CounterfactualProblem.from_dataframe(
+        data, 0, RemoteModel(url(served, "rest", "pipe")), goal, target=TARGET
+    )
+    assert problem.model.outputs == (OutputSpec(TARGET, ("no", "yes")),)
+    explainer = Explainer(RemoteModel(url(served, "rest", "pipe")), data, goal, target=TARGET)
+    assert "applicant_id" not in explainer.columns and len(explainer.columns) == 11
