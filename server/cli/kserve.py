@@ -12,6 +12,7 @@ start. See :mod:`counterplan.server.kserve` for the request and the answer.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from counterplan.server.cli.flags import UsageError
@@ -48,9 +49,8 @@ def add_parser(commands: Any) -> None:
     )
     group.add_argument(
         "--predictor-host",
-        required=True,
         metavar="HOST[:PORT]",
-        help="the predictor (in KServe: NAME-predictor.NAMESPACE); port 80 when none is given",
+        help="the predictor (in KServe: NAME-predictor.NAMESPACE; port 80 when none is given); or --card",
     )
     group.add_argument(
         "--predictor-protocol",
@@ -63,6 +63,13 @@ def add_parser(commands: Any) -> None:
     )
     group.add_argument("--data", help="CSV of training data: features, domains and class names come from it")
     group.add_argument("--target", help="label column of --data")
+    group.add_argument(
+        "--card",
+        metavar="FILE",
+        help="instead of --predictor-host, --data and --target: a model card (as counterplan serve reads): its "
+        "model (model_url: the predictor), its data or schema, its rules and solver configuration",
+    )
+    group.add_argument("--trust-pickle", action="store_true", help="allow the card's joblib/pickle model file")
     server = kserve.add_argument_group("the server")
     server.add_argument("--http-port", type=int, default=8080, help="HTTP port (default 8080, KServe's)")
     server.add_argument(
@@ -84,23 +91,72 @@ def run(args: argparse.Namespace) -> int:
     from counterplan.server.kserve.sdk import import_kserve  # noqa: PLC0415
 
     limits = _limits(args)
-    if args.data is None or args.target is None:
-        raise UsageError("give --data and --target (the predictor's training data and its label column)")
     if not 0 <= args.http_port <= 65535:
         raise UsageError(f"--http-port must be from 0 to 65535, given {args.http_port}")
     spec, config = problem_spec(args), solver_config(args)  # every flag checked before a file is read
-    model = _predictor(args)
+    if args.card is not None:
+        _card_only(args, spec)
+        build = _card_build(args)
+    elif args.trust_pickle:
+        raise UsageError("--trust-pickle: only with --card (it trusts the card's model file)")
+    else:
+        if args.predictor_host is None or args.data is None or args.target is None:
+            raise UsageError(
+                "give --predictor-host, --data and --target (the predictor, its training data and "
+                "label column), or --card"
+            )
+        model = _predictor(args)
+
+        def build() -> Explainer:
+            return _explainer(args, model, spec, config)
+
     import_kserve()  # before the runtime: kserve reads sys.argv when it is imported
     from counterplan.server.kserve.runtime import CounterplanExplainer, KServeRuntime  # noqa: PLC0415
     from counterplan.server.logs import configure_json_logs  # noqa: PLC0415
 
     configure_json_logs()
-
-    def build() -> Explainer:
-        return _explainer(args, model, spec, config)
-
     KServeRuntime([CounterplanExplainer(args.model_name, build, limits)], args.http_port, host=args.host).run()
     return 0
+
+
+CARD_HOLDS = (
+    "--predictor-host",
+    "--data",
+    "--target",
+    "--engine",
+    "--config",
+    "--seed",
+    "--auto-budget",
+    "--auto-improve",
+)
+"""Flags a model card's own fields replace (its model_url, training data, target, solver
+configuration); with ``--card`` they are refused, as are the question's flags (its rules)."""
+
+
+def _card_only(args: argparse.Namespace, spec: ProblemSpec) -> None:
+    """With ``--card``, the card holds the model, the data and the question: a flag for any of
+    them is refused (a request may still lay its own spec over the card's)."""
+    from counterplan.planning.spec import ProblemSpec  # noqa: PLC0415
+
+    given = [flag for flag in CARD_HOLDS if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if given or spec != ProblemSpec():
+        named = ", ".join(given) if given else "the question's flags"
+        raise UsageError(
+            f"{named}: with --card, the card holds the model, its data and its rules (and a request "
+            "may send its own spec)"
+        )
+
+
+def _card_build(args: argparse.Namespace) -> Callable[[], Explainer]:
+    """The card's explainer, built when the runtime loads (as ``counterplan serve`` loads a card)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from counterplan.server.registry.registry import load_card  # noqa: PLC0415
+
+    def build() -> Explainer:
+        return load_card(Path(args.card), trust_pickle=args.trust_pickle).ready_explainer
+
+    return build
 
 
 def _predictor(args: argparse.Namespace) -> RemoteModel:
