@@ -102,3 +102,27 @@ def test_a_body_that_is_not_json_is_400(client: httpx.Client) -> None:
     )
     assert response.status_code == 400
     assert response.json()["error"].startswith("Unrecognized request format")
+
+
+class _Broken:
+    """The credit model, failing on every call (a predictor that raises)."""
+
+    def __init__(self, model: Pipeline) -> None:
+        self.classes_ = model.classes_
+        self.feature_names_in_ = model.feature_names_in_
+
+    def predict_proba(self, rows: Any) -> Any:
+        raise RuntimeError("the model broke\n  on this line too")
+
+
+def test_a_model_failing_during_the_search_is_500_in_one_line(
+    kserve_runtime: tuple[KServeRuntime, str], client: httpx.Client, credit_data: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+
+    broken = Explainer(_Broken(credit_model), credit_data, target=TARGET, check=False)
+    kserve_runtime[0].add(CounterplanExplainer("credit-broken", lambda: broken))
+    response = explain(client, {"instances": ROWS[:1]}, name="credit-broken")
+    assert response.status_code == 500, response.text
+    text = response.json()["error"]
+    assert "the model broke" in text and "\n" not in text and "Traceback" not in text
