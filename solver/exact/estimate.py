@@ -104,7 +104,7 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
     mutable = int(problem.space.mutable.sum())
     if isinstance(problem.model, ScorecardAdapter):
         return ProgramSize("linear", mutable)
-    estimator = final_estimator(getattr(problem.model, "model", None))
+    estimator = model_estimator(problem.model)
     if is_linear(estimator):
         return ProgramSize("linear", mutable)
     if is_network(estimator):

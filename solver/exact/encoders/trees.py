@@ -104,8 +104,11 @@ def encode_ensemble(
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
             formulation.milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
-    at_original = _real_output(formulation, ensemble.link, outputs) if real is None else real
-    offsets = at_original - ensemble.total(original)
+    if real is None and ensemble.offset is not None:  # stated by the model (an ONNX graph's base values)
+        offsets = np.asarray(ensemble.offset, dtype=np.float64)
+    else:
+        at_original = _real_output(formulation, ensemble.link, outputs) if real is None else real
+        offsets = at_original - ensemble.total(original)
     lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
     if outputs == 1:
         return Output(lins[0], ensemble.link, ensemble.description)
