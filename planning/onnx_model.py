@@ -46,9 +46,7 @@ def _onnxruntime() -> Any:
     try:
         import onnxruntime  # noqa: PLC0415 - optional dependency, loaded on first use
     except ImportError:
-        raise ModelAdapterError(
-            "model", "ONNX models need onnxruntime: pip install 'counterplan[onnx]'"
-        ) from None
+        raise ModelAdapterError("model", "ONNX models need onnxruntime: pip install 'counterplan[onnx]'") from None
     return onnxruntime
 
 
@@ -67,7 +65,11 @@ class OnnxModel:
     """
 
     def __init__(
-        self, model: str | Path | bytes | Any, output: str | Sequence[str] = "prediction", *, probabilities: str | None = None
+        self,
+        model: str | Path | bytes | Any,
+        output: str | Sequence[str] = "prediction",
+        *,
+        probabilities: str | None = None,
     ) -> None:
         self._bytes = _model_bytes(model)
         self._lock = threading.Lock()
@@ -136,15 +138,7 @@ class OnnxModel:
             raise ModelAdapterError(
                 "inputs", f"the ONNX model's inputs {missing} are not features (features: {list(space.names)})"
             )
-        feeds: dict[str, Any] = {}
-        for name, dtype, _ in self._inputs:
-            column = frame[name].to_numpy()
-            if dtype is object:
-                value = np.array([str(v) for v in column], dtype=object)
-            else:
-                value = column.astype(dtype)
-            feeds[name] = value.reshape(-1, 1)
-        return feeds
+        return {name: _column(frame[name], dtype) for name, dtype, _ in self._inputs}
 
     def _predictions(self, raw: Any, n: int) -> Predictions:
         spec = self._outputs[0]
@@ -199,12 +193,7 @@ class OnnxModel:
             name, dtype, _ = self._inputs[0]
             feeds = {name: np.ascontiguousarray(np.asarray(data), dtype=dtype)}
         else:
-            feeds = {}
-            for name, dtype, _ in self._inputs:
-                column = data[name].to_numpy()
-                feeds[name] = (
-                    np.array([str(v) for v in column], dtype=object) if dtype is object else column.astype(dtype)
-                ).reshape(-1, 1)
+            feeds = {name: _column(data[name], dtype) for name, dtype, _ in self._inputs}
         return np.asarray(prefix.run([node_input], feeds)[0], dtype=np.float64)
 
     # -- the session -----------------------------------------------------------------------------
@@ -265,6 +254,13 @@ class OnnxModel:
         return f"OnnxModel({len(self._bytes):,} bytes, inputs {[n for n, _, _ in self._inputs]}, read {self._read!r})"
 
 
+def _column(values: Any, dtype: Any) -> Any:
+    """One decoded column as an ``[N, 1]`` input of type ``dtype`` (text: the values as strings)."""
+    column = values.to_numpy()
+    array = np.array([str(v) for v in column], dtype=object) if dtype is object else column.astype(dtype)
+    return array.reshape(-1, 1)
+
+
 def _model_bytes(model: Any) -> bytes:
     if isinstance(model, bytes | bytearray):
         return bytes(model)
@@ -302,14 +298,18 @@ def _prefix_session(data: bytes, tensor: str) -> Any:
     import onnx  # noqa: PLC0415
 
     proto = onnx.load_from_string(data)
-    elem = onnx.TensorProto.FLOAT
+    elem: int = onnx.TensorProto.FLOAT
     try:
         inferred = onnx.shape_inference.infer_shapes(proto)
         elem = next(
-            (i.type.tensor_type.elem_type for i in (*inferred.graph.value_info, *inferred.graph.input) if i.name == tensor),
+            (
+                i.type.tensor_type.elem_type
+                for i in (*inferred.graph.value_info, *inferred.graph.input)
+                if i.name == tensor
+            ),
             elem,
         )
-    except Exception:  # noqa: S110 - an op shape inference does not know: float
+    except Exception:
         pass
     if tensor not in {o.name for o in proto.graph.output}:
         proto.graph.output.append(onnx.helper.make_tensor_value_info(tensor, elem, None))
@@ -318,9 +318,17 @@ def _prefix_session(data: bytes, tensor: str) -> Any:
 
 def _element(type_name: str) -> Any:
     """The numpy type fed to an input of ONNX type ``tensor(float)`` etc."""
-    table = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64, "tensor(string)": object}
+    table = {
+        "tensor(float)": np.float32,
+        "tensor(double)": np.float64,
+        "tensor(int64)": np.int64,
+        "tensor(string)": object,
+    }
     if type_name not in table:
-        raise ModelAdapterError("model", f"the ONNX model has an input of type {type_name}; counterplan feeds float, double, int64 or string")
+        raise ModelAdapterError(
+            "model",
+            f"the ONNX model has an input of type {type_name}; counterplan feeds float, double, int64 or string",
+        )
     return table[type_name]
 
 
@@ -342,7 +350,9 @@ def _class_labels(data: bytes) -> tuple[Any, ...] | None:
     for node in proto.graph.node:
         if node.op_type == "ArrayFeatureExtractor" and node.input[0] in initial:
             values = numpy_helper.to_array(initial[node.input[0]]).reshape(-1)
-            return tuple(v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v for v in values)
+            return tuple(
+                v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v for v in values
+            )
     return None
 
 

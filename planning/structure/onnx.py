@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.columns import (
     MISSING,
@@ -171,36 +170,39 @@ def _run(step: Step, tensors: dict[str, list[Column]], walk: _Walk) -> None:
     if step.op == "Constant":
         return
     data = [tensors.get(name) for name in step.inputs]
-    if data[0] is None:
-        raise _refuse(step, "its input is not made from the graph's inputs")
     first = data[0]
-    if step.op == "Identity":
-        out = first
-    elif step.op == "Cast":
-        if int(step.attributes.get("to", FLOAT)) not in (FLOAT, DOUBLE, INT64):
-            raise _refuse(step, "a cast to a non-numeric type")
-        out = first
-    elif step.op == "Concat":
-        if int(step.attributes.get("axis", 1)) not in (1, -1) or any(d is None for d in data):
-            raise _refuse(step, "only columns of the graph's inputs, along axis 1")
-        out = [c for d in data for c in (d or [])]
-    elif step.op == "Gather":
-        out = _gather(step, first, walk)
-    elif step.op == "Reshape":
-        shape = np.asarray(walk.constants.get(step.inputs[1], [])).tolist()
-        if not (len(shape) == 2 and shape[0] in (-1, 0) and shape[1] in (-1, len(first))):
-            raise _refuse(step, f"a reshape to {shape}")
-        out = first
-    elif step.op == "Scaler":
-        out = _scaler(step, first, walk)
-    elif step.op == "OneHotEncoder":
-        out = _one_hot(step, first, walk)
-    else:
+    if first is None:
+        raise _refuse(step, "its input is not made from the graph's inputs")
+    handler = _OPS.get(step.op)
+    if handler is None:
         raise _refuse(step)
-    tensors[step.outputs[0]] = out
+    tensors[step.outputs[0]] = handler(step, first, data, walk)
 
 
-def _gather(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
+def _identity(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
+    return columns
+
+
+def _cast(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
+    if int(step.attributes.get("to", FLOAT)) not in (FLOAT, DOUBLE, INT64):
+        raise _refuse(step, "a cast to a non-numeric type")
+    return columns
+
+
+def _concat(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
+    if int(step.attributes.get("axis", 1)) not in (1, -1) or any(d is None for d in data):
+        raise _refuse(step, "only columns of the graph's inputs, along axis 1")
+    return [c for d in data for c in (d or [])]
+
+
+def _reshape(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
+    shape = np.asarray(walk.constants.get(step.inputs[1], [])).tolist()
+    if not (len(shape) == 2 and shape[0] in (-1, 0) and shape[1] in (-1, len(columns))):
+        raise _refuse(step, f"a reshape to {shape}")
+    return columns
+
+
+def _gather(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
     if int(step.attributes.get("axis", 0)) not in (1, -1) or step.inputs[1] not in walk.constants:
         raise _refuse(step, "only constant column indices along axis 1")
     picked = np.asarray(walk.constants[step.inputs[1]]).reshape(-1).tolist()
@@ -210,7 +212,7 @@ def _gather(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
     return [columns[int(i) % n] for i in picked]
 
 
-def _scaler(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
+def _scaler(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
     """``(x - offset) * scale`` per column, an affine layer."""
     offset = list(step.attributes.get("offset", [0.0]))
     scale = list(step.attributes.get("scale", [1.0]))
@@ -220,18 +222,18 @@ def _scaler(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
         sub = float(offset[i] if len(offset) > 1 else offset[0])
         mul = float(scale[i] if len(scale) > 1 else scale[0])
         layer = Layer(frozenset({"sub", "mul"}), sub=sub, mul=mul, where=f"ONNX Scaler {step.name!r}")
-        out.append(NumberColumn(number.source, (*number.layers, layer), number.boolean) if isinstance(
-            number, NumberColumn
-        ) else LookupColumn(number.source, number.values, number.read, number.errors, (*number.layers, layer)))
+        out.append(
+            NumberColumn(number.source, (*number.layers, layer), number.boolean)
+            if isinstance(number, NumberColumn)
+            else LookupColumn(number.source, number.values, number.read, number.errors, (*number.layers, layer))
+        )
     return out
 
 
-def _one_hot(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
+def _one_hot(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
     """One indicator column per category of each input column (the op's ``[N, C, K]`` output,
     flattened by the ``Reshape`` that follows it)."""
-    known = [_text(c) for c in step.attributes.get("cats_strings", [])] or list(
-        step.attributes.get("cats_int64s", [])
-    )
+    known = [_text(c) for c in step.attributes.get("cats_strings", [])] or list(step.attributes.get("cats_int64s", []))
     raises = int(step.attributes.get("zeros", 1)) == 0
     out: list[Column] = []
     for column in columns:
@@ -244,8 +246,22 @@ def _one_hot(step: Step, columns: list[Column], walk: _Walk) -> list[Column]:
             errors = errors | frozenset(unknown)
         for q in range(len(known)):
             values = tuple(1.0 if hit == q else 0.0 for hit in matched)
-            out.append(LookupColumn(source.source, values, "indicator", errors, where=f"ONNX OneHotEncoder {step.name!r}"))
+            out.append(
+                LookupColumn(source.source, values, "indicator", errors, where=f"ONNX OneHotEncoder {step.name!r}")
+            )
     return out
+
+
+_OPS = {
+    "Identity": _identity,
+    "Cast": _cast,
+    "Concat": _concat,
+    "Gather": _gather,
+    "Reshape": _reshape,
+    "Scaler": _scaler,
+    "OneHotEncoder": _one_hot,
+}
+"""What each operator before the node makes of the columns it reads."""
 
 
 def _categories(column: Column, step: Step, walk: _Walk) -> CategoryColumn:
@@ -285,13 +301,37 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
     for node in nodes:
         if node.op_type == "Constant":
             constants[node.output[0]] = numpy_helper.to_array(helper.get_attribute_value(node.attribute[0]))
+    node = _ml_node(nodes)
+    steps = _steps(nodes, node, helper)
+    if output is not None:
+        _check_after(nodes, node, output, constants)
+    initial = {t.name for t in graph.initializer}
+    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in graph.input if i.name not in initial)
+    attrs = {a.name: _value(helper.get_attribute_value(a)) for a in node.attribute}
+    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE
+    where = f"ONNX {node.op_type} {node.name!r}"
+    try:
+        estimator = _estimator(node.op_type, attrs, float32, where)
+    except NotEncodableError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise NotEncodableError(f"{where}: its attributes are not understood ({type(exc).__name__}: {exc})") from None
+    return OnnxGraph(estimator, node.input[0], inputs, steps, constants)
+
+
+def _ml_node(nodes: list[Any]) -> Any:
+    """The graph's one ML node; refuses a graph without one, naming an op it cannot read."""
     ml = [n for n in nodes if n.op_type in ML_NODES]
     if len(ml) != 1:
         unknown = next((n for n in nodes if n.op_type not in (*BEFORE, *AFTER, *ML_NODES, "Mul")), None)
         if unknown is not None:
             raise NotEncodableError(f"the exact engine cannot read ONNX op {unknown.op_type!r} (node {unknown.name!r})")
         raise NotEncodableError(f"the exact engine reads a graph of one of {list(ML_NODES)}; this one has {len(ml)}")
-    node = ml[0]
+    return ml[0]
+
+
+def _steps(nodes: list[Any], node: Any, helper: Any) -> tuple[Step, ...]:
+    """The operators that make the node's input, in graph order; refuses any other by name."""
     ancestors = _ancestors(nodes, set(node.input))
     steps = []
     for n in nodes:
@@ -301,20 +341,7 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
             raise NotEncodableError(f"the exact engine cannot read ONNX op {n.op_type!r} (node {n.name!r})")
         attributes = {a.name: _value(helper.get_attribute_value(a)) for a in n.attribute}
         steps.append(Step(n.op_type, n.name, tuple(n.input), tuple(n.output), attributes))
-    if output is not None:
-        _check_after(nodes, node, output)
-    initial = {t.name for t in graph.initializer}
-    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in graph.input if i.name not in initial)
-    attrs = {a.name: _value(helper.get_attribute_value(a)) for a in node.attribute}
-    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE
-    where = f"ONNX {node.op_type} {node.name!r}"
-    try:
-        estimator = _estimator(node.op_type, attrs, float32, where)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        if isinstance(exc, NotEncodableError):
-            raise
-        raise NotEncodableError(f"{where}: its attributes are not understood ({type(exc).__name__}: {exc})") from None
-    return OnnxGraph(estimator, node.input[0], inputs, tuple(steps), constants)
+    return tuple(steps)
 
 
 def _value(value: Any) -> Any:
@@ -338,17 +365,25 @@ def _ancestors(nodes: list[Any], wanted: set[str]) -> set[int]:
     return found
 
 
-def _check_after(nodes: list[Any], node: Any, output: str) -> None:
-    """The output the adapter reads is made from the node through allowed operators only."""
+def _check_after(nodes: list[Any], node: Any, output: str, constants: dict[str, Any]) -> None:
+    """The output the adapter reads is made from the node through allowed operators only (and a
+    ``Mul`` by a constant 1, LightGBM's)."""
     producer = {out: n for n in nodes for out in n.output}
     stack = [output]
     while stack:
         n = producer.get(stack.pop())
         if n is None or n is node:
             continue
+        if n.op_type == "Mul" and any(_ones(constants.get(name)) for name in n.input):
+            stack.extend(name for name in n.input if name not in constants)
+            continue
         if n.op_type not in AFTER:
             raise NotEncodableError(f"the exact engine cannot read ONNX op {n.op_type!r} (node {n.name!r})")
         stack.extend(n.input)
+
+
+def _ones(value: Any) -> bool:
+    return value is not None and bool(np.all(np.asarray(value) == 1))
 
 
 def _elem_type(proto: Any, name: str, onnx: Any) -> int:
@@ -403,11 +438,18 @@ def _linear_classifier(attrs: dict[str, Any], post: str, where: str) -> OnnxLine
     return OnnxLinearClassifier(coef, intercepts, classes)
 
 
-_MODES = {"BRANCH_LEQ": (False, True), "BRANCH_LT": (True, True), "BRANCH_GT": (False, False), "BRANCH_GTE": (True, False)}
+_MODES = {
+    "BRANCH_LEQ": (False, True),
+    "BRANCH_LT": (True, True),
+    "BRANCH_GT": (False, False),
+    "BRANCH_GTE": (True, False),
+}
 """Mode -> (a strict comparison, the true branch is the low side)."""
 
 
-def _trees(op: str, attrs: dict[str, Any], post: str, float32: bool, where: str) -> tuple[Ensemble, tuple[Any, ...] | None]:
+def _trees(
+    op: str, attrs: dict[str, Any], post: str, float32: bool, where: str
+) -> tuple[Ensemble, tuple[Any, ...] | None]:
     """The node's trees, their link and offset (see the module)."""
     classifier = op == "TreeEnsembleClassifier"
     prefix = "class" if classifier else "target"

@@ -42,11 +42,11 @@ from counterplan.planning.structure.kind import (
     BAGGED_TREES,
     GRADIENT_BOOSTING,
     HIST_GRADIENT_BOOSTING,
-    final_estimator,
     is_linear,
     is_network,
     is_tree_ensemble,
     kind_name,
+    model_estimator,
 )
 from counterplan.planning.structure.pipeline import describe_model
 from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays

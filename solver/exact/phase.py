@@ -35,7 +35,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from counterplan.planning.score import best_row, is_better, is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
