@@ -34,6 +34,7 @@ from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.structure.onnx import input_features
 
 InputKind = Literal["dataframe", "array"]
 ELEMENT_TYPES = {1: np.float32, 11: np.float64, 7: np.int64, 8: object}
@@ -97,12 +98,6 @@ class OnnxModel:
         """One classification output, or one numeric output per name."""
         return self._outputs
 
-    @property
-    def feature_names_in_(self) -> list[str] | None:
-        """The features the graph reads by name (one input per column), in its order; None for
-        one tensor input (the data's columns but the target, in their order)."""
-        return None if self.input_kind == "array" else [name for name, _, _ in self._inputs]
-
     def renamed(self, output: str | Sequence[str]) -> OnnxModel:
         """This model with its output(s) named ``output`` (the target column's name, a model
         card's outputs); the session is shared."""
@@ -132,13 +127,16 @@ class OnnxModel:
         if self.input_kind == "array":
             name, dtype, _ = self._inputs[0]
             return {name: np.ascontiguousarray(X, dtype=dtype)}
-        frame = space.to_frame(X)
-        missing = [name for name, _, _ in self._inputs if name not in frame.columns]
+        return self._column_feeds(space.to_frame(X), space.names)
+
+    def _column_feeds(self, frame: Any, names: Sequence[str]) -> dict[str, Any]:
+        """One ``[N, 1]`` input per feature, matched by name (:func:`input_features`)."""
+        found, missing = input_features([name for name, _, _ in self._inputs], list(names))
         if missing:
             raise ModelAdapterError(
-                "inputs", f"the ONNX model's inputs {missing} are not features (features: {list(space.names)})"
+                "inputs", f"the ONNX model's inputs {missing} are not features (features: {list(names)})"
             )
-        return {name: _column(frame[name], dtype) for name, dtype, _ in self._inputs}
+        return {name: _column(frame[found[name]], dtype) for name, dtype, _ in self._inputs}
 
     def _predictions(self, raw: Any, n: int) -> Predictions:
         spec = self._outputs[0]
@@ -180,6 +178,18 @@ class OnnxModel:
             raise graph
         return graph
 
+    def split_values(self, space: FeatureSpace) -> dict[int, FloatMatrix]:
+        """Where the graph's trees change their decision, per mutable number of ``space`` (none
+        for a linear node or a graph the reader refuses): what local search's scan tries, as for a
+        scikit-learn model (:func:`~counterplan.planning.structure.splits.graph_split_points`)."""
+        from counterplan.planning.structure.splits import graph_split_points  # noqa: PLC0415
+
+        try:
+            graph = self.structure()
+        except ValueError:  # NotEncodableError: a graph the reader cannot read has none
+            return {}
+        return graph_split_points(graph, space)
+
     def transform(self, data: Any) -> npt.NDArray[np.float64]:
         """What the graph's ML node reads for ``data`` (the encoded matrix or the decoded frame,
         as :attr:`input_kind` says), computed by onnxruntime: the real preprocessing, which the
@@ -193,7 +203,7 @@ class OnnxModel:
             name, dtype, _ = self._inputs[0]
             feeds = {name: np.ascontiguousarray(np.asarray(data), dtype=dtype)}
         else:
-            feeds = {name: _column(data[name], dtype) for name, dtype, _ in self._inputs}
+            feeds = self._column_feeds(data, list(data.columns))
         return np.asarray(prefix.run([node_input], feeds)[0], dtype=np.float64)
 
     # -- the session -----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ classifier whose trees score only class 0 gives class 1's logit (``LOGISTIC``) o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,16 +135,34 @@ class OnnxGraph:
 
     def _entry(self, space: FeatureSpace) -> dict[str, list[Column]]:
         names = list(space.names)
-        if len(self.inputs) == 1 and self.inputs[0][0] not in names:  # one tensor: the encoded matrix
+        if (
+            len(self.inputs) == 1 and not input_features([self.inputs[0][0]], names)[0]
+        ):  # one tensor: the encoded matrix
             name, kind = self.inputs[0]
             if kind not in (FLOAT, DOUBLE):
                 raise NotEncodableError(f"the ONNX input {name!r} is not a float tensor")
             return {name: list(entry_columns(space, decoded=False))}
         decoded = entry_columns(space, decoded=True)
-        missing = [name for name, _ in self.inputs if name not in names]
+        found, missing = input_features([name for name, _ in self.inputs], names)
         if missing:
             raise NotEncodableError(f"the ONNX inputs {missing} are not features of the problem")
-        return {name: [decoded[names.index(name)]] for name, _ in self.inputs}
+        return {name: [decoded[names.index(feature)]] for name, feature in found.items()}
+
+
+def input_features(inputs: Sequence[str], names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Which feature each graph input is: its name, or the name with every character other than a
+    letter, digit or underscore written ``_`` (converters rename ``education-num`` to
+    ``education_num``); and the inputs that are no feature."""
+    plain = {re.sub(r"[^0-9A-Za-z_]", "_", name): name for name in names}
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for name in inputs:
+        feature = name if name in names else plain.get(name)
+        if feature is None:
+            missing.append(name)
+        else:
+            found[name] = feature
+    return found, missing
 
 
 def _width(estimator: OnnxEstimator) -> int | None:
@@ -562,6 +581,7 @@ __all__ = [
     "OnnxLinearClassifier",
     "OnnxLinearRegressor",
     "OnnxTreeEnsemble",
+    "input_features",
     "load_proto",
     "read_graph",
 ]

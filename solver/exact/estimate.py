@@ -42,6 +42,7 @@ from counterplan.planning.structure.kind import (
     BAGGED_TREES,
     GRADIENT_BOOSTING,
     HIST_GRADIENT_BOOSTING,
+    ONNX_TREES,
     is_linear,
     is_network,
     is_tree_ensemble,
@@ -123,6 +124,8 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
 
 def _ensemble(estimator: Any) -> Ensemble:
     kind = kind_name(estimator)
+    if kind in ONNX_TREES:  # an ONNX graph's trees: averaged probabilities, or a boosted sum
+        return "bagged" if estimator.ensemble.link == "probability" else "boosted"
     if kind in BAGGED_TREES:
         return "bagged"
     if kind in HIST_GRADIENT_BOOSTING:
