@@ -16,7 +16,6 @@ LINEAR_CLASSIFIERS = (
     "SGDClassifier",
     "LinearSVC",
     "RidgeClassifier",
-    "OnnxLinearClassifier",
 )
 """Linear classifiers the exact engine encodes."""
 LABEL_ONLY = ("LinearSVC", "RidgeClassifier")
@@ -32,9 +31,12 @@ LINEAR_REGRESSORS = (
     "SGDRegressor",
     "HuberRegressor",
     "BayesianRidge",
-    "OnnxLinearRegressor",
 )
 """Linear regressors the exact engine encodes."""
+ONNX_LINEAR_CLASSIFIERS = ("OnnxLinearClassifier",)
+ONNX_LINEAR_REGRESSORS = ("OnnxLinearRegressor",)
+"""An ONNX graph's ``LinearClassifier``/``LinearRegressor`` node, read by
+:mod:`counterplan.planning.structure.onnx` into scikit-learn's ``coef_`` and ``intercept_``."""
 NETWORKS = ("MLPClassifier", "MLPRegressor")
 """scikit-learn's feed-forward networks."""
 BAGGED_TREES = (
@@ -108,6 +110,8 @@ __all__ = [
     "LINEAR_CLASSIFIERS",
     "LINEAR_REGRESSORS",
     "NETWORKS",
+    "ONNX_LINEAR_CLASSIFIERS",
+    "ONNX_LINEAR_REGRESSORS",
     "ONNX_TREES",
     "TREE_ENSEMBLES",
     "XGBOOST",

@@ -254,11 +254,16 @@ def test_the_adapter_reads_zipmap_names_classes_and_refuses_missing_inputs() -> 
         onnx_model.predict(wrong.space.original.reshape(1, -1), wrong.space)
 
 
-def test_the_command_line_explains_an_onnx_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def _onnx_files(tmp_path: Path) -> OnnxModel:
     _, onnx_model = _pipeline(GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0), False)
     frame, label = _pipeline_data()
     (tmp_path / "model.onnx").write_bytes(onnx_model._bytes)
     frame.assign(approved=label).to_csv(tmp_path / "train.csv", index=False)
+    return onnx_model
+
+
+def test_the_command_line_explains_an_onnx_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    onnx_model = _onnx_files(tmp_path)
     instance = json.dumps({"income": 40.0, "age": 30.0, "housing": "rent"})
     base = ["--model", str(tmp_path / "model.onnx"), "--data", str(tmp_path / "train.csv"), "--target", "approved"]
     for engine in ("local", "exact"):
@@ -278,3 +283,45 @@ def test_local_search_scans_the_graphs_split_values_as_the_original_models(name:
     assert mine.keys() == theirs.keys() and len(mine) == 3
     for j, values in theirs.items():
         assert mine[j] == pytest.approx(values, abs=1e-9)
+
+
+def test_a_model_card_names_an_onnx_file(tmp_path: Path) -> None:
+    import yaml
+
+    from counterplan.server.registry.registry import ModelRegistry
+
+    onnx_model = _onnx_files(tmp_path)
+    card = {"id": "m", "model_file": "model.onnx", "outputs": ["approved"], "training_data": "train.csv"}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump({**card, "target": "approved"}))
+    registered = ModelRegistry.from_directory(tmp_path).get("m")
+    assert registered is not None and isinstance(registered.adapter, OnnxModel)
+    assert registered.adapter.outputs[0].name == "approved" and registered.explainer is not None
+    result = registered.explainer.explain({"income": 40.0, "age": 30.0, "housing": "rent"}, seed=0)
+    assert result.valid and _proba_by_hand(onnx_model, result.proposed, ["income", "age", "housing"])[1] >= 0.5
+
+
+def test_batch_explains_an_onnx_file_in_worker_processes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    onnx_model = _onnx_files(tmp_path)
+    output = tmp_path / "results.csv"
+    argv = ["--model", str(tmp_path / "model.onnx"), "--data", str(tmp_path / "train.csv"), "--target", "approved"]
+    argv += ["--rows", "0:12", "--workers", "2", "--goal", "class:1@0.6", "--seed", "0", "--output", str(output)]
+    code, _, err = run_cli(capsys, "batch", *argv, "--no-progress")
+    assert code == 0, err
+    records = pd.read_csv(output)
+    assert len(records) > 0 and records["valid"].all()
+    for _, record in records.iterrows():
+        proposed = {c: record[f"cf_{c}"] for c in ("income", "age", "housing")}
+        assert _proba_by_hand(onnx_model, proposed, ["income", "age", "housing"])[1] >= 0.6
+
+
+@pytest.mark.parametrize("name", ["gradient boosting", "random forest"])
+def test_a_three_class_tree_graph_is_read_with_its_softmax_or_averaged_probabilities(name: str) -> None:
+    frame, _, score = _data()
+    X = frame.to_numpy()
+    model = CLASSIFIERS[name]().fit(X, np.digitize(score, [4.0, 8.0]))
+    onnx_model = OnnxModel(_to_onnx(model, X), "band")
+    goal = [ClassGoal(target=2, confidence=0.5)]
+    optimum = explain(CounterfactualProblem(_features(), goal, adapt_sklearn(model, "band")), engine="exact", seed=0)
+    result = explain(CounterfactualProblem(_features(), goal, onnx_model), engine="exact", seed=0)
+    assert result.valid and result.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-9, abs=1e-9)
+    assert int(np.argmax(_proba_by_hand(onnx_model, result.proposed, NUMBERS))) == 2
