@@ -80,7 +80,7 @@ def model_estimator(adapter: Any) -> Any:
     if callable(structure):
         try:
             return structure().estimator
-        except ValueError:  # NotEncodableError: a graph the reader refuses
+        except (ValueError, ImportError):  # NotEncodableError: a graph the reader refuses; onnx missing
             return None
     return final_estimator(getattr(adapter, "model", None))
 
