@@ -42,6 +42,9 @@ from counterplan.planning.plausibility import (
 from counterplan.planning.problem import (
     CounterfactualProblem as CounterfactualProblem,
 )
+from counterplan.planning.remote.adapter import (
+    RemoteModel as RemoteModel,
+)
 from counterplan.planning.spec import (
     FeatureRule as FeatureRule,
     ProblemSpec as ProblemSpec,

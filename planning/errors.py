@@ -118,6 +118,25 @@ class ModelAdapterError(InvalidInputError):
         super().__init__("model", field, problem)
 
 
+class RemoteModelError(ModelAdapterError):
+    """A served model cannot be used: its server is down or too slow, it does not know the
+    model, or it answers in another form than the one it declares (shape, datatype).
+
+    A :class:`ModelAdapterError`, so the score calculator stops the solve at once instead of
+    bisecting the batch (every smaller call would fail the same way). ``address`` is the model's
+    address as the user gave it.
+    """
+
+    def __init__(self, address: str, problem: str) -> None:
+        super().__init__(address, problem)
+
+
+class RemoteInferenceError(ModelCallError):
+    """A served model raised on a batch (an HTTP 500, a gRPC INTERNAL): the model's own failure,
+    which the score calculator treats as a local model's exception (it bisects the batch and
+    counts the rows that fail)."""
+
+
 class ProblemError(InvalidInputError):
     """A counterfactual problem cannot be built from what was given."""
 

@@ -9,7 +9,7 @@ scorecard adapter for a scorecard, and the scorecard adapter needs only this.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -46,4 +46,23 @@ class SplitReader(Protocol):
         ...
 
 
-__all__ = ["ModelAdapter", "Predictions", "SplitReader"]
+@runtime_checkable
+class TargetBinding(Protocol):
+    """A model adapter that learns its output's name and class names from the training target
+    (a served model: its answers carry neither)."""
+
+    def for_target(self, name: str, labels: Any) -> ModelAdapter:
+        """The adapter with its output named ``name`` and, where it has none, class names from
+        the target's ``labels``."""
+        ...
+
+
+def bind_target(model: Any, data: Any, target: str | None) -> Any:
+    """``model`` bound to the training target ``target`` of the DataFrame ``data`` when it is a
+    :class:`TargetBinding` and the column is there; else ``model`` itself."""
+    if isinstance(model, TargetBinding) and target is not None and data is not None and target in data.columns:
+        return model.for_target(target, data[target].dropna().to_numpy())
+    return model
+
+
+__all__ = ["ModelAdapter", "Predictions", "SplitReader", "TargetBinding", "bind_target"]

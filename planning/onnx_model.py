@@ -114,6 +114,12 @@ class OnnxModel:
             copy._outputs = tuple(OutputSpec(name) for name in names)
         return copy
 
+    def for_target(self, name: str, labels: Any) -> OnnxModel:
+        """This model with its output named after the training target ``name`` (the Explainer
+        binds it: :func:`~counterplan.planning.model_protocol.bind_target`); the class names stay
+        the graph's own (``labels`` is not needed). A regressor of several outputs keeps its names."""
+        return self.renamed(name) if len(self._outputs) == 1 else self
+
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """Every output for every row of ``X``, in one ``session.run``. A graph that raises on
         some rows raises onnxruntime's error (the calculator finds the rows); inputs the graph

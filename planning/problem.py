@@ -27,7 +27,7 @@ from counterplan.planning.goals import (
     describe_goals,
 )
 from counterplan.planning.inference import DataProfile
-from counterplan.planning.model_protocol import SplitReader
+from counterplan.planning.model_protocol import SplitReader, bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from counterplan.planning.profile import FeatureSource, InstanceError, check_names
@@ -186,6 +186,7 @@ class CounterfactualProblem:
         if target is not None and target not in data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
         row = _instance_row(data, instance)
+        model = bind_target(model, data, target)
         if columns is None:
             columns = model_columns_of(model, data, target)
         spec = ProblemSpec.from_keywords(

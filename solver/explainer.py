@@ -20,6 +20,7 @@ import pandas as pd
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.inference import DataProfile
+from counterplan.planning.model_protocol import bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.problem import AnyGoal, CounterfactualProblem, build_problem, model_columns_of
@@ -94,11 +95,11 @@ class Explainer:
         seed: int | None = None,
         check: bool = True,
     ) -> None:
-        self.model = model
+        self.source, self.data = _source(data, profile)
+        self.model = model = bind_target(model, self.data, target)  # a served model learns its class names
         self.adapter: ModelAdapter = (
             model if isinstance(model, ModelAdapter) else adapt_sklearn(model, target or "prediction")
         )
-        self.source, self.data = _source(data, profile)
         if target is not None and self.data is not None and target not in self.data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(self.data.columns)}")
         keywords = ProblemSpec.from_keywords(

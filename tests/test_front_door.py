@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "rich", "onnxruntime", "onnx")
+HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "rich", "httpx", "onnxruntime", "onnx")
 
 
 def test_every_public_name_resolves() -> None:
@@ -81,6 +81,12 @@ def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
 def test_import_counterplan_loads_no_server_libraries() -> None:
     loaded = _loaded_after("import counterplan\ncounterplan.CounterfactualProblem")
     assert "grpc" not in loaded and "optuna" not in loaded
+
+
+def test_a_served_model_loads_its_client_library_on_its_first_call_only() -> None:
+    made = "import counterplan\nm = counterplan.RemoteModel('http://127.0.0.1:1/v2/models/m', classes=[0, 1])"
+    loaded = _loaded_after(made + "\ng = counterplan.RemoteModel('grpc://127.0.0.1:1/m', classes=[0, 1])")
+    assert "httpx" not in loaded and "grpc" not in loaded
 
 
 def test_python_m_counterplan_is_the_command() -> None:

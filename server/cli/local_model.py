@@ -54,8 +54,6 @@ def local_explainer(
         raise UsageError("give both --model and --data (or neither, for the demo)")
     frame = data if data is not None else load_csv(args.data)
     model = load_model(args.model, trust=args.trust_model)
-    if args.target is not None and hasattr(model, "renamed"):  # an ONNX model: its output is the target
-        model = model.renamed(args.target)
     if args.target is not None and args.target not in frame.columns:
         listed = ", ".join(str(c) for c in frame.columns[:30]) + (" ..." if len(frame.columns) > 30 else "")
         raise UsageError(f"--target: no column {args.target!r} in the data; columns: {listed}")

@@ -35,7 +35,8 @@ def load_model(
 ) -> Any:
     """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, an ONNX model from a
     ``.onnx`` file (an :class:`~counterplan.planning.onnx_model.OnnxModel`, already a model adapter:
-    callers name its output with ``renamed``), or a scorecard's points table from a
+    named after the target by :func:`~counterplan.planning.model_protocol.bind_target`, or a
+    card's outputs by ``renamed``), or a scorecard's points table from a
     ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
 
     Parameters

@@ -1,0 +1,116 @@
+"""The OIP over gRPC, with grpcio (a dependency of counterplan already; imported on first use).
+
+Calls go through ``channel.unary_unary`` with the messages of
+:mod:`counterplan.planning.remote.oip_grpc` (a private descriptor pool: no clash with kserve's
+stubs). Every call has a deadline (the adapter's timeout). The channel is opened on the first
+call, shared by threads (gRPC channels are thread-safe) and never pickled.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from counterplan.planning.errors import one_line
+from counterplan.planning.remote import oip_grpc
+from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
+from counterplan.planning.remote.transport import (
+    CallTimeoutError,
+    ModelRaisedError,
+    NotFoundError,
+    RefusedError,
+    TransientError,
+)
+from counterplan.planning.remote.url import ModelAddress
+
+if TYPE_CHECKING:
+    import grpc
+
+MAX_MESSAGE = 256 * 1024 * 1024
+"""The largest message sent or received (gRPC's default receive limit is 4 MB)."""
+
+
+class GrpcTransport:
+    """One served model over gRPC (``inference.GRPCInferenceService``)."""
+
+    def __init__(self, address: ModelAddress, timeout: float, headers: dict[str, str] | None = None) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.headers = tuple((k.lower(), v) for k, v in (headers or {}).items())
+        self._channel: grpc.Channel | None = None
+        self._calls: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_channel"] = None
+        state["_calls"] = {}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _call(self, method: str) -> Any:
+        """The channel's callable of ``method``, the channel opened on first use."""
+        with self._lock:
+            if self._channel is None:
+                import grpc  # noqa: PLC0415
+
+                options = [
+                    ("grpc.max_send_message_length", MAX_MESSAGE),
+                    ("grpc.max_receive_message_length", MAX_MESSAGE),
+                ]
+                target = self.address.base_url
+                self._channel = (
+                    grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
+                    if self.address.tls
+                    else grpc.insecure_channel(target, options)
+                )
+            if method not in self._calls:
+                serialize, parse = oip_grpc.codecs(method)
+                self._calls[method] = self._channel.unary_unary(
+                    oip_grpc.SERVICE + method, request_serializer=serialize, response_deserializer=parse
+                )
+            return self._calls[method]
+
+    def close(self) -> None:
+        """Close the channel (a later call opens a new one)."""
+        with self._lock:
+            channel, self._channel, self._calls = self._channel, None, {}
+        if channel is not None:
+            channel.close()
+
+    def metadata(self) -> ModelMetadata:
+        """``ModelMetadata``."""
+        message = oip_grpc.metadata_request(self.address.model_name, self.address.version)
+        return oip_grpc.read_metadata(self._send("ModelMetadata", message))
+
+    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
+        """``ModelInfer``."""
+        message = oip_grpc.infer_request(request, self.address.model_name, self.address.version)
+        return oip_grpc.read_outputs(self._send("ModelInfer", message))
+
+    def _send(self, method: str, message: Any) -> Any:
+        import grpc  # noqa: PLC0415
+
+        call = self._call(method)
+        try:
+            return call(message, timeout=self.timeout, metadata=self.headers or None)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            details = one_line((exc.details() if isinstance(exc, grpc.Call) else None) or str(code))
+            line = f"gRPC {code.name}: {details}"
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise TransientError(line) from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise CallTimeoutError(f"no answer within the deadline of {self.timeout:g} s") from None
+            if code == grpc.StatusCode.NOT_FOUND:
+                raise NotFoundError(line) from None
+            if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+                raise ModelRaisedError(line) from None
+            raise RefusedError(line) from None
+
+
+__all__ = ["GrpcTransport"]

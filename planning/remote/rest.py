@@ -1,0 +1,133 @@
+"""The OIP over REST, with httpx (the ``remote`` extra, imported on first use).
+
+One keep-alive client per transport, opened on the first call and never pickled (a copy sent to
+a batch worker or a Ray task opens its own); httpx's client is safe to share between threads.
+Every call has a connect and a read timeout: a server that accepts and never answers fails
+after the read timeout, never hangs.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from counterplan.planning.errors import ModelAdapterError, one_line
+from counterplan.planning.remote.oip import (
+    InferRequest,
+    ModelMetadata,
+    ProtocolFormError,
+    Tensor,
+    metadata_from_json,
+    outputs_from_json,
+    request_json,
+)
+from counterplan.planning.remote.transport import (
+    CallTimeoutError,
+    ModelRaisedError,
+    NotFoundError,
+    RefusedError,
+    TransientError,
+    body_line,
+)
+from counterplan.planning.remote.url import ModelAddress
+
+if TYPE_CHECKING:
+    import httpx
+
+TRANSIENT_STATUS = frozenset({502, 503, 504})
+
+
+class RestTransport:
+    """One served model over REST (``/v2/models/NAME[/versions/V]``)."""
+
+    def __init__(
+        self,
+        address: ModelAddress,
+        timeout: float,
+        connect_timeout: float,
+        headers: dict[str, str] | None = None,
+        verify: bool | str = True,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.headers = dict(headers or {})
+        self.verify = verify
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def client(self) -> httpx.Client:
+        """The keep-alive client, opened on first use."""
+        with self._lock:
+            if self._client is None:
+                try:
+                    import httpx  # noqa: PLC0415 - the remote extra, loaded when a served model is called
+                except ImportError:
+                    raise ModelAdapterError(
+                        "protocol", "a REST model needs httpx: pip install 'counterplan[remote]'"
+                    ) from None
+                self._client = httpx.Client(
+                    base_url=self.address.base_url,
+                    headers=self.headers,
+                    timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+                    verify=self.verify,
+                    follow_redirects=False,
+                )
+            return self._client
+
+    def close(self) -> None:
+        """Close the client (a later call opens a new one)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def metadata(self) -> ModelMetadata:
+        """``GET /v2/models/NAME[/versions/V]``."""
+        return metadata_from_json(self._call("GET", self.address.model_path, None))
+
+    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
+        """``POST .../infer``."""
+        return outputs_from_json(self._call("POST", self.address.model_path + "/infer", request_json(request)))
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        import httpx  # noqa: PLC0415
+
+        client = self.client()
+        try:
+            response = client.request(method, path, json=body)
+        except httpx.TimeoutException as exc:
+            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
+            limit = self.connect_timeout if kind == "connect" else self.timeout
+            raise CallTimeoutError(f"no answer within the {kind} timeout of {limit:g} s") from None
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise TransientError(f"cannot reach the server: {one_line(str(exc) or type(exc).__name__)}") from None
+        except httpx.HTTPError as exc:
+            raise RefusedError(one_line(f"{type(exc).__name__}: {exc}")) from None
+        status = response.status_code
+        if status == 200:
+            try:
+                return response.json()
+            except ValueError:
+                raise ProtocolFormError("the answer is not JSON") from None
+        line = body_line(response.text)
+        if status == 404:
+            raise NotFoundError(f"HTTP 404: {line}")
+        if status in TRANSIENT_STATUS:
+            raise TransientError(f"HTTP {status}: {line}")
+        if status == 500:
+            raise ModelRaisedError(f"HTTP 500: {line}")
+        raise RefusedError(f"HTTP {status}: {line}")
+
+
+__all__ = ["RestTransport"]

@@ -1,0 +1,132 @@
+"""What a transport does (metadata, infer), how its failures are told apart, and the retries.
+
+A transport (REST: :mod:`counterplan.planning.remote.rest`; gRPC:
+:mod:`counterplan.planning.remote.grpc_transport`) raises one of the :class:`TransportError`
+kinds below, each with a one-line text; the adapter turns them into counterplan's errors. Only
+a :class:`TransientError` failure is retried (refused or reset connections, HTTP 502/503/504, gRPC
+UNAVAILABLE): a timeout is not (the caller's time is already spent), nor a refusal (400, 404,
+422) or the model's own exception (500, gRPC INTERNAL), which would fail the same way again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from counterplan.planning.errors import one_line
+from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
+
+T = TypeVar("T")
+BODY_CHARS = 65_536
+"""An error body is read by at most its last this many characters."""
+
+
+class TransportError(Exception):
+    """A call to the server failed; the text is one line."""
+
+
+class TransientError(TransportError):
+    """The server could not be reached or was briefly unavailable: worth another try."""
+
+
+class CallTimeoutError(TransportError):
+    """The server did not answer within the timeout."""
+
+
+class NotFoundError(TransportError):
+    """The server does not know the model (or version)."""
+
+
+class RefusedError(TransportError):
+    """The server refused the request (a 4xx other than 404, or another status)."""
+
+
+class ModelRaisedError(TransportError):
+    """The model raised on the request (HTTP 500, gRPC INTERNAL)."""
+
+
+class Transport(Protocol):
+    """One served model over one protocol."""
+
+    def metadata(self) -> ModelMetadata:
+        """The model's metadata."""
+        ...
+
+    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
+        """The answer's output tensors."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (a later call opens a new one)."""
+        ...
+
+
+class RetryPolicy(BaseModel):
+    """Retries of transient failures: at most ``attempts`` calls, waiting ``backoff`` seconds
+    after the first failure and twice as long after each next (at most ``max_wait``), and no
+    wait that would end after ``budget`` seconds from the first call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempts: int = Field(4, ge=1, le=20)
+    backoff: float = Field(0.1, ge=0.0, le=60.0)
+    max_wait: float = Field(2.0, ge=0.0, le=600.0)
+    budget: float = Field(10.0, ge=0.0, le=3600.0)
+
+
+def with_retries(
+    call: Callable[[], T],
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``call()``, again after a :class:`TransientError` failure as ``policy`` allows; the last
+    failure says how many attempts were made."""
+    start = clock()
+    wait = policy.backoff
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except TransientError as exc:
+            if attempt >= policy.attempts or clock() - start + wait > policy.budget:
+                raise TransientError(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from None
+        sleep(wait)
+        wait = min(wait * 2.0, policy.max_wait)
+        attempt += 1
+
+
+def body_line(text: str) -> str:
+    """One line of an error body: a JSON body's ``error`` (MLServer, KServe) or ``detail``
+    (FastAPI), else the body's last non-blank line (a Python traceback ends with the exception)."""
+    if len(text) > BODY_CHARS:  # the end of a long body: where a traceback says what was raised
+        text = text[-BODY_CHARS:]
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            if key in body:
+                value = body[key]
+                return one_line(value if isinstance(value, str) else json.dumps(value))
+    lines = [line for line in text.splitlines() if line.strip()]
+    return one_line(lines[-1] if lines else "(empty body)")
+
+
+__all__ = [
+    "CallTimeoutError",
+    "ModelRaisedError",
+    "NotFoundError",
+    "RefusedError",
+    "RetryPolicy",
+    "TransientError",
+    "Transport",
+    "TransportError",
+    "body_line",
+    "with_retries",
+]

@@ -1,0 +1,175 @@
+"""The one parser of a served model's address (the command line, model cards and the KServe runtime
+read addresses through it too).
+
+Two forms, the Open Inference Protocol's own paths:
+
+- ``http(s)://HOST:PORT/v2/models/NAME[/versions/VERSION]``: REST; the base URL is everything
+  before ``/v2``, so a server behind a path prefix (``https://gw/ns/pred/v2/models/NAME``) works.
+- ``grpc(s)://HOST:PORT/NAME[/versions/VERSION]``: gRPC (``grpcs``: with TLS).
+
+A bare ``http://HOST:PORT`` (no model path) is accepted when the model's name is given apart
+(``RemoteModel("http://h:8080", model_name="m")``), as KServe gives a predictor's host.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from counterplan.planning.errors import ModelAdapterError, echo
+
+Protocol = Literal["rest", "grpc"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_SCHEMES: dict[str, tuple[Protocol, bool]] = {
+    "http": ("rest", False),
+    "https": ("rest", True),
+    "grpc": ("grpc", False),
+    "grpcs": ("grpc", True),
+}
+
+
+class ModelAddressError(ModelAdapterError):
+    """A served model's address cannot be read (names the address and what is wrong)."""
+
+    def __init__(self, address: str, problem: str) -> None:
+        super().__init__(address, problem + f"; expected {FORMS}")
+
+
+FORMS = "http(s)://HOST:PORT/v2/models/NAME[/versions/V] or grpc(s)://HOST:PORT/NAME[/versions/V]"
+"""The accepted forms, as every error and help text states them."""
+
+
+class ModelAddress(BaseModel):
+    """A served model's address, read: where, which model, which version, over what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    protocol: Protocol
+    tls: bool
+    host: str
+    port: int
+    prefix: str = ""
+    """A REST path before ``/v2`` (a gateway's route), without a trailing slash."""
+    model_name: str
+    version: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http(s)://HOST:PORT[/prefix]`` for REST, ``HOST:PORT`` (the gRPC target) for gRPC."""
+        if self.protocol == "grpc":
+            return f"{_host(self.host)}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{_host(self.host)}:{self.port}{self.prefix}"
+
+    @property
+    def model_path(self) -> str:
+        """The REST path of the model's metadata: ``/v2/models/NAME[/versions/V]``."""
+        path = f"/v2/models/{self.model_name}"
+        return path + (f"/versions/{self.version}" if self.version else "")
+
+    def __str__(self) -> str:
+        if self.protocol == "rest":
+            return self.base_url + self.model_path
+        scheme = "grpcs" if self.tls else "grpc"
+        return f"{scheme}://{self.base_url}/{self.model_name}" + (f"/versions/{self.version}" if self.version else "")
+
+
+def parse_model_address(
+    address: str,
+    model_name: str | None = None,
+    version: str | None = None,
+    protocol: Protocol | None = None,
+) -> ModelAddress:
+    """Read ``address``; ``model_name`` and ``version`` complete an address without them (or must
+    agree with it), ``protocol`` must agree with the scheme. Raises :class:`ModelAddressError`."""
+    if not isinstance(address, str) or not address.strip():
+        raise ModelAddressError(echo(address), "give the served model's address")
+    text = address.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ModelAddressError(text, str(exc)) from None
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        raise ModelAddressError(text, f"unknown scheme {scheme or '(none)'!r}")
+    kind, tls = _SCHEMES[scheme]
+    if protocol is not None and protocol != kind:
+        raise ModelAddressError(text, f"the scheme {scheme!r} is {kind}, but protocol {protocol!r} was asked")
+    port = _checked_port(
+        text, scheme, parts.hostname, port, bool(parts.query or parts.fragment or parts.netloc.count("@"))
+    )
+    prefix, name, found_version = _path(text, kind, parts.path)
+    name = _agree(text, "model name", name, model_name)
+    if name is None:
+        raise ModelAddressError(text, "no model name (give it in the address or as model_name)")
+    found_version = _agree(text, "version", found_version, version)
+    for label, value in (("model name", name), ("version", found_version)):
+        if value is not None and not _NAME.match(value):
+            raise ModelAddressError(text, f"bad {label} {echo(value)}: letters, digits, '_', '.', '-' only")
+    return ModelAddress(
+        protocol=kind,
+        tls=tls,
+        host=str(parts.hostname),
+        port=port,
+        prefix=prefix,
+        model_name=name,
+        version=found_version,
+    )
+
+
+def _checked_port(text: str, scheme: str, host: str | None, port: int | None, extra: bool) -> int:
+    """The address's port (80 or 443 by default for REST); refuses a missing host, a query, a
+    fragment or credentials."""
+    if not host:
+        raise ModelAddressError(text, "no host")
+    if extra:
+        raise ModelAddressError(text, "no query, fragment or credentials are allowed (give headers apart)")
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+        if port is None:
+            raise ModelAddressError(text, "a gRPC address needs its port")
+    return port
+
+
+def _path(text: str, kind: Protocol, path: str) -> tuple[str, str | None, str | None]:
+    """The REST prefix, the model name and the version read from the address's path."""
+    path = path.rstrip("/")
+    if kind == "grpc":
+        segments = [s for s in path.split("/") if s]
+        if not segments:
+            return "", None, None
+        if len(segments) == 1:
+            return "", segments[0], None
+        if len(segments) == 3 and segments[1] == "versions":
+            return "", segments[0], segments[2]
+        raise ModelAddressError(text, f"bad gRPC path {echo(path)}")
+    if "/v2" not in path + "/":
+        if path:
+            raise ModelAddressError(text, f"the path {echo(path)} has no /v2/models/NAME")
+        return "", None, None
+    prefix, _, rest = path.partition("/v2")
+    segments = [s for s in rest.split("/") if s]
+    if not segments:
+        return prefix, None, None
+    if segments[0] == "models" and len(segments) == 2:
+        return prefix, segments[1], None
+    if segments[0] == "models" and len(segments) == 4 and segments[2] == "versions":
+        return prefix, segments[1], segments[3]
+    raise ModelAddressError(text, f"bad REST path {echo(path)}")
+
+
+def _agree(text: str, label: str, found: str | None, given: str | None) -> str | None:
+    if given is not None and found is not None and given != found:
+        raise ModelAddressError(text, f"the address names {label} {found!r}, but {given!r} was given")
+    return found if found is not None else given
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+__all__ = ["FORMS", "ModelAddress", "ModelAddressError", "Protocol", "parse_model_address"]

@@ -1,0 +1,302 @@
+"""The served-model adapter's parts without a server: addresses, requests, answers, retries."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from counterplan import CallableAdapter, Explainer, OutputSpec
+from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.remote import RemoteModel, oip_grpc
+from counterplan.planning.remote.oip import (
+    InferRequest,
+    ModelMetadata,
+    ProtocolFormError,
+    Tensor,
+    TensorMeta,
+    metadata_from_json,
+    outputs_from_json,
+    request_json,
+)
+from counterplan.planning.remote.tensors import (
+    LayoutError,
+    build_request,
+    choose_layout,
+    probabilities,
+    read_output,
+    split_request,
+)
+from counterplan.planning.remote.transport import (
+    RetryPolicy,
+    TransientError,
+    body_line,
+    with_retries,
+)
+from counterplan.planning.remote.url import ModelAddressError, parse_model_address
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("url", "protocol", "base", "name", "version"),
+    [
+        ("http://h:8080/v2/models/pipe", "rest", "http://h:8080", "pipe", None),
+        ("https://gw.example/ns/p/v2/models/m-1/versions/v2/", "rest", "https://gw.example:443/ns/p", "m-1", "v2"),
+        ("grpc://127.0.0.1:8081/pipe", "grpc", "127.0.0.1:8081", "pipe", None),
+        ("grpcs://h:443/m.x/versions/3", "grpc", "h:443", "m.x", "3"),
+        ("http://[::1]:9000/v2/models/m", "rest", "http://[::1]:9000", "m", None),
+    ],
+)
+def test_addresses_are_read(url: str, protocol: str, base: str, name: str, version: str | None) -> None:
+    address = parse_model_address(url)
+    assert (address.protocol, address.base_url, address.model_name, address.version) == (protocol, base, name, version)
+    assert parse_model_address(str(address)) == address
+
+
+def test_a_bare_host_takes_the_model_name_apart() -> None:
+    address = parse_model_address("http://pred.ns:80", model_name="m", version="1")
+    assert str(address) == "http://pred.ns:80/v2/models/m/versions/1"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("ftp://h:1/v2/models/m", "unknown scheme 'ftp'"),
+        ("h:8080/v2/models/m", "unknown scheme"),
+        ("grpc://h/m", "needs its port"),
+        ("http://h:8080/v1/models/m:predict", "has no /v2/models/NAME"),
+        ("http://h:8080/v2/models/a/b", "bad REST path"),
+        ("http://h:8080/v2/models/m?x=1", "no query"),
+        ("http://u:p@h:8080/v2/models/m", "credentials"),
+        ("http://h:8080", "no model name"),
+        ("http://h:99999/v2/models/m", "out of range"),
+        ("grpc://h:1/a/b", "bad gRPC path"),
+        ("http://h:1/v2/models/m%20x", "bad model name"),
+        ("", "give the served model's address"),
+    ],
+)
+def test_bad_addresses_are_refused_in_one_line(url: str, problem: str) -> None:
+    with pytest.raises(ModelAddressError, match=problem) as info:
+        parse_model_address(url)
+    assert "\n" not in str(info.value) and "http(s)://HOST:PORT/v2/models/NAME" in str(info.value)
+
+
+def test_given_names_and_protocols_must_agree_with_the_address() -> None:
+    with pytest.raises(ModelAddressError, match="names model name 'a', but 'b'"):
+        parse_model_address("grpc://h:1/a", model_name="b")
+    with pytest.raises(ModelAddressError, match="is grpc, but protocol 'rest'"):
+        parse_model_address("grpc://h:1/a", protocol="rest")
+
+
+@pytest.fixture(scope="module")
+def space() -> object:
+    data = pd.DataFrame(
+        {
+            "income": [10.5, 20.25, 30.0, 40.0],
+            "age": [30, 40, 50, 60],
+            "home": ["own", "rent", "own", "mortgage"],
+            "flag": [True, False, True, False],
+            "y": [0, 1, 0, 1],
+        }
+    )
+    never_called = CallableAdapter(lambda X: X, [OutputSpec("y", (0, 1))])
+    return Explainer(never_called, data, target="y", check=False).problem(0).space
+
+
+def test_the_columns_layout_sends_each_feature_as_its_own_datatype(space: object) -> None:
+    X = np.array([[10.5, 30.0, 0.0, 1.0], [20.25, 40.0, 1.0, 0.0]])
+    request = build_request(X, space, "columns", ModelMetadata("m"), ("predict_proba",))  # type: ignore[arg-type]
+    body = request_json(request)
+    assert body["parameters"] == {"content_type": "pd"} and body["outputs"] == [{"name": "predict_proba"}]
+    inputs = {i["name"]: i for i in body["inputs"]}
+    assert inputs["income"] == {"name": "income", "datatype": "FP64", "shape": [2], "data": [10.5, 20.25]}
+    assert inputs["age"]["datatype"] == "INT64" and inputs["age"]["data"] == [30, 40]
+    assert inputs["flag"]["datatype"] == "BOOL" and inputs["flag"]["data"] == [True, False]
+    home = inputs["home"]
+    assert home["datatype"] == "BYTES" and home["parameters"] == {"content_type": "str"}
+    assert set(home["data"]) <= {"own", "rent", "mortgage"} and len(home["data"]) == 2
+
+
+def test_declared_inputs_set_the_order_datatypes_and_shapes(space: object) -> None:
+    declared = ModelMetadata(
+        "m",
+        inputs=(TensorMeta("age", "FP32", (-1, 1)), TensorMeta("income", "FP64", (-1,))),
+        parameters={"content_type": "pd"},
+    )
+    X = np.array([[10.5, 30.0, 0.0, 1.0]])
+    request = build_request(X, space, choose_layout(declared), declared, ())  # type: ignore[arg-type]
+    assert [(t.name, t.datatype, t.shape) for t in request.inputs] == [
+        ("age", "FP32", (1, 1)),
+        ("income", "FP64", (1,)),
+    ]
+    unknown = ModelMetadata("m", inputs=(TensorMeta("nope", "FP64", (-1,)), TensorMeta("age", "FP64", (-1,))))
+    with pytest.raises(LayoutError, match=r"declares inputs \['nope'\]"):
+        build_request(X, space, "columns", unknown, ())  # type: ignore[arg-type]
+
+
+def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
+    X = np.arange(8.0).reshape(2, 4)
+    request = build_request(X, space, "tensor", ModelMetadata("m"), ())  # type: ignore[arg-type]
+    assert request_json(request)["inputs"] == [
+        {"name": "input-0", "datatype": "FP64", "shape": [2, 4], "data": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]}
+    ]
+    narrow = ModelMetadata("m", inputs=(TensorMeta("x", "FP32", (-1, 3)),))
+    with pytest.raises(LayoutError, match="has 3 columns; there are 4 features"):
+        build_request(X, space, "tensor", narrow, ())  # type: ignore[arg-type]
+
+
+def test_a_missing_number_is_sent_as_null_over_rest() -> None:
+    tensor = Tensor("x", "FP64", (3,), np.array([1.0, np.nan, np.inf]))
+    assert request_json(InferRequest((tensor,)))["inputs"][0]["data"] == [1.0, None, None]
+    with pytest.raises(ModelAdapterError, match="do not sort"):
+        RemoteModel("grpc://h:1/m").for_target("y", np.array([1, "a"], dtype=object))
+
+
+def test_the_layout_follows_the_metadata() -> None:
+    assert choose_layout(ModelMetadata("m")) == "tensor"
+    assert choose_layout(ModelMetadata("m", parameters={"content_type": "pd"})) == "columns"
+    two = (TensorMeta("a", "FP64", (-1,)), TensorMeta("b", "BYTES", (-1,)))
+    assert choose_layout(ModelMetadata("m", inputs=two)) == "columns"
+    assert choose_layout(ModelMetadata("m", inputs=two[:1])) == "tensor"
+
+
+def test_a_request_splits_by_rows_and_bytes_in_order() -> None:
+    data = np.arange(20.0)
+    request = InferRequest((Tensor("x", "FP64", (10, 2), data),), ("p",), {"content_type": "pd"})
+    parts = list(split_request(request, max_rows=4, max_bytes=10**9))
+    assert [p.rows for p in parts] == [4, 4, 2]
+    assert np.concatenate([p.inputs[0].data for p in parts]).tolist() == data.tolist()
+    assert all(p.outputs == ("p",) and p.parameters == {"content_type": "pd"} for p in parts)
+    assert [p.rows for p in split_request(request, max_rows=100, max_bytes=48 * 3)] == [3, 3, 3, 1]
+    assert [p.rows for p in split_request(request, max_rows=100, max_bytes=1)] == [1] * 10
+
+
+def test_answers_are_reshaped_and_checked() -> None:
+    body = {
+        "outputs": [
+            {"name": "predict", "datatype": "BYTES", "shape": [2, 1], "data": ["a", "b"]},
+            {"name": "predict_proba", "datatype": "FP64", "shape": [2, 2], "data": [0.1, 0.9, 0.8, 0.2]},
+        ]
+    }
+    outputs = outputs_from_json(body)
+    proba = probabilities(read_output(outputs, "predict_proba", 2), 2, "predict_proba")
+    np.testing.assert_array_equal(proba, [[0.1, 0.9], [0.8, 0.2]])
+    with pytest.raises(LayoutError, match="for 3 rows"):
+        read_output(outputs, "predict_proba", 3)
+    with pytest.raises(LayoutError, match="no output 'x'"):
+        read_output(outputs, "x", 2)
+    with pytest.raises(LayoutError, match="not probabilities"):
+        probabilities(read_output(outputs, "predict", 2), 2, "predict")
+    bad = {"outputs": [{"name": "p", "datatype": "FP64", "shape": [2, 2], "data": [0.1, 0.9, 0.8]}]}
+    with pytest.raises(ProtocolFormError, match="3 values for shape"):
+        outputs_from_json(bad)[0].array()
+    with pytest.raises(ProtocolFormError, match="no outputs"):
+        outputs_from_json({"outputs": []})
+
+
+def test_metadata_is_read_from_json() -> None:
+    metadata = metadata_from_json(
+        {
+            "name": "pipe",
+            "inputs": [{"name": "income", "datatype": "fp64", "shape": [-1]}],
+            "outputs": [{"name": "predict_proba", "datatype": "FP64", "shape": [-1, 2]}],
+            "parameters": {"content_type": "pd", "n": 3},
+        }
+    )
+    assert metadata.inputs == (TensorMeta("income", "FP64", (-1,)),)
+    assert metadata.parameters == {"content_type": "pd"}
+
+
+def test_grpc_messages_carry_typed_and_raw_contents() -> None:
+    request = InferRequest(
+        (
+            Tensor("home", "BYTES", (2,), np.array(["own", "rent"], dtype=object), {"content_type": "str"}),
+            Tensor("x", "FP64", (2, 1), np.array([1.5, 2.5])),
+        ),
+        ("predict_proba",),
+        {"content_type": "pd"},
+    )
+    message = oip_grpc.infer_request(request, "m", "v1")
+    assert message.model_version == "v1" and message.parameters["content_type"].string_param == "pd"
+    assert list(message.inputs[0].contents.bytes_contents) == [b"own", b"rent"]
+    assert list(message.inputs[1].contents.fp64_contents) == [1.5, 2.5]
+    _, parse = oip_grpc.codecs("ModelInfer")
+    response = parse(b"")
+    response.outputs.add(name="p", datatype="FP64", shape=[2, 2])
+    response.outputs.add(name="label", datatype="BYTES", shape=[2])
+    response.raw_output_contents.append(np.array([0.1, 0.9, 0.7, 0.3], dtype="<f8").tobytes())
+    response.raw_output_contents.append(b"".join(struct.pack("<I", len(s)) + s for s in (b"no", b"yes")))
+    outputs = oip_grpc.read_outputs(response)
+    np.testing.assert_array_equal(outputs[0].array(), [[0.1, 0.9], [0.7, 0.3]])
+    assert outputs[1].data.tolist() == ["no", "yes"]
+
+
+def test_the_grpc_messages_stay_out_of_the_default_descriptor_pool() -> None:
+    """kserve's and MLServer's stubs register ``inference.*`` there; a second copy would not load."""
+    from google.protobuf import descriptor_pool
+
+    oip_grpc.codecs("ModelInfer")
+    with pytest.raises(KeyError):
+        descriptor_pool.Default().FindMessageTypeByName("inference.ModelInferRequest")
+
+
+def test_the_committed_descriptor_is_what_the_tool_generates(tmp_path: Path) -> None:
+    out = tmp_path / "d.py"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "generate_oip_descriptor.py"), str(out)], check=True, cwd=ROOT)
+    committed = ROOT / "planning" / "remote" / "_oip_descriptor.py"
+    assert out.read_text() == committed.read_text(), "stale: run tools/generate_oip_descriptor.py"
+
+
+def test_retries_wait_longer_each_time_within_the_budget() -> None:
+    waits: list[float] = []
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    def failing() -> int:
+        raise TransientError("refused")
+
+    policy = RetryPolicy(attempts=10, backoff=0.5, max_wait=3.0, budget=8.0)
+    with pytest.raises(TransientError, match=r"refused \(after 5 attempts\)"):
+        with_retries(failing, policy, sleep=sleep, clock=lambda: now[0])
+    assert waits == [0.5, 1.0, 2.0, 3.0]  # the next 3.0 would end after the 8 s budget
+    answers = iter([TransientError("x"), 7])
+
+    def flaky() -> int:
+        value = next(answers)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    assert with_retries(flaky, policy, sleep=sleep, clock=lambda: now[0]) == 7
+
+
+def test_error_bodies_become_one_line() -> None:
+    assert body_line('{"error": "Model nope not found"}') == "Model nope not found"
+    assert body_line('{"detail": [{"type": "json_invalid"}]}') == '[{"type": "json_invalid"}]'
+    assert body_line("Traceback\n  File x\nValueError: bad\n\n") == "ValueError: bad"
+    assert len(body_line("x" * 10**6)) <= 300
+
+
+def test_a_remote_model_pickles_without_a_connection_and_binds_a_target() -> None:
+    model = RemoteModel("http://127.0.0.1:1/v2/models/m", headers={"Authorization": "Bearer t"})
+    bound = model.for_target("approved", np.array(["yes", "no", "yes"]))
+    assert bound.outputs == (OutputSpec("approved", ("no", "yes")),) and model.output is None
+    copy = pickle.loads(pickle.dumps(bound))
+    assert copy.outputs == bound.outputs and copy.transport.headers == {"Authorization": "Bearer t"}  # type: ignore[attr-defined]
+    assert RemoteModel("grpc://h:1/m", classes=["a", "b"]).outputs[0].classes == ("a", "b")
+    regressor = RemoteModel("grpc://h:1/m", task="regression").for_target("price", np.array([1.0, 2.0]))
+    assert regressor.outputs == (OutputSpec("price"),)
+    with pytest.raises(ModelAdapterError, match="two distinct class names"):
+        RemoteModel("grpc://h:1/m", classes=["a", "a"])
+    with pytest.raises(ModelAdapterError, match="timeout"):
+        RemoteModel("grpc://h:1/m", timeout=0)

@@ -1,0 +1,129 @@
+"""RemoteModel against servers that are down, silent or failing: one-line errors, retries only
+on transient failures, never a hang."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from counterplan import CallableAdapter, Explainer, OutputSpec
+from counterplan.planning.errors import RemoteInferenceError, RemoteModelError
+from counterplan.planning.remote import RemoteModel
+from counterplan.planning.remote.transport import RetryPolicy
+from tests.serving.fake_oip import Script, answer, closed_port, scripted_server, silent_socket
+
+pytestmark = pytest.mark.integration
+
+QUICK_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_wait=0.02)
+NEVER = 30.0
+"""A call that does not fail within this many seconds counts as hanging (the timeouts are 0.5 s)."""
+
+
+@pytest.fixture(scope="module")
+def space_and_rows() -> tuple[object, np.ndarray]:
+    data = pd.DataFrame({"x": np.linspace(0.0, 1.0, 20), "z": np.arange(20) % 3, "y": [0, 1] * 10})
+    never_called = CallableAdapter(lambda X: X, [OutputSpec("y", (0, 1))])
+    explainer = Explainer(never_called, data, target="y", check=False)
+    space = explainer.problem(0).space
+    return space, np.stack([explainer.problem(i).space.original for i in range(5)])
+
+
+def model(url: str, **options: object) -> RemoteModel:
+    return RemoteModel(url, classes=[0, 1], retry=QUICK_RETRY, timeout=0.5, **options)  # type: ignore[arg-type]
+
+
+def test_transient_statuses_are_retried_until_an_answer(space_and_rows: tuple[object, np.ndarray]) -> None:
+    space, X = space_and_rows
+    script = Script([(503, {"error": "loading"}), (503, {"error": "loading"}), (200, None)])
+    with scripted_server(script) as base:
+        answer_ = model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert script.infer_calls == 3
+    np.testing.assert_array_equal(answer_["prediction"], [[0.75, 0.25]] * 5)
+
+
+def test_transient_statuses_give_up_after_the_attempts(space_and_rows: tuple[object, np.ndarray]) -> None:
+    space, X = space_and_rows
+    script = Script([(502, "Bad Gateway")])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError, match=r"HTTP 502.*after 3 attempts"):
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert script.infer_calls == 3
+
+
+def test_a_model_exception_is_not_retried_and_reads_as_one_line(space_and_rows: tuple[object, np.ndarray]) -> None:
+    space, X = space_and_rows
+    traceback = "Traceback (most recent call last):\n  File 'x.py'\n" * 5000 + "ValueError: X has 3 features\n"
+    script = Script([(500, traceback)])
+    with scripted_server(script) as base, pytest.raises(RemoteInferenceError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert script.infer_calls == 1
+    message = str(info.value)
+    assert "\n" not in message and "HTTP 500: ValueError: X has 3 features (no inputs declared" in message
+    assert len(message) < 500
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_refusals_are_not_retried(space_and_rows: tuple[object, np.ndarray], status: int) -> None:
+    space, X = space_and_rows
+    script = Script([(status, {"error": "no " * 10_000})])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert script.infer_calls == 1
+    assert f"HTTP {status}" in str(info.value) and len(str(info.value)) < 1100
+
+
+def test_a_nan_answer_comes_back_as_nan(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """The calculator counts a row with a non-finite output as failed, as for a local model."""
+    space, X = space_and_rows
+    with scripted_server(Script([(200, answer(5, "NaN"))])) as base:
+        proba = model(f"{base}/v2/models/m").predict(X, space)["prediction"]  # type: ignore[arg-type]
+    assert proba.shape == (5, 2) and np.isnan(proba).all()
+
+
+def test_a_wrong_number_of_rows_is_refused(space_and_rows: tuple[object, np.ndarray]) -> None:
+    space, X = space_and_rows
+    with scripted_server(Script([(200, answer(4))])) as base, pytest.raises(RemoteModelError, match="for 5 rows"):
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_server_that_is_down_fails_at_once(space_and_rows: tuple[object, np.ndarray], scheme: str) -> None:
+    space, X = space_and_rows
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/v2/models/m" if scheme == "http" else f"grpc://127.0.0.1:{port}/m"
+    started = time.monotonic()
+    with pytest.raises(RemoteModelError, match="after 3 attempts") as info:
+        model(url).predict(X, space)  # type: ignore[arg-type]
+    assert time.monotonic() - started < NEVER and "\n" not in str(info.value)
+    assert str(port) in str(info.value)
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_server_that_never_answers_times_out(space_and_rows: tuple[object, np.ndarray], scheme: str) -> None:
+    space, X = space_and_rows
+    with silent_socket() as port:
+        url = f"http://127.0.0.1:{port}/v2/models/m" if scheme == "http" else f"grpc://127.0.0.1:{port}/m"
+        started = time.monotonic()
+        with pytest.raises(RemoteModelError, match="too slow"):
+            model(url).predict(X, space)  # type: ignore[arg-type]
+        assert time.monotonic() - started < NEVER
+
+
+def test_an_explainer_on_a_server_that_is_down_fails_before_any_search() -> None:
+    data = pd.DataFrame({"x": np.linspace(0.0, 1.0, 20), "y": [0, 1] * 10})
+    down = model(f"http://127.0.0.1:{closed_port()}/v2/models/m")
+    with pytest.raises(RemoteModelError, match="cannot reach the server"):
+        Explainer(down, data, target="y")
+
+
+def test_a_solve_whose_server_goes_down_stops_with_the_one_line_error() -> None:
+    """The first calls work, then every call fails: the solve stops, no bisection."""
+    data = pd.DataFrame({"x": np.linspace(0.0, 1.0, 20), "y": [0, 1] * 10})
+    script = Script([(200, answer(1, 0.25)), (503, "Service Unavailable")])
+    with scripted_server(script) as base:
+        explainer = Explainer(model(f"{base}/v2/models/m"), data, target="y", check=False)
+        with pytest.raises(RemoteModelError, match=r"HTTP 503: Service Unavailable \(after 3 attempts\)"):
+            explainer.explain(0)
+    assert script.infer_calls == 4  # the instance, then one call tried three times
