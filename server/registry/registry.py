@@ -24,6 +24,7 @@ from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.inference import schema_of
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
 from counterplan.planning.profile import FeatureSpec, SchemaProfile
 from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
@@ -217,7 +218,8 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         model = load_model(model_path, trusted_types=card.trusted_types, how_to_trust=CARD_TRUST)
     except LoadError as exc:
         raise RegistryError(f"{path.name}:model_file", exc.problem) from None
-    adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])
+    names = card.outputs if len(card.outputs) > 1 else card.outputs[0]
+    adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
     spec = _card_spec(path, card)
     training = load_csv(data_path) if data_path is not None else None
     config = _card_config(path, card)
