@@ -8,8 +8,8 @@ answer is then put to the exact engine (:mod:`counterplan.solver.exact`), under 
 (the row's own problem, with its domains, immutables, rules, trust region and goal): only a proven
 "infeasible" makes the row ``no_recourse_proven``; a valid answer found there makes it a row with
 recourse after all; anything else (the model cannot be encoded, the proof ran out of time, the
-engine failed) leaves it ``no_recourse_unproven`` with the reason. So a row is never called proven
-because a search failed. The figures are then computed from the rows
+engine failed) leaves it ``no_recourse_unproven`` with the reason (:mod:`counterplan.solver.audit.proofs`,
+on the worker processes too). So a row is never called proven because a search failed. The figures are then computed from the rows
 (:mod:`counterplan.solver.audit.stats`), and with ``retrain=K`` the answers are checked again
 under K refits of the model on bootstrap samples of the training data
 (:mod:`counterplan.solver.audit.robustness`).
@@ -22,7 +22,6 @@ import dataclasses
 import datetime as dt
 import importlib
 import importlib.util
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,8 @@ import numpy as np
 import pandas as pd
 import structlog
 
-from counterplan.planning.errors import ProblemError, one_line
+from counterplan.planning.errors import ProblemError
+from counterplan.solver.audit.proofs import Proof, append_proof, plain, proof_config, prove_rows, read_proofs
 from counterplan.solver.audit.report import AuditReport, AuditSettings, AuditTiming, Robustness
 from counterplan.solver.audit.robustness import retrain_shares
 from counterplan.solver.audit.stats import (
@@ -44,7 +44,7 @@ from counterplan.solver.audit.stats import (
     figures_of,
     group_figures,
 )
-from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, record_of
+from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
@@ -53,12 +53,9 @@ from counterplan.solver.batch.writer import (
     read_existing,
     record_dtypes,
 )
-from counterplan.solver.core.config import MAX_SEED, SolverConfig
-from counterplan.solver.counterfactual import CounterfactualSolver
-from counterplan.solver.engines import EngineChoice, not_encodable
-from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.core.config import MAX_SEED
+from counterplan.solver.engines import EngineChoice
 from counterplan.solver.explainer import Explainer
-from counterplan.solver.result import CounterfactualResult
 
 _log = structlog.get_logger(__name__)
 
@@ -80,19 +77,6 @@ MAX_BOOTSTRAP = 100_000
 MAX_RETRAIN = 1_000
 REASON_COLUMN = "audit_reason"
 """The column of the audit's rows that says why a row without recourse has no proof."""
-
-
-@dataclass(frozen=True)
-class Proof:
-    """What the exact engine said about one row without an answer."""
-
-    row_id: Any
-    outcome: str
-    """``proven`` (infeasible, proven), ``found`` (a valid answer after all) or ``unproven``."""
-    reason: str
-    """For ``unproven``: why (``not encodable: ...``, ``time limit``, ``error: ...``)."""
-    record: dict[str, Any] | None = None
-    """For ``found``: the row's new record (the exact engine's answer)."""
 
 
 @dataclass(frozen=True)
@@ -448,7 +432,7 @@ def _prove_all(
 ) -> tuple[dict[str, Proof], int]:
     """The exact engine's word on each row the search left without an answer (status
     ``not_found``), by row id text, and how many rows this run put to it; an earlier run's
-    proofs are read back from ``proofs.jsonl``."""
+    proofs are read back from ``proofs.jsonl`` (:mod:`counterplan.solver.audit.proofs`)."""
     wanted = [r for r, s in zip(records["row_id"], records["status"].astype(str), strict=True) if s == "not_found"]
     proofs: dict[str, Proof] = {}
     progress = options.progress
@@ -458,104 +442,29 @@ def _prove_all(
     if path is not None and path.exists():
         if not options.resume:
             raise ProblemError("out", f"{str(folder)!r} holds an earlier audit's proofs; resume it or remove them")
-        proofs = _read_proofs(path)
+        proofs = read_proofs(path)
     todo = [r for r in wanted if id_text(r) not in proofs]
     labels = {id_text(label): label for label in frame.index}
-    config = _proof_config(explainer.config, options.prove_seconds)
+    readable = model_rows(explainer, frame)
+    items = [
+        (r, {str(k): v for k, v in readable.loc[labels[id_text(r)]].items()}, row_seed(options.seed, r)) for r in todo
+    ]
     if progress is not None:
         progress("prove", 0, len(todo))
-    readable = model_rows(explainer, frame)
-    for done, row_id in enumerate(todo, start=1):
-        row = {str(k): v for k, v in readable.loc[labels[id_text(row_id)]].items()}
-        proof = prove_row(explainer, row_id, row, row_seed(options.seed, row_id), config)
-        proofs[id_text(row_id)] = proof
+    done = 0
+
+    def keep(proof: Proof) -> None:
+        nonlocal done
+        done += 1
+        proofs[id_text(proof.row_id)] = proof
         if path is not None:
-            _append_proof(path, proof)
+            append_proof(path, proof)
         if progress is not None:
             progress("prove", done, len(todo))
+
+    workers = options.workers if options.ray is None else 1  # on Ray, the proofs run here
+    prove_rows(explainer, items, proof_config(explainer.config, options.prove_seconds), workers=workers, on_proof=keep)
     return proofs, len(todo)
-
-
-def _proof_config(config: SolverConfig, seconds: float | None) -> SolverConfig:
-    """The exact engine alone (the configuration's own exact phase, else the default one), its
-    time limit ``seconds``, under the configuration's termination and seed. No local search
-    first: the bulk search has just failed on these rows, so a warm start would cost the search
-    again and find nothing (on a depth-6 tree, 0.3 s a row against a few milliseconds)."""
-    phase = next((p for p in config.phases if isinstance(p, ExactPhaseConfig)), ExactPhaseConfig())
-    if seconds is not None:
-        phase = phase.model_copy(update={"time_limit_seconds": seconds})
-    return config.model_copy(update={"phases": (phase,)})
-
-
-def prove_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int, config: SolverConfig) -> Proof:
-    """Put one row to the exact engine, under the same problem its search had (the row's own,
-    with its trust region): ``proven`` only when the engine reports the program infeasible and
-    proven so."""
-    started = time.perf_counter()
-    try:
-        problem = explainer.problem(row)
-        why = not_encodable(problem, _backend(config))
-        if why is not None:
-            return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200])
-        result = CounterfactualSolver(problem, config, seed, 1).solve()
-    except Exception as exc:  # a failing model or program: no proof, the audit goes on
-        return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300])
-    if result.valid:
-        return Proof(row_id, "found", "", record_of(row_id, result, seed, time.perf_counter() - started))
-    return Proof(row_id, *_verdict(result))
-
-
-def _backend(config: SolverConfig) -> Any:
-    return next((p.backend for p in config.phases if isinstance(p, ExactPhaseConfig)), "auto")
-
-
-def _verdict(result: CounterfactualResult) -> tuple[str, str]:
-    """``proven`` for a proven infeasible program; else ``unproven`` and why."""
-    exact = result.statistics.exact
-    if exact is not None and exact.status == "infeasible" and exact.proven:
-        return "proven", ""
-    if exact is None:
-        return "unproven", "the exact engine did not run"
-    if result.stopped_early or "limit" in exact.reason.lower() or "limit" in result.statistics.termination_reason:
-        return "unproven", "time limit"
-    detail = f": {one_line(exact.reason)[:200]}" if exact.reason else ""
-    return "unproven", f"exact engine: {exact.status}{detail}"
-
-
-def _append_proof(path: Path, proof: Proof) -> None:
-    line = json.dumps(
-        {
-            "row_id": _plain(proof.row_id),
-            "outcome": proof.outcome,
-            "reason": proof.reason,
-            "record": _plain_record(proof.record),
-        }
-    )
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-        handle.flush()
-
-
-def _read_proofs(path: Path) -> dict[str, Proof]:
-    """The proofs an earlier run wrote; a line a crash tore is ignored (that row is proved again)."""
-    proofs: dict[str, Proof] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        proofs[id_text(item["row_id"])] = Proof(item["row_id"], item["outcome"], item["reason"], item.get("record"))
-    return proofs
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _plain_record(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if record is None else {k: _plain(v) for k, v in record.items()}
 
 
 AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
@@ -614,7 +523,7 @@ def _report(
     bootstrap, confidence = options.bootstrap, options.confidence
     overall = figures_of(view, lambda name: figure_rng(seed, "overall", name), bootstrap, confidence)
     status = view[STATUS].astype(str).to_numpy()
-    ids = [_plain(r) for r in view["row_id"]]
+    ids = [plain(r) for r in view["row_id"]]
 
     def listed(name: str) -> list[Any]:
         return [i for i, s in zip(ids, status, strict=True) if s == name]
@@ -622,7 +531,7 @@ def _report(
     unproven = view[REASON_COLUMN][status == "no_recourse_unproven"].fillna("no proof").astype(str)
     reasons = unproven.map(lambda r: r.split(":")[0]).value_counts().sort_index()
     originals = frame[features].copy()
-    originals.index = [_plain(i) for i in frame.index]
+    originals.index = [plain(i) for i in frame.index]
     return AuditReport(
         recourse_rate=overall.recourse_rate,
         recourse_rate_ci=overall.recourse_rate_ci,
@@ -658,7 +567,7 @@ def _report(
 
 def _with_ids(rows: pd.DataFrame) -> pd.DataFrame:
     out = rows.copy()
-    out["row_id"] = [_plain(r) for r in out["row_id"]]
+    out["row_id"] = [plain(r) for r in out["row_id"]]
     return out
 
 

@@ -302,13 +302,13 @@ def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
 def test_a_row_the_proof_finds_an_answer_for_counts_as_recourse(grid: pd.DataFrame, grid_explainer: Explainer) -> None:
     """The proof is the exact engine alone on the row's own problem: on a row with recourse it
     returns the answer (checked through the model) as the row's new record, never a proof."""
-    from counterplan.solver.audit.audit import _proof_config, prove_row
+    from counterplan.solver.audit.proofs import proof_config, prove_row
 
     row_id = int(grid.index[(grid.c == 2) & (grid.a == 0) & (grid.b == 0)][0])
     row = {str(k): v for k, v in grid.loc[row_id, [*FEATURES, TARGET]].items()}
-    proof = prove_row(grid_explainer, row_id, row, 0, _proof_config(grid_explainer.config, None))
+    proof = prove_row(grid_explainer, row_id, row, 0, proof_config(grid_explainer.config, None))
     assert proof.outcome == "found" and proof.record is not None and proof.record["valid"]
     assert proof.record["cf_a"] + proof.record["cf_b"] >= 5 and proof.record["cf_c"] == 2
     blocked = int(grid.index[(grid.c == 0) & (grid.a == 4)][0])
     row = {str(k): v for k, v in grid.loc[blocked, [*FEATURES, TARGET]].items()}
-    assert prove_row(grid_explainer, blocked, row, 0, _proof_config(grid_explainer.config, None)).outcome == "proven"
+    assert prove_row(grid_explainer, blocked, row, 0, proof_config(grid_explainer.config, None)).outcome == "proven"
