@@ -192,7 +192,7 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     reasons = ", ".join(f"{k}: {v:,}" for k, v in report.unproven_reasons.items())
     timing = report.timing
     for name, value in (
-        ("recourse rate", f"{_percent(report.recourse_rate)} {_interval(report.recourse_rate_ci, percent=True)}"),
+        ("recourse rate", _percent(report.recourse_rate) + _ci(report.recourse_rate_ci, report.confidence)),
         ("with recourse", f"{len(report.with_recourse):,}"),
         ("no recourse, proven", f"{len(report.no_recourse_proven):,}"),
         ("no recourse, unproven", f"{len(report.no_recourse_unproven):,}" + (f" ({reasons})" if reasons else "")),
@@ -216,14 +216,16 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     for column, values in report.groups.items():
         burden = report.burden.get(column)
         table = Table(title=f"By {column}")
-        for name in ("value", "n", "recourse rate", "cost mean", "cost ratio", "no-recourse ratio"):
+        level = f"{report.confidence:.0%} CI"
+        for name in ("value", "n", "recourse rate", level, "cost mean", "cost ratio", "no-recourse ratio"):
             table.add_column(name, justify="left" if name == "value" else "right")
         for value, figures in values.items():
             ratios = burden.values.get(value) if burden is not None else None
             table.add_row(
                 value,
                 f"{figures.n:,}",
-                f"{_percent(figures.recourse_rate)} {_interval(figures.recourse_rate_ci, percent=True)}",
+                _percent(figures.recourse_rate),
+                _interval(figures.recourse_rate_ci, percent=True),
                 _number(figures.cost_mean),
                 _number(ratios.cost_ratio if ratios else None),
                 _number(ratios.no_recourse_ratio if ratios else None),
@@ -242,9 +244,16 @@ def _number(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:,.4g}"
 
 
+def _ci(interval: tuple[float | None, float | None], confidence: float) -> str:
+    """`` (95% CI 50%-63%)``, or nothing without an interval."""
+    text = _interval(interval, percent=True)
+    return f" ({confidence:.0%} CI {text})" if text else ""
+
+
 def _interval(interval: tuple[float | None, float | None], *, percent: bool = False) -> str:
     low, high = interval
     if low is None or high is None:
         return ""
-    show = _percent if percent else _number
-    return f"[{show(low)}, {show(high)}]"
+    if percent:
+        return f"{low:.0%}-{high:.0%}"
+    return f"[{_number(low)}, {_number(high)}]"

@@ -195,6 +195,9 @@ def test_a_failed_search_without_a_proof_is_never_called_proven(grid: pd.DataFra
     assert sorted(report.no_recourse_unproven) == zero
     assert report.unproven_reasons == {"not encodable": 75}
     tree = Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c"])
+    cut = audit(tree, "0:60", prove_seconds=1e-6, bootstrap=0)  # no proof is built in a microsecond
+    assert cut.no_recourse_proven == [] and len(cut.no_recourse_unproven) == 15
+    assert cut.unproven_reasons == {"time limit": 15}
     skipped = audit(tree, "rejected", prove=False, bootstrap=0)
     assert skipped.no_recourse_proven == [] and sorted(skipped.no_recourse_unproven) == zero
     assert skipped.unproven_reasons == {"not asked": 75}
