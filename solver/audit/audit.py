@@ -8,8 +8,9 @@ answer is then put to the exact engine (:mod:`counterplan.solver.exact`), under 
 (the row's own problem, with its domains, immutables, rules, trust region and goal): only a proven
 "infeasible" makes the row ``no_recourse_proven``; a valid answer found there makes it a row with
 recourse after all; anything else (the model cannot be encoded, the proof ran out of time, the
-engine failed) leaves it ``no_recourse_unproven`` with the reason (:mod:`counterplan.solver.audit.proofs`,
-on the worker processes too). So a row is never called proven because a search failed. The figures are then computed from the rows
+engine failed) leaves it ``no_recourse_unproven`` with the reason
+(:mod:`counterplan.solver.audit.proofs`, on the worker processes too). So a row is never called
+proven because a search failed. The figures are then computed from the rows
 (:mod:`counterplan.solver.audit.stats`), and with ``retrain=K`` the answers are checked again
 under K refits of the model on bootstrap samples of the training data
 (:mod:`counterplan.solver.audit.robustness`).
