@@ -27,7 +27,7 @@ from counterplan.server.cli.plan import NOT_FOR_PLANS
 from counterplan.server.cli.problem_flags import problem_spec
 from tests.cli import run_cli
 
-COMMANDS = ("explain", "batch", "plan", "tune")
+COMMANDS = ("explain", "batch", "plan", "tune", "audit")
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -51,7 +51,7 @@ def test_every_command_takes_the_same_question_flags_with_the_same_meaning() -> 
     assert {"--immutable", "--monotone", "--allowed", "--forbid", "--cost", "--goal", "--margin", "--distance"} <= set(
         explain
     )
-    for command in ("batch", "tune"):
+    for command in ("batch", "tune", "audit"):
         assert _question_flags(parsers[command]) == explain, command
     plan = _question_flags(parsers["plan"])
     assert plan == {flag: meaning for flag, meaning in explain.items() if flag not in NOT_FOR_PLANS}
