@@ -56,7 +56,7 @@ def _debt_cut(pipeline: Any) -> float:
     tree = pipeline[-1].tree_
     names = list(pipeline[0].get_feature_names_out())
     cuts = [t for f, t in zip(tree.feature, tree.threshold, strict=True) if f >= 0 and names[f].endswith("debt")]
-    return min(cuts, key=lambda t: abs(t - 30))
+    return float(min(cuts, key=lambda t: abs(t - 30)))
 
 
 def _approved(pipeline: Any, rows: pd.DataFrame, income: pd.Series) -> np.ndarray:
