@@ -16,6 +16,7 @@ from sklearn.tree import DecisionTreeClassifier
 from counterplan.solver.audit.report import AuditRule
 from counterplan.solver.audit.rules import _actions, _rows, find_rules, global_rules
 from counterplan.solver.batch.records import RECORD_COLUMNS
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,7 @@ def credit() -> tuple[Explainer, pd.DataFrame, DecisionTreeClassifier]:
     """Approved when income >= 50 and debt < 30; debt and age are immutable, so a rejected
     applicant with debt < 30 needs more income (at most +40) and one with more debt has no way."""
     rng = np.random.default_rng(3)
-    n = 500
+    n = 300
     data = pd.DataFrame(
         {
             "income": rng.integers(10, 101, n),
@@ -40,7 +41,10 @@ def credit() -> tuple[Explainer, pd.DataFrame, DecisionTreeClassifier]:
         make_column_transformer((OneHotEncoder(), ["home"]), remainder="passthrough"),
         DecisionTreeClassifier(max_depth=3, random_state=0),
     ).fit(data, label)
-    explainer = Explainer(pipeline, data.assign(approved=label), target="approved", immutable=["debt", "age"], seed=0)
+    short = SolverConfig(termination=TerminationConfig(unimproved_step_count_limit=20))  # most rows have no way
+    explainer = Explainer(
+        pipeline, data.assign(approved=label), target="approved", immutable=["debt", "age"], config=short, seed=0
+    )
     return explainer, data, pipeline
 
 
