@@ -10,7 +10,8 @@ The page holds a summary table, then four plots, each an ``<img>`` with a stable
 them by it): ``plot-recourse-rate`` (the recourse rate of each value of each group column, with its
 bootstrap interval, against the overall rate), ``plot-cost`` (the answers' distance by group
 value: box plots from the rows when they are given, else the mean with its interval),
-``plot-features`` (the share of each value's answers that change each feature, as a heat map) and
+``plot-features`` (the share of each value's answers that change each feature, as a heat map of
+the features some answer changes) and
 ``plot-rules`` (each global rule's coverage and validity); then the tables behind them.
 """
 
@@ -304,6 +305,7 @@ def _cost_figure(report: AuditReport, rows: pd.DataFrame | None) -> Figure:
             patch_artist=True,
             widths=0.6,
             showfliers=False,
+            medianprops={"color": "#222"},
             **_horizontal(),
         )
         for box in boxes["boxes"]:
@@ -351,8 +353,15 @@ def _cost_spreads(report: AuditReport, rows: pd.DataFrame | None, items: list[tu
     return [answered.loc[answered[c].astype(str) == v, "distance"].dropna().to_numpy() for c, v in items]
 
 
+def shown_features(report: AuditReport) -> list[str]:
+    """The heat map's features: those some answer changes, the most often changed first (at most
+    :data:`MAX_FEATURES`); a row of zeros would only push the others apart."""
+    changed = [(name, f.changed) for name, f in report.features.items() if f.changed > 0]
+    return [name for name, _ in sorted(changed, key=lambda item: (-item[1], item[0]))[:MAX_FEATURES]]
+
+
 def _features_figure(report: AuditReport) -> Figure:
-    features = sorted(report.features.items(), key=lambda item: (-item[1].changed, item[0]))[:MAX_FEATURES]
+    features = [(name, report.features[name]) for name in shown_features(report)]
     items = _group_items(report)
     columns = [_label(c, v, len(report.groups)) for c, v in items] or ["all rows"]
     figure, (axes,) = _figure(1.8 + 0.32 * max(len(features), 1))

@@ -30,6 +30,7 @@ from counterplan.solver.audit.html import (
     RATE_COLOUR,
     VALIDITY_COLOUR,
     render,
+    shown_features,
     write_report,
 )
 from counterplan.solver.audit.report import (
@@ -190,6 +191,17 @@ def test_cost_falls_back_to_means_without_rows() -> None:
     page = render(empty, None)
     assert all(page.count(f'id="{plot}"') == 1 for plot in PLOT_IDS)
     assert "No group columns were given" in page
+
+
+def test_the_heat_map_shows_the_features_some_answer_changes() -> None:
+    report = _report()
+    features = {**report.features, "age": FeatureFigures(changed=0, share=0.0)}
+    assert shown_features(report.model_copy(update={"features": features})) == [
+        "income",
+        "debt",
+        "hours_per_week",
+        "education",
+    ]
 
 
 # --- in a real browser -------------------------------------------------------------------------
