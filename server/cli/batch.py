@@ -325,10 +325,19 @@ def _progress(total: int, console: Console, *, enabled: bool) -> Iterator[Callab
     if not enabled:
         yield lambda: None
         return
+    from rich.progress import Progress  # noqa: PLC0415
+
+    with Progress(*progress_columns("explaining"), console=console) as progress:
+        task = progress.add_task("explaining", total=total)
+        yield lambda: progress.advance(task)
+
+
+def progress_columns(label: str) -> tuple[Any, ...]:
+    """The columns of a bulk job's progress bar: ``label``, the bar, rows done of all, rows/s
+    since the start, the time spent and the ETA (the audit's stages show the same)."""
     from rich.progress import (  # noqa: PLC0415
         BarColumn,
         MofNCompleteColumn,
-        Progress,
         ProgressColumn,
         Task,
         TextColumn,
@@ -345,8 +354,8 @@ def _progress(total: int, console: Console, *, enabled: bool) -> Iterator[Callab
             rate = task.completed / elapsed if elapsed > 0 else 0.0
             return Text(f"{rate:,.1f} rows/s", style="progress.data.speed")
 
-    columns = (
-        TextColumn("explaining"),
+    return (
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         RateColumn(),
@@ -354,9 +363,6 @@ def _progress(total: int, console: Console, *, enabled: bool) -> Iterator[Callab
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("explaining", total=total)
-        yield lambda: progress.advance(task)
 
 
 def _report(job: Job, args: argparse.Namespace, frame: pd.DataFrame, tally: Tally) -> None:

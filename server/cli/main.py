@@ -15,7 +15,7 @@ from collections.abc import Sequence
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
-from counterplan.server.cli import batch, explain, interrupt, plan, serve, tune
+from counterplan.server.cli import audit, batch, explain, interrupt, plan, serve, tune
 from counterplan.server.cli.flags import UsageError
 
 EXIT_USAGE = 2
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_parser(commands)
     tune.add_parser(commands)
     batch.add_parser(commands)
+    audit.add_parser(commands)
     plan.add_parser(commands)
     serve.add_parser(commands)
     return parser
@@ -50,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return tune.run(args, UsageError)
         if args.command == "batch":
             return batch.run(args, UsageError)
+        if args.command == "audit":
+            return audit.run(args, UsageError)
         if args.command == "plan":
             return plan.run(args, UsageError)
     except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes

@@ -56,9 +56,18 @@ class Milp:
         terms = {int(k): float(v) for k, v in expr.items() if v != 0.0}
         if not terms:
             if lower > 1e-9 or upper < -1e-9:
-                raise InfeasibleError("a constant row cannot hold")
+                self._never()
             return
         self.rows.append((terms, float(lower), float(upper)))
+
+    def _never(self) -> None:
+        """A constant row that cannot hold (a goal no reachable leaf meets, the immutables having
+        decided every split): kept as a row the solver sees cannot hold (a 0/1 variable fixed at
+        0 that must be 1), so the program is solved and reported infeasible through the same path
+        as any other, proof included, rather than raising while it is built (which ended the
+        solve with an error, never a proof)."""
+        never = self.var("constant_row_fails", 0.0, 0.0, integer=True)
+        self.rows.append(({never: 1.0}, 1.0, INF))
 
     def minimise(self, expr: Mapping[int, float], offset: float = 0.0) -> None:
         """Set the objective."""
@@ -68,10 +77,6 @@ class Milp:
     def value(self, expr: Mapping[int, float], x: npt.NDArray[np.float64], constant: float = 0.0) -> float:
         """``expr`` evaluated at ``x``."""
         return constant + float(sum(c * x[i] for i, c in expr.items()))
-
-
-class InfeasibleError(ValueError):
-    """The formulation is infeasible before any solver sees it (a constant row fails)."""
 
 
 @dataclass(frozen=True)

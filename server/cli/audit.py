@@ -1,0 +1,250 @@
+"""``counterplan audit``: who among many rows can get a different decision, at what cost, by group.
+
+The command is :func:`counterplan.solver.audit.audit` from a terminal: the model, the data and the
+question as ``batch`` takes them (the same flags: :mod:`counterplan.server.cli.problem_flags`), the
+group columns, and a directory for ``audit.json``, ``rows.parquet`` and ``report.html``. Every
+flag is checked before the first row is searched; the bulk records and the proofs are kept in the
+directory as they finish, so an interrupted audit continues with ``--resume``. At the end a short
+summary says the recourse rate, how many rows have no recourse (proven and not), and each group's
+rate, cost and burden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from counterplan.planning.errors import ProblemError
+from counterplan.server.cli.interrupt import Interrupted
+from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags, comma_names
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from counterplan.solver.audit.report import AuditReport
+
+FLAGS = {
+    "rows": "--rows",
+    "groups": "--group",
+    "out": "--out",
+    "output": "--out",
+    "retrain": "--retrain",
+    "bootstrap": "--bootstrap",
+    "confidence": "--confidence",
+    "prove_seconds": "--prove-seconds",
+    "workers": "--workers",
+    "window": "--window",
+    "ray": "--ray",
+    "seed": "--seed",
+}
+"""The audit's own fields, and the flag whose value a refusal of one names."""
+_POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
+
+
+def add_parser(commands: Any) -> None:
+    """The ``audit`` subcommand's flags."""
+    audit = commands.add_parser(
+        "audit",
+        help="a recourse audit: who can reach the goal, at what cost, by group, with proofs where none can",
+        description="Explain many rows of a data file (by default the ones the model rejects), prove 'no recourse' "
+        "with the exact engine where search found no answer, and report the recourse rate, cost and burden by group.",
+    )
+    rows = audit.add_argument_group("the model and the rows")
+    rows.add_argument("--model", help="fitted model (.skops or .joblib), as for explain")
+    rows.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    rows.add_argument("--data", help="CSV or Parquet file: the training data and the rows to audit (ids: positions)")
+    rows.add_argument("--target", help="label column of --data, left out of the features")
+    rows.add_argument(
+        "--rows", default="rejected", help="rejected (default: rows that miss the goal), all, START:STOP, or positions"
+    )
+    add_problem_flags(audit)
+    search = add_search_flags(audit)
+    search.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    search.add_argument("--ray", metavar="ADDRESS", help="run on Ray: auto (a local Ray) or a cluster's address")
+    search.add_argument("--window", type=int, metavar="N", help="rows solved at once per process (default 64)")
+    figures = audit.add_argument_group("the audit")
+    figures.add_argument(
+        "--group", action="append", default=[], metavar="COL[,COL]", help="columns to break the figures down by"
+    )
+    figures.add_argument(
+        "--retrain",
+        type=int,
+        default=0,
+        metavar="K",
+        help="refit the model K times on bootstrap "
+        "samples of the data and report the share of answers still valid (default 0: off)",
+    )
+    figures.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="resamples of each 95%% interval (default 1000; 0: none)",
+    )
+    figures.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (default 0.95)")
+    figures.add_argument("--no-proof", action="store_true", help="do not ask the exact engine to prove 'no recourse'")
+    figures.add_argument("--prove-seconds", type=float, metavar="S", help="time limit of each proof (default none)")
+    output = audit.add_argument_group("the output")
+    output.add_argument("--out", help="directory for audit.json, rows.parquet and report.html (created if needed)")
+    output.add_argument("--resume", action="store_true", help="continue the audit already in --out")
+    output.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
+
+
+def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
+    """Check the flags, run the audit, print its summary; returns the exit code."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from counterplan.server.cli.batch import load_table  # noqa: PLC0415
+    from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
+    from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
+    from counterplan.solver.audit.audit import AuditOptions, run_audit  # noqa: PLC0415
+
+    missing = [flag for flag in ("model", "data", "target", "out") if getattr(args, flag) is None]
+    if missing:
+        raise usage(f"give {', '.join('--' + m for m in missing)}: audit needs --model, --data, --target and --out")
+    if args.ray is not None and args.workers != 1:
+        raise usage("--workers and --ray: give one (Ray places the work itself)")
+    spec, config = problem_spec(args), solver_config(args)
+    data = load_table(args.data)
+    explainer = local_explainer(args, spec, config, engine=args.engine, data=data)
+    with flag_errors(instance_flag="--data"):
+        explainer.problem(0)  # a bad flag or a model that cannot read the data: refused now
+    rows: str | list[int] = [int(p) for p in args.rows.split(",")] if _POSITIONS.match(args.rows) else args.rows
+    err = Console(stderr=True)
+    with _flag_errors(usage), _progress(err, enabled=not args.no_progress and err.is_terminal) as progress:
+        options = AuditOptions(
+            groups=tuple(comma_names(args.group)),
+            seed=args.seed if args.seed is not None else 0,
+            workers=args.workers,
+            ray=args.ray,
+            window=args.window,
+            prove=not args.no_proof,
+            prove_seconds=args.prove_seconds,
+            bootstrap=args.bootstrap,
+            confidence=args.confidence,
+            retrain=args.retrain,
+            resume=args.resume,
+            progress=progress,
+        )
+        try:
+            report, _ = run_audit(explainer, rows, options, out=args.out)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"the rows done are kept in {args.out}; run the same command with --resume to continue"
+            ) from None
+    if args.json:
+        print(report.to_json())
+    else:
+        print_summary(report, Path(args.out), Console())
+    return 0
+
+
+@contextmanager
+def _flag_errors(usage: Callable[[str], Exception]) -> Iterator[None]:
+    """A refusal of one of the audit's own fields names its flag (``--group: no column 'sexx' ...``)."""
+    try:
+        yield
+    except ProblemError as exc:
+        flag = FLAGS.get(exc.field)
+        if flag is None:
+            raise
+        text = exc.problem.replace("resume it", "pass --resume to continue it") if flag == "--out" else exc.problem
+        raise usage(f"{flag}: {text}") from None
+
+
+@contextmanager
+def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """Two bars on stderr, one per stage (the search, then the proofs), as ``batch`` shows them."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import Progress, TaskID  # noqa: PLC0415
+
+    from counterplan.server.cli.batch import progress_columns  # noqa: PLC0415
+
+    labels = {"search": "searching", "prove": "proving  "}
+    tasks: dict[str, TaskID] = {}
+    with Progress(*progress_columns("{task.description}"), console=console) as bars:
+
+        def advance(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bars.add_task(labels.get(stage, stage), total=total)
+            bars.update(tasks[stage], completed=done, total=total)
+
+        yield advance
+
+
+def print_summary(report: AuditReport, out: Path, console: Console) -> None:
+    """The overall figures, each group's rate, cost and burden, and the files written."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from counterplan.solver.audit.audit import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
+
+    console.print(f"goal: {report.settings.goal}", markup=False, soft_wrap=True)
+    overall = Table(title=f"Recourse audit: {report.n_rows:,} rows ({report.settings.rows})")
+    overall.add_column("figure")
+    overall.add_column("value", justify="right")
+    reasons = ", ".join(f"{k}: {v:,}" for k, v in report.unproven_reasons.items())
+    timing = report.timing
+    for name, value in (
+        ("recourse rate", f"{_percent(report.recourse_rate)} {_interval(report.recourse_rate_ci, percent=True)}"),
+        ("with recourse", f"{len(report.with_recourse):,}"),
+        ("no recourse, proven", f"{len(report.no_recourse_proven):,}"),
+        ("no recourse, unproven", f"{len(report.no_recourse_unproven):,}" + (f" ({reasons})" if reasons else "")),
+        ("errors", f"{len(report.errors):,}"),
+        ("already meeting the goal", f"{len(report.already_met) + report.skipped_already_met:,}"),
+        ("cost: mean / median", f"{_number(report.cost_mean)} / {_number(report.cost_median)}"),
+        ("changes: mean", _number(report.changed_mean)),
+        ("rows/s (search)", _number(timing.rows_per_second)),
+        (
+            "wall time",
+            f"{timing.seconds:,.1f} s (search {timing.search_seconds:,.1f} s, proofs {timing.prove_seconds:,.1f} s)",
+        ),
+    ):
+        overall.add_row(name, value)
+    if report.robustness is not None:
+        overall.add_row(
+            f"still valid after {report.robustness.k} refits: mean / min",
+            f"{_percent(report.robustness.mean)} / {_percent(report.robustness.minimum)}",
+        )
+    console.print(overall)
+    for column, values in report.groups.items():
+        burden = report.burden.get(column)
+        table = Table(title=f"By {column}")
+        for name in ("value", "n", "recourse rate", "cost mean", "cost ratio", "no-recourse ratio"):
+            table.add_column(name, justify="left" if name == "value" else "right")
+        for value, figures in values.items():
+            ratios = burden.values.get(value) if burden is not None else None
+            table.add_row(
+                value,
+                f"{figures.n:,}",
+                f"{_percent(figures.recourse_rate)} {_interval(figures.recourse_rate_ci, percent=True)}",
+                _number(figures.cost_mean),
+                _number(ratios.cost_ratio if ratios else None),
+                _number(ratios.no_recourse_ratio if ratios else None),
+            )
+        console.print(table)
+    rows = out / (ROWS_FILE if (out / ROWS_FILE).exists() else ROWS_CSV)
+    written = [out / AUDIT_FILE, rows] + ([out / REPORT_FILE] if (out / REPORT_FILE).exists() else [])
+    console.print("written: " + ", ".join(str(p) for p in written), markup=False, soft_wrap=True)
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None or math.isnan(share) else f"{share:.1%}"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:,.4g}"
+
+
+def _interval(interval: tuple[float | None, float | None], *, percent: bool = False) -> str:
+    low, high = interval
+    if low is None or high is None:
+        return ""
+    show = _percent if percent else _number
+    return f"[{show(low)}, {show(high)}]"

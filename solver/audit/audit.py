@@ -1,0 +1,710 @@
+"""A recourse audit: the bulk engine over many rows, a proof for the rows left without an answer,
+and the figures by group (:func:`audit`).
+
+The audit adds no search loop of its own. The rows go to :meth:`Explainer.explain_batch
+<counterplan.solver.explainer.Explainer.explain_batch>` (blocks, workers or Ray, one record per
+row, resumable through the batch writer when ``out`` is given). A row whose search found no valid
+answer is then put to the exact engine (:mod:`counterplan.solver.exact`), under the same problem
+(the row's own problem, with its domains, immutables, rules, trust region and goal): only a proven
+"infeasible" makes the row ``no_recourse_proven``; a valid answer found there makes it a row with
+recourse after all; anything else (the model cannot be encoded, the proof ran out of time, the
+engine failed) leaves it ``no_recourse_unproven`` with the reason. So a row is never called proven
+because a search failed. The figures are then computed from the rows
+(:mod:`counterplan.solver.audit.stats`), and with ``retrain=K`` the answers are checked again
+under K refits of the model on bootstrap samples of the training data
+(:mod:`counterplan.solver.audit.robustness`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import importlib
+import importlib.util
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import structlog
+
+from counterplan.planning.errors import ProblemError, one_line
+from counterplan.solver.audit.report import AuditReport, AuditSettings, AuditTiming, Robustness
+from counterplan.solver.audit.robustness import retrain_shares
+from counterplan.solver.audit.stats import (
+    STATUS,
+    burden,
+    feature_figures,
+    figure_rng,
+    figures_of,
+    group_figures,
+)
+from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, record_of
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, row_seed
+from counterplan.solver.batch.writer import (
+    check_writable_directory,
+    no_records,
+    open_records,
+    read_existing,
+    record_dtypes,
+)
+from counterplan.solver.core.config import MAX_SEED, SolverConfig
+from counterplan.solver.counterfactual import CounterfactualSolver
+from counterplan.solver.engines import EngineChoice, exact_config, not_encodable
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.explainer import Explainer
+from counterplan.solver.result import CounterfactualResult
+
+_log = structlog.get_logger(__name__)
+
+Progress = Callable[[str, int, int], None]
+"""Told ``(stage, done, total)`` as the audit goes: stage ``search`` (the bulk engine's rows),
+then ``prove`` (the rows put to the exact engine)."""
+Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
+
+AUDIT_FILE = "audit.json"
+ROWS_FILE = "rows.parquet"
+ROWS_CSV = "rows.csv"
+"""The audit's rows when pyarrow is missing."""
+REPORT_FILE = "report.html"
+RECORDS_STEM = "records"
+"""The bulk engine's records in ``out`` (``records.parquet`` or ``.csv``), kept for ``resume``."""
+PROOFS_FILE = "proofs.jsonl"
+"""One line per row put to the exact engine, appended as each is done, kept for ``resume``."""
+MAX_BOOTSTRAP = 100_000
+MAX_RETRAIN = 1_000
+REASON_COLUMN = "audit_reason"
+"""The column of the audit's rows that says why a row without recourse has no proof."""
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What the exact engine said about one row without an answer."""
+
+    row_id: Any
+    outcome: str
+    """``proven`` (infeasible, proven), ``found`` (a valid answer after all) or ``unproven``."""
+    reason: str
+    """For ``unproven``: why (``not encodable: ...``, ``time limit``, ``error: ...``)."""
+    record: dict[str, Any] | None = None
+    """For ``found``: the row's new record (the exact engine's answer)."""
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How an audit runs, checked once (:meth:`checked`); the parameters of :func:`audit`."""
+
+    groups: tuple[str, ...] = ()
+    seed: int = 0
+    engine: EngineChoice | None = None
+    workers: int = 1
+    ray: str | None = None
+    prove: bool = True
+    prove_seconds: float | None = None
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    retrain: int = 0
+    resume: bool = True
+    window: int | None = None
+    vectorised: bool | None = None
+    progress: Progress | None = None
+
+    def checked(self) -> AuditOptions:
+        """The options, each refused naming its field when out of range."""
+        seed, bootstrap, retrain = self.seed, self.bootstrap, self.retrain
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed!r}")
+        if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not 0 <= bootstrap <= MAX_BOOTSTRAP:
+            raise ProblemError("bootstrap", f"must be from 0 to {MAX_BOOTSTRAP}, given {bootstrap!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ProblemError("confidence", f"must be between 0 and 1, given {self.confidence!r}")
+        if isinstance(retrain, bool) or not isinstance(retrain, int) or not 0 <= retrain <= MAX_RETRAIN:
+            raise ProblemError("retrain", f"must be from 0 to {MAX_RETRAIN}, given {retrain!r}")
+        if self.prove_seconds is not None and not self.prove_seconds > 0:
+            raise ProblemError("prove_seconds", f"must be above 0 (or None: no limit), given {self.prove_seconds!r}")
+        groups = (self.groups,) if isinstance(self.groups, str) else tuple(self.groups)
+        bad = [g for g in groups if not isinstance(g, str) or not g]
+        if bad:
+            raise ProblemError("groups", f"give column names, given {bad[0]!r}")
+        if len(set(groups)) != len(groups):
+            raise ProblemError("groups", "a group column is named twice")
+        return dataclasses.replace(self, groups=groups)
+
+
+def audit(
+    explainer: Explainer,
+    rows: Rows = "rejected",
+    *,
+    groups: Iterable[str] = (),
+    seed: int = 0,
+    engine: EngineChoice | None = None,
+    workers: int = 1,
+    ray: str | None = None,
+    prove: bool = True,
+    prove_seconds: float | None = None,
+    bootstrap: int = 1000,
+    confidence: float = 0.95,
+    retrain: int = 0,
+    out: str | Path | None = None,
+    resume: bool = True,
+    progress: Progress | None = None,
+    window: int | None = None,
+    vectorised: bool | None = None,
+) -> AuditReport:
+    """Audit ``explainer``'s model over ``rows``: who can reach the goal, at what cost, by group.
+
+    Parameters
+    ----------
+    explainer:
+        The model, its training data and the problem's settings (every row is asked the same question).
+    rows:
+        ``"rejected"`` (the default: the rows that miss the goal now), ``"all"``, ``"START:STOP"``,
+        a ``slice`` or a list of positions in the explainer's data, or a DataFrame of rows (ids: its
+        index labels).
+    groups:
+        Columns of the rows to break the figures down by (they need not be model features).
+    seed:
+        The audit's seed: each row's search (:func:`~counterplan.solver.batch.rows.row_seed`), the
+        bootstrap and the refits come from it, so the same call gives the same report whatever the
+        number of workers.
+    engine:
+        The bulk engine (default the explainer's); the proof always uses the exact engine.
+    workers, ray, window, vectorised:
+        As for :meth:`Explainer.explain_batch <counterplan.solver.explainer.Explainer.explain_batch>`.
+    prove:
+        Put the rows left without an answer to the exact engine (False: they are all unproven).
+    prove_seconds:
+        A time limit for each proof (None: the exact engine's own; a proof cut short is unproven).
+    bootstrap:
+        Resamples of each interval (0: no intervals).
+    confidence:
+        The level of the intervals.
+    retrain:
+        K > 0: refit a clone of the model on K bootstrap samples of the training data and report the
+        share of the answers each refit still accepts (a scikit-learn model with ``target`` set).
+    out:
+        A directory to write ``audit.json``, ``rows.parquet`` (``rows.csv`` without pyarrow) and,
+        when the HTML module is there, ``report.html``; the bulk records and the proofs are kept
+        there as they finish, so an interrupted audit continues where it stopped (``resume``).
+    resume:
+        With ``out``: continue the records and proofs already there (False: refuse a directory
+        that holds them).
+    progress:
+        Called with ``(stage, done, total)`` as rows finish (:data:`Progress`).
+
+    Returns
+    -------
+    AuditReport
+        The figures (:class:`~counterplan.solver.audit.report.AuditReport` says what each means).
+    """
+    options = AuditOptions(
+        tuple(groups) if not isinstance(groups, str) else (groups,),
+        seed,
+        engine,
+        workers,
+        ray,
+        prove,
+        prove_seconds,
+        bootstrap,
+        confidence,
+        retrain,
+        resume,
+        window,
+        vectorised,
+        progress,
+    )
+    return run_audit(explainer, rows, options, out)[0]
+
+
+def run_audit(
+    explainer: Explainer, rows: Rows, options: AuditOptions, out: str | Path | None = None
+) -> tuple[AuditReport, pd.DataFrame]:
+    """:func:`audit`, with the audit's rows: every audited row's record, its ``audit_status``,
+    ``audit_reason`` and group values (what ``rows.parquet`` holds)."""
+    started = time.perf_counter()
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    options = options.checked()
+    if options.engine is not None:
+        explainer = copy.copy(explainer)  # the bulk engine for this audit only
+        explainer.engine = options.engine
+    frame, only_rejected, rows_text = _selected(explainer, rows)
+    _check_groups(options.groups, frame)
+    folder = _out_folder(out)
+    features = [f.name for f in explainer.problem(0, trust_region=False).space.features]
+    skipped = 0
+    if only_rejected:  # one model call: a row that meets the goal costs no search
+        met = meeting_the_goal(explainer, model_rows(explainer, frame))
+        skipped = int(met.sum())
+        frame = frame[~met]
+    dtypes = record_dtypes(explainer.data if explainer.data is not None else frame, features)
+    records, searched = _search(
+        explainer, frame=frame, features=features, dtypes=dtypes, folder=folder, options=options
+    )
+    search_done = time.perf_counter()
+    proofs, proved = _prove_all(explainer, frame, records, folder, options)
+    prove_done = time.perf_counter()
+    audited = _audit_rows(records, proofs, frame, options)
+    shares = (
+        retrain_shares(explainer, frame=frame, rows=audited, features=features, k=options.retrain, seed=options.seed)
+        if options.retrain
+        else None
+    )
+    retrain_done = time.perf_counter()
+    settings = AuditSettings(
+        engine=explainer.engine,
+        seed=options.seed,
+        goal=explainer.problem(0, trust_region=False).goal_text,
+        rows=rows_text,
+        groups=list(options.groups),
+        bootstrap=options.bootstrap,
+        retrain=options.retrain,
+        prove=options.prove,
+        workers=options.workers,
+        ray=options.ray,
+        started=started_at,
+        version=_version(),
+    )
+    report = _report(
+        audited, frame=frame, features=features, options=options, skipped=skipped, shares=shares, settings=settings
+    )
+    statistics_done = time.perf_counter()
+    search_seconds = search_done - started
+    timing = AuditTiming(
+        seconds=statistics_done - started,
+        search_seconds=search_seconds,
+        prove_seconds=prove_done - search_done,
+        retrain_seconds=retrain_done - prove_done,
+        statistics_seconds=statistics_done - retrain_done,
+        rows_searched=searched,
+        rows_proved=proved,
+        rows_per_second=searched / search_seconds if searched and search_seconds > 0 else None,
+    )
+    report = report.model_copy(update={"timing": timing})
+    if folder is not None:
+        write_outputs(report, audited, folder)
+    _log.info(
+        "audit.done",
+        rows=report.n_rows,
+        with_recourse=len(report.with_recourse),
+        proven=len(report.no_recourse_proven),
+        unproven=len(report.no_recourse_unproven),
+        seconds=round(timing.seconds, 3),
+    )
+    return report, audited
+
+
+def model_rows(explainer: Explainer, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the model's features (and the label) only: a row's problem refuses a value
+    of a column the model does not read, and a group column need not be one."""
+    keep = {*explainer.columns, explainer.target}
+    return frame[[c for c in frame.columns if c in keep]]
+
+
+def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
+    """Every group column is in the rows, and none takes the name of an audit row's own column."""
+    missing = [g for g in groups if g not in frame.columns]
+    if missing:
+        raise ProblemError("groups", f"no column {missing[0]!r} in the rows; columns: {_listed(frame.columns)}")
+    taken = [g for g in groups if g in (*RECORD_COLUMNS, STATUS, REASON_COLUMN) or g.startswith(PROPOSED_PREFIX)]
+    if taken:
+        raise ProblemError("groups", f"{taken[0]!r} is the name of a column of the audit's rows: rename it in the data")
+
+
+def _selected(explainer: Explainer, rows: Rows) -> tuple[pd.DataFrame, bool, str]:
+    """The rows to audit, whether to keep only the ones that miss the goal, and the selection in words."""
+    if isinstance(rows, pd.DataFrame):
+        if rows.index.has_duplicates:
+            raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
+        if rows.empty:
+            raise ProblemError("rows", "no rows to audit")
+        return rows, False, f"{len(rows)} rows given"
+    if explainer.data is None:
+        raise ProblemError("rows", "this explainer has no training data to select rows from: give the rows")
+    n = len(explainer.data)
+    if isinstance(rows, slice):
+        positions = range(n)[rows]
+        if not len(positions):
+            raise ProblemError("rows", f"the slice {rows} selects none of the data's {n} rows")
+        selection = RowSelection.parse(list(positions), n)
+        text = f"{positions.start}:{positions.stop}" if positions.step == 1 else f"{len(positions)} positions"
+    elif isinstance(rows, RowSelection):
+        selection, text = rows, "rejected" if rows.only_rejected else "selection"
+    else:
+        if not isinstance(rows, str | None) and not isinstance(rows, Sequence):
+            raise ProblemError(
+                "rows",
+                f"give rejected, all, START:STOP, a slice, positions or a DataFrame; given {type(rows).__name__}",
+            )
+        selection = RowSelection.parse(rows, n)
+        text = rows.strip() if isinstance(rows, str) else ("all" if rows is None else f"{len(rows)} positions")
+    frame = selection.apply(explainer.data)
+    if frame.index.has_duplicates:
+        raise ProblemError("rows", "a row is selected twice: row ids must be unique")
+    return frame, selection.only_rejected, text
+
+
+def _listed(columns: Iterable[Any], most: int = 30) -> str:
+    names = [str(c) for c in columns]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _out_folder(out: str | Path | None) -> Path | None:
+    """The output directory, created if its parent exists (refused naming ``out`` otherwise)."""
+    if out is None:
+        return None
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ProblemError("out", f"{str(folder)!r} exists and is not a directory")
+    if not folder.exists():
+        check_writable_directory("out", folder)
+        folder.mkdir()
+    check_writable_directory("out", folder / AUDIT_FILE)
+    return folder
+
+
+def _records_path(folder: Path) -> Path:
+    suffix = ".parquet" if importlib.util.find_spec("pyarrow") is not None else ".csv"
+    return folder / (RECORDS_STEM + suffix)
+
+
+def _search(
+    explainer: Explainer,
+    *,
+    frame: pd.DataFrame,
+    features: list[str],
+    dtypes: dict[str, str],
+    folder: Path | None,
+    options: AuditOptions,
+) -> tuple[pd.DataFrame, int]:
+    """Every row's record (an earlier run's, read back, and this run's), in the order of
+    ``frame``, and the number of rows this run searched."""
+    columns = list(dtypes)
+    path = _records_path(folder) if folder is not None else None
+    progress = options.progress
+    existing = _earlier_records(path, frame, dtypes, resume=options.resume)
+    done = {id_text(i) for i in existing["row_id"]}
+    todo = model_rows(explainer, frame[[id_text(i) not in done for i in frame.index]])
+    total, counted = len(todo), 0
+    writer = open_records(path, features, dtypes) if path is not None else None
+
+    def on_record(record: dict[str, Any]) -> None:
+        nonlocal counted
+        counted += 1
+        if writer is not None:
+            writer.write(record)
+        if progress is not None:
+            progress("search", counted, total)
+
+    if progress is not None:
+        progress("search", 0, total)
+    new = no_records(columns, dtypes)
+    try:
+        if total:
+            new = explainer.explain_batch(
+                todo,
+                seed=options.seed,
+                workers=options.workers,
+                ray=options.ray,
+                window=options.window,
+                on_record=on_record,
+                vectorised=options.vectorised,
+            )
+        if writer is not None:
+            writer.finish()
+    except BaseException:
+        if writer is not None:
+            writer.stop()
+        raise
+    parts = [f for f in (existing, new) if len(f)]
+    records = pd.concat(parts, ignore_index=True) if parts else new
+    order = {id_text(label): i for i, label in enumerate(frame.index)}
+    records = records.iloc[np.argsort([order[id_text(r)] for r in records["row_id"]], kind="stable")]
+    return records.reset_index(drop=True), total
+
+
+def _earlier_records(path: Path | None, frame: pd.DataFrame, dtypes: dict[str, str], *, resume: bool) -> pd.DataFrame:
+    """The records an earlier run of the audit kept in ``path``, of the rows of ``frame``."""
+    columns = list(dtypes)
+    if path is None or not (path.exists() or path.with_name(path.name + ".parts").exists()):
+        return no_records(columns, dtypes)
+    if not resume:
+        raise ProblemError("out", f"{str(path.parent)!r} holds an earlier audit's records; resume it or remove them")
+    existing = read_existing(path, columns, dtypes)
+    wanted = {id_text(i) for i in frame.index}
+    return existing[[id_text(i) in wanted for i in existing["row_id"]]]
+
+
+def _prove_all(
+    explainer: Explainer,
+    frame: pd.DataFrame,
+    records: pd.DataFrame,
+    folder: Path | None,
+    options: AuditOptions,
+) -> tuple[dict[str, Proof], int]:
+    """The exact engine's word on each row the search left without an answer (status
+    ``not_found``), by row id text, and how many rows this run put to it; an earlier run's
+    proofs are read back from ``proofs.jsonl``."""
+    wanted = [r for r, s in zip(records["row_id"], records["status"].astype(str), strict=True) if s == "not_found"]
+    proofs: dict[str, Proof] = {}
+    progress = options.progress
+    if not options.prove:
+        return {id_text(r): Proof(r, "skipped", "not asked: prove=False") for r in wanted}, 0
+    path = folder / PROOFS_FILE if folder is not None else None
+    if path is not None and path.exists():
+        if not options.resume:
+            raise ProblemError("out", f"{str(folder)!r} holds an earlier audit's proofs; resume it or remove them")
+        proofs = _read_proofs(path)
+    todo = [r for r in wanted if id_text(r) not in proofs]
+    labels = {id_text(label): label for label in frame.index}
+    config = _proof_config(explainer.config, options.prove_seconds)
+    if progress is not None:
+        progress("prove", 0, len(todo))
+    for done, row_id in enumerate(todo, start=1):
+        label = labels[id_text(row_id)]
+        row = {str(k): v for k, v in model_rows(explainer, frame).loc[label].items()}
+        proof = prove_row(explainer, row_id, row, row_seed(options.seed, row_id), config)
+        proofs[id_text(row_id)] = proof
+        if path is not None:
+            _append_proof(path, proof)
+        if progress is not None:
+            progress("prove", done, len(todo))
+    return proofs, len(todo)
+
+
+def _proof_config(config: SolverConfig, seconds: float | None) -> SolverConfig:
+    """The explainer's configuration with the exact engine last, its time limit ``seconds``."""
+    config = exact_config(config)
+    if seconds is None:
+        return config
+    phases = tuple(
+        p.model_copy(update={"time_limit_seconds": seconds}) if isinstance(p, ExactPhaseConfig) else p
+        for p in config.phases
+    )
+    return config.model_copy(update={"phases": phases})
+
+
+def prove_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int, config: SolverConfig) -> Proof:
+    """Put one row to the exact engine, under the same problem its search had (the row's own,
+    with its trust region): ``proven`` only when the engine reports the program infeasible and
+    proven so."""
+    started = time.perf_counter()
+    try:
+        problem = explainer.problem(row)
+        why = not_encodable(problem, _backend(config))
+        if why is not None:
+            return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200])
+        result = CounterfactualSolver(problem, config, seed, 1).solve()
+    except Exception as exc:  # a failing model or program: no proof, the audit goes on
+        return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300])
+    if result.valid:
+        return Proof(row_id, "found", "", record_of(row_id, result, seed, time.perf_counter() - started))
+    return Proof(row_id, *_verdict(result))
+
+
+def _backend(config: SolverConfig) -> Any:
+    return next((p.backend for p in config.phases if isinstance(p, ExactPhaseConfig)), "auto")
+
+
+def _verdict(result: CounterfactualResult) -> tuple[str, str]:
+    """``proven`` for a proven infeasible program; else ``unproven`` and why."""
+    exact = result.statistics.exact
+    if exact is not None and exact.status == "infeasible" and exact.proven:
+        return "proven", ""
+    if exact is None:
+        return "unproven", "the exact engine did not run"
+    if result.stopped_early or "limit" in exact.reason.lower() or "limit" in result.statistics.termination_reason:
+        return "unproven", "time limit"
+    detail = f": {one_line(exact.reason)[:200]}" if exact.reason else ""
+    return "unproven", f"exact engine: {exact.status}{detail}"
+
+
+def _append_proof(path: Path, proof: Proof) -> None:
+    line = json.dumps(
+        {
+            "row_id": _plain(proof.row_id),
+            "outcome": proof.outcome,
+            "reason": proof.reason,
+            "record": _plain_record(proof.record),
+        }
+    )
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+
+
+def _read_proofs(path: Path) -> dict[str, Proof]:
+    """The proofs an earlier run wrote; a line a crash tore is ignored (that row is proved again)."""
+    proofs: dict[str, Proof] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        proofs[id_text(item["row_id"])] = Proof(item["row_id"], item["outcome"], item["reason"], item.get("record"))
+    return proofs
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _plain_record(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if record is None else {k: _plain(v) for k, v in record.items()}
+
+
+AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
+
+
+def _audit_rows(
+    records: pd.DataFrame, proofs: dict[str, Proof], frame: pd.DataFrame, options: AuditOptions
+) -> pd.DataFrame:
+    """Every audited row: its record (a proof's answer replacing the search's), its status, why
+    it has no proof, and its group values."""
+    rows = records.copy()
+    if any(p.record is not None for p in proofs.values()):
+        found = {k: p.record for k, p in proofs.items() if p.record is not None}
+        position = {id_text(r): i for i, r in enumerate(rows["row_id"])}
+        for key, record in found.items():
+            assert record is not None
+            for column, value in record.items():
+                if column in rows.columns:
+                    rows.loc[position[key], column] = value
+    status: list[str] = []
+    reasons: list[str | None] = []
+    for row_id, record_status, error in zip(rows["row_id"], rows["status"].astype(str), rows["error"], strict=True):
+        proof = proofs.get(id_text(row_id))
+        if record_status in AUDIT_STATUS_OF:
+            status.append(AUDIT_STATUS_OF[record_status])
+            reasons.append(str(error) if record_status == "error" else None)
+        elif proof is None:  # not_found and never put to the engine
+            status.append("no_recourse_unproven")
+            reasons.append("not asked" if not options.prove else "no proof")
+        else:
+            status.append(
+                {"proven": "no_recourse_proven", "found": "with_recourse"}.get(proof.outcome, "no_recourse_unproven")
+            )
+            reasons.append(proof.reason or None)
+    rows[STATUS] = pd.Series(status, index=rows.index, dtype="string")
+    rows[REASON_COLUMN] = pd.Series(reasons, index=rows.index, dtype="string")
+    position = {id_text(label): i for i, label in enumerate(frame.index)}
+    labels = np.array([position[id_text(r)] for r in rows["row_id"]], dtype=np.intp)
+    for column in options.groups:
+        rows[column] = frame[column].iloc[labels].to_numpy()
+    return rows
+
+
+def _report(
+    rows: pd.DataFrame,
+    *,
+    frame: pd.DataFrame,
+    features: list[str],
+    options: AuditOptions,
+    skipped: int,
+    shares: Robustness | None,
+    settings: AuditSettings,
+) -> AuditReport:
+    """The report's figures from the audit's rows (timing filled in by the caller)."""
+    view, groups, seed = rows, list(options.groups), options.seed
+    bootstrap, confidence = options.bootstrap, options.confidence
+    overall = figures_of(view, lambda name: figure_rng(seed, "overall", name), bootstrap, confidence)
+    status = view[STATUS].astype(str).to_numpy()
+    ids = [_plain(r) for r in view["row_id"]]
+
+    def listed(name: str) -> list[Any]:
+        return [i for i, s in zip(ids, status, strict=True) if s == name]
+
+    unproven = view[REASON_COLUMN][status == "no_recourse_unproven"].fillna("no proof").astype(str)
+    reasons = unproven.map(lambda r: r.split(":")[0]).value_counts().sort_index()
+    originals = frame[features].copy()
+    originals.index = [_plain(i) for i in frame.index]
+    return AuditReport(
+        recourse_rate=overall.recourse_rate,
+        recourse_rate_ci=overall.recourse_rate_ci,
+        n_rows=len(view),
+        skipped_already_met=skipped,
+        with_recourse=listed("with_recourse"),
+        no_recourse_proven=listed("no_recourse_proven"),
+        no_recourse_unproven=listed("no_recourse_unproven"),
+        unproven_reasons={str(k): int(v) for k, v in reasons.items()},
+        already_met=listed("already_met"),
+        errors=listed("error"),
+        cost_mean=overall.cost_mean,
+        cost_mean_ci=overall.cost_mean_ci,
+        cost_median=overall.cost_median,
+        changed_mean=overall.changed_mean,
+        groups=group_figures(view, groups, seed, bootstrap, confidence),
+        burden=burden(view, groups, seed, bootstrap, confidence),
+        features=feature_figures(_with_ids(view), originals, groups),
+        robustness=shares,
+        settings=settings,
+        timing=AuditTiming(
+            seconds=0.0,
+            search_seconds=0.0,
+            prove_seconds=0.0,
+            statistics_seconds=0.0,
+            rows_searched=0,
+            rows_proved=0,
+            rows_per_second=None,
+        ),
+        confidence=confidence,
+    )
+
+
+def _with_ids(rows: pd.DataFrame) -> pd.DataFrame:
+    out = rows.copy()
+    out["row_id"] = [_plain(r) for r in out["row_id"]]
+    return out
+
+
+def write_outputs(report: AuditReport, rows: pd.DataFrame, folder: Path) -> list[Path]:
+    """Write ``audit.json``, the rows (``rows.parquet``, or ``rows.csv`` without pyarrow) and,
+    when :mod:`counterplan.solver.audit.html` is installed, ``report.html``; returns the paths."""
+    written = [folder / AUDIT_FILE]
+    _replace(written[0], lambda tmp: tmp.write_text(report.to_json(), encoding="utf-8"))
+    if importlib.util.find_spec("pyarrow") is not None:
+        path = folder / ROWS_FILE
+        _replace(path, lambda tmp: _for_parquet(rows).to_parquet(tmp, index=False))
+    else:
+        path = folder / ROWS_CSV
+        _replace(path, lambda tmp: rows.to_csv(tmp, index=False))
+    written.append(path)
+    if importlib.util.find_spec("counterplan.solver.audit.html") is not None:
+        html = importlib.import_module("counterplan.solver.audit.html")  # the HTML report, when it is there
+        page = folder / REPORT_FILE
+        html.write_report(report, rows, page)
+        written.append(page)
+    return written
+
+
+def _for_parquet(rows: pd.DataFrame) -> pd.DataFrame:
+    """Columns of mixed Python objects as text (a group column of numbers and gaps stays as it is)."""
+    out = rows.copy()
+    for name in out.columns:
+        if out[name].dtype == object:
+            kinds = {type(v) for v in out[name].dropna()}
+            if len(kinds) > 1:
+                out[name] = out[name].astype("string")
+    return out
+
+
+def _replace(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write through a temporary file and rename: the file is whole or absent."""
+    temporary = path.with_name(path.name + ".tmp")
+    write(temporary)
+    temporary.replace(path)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("counterplan")
+    except Exception:  # an uninstalled checkout
+        return ""

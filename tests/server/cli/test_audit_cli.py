@@ -1,0 +1,99 @@
+"""``counterplan audit``, run in-process on a small CSV and a real scikit-learn tree."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder
+from sklearn.tree import DecisionTreeClassifier
+
+from tests.cli import run_cli
+
+pytest.importorskip("highspy")
+
+FEATURES = ["a", "b", "c", "kind"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The grid of a, b in 0..3, c in 0..2 and kind (108 rows), approved when a + b >= 4 and
+    c >= 1; ``region`` is a column the model does not read."""
+    folder = tmp_path_factory.mktemp("audit-inputs")
+    data = pd.DataFrame(list(itertools.product(range(4), range(4), range(3), ("x", "y", "z"))), columns=FEATURES)
+    data["approved"] = ((data.a + data.b >= 4) & (data.c >= 1)).astype(int)
+    data["region"] = np.where(np.arange(len(data)) % 3 == 0, "north", "south")
+    encode = ColumnTransformer([("kind", OneHotEncoder(), ["kind"])], remainder="passthrough")
+    model = make_pipeline(encode, DecisionTreeClassifier(random_state=0)).fit(data[FEATURES], data["approved"])
+    data.to_csv(folder / "data.csv", index=False)
+    joblib.dump(model, folder / "model.joblib")
+    return {"data": folder / "data.csv", "model": folder / "model.joblib"}
+
+
+def _argv(files: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [
+        "audit",
+        "--model",
+        str(files["model"]),
+        "--data",
+        str(files["data"]),
+        "--target",
+        "approved",
+        "--immutable",
+        "c",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_audit_writes_the_report_and_the_rows(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "audit"
+    code, printed, err = run_cli(capsys, *_argv(files, out, "--group", "region,kind", "--bootstrap", "100"))
+    assert code == 0, err
+    report = json.loads((out / "audit.json").read_text())
+    for key in ("recourse_rate", "no_recourse_proven", "no_recourse_unproven", "with_recourse", "groups", "burden"):
+        assert key in report
+    assert {"features", "rules", "settings", "timing"} <= set(report)
+    data = pd.read_csv(files["data"])
+    rejected = data.index[data["approved"] == 0]
+    assert sorted(report["no_recourse_proven"]) == [int(i) for i in rejected if data.c[i] == 0]
+    assert report["recourse_rate"] == pytest.approx(len(report["with_recourse"]) / len(rejected))
+    assert set(report["groups"]) == {"region", "kind"} and set(report["groups"]["region"]) == {"north", "south"}
+    rows = pd.read_parquet(out / "rows.parquet")
+    assert len(rows) == len(rejected) and {"audit_status", "region", "kind", "cf_a"} <= set(rows.columns)
+    for words in ("recourse rate", "no recourse, proven", "By region", "audit.json", "rows.parquet"):
+        assert words in printed
+    code, _, err = run_cli(capsys, *_argv(files, out))  # the directory holds an audit: --resume or a new one
+    assert code == 2 and "--out" in err and "--resume" in err
+    code, _, err = run_cli(capsys, *_argv(files, out, "--resume", "--group", "region", "--json"))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (("--group", "nowhere"), "--group"),
+        (("--rows", "50:10"), "--rows"),
+        (("--rows", "most"), "--rows"),
+        (("--bootstrap", "-3"), "--bootstrap"),
+        (("--retrain", "-1"), "--retrain"),
+    ],
+)
+def test_bad_flags_are_refused_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path, extra: tuple[str, ...], flag: str
+) -> None:
+    code, _, err = run_cli(capsys, *_argv(files, tmp_path / "out", *extra))
+    assert code == 2
+    assert f"error: {flag}:" in err
+    assert not (tmp_path / "out" / "audit.json").exists()

@@ -1,0 +1,299 @@
+"""Recourse audits (:func:`counterplan.solver.audit.audit`) on real scikit-learn models trained on
+small generated data: the figures on a hand-checkable case, "proven" checked by brute force,
+failed searches never called proven, determinism, bootstrap intervals and refit robustness."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import OneHotEncoder
+from sklearn.tree import DecisionTreeClassifier
+
+from counterplan.planning import ClassGoal
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.features import CategoricalFeature, IntegerFeature
+from counterplan.solver.audit import AuditReport, audit, run_audit
+from counterplan.solver.audit.audit import AuditOptions
+from counterplan.solver.audit.stats import burden, group_figures
+from counterplan.solver.explainer import Explainer
+
+pytest.importorskip("highspy")
+
+FEATURES = ["a", "b", "c", "kind"]
+KINDS = ("x", "y", "z")
+TARGET = "y"
+
+
+def _tree(data: pd.DataFrame, **options: Any) -> Pipeline:
+    encode = ColumnTransformer([("kind", OneHotEncoder(), ["kind"])], remainder="passthrough")
+    return make_pipeline(encode, DecisionTreeClassifier(random_state=0, **options)).fit(data[FEATURES], data[TARGET])
+
+
+@pytest.fixture(scope="module")
+def grid() -> pd.DataFrame:
+    """Every combination of a, b in 0..4, c in 0..3 and kind once (300 rows); approved when
+    a + b >= 5 and c >= 1. ``cgroup`` says whether c is 0; ``band`` is a group column that is no
+    feature (a row's position modulo 2)."""
+    cells = list(itertools.product(range(5), range(5), range(4), KINDS))
+    data = pd.DataFrame(cells, columns=FEATURES)
+    data[TARGET] = ((data.a + data.b >= 5) & (data.c >= 1)).astype(int)
+    data["cgroup"] = np.where(data.c == 0, "zero", "positive")
+    data["band"] = np.where(np.arange(len(data)) % 2 == 0, "even", "odd")
+    return data
+
+
+@pytest.fixture(scope="module")
+def grid_explainer(grid: pd.DataFrame) -> Explainer:
+    """A fully grown tree fitted on the whole grid: the model is the rule itself; c is immutable."""
+    return Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c"])
+
+
+@pytest.fixture(scope="module")
+def grid_audit(grid_explainer: Explainer) -> tuple[AuditReport, pd.DataFrame]:
+    return run_audit(grid_explainer, "rejected", AuditOptions(groups=("cgroup", "kind", "band"), bootstrap=200))
+
+
+def test_recourse_rate_and_groups_on_a_hand_checkable_case(grid: pd.DataFrame, grid_audit: Any) -> None:
+    """210 rows are rejected: the 75 with c = 0 can never be approved (c is immutable), the 135
+    others can (raise a and b). By kind: 70 rejected each, 45 with recourse."""
+    report, rows = grid_audit
+    rejected = grid.index[grid[TARGET] == 0]
+    assert report.n_rows == 210 and report.skipped_already_met == 90
+    assert report.recourse_rate == pytest.approx(135 / 210)
+    assert sorted(report.with_recourse) == sorted(int(i) for i in rejected if grid.c[i] >= 1)
+    assert sorted(report.no_recourse_proven) == sorted(int(i) for i in rejected if grid.c[i] == 0)
+    assert report.no_recourse_unproven == [] and report.errors == [] and report.already_met == []
+    zero, positive = report.groups["cgroup"]["zero"], report.groups["cgroup"]["positive"]
+    assert (zero.n, zero.recourse_rate, zero.no_recourse_proven) == (75, 0.0, 75)
+    assert (positive.n, positive.recourse_rate, positive.with_recourse) == (135, 1.0, 135)
+    for kind in KINDS:
+        figures = report.groups["kind"][kind]
+        assert (figures.n, figures.with_recourse) == (70, 45)
+        own = rows[(rows["kind"] == kind) & (rows["audit_status"] == "with_recourse")]
+        assert figures.cost_mean == pytest.approx(own["distance"].mean())
+        assert figures.cost_median == pytest.approx(own["distance"].median())
+        assert figures.changed_mean == pytest.approx(own["changed"].mean())
+    # the burden: each kind's mean cost over the cheapest kind's; equal shares without recourse
+    means = {k: report.groups["kind"][k].cost_mean for k in KINDS}
+    best = min(sorted(means), key=lambda k: means[k])
+    assert report.burden["kind"].cost_reference == best
+    for kind in KINDS:
+        assert report.burden["kind"].values[kind].cost_ratio == pytest.approx(means[kind] / means[best])
+        assert report.burden["kind"].values[kind].no_recourse_ratio == pytest.approx(1.0)
+    # the best-off cgroup has no row without recourse: its ratio has no denominator
+    assert report.burden["cgroup"].no_recourse_reference == "positive"
+    assert report.burden["cgroup"].values["zero"].no_recourse_ratio is None
+    # c is immutable: never changed; kind never needs to be
+    assert "c" not in report.features or report.features["c"].changed == 0
+    changed = sum(f.changed for f in report.features.values())
+    assert changed == rows.loc[rows["audit_status"] == "with_recourse", "changed"].sum()
+
+
+def test_every_answer_is_valid_through_the_model(grid_explainer: Explainer, grid_audit: Any) -> None:
+    _, rows = grid_audit
+    answers = rows[rows["audit_status"] == "with_recourse"]
+    proposed = pd.DataFrame({f: answers["cf_" + f].to_numpy() for f in FEATURES})
+    proposed[["a", "b", "c"]] = proposed[["a", "b", "c"]].astype(int)
+    assert (grid_explainer.model.predict_proba(proposed)[:, 1] > 0.5).all()
+
+
+def test_bootstrap_intervals_contain_their_estimates_and_repeat(grid_audit: Any) -> None:
+    report, rows = grid_audit
+    low, high = report.recourse_rate_ci
+    assert low is not None and high is not None and low <= report.recourse_rate <= high < 1.0
+    for column in ("kind", "band"):
+        for figures in report.groups[column].values():
+            assert figures.recourse_rate_ci[0] <= figures.recourse_rate <= figures.recourse_rate_ci[1]
+            assert figures.cost_mean_ci[0] <= figures.cost_mean <= figures.cost_mean_ci[1]
+        for ratios in report.burden[column].values.values():
+            low, high = ratios.cost_ratio_ci
+            assert low is not None and high is not None and low <= high
+    columns = ["cgroup", "kind", "band"]
+    assert group_figures(rows, columns, 0, 200, 0.95) == report.groups  # the figures from the rows, again
+    assert burden(rows, columns, 0, 200, 0.95) == report.burden
+    other = group_figures(rows, columns, 1, 200, 0.95)  # another seed: other draws
+    assert other["kind"]["x"].cost_mean_ci != report.groups["kind"]["x"].cost_mean_ci
+
+
+def _noisy() -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    n = 160
+    data = pd.DataFrame(
+        {
+            "a": rng.integers(0, 4, n),
+            "b": rng.integers(0, 4, n),
+            "c": rng.integers(0, 3, n),
+            "kind": rng.choice(KINDS, n),
+            "group": rng.choice(["p", "q"], n),
+        }
+    )
+    score = data.a + data.b + 4 * data.c + (data.kind == "z") + rng.normal(0, 1.5, n)
+    data[TARGET] = (score > 7).astype(int)
+    return data
+
+
+def test_every_proven_row_is_infeasible_by_brute_force() -> None:
+    """A depth-5 tree on noisy data, c immutable: for every row the audit calls proven, no
+    combination of the allowed values (a, b and kind over their whole domains, c held) reaches
+    the goal; every row with recourse has an answer the model approves."""
+    data = _noisy()
+    model = _tree(data, max_depth=5)
+    explainer = Explainer(model, data, target=TARGET, columns=FEATURES, immutable=["c"])
+    report, rows = run_audit(explainer, "rejected", AuditOptions(groups=("group",), bootstrap=0))
+    assert report.no_recourse_proven and report.with_recourse  # the check is not empty
+    (bound,) = explainer.problem(0).goals  # class 1 leads class 0 by the margin: p1 >= (1 + margin) / 2
+    goal = bound.goal
+    assert isinstance(goal, ClassGoal) and goal.confidence is None and goal.margin < 0.05
+    threshold = (1.0 + goal.margin) / 2.0
+
+    def rows_of(ids: list[Any]) -> pd.DataFrame:
+        chosen = rows.set_index("row_id").loc[ids]
+        return pd.DataFrame({f: chosen["cf_" + f].to_numpy() for f in FEATURES}).astype({"a": int, "b": int, "c": int})
+
+    assert report.no_recourse_unproven == []
+    for row_id in report.no_recourse_proven:
+        row = data.loc[row_id]
+        space = explainer.problem(int(row_id)).space
+        domains: dict[str, list[Any]] = {}
+        for feature in space.features:
+            if isinstance(feature, CategoricalFeature):
+                domains[feature.name] = list(feature.domain)
+            else:
+                assert isinstance(feature, IntegerFeature)
+                assert feature.low is not None and feature.high is not None
+                # the problem's domain lies within the data's range, which is enumerated whole
+                assert data[feature.name].min() <= feature.low and feature.high <= data[feature.name].max()
+                domains[feature.name] = list(range(int(data[feature.name].min()), int(data[feature.name].max()) + 1))
+        domains["c"] = [row["c"]]  # immutable
+        cells = pd.DataFrame(list(itertools.product(*(domains[f] for f in FEATURES))), columns=FEATURES)
+        assert (model.predict_proba(cells)[:, 1] < threshold).all(), f"row {row_id} has a valid change"
+    answers = rows_of(report.with_recourse)
+    assert (model.predict_proba(answers)[:, 1] >= threshold).all()
+
+
+def test_a_failed_search_without_a_proof_is_never_called_proven(grid: pd.DataFrame) -> None:
+    """A nearest-neighbour model the exact engine cannot read: the rows with c = 0 have no
+    answer, and no proof; likewise when the proof is not asked for."""
+    knn = make_pipeline(
+        ColumnTransformer([("kind", OneHotEncoder(), ["kind"])], remainder="passthrough"),
+        KNeighborsClassifier(n_neighbors=1),
+    ).fit(grid[FEATURES], grid[TARGET])
+    explainer = Explainer(knn, grid, target=TARGET, columns=FEATURES, immutable=["c"])
+    report = audit(explainer, "rejected", groups=["cgroup"], bootstrap=0)
+    zero = sorted(int(i) for i in grid.index[grid.c == 0])
+    assert report.no_recourse_proven == []
+    assert sorted(report.no_recourse_unproven) == zero
+    assert report.unproven_reasons == {"not encodable": 75}
+    tree = Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c"])
+    skipped = audit(tree, "rejected", prove=False, bootstrap=0)
+    assert skipped.no_recourse_proven == [] and sorted(skipped.no_recourse_unproven) == zero
+    assert skipped.unproven_reasons == {"not asked": 75}
+
+
+def _comparable(report: AuditReport) -> dict[str, Any]:
+    data = json.loads(report.to_json())
+    del data["timing"], data["settings"]["workers"], data["settings"]["started"]
+    return dict(data)
+
+
+def test_the_same_seed_gives_the_same_report_on_one_or_two_workers(grid: pd.DataFrame) -> None:
+    explainer = Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c"])
+    options = AuditOptions(groups=("band",), seed=5, bootstrap=100, window=16)
+    one, rows_one = run_audit(explainer, "200:280", options)
+    two, rows_two = run_audit(explainer, "200:280", dataclasses.replace(options, workers=2))
+    assert _comparable(one) == _comparable(two)
+    pd.testing.assert_frame_equal(rows_one.drop(columns=["seconds"]), rows_two.drop(columns=["seconds"]))
+    assert one.already_met and one.no_recourse_proven  # "200:280" keeps the rows that meet the goal: listed apart
+
+
+def test_retrain_keeps_answers_a_refit_cannot_move() -> None:
+    """x in 0..9, approved when x >= 5: a stump splits at 4.5 on every bootstrap sample (each holds
+    4s and 5s), so every answer (x = 5) stays valid under every refit."""
+    x = np.repeat(np.arange(10), 40)
+    data = pd.DataFrame({"x": x, "z": np.tile(np.arange(8), 50), TARGET: (x >= 5).astype(int)})
+    model = DecisionTreeClassifier(max_depth=1).fit(data[["x", "z"]], data[TARGET])
+    explainer = Explainer(model, data, target=TARGET)
+    report = audit(explainer, "200:280", retrain=4, bootstrap=0)
+    assert report.robustness is not None and report.robustness.answers == 80
+    assert report.robustness.shares == [1.0] * 4 and report.robustness.mean == 1.0
+
+
+def test_retrain_shares_are_shares_and_can_fall() -> None:
+    """A logistic regression on noisy data: the answers sit on its boundary, so refits lose some."""
+    rng = np.random.default_rng(3)
+    n = 300
+    data = pd.DataFrame({"u": rng.normal(0, 1, n), "v": rng.normal(0, 1, n)})
+    data[TARGET] = (data.u + data.v + rng.normal(0, 1, n) > 0).astype(int)
+    explainer = Explainer(LogisticRegression().fit(data[["u", "v"]], data[TARGET]), data, target=TARGET)
+    first = audit(explainer, "0:60", retrain=3, bootstrap=0, seed=1)
+    assert first.robustness is not None and len(first.robustness.shares) == 3
+    assert all(0.0 <= s <= 1.0 for s in first.robustness.shares)
+    assert min(first.robustness.shares) < 1.0
+    again = audit(explainer, "0:60", retrain=3, bootstrap=0, seed=1)
+    assert again.robustness == first.robustness
+
+
+def test_retrain_refuses_a_model_it_cannot_refit(grid: pd.DataFrame) -> None:
+    from counterplan.planning.models import adapt_sklearn
+
+    explainer = Explainer(adapt_sklearn(_tree(grid), TARGET), grid, target=TARGET, columns=FEATURES)
+    with pytest.raises(ProblemError, match="retrain") as caught:
+        audit(explainer, "0:10", retrain=2, bootstrap=0)
+    assert caught.value.field == "retrain"
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"groups": ["nope"]}, "groups"),
+        ({"rows": "10:5"}, "rows"),
+        ({"rows": "sometimes"}, "rows"),
+        ({"bootstrap": -1}, "bootstrap"),
+        ({"retrain": -2}, "retrain"),
+        ({"groups": ["status"]}, "groups"),
+    ],
+)
+def test_bad_settings_are_refused_naming_their_field(
+    grid_explainer: Explainer, options: dict[str, Any], field: str
+) -> None:
+    rows = options.pop("rows", "rejected")
+    with pytest.raises(ProblemError) as caught:
+        audit(grid_explainer, rows, **options)
+    assert caught.value.field == field
+
+
+def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
+    """``out``: audit.json with the issue's keys and rows.parquet with every row's status and group;
+    a second run over the same directory resumes: nothing is searched or proved again."""
+    first = audit(grid_explainer, "0:60", groups=["cgroup"], bootstrap=50, out=tmp_path)
+    written = json.loads((tmp_path / "audit.json").read_text())
+    for key in (
+        "recourse_rate",
+        "no_recourse_proven",
+        "no_recourse_unproven",
+        "with_recourse",
+        "groups",
+        "burden",
+        "features",
+        "rules",
+    ):
+        assert key in written
+    rows = pd.read_parquet(tmp_path / "rows.parquet")
+    assert len(rows) == 60 and {"audit_status", "audit_reason", "cgroup", "row_id", "cf_a"} <= set(rows.columns)
+    assert sorted(rows.loc[rows["audit_status"] == "no_recourse_proven", "row_id"]) == sorted(first.no_recourse_proven)
+    again = audit(grid_explainer, "0:60", groups=["cgroup"], bootstrap=50, out=tmp_path)
+    assert again.timing.rows_searched == 0 and again.timing.rows_proved == 0
+    assert _comparable(again) == _comparable(first)
+    with pytest.raises(ProblemError) as caught:
+        audit(grid_explainer, "0:60", out=tmp_path, resume=False)
+    assert caught.value.field == "out"
