@@ -23,6 +23,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from counterplan.solver.audit.audit import AuditOptions, run_audit
 from counterplan.solver.audit.html import (
     COST_COLOUR,
     COVERAGE_COLOUR,
@@ -45,6 +46,8 @@ from counterplan.solver.audit.report import (
     GroupBurden,
     GroupFigures,
 )
+from counterplan.solver.audit.rules import global_rules
+from tests.solver.audit.test_rules import credit_case
 
 pytestmark = pytest.mark.unit
 
@@ -308,6 +311,21 @@ def drawing_problems(html: str, work: Path) -> list[str]:
         if drawn < 0.03 or colours < 8 or min(near) < 200:
             problems.append(f"{plot}: {drawn:.1%} drawn, {colours} colours, palette pixels {near}")
     return problems
+
+
+def test_an_audits_page_with_its_rules_is_drawn(tmp_path: Path) -> None:
+    """The whole way: an audit's report and rows, its global rules, the page, the browser."""
+    explainer, data, _ = credit_case()
+    assert explainer.data is not None
+    explainer.data["sex"] = np.where(np.arange(len(data)) % 3 == 0, "female", "male")
+    report, rows = run_audit(explainer, "rejected", AuditOptions(groups=("home", "sex"), bootstrap=50))
+    frame = explainer.data.loc[rows["row_id"]]
+    rules = global_rules(explainer, frame, rows)
+    assert rules and rules[0].condition[0].feature == "debt"
+    page = write_report(report.model_copy(update={"rules": rules}), rows, tmp_path / "report.html")
+    text = page.read_text(encoding="utf-8")
+    assert "debt &lt;= 29" in text and "sex=female" not in text  # the rule's text; labels are in the images
+    assert drawing_problems(text, tmp_path / "browser") == []
 
 
 def _blank_png() -> str:

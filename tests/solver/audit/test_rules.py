@@ -23,7 +23,11 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
-def credit() -> tuple[Explainer, pd.DataFrame, DecisionTreeClassifier]:
+def credit() -> tuple[Explainer, pd.DataFrame, Any]:
+    return credit_case()
+
+
+def credit_case() -> tuple[Explainer, pd.DataFrame, Any]:
     """Approved when income >= 50 and debt < 30; debt and age are immutable, so a rejected
     applicant with debt < 30 needs more income (at most +40) and one with more debt has no way."""
     rng = np.random.default_rng(3)
