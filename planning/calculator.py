@@ -89,6 +89,21 @@ class DirectCalls:
         self.predict_reference = getattr(model, "predict_reference", model.predict)
 
 
+class GivenCalls:
+    """Model calls answered from predictions already made: one reference call made for many
+    problems' rows (a batch block's originals, an audit rule's action applied to every row), each
+    problem's own calculator then scoring its rows from its slice of that call."""
+
+    def __init__(self, predictions: Predictions) -> None:
+        self.predictions = predictions
+
+    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        return self.predictions
+
+    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        return self.predictions
+
+
 class SolveAbandoned(BaseException):
     """Raised in a solve's own thread by a model call asked for after the solve was abandoned
     (:meth:`ScoreCalculator.abandon`): its caller has already answered with the best so far (a

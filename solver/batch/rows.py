@@ -156,14 +156,14 @@ def _codes(space: FeatureSpace, frame: pd.DataFrame) -> tuple[FloatMatrix, npt.N
     for i, feature in enumerate(space.features):
         if feature.missing or feature.name not in frame.columns:
             return X, np.zeros(len(frame), dtype=bool)
-        column = _column_codes(feature, frame[feature.name])
+        column = column_codes(feature, frame[feature.name])
         finite = np.isfinite(column)
         readable &= finite
         X[:, i] = np.where(finite, column, space.original[i])
     return X, readable
 
 
-def _column_codes(feature: AnyFeature, column: pd.Series) -> FloatMatrix:
+def column_codes(feature: AnyFeature, column: pd.Series) -> FloatMatrix:
     """One column's codes, NaN where not readable: a numeric column's numbers at once, any other
     column's values once per distinct value."""
     number = isinstance(feature, IntegerFeature | FloatFeature)

@@ -23,11 +23,9 @@ from typing import Any
 import numpy as np
 import structlog
 
-from counterplan.planning.calculator import Evaluation, ScoreCalculator
+from counterplan.planning.calculator import Evaluation, GivenCalls, ScoreCalculator
 from counterplan.planning.errors import ModelAdapterError
-from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.space import FeatureSpace
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import row_seed
@@ -72,19 +70,6 @@ def _default_search(config: SolverConfig) -> bool:
     )
 
 
-class _Given:
-    """Model calls answered from predictions already made (one reference call for a block)."""
-
-    def __init__(self, predictions: Predictions) -> None:
-        self.predictions = predictions
-
-    def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
-        return self.predictions
-
-    def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
-        return self.predictions
-
-
 def _checked(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
     """Each row scored by its own problem's calculator, from one real-model call per layout (rows
     of one layout have the same space, so each row goes through the model as it would alone)."""
@@ -111,7 +96,7 @@ def _checked_alike(problems: Sequence[CounterfactualProblem], rows: FloatMatrix,
     out = []
     for i, problem in enumerate(problems):
         mine = {name: np.asarray(values)[i : i + 1] for name, values in predictions.items()}
-        out.append(ScoreCalculator(problem, calls=_Given(mine)).check(rows[i]))
+        out.append(ScoreCalculator(problem, calls=GivenCalls(mine)).check(rows[i]))
     return out
 
 
