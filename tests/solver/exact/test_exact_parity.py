@@ -216,7 +216,14 @@ def test_a_category_the_encoder_raises_on_is_forbidden_in_the_program_and_kept_o
 
 @pytest.mark.unit
 def test_every_family_the_kind_module_names_has_an_encoder() -> None:
-    families = kind.LINEAR_CLASSIFIERS + kind.LINEAR_REGRESSORS + kind.NETWORKS + kind.TREE_ENSEMBLES
+    families = (
+        kind.LINEAR_CLASSIFIERS
+        + kind.LINEAR_REGRESSORS
+        + kind.ONNX_LINEAR_CLASSIFIERS
+        + kind.ONNX_LINEAR_REGRESSORS
+        + kind.NETWORKS
+        + kind.TREE_ENSEMBLES
+    )
     assert set(ESTIMATOR_ENCODERS) == set(families)
     with pytest.raises(NotEncodableError, match="KNeighborsClassifier is not a tree ensemble, linear model or network"):
         estimator_encoder(KNeighborsClassifier())
