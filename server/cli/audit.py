@@ -41,6 +41,8 @@ FLAGS = {
     "window": "--window",
     "ray": "--ray",
     "seed": "--seed",
+    "rules": "--rules",
+    "rule_validity": "--rule-validity",
 }
 """The audit's own fields, and the flag whose value a refusal of one names."""
 _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
@@ -89,6 +91,16 @@ def add_parser(commands: Any) -> None:
     figures.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (default 0.95)")
     figures.add_argument("--no-proof", action="store_true", help="do not ask the exact engine to prove 'no recourse'")
     figures.add_argument("--prove-seconds", type=float, metavar="S", help="time limit of each proof (default none)")
+    figures.add_argument(
+        "--rules", type=int, default=5, metavar="N", help="at most N global rules (default 5; 0: none)"
+    )
+    figures.add_argument(
+        "--rule-validity",
+        type=float,
+        default=0.8,
+        metavar="P",
+        help="a rule's least share of covered rows its change brings to the goal (default 0.8)",
+    )
     output = audit.add_argument_group("the output")
     output.add_argument("--out", help="directory for audit.json, rows.parquet and report.html (created if needed)")
     output.add_argument("--resume", action="store_true", help="continue the audit already in --out")
@@ -130,6 +142,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
             retrain=args.retrain,
             resume=args.resume,
             progress=progress,
+            rules=args.rules,
+            rule_validity=args.rule_validity,
         )
         try:
             report, _ = run_audit(explainer, rows, options, out=args.out)
@@ -180,7 +194,7 @@ def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[str, int
 
 
 def print_summary(report: AuditReport, out: Path, console: Console) -> None:
-    """The overall figures, each group's rate, cost and burden, and the files written."""
+    """The overall figures, each group's rate, cost and burden, the global rules, and the files written."""
     from rich.table import Table  # noqa: PLC0415
 
     from counterplan.solver.audit.audit import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
@@ -231,6 +245,21 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
                 _number(ratios.no_recourse_ratio if ratios else None),
             )
         console.print(table)
+    if report.rules:
+        rules = Table(title="Global rules")
+        for name in ("rule", "for rows with", "change", "rows", "coverage", "validity", "mean cost"):
+            rules.add_column(name, justify="right" if name in {"rows", "coverage", "validity", "mean cost"} else "left")
+        for i, rule in enumerate(report.rules, start=1):
+            rules.add_row(
+                f"R{i}",
+                rule.condition_text(),
+                rule.action_text(),
+                f"{rule.rows_covered:,}",
+                _percent(rule.coverage),
+                _percent(rule.validity),
+                _number(rule.cost_mean),
+            )
+        console.print(rules)
     rows = out / (ROWS_FILE if (out / ROWS_FILE).exists() else ROWS_CSV)
     written = [out / AUDIT_FILE, rows] + ([out / REPORT_FILE] if (out / REPORT_FILE).exists() else [])
     console.print("written: " + ", ".join(str(p) for p in written), markup=False, soft_wrap=True)

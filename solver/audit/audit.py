@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
-import importlib
 import importlib.util
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,9 +33,11 @@ import pandas as pd
 import structlog
 
 from counterplan.planning.errors import ProblemError
+from counterplan.solver.audit.html import write_report
 from counterplan.solver.audit.proofs import Proof, append_proof, plain, proof_config, prove_rows, read_proofs
 from counterplan.solver.audit.report import AuditReport, AuditSettings, AuditTiming, Robustness
 from counterplan.solver.audit.robustness import retrain_shares
+from counterplan.solver.audit.rules import global_rules
 from counterplan.solver.audit.stats import (
     STATUS,
     burden,
@@ -76,6 +77,7 @@ PROOFS_FILE = "proofs.jsonl"
 """One line per row put to the exact engine, appended as each is done, kept for ``resume``."""
 MAX_BOOTSTRAP = 100_000
 MAX_RETRAIN = 1_000
+MAX_RULES = 50
 REASON_COLUMN = "audit_reason"
 """The column of the audit's rows that says why a row without recourse has no proof."""
 
@@ -98,6 +100,10 @@ class AuditOptions:
     window: int | None = None
     vectorised: bool | None = None
     progress: Progress | None = None
+    rules: int = 5
+    """At most this many global rules (:mod:`counterplan.solver.audit.rules`; 0: none)."""
+    rule_validity: float = 0.8
+    """A rule's least share of covered rows its action must bring to the goal."""
 
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
@@ -110,6 +116,10 @@ class AuditOptions:
             raise ProblemError("confidence", f"must be between 0 and 1, given {self.confidence!r}")
         if isinstance(retrain, bool) or not isinstance(retrain, int) or not 0 <= retrain <= MAX_RETRAIN:
             raise ProblemError("retrain", f"must be from 0 to {MAX_RETRAIN}, given {retrain!r}")
+        if isinstance(self.rules, bool) or not isinstance(self.rules, int) or not 0 <= self.rules <= MAX_RULES:
+            raise ProblemError("rules", f"must be from 0 to {MAX_RULES}, given {self.rules!r}")
+        if not 0.0 < self.rule_validity <= 1.0:
+            raise ProblemError("rule_validity", f"must be above 0 and at most 1, given {self.rule_validity!r}")
         if self.prove_seconds is not None and not self.prove_seconds > 0:
             raise ProblemError("prove_seconds", f"must be above 0 (or None: no limit), given {self.prove_seconds!r}")
         groups = (self.groups,) if isinstance(self.groups, str) else tuple(self.groups)
@@ -140,6 +150,8 @@ def audit(
     progress: Progress | None = None,
     window: int | None = None,
     vectorised: bool | None = None,
+    rules: int = 5,
+    rule_validity: float = 0.8,
 ) -> AuditReport:
     """Audit ``explainer``'s model over ``rows``: who can reach the goal, at what cost, by group.
 
@@ -181,6 +193,10 @@ def audit(
         that holds them).
     progress:
         Called with ``(stage, done, total)`` as rows finish (:data:`Progress`).
+    rules, rule_validity:
+        At most ``rules`` global rules ("for rows with <condition>, change <feature> by <amount>"),
+        each bringing at least ``rule_validity`` of the rows it covers to the goal through the model
+        (:func:`~counterplan.solver.audit.rules.global_rules`; ``rules=0``: none).
 
     Returns
     -------
@@ -202,6 +218,8 @@ def audit(
         window,
         vectorised,
         progress,
+        rules,
+        rule_validity,
     )
     return run_audit(explainer, rows, options, out)[0]
 
@@ -258,13 +276,25 @@ def run_audit(
         audited, frame=frame, features=features, options=options, skipped=skipped, shares=shares, settings=settings
     )
     statistics_done = time.perf_counter()
+    if options.rules and not audited.empty:
+        found = global_rules(
+            explainer,
+            frame.loc[audited["row_id"]],
+            audited,
+            max_rules=options.rules,
+            min_validity=options.rule_validity,
+            seed=options.seed,
+        )
+        report = report.model_copy(update={"rules": found})
+    rules_done = time.perf_counter()
     search_seconds = search_done - started
     timing = AuditTiming(
-        seconds=statistics_done - started,
+        seconds=rules_done - started,
         search_seconds=search_seconds,
         prove_seconds=prove_done - search_done,
         retrain_seconds=retrain_done - prove_done,
         statistics_seconds=statistics_done - retrain_done,
+        rules_seconds=rules_done - statistics_done,
         rows_searched=searched,
         rows_proved=proved,
         rows_per_second=searched / search_seconds if searched and search_seconds > 0 else None,
@@ -574,7 +604,8 @@ def _with_ids(rows: pd.DataFrame) -> pd.DataFrame:
 
 def write_outputs(report: AuditReport, rows: pd.DataFrame, folder: Path) -> list[Path]:
     """Write ``audit.json``, the rows (``rows.parquet``, or ``rows.csv`` without pyarrow) and,
-    when :mod:`counterplan.solver.audit.html` is installed, ``report.html``; returns the paths."""
+    with matplotlib (the ``plot`` extra) installed, ``report.html``
+    (:mod:`counterplan.solver.audit.html`); returns the paths."""
     written = [folder / AUDIT_FILE]
     _replace(written[0], lambda tmp: tmp.write_text(report.to_json(), encoding="utf-8"))
     if importlib.util.find_spec("pyarrow") is not None:
@@ -584,10 +615,9 @@ def write_outputs(report: AuditReport, rows: pd.DataFrame, folder: Path) -> list
         path = folder / ROWS_CSV
         _replace(path, lambda tmp: rows.to_csv(tmp, index=False))
     written.append(path)
-    if importlib.util.find_spec("counterplan.solver.audit.html") is not None:
-        html = importlib.import_module("counterplan.solver.audit.html")  # the HTML report, when it is there
+    if importlib.util.find_spec("matplotlib") is not None:  # the plot extra draws the report's plots
         page = folder / REPORT_FILE
-        html.write_report(report, rows, page)
+        write_report(report, rows, page)
         written.append(page)
     return written
 

@@ -192,35 +192,14 @@ def _groups_table(report: AuditReport) -> str:
     return _table(header, body)
 
 
-def condition_text(rule: AuditRule) -> str:
-    """A rule's condition in words (``every row`` when it has none)."""
-    return " and ".join(f"{c.feature} {c.op} {_value(c.value)}" for c in rule.condition) or "every row"
-
-
-def action_text(rule: AuditRule) -> str:
-    """A rule's action in words."""
-    return " and ".join(
-        f"change {a.feature} by {a.value:+,.6g}" if a.kind == "add" else f"set {a.feature} to {_value(a.value)}"
-        for a in rule.action
-    )
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, float) and value.is_integer():
-        return f"{int(value):,}"
-    return f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
-
-
 def _rules_table(rules: Sequence[AuditRule]) -> str:
     if not rules:
         return '<p class="note">No rule reaches the validity asked for.</p>'
     body = [
         [
             (f"R{i}", False),
-            (_e(condition_text(rule)), False),
-            (_e(action_text(rule)), False),
+            (_e(rule.condition_text()), False),
+            (_e(rule.action_text()), False),
             (f"{rule.rows_covered:,}", True),
             (_share(rule.coverage), True),
             (_share(rule.validity), True),

@@ -143,6 +143,29 @@ class AuditRule(_Figures):
     """Mean distance of the action over the covered rows it makes valid."""
     rows_covered: int
 
+    def condition_text(self) -> str:
+        """The condition in words (``every row`` when it has none): what the HTML page and the
+        command's summary print."""
+        return " and ".join(f"{c.feature} {c.op} {_value_text(c.value)}" for c in self.condition) or "every row"
+
+    def action_text(self) -> str:
+        """The action in words."""
+        return " and ".join(
+            f"change {a.feature} by {a.value:+,.6g}"
+            if a.kind == "add"
+            else f"set {a.feature} to {_value_text(a.value)}"
+            for a in self.action
+        )
+
+
+def _value_text(value: Any) -> str:
+    """A rule's value as a person reads it: text quoted, whole numbers without a decimal point."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value):,}"
+    return f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
 
 class Robustness(_Figures):
     """``retrain=K``: the answers checked again under K models refit on bootstrap samples of the data."""
@@ -188,6 +211,7 @@ class AuditTiming(_Figures):
     prove_seconds: float
     statistics_seconds: float
     retrain_seconds: float = 0.0
+    rules_seconds: float = 0.0
     rows_searched: int
     """Rows the bulk engine explained in this run (a resumed audit's earlier rows not counted)."""
     rows_proved: int

@@ -88,6 +88,8 @@ def test_audit_writes_the_report_and_the_rows(
         (("--rows", "most"), "--rows"),
         (("--bootstrap", "-3"), "--bootstrap"),
         (("--retrain", "-1"), "--retrain"),
+        (("--rules", "-1"), "--rules"),
+        (("--rule-validity", "1.5"), "--rule-validity"),
     ],
 )
 def test_bad_flags_are_refused_naming_the_flag(

@@ -3,6 +3,8 @@ immutable feature, and valid only as far as the model says."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 from sklearn.tree import DecisionTreeClassifier
 
+from counterplan.solver.audit.audit import AuditOptions, run_audit
 from counterplan.solver.audit.report import AuditRule
 from counterplan.solver.audit.rules import _actions, _rows, find_rules, global_rules
 from counterplan.solver.batch.records import RECORD_COLUMNS
@@ -183,3 +186,24 @@ def test_no_action_breaks_a_monotone_rule(credit: Any, audited: Any) -> None:
     assert _actions(audited_rows.problems[0].space, audited_rows, 48) == []
     assert find_rules(falling, rows, records, min_validity=0.01) == []
     assert find_rules(explainer, rows, records, min_validity=0.01)  # the same answers, income free
+
+
+def test_the_audit_reports_its_global_rules_and_writes_them(
+    credit: tuple[Explainer, pd.DataFrame, Any], tmp_path: Path
+) -> None:
+    """``run_audit`` puts the rules in the report and in ``audit.json``: the subgroup's rule, each
+    rule as valid as asked through the model; ``rules=0`` asks for none."""
+    explainer = credit[0]
+    report, _ = run_audit(explainer, "rejected", AuditOptions(bootstrap=0, rule_validity=0.9), out=tmp_path)
+    assert report.rules, "the credit case has a rule: more income where debt is low"
+    assert report.rules[0].condition[0].feature == "debt"
+    for rule in report.rules:
+        assert rule.validity is not None and rule.validity >= 0.9
+        assert all(a.feature not in {"debt", "age"} for a in rule.action)
+    written = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))
+    assert written["rules"] == [rule.model_dump(mode="json") for rule in report.rules]
+    assert report.timing.rules_seconds > 0
+    none, _ = run_audit(explainer, "rejected", AuditOptions(bootstrap=0, rules=0))
+    assert none.rules == []
+    with pytest.raises(ValueError, match="rules"):
+        run_audit(explainer, "rejected", AuditOptions(rules=-1))
