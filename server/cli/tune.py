@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ def add_parser(commands: Any) -> None:
         "as a file explain --config, model cards and gRPC accept.",
     )
     group = tune.add_argument_group("the model and the rows")
-    group.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
+    group.add_argument("--model", help=MODEL_HELP + "; default: the demo model")
     group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    add_served_model_flags(group)
     group.add_argument("--data", help="CSV of training data (with the label column)")
     group.add_argument("--target", help="label column of --data")
     group.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
