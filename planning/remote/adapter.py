@@ -236,7 +236,12 @@ class RemoteModel:
         if bound.output is None:
             bound.output = name
         if bound.task == "classification" and bound.classes is None:
-            values = np.unique(np.asarray(labels))
+            try:
+                values = np.unique(np.asarray(labels))
+            except TypeError:  # labels of mixed types do not sort
+                raise ModelAdapterError(
+                    "classes", f"the target {name!r} has labels that do not sort: give classes="
+                ) from None
             if values.size < 2:
                 raise ModelAdapterError("classes", f"the target {name!r} has fewer than two labels")
             bound.classes = tuple(v.item() if isinstance(v, np.generic) else v for v in values)

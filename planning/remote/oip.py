@@ -103,11 +103,18 @@ def request_json(request: InferRequest) -> dict[str, Any]:
 
 
 def _tensor_json(tensor: Tensor) -> dict[str, Any]:
+    """One input as JSON; a missing number (NaN, which JSON cannot write) as ``null``: whether a
+    server takes it is the server's affair (MLServer's NumPy codec refuses it)."""
+    data = tensor.data
+    if data.dtype.kind == "f" and not np.isfinite(data).all():
+        values: list[Any] = [None if not np.isfinite(v) else v for v in data.tolist()]
+    else:
+        values = data.tolist()
     out: dict[str, Any] = {
         "name": tensor.name,
         "datatype": tensor.datatype,
         "shape": list(tensor.shape),
-        "data": tensor.data.tolist(),
+        "data": values,
     }
     if tensor.parameters:
         out["parameters"] = dict(tensor.parameters)

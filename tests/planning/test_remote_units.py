@@ -152,6 +152,13 @@ def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
         build_request(X, space, "tensor", narrow, ())  # type: ignore[arg-type]
 
 
+def test_a_missing_number_is_sent_as_null_over_rest() -> None:
+    tensor = Tensor("x", "FP64", (3,), np.array([1.0, np.nan, np.inf]))
+    assert request_json(InferRequest((tensor,)))["inputs"][0]["data"] == [1.0, None, None]
+    with pytest.raises(ModelAdapterError, match="do not sort"):
+        RemoteModel("grpc://h:1/m").for_target("y", np.array([1, "a"], dtype=object))
+
+
 def test_the_layout_follows_the_metadata() -> None:
     assert choose_layout(ModelMetadata("m")) == "tensor"
     assert choose_layout(ModelMetadata("m", parameters={"content_type": "pd"})) == "columns"
