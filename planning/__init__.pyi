@@ -50,6 +50,9 @@ from counterplan.planning.models import (
     SklearnRegressorAdapter as SklearnRegressorAdapter,
     adapt_sklearn as adapt_sklearn,
 )
+from counterplan.planning.onnx_model import (
+    OnnxModel as OnnxModel,
+)
 from counterplan.planning.plausibility import (
     PlausibilitySettings as PlausibilitySettings,
 )

@@ -163,11 +163,11 @@ found closer answers; at 300 the swarm was closer and about three times faster."
 def _linear(problem: CounterfactualProblem) -> bool:
     """A credit scorecard, or a model whose last step has linear coefficients."""
     from counterplan.planning.scorecard import ScorecardAdapter  # noqa: PLC0415
-    from counterplan.planning.structure.kind import final_estimator, is_linear  # noqa: PLC0415
+    from counterplan.planning.structure.kind import is_linear, model_estimator  # noqa: PLC0415
 
     if isinstance(problem.model, ScorecardAdapter):
         return True
-    return is_linear(final_estimator(getattr(problem.model, "model", None)))
+    return is_linear(model_estimator(problem.model))
 
 
 def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhaseConfig) -> EnginePlan:

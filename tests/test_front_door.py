@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "rich", "httpx")
+HEAVY = ("sklearn", "scipy", "pandas", "numpy", "grpc", "optuna", "pydantic", "rich", "httpx", "onnxruntime", "onnx")
 
 
 def test_every_public_name_resolves() -> None:

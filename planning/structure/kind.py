@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-LINEAR_CLASSIFIERS = ("LogisticRegression", "LogisticRegressionCV", "SGDClassifier", "LinearSVC", "RidgeClassifier")
+LINEAR_CLASSIFIERS = (
+    "LogisticRegression",
+    "LogisticRegressionCV",
+    "SGDClassifier",
+    "LinearSVC",
+    "RidgeClassifier",
+)
 """Linear classifiers the exact engine encodes."""
 LABEL_ONLY = ("LinearSVC", "RidgeClassifier")
 """Linear classifiers without probabilities: the predicted label is the side of the hyperplane."""
@@ -27,6 +33,10 @@ LINEAR_REGRESSORS = (
     "BayesianRidge",
 )
 """Linear regressors the exact engine encodes."""
+ONNX_LINEAR_CLASSIFIERS = ("OnnxLinearClassifier",)
+ONNX_LINEAR_REGRESSORS = ("OnnxLinearRegressor",)
+"""An ONNX graph's ``LinearClassifier``/``LinearRegressor`` node, read by
+:mod:`counterplan.planning.structure.onnx` into scikit-learn's ``coef_`` and ``intercept_``."""
 NETWORKS = ("MLPClassifier", "MLPRegressor")
 """scikit-learn's feed-forward networks."""
 BAGGED_TREES = (
@@ -44,7 +54,9 @@ HIST_GRADIENT_BOOSTING = ("HistGradientBoostingClassifier", "HistGradientBoostin
 GRADIENT_BOOSTING = ("GradientBoostingClassifier", "GradientBoostingRegressor")
 XGBOOST = ("XGBClassifier", "XGBRegressor")
 LIGHTGBM = ("LGBMClassifier", "LGBMRegressor")
-TREE_ENSEMBLES = BAGGED_TREES + HIST_GRADIENT_BOOSTING + GRADIENT_BOOSTING + XGBOOST + LIGHTGBM
+ONNX_TREES = ("OnnxTreeEnsemble",)
+"""An ONNX graph's ``TreeEnsemble*`` node, read by :mod:`counterplan.planning.structure.onnx`."""
+TREE_ENSEMBLES = BAGGED_TREES + HIST_GRADIENT_BOOSTING + GRADIENT_BOOSTING + XGBOOST + LIGHTGBM + ONNX_TREES
 """Every tree family :func:`counterplan.planning.structure.trees.read_ensemble` reads."""
 
 
@@ -57,6 +69,20 @@ def final_estimator(model: Any) -> Any:
     """The last step of a pipeline, or the model itself."""
     steps = getattr(model, "steps", None)
     return steps[-1][1] if steps else model
+
+
+def model_estimator(adapter: Any) -> Any:
+    """The estimator the structure readers read for a model adapter: the final estimator of a
+    scikit-learn adapter's model, the node of an ONNX graph (an adapter with ``structure()``,
+    :class:`counterplan.planning.onnx_model.OnnxModel`; None when the graph cannot be read), else
+    None."""
+    structure = getattr(adapter, "structure", None)
+    if callable(structure):
+        try:
+            return structure().estimator
+        except (ValueError, ImportError):  # NotEncodableError: a graph the reader refuses; onnx missing
+            return None
+    return final_estimator(getattr(adapter, "model", None))
 
 
 def is_linear(estimator: Any) -> bool:
@@ -84,6 +110,9 @@ __all__ = [
     "LINEAR_CLASSIFIERS",
     "LINEAR_REGRESSORS",
     "NETWORKS",
+    "ONNX_LINEAR_CLASSIFIERS",
+    "ONNX_LINEAR_REGRESSORS",
+    "ONNX_TREES",
     "TREE_ENSEMBLES",
     "XGBOOST",
     "final_estimator",
@@ -91,4 +120,5 @@ __all__ = [
     "is_network",
     "is_tree_ensemble",
     "kind_name",
+    "model_estimator",
 ]

@@ -224,6 +224,12 @@ def _as_number(column: Column, reader: str, walk: _Walk) -> EstimatorColumn:
     return LookupColumn(column.source, tuple(values), "value", column.errors, where=reader)
 
 
+def as_number(column: Column, reader: str, names: Sequence[str] | None = None) -> EstimatorColumn:
+    """A column read as numbers by ``reader`` (categories: a lookup of their numeric values; text
+    categories refused): what another graph reader (an ONNX graph's) shares with this walker."""
+    return _as_number(column, reader, _Walk(names))
+
+
 def _as_categories(column: Column, where: str, walk: _Walk) -> CategoryColumn:
     """A column an encoder reads: a nominal feature, or a plain boolean one (False/True)."""
     if isinstance(column, CategoryColumn):

@@ -19,6 +19,7 @@ computed from. Only the problem's own bounds are applied per problem.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy.typing as npt
 
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.cache import MEMO
-from counterplan.planning.structure.columns import NumberColumn
+from counterplan.planning.structure.columns import EstimatorColumn, NumberColumn
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.kind import final_estimator, is_linear
 from counterplan.planning.structure.pipeline import describe_model
@@ -88,11 +89,26 @@ def _read_thresholds(estimator: Any) -> Thresholds:
     return Thresholds(columns, values, float32)
 
 
+def graph_split_points(graph: Any, space: FeatureSpace) -> dict[int, FloatArray]:
+    """:func:`split_points` of an ONNX graph read by :mod:`counterplan.planning.structure.onnx`
+    (its node's trees, the columns its operators make)."""
+    try:
+        if is_linear(graph.estimator):
+            return {}
+        return _points(graph.estimator, graph.describe(space).columns, space)
+    except _READ_ERRORS:
+        return {}
+
+
 def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> dict[int, FloatArray]:
     estimator = final_estimator(model)
     if is_linear(estimator):
         return {}
-    owner_of, slope, shift = _affine_columns(model, space, dataframe)
+    return _points(estimator, describe_model(model, space, dataframe).columns, space)
+
+
+def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSpace) -> dict[int, FloatArray]:
+    owner_of, slope, shift = _affine_columns(columns, space)
     splits = thresholds(estimator)
     if splits.unreadable:
         return {}  # a model the tree reader cannot read, as split_points says
@@ -118,12 +134,11 @@ def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> dict[int,
 
 
 def _affine_columns(
-    model: Any, space: FeatureSpace, dataframe: bool
+    columns: Sequence[EstimatorColumn], space: FeatureSpace
 ) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray]:
     """Per model column: the movable number it is an affine function of (-1: none), and how
     (``column = slope * value + shift``). A category, a number restricted to allowed values, a
     constant and a clipped column have none."""
-    columns = describe_model(model, space, dataframe).columns
     owner_of = np.full(len(columns), -1, dtype=np.intp)
     slope = np.zeros(len(columns))
     shift = np.zeros(len(columns))
@@ -247,7 +262,7 @@ def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[in
     return out
 
 
-__all__ = ["MAX_PER_FEATURE", "THRESHOLDS", "Thresholds", "split_points", "thresholds"]
+__all__ = ["MAX_PER_FEATURE", "THRESHOLDS", "Thresholds", "graph_split_points", "split_points", "thresholds"]
 
 
 PAIR_TOLERANCE = 1e-6

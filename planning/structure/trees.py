@@ -31,6 +31,7 @@ from counterplan.planning.structure.kind import (
     GRADIENT_BOOSTING,
     HIST_GRADIENT_BOOSTING,
     LIGHTGBM,
+    ONNX_TREES,
     XGBOOST,
     kind_name,
 )
@@ -91,6 +92,9 @@ class Ensemble:
     weight: float
     link: Link
     description: str
+    offset: npt.NDArray[np.float64] | None = None
+    """Per output, what the model adds to the trees' sum, when the model states it (an ONNX
+    graph's ``base_values``); None: the caller computes it from the real model at one row."""
 
     def total(self, row: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Per output, ``weight * sum of leaf values`` at ``row``, without the offset."""
@@ -179,6 +183,9 @@ def read_ensemble(estimator: Any) -> Ensemble:
 
 def _read_ensemble(estimator: Any) -> Ensemble:
     kind = kind_name(estimator)
+    if kind in ONNX_TREES:  # read from the graph already (planning.structure.onnx)
+        ensemble: Ensemble = estimator.ensemble
+        return ensemble
     classifier = hasattr(estimator, "classes_")
     n_classes = _classes(estimator)
     if kind in BAGGED_TREES:

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 
 MODEL_HELP = (
-    "fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), a scorecard's points "
-    "table (.yaml, .json or .csv), or a served model's address: http://HOST:PORT/v2/models/NAME or "
-    "grpc://HOST:PORT/NAME (KServe, MLServer, Triton)"
+    "fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), an ONNX model (.onnx), "
+    "a scorecard's points table (.yaml, .json or .csv), or a served model's address: "
+    "http://HOST:PORT/v2/models/NAME or grpc://HOST:PORT/NAME (KServe, MLServer, Triton)"
 )
 """``--model``'s help, the same for every command that loads a model in this process."""
 SERVED_FLAGS = ("--model-timeout", "--model-header")

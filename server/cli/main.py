@@ -15,7 +15,7 @@ from collections.abc import Sequence
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
-from counterplan.server.cli import batch, explain, interrupt, plan, serve, tune
+from counterplan.server.cli import batch, explain, interrupt, kserve, plan, serve, tune
 from counterplan.server.cli.flags import UsageError
 
 EXIT_USAGE = 2
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_parser(commands)
     plan.add_parser(commands)
     serve.add_parser(commands)
+    kserve.add_parser(commands)
     return parser
 
 
@@ -52,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return batch.run(args, UsageError)
         if args.command == "plan":
             return plan.run(args, UsageError)
+        if args.command == "kserve":
+            return kserve.run(args)
     except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes
         code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")

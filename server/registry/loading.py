@@ -33,8 +33,11 @@ CARD_TRUST = "list them as trusted_types in the model card"
 def load_model(
     path: str | Path, trust: bool = False, trusted_types: Sequence[str] = (), *, how_to_trust: str = COMMAND_TRUST
 ) -> Any:
-    """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, or a scorecard's points
-    table from a ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
+    """Load a fitted model from a ``.skops`` or ``.joblib``/``.pkl`` file, an ONNX model from a
+    ``.onnx`` file (an :class:`~counterplan.planning.onnx_model.OnnxModel`, already a model adapter:
+    named after the target by :func:`~counterplan.planning.model_protocol.bind_target`, or a
+    card's outputs by ``renamed``), or a scorecard's points table from a
+    ``.yaml``/``.json``/``.csv`` file (:func:`counterplan.planning.scorecard.load_points_table`).
 
     Parameters
     ----------
@@ -66,6 +69,10 @@ def load_model(
             return sio.load(file, trusted=untrusted)
         if suffix in {".joblib", ".pkl", ".pickle"}:
             return joblib.load(file)
+        if suffix == ".onnx":  # a graph run by onnxruntime: plain data, no code runs while loading
+            from counterplan.planning.onnx_model import OnnxModel  # noqa: PLC0415
+
+            return OnnxModel(file)
         if suffix in {".yaml", ".yml", ".json", ".csv"}:  # a scorecard's points table: plain data
             from counterplan.planning.scorecard import load_points_table  # noqa: PLC0415
 
@@ -77,7 +84,8 @@ def load_model(
     except Exception as exc:  # a corrupt or foreign file: report it, not a traceback
         raise LoadError(str(file), f"cannot load model: {type(exc).__name__}: {exc}") from None
     raise LoadError(
-        str(file), f"unknown model file type {suffix!r}; use .skops or .joblib (or a points table: .yaml, .json, .csv)"
+        str(file),
+        f"unknown model file type {suffix!r}; use .skops, .joblib or .onnx (or a points table: .yaml, .json, .csv)",
     )
 
 

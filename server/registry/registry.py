@@ -25,6 +25,7 @@ from counterplan.planning.goals import OutputSpec
 from counterplan.planning.inference import schema_of
 from counterplan.planning.model_protocol import bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
 from counterplan.planning.profile import FeatureSpec, SchemaProfile
 from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
@@ -239,7 +240,8 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     adapter: ModelAdapter
     if model_path is not None:
         model = _model_file(path, card, model_path, trust_pickle)
-        adapter = adapt_sklearn(model, card.outputs if len(card.outputs) > 1 else card.outputs[0])
+        names = card.outputs if len(card.outputs) > 1 else card.outputs[0]
+        adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
     spec = _card_spec(path, card)
     training = load_csv(data_path) if data_path is not None else None
     if model_path is None:  # a served model learns its class names from the training target

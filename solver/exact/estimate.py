@@ -42,11 +42,12 @@ from counterplan.planning.structure.kind import (
     BAGGED_TREES,
     GRADIENT_BOOSTING,
     HIST_GRADIENT_BOOSTING,
-    final_estimator,
+    ONNX_TREES,
     is_linear,
     is_network,
     is_tree_ensemble,
     kind_name,
+    model_estimator,
 )
 from counterplan.planning.structure.pipeline import describe_model
 from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
@@ -104,7 +105,7 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
     mutable = int(problem.space.mutable.sum())
     if isinstance(problem.model, ScorecardAdapter):
         return ProgramSize("linear", mutable)
-    estimator = final_estimator(getattr(problem.model, "model", None))
+    estimator = model_estimator(problem.model)
     if is_linear(estimator):
         return ProgramSize("linear", mutable)
     if is_network(estimator):
@@ -123,6 +124,8 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
 
 def _ensemble(estimator: Any) -> Ensemble:
     kind = kind_name(estimator)
+    if kind in ONNX_TREES:  # an ONNX graph's trees: averaged probabilities, or a boosted sum
+        return "bagged" if estimator.ensemble.link == "probability" else "boosted"
     if kind in BAGGED_TREES:
         return "bagged"
     if kind in HIST_GRADIENT_BOOSTING:

@@ -28,6 +28,7 @@ import numpy as np
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
+from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
@@ -130,7 +131,7 @@ def check_problem(problem: CounterfactualProblem) -> None:
     for j, feature in enumerate(space.features):
         if space.missing[j] and feature.mutable and space.lower[j] != space.upper[j]:
             raise NotEncodableError(f"feature {feature.name!r}: filling a missing value in")
-    if not isinstance(problem.model, SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter):
+    if not isinstance(problem.model, SklearnClassifierAdapter | SklearnRegressorAdapter | ScorecardAdapter | OnnxModel):
         raise NotEncodableError(f"a {type(problem.model).__name__} is a black box to the exact engine")
     if len(problem.goals) != 1:
         raise NotEncodableError("the exact engine takes one goal")
@@ -312,7 +313,7 @@ def _check_columns(formulation: Formulation, inputs: ModelInputs, original: Any,
     for i, lin in enumerate(inputs.columns):
         if lin[0] or not np.isnan(original[i]):
             mine = evaluate(lin, at_original)
-            if not math.isclose(mine, original[i], rel_tol=1e-7, abs_tol=1e-7):
+            if not math.isclose(mine, original[i], rel_tol=inputs.tolerance, abs_tol=inputs.tolerance):
                 raise NotEncodableError(
                     f"column {i} of {kind}'s input: the encoding gives {mine!r}, the pipeline {original[i]!r}"
                 )

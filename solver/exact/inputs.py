@@ -27,6 +27,17 @@ def model_inputs(formulation: Formulation) -> ModelInputs:
     """The problem's model split into its final estimator and the linear columns it reads."""
     problem = formulation.problem
     adapter: Any = problem.model
+    structure = getattr(adapter, "structure", None)
+    if callable(structure):  # an ONNX graph (planning.structure.onnx): its node and the ops before it
+        graph = structure()
+        described = graph.describe(problem.space)
+        columns = [
+            column_lin(column, formulation.features[column.source], problem.space.names[column.source])
+            for column in described.columns
+        ]
+        forbidden = _forbidden(described, formulation.features)
+        preprocess = adapter if graph.steps else None
+        return ModelInputs(graph.estimator, columns, forbidden, preprocess, tolerance=ONNX_TOLERANCE)
     model = adapter.model
     described = describe_model(model, problem.space, adapter.input_kind == "dataframe")
     return _inputs(model, described, formulation.features, problem.space.names)
@@ -40,13 +51,22 @@ def relation_inputs(formulation: Formulation, model: Any, columns: Sequence[int]
     return _inputs(model, describe(model, entry, names), formulation.features, names)
 
 
-def _inputs(model: Any, described: ModelColumns, features: list[FeatureVars], names: Sequence[str]) -> ModelInputs:
-    columns = [column_lin(column, features[column.source], names[column.source]) for column in described.columns]
+ONNX_TOLERANCE = 1e-5
+"""How closely an ONNX graph's columns (computed in float32) must agree with their expressions."""
+
+
+def _forbidden(described: ModelColumns, features: list[FeatureVars]) -> list[Lin]:
     forbidden = []
     for j, slot in described.raises:  # the encoder raises on these categories: they stay off
         categories = features[j].categories
         if categories is not None:
             forbidden.append(categories[slot - 1][1])
+    return forbidden
+
+
+def _inputs(model: Any, described: ModelColumns, features: list[FeatureVars], names: Sequence[str]) -> ModelInputs:
+    columns = [column_lin(column, features[column.source], names[column.source]) for column in described.columns]
+    forbidden = _forbidden(described, features)
     preprocess = model[:-1] if getattr(model, "steps", None) is not None else None
     return ModelInputs(final_estimator(model), columns, forbidden, preprocess)
 

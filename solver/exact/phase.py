@@ -35,11 +35,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
 from counterplan.planning.score import best_row, is_better, is_feasible
 from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.structure.errors import NotEncodableError
-from counterplan.planning.structure.kind import TREE_ENSEMBLES, final_estimator, kind_name
+from counterplan.planning.structure.kind import TREE_ENSEMBLES, kind_name, model_estimator
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
@@ -91,9 +90,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         if config.backend != "auto" or scope.problem is None:
             return config
         model = scope.problem.model
-        trees = isinstance(model, SklearnClassifierAdapter | SklearnRegressorAdapter) and (
-            kind_name(final_estimator(model.model)) in TREE_ENSEMBLES
-        )
+        trees = kind_name(model_estimator(model)) in TREE_ENSEMBLES
         if (trees or isinstance(model, ScorecardAdapter)) and ortools_backend.available() is None:
             return config.model_copy(update={"backend": "cpsat" if trees else "ortools"})
         return config

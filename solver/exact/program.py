@@ -108,7 +108,11 @@ class ModelInputs:
     """Indicators that must stay 0: categories an encoder fitted with ``handle_unknown='error'``
     does not know."""
     preprocess: Any = None
-    """The fitted preprocessing (a pipeline without its last step), or None."""
+    """The fitted preprocessing (a pipeline without its last step, an ONNX graph up to its node),
+    or None."""
+    tolerance: float = 1e-7
+    """How closely the columns' expressions must give the real preprocessing's values at the
+    original (an ONNX graph computes them in float32)."""
 
 
 @dataclass

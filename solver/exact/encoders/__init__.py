@@ -27,6 +27,8 @@ from counterplan.planning.structure.kind import (
     LINEAR_CLASSIFIERS,
     LINEAR_REGRESSORS,
     NETWORKS,
+    ONNX_LINEAR_CLASSIFIERS,
+    ONNX_LINEAR_REGRESSORS,
     TREE_ENSEMBLES,
     kind_name,
 )
@@ -40,7 +42,10 @@ ModelEncoder = Callable[[Formulation, Any], Output]
 
 _PACKAGE = "counterplan.solver.exact.encoders"
 ESTIMATOR_ENCODERS: dict[str, str] = {
-    **dict.fromkeys(LINEAR_CLASSIFIERS + LINEAR_REGRESSORS, f"{_PACKAGE}.linear:encode_linear"),
+    **dict.fromkeys(
+        LINEAR_CLASSIFIERS + LINEAR_REGRESSORS + ONNX_LINEAR_CLASSIFIERS + ONNX_LINEAR_REGRESSORS,
+        f"{_PACKAGE}.linear:encode_linear",
+    ),
     **dict.fromkeys(NETWORKS, f"{_PACKAGE}.network:encode_network"),
     **dict.fromkeys(TREE_ENSEMBLES, f"{_PACKAGE}.trees:encode_trees"),
 }

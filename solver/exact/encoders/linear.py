@@ -14,11 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.structure.errors import NotEncodableError
-from counterplan.planning.structure.kind import LABEL_ONLY, LINEAR_CLASSIFIERS, kind_name
+from counterplan.planning.structure.kind import LABEL_ONLY, LINEAR_CLASSIFIERS, ONNX_LINEAR_CLASSIFIERS, kind_name
 from counterplan.solver.exact.milp import Expr, add
 from counterplan.solver.exact.program import Formulation, Lin, ModelInputs, Output
 
-MULTINOMIAL = ("LogisticRegression", "LogisticRegressionCV")
+MULTINOMIAL = ("LogisticRegression", "LogisticRegressionCV", *ONNX_LINEAR_CLASSIFIERS)
 """Linear classifiers whose several classes share one softmax."""
 
 
@@ -27,7 +27,7 @@ def encode_linear(
 ) -> Output:
     """The linear model's output (see the module)."""
     kind = kind_name(estimator)
-    classifier = kind in LINEAR_CLASSIFIERS
+    classifier = kind in LINEAR_CLASSIFIERS + ONNX_LINEAR_CLASSIFIERS
     if classifier and len(estimator.classes_) > 2:
         if kind not in MULTINOMIAL:
             raise NotEncodableError(f"a multi-class {kind}")

@@ -104,8 +104,7 @@ def encode_ensemble(
         ordered = [variables[t] for t in sorted(variables)]
         for lower_var, upper_var in itertools.pairwise(ordered):
             formulation.milp.row({lower_var: 1.0, upper_var: -1.0}, 0.0, INF)
-    at_original = _real_output(formulation, ensemble.link, outputs) if real is None else real
-    offsets = at_original - ensemble.total(original)
+    offsets = _offsets(formulation, ensemble, original, real)
     lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
     if outputs == 1:
         return Output(lins[0], ensemble.link, ensemble.description)
@@ -598,6 +597,16 @@ def _leaves_under(tree: Tree, node: int, leaves: dict[int, int]) -> list[int]:
         else:
             stack.extend([int(tree.left[n]), int(tree.right[n])])
     return out
+
+
+def _offsets(formulation: Formulation, ensemble: Ensemble, original: FloatArray, real: FloatArray | None) -> FloatArray:
+    """Per output, what the model adds to the trees' sum: stated by the model (an ONNX graph's
+    base values), or the real model's output at the original minus the trees' sum there."""
+    if real is None and ensemble.offset is not None:
+        return np.asarray(ensemble.offset, dtype=np.float64)
+    at_original = _real_output(formulation, ensemble.link, ensemble.outputs) if real is None else real
+    offsets: FloatArray = at_original - ensemble.total(original)
+    return offsets
 
 
 def _real_output(formulation: Formulation, link: str, outputs: int = 1) -> FloatArray:

@@ -71,7 +71,12 @@ def test_every_scikit_learn_family_name_is_a_real_estimator() -> None:
     assert set(scikit) <= names
     assert set(kind.LABEL_ONLY) <= set(kind.LINEAR_CLASSIFIERS)
     assert set(kind.TREE_ENSEMBLES) == set(
-        kind.BAGGED_TREES + kind.HIST_GRADIENT_BOOSTING + kind.GRADIENT_BOOSTING + kind.XGBOOST + kind.LIGHTGBM
+        kind.BAGGED_TREES
+        + kind.HIST_GRADIENT_BOOSTING
+        + kind.GRADIENT_BOOSTING
+        + kind.XGBOOST
+        + kind.LIGHTGBM
+        + kind.ONNX_TREES  # an ONNX graph's trees (issue 30), read from the graph
     )
 
 

@@ -1,0 +1,80 @@
+"""The solves of one explain request: every instance checked first, then each explained in turn.
+
+This is the part of the runtime that knows no KServe: it takes the runtime's
+:class:`~counterplan.solver.explainer.Explainer` (built once, at load) and a checked
+:class:`~counterplan.server.kserve.request.ExplainRequest`, and returns the response's JSON. Each
+answer is the :class:`~counterplan.solver.result.CounterfactualResult` as ``counterplan explain
+--json`` prints it (``model_dump(mode="json")``): one rendering of a result for the command line,
+the KServe runtime and anyone reading both.
+
+Every instance is checked before the first solve, so a bad instance late in a request costs no
+search. Each instance's solve is capped by its share of the request's time
+(:func:`~counterplan.server.kserve.request.instance_seconds`): the request answers by its deadline.
+Instances run one after another on the calling thread (the runtime runs this off the event loop);
+the answers are the same as ``Explainer.explain(row, seed=...)`` gives, whatever else the server
+is doing, unless a time limit cuts a search short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.profile import InstanceError
+from counterplan.planning.spec import ProblemSpec
+from counterplan.server.kserve.request import ExplainLimits, ExplainRequest, RequestError, instance_seconds
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from counterplan.solver.counterfactual import CounterfactualSolver
+from counterplan.solver.explainer import Explainer
+
+
+def explain_instances(
+    explainer: Explainer,
+    request: ExplainRequest,
+    limits: ExplainLimits,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """``{"explanations": [result, ...]}``, one result per instance in order.
+
+    Raises :class:`RequestError` (the caller's fault, naming the field) before any solve when an
+    instance or the request's spec does not fit the model; a model that fails during the search
+    raises its own error (the predictor's fault, not the request's).
+    """
+    started = clock()
+    parameters = request.parameters
+    problems = [_problem(explainer, i, instance, parameters.spec) for i, instance in enumerate(request.instances)]
+    seed = parameters.seed if parameters.seed is not None else explainer.seed
+    engine = explainer.engine
+    explanations = []
+    for i, problem in enumerate(problems):
+        left = limits.request_seconds - (clock() - started)
+        config = capped(explainer.config, instance_seconds(parameters, limits, left, len(problems) - i))
+        solver = CounterfactualSolver(problem, config, seed, parameters.num_counterfactuals, engine)
+        explanations.append(solver.solve().model_dump(mode="json"))
+    return {"explanations": explanations}
+
+
+def capped(config: SolverConfig, seconds: float) -> SolverConfig:
+    """``config`` ending by ``seconds`` at the latest, whatever its own termination says."""
+    termination = TerminationConfig(spent_limit_seconds=seconds, children=(config.termination,))
+    return config.model_copy(update={"termination": termination})
+
+
+def _problem(
+    explainer: Explainer, index: int, instance: Mapping[str, Any], spec: ProblemSpec | None
+) -> CounterfactualProblem:
+    """The problem of one instance; a bad value names ``instances[i].FEATURE``, a spec that does
+    not fit the model names ``parameters.spec.FIELD``."""
+    try:
+        return explainer.problem(instance, spec=spec)
+    except InstanceError as exc:
+        feature, problem = exc.problems[0]
+        more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+        raise RequestError(f"instances[{index}].{feature}", problem + more) from None
+    except InvalidInputError as exc:
+        where = "parameters.spec" if spec is not None else f"instances[{index}]"
+        raise RequestError(f"{where}.{exc.field}", exc.problem) from None

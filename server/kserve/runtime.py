@@ -1,0 +1,166 @@
+"""The KServe model: ``POST /v1/models/NAME:explain`` answered with counterfactuals.
+
+:class:`CounterplanExplainer` is a ``kserve.Model`` whose :meth:`~CounterplanExplainer.explain`
+reads the request (:mod:`~counterplan.server.kserve.request`), solves it off the event loop
+(:mod:`~counterplan.server.kserve.explaining`, in a worker thread: a search is CPU work and would
+block every other request) and answers the results as ``counterplan explain --json`` prints them.
+The explainer (the data's profile, the model adapter, the rules) is built once, at ``load``.
+
+Errors: a request that breaks its form, its limits or the model's schema is KServe's
+``InvalidInput`` (HTTP 400, ``{"error": "instances[0].income: ..."}``); a model that fails while
+the search runs is ``InferenceError`` (HTTP 500), one line either way, never a traceback.
+
+:class:`KServeRuntime` serves one such model with the SDK's ``ModelServer`` (its model repository
+and data plane) and ``RESTServer`` on a chosen host: ``ModelServer.start`` binds ``0.0.0.0``
+(hard-coded in ``RESTServer``) and runs only on the main thread, so the runtime starts the REST
+server itself, the same way on the command line (main thread, uvicorn stops on SIGTERM/SIGINT)
+and in tests (a thread, stopped with :meth:`KServeRuntime.stop`). It loads the ``kserve`` SDK:
+only ``counterplan kserve`` imports it, after :func:`counterplan.server.kserve.sdk.import_kserve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from kserve import Model, ModelServer
+from kserve.errors import InferenceError, InvalidInput
+from kserve.protocol.rest.server import RESTServer
+
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
+from counterplan.server.kserve.explaining import explain_instances
+from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
+from counterplan.solver.explainer import Explainer
+
+log = structlog.get_logger(__name__)
+
+FASTAPI_APP = "kserve.model_server:app"
+"""The SDK's one FastAPI app (module-global): one runtime per process."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type hints: its Model is Any
+    """A KServe model answering ``:explain`` with counterfactuals of ``build()``'s explainer.
+
+    Parameters
+    ----------
+    name:
+        The model's name in the URL; by KServe's convention the InferenceService's, which is also
+        the predictor's model name.
+    build:
+        Builds the explainer (reads the data, connects the model); called once, by :meth:`load`.
+    limits:
+        The bounds of every request.
+    """
+
+    def __init__(self, name: str, build: Callable[[], Explainer], limits: ExplainLimits | None = None) -> None:
+        super().__init__(name)
+        self._build = build
+        self.limits = limits or ExplainLimits()
+        self.explainer: Explainer | None = None
+
+    def load(self) -> bool:
+        """Build the explainer; the model is ready once it is."""
+        self.explainer = self._build()
+        self.ready = True
+        log.info("kserve explainer loaded", model=self.name, features=len(self.explainer.columns))
+        return True
+
+    async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """KServe's explain verb: ``{"explanations": [...]}`` for ``{"instances": [...]}``."""
+        explainer = self.explainer
+        if explainer is None:  # KServe answers 503 for a model not ready before it calls this
+            raise InferenceError("the explainer is not loaded")
+        try:
+            request = read_request(payload, self.limits)
+            return await asyncio.to_thread(explain_instances, explainer, request, self.limits)
+        except RequestError as exc:
+            raise InvalidInput(exc.text) from None
+        except CounterplanError as exc:  # the model failed during the search: the predictor's fault
+            raise InferenceError(one_line(str(exc), TEXT_CHARS)) from None
+        except Exception as exc:  # never a traceback in an answer; the log has the details
+            log.exception("explain failed", model=self.name)
+            raise InferenceError(one_line(f"{type(exc).__name__}: {exc}", TEXT_CHARS)) from None
+
+
+class KServeRuntime:
+    """Explainers served over KServe's REST protocol on ``host:port``.
+
+    ``run()`` blocks until the server stops: on the main thread, at SIGTERM or SIGINT (uvicorn's
+    handlers, which finish the requests in flight within ``grace_seconds``); on any thread, at
+    :meth:`stop`. The SDK's FastAPI app is module-global and takes its routes and middleware once:
+    one runtime per process (it may serve several models, added before or while it runs).
+    """
+
+    def __init__(
+        self, models: Sequence[CounterplanExplainer], port: int, host: str = "0.0.0.0", grace_seconds: int = 30
+    ) -> None:
+        self.server = ModelServer(http_port=port, enable_grpc=False, workers=1, grace_period=grace_seconds)
+        self.names: list[str] = []
+        for model in models:
+            self.add(model)
+        self._rest = _RESTServer(
+            FASTAPI_APP,
+            self.server.dataplane,
+            self.server.model_repository_extension,
+            port,
+            grace_period=grace_seconds,
+        )
+        self._rest.config.host = host
+
+    def add(self, model: CounterplanExplainer) -> None:
+        """Load ``model`` (build its explainer) and serve it under its name."""
+        model.load()
+        self.server.register_model(model)
+        self.names.append(model.name)
+
+    def run(self) -> None:
+        """Serve until stopped. On the main thread, SIGTERM and SIGINT stop it and ``run``
+        returns: uvicorn handles them while it serves, then raises them again for the handlers
+        it found, which here only log (the default ones would end the process by the signal)."""
+        config = self._rest.config
+        log.info("kserve explainer serving", models=self.names, host=config.host, port=config.port)
+        if threading.current_thread() is not threading.main_thread():
+            asyncio.run(self._rest.start())
+            return
+        found = {sig: signal.signal(sig, _stopped) for sig in STOP_SIGNALS}
+        try:
+            asyncio.run(self._rest.start())
+        finally:
+            for sig, handler in found.items():
+                signal.signal(sig, handler)
+
+    def stop(self) -> None:
+        """Ask the server to stop (from any thread); ``run()`` returns once it has."""
+        self._rest._server.should_exit = True  # uvicorn's stop switch (its signal handler's)
+
+    @property
+    def started(self) -> bool:
+        """True once the server listens."""
+        return bool(self._rest._server.started)
+
+
+class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hints: its RESTServer is Any
+    """The SDK's REST server, refusing a bad request in one log line: the SDK's own handler logs
+    each 400 with its traceback, and a client sending bad input would fill the log."""
+
+    def _add_exception_handlers(self, app: Any) -> None:
+        super()._add_exception_handlers(app)
+        app.add_exception_handler(InvalidInput, _refused)
+
+
+async def _refused(request: Any, exc: InvalidInput) -> Any:
+    """HTTP 400 with ``{"error": "..."}``, as the SDK answers it, logged in one line."""
+    from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+    log.info("explain request refused", path=request.url.path, error=str(exc))
+    return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+def _stopped(sig: int, frame: Any) -> None:
+    """A stop signal raised again once the server has stopped: logged; ``run`` then returns."""
+    log.info("kserve explainer stopped", signal=signal.Signals(sig).name)

@@ -1,0 +1,327 @@
+"""ONNX models (issue 30): converted scikit-learn, XGBoost and LightGBM models explained through
+onnxruntime by local search, the swarm and the exact engine. Every answer is valid through a
+session the test runs itself, and the exact engine's distance on the graph equals the optimum on
+the original model (integer and one-decimal features: float32 moves no threshold between them)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from counterplan.planning import (
+    CategoricalFeature,
+    ClassGoal,
+    CounterfactualProblem,
+    FloatFeature,
+    IntegerFeature,
+    RangeGoal,
+)
+from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.counterfactual import explain
+from tests.cli import run_cli
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+skl2onnx = pytest.importorskip("skl2onnx")
+pytest.importorskip("highspy")
+
+from counterplan.planning import OnnxModel  # noqa: E402 - after the skip: needs the onnx extra
+
+NUMBERS = ["income", "tenure", "debt"]
+
+
+def _data(n: int = 400) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {
+            "income": np.round(rng.uniform(0.0, 10.0, n), 1),
+            "tenure": rng.integers(0, 15, n).astype(float),
+            "debt": np.round(rng.uniform(0.0, 5.0, n), 1),
+        }
+    )
+    score = frame.income + 0.4 * frame.tenure - frame.debt + rng.normal(0, 0.5, n)
+    return frame, (score > 6.0).astype(int), score
+
+
+def _features() -> list[Any]:
+    return [
+        FloatFeature(name="income", value=2.0, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+
+
+def _session(model: OnnxModel) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model._bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _proba_by_hand(model: OnnxModel, row: dict[str, Any], columns: list[str]) -> np.ndarray:
+    """Class probabilities of ``row`` by our own onnxruntime session (not the adapter's)."""
+    session = _session(model)
+    inputs = session.get_inputs()
+    if len(inputs) == 1 and inputs[0].name not in columns:
+        feeds = {inputs[0].name: np.array([[row[c] for c in columns]], dtype=np.float32)}
+    else:
+        feeds = {
+            i.name: np.array([[row[i.name]]], dtype=object if i.type == "tensor(string)" else np.float32)
+            for i in inputs
+        }
+    outputs = [o.name for o in session.get_outputs()]
+    return np.asarray(session.run([outputs[-1]], feeds)[0], dtype=np.float64).reshape(-1)
+
+
+def _to_onnx(estimator: Any, X: np.ndarray) -> Any:
+    options = {id(estimator): {"zipmap": False}} if hasattr(estimator, "classes_") else None
+    return skl2onnx.to_onnx(estimator, X[:1].astype(np.float32), options=options)
+
+
+CLASSIFIERS = {
+    "gradient boosting": lambda: GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0),
+    "random forest": lambda: RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0),
+    "logistic regression": lambda: LogisticRegression(max_iter=1000),
+}
+
+
+def _external(name: str, X: np.ndarray, y: pd.Series) -> tuple[Any, Any]:
+    """An XGBoost or LightGBM classifier and its conversion by onnxmltools (opset 15)."""
+    convert = pytest.importorskip("onnxmltools.convert")
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    types = [("input", FloatTensorType([None, X.shape[1]]))]
+    if name == "xgboost":
+        xgboost = pytest.importorskip("xgboost")
+        model = xgboost.XGBClassifier(n_estimators=20, max_depth=3, random_state=0).fit(X, y)
+        return model, convert.convert_xgboost(model, initial_types=types, target_opset=15)
+    lightgbm = pytest.importorskip("lightgbm")
+    model = lightgbm.LGBMClassifier(n_estimators=20, num_leaves=8, verbose=-1, random_state=0).fit(X, y)
+    return model, convert.convert_lightgbm(model, initial_types=types, target_opset=15, zipmap=False)
+
+
+def _pair(name: str) -> tuple[Any, OnnxModel]:
+    frame, label, _ = _data()
+    X = frame.to_numpy()
+    if name in ("xgboost", "lightgbm"):
+        model, proto = _external(name, X, label)
+    else:
+        model = CLASSIFIERS[name]().fit(X, label)
+        proto = _to_onnx(model, X)
+    return model, OnnxModel(proto, "ok")
+
+
+def _problem(adapter: Any) -> CounterfactualProblem:
+    return CounterfactualProblem(_features(), [ClassGoal(target=1, confidence=0.7)], adapter)
+
+
+@pytest.mark.parametrize("name", [*CLASSIFIERS, "xgboost", "lightgbm"])
+def test_every_engine_answers_validly_through_onnxruntime_and_exact_equals_the_original_optimum(name: str) -> None:
+    original, onnx_model = _pair(name)
+    optimum = explain(_problem(adapt_sklearn(original, "ok")), engine="exact", seed=0)
+    assert optimum.valid and optimum.statistics.exact is not None and optimum.statistics.exact.proven
+    for engine in ("local", "swarm", "exact"):
+        result = explain(_problem(onnx_model), engine=engine, seed=0)
+        assert result.valid, engine
+        assert _proba_by_hand(onnx_model, result.proposed, NUMBERS)[1] >= 0.7, engine
+        assert result.score_levels[3] >= optimum.score_levels[3] - 1e-9, engine  # nothing beats the optimum
+    exact = explain(_problem(onnx_model), engine="exact", seed=0)
+    assert exact.statistics.exact is not None and exact.statistics.exact.proven
+    assert exact.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-9, abs=1e-9)
+    # auto chooses as for the original model (a scikit-learn family's for the same reason: the same
+    # program size and family; XGBoost's and LightGBM's graphs are estimated as boosting)
+    auto = [explain(_problem(m), engine="auto", seed=0).statistics for m in (adapt_sklearn(original, "ok"), onnx_model)]
+    assert auto[0].engine == auto[1].engine == "exact"
+    assert auto[0].engine_reason == auto[1].engine_reason or name not in CLASSIFIERS
+
+
+def test_a_regressor_graph_is_read_on_the_exact_path() -> None:
+    frame, _, score = _data()
+    X = frame.to_numpy()
+    model = GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0).fit(X, score)
+    onnx_model = OnnxModel(_to_onnx(model, X), "score")
+    goal = [RangeGoal(low=6.0, high=20.0)]
+    optimum = explain(CounterfactualProblem(_features(), goal, adapt_sklearn(model, "score")), engine="exact", seed=0)
+    result = explain(CounterfactualProblem(_features(), goal, onnx_model), engine="exact", seed=0)
+    assert result.valid and result.statistics.exact is not None and result.statistics.exact.proven
+    assert result.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-9, abs=1e-9)
+    value = _session(onnx_model).run(None, {"X": np.array([[result.proposed[c] for c in NUMBERS]], np.float32)})[0]
+    assert 6.0 <= float(np.ravel(value)[0]) <= 20.0
+
+
+def _pipeline_data(n: int = 400) -> tuple[pd.DataFrame, pd.Series]:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "income": rng.integers(10, 100, n).astype(float),
+            "age": rng.integers(18, 70, n).astype(float),
+            "housing": rng.choice(["own", "rent", "free"], n),
+        }
+    )
+    return frame, ((frame.income + (frame.housing == "own") * 20 + rng.normal(0, 5, n)) > 70).astype(int)
+
+
+def _pipeline(classifier: Any, scale: bool) -> tuple[Pipeline, OnnxModel]:
+    from skl2onnx.common.data_types import FloatTensorType, StringTensorType
+
+    frame, label = _pipeline_data()
+    numbers = StandardScaler() if scale else "passthrough"
+    encode = ColumnTransformer(
+        [("num", numbers, ["income", "age"]), ("cat", OneHotEncoder(handle_unknown="ignore"), ["housing"])]
+    )
+    pipe = Pipeline([("pre", encode), ("clf", classifier)]).fit(frame, label)
+    types = [
+        ("income", FloatTensorType([None, 1])),
+        ("age", FloatTensorType([None, 1])),
+        ("housing", StringTensorType([None, 1])),
+    ]
+    proto = skl2onnx.convert_sklearn(
+        pipe, initial_types=types, options={id(pipe): {"zipmap": False}}, target_opset={"": 17, "ai.onnx.ml": 3}
+    )
+    return pipe, OnnxModel(proto, "approved")
+
+
+def _pipeline_features() -> list[Any]:
+    return [
+        FloatFeature(name="income", value=40.0, low=10, high=100, precision=0),
+        FloatFeature(name="age", value=30.0, low=18, high=70, precision=0),
+        CategoricalFeature(name="housing", value="rent", categories=["own", "rent", "free"]),
+    ]
+
+
+@pytest.mark.parametrize("scale", [False, True])
+@pytest.mark.parametrize("classifier", ["gradient boosting", "logistic regression"])
+def test_a_pipeline_with_one_input_per_column_is_read_through_its_one_hot_encoder(classifier: str, scale: bool) -> None:
+    pipe, onnx_model = _pipeline(CLASSIFIERS[classifier](), scale)
+    assert onnx_model.input_kind == "dataframe"
+    goal = [ClassGoal(target=1, confidence=0.6)]
+    original = CounterfactualProblem(_pipeline_features(), goal, adapt_sklearn(pipe, "approved"))
+    optimum = explain(original, engine="exact", seed=0)
+    onnx_problem = CounterfactualProblem(_pipeline_features(), goal, pickle.loads(pickle.dumps(onnx_model)))
+    for engine in ("local", "exact"):
+        result = explain(onnx_problem, engine=engine, seed=0)
+        assert result.valid, engine
+        assert _proba_by_hand(onnx_model, result.proposed, ["income", "age", "housing"])[1] >= 0.6
+    exact = explain(onnx_problem, engine="exact", seed=0)
+    assert exact.statistics.exact is not None and exact.statistics.exact.proven
+    assert exact.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-6, abs=1e-9)
+
+
+def test_graphs_the_exact_engine_cannot_read_are_refused_by_op_name_and_local_search_still_works() -> None:
+    frame, label, _ = _data()
+    X = frame.to_numpy()
+    mlp = MLPClassifier(hidden_layer_sizes=(5,), max_iter=300, random_state=0).fit(X, label)
+    onnx_model = OnnxModel(_to_onnx(mlp, X), "ok")
+    with pytest.raises(ValueError, match=r"cannot read ONNX op 'MatMul' \(node 'MatMul'\)"):
+        explain(_problem(onnx_model), engine="exact", seed=0)
+    assert explain(_problem(onnx_model), engine="local", seed=0).valid
+    auto = explain(_problem(onnx_model), engine="auto", seed=0)
+    assert auto.valid and auto.statistics.exact is None
+    # an unknown op between the input and the trees (a made-up Sqrt)
+    gb = GradientBoostingClassifier(n_estimators=5, max_depth=2, random_state=0).fit(X, label)
+    proto = _to_onnx(gb, X)
+    node = next(n for n in proto.graph.node if n.op_type == "TreeEnsembleClassifier")
+    node.input[0] = "rooted"
+    proto.graph.node.insert(0, onnx.helper.make_node("Abs", ["X"], ["rooted"], name="my_abs"))
+    with pytest.raises(ValueError, match=r"cannot read ONNX op 'Abs' \(node 'my_abs'\)"):
+        explain(_problem(OnnxModel(proto, "ok")), engine="exact", seed=0)
+
+
+def test_the_adapter_reads_zipmap_names_classes_and_refuses_missing_inputs() -> None:
+    frame, label, _ = _data()
+    X = frame.to_numpy()
+    text = label.map({0: "no", 1: "yes"})
+    model = LogisticRegression(max_iter=1000).fit(X, text)
+    zipped = OnnxModel(skl2onnx.to_onnx(model, X[:1].astype(np.float32)).SerializeToString(), "ok")
+    assert zipped.outputs[0].classes == ("no", "yes")
+    problem = CounterfactualProblem(_features(), [ClassGoal(target="yes", confidence=0.7)], zipped)
+    proba = zipped.predict(problem.space.original.reshape(1, -1), problem.space)["ok"]
+    assert proba == pytest.approx(model.predict_proba(np.array([[2.0, 3.0, 3.0]])), abs=1e-6)
+    _, onnx_model = _pipeline(LogisticRegression(max_iter=1000), scale=False)
+    wrong = CounterfactualProblem(_features(), [ClassGoal(target=1)], onnx_model)
+    with pytest.raises(ValueError, match=r"inputs \['age', 'housing'\] are not features"):
+        onnx_model.predict(wrong.space.original.reshape(1, -1), wrong.space)
+
+
+def _onnx_files(tmp_path: Path) -> OnnxModel:
+    _, onnx_model = _pipeline(GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0), False)
+    frame, label = _pipeline_data()
+    (tmp_path / "model.onnx").write_bytes(onnx_model._bytes)
+    frame.assign(approved=label).to_csv(tmp_path / "train.csv", index=False)
+    return onnx_model
+
+
+def test_the_command_line_explains_an_onnx_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    onnx_model = _onnx_files(tmp_path)
+    instance = json.dumps({"income": 40.0, "age": 30.0, "housing": "rent"})
+    base = ["--model", str(tmp_path / "model.onnx"), "--data", str(tmp_path / "train.csv"), "--target", "approved"]
+    for engine in ("local", "exact"):
+        argv = [*base, "--instance", instance, "--goal", "class:1@0.6", "--engine", engine, "--seed", "0", "--json"]
+        code, out, err = run_cli(capsys, "explain", *argv)
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["valid"] and "approved" in result["predictions"]
+        assert _proba_by_hand(onnx_model, result["proposed"], ["income", "age", "housing"])[1] >= 0.6
+
+
+@pytest.mark.parametrize("name", ["gradient boosting", "random forest"])
+def test_local_search_scans_the_graphs_split_values_as_the_original_models(name: str) -> None:
+    original, onnx_model = _pair(name)
+    problem = _problem(onnx_model)
+    mine, theirs = onnx_model.split_values(problem.space), adapt_sklearn(original).split_values(problem.space)
+    assert mine.keys() == theirs.keys() and len(mine) == 3
+    for j, values in theirs.items():
+        assert mine[j] == pytest.approx(values, abs=1e-9)
+
+
+def test_a_model_card_names_an_onnx_file(tmp_path: Path) -> None:
+    import yaml
+
+    from counterplan.server.registry.registry import ModelRegistry
+
+    onnx_model = _onnx_files(tmp_path)
+    card = {"id": "m", "model_file": "model.onnx", "outputs": ["approved"], "training_data": "train.csv"}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump({**card, "target": "approved"}))
+    registered = ModelRegistry.from_directory(tmp_path).get("m")
+    assert registered is not None and isinstance(registered.adapter, OnnxModel)
+    assert registered.adapter.outputs[0].name == "approved" and registered.explainer is not None
+    result = registered.explainer.explain({"income": 40.0, "age": 30.0, "housing": "rent"}, seed=0)
+    assert result.valid and _proba_by_hand(onnx_model, result.proposed, ["income", "age", "housing"])[1] >= 0.5
+
+
+def test_batch_explains_an_onnx_file_in_worker_processes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    onnx_model = _onnx_files(tmp_path)
+    output = tmp_path / "results.csv"
+    argv = ["--model", str(tmp_path / "model.onnx"), "--data", str(tmp_path / "train.csv"), "--target", "approved"]
+    argv += ["--rows", "0:12", "--workers", "2", "--goal", "class:1@0.6", "--seed", "0", "--output", str(output)]
+    code, _, err = run_cli(capsys, "batch", *argv, "--no-progress")
+    assert code == 0, err
+    records = pd.read_csv(output)
+    assert len(records) > 0 and records["valid"].all()
+    for _, record in records.iterrows():
+        proposed = {c: record[f"cf_{c}"] for c in ("income", "age", "housing")}
+        assert _proba_by_hand(onnx_model, proposed, ["income", "age", "housing"])[1] >= 0.6
+
+
+@pytest.mark.parametrize("name", ["gradient boosting", "random forest"])
+def test_a_three_class_tree_graph_is_read_with_its_softmax_or_averaged_probabilities(name: str) -> None:
+    frame, _, score = _data()
+    X = frame.to_numpy()
+    model = CLASSIFIERS[name]().fit(X, np.digitize(score, [4.0, 8.0]))
+    onnx_model = OnnxModel(_to_onnx(model, X), "band")
+    goal = [ClassGoal(target=2, confidence=0.5)]
+    optimum = explain(CounterfactualProblem(_features(), goal, adapt_sklearn(model, "band")), engine="exact", seed=0)
+    result = explain(CounterfactualProblem(_features(), goal, onnx_model), engine="exact", seed=0)
+    assert result.valid and result.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-9, abs=1e-9)
+    assert int(np.argmax(_proba_by_hand(onnx_model, result.proposed, NUMBERS))) == 2

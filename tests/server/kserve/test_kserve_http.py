@@ -1,0 +1,128 @@
+"""KServe's explain endpoint over HTTP: the SDK's REST server in this process, on loopback.
+
+The explainer's model here is the scikit-learn model itself (test_kserve_mlserver.py has a real
+MLServer as the predictor): what is tested is KServe's side, the routes, the status codes and
+the JSON.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.server.kserve.request import ExplainLimits
+from counterplan.solver.explainer import Explainer
+from tests.server.kserve.conftest import TARGET
+
+if TYPE_CHECKING:
+    from counterplan.server.kserve.runtime import KServeRuntime
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:ORJSONResponse is deprecated")]
+
+NAME = "credit-local"
+ROWS = [{"income": 40.0, "age": 30, "housing": "rent"}, {"income": 45.5, "age": 52, "housing": "free"}]
+
+
+@pytest.fixture(scope="module")
+def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
+    return Explainer(credit_model, credit_data, target=TARGET)
+
+
+@pytest.fixture(scope="module")
+def client(kserve_runtime: tuple[KServeRuntime, str], explainer: Explainer) -> Any:
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+
+    runtime, url = kserve_runtime
+    runtime.add(CounterplanExplainer(NAME, lambda: explainer, ExplainLimits(max_instances=4)))
+    with httpx.Client(base_url=url, timeout=60) as http:
+        yield http
+
+
+def explain(client: httpx.Client, body: Any, name: str = NAME) -> httpx.Response:
+    return client.post(f"/v1/models/{name}:explain", json=body)
+
+
+def test_an_explain_request_answers_the_explainers_counterfactuals(client: httpx.Client, explainer: Explainer) -> None:
+    response = explain(client, {"instances": ROWS, "parameters": {"seed": 5}})
+    assert response.status_code == 200, response.text
+    explanations = response.json()["explanations"]
+    assert len(explanations) == 2
+    for row, got in zip(ROWS, explanations, strict=True):
+        expected = explainer.explain(row, seed=5).model_dump(mode="json")
+        assert got["valid"] and got["original"] == row
+        assert [c["feature"] for c in got["changes"]] and got["predictions"][TARGET]["good"] > 0.5
+        for key in ("proposed", "changes", "predictions", "score", "score_levels", "counterfactuals", "goal"):
+            assert got[key] == expected[key], key
+
+
+def test_the_model_is_listed_and_ready(client: httpx.Client) -> None:
+    assert client.get(f"/v1/models/{NAME}").json() == {"name": NAME, "ready": True}
+    assert client.get(f"/v2/models/{NAME}/ready").status_code == 200
+
+
+def test_an_unknown_model_is_404(client: httpx.Client) -> None:
+    response = explain(client, {"instances": ROWS}, name="nope")
+    assert response.status_code == 404
+    assert response.json() == {"error": "Model with name nope does not exist."}
+
+
+def test_kserve_has_no_v2_explain_path(client: httpx.Client) -> None:
+    """KServe 0.21 routes explain only as v1's ``:explain`` (the docs say so)."""
+    assert client.post(f"/v2/models/{NAME}/explain", json={"instances": ROWS}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (ROWS, "body: expected a JSON object with 'instances', given a list"),
+        ({"instances": ROWS[0]}, "instances: expected a list of instances, given an object"),
+        ({"instances": ROWS * 3}, "instances: at most 4 instances per request, given 6"),
+        ({"instances": [{**ROWS[0], "debt": 1}]}, "instances[0].debt: not a feature of the model"),
+        ({"instances": [ROWS[0], {**ROWS[1], "age": "old"}]}, "instances[1].age: numeric column given the text 'old'"),
+        ({"instances": [ROWS[0], ["a", 1]]}, "instances[1]: expected an object of feature values, given a list"),
+        ({"instances": ROWS, "parameters": {"seed": "x"}}, "parameters.seed: Input should be a valid integer"),
+        ({"instances": ROWS, "parameters": []}, "parameters: Input should be a valid dictionary"),
+    ],
+)
+def test_a_bad_request_is_400_naming_the_field(client: httpx.Client, body: Any, error: str) -> None:
+    response = explain(client, body)
+    assert response.status_code == 400, response.text
+    text = response.json()["error"]
+    assert text.startswith(error)
+    assert "\n" not in text and "Traceback" not in text
+
+
+def test_a_body_that_is_not_json_is_400(client: httpx.Client) -> None:
+    response = client.post(
+        f"/v1/models/{NAME}:explain", content=b"{instances", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Unrecognized request format")
+
+
+class _Broken:
+    """The credit model, failing on every call (a predictor that raises)."""
+
+    def __init__(self, model: Pipeline) -> None:
+        self.classes_ = model.classes_
+        self.feature_names_in_ = model.feature_names_in_
+
+    def predict_proba(self, rows: Any) -> Any:
+        raise RuntimeError("the model broke\n  on this line too")
+
+
+def test_a_model_failing_during_the_search_is_500_in_one_line(
+    kserve_runtime: tuple[KServeRuntime, str], client: httpx.Client, credit_data: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+
+    broken = Explainer(_Broken(credit_model), credit_data, target=TARGET, check=False)
+    kserve_runtime[0].add(CounterplanExplainer("credit-broken", lambda: broken))
+    response = explain(client, {"instances": ROWS[:1]}, name="credit-broken")
+    assert response.status_code == 500, response.text
+    text = response.json()["error"]
+    assert "the model broke" in text and "\n" not in text and "Traceback" not in text

@@ -1,0 +1,144 @@
+"""The KServe runtime's request: its form and bounds, and the solves, without a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.server.kserve import explaining
+from counterplan.server.kserve.explaining import explain_instances
+from counterplan.server.kserve.request import (
+    ExplainLimits,
+    ExplainParameters,
+    RequestError,
+    instance_seconds,
+    read_request,
+)
+from counterplan.solver.explainer import Explainer
+from tests.server.kserve.conftest import TARGET
+
+ROW = {"income": 40.0, "age": 30, "housing": "rent"}
+LIMITS = ExplainLimits(max_instances=3, max_counterfactuals=2)
+
+
+@pytest.fixture(scope="module")
+def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
+    return Explainer(credit_model, credit_data, target=TARGET)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ([ROW], "body", "expected a JSON object with 'instances', given a list"),
+        ({"rows": [ROW]}, "instances", "missing"),
+        ({"instances": ROW}, "instances", "expected a list of instances, given an object"),
+        ({"instances": [ROW] * 4}, "instances", "at most 3 instances per request, given 4"),
+        ({"instances": [ROW, 5]}, "instances[1]", "expected an object of feature values, given a number"),
+        ({"instances": []}, "instances", "at least one instance"),
+        ({"instances": [ROW], "parameters": {"seed": -1}}, "parameters.seed", "greater than or equal to 0"),
+        ({"instances": [ROW], "parameters": {"seed": "7"}}, "parameters.seed", "valid integer"),
+        ({"instances": [ROW], "parameters": {"time_limit": 0}}, "parameters.time_limit", "greater than 0"),
+        ({"instances": [ROW], "parameters": {"num_counterfactuals": 3}}, "parameters.num_counterfactuals", "at most 2"),
+        ({"instances": [ROW], "parameters": {"answers": 3}}, "parameters.answers", "Extra inputs"),
+        ({"instances": [ROW], "parameters": {"spec": {"margin": 2}}}, "parameters.spec.margin", "0.5"),
+        ({"instances": [ROW], "extra": 1}, "extra", "Extra inputs"),
+    ],
+)
+def test_a_bad_request_is_refused_naming_its_field(body: Any, field: str, words: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        read_request(body, LIMITS)
+    assert caught.value.field == field
+    assert words in caught.value.problem
+    assert caught.value.text.startswith(f"{field}: ")
+
+
+def test_inputs_are_read_as_instances() -> None:
+    request = read_request({"inputs": [ROW], "parameters": {"seed": 4, "num_counterfactuals": 2}}, LIMITS)
+    assert request.instances == [ROW]
+    assert request.parameters == ExplainParameters(seed=4, num_counterfactuals=2)
+
+
+def test_each_instance_gets_its_share_of_the_time_left() -> None:
+    limits = ExplainLimits(max_instance_seconds=10, request_seconds=30)
+    default = ExplainParameters()
+    assert instance_seconds(default, limits, left=30, rows_left=2) == 10  # capped by the maximum
+    assert instance_seconds(default, limits, left=12, rows_left=4) == 3  # the deadline's share
+    assert instance_seconds(ExplainParameters(time_limit=1.5), limits, left=30, rows_left=2) == 1.5
+    assert instance_seconds(ExplainParameters(time_limit=99), limits, left=30, rows_left=1) == 10
+    assert instance_seconds(default, limits, left=-1, rows_left=1) == 1e-3  # past the deadline: stop at once
+
+
+def test_the_answers_are_the_explainers_for_the_same_seed(explainer: Explainer) -> None:
+    rows = [ROW, {"income": 45.5, "age": 52, "housing": "free"}]
+    request = read_request({"instances": rows, "parameters": {"seed": 11, "num_counterfactuals": 2}}, LIMITS)
+    answer = explain_instances(explainer, request, LIMITS)
+    assert len(answer["explanations"]) == 2
+    for row, got in zip(rows, answer["explanations"], strict=True):
+        expected = explainer.explain(row, seed=11, num_counterfactuals=2).model_dump(mode="json")
+        assert got["valid"] and got["predictions"]["credit"]["good"] > 0.5
+        assert got["original"] == row
+        for key in ("proposed", "changes", "predictions", "score", "counterfactuals", "goal"):
+            assert got[key] == expected[key], key
+        assert len(got["counterfactuals"]) == 2
+
+
+def test_a_request_spec_is_laid_over_the_runtimes(explainer: Explainer) -> None:
+    asked = {"immutable": ["income"], "goals": [{"kind": "class", "target": "bad"}]}
+    good = {"income": 55.0, "age": 40, "housing": "own"}
+    body = {"instances": [good], "parameters": {"seed": 3, "spec": asked}}
+    (got,) = explain_instances(explainer, read_request(body, LIMITS), LIMITS)["explanations"]
+    assert got["valid"] and got["goal"].startswith("credit = bad")
+    assert got["changes"] and "income" not in {change["feature"] for change in got["changes"]}
+
+
+@pytest.mark.parametrize(
+    ("instance", "field", "words"),
+    [
+        ({**ROW, "debt": 3}, "instances[1].debt", "not a feature of the model"),
+        ({**ROW, "income": "lots"}, "instances[1].income", "numeric column given the text 'lots'"),
+        ({"income": 40.0, "housing": "rent"}, "instances[1].age", "no value"),
+        ({**ROW, "housing": "castle"}, "instances[1].housing", "not one of its categories"),
+    ],
+)
+def test_a_bad_instance_is_refused_before_any_search(
+    explainer: Explainer, monkeypatch: pytest.MonkeyPatch, instance: dict[str, Any], field: str, words: str
+) -> None:
+    def no_search(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a search ran")
+
+    monkeypatch.setattr(explaining, "CounterfactualSolver", no_search)
+    request = read_request({"instances": [ROW, instance]}, LIMITS)
+    with pytest.raises(RequestError) as caught:
+        explain_instances(explainer, request, LIMITS)
+    assert caught.value.field == field
+    assert words in caught.value.problem
+
+
+def test_a_spec_that_does_not_fit_the_model_names_the_spec(explainer: Explainer) -> None:
+    body = {"instances": [ROW], "parameters": {"spec": {"goals": [{"kind": "class", "target": "great"}]}}}
+    with pytest.raises(RequestError) as caught:
+        explain_instances(explainer, read_request(body, LIMITS), LIMITS)
+    assert caught.value.field.startswith("parameters.spec.goals")
+    assert "'great' is not one of" in caught.value.problem
+
+
+def test_every_search_ends_by_the_requests_deadline(explainer: Explainer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock past the deadline: each instance gets a millisecond (its search stops at once),
+    and the request still answers every instance."""
+    ticks = iter([0.0] + [100.0] * 10)
+    limits = ExplainLimits(request_seconds=5, max_instances=3)
+    request = read_request({"instances": [ROW, ROW], "parameters": {"seed": 1}}, limits)
+    seen: list[float] = []
+    real = explaining.capped
+
+    def spy(config: Any, seconds: float) -> Any:
+        seen.append(seconds)
+        return real(config, seconds)
+
+    monkeypatch.setattr(explaining, "capped", spy)
+    answer = explain_instances(explainer, request, limits, clock=lambda: next(ticks))
+    assert seen == [1e-3, 1e-3]
+    assert len(answer["explanations"]) == 2
