@@ -106,13 +106,13 @@ def _model(args: argparse.Namespace) -> Any:
         if given := served_flags_given(args):
             raise UsageError(f"{', '.join(given)}: only for a served --model (http://... or grpc://...)")
         return load_model(args.model, trust=args.trust_model)
-    from counterplan.server.registry.served import ServedModelOptions, load_served_model  # noqa: PLC0415
+    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
+    from counterplan.server.registry.served import MAX_CALL_SECONDS, ServedModelOptions, load_served_model  # noqa: PLC0415
 
     if args.trust_model:
         raise UsageError("--trust-model is for a model file, not a served model's address")
     timeout = getattr(args, "model_timeout", None)
-    if timeout is not None and not 0 < timeout <= 3600:
-        raise UsageError(f"--model-timeout: give seconds from 0 to 3600, given {timeout}")
+    check_seconds("--model-timeout", timeout, UsageError, MAX_CALL_SECONDS)
     headers = header_pairs(getattr(args, "model_header", None), "--model-header")
     return load_served_model(args.model, ServedModelOptions(timeout=timeout, headers=headers))
 

@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from counterplan.planning.remote import RemoteModel
 
+MAX_CALL_SECONDS = 3600.0
+"""The longest a served model's call may be given to answer (a card's ``remote.timeout``,
+``--model-timeout``): an hour is already no interactive search."""
+
 
 class ServedModelOptions(BaseModel):
     """How to call a served model: :class:`~counterplan.planning.remote.RemoteModel`'s keywords
@@ -27,9 +31,9 @@ class ServedModelOptions(BaseModel):
     protocol: Literal["rest", "grpc"] | None = None
     """Must agree with the address's scheme (http/https: rest, grpc/grpcs: grpc)."""
     version: str | None = None
-    timeout: float | None = Field(None, gt=0, le=3600)
+    timeout: float | None = Field(None, gt=0, le=MAX_CALL_SECONDS)
     """Seconds each call may wait for its answer (default 10)."""
-    connect_timeout: float | None = Field(None, gt=0, le=3600)
+    connect_timeout: float | None = Field(None, gt=0, le=MAX_CALL_SECONDS)
     headers: dict[str, str] = Field(default_factory=dict)
     """Sent with every call (an ``Authorization`` token, KServe's ``Host``)."""
     layout: Literal["tensor", "columns"] | None = None
@@ -63,4 +67,4 @@ def load_served_model(
     return model
 
 
-__all__ = ["ServedModelOptions", "load_served_model"]
+__all__ = ["MAX_CALL_SECONDS", "ServedModelOptions", "load_served_model"]

@@ -102,8 +102,19 @@ def test_the_server_explains_a_served_model_as_the_models_file(client: Counterpl
         ({"model_url": "http://127.0.0.1:1/v2/models/pipe", "remote": {"tiemout": 3}}, "remote.tiemout"),
         ({"model_url": "http://127.0.0.1:1/v2/models/pipe", "trusted_types": ["x"]}, "trusted_types: only with"),
         ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"protocol": "rest"}}, "protocol 'rest' was asked"),
+        ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"classes": ["a"]}}, r"remote\.classes.*two distinct"),
     ],
-    ids=["both", "neither", "remote-without-url", "scheme", "timeout", "unknown-option", "trusted-types", "protocol"],
+    ids=[
+        "both",
+        "neither",
+        "remote-without-url",
+        "scheme",
+        "timeout",
+        "unknown-option",
+        "trusted-types",
+        "protocol",
+        "classes",
+    ],
 )
 def test_a_card_names_its_model_once_and_readably(tmp_path: Path, fields: dict[str, Any], fragment: str) -> None:
     loan_table().to_csv(tmp_path / "train.csv", index=False)
