@@ -217,19 +217,15 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
 
 
 def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:
-    """The rows of the explainer's data whose prediction misses the problem's goal (bound to the
-    model's classes, with its margin, as every solve binds it): the ones worth tuning on."""
+    """The rows of the explainer's data that miss the problem's goal, as each row's own solve
+    decides it (:func:`~counterplan.solver.batch.rows.meeting_the_goal`: one call of the real
+    model for the rows, whatever the model is, a served one too): the ones worth tuning on. A row
+    that call cannot judge (a gap) is kept: its solve decides."""
     import numpy as np  # noqa: PLC0415
 
-    from counterplan.planning.errors import ModelCallError, one_line  # noqa: PLC0415
     from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
+    from counterplan.solver.batch.rows import meeting_the_goal  # noqa: PLC0415
 
     if len(problem.goals) != 1 or not isinstance(problem.goals[0].goal, ClassGoal):
         raise usage("--goal: tune takes one class goal")
-    (bound,) = problem.goals
-    data = explainer.data
-    try:
-        proba = np.asarray(explainer.model.predict_proba(data[explainer.columns]), dtype=np.float64)
-    except Exception as exc:  # the model's own failure on the data (say, NaN it cannot take)
-        raise ModelCallError(one_line(f"the model fails on the data: {type(exc).__name__}: {exc}")) from None
-    return np.flatnonzero(~bound.met(proba))
+    return np.flatnonzero(~meeting_the_goal(explainer, explainer.data))

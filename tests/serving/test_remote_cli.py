@@ -18,6 +18,7 @@ import pytest
 from counterplan.planning.demo import TARGET, rejected_applicant
 from tests.cli import run_cli
 from tests.serving.conftest import Served, loan_table
+from tests.serving.mlserver import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +106,41 @@ def test_batch_by_address_gives_the_local_files_records(
         outputs[name] = pd.read_csv(output).drop(columns=["seconds"])
     pd.testing.assert_frame_equal(outputs["rest"], outputs["local"])
     assert (outputs["rest"]["status"] == "ok").any()
+
+
+def test_plan_by_address_gives_the_local_files_plans(
+    served: Served, files: Files, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pymoo")
+    fronts = []
+    for model in (files.local, address(served, "grpc")):
+        code, out, err = run_cli(
+            capsys,
+            "plan",
+            *("--model", model, "--data", files.data, "--target", TARGET, "--instance", files.instance),
+            *("--goal", "class:yes@0.7", "--actions", str(ROOT / "examples" / "loan-demo-actions.yaml")),
+            *("--population", "40", "--generations", "15", "--seed", "2", "--json"),
+        )
+        assert code in (0, 3), err
+        fronts.append({k: v for k, v in json.loads(out).items() if k not in ("seconds", "statistics")})
+    assert fronts[0]["plans"] and not fronts[0]["already_met"]
+    assert fronts[1] == fronts[0]  # the same plans, costs and model calls
+
+
+def test_tune_by_address_runs_its_trials(
+    served: Served, files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tune finds the rows that miss the goal through the served model too (not by predict_proba)."""
+    pytest.importorskip("optuna")
+    code, out, err = run_cli(
+        capsys,
+        "tune",
+        *("--model", address(served, "rest"), "--data", files.data, "--target", TARGET, "--goal", "class:yes@0.7"),
+        *("--trials", "2", "--rows", "2", "--heldout", "2", "--budget", "0.3"),
+        *("--storage", f"sqlite:///{tmp_path / 'tune.db'}"),
+    )
+    assert code == 0, err
+    assert "Held-out gain over the default" in out
 
 
 def closed_port() -> int:
