@@ -53,6 +53,19 @@ class CounterplanError(Exception):
     def __init__(self, *args: object) -> None:
         super().__init__(*(cut(a, TEXT_CHARS) if isinstance(a, str) else a for a in args))
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled with its fields, whatever its constructor takes (a subclass's fields are not
+        its message): an error raised in a batch's worker process reaches the parent whole."""
+        return (_restored, (type(self), self.args, self.__dict__.copy()))
+
+
+def _restored(kind: type[CounterplanError], args: tuple[object, ...], fields: dict[str, object]) -> CounterplanError:
+    """The error :meth:`CounterplanError.__reduce__` pickled, rebuilt without its constructor."""
+    error = kind.__new__(kind)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
 
 class ModelCallError(CounterplanError):
     """The model itself fails on the instance (it raises, or gives no finite prediction)."""

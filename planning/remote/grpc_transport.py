@@ -3,11 +3,13 @@
 Calls go through ``channel.unary_unary`` with the messages of
 :mod:`counterplan.planning.remote.oip_grpc` (a private descriptor pool: no clash with kserve's
 stubs). Every call has a deadline (the adapter's timeout). The channel is opened on the first
-call, shared by threads (gRPC channels are thread-safe) and never pickled.
+call, shared by threads (gRPC channels are thread-safe), never pickled, and opened again in a
+forked child (a batch's worker process), which must not use its parent's.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,7 @@ class GrpcTransport:
         self.headers = tuple((k.lower(), v) for k, v in (headers or {}).items())
         self._channel: grpc.Channel | None = None
         self._calls: dict[str, Any] = {}
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -55,6 +58,8 @@ class GrpcTransport:
     def _call(self, method: str) -> Any:
         """The channel's callable of ``method``, the channel opened on first use."""
         with self._lock:
+            if self._channel is not None and self._pid != os.getpid():
+                self._channel, self._calls = None, {}  # a forked child's copy of the parent's: not its own
             if self._channel is None:
                 import grpc  # noqa: PLC0415
 
@@ -68,6 +73,7 @@ class GrpcTransport:
                     if self.address.tls
                     else grpc.insecure_channel(target, options)
                 )
+                self._pid = os.getpid()
             if method not in self._calls:
                 serialize, parse = oip_grpc.codecs(method)
                 self._calls[method] = self._channel.unary_unary(

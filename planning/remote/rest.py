@@ -1,13 +1,15 @@
 """The OIP over REST, with httpx (the ``remote`` extra, imported on first use).
 
 One keep-alive client per transport, opened on the first call and never pickled (a copy sent to
-a batch worker or a Ray task opens its own); httpx's client is safe to share between threads.
+a batch worker or a Ray task opens its own, and so does a forked worker); httpx's client is safe
+to share between threads.
 Every call has a connect and a read timeout: a server that accepts and never answers fails
 after the read timeout, never hangs.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,7 @@ class RestTransport:
         self.headers = dict(headers or {})
         self.verify = verify
         self._client: httpx.Client | None = None
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -67,8 +70,11 @@ class RestTransport:
         self._lock = threading.Lock()
 
     def client(self) -> httpx.Client:
-        """The keep-alive client, opened on first use."""
+        """The keep-alive client, opened on first use (and again in a forked child: a batch's
+        worker processes start as copies of the parent, whose connections are not theirs)."""
         with self._lock:
+            if self._client is not None and self._pid != os.getpid():
+                self._client = None  # the parent's: left to it, not closed
             if self._client is None:
                 try:
                     import httpx  # noqa: PLC0415 - the remote extra, loaded when a served model is called
@@ -83,6 +89,7 @@ class RestTransport:
                     verify=self.verify,
                     follow_redirects=False,
                 )
+                self._pid = os.getpid()
             return self._client
 
     def close(self) -> None:

@@ -77,6 +77,16 @@ class ModelAddress(BaseModel):
         return f"{scheme}://{self.base_url}/{self.model_name}" + (f"/versions/{self.version}" if self.version else "")
 
 
+def is_model_address(text: object) -> bool:
+    """True when ``text`` starts with a served model's scheme (``http://``, ``https://``,
+    ``grpc://``, ``grpcs://``): the command line reads such a ``--model`` as an address (then
+    :func:`parse_model_address` checks it), anything else as a file."""
+    if not isinstance(text, str):
+        return False
+    scheme, found, _ = text.strip().partition("://")
+    return bool(found) and scheme.lower() in _SCHEMES
+
+
 def parse_model_address(
     address: str,
     model_name: str | None = None,
@@ -172,4 +182,4 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-__all__ = ["FORMS", "ModelAddress", "ModelAddressError", "Protocol", "parse_model_address"]
+__all__ = ["FORMS", "ModelAddress", "ModelAddressError", "Protocol", "is_model_address", "parse_model_address"]

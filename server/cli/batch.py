@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import CounterplanError, ProblemError
 from counterplan.server.cli.interrupt import Interrupted
+from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 if TYPE_CHECKING:
@@ -55,8 +56,9 @@ def add_parser(commands: Any) -> None:
         "call per step for all of them; write a record per row as it finishes and print a summary.",
     )
     group = batch.add_argument_group("the model and the rows")
-    group.add_argument("--model", help="fitted model (.skops or .joblib), as for explain")
+    group.add_argument("--model", help=MODEL_HELP)
     group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    add_served_model_flags(group)
     group.add_argument("--data", help="CSV or Parquet file: the training data and the rows to explain (ids: positions)")
     group.add_argument("--target", help="label column of --data, left out of the features")
     group.add_argument(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 # imports what it needs (scikit-learn, pandas, rich, grpc) when it runs.
 from counterplan.planning.errors import CounterplanError
 from counterplan.server.cli.flags import EXIT_NOT_FOUND, UsageError
+from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags, served_flags_given
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 if TYPE_CHECKING:
@@ -45,12 +46,9 @@ def add_parser(commands: Any) -> None:
 def add_input_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
     """What to ask about: the model, its data and the row (``explain`` and ``plan``)."""
     group = parser.add_argument_group("the model and the row")
-    group.add_argument(
-        "--model",
-        help="fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), or a "
-        "scorecard's points table (.yaml, .json or .csv); default: the embedded demo",
-    )
+    group.add_argument("--model", help=MODEL_HELP + "; default: the embedded demo")
     group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    add_served_model_flags(group)
     group.add_argument("--data", help="CSV of training data: domains and statistics are inferred from it")
     group.add_argument("--target", help="label column of --data, left out of the features")
     group.add_argument("--row", type=int, help=f"row of --data to {what} (0-based)")
@@ -124,7 +122,7 @@ def _explain_remote(args: argparse.Namespace) -> int:
     from counterplan.server.grpc.client import CounterplanClient  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
-    given = [flag for flag, value in local.items() if value is not None]
+    given = [flag for flag, value in local.items() if value is not None] + served_flags_given(args)
     if given or args.trust_model:
         flags = ", ".join(given + ["--trust-model"] * args.trust_model)
         raise UsageError(

@@ -5,6 +5,10 @@
 build too): the demo with its own rules (:func:`counterplan.planning.demo.demo_spec`, as the served
 demo has them), a user's model with none beyond its data's. A command's flags are then asked per
 row as a :class:`~counterplan.planning.spec.ProblemSpec` laid over it.
+
+``--model`` is a file, or a served model's address (``http://HOST:PORT/v2/models/NAME``,
+``grpc://HOST:PORT/NAME``: :func:`counterplan.planning.remote.url.is_model_address` tells them
+apart) called over the Open Inference Protocol with ``--model-timeout`` and ``--model-header``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,36 @@ if TYPE_CHECKING:
     from counterplan.solver.core.config import SolverConfig
     from counterplan.solver.engines import EngineChoice
     from counterplan.solver.explainer import Explainer
+
+
+MODEL_HELP = (
+    "fitted scikit-learn model (.skops or .joblib; an optbinning Scorecard as .joblib), an ONNX model (.onnx), "
+    "a scorecard's points table (.yaml, .json or .csv), or a served model's address: "
+    "http://HOST:PORT/v2/models/NAME or grpc://HOST:PORT/NAME (KServe, MLServer, Triton)"
+)
+"""``--model``'s help, the same for every command that loads a model in this process."""
+SERVED_FLAGS = ("--model-timeout", "--model-header")
+
+
+def add_served_model_flags(group: argparse._ArgumentGroup) -> None:
+    """How to call a served ``--model`` (``RemoteModel``'s ``timeout`` and ``headers``)."""
+    group.add_argument(
+        "--model-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a served --model: seconds each call may wait for its answer (default 10)",
+    )
+    group.add_argument(
+        "--model-header",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a served --model: a header sent with every call (repeat it), e.g. 'Authorization=Bearer TOKEN'",
+    )
+
+
+def served_flags_given(args: argparse.Namespace) -> list[str]:
+    """The served-model flags given (a command asking a counterplan server refuses them)."""
+    return [flag for flag in SERVED_FLAGS if getattr(args, flag[2:].replace("-", "_"), None) is not None]
 
 
 def is_demo(args: argparse.Namespace) -> bool:
@@ -38,7 +72,7 @@ def local_explainer(
     command) with ``--target``, asking ``spec`` (the flags') over the model's own rules; a
     missing or bad file is refused naming its flag."""
     from counterplan.planning.spec import ProblemSpec  # noqa: PLC0415
-    from counterplan.server.registry.loading import load_csv, load_model  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_csv  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
     if is_demo(args):
@@ -46,6 +80,8 @@ def local_explainer(
 
         if getattr(args, "row", None) is not None or args.target is not None:
             raise UsageError("--row and --target need --model and --data")
+        if given := served_flags_given(args):
+            raise UsageError(f"{', '.join(given)}: only for a served --model (http://... or grpc://...)")
         frame = demo.make_loan_data()
         model = demo.train_loan_model(frame)
         asked = (spec or ProblemSpec()).over(demo.demo_spec())
@@ -53,11 +89,44 @@ def local_explainer(
     if args.model is None or args.data is None:
         raise UsageError("give both --model and --data (or neither, for the demo)")
     frame = data if data is not None else load_csv(args.data)
-    model = load_model(args.model, trust=args.trust_model)
+    model = _model(args)
     if args.target is not None and args.target not in frame.columns:
         listed = ", ".join(str(c) for c in frame.columns[:30]) + (" ..." if len(frame.columns) > 30 else "")
         raise UsageError(f"--target: no column {args.target!r} in the data; columns: {listed}")
     return Explainer(model, frame, spec=spec, target=args.target, config=config, engine=engine, check=False)
+
+
+def _model(args: argparse.Namespace) -> Any:
+    """``--model``: the served model at its address (its metadata read: a server that is down is
+    refused now, in one line), or the model file."""
+    from counterplan.planning.remote.url import is_model_address  # noqa: PLC0415
+    from counterplan.server.registry.loading import load_model  # noqa: PLC0415
+
+    if not is_model_address(args.model):
+        if given := served_flags_given(args):
+            raise UsageError(f"{', '.join(given)}: only for a served --model (http://... or grpc://...)")
+        return load_model(args.model, trust=args.trust_model)
+    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
+    from counterplan.server.registry.served import MAX_CALL_SECONDS, ServedModelOptions, load_served_model  # noqa: PLC0415
+
+    if args.trust_model:
+        raise UsageError("--trust-model is for a model file, not a served model's address")
+    timeout = getattr(args, "model_timeout", None)
+    check_seconds("--model-timeout", timeout, UsageError, MAX_CALL_SECONDS)
+    headers = header_pairs(getattr(args, "model_header", None), "--model-header")
+    return load_served_model(args.model, ServedModelOptions(timeout=timeout, headers=headers))
+
+
+def header_pairs(texts: list[str] | None, flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` texts (a repeated flag) as headers; a text without ``=`` or with an empty
+    key is refused naming ``flag``."""
+    headers: dict[str, str] = {}
+    for text in texts or []:
+        key, found, value = text.partition("=")
+        if not found or not key.strip():
+            raise UsageError(f"{flag}: give KEY=VALUE, given {text[:100]!r}")
+        headers[key.strip()] = value.strip()
+    return headers
 
 
 def asked_row(args: argparse.Namespace, explainer: Explainer) -> int | dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from counterplan.server.cli.explain import add_input_flags, add_server_flags
 from counterplan.server.cli.flags import EXIT_NOT_FOUND
 from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
+from counterplan.server.cli.local_model import served_flags_given
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 DEMO_ID = "loan-demo"
@@ -183,7 +184,7 @@ def _remote(args: argparse.Namespace, spec: Any, config: Any, usage: Callable[[s
     from counterplan.server.grpc.plan_convert import plan_result  # noqa: PLC0415
 
     local = {"--model": args.model, "--data": args.data, "--row": args.row, "--target": args.target}
-    given = [flag for flag, value in local.items() if value is not None]
+    given = [flag for flag, value in local.items() if value is not None] + served_flags_given(args)
     if given:
         raise usage(f"{', '.join(given)}: with --server, the model and its data are the server's: use --model-id")
     if args.threads is not None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ def add_parser(commands: Any) -> None:
         "as a file explain --config, model cards and gRPC accept.",
     )
     group = tune.add_argument_group("the model and the rows")
-    group.add_argument("--model", help="fitted model (.skops or .joblib); default: the demo model")
+    group.add_argument("--model", help=MODEL_HELP + "; default: the demo model")
     group.add_argument("--trust-model", action="store_true", help="load skops types not trusted by default")
+    add_served_model_flags(group)
     group.add_argument("--data", help="CSV of training data (with the label column)")
     group.add_argument("--target", help="label column of --data")
     group.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
@@ -215,19 +217,15 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
 
 
 def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:
-    """The rows of the explainer's data whose prediction misses the problem's goal (bound to the
-    model's classes, with its margin, as every solve binds it): the ones worth tuning on."""
+    """The rows of the explainer's data that miss the problem's goal, as each row's own solve
+    decides it (:func:`~counterplan.solver.batch.rows.meeting_the_goal`: one call of the real
+    model for the rows, whatever the model is, a served one too): the ones worth tuning on. A row
+    that call cannot judge (a gap) is kept: its solve decides."""
     import numpy as np  # noqa: PLC0415
 
-    from counterplan.planning.errors import ModelCallError, one_line  # noqa: PLC0415
     from counterplan.planning.goals import ClassGoal  # noqa: PLC0415
+    from counterplan.solver.batch.rows import meeting_the_goal  # noqa: PLC0415
 
     if len(problem.goals) != 1 or not isinstance(problem.goals[0].goal, ClassGoal):
         raise usage("--goal: tune takes one class goal")
-    (bound,) = problem.goals
-    data = explainer.data
-    try:
-        proba = np.asarray(explainer.model.predict_proba(data[explainer.columns]), dtype=np.float64)
-    except Exception as exc:  # the model's own failure on the data (say, NaN it cannot take)
-        raise ModelCallError(one_line(f"the model fails on the data: {type(exc).__name__}: {exc}")) from None
-    return np.flatnonzero(~bound.met(proba))
+    return np.flatnonzero(~meeting_the_goal(explainer, explainer.data))

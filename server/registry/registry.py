@@ -12,17 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from counterplan.planning._pydantic import describe
 from counterplan.planning.distance import FeatureStatistics
 from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.inference import schema_of
+from counterplan.planning.model_protocol import bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
@@ -32,6 +33,7 @@ from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import ProblemSpec, feature_rule
 from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
+from counterplan.server.registry.served import ServedModelOptions, load_served_model
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.explainer import Explainer, model_columns
 
@@ -57,7 +59,13 @@ class ModelCard(BaseModel):
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     version: str = "1"
     description: str = ""
-    model_file: str
+    model_file: str | None = None
+    """The model file (relative to the card), or:"""
+    model_url: str | None = None
+    """A served model's address (``http://HOST:PORT/v2/models/NAME``, ``grpc://HOST:PORT/NAME``),
+    called over the Open Inference Protocol (:class:`~counterplan.planning.remote.RemoteModel`)."""
+    remote: ServedModelOptions | None = None
+    """With ``model_url``: how to call it (timeout, headers, protocol, classes, layout...)."""
     outputs: list[str] = Field(default_factory=lambda: ["prediction"])
     features: list[FeatureSpec] | None = None
     training_data: str | None = None
@@ -72,6 +80,25 @@ class ModelCard(BaseModel):
     ``counterplan tune`` writes."""
     trusted_types: list[str] = Field(default_factory=list)
     """For skops files: types beyond skops's defaults that may load (e.g. sklearn.tree._tree.Tree)."""
+
+    @field_validator("model_url")
+    @classmethod
+    def _readable_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            from counterplan.planning.remote.url import parse_model_address  # noqa: PLC0415
+
+            parse_model_address(value)  # the one parser: its error names the address and the forms
+        return value
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelCard:
+        if (self.model_file is None) == (self.model_url is None):
+            raise ValueError("give exactly one of model_file (a file) and model_url (a served model's address)")
+        if self.model_url is None and self.remote is not None:
+            raise ValueError("remote: only with model_url (how to call a served model)")
+        if self.model_url is not None and self.trusted_types:
+            raise ValueError("trusted_types: only with model_file (a served model loads no types)")
+        return self
 
 
 @dataclass
@@ -182,12 +209,12 @@ class ModelRegistry:
 
 def _names_a_table(path: Path) -> bool:
     """True for a points table (a YAML/JSON file whose top level has ``variables``), which a card
-    names as its ``model_file``; cards have ``model_file``."""
+    names as its ``model_file``; cards have ``model_file`` or ``model_url``."""
     try:
         data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
     except (ConfigTextError, OSError, UnicodeDecodeError):
         return False  # read again as a card, which reports the problem
-    return isinstance(data, dict) and "variables" in data and "model_file" not in data
+    return isinstance(data, dict) and "variables" in data and "model_file" not in data and "model_url" not in data
 
 
 def _inside(card: Path, field: str, name: str) -> Path:
@@ -204,24 +231,21 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     """Load one model card and the model it names; its explainer reads the card's training data
     (as a local explain reads ``--data``) or, without any, the card's feature schema."""
     card = _read_card(path)
-    model_path = _inside(path, "model_file", card.model_file)  # every path checked before anything loads
+    # every path checked before anything loads
+    model_path = _inside(path, "model_file", card.model_file) if card.model_file is not None else None
     data_path = _inside(path, "training_data", card.training_data) if card.training_data is not None else None
     if isinstance(card.default_solver_config, str):
         _inside(path, "default_solver_config", card.default_solver_config)
-    if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
-        raise RegistryError(
-            f"{path.name}:model_file",
-            "joblib/pickle files run code while loading; for a trusted directory, start serve with --trust-pickle "
-            "(or COUNTERPLAN_TRUST_PICKLE=true; from Python, trust_pickle=True)",
-        )
-    try:
-        model = load_model(model_path, trusted_types=card.trusted_types, how_to_trust=CARD_TRUST)
-    except LoadError as exc:
-        raise RegistryError(f"{path.name}:model_file", exc.problem) from None
-    names = card.outputs if len(card.outputs) > 1 else card.outputs[0]
-    adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
+    model: Any = None
+    adapter: ModelAdapter
+    if model_path is not None:
+        model = _model_file(path, card, model_path, trust_pickle)
+        names = card.outputs if len(card.outputs) > 1 else card.outputs[0]
+        adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
     spec = _card_spec(path, card)
     training = load_csv(data_path) if data_path is not None else None
+    if model_path is None:  # a served model learns its class names from the training target
+        model = adapter = _served_model(path, card, training)
     config = _card_config(path, card)
     explainer: Explainer | None = None
     if card.features is not None:
@@ -250,6 +274,35 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         spec=spec,
         explainer=explainer,
     )
+
+
+def _model_file(path: Path, card: ModelCard, model_path: Path, trust_pickle: bool) -> Any:
+    """The fitted model the card's ``model_file`` names (a pickle only in a trusted directory)."""
+    if model_path.suffix.lower() in {".joblib", ".pkl", ".pickle"} and not trust_pickle:
+        raise RegistryError(
+            f"{path.name}:model_file",
+            "joblib/pickle files run code while loading; for a trusted directory, start serve with --trust-pickle "
+            "(or COUNTERPLAN_TRUST_PICKLE=true; from Python, trust_pickle=True)",
+        )
+    try:
+        return load_model(model_path, trusted_types=card.trusted_types, how_to_trust=CARD_TRUST)
+    except LoadError as exc:
+        raise RegistryError(f"{path.name}:model_file", exc.problem) from None
+
+
+def _served_model(path: Path, card: ModelCard, training: pd.DataFrame | None) -> ModelAdapter:
+    """The served model the card's ``model_url`` names, its output named as a model file's
+    (``outputs``) and, with training data and a target, its class names the target's labels; a
+    server that does not answer or does not know the model is refused naming the card."""
+    assert card.model_url is not None
+    if len(card.outputs) != 1:
+        raise RegistryError(f"{path.name}:outputs", f"a served model has one output, given {card.outputs}")
+    try:
+        model = load_served_model(card.model_url, card.remote, output=card.outputs[0])
+        return cast(ModelAdapter, bind_target(model, training, card.target))
+    except InvalidInputError as exc:  # an option the adapter refuses is named in the remote block
+        field = f"remote.{exc.field}" if exc.field in ServedModelOptions.model_fields else "model_url"
+        raise RegistryError(f"{path.name}:{field}", exc.problem) from None
 
 
 def _card_spec(path: Path, card: ModelCard) -> ProblemSpec:
