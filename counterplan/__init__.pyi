@@ -9,7 +9,6 @@ checkers read this stub; at run time ``__init__.py`` reads it too and loads each
 from counterplan.planning.actions import (
     Action as Action,
     ActionSet as ActionSet,
-    CostGraph as CostGraph,
 )
 from counterplan.planning.distance import (
     DistanceSettings as DistanceSettings,
@@ -48,6 +47,9 @@ from counterplan.planning.remote.adapter import (
 from counterplan.planning.spec import (
     FeatureRule as FeatureRule,
     ProblemSpec as ProblemSpec,
+)
+from counterplan.solver.audit.audit import (
+    audit as audit,
 )
 from counterplan.solver.core.config import (
     ConfigError as ConfigError,

@@ -35,7 +35,15 @@ def test_the_front_door_is_small_and_each_package_lists_its_names_once() -> None
     from counterplan.planning._lazy import stub_exports
 
     assert len(counterplan.__all__) <= 40
-    for needed in ("Explainer", "ProblemSpec", "explain", "ExactPhaseConfig", "LocalSearchPhaseConfig", "plan"):
+    for needed in (
+        "Explainer",
+        "ProblemSpec",
+        "explain",
+        "ExactPhaseConfig",
+        "LocalSearchPhaseConfig",
+        "plan",
+        "audit",
+    ):
         assert needed in counterplan.__all__
     for package in ("counterplan", "counterplan.planning", "counterplan.solver", "counterplan.solver.batch"):
         init = ROOT / package.replace(".", "/") / "__init__.py"
