@@ -9,6 +9,7 @@ here). ``pytest -m unit`` is the quick loop; the README's test command runs them
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -36,6 +37,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """A real local Ray with two CPUs for the module that asks for it, stopped afterwards (it takes
+    several seconds to start: a module starts it once for its tests)."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ worker stops the job with its one-line error."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -99,18 +98,6 @@ def test_a_batch_sends_one_request_per_model_call(served: Served, rows: pd.DataF
     if vectorised:  # the threads' shared calls depend on which solves meet in a call: not counted exactly
         assert requests == calls
     assert requests < got["model_calls"].sum() / 2
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[Any]:
-    """A real local Ray with two CPUs for this module, stopped afterwards (as tests/solver/batch)."""
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
 
 
 @pytest.mark.slow  # a local Ray cluster starts

@@ -29,18 +29,6 @@ GOAL = [ClassGoal(target=1, confidence=0.7)]
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[Any]:
-    """A real local Ray with two CPUs for this module, stopped afterwards."""
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def explainer(loan_explainer: Explainer) -> Explainer:
     return loan_explainer
 
