@@ -170,8 +170,9 @@ def test_text_inputs_are_each_value_as_python_writes_it(space: object) -> None:
     assert list(columns) == list(frame.columns)
     for name, values in columns.items():
         np.testing.assert_array_equal(values, frame[name].to_numpy())
-    mixed = np.array(["own", None, 3, np.nan, "own"], dtype=object)  # gaps too, as str writes them
-    assert _texts(mixed).tolist() == ["own", "None", "3", "nan", "own"]
+    mixed = np.array(["own", None, 3, np.nan, "own"] * 200, dtype=object)  # gaps too, as str writes them
+    assert _texts(mixed).tolist() == ["own", "None", "3", "nan", "own"] * 200  # past FEW_TEXTS: distinct ones once
+    assert _texts(mixed[:5]).tolist() == ["own", "None", "3", "nan", "own"]
 
 
 def test_a_missing_number_is_sent_as_null_over_rest() -> None:
