@@ -207,6 +207,11 @@ class FeatureSpace:
         DataFrame expects. A missing value is NaN (None in a text column), the way pandas
         reads a CSV with gaps: a column that can hold one is float64 (object for text).
         """
+        return pd.DataFrame(self.to_columns(X), copy=False)  # dict order is column order; columns= would reindex
+
+    def to_columns(self, X: FloatMatrix) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`to_frame`'s columns, by name in feature order, without building the DataFrame
+        (a served model's request sends them one by one)."""
         columns: dict[str, Any] = {}
         for i, feature in enumerate(self.features):
             column = X[:, i]
@@ -233,7 +238,7 @@ class FeatureSpace:
                 columns[feature.name] = np.rint(column).astype(np.int64)
             else:
                 columns[feature.name] = column
-        return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
+        return columns
 
     def to_grid(self, values: FloatMatrix, columns: Any) -> FloatMatrix:
         """``values`` of ``columns`` rounded onto their grids and into the grid bounds.

@@ -47,7 +47,7 @@ from counterplan.solver.audit.stats import (
     group_figures,
 )
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS
-from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, row_seed
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
     no_records,
@@ -241,7 +241,7 @@ def run_audit(
     features = [f.name for f in explainer.problem(0, trust_region=False).space.features]
     skipped = 0
     if only_rejected:  # one model call: a row that meets the goal costs no search
-        met = meeting_the_goal(explainer, model_rows(explainer, frame))
+        met = meeting_the_goal(explainer, frame)
         skipped = int(met.sum())
         frame = frame[~met]
     dtypes = record_dtypes(explainer.data if explainer.data is not None else frame, features)
@@ -311,13 +311,6 @@ def run_audit(
         seconds=round(timing.seconds, 3),
     )
     return report, audited
-
-
-def model_rows(explainer: Explainer, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the model's features (and the label) only: a row's problem refuses a value
-    of a column the model does not read, and a group column need not be one."""
-    keep = {*explainer.columns, explainer.target}
-    return frame[[c for c in frame.columns if c in keep]]
 
 
 def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
@@ -403,7 +396,7 @@ def _search(
     progress = options.progress
     existing = _earlier_records(path, frame, dtypes, resume=options.resume)
     done = {id_text(i) for i in existing["row_id"]}
-    todo = model_rows(explainer, frame[[id_text(i) not in done for i in frame.index]])
+    todo = frame[[id_text(i) not in done for i in frame.index]]
     total, counted = len(todo), 0
     writer = open_records(path, features, dtypes) if path is not None else None
 

@@ -44,6 +44,12 @@ class RowExplainer(Protocol):
         ...
 
     @property
+    def columns(self) -> list[str]:
+        """The features in model order: the only columns of a row its problem reads (a batch's
+        rows may hold others, such as an id or a group column, which it leaves out)."""
+        ...
+
+    @property
     def seed(self) -> int | None:
         """The default seed of a batch."""
         ...

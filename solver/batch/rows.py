@@ -75,6 +75,18 @@ class RowSelection:
         return data if self.positions is None else data.iloc[list(self.positions)]
 
 
+def model_rows(explainer: RowExplainer, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with only the columns the model reads (the explainer's ``columns``), in its
+    order: a row's problem refuses a key that is no feature, and a batch's rows often hold
+    others (an id, a group column, the label). A feature the frame lacks stays missing, for the
+    row's problem to refuse; a rule that names a column the model does not read is refused when
+    the explainer is built, not here."""
+    keep = set(explainer.columns)
+    if all(str(c) in keep for c in frame.columns):
+        return frame
+    return frame[[c for c in frame.columns if str(c) in keep]]
+
+
 def meeting_the_goal(explainer: RowExplainer, frame: pd.DataFrame) -> npt.NDArray[np.bool_]:
     """Which rows of ``frame`` already meet the goal, decided as each row's own solve decides it,
     by one call of the real model per layout of rows.
@@ -100,6 +112,7 @@ def meeting_the_goal(explainer: RowExplainer, frame: pd.DataFrame) -> npt.NDArra
     its solve, which explains it, says it meets the goal, or gives its error record, as before. A
     model that cannot be asked at all leaves every row to its solve.
     """
+    frame = model_rows(explainer, frame)
     met = np.zeros(len(frame), dtype=bool)
     complete = np.flatnonzero(frame.notna().all(axis=1).to_numpy())
     if complete.size == 0:

@@ -28,7 +28,7 @@ from counterplan.solver.batch.block import Item, Record, run_blocks
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
-from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
@@ -63,6 +63,8 @@ def explain_batch(
         A DataFrame of rows to explain (ids: its index labels), or a selection of the
         explainer's training data by position (``"all"``, ``"rejected"``, ``"0:500"``, a list of
         positions; ids: the index labels, positions for a CSV); None: every training row.
+        Only the columns the model reads are read (``explainer.columns``): an id or a group
+        column in the rows is left out.
     seed:
         The batch's seed (default the explainer's, else 0); each row's own comes from it and
         the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
@@ -135,7 +137,8 @@ def explain_batch(
 def _frame(
     explainer: RowExplainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
 ) -> tuple[pd.DataFrame, bool]:
-    """The rows to explain, and whether to leave out the ones that meet the goal already."""
+    """The rows to explain (the columns the model reads: :func:`~counterplan.solver.batch.rows.model_rows`),
+    and whether to leave out the ones that meet the goal already."""
     if isinstance(rows, pd.DataFrame):
         frame = rows
     else:
@@ -146,7 +149,7 @@ def _frame(
         frame = selection.apply(explainer.data)
     if frame.index.has_duplicates:
         raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
-    return frame, only_rejected
+    return model_rows(explainer, frame), only_rejected
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:

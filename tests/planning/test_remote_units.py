@@ -27,6 +27,7 @@ from counterplan.planning.remote.oip import (
 )
 from counterplan.planning.remote.tensors import (
     LayoutError,
+    _texts,
     build_request,
     choose_layout,
     probabilities,
@@ -150,6 +151,28 @@ def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
     narrow = ModelMetadata("m", inputs=(TensorMeta("x", "FP32", (-1, 3)),))
     with pytest.raises(LayoutError, match="has 3 columns; there are 4 features"):
         build_request(X, space, "tensor", narrow, ())  # type: ignore[arg-type]
+
+
+def test_text_inputs_are_each_value_as_python_writes_it(space: object) -> None:
+    """BYTES inputs turn each distinct value once; the values are what ``str`` makes of each one,
+    a gap included (as the value-by-value loop wrote them), and the columns are the frame's."""
+    X = np.array([[10.5, 30.0, 0.0, 1.0], [20.25, 40.0, 1.0, 0.0], [30.0, 50.0, 2.0, 1.0], [10.5, 60.0, 0.0, 0.0]])
+    names = ("income", "age", "home", "flag")
+    declared = ModelMetadata("m", inputs=tuple(TensorMeta(n, "BYTES", (-1,)) for n in names))
+    request = build_request(X, space, "columns", declared, ())  # type: ignore[arg-type]
+    frame = space.to_frame(X)  # type: ignore[attr-defined]
+    for tensor in request.inputs:
+        assert tensor.data.dtype == object
+        assert tensor.data.tolist() == [str(v) for v in frame[tensor.name].tolist()]
+    assert request.inputs[1].data.tolist() == ["30", "40", "50", "60"]
+    assert request.inputs[3].data.tolist() == ["True", "False", "True", "False"]
+    columns = space.to_columns(X)  # type: ignore[attr-defined]
+    assert list(columns) == list(frame.columns)
+    for name, values in columns.items():
+        np.testing.assert_array_equal(values, frame[name].to_numpy())
+    mixed = np.array(["own", None, 3, np.nan, "own"] * 200, dtype=object)  # gaps too, as str writes them
+    assert _texts(mixed).tolist() == ["own", "None", "3", "nan", "own"] * 200  # past FEW_TEXTS: distinct ones once
+    assert _texts(mixed[:5]).tolist() == ["own", "None", "3", "nan", "own"]
 
 
 def test_a_missing_number_is_sent_as_null_over_rest() -> None:

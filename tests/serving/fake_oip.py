@@ -32,6 +32,9 @@ class Script:
         self.replies = replies
         self.infer_calls = 0
         self.bodies: list[Any] = []
+        self.raw_bodies: list[bytes] = []
+        self.headers: list[dict[str, str]] = []
+        """Each infer request's headers, names in lower case."""
 
 
 @contextmanager
@@ -57,8 +60,11 @@ def scripted_server(script: Script) -> Iterator[str]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length))
+            raw = self.rfile.read(length)
+            body = json.loads(raw)
             script.bodies.append(body)
+            script.raw_bodies.append(raw)
+            script.headers.append({k.lower(): v for k, v in self.headers.items()})
             i = min(script.infer_calls, len(script.replies) - 1)
             script.infer_calls += 1
             status, reply = script.replies[i]

@@ -127,3 +127,21 @@ def test_a_solve_whose_server_goes_down_stops_with_the_one_line_error() -> None:
         with pytest.raises(RemoteModelError, match=r"HTTP 503: Service Unavailable \(after 3 attempts\)"):
             explainer.explain(0)
     assert script.infer_calls == 4  # the instance, then one call tried three times
+
+
+def test_a_rest_request_asks_for_an_uncompressed_answer_in_compact_json(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """MLServer gzips every answer over 500 bytes for a client that accepts it (at level 9: longer
+    than the model for thousands of rows); the client asks for none, unless its caller says."""
+    space, X = space_and_rows
+    script = Script([(200, None)])
+    with scripted_server(script) as base:
+        model(f"{base}/v2/models/m", headers={"x-caller": "t"}).predict(X, space)  # type: ignore[arg-type]
+        model(f"{base}/v2/models/m", headers={"accept-encoding": "gzip"}).predict(X, space)  # type: ignore[arg-type]
+    ours, theirs = script.headers
+    assert ours["accept-encoding"] == "identity" and ours["x-caller"] == "t"
+    assert ours["content-type"] == "application/json"
+    assert theirs["accept-encoding"] == "gzip"  # the caller's own header wins, whatever its case
+    assert b", " not in script.raw_bodies[0] and b'": ' not in script.raw_bodies[0]
+    assert script.bodies[0]["inputs"][0]["shape"] == [5, 2]

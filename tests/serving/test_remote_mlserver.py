@@ -169,3 +169,24 @@ def test_a_problem_from_a_dataframe_binds_the_target_and_the_declared_columns(se
     assert problem.model.outputs == (OutputSpec(TARGET, ("no", "yes")),)
     explainer = Explainer(RemoteModel(url(served, "rest", "pipe")), data, goal, target=TARGET)
     assert "applicant_id" not in explainer.columns and len(explainer.columns) == 11
+
+
+def test_mlserver_answers_a_rest_request_uncompressed(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLServer's gzip middleware compresses an answer over 500 bytes when the client accepts it;
+    the client does not, and the answers stay the local model's."""
+    import httpx
+
+    encodings: list[str | None] = []
+    send = httpx.Client.send
+
+    def recording(self: httpx.Client, request: httpx.Request, **kwargs: object) -> httpx.Response:
+        response = send(self, request, **kwargs)  # type: ignore[arg-type]
+        encodings.append(response.headers.get("content-encoding"))
+        return response
+
+    monkeypatch.setattr(httpx.Client, "send", recording)
+    space, X = rows(served, 40)
+    X = np.repeat(X, 5, axis=0)  # 200 rows: an answer of some kilobytes
+    model = RemoteModel(url(served, "rest", "pipe"), classes=["no", "yes"], output=TARGET)
+    np.testing.assert_array_equal(model.predict(X, space)[TARGET], served.pipe.predict_proba(space.to_frame(X)))
+    assert encodings and encodings[-1] is None

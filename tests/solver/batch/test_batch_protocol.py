@@ -35,6 +35,10 @@ class OnlyTheProtocol:
         return self._explainer.data
 
     @property
+    def columns(self) -> list[str]:
+        return self._explainer.columns
+
+    @property
     def seed(self) -> int | None:
         return self._explainer.seed
 
