@@ -32,6 +32,9 @@ SMALL_SPLIT_COUNT = 8
 """Columns with at most this many distinct thresholds are ranked by one broadcast comparison."""
 MAX_LEAVES = 64
 """Leaves per tree a mask word holds."""
+MAX_RANK_TABLE_BYTES = 16 * 2**20
+"""A forest whose table of ranks by threshold (:func:`_rank_table`) would exceed this ranks its
+values column by column."""
 SMALL_BATCH = 64
 """Up to this many rows the trees' values are summed by one accumulate along each row; above it,
 tree by tree over all rows (the same additions in the same order: the same bits either way)."""
@@ -83,6 +86,13 @@ class TreePredictor:
     float32_inputs: bool
     allow_nan: bool
     finish: Callable[[FloatMatrix], FloatMatrix]
+    every_threshold: FloatMatrix | None = None
+    """Every column's thresholds in one sorted array (None: ranked column by column)."""
+    rank_rows: IntArray | None = None
+    """Per column and position of a value among ``every_threshold``: the table row of its rank
+    in its own column (flattened, one block of ``every_threshold.size + 1`` per column)."""
+    rank_base: IntArray | None = None
+    """Per column: where its block of ``rank_rows`` starts."""
 
     def raw(self, X: FloatMatrix) -> FloatMatrix:
         """The raw scores, shape ``(n, n_outputs)`` in Fortran order (as scikit-learn makes them)."""
@@ -111,7 +121,19 @@ class TreePredictor:
         return X
 
     def _rows(self, XT: FloatMatrix) -> IntArray:
-        """Per used column and row (``XT`` is column-major): the table row of the value's rank."""
+        """Per used column and row (``XT`` is column-major): the table row of the value's rank.
+
+        With the rank table (:func:`_rank_table`), one binary search for every value of every
+        column among all columns' thresholds and one lookup (a column's thresholds below a value
+        are those among all the thresholds below it); else a search per column."""
+        if self.rank_rows is not None and self.every_threshold is not None and self.rank_base is not None:
+            at = np.searchsorted(self.every_threshold, XT, side="left")
+            at += self.rank_base[:, None]
+            ranks = self.rank_rows[at]
+            nan = np.isnan(XT)
+            if nan.any():
+                ranks = np.where(nan, self.nan_rows[:, None], ranks)
+            return ranks
         ranks = np.empty(XT.shape, dtype=np.intp)
         if self.small.size:
             block = XT[self.small]
@@ -284,6 +306,7 @@ def _forest(
     table, offsets = _tables(splits, columns, thresholds, len(trees), _WORDS[bits])
     counts = np.array([t.size for t in thresholds], dtype=np.intp)
     small = np.flatnonzero(counts <= SMALL_SPLIT_COUNT)
+    every, rank_rows, rank_base = _rank_table(thresholds, offsets)
     return TreePredictor(
         columns=columns.astype(np.intp),
         thresholds=thresholds,
@@ -302,7 +325,33 @@ def _forest(
         float32_inputs=float32_inputs,
         allow_nan=allow_nan,
         finish=finish,
+        every_threshold=every,
+        rank_rows=rank_rows,
+        rank_base=rank_base,
     )
+
+
+def _rank_table(
+    thresholds: tuple[FloatMatrix, ...], offsets: IntArray
+) -> tuple[FloatMatrix | None, IntArray | None, IntArray | None]:
+    """Every column's thresholds as one sorted array ``every``, and per column and position ``g``
+    of a value among them (``searchsorted(every, value)``, 0 to ``every.size``) the table row of
+    the value's rank in its own column: ``offsets[c]`` plus its thresholds below ``every[g]`` (all
+    of them at ``g == every.size``). Exact: ``every`` holds each column's thresholds, so those of
+    column ``c`` below a value are those among ``every[:g]``, the same comparisons as a search of
+    the column's own. Flattened with each column's start; (None, None, None) beyond
+    :data:`MAX_RANK_TABLE_BYTES`: a search per column (a forest of thousands of thresholds on
+    hundreds of columns)."""
+    every = np.unique(np.concatenate(thresholds)) if thresholds else np.empty(0)
+    width = every.size + 1
+    if len(thresholds) * width * np.dtype(np.intp).itemsize > MAX_RANK_TABLE_BYTES:
+        return None, None, None
+    rows = np.empty((len(thresholds), width), dtype=np.intp)
+    for c, column_thresholds in enumerate(thresholds):
+        rows[c, :-1] = np.searchsorted(column_thresholds, every, side="left")
+        rows[c, -1] = column_thresholds.size
+    rows += offsets[:, None]
+    return every, rows.ravel(), np.arange(len(thresholds), dtype=np.intp) * width
 
 
 def _padded(thresholds: list[FloatMatrix]) -> FloatMatrix:

@@ -328,6 +328,32 @@ def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypat
                 assert (len(calls) == 0) == (changes == 1)
 
 
+def test_values_are_ranked_by_one_search_among_every_threshold() -> None:
+    """The table rows of a batch's values come from one search among all columns' thresholds and
+    one lookup (:func:`~counterplan.planning.fast_path.quickscorer._rank_table`), the same as a
+    search of each column's own thresholds: at each threshold, a hair either side of it, past
+    them all, NaN; and the predictions are the estimator's bit for bit."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 5))
+    X[:, 4] = rng.integers(0, 3, 600)  # few thresholds: once ranked by one comparison each
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 4]) > 0).astype(int)
+    estimator = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(X, y)
+    trees = compile_trees(estimator)
+    assert trees is not None and not isinstance(trees, BaggedTrees)
+    assert trees.rank_rows is not None and trees.every_threshold is not None
+    column_by_column = dataclasses.replace(trees, rank_rows=None, every_threshold=None, rank_base=None)
+    every = trees.every_threshold
+    values = np.concatenate([every, np.nextafter(every, np.inf), np.nextafter(every, -np.inf), [np.inf, -np.inf]])
+    batch = np.repeat(X[:1], values.size + 1, axis=0)
+    for c in range(5):
+        batch[:, c] = np.append(values, np.nan)
+    XT = np.ascontiguousarray(batch[:, trees.columns].T)
+    np.testing.assert_array_equal(trees._rows(XT), column_by_column._rows(XT))
+    np.testing.assert_array_equal(trees.predict(X), estimator.predict_proba(X))
+    np.testing.assert_array_equal(trees.predict(batch), column_by_column.predict(batch))
+
+
 @pytest.mark.parametrize(
     "estimator",
     [
