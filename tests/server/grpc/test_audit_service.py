@@ -23,6 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 from counterplan.planning import CallableAdapter, OutputSpec
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
+from counterplan.server.cli.main import main
 from counterplan.server.grpc.app import RunningServer, start_server
 from counterplan.server.grpc.client import CounterplanClient, class_goal, field_violations
 from counterplan.server.grpc.convert import value_message
@@ -129,7 +130,10 @@ def registry(models: Path, slow_model: SlowModel) -> ModelRegistry:
 
 @pytest.fixture(scope="module")
 def running(registry: ModelRegistry) -> Iterator[RunningServer]:
-    settings = ServerSettings(port=0, max_audit_rows=MAX_ROWS, max_audit_group_values=10, max_audit_bootstrap=500)
+    # a maximum no search reaches on a busy machine: the answers are then the seed's alone, as in Python
+    settings = ServerSettings(
+        port=0, max_solve_seconds=600.0, max_audit_rows=MAX_ROWS, max_audit_group_values=10, max_audit_bootstrap=500
+    )
     server = start_server(settings, registry)
     try:
         yield server
@@ -323,3 +327,27 @@ def test_a_shutdown_ends_an_audit_with_its_partial_report(registry: ModelRegistr
     assert final.stage == pb.STAGE_FINAL
     assert final.result.partial and final.result.stopped_by == "shutdown"
     assert 0 < final.result.n_rows < MAX_ROWS
+
+
+def test_the_command_line_audits_on_the_server(
+    capsys: pytest.CaptureFixture[str], running: RunningServer, registry: ModelRegistry, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    remote = ["audit", "--server", running.target, "--model-id", "lr", "--group", "region", "--seed", str(SEED),
+              "--bootstrap", str(BOOTSTRAP), "--out", str(out)]  # fmt: skip
+    assert main([*remote, "--json"]) == 0
+    printed = AuditReport.model_validate_json(capsys.readouterr().out)
+    written = AuditReport.model_validate_json((out / "audit.json").read_text(encoding="utf-8"))
+    model = registry.get("lr")
+    assert model is not None
+    local = audit(model.ready_explainer, "rejected", groups=["region"], seed=SEED, bootstrap=BOOTSTRAP)
+    assert _comparable(printed) == _comparable(written) == _comparable(local)
+    for flags, named in (
+        (["--workers", "2"], "--workers 2"),
+        (["--rows", "1,2"], "--rows"),
+        (["--retrain", "2"], "retrain"),  # the server's refusal, a bad flag too
+    ):
+        with pytest.raises(SystemExit) as caught:
+            main([*remote, *flags])
+        assert caught.value.code == 2
+        assert named in capsys.readouterr().err
