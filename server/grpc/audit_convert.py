@@ -31,7 +31,7 @@ from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import RegisteredModel
 from counterplan.solver.audit.report import AuditReport
 from counterplan.solver.batch.rows import RowSelection, id_text
-from counterplan.solver.core.budget import estimate_bytes, one_hot_width
+from counterplan.solver.core.budget import BASE_BYTES, estimate_bytes, one_hot_width
 from counterplan.solver.core.config import MAX_SEED, SolverConfig
 from counterplan.solver.explainer import Explainer
 
@@ -66,7 +66,7 @@ class CheckedAudit:
     bootstrap: int
     confidence: float
     estimate: int
-    """The audit's peak memory, estimated: one window of row solves plus the rows' tables."""
+    """The audit's peak memory, estimated: a window of row solves plus the rows' tables."""
 
     def explainer(self, config: SolverConfig) -> Explainer:
         """The card's explainer asking the request's question, solving with ``config``."""
@@ -340,11 +340,14 @@ def _question(
 
 
 def _estimate(checked: CheckedRequest, n_rows: int, n_groups: int) -> int:
+    """One solve's estimate, its steps' memory once more for every other row of a window (the
+    window's rows share the process and its fixed overhead), and the rows' tables."""
     features = checked.features
     one = estimate_bytes(
         checked.config, len(features), sum(f.mutable for f in features), one_hot=one_hot_width(features)
     )
-    return one * min(WINDOW_ROWS, n_rows) + ROW_BYTES * n_rows * (2 * len(features) + n_groups + 16)
+    window = min(WINDOW_ROWS, n_rows)
+    return one + max(one - BASE_BYTES, 0) * (window - 1) + ROW_BYTES * n_rows * (2 * len(features) + n_groups + 16)
 
 
 def result_message(report: AuditReport, request_id: str, model_id: str) -> pb.AuditResult:

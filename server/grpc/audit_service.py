@@ -34,8 +34,8 @@ import structlog
 
 from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.grpc.admission import Admission, shutting_down
-from counterplan.server.grpc.audit_convert import CheckedAudit, check_audit_request, result_message
+from counterplan.server.grpc.admission import MB, Admission, shutting_down
+from counterplan.server.grpc.audit_convert import WINDOW_ROWS, CheckedAudit, check_audit_request, result_message
 from counterplan.server.grpc.convert import BadRequestError
 from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
 from counterplan.server.grpc.request_log import log_request
@@ -180,6 +180,17 @@ class AuditCalls:
             raise bad_request(exc) from None
         if self.admission.closing:
             raise shutting_down()
+        if checked.estimate > self.settings.max_solve_memory_mb * MB:  # it could never fit: not worth a retry
+            why = (
+                f"the audit would need about {checked.estimate // MB:,} MB (a window of {WINDOW_ROWS} row solves "
+                f"and the rows' tables); the server allows {self.settings.max_solve_memory_mb:,} MB"
+            )
+            rows = "inline.rows" if request.WhichOneof("rows") == "inline" else "selection"
+            violations = [
+                ("problem.solver.config_json", f"{why}: lower moves_per_step, walkers or grid_size"),
+                (rows, f"{why}: audit fewer rows"),
+            ]
+            raise bad_request(BadRequestError(violations))
         limit = self.admission.time_limit(time_remaining, "audit")
         ticket = self.admission.take_slot(checked.estimate)
         run = _AuditRun(

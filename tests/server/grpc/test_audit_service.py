@@ -351,3 +351,17 @@ def test_the_command_line_audits_on_the_server(
             main([*remote, *flags])
         assert caught.value.code == 2
         assert named in capsys.readouterr().err
+
+
+def test_an_audit_that_could_never_fit_in_memory_is_refused_naming_its_fields(registry: ModelRegistry) -> None:
+    request = _request(selection="all")
+    wide = {"type": "local_search", "walkers": 8, "move_selector": {"moves_per_step": 4096}}
+    request.problem.solver.config_json = json.dumps({"phases": [wide]})  # one solve fits; a window of 64 does not
+    server = start_server(ServerSettings(port=0, max_solve_memory_mb=64), registry)
+    try:
+        with CounterplanClient(server.target) as client, pytest.raises(grpc.RpcError) as refused:
+            list(client.audit(request, timeout=60))
+    finally:
+        server.stop(grace=0)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in field_violations(refused.value)] == ["problem.solver.config_json", "selection"]
