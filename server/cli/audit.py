@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import ProblemError
+from counterplan.server.cli.explain import add_server_flags
 from counterplan.server.cli.interrupt import Interrupted
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags, comma_names
 
@@ -105,6 +106,7 @@ def add_parser(commands: Any) -> None:
     output.add_argument("--out", help="directory for audit.json, rows.parquet and report.html (created if needed)")
     output.add_argument("--resume", action="store_true", help="continue the audit already in --out")
     output.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
+    add_server_flags(audit, what="audit the served model card's data")
 
 
 def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
@@ -116,6 +118,17 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
     from counterplan.solver.audit.audit import AuditOptions, run_audit  # noqa: PLC0415
 
+    if args.server is not None:  # the served model card's data, audited by the server's Audit call
+        from counterplan.server.cli.audit_remote import remote_audit  # noqa: PLC0415
+
+        err = Console(stderr=True)
+        with _progress(err, enabled=not args.no_progress and err.is_terminal) as progress:
+            served = remote_audit(args, usage, progress)
+        if args.json:
+            print(served.to_json())
+        else:
+            print_summary(served, Path(args.out), Console())
+        return 0
     missing = [flag for flag in ("model", "data", "target", "out") if getattr(args, flag) is None]
     if missing:
         raise usage(f"give {', '.join('--' + m for m in missing)}: audit needs --model, --data, --target and --out")

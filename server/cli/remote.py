@@ -29,7 +29,7 @@ def explain_remote(client: CounterplanClient, args: argparse.Namespace) -> int:
     from counterplan.server.cli.render import print_result, progress_line  # noqa: PLC0415
 
     spec = problem_spec(args)  # the same spec as a local run, sent as the request's fields
-    solver = _solver_spec(args)
+    solver = solver_spec(args)
     with flag_errors():  # an option the wire cannot carry is named by its flag
         request = explain_request(
             args.model_id, remote_instance(args), spec, num_counterfactuals=args.num_counterfactuals
@@ -64,7 +64,7 @@ def remote_instance(args: argparse.Namespace) -> dict[str, Any]:
     raise UsageError(f"--instance is needed: only the demo model {DEMO_ID!r} has a default instance")
 
 
-def _solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
+def solver_spec(args: argparse.Namespace) -> pb.SolverSpec:
     """``--engine``, ``--seed``, ``--config`` (the file's text), ``--time-limit``,
     ``--auto-budget`` and ``--auto-improve`` as a ``SolverSpec``, each flag checked by name first
     (protobuf's errors name none)."""

@@ -186,6 +186,10 @@ class CounterplanClient:
         """The front after each generation that changed it, then the FINAL message."""
         yield from self.stub.PlanStream(request, timeout=timeout, metadata=self._metadata)
 
+    def audit(self, request: pb.AuditRequest, timeout: float | None = 300.0) -> Iterator[pb.AuditResponse]:
+        """A recourse audit's stream: progress messages, then the FINAL one with the report."""
+        return self.stub.Audit(request, timeout=timeout, metadata=self._metadata)  # type: ignore[no-any-return]  # a call: also .cancel()
+
     def list_models(self, timeout: float | None = 10.0) -> list[pb.ModelSummary]:
         """The served models."""
         return list(self.stub.ListModels(pb.ListModelsRequest(), timeout=timeout, metadata=self._metadata).models)

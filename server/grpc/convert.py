@@ -8,6 +8,7 @@ its request in one round trip.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from counterplan.planning.defaults import default_goals
@@ -194,19 +195,36 @@ def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Vio
 def _instance(request: pb.ExplainRequest, model: RegisteredModel, out: list[Violation]) -> dict[str, Any]:
     """The instance's values, typed by the model's schema: every model feature needs a value,
     and every value a model feature."""
+    return instance_values(request.instance, model, "instance", out)
+
+
+def instance_values(
+    values: Mapping[str, pb.FeatureValue],
+    model: RegisteredModel,
+    field: str,
+    out: list[Violation],
+    *,
+    extra: Collection[str] = (),
+) -> dict[str, Any]:
+    """``values`` typed by the model's schema (a bad one named ``FIELD[NAME]``): every model
+    feature needs a value, and every value a model feature or one of ``extra`` (columns the
+    caller reads, such as an audit's group columns; their plain values are kept as they are)."""
     instance: dict[str, Any] = {}
-    for name in request.instance:
-        if model.feature(name) is None:
-            out.append((f"instance[{name}]", "unknown feature"))
+    for name in values:
+        if model.feature(name) is None and name not in extra:
+            out.append((f"{field}[{name}]", "unknown feature"))
     for spec in model.features:
-        field = f"instance[{spec.name}]"
-        if spec.name not in request.instance:
-            out.append((field, "missing: every model feature needs a value"))
+        where = f"{field}[{spec.name}]"
+        if spec.name not in values:
+            out.append((where, "missing: every model feature needs a value"))
             continue
-        value = _value(request.instance[spec.name], spec, field, out)
+        value = _value(values[spec.name], spec, where, out)
         if value is None:
             continue
         instance[spec.name] = None if value is _MISSING else value
+    for name in extra:
+        if name in values and model.feature(name) is None:
+            instance[name] = plain_value(values[name])
     return instance
 
 

@@ -34,6 +34,7 @@ import structlog
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.admission import Admission
+from counterplan.server.grpc.audit_service import AuditCalls
 from counterplan.server.grpc.batch_stream import BatchStream
 from counterplan.server.grpc.convert import (
     BadRequestError,
@@ -63,7 +64,8 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
 
     It is composed of parts that know nothing of one another's modules: the :class:`Admission`
     (slots, memory, the deadline rule, shutdown), the :class:`ExplainSteps` every explain goes
-    through, one :class:`BatchStream` per ExplainBatch call and the :class:`PlanCalls`.
+    through, one :class:`BatchStream` per ExplainBatch call, the :class:`PlanCalls` and the
+    :class:`AuditCalls`.
     """
 
     def __init__(self, registry: ModelRegistry, settings: ServerSettings) -> None:
@@ -78,6 +80,7 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
         """Per model id, the model calls its running solves share (empty: dynamic batching off)."""
         self.steps = ExplainSteps(registry, settings, self.admission, self.manager, self.shared_calls)
         self.plans = PlanCalls(registry, settings, self.admission, self.manager)
+        self.audits = AuditCalls(registry, settings, self.admission)
         self._streams: set[BatchStream] = set()
         self._streams_lock = threading.Lock()
         self._stream_slots = threading.BoundedSemaphore(settings.max_batch_streams)
@@ -184,6 +187,11 @@ class CounterfactualService(pb_grpc.CounterfactualServiceServicer):
     def PlanStream(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
         """The front after each generation that changed it (throttled), then the FINAL result."""
         yield from self.plans.plan_stream(request, context)
+
+    # -- audits (counterplan.server.grpc.audit_service) ----------------------------------------
+    def Audit(self, request: pb.AuditRequest, context: grpc.ServicerContext) -> Iterator[pb.AuditResponse]:
+        """A recourse audit over many rows: progress (throttled), then the FINAL report."""
+        yield from self.audits.audit(request, context)
 
     def batching_statistics(self) -> dict[str, SharedCallStatistics]:
         """Per model id, what dynamic batching did: model calls, solves' requests and rows

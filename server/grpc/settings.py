@@ -87,6 +87,17 @@ class ServerSettings(BaseSettings):
     results in memory. They still solve within ``max_concurrent_solves`` (an instance waits
     for a free slot instead of being refused): keep that above this to leave room for other
     callers."""
+    max_audit_rows: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    """Rows one Audit call may audit: sent inline, or selected from a model card's training data
+    (for ``rejected``, the card's rows before the ones meeting the goal are left out). The whole
+    audit also runs within ``max_solve_seconds`` and the client's deadline."""
+    max_audit_groups: Annotated[int, Field(ge=0, le=64)] = 8
+    """Group columns one Audit call may break its figures down by."""
+    max_audit_group_values: Annotated[int, Field(ge=1, le=10_000)] = 100
+    """Distinct values of one group column among an audit's rows (the report has figures, and
+    bootstrap intervals, per value)."""
+    max_audit_bootstrap: Annotated[int, Field(ge=0, le=100_000)] = 2_000
+    """Bootstrap resamples of each interval of one Audit call."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -46,7 +46,7 @@ from counterplan.solver.audit.stats import (
     figures_of,
     group_figures,
 )
-from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS
+from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
@@ -65,6 +65,15 @@ Progress = Callable[[str, int, int], None]
 """Told ``(stage, done, total)`` as the audit goes: stage ``search`` (the bulk engine's rows),
 then ``prove`` (the rows put to the exact engine)."""
 Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
+Stop = Callable[[], bool]
+"""Asked between rows (after each bulk record, after each proof): True stops the audit, which
+then reports the rows done so far, marked ``partial`` (a server's deadline, cancel or shutdown)."""
+Outcome = Callable[[str, str], None]
+"""Told ``(stage, outcome)`` as each row is done: a search record's status (``ok``,
+``not_found``, ...) in stage ``search``, a proof's outcome (``proven``, ``found``, ``unproven``)
+in stage ``prove``: what a caller tallies for a running count of rows with recourse."""
+STOPPED_REASON = "stopped before its proof"
+"""Why a row has no proof when the audit was stopped before its turn."""
 
 AUDIT_FILE = "audit.json"
 ROWS_FILE = "rows.parquet"
@@ -104,6 +113,8 @@ class AuditOptions:
     """At most this many global rules (:mod:`counterplan.solver.audit.rules`; 0: none)."""
     rule_validity: float = 0.8
     """A rule's least share of covered rows its action must bring to the goal."""
+    stop: Stop | None = None
+    on_outcome: Outcome | None = None
 
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
@@ -245,16 +256,17 @@ def run_audit(
         skipped = int(met.sum())
         frame = frame[~met]
     dtypes = record_dtypes(explainer.data if explainer.data is not None else frame, features)
-    records, searched = _search(
+    records, searched, stopped = _search(
         explainer, frame=frame, features=features, dtypes=dtypes, folder=folder, options=options
     )
     search_done = time.perf_counter()
-    proofs, proved = _prove_all(explainer, frame, records, folder, options)
+    proofs, proved, unasked = _prove_all(explainer, frame, records, folder, options) if not stopped else ({}, 0, True)
+    stopped = stopped or unasked
     prove_done = time.perf_counter()
-    audited = _audit_rows(records, proofs, frame, options)
+    audited = _audit_rows(records, proofs, frame, options, stopped=stopped)
     shares = (
         retrain_shares(explainer, frame=frame, rows=audited, features=features, k=options.retrain, seed=options.seed)
-        if options.retrain
+        if options.retrain and not stopped
         else None
     )
     retrain_done = time.perf_counter()
@@ -276,7 +288,7 @@ def run_audit(
         audited, frame=frame, features=features, options=options, skipped=skipped, shares=shares, settings=settings
     )
     statistics_done = time.perf_counter()
-    if options.rules and not audited.empty:
+    if options.rules and not audited.empty and not stopped:
         found = global_rules(
             explainer,
             frame.loc[audited["row_id"]],
@@ -284,8 +296,10 @@ def run_audit(
             max_rules=options.rules,
             min_validity=options.rule_validity,
             seed=options.seed,
+            stop=options.stop,
         )
-        report = report.model_copy(update={"rules": found})
+        stopped = options.stop is not None and options.stop()  # rules measured in part are no rules
+        report = report.model_copy(update={"rules": [] if stopped else found})
     rules_done = time.perf_counter()
     search_seconds = search_done - started
     timing = AuditTiming(
@@ -299,7 +313,7 @@ def run_audit(
         rows_proved=proved,
         rows_per_second=searched / search_seconds if searched and search_seconds > 0 else None,
     )
-    report = report.model_copy(update={"timing": timing})
+    report = report.model_copy(update={"timing": timing, "partial": stopped})
     if folder is not None:
         write_outputs(report, audited, folder)
     _log.info(
@@ -388,9 +402,10 @@ def _search(
     dtypes: dict[str, str],
     folder: Path | None,
     options: AuditOptions,
-) -> tuple[pd.DataFrame, int]:
+) -> tuple[pd.DataFrame, int, bool]:
     """Every row's record (an earlier run's, read back, and this run's), in the order of
-    ``frame``, and the number of rows this run searched."""
+    ``frame``, the number of rows this run searched, and whether :attr:`AuditOptions.stop`
+    stopped the search (the rows not searched then have no record)."""
     columns = list(dtypes)
     path = _records_path(folder) if folder is not None else None
     progress = options.progress
@@ -400,17 +415,20 @@ def _search(
     total, counted = len(todo), 0
     writer = open_records(path, features, dtypes) if path is not None else None
 
+    got: list[dict[str, Any]] = []
+
     def on_record(record: dict[str, Any]) -> None:
         nonlocal counted
         counted += 1
+        got.append(record)
         if writer is not None:
             writer.write(record)
-        if progress is not None:
-            progress("search", counted, total)
+        _tell(options, "search", str(record["status"]), counted, total)
 
     if progress is not None:
         progress("search", 0, total)
     new = no_records(columns, dtypes)
+    stopped = False
     try:
         if total:
             new = explainer.explain_batch(
@@ -424,6 +442,10 @@ def _search(
             )
         if writer is not None:
             writer.finish()
+    except _StoppedError:  # the rows done so far, as they are
+        if writer is not None:
+            writer.finish()
+        new, stopped = records_frame(got, features), True
     except BaseException:
         if writer is not None:
             writer.stop()
@@ -432,7 +454,22 @@ def _search(
     records = pd.concat(parts, ignore_index=True) if parts else new
     order = {id_text(label): i for i, label in enumerate(frame.index)}
     records = records.iloc[np.argsort([order[id_text(r)] for r in records["row_id"]], kind="stable")]
-    return records.reset_index(drop=True), total
+    return records.reset_index(drop=True), counted if stopped else total, stopped
+
+
+class _StoppedError(Exception):
+    """Raised from the audit's callbacks when :attr:`AuditOptions.stop` says so."""
+
+
+def _tell(options: AuditOptions, stage: str, outcome: str, done: int, total: int) -> None:
+    """A row of ``stage`` is done: tell the caller's callbacks, and stop (raise
+    :class:`_StoppedError`) when rows are left and the stop check says so."""
+    if options.on_outcome is not None:
+        options.on_outcome(stage, outcome)
+    if options.progress is not None:
+        options.progress(stage, done, total)
+    if done < total and options.stop is not None and options.stop():
+        raise _StoppedError
 
 
 def _earlier_records(path: Path | None, frame: pd.DataFrame, dtypes: dict[str, str], *, resume: bool) -> pd.DataFrame:
@@ -453,15 +490,16 @@ def _prove_all(
     records: pd.DataFrame,
     folder: Path | None,
     options: AuditOptions,
-) -> tuple[dict[str, Proof], int]:
+) -> tuple[dict[str, Proof], int, bool]:
     """The exact engine's word on each row the search left without an answer (status
-    ``not_found``), by row id text, and how many rows this run put to it; an earlier run's
+    ``not_found``), by row id text, how many rows this run put to it, and whether
+    :attr:`AuditOptions.stop` stopped the proofs before the last; an earlier run's
     proofs are read back from ``proofs.jsonl`` (:mod:`counterplan.solver.audit.proofs`)."""
     wanted = [r for r, s in zip(records["row_id"], records["status"].astype(str), strict=True) if s == "not_found"]
     proofs: dict[str, Proof] = {}
     progress = options.progress
     if not options.prove:
-        return {id_text(r): Proof(r, "skipped", "not asked: prove=False") for r in wanted}, 0
+        return {id_text(r): Proof(r, "skipped", "not asked: prove=False") for r in wanted}, 0, False
     path = folder / PROOFS_FILE if folder is not None else None
     if path is not None and path.exists():
         if not options.resume:
@@ -483,19 +521,27 @@ def _prove_all(
         proofs[id_text(proof.row_id)] = proof
         if path is not None:
             append_proof(path, proof)
-        if progress is not None:
-            progress("prove", done, len(todo))
+        _tell(options, "prove", proof.outcome, done, len(todo))
 
     workers = options.workers if options.ray is None else 1  # on Ray, the proofs run here
-    prove_rows(explainer, items, proof_config(explainer.config, options.prove_seconds), workers=workers, on_proof=keep)
-    return proofs, len(todo)
+    config = proof_config(explainer.config, options.prove_seconds)
+    try:
+        prove_rows(explainer, items, config, workers=workers, on_proof=keep)
+    except _StoppedError:
+        return proofs, done, True
+    return proofs, len(todo), False
 
 
 AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
 
 
 def _audit_rows(
-    records: pd.DataFrame, proofs: dict[str, Proof], frame: pd.DataFrame, options: AuditOptions
+    records: pd.DataFrame,
+    proofs: dict[str, Proof],
+    frame: pd.DataFrame,
+    options: AuditOptions,
+    *,
+    stopped: bool = False,
 ) -> pd.DataFrame:
     """Every audited row: its record (a proof's answer replacing the search's), its status, why
     it has no proof, and its group values."""
@@ -517,7 +563,7 @@ def _audit_rows(
             reasons.append(str(error) if record_status == "error" else None)
         elif proof is None:  # not_found and never put to the engine
             status.append("no_recourse_unproven")
-            reasons.append("not asked" if not options.prove else "no proof")
+            reasons.append("not asked" if not options.prove else STOPPED_REASON if stopped else "no proof")
         else:
             status.append(
                 {"proven": "no_recourse_proven", "found": "with_recourse"}.get(proof.outcome, "no_recourse_unproven")

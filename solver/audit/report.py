@@ -267,6 +267,10 @@ class AuditReport(_Figures):
     timing: AuditTiming
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     """The level of every interval."""
+    partial: bool = False
+    """The audit was stopped (``AuditOptions.stop``: a server's deadline, cancel or shutdown)
+    before every row was searched and proved: the figures are over the rows done (``n_rows``),
+    and a row left without an answer before its proof is unproven ("stopped before its proof")."""
 
     def to_json(self, indent: int | None = 2) -> str:
         """The report as JSON text (what ``audit.json`` holds)."""

@@ -806,3 +806,144 @@ class PlanStreamResponse(_message.Message):
     time_spent_seconds: float
     result: PlanResponse
     def __init__(self, sequence_id: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., generation: _Optional[int] = ..., front: _Optional[_Iterable[_Union[FrontPoint, _Mapping]]] = ..., front_size: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., result: _Optional[_Union[PlanResponse, _Mapping]] = ...) -> None: ...
+
+class AuditRow(_message.Message):
+    __slots__ = ("row_id", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureValue, _Mapping]] = ...) -> None: ...
+    ROW_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    row_id: str
+    values: _containers.MessageMap[str, FeatureValue]
+    def __init__(self, row_id: _Optional[str] = ..., values: _Optional[_Mapping[str, FeatureValue]] = ...) -> None: ...
+
+class AuditRows(_message.Message):
+    __slots__ = ("rows",)
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[AuditRow]
+    def __init__(self, rows: _Optional[_Iterable[_Union[AuditRow, _Mapping]]] = ...) -> None: ...
+
+class AuditRequest(_message.Message):
+    __slots__ = ("model_id", "inline", "selection", "groups", "problem", "seed", "prove", "prove_seconds", "bootstrap", "confidence", "retrain", "request_id")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    PROVE_FIELD_NUMBER: _ClassVar[int]
+    PROVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    RETRAIN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    inline: AuditRows
+    selection: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    problem: ExplainRequest
+    seed: int
+    prove: bool
+    prove_seconds: float
+    bootstrap: int
+    confidence: float
+    retrain: int
+    request_id: str
+    def __init__(self, model_id: _Optional[str] = ..., inline: _Optional[_Union[AuditRows, _Mapping]] = ..., selection: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., problem: _Optional[_Union[ExplainRequest, _Mapping]] = ..., seed: _Optional[int] = ..., prove: _Optional[bool] = ..., prove_seconds: _Optional[float] = ..., bootstrap: _Optional[int] = ..., confidence: _Optional[float] = ..., retrain: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AuditProgress(_message.Message):
+    __slots__ = ("stage", "rows_done", "rows_total", "with_recourse", "no_recourse_proven")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_DONE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    WITH_RECOURSE_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_PROVEN_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    rows_done: int
+    rows_total: int
+    with_recourse: int
+    no_recourse_proven: int
+    def __init__(self, stage: _Optional[str] = ..., rows_done: _Optional[int] = ..., rows_total: _Optional[int] = ..., with_recourse: _Optional[int] = ..., no_recourse_proven: _Optional[int] = ...) -> None: ...
+
+class AuditGroupValue(_message.Message):
+    __slots__ = ("column", "value", "n", "with_recourse", "no_recourse_proven", "no_recourse_unproven", "recourse_rate", "cost_mean", "cost_median", "cost_ratio", "no_recourse_ratio")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    WITH_RECOURSE_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_PROVEN_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_UNPROVEN_FIELD_NUMBER: _ClassVar[int]
+    RECOURSE_RATE_FIELD_NUMBER: _ClassVar[int]
+    COST_MEAN_FIELD_NUMBER: _ClassVar[int]
+    COST_MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    COST_RATIO_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    value: str
+    n: int
+    with_recourse: int
+    no_recourse_proven: int
+    no_recourse_unproven: int
+    recourse_rate: float
+    cost_mean: float
+    cost_median: float
+    cost_ratio: float
+    no_recourse_ratio: float
+    def __init__(self, column: _Optional[str] = ..., value: _Optional[str] = ..., n: _Optional[int] = ..., with_recourse: _Optional[int] = ..., no_recourse_proven: _Optional[int] = ..., no_recourse_unproven: _Optional[int] = ..., recourse_rate: _Optional[float] = ..., cost_mean: _Optional[float] = ..., cost_median: _Optional[float] = ..., cost_ratio: _Optional[float] = ..., no_recourse_ratio: _Optional[float] = ...) -> None: ...
+
+class AuditResult(_message.Message):
+    __slots__ = ("request_id", "model_id", "recourse_rate", "n_rows", "skipped_already_met", "with_recourse", "no_recourse_proven", "no_recourse_unproven", "already_met", "errors", "cost_mean", "cost_median", "groups", "partial", "stopped_by", "report_json", "note", "time_spent_seconds")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    RECOURSE_RATE_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
+    WITH_RECOURSE_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_PROVEN_FIELD_NUMBER: _ClassVar[int]
+    NO_RECOURSE_UNPROVEN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_MET_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    COST_MEAN_FIELD_NUMBER: _ClassVar[int]
+    COST_MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
+    REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    TIME_SPENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    model_id: str
+    recourse_rate: float
+    n_rows: int
+    skipped_already_met: int
+    with_recourse: _containers.RepeatedScalarFieldContainer[str]
+    no_recourse_proven: _containers.RepeatedScalarFieldContainer[str]
+    no_recourse_unproven: _containers.RepeatedScalarFieldContainer[str]
+    already_met: _containers.RepeatedScalarFieldContainer[str]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    cost_mean: float
+    cost_median: float
+    groups: _containers.RepeatedCompositeFieldContainer[AuditGroupValue]
+    partial: bool
+    stopped_by: str
+    report_json: str
+    note: str
+    time_spent_seconds: float
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., recourse_rate: _Optional[float] = ..., n_rows: _Optional[int] = ..., skipped_already_met: _Optional[int] = ..., with_recourse: _Optional[_Iterable[str]] = ..., no_recourse_proven: _Optional[_Iterable[str]] = ..., no_recourse_unproven: _Optional[_Iterable[str]] = ..., already_met: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., cost_mean: _Optional[float] = ..., cost_median: _Optional[float] = ..., groups: _Optional[_Iterable[_Union[AuditGroupValue, _Mapping]]] = ..., partial: _Optional[bool] = ..., stopped_by: _Optional[str] = ..., report_json: _Optional[str] = ..., note: _Optional[str] = ..., time_spent_seconds: _Optional[float] = ...) -> None: ...
+
+class AuditResponse(_message.Message):
+    __slots__ = ("sequence_id", "stage", "progress", "result")
+    SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    sequence_id: int
+    stage: Stage
+    progress: AuditProgress
+    result: AuditResult
+    def __init__(self, sequence_id: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., progress: _Optional[_Union[AuditProgress, _Mapping]] = ..., result: _Optional[_Union[AuditResult, _Mapping]] = ...) -> None: ...

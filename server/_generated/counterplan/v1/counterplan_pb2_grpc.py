@@ -61,6 +61,11 @@ class CounterfactualServiceStub:
                 request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
                 response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
                 _registered_method=True)
+        self.Audit = channel.unary_stream(
+                '/counterplan.v1.CounterfactualService/Audit',
+                request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditRequest.SerializeToString,
+                response_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditResponse.FromString,
+                _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/counterplan.v1.CounterfactualService/ListModels',
                 request_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.ListModelsRequest.SerializeToString,
@@ -143,6 +148,25 @@ class CounterfactualServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Audit(self, request, context):
+        """Audits a model over many rows: who can reach the goal (a valid answer checked through the
+        model), who cannot (proven by the exact engine, or unproven), at what cost, by group. The
+        server runs counterplan.solver.audit.audit on the request's rows (sent inline, or a selection
+        of the model card's training data) and streams progress messages (stage INTERMEDIATE,
+        throttled: rows done of the stage's total, rows with recourse and proven without so far), then
+        exactly one FINAL message with the report. Every size is bounded at the boundary (rows, row
+        ids, group columns, a column's distinct values, bootstrap resamples: the server's max_audit_*
+        settings), INVALID_ARGUMENT naming the field otherwise. An audit holds one solve slot for its
+        whole run (RESOURCE_EXHAUSTED when none is free, as for Explain) and runs within the server's
+        maximum solve time and the client's deadline: when either comes, or the server shuts down, it
+        stops between rows and the FINAL report covers the rows done so far, marked `partial`
+        (DEADLINE_EXCEEDED or UNAVAILABLE only when not even that could be sent in time). Cancelling
+        the call stops it between rows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListModels(self, request, context):
         """Lists the served models.
         """
@@ -184,6 +208,11 @@ def add_CounterfactualServiceServicer_to_server(servicer, server):
                     servicer.PlanStream,
                     request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.FromString,
                     response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.SerializeToString,
+            ),
+            'Audit': grpc.unary_stream_rpc_method_handler(
+                    servicer.Audit,
+                    request_deserializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditRequest.FromString,
+                    response_serializer=counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
@@ -333,6 +362,33 @@ class CounterfactualService:
             '/counterplan.v1.CounterfactualService/PlanStream',
             counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanRequest.SerializeToString,
             counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.PlanStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Audit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/counterplan.v1.CounterfactualService/Audit',
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditRequest.SerializeToString,
+            counterplan_dot_server_dot___generated_dot_counterplan_dot_v1_dot_counterplan__pb2.AuditResponse.FromString,
             options,
             channel_credentials,
             insecure,
