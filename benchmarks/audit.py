@@ -67,8 +67,8 @@ from counterplan.planning import ClassGoal
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.features import CategoricalFeature
 from counterplan.planning.models import adapt_sklearn
-from counterplan.solver.audit.audit import audit
 from counterplan.solver.audit.report import AuditReport
+from counterplan.solver.audit.runner import audit
 from counterplan.solver.explainer import Explainer
 
 SEED = 0

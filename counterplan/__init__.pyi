@@ -48,7 +48,7 @@ from counterplan.planning.spec import (
     FeatureRule as FeatureRule,
     ProblemSpec as ProblemSpec,
 )
-from counterplan.solver.audit.audit import (
+from counterplan.solver.audit.runner import (
     audit as audit,
 )
 from counterplan.solver.core.config import (

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     from counterplan.server.cli.batch import load_table  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
-    from counterplan.solver.audit.audit import AuditOptions, run_audit  # noqa: PLC0415
+    from counterplan.solver.audit.runner import AuditOptions, run_audit  # noqa: PLC0415
 
     if args.server is not None:  # the served model card's data, audited by the server's Audit call
         from counterplan.server.cli.audit_remote import remote_audit  # noqa: PLC0415
@@ -210,7 +210,7 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     """The overall figures, each group's rate, cost and burden, the global rules, and the files written."""
     from rich.table import Table  # noqa: PLC0415
 
-    from counterplan.solver.audit.audit import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
+    from counterplan.solver.audit.runner import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
 
     console.print(f"goal: {report.settings.goal}", markup=False, soft_wrap=True)
     overall = Table(title=f"Recourse audit: {report.n_rows:,} rows ({report.settings.rows})")

@@ -23,8 +23,8 @@ from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.cli.explain import RemoteError
 
 if TYPE_CHECKING:
-    from counterplan.solver.audit.audit import Progress
     from counterplan.solver.audit.report import AuditReport
+    from counterplan.solver.audit.runner import Progress
 
 LOCAL_ONLY = ("model", "data", "target", "ray", "window")
 """Flags that name what only a local audit has (the server's model card holds the model and data)."""

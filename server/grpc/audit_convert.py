@@ -1,5 +1,5 @@
 """Audits on the wire: an ``AuditRequest`` checked into the rows and options of
-:func:`counterplan.solver.audit.audit.run_audit`, and an :class:`AuditReport` into an ``AuditResult``.
+:func:`counterplan.solver.audit.runner.run_audit`, and an :class:`AuditReport` into an ``AuditResult``.
 
 The question every row is asked travels as an ``ExplainRequest`` (``problem``) and is checked by
 the same code as Explain's (:func:`counterplan.server.grpc.convert.check_request`, on the first

@@ -1,6 +1,6 @@
 """The ``Audit`` call: a recourse audit over many rows, streamed as it goes, over gRPC.
 
-A thin layer over :func:`counterplan.solver.audit.audit.run_audit` (the audit itself, its search,
+A thin layer over :func:`counterplan.solver.audit.runner.run_audit` (the audit itself, its search,
 proofs and figures, is the solver's): the request is checked at the boundary
 (:mod:`counterplan.server.grpc.audit_convert`: INVALID_ARGUMENT naming every bad field, every size
 bounded), admitted as one solve (a slot with room for its estimated memory, RESOURCE_EXHAUSTED
@@ -42,8 +42,8 @@ from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
 from counterplan.server.registry.registry import ModelRegistry
-from counterplan.solver.audit.audit import AuditOptions, run_audit
 from counterplan.solver.audit.report import AuditReport
+from counterplan.solver.audit.runner import AuditOptions, run_audit
 from counterplan.solver.core.config import TerminationConfig
 
 log = structlog.get_logger("counterplan.server")

@@ -29,8 +29,8 @@ from counterplan.server.grpc.client import CounterplanClient, class_goal, field_
 from counterplan.server.grpc.convert import value_message
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import FeatureSpec, ModelRegistry, RegisteredModel
-from counterplan.solver.audit.audit import audit
 from counterplan.solver.audit.report import AuditReport
+from counterplan.solver.audit.runner import audit
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
 

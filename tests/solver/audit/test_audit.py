@@ -23,7 +23,7 @@ from counterplan.planning import ClassGoal
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.features import CategoricalFeature, IntegerFeature
 from counterplan.solver.audit import AuditReport, audit, run_audit
-from counterplan.solver.audit.audit import AuditOptions
+from counterplan.solver.audit.runner import AuditOptions
 from counterplan.solver.audit.stats import burden, group_figures
 from counterplan.solver.explainer import Explainer
 

@@ -23,7 +23,6 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from counterplan.solver.audit.audit import AuditOptions, run_audit
 from counterplan.solver.audit.html import (
     COST_COLOUR,
     COVERAGE_COLOUR,
@@ -47,6 +46,7 @@ from counterplan.solver.audit.report import (
     GroupFigures,
 )
 from counterplan.solver.audit.rules import global_rules
+from counterplan.solver.audit.runner import AuditOptions, run_audit
 from tests.solver.audit.test_rules import credit_case
 
 pytestmark = pytest.mark.unit

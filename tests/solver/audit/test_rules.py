@@ -15,9 +15,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 from sklearn.tree import DecisionTreeClassifier
 
-from counterplan.solver.audit.audit import AuditOptions, run_audit
 from counterplan.solver.audit.report import AuditRule
 from counterplan.solver.audit.rules import _actions, _rows, find_rules, global_rules
+from counterplan.solver.audit.runner import AuditOptions, run_audit
 from counterplan.solver.batch.records import RECORD_COLUMNS
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
