@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +28,12 @@ from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
 
 MARKER = "counterplan-test: searching"
 HARNESS = f"""
-import importlib, sys
+import importlib, signal, sys
 from counterplan.server.cli.main import main
+
+# A terminal's Ctrl-C, whatever the suite was started from: a shell's background job starts with
+# SIGINT ignored, and a child would inherit that and never hear the signal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 module, name = sys.argv[1].rsplit(":", 1)
 owner = importlib.import_module(module)
@@ -54,6 +58,16 @@ termination:
   spent_limit_seconds: 300
 """
 """Local search that goes on for five minutes unless it is stopped."""
+
+
+@pytest.fixture(autouse=True)
+def _python_hears_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler in this process for the test, as in a terminal: a suite started
+    as a shell's background job has SIGINT ignored, and the handlers under test restore what they
+    found."""
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
 
 
 @dataclass
