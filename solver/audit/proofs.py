@@ -109,7 +109,7 @@ def prove_row(
     started = time.perf_counter()
     try:
         problem = explainer.problem(row)
-        why = not_encodable(problem, _backend(config))
+        why = not_encodable(problem, exact_backend(config))
         if why is not None:
             return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200], stage=stage)
         result = CounterfactualSolver(problem, config, seed, 1).solve()
@@ -123,7 +123,8 @@ def prove_row(
     return Proof(row_id, outcome, reason, keep, stage)
 
 
-def _backend(config: SolverConfig) -> Any:
+def exact_backend(config: SolverConfig) -> Any:
+    """The backend of the configuration's exact phase (``auto`` without one)."""
     return next((p.backend for p in config.phases if isinstance(p, ExactPhaseConfig)), "auto")
 
 

@@ -10,7 +10,11 @@ answer is then put to the exact engine (:mod:`counterplan.solver.exact`), under 
 recourse after all; anything else (the model cannot be encoded, the proof ran out of time, the
 engine failed) leaves it ``no_recourse_unproven`` with the reason
 (:mod:`counterplan.solver.audit.proofs`, on the worker processes too). So a row is never called
-proven because a search failed. The figures are then computed from the rows
+proven because a search failed. Before the search, each row can be screened
+(:attr:`AuditOptions.screen`, by default when the proofs are on and the model can be encoded):
+put to the exact engine for its feasibility alone, a row proven infeasible there is not searched
+(the search would spend its whole budget on it and find nothing), and every other row goes on as
+without the screen. The figures are then computed from the rows
 (:mod:`counterplan.solver.audit.stats`), and with ``retrain=K`` the answers are checked again
 under K refits of the model on bootstrap samples of the training data
 (:mod:`counterplan.solver.audit.robustness`).
@@ -38,6 +42,7 @@ from counterplan.solver.audit.proofs import (
     SCREEN,
     Proof,
     append_proof,
+    exact_backend,
     plain,
     proof_config,
     prove_rows,
@@ -558,9 +563,8 @@ def _screening(explainer: Explainer, frame: pd.DataFrame, options: AuditOptions)
         return False
     if options.screen is None and options.ray is not None:
         return False
-    config = proof_config(explainer.config, options.prove_seconds)
     first = {str(k): v for k, v in model_rows(explainer, frame.iloc[:1]).iloc[0].items()}
-    why = not_encodable(explainer.problem(first), config.phases[0].backend)  # type: ignore[attr-defined]
+    why = not_encodable(explainer.problem(first), exact_backend(explainer.config))
     if why is not None and options.screen:
         raise ProblemError("screen", f"the exact engine cannot encode this model: {why}")
     return why is None
