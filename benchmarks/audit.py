@@ -38,9 +38,10 @@ have whole bounds). A row has no recourse when the maximum logit stays below the
 margin) / 2, or confidence + margin). The table compares the LP's infeasible rows with the audit's
 proven ones (both, LP only, audit only) and their times (the LP's whole, the audit's proofs).
 
-``--screen-compare`` runs, instead of the tables above, each case's audit three times side by side
-(``bootstrap=0, rules=0``, the proofs on, one worker): without the screen (``screen=False``), with
-it (the default: each row put to the exact engine for feasibility before its search,
+``--screen-compare`` runs, instead of the tables above, each case's audit four ways side by side
+(``bootstrap=0, rules=0``, the proofs on, one worker): without the screen (``screen=False``), the
+default (``screen=None``: screened until a probe of the first rows proves none), with the screen on
+every row (``screen=True``: each row put to the exact engine for feasibility before its search,
 ``AuditOptions.screen``) and with the full proof as the screen (the screen's configuration replaced
 by the proof's, optimising, under the same time limit: what the screen would cost if it were the
 proof); the screen table gives each way's total, screen, search and proof seconds, the rows
@@ -265,8 +266,9 @@ def group_rows(name: str, report: AuditReport) -> list[list[str]]:
     return out
 
 
-SCREEN_WAYS = ("off", "on", "proof")
-"""``--screen-compare``'s ways: no screen, the feasibility screen, the full proof as the screen."""
+SCREEN_WAYS = ("off", "auto", "on", "proof")
+"""``--screen-compare``'s ways: no screen, the default (which stops after a probe that proves no
+row), the feasibility screen on every row, the full proof as the screen on every row."""
 
 
 def screen_rows(name: str, case: Case, prove_seconds: float) -> list[list[str]]:
@@ -287,7 +289,7 @@ def screen_rows(name: str, case: Case, prove_seconds: float) -> list[list[str]]:
                 bootstrap=0,
                 rules=0,
                 prove_seconds=prove_seconds,
-                screen=way != "off",
+                screen={"off": False, "auto": None}.get(way, True),
             )
         finally:
             runner.screen_config = feasibility

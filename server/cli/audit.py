@@ -98,7 +98,8 @@ def add_parser(commands: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="put each row to the exact engine for feasibility before its search: a row proven infeasible is "
-        "not searched (default: when proofs are on and the exact engine can encode the model)",
+        "not searched (default: when proofs are on and the exact engine can encode the model, until a probe of "
+        "32 rows proves none)",
     )
     figures.add_argument(
         "--rules", type=int, default=5, metavar="N", help="at most N global rules (default 5; 0: none)"

@@ -88,6 +88,10 @@ Outcome = Callable[[str, str], None]
 ``not_found``, ...) in stage ``search``, a proof's outcome (``proven``, ``found``, ``unproven``)
 in stage ``prove``, a screen's (``proven``, ``feasible``, ``unproven``) in stage ``screen``: what
 a caller tallies for a running count of rows with recourse."""
+SCREEN_PROBE = 32
+"""The default screen (``AuditOptions.screen=None``) stops when this many rows screened hold no
+row proven without recourse: a portfolio with recourse nearly everywhere is searched as without
+the screen, at the cost of these few checks."""
 STOPPED_REASON = "stopped before its proof"
 """Why a row has no proof when the audit was stopped before its turn."""
 
@@ -137,7 +141,9 @@ class AuditOptions:
     ``no_recourse_proven`` without a search (where the search would spend its whole budget to
     find nothing); every other row is searched and proved as without the screen, so the row sets
     and the answers are the same. None (auto): on when ``prove`` is and the exact engine can
-    encode the model (the first row's problem); True refuses a model it cannot encode."""
+    encode the model (the first row's problem), and stopped after the first :data:`SCREEN_PROBE`
+    rows screened when none of them is proven; True screens every row and refuses a model the
+    exact engine cannot encode."""
 
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
@@ -594,11 +600,19 @@ def _screen(
 
     workers = options.workers if options.ray is None else 1
     config = screen_config(explainer.config, options.prove_seconds)
+    # the default probes: when the first SCREEN_PROBE rows screened (in any run) hold no proven
+    # one, the rest are not screened (each check would cost more than the search it spares)
+    earlier = sum(p.stage == SCREEN for p in proofs.values())
+    first = max(0, SCREEN_PROBE - earlier) if options.screen is None else len(items)
     try:
-        prove_rows(explainer, items, config, workers=workers, on_proof=keep, stage=SCREEN)
+        prove_rows(explainer, items[:first], config, workers=workers, on_proof=keep, stage=SCREEN)
+        if first < len(items) and any(p.stage == SCREEN and p.outcome == "proven" for p in proofs.values()):
+            prove_rows(explainer, items[first:], config, workers=workers, on_proof=keep, stage=SCREEN)
+        elif done < len(items) and options.progress is not None:
+            options.progress("screen", done, done)  # the probe found none: the screen ends here
     except _StoppedError:
         return _Screened(rows=done, seconds=time.perf_counter() - started, stopped=True)
-    return _Screened(rows=len(items), seconds=time.perf_counter() - started)
+    return _Screened(rows=done, seconds=time.perf_counter() - started)
 
 
 def _items(explainer: Explainer, frame: pd.DataFrame, ids: Sequence[Any], seed: int) -> list[Any]:

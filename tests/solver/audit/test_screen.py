@@ -21,7 +21,7 @@ from counterplan.planning import ClassGoal
 from counterplan.planning.errors import ProblemError
 from counterplan.solver.audit.proofs import read_proofs
 from counterplan.solver.audit.report import AuditReport
-from counterplan.solver.audit.runner import PROOFS_FILE, AuditOptions, run_audit
+from counterplan.solver.audit.runner import PROOFS_FILE, SCREEN_PROBE, AuditOptions, run_audit
 from counterplan.solver.explainer import Explainer
 from tests.solver.audit.test_audit import (
     FEATURES,
@@ -146,3 +146,17 @@ def test_a_model_the_exact_engine_cannot_encode_is_not_screened(grid: pd.DataFra
     with pytest.raises(ProblemError) as caught:
         run_audit(tree, "0:60", AuditOptions(bootstrap=0, prove=False, screen=True))
     assert caught.value.field == "screen"
+
+
+def test_the_default_screen_stops_when_its_probe_finds_no_row_without_recourse(
+    grid: pd.DataFrame, grid_explainer: Explainer
+) -> None:
+    """The 135 rejected rows with c >= 1 all have recourse: the default screens the first
+    SCREEN_PROBE of them, finds none proven, and searches every row; ``screen=True`` screens all."""
+    rows = grid[(grid.c >= 1) & (grid[TARGET] == 0)]
+    auto, _, told = _run(grid_explainer, rows, AuditOptions(bootstrap=0, rules=0))
+    forced, _, _ = _run(grid_explainer, rows, AuditOptions(bootstrap=0, rules=0, screen=True))
+    assert auto.settings.screen and auto.timing.rows_screened == SCREEN_PROBE < len(rows)
+    assert told[("screen", "feasible")] == SCREEN_PROBE and _searched(told) == len(rows) == 135
+    assert forced.timing.rows_screened == len(rows) and len(auto.with_recourse) == 135
+    assert _comparable(auto) == _comparable(forced)
