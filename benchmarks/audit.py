@@ -38,10 +38,20 @@ have whole bounds). A row has no recourse when the maximum logit stays below the
 margin) / 2, or confidence + margin). The table compares the LP's infeasible rows with the audit's
 proven ones (both, LP only, audit only) and their times (the LP's whole, the audit's proofs).
 
+``--screen-compare`` runs, instead of the tables above, each case's audit four ways side by side
+(``bootstrap=0, rules=0``, the proofs on, one worker): without the screen (``screen=False``), the
+default (``screen=None``: screened until a probe of the first rows proves none), with the screen on
+every row (``screen=True``: each row put to the exact engine for feasibility before its search,
+``AuditOptions.screen``) and with the full proof as the screen (the screen's configuration replaced
+by the proof's, optimising, under the same time limit: what the screen would cost if it were the
+proof); the screen table gives each way's total, screen, search and proof seconds, the rows
+searched, and whether its rows with recourse, proven and unproven are those without the screen.
+
 Run from the repository root (a few minutes; the machine's load is printed first)::
 
     .venv/bin/python benchmarks/audit.py --rows 300
     .venv/bin/python benchmarks/audit.py --cases adult-lr --rows 100 --ways 1
+    .venv/bin/python benchmarks/audit.py --cases adult-gb,compas-lr --rows 150 --screen-compare
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ from counterplan.planning import ClassGoal
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.features import CategoricalFeature
 from counterplan.planning.models import adapt_sklearn
+from counterplan.solver.audit import proofs, runner
 from counterplan.solver.audit.report import AuditReport
 from counterplan.solver.audit.runner import audit
 from counterplan.solver.explainer import Explainer
@@ -230,7 +241,7 @@ def audit_row(name: str, report: AuditReport) -> list[str]:
         _num(report.cost_mean),
         _num(t.rows_per_second, 1),
         _num(t.search_seconds, 1),
-        _num(t.prove_seconds, 1),
+        _num(t.prove_seconds + t.screen_seconds, 1),
     ]
 
 
@@ -255,6 +266,54 @@ def group_rows(name: str, report: AuditReport) -> list[list[str]]:
     return out
 
 
+SCREEN_WAYS = ("off", "auto", "on", "proof")
+"""``--screen-compare``'s ways: no screen, the default (which stops after a probe that proves no
+row), the feasibility screen on every row, the full proof as the screen on every row."""
+
+
+def screen_rows(name: str, case: Case, prove_seconds: float) -> list[list[str]]:
+    """The case audited without the screen, with it, and with the full proof as the screen."""
+    out: list[list[str]] = []
+    reference: tuple[set[Any], ...] | None = None
+    feasibility = runner.screen_config
+    for way in SCREEN_WAYS:
+        if way == "proof":  # the proof's program, under the screen's time limit
+            runner.screen_config = lambda config, seconds: proofs.proof_config(  # type: ignore[assignment]
+                config, min(seconds or proofs.SCREEN_SECONDS, proofs.SCREEN_SECONDS)
+            )
+        try:
+            report = audit(
+                case.explainer,
+                case.rows,
+                seed=SEED,
+                bootstrap=0,
+                rules=0,
+                prove_seconds=prove_seconds,
+                screen={"off": False, "auto": None}.get(way, True),
+            )
+        finally:
+            runner.screen_config = feasibility
+        sets = (set(report.with_recourse), set(report.no_recourse_proven), set(report.no_recourse_unproven))
+        reference = sets if reference is None else reference
+        t = report.timing
+        out.append(
+            [
+                name,
+                way,
+                str(report.n_rows),
+                _num(t.seconds, 1),
+                _num(t.screen_seconds, 1),
+                _num(t.search_seconds, 1),
+                _num(t.prove_seconds, 1),
+                str(t.rows_searched),
+                str(len(report.no_recourse_proven)),
+                "yes" if sets == reference else "NO",
+            ]
+        )
+        print(" | ".join(out[-1]), file=sys.stderr, flush=True)
+    return out
+
+
 def _start_ray() -> bool:
     try:
         import ray
@@ -275,9 +334,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ways", default="1,2,ray", help="search speed ways: 1, 2 (workers), ray")
     parser.add_argument("--prove-seconds", type=float, default=10.0)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--screen-compare", action="store_true", help="only the screen table: off, on, proof")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the tables only
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min); cpus: {os.cpu_count()}", flush=True)
+    if args.screen_compare:
+        cache_: dict[str, Data] = {}
+        table: list[list[str]] = []
+        for name in [c for c in args.cases.split(",") if c]:
+            table += screen_rows(name, load_case(name, args.data_dir, args.rows, cache_), args.prove_seconds)
+        header = ["case", "screen", "rows", "total s", "screen s", "search s", "prove s", "searched", "proven", "same"]
+        print(render(header, table, args.markdown, left=2))
+        return 0
     ways = [w for w in args.ways.split(",") if w]
     with_ray = "ray" in ways and _start_ray()
     cache: dict[str, Data] = {}

@@ -44,6 +44,7 @@ FLAGS = {
     "seed": "--seed",
     "rules": "--rules",
     "rule_validity": "--rule-validity",
+    "screen": "--screen",
 }
 """The audit's own fields, and the flag whose value a refusal of one names."""
 _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
@@ -92,6 +93,14 @@ def add_parser(commands: Any) -> None:
     figures.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (default 0.95)")
     figures.add_argument("--no-proof", action="store_true", help="do not ask the exact engine to prove 'no recourse'")
     figures.add_argument("--prove-seconds", type=float, metavar="S", help="time limit of each proof (default none)")
+    figures.add_argument(
+        "--screen",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="put each row to the exact engine for feasibility before its search: a row proven infeasible is "
+        "not searched (default: when proofs are on and the exact engine can encode the model, until a probe of "
+        "32 rows proves none)",
+    )
     figures.add_argument(
         "--rules", type=int, default=5, metavar="N", help="at most N global rules (default 5; 0: none)"
     )
@@ -150,6 +159,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
             window=args.window,
             prove=not args.no_proof,
             prove_seconds=args.prove_seconds,
+            screen=args.screen,
             bootstrap=args.bootstrap,
             confidence=args.confidence,
             retrain=args.retrain,
@@ -194,7 +204,7 @@ def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[str, int
 
     from counterplan.server.cli.batch import progress_columns  # noqa: PLC0415
 
-    labels = {"search": "searching", "prove": "proving  "}
+    labels = {"screen": "screening", "search": "searching", "prove": "proving  "}
     tasks: dict[str, TaskID] = {}
     with Progress(*progress_columns("{task.description}"), console=console) as bars:
 
@@ -230,7 +240,8 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
         ("rows/s (search)", _number(timing.rows_per_second)),
         (
             "wall time",
-            f"{timing.seconds:,.1f} s (search {timing.search_seconds:,.1f} s, proofs {timing.prove_seconds:,.1f} s)",
+            f"{timing.seconds:,.1f} s (screen {timing.screen_seconds:,.1f} s, search {timing.search_seconds:,.1f} s, "
+            f"proofs {timing.prove_seconds:,.1f} s)",
         ),
     ):
         overall.add_row(name, value)

@@ -34,6 +34,13 @@ from counterplan.solver.result import CounterfactualResult
 
 Item = tuple[Any, dict[str, Any], int]
 """A row to prove: its id, its values and its seed."""
+PROVE = "prove"
+SCREEN = "screen"
+"""A proof's stage: ``prove`` (a row the search left without an answer) or ``screen`` (a row
+put to the exact engine before its search, for its feasibility alone: :func:`screen_config`)."""
+SCREEN_SECONDS = 2.0
+"""The screen's time limit per row unless ``prove_seconds`` is smaller: a row the screen cannot
+settle quickly is searched, as without the screen, so a long screen buys nothing."""
 ROWS_PER_TASK = 8
 """Rows a worker process proves per task: few enough that the verdicts come back steadily."""
 
@@ -48,7 +55,17 @@ class Proof:
     reason: str
     """For ``unproven``: why (``not encodable: ...``, ``time limit``, ``error: ...``)."""
     record: dict[str, Any] | None = None
-    """For ``found``: the row's new record (the exact engine's answer)."""
+    """For ``found``: the row's new record (the exact engine's answer); for a screen's
+    ``proven``: the row's record (it has no search record)."""
+    stage: str = PROVE
+    """:data:`PROVE` or :data:`SCREEN`. A screen's verdict is ``proven``, ``feasible`` (the
+    program has a point: the row is searched, and its answer is the search's) or ``unproven``
+    (searched too); only its ``proven`` stands in for the row's proof."""
+
+    @property
+    def final(self) -> bool:
+        """The row's proof: a proof step's verdict, or a screen's ``proven``."""
+        return self.stage == PROVE or self.outcome == "proven"
 
 
 def proof_config(config: SolverConfig, seconds: float | None) -> SolverConfig:
@@ -62,25 +79,52 @@ def proof_config(config: SolverConfig, seconds: float | None) -> SolverConfig:
     return config.model_copy(update={"phases": (phase,)})
 
 
-def prove_row(explainer: Explainer, row_id: Any, row: dict[str, Any], seed: int, config: SolverConfig) -> Proof:
+def screen_config(config: SolverConfig, seconds: float | None) -> SolverConfig:
+    """:func:`proof_config` asked for feasibility alone: any point within the rules and the goal
+    ends the program (a relative gap of 1: the first incumbent is within it) and no second,
+    lexicographic program; the time limit is :data:`SCREEN_SECONDS` or ``seconds`` when smaller.
+    The proof of infeasibility is the proof step's, the same program's."""
+    limit = SCREEN_SECONDS if seconds is None else min(seconds, SCREEN_SECONDS)
+    proof = proof_config(config, limit)
+    (phase,) = proof.phases
+    assert isinstance(phase, ExactPhaseConfig)
+    return proof.model_copy(
+        update={"phases": (phase.model_copy(update={"relative_gap": 1.0, "lexicographic": False}),)}
+    )
+
+
+def prove_row(
+    explainer: Explainer,
+    row_id: Any,
+    row: dict[str, Any],
+    seed: int,
+    config: SolverConfig,
+    *,
+    stage: str = PROVE,
+) -> Proof:
     """Put one row to the exact engine, under the same problem its search had (the row's own,
     with its trust region): ``proven`` only when the engine reports the program infeasible and
-    proven so."""
+    proven so. With ``stage`` :data:`SCREEN` a valid point is ``feasible`` (its answer is not
+    kept: the row's answer is its search's) and a proven row carries its record."""
     started = time.perf_counter()
     try:
         problem = explainer.problem(row)
-        why = not_encodable(problem, _backend(config))
+        why = not_encodable(problem, exact_backend(config))
         if why is not None:
-            return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200])
+            return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200], stage=stage)
         result = CounterfactualSolver(problem, config, seed, 1).solve()
     except Exception as exc:  # a failing model or program: no proof, the audit goes on
-        return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300])
+        return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300], stage=stage)
+    record = record_of(row_id, result, seed, time.perf_counter() - started)
     if result.valid:
-        return Proof(row_id, "found", "", record_of(row_id, result, seed, time.perf_counter() - started))
-    return Proof(row_id, *_verdict(result))
+        return Proof(row_id, "feasible", "", stage=stage) if stage == SCREEN else Proof(row_id, "found", "", record)
+    outcome, reason = _verdict(result)
+    keep = record if stage == SCREEN and outcome == "proven" else None
+    return Proof(row_id, outcome, reason, keep, stage)
 
 
-def _backend(config: SolverConfig) -> Any:
+def exact_backend(config: SolverConfig) -> Any:
+    """The backend of the configuration's exact phase (``auto`` without one)."""
     return next((p.backend for p in config.phases if isinstance(p, ExactPhaseConfig)), "auto")
 
 
@@ -104,6 +148,7 @@ def append_proof(path: Path, proof: Proof) -> None:
             "outcome": proof.outcome,
             "reason": proof.reason,
             "record": _plain_record(proof.record),
+            "stage": proof.stage,
         }
     )
     with open(path, "a", encoding="utf-8") as handle:
@@ -119,7 +164,9 @@ def read_proofs(path: Path) -> dict[str, Proof]:
             item = json.loads(line)
         except json.JSONDecodeError:
             continue
-        proofs[id_text(item["row_id"])] = Proof(item["row_id"], item["outcome"], item["reason"], item.get("record"))
+        proofs[id_text(item["row_id"])] = Proof(
+            item["row_id"], item["outcome"], item["reason"], item.get("record"), item.get("stage", PROVE)
+        )
     return proofs
 
 
@@ -140,17 +187,18 @@ def prove_rows(
     *,
     workers: int = 1,
     on_proof: Callable[[Proof], None],
+    stage: str = PROVE,
 ) -> None:
     """Prove ``items`` (in this process, or on ``workers`` processes); each verdict goes to
-    ``on_proof`` as it arrives (in this thread)."""
+    ``on_proof`` as it arrives (in this thread). ``stage``: as for :func:`prove_row`."""
     if workers <= 1 or len(items) <= 1:
         for row_id, row, seed in items:
-            on_proof(prove_row(explainer, row_id, row, seed, config))
+            on_proof(prove_row(explainer, row_id, row, seed, config, stage=stage))
         return
-    tasks = [list(items[i : i + ROWS_PER_TASK]) for i in range(0, len(items), ROWS_PER_TASK)]
+    tasks = [(list(items[i : i + ROWS_PER_TASK]), stage) for i in range(0, len(items), ROWS_PER_TASK)]
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer, config))
     try:
-        pending = {pool.submit(_prove_task, task) for task in tasks}
+        pending = {pool.submit(_prove_task, *task) for task in tasks}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -170,7 +218,7 @@ def _start_worker(explainer: Explainer, config: SolverConfig) -> None:
     _WORKER = (explainer, config)
 
 
-def _prove_task(items: list[Item]) -> list[Proof]:
+def _prove_task(items: list[Item], stage: str) -> list[Proof]:
     assert _WORKER is not None
     explainer, config = _WORKER
-    return [prove_row(explainer, row_id, row, seed, config) for row_id, row, seed in items]
+    return [prove_row(explainer, row_id, row, seed, config, stage=stage) for row_id, row, seed in items]

@@ -196,6 +196,8 @@ class AuditSettings(BaseModel):
     bootstrap: int
     retrain: int
     prove: bool
+    screen: bool = False
+    """Each row was put to the exact engine for feasibility before its search (``AuditOptions.screen``)."""
     workers: int
     ray: str | None = None
     started: str
@@ -215,8 +217,13 @@ class AuditTiming(_Figures):
     rows_searched: int
     """Rows the bulk engine explained in this run (a resumed audit's earlier rows not counted)."""
     rows_proved: int
-    """Rows the exact engine was asked about in this run."""
+    """Rows the exact engine was asked about in this run, after their search."""
     rows_per_second: float | None
+    screen_seconds: float = 0.0
+    """The screen (not in ``search_seconds``)."""
+    rows_screened: int = 0
+    """Rows the exact engine was asked about before their search in this run; the ones it proved
+    infeasible were not searched (``AuditOptions.screen``)."""
 
 
 class AuditReport(_Figures):

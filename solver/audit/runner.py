@@ -10,7 +10,11 @@ answer is then put to the exact engine (:mod:`counterplan.solver.exact`), under 
 recourse after all; anything else (the model cannot be encoded, the proof ran out of time, the
 engine failed) leaves it ``no_recourse_unproven`` with the reason
 (:mod:`counterplan.solver.audit.proofs`, on the worker processes too). So a row is never called
-proven because a search failed. The figures are then computed from the rows
+proven because a search failed. Before the search, each row can be screened
+(:attr:`AuditOptions.screen`, by default when the proofs are on and the model can be encoded):
+put to the exact engine for its feasibility alone, a row proven infeasible there is not searched
+(the search would spend its whole budget on it and find nothing), and every other row goes on as
+without the screen. The figures are then computed from the rows
 (:mod:`counterplan.solver.audit.stats`), and with ``retrain=K`` the answers are checked again
 under K refits of the model on bootstrap samples of the training data
 (:mod:`counterplan.solver.audit.robustness`).
@@ -34,7 +38,17 @@ import structlog
 
 from counterplan.planning.errors import ProblemError
 from counterplan.solver.audit.html import write_report
-from counterplan.solver.audit.proofs import Proof, append_proof, plain, proof_config, prove_rows, read_proofs
+from counterplan.solver.audit.proofs import (
+    SCREEN,
+    Proof,
+    append_proof,
+    exact_backend,
+    plain,
+    proof_config,
+    prove_rows,
+    read_proofs,
+    screen_config,
+)
 from counterplan.solver.audit.report import AuditReport, AuditSettings, AuditTiming, Robustness
 from counterplan.solver.audit.robustness import retrain_shares
 from counterplan.solver.audit.rules import global_rules
@@ -56,13 +70,14 @@ from counterplan.solver.batch.writer import (
     record_dtypes,
 )
 from counterplan.solver.core.config import MAX_SEED
-from counterplan.solver.engines import EngineChoice
+from counterplan.solver.engines import EngineChoice, not_encodable
 from counterplan.solver.explainer import Explainer
 
 _log = structlog.get_logger(__name__)
 
 Progress = Callable[[str, int, int], None]
-"""Told ``(stage, done, total)`` as the audit goes: stage ``search`` (the bulk engine's rows),
+"""Told ``(stage, done, total)`` as the audit goes: stage ``screen`` (the rows put to the exact
+engine before their search, :attr:`AuditOptions.screen`), ``search`` (the bulk engine's rows),
 then ``prove`` (the rows put to the exact engine)."""
 Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
 Stop = Callable[[], bool]
@@ -71,7 +86,12 @@ then reports the rows done so far, marked ``partial`` (a server's deadline, canc
 Outcome = Callable[[str, str], None]
 """Told ``(stage, outcome)`` as each row is done: a search record's status (``ok``,
 ``not_found``, ...) in stage ``search``, a proof's outcome (``proven``, ``found``, ``unproven``)
-in stage ``prove``: what a caller tallies for a running count of rows with recourse."""
+in stage ``prove``, a screen's (``proven``, ``feasible``, ``unproven``) in stage ``screen``: what
+a caller tallies for a running count of rows with recourse."""
+SCREEN_PROBE = 32
+"""The default screen (``AuditOptions.screen=None``) stops when this many rows screened hold no
+row proven without recourse: a portfolio with recourse nearly everywhere is searched as without
+the screen, at the cost of these few checks."""
 STOPPED_REASON = "stopped before its proof"
 """Why a row has no proof when the audit was stopped before its turn."""
 
@@ -115,6 +135,15 @@ class AuditOptions:
     """A rule's least share of covered rows its action must bring to the goal."""
     stop: Stop | None = None
     on_outcome: Outcome | None = None
+    screen: bool | None = None
+    """Put each row to the exact engine for feasibility before its search
+    (:func:`~counterplan.solver.audit.proofs.screen_config`): a row proven infeasible there is
+    ``no_recourse_proven`` without a search (where the search would spend its whole budget to
+    find nothing); every other row is searched and proved as without the screen, so the row sets
+    and the answers are the same. None (auto): on when ``prove`` is and the exact engine can
+    encode the model (the first row's problem), and stopped after the first :data:`SCREEN_PROBE`
+    rows screened when none of them is proven; True screens every row and refuses a model the
+    exact engine cannot encode."""
 
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
@@ -163,6 +192,7 @@ def audit(
     vectorised: bool | None = None,
     rules: int = 5,
     rule_validity: float = 0.8,
+    screen: bool | None = None,
 ) -> AuditReport:
     """Audit ``explainer``'s model over ``rows``: who can reach the goal, at what cost, by group.
 
@@ -188,6 +218,9 @@ def audit(
         Put the rows left without an answer to the exact engine (False: they are all unproven).
     prove_seconds:
         A time limit for each proof (None: the exact engine's own; a proof cut short is unproven).
+    screen:
+        Put each row to the exact engine for feasibility before its search (None: when ``prove``
+        is on and the model can be encoded; :attr:`AuditOptions.screen`).
     bootstrap:
         Resamples of each interval (0: no intervals).
     confidence:
@@ -231,6 +264,7 @@ def audit(
         progress,
         rules,
         rule_validity,
+        screen=screen,
     )
     return run_audit(explainer, rows, options, out)[0]
 
@@ -256,11 +290,22 @@ def run_audit(
         skipped = int(met.sum())
         frame = frame[~met]
     dtypes = record_dtypes(explainer.data if explainer.data is not None else frame, features)
-    records, searched, stopped = _search(
-        explainer, frame=frame, features=features, dtypes=dtypes, folder=folder, options=options
+    screening = _screening(explainer, frame, options)
+    known = _earlier_proofs(folder, options)
+    records, searched, stopped, screened = _search(
+        explainer,
+        frame=frame,
+        features=features,
+        dtypes=dtypes,
+        folder=folder,
+        options=options,
+        proofs=known,
+        screening=screening,
     )
     search_done = time.perf_counter()
-    proofs, proved, unasked = _prove_all(explainer, frame, records, folder, options) if not stopped else ({}, 0, True)
+    proofs, proved, unasked = (
+        _prove_all(explainer, frame, records, folder, options, known=known) if not stopped else (_final(known), 0, True)
+    )
     stopped = stopped or unasked
     prove_done = time.perf_counter()
     audited = _audit_rows(records, proofs, frame, options, stopped=stopped)
@@ -279,6 +324,7 @@ def run_audit(
         bootstrap=options.bootstrap,
         retrain=options.retrain,
         prove=options.prove,
+        screen=screening,
         workers=options.workers,
         ray=options.ray,
         started=started_at,
@@ -301,7 +347,7 @@ def run_audit(
         stopped = options.stop is not None and options.stop()  # rules measured in part are no rules
         report = report.model_copy(update={"rules": [] if stopped else found})
     rules_done = time.perf_counter()
-    search_seconds = search_done - started
+    search_seconds = search_done - started - screened.seconds
     timing = AuditTiming(
         seconds=rules_done - started,
         search_seconds=search_seconds,
@@ -312,6 +358,8 @@ def run_audit(
         rows_searched=searched,
         rows_proved=proved,
         rows_per_second=searched / search_seconds if searched and search_seconds > 0 else None,
+        screen_seconds=screened.seconds,
+        rows_screened=screened.rows,
     )
     report = report.model_copy(update={"timing": timing, "partial": stopped})
     if folder is not None:
@@ -402,18 +450,30 @@ def _search(
     dtypes: dict[str, str],
     folder: Path | None,
     options: AuditOptions,
-) -> tuple[pd.DataFrame, int, bool]:
+    proofs: dict[str, Proof],
+    screening: bool,
+) -> tuple[pd.DataFrame, int, bool, _Screened]:
     """Every row's record (an earlier run's, read back, and this run's), in the order of
-    ``frame``, the number of rows this run searched, and whether :attr:`AuditOptions.stop`
-    stopped the search (the rows not searched then have no record)."""
+    ``frame``, the number of rows this run searched, whether :attr:`AuditOptions.stop` stopped
+    the search (the rows not searched then have no record), and the screen's figures. With
+    ``screening``, the rows are first screened (:func:`_screen`); a row the screen proved
+    infeasible (in this run or an earlier one: ``proofs``) is not searched, its record is the
+    screen's."""
     columns = list(dtypes)
     path = _records_path(folder) if folder is not None else None
     progress = options.progress
-    existing = _earlier_records(path, frame, dtypes, resume=options.resume)
-    done = {id_text(i) for i in existing["row_id"]}
-    todo = frame[[id_text(i) not in done for i in frame.index]]
+    existing, todo, screened = _to_search(
+        explainer,
+        frame,
+        _earlier_records(path, frame, dtypes, resume=options.resume),
+        folder=folder,
+        options=options,
+        proofs=proofs,
+        features=features,
+        screening=screening,
+    )
     total, counted = len(todo), 0
-    writer = open_records(path, features, dtypes) if path is not None else None
+    writer = open_records(path, features, dtypes) if path is not None and total else None  # none: no empty file
 
     got: list[dict[str, Any]] = []
 
@@ -428,7 +488,7 @@ def _search(
     if progress is not None:
         progress("search", 0, total)
     new = no_records(columns, dtypes)
-    stopped = False
+    stopped = screened.stopped  # a stopped screen leaves no row to search
     try:
         if total:
             new = explainer.explain_batch(
@@ -452,9 +512,114 @@ def _search(
         raise
     parts = [f for f in (existing, new) if len(f)]
     records = pd.concat(parts, ignore_index=True) if parts else new
+    return _in_order(records, frame), counted if stopped else total, stopped, screened
+
+
+def _in_order(records: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """``records`` in the order of ``frame``'s rows."""
     order = {id_text(label): i for i, label in enumerate(frame.index)}
     records = records.iloc[np.argsort([order[id_text(r)] for r in records["row_id"]], kind="stable")]
-    return records.reset_index(drop=True), counted if stopped else total, stopped
+    return records.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """What the screen did in this run."""
+
+    rows: int = 0
+    seconds: float = 0.0
+    stopped: bool = False
+
+
+def _to_search(
+    explainer: Explainer,
+    frame: pd.DataFrame,
+    existing: pd.DataFrame,
+    *,
+    folder: Path | None,
+    options: AuditOptions,
+    proofs: dict[str, Proof],
+    features: list[str],
+    screening: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, _Screened]:
+    """The records there are (``existing``, an earlier run's, and the screen's), the rows left to
+    search, and what the screen did. The rows without a record are screened first (with
+    ``screening``); a row a screen proved infeasible (in this run or an earlier one) is not
+    searched, its record is the screen's. A stopped screen leaves no row to search."""
+    done = {id_text(i) for i in existing["row_id"]}
+    todo = frame[[id_text(i) not in done for i in frame.index]]
+    screened = _screen(explainer, todo, folder, options, proofs) if screening and len(todo) else _Screened()
+    keys = [id_text(i) for i in todo.index]
+    proven = np.array([k in proofs and proofs[k].stage == SCREEN and proofs[k].final for k in keys], dtype=bool)
+    left = todo.iloc[:0] if screened.stopped else todo[~proven]
+    if not proven.any():
+        return existing, left, screened
+    early = records_frame([proofs[k].record or {} for k, p in zip(keys, proven, strict=True) if p], features)
+    parts = [f for f in (existing, early) if len(f)]
+    return pd.concat(parts, ignore_index=True), left, screened
+
+
+def _screening(explainer: Explainer, frame: pd.DataFrame, options: AuditOptions) -> bool:
+    """Whether to screen the rows (:attr:`AuditOptions.screen`): asked, or by default when the
+    proofs are on, the rows are not on Ray (whose workers search; the screen would run here) and
+    the exact engine can encode the first row's problem."""
+    if options.screen and not options.prove:
+        raise ProblemError("screen", "the screen proves rows infeasible: it needs prove=True")
+    if options.screen is False or not options.prove or frame.empty:
+        return False
+    if options.screen is None and options.ray is not None:
+        return False
+    first = {str(k): v for k, v in model_rows(explainer, frame.iloc[:1]).iloc[0].items()}
+    why = not_encodable(explainer.problem(first), exact_backend(explainer.config))
+    if why is not None and options.screen:
+        raise ProblemError("screen", f"the exact engine cannot encode this model: {why}")
+    return why is None
+
+
+def _screen(
+    explainer: Explainer, todo: pd.DataFrame, folder: Path | None, options: AuditOptions, proofs: dict[str, Proof]
+) -> _Screened:
+    """Put the rows of ``todo`` not yet screened or proved (``proofs``) to the exact engine for
+    their feasibility (:func:`~counterplan.solver.audit.proofs.screen_config`, on the worker
+    processes when ``workers`` > 1); each verdict goes into ``proofs`` and ``proofs.jsonl`` as it
+    arrives, and the stop check is asked after each."""
+    started = time.perf_counter()
+    items = _items(explainer, todo, [i for i in todo.index if id_text(i) not in proofs], options.seed)
+    path = folder / PROOFS_FILE if folder is not None else None
+    if options.progress is not None:
+        options.progress("screen", 0, len(items))
+    done = 0
+
+    def keep(proof: Proof) -> None:
+        nonlocal done
+        done += 1
+        proofs[id_text(proof.row_id)] = proof
+        if path is not None:
+            append_proof(path, proof)
+        _tell(options, "screen", proof.outcome, done, len(items))
+
+    workers = options.workers if options.ray is None else 1
+    config = screen_config(explainer.config, options.prove_seconds)
+    # the default probes: when the first SCREEN_PROBE rows screened (in any run) hold no proven
+    # one, the rest are not screened (each check would cost more than the search it spares)
+    earlier = sum(p.stage == SCREEN for p in proofs.values())
+    first = max(0, SCREEN_PROBE - earlier) if options.screen is None else len(items)
+    try:
+        prove_rows(explainer, items[:first], config, workers=workers, on_proof=keep, stage=SCREEN)
+        if first < len(items) and any(p.stage == SCREEN and p.outcome == "proven" for p in proofs.values()):
+            prove_rows(explainer, items[first:], config, workers=workers, on_proof=keep, stage=SCREEN)
+        elif done < len(items) and options.progress is not None:
+            options.progress("screen", done, done)  # the probe found none: the screen ends here
+    except _StoppedError:
+        return _Screened(rows=done, seconds=time.perf_counter() - started, stopped=True)
+    return _Screened(rows=done, seconds=time.perf_counter() - started)
+
+
+def _items(explainer: Explainer, frame: pd.DataFrame, ids: Sequence[Any], seed: int) -> list[Any]:
+    """The rows ``ids`` of ``frame`` as the exact engine takes them: id, the model's values, the row's seed."""
+    labels = {id_text(label): label for label in frame.index}
+    readable = model_rows(explainer, frame)
+    return [(r, {str(k): v for k, v in readable.loc[labels[id_text(r)]].items()}, row_seed(seed, r)) for r in ids]
 
 
 class _StoppedError(Exception):
@@ -490,27 +655,22 @@ def _prove_all(
     records: pd.DataFrame,
     folder: Path | None,
     options: AuditOptions,
+    *,
+    known: dict[str, Proof],
 ) -> tuple[dict[str, Proof], int, bool]:
     """The exact engine's word on each row the search left without an answer (status
     ``not_found``), by row id text, how many rows this run put to it, and whether
-    :attr:`AuditOptions.stop` stopped the proofs before the last; an earlier run's
-    proofs are read back from ``proofs.jsonl`` (:mod:`counterplan.solver.audit.proofs`)."""
+    :attr:`AuditOptions.stop` stopped the proofs before the last. ``known``: the verdicts
+    already there (an earlier run's, from ``proofs.jsonl``, and this run's screen); a screen's
+    verdict other than ``proven`` does not count as a row's proof."""
     wanted = [r for r, s in zip(records["row_id"], records["status"].astype(str), strict=True) if s == "not_found"]
-    proofs: dict[str, Proof] = {}
     progress = options.progress
     if not options.prove:
         return {id_text(r): Proof(r, "skipped", "not asked: prove=False") for r in wanted}, 0, False
     path = folder / PROOFS_FILE if folder is not None else None
-    if path is not None and path.exists():
-        if not options.resume:
-            raise ProblemError("out", f"{str(folder)!r} holds an earlier audit's proofs; resume it or remove them")
-        proofs = read_proofs(path)
+    proofs = _final(known)
     todo = [r for r in wanted if id_text(r) not in proofs]
-    labels = {id_text(label): label for label in frame.index}
-    readable = model_rows(explainer, frame)
-    items = [
-        (r, {str(k): v for k, v in readable.loc[labels[id_text(r)]].items()}, row_seed(options.seed, r)) for r in todo
-    ]
+    items = _items(explainer, frame, todo, options.seed)
     if progress is not None:
         progress("prove", 0, len(todo))
     done = 0
@@ -532,6 +692,21 @@ def _prove_all(
     return proofs, len(todo), False
 
 
+def _earlier_proofs(folder: Path | None, options: AuditOptions) -> dict[str, Proof]:
+    """The verdicts an earlier run wrote to ``proofs.jsonl`` (refused without ``resume``)."""
+    path = folder / PROOFS_FILE if folder is not None else None
+    if not options.prove or path is None or not path.exists():
+        return {}
+    if not options.resume:
+        raise ProblemError("out", f"{str(folder)!r} holds an earlier audit's proofs; resume it or remove them")
+    return read_proofs(path)
+
+
+def _final(proofs: dict[str, Proof]) -> dict[str, Proof]:
+    """The verdicts that are a row's proof (not a screen's ``feasible`` or ``unproven``)."""
+    return {k: p for k, p in proofs.items() if p.final}
+
+
 AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
 
 
@@ -547,8 +722,8 @@ def _audit_rows(
     it has no proof, and its group values."""
     rows = records.copy()
     if any(p.record is not None for p in proofs.values()):
-        found = {k: p.record for k, p in proofs.items() if p.record is not None}
         position = {id_text(r): i for i, r in enumerate(rows["row_id"])}
+        found = {k: p.record for k, p in proofs.items() if p.record is not None and k in position}
         for key, record in found.items():
             assert record is not None
             for column, value in record.items():

@@ -99,3 +99,18 @@ def test_bad_flags_are_refused_naming_the_flag(
     assert code == 2
     assert f"error: {flag}:" in err
     assert not (tmp_path / "out" / "audit.json").exists()
+
+
+def test_screen_flags(capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path) -> None:
+    """The screen is on by default for a tree (the exact engine encodes it), off with
+    --no-screen, and the proven rows are the same; --screen with --no-proof is refused naming it."""
+    reports = {}
+    for name, extra in (("default", ()), ("off", ("--no-screen",)), ("on", ("--screen",))):
+        code, _, err = run_cli(capsys, *_argv(files, tmp_path / name, *extra))
+        assert code == 0, err
+        reports[name] = json.loads((tmp_path / name / "audit.json").read_text())
+    assert [reports[n]["settings"]["screen"] for n in ("default", "off", "on")] == [True, False, True]
+    assert reports["default"]["timing"]["rows_screened"] > 0 == reports["off"]["timing"]["rows_screened"]
+    assert reports["default"]["no_recourse_proven"] == reports["off"]["no_recourse_proven"] != []
+    code, _, err = run_cli(capsys, *_argv(files, tmp_path / "refused", "--screen", "--no-proof"))
+    assert code == 2 and "--screen" in err
