@@ -32,12 +32,11 @@ from typing import Any
 import grpc
 import structlog
 
-from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.audit_convert import WINDOW_ROWS, CheckedAudit, check_audit_request, result_message
 from counterplan.server.grpc.convert import BadRequestError
-from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
+from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused, solve_failure
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -268,19 +267,8 @@ class AuditCalls:
             raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline came before this audit had a report")
         try:
             return run.future.result()
-        except (ModelCallError, ModelAdapterError) as exc:
-            log.warning("model failed", request_id=run.request_id, error=one_line(str(exc)))
-            raise refused(
-                grpc.StatusCode.INTERNAL,
-                f"the model failed on this audit (request id {run.request_id}); its message is in the server log",
-            ) from None
-        except InvalidInputError as exc:
-            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
-        except Exception:
-            log.exception("internal error", request_id=run.request_id)
-            raise refused(
-                grpc.StatusCode.INTERNAL, f"internal error (request id {run.request_id}); see the server log"
-            ) from None
+        except Exception as exc:
+            raise solve_failure(exc, run.request_id, "audit") from None
 
     def _result(self, run: _AuditRun, report: AuditReport, model_id: str) -> pb.AuditResult:
         """The FINAL message's result, fitted into the server's largest message."""

@@ -17,12 +17,11 @@ from typing import Any
 import grpc
 import structlog
 
-from counterplan.planning.calculator import SolveAbandoned
-from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
+from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
-from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
+from counterplan.server.grpc.refusal import bad_request, no_model, refused, solve_failure
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -183,23 +182,10 @@ class ExplainSteps:
             if not self.admission.wait_done(job.future, job.answer_by):
                 return self.admission.answer_now(job, request_id)
             result = job.result()
-        except (ModelCallError, ModelAdapterError) as exc:
-            log.warning("model failed", request_id=request_id, error=one_line(str(exc)))
-            raise refused(
-                grpc.StatusCode.INTERNAL,
-                f"the model failed on this request (request id {request_id}); its message is in the server log",
-            ) from None
-        except InvalidInputError as exc:
+        except InvalidInputError as exc:  # said in the message, as Explain always has
             raise refused(grpc.StatusCode.INVALID_ARGUMENT, one_line(str(exc))) from None
-        except Refusal:  # no answer by the deadline or at shutdown: said as it is
-            raise
-        except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
-            raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
-        except Exception:
-            log.exception("internal error", request_id=request_id)
-            raise refused(
-                grpc.StatusCode.INTERNAL, f"internal error (request id {request_id}); see the server log"
-            ) from None
+        except Exception as exc:
+            raise solve_failure(exc, request_id) from None
         finally:
             self.manager.forget(job.job_id)
         return _without_model_text(result, request_id)

@@ -36,8 +36,7 @@ import grpc
 import structlog
 
 from counterplan.planning.actions import Action, CostGraph, pass_size
-from counterplan.planning.calculator import SolveAbandoned
-from counterplan.planning.errors import InvalidInputError, ModelAdapterError, ModelCallError, one_line
+from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError
@@ -49,7 +48,7 @@ from counterplan.server.grpc.plan_convert import (
     front_message,
     plan_message,
 )
-from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused
+from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused, solve_failure
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -90,23 +89,8 @@ class PlanCall:
             if not self.admission.wait_done(self.job.future, self.job.answer_by):
                 return self.admission.answer_now(self.job, self.request_id)
             return self.job.result()
-        except (ModelCallError, ModelAdapterError) as exc:
-            log.warning("model failed", request_id=self.request_id, error=one_line(str(exc)))
-            raise refused(
-                grpc.StatusCode.INTERNAL,
-                f"the model failed on this request (request id {self.request_id}); its message is in the server log",
-            ) from None
-        except InvalidInputError as exc:
-            raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
-        except Refusal:  # no answer by the deadline or at shutdown: said as it is
-            raise
-        except SolveAbandoned:  # abandoned while it was awaited: its call has ended, no one reads this
-            raise refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned") from None
-        except Exception:
-            log.exception("internal error", request_id=self.request_id)
-            raise refused(
-                grpc.StatusCode.INTERNAL, f"internal error (request id {self.request_id}); see the server log"
-            ) from None
+        except Exception as exc:
+            raise solve_failure(exc, self.request_id) from None
 
     def message(self, result: PlanResult) -> pb.PlanResponse:
         """The result as a ``PlanResponse`` that fits in the server's largest message, the

@@ -17,12 +17,24 @@ from __future__ import annotations
 from typing import NoReturn
 
 import grpc
+import structlog
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from counterplan.planning.errors import TEXT_CHARS, cut, echo, one_line
+from counterplan.planning.calculator import SolveAbandoned
+from counterplan.planning.errors import (
+    TEXT_CHARS,
+    InvalidInputError,
+    ModelAdapterError,
+    ModelCallError,
+    cut,
+    echo,
+    one_line,
+)
 from counterplan.server.grpc.convert import BadRequestError
+
+_log = structlog.get_logger("counterplan.server")
 
 
 class Refusal(Exception):  # noqa: N818 - a refusal is the outcome, not a failure of the server
@@ -88,3 +100,25 @@ def retry_later(message: str, retry_after: float) -> Refusal:
     return Refusal(
         status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message=message, details=[detail])
     )
+
+
+def solve_failure(error: BaseException, request_id: str, what: str = "request") -> Refusal:
+    """How a solve that ended in ``error`` is told to its caller, the same for every method that
+    awaits one (Explain's steps, Plan, Audit): a refusal as it is; the model's failure as INTERNAL
+    with its text in the server log only (a model's message may quote data); bad input as
+    INVALID_ARGUMENT naming the field; an abandoned solve as CANCELLED; anything else as INTERNAL.
+    Call it inside the ``except`` block, so an unexpected error is logged with its traceback."""
+    if isinstance(error, Refusal):  # no answer by the deadline or at shutdown: said as it is
+        return error
+    if isinstance(error, ModelCallError | ModelAdapterError):
+        _log.warning("model failed", request_id=request_id, error=one_line(str(error)))
+        return refused(
+            grpc.StatusCode.INTERNAL,
+            f"the model failed on this {what} (request id {request_id}); its message is in the server log",
+        )
+    if isinstance(error, InvalidInputError):
+        return bad_request(BadRequestError([(error.field, one_line(error.problem))]))
+    if isinstance(error, SolveAbandoned):  # abandoned while it was awaited: its call has ended
+        return refused(grpc.StatusCode.CANCELLED, "the call ended; its solve was abandoned")
+    _log.exception("internal error", request_id=request_id)
+    return refused(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id}); see the server log")
