@@ -47,6 +47,23 @@ def _model_categories(features: tuple[AnyFeature, ...]) -> dict[int, npt.NDArray
     return categories
 
 
+class SplitValues(dict[int, FloatMatrix]):
+    """Per column, the values just on each side of a tree model's split thresholds
+    (:func:`counterplan.planning.structure.splits.split_points`), with their ``cuts``.
+
+    ``cuts[j]``, where known: the sorted first grid values past each of column ``j``'s thresholds
+    (the higher value of each pair), given only when the reader proved, for every threshold the
+    column meets, that the pair's lower value goes one way and the higher the other as the trees
+    see them (their comparison, ``x <= t`` or ``x < t``, and float32 rounding: both values clear
+    of the threshold), and that the column reaches the model through no other way. The values
+    from one cut up to the next then score alike with the other columns fixed, so a search needs
+    one of them per side of the original, where each split value alone is a cell without it."""
+
+    def __init__(self, values: Mapping[int, FloatMatrix] | None = None, cuts: dict[int, FloatMatrix] | None = None):
+        super().__init__(values or {})
+        self.cuts: dict[int, FloatMatrix] = {} if cuts is None else cuts
+
+
 class FeatureSpace:
     """An ordered set of features with unique names, and their matrix encoding.
 
@@ -113,6 +130,9 @@ class FeatureSpace:
         """Per column, when known: values where the model's decision changes (just past a tree's
         split thresholds). The feature scan tries them; for a tree model it searches a copy of
         the space that knows them (:meth:`with_split_values`)."""
+        self.split_cuts: dict[int, FloatMatrix] = {}
+        """Per column whose every threshold's sides are known (:class:`SplitValues`): the sorted
+        values where a cell starts; the values from one cut up to the next are decided alike."""
         self.allowed: dict[int, FloatMatrix] = self._allowed_values()
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
@@ -157,9 +177,11 @@ class FeatureSpace:
 
     def with_split_values(self, split_values: dict[int, FloatMatrix]) -> FeatureSpace:
         """This space knowing ``split_values``: a shallow copy (the arrays are shared, read only),
-        so a solve can search with the model's split values without changing the problem."""
+        so a solve can search with the model's split values without changing the problem. Their
+        cuts come along when the reader knew them (:class:`SplitValues`)."""
         view = copy.copy(self)
         view.split_values = split_values
+        view.split_cuts = split_values.cuts if isinstance(split_values, SplitValues) else {}
         return view
 
     def __len__(self) -> int:

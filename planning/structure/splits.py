@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.space import FeatureSpace
+from counterplan.planning.space import FeatureSpace, SplitValues
 from counterplan.planning.structure.cache import MEMO
 from counterplan.planning.structure.columns import EstimatorColumn, NumberColumn
 from counterplan.planning.structure.errors import NotEncodableError
@@ -45,15 +45,16 @@ _READ_ERRORS = (NotEncodableError, ValueError, KeyError, AttributeError, IndexEr
 FloatArray = npt.NDArray[np.float64]
 
 
-def split_points(model: Any, space: FeatureSpace, *, dataframe: bool) -> dict[int, FloatArray]:
+def split_points(model: Any, space: FeatureSpace, *, dataframe: bool) -> SplitValues:
     """Per mutable numeric feature of ``space``: sorted values just on each side of the split
     thresholds of ``model`` (a fitted scikit-learn estimator or pipeline, called with a DataFrame
-    when ``dataframe``). A problem asks through its model adapter
+    when ``dataframe``), with the cuts between them where they are sure (:class:`SplitValues`).
+    A problem asks through its model adapter
     (:meth:`counterplan.planning.problem.CounterfactualProblem.split_values`)."""
     try:
         return _split_points(model, space, dataframe)
     except _READ_ERRORS:
-        return {}  # a model the readers cannot read: the scan keeps its plain grid
+        return SplitValues()  # a model the readers cannot read: the scan keeps its plain grid
 
 
 @dataclass
@@ -64,9 +65,11 @@ class Thresholds:
     columns: npt.NDArray[np.intp] | None = None
     thresholds: FloatArray | None = None
     float32: npt.NDArray[np.bool_] | None = None
+    strict: npt.NDArray[np.bool_] | None = None
+    """Per split: whether ``x < threshold`` goes left (XGBoost), else ``x <= threshold``."""
     unreadable: bool = False
     """Reading the trees raised (the error is not kept: its traceback would hold the estimator)."""
-    readings: dict[tuple[Any, ...], dict[int, FloatArray]] = field(default_factory=dict)
+    readings: dict[tuple[Any, ...], SplitValues] = field(default_factory=dict)
     """Split values before the problem's bounds, per way of reading the features."""
 
 
@@ -84,34 +87,38 @@ def _read_thresholds(estimator: Any) -> Thresholds:
         columns = np.concatenate([t.feature[t.splits] for t in ensemble.trees])
         values = np.concatenate([t.threshold[t.splits] for t in ensemble.trees])
         float32 = np.concatenate([np.full(int(t.splits.sum()), t.float32) for t in ensemble.trees])
+        strict = np.concatenate([np.full(int(t.splits.sum()), t.strict) for t in ensemble.trees])
     except _READ_ERRORS:
         return Thresholds(unreadable=True)
-    return Thresholds(columns, values, float32)
+    return Thresholds(columns, values, float32, strict)
 
 
-def graph_split_points(graph: Any, space: FeatureSpace) -> dict[int, FloatArray]:
+def graph_split_points(graph: Any, space: FeatureSpace) -> SplitValues:
     """:func:`split_points` of an ONNX graph read by :mod:`counterplan.planning.structure.onnx`
     (its node's trees, the columns its operators make)."""
     try:
         if is_linear(graph.estimator):
-            return {}
+            return SplitValues()
         return _points(graph.estimator, graph.describe(space).columns, space)
     except _READ_ERRORS:
-        return {}
+        return SplitValues()
 
 
-def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> dict[int, FloatArray]:
+def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> SplitValues:
     estimator = final_estimator(model)
     if is_linear(estimator):
-        return {}
+        return SplitValues()
     return _points(estimator, describe_model(model, space, dataframe).columns, space)
 
 
-def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSpace) -> dict[int, FloatArray]:
+def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSpace) -> SplitValues:
     owner_of, slope, shift = _affine_columns(columns, space)
     splits = thresholds(estimator)
     if splits.unreadable:
-        return {}  # a model the tree reader cannot read, as split_points says
+        return SplitValues()  # a model the tree reader cannot read, as split_points says
+    # a feature that also reaches the model some other way (a clipped or looked-up column) has
+    # thresholds the affine reading does not see: its cells are not known
+    other_routes = {column.source for c, column in enumerate(columns) if owner_of[c] < 0}
     # what the values are computed from, besides the estimator's splits and the problem's bounds
     reading = (
         owner_of.tobytes(),
@@ -130,7 +137,7 @@ def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSp
             while len(splits.readings) >= MAX_KEPT_READINGS:
                 splits.readings.pop(next(iter(splits.readings)))
             splits.readings[reading] = found
-    return _within_bounds(found, space)
+    return _within_bounds(found, space, other_routes)
 
 
 def _affine_columns(
@@ -171,23 +178,26 @@ def _values(
     slope: FloatArray,
     shift: FloatArray,
     grid_scale: FloatArray,
-) -> dict[int, FloatArray]:
-    """Per feature: the sorted values on each side of its thresholds, before the problem's bounds."""
-    assert splits.columns is not None and splits.thresholds is not None and splits.float32 is not None
+) -> SplitValues:
+    """Per feature: the sorted values on each side of its thresholds, before the problem's bounds,
+    and its cuts where every threshold's pair is sure (:func:`_sure_sides`)."""
+    assert splits.columns is not None and splits.thresholds is not None
+    assert splits.float32 is not None and splits.strict is not None
     # every split of every tree at once: thresholds in their feature's own units
-    columns, values, float32 = splits.columns, splits.thresholds, splits.float32
+    columns, values, float32, strict = splits.columns, splits.thresholds, splits.float32, splits.strict
     keep = owner_of[columns] >= 0
-    columns, values, float32 = columns[keep], values[keep], float32[keep]
+    columns, values, float32, strict = columns[keep], values[keep], float32[keep], strict[keep]
     owners = owner_of[columns]
     with np.errstate(all="ignore"):
         raw = (values - shift[columns]) / slope[columns]
     finite = np.isfinite(raw)
-    owners, raw, values, columns, float32 = (
+    owners, raw, values, columns, float32, strict = (
         owners[finite],
         raw[finite],
         values[finite],
         columns[finite],
         float32[finite],
+        strict[finite],
     )
     per_unit = grid_scale[owners]
     gridded = per_unit > 0
@@ -199,13 +209,45 @@ def _values(
     below, above = _float32_sides(below, above, values, slope[columns], shift[columns], float32 & gridded, units)
     low_side = np.where(gridded, below, raw - margin)
     high_side = np.where(gridded, above, raw + margin)
-    found: dict[int, FloatArray] = {}
+    sure = gridded & _sure_sides(below, above, values, slope[columns], shift[columns], float32, strict)
+    found = SplitValues()
     for j in np.unique(owners):
         mine = owners == j
         sides = np.unique(np.concatenate([low_side[mine], high_side[mine]]))
         sides.setflags(write=False)  # kept for later problems: never changed in place
         found[int(j)] = sides
+        if sure[mine].all():
+            cuts = np.unique(high_side[mine])
+            cuts.setflags(write=False)
+            found.cuts[int(j)] = cuts
     return found
+
+
+def _sure_sides(  # noqa: PLR0917 - the sides and what they are measured by, as _values has them
+    below: FloatArray,
+    above: FloatArray,
+    thresholds: FloatArray,
+    slope: FloatArray,
+    shift: FloatArray,
+    float32: npt.NDArray[np.bool_],
+    strict: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.bool_]:
+    """Per threshold: whether its lower side value goes one way and its higher the other, as the
+    trees see them: each value reaches the model at least a margin clear of the threshold, on
+    its own side (a float32 model's margin is many float32 steps, so rounding cannot bring a
+    value onto it; a float64 margin covers a pipeline's affine map computed in another order).
+    A value on the threshold is sure only when the column is the value itself (no map to round)
+    and the comparison sends it its way: left with ``x <= t``, right with XGBoost's ``x < t``."""
+    relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
+    margin = 2.0 * np.maximum(np.abs(thresholds), 1.0) * relative
+    with np.errstate(all="ignore"):
+        low, high = below * slope + shift, above * slope + shift
+    rising = slope > 0
+    left, right = np.where(rising, low, high), np.where(rising, high, low)
+    itself = (slope == 1.0) & (shift == 0.0)
+    left_sure = (left < thresholds - margin) | (itself & ~strict & (left == thresholds))
+    right_sure = (right > thresholds + margin) | (itself & strict & (right == thresholds))
+    return np.asarray(left_sure & right_sure)
 
 
 _FLOAT32_STEPS = 64
@@ -250,15 +292,20 @@ def _grid_step(values: FloatArray, units: FloatArray, steps: float) -> FloatArra
     return np.asarray((np.round(values * units) + steps) / units)
 
 
-def _within_bounds(found: dict[int, FloatArray], space: FeatureSpace) -> dict[int, FloatArray]:
-    """The kept values inside the problem's bounds (a copy), an even sample beyond :data:`MAX_PER_FEATURE`."""
-    out = {}
+def _within_bounds(found: SplitValues, space: FeatureSpace, other_routes: set[int]) -> SplitValues:
+    """The kept values inside the problem's bounds (a copy), an even sample beyond :data:`MAX_PER_FEATURE`;
+    the cuts of the features that have values left and reach the model by no other route than
+    the thresholds read (a cut's cells hold whatever the bounds and the sample keep)."""
+    out = SplitValues()
     for j, values in found.items():
         array = values[(values >= space.lower[j]) & (values <= space.upper[j])]
         if array.size > MAX_PER_FEATURE:
             array = array[np.unique(np.linspace(0, array.size - 1, MAX_PER_FEATURE).astype(int))]
         if array.size:
             out[j] = array  # a copy: indexing never hands out the kept array
+            cuts = found.cuts.get(j)
+            if cuts is not None and j not in other_routes:
+                out.cuts[j] = cuts  # read only, shared
     return out
 
 

@@ -38,6 +38,9 @@ class EncodedSpace(Protocol):
     """Columns restricted to listed values: their sorted allowed values."""
     split_values: dict[int, FloatMatrix]
     """Per column, when known: values where the model's decision changes."""
+    split_cuts: dict[int, FloatMatrix]
+    """Per column whose thresholds' sides are known: the sorted values where a cell starts
+    (:class:`counterplan.planning.space.SplitValues`)."""
 
     @property
     def n_features(self) -> int:

@@ -282,26 +282,32 @@ def single_rows(
 def one_per_cell(space: EncodedSpace, j: int, values: FloatMatrix) -> FloatMatrix:
     """``values`` of feature ``j`` (sorted) less those a tree ensemble cannot tell from a nearer
     one: with the other features fixed, its output changes only where a value crosses a
-    threshold, so of the values between two neighbouring split values (a cell; each split value
-    is a cell of its own) only the nearest the original on each side can be worth scoring. As the
-    feature scan's cells (:func:`counterplan.solver.local.scan.split_cells`), only where every
-    split value pairs up (one grid step from another or from a bound): the list is complete."""
+    threshold, so of the values of a cell only the nearest the original on each side can be
+    worth scoring. The cells are the feature scan's
+    (:func:`counterplan.solver.local.scan.split_cells`): from one cut to the next where the
+    space knows the cuts (``split_cuts``); else each split value is a cell of its own, with the
+    values between two neighbouring ones, only where every split value pairs up (one grid step
+    from another or from a bound): the list is complete."""
     split = space.split_values.get(j)
     step = float(space.step[j])
     o = float(space.original[j])
     if split is None or split.size == 0 or step <= 0.0 or not np.isfinite(o) or values.size < 2:
         return values
-    tolerance = 1e-6 * step
-    gaps = np.abs(np.diff(split) - step) <= tolerance
-    paired = np.zeros(split.size, dtype=bool)
-    paired[1:] |= gaps
-    paired[:-1] |= gaps
-    paired |= (split - space.lower[j] < step + tolerance) | (space.upper[j] - split < step + tolerance)
-    if not paired.all():
-        return values
-    position = np.searchsorted(split, values)
-    exact = np.isin(values, split)
-    cell = np.where(exact, 2 * position + 1, 2 * position)  # split value k: cell 2k+1; between k-1 and k: 2k
+    cuts = space.split_cuts.get(j)
+    if cuts is not None:
+        cell = np.searchsorted(cuts, values, side="right")
+    else:
+        tolerance = 1e-6 * step
+        gaps = np.abs(np.diff(split) - step) <= tolerance
+        paired = np.zeros(split.size, dtype=bool)
+        paired[1:] |= gaps
+        paired[:-1] |= gaps
+        paired |= (split - space.lower[j] < step + tolerance) | (space.upper[j] - split < step + tolerance)
+        if not paired.all():
+            return values
+        position = np.searchsorted(split, values)
+        exact = np.isin(values, split)
+        cell = np.where(exact, 2 * position + 1, 2 * position)  # split value k: cell 2k+1; between k-1 and k: 2k
     side = np.sign(values - o)
     key = cell * 3 + (side + 1).astype(np.intp)
     distance = np.abs(values - o)

@@ -257,33 +257,40 @@ def split_cells(space: EncodedSpace, grid: ScanGrid) -> np.ndarray:
 
     With the other features fixed, a tree ensemble's output changes only where a value crosses
     one of its thresholds, so the values between two neighbouring thresholds (a cell) score
-    alike. The split values are the grid values on each side of each threshold
-    (:mod:`counterplan.planning.structure.splits`): a threshold lies next to a split value, never between two
-    other entries. So each split value is a cell of its own, and the entries between two
-    neighbouring split values (or past the outermost) share one, whichever side of its nearest
+    alike. Where the reader proved on which side of each threshold its two split values lie
+    (the space's ``split_cuts``, :class:`counterplan.planning.space.SplitValues`), a cell runs
+    from one cut (the first value past a threshold) up to the next. Else the split values are
+    only known to be the grid values on each side of each threshold
+    (:mod:`counterplan.planning.structure.splits`): a threshold lies next to a split value, never
+    between two other entries. So each split value is a cell of its own, and the entries between
+    two neighbouring split values (or past the outermost) share one, whichever side of its nearest
     split value a threshold lies on (``x <= t`` or XGBoost's ``x < t``). Cells are numbered
     across the grid, in entry order.
 
-    Known for a gridded number whose split values all pair up (each one grid step from another,
-    or within a step of a bound), as a complete list does: not for a sampled list (a model with
-    more thresholds than are kept), a float, a category, a feature with allowed values or one
-    without a finite original.
+    Known for a gridded number with cuts, or whose split values all pair up (each one grid step
+    from another, or within a step of a bound), as a complete list does: not for a sampled list
+    without cuts (a model with more thresholds than are kept), a float, a category, a feature
+    with allowed values or one without a finite original.
     """
     values, owners, split = grid.values, grid.owners, grid.split
     cells = np.full(values.size, -1, dtype=np.intp)
     index = split.nonzero()[0]
     if index.size == 0:
         return cells
-    step = space.step
-    eligible = (step > 0.0) & ~space.nominal & np.isfinite(space.original)
+    n = space.n_features
+    eligible = (space.step > 0.0) & ~space.nominal & np.isfinite(space.original)
     eligible[list(space.allowed)] = False
     so, sv = owners[index], values[index]
-    paired = paired_split_values(so, sv, step, space.lower, space.upper)
-    eligible[so[~paired]] = False  # a lone split value: some thresholds are missing
-    has_splits = np.zeros(space.n_features, dtype=bool)
+    has_splits, lone, cut = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     has_splits[so] = True
-    eligible &= has_splits
+    lone[so[~paired_split_values(so, sv, space.step, space.lower, space.upper)]] = True  # thresholds missing
+    cut[list(space.split_cuts)] = True
+    eligible &= has_splits & (cut | ~lone)
     new = _first_of_runs((owners[1:] != owners[:-1]) | split[1:] | split[:-1])
+    for j in np.flatnonzero(cut & eligible).tolist():  # the sides known: a cell starts at each cut only
+        low, high = grid.starts[j], grid.starts[j + 1]
+        cell = np.searchsorted(space.split_cuts[j], values[low:high], side="right")
+        new[low + 1 : high] = cell[1:] != cell[:-1]
     known = eligible[owners]
     cells[known] = (np.cumsum(new) - 1)[known]
     return cells

@@ -15,13 +15,15 @@ from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.space import SplitValues
 from counterplan.planning.structure import splits
 from counterplan.planning.structure.cache import MEMO
+from counterplan.planning.structure.trees import read_ensemble
 
 
 def _data(n: int = 500, seed: int = 0) -> pd.DataFrame:
@@ -188,3 +190,78 @@ def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_c
         np.zeros(values.size, dtype=np.intp), np.sort(values), np.array([0.01]), np.array([0.0]), np.array([1e9])
     )
     assert paired.all() and (steps > 0.5).all(), "a complete list pairs up: the scans' cells are known"
+
+
+@pytest.mark.parametrize("scaled", [False, True], ids=["passthrough", "standard-scaler"])
+def test_the_cuts_split_each_feature_where_its_trees_decide_and_nowhere_else(scaled: bool) -> None:
+    """Where the reader is sure of each threshold's sides, its cuts are the first grid value past
+    each threshold: every value from one cut up to the next goes the same way at every split of
+    every tree, and every cut changes some decision."""
+    frame = _data()
+    numbers = StandardScaler() if scaled else "passthrough"
+    encode = ColumnTransformer(
+        [("plan", OneHotEncoder(handle_unknown="ignore"), ["plan"]), ("n", numbers, ["income", "tenure", "debt"])]
+    )
+    model = _fit(
+        Pipeline([("encode", encode), ("model", HistGradientBoostingClassifier(max_iter=30, random_state=0))]), frame
+    )
+    problem = CounterfactualProblem.from_dataframe(frame, 0, model, [ClassGoal(target=1)], target="ok")
+    found = problem.split_values()
+    assert isinstance(found, SplitValues)
+    space = problem.space
+    numeric = {space.index["income"], space.index["tenure"], space.index["debt"]}
+    # scaled, a grid value may land on a threshold (a value of the data), where a rounding decides
+    assert set(found.cuts) == numeric if not scaled else found.cuts and set(found.cuts) <= numeric
+    for name, column in (("income", 3), ("tenure", 4), ("debt", 5)):
+        j = space.index[name]
+        if j not in found.cuts:
+            continue
+        scale = space.grid_scale[j]  # every value of the grid, written as the grid writes them
+        values = np.arange(round(space.lower[j] * scale), round(space.upper[j] * scale) + 1) / scale
+        X = np.repeat(frame.drop(columns="ok").iloc[[0]].to_numpy(dtype=object), values.size, axis=0)
+        seen = model[:-1].transform(
+            pd.DataFrame({**{c: X[:, i] for i, c in enumerate(frame.columns[:-1])}, name: values})
+        )
+        x = np.asarray(seen[:, column], dtype=np.float64)
+        sides = np.array(  # how each value goes at each split of each tree, as the model compares
+            [
+                [tree.goes_left(node, value) for value in x.tolist()]
+                for tree in read_ensemble(model[-1]).trees
+                for node in np.flatnonzero(tree.splits & (tree.feature == column)).tolist()
+            ]
+        ).T
+        cell = np.searchsorted(found.cuts[j], values, side="right")
+        for c in np.unique(cell):
+            assert (sides[cell == c] == sides[cell == c][0]).all(), f"{name}: a cell the trees split"
+        starts = np.flatnonzero(np.diff(cell)) + 1
+        assert (sides[starts] != sides[starts - 1]).any(axis=1).all(), f"{name}: a cut no threshold makes"
+
+
+def test_a_feature_the_model_also_reads_another_way_has_no_cuts() -> None:
+    """A clipped copy of income reaches the trees too: its thresholds are not read as income's,
+    so income's cells are not known (its split values still are)."""
+    frame = _data().drop(columns="plan")
+    encode = ColumnTransformer(
+        [("n", "passthrough", ["income", "tenure", "debt"]), ("clipped", MinMaxScaler(clip=True), ["income"])]
+    )
+    model = _fit(
+        Pipeline([("encode", encode), ("model", HistGradientBoostingClassifier(max_iter=30, random_state=0))]), frame
+    )
+    problem = CounterfactualProblem.from_dataframe(frame, 0, model, [ClassGoal(target=1)], target="ok")
+    found = problem.split_values()
+    income, tenure = problem.space.index["income"], problem.space.index["tenure"]
+    assert income in found and tenure in found
+    assert income not in found.cuts and tenure in found.cuts
+
+
+def test_a_threshold_on_a_grid_value_gives_no_cuts_unless_the_comparison_is_known() -> None:
+    """XGBoost sends ``x < t`` left, so a grid value on its threshold goes right: the pair the
+    reader lists around it does not straddle it, and the feature gets no cuts."""
+    xgboost = pytest.importorskip("xgboost")
+    frame = _data().drop(columns="plan")
+    encode = ColumnTransformer([("n", "passthrough", ["income", "tenure", "debt"])])
+    model = _fit(Pipeline([("encode", encode), ("model", xgboost.XGBClassifier(n_estimators=20, max_depth=3))]), frame)
+    problem = CounterfactualProblem.from_dataframe(frame, 0, model, [ClassGoal(target=1)], target="ok")
+    found = problem.split_values()
+    tenure = problem.space.index["tenure"]
+    assert tenure in found and tenure not in found.cuts  # whole-number thresholds: on the grid

@@ -30,12 +30,13 @@ from counterplan.planning import (
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.models import adapt_sklearn
 from counterplan.planning.relations import LearnedConstraint
-from counterplan.planning.space import FloatMatrix
+from counterplan.planning.space import FloatMatrix, SplitValues
 from counterplan.solver.core.config import TerminationConfig
 from counterplan.solver.core.phase import PhaseScope
 from counterplan.solver.core.pool import Pool
 from counterplan.solver.core.scope import Progress, SolverScope
 from counterplan.solver.core.termination import Termination
+from counterplan.solver.core.trade import one_per_cell
 from counterplan.solver.local.config import FeatureScanPhaseConfig
 from counterplan.solver.local.scan import (
     FeatureScanPhase,
@@ -80,8 +81,10 @@ def _model(kind: str = "hgb") -> Pipeline:
     return model.fit(frame, (score > 8.0).astype(int))
 
 
-def _tree_problem(income: float, tenure: int, debt: float, kind: str = "hgb") -> CounterfactualProblem:
-    """A problem of :func:`_model`'s trees, with their split values."""
+def _tree_problem(
+    income: float, tenure: int, debt: float, kind: str = "hgb", *, cuts: bool = False
+) -> CounterfactualProblem:
+    """A problem of :func:`_model`'s trees, with their split values (and their cuts with ``cuts``)."""
     features: list[Any] = [
         FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
         IntegerFeature(name="tenure", value=tenure, low=0, high=29),
@@ -89,8 +92,12 @@ def _tree_problem(income: float, tenure: int, debt: float, kind: str = "hgb") ->
         CategoricalFeature(name="plan", value="basic", categories=PLANS),
     ]
     problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(_model(kind), "ok"))
-    problem.space.split_values = problem.split_values()
+    found = problem.split_values()
+    problem.space.split_values = found
     assert problem.space.split_values, "the trees' split values are known"
+    if cuts:
+        assert isinstance(found, SplitValues) and found.cuts, "the trees' cuts are known"
+        problem.space.split_cuts = found.cuts
     return problem
 
 
@@ -390,3 +397,60 @@ def test_a_chains_last_rescan_sends_no_row_that_could_only_be_a_next_step(monkey
         assert np.array_equal(lean.best_row, full.best_row) and np.array_equal(lean.best_score, full.best_score)
         assert np.array_equal(lean.deferred[0][0], full.deferred[0][0])
     assert asked == []
+
+
+def test_cut_cells_need_one_value_a_side() -> None:
+    """Thresholds at 3.5, 9.5 and 10.5 with their sides known (cuts 4, 10, 11): the cells are
+    0..3, 4..9, 10 and 11..20, so a scan needs the last value below each threshold going down
+    and the first past it going up, where without the cuts each split value is a cell of its own
+    and the values beside them one more."""
+    space = _space(IntegerFeature(name="t", value=5, low=0, high=20), [3.0, 4.0, 9.0, 10.0, 11.0])
+    space.split_cuts = {0: np.array([4.0, 10.0, 11.0])}
+    grid = ScanGrid(space, space.mutable, 24)
+    mine = grid.owners == 0
+    cells = split_cells(space, grid)[mine]
+    assert np.array_equal(cells - cells[0], np.repeat([0, 1, 2, 3], [4, 6, 1, 10]))
+    keep = _nearest_in_cells(space, grid, split_cells(space, grid))
+    assert grid.values[mine][keep[mine]].tolist() == [3.0, 4.0, 5.0, 6.0, 10.0, 11.0]
+    # the trades' values, one per cell and side of the original alike
+    assert one_per_cell(space, 0, np.delete(np.arange(21.0), 5)).tolist() == [3.0, 4.0, 6.0, 10.0, 11.0]
+    space.split_cuts = {}
+    assert one_per_cell(space, 0, np.delete(np.arange(21.0), 5)).tolist() == [2.0, 3.0, 4.0, 6.0, 9.0, 10.0, 11.0, 12.0]
+
+
+def test_cut_cells_hold_for_fitted_trees_and_are_fewer() -> None:
+    """Every value of a cut cell scores alike through the real model, with fewer cells than a
+    cell per split value."""
+    problem = _tree_problem(2.0, 3, 3.0, cuts=True)
+    space = problem.space
+    grid = ScanGrid(space, space.mutable, 24)
+    cells = split_cells(space, grid)
+    calculator = ScoreCalculator(problem)
+    for j in space.split_cuts:
+        mine = grid.owners == j
+        assert (cells[mine] >= 0).all()
+        X = np.repeat(space.original.reshape(1, -1), np.count_nonzero(mine), axis=0)
+        X[:, j] = grid.values[mine]
+        scores = calculator.calculate(X).scores
+        for cell in np.unique(cells[mine]):
+            assert np.unique(scores[cells[mine] == cell, :3], axis=0).shape[0] == 1
+    without = problem.space.with_split_values(dict(space.split_values))
+    assert not without.split_cuts
+    assert np.unique(cells).size < np.unique(split_cells(without, ScanGrid(without, without.mutable, 24))).size
+
+
+@pytest.mark.parametrize(("income", "tenure", "debt"), INSTANCES)
+def test_with_cuts_the_scan_scores_fewer_rows_and_finds_the_same(income: float, tenure: int, debt: float) -> None:
+    """With the trees' cuts the chains rescan one value per cut cell and side: fewer rows than
+    with a cell per split value, and the same best row, starting points and row set aside as
+    scoring every row (a pool: every feasible row wanted)."""
+    cut = _tree_problem(income, tenure, debt, cuts=True)
+    lean, lean_rows = _scan(cut, pool=False)
+    full, _ = _scan(cut, pool=True)
+    assert np.array_equal(lean.best_row, full.best_row) and np.array_equal(lean.best_score, full.best_score)
+    assert all(np.array_equal(a, b) for a, b in zip(lean.starts, full.starts, strict=True))
+    assert len(lean.starts) == len(full.starts)
+    assert np.array_equal(lean.deferred[0][0], full.deferred[0][0])
+    plain, plain_rows = _scan(_tree_problem(income, tenure, debt), pool=False)
+    assert np.array_equal(lean.best_row, plain.best_row)
+    assert sum(len(X) for X in lean_rows) < sum(len(X) for X in plain_rows)
