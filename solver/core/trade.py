@@ -317,6 +317,57 @@ def one_per_cell(space: EncodedSpace, j: int, values: FloatMatrix) -> FloatMatri
     return np.sort(values[order[first]])
 
 
+_NEARER = 1e-9
+"""A row is dropped only when this share (and this much) farther than the nearest of its cells: the
+calculator sums the same shares, in another order."""
+
+
+def undominated(space: EncodedSpace, pricer: FeaturePricer, X: FloatMatrix, base: FloatMatrix) -> FloatMatrix:
+    """``X`` (rows that each change ``base`` in the same number of features, as a trade round's
+    two) less each row another row of ``X`` beats for sure: a tree ensemble decides both alike
+    and the other is nearer (priced by ``pricer``; rows at the same distance all stay).
+
+    Two such rows are decided alike when they change the same features to the same values, but
+    where a feature with cuts (the space's ``split_cuts``) takes two grid values of one cell: the
+    trees' every split then sends them the same way (:func:`counterplan.solver.local.scan.split_cells`).
+    A value off the grid (an original between two grid values) is a cell of its own: a threshold
+    may lie between it and its grid neighbours. Such a row scores the same hard levels and a
+    larger distance, so it is never a search's best or a round's winner. Only where nothing else
+    in a row's score reads its values: the caller checks (no pool of every feasible row, no
+    plausibility, trust region or computed features)."""
+    cuts = space.split_cuts
+    n = X.shape[0]
+    if n < 2 or not cuts:
+        return X
+    rows, columns = np.nonzero(base != X)  # row by row, each row's columns in order
+    per_row = np.bincount(rows, minlength=n)
+    if per_row.min() != per_row.max() or per_row[0] == 0:
+        return X
+    values = X[rows, columns]
+    key = values.copy()
+    cut = np.zeros(space.n_features, dtype=bool)
+    cut[list(cuts)] = True
+    at = np.flatnonzero(cut[columns])
+    if at.size == 0:
+        return X
+    on_grid = space.to_grid(values[at], columns[at]) == values[at]
+    for j in np.unique(columns[at]).tolist():
+        mine = at[(columns[at] == j) & on_grid]
+        starts = np.concatenate([[-np.inf], cuts[j]])
+        key[mine] = starts[np.searchsorted(cuts[j], values[mine], side="right")]  # a cell by where it starts
+    width = int(per_row[0])
+    pairs = np.stack([columns.astype(np.float64), key + 0.0], axis=1).reshape(n, 2 * width)
+    order = np.lexsort(pairs.T[::-1])  # rows decided alike side by side
+    ranked = pairs[order]
+    group = np.empty(n, dtype=np.intp)
+    group[order] = np.cumsum(np.concatenate([[False], (ranked[1:] != ranked[:-1]).any(axis=1)]))
+    cost = pricer.cost(values, columns).reshape(n, width).sum(axis=1)  # the same features: the rest alike
+    nearest = np.full(int(group.max()) + 1, np.inf)
+    np.minimum.at(nearest, group, cost)
+    keep = cost <= nearest[group] * (1.0 + _NEARER) + _NEARER  # clearly farther: the calculator's sum agrees
+    return X if keep.all() else X[keep]
+
+
 def pareto_front(owner: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntArray:
     """Per feature, the single-feature entries that gain (goal distance) more than every cheaper
     entry of that feature: the only ones worth buying when gains add up."""

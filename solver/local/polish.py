@@ -49,6 +49,7 @@ from counterplan.solver.core.trade import (
     recreate_candidates,
     single_rows,
     trade_candidates,
+    undominated,
 )
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.local.scan import most_efficient
@@ -177,6 +178,21 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             memo=memo,
         )
         return X if chain.base_score is not None else np.vstack([chain.row.reshape(1, -1), X])
+
+    @staticmethod
+    def _undominated(scope: SolverScope, memo: TradeValues, X: FloatMatrix, base: FloatMatrix) -> FloatMatrix:
+        """A trade round's rows ``X`` around ``base`` less those a nearer row of them beats for sure
+        (:func:`~counterplan.solver.core.trade.undominated`), where nothing but the model and the
+        distance tells them apart: no pool (every feasible row wanted), plausibility model, trust
+        region or computed features. The round's winner stays what it was, with fewer rows to the
+        model (29% of heloc's). A rebuild step's rows are one per cell already, but for a few:
+        finding those costs more than scoring them."""
+        problem = scope.problem
+        if scope.pool is not None or problem is None:
+            return X
+        if problem.plausibility is not None or problem.trust_region is not None or problem.relations is not None:
+            return X
+        return undominated(scope.space, memo.pricer, X, base)
 
     def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
         """The best's bisection, the other routes' refinement riding in its calls."""
@@ -329,6 +345,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             )
             if X.shape[0] == 0:
                 return
+            X = self._undominated(scope, memo, X, row)
             scores, improved = _score(phase_scope, X)
             if improved:
                 scope.announce()
