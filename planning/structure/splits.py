@@ -236,8 +236,9 @@ def _sure_sides(  # noqa: PLR0917 - the sides and what they are measured by, as 
     trees see them: each value reaches the model at least a margin clear of the threshold, on
     its own side (a float32 model's margin is many float32 steps, so rounding cannot bring a
     value onto it; a float64 margin covers a pipeline's affine map computed in another order).
-    A value on the threshold is sure only when the column is the value itself (no map to round)
-    and the comparison sends it its way: left with ``x <= t``, right with XGBoost's ``x < t``."""
+    Where the column is the value itself (no map to round), the model's own comparison decides
+    instead, exactly: the value as it sees it (float32 or not) against the threshold, ``x <= t``
+    or XGBoost's ``x < t`` going left, so a value on the threshold is sure too."""
     relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
     margin = 2.0 * np.maximum(np.abs(thresholds), 1.0) * relative
     with np.errstate(all="ignore"):
@@ -245,8 +246,13 @@ def _sure_sides(  # noqa: PLR0917 - the sides and what they are measured by, as 
     rising = slope > 0
     left, right = np.where(rising, low, high), np.where(rising, high, low)
     itself = (slope == 1.0) & (shift == 0.0)
-    left_sure = (left < thresholds - margin) | (itself & ~strict & (left == thresholds))
-    right_sure = (right > thresholds + margin) | (itself & strict & (right == thresholds))
+
+    def goes_left(x: FloatArray) -> npt.NDArray[np.bool_]:
+        seen = np.where(float32, x.astype(np.float32).astype(np.float64), x)
+        return np.asarray(np.where(strict, seen < thresholds, seen <= thresholds))
+
+    left_sure = (left < thresholds - margin) | (itself & goes_left(left))
+    right_sure = (right > thresholds + margin) | (itself & ~goes_left(right))
     return np.asarray(left_sure & right_sure)
 
 

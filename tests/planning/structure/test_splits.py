@@ -265,3 +265,27 @@ def test_a_threshold_on_a_grid_value_gives_no_cuts_unless_the_comparison_is_know
     found = problem.split_values()
     tenure = problem.space.index["tenure"]
     assert tenure in found and tenure not in found.cuts  # whole-number thresholds: on the grid
+
+
+def test_a_float32_trees_cuts_follow_its_own_comparison() -> None:
+    """A column that is the value itself is judged by the model's own comparison of the value as
+    it sees it (float32 here): the cents either side of 69,587.046875 are far inside float32's
+    margin of a threshold that large, yet the cuts are known, and each is the first cent the
+    trees send right."""
+    rng = np.random.default_rng(0)
+    low = float(np.float32(69_587.04))
+    high = float(np.nextafter(np.nextafter(np.float32(low), np.float32(np.inf)), np.float32(np.inf)))
+    cents = np.round(rng.uniform(20_000.0, 120_000.0, 2_000), 2)
+    frame = pd.DataFrame({"income": np.concatenate([cents[np.abs(cents - low) > 1.0], [low, high] * 20])})
+    frame["ok"] = (frame.income > low).astype(int)
+    model = DecisionTreeClassifier(max_depth=6, random_state=0).fit(frame[["income"]], frame.ok)
+    problem = CounterfactualProblem.from_dataframe(
+        frame, {"income": 30_000.0}, model, [ClassGoal(target=1)], target="ok"
+    )
+    found = problem.split_values()
+    assert 0 in found.cuts
+    tree = read_ensemble(model).trees[0]
+    for node in np.flatnonzero(tree.splits).tolist():
+        t = tree.threshold[node]
+        first = found.cuts[0][np.searchsorted(found.cuts[0], t)]  # the first cut past the threshold
+        assert not tree.goes_left(node, first) and tree.goes_left(node, round(first - 0.01, 2))
