@@ -209,7 +209,14 @@ def _values(
     below, above = _float32_sides(below, above, values, slope[columns], shift[columns], float32 & gridded, units)
     low_side = np.where(gridded, below, raw - margin)
     high_side = np.where(gridded, above, raw + margin)
-    sure = gridded & _sure_sides(below, above, values, slope[columns], shift[columns], float32, strict)
+    a, b = slope[columns], shift[columns]
+    sure = gridded & _sure_sides(below, above, values, a, b, float32, strict)
+    # a threshold on a grid value that the trees send right (XGBoost's x < t): the boundary lies
+    # one grid step lower, and the value on it is the first past it
+    lower = _grid_step(below, units, -1.0)
+    on_it = gridded & ~sure & _sure_sides(lower, below, values, a, b, float32, strict)
+    cut = np.where(on_it, below, high_side)
+    sure |= on_it
     found = SplitValues()
     for j in np.unique(owners):
         mine = owners == j
@@ -217,7 +224,7 @@ def _values(
         sides.setflags(write=False)  # kept for later problems: never changed in place
         found[int(j)] = sides
         if sure[mine].all():
-            cuts = np.unique(high_side[mine])
+            cuts = np.unique(cut[mine])
             cuts.setflags(write=False)
             found.cuts[int(j)] = cuts
     return found

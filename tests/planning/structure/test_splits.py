@@ -254,9 +254,10 @@ def test_a_feature_the_model_also_reads_another_way_has_no_cuts() -> None:
     assert income not in found.cuts and tenure in found.cuts
 
 
-def test_a_threshold_on_a_grid_value_gives_no_cuts_unless_the_comparison_is_known() -> None:
+def test_a_threshold_on_a_grid_value_cuts_where_the_comparison_sends_it() -> None:
     """XGBoost sends ``x < t`` left, so a grid value on its threshold goes right: the pair the
-    reader lists around it does not straddle it, and the feature gets no cuts."""
+    reader lists around it (the value and the next) does not straddle it, and the cut is the
+    value itself, the first the trees send right."""
     xgboost = pytest.importorskip("xgboost")
     frame = _data().drop(columns="plan")
     encode = ColumnTransformer([("n", "passthrough", ["income", "tenure", "debt"])])
@@ -264,7 +265,23 @@ def test_a_threshold_on_a_grid_value_gives_no_cuts_unless_the_comparison_is_know
     problem = CounterfactualProblem.from_dataframe(frame, 0, model, [ClassGoal(target=1)], target="ok")
     found = problem.split_values()
     tenure = problem.space.index["tenure"]
-    assert tenure in found and tenure not in found.cuts  # whole-number thresholds: on the grid
+    assert tenure in found.cuts
+    cuts = found.cuts[tenure]
+    values = np.arange(problem.space.lower[tenure], problem.space.upper[tenure] + 1.0)
+    sides = np.array(
+        [
+            [tree.goes_left(node, value) for value in values.tolist()]
+            for tree in read_ensemble(model[-1]).trees
+            for node in np.flatnonzero(tree.splits & (tree.feature == 1)).tolist()
+        ]
+    ).T
+    assert any(tree.threshold[tree.splits & (tree.feature == 1)].size for tree in read_ensemble(model[-1]).trees)
+    assert np.isin(cuts, values).all(), "whole-number thresholds: each cut is the value on it"
+    cell = np.searchsorted(cuts, values, side="right")
+    for c in np.unique(cell):
+        assert (sides[cell == c] == sides[cell == c][0]).all()
+    starts = np.flatnonzero(np.diff(cell)) + 1
+    assert (sides[starts] != sides[starts - 1]).any(axis=1).all()
 
 
 def test_a_float32_trees_cuts_follow_its_own_comparison() -> None:
