@@ -42,8 +42,9 @@ still running a quarter of a second past its time, as SCIP's. Each improving sol
 decodes is handed to ``on_incumbent`` as it is found. One presolve round
 (:data:`PRESOLVE_ITERATIONS`), without merging at-most-ones into cliques
 (:data:`MERGE_AT_MOST_ONES`); CP-SAT loads the hint only after it, so a solve that ends before
-with no solution returns the warm start (:func:`_or_the_start`). The search decides first which
-features change, "unchanged" first (:data:`BRANCH_ON_CHANGES`, :func:`_changes_first`).
+with no solution returns the warm start (:func:`_or_the_start`). With a warm start the search
+decides first which features change, "unchanged" first (:data:`BRANCH_ON_CHANGES`,
+:func:`_changes_first`).
 """
 
 from __future__ import annotations
@@ -88,10 +89,13 @@ leaves (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`) st
 it found (the proofs took 1.7-5.7 deterministic seconds against 2.5-9.4 with it,
 ``docs/benchmarks/engines.md``)."""
 BRANCH_ON_CHANGES = True
-"""CP-SAT branches first on whether each feature changes, "unchanged" first, the features with
-the most thresholds first (:func:`_changes_first`), then by its own rules (``FIXED_SEARCH``);
-off: its default search. On heloc's 100-tree forest the two slowest rows took 14.1-14.5
-deterministic seconds to the proof against 25.4-28.5 (``docs/benchmarks/engines.md``)."""
+"""With a warm start, CP-SAT branches first on whether each feature changes, "unchanged" first,
+the features with the most thresholds first (:func:`_changes_first`), then by its own rules
+(``FIXED_SEARCH``); off, or without a start: its default search. On heloc's 100-tree forest the
+two slowest rows took 14.7-16.6 deterministic seconds to the proof against 15-40 or more
+(``docs/benchmarks/engines.md``). Without a start the search must find answers first, which
+its own rules do better (heloc row 1096's whole program: 10.02 after 30 deterministic seconds
+against 39.96)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -143,7 +147,18 @@ class Program:
     alone: list[tuple[Any, Alone]] = field(default_factory=list)
     """The booleans of the numbers off their grid (:func:`_off_grid`), each with its ``Alone``."""
     decisions: list[Any] = field(default_factory=list)
-    """The booleans CP-SAT branches on first, in order (:func:`_changes_first`); none: its own search."""
+    """The booleans CP-SAT branches on first, in order (:func:`_changes_first`), once
+    :meth:`branch_first` is called; none: its own search."""
+
+    def branch_first(self, formulation: Formulation) -> None:
+        """Branch first on which features change (:func:`_changes_first`), unless
+        :data:`BRANCH_ON_CHANGES` is off; :attr:`decisions` says whether it does."""
+        if not BRANCH_ON_CHANGES:
+            return
+        self.decisions = _changes_first(formulation, self.kept)
+        if self.decisions:
+            cp = cp_model()
+            self.model.AddDecisionStrategy(self.decisions, cp.CHOOSE_FIRST, cp.SELECT_MIN_VALUE)
 
     def hint(self, start: FloatArray) -> None:
         """``start`` (the MILP's variables) as CP-SAT's hint, whole: an off-grid number's boolean
@@ -267,11 +282,6 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
     model.Minimize(sum(v * c for v, c in coefficients))
     program = Program(model, kept, numbers, scale, offset + milp.objective_offset)
     program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in alone]
-    if BRANCH_ON_CHANGES:
-        program.decisions = _changes_first(formulation, kept)
-        if program.decisions:
-            cp = cp_model()
-            model.AddDecisionStrategy(program.decisions, cp.CHOOSE_FIRST, cp.SELECT_MIN_VALUE)
     return program
 
 
@@ -522,8 +532,9 @@ def solve(
     if program is None:  # the time (or a stop) came while the model was being built
         stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
         return _or_the_start(stopped, formulation, start, on_incumbent)
-    if start is not None:
+    if start is not None:  # the answer is known: what is left is mostly the proof
         program.hint(start)
+        program.branch_first(formulation)
     solver = cp.CpSolver()
     left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
     _parameters(solver.parameters, left, relative_gap, threads, seed, fixed=bool(program.decisions))

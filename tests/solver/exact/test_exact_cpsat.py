@@ -245,13 +245,16 @@ def test_the_presolve_merges_no_at_most_ones_unless_asked(monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_cpsat_branches_first_on_which_features_change(name: str) -> None:
-    """CP-SAT's search decides first whether each feature changes, "unchanged" first, the
-    features with the most thresholds first (:func:`~counterplan.solver.exact.cpsat._changes_first`),
-    by a fixed search; then by its own rules."""
+def test_cpsat_branches_first_on_which_features_change(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """With a warm start, CP-SAT's search decides first whether each feature changes,
+    "unchanged" first, the features with the most thresholds first
+    (:func:`~counterplan.solver.exact.cpsat._changes_first`), by a fixed search; without one
+    (answers still to be found) by its own rules."""
     problem = _problem(MODELS[name]())
     formulation = build(problem)
     program = cpsat.build(formulation)
+    assert not program.model.Proto().search_strategy
+    program.branch_first(formulation)
     (strategy,) = program.model.Proto().search_strategy
     changed = {program.kept[f.changed].Index(): f.index for f in formulation.features if f.changed is not None}
     order = [changed[e.vars[0]] for e in strategy.exprs]
@@ -259,8 +262,19 @@ def test_cpsat_branches_first_on_which_features_change(name: str) -> None:
     counts = [sum(j == f for _, j, _ in formulation.thresholds) for f in order]
     assert counts == sorted(counts, reverse=True)
     assert strategy.domain_reduction_strategy == strategy.SELECT_MIN_VALUE
+    fixed: list[bool] = []
+    parameters = cpsat._parameters
+    monkeypatch.setattr(cpsat, "_parameters", lambda *args, **kw: (fixed.append(kw["fixed"]), parameters(*args, **kw)))
+    local = explain(problem, seed=0)
+    start = formulation.assignment(problem.space.encode(local.proposed))
+    for warm in (start, None):
+        result, _ = solve(
+            formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, start=warm, formulation=formulation
+        )
+        assert result.status == "optimal"
+    assert fixed == [True, False]
     solver = cpsat.cp_model().CpSolver()
-    cpsat._parameters(solver.parameters, 1.0, 1e-6, 1, 0, fixed=bool(program.decisions))
+    parameters(solver.parameters, 1.0, 1e-6, 1, 0, fixed=True)
     assert solver.parameters.search_branching == cpsat.cp_model().FIXED_SEARCH
 
 
