@@ -89,9 +89,10 @@ leaves (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`) st
 it found (the proofs took 1.7-5.7 deterministic seconds against 2.5-9.4 with it,
 ``docs/benchmarks/engines.md``)."""
 BRANCH_ON_CHANGES = True
-"""With a warm start, CP-SAT branches first on whether each feature changes, "unchanged" first,
-the features with the most thresholds first (:func:`_changes_first`), then by its own rules
-(``FIXED_SEARCH``); off, or without a start: its default search. On heloc's 100-tree forest the
+"""With a warm start, on the distance's program (not the tie-break's), CP-SAT branches first on
+whether each feature changes, "unchanged" first, the features with the most thresholds first
+(:func:`_changes_first`), then by its own rules (``FIXED_SEARCH``); off, without a start or on
+the tie-break: its default search. On heloc's 100-tree forest the
 two slowest rows took 14.7-16.6 deterministic seconds to the proof against 15-40 or more
 (``docs/benchmarks/engines.md``). Without a start the search must find answers first, which
 its own rules do better (heloc row 1096's whole program: 10.02 after 30 deterministic seconds
@@ -283,6 +284,15 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
     program = Program(model, kept, numbers, scale, offset + milp.objective_offset)
     program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in alone]
     return program
+
+
+def _minimises_distance(formulation: Formulation) -> bool:
+    """Whether the program's objective is the distance (the first program), not the tie-break's
+    number of changes at the optimum's distance. The branching on the changes is for the
+    distance's proof: on the tie-break it was slower than CP-SAT's own search (heloc row 6500:
+    unproven in 24.8 s against proven in 8.75 s, ``docs/benchmarks/engines.md``)."""
+    distance = {k: v for k, v in formulation.distance.items() if v != 0.0}
+    return formulation.milp.objective == distance
 
 
 def _changes_first(formulation: Formulation, kept: dict[int, Any]) -> list[Any]:
@@ -532,9 +542,10 @@ def solve(
     if program is None:  # the time (or a stop) came while the model was being built
         stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, time.perf_counter() - entered)
         return _or_the_start(stopped, formulation, start, on_incumbent)
-    if start is not None:  # the answer is known: what is left is mostly the proof
+    if start is not None:
         program.hint(start)
-        program.branch_first(formulation)
+        if _minimises_distance(formulation):  # the answer is known: what is left is mostly the proof
+            program.branch_first(formulation)
     solver = cp.CpSolver()
     left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
     _parameters(solver.parameters, left, relative_gap, threads, seed, fixed=bool(program.decisions))

@@ -249,7 +249,8 @@ def test_cpsat_branches_first_on_which_features_change(monkeypatch: pytest.Monke
     """With a warm start, CP-SAT's search decides first whether each feature changes,
     "unchanged" first, the features with the most thresholds first
     (:func:`~counterplan.solver.exact.cpsat._changes_first`), by a fixed search; without one
-    (answers still to be found) by its own rules."""
+    (answers still to be found), and on the tie-break's program (the fewest changes), by its own
+    rules."""
     problem = _problem(MODELS[name]())
     formulation = build(problem)
     program = cpsat.build(formulation)
@@ -272,7 +273,12 @@ def test_cpsat_branches_first_on_which_features_change(monkeypatch: pytest.Monke
             formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, start=warm, formulation=formulation
         )
         assert result.status == "optimal"
-    assert fixed == [True, False]
+    formulation.milp.minimise(formulation.changes)  # the tie-break's program: CP-SAT's own search
+    result, _ = solve(
+        formulation.milp, "cpsat", time_limit=None, relative_gap=0.0, start=start, formulation=formulation
+    )
+    assert result.status == "optimal"
+    assert fixed == [True, False, False]
     solver = cpsat.cp_model().CpSolver()
     parameters(solver.parameters, 1.0, 1e-6, 1, 0, fixed=True)
     assert solver.parameters.search_branching == cpsat.cp_model().FIXED_SEARCH
