@@ -43,8 +43,8 @@ decodes is handed to ``on_incumbent`` as it is found. One presolve round
 (:data:`PRESOLVE_ITERATIONS`), without merging at-most-ones into cliques
 (:data:`MERGE_AT_MOST_ONES`); CP-SAT loads the hint only after it, so a solve that ends before
 with no solution returns the warm start (:func:`_or_the_start`). With a warm start the search
-decides first which features change, "unchanged" first (:data:`BRANCH_ON_CHANGES`,
-:func:`_changes_first`).
+of the distance's program decides first which features change, "unchanged" first
+(:data:`BRANCH_ON_CHANGES`, :func:`_changes_first`); the tie-break's keeps CP-SAT's own.
 """
 
 from __future__ import annotations
@@ -92,11 +92,10 @@ BRANCH_ON_CHANGES = True
 """With a warm start, on the distance's program (not the tie-break's), CP-SAT branches first on
 whether each feature changes, "unchanged" first, the features with the most thresholds first
 (:func:`_changes_first`), then by its own rules (``FIXED_SEARCH``); off, without a start or on
-the tie-break: its default search. On heloc's 100-tree forest the
-two slowest rows took 14.7-16.6 deterministic seconds to the proof against 15-40 or more
-(``docs/benchmarks/engines.md``). Without a start the search must find answers first, which
-its own rules do better (heloc row 1096's whole program: 10.02 after 30 deterministic seconds
-against 39.96)."""
+the tie-break: its default search. On heloc's 100-tree forest the two slowest rows took 14.7-16.6
+deterministic seconds to the proof against 15-40 or more (``docs/benchmarks/engines.md``).
+Without a start the search must find answers first, which its own rules do better (heloc row
+1096's whole program: 10.02 after 30 deterministic seconds against 39.96)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -304,7 +303,7 @@ def _changes_first(formulation: Formulation, kept: dict[int, Any]) -> list[Any]:
     thresholds it allows are decided later, by CP-SAT's own rules). A proof on a forest is
     mostly a search over which features change: on heloc's 100-tree forest (21 features that
     may change, 6-7 changed at the optimum) CP-SAT's own branching, on leaves and thresholds by
-    its LP, took 25-28 deterministic seconds on the two slowest rows where this order takes 14
+    its LP, took 25-28 deterministic seconds on the two slowest rows where this order takes 15
     (``docs/benchmarks/engines.md``). Deterministic: the order depends on the program only."""
     count: dict[int, int] = {}
     for _, j, _ in formulation.thresholds:
