@@ -57,7 +57,8 @@ VARIANTS = ("old-highs", "new-highs", "new-cpsat", "narrow-highs", "narrow-scip"
 before both was ``narrow-cpsat-keep-full``), ``-nocut`` leaves out the threshold rows of the
 leaves (``leaf_costs.THRESHOLD_ROWS`` off: the program before them), ``-merge`` lets CP-SAT's
 presolve merge at-most-ones into cliques (``cpsat.MERGE_AT_MOST_ONES``): CP-SAT before both was
-``narrow-cpsat-nocut-merge``."""
+``narrow-cpsat-nocut-merge``; ``-own`` leaves CP-SAT its own search (``cpsat.BRANCH_ON_CHANGES``
+off: no branching on the features' changes first)."""
 
 
 def _cpsat(formulation: Formulation, seconds: float, start: np.ndarray | None, workers: int) -> MilpResult:
@@ -88,7 +89,7 @@ def _problem(data: Data, model: Any, query: Any) -> CounterfactualProblem:
 
 
 def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequence[str]) -> dict[str, dict[str, Any]]:
-    presolve, merge = cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES
+    presolve, merge, branch = cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES, cpsat.BRANCH_ON_CHANGES
     model = MODELS[name](data).fit(data.train[data.features], data.train[data.spec.target])
     queries = data.test[model.predict(data.test) == 0].head(rows)
     out: dict[str, dict[str, Any]] = {
@@ -119,8 +120,9 @@ def run_case(data: Data, name: str, rows: int, seconds: float, variants: Sequenc
                 workers = int(backend.removeprefix("cpsat") or 1)
                 cpsat.PRESOLVE_ITERATIONS = 3 if "full" in flags else presolve
                 cpsat.MERGE_AT_MOST_ONES = "merge" in flags
+                cpsat.BRANCH_ON_CHANGES = "own" not in flags
                 result = _cpsat(formulation, seconds, start, workers)
-                cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES = presolve, merge
+                cpsat.PRESOLVE_ITERATIONS, cpsat.MERGE_AT_MOST_ONES, cpsat.BRANCH_ON_CHANGES = presolve, merge, branch
             result = replace(result, seconds=time.perf_counter() - solving)  # loading included, for all
             stats = out[variant]
             stats["build"].append(built)

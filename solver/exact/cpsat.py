@@ -42,7 +42,9 @@ still running a quarter of a second past its time, as SCIP's. Each improving sol
 decodes is handed to ``on_incumbent`` as it is found. One presolve round
 (:data:`PRESOLVE_ITERATIONS`), without merging at-most-ones into cliques
 (:data:`MERGE_AT_MOST_ONES`); CP-SAT loads the hint only after it, so a solve that ends before
-with no solution returns the warm start (:func:`_or_the_start`).
+with no solution returns the warm start (:func:`_or_the_start`). With a warm start the search
+of the distance's program decides first which features change, "unchanged" first
+(:data:`BRANCH_ON_CHANGES`, :func:`_changes_first`); the tie-break's keeps CP-SAT's own.
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ cost about 0.85 of the 2.5 deterministic seconds of an easy row, and the thresho
 leaves (:func:`~counterplan.solver.exact.encoders.leaf_costs.threshold_rows`) state the cliques
 it found (the proofs took 1.7-5.7 deterministic seconds against 2.5-9.4 with it,
 ``docs/benchmarks/engines.md``)."""
+BRANCH_ON_CHANGES = True
+"""With a warm start, on the distance's program (not the tie-break's), CP-SAT branches first on
+whether each feature changes, "unchanged" first, the features with the most thresholds first
+(:func:`_changes_first`), then by its own rules (``FIXED_SEARCH``); off, without a start or on
+the tie-break: its default search. On heloc's 100-tree forest the two slowest rows took 14.7-16.6
+deterministic seconds to the proof against 15-40 or more (``docs/benchmarks/engines.md``).
+Without a start the search must find answers first, which its own rules do better (heloc row
+1096's whole program: 10.02 after 30 deterministic seconds against 39.96)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 
@@ -136,6 +146,19 @@ class Program:
     """The objective's constant (real units), from the distances' expressions."""
     alone: list[tuple[Any, Alone]] = field(default_factory=list)
     """The booleans of the numbers off their grid (:func:`_off_grid`), each with its ``Alone``."""
+    decisions: list[Any] = field(default_factory=list)
+    """The booleans CP-SAT branches on first, in order (:func:`_changes_first`), once
+    :meth:`branch_first` is called; none: its own search."""
+
+    def branch_first(self, formulation: Formulation) -> None:
+        """Branch first on which features change (:func:`_changes_first`), unless
+        :data:`BRANCH_ON_CHANGES` is off; :attr:`decisions` says whether it does."""
+        if not BRANCH_ON_CHANGES:
+            return
+        self.decisions = _changes_first(formulation, self.kept)
+        if self.decisions:
+            cp = cp_model()
+            self.model.AddDecisionStrategy(self.decisions, cp.CHOOSE_FIRST, cp.SELECT_MIN_VALUE)
 
     def hint(self, start: FloatArray) -> None:
         """``start`` (the MILP's variables) as CP-SAT's hint, whole: an off-grid number's boolean
@@ -260,6 +283,34 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
     program = Program(model, kept, numbers, scale, offset + milp.objective_offset)
     program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in alone]
     return program
+
+
+def _minimises_distance(formulation: Formulation) -> bool:
+    """Whether the program's objective is the distance (the first program), not the tie-break's
+    number of changes at the optimum's distance. The branching on the changes is for the
+    distance's proof: on the tie-break it was slower than CP-SAT's own search (heloc row 6500:
+    unproven in 24.8 s against proven in 8.75 s, ``docs/benchmarks/engines.md``)."""
+    distance = {k: v for k, v in formulation.distance.items() if v != 0.0}
+    return formulation.milp.objective == distance
+
+
+def _changes_first(formulation: Formulation, kept: dict[int, Any]) -> list[Any]:
+    """Each feature's "changed" boolean, the features with the most thresholds first (the
+    formulation's order among equals): the decisions CP-SAT tries first, each "unchanged" first.
+
+    Deciding that a feature keeps its original fixes every threshold of it at once, and with
+    them the leaves beyond those thresholds in every tree; "changed" alone fixes nothing (the
+    thresholds it allows are decided later, by CP-SAT's own rules). A proof on a forest is
+    mostly a search over which features change: on heloc's 100-tree forest (21 features that
+    may change, 6-7 changed at the optimum) CP-SAT's own branching, on leaves and thresholds by
+    its LP, took 25-28 deterministic seconds on the two slowest rows where this order takes 15
+    (``docs/benchmarks/engines.md``). Deterministic: the order depends on the program only."""
+    count: dict[int, int] = {}
+    for _, j, _ in formulation.thresholds:
+        count[j] = count.get(j, 0) + 1
+    changed = [(f.index, f.changed) for f in formulation.features if f.changed is not None and f.changed in kept]
+    changed.sort(key=lambda item: -count.get(item[0], 0))
+    return [kept[var] for _, var in changed]
 
 
 def _bounds(milp: Milp, i: int) -> tuple[float, float]:
@@ -492,9 +543,11 @@ def solve(
         return _or_the_start(stopped, formulation, start, on_incumbent)
     if start is not None:
         program.hint(start)
+        if _minimises_distance(formulation):  # the answer is known: what is left is mostly the proof
+            program.branch_first(formulation)
     solver = cp.CpSolver()
     left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
-    _parameters(solver.parameters, left, relative_gap, threads, seed)
+    _parameters(solver.parameters, left, relative_gap, threads, seed, fixed=bool(program.decisions))
     callback = _callback(cp, program, formulation, on_incumbent, should_stop)
     started = time.perf_counter()
     deadline = None if left is None else started + max(left, 0.0)
@@ -548,9 +601,12 @@ def _callback(
     return Callback()
 
 
-def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, threads: int, seed: int) -> None:
+def _parameters(  # noqa: PLR0917
+    parameters: Any, time_limit: float | None, relative_gap: float, threads: int, seed: int, fixed: bool = False
+) -> None:
     """CP-SAT's parameters: the time left, the workers (interleaved in one thread when several:
-    deterministic), the seed, the gap."""
+    deterministic), the seed, the gap; ``fixed``: the model's decision strategy first
+    (:data:`BRANCH_ON_CHANGES`)."""
     if time_limit is not None:
         parameters.max_time_in_seconds = max(time_limit, 0.001)
     parameters.num_workers = max(int(threads), 1)
@@ -565,6 +621,8 @@ def _parameters(parameters: Any, time_limit: float | None, relative_gap: float, 
     parameters.max_presolve_iterations = PRESOLVE_ITERATIONS
     if not MERGE_AT_MOST_ONES:
         parameters.merge_at_most_one_work_limit = 0.0
+    if fixed:
+        parameters.search_branching = cp_model().FIXED_SEARCH
 
 
 def _watched(

@@ -242,3 +242,74 @@ def test_the_presolve_merges_no_at_most_ones_unless_asked(monkeypatch: pytest.Mo
     highs, _ = solve(formulation.milp, "highs", time_limit=60.0, relative_gap=1e-9)
     assert result.status == highs.status == "optimal"
     assert result.objective == pytest.approx(highs.objective, rel=1e-7, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cpsat_branches_first_on_which_features_change(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """With a warm start, CP-SAT's search decides first whether each feature changes,
+    "unchanged" first, the features with the most thresholds first
+    (:func:`~counterplan.solver.exact.cpsat._changes_first`), by a fixed search; without one
+    (answers still to be found), and on the tie-break's program (the fewest changes), by its own
+    rules."""
+    problem = _problem(MODELS[name]())
+    formulation = build(problem)
+    program = cpsat.build(formulation)
+    assert not program.model.Proto().search_strategy
+    program.branch_first(formulation)
+    (strategy,) = program.model.Proto().search_strategy
+    changed = {program.kept[f.changed].Index(): f.index for f in formulation.features if f.changed is not None}
+    order = [changed[e.vars[0]] for e in strategy.exprs]
+    assert sorted(order) == sorted(changed.values())
+    counts = [sum(j == f for _, j, _ in formulation.thresholds) for f in order]
+    assert counts == sorted(counts, reverse=True)
+    assert strategy.domain_reduction_strategy == strategy.SELECT_MIN_VALUE
+    fixed: list[bool] = []
+    parameters = cpsat._parameters
+    monkeypatch.setattr(cpsat, "_parameters", lambda *args, **kw: (fixed.append(kw["fixed"]), parameters(*args, **kw)))
+    local = explain(problem, seed=0)
+    start = formulation.assignment(problem.space.encode(local.proposed))
+    for warm in (start, None):
+        result, _ = solve(
+            formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, start=warm, formulation=formulation
+        )
+        assert result.status == "optimal"
+    formulation.milp.minimise(formulation.changes)  # the tie-break's program: CP-SAT's own search
+    result, _ = solve(
+        formulation.milp, "cpsat", time_limit=None, relative_gap=0.0, start=start, formulation=formulation
+    )
+    assert result.status == "optimal"
+    assert fixed == [True, False, False]
+    solver = cpsat.cp_model().CpSolver()
+    parameters(solver.parameters, 1.0, 1e-6, 1, 0, fixed=True)
+    assert solver.parameters.search_branching == cpsat.cp_model().FIXED_SEARCH
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("values", [(2.0, 3, 3.0), (1.0, 2, 4.0), (3.0, 1, 4.5), (0.5, 5, 2.5)])
+def test_branching_on_the_changes_keeps_the_optimum(
+    monkeypatch: pytest.MonkeyPatch, name: str, values: tuple[float, int, float]
+) -> None:
+    """The same narrowed program, CP-SAT with the branching on the features' changes and with
+    its own search: both proven, the same optimum (the order of the search moves no proof)."""
+    frame, label = _data()
+    model = MODELS[name]().fit(frame, label)
+    income, tenure, debt = values
+    features = [
+        FloatFeature(name="income", value=income, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=tenure, low=0, high=14),
+        FloatFeature(name="debt", value=debt, low=0.0, high=5.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.7)], adapt_sklearn(model, "ok"))
+    local = explain(problem, seed=0)
+    reach = -float(local.score_levels[3])
+    optima = []
+    for branch in (True, False):
+        monkeypatch.setattr(cpsat, "BRANCH_ON_CHANGES", branch)
+        formulation = build(problem, reach=reach)
+        start = formulation.assignment(problem.space.encode(local.proposed))
+        result, description = solve(
+            formulation.milp, "cpsat", time_limit=None, relative_gap=1e-9, start=start, formulation=formulation
+        )
+        assert description.startswith("CP-SAT") and result.status == "optimal"
+        optima.append(result.objective)
+    assert optima[0] == pytest.approx(optima[1], rel=1e-7, abs=1e-9)
