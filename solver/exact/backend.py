@@ -69,13 +69,16 @@ def solve(
     node_limit: int | None = None,
     threads: int = 1,
     formulation: Formulation | None = None,
+    deterministic_limit: float | None = None,
 ) -> tuple[MilpResult, str]:
     """Minimise ``milp`` with ``backend`` (see :func:`counterplan.solver.exact.highs.solve` for the
     arguments); returns the result and the backend that ran (``HiGHS 1.16.0 (highspy)``,
     ``SCIP 10.0.0 (OR-Tools 9.15)``, ``CP-SAT (OR-Tools 9.15)``). Raises :class:`MissingSolverError`
     when it cannot run. ``cpsat`` needs the ``formulation`` whose program ``milp`` is (it states
     a tree ensemble's program as a pure-integer model, :mod:`counterplan.solver.exact.cpsat`);
-    without it, or for a program CP-SAT does not state, SCIP solves it (OR-Tools' MILP solver)."""
+    without it, or for a program CP-SAT does not state, SCIP solves it (OR-Tools' MILP solver).
+    ``deterministic_limit`` bounds CP-SAT's deterministic seconds; HiGHS and SCIP are bounded by
+    ``node_limit`` instead (each backend's own measure of work that does not depend on the load)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown MILP backend {backend!r}: one of {list(BACKENDS)}")
     if backend == "cpsat":
@@ -91,6 +94,7 @@ def solve(
                     on_incumbent=on_incumbent,
                     should_stop=should_stop,
                     threads=threads,
+                    deterministic_limit=deterministic_limit,
                 )
             except cpsat.Unsupported:
                 pass  # SCIP below

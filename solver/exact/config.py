@@ -30,6 +30,14 @@ class ExactPhaseConfig(PhaseConfig):
     lexicographic: bool = True
     """Then minimise the number of changed features among the answers at the optimal distance
     (the score's second soft level), as a second program."""
+    tie_break_effort: Annotated[float, Field(gt=0.0, le=1000.0)] | None = 0.25
+    """The second program's work at most this multiple of the first's, in the backend's own
+    measure that does not depend on the machine's load (CP-SAT's deterministic seconds, HiGHS's
+    and SCIP's nodes), and never less than a floor (``TIE_BREAK_FLOOR_*`` in
+    :mod:`counterplan.solver.exact.phase`); None: until the time limit. The distance is proven by
+    the first program: the second only looks for fewer changes at that distance, and on heloc's
+    100-tree forest it ran to the 30 s limit after proofs of 8-16 s (``docs/benchmarks/engines.md``).
+    Cut short, it keeps the best answer it found (at worst the first's)."""
     narrow_to_warm_start: bool = True
     """Narrow the program to the warm start's distance: a feature whose change alone costs more
     is fixed, a number's range cut to what that distance allows, and the tree splits outside it

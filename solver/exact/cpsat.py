@@ -55,7 +55,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -527,10 +527,13 @@ def solve(
     should_stop: Callable[[], bool] | None = None,
     threads: int = 1,
     seed: int = 0,
+    deterministic_limit: float | None = None,
 ) -> MilpResult:
     """Minimise ``formulation``'s MILP (its current objective and rows) with CP-SAT; the result
     is in the MILP's variables, as every backend's. Raises :class:`Unsupported` when the program
-    is not one it states (or its final solution fails the MILP's rows): solve it elsewhere."""
+    is not one it states (or its final solution fails the MILP's rows): solve it elsewhere.
+    ``deterministic_limit``: at most this many of CP-SAT's deterministic seconds (a limit that
+    does not depend on the machine's load, unlike ``time_limit``)."""
     entered = time.perf_counter()
     cp = cp_model()
     if should_stop is not None and should_stop():
@@ -548,6 +551,8 @@ def solve(
     solver = cp.CpSolver()
     left = None if time_limit is None else float(time_limit) - (time.perf_counter() - entered)
     _parameters(solver.parameters, left, relative_gap, threads, seed, fixed=bool(program.decisions))
+    if deterministic_limit is not None:
+        solver.parameters.max_deterministic_time = max(float(deterministic_limit), 0.001)
     callback = _callback(cp, program, formulation, on_incumbent, should_stop)
     started = time.perf_counter()
     deadline = None if left is None else started + max(left, 0.0)
@@ -557,6 +562,7 @@ def solve(
         stopped = MilpResult("no solution", None, math.inf, -math.inf, math.inf, 0, seconds)
         return _or_the_start(stopped, formulation, start, on_incumbent)
     result = _result(cp, solver, status, program, formulation, relative_gap, seconds)
+    result = replace(result, deterministic_seconds=float(solver.deterministic_time))
     return _or_the_start(result, formulation, start, on_incumbent)
 
 

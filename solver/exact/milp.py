@@ -92,6 +92,10 @@ class MilpResult:
     gap: float
     nodes: int
     seconds: float
+    deterministic_seconds: float | None = None
+    """CP-SAT's deterministic time for the solve (None from the other backends): its measure of the
+    work done, the same on a busy machine as on a quiet one, so a limit in it keeps answers
+    independent of the load (the tie-break's budget, :mod:`counterplan.solver.exact.phase`)."""
 
 
 def or_the_start(result: MilpResult, milp: Milp, start: npt.NDArray[np.float64] | None) -> MilpResult:

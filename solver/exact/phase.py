@@ -56,6 +56,12 @@ SCORED_NOT_PROVEN = (
 """Why a program's optimum is not called proven when the solve found a better valid answer."""
 DISTANCE_LEVEL = 3
 """The score's level of the distance (soft level 0, after the three hard levels)."""
+TIE_BREAK_FLOOR_DETERMINISTIC = 1.0
+"""The least CP-SAT deterministic seconds the tie-break program gets (``tie_break_effort``): a
+first program proven in its presolve leaves the second a budget of almost nothing otherwise."""
+TIE_BREAK_FLOOR_NODES = 1_000
+"""The least nodes the tie-break program gets on HiGHS or SCIP (a first program solved at its
+root reports one node)."""
 RETRIES = 2
 """Wider margins after an answer the real model rejects, at most this many times."""
 WIDER = 100.0
@@ -334,6 +340,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 tolerance = abs(first.objective) * 1e-9 + 1e-9
                 milp.row(formulation.distance, -INF, first.objective + tolerance)
                 milp.minimise(formulation.changes)
+                node_limit, deterministic_limit = _tie_break_budget(config, first)
                 second, _ = solve(
                     milp,
                     config.backend,
@@ -341,14 +348,28 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                     relative_gap=0.0,
                     start=first.x,
                     should_stop=should_stop,
-                    node_limit=config.node_limit,
+                    node_limit=node_limit,
                     formulation=formulation,
+                    deterministic_limit=deterministic_limit,
                 )
                 nodes += second.nodes
                 if second.x is not None:
                     verified = offer(second.x, final=True) or verified
         score = verified_scores[best_row(np.vstack(verified_scores))] if verified_scores else None
         return _Run(first, nodes, backend, bound, gap, trivial, score), verified
+
+
+def _tie_break_budget(config: ExactPhaseConfig, first: MilpResult) -> tuple[int, float | None]:
+    """The tie-break program's node limit and deterministic-time limit (``tie_break_effort``): a
+    multiple of the first program's work, at least a floor, the node limit never above the
+    config's. Both are counts, not clock time, so the answer does not depend on the load."""
+    effort = config.tie_break_effort
+    if effort is None:
+        return config.node_limit, None
+    nodes = min(config.node_limit, max(TIE_BREAK_FLOOR_NODES, int(np.ceil(effort * max(first.nodes, 1)))))
+    if first.deterministic_seconds is None:
+        return nodes, None
+    return nodes, max(TIE_BREAK_FLOOR_DETERMINISTIC, effort * first.deterministic_seconds)
 
 
 def _within_reach(report: _Run, reach: float) -> _Run | None:
