@@ -57,9 +57,7 @@ def test_the_tie_break_solve_gets_the_budget_from_the_first_cpsat_solve(
 
     monkeypatch.setattr(exact_phase, "solve", recording)
     problem = _problem(MODELS["random forest"]())
-    config = SolverConfig(
-        phases=(*SolverConfig().phases, ExactPhaseConfig(backend="cpsat", tie_break_effort=effort))
-    )
+    config = SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig(backend="cpsat", tie_break_effort=effort)))
     budgeted = explain(problem, config, engine="exact", seed=0)
     assert len(calls) == 2, calls  # the distance's program, then the tie-break's
     first = results[0]
@@ -70,9 +68,7 @@ def test_the_tie_break_solve_gets_the_budget_from_the_first_cpsat_solve(
     assert results[1].deterministic_seconds is not None
     assert results[1].deterministic_seconds <= expected * 1.05 + 0.05  # CP-SAT checks its limit often
     monkeypatch.setattr(exact_phase, "solve", real)
-    unlimited = SolverConfig(
-        phases=(*SolverConfig().phases, ExactPhaseConfig(backend="cpsat", tie_break_effort=None))
-    )
+    unlimited = SolverConfig(phases=(*SolverConfig().phases, ExactPhaseConfig(backend="cpsat", tie_break_effort=None)))
     whole = explain(problem, unlimited, engine="exact", seed=0)
     assert budgeted.statistics.exact is not None and budgeted.statistics.exact.proven
     assert budgeted.valid and budgeted.score_levels == whole.score_levels
