@@ -8,6 +8,7 @@ here). ``pytest -m unit`` is the quick loop; the README's test command runs them
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,7 +48,16 @@ def local_ray() -> Iterator[Any]:
     pytest.importorskip("ray.data")
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # Ray waits 30 s for its GCS server's port file; on a busy 2-core machine, right after another
+    # module's cluster stopped, that ran out once in CI ("Timed out waiting for file ...
+    # gcs_server_port"): wait longer, and start once more if it still did not come up.
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
+    options = {"address": "local", "num_cpus": 2, "include_dashboard": False}
+    try:
+        ray.init(**options, log_to_driver=False, configure_logging=False)
+    except RuntimeError:
+        ray.shutdown()
+        ray.init(**options, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 
