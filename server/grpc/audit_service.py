@@ -36,7 +36,7 @@ from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.audit_convert import WINDOW_ROWS, CheckedAudit, check_audit_request, result_message
 from counterplan.server.grpc.convert import BadRequestError
-from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused, solve_failure
+from counterplan.server.grpc.refusal import Refusal, bad_request, refused, registered_model, solve_failure
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -168,11 +168,7 @@ class AuditCalls:
 
     def _begin(self, request: pb.AuditRequest, request_id: str, time_remaining: float | None) -> _AuditRun:
         """Check and admit ``request`` and start its audit; raise :class:`Refusal`."""
-        if not request.model_id:
-            raise bad_request(BadRequestError([("model_id", "required")]))
-        model = self.registry.get(request.model_id)
-        if model is None:
-            raise no_model(request.model_id)
+        model = registered_model(self.registry, request.model_id)
         try:
             checked = check_audit_request(request, model, self.settings)
         except BadRequestError as exc:

@@ -21,7 +21,7 @@ from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
-from counterplan.server.grpc.refusal import bad_request, no_model, refused, solve_failure
+from counterplan.server.grpc.refusal import bad_request, refused, registered_model, solve_failure
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -99,11 +99,7 @@ class ExplainSteps:
 
     def check(self, request: pb.ExplainRequest) -> Checked:
         """Check ``request`` against its model and the memory limit; raise :class:`Refusal`."""
-        if not request.model_id:
-            raise bad_request(BadRequestError([("model_id", "required")]))
-        model = self.registry.get(request.model_id)
-        if model is None:
-            raise no_model(request.model_id)
+        model = registered_model(self.registry, request.model_id)
         try:
             checked = check_request(request, model, self.settings.max_features)
         except BadRequestError as exc:

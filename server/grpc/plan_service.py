@@ -48,7 +48,7 @@ from counterplan.server.grpc.plan_convert import (
     front_message,
     plan_message,
 )
-from counterplan.server.grpc.refusal import Refusal, bad_request, no_model, refused, solve_failure
+from counterplan.server.grpc.refusal import Refusal, bad_request, refused, registered_model, solve_failure
 from counterplan.server.grpc.request_log import log_request
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.grpc.throttle import throttled
@@ -139,11 +139,7 @@ class PlanCalls:
         settings = self.settings
         if importlib.util.find_spec("pymoo") is None:
             raise refused(grpc.StatusCode.UNIMPLEMENTED, "plans need counterplan[plans] (pymoo) on the server")
-        if not request.model_id:
-            raise bad_request(BadRequestError([("model_id", "required")]))
-        model = self.registry.get(request.model_id)
-        if model is None:
-            raise no_model(request.model_id)
+        model = registered_model(self.registry, request.model_id)
         try:
             checked = check_plan_request(
                 request, model, settings.max_features, settings.max_plan_population, settings.max_plan_generations

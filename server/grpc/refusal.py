@@ -33,6 +33,7 @@ from counterplan.planning.errors import (
     one_line,
 )
 from counterplan.server.grpc.convert import BadRequestError
+from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 
 _log = structlog.get_logger("counterplan.server")
 
@@ -73,6 +74,17 @@ def refused(code: grpc.StatusCode, message: str) -> Refusal:
 def no_model(model_id: str) -> Refusal:
     """NOT_FOUND for a model id the registry does not serve; the id is echoed cut (:func:`echo`)."""
     return refused(grpc.StatusCode.NOT_FOUND, f"no model {echo(model_id)}; see ListModels")
+
+
+def registered_model(registry: ModelRegistry, model_id: str) -> RegisteredModel:
+    """The model a request names: INVALID_ARGUMENT when it names none, NOT_FOUND when the
+    registry does not serve it (every service that takes a ``model_id`` asks here)."""
+    if not model_id:
+        raise bad_request(BadRequestError([("model_id", "required")]))
+    model = registry.get(model_id)
+    if model is None:
+        raise no_model(model_id)
+    return model
 
 
 def bad_request(error: BadRequestError) -> Refusal:
