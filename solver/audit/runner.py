@@ -588,16 +588,7 @@ def _screen(
     path = folder / PROOFS_FILE if folder is not None else None
     if options.progress is not None:
         options.progress("screen", 0, len(items))
-    done = 0
-
-    def keep(proof: Proof) -> None:
-        nonlocal done
-        done += 1
-        proofs[id_text(proof.row_id)] = proof
-        if path is not None:
-            append_proof(path, proof)
-        _tell(options, "screen", proof.outcome, done, len(items))
-
+    keep = _Keeper(proofs, path, options, "screen", len(items))
     workers = options.workers if options.ray is None else 1
     config = screen_config(explainer.config, options.prove_seconds)
     # the default probes: when the first SCREEN_PROBE rows screened (in any run) hold no proven
@@ -608,11 +599,11 @@ def _screen(
         prove_rows(explainer, items[:first], config, workers=workers, on_proof=keep, stage=SCREEN)
         if first < len(items) and any(p.stage == SCREEN and p.outcome == "proven" for p in proofs.values()):
             prove_rows(explainer, items[first:], config, workers=workers, on_proof=keep, stage=SCREEN)
-        elif done < len(items) and options.progress is not None:
-            options.progress("screen", done, done)  # the probe found none: the screen ends here
+        elif keep.done < len(items) and options.progress is not None:
+            options.progress("screen", keep.done, keep.done)  # the probe found none: the screen ends here
     except _StoppedError:
-        return _Screened(rows=done, seconds=time.perf_counter() - started, stopped=True)
-    return _Screened(rows=done, seconds=time.perf_counter() - started)
+        return _Screened(rows=keep.done, seconds=time.perf_counter() - started, stopped=True)
+    return _Screened(rows=keep.done, seconds=time.perf_counter() - started)
 
 
 def _items(explainer: Explainer, frame: pd.DataFrame, ids: Sequence[Any], seed: int) -> list[Any]:
@@ -624,6 +615,25 @@ def _items(explainer: Explainer, frame: pd.DataFrame, ids: Sequence[Any], seed: 
 
 class _StoppedError(Exception):
     """Raised from the audit's callbacks when :attr:`AuditOptions.stop` says so."""
+
+
+class _Keeper:
+    """What a stage does with each verdict as it arrives: keep it by row, append it to ``path``
+    (so a resumed audit never proves a row twice), count it and tell the caller (:func:`_tell`)."""
+
+    def __init__(
+        self, proofs: dict[str, Proof], path: Path | None, options: AuditOptions, stage: str, total: int
+    ) -> None:
+        self.proofs, self.path, self.options, self.stage, self.total = proofs, path, options, stage, total
+        self.done = 0
+        """Verdicts kept so far."""
+
+    def __call__(self, proof: Proof) -> None:
+        self.done += 1
+        self.proofs[id_text(proof.row_id)] = proof
+        if self.path is not None:
+            append_proof(self.path, proof)
+        _tell(self.options, self.stage, proof.outcome, self.done, self.total)
 
 
 def _tell(options: AuditOptions, stage: str, outcome: str, done: int, total: int) -> None:
@@ -673,22 +683,13 @@ def _prove_all(
     items = _items(explainer, frame, todo, options.seed)
     if progress is not None:
         progress("prove", 0, len(todo))
-    done = 0
-
-    def keep(proof: Proof) -> None:
-        nonlocal done
-        done += 1
-        proofs[id_text(proof.row_id)] = proof
-        if path is not None:
-            append_proof(path, proof)
-        _tell(options, "prove", proof.outcome, done, len(todo))
-
+    keep = _Keeper(proofs, path, options, "prove", len(todo))
     workers = options.workers if options.ray is None else 1  # on Ray, the proofs run here
     config = proof_config(explainer.config, options.prove_seconds)
     try:
         prove_rows(explainer, items, config, workers=workers, on_proof=keep)
     except _StoppedError:
-        return proofs, done, True
+        return proofs, keep.done, True
     return proofs, len(todo), False
 
 
