@@ -157,13 +157,11 @@ def test_what_is_kept_goes_with_the_estimator(trees: bool) -> None:
     assert gone() is None
 
 
-def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_compares() -> None:
-    """scikit-learn's trees compare float32 inputs: the grid value one cent past a threshold can
-    round back onto it (the demo's income 69,587.05 is 69,587.047 to its trees, on the left). Each
-    threshold has a split value the model sends left and one it sends right."""
+def _float32_income_tree() -> tuple[DecisionTreeClassifier, CounterfactualProblem, float, float]:
+    """A tree on incomes in cents whose one boundary lies between two float32 values two ulps
+    apart: its threshold is their midpoint, 69,587.046875, which is what 69,587.05 (the grid
+    value just above it) becomes as float32. Returns the tree, a problem on it, and the two values."""
     rng = np.random.default_rng(0)
-    # two float32 values two ulps apart either side of the boundary: the tree's threshold is their
-    # midpoint, 69,587.046875, which is what 69,587.05 (the grid value just above it) becomes
     low = float(np.float32(69_587.04))
     high = float(np.nextafter(np.nextafter(np.float32(low), np.float32(np.inf)), np.float32(np.inf)))
     cents = np.round(rng.uniform(20_000.0, 120_000.0, 2_000), 2)
@@ -173,6 +171,14 @@ def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_c
     problem = CounterfactualProblem.from_dataframe(
         frame, {"income": 30_000.0}, model, [ClassGoal(target=1)], target="ok"
     )
+    return model, problem, low, high
+
+
+def test_a_float32_trees_split_values_lie_on_each_side_of_its_thresholds_as_it_compares() -> None:
+    """scikit-learn's trees compare float32 inputs: the grid value one cent past a threshold can
+    round back onto it (the demo's income 69,587.05 is 69,587.047 to its trees, on the left). Each
+    threshold has a split value the model sends left and one it sends right."""
+    model, problem, low, high = _float32_income_tree()
     values = problem.split_values()[0]
     seen = values.astype(np.float32).astype(np.float64)
     thresholds = model.tree_.threshold[model.tree_.feature >= 0]
@@ -289,16 +295,7 @@ def test_a_float32_trees_cuts_follow_its_own_comparison() -> None:
     it sees it (float32 here): the cents either side of 69,587.046875 are far inside float32's
     margin of a threshold that large, yet the cuts are known, and each is the first cent the
     trees send right."""
-    rng = np.random.default_rng(0)
-    low = float(np.float32(69_587.04))
-    high = float(np.nextafter(np.nextafter(np.float32(low), np.float32(np.inf)), np.float32(np.inf)))
-    cents = np.round(rng.uniform(20_000.0, 120_000.0, 2_000), 2)
-    frame = pd.DataFrame({"income": np.concatenate([cents[np.abs(cents - low) > 1.0], [low, high] * 20])})
-    frame["ok"] = (frame.income > low).astype(int)
-    model = DecisionTreeClassifier(max_depth=6, random_state=0).fit(frame[["income"]], frame.ok)
-    problem = CounterfactualProblem.from_dataframe(
-        frame, {"income": 30_000.0}, model, [ClassGoal(target=1)], target="ok"
-    )
+    model, problem, _, _ = _float32_income_tree()
     found = problem.split_values()
     assert 0 in found.cuts
     tree = read_ensemble(model).trees[0]
