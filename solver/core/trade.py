@@ -24,7 +24,8 @@ is taken, so validity never suffers. Only for distances that are a sum over feat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +73,25 @@ def smallest(values: FloatMatrix, k: int) -> IntArray:
         return np.argsort(values, kind="stable")[:k]
     index = np.flatnonzero(values <= kth)
     return index[np.argsort(values[index], kind="stable")[:k]]
+
+
+def _smallest_where(values: FloatMatrix, k: int, where: BoolArray) -> IntArray:
+    """``pick[where[pick]]`` for ``pick = smallest(values, k)`` (all of ``values`` when at most
+    ``k``, in index order): only the chosen entries where ``where`` holds are sorted (the
+    combinations' last level keeps the few that reach the goal of up to 20,000 states)."""
+    if values.size <= k:
+        return np.flatnonzero(where)
+    if k <= 0:
+        return np.empty(0, dtype=np.intp)
+    kth = np.partition(values, k - 1)[k - 1]
+    if np.isnan(kth) or np.isnan(values).any():
+        pick = smallest(values, k)
+        return pick[where[pick]]
+    chosen = values < kth
+    ties = np.flatnonzero(values == kth)  # the first of them by index, as a stable sort takes
+    chosen[ties[: k - int(np.count_nonzero(chosen))]] = True
+    index = np.flatnonzero(chosen & where)
+    return index[np.argsort(values[index], kind="stable")]
 
 
 def pricer_for(problem: CounterfactualProblem | None) -> FeaturePricer | None:
@@ -147,16 +167,61 @@ class TradeValues:
         self._values: dict[tuple[int, str], FloatMatrix] = {}
         self._cells: dict[tuple[int, str], tuple[FloatMatrix, FloatMatrix]] = {}
         self._fronts: dict[tuple[int, str], BoolArray] = {}
+        self._fixed_values: dict[int, FloatMatrix] = {}
+        self._split_cells: SplitCells | None = None
+        self._built = False
         self._buys: dict[int, FloatMatrix] | None = None
+        self._original = space.original[self.columns]
+        self._original_bits = self._original.view(np.int64)
+        self._value_base: _Block | None = None
+        self._cell_base: _Block | None = None
+        self._front_base: tuple[dict[int, FloatMatrix] | None, BoolArray] | None = None
 
     def values(self, j: int, at: float) -> FloatMatrix:
         """:func:`trade_values` of mutable feature ``j`` around ``at``."""
         key = (j, at.hex())  # exact: -0.0 and 0.0 differ, as in the arrays built from them
         found = self._values.get(key)
         if found is None:
-            found = trade_values(self.space, j, self.grid_size, self._unit[j], at)
+            space = self.space
+            if space.nominal[j] or j in space.allowed or not space.graded[j]:
+                found = trade_values(space, j, self.grid_size, self._unit[j], at)
+            else:
+                found = self._graded_values(j, at)
             found.flags.writeable = False
             self._values[key] = found
+        return found
+
+    def _graded_values(self, j: int, at: float) -> FloatMatrix:
+        """:func:`trade_values` of a graded number ``j`` (not a grid of allowed values), the same
+        array: the sorted distinct values, on the grid, of its scan grid, split values and steps
+        from the original (:meth:`_fixed`, the same for every ``at``), and of the fractions and
+        fine steps :func:`local_values` takes around ``at``, each filtered and rounded as there."""
+        space = self.space
+        low, high = float(space.lower[j]), float(space.upper[j])
+        o = float(space.original[j])
+        near = o + _FRACTIONS * (at - o)
+        if at != o:  # NaN too, as local_values' mask (its values are then NaN, dropped)
+            fine = self._unit[j] * FINE_STEPS
+            near = np.concatenate([near, at + fine, at - fine])
+        near = near[~np.isnan(near)]
+        near = near[(near >= low) & (near <= high)]
+        near = space.to_grid(near, np.full(near.size, j, dtype=np.intp))
+        return _distinct(np.concatenate([self._fixed(j), near]))
+
+    def _fixed(self, j: int) -> FloatMatrix:
+        """The values of :meth:`_graded_values` that do not depend on ``at`` (on the grid)."""
+        found = self._fixed_values.get(j)
+        if found is None:
+            space = self.space
+            low, high = float(space.lower[j]), float(space.upper[j])
+            o, steps = float(space.original[j]), self._unit[j] * DISTANCE_STEPS
+            local = np.concatenate([o + steps, o - steps])
+            grid = np.concatenate([np.linspace(low, high, self.grid_size), local[~np.isnan(local)]])
+            grid = grid[(grid >= low) & (grid <= high)]
+            split = space.split_values.get(j)
+            if split is not None:
+                grid = np.concatenate([grid, split[(split >= low) & (split <= high)]])
+            found = self._fixed_values[j] = _distinct(space.to_grid(grid, np.full(grid.size, j, dtype=np.intp)))
         return found
 
     def cells(self, j: int, at: float) -> tuple[FloatMatrix, FloatMatrix]:
@@ -187,6 +252,226 @@ class TradeValues:
             self._fronts[key] = found
         return found
 
+    @property
+    def split_cells(self) -> SplitCells:
+        """The space's cuts as one table (:class:`SplitCells`), built once."""
+        if self._split_cells is None:
+            self._split_cells = SplitCells(self.space)
+        return self._split_cells
+
+    def row_values(self, at: FloatMatrix) -> tuple[IntArray, FloatMatrix, IntArray]:
+        """:meth:`values` of every mutable feature around its value in ``at`` (the mutable
+        columns' values, in order), concatenated: each value's feature, the values, and each
+        feature's count. Built once around the original; a row differs from it in a few
+        features, and only theirs are looked up (the same arrays, so the same concatenation)."""
+        if self._value_base is None:
+            self._at_original_once()
+            self._value_base = self._block([self.values(j, o) for j, o in self._pairs(self._original)])
+        base = self._value_base
+        moved = self._moved(at)
+        if moved.size == 0:
+            return base.owner, base.parts[0], base.sizes
+        owner, (value,), sizes = base.spliced(moved, [(self.values(j, a),) for j, a in self._pairs(at, moved)])
+        return owner, value, sizes
+
+    def row_cells(self, at: FloatMatrix) -> tuple[IntArray, FloatMatrix, FloatMatrix, IntArray]:
+        """:meth:`cells` of every mutable feature at its value in ``at``, concatenated as
+        :meth:`row_values`: each value's feature, the values, their costs, each feature's count."""
+        if self._cell_base is None:
+            self._at_original_once()
+            self._cell_base = self._block([self.cells(j, o) for j, o in self._pairs(self._original)])
+        base = self._cell_base
+        moved = self._moved(at)
+        if moved.size == 0:
+            return base.owner, base.parts[0], base.parts[1], base.sizes
+        owner, (value, cost), sizes = base.spliced(moved, [self.cells(j, a) for j, a in self._pairs(at, moved)])
+        return owner, value, cost, sizes
+
+    def row_front(self, at: FloatMatrix, buys: dict[int, FloatMatrix] | None) -> BoolArray:
+        """:meth:`front` of every mutable feature around its value in ``at``, concatenated as
+        :meth:`row_values`."""
+        if self._front_base is None or buys is not self._front_base[0]:  # kept alive: never stale
+            self._front_base = (buys, np.concatenate([self.front(j, o, buys) for j, o in self._pairs(self._original)]))
+            self._front_base[1].flags.writeable = False
+        base, moved = self._front_base[1], self._moved(at)
+        if moved.size == 0:
+            return base
+        assert self._value_base is not None  # row_values came first: the same splice
+        _, (front,), _ = self._value_base.spliced(
+            moved, [(self.front(j, a, buys),) for j, a in self._pairs(at, moved)], base=(base,)
+        )
+        return front
+
+    def _at_original_once(self) -> None:
+        """:meth:`_at_original`, at the first call."""
+        if not self._built:
+            self._built = True
+            self._at_original()
+
+    def _at_original(self) -> None:
+        """Every graded number's :meth:`values`, :meth:`cells` (with :meth:`_fixed`) at its
+        original, put in the memo in a few operations on a table of one row per feature (a
+        padded row of candidate values each), rather than a dozen small numpy calls per feature
+        (the polish's first use asks for all of them): the same arrays, as the tests check.
+        Other features are left to :meth:`values` and :meth:`cells`."""
+        space, columns = self.space, self.columns
+        graded = space.graded[columns] & ~space.nominal[columns]
+        graded &= np.array([j not in space.allowed for j in columns.tolist()], dtype=bool)
+        columns = columns[graded]
+        if columns.size == 0:
+            return
+        low, high, o = space.lower[columns], space.upper[columns], space.original[columns]
+        unit = np.array([self._unit[j] for j in columns.tolist()])
+        steps = unit[:, None] * DISTANCE_STEPS
+        splits = [space.split_values.get(j, np.empty(0)) for j in columns.tolist()]
+        width = max(split.size for split in splits)
+        split = np.full((columns.size, width), np.nan)  # NaN: out of every bound, dropped
+        for i, known in enumerate(splits):
+            split[i, : known.size] = known
+        fixed = np.hstack([_linspaces(low, high, self.grid_size), o[:, None] + steps, o[:, None] - steps, split])
+        near = o[:, None] + _FRACTIONS * (o - o)[:, None]  # local_values' fractions, all at the original
+        table = np.hstack([fixed, near])
+        inside = (table >= low[:, None]) & (table <= high[:, None])
+        table = np.where(inside, space.to_grid(table, columns[:, None]), np.nan)
+        fixed_rows = _distinct_rows(table[:, : fixed.shape[1]])
+        value_rows = _distinct_rows(table)
+        keys = [float(v).hex() for v in o.tolist()]
+        for j, key, f, v in zip(columns.tolist(), keys, fixed_rows, value_rows, strict=True):
+            self._fixed_values.setdefault(j, f)
+            v.flags.writeable = False
+            self._values.setdefault((j, key), v)
+        # cells: each feature's values but its original, one per cell (one_per_cell, all at once)
+        values = [v[v != at] for v, at in zip(value_rows, o.tolist(), strict=True)]
+        sizes = np.array([v.size for v in values], dtype=np.intp)
+        flat, owner = np.concatenate(values), np.repeat(np.arange(columns.size), sizes)
+        keep = self._one_per_cell(columns, flat, owner, sizes)
+        flat, owner = flat[keep], owner[keep]
+        cost = self.pricer.cost(flat, columns[owner])
+        ends = np.cumsum(np.bincount(owner, minlength=columns.size))
+        for j, key, v, c in zip(
+            columns.tolist(), keys, np.split(flat, ends[:-1]), np.split(cost, ends[:-1]), strict=True
+        ):
+            mine = (v.copy(), c.copy())
+            for array in mine:
+                array.flags.writeable = False
+            self._cells.setdefault((j, key), mine)
+
+    def _one_per_cell(self, columns: IntArray, values: FloatMatrix, owner: IntArray, sizes: IntArray) -> BoolArray:
+        """Which of ``values`` (each feature's sorted values, feature ``columns[owner]``, at
+        ``sizes`` per feature) :func:`one_per_cell` keeps, for every feature at once."""
+        space = self.space
+        keep = np.zeros(values.size, dtype=bool)
+        o = space.original[columns]
+        cut = np.array([j in space.split_cuts for j in columns.tolist()], dtype=bool)
+        has_split = np.array([space.split_values.get(j, np.empty(0)).size > 0 for j in columns.tolist()], dtype=bool)
+        all_kept = ~has_split | (space.step[columns] <= 0.0) | ~np.isfinite(o) | (sizes < 2)
+        alone = ~all_kept & ~cut  # the paired split values' rule: one feature at a time
+        starts = np.cumsum(sizes) - sizes
+        for i in np.flatnonzero(alone).tolist():
+            mine = slice(starts[i], starts[i] + sizes[i])
+            keep[mine] = np.isin(values[mine], one_per_cell(space, int(columns[i]), values[mine]))
+        keep |= all_kept[owner]
+        at = np.flatnonzero(~all_kept[owner] & cut[owner])
+        if at.size == 0:
+            return keep
+        v, r = values[at], owner[at]
+        cell = self.split_cells.index(v, columns[r])
+        side = np.sign(v - o[r])
+        key = cell * 3 + (side + 1).astype(np.intp)
+        order = np.lexsort((np.abs(v - o[r]), key, r))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = (key[order][1:] != key[order][:-1]) | (r[order][1:] != r[order][:-1])
+        keep[at[order[first]]] = True
+        return keep
+
+    def _moved(self, at: FloatMatrix) -> IntArray:
+        """Which mutable features (by position) ``at`` holds at another value than the original,
+        bit for bit (as the memo's keys: -0.0 is not 0.0)."""
+        bits = np.ascontiguousarray(at, dtype=np.float64).view(np.int64)
+        return np.flatnonzero(bits != self._original_bits)
+
+    def _pairs(self, at: FloatMatrix, where: IntArray | None = None) -> list[tuple[int, float]]:
+        """(feature, value) of the mutable features (at positions ``where``) in ``at``."""
+        columns, values = (self.columns, at) if where is None else (self.columns[where], at[where])
+        return list(zip(columns.tolist(), values.tolist(), strict=True))
+
+    def _block(self, per_feature: Sequence[tuple[FloatMatrix, ...] | FloatMatrix]) -> _Block:
+        """The per-feature arrays (one or a tuple per mutable feature) as a concatenated block."""
+        parts = [p if isinstance(p, tuple) else (p,) for p in per_feature]
+        sizes = np.array([p[0].size for p in parts], dtype=np.intp)
+        joined = tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+        for array in joined:
+            array.flags.writeable = False
+        return _Block(self.columns, joined, sizes)
+
+
+def _linspaces(low: FloatMatrix, high: FloatMatrix, num: int) -> FloatMatrix:
+    """``np.linspace(low[i], high[i], num)`` as row ``i`` (``num`` >= 2), by numpy's own steps."""
+    div = num - 1
+    delta = high - low
+    step = delta / div
+    i = np.arange(0, num, dtype=np.float64)
+    y = np.where(step[:, None] == 0, (i / div) * delta[:, None], i * step[:, None])  # numpy's denormal rule
+    y += low[:, None]
+    y[:, -1] = high
+    return np.asarray(y, dtype=np.float64)
+
+
+def _distinct_rows(table: FloatMatrix) -> list[FloatMatrix]:
+    """:func:`_distinct` of each row's values other than NaN."""
+    table = np.sort(table, axis=1)  # NaN last
+    keep = ~np.isnan(table)
+    keep[:, 1:] &= table[:, 1:] != table[:, :-1]
+    return [row[mask] for row, mask in zip(table, keep, strict=True)]
+
+
+def _distinct(values: FloatMatrix) -> FloatMatrix:
+    """``np.unique(values)`` of values on a grid (no NaN, no -0.0: :meth:`EncodedSpace.to_grid`
+    adds 0.0), without its overhead (half a :func:`trade_values`): sorted, the first of each run."""
+    values = np.sort(values)
+    keep = np.empty(values.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+class _Block:
+    """Arrays of every mutable feature, concatenated in column order (:class:`TradeValues`'s
+    memo around the original): the ``features``, ``owner`` (each element's feature), the
+    ``parts`` and each feature's count ``sizes``."""
+
+    def __init__(self, features: IntArray, parts: tuple[npt.NDArray[Any], ...], sizes: IntArray) -> None:
+        self.features, self.parts, self.sizes = features.tolist(), parts, sizes
+        self.owner = np.repeat(features, sizes)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        self.owner.flags.writeable = False
+
+    def spliced(
+        self,
+        moved: IntArray,
+        patches: Sequence[tuple[npt.NDArray[Any], ...]],
+        base: tuple[npt.NDArray[Any], ...] | None = None,
+    ) -> tuple[IntArray, tuple[npt.NDArray[Any], ...], IntArray]:
+        """The block with the features at positions ``moved`` (ascending) replaced by
+        ``patches`` (their arrays, as ``parts`` or as ``base``, which defaults to ``parts``)."""
+        base = self.parts if base is None else base
+        starts, columns = self.starts, self.owner
+        pieces: list[list[npt.NDArray[Any]]] = [[] for _ in base]
+        owners: list[IntArray] = []
+        sizes = self.sizes.copy()
+        previous = 0
+        for i, patch in zip(moved.tolist(), patches, strict=True):
+            start = starts[i]
+            for piece, whole, new in zip(pieces, base, patch, strict=True):
+                piece.extend((whole[previous:start], new))
+            owners += (columns[previous:start], np.full(patch[0].size, self.features[i], dtype=np.intp))
+            sizes[i] = patch[0].size
+            previous = starts[i + 1]
+        for piece, whole in zip(pieces, base, strict=True):
+            piece.append(whole[previous:])
+        owners.append(columns[previous:])
+        return np.concatenate(owners), tuple(np.concatenate(p) for p in pieces), sizes
+
 
 def trade_candidates(
     best: FloatMatrix,
@@ -211,26 +496,24 @@ def trade_candidates(
     if changed.size == 0 or columns.size < 2:
         return np.empty((0, best.size))
     memo = TradeValues(space, pricer, grid_size) if memo is None else memo
-    column_list = columns.tolist()
-    at = best[columns].tolist()
-    values = {j: memo.values(j, a) for j, a in zip(column_list, at, strict=True)}
+    at = best[columns]
+    bj, bv, _ = memo.row_values(at)
+    front = memo.row_front(at, buys)
     own = np.zeros(best.size)
     own[columns] = pricer.cost(best[columns], columns)
     # the give-backs: each changed k to its original or a value strictly between
     gk_parts: list[IntArray] = []
     gv_parts: list[FloatMatrix] = []
     for k in changed.tolist():
-        o, b, v = original[k], best[k], values[k]
+        o, b = original[k], best[k]
+        v = memo.values(k, float(b))
         between = v[(v - o) * (v - b) < 0] if space.graded[k] else v[:0]
         w = np.concatenate([[o], between])
         gk_parts.append(np.full(w.size, k, dtype=np.intp))
         gv_parts.append(w)
     gk, gv = np.concatenate(gk_parts), np.concatenate(gv_parts)
     saved = pricer.cost(gv, gk) - own[gk]
-    # the buys: each mutable j to any of its values
-    bv = np.concatenate([values[j] for j in column_list])
-    bj = np.repeat(columns, [values[j].size for j in column_list])
-    front = np.concatenate([memo.front(j, a, buys) for j, a in zip(column_list, at, strict=True)])
+    # the buys: each mutable j to any of its values (bj, bv, front)
     keep = bv != best[bj]
     bj, bv, front = bj[keep], bv[keep], front[keep]
     if gk.size * bj.size > MAX_PAIRS:  # thousands of features: a seeded sample of the buys
@@ -271,9 +554,7 @@ def single_rows(
     columns = memo.columns
     if columns.size == 0:
         return np.empty((0, original.size)), np.empty(0, dtype=np.intp)
-    cells = [memo.cells(j, o)[0] for j, o in zip(columns.tolist(), original[columns].tolist(), strict=True)]
-    owner = np.repeat(columns, [v.size for v in cells])
-    value = np.concatenate(cells)
+    owner, value, _, _ = memo.row_cells(original[columns])
     X = np.repeat(original.reshape(1, -1), owner.size, axis=0)
     X[np.arange(owner.size), owner] = value
     return X, owner
@@ -322,7 +603,57 @@ _NEARER = 1e-9
 calculator sums the same shares, in another order."""
 
 
-def undominated(space: EncodedSpace, pricer: FeaturePricer, X: FloatMatrix, base: FloatMatrix) -> FloatMatrix:
+class SplitCells:
+    """Every column's cuts (the space's ``split_cuts``) in one sorted table, so that the cells of
+    many values of many columns are found in one ``searchsorted``: the table holds (column,
+    cut) pairs as complex numbers, which numpy orders by the real part, then the imaginary."""
+
+    def __init__(self, space: EncodedSpace) -> None:
+        columns = sorted(space.split_cuts)
+        cuts = [np.asarray(space.split_cuts[j], dtype=np.float64) for j in columns]
+        sizes = np.array([c.size for c in cuts], dtype=np.intp)
+        self.cuts = np.concatenate(cuts) if cuts else np.empty(0)
+        self.offset = np.zeros(space.n_features, dtype=np.intp)
+        self.offset[columns] = np.cumsum(sizes) - sizes
+        owner = np.repeat(np.array(columns, dtype=np.intp), sizes)
+        self.table = _pairs_key(owner, self.cuts)
+        ascending = (self.cuts[1:] >= self.cuts[:-1]) | (owner[1:] != owner[:-1])
+        self._sorted = bool(ascending.all()) and not np.isnan(self.cuts).any()
+        self._split_cuts = space.split_cuts
+
+    def index(self, values: FloatMatrix, columns: IntArray) -> IntArray:
+        """``np.searchsorted(cuts[j], v, side="right")`` for each value ``v`` of column ``j``
+        (every column has cuts): the cell it lies in."""
+        if not self._sorted:  # never for a model's cuts; the plain search then
+            found = np.empty(values.size, dtype=np.intp)
+            for j in np.unique(columns).tolist():
+                mine = columns == j
+                found[mine] = np.searchsorted(self._split_cuts[j], values[mine], side="right")
+            return found
+        at = np.searchsorted(self.table, _pairs_key(columns, values), side="right")
+        return np.asarray(at - self.offset[columns], dtype=np.intp)
+
+    def start(self, values: FloatMatrix, columns: IntArray) -> FloatMatrix:
+        """Where the cell of each value ``v`` of column ``j`` starts: the last cut of ``j`` at or
+        below ``v`` (``-inf`` below the first)."""
+        index = self.index(values, columns)
+        below = np.flatnonzero(index > 0)
+        found = np.full(values.size, -np.inf)
+        found[below] = self.cuts[self.offset[columns[below]] + index[below] - 1]
+        return found
+
+
+def _pairs_key(columns: IntArray, values: FloatMatrix) -> npt.NDArray[np.complex128]:
+    """(column, value) pairs as complex numbers (column real, value imaginary, both exact)."""
+    key = np.empty(values.size, dtype=np.complex128)
+    key.real = columns
+    key.imag = values
+    return key
+
+
+def undominated(
+    space: EncodedSpace, pricer: FeaturePricer, X: FloatMatrix, base: FloatMatrix, cells: SplitCells | None = None
+) -> FloatMatrix:
     """``X`` (rows that each change ``base`` in the same number of features, as a trade round's
     two) less each row another row of ``X`` beats for sure: a tree ensemble decides both alike
     and the other is nearer (priced by ``pricer``; rows at the same distance all stay).
@@ -334,7 +665,7 @@ def undominated(space: EncodedSpace, pricer: FeaturePricer, X: FloatMatrix, base
     may lie between it and its grid neighbours. Such a row scores the same hard levels and a
     larger distance, so it is never a search's best or a round's winner. Only where nothing else
     in a row's score reads its values: the caller checks (no pool of every feasible row, no
-    plausibility, trust region or computed features)."""
+    plausibility, trust region or computed features). ``cells``: the space's (built here without)."""
     cuts = space.split_cuts
     n = X.shape[0]
     if n < 2 or not cuts:
@@ -350,11 +681,8 @@ def undominated(space: EncodedSpace, pricer: FeaturePricer, X: FloatMatrix, base
     at = np.flatnonzero(cut[columns])
     if at.size == 0:
         return X
-    on_grid = space.to_grid(values[at], columns[at]) == values[at]
-    for j in np.unique(columns[at]).tolist():
-        mine = at[(columns[at] == j) & on_grid]
-        starts = np.concatenate([[-np.inf], cuts[j]])
-        key[mine] = starts[np.searchsorted(cuts[j], values[mine], side="right")]  # a cell by where it starts
+    mine = at[space.to_grid(values[at], columns[at]) == values[at]]  # on the grid
+    key[mine] = (SplitCells(space) if cells is None else cells).start(values[mine], columns[mine])
     width = int(per_row[0])
     pairs = np.stack([columns.astype(np.float64), key + 0.0], axis=1).reshape(n, 2 * width)
     order = np.lexsort(pairs.T[::-1])  # rows decided alike side by side
@@ -372,6 +700,22 @@ def pareto_front(owner: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntAr
     """Per feature, the single-feature entries that gain (goal distance) more than every cheaper
     entry of that feature: the only ones worth buying when gains add up."""
     index = np.flatnonzero(gain > 1e-12)
+    if index.size == 0:
+        return np.empty(0, dtype=np.intp)
+    # by feature, cheapest first, larger gain first on ties (a stable sort: then by index)
+    order = index[np.lexsort((-gain[index], cost[index], owner[index]))]
+    group = owner[order]
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    sizes = np.diff(np.append(starts, order.size))
+    run = np.repeat(np.arange(starts.size), sizes)
+    place = np.arange(order.size) - starts[run]
+    g = gain[order]
+    # each entry kept when it gains more than every kept entry before it: a table of one row a
+    # feature, its running maximum over all entries before, then checked over the kept ones only
+    # (the same set then, by induction; else the loop below decides)
+    kept = g > _before(g, run, place, starts.size) + 1e-12
+    if (kept == (g > _before(np.where(kept, g, -np.inf), run, place, starts.size) + 1e-12)).all():
+        return np.asarray(order[kept], dtype=np.intp)
     keep: list[int] = []
     for j in np.unique(owner[index]).tolist():
         mine = index[owner[index] == j]
@@ -382,6 +726,15 @@ def pareto_front(owner: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntAr
                 keep.append(i)
                 top = gain[i]
     return np.array(keep, dtype=np.intp)
+
+
+def _before(values: FloatMatrix, run: IntArray, place: IntArray, runs: int) -> FloatMatrix:
+    """For values grouped in runs (``run``, ``place`` within it): the largest value before each
+    in its run (``-inf`` for the first)."""
+    table = np.full((runs, int(place.max()) + 1), -np.inf)
+    table[run, place] = values
+    top = np.maximum.accumulate(table, axis=1)
+    return np.where(place > 0, top[run, np.maximum(place - 1, 0)], -np.inf)
 
 
 def front_values(X: FloatMatrix, owner: IntArray, front: IntArray) -> dict[int, FloatMatrix]:
@@ -420,16 +773,22 @@ def combo_candidates(
     s_cost, s_gain = ec.copy(), eg.copy()
     found_rows: list[IntArray] = []
     found_cost: list[FloatMatrix] = []
-    for _ in range(max_features - 1):
-        last = state[:, -1]
-        si, ei = np.nonzero(ef.reshape(1, -1) > ef[last].reshape(-1, 1))  # a state, an entry of a later feature
+    later = np.searchsorted(ef, ef, side="right")  # entry i: where the entries of later features begin
+    for level in range(max_features - 1):
+        si, ei = _suffix_pairs(later[state[:, -1]], e.size)  # a state, an entry of a later feature
         c = s_cost[si] + ec[ei]
         ok = c < best_distance * (1.0 - 1e-9)
         si, ei, c = si[ok], ei[ok], c[ok]
-        g = s_gain[si] + eg[ei]
+        if level == max_features - 2:  # the last: only the states that reach are kept
+            pick = _smallest_where(c, max_states, s_gain[si] + eg[ei] >= slack * deficit)
+            if pick.size:
+                found_rows.append(np.hstack([state[si[pick]], ei[pick].reshape(-1, 1)]))
+                found_cost.append(c[pick])
+            break
         if si.size > max_states:
             pick = smallest(c, max_states)
-            si, ei, c, g = si[pick], ei[pick], c[pick], g[pick]
+            si, ei, c = si[pick], ei[pick], c[pick]
+        g = s_gain[si] + eg[ei]
         state = np.hstack([state[si], ei.reshape(-1, 1)])
         s_cost, s_gain = c, g
         reach = g >= slack * deficit
@@ -445,6 +804,16 @@ def combo_candidates(
     pick = smallest(np.concatenate(found_cost), max_rows)
     combos = combos[pick]
     return _combo_rows(original, X, owner, e[np.maximum(combos, 0)], combos >= 0)
+
+
+def _suffix_pairs(begin: IntArray, end: int) -> tuple[IntArray, IntArray]:
+    """Each ``i`` with each index of ``begin[i]:end``, by ``i`` then index: ``np.nonzero`` of the
+    matrix ``arange(end) >= begin[:, None]`` without building it."""
+    counts = end - begin
+    si = np.repeat(np.arange(begin.size), counts)
+    ends = np.cumsum(counts)
+    ei = np.arange(si.size) - np.repeat(ends - counts - begin, counts)
+    return si, ei
 
 
 def _thinned(front: IntArray, owner: IntArray, per_feature: int) -> IntArray:
@@ -543,7 +912,7 @@ def extend_candidates(  # noqa: PLR0917 - the rows and the singles, each as the 
 
 def recreate_candidates(
     row: FloatMatrix,
-    row_distance: float,
+    row_distance: float | None,
     best_distance: float,
     space: EncodedSpace,
     pricer: FeaturePricer,
@@ -555,22 +924,20 @@ def recreate_candidates(
     memo: TradeValues | None = None,
 ) -> tuple[FloatMatrix, IntArray]:
     """One step of a ruin-and-recreate chain (:class:`~counterplan.solver.local.polish.BoundaryPolishPhase`):
-    ``row`` (at distance ``row_distance``) with one mutable feature set to another of its trade
-    values, each feature's values one per cell of its split values, and the feature each row
-    changes. Feature ``k`` of ``caps`` (a ruined one) only at values costing below ``caps[k]``,
-    so it can come back cheaper but not as it was; only rows predicted nearer than
-    ``best_distance`` times ``1 + slack`` (a feasible row a little farther may bisect below it),
-    the nearest first, at most ``max_rows``."""
+    ``row`` (at distance ``row_distance``; None: the sum of its features' costs) with one mutable
+    feature set to another of its trade values, each feature's values one per cell of its split
+    values, and the feature each row changes. Feature ``k`` of ``caps`` (a ruined one) only at
+    values costing below ``caps[k]``, so it can come back cheaper but not as it was; only rows
+    predicted nearer than ``best_distance`` times ``1 + slack`` (a feasible row a little farther
+    may bisect below it), the nearest first, at most ``max_rows``."""
     memo = TradeValues(space, pricer, grid_size) if memo is None else memo
     columns = memo.columns
     if columns.size == 0:
         return np.empty((0, row.size)), np.empty(0, dtype=np.intp)
-    cells = [memo.cells(j, a) for j, a in zip(columns.tolist(), row[columns].tolist(), strict=True)]
-    sizes = [v.size for v, _ in cells]
-    owner = np.repeat(columns, sizes)
-    value = np.concatenate([v for v, _ in cells])
-    cost = np.concatenate([c for _, c in cells])
-    now = pricer.cost(row[columns], columns)
+    at = row[columns]
+    owner, value, cost, sizes = memo.row_cells(at)
+    now = pricer.cost(at, columns)
+    row_distance = float(now.sum()) if row_distance is None else row_distance
     delta = cost - np.repeat(now, sizes)
     keep = row_distance + delta < best_distance * (1.0 + slack - 1e-9)
     cap = np.full(row.size, np.inf)

@@ -164,10 +164,9 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
         """A recreate chain's next rows (:func:`~counterplan.solver.core.trade.recreate_candidates`),
         its row itself first before its first call; past a farther feasible step only rows
         predicted nearer than the best (no slack)."""
-        columns = memo.columns
         X, _ = recreate_candidates(
             chain.row,
-            float(memo.pricer.cost(chain.row[columns], columns).sum()),
+            None,
             best_distance,
             scope.space,
             memo.pricer,
@@ -192,7 +191,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
             return X
         if problem.plausibility is not None or problem.trust_region is not None or problem.relations is not None:
             return X
-        return undominated(scope.space, memo.pricer, X, base)
+        return undominated(scope.space, memo.pricer, X, base, memo.split_cells)
 
     def _bisect_with_routes(self, phase_scope: PhaseScope, routes: Refiner | None) -> None:
         """The best's bisection, the other routes' refinement riding in its calls."""

@@ -3,19 +3,29 @@ the very same rows, so no decision of a solve changes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning.space import FloatMatrix
 from counterplan.solver.core.trade import (
+    SplitCells,
     TradeValues,
+    _linspaces,
+    _smallest_where,
+    one_per_cell,
+    pareto_front,
     pricer_for,
     recreate_candidates,
     single_rows,
     smallest,
     trade_candidates,
+    trade_values,
+    undominated,
 )
 
 
@@ -28,6 +38,19 @@ def tree_problem() -> CounterfactualProblem:
     model = GradientBoostingClassifier(n_estimators=30, max_depth=2, random_state=0)
     model.fit(data[["a", "b", "c", "d"]], data.y)
     row = {"a": 5.0, "b": 5.0, "c": 5.0, "d": 20.0}
+    return CounterfactualProblem.from_dataframe(data, row, model, [ClassGoal(target=1, confidence=0.7)], target="y")
+
+
+@pytest.fixture(scope="module")
+def float_problem() -> CounterfactualProblem:
+    """A boosted tree on five continuous features (no grid: a step from the original stays off
+    every other value), one of them at 0.0."""
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame(rng.uniform(-1.0, 1.0, size=(2000, 5)), columns=["a", "b", "c", "d", "e"])
+    data["y"] = ((data.a + 0.5 * data.b > 0.4) | (data.c * data.d > 0.3)).astype(int)
+    model = GradientBoostingClassifier(n_estimators=40, max_depth=3, random_state=0)
+    model.fit(data[["a", "b", "c", "d", "e"]], data.y)
+    row = {"a": 0.0, "b": -0.31, "c": 0.12, "d": -0.5, "e": 0.77}
     return CounterfactualProblem.from_dataframe(data, row, model, [ClassGoal(target=1, confidence=0.7)], target="y")
 
 
@@ -79,3 +102,161 @@ def test_the_memo_gives_the_rows_built_without_it(tree_problem: CounterfactualPr
     v, cost = memo.cells(0, float(row[0]))
     assert memo.cells(0, float(row[0]))[0] is v  # kept, not rebuilt
     assert not v.flags.writeable and not cost.flags.writeable
+
+
+def _reference_cells(space: Any, pricer: Any, j: int, at: float, grid: int) -> tuple[FloatMatrix, FloatMatrix]:
+    """A feature's cells as the polish built them before the memo's tables: trade_values, then
+    one_per_cell of the values other than ``at``, then their costs."""
+    unit = float(pricer.unit(np.array([j]))[0])
+    v = trade_values(space, j, grid, unit, at)
+    v = one_per_cell(space, j, v[v != at])
+    return v, pricer.cost(v, np.full(v.size, j, dtype=np.intp))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("kind", ["integers", "floats"])
+@pytest.mark.parametrize("cuts", ["all", "some", "none"])
+def test_the_memos_tables_are_the_per_feature_functions_bit_for_bit(
+    tree_problem: CounterfactualProblem, float_problem: CounterfactualProblem, cuts: str, kind: str
+) -> None:
+    """Every feature's values and cells, built for all features at once around the original and
+    spliced for a row's moved ones, are trade_values' and one_per_cell's arrays: around the
+    original, off the grid, at and past the bounds, -0.0; with each feature's cuts known, a
+    feature without (the paired split values' rule) and none at all."""
+    problem = tree_problem if kind == "integers" else float_problem
+    space = problem.space.with_split_values(problem.split_values())
+    if cuts != "all":
+        space.split_cuts = {j: c for j, c in space.split_cuts.items() if cuts == "some" and j != 1}
+    pricer = pricer_for(problem)
+    assert pricer is not None
+    columns = np.flatnonzero(space.mutable)
+    n = columns.size
+    rng = np.random.default_rng(4)
+    for grid in (2, 16, 24):
+        memo = TradeValues(space, pricer, grid)
+        rows = [space.original.copy()]
+        for _ in range(30):
+            row = rows[-1].copy()
+            j = int(rng.integers(0, n))
+            low, high = float(space.lower[j]), float(space.upper[j])
+            row[j] = rng.choice([float(rng.integers(-3, 45)), rng.uniform(low, high), -0.0, low, high, high + 1.0])
+            rows.append(row)
+        for row in rows:
+            want = [_reference_cells(space, pricer, j, float(row[j]), grid) for j in columns.tolist()]
+            owner, value, cost, sizes = memo.row_cells(row[columns])
+            assert _same(value, np.concatenate([v for v, _ in want]))
+            assert _same(cost, np.concatenate([c for _, c in want]))
+            assert _same(owner, np.repeat(columns, [v.size for v, _ in want]))
+            assert sizes.tolist() == [v.size for v, _ in want]
+            values_owner, values, _ = memo.row_values(row[columns])
+            plain = [trade_values(space, j, grid, float(pricer.unit(np.array([j]))[0]), float(row[j])) for j in columns]
+            assert _same(values, np.concatenate(plain)) and _same(
+                values_owner, np.repeat(columns, [v.size for v in plain])
+            )
+
+
+def test_split_cells_are_each_columns_search(tree_problem: CounterfactualProblem) -> None:
+    space = tree_problem.space.with_split_values(tree_problem.split_values())
+    assert space.split_cuts
+    cells = SplitCells(space)
+    rng = np.random.default_rng(5)
+    columns = rng.choice(np.array(sorted(space.split_cuts)), 500)
+    values = np.concatenate(
+        [rng.uniform(-5, 45, 300), rng.choice(np.concatenate(list(space.split_cuts.values())), 200)]
+    )
+    want = np.array(
+        [np.searchsorted(space.split_cuts[j], v, side="right") for j, v in zip(columns, values, strict=True)]
+    )
+    assert np.array_equal(cells.index(values, columns), want)
+    starts = [np.concatenate([[-np.inf], space.split_cuts[j]])[i] for j, i in zip(columns, want, strict=True)]
+    assert np.array_equal(cells.start(values, columns), np.array(starts))
+
+
+def test_linspaces_are_numpys_rows() -> None:
+    low = np.array([0.0, -3.5, 2.0, 1e-310, 0.1, -1e300, 0.0])
+    high = np.array([1.0, 7.25, 2.0, 3e-310, 0.7, 1e300, 5e-324])  # the last: numpy's rule for a zero step
+    for num in (2, 3, 24, 97):
+        table = _linspaces(low, high, num)
+        for i in range(low.size):
+            assert _same(table[i].copy(), np.linspace(low[i], high[i], num))
+
+
+def _front_loop(owner: np.ndarray, cost: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """pareto_front as a plain loop (its definition)."""
+    index = np.flatnonzero(gain > 1e-12)
+    keep: list[int] = []
+    for j in np.unique(owner[index]).tolist():
+        mine = index[owner[index] == j]
+        mine = mine[np.lexsort((-gain[mine], cost[mine]))]
+        top = -np.inf
+        for i in mine.tolist():
+            if gain[i] > top + 1e-12:
+                keep.append(i)
+                top = gain[i]
+    return np.array(keep, dtype=np.intp)
+
+
+def test_the_pareto_front_is_the_loops_even_within_its_tolerance() -> None:
+    """Gains a hair apart (below the 1e-12 a front entry must gain) make the running maximum of
+    all entries and that of the kept ones differ: the loop's answer still."""
+    rng = np.random.default_rng(6)
+    for trial in range(300):
+        n = int(rng.integers(0, 80))
+        owner = rng.integers(0, 5, n)
+        cost = rng.integers(0, 6, n).astype(float)
+        gain = rng.integers(-1, 4, n) * 0.1 + (rng.integers(0, 3, n) * 6e-13 if trial % 2 else 0.0)
+        assert _same(pareto_front(owner, cost, gain), _front_loop(owner, cost, gain))
+
+
+def test_smallest_where_is_the_smallest_then_filtered() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n, k = int(rng.integers(0, 120)), int(rng.integers(0, 60))
+        values = rng.integers(0, 5, n).astype(float) if trial % 2 else rng.normal(size=n)
+        if trial % 5 == 0 and n:
+            values[rng.integers(0, n, n // 4)] = np.nan
+        where = rng.random(n) < 0.4
+        pick = smallest(values, k) if n > k else np.arange(n)
+        assert np.array_equal(_smallest_where(values, k, where), pick[where[pick]])
+
+
+def test_undominated_with_the_memos_cells_is_the_same(tree_problem: CounterfactualProblem) -> None:
+    space = tree_problem.space.with_split_values(tree_problem.split_values())
+    pricer = pricer_for(tree_problem)
+    assert pricer is not None
+    best = space.original.copy()
+    best[[0, 1]] = [30.0, 22.0]
+    X = trade_candidates(best, 8.0, space, pricer, grid_size=16, max_rows=400, rng=np.random.default_rng(8))
+    assert X.shape[0] > 50
+    kept = undominated(space, pricer, X, best, SplitCells(space))
+    assert _same(kept, undominated(space, pricer, X, best)) and kept.shape[0] < X.shape[0]
+
+
+@pytest.mark.parametrize("kind", ["integers", "floats"])
+def test_one_per_cell_of_every_feature_at_once_is_each_features(
+    tree_problem: CounterfactualProblem, float_problem: CounterfactualProblem, kind: str
+) -> None:
+    """Random few values of each feature (so that one feature's last cell and the next one's
+    first often share a key): the memo's one pass keeps what one_per_cell keeps per feature."""
+    problem = tree_problem if kind == "integers" else float_problem
+    space = problem.space.with_split_values(problem.split_values())
+    pricer = pricer_for(problem)
+    assert pricer is not None
+    memo = TradeValues(space, pricer, 16)
+    columns = np.flatnonzero(space.mutable)
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        parts = []
+        for j in columns.tolist():
+            v = trade_values(space, j, 16, 1.0, float(space.original[j]))
+            cuts = space.split_cuts.get(j, np.empty(0))
+            low = v[v <= cuts[min(int(rng.integers(0, 3)), cuts.size - 1)]] if cuts.size and rng.random() < 0.5 else v
+            parts.append(np.sort(rng.choice(low, int(rng.integers(0, min(low.size, 6) + 1)), replace=False)))
+        sizes = np.array([p.size for p in parts], dtype=np.intp)
+        values = np.concatenate(parts)
+        keep = memo._one_per_cell(columns, values, np.repeat(np.arange(columns.size), sizes), sizes)
+        want = [np.isin(p, one_per_cell(space, j, p)) for j, p in zip(columns.tolist(), parts, strict=True)]
+        assert np.array_equal(keep, np.concatenate(want))
