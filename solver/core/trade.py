@@ -290,13 +290,14 @@ class TradeValues:
     def row_front(self, at: FloatMatrix, buys: dict[int, FloatMatrix] | None) -> BoolArray:
         """:meth:`front` of every mutable feature around its value in ``at``, concatenated as
         :meth:`row_values`."""
+        if self._value_base is None:
+            self.row_values(self._original)
+        assert self._value_base is not None
         if self._front_base is None or buys is not self._front_base[0]:  # kept alive: never stale
-            self._front_base = (buys, np.concatenate([self.front(j, o, buys) for j, o in self._pairs(self._original)]))
-            self._front_base[1].flags.writeable = False
+            self._front_base = (buys, self._base_front(buys))
         base, moved = self._front_base[1], self._moved(at)
         if moved.size == 0:
             return base
-        assert self._value_base is not None  # row_values came first: the same splice
         _, (front,), _ = self._value_base.spliced(
             moved, [(self.front(j, a, buys),) for j, a in self._pairs(at, moved)], base=(base,)
         )
@@ -333,28 +334,26 @@ class TradeValues:
         table = np.hstack([fixed, near])
         inside = (table >= low[:, None]) & (table <= high[:, None])
         table = np.where(inside, space.to_grid(table, columns[:, None]), np.nan)
-        fixed_rows = _distinct_rows(table[:, : fixed.shape[1]])
-        value_rows = _distinct_rows(table)
         keys = [float(v).hex() for v in o.tolist()]
-        for j, key, f, v in zip(columns.tolist(), keys, fixed_rows, value_rows, strict=True):
-            self._fixed_values.setdefault(j, f)
-            v.flags.writeable = False
-            self._values.setdefault((j, key), v)
+        fixed_flat, fixed_ends = _distinct_rows(table[:, : fixed.shape[1]])
+        flat, ends = _distinct_rows(table)
+        for j, key, f0, f1, v0, v1 in zip(
+            columns.tolist(), keys, fixed_ends, fixed_ends[1:], ends, ends[1:], strict=False
+        ):  # an end more than features
+            self._fixed_values.setdefault(j, fixed_flat[f0:f1])
+            self._values.setdefault((j, key), flat[v0:v1])
         # cells: each feature's values but its original, one per cell (one_per_cell, all at once)
-        values = [v[v != at] for v, at in zip(value_rows, o.tolist(), strict=True)]
-        sizes = np.array([v.size for v in values], dtype=np.intp)
-        flat, owner = np.concatenate(values), np.repeat(np.arange(columns.size), sizes)
+        owner = np.repeat(np.arange(columns.size), np.diff(ends))
+        keep = flat != o[owner]
+        flat, owner = flat[keep], owner[keep]
+        sizes = np.bincount(owner, minlength=columns.size)
         keep = self._one_per_cell(columns, flat, owner, sizes)
         flat, owner = flat[keep], owner[keep]
         cost = self.pricer.cost(flat, columns[owner])
-        ends = np.cumsum(np.bincount(owner, minlength=columns.size))
-        for j, key, v, c in zip(
-            columns.tolist(), keys, np.split(flat, ends[:-1]), np.split(cost, ends[:-1]), strict=True
-        ):
-            mine = (v.copy(), c.copy())
-            for array in mine:
-                array.flags.writeable = False
-            self._cells.setdefault((j, key), mine)
+        flat.flags.writeable = cost.flags.writeable = False
+        ends = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=columns.size))]).tolist()
+        for j, key, start, end in zip(columns.tolist(), keys, ends, ends[1:], strict=False):
+            self._cells.setdefault((j, key), (flat[start:end], cost[start:end]))
 
     def _one_per_cell(self, columns: IntArray, values: FloatMatrix, owner: IntArray, sizes: IntArray) -> BoolArray:
         """Which of ``values`` (each feature's sorted values, feature ``columns[owner]``, at
@@ -378,11 +377,37 @@ class TradeValues:
         cell = self.split_cells.index(v, columns[r])
         side = np.sign(v - o[r])
         key = cell * 3 + (side + 1).astype(np.intp)
-        order = np.lexsort((np.abs(v - o[r]), key, r))
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = (key[order][1:] != key[order][:-1]) | (r[order][1:] != r[order][:-1])
-        keep[at[order[first]]] = True
+        distance = np.abs(v - o[r])
+        # a feature's values ascend, so its keys do: the groups of one_per_cell's sort are runs
+        change = (key[1:] != key[:-1]) | (r[1:] != r[:-1])
+        if not ((key[1:] >= key[:-1]) | (r[1:] != r[:-1])).all():
+            order = np.lexsort((distance, key, r))
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = (key[order][1:] != key[order][:-1]) | (r[order][1:] != r[order][:-1])
+            keep[at[order[first]]] = True
+            return keep
+        starts = np.flatnonzero(np.concatenate([[True], change]))
+        run = np.cumsum(np.concatenate([[0], change]))
+        nearest = np.minimum.reduceat(distance, starts)
+        at_nearest = np.flatnonzero(distance == nearest[run])  # the nearest of each run, the first on a tie
+        first = np.concatenate([[True], run[at_nearest][1:] != run[at_nearest][:-1]])
+        keep[at[at_nearest[first]]] = True
         return keep
+
+    def _base_front(self, buys: dict[int, FloatMatrix] | None) -> BoolArray:
+        """:meth:`front` of every feature at its original, concatenated: one ``np.isin`` of
+        (feature, value) pairs (:func:`_pairs_key`) for all features."""
+        assert self._value_base is not None
+        base = self._value_base
+        if not buys:
+            found = np.zeros(base.owner.size, dtype=bool)
+        else:
+            wanted = [(j, np.asarray(v, dtype=np.float64).ravel()) for j, v in buys.items()]
+            owner = np.concatenate([np.full(v.size, j, dtype=np.intp) for j, v in wanted])
+            values = np.concatenate([v for _, v in wanted])
+            found = np.isin(_pairs_key(base.owner, base.parts[0]), _pairs_key(owner, values))
+        found.flags.writeable = False
+        return found
 
     def _moved(self, at: FloatMatrix) -> IntArray:
         """Which mutable features (by position) ``at`` holds at another value than the original,
@@ -417,12 +442,15 @@ def _linspaces(low: FloatMatrix, high: FloatMatrix, num: int) -> FloatMatrix:
     return np.asarray(y, dtype=np.float64)
 
 
-def _distinct_rows(table: FloatMatrix) -> list[FloatMatrix]:
-    """:func:`_distinct` of each row's values other than NaN."""
+def _distinct_rows(table: FloatMatrix) -> tuple[FloatMatrix, list[int]]:
+    """:func:`_distinct` of each row's values other than NaN, concatenated (read only), and where
+    each row's begin and end (``ends[i]:ends[i + 1]``)."""
     table = np.sort(table, axis=1)  # NaN last
     keep = ~np.isnan(table)
     keep[:, 1:] &= table[:, 1:] != table[:, :-1]
-    return [row[mask] for row, mask in zip(table, keep, strict=True)]
+    flat = table[keep]
+    flat.flags.writeable = False
+    return flat, np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).tolist()
 
 
 def _distinct(values: FloatMatrix) -> FloatMatrix:

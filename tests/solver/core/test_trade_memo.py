@@ -137,6 +137,10 @@ def test_the_memos_tables_are_the_per_feature_functions_bit_for_bit(
     rng = np.random.default_rng(4)
     for grid in (2, 16, 24):
         memo = TradeValues(space, pricer, grid)
+        fronts = {
+            int(j): rng.choice(trade_values(space, int(j), grid, 1.0, float(space.original[j])), 3)
+            for j in columns[::2]
+        }
         rows = [space.original.copy()]
         for _ in range(30):
             row = rows[-1].copy()
@@ -156,6 +160,11 @@ def test_the_memos_tables_are_the_per_feature_functions_bit_for_bit(
             assert _same(values, np.concatenate(plain)) and _same(
                 values_owner, np.repeat(columns, [v.size for v in plain])
             )
+            for buys in (None, {}, fronts):
+                chosen = [
+                    np.isin(v, (buys or {}).get(j, np.empty(0))) for j, v in zip(columns.tolist(), plain, strict=True)
+                ]
+                assert _same(memo.row_front(row[columns], buys), np.concatenate(chosen))
 
 
 def test_split_cells_are_each_columns_search(tree_problem: CounterfactualProblem) -> None:
