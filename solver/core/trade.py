@@ -166,16 +166,14 @@ class TradeValues:
         self._unit = dict(zip(self.columns.tolist(), pricer.unit(self.columns).tolist(), strict=True))
         self._values: dict[tuple[int, str], FloatMatrix] = {}
         self._cells: dict[tuple[int, str], tuple[FloatMatrix, FloatMatrix]] = {}
-        self._fronts: dict[tuple[int, str], BoolArray] = {}
         self._fixed_values: dict[int, FloatMatrix] = {}
         self._split_cells: SplitCells | None = None
         self._built = False
-        self._buys: dict[int, FloatMatrix] | None = None
+        self._buys: tuple[dict[int, FloatMatrix] | None, npt.NDArray[np.complex128]] | None = None
         self._original = space.original[self.columns]
         self._original_bits = self._original.view(np.int64)
         self._value_base: _Block | None = None
         self._cell_base: _Block | None = None
-        self._front_base: tuple[dict[int, FloatMatrix] | None, BoolArray] | None = None
 
     def values(self, j: int, at: float) -> FloatMatrix:
         """:func:`trade_values` of mutable feature ``j`` around ``at``."""
@@ -238,20 +236,6 @@ class TradeValues:
             found = self._cells[key] = (v, cost)
         return found
 
-    def front(self, j: int, at: float, buys: dict[int, FloatMatrix] | None) -> BoolArray:
-        """Which of :meth:`values` are among ``buys[j]`` (none without it)."""
-        if buys is not self._buys:  # kept alive here, so never a stale answer for another dict
-            self._fronts, self._buys = {}, buys
-        key = (j, at.hex())
-        found = self._fronts.get(key)
-        if found is None:
-            v = self.values(j, at)
-            chosen = None if buys is None else buys.get(j)
-            found = np.zeros(v.size, dtype=bool) if chosen is None else np.isin(v, chosen)
-            found.flags.writeable = False
-            self._fronts[key] = found
-        return found
-
     @property
     def split_cells(self) -> SplitCells:
         """The space's cuts as one table (:class:`SplitCells`), built once."""
@@ -287,21 +271,23 @@ class TradeValues:
         owner, (value, cost), sizes = base.spliced(moved, [self.cells(j, a) for j, a in self._pairs(at, moved)])
         return owner, value, cost, sizes
 
-    def row_front(self, at: FloatMatrix, buys: dict[int, FloatMatrix] | None) -> BoolArray:
-        """:meth:`front` of every mutable feature around its value in ``at``, concatenated as
-        :meth:`row_values`."""
-        if self._value_base is None:
-            self.row_values(self._original)
-        assert self._value_base is not None
-        if self._front_base is None or buys is not self._front_base[0]:  # kept alive: never stale
-            self._front_base = (buys, self._base_front(buys))
-        base, moved = self._front_base[1], self._moved(at)
-        if moved.size == 0:
-            return base
-        _, (front,), _ = self._value_base.spliced(
-            moved, [(self.front(j, a, buys),) for j, a in self._pairs(at, moved)], base=(base,)
-        )
-        return front
+    def in_buys(self, owner: IntArray, values: FloatMatrix, buys: dict[int, FloatMatrix] | None) -> BoolArray:
+        """Which of ``values`` (of features ``owner``) are among ``buys[j]`` (none without it): as
+        ``np.isin`` feature by feature, in one search of the sorted (feature, value) pairs of
+        ``buys`` (:func:`pairs_key`), sorted once per ``buys``."""
+        if self._buys is None or buys is not self._buys[0]:  # kept alive: never stale
+            wanted = [(j, np.asarray(v, dtype=np.float64).ravel()) for j, v in (buys or {}).items()]
+            columns = [np.full(v.size, j, dtype=np.intp) for j, v in wanted]
+            keys = pairs_key(
+                np.concatenate([np.empty(0, dtype=np.intp), *columns]), np.concatenate([[], *(v for _, v in wanted)])
+            )
+            self._buys = (buys, np.sort(keys))
+        table = self._buys[1]
+        if table.size == 0:
+            return np.zeros(values.size, dtype=bool)
+        keys = pairs_key(owner, values)
+        at = np.minimum(np.searchsorted(table, keys), table.size - 1)
+        return np.asarray(table[at] == keys, dtype=bool)
 
     def _at_original_once(self) -> None:
         """:meth:`_at_original`, at the first call."""
@@ -393,21 +379,6 @@ class TradeValues:
         first = np.concatenate([[True], run[at_nearest][1:] != run[at_nearest][:-1]])
         keep[at[at_nearest[first]]] = True
         return keep
-
-    def _base_front(self, buys: dict[int, FloatMatrix] | None) -> BoolArray:
-        """:meth:`front` of every feature at its original, concatenated: one ``np.isin`` of
-        (feature, value) pairs (:func:`_pairs_key`) for all features."""
-        assert self._value_base is not None
-        base = self._value_base
-        if not buys:
-            found = np.zeros(base.owner.size, dtype=bool)
-        else:
-            wanted = [(j, np.asarray(v, dtype=np.float64).ravel()) for j, v in buys.items()]
-            owner = np.concatenate([np.full(v.size, j, dtype=np.intp) for j, v in wanted])
-            values = np.concatenate([v for _, v in wanted])
-            found = np.isin(_pairs_key(base.owner, base.parts[0]), _pairs_key(owner, values))
-        found.flags.writeable = False
-        return found
 
     def _moved(self, at: FloatMatrix) -> IntArray:
         """Which mutable features (by position) ``at`` holds at another value than the original,
@@ -526,7 +497,7 @@ def trade_candidates(
     memo = TradeValues(space, pricer, grid_size) if memo is None else memo
     at = best[columns]
     bj, bv, _ = memo.row_values(at)
-    front = memo.row_front(at, buys)
+    front = memo.in_buys(bj, bv, buys)
     own = np.zeros(best.size)
     own[columns] = pricer.cost(best[columns], columns)
     # the give-backs: each changed k to its original or a value strictly between
@@ -644,7 +615,7 @@ class SplitCells:
         self.offset = np.zeros(space.n_features, dtype=np.intp)
         self.offset[columns] = np.cumsum(sizes) - sizes
         owner = np.repeat(np.array(columns, dtype=np.intp), sizes)
-        self.table = _pairs_key(owner, self.cuts)
+        self.table = pairs_key(owner, self.cuts)
         ascending = (self.cuts[1:] >= self.cuts[:-1]) | (owner[1:] != owner[:-1])
         self._sorted = bool(ascending.all()) and not np.isnan(self.cuts).any()
         self._split_cuts = space.split_cuts
@@ -658,7 +629,7 @@ class SplitCells:
                 mine = columns == j
                 found[mine] = np.searchsorted(self._split_cuts[j], values[mine], side="right")
             return found
-        at = np.searchsorted(self.table, _pairs_key(columns, values), side="right")
+        at = np.searchsorted(self.table, pairs_key(columns, values), side="right")
         return np.asarray(at - self.offset[columns], dtype=np.intp)
 
     def start(self, values: FloatMatrix, columns: IntArray) -> FloatMatrix:
@@ -671,7 +642,7 @@ class SplitCells:
         return found
 
 
-def _pairs_key(columns: IntArray, values: FloatMatrix) -> npt.NDArray[np.complex128]:
+def pairs_key(columns: IntArray, values: FloatMatrix) -> npt.NDArray[np.complex128]:
     """(column, value) pairs as complex numbers (column real, value imaginary, both exact)."""
     key = np.empty(values.size, dtype=np.complex128)
     key.real = columns

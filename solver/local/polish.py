@@ -44,6 +44,7 @@ from counterplan.solver.core.trade import (
     combo_candidates,
     extend_candidates,
     front_values,
+    pairs_key,
     pareto_front,
     pricer_for,
     recreate_candidates,
@@ -511,17 +512,18 @@ def _predicted_to_reach(C: FloatMatrix, singles: _Singles, original: FloatMatrix
     """Whether a combination of ``C`` reaches the whole ``deficit`` with its single-feature rows'
     goal gains added: the beam's pairs and levels, for features that reach the goal only
     together, are then not needed (the cheapest such combinations are scored already)."""
-    if C.shape[0] == 0:
+    if C.shape[0] == 0 or singles.owner.size == 0:
         return False
-    gained = np.zeros(C.shape[0])
-    for j in np.unique(singles.owner).tolist():
-        mine = np.flatnonzero(singles.owner == j)
-        values = singles.X[mine, j]
-        order = np.argsort(values, kind="stable")
-        values, gains = values[order], singles.gain[mine][order]
-        changed = C[:, j] != original[j]
-        at = np.clip(np.searchsorted(values, C[changed, j]), 0, values.size - 1)
-        gained[changed] += np.where(values[at] == C[changed, j], gains[at], 0.0)
+    # each changed value of C found among the single rows' (feature, value) pairs in one search;
+    # the gains added per row feature by feature in column order, as a loop over the features
+    keys = pairs_key(singles.owner, singles.X[np.arange(singles.owner.size), singles.owner])
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    rows, columns = np.nonzero(original != C)
+    wanted = pairs_key(columns, C[rows, columns])
+    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    gains = np.where(keys[at] == wanted, singles.gain[order][at], 0.0)
+    gained = np.bincount(rows, weights=gains, minlength=C.shape[0])
     return bool((gained >= deficit).any())
 
 

@@ -27,6 +27,7 @@ from counterplan.solver.core.trade import (
     trade_values,
     undominated,
 )
+from counterplan.solver.local import polish
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def test_the_memos_tables_are_the_per_feature_functions_bit_for_bit(
                 chosen = [
                     np.isin(v, (buys or {}).get(j, np.empty(0))) for j, v in zip(columns.tolist(), plain, strict=True)
                 ]
-                assert _same(memo.row_front(row[columns], buys), np.concatenate(chosen))
+                assert _same(memo.in_buys(values_owner, values, buys), np.concatenate(chosen))
 
 
 def test_split_cells_are_each_columns_search(tree_problem: CounterfactualProblem) -> None:
@@ -269,3 +270,36 @@ def test_one_per_cell_of_every_feature_at_once_is_each_features(
         keep = memo._one_per_cell(columns, values, np.repeat(np.arange(columns.size), sizes), sizes)
         want = [np.isin(p, one_per_cell(space, j, p)) for j, p in zip(columns.tolist(), parts, strict=True)]
         assert np.array_equal(keep, np.concatenate(want))
+
+
+def _reach_loop(C: FloatMatrix, singles: Any, original: FloatMatrix, deficit: float) -> bool:
+    """The polish's _predicted_to_reach as a loop over the features (its definition)."""
+    if C.shape[0] == 0:
+        return False
+    gained = np.zeros(C.shape[0])
+    for j in np.unique(singles.owner).tolist():
+        mine = np.flatnonzero(singles.owner == j)
+        values = singles.X[mine, j]
+        order = np.argsort(values, kind="stable")
+        values, gains = values[order], singles.gain[mine][order]
+        changed = C[:, j] != original[j]
+        at = np.clip(np.searchsorted(values, C[changed, j]), 0, values.size - 1)
+        gained[changed] += np.where(values[at] == C[changed, j], gains[at], 0.0)
+    return bool((gained >= deficit).any())
+
+
+def test_the_gains_a_combination_is_predicted_to_add_are_the_loops() -> None:
+    rng = np.random.default_rng(10)
+    original = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    for _ in range(300):
+        owner = rng.integers(0, 4, int(rng.integers(1, 30)))
+        X = np.repeat(original.reshape(1, -1), owner.size, axis=0)
+        X[np.arange(owner.size), owner] = rng.integers(0, 6, owner.size) + 0.5
+        singles = polish._Singles(X, owner, np.ones(owner.size), rng.normal(0.3, 0.3, owner.size))
+        C = np.repeat(original.reshape(1, -1), int(rng.integers(0, 12)), axis=0)
+        changed = rng.random(C.shape) < 0.5
+        C[changed] = (rng.integers(0, 6, C.shape) + 0.5)[changed]
+        for deficit in (0.2, 0.5, 1.0):
+            assert polish._predicted_to_reach(C, singles, original, deficit) == _reach_loop(
+                C, singles, original, deficit
+            )
