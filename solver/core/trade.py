@@ -828,6 +828,34 @@ def _thinned(front: IntArray, owner: IntArray, per_feature: int) -> IntArray:
     return np.concatenate(kept) if kept else front
 
 
+def unique_rows(X: FloatMatrix, original: FloatMatrix) -> FloatMatrix:
+    """``np.unique(X, axis=0)`` (the distinct rows in lexicographic order) of rows that each
+    change ``original`` in a few features, sorted by their changes alone: each changed feature
+    ``j`` a pair of keys, its value and where the row falls against rows that leave ``j`` at the
+    original (below them when the value is lower: the earlier ``j``, the lower; above when
+    higher: the earlier, the higher). Two rows then compare as their first differing feature
+    does. np.unique's own sort of the whole rows as records took a third of the combinations'
+    time. Rows with NaN or -0.0 (equal but not the same bits) go to np.unique."""
+    n, m = X.shape
+    if n < 2 or np.isnan(X).any() or (np.signbit(X) & (X == 0.0)).any() or np.isnan(original).any():
+        return np.unique(X, axis=0)
+    rows, columns = np.nonzero(original != X)  # row by row, each row's features in order
+    count = np.bincount(rows, minlength=n)
+    width = int(count.max()) if rows.size else 0
+    place = np.arange(rows.size) - np.repeat(np.cumsum(count) - count, count)
+    side = np.full((n, width), 0, dtype=np.intp)  # 0: no more changes (between below and above)
+    value = np.zeros((n, width))
+    values = X[rows, columns]
+    side[rows, place] = np.where(values < original[columns], columns - m, m - columns)
+    value[rows, place] = values
+    keys = [k for p in range(width) for k in (side[:, p], value[:, p])]
+    order = np.lexsort(keys[::-1]) if keys else np.arange(n)
+    ranked_side, ranked_value = side[order], value[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (ranked_side[1:] != ranked_side[:-1]).any(axis=1) | (ranked_value[1:] != ranked_value[:-1]).any(axis=1)
+    return X[order[new]]
+
+
 def _combo_rows(
     original: FloatMatrix, X: FloatMatrix, owner: IntArray, entries: IntArray, valid: BoolArray
 ) -> FloatMatrix:

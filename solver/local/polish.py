@@ -51,6 +51,7 @@ from counterplan.solver.core.trade import (
     single_rows,
     trade_candidates,
     undominated,
+    unique_rows,
 )
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.local.scan import most_efficient
@@ -259,7 +260,7 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                     width=self.config.beam_width,
                     max_rows=self.config.combo_rows,
                 )
-                C = np.unique(np.vstack([C, B]), axis=0)
+                C = unique_rows(np.vstack([C, B]), space.original)
             if C.shape[0]:
                 combined, won = _score(phase_scope, C)
                 other = _other_route(C, combined, scope.best_row, space.original)

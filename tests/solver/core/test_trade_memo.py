@@ -26,6 +26,7 @@ from counterplan.solver.core.trade import (
     trade_candidates,
     trade_values,
     undominated,
+    unique_rows,
 )
 from counterplan.solver.local import polish
 
@@ -303,3 +304,20 @@ def test_the_gains_a_combination_is_predicted_to_add_are_the_loops() -> None:
             assert polish._predicted_to_reach(C, singles, original, deficit) == _reach_loop(
                 C, singles, original, deficit
             )
+
+
+def test_unique_rows_are_numpys_unique_rows() -> None:
+    """Rows that each change a few features of the original, repeated, below and above it: the
+    same rows in the same order as np.unique(axis=0); with -0.0 or NaN, np.unique itself."""
+    rng = np.random.default_rng(11)
+    for trial in range(2000):
+        m, n = int(rng.integers(1, 7)), int(rng.integers(0, 40))
+        original = rng.integers(-2, 3, m).astype(float)
+        X = np.repeat(original.reshape(1, -1), n, axis=0)
+        changed = rng.random((n, m)) < rng.random()
+        X[changed] = rng.integers(-4, 5, (n, m))[changed].astype(float)
+        if n:
+            X = np.vstack([X, X[rng.integers(0, n, 5)]])
+            if trial % 7 == 0:
+                X[rng.integers(0, X.shape[0]), rng.integers(0, m)] = -0.0 if trial % 2 else np.nan
+        assert _same(unique_rows(X, original), np.unique(X, axis=0))
