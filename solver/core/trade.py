@@ -436,11 +436,11 @@ def _distinct(values: FloatMatrix) -> FloatMatrix:
 
 class _Block:
     """Arrays of every mutable feature, concatenated in column order (:class:`TradeValues`'s
-    memo around the original): the ``features``, ``owner`` (each element's feature), the
+    memo around the original): the features (``columns``), ``owner`` (each element's feature), the
     ``parts`` and each feature's count ``sizes``."""
 
     def __init__(self, features: IntArray, parts: tuple[npt.NDArray[Any], ...], sizes: IntArray) -> None:
-        self.features, self.parts, self.sizes = features.tolist(), parts, sizes
+        self.columns, self.parts, self.sizes = features, parts, sizes
         self.owner = np.repeat(features, sizes)
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.owner.flags.writeable = False
@@ -454,22 +454,19 @@ class _Block:
         """The block with the features at positions ``moved`` (ascending) replaced by
         ``patches`` (their arrays, as ``parts`` or as ``base``, which defaults to ``parts``)."""
         base = self.parts if base is None else base
-        starts, columns = self.starts, self.owner
+        starts = self.starts
         pieces: list[list[npt.NDArray[Any]]] = [[] for _ in base]
-        owners: list[IntArray] = []
         sizes = self.sizes.copy()
         previous = 0
         for i, patch in zip(moved.tolist(), patches, strict=True):
             start = starts[i]
             for piece, whole, new in zip(pieces, base, patch, strict=True):
                 piece.extend((whole[previous:start], new))
-            owners += (columns[previous:start], np.full(patch[0].size, self.features[i], dtype=np.intp))
             sizes[i] = patch[0].size
             previous = starts[i + 1]
         for piece, whole in zip(pieces, base, strict=True):
             piece.append(whole[previous:])
-        owners.append(columns[previous:])
-        return np.concatenate(owners), tuple(np.concatenate(p) for p in pieces), sizes
+        return np.repeat(self.columns, sizes), tuple(np.concatenate(p) for p in pieces), sizes
 
 
 def trade_candidates(
