@@ -158,7 +158,9 @@ class TradeValues:
     their costs, by feature and the value ``at`` it is taken around. A polish asks for the same
     ones again and again (each trade round and recreate step moves one or two features of a row
     of a few dozen), and building them is a dozen small numpy calls per feature: the memo gives
-    the very same arrays, so every decision stays as without it. Arrays handed out are read-only."""
+    the very same arrays, so every decision stays as without it. Every feature's around the
+    original are built together (:meth:`_at_original`), and a row's concatenation of all features
+    is spliced from them (:meth:`row_values`, :meth:`row_cells`). Arrays handed out are read-only."""
 
     def __init__(self, space: EncodedSpace, pricer: FeaturePricer, grid_size: int) -> None:
         self.space, self.pricer, self.grid_size = space, pricer, grid_size
