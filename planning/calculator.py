@@ -82,10 +82,12 @@ class ModelCalls(Protocol):
 
 class DirectCalls:
     """Calls the problem's model adapter itself; the reference is the adapter's real path when it
-    has a fast one (``predict_reference``), else its only one."""
+    has a fast one (``predict_reference``), else its only one. One solve's calls: an adapter with
+    a fast path gives its per-solve predict (``solve_predict``: the path looked up once a solve)."""
 
     def __init__(self, model: Any) -> None:
-        self.predict = model.predict
+        solve_predict = getattr(model, "solve_predict", None)
+        self.predict = solve_predict() if solve_predict is not None else model.predict
         self.predict_reference = getattr(model, "predict_reference", model.predict)
 
 

@@ -193,13 +193,19 @@ class TreePredictor:
         return masks
 
     def _leaf_values(self, masks: npt.NDArray[np.unsignedinteger[Any]]) -> FloatMatrix:
-        """Per tree and row: the value of the leaf of the lowest bit left in the mask."""
-        masks = np.ascontiguousarray(masks.T)
+        """Per tree and row: the value of the leaf of the lowest bit left in the mask (its
+        de Bruijn slot plus the tree's base, computed in place in the masks' own layout; the
+        values are gathered straight into the trees' layout)."""
         word = masks.dtype.type
-        lowest = masks & (~masks + word(1))
         multiplier, shift = _DE_BRUIJN[self.word_bits]
-        slot = (lowest * word(multiplier)) >> word(shift)
-        return np.asarray(self.leaf_values[slot.astype(np.intp) + self.tree_base[:, None]])
+        slot = np.negative(masks)  # the lowest set bit: m & -m (two's complement)
+        slot &= masks
+        slot *= word(multiplier)
+        slot >>= word(shift)
+        if self.tree_base[-1] + self.word_bits <= np.iinfo(masks.dtype).max:
+            slot += self.tree_base.astype(masks.dtype)  # the index fits the word: no wider copy
+            return np.asarray(self.leaf_values.take(slot.T))
+        return np.asarray(self.leaf_values.take(slot.T.astype(np.intp) + self.tree_base[:, None]))
 
 
 def compile_boosting(estimator: Any) -> TreePredictor | None:
