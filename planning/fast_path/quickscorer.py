@@ -125,15 +125,12 @@ class TreePredictor:
 
         With the rank table (:func:`_rank_table`), one binary search for every value of every
         column among all columns' thresholds and one lookup (a column's thresholds below a value
-        are those among all the thresholds below it); else a search per column."""
+        are those among all the thresholds below it; NaN, searched past +inf, finds its own row
+        there); else a search per column."""
         if self.rank_rows is not None and self.every_threshold is not None and self.rank_base is not None:
             at = np.searchsorted(self.every_threshold, XT, side="left")
             at += self.rank_base[:, None]
-            ranks = self.rank_rows[at]
-            nan = np.isnan(XT)
-            if nan.any():
-                ranks = np.where(nan, self.nan_rows[:, None], ranks)
-            return ranks
+            return np.asarray(self.rank_rows[at])
         ranks = np.empty(XT.shape, dtype=np.intp)
         if self.small.size:
             block = XT[self.small]
@@ -312,7 +309,7 @@ def _forest(
     table, offsets = _tables(splits, columns, thresholds, len(trees), _WORDS[bits])
     counts = np.array([t.size for t in thresholds], dtype=np.intp)
     small = np.flatnonzero(counts <= SMALL_SPLIT_COUNT)
-    every, rank_rows, rank_base = _rank_table(thresholds, offsets)
+    every, rank_rows, rank_base = _rank_table(thresholds, offsets, offsets + counts + 1)
     return TreePredictor(
         columns=columns.astype(np.intp),
         thresholds=thresholds,
@@ -338,25 +335,26 @@ def _forest(
 
 
 def _rank_table(
-    thresholds: tuple[FloatMatrix, ...], offsets: IntArray
+    thresholds: tuple[FloatMatrix, ...], offsets: IntArray, nan_rows: IntArray
 ) -> tuple[FloatMatrix | None, IntArray | None, IntArray | None]:
-    """Every column's thresholds as one sorted array ``every``, and per column and position ``g``
-    of a value among them (``searchsorted(every, value)``, 0 to ``every.size``) the table row of
-    the value's rank in its own column: ``offsets[c]`` plus its thresholds below ``every[g]`` (all
-    of them at ``g == every.size``). Exact: ``every`` holds each column's thresholds, so those of
-    column ``c`` below a value are those among ``every[:g]``, the same comparisons as a search of
-    the column's own. Flattened with each column's start; (None, None, None) beyond
-    :data:`MAX_RANK_TABLE_BYTES`: a search per column (a forest of thousands of thresholds on
-    hundreds of columns)."""
-    every = np.unique(np.concatenate(thresholds)) if thresholds else np.empty(0)
+    """Every column's thresholds and +inf as one sorted array ``every``, and per column and
+    position ``g`` of a value among them (``searchsorted(every, value)``, 0 to ``every.size``) the
+    table row of the value's rank in its own column: ``offsets[c]`` plus its thresholds below
+    ``every[g]``. Exact: ``every`` holds each column's thresholds, so those of column ``c`` below a
+    value are those among ``every[:g]``, the same comparisons as a search of the column's own.
+    Every number, +inf too, is at most ``every``'s last value, +inf: only NaN (sorted past
+    everything) is searched to ``g == every.size``, whose row is the column's NaN row
+    (``nan_rows``), so the values need no NaN test. Flattened with each column's start;
+    (None, None, None) beyond :data:`MAX_RANK_TABLE_BYTES`: a search per column (a forest of
+    thousands of thresholds on hundreds of columns)."""
+    every = np.unique(np.concatenate([*thresholds, [np.inf]]))
     width = every.size + 1
     if len(thresholds) * width * np.dtype(np.intp).itemsize > MAX_RANK_TABLE_BYTES:
         return None, None, None
     rows = np.empty((len(thresholds), width), dtype=np.intp)
     for c, column_thresholds in enumerate(thresholds):
-        rows[c, :-1] = np.searchsorted(column_thresholds, every, side="left")
-        rows[c, -1] = column_thresholds.size
-    rows += offsets[:, None]
+        rows[c, :-1] = np.searchsorted(column_thresholds, every, side="left") + offsets[c]
+        rows[c, -1] = nan_rows[c]
     return every, rows.ravel(), np.arange(len(thresholds), dtype=np.intp) * width
 
 
