@@ -35,6 +35,9 @@ MAX_LEAVES = 64
 MAX_RANK_TABLE_BYTES = 16 * 2**20
 """A forest whose table of ranks by threshold (:func:`_rank_table`) would exceed this ranks its
 values column by column."""
+SMALL_MASK_CELLS = 2560
+"""A batch of at most this many values (rows times used columns: 120 rows of 21 columns) ANDs
+its table rows in one gather and one reduction; larger ones find a reference row first."""
 SMALL_BATCH = 64
 """Up to this many rows the trees' values are summed by one accumulate along each row; above it,
 tree by tree over all rows (the same additions in the same order: the same bits either way)."""
@@ -149,17 +152,21 @@ class TreePredictor:
     def _masks(self, rows: IntArray) -> npt.NDArray[np.unsignedinteger[Any]]:
         """Per row and tree: the leaves left after AND-ing the rows' table rows.
 
-        A batch of candidates mostly differs from one row in one column (a scan's, a chain's, a
-        walker's moves): per column the most common table row is the reference, the AND of the
-        reference rows of all columns but one is made once per column, and a row differing from
-        the reference in at most one column takes it AND its one own table row (one AND, not one
-        per column). The other rows AND their columns one by one, the columns they all share once
-        (the whole batch so when most rows differ in several columns).
+        A small batch gathers all its table rows at once and ANDs them along the columns (two
+        numpy calls: :data:`SMALL_MASK_CELLS`). A larger batch of candidates mostly differs from
+        one row in one column (a scan's, a chain's, a walker's moves): per column the most common
+        table row is the reference, the AND of the reference rows of all columns but one is made
+        once per column, and a row differing from the reference in at most one column takes it
+        AND its one own table row (one AND, not one per column). The other rows AND their columns
+        one by one, the columns they all share once (the whole batch so when most rows differ in
+        several columns).
         AND is exact in any order: the masks are the same bits either way.
         """
         n_columns, n = rows.shape
         if n == 0:
             return np.empty((0, self.table.shape[1]), dtype=self.table.dtype)
+        if n * n_columns <= SMALL_MASK_CELLS:  # one gather of every column's row, one AND along them
+            return np.asarray(np.bitwise_and.reduce(self.table[rows], axis=0))
         counts = np.bincount(rows.ravel(), minlength=self.table.shape[0])
         most = np.flatnonzero(counts == np.maximum.reduceat(counts, self.offsets)[self.table_column])
         reference = most[np.searchsorted(self.table_column[most], np.arange(n_columns))]  # a most common, per column

@@ -49,8 +49,10 @@ from counterplan.planning import (
     SklearnClassifierAdapter,
     SklearnRegressorAdapter,
 )
+from counterplan.planning.fast_path import quickscorer
 from counterplan.planning.fast_path.inputs import compile_inputs
 from counterplan.planning.fast_path.probe import probe_rows
+from counterplan.planning.fast_path.quickscorer import SMALL_MASK_CELLS
 from counterplan.planning.fast_path.trees import BaggedTrees, compile_trees
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
@@ -296,11 +298,16 @@ def test_the_forest_alone_matches_the_estimator_on_arrays_with_nan() -> None:
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("small_cells", [0, SMALL_MASK_CELLS], ids=["reference rows", "small in one gather"])
+def test_batches_of_moves_around_a_row_are_bit_identical(
+    classes: int, small_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A search's batches change one row in one column or a few (a scan, a walker): a batch of
     mostly one-column moves takes each row's leaves from the other columns' AND once, a batch of
-    several-column moves goes column by column; small and large batches sum the trees each their
+    several-column moves goes column by column, a small batch (``SMALL_MASK_CELLS``; 0: none)
+    ANDs all its table rows in one gather; small and large batches sum the trees each their
     way. Every way gives the estimator's predictions bit for bit, with and without NaN."""
+    monkeypatch.setattr(quickscorer, "SMALL_MASK_CELLS", small_cells)
     rng = np.random.default_rng(2)
     X = rng.normal(size=(800, 6))
     X[rng.random(X.shape) < 0.05] = np.nan
@@ -326,7 +333,9 @@ def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypat
                 row[columns] = X[rng.integers(0, 800, columns.size), columns]
             calls.clear()
             np.testing.assert_array_equal(trees.predict(batch), estimator.predict_proba(batch))
-            if n >= 40:  # the row's own values are the most common: one-column moves skip the column loop
+            if n * trees.columns.size <= small_cells:  # one gather: never column by column
+                assert not calls
+            elif n >= 40:  # the row's own values are the most common: one-column moves skip the column loop
                 assert (len(calls) == 0) == (changes == 1)
 
 
