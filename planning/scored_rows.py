@@ -107,7 +107,9 @@ class ScoredRows:
             rank[by_first] = np.arange(by_first.size)
             inverse = np.empty(n, dtype=np.intp)
             inverse[order] = rank[np.cumsum(starts) - 1]
-            if not np.array_equal(bits, bits[first][inverse]):
+            source = first[inverse]
+            repeats = np.flatnonzero(source != np.arange(n))  # rows after their first occurrence
+            if not np.array_equal(bits[repeats], bits[source[repeats]]):
                 return None
             slots = self._find(ordered[starts])[by_first]
         known = slots >= 0
