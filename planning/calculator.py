@@ -82,10 +82,12 @@ class ModelCalls(Protocol):
 
 class DirectCalls:
     """Calls the problem's model adapter itself; the reference is the adapter's real path when it
-    has a fast one (``predict_reference``), else its only one."""
+    has a fast one (``predict_reference``), else its only one. One solve's calls: an adapter with
+    a fast path gives its per-solve predict (``solve_predict``: the path looked up once a solve)."""
 
     def __init__(self, model: Any) -> None:
-        self.predict = model.predict
+        solve_predict = getattr(model, "solve_predict", None)
+        self.predict = solve_predict() if solve_predict is not None else model.predict
         self.predict_reference = getattr(model, "predict_reference", model.predict)
 
 
@@ -204,6 +206,8 @@ class ScoreCalculator:
         # counts the changed features and the changed immutables (0/1 sums: exact in any order).
         self._count_weights = np.column_stack([np.ones(space.n_features), self._frozen.astype(np.float64)])
         self._monotone_columns = np.flatnonzero(space.monotone)
+        self._monotone_original = self._original[self._monotone_columns]
+        self._monotone_signs = space.monotone[self._monotone_columns]
         self._checks_grid = space.checks_grid
         self._integral = space.integral if not space.integral.all() else None
         self._bounded = bool(np.isfinite(space.domain_lower).all() and np.isfinite(space.domain_upper).all())
@@ -405,7 +409,7 @@ class ScoreCalculator:
         broken = counts[:, 1].copy()
         monotone = self._monotone_columns
         if monotone.size:  # elsewhere the product is 0, never below it
-            broken += ((X[:, monotone] - self._original[monotone]) * space.monotone[monotone] < 0.0).sum(axis=1)
+            broken += ((X[:, monotone] - self._monotone_original) * self._monotone_signs < 0.0).sum(axis=1)
         if self._checks_grid:
             broken += space.off_grid(X)
         limit = self.problem.max_changed_features
@@ -440,6 +444,11 @@ class ScoreCalculator:
         """The predictions of the split's distinct rows: the model's for the new ones (kept for
         later unless they failed), the kept ones for the others."""
         new = split.new
+        if new.all():  # every row new (most batches): the model's own arrays, nothing copied
+            rows = X if split.first.size == X.shape[0] else X[split.first]
+            predicted, failed = self._predict_new(rows)
+            self._keep(memory, rows, split.keys, predicted, failed)
+            return predicted, failed
         distinct: Predictions = _empty_predictions(self.problem, split.first.size)
         failures = _Failures(split.first.size)
         if new.any():
@@ -449,12 +458,20 @@ class ScoreCalculator:
                 distinct[name][new] = array
             if failed.any:
                 failures.take(failed, np.flatnonzero(new))
-            kept = ~failed.failed
-            memory.add(rows[kept], split.keys[new][kept], {k: v[kept] for k, v in predicted.items()})
-        if not new.all():
-            for name, array in memory.known(split).items():
-                distinct[name][~new] = array
+            self._keep(memory, rows, split.keys[new], predicted, failed)
+        for name, array in memory.known(split).items():
+            distinct[name][~new] = array
         return distinct, failures
+
+    @staticmethod
+    def _keep(
+        memory: ScoredRows, rows: FloatMatrix, keys: npt.NDArray[np.uint64], predicted: Predictions, failed: _Failures
+    ) -> None:
+        """Keep the new rows' predictions but the failed ones' (a failed row is asked again)."""
+        if failed.any:
+            kept = ~failed.failed
+            rows, keys, predicted = rows[kept], keys[kept], {k: v[kept] for k, v in predicted.items()}
+        memory.add(rows, keys, predicted)
 
     def _predict_new(self, X: FloatMatrix) -> tuple[Predictions, _Failures]:
         """The model's predictions of ``X`` (a row whose output is implausible counts as failed)."""

@@ -63,7 +63,28 @@ class _FastCalls:
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """Predictions for every candidate, in one call: the fast path when the model compiles,
         else the real pipeline (:meth:`predict_reference`)."""
-        path = self.fast_path(space) if self.fast else None
+        return self._predict_on(self.fast_path(space) if self.fast else None, X, space)
+
+    def solve_predict(self) -> Callable[[FloatMatrix, FeatureSpace], Predictions]:
+        """:meth:`predict` for the calls of one solve (a score calculator's): a space's fast path
+        is looked up, and the model's fitted state checked, at the solve's first call for it and
+        kept for its other calls (a solve's dozens of calls once cost a refit check each). A model
+        refitted in place drops its compiled paths at the next solve's first call; a refit in the
+        middle of a solve is left to the real model, which checks every answer."""
+        kept: list[tuple[FeatureSpace, FastPath | None]] = []
+
+        def predict(X: FloatMatrix, space: FeatureSpace) -> Predictions:
+            if not self.fast:
+                return self.predict_reference(X, space)
+            if not kept or kept[0][0] is not space:
+                kept[:] = [(space, self.fast_path(space))]
+            return self._predict_on(kept[0][1], X, space)
+
+        return predict
+
+    def _predict_on(self, path: FastPath | None, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """``path``'s predictions (the real pipeline's when it is None, or when it raises), with
+        the debug check."""
         if path is None:
             return self.predict_reference(X, space)
         try:

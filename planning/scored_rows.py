@@ -90,12 +90,15 @@ class ScoredRows:
         keys = self._hashes(bits)
         n = keys.size
         order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
         starts = np.empty(n, dtype=bool)
         starts[:1] = True
-        np.not_equal(keys[order[1:]], keys[order[:-1]], out=starts[1:])
+        np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
         if starts.all():  # no row repeated (most batches): each row is its own distinct row
             first = np.arange(n)
             unique, inverse = keys, first
+            slots = np.empty(n, dtype=np.intp)
+            slots[order] = self._find(ordered)  # looked up in increasing order: a faster search
         else:
             firsts = order[starts]  # each distinct row's first occurrence (the sort is stable)
             by_first = np.argsort(firsts, kind="stable")  # distinct rows in the order they first occur
@@ -104,9 +107,12 @@ class ScoredRows:
             rank[by_first] = np.arange(by_first.size)
             inverse = np.empty(n, dtype=np.intp)
             inverse[order] = rank[np.cumsum(starts) - 1]
-            if not np.array_equal(bits, bits[first][inverse]):
+            source = first[inverse]
+            repeats = np.flatnonzero(source != np.arange(n))  # rows after their first occurrence
+            if not np.array_equal(bits[repeats], bits[source[repeats]]):
                 return None
-        slots, known = self._find(unique)
+            slots = self._find(ordered[starts])[by_first]
+        known = slots >= 0
         if known.any():  # a hash is no proof: the kept row must be this one
             same = (_bits(self._rows[slots[known]]) == bits[first[known]]).all(axis=1)
             if not same.all():
@@ -126,19 +132,24 @@ class ScoredRows:
             return
         X, keys = X[:take], keys[:take]
         predictions = {name: v[:take] for name, v in predictions.items()}
-        _, kept = self._find(keys)
-        fresh = ~kept
-        if not fresh.all():  # a collision kept out: the row already there stays
-            X, keys = X[fresh], keys[fresh]
-            predictions = {name: v[fresh] for name, v in predictions.items()}
-            take = keys.size
+        order = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self._keys, keys[order])  # where each goes among the kept keys
+        if self._keys.size:
+            kept = self._keys[np.minimum(at, self._keys.size - 1)] == keys[order]
+            if kept.any():  # a collision kept out: the row already there stays
+                fresh = np.ones(take, dtype=bool)
+                fresh[order[kept]] = False
+                X, keys = X[fresh], keys[fresh]
+                predictions = {name: v[fresh] for name, v in predictions.items()}
+                take = keys.size
+                order = np.argsort(keys, kind="stable")
+                at = np.searchsorted(self._keys, keys[order])
         end = self.size + take
         self._reserve(end)
         self._rows[self.size : end] = X
         for name, out in self._outputs.items():
             out[self.size : end] = predictions[name]
-        order = np.argsort(keys, kind="stable")
-        at = np.searchsorted(self._keys, keys[order]) + np.arange(take)  # where each lands, merged
+        at += np.arange(take)  # where each lands, merged
         old = np.ones(self._keys.size + take, dtype=bool)
         old[at] = False
         merged_keys = np.empty(old.size, dtype=np.uint64)
@@ -148,13 +159,12 @@ class ScoredRows:
         self._keys, self._key_slots = merged_keys, merged_slots
         self.size = end
 
-    def _find(self, keys: npt.NDArray[np.uint64]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-        """Per key (distinct keys): the slot kept under it (-1 for none), and whether there is one."""
+    def _find(self, keys: npt.NDArray[np.uint64]) -> IntArray:
+        """Per key (distinct keys): the slot kept under it, -1 for none."""
         if self._keys.size == 0:
-            return np.full(keys.size, -1, dtype=np.intp), np.zeros(keys.size, dtype=bool)
+            return np.full(keys.size, -1, dtype=np.intp)
         at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
-        found = self._keys[at] == keys
-        return np.where(found, self._key_slots[at], -1), found
+        return np.where(self._keys[at] == keys, self._key_slots[at], -1)
 
     def _reserve(self, rows: int) -> None:
         """Room for ``rows`` rows (doubling, up to the capacity)."""
@@ -197,12 +207,13 @@ def _multipliers(n_features: int) -> npt.NDArray[np.uint64]:
 def _row_hashes(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """Per row, a 64-bit hash of its bytes: each value's high bits folded into its low ones (a
     number on a grid has its low bits all zero), times an odd multiplier of its column, summed
-    modulo 2**64, then mixed."""
-    v = bits ^ (bits >> np.uint64(32))
+    modulo 2**64 (one integer product with the multipliers: integers wrap, in any order the
+    same sum), then mixed."""
+    v = np.right_shift(bits, np.uint64(32))
+    v ^= bits
     v *= _MIX
     v ^= v >> np.uint64(29)
-    v *= _multipliers(bits.shape[1])
-    h = v.sum(axis=1, dtype=np.uint64)
+    h: npt.NDArray[np.uint64] = v @ _multipliers(bits.shape[1])
     h ^= h >> np.uint64(31)
     h *= _MIX
     h ^= h >> np.uint64(29)

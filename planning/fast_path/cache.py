@@ -7,7 +7,8 @@ per problem). The caches live in the shared per-estimator memo
 (:data:`counterplan.planning.structure.cache.MEMO`), weakly keyed by the model; each call checks the
 model's fitted state with the one refit detector
 (:func:`~counterplan.planning.structure.cache.fitted_state`), so refitting the model in place drops
-every compiled path.
+every compiled path. A solve asks once per space, at its first model call, and keeps the path for
+its other calls (the adapters' ``solve_predict``, which a score calculator uses).
 """
 
 from __future__ import annotations

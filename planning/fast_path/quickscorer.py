@@ -35,6 +35,9 @@ MAX_LEAVES = 64
 MAX_RANK_TABLE_BYTES = 16 * 2**20
 """A forest whose table of ranks by threshold (:func:`_rank_table`) would exceed this ranks its
 values column by column."""
+SMALL_MASK_CELLS = 2560
+"""A batch of at most this many values (rows times used columns: 120 rows of 21 columns) ANDs
+its table rows in one gather and one reduction; larger ones find a reference row first."""
 SMALL_BATCH = 64
 """Up to this many rows the trees' values are summed by one accumulate along each row; above it,
 tree by tree over all rows (the same additions in the same order: the same bits either way)."""
@@ -125,15 +128,12 @@ class TreePredictor:
 
         With the rank table (:func:`_rank_table`), one binary search for every value of every
         column among all columns' thresholds and one lookup (a column's thresholds below a value
-        are those among all the thresholds below it); else a search per column."""
+        are those among all the thresholds below it; NaN, searched past +inf, finds its own row
+        there); else a search per column."""
         if self.rank_rows is not None and self.every_threshold is not None and self.rank_base is not None:
             at = np.searchsorted(self.every_threshold, XT, side="left")
             at += self.rank_base[:, None]
-            ranks = self.rank_rows[at]
-            nan = np.isnan(XT)
-            if nan.any():
-                ranks = np.where(nan, self.nan_rows[:, None], ranks)
-            return ranks
+            return np.asarray(self.rank_rows[at])
         ranks = np.empty(XT.shape, dtype=np.intp)
         if self.small.size:
             block = XT[self.small]
@@ -152,17 +152,21 @@ class TreePredictor:
     def _masks(self, rows: IntArray) -> npt.NDArray[np.unsignedinteger[Any]]:
         """Per row and tree: the leaves left after AND-ing the rows' table rows.
 
-        A batch of candidates mostly differs from one row in one column (a scan's, a chain's, a
-        walker's moves): per column the most common table row is the reference, the AND of the
-        reference rows of all columns but one is made once per column, and a row differing from
-        the reference in at most one column takes it AND its one own table row (one AND, not one
-        per column). The other rows AND their columns one by one, the columns they all share once
-        (the whole batch so when most rows differ in several columns).
+        A small batch gathers all its table rows at once and ANDs them along the columns (two
+        numpy calls: :data:`SMALL_MASK_CELLS`). A larger batch of candidates mostly differs from
+        one row in one column (a scan's, a chain's, a walker's moves): per column the most common
+        table row is the reference, the AND of the reference rows of all columns but one is made
+        once per column, and a row differing from the reference in at most one column takes it
+        AND its one own table row (one AND, not one per column). The other rows AND their columns
+        one by one, the columns they all share once (the whole batch so when most rows differ in
+        several columns).
         AND is exact in any order: the masks are the same bits either way.
         """
         n_columns, n = rows.shape
         if n == 0:
             return np.empty((0, self.table.shape[1]), dtype=self.table.dtype)
+        if n * n_columns <= SMALL_MASK_CELLS:  # one gather of every column's row, one AND along them
+            return np.asarray(np.bitwise_and.reduce(self.table[rows], axis=0))
         counts = np.bincount(rows.ravel(), minlength=self.table.shape[0])
         most = np.flatnonzero(counts == np.maximum.reduceat(counts, self.offsets)[self.table_column])
         reference = most[np.searchsorted(self.table_column[most], np.arange(n_columns))]  # a most common, per column
@@ -193,13 +197,19 @@ class TreePredictor:
         return masks
 
     def _leaf_values(self, masks: npt.NDArray[np.unsignedinteger[Any]]) -> FloatMatrix:
-        """Per tree and row: the value of the leaf of the lowest bit left in the mask."""
-        masks = np.ascontiguousarray(masks.T)
+        """Per tree and row: the value of the leaf of the lowest bit left in the mask (its
+        de Bruijn slot plus the tree's base, computed in place in the masks' own layout; the
+        values are gathered straight into the trees' layout)."""
         word = masks.dtype.type
-        lowest = masks & (~masks + word(1))
         multiplier, shift = _DE_BRUIJN[self.word_bits]
-        slot = (lowest * word(multiplier)) >> word(shift)
-        return np.asarray(self.leaf_values[slot.astype(np.intp) + self.tree_base[:, None]])
+        slot = np.negative(masks)  # the lowest set bit: m & -m (two's complement)
+        slot &= masks
+        slot *= word(multiplier)
+        slot >>= word(shift)
+        if self.tree_base[-1] + self.word_bits <= np.iinfo(masks.dtype).max:
+            slot += self.tree_base.astype(masks.dtype)  # the index fits the word: no wider copy
+            return np.asarray(self.leaf_values.take(slot.T))
+        return np.asarray(self.leaf_values.take(slot.T.astype(np.intp) + self.tree_base[:, None]))
 
 
 def compile_boosting(estimator: Any) -> TreePredictor | None:
@@ -306,7 +316,7 @@ def _forest(
     table, offsets = _tables(splits, columns, thresholds, len(trees), _WORDS[bits])
     counts = np.array([t.size for t in thresholds], dtype=np.intp)
     small = np.flatnonzero(counts <= SMALL_SPLIT_COUNT)
-    every, rank_rows, rank_base = _rank_table(thresholds, offsets)
+    every, rank_rows, rank_base = _rank_table(thresholds, offsets, offsets + counts + 1)
     return TreePredictor(
         columns=columns.astype(np.intp),
         thresholds=thresholds,
@@ -332,25 +342,26 @@ def _forest(
 
 
 def _rank_table(
-    thresholds: tuple[FloatMatrix, ...], offsets: IntArray
+    thresholds: tuple[FloatMatrix, ...], offsets: IntArray, nan_rows: IntArray
 ) -> tuple[FloatMatrix | None, IntArray | None, IntArray | None]:
-    """Every column's thresholds as one sorted array ``every``, and per column and position ``g``
-    of a value among them (``searchsorted(every, value)``, 0 to ``every.size``) the table row of
-    the value's rank in its own column: ``offsets[c]`` plus its thresholds below ``every[g]`` (all
-    of them at ``g == every.size``). Exact: ``every`` holds each column's thresholds, so those of
-    column ``c`` below a value are those among ``every[:g]``, the same comparisons as a search of
-    the column's own. Flattened with each column's start; (None, None, None) beyond
-    :data:`MAX_RANK_TABLE_BYTES`: a search per column (a forest of thousands of thresholds on
-    hundreds of columns)."""
-    every = np.unique(np.concatenate(thresholds)) if thresholds else np.empty(0)
+    """Every column's thresholds and +inf as one sorted array ``every``, and per column and
+    position ``g`` of a value among them (``searchsorted(every, value)``, 0 to ``every.size``) the
+    table row of the value's rank in its own column: ``offsets[c]`` plus its thresholds below
+    ``every[g]``. Exact: ``every`` holds each column's thresholds, so those of column ``c`` below a
+    value are those among ``every[:g]``, the same comparisons as a search of the column's own.
+    Every number, +inf too, is at most ``every``'s last value, +inf: only NaN (sorted past
+    everything) is searched to ``g == every.size``, whose row is the column's NaN row
+    (``nan_rows``), so the values need no NaN test. Flattened with each column's start;
+    (None, None, None) beyond :data:`MAX_RANK_TABLE_BYTES`: a search per column (a forest of
+    thousands of thresholds on hundreds of columns)."""
+    every = np.unique(np.concatenate([*thresholds, [np.inf]]))
     width = every.size + 1
     if len(thresholds) * width * np.dtype(np.intp).itemsize > MAX_RANK_TABLE_BYTES:
         return None, None, None
     rows = np.empty((len(thresholds), width), dtype=np.intp)
     for c, column_thresholds in enumerate(thresholds):
-        rows[c, :-1] = np.searchsorted(column_thresholds, every, side="left")
-        rows[c, -1] = column_thresholds.size
-    rows += offsets[:, None]
+        rows[c, :-1] = np.searchsorted(column_thresholds, every, side="left") + offsets[c]
+        rows[c, -1] = nan_rows[c]
     return every, rows.ravel(), np.arange(len(thresholds), dtype=np.intp) * width
 
 

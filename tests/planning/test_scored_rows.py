@@ -251,3 +251,28 @@ def test_a_hash_shared_by_rows_never_matches_another_row(monkeypatch: pytest.Mon
     monkeypatch.setattr(scored_rows_module, "_row_hashes", lambda bits: np.zeros(bits.shape[0], dtype=np.uint64))
     rows = np.array([[0.0, 1.0], [3.0, 4.0]])
     assert scored_rows_module.row_index(rows, np.array([[3.0, 4.0], [0.0, 1.0]])).tolist() == [-1, 0]
+
+
+def test_a_rows_hash_is_the_documented_sum_of_its_columns_modulo_2_64() -> None:
+    """Each value's bytes folded and mixed, times its column's odd multiplier, summed modulo
+    2**64 and mixed again (:func:`_row_hashes`): the same keys whatever the batch, so the memory
+    finds the same rows, with NaN, -0.0 and huge values among them."""
+    X = np.array([[0.0, 1.5, -2.0, 1e300], [np.nan, -0.0, 3.0, 7.0], [0.0, 1.5, -2.0, 1e300]])
+    mask = 2**64 - 1
+    mix = int(scored_rows_module._MIX)
+    multipliers = [int(m) for m in scored_rows_module._multipliers(X.shape[1])]
+
+    def expected(row: FloatMatrix) -> int:
+        total = 0
+        for value, multiplier in zip(row.view(np.uint64).tolist(), multipliers, strict=True):
+            v = ((value ^ (value >> 32)) * mix) & mask
+            v ^= v >> 29
+            total = (total + v * multiplier) & mask
+        total ^= total >> 31
+        total = (total * mix) & mask
+        return total ^ (total >> 29)
+
+    keys = scored_rows_module._row_hashes(scored_rows_module._bits(X))
+    assert keys.dtype == np.uint64
+    assert [int(k) for k in keys] == [expected(row) for row in X]
+    assert keys[0] == keys[2] != keys[1]

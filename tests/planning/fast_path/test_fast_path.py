@@ -38,17 +38,21 @@ from sklearn.preprocessing import (
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
+import counterplan.planning.fast_path.cache
 import counterplan.planning.fast_path.probe
 from counterplan.planning import (
     ClassGoal,
     CounterfactualProblem,
     ModelAdapterError,
     RangeGoal,
+    ScoreCalculator,
     SklearnClassifierAdapter,
     SklearnRegressorAdapter,
 )
+from counterplan.planning.fast_path import quickscorer
 from counterplan.planning.fast_path.inputs import compile_inputs
 from counterplan.planning.fast_path.probe import probe_rows
+from counterplan.planning.fast_path.quickscorer import SMALL_MASK_CELLS
 from counterplan.planning.fast_path.trees import BaggedTrees, compile_trees
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
@@ -294,11 +298,16 @@ def test_the_forest_alone_matches_the_estimator_on_arrays_with_nan() -> None:
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("small_cells", [0, SMALL_MASK_CELLS], ids=["reference rows", "small in one gather"])
+def test_batches_of_moves_around_a_row_are_bit_identical(
+    classes: int, small_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A search's batches change one row in one column or a few (a scan, a walker): a batch of
     mostly one-column moves takes each row's leaves from the other columns' AND once, a batch of
-    several-column moves goes column by column; small and large batches sum the trees each their
+    several-column moves goes column by column, a small batch (``SMALL_MASK_CELLS``; 0: none)
+    ANDs all its table rows in one gather; small and large batches sum the trees each their
     way. Every way gives the estimator's predictions bit for bit, with and without NaN."""
+    monkeypatch.setattr(quickscorer, "SMALL_MASK_CELLS", small_cells)
     rng = np.random.default_rng(2)
     X = rng.normal(size=(800, 6))
     X[rng.random(X.shape) < 0.05] = np.nan
@@ -324,7 +333,9 @@ def test_batches_of_moves_around_a_row_are_bit_identical(classes: int, monkeypat
                 row[columns] = X[rng.integers(0, 800, columns.size), columns]
             calls.clear()
             np.testing.assert_array_equal(trees.predict(batch), estimator.predict_proba(batch))
-            if n >= 40:  # the row's own values are the most common: one-column moves skip the column loop
+            if n * trees.columns.size <= small_cells:  # one gather: never column by column
+                assert not calls
+            elif n >= 40:  # the row's own values are the most common: one-column moves skip the column loop
                 assert (len(calls) == 0) == (changes == 1)
 
 
@@ -539,6 +550,53 @@ def test_adapters_of_one_model_share_the_cache_and_a_refit_drops_it(
     assert len(compiled) == 2
     assert not np.allclose(before, after)
     np.testing.assert_allclose(after, model.predict_proba(second.space.to_frame(X)), rtol=0, atol=1e-12)
+
+
+def test_a_solve_checks_the_fitted_state_once_and_the_next_solve_sees_a_refit(
+    data: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A score calculator (one solve) looks its space's fast path up, checking the model's fitted
+    state, at its first call only; a model refitted in place between two solves gives the next
+    solve the refitted model's predictions."""
+    model = hgb_pipeline(HistGradientBoostingClassifier(max_iter=10, random_state=0))
+    model.fit(data[FEATURES], data["approved"])
+    problem = problem_for(data, model)
+    checks: list[int] = []
+    fitted_state = counterplan.planning.fast_path.cache.fitted_state
+
+    def counting(model: Any) -> Any:
+        checks.append(1)
+        return fitted_state(model)
+
+    monkeypatch.setattr(counterplan.planning.fast_path.cache, "fitted_state", counting)
+    X = candidates(problem.space, n=40)
+    calculator = ScoreCalculator(problem, remember_bytes=0)
+    for rows in (X[:10], X[10:20], X[20:]):
+        calculator.calculate(rows)
+    assert calculator.model_call_count == 3 and len(checks) == 1
+    before = calculator.calculate(X).predictions["approved"]
+    half = data.iloc[::2]
+    model.fit(half[FEATURES], half["approved"])  # refitted in place
+    after = ScoreCalculator(problem, remember_bytes=0).calculate(X).predictions["approved"]
+    assert len(checks) == 2 and not np.array_equal(before, after)
+    np.testing.assert_array_equal(after, model.predict_proba(problem.space.to_frame(X)))
+
+
+def test_leaf_indices_wider_than_the_mask_word_are_bit_identical() -> None:
+    """The leaf of a mask is found in the mask's own word (8, 16, 32 or 64 bits) when every
+    tree's index fits it, and in a wider integer when it does not (8-bit masks of more than 31
+    trees): both give the estimator's predictions bit for bit."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    for leaves, iterations, bits in ((8, 40, 8), (8, 20, 8), (16, 40, 16)):
+        estimator = HistGradientBoostingClassifier(
+            max_iter=iterations, max_leaf_nodes=leaves, early_stopping=False, random_state=0
+        ).fit(X, y)
+        trees = compile_trees(estimator)
+        assert trees is not None and not isinstance(trees, BaggedTrees) and trees.word_bits == bits
+        for batch in (X, X[:3]):
+            np.testing.assert_array_equal(trees.predict(batch), estimator.predict_proba(batch))
 
 
 def test_a_new_pattern_of_missing_values_is_checked_before_the_plan_is_reused(
