@@ -150,6 +150,8 @@ class SolverScope:
             feasible = (scores[:, :HARD_LEVELS] >= 0.0).all(axis=1)
             if feasible.any():
                 self.pool.add(X[feasible], scores[feasible])
+        if scores[:, 0].max() < self.best_score[0]:  # every row's first level is worse: no row beats
+            return False
         top = best_row(scores)
         if not is_better(scores[top], self.best_score):
             return False

@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from counterplan.planning.score import BendableScore, is_feasible, not_worse
 from counterplan.solver.core.config import TerminationConfig
 from counterplan.solver.core.scope import Progress
@@ -111,9 +109,9 @@ class Termination:
             return False, 0.0, ""
         done = [r for r in results if r[0]]
         if self.composition == "or":
-            return bool(done), float(np.max([r[1] for r in results])), done[0][2] if done else ""
+            return bool(done), float(max(r[1] for r in results)), done[0][2] if done else ""
         all_done = len(done) == len(results)
-        return all_done, float(np.min([r[1] for r in results])), " and ".join(r[2] for r in results) if all_done else ""
+        return all_done, float(min(r[1] for r in results)), " and ".join(r[2] for r in results) if all_done else ""
 
 
 def wall_limit(config: TerminationConfig) -> float | None:

@@ -70,13 +70,16 @@ class Forager:
             np.minimum.at(first, owner[improving], index[improving])
             found = first < n
             picks[found] = first[found]
-        # by walker, then accepted ones last, then by score; the last row of a walker's group is its
-        # best accepted move, and among equal scores the earliest (-index sorts it last). One sort
-        # of the whole batch beats a level-by-level filter, since feasible rows tie on the hard levels.
-        order = np.lexsort((-index, *scores.T[::-1], accepted, owner))
+        # the accepted moves (a few in ten) by walker, then by score; the last row of a walker's
+        # group is its best accepted move, and among equal scores the earliest (-index sorts it
+        # last). One sort beats a level-by-level filter, since feasible rows tie on the hard levels.
+        index = index[accepted]
+        if index.size == 0:
+            return picks
+        order = index[np.lexsort((-index, *scores[index].T[::-1], owner[index]))]
         grouped = owner[order]
         last = np.flatnonzero(np.r_[grouped[1:] != grouped[:-1], True])
-        top = order[last]
-        chosen = accepted[top] & (picks[grouped[last]] < 0)
-        picks[grouped[last][chosen]] = top[chosen]
+        top, walker = order[last], grouped[last]
+        chosen = picks[walker] < 0
+        picks[walker[chosen]] = top[chosen]
         return picks

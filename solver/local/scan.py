@@ -394,11 +394,15 @@ class _Scans:
         same rows). Each scan looks only at the scans made before the call."""
         built = [self._known(grid, base, base_score, entries) for grid, base, base_score, entries in requests]
         fresh = [todo.nonzero()[0] for _, _, todo in built]
+        # a scan's rows change its base in one feature: two scans whose bases differ in three
+        # features or more (bit for bit) share no row, and need no search for one
+        bits = np.vstack([base for _, base, _, _ in requests]).view(np.int64)
         new: list[FloatMatrix] = []  # the rows to score, each once
         where: list[np.ndarray] = []  # per scan, each fresh row's place among them
         made = 0
-        for (X, _, _), f in zip(built, fresh, strict=True):
-            at = row_index(np.vstack(new), X[f]) if made else np.full(f.size, -1, dtype=np.intp)
+        for i, ((X, _, _), f) in enumerate(zip(built, fresh, strict=True)):
+            near = made and bool((np.count_nonzero(bits[:i] != bits[i], axis=1) <= 2).any())
+            at = row_index(np.vstack(new), X[f]) if near else np.full(f.size, -1, dtype=np.intp)
             own = at < 0
             at[own] = made + np.arange(np.count_nonzero(own))
             new.append(X[f[own]])
