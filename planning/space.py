@@ -135,6 +135,9 @@ class FeatureSpace:
         values where a cell starts; the values from one cut up to the next are decided alike."""
         self.allowed: dict[int, FloatMatrix] = self._allowed_values()
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
+        listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
+        self._decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable & ~listed)
+        """The mutable floats with a precision and no allowed values: :meth:`off_grid` checks their decimals."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
 
     def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
@@ -305,12 +308,17 @@ class FeatureSpace:
         count = np.zeros(X.shape[0], dtype=np.int64)
         for column, grid in self.allowed.items():
             count += ~np.isin(X[:, column], grid)
-        listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
-        decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable & ~listed)
+        decimals = self._decimals
         if decimals.size:
             block = X[:, decimals]
-            rounded = np.rint(block * self._scale[decimals]) / self._scale[decimals]
-            off = ~np.isclose(rounded, block, rtol=1e-12, atol=0.0) & (block != self.original[decimals])
+            scale = self._scale[decimals]
+            rounded = np.rint(block * scale) / scale
+            # np.isclose(rounded, block, rtol=1e-12, atol=0.0) written out, the same booleans (its
+            # wrapper costs more than the arithmetic): its finiteness test of ``block`` matters only
+            # for an infinite ``block``, and then ``rounded`` is that same infinity, equal to it
+            close = np.abs(rounded - block) <= 1e-12 * np.abs(block)
+            close |= rounded == block
+            off = ~close & (block != self.original[decimals])
             count += off.sum(axis=1)
         return count
 

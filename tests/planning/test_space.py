@@ -115,3 +115,29 @@ def test_a_float_precision_puts_candidates_on_its_grid_and_keeps_the_original() 
     assert snapped[2].tolist() == [1.0, 60.0, 3.0]  # into the grid bounds, onto the allowed values
     assert space.off_grid(snapped).tolist() == [0, 0, 0]  # an allowed value wins over the decimals
     assert space.off_grid(np.array([[0.455, 60.0, 3.0]])).tolist() == [1]
+
+
+def test_off_grid_tells_the_decimals_as_numpys_isclose_does() -> None:
+    """:meth:`FeatureSpace.off_grid` writes ``np.isclose(rounded, value, rtol=1e-12, atol=0)``
+    out: the same count on values near the tolerance, huge, tiny, signed zeros, infinities and NaN."""
+    from counterplan.planning import FloatFeature
+
+    space = FeatureSpace([FloatFeature(name=f"x{p}", value=0.5, low=-1e15, high=1e15, precision=p) for p in (0, 2, 6)])
+    rng = np.random.default_rng(0)
+    grid = np.rint(rng.normal(0, 1e3, (400, 3)) * [1.0, 100.0, 1e6]) / [1.0, 100.0, 1e6]
+    edges = [0.0, -0.0, 0.5, 1e-300, 5e-7, 0.015, 1e15 + 0.5, 1e300, -1e300, np.inf, -np.inf, np.nan]
+    values = np.vstack(
+        [
+            grid,
+            grid * (1.0 + rng.choice([-2e-12, -1e-12, -5e-13, 5e-13, 1e-12, 2e-12], grid.shape)),
+            grid + rng.choice([-1e-9, 1e-9, 0.3], grid.shape),
+            np.array(edges)[rng.integers(0, len(edges), (400, 3))],
+        ]
+    )
+    scale = np.array([1.0, 100.0, 1e6])
+    with np.errstate(all="ignore"):
+        rounded = np.rint(values * scale) / scale
+        expected = (~np.isclose(rounded, values, rtol=1e-12, atol=0.0) & (values != 0.5)).sum(axis=1)
+        got = space.off_grid(values)
+    assert 0 < expected.sum() < values.size
+    assert got.tolist() == expected.tolist()
