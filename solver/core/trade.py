@@ -698,22 +698,6 @@ def pareto_front(owner: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntAr
     """Per feature, the single-feature entries that gain (goal distance) more than every cheaper
     entry of that feature: the only ones worth buying when gains add up."""
     index = np.flatnonzero(gain > 1e-12)
-    if index.size == 0:
-        return np.empty(0, dtype=np.intp)
-    # by feature, cheapest first, larger gain first on ties (a stable sort: then by index)
-    order = index[np.lexsort((-gain[index], cost[index], owner[index]))]
-    group = owner[order]
-    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
-    sizes = np.diff(np.append(starts, order.size))
-    run = np.repeat(np.arange(starts.size), sizes)
-    place = np.arange(order.size) - starts[run]
-    g = gain[order]
-    # each entry kept when it gains more than every kept entry before it: a table of one row a
-    # feature, its running maximum over all entries before, then checked over the kept ones only
-    # (the same set then, by induction; else the loop below decides)
-    kept = g > _before(g, run, place, starts.size) + 1e-12
-    if (kept == (g > _before(np.where(kept, g, -np.inf), run, place, starts.size) + 1e-12)).all():
-        return np.asarray(order[kept], dtype=np.intp)
     keep: list[int] = []
     for j in np.unique(owner[index]).tolist():
         mine = index[owner[index] == j]
@@ -724,15 +708,6 @@ def pareto_front(owner: IntArray, cost: FloatMatrix, gain: FloatMatrix) -> IntAr
                 keep.append(i)
                 top = gain[i]
     return np.array(keep, dtype=np.intp)
-
-
-def _before(values: FloatMatrix, run: IntArray, place: IntArray, runs: int) -> FloatMatrix:
-    """For values grouped in runs (``run``, ``place`` within it): the largest value before each
-    in its run (``-inf`` for the first)."""
-    table = np.full((runs, int(place.max()) + 1), -np.inf)
-    table[run, place] = values
-    top = np.maximum.accumulate(table, axis=1)
-    return np.where(place > 0, top[run, np.maximum(place - 1, 0)], -np.inf)
 
 
 def front_values(X: FloatMatrix, owner: IntArray, front: IntArray) -> dict[int, FloatMatrix]:

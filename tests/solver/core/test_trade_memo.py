@@ -18,7 +18,6 @@ from counterplan.solver.core.trade import (
     _linspaces,
     _smallest_where,
     one_per_cell,
-    pareto_front,
     pricer_for,
     recreate_candidates,
     single_rows,
@@ -193,33 +192,6 @@ def test_linspaces_are_numpys_rows() -> None:
         table = _linspaces(low, high, num)
         for i in range(low.size):
             assert _same(table[i].copy(), np.linspace(low[i], high[i], num))
-
-
-def _front_loop(owner: np.ndarray, cost: np.ndarray, gain: np.ndarray) -> np.ndarray:
-    """pareto_front as a plain loop (its definition)."""
-    index = np.flatnonzero(gain > 1e-12)
-    keep: list[int] = []
-    for j in np.unique(owner[index]).tolist():
-        mine = index[owner[index] == j]
-        mine = mine[np.lexsort((-gain[mine], cost[mine]))]
-        top = -np.inf
-        for i in mine.tolist():
-            if gain[i] > top + 1e-12:
-                keep.append(i)
-                top = gain[i]
-    return np.array(keep, dtype=np.intp)
-
-
-def test_the_pareto_front_is_the_loops_even_within_its_tolerance() -> None:
-    """Gains a hair apart (below the 1e-12 a front entry must gain) make the running maximum of
-    all entries and that of the kept ones differ: the loop's answer still."""
-    rng = np.random.default_rng(6)
-    for trial in range(300):
-        n = int(rng.integers(0, 80))
-        owner = rng.integers(0, 5, n)
-        cost = rng.integers(0, 6, n).astype(float)
-        gain = rng.integers(-1, 4, n) * 0.1 + (rng.integers(0, 3, n) * 6e-13 if trial % 2 else 0.0)
-        assert _same(pareto_front(owner, cost, gain), _front_loop(owner, cost, gain))
 
 
 def test_smallest_where_is_the_smallest_then_filtered() -> None:
