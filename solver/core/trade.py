@@ -174,8 +174,8 @@ class TradeValues:
         self._buys: tuple[dict[int, FloatMatrix] | None, npt.NDArray[np.complex128]] | None = None
         self._original = space.original[self.columns]
         self._original_bits = self._original.view(np.int64)
-        self._value_base: _Block | None = None
-        self._cell_base: _Block | None = None
+        self._bases: dict[str, _Block] = {}
+        """Per kind (``"values"``, ``"cells"``): every mutable feature's arrays around the original."""
 
     def values(self, j: int, at: float) -> FloatMatrix:
         """:func:`trade_values` of mutable feature ``j`` around ``at``."""
@@ -248,30 +248,32 @@ class TradeValues:
     def row_values(self, at: FloatMatrix) -> tuple[IntArray, FloatMatrix, IntArray]:
         """:meth:`values` of every mutable feature around its value in ``at`` (the mutable
         columns' values, in order), concatenated: each value's feature, the values, and each
-        feature's count. Built once around the original; a row differs from it in a few
-        features, and only theirs are looked up (the same arrays, so the same concatenation)."""
-        if self._value_base is None:
-            self._at_original_once()
-            self._value_base = self._block([self.values(j, o) for j, o in self._pairs(self._original)])
-        base = self._value_base
-        moved = self._moved(at)
-        if moved.size == 0:
-            return base.owner, base.parts[0], base.sizes
-        owner, (value,), sizes = base.spliced(moved, [(self.values(j, a),) for j, a in self._pairs(at, moved)])
+        feature's count (:meth:`_row`)."""
+        owner, (value,), sizes = self._row(at, "values")
         return owner, value, sizes
 
     def row_cells(self, at: FloatMatrix) -> tuple[IntArray, FloatMatrix, FloatMatrix, IntArray]:
         """:meth:`cells` of every mutable feature at its value in ``at``, concatenated as
         :meth:`row_values`: each value's feature, the values, their costs, each feature's count."""
-        if self._cell_base is None:
+        owner, (value, cost), sizes = self._row(at, "cells")
+        return owner, value, cost, sizes
+
+    def _row(self, at: FloatMatrix, kind: str) -> tuple[IntArray, tuple[npt.NDArray[Any], ...], IntArray]:
+        """``kind``'s arrays (:meth:`values` or :meth:`cells`) of every mutable feature at its
+        value in ``at``, concatenated. Built once around the original; a row differs from it in a
+        few features, and only theirs are looked up (the same arrays, so the same concatenation)."""
+
+        def per_feature(j: int, value: float) -> tuple[npt.NDArray[Any], ...]:
+            return (self.values(j, value),) if kind == "values" else self.cells(j, value)
+
+        base = self._bases.get(kind)
+        if base is None:
             self._at_original_once()
-            self._cell_base = self._block([self.cells(j, o) for j, o in self._pairs(self._original)])
-        base = self._cell_base
+            base = self._bases[kind] = self._block([per_feature(j, o) for j, o in self._pairs(self._original)])
         moved = self._moved(at)
         if moved.size == 0:
-            return base.owner, base.parts[0], base.parts[1], base.sizes
-        owner, (value, cost), sizes = base.spliced(moved, [self.cells(j, a) for j, a in self._pairs(at, moved)])
-        return owner, value, cost, sizes
+            return base.owner, base.parts, base.sizes
+        return base.spliced(moved, [per_feature(j, a) for j, a in self._pairs(at, moved)])
 
     def in_buys(self, owner: IntArray, values: FloatMatrix, buys: dict[int, FloatMatrix] | None) -> BoolArray:
         """Which of ``values`` (of features ``owner``) are among ``buys[j]`` (none without it): as
