@@ -40,6 +40,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
+_RAY_STARTS = 3
+"""How many times :func:`local_ray` starts a cluster before it gives up."""
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
     """A real local Ray with two CPUs for the module that asks for it, stopped afterwards (it takes
@@ -48,16 +52,21 @@ def local_ray() -> Iterator[Any]:
     pytest.importorskip("ray.data")
     if ray.is_initialized():
         ray.shutdown()
-    # Ray waits 30 s for its GCS server's port file; on a busy 2-core machine, right after another
-    # module's cluster stopped, that ran out once in CI ("Timed out waiting for file ...
-    # gcs_server_port"): wait longer, and start once more if it still did not come up.
+    # Ray waits 30 s for its GCS server's port file, and a fixed 30 s for its raylet to register;
+    # on a busy 2-core machine, right after another module's cluster stopped, each ran out once
+    # in CI ("Timed out waiting for file ... gcs_server_port", a RuntimeError; "The current node
+    # timed out during startup", a plain Exception): wait longer for the port file, and start
+    # afresh up to twice more if the cluster still did not come up.
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
     options = {"address": "local", "num_cpus": 2, "include_dashboard": False}
-    try:
-        ray.init(**options, log_to_driver=False, configure_logging=False)
-    except RuntimeError:
-        ray.shutdown()
-        ray.init(**options, log_to_driver=False, configure_logging=False)
+    for attempt in range(_RAY_STARTS):
+        try:
+            ray.init(**options, log_to_driver=False, configure_logging=False)
+            break
+        except Exception:  # Ray's own start-up time-outs (see above); anything else recurs and is raised
+            ray.shutdown()
+            if attempt + 1 == _RAY_STARTS:
+                raise
     yield ray
     ray.shutdown()
 
