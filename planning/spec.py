@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.distance import DistanceSettings
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError, echo
 from counterplan.planning.features import FeatureKind, Monotone, category_text
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
@@ -316,5 +316,5 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
 
 
 def _few(values: Sequence[Any], most: int = 12) -> str:
-    shown = ", ".join(repr(v) for v in list(values)[:most])
+    shown = ", ".join(echo(v) for v in list(values)[:most])
     return f"[{shown}{', ...' if len(values) > most else ''}]"

@@ -101,6 +101,10 @@ def test_a_request_spec_is_laid_over_the_runtimes(explainer: Explainer) -> None:
         ({**ROW, "income": "lots"}, "instances[1].income", "numeric column given the text 'lots'"),
         ({"income": 40.0, "housing": "rent"}, "instances[1].age", "no value"),
         ({**ROW, "housing": "castle"}, "instances[1].housing", "not one of its categories"),
+        ({**ROW, "income": [40, 50]}, "instances[1].income", "numeric column given list [40, 50]"),
+        ({**ROW, "income": {"low": 40}}, "instances[1].income", "numeric column given dict"),
+        ({**ROW, "age": True}, "instances[1].age", "numeric column given bool True"),
+        ({**ROW, "housing": "c" * 100_000}, "instances[1].housing", "… (100,000 characters)' is not one of"),
     ],
 )
 def test_a_bad_instance_is_refused_before_any_search(
