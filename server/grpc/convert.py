@@ -13,7 +13,7 @@ from typing import Any
 
 from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
-from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, one_line
+from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, echo, one_line
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
@@ -39,6 +39,9 @@ Violation = tuple[str, str]
 _MISSING = object()
 """A FeatureValue with ``missing`` set (None already means "no valid value")."""
 MAX_COUNTERFACTUALS = 100
+MAX_REQUEST_ID_CHARS = 256
+"""A caller's request id is echoed whole in the response (and quoted in an INTERNAL status and
+the server log, where it is looked up): longer ones are refused, not echoed (as a batch row id)."""
 _MONOTONE = {pb.MONOTONE_INCREASE: "increase", pb.MONOTONE_DECREASE: "decrease"}
 
 _ENGINE_CHOICES: dict[int, str | None] = {
@@ -126,6 +129,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     Every bad field is named, in the order the fields are checked here. The message's fields
     become a :class:`ProblemSpec`, the one form every way in gives a problem's options."""
     violations: list[Violation] = []
+    check_request_id(request.request_id, violations)
     if len(request.instance) > max_features:
         violations.append(("instance", f"{len(request.instance)} features; at most {max_features} allowed"))
     rules = _overrides(request, model, violations)
@@ -162,6 +166,12 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     return CheckedRequest(instance, spec, features, config, seed, num_counterfactuals=k, engine=engine or None)
 
 
+def check_request_id(request_id: str, out: list[Violation]) -> None:
+    """A request id fits :data:`MAX_REQUEST_ID_CHARS` (every method's request has one)."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS:
+        out.append(("request_id", f"at most {MAX_REQUEST_ID_CHARS} characters, given {len(request_id):,}"))
+
+
 def _spec(rules: dict[str, FeatureRule], options: dict[str, Any]) -> ProblemSpec:
     """The request's :class:`ProblemSpec`: its rules, and only the options it sets (the model's
     own hold where it sets none)."""
@@ -179,7 +189,7 @@ def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Vio
         field = f"overrides[{i}]"
         spec = model.feature(override.name)
         if spec is None:
-            out.append((f"{field}.name", f"unknown feature {override.name!r}"))
+            out.append((f"{field}.name", f"unknown feature {echo(override.name)}"))
             continue
         if override.name in rules:
             out.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
