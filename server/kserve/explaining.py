@@ -36,15 +36,20 @@ def explain_instances(
     request: ExplainRequest,
     limits: ExplainLimits,
     *,
+    arrived: float | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """``{"explanations": [result, ...]}``, one result per instance in order.
+
+    ``arrived`` is when the request came in, by ``clock`` (default: now): the time it waited for
+    a worker thread, busy with other requests, counts against ``request_seconds``, so a request
+    that waited answers with what is left of its time rather than its whole time again.
 
     Raises :class:`RequestError` (the caller's fault, naming the field) before any solve when an
     instance or the request's spec does not fit the model; a model that fails during the search
     raises its own error (the predictor's fault, not the request's).
     """
-    started = clock()
+    started = clock() if arrived is None else arrived
     parameters = request.parameters
     problems = [_problem(explainer, i, instance, parameters.spec) for i, instance in enumerate(request.instances)]
     seed = parameters.seed if parameters.seed is not None else explainer.seed

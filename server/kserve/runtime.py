@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -72,12 +73,13 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
 
     async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
         """KServe's explain verb: ``{"explanations": [...]}`` for ``{"instances": [...]}``."""
+        arrived = time.monotonic()  # the wait for a worker thread is part of the request's time
         explainer = self.explainer
         if explainer is None:  # KServe answers 503 for a model not ready before it calls this
             raise InferenceError("the explainer is not loaded")
         try:
             request = read_request(payload, self.limits)
-            return await asyncio.to_thread(explain_instances, explainer, request, self.limits)
+            return await asyncio.to_thread(explain_instances, explainer, request, self.limits, arrived=arrived)
         except RequestError as exc:
             raise InvalidInput(exc.text) from None
         except CounterplanError as exc:  # the model failed during the search: the predictor's fault
