@@ -39,6 +39,10 @@ from counterplan.solver.explainer import Explainer
 
 log = structlog.get_logger(__name__)
 
+MAX_BODY_BYTES = 16 * 2**20
+"""A request body at most (16 MB: a request of the most instances a runtime may allow is far
+smaller). uvicorn and the SDK set no limit: a 200 MB body was read, parsed and refused as a 400
+with 800 MB of memory."""
 FASTAPI_APP = "kserve.model_server:app"
 """The SDK's one FastAPI app (module-global): one runtime per process."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -147,8 +151,13 @@ class KServeRuntime:
 
 
 class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hints: its RESTServer is Any
-    """The SDK's REST server, refusing a bad request in one log line: the SDK's own handler logs
-    each 400 with its traceback, and a client sending bad input would fill the log."""
+    """The SDK's REST server, refusing a bad request in one log line (the SDK's own handler logs
+    each 400 with its traceback, and a client sending bad input would fill the log), and a body
+    over :data:`MAX_BODY_BYTES` before it is read whole."""
+
+    def _add_middlewares(self, app: Any) -> None:
+        super()._add_middlewares(app)
+        app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)  # the last added runs first
 
     def _add_exception_handlers(self, app: Any) -> None:
         super()._add_exception_handlers(app)
@@ -161,6 +170,54 @@ async def _refused(request: Any, exc: InvalidInput) -> Any:
 
     log.info("explain request refused", path=request.url.path, error=str(exc))
     return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+class _BodyTooLargeError(Exception):
+    """A body grew past the limit while the app read it (a chunked body declares no length)."""
+
+
+class _BodyLimit:
+    """ASGI middleware: HTTP 413 for a body over ``limit`` bytes, by its declared length before a
+    byte is read, else (chunked) as soon as the bytes read pass it."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, send, f"given {int(declared):,}")
+            return
+        read = 0
+
+        async def counted() -> Any:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.limit:
+                raise _BodyTooLargeError
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLargeError:
+            await self._refuse(scope, send, "given more")
+
+    async def _refuse(self, scope: Any, send: Any, given: str) -> None:
+        from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+        error = f"body: at most {self.limit:,} bytes per request, {given}"
+        log.info("explain request refused", path=scope.get("path"), error=error)
+        await JSONResponse(status_code=413, content={"error": error})(scope, _no_body, send)
+
+
+async def _no_body() -> dict[str, Any]:
+    """An ASGI ``receive`` with nothing more to read (the refusal does not read the body)."""
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 def _stopped(sig: int, frame: Any) -> None:

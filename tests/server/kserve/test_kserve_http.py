@@ -7,6 +7,7 @@ the JSON.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -157,3 +158,25 @@ def test_the_time_a_request_waits_for_a_thread_counts_against_its_request_second
     answer = asyncio.run(model.explain({"instances": ROWS, "parameters": {"seed": 5}}))
     assert seen == [1e-3, 1e-3]
     assert len(answer["explanations"]) == 2
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_read(client: httpx.Client) -> None:
+    """uvicorn and the SDK read any body whole (a 200 MB one took 800 MB to refuse): one over
+    16 MB is refused by its declared length, and a chunked one (no length) once its bytes pass it."""
+    from counterplan.server.kserve.runtime import MAX_BODY_BYTES
+
+    headers = {"content-type": "application/json"}
+    declared = client.post(f"/v1/models/{NAME}:explain", content=b" " * (MAX_BODY_BYTES + 1), headers=headers)
+    assert declared.status_code == 413
+    assert declared.json() == {
+        "error": f"body: at most {MAX_BODY_BYTES:,} bytes per request, given {MAX_BODY_BYTES + 1:,}"
+    }
+
+    def chunks() -> Any:
+        for _ in range(MAX_BODY_BYTES // 2**20 + 1):
+            yield b" " * 2**20
+
+    chunked = client.post(f"/v1/models/{NAME}:explain", content=chunks(), headers=headers)
+    assert chunked.status_code == 413 and chunked.json()["error"].endswith("per request, given more")
+    small = client.post(f"/v1/models/{NAME}:explain", content=json.dumps({"instances": ROWS}).encode(), headers=headers)
+    assert small.status_code == 200, small.text
