@@ -401,16 +401,26 @@ def _listed_choices(
         if count > MAX_ALLOWED_VALUES:
             out.append((f"{field}.{name}", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
             return {}
+    forbidden = [plain_value(v) for v in override.forbidden]
+    listed = [("allowed_values", list(override.allowed_values)), ("forbidden", forbidden)]
+    bad = [(f"{field}.{name}[{i}]", v) for name, values in listed for i, v in enumerate(values) if _not_finite(v)]
+    out += [(name, f"must be a finite number, given {value!r}") for name, value in bad[:3]]
+    if bad:  # NaN is no value a change can reach (pydantic's message would name each type it tried)
+        return {}
     allowed = (*override.allowed_values, *override.allowed_categories)
     if allowed:
         result["allowed"] = allowed
     if override.forbidden:
-        values = [plain_value(v) for v in override.forbidden]
-        if any(v is None for v in values):
+        if any(v is None for v in forbidden):
             out.append((f"{field}.forbidden", "give values (a missing value cannot be forbidden)"))
         else:
-            result["forbidden"] = tuple(values)
+            result["forbidden"] = tuple(forbidden)
     return result
+
+
+def _not_finite(value: Any) -> bool:
+    """A number that is NaN or infinite (a category's text or a boolean is not a number)."""
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _precision(precision: int, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:
