@@ -33,7 +33,7 @@ from kserve.errors import InferenceError, InvalidInput
 from kserve.protocol.rest.server import RESTServer
 
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
-from counterplan.server.kserve.explaining import explain_instances
+from counterplan.server.kserve.explaining import SolveStops, explain_instances
 from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
 from counterplan.solver.explainer import Explainer
 
@@ -67,6 +67,8 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         self._build = build
         self.limits = limits or ExplainLimits()
         self.explainer: Explainer | None = None
+        self.stops = SolveStops()
+        """Its running searches, stopped when the server shuts down (each answers its best so far)."""
 
     def load(self) -> bool:
         """Build the explainer; the model is ready once it is."""
@@ -83,7 +85,9 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
             raise InferenceError("the explainer is not loaded")
         try:
             request = read_request(payload, self.limits)
-            return await asyncio.to_thread(explain_instances, explainer, request, self.limits, arrived=arrived)
+            return await asyncio.to_thread(
+                explain_instances, explainer, request, self.limits, arrived=arrived, stops=self.stops
+            )
         except RequestError as exc:
             raise InvalidInput(exc.text) from None
         except CounterplanError as exc:  # the model failed during the search: the predictor's fault
@@ -97,15 +101,18 @@ class KServeRuntime:
     """Explainers served over KServe's REST protocol on ``host:port``.
 
     ``run()`` blocks until the server stops: on the main thread, at SIGTERM or SIGINT (uvicorn's
-    handlers, which finish the requests in flight within ``grace_seconds``); on any thread, at
-    :meth:`stop`. The SDK's FastAPI app is module-global and takes its routes and middleware once:
-    one runtime per process (it may serve several models, added before or while it runs).
+    handlers, which wait for the requests in flight within ``grace_seconds``); on any thread, at
+    :meth:`stop`. Either way the running searches are told to stop first, so those requests answer
+    their best so far rather than being cut by the grace. The SDK's FastAPI app is module-global
+    and takes its routes and middleware once: one runtime per process (it may serve several
+    models, added before or while it runs).
     """
 
     def __init__(
         self, models: Sequence[CounterplanExplainer], port: int, host: str = "0.0.0.0", grace_seconds: int = 30
     ) -> None:
         self.server = ModelServer(http_port=port, enable_grpc=False, workers=1, grace_period=grace_seconds)
+        self.models: list[CounterplanExplainer] = []
         self.names: list[str] = []
         for model in models:
             self.add(model)
@@ -117,11 +124,23 @@ class KServeRuntime:
             grace_period=grace_seconds,
         )
         self._rest.config.host = host
+        serving = self._rest._server
+        shutdown = serving.shutdown
+
+        async def stop_searches_first(sockets: Any = None) -> None:
+            """uvicorn's shutdown (a signal's or :meth:`stop`'s), the running searches told to stop
+            first: the requests in flight answer their best so far within the grace."""
+            for model in self.models:
+                model.stops.stop()
+            await shutdown(sockets)
+
+        serving.shutdown = stop_searches_first
 
     def add(self, model: CounterplanExplainer) -> None:
         """Load ``model`` (build its explainer) and serve it under its name."""
         model.load()
         self.server.register_model(model)
+        self.models.append(model)
         self.names.append(model.name)
 
     def run(self) -> None:

@@ -180,3 +180,46 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(client: httpx.Client) ->
     assert chunked.status_code == 413 and chunked.json()["error"].endswith("per request, given more")
     small = client.post(f"/v1/models/{NAME}:explain", content=json.dumps({"instances": ROWS}).encode(), headers=headers)
     assert small.status_code == 200, small.text
+
+
+def test_shutdown_stops_the_running_searches_and_answers_their_best_so_far(
+    kserve_runtime: tuple[KServeRuntime, str], credit_data: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    """uvicorn's shutdown waits for requests in flight only for its grace, then cancels them: a
+    search longer than the grace (a minute's, under the default 30 s grace) gave its client a bare
+    "Internal Server Error". Shutdown now stops the searches first: the request answers its best
+    so far, marked stopped early."""
+    import asyncio
+    import threading
+
+    from counterplan.server.kserve.runtime import CounterplanExplainer, KServeRuntime
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig
+    from tests.server.kserve.conftest import free_port
+
+    endless = SolverConfig(termination=TerminationConfig(spent_limit_seconds=600.0), phases=({"type": "local_search"},))  # type: ignore[arg-type]
+    calls = threading.Semaphore(0)
+
+    class Counted(_Broken):  # the pipeline's answers, each call counted
+        def predict_proba(self, rows: Any) -> Any:
+            calls.release()
+            return credit_model.predict_proba(rows)
+
+    explainer = Explainer(Counted(credit_model), credit_data, target=TARGET, config=endless, check=False)
+    model = CounterplanExplainer("credit-endless", lambda: explainer, ExplainLimits(max_instance_seconds=600))
+    runtime = KServeRuntime([model], free_port(), host="127.0.0.1")  # not started: only its shutdown runs
+    body = {
+        "instances": ROWS[:1],
+        "parameters": {"spec": {"goals": [{"kind": "class", "target": "good", "confidence": 1}]}},
+    }
+    answers: list[dict[str, Any]] = []
+    request = threading.Thread(target=lambda: answers.append(asyncio.run(model.explain(body))), daemon=True)
+    request.start()
+    for _ in range(5):  # the search is under way
+        assert calls.acquire(timeout=60)
+    serving = runtime._rest._server
+    serving.servers, serving.force_exit = [], True  # no sockets, connections or lifespan to end
+    asyncio.run(serving.shutdown())
+    request.join(60)
+    assert not request.is_alive()
+    (answer,) = answers[0]["explanations"]
+    assert answer["stopped_early"] and answer["statistics"]["termination_reason"] == "terminated early"
