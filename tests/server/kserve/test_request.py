@@ -41,6 +41,8 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         ({"instances": [ROW], "parameters": {"seed": -1}}, "parameters.seed", "greater than or equal to 0"),
         ({"instances": [ROW], "parameters": {"seed": "7"}}, "parameters.seed", "valid integer"),
         ({"instances": [ROW], "parameters": {"time_limit": 0}}, "parameters.time_limit", "greater than 0"),
+        ({"instances": [ROW], "parameters": {"time_limit": True}}, "parameters.time_limit", "valid number"),
+        ({"instances": [ROW], "parameters": {"time_limit": "5"}}, "parameters.time_limit", "valid number"),
         ({"instances": [ROW], "parameters": {"num_counterfactuals": 3}}, "parameters.num_counterfactuals", "at most 2"),
         ({"instances": [ROW], "parameters": {"answers": 3}}, "parameters.answers", "Extra inputs"),
         ({"instances": [ROW], "parameters": {"spec": {"margin": 2}}}, "parameters.spec.margin", "0.5"),
