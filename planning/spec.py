@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.distance import DistanceSettings
-from counterplan.planning.errors import InvalidInputError, echo
+from counterplan.planning.errors import GoalError, InvalidInputError, echo
 from counterplan.planning.features import FeatureKind, Monotone, category_text
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
@@ -178,7 +178,7 @@ class ProblemSpec(_Spec):
     @field_validator("goals", mode="before")
     @classmethod
     def _goal_list(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
+        return tuple(_goal(i, item) for i, item in enumerate(value)) if isinstance(value, list | tuple) else value
 
     @classmethod
     def from_keywords(
@@ -313,6 +313,29 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
         numbers.append(float(value))
     forbidden = {float(v) for v in rule.forbidden or () if not isinstance(v, str)}
     return tuple(v for v in numbers if v not in forbidden)
+
+
+_GOALS: dict[str, type[AnyGoal]] = {"class": ClassGoal, "value": ValueGoal, "range": RangeGoal}
+
+
+def _goal(index: int, item: Any) -> Any:
+    """A goal given as data, built as the goal its ``kind`` names (``class`` when it names none),
+    a problem named ``INDEX.FIELD`` under ``goals``: pydantic's union would try every kind and
+    name each one's complaints (``goals.0.ClassGoal.goal.confidence, goals.0.ValueGoal...``)."""
+    if isinstance(item, ClassGoal | ValueGoal | RangeGoal):
+        return item
+    if not isinstance(item, Mapping):
+        raise SpecError(
+            str(index), f"expected a goal (an object with its kind: class, value or range), given {echo(item)}"
+        )
+    kind = item.get("kind", "class")
+    model = _GOALS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise SpecError(f"{index}.kind", f"unknown goal kind {echo(kind)}; one of {', '.join(_GOALS)}")
+    try:
+        return model(**item)
+    except GoalError as exc:  # its field is goal.NAME or goal[OUTPUT].NAME
+        raise SpecError(f"{index}.{exc.field.partition('.')[2] or exc.field}", exc.problem) from None
 
 
 def _few(values: Sequence[Any], most: int = 12) -> str:

@@ -24,6 +24,11 @@ ROW = {"income": 40.0, "age": 30, "housing": "rent"}
 LIMITS = ExplainLimits(max_instances=3, max_counterfactuals=2)
 
 
+def _goal(goal: Any) -> dict[str, Any]:
+    """A request asking ``goal`` in its spec."""
+    return {"instances": [ROW], "parameters": {"spec": {"goals": [goal]}}}
+
+
 @pytest.fixture(scope="module")
 def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
     return Explainer(credit_model, credit_data, target=TARGET)
@@ -47,6 +52,17 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         ({"instances": [ROW], "parameters": {"answers": 3}}, "parameters.answers", "Extra inputs"),
         ({"instances": [ROW], "parameters": {"spec": {"margin": 2}}}, "parameters.spec.margin", "0.5"),
         ({"instances": [ROW], "extra": 1}, "extra", "Extra inputs"),
+        # a goal was named as pydantic's union tried each kind: "goals[0].ClassGoal.goal.confidence, ..."
+        (
+            _goal({"kind": "class", "target": "good", "confidence": 2}),
+            "parameters.spec.goals[0].confidence",
+            "less than or equal to 1",
+        ),
+        (_goal({"target": "good", "margin": 0.9}), "parameters.spec.goals[0].margin", "less than or equal to 0.5"),
+        (_goal({"kind": "range", "low": 3, "high": 1}), "parameters.spec.goals[0].low", "inverted range"),
+        (_goal({"kind": "value", "value": "x"}), "parameters.spec.goals[0].value", "valid number"),
+        (_goal({"kind": "odds"}), "parameters.spec.goals[0].kind", "unknown goal kind 'odds'; one of class, value"),
+        (_goal(5), "parameters.spec.goals[0]", "expected a goal"),
     ],
 )
 def test_a_bad_request_is_refused_naming_its_field(body: Any, field: str, words: str) -> None:
