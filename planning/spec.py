@@ -175,6 +175,15 @@ class ProblemSpec(_Spec):
     fill_missing: tuple[str, ...] | bool = ()
     relations: tuple[LearnedConstraint, ...] = Field(default=(), exclude=True)
 
+    @field_validator("relations", mode="before")
+    @classmethod
+    def _fitted_relations(cls, value: Any) -> Any:
+        """Learned constraints hold fitted models, built in Python (``LearnedConstraint.of``): as
+        data (a KServe request's spec, a card) the "model" is text, and the solve failed on it."""
+        if isinstance(value, list | tuple) and all(isinstance(r, LearnedConstraint) for r in value):
+            return tuple(value)
+        raise ValueError("learned constraints are fitted models: build them in Python, not as data")
+
     @field_validator("goals", mode="before")
     @classmethod
     def _goal_list(cls, value: Any) -> Any:

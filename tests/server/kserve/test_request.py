@@ -63,6 +63,15 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         (_goal({"kind": "value", "value": "x"}), "parameters.spec.goals[0].value", "valid number"),
         (_goal({"kind": "odds"}), "parameters.spec.goals[0].kind", "unknown goal kind 'odds'; one of class, value"),
         (_goal(5), "parameters.spec.goals[0]", "expected a goal"),
+        # a relation's "model" was text, and the search failed on it: HTTP 500, a traceback in the log
+        (
+            {
+                "instances": [ROW],
+                "parameters": {"spec": {"relations": [{"target": "age", "inputs": ["income"], "model": "x"}]}},
+            },
+            "parameters.spec.relations",
+            "learned constraints are fitted models",
+        ),
     ],
 )
 def test_a_bad_request_is_refused_naming_its_field(body: Any, field: str, words: str) -> None:
