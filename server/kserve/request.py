@@ -39,7 +39,7 @@ class RequestError(InvalidInputError):
 class ExplainLimits(BaseModel):
     """The bounds of every request, set when the runtime starts (``counterplan kserve`` flags)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_instances: Annotated[int, Field(ge=1, le=10_000)] = 32
     """Instances one request may send."""
