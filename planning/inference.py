@@ -24,6 +24,7 @@ Codes stored as numbers (0..k) stay numeric unless an override says ``kind: cate
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.distance import FeatureStatistics
-from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError
+from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError, echo
 from counterplan.planning.features import (
     MAX_PRECISION,
     CategoricalFeature,
@@ -293,12 +294,21 @@ def _infer_one(name: str, facts: ColumnFacts, value: Any, kind: str | None, prec
     if kind is None:
         kind = _inferred_kind(facts, value, precision_given)
     if kind == "boolean":
-        return {"kind": "boolean", "name": name, "value": None if missing else bool(value)}
+        return {"kind": "boolean", "name": name, "value": None if missing else _boolean(name, value)}
     if kind == "categorical":
         return _categorical(name, facts, value)
     if kind not in ("integer", "float"):
         raise FeatureError(f"{name}.kind", f"unknown kind {kind!r}; one of integer, float, categorical, boolean")
     return _numeric(name, facts, value, kind)
+
+
+def _boolean(name: str, value: Any) -> bool:
+    """A boolean feature's value: a boolean, or the number 1 or 0 (a flag stored as a number).
+    Anything else is refused rather than read by its truth: the text ``"false"`` is true in
+    Python, and would explain another row than the caller's."""
+    if isinstance(value, numbers.Real) and value in (0, 1):
+        return bool(value)
+    raise FeatureError(name, f"boolean feature given {echo(value)}; give true or false")
 
 
 def _inferred_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str:
@@ -314,7 +324,9 @@ def _numeric(name: str, facts: ColumnFacts, value: Any, kind: str) -> dict[str, 
     """An integer or float feature: the instance's value, and the domain the data (and it) span."""
     missing = is_missing(value)
     if not missing and isinstance(value, str):
-        raise FeatureError(name, f"numeric column given the text {value!r}")
+        raise FeatureError(name, f"numeric column given the text {echo(value)}")
+    if not missing and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+        raise FeatureError(name, f"numeric column given {type(value).__name__} {echo(value)}")
     if kind == "integer" and not missing and not float(value).is_integer():
         raise FeatureError(name, f"integer feature given a fractional value {value!r}")
     cast = int if kind == "integer" else float
@@ -335,7 +347,7 @@ def _numeric_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str:
         return "integer"
     if precision_given:
         return "float"
-    fractional_instance = not is_missing(value) and not isinstance(value, str) and not float(value).is_integer()
+    fractional_instance = not is_missing(value) and isinstance(value, numbers.Real) and not float(value).is_integer()
     return "integer" if facts.whole and not fractional_instance else "float"
 
 
@@ -372,7 +384,7 @@ def _check_category(name: str, facts: ColumnFacts, fields: Mapping[str, Any], ru
         known = sorted(facts.texts)
     if category_text(value) not in known:
         shown = ", ".join(repr(k) for k in known[:12]) + (", ..." if len(known) > 12 else "")
-        raise FeatureError(name, f"{category_text(value)!r} is not one of its categories [{shown}]")
+        raise FeatureError(name, f"{echo(category_text(value))} is not one of its categories [{shown}]")
 
 
 def typical_row(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, Any]:

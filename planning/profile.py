@@ -240,7 +240,7 @@ def _unknown_category(name: str, value: Any, categories: Sequence[str], rule: Fe
     known = rule.categories if rule is not None and rule.categories is not None else tuple(categories)
     if category_text(value) in known:
         return None
-    return f"{category_text(value)!r} is not one of its categories {_few(known)}"
+    return f"{echo(category_text(value))} is not one of its categories {_few(known)}"
 
 
 def build_feature(

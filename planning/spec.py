@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.distance import DistanceSettings
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import GoalError, InvalidInputError, echo
 from counterplan.planning.features import FeatureKind, Monotone, category_text
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
@@ -175,10 +175,19 @@ class ProblemSpec(_Spec):
     fill_missing: tuple[str, ...] | bool = ()
     relations: tuple[LearnedConstraint, ...] = Field(default=(), exclude=True)
 
+    @field_validator("relations", mode="before")
+    @classmethod
+    def _fitted_relations(cls, value: Any) -> Any:
+        """Learned constraints hold fitted models, built in Python (``LearnedConstraint.of``): as
+        data (a KServe request's spec, a card) the "model" is text, and the solve failed on it."""
+        if isinstance(value, list | tuple) and all(isinstance(r, LearnedConstraint) for r in value):
+            return tuple(value)
+        raise ValueError("learned constraints are fitted models: build them in Python, not as data")
+
     @field_validator("goals", mode="before")
     @classmethod
     def _goal_list(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
+        return tuple(_goal(i, item) for i, item in enumerate(value)) if isinstance(value, list | tuple) else value
 
     @classmethod
     def from_keywords(
@@ -315,6 +324,29 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
     return tuple(v for v in numbers if v not in forbidden)
 
 
+_GOALS: dict[str, type[AnyGoal]] = {"class": ClassGoal, "value": ValueGoal, "range": RangeGoal}
+
+
+def _goal(index: int, item: Any) -> Any:
+    """A goal given as data, built as the goal its ``kind`` names (``class`` when it names none),
+    a problem named ``INDEX.FIELD`` under ``goals``: pydantic's union would try every kind and
+    name each one's complaints (``goals.0.ClassGoal.goal.confidence, goals.0.ValueGoal...``)."""
+    if isinstance(item, ClassGoal | ValueGoal | RangeGoal):
+        return item
+    if not isinstance(item, Mapping):
+        raise SpecError(
+            str(index), f"expected a goal (an object with its kind: class, value or range), given {echo(item)}"
+        )
+    kind = item.get("kind", "class")
+    model = _GOALS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise SpecError(f"{index}.kind", f"unknown goal kind {echo(kind)}; one of {', '.join(_GOALS)}")
+    try:
+        return model(**item)
+    except GoalError as exc:  # its field is goal.NAME or goal[OUTPUT].NAME
+        raise SpecError(f"{index}.{exc.field.partition('.')[2] or exc.field}", exc.problem) from None
+
+
 def _few(values: Sequence[Any], most: int = 12) -> str:
-    shown = ", ".join(repr(v) for v in list(values)[:most])
+    shown = ", ".join(echo(v) for v in list(values)[:most])
     return f"[{shown}{', ...' if len(values) > most else ''}]"

@@ -24,6 +24,7 @@ from counterplan.server.grpc.convert import (
     CheckedRequest,
     Violation,
     check_request,
+    check_request_id,
     instance_values,
     value_message,
 )
@@ -87,6 +88,7 @@ def check_audit_request(request: pb.AuditRequest, model: RegisteredModel, settin
     """Check every field of ``request`` against ``model`` and the server's limits; raise
     :class:`BadRequestError` naming each bad one."""
     out: list[Violation] = []
+    check_request_id(request.request_id, out)
     if request.retrain:
         out.append(
             (

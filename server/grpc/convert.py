@@ -13,7 +13,7 @@ from typing import Any
 
 from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
-from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, one_line
+from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, echo, one_line
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
@@ -39,6 +39,9 @@ Violation = tuple[str, str]
 _MISSING = object()
 """A FeatureValue with ``missing`` set (None already means "no valid value")."""
 MAX_COUNTERFACTUALS = 100
+MAX_REQUEST_ID_CHARS = 256
+"""A caller's request id is echoed whole in the response (and quoted in an INTERNAL status and
+the server log, where it is looked up): longer ones are refused, not echoed (as a batch row id)."""
 _MONOTONE = {pb.MONOTONE_INCREASE: "increase", pb.MONOTONE_DECREASE: "decrease"}
 
 _ENGINE_CHOICES: dict[int, str | None] = {
@@ -126,6 +129,7 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     Every bad field is named, in the order the fields are checked here. The message's fields
     become a :class:`ProblemSpec`, the one form every way in gives a problem's options."""
     violations: list[Violation] = []
+    check_request_id(request.request_id, violations)
     if len(request.instance) > max_features:
         violations.append(("instance", f"{len(request.instance)} features; at most {max_features} allowed"))
     rules = _overrides(request, model, violations)
@@ -162,6 +166,12 @@ def check_request(request: pb.ExplainRequest, model: RegisteredModel, max_featur
     return CheckedRequest(instance, spec, features, config, seed, num_counterfactuals=k, engine=engine or None)
 
 
+def check_request_id(request_id: str, out: list[Violation]) -> None:
+    """A request id fits :data:`MAX_REQUEST_ID_CHARS` (every method's request has one)."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS:
+        out.append(("request_id", f"at most {MAX_REQUEST_ID_CHARS} characters, given {len(request_id):,}"))
+
+
 def _spec(rules: dict[str, FeatureRule], options: dict[str, Any]) -> ProblemSpec:
     """The request's :class:`ProblemSpec`: its rules, and only the options it sets (the model's
     own hold where it sets none)."""
@@ -179,7 +189,7 @@ def _overrides(request: pb.ExplainRequest, model: RegisteredModel, out: list[Vio
         field = f"overrides[{i}]"
         spec = model.feature(override.name)
         if spec is None:
-            out.append((f"{field}.name", f"unknown feature {override.name!r}"))
+            out.append((f"{field}.name", f"unknown feature {echo(override.name)}"))
             continue
         if override.name in rules:
             out.append((f"{field}.name", f"feature {override.name!r} is overridden twice"))
@@ -391,16 +401,26 @@ def _listed_choices(
         if count > MAX_ALLOWED_VALUES:
             out.append((f"{field}.{name}", f"{count:,} values; at most {MAX_ALLOWED_VALUES:,}"))
             return {}
+    forbidden = [plain_value(v) for v in override.forbidden]
+    listed = [("allowed_values", list(override.allowed_values)), ("forbidden", forbidden)]
+    bad = [(f"{field}.{name}[{i}]", v) for name, values in listed for i, v in enumerate(values) if _not_finite(v)]
+    out += [(name, f"must be a finite number, given {value!r}") for name, value in bad[:3]]
+    if bad:  # NaN is no value a change can reach (pydantic's message would name each type it tried)
+        return {}
     allowed = (*override.allowed_values, *override.allowed_categories)
     if allowed:
         result["allowed"] = allowed
     if override.forbidden:
-        values = [plain_value(v) for v in override.forbidden]
-        if any(v is None for v in values):
+        if any(v is None for v in forbidden):
             out.append((f"{field}.forbidden", "give values (a missing value cannot be forbidden)"))
         else:
-            result["forbidden"] = tuple(values)
+            result["forbidden"] = tuple(forbidden)
     return result
+
+
+def _not_finite(value: Any) -> bool:
+    """A number that is NaN or infinite (a category's text or a boolean is not a number)."""
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _precision(precision: int, spec: FeatureSpec, field: str, out: list[Violation]) -> dict[str, Any]:

@@ -17,8 +17,10 @@ is doing, unless a time limit cuts a search short.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from counterplan.planning.errors import InvalidInputError
@@ -36,15 +38,22 @@ def explain_instances(
     request: ExplainRequest,
     limits: ExplainLimits,
     *,
+    arrived: float | None = None,
+    stops: SolveStops | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """``{"explanations": [result, ...]}``, one result per instance in order.
+
+    ``arrived`` is when the request came in, by ``clock`` (default: now): the time it waited for
+    a worker thread, busy with other requests, counts against ``request_seconds``, so a request
+    that waited answers with what is left of its time rather than its whole time again. With
+    ``stops``, shutdown stops each search at its next step: it answers its best so far.
 
     Raises :class:`RequestError` (the caller's fault, naming the field) before any solve when an
     instance or the request's spec does not fit the model; a model that fails during the search
     raises its own error (the predictor's fault, not the request's).
     """
-    started = clock()
+    started = clock() if arrived is None else arrived
     parameters = request.parameters
     problems = [_problem(explainer, i, instance, parameters.spec) for i, instance in enumerate(request.instances)]
     seed = parameters.seed if parameters.seed is not None else explainer.seed
@@ -54,8 +63,40 @@ def explain_instances(
         left = limits.request_seconds - (clock() - started)
         config = capped(explainer.config, instance_seconds(parameters, limits, left, len(problems) - i))
         solver = CounterfactualSolver(problem, config, seed, parameters.num_counterfactuals, engine)
-        explanations.append(solver.solve().model_dump(mode="json"))
+        with stops.running(solver) if stops is not None else contextlib.nullcontext():
+            explanations.append(solver.solve().model_dump(mode="json"))
     return {"explanations": explanations}
+
+
+class SolveStops:
+    """The searches running for a server's requests, stopped together when it shuts down: each
+    answers its best so far by the server's grace, instead of the client getting an error when
+    the grace cuts the request (an instance that starts after the stop stops at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._running: set[CounterfactualSolver] = set()
+
+    @contextlib.contextmanager
+    def running(self, solver: CounterfactualSolver) -> Iterator[None]:
+        """``solver`` runs inside; stopped at once when the stop came first."""
+        with self._lock:
+            self._running.add(solver)
+            if self._stopped:
+                solver.terminate_early()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.discard(solver)
+
+    def stop(self) -> None:
+        """Stop every running search at its next step, and every later one at once."""
+        with self._lock:
+            self._stopped = True
+            for solver in self._running:
+                solver.terminate_early()
 
 
 def capped(config: SolverConfig, seconds: float) -> SolverConfig:

@@ -39,7 +39,7 @@ class RequestError(InvalidInputError):
 class ExplainLimits(BaseModel):
     """The bounds of every request, set when the runtime starts (``counterplan kserve`` flags)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_instances: Annotated[int, Field(ge=1, le=10_000)] = 32
     """Instances one request may send."""
@@ -61,8 +61,9 @@ class ExplainParameters(BaseModel):
     seed gives the same answers."""
     num_counterfactuals: Annotated[int, Field(ge=1, strict=True)] = 1
     """Distinct valid answers per instance."""
-    time_limit: Annotated[float, Field(gt=0.0)] | None = None
-    """Seconds per instance, capped by the runtime's ``max_instance_seconds``."""
+    time_limit: Annotated[float, Field(gt=0.0, strict=True)] | None = None
+    """Seconds per instance, capped by the runtime's ``max_instance_seconds``: a JSON number (as
+    the seed, strict: ``true`` was read as one second, ``"5"`` as five)."""
     spec: ProblemSpec | None = None
     """A problem spec laid over the runtime's: its goals (``{"goals": [{"kind": "class", "target":
     "good", "confidence": 0.7}]}``), immutables, per-feature rules, distance..."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,12 +33,16 @@ from kserve.errors import InferenceError, InvalidInput
 from kserve.protocol.rest.server import RESTServer
 
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
-from counterplan.server.kserve.explaining import explain_instances
+from counterplan.server.kserve.explaining import SolveStops, explain_instances
 from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
 from counterplan.solver.explainer import Explainer
 
 log = structlog.get_logger(__name__)
 
+MAX_BODY_BYTES = 16 * 2**20
+"""A request body at most (16 MB: a request of the most instances a runtime may allow is far
+smaller). uvicorn and the SDK set no limit: a 200 MB body was read, parsed and refused as a 400
+with 800 MB of memory."""
 FASTAPI_APP = "kserve.model_server:app"
 """The SDK's one FastAPI app (module-global): one runtime per process."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -62,6 +67,8 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         self._build = build
         self.limits = limits or ExplainLimits()
         self.explainer: Explainer | None = None
+        self.stops = SolveStops()
+        """Its running searches, stopped when the server shuts down (each answers its best so far)."""
 
     def load(self) -> bool:
         """Build the explainer; the model is ready once it is."""
@@ -72,12 +79,15 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
 
     async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
         """KServe's explain verb: ``{"explanations": [...]}`` for ``{"instances": [...]}``."""
+        arrived = time.monotonic()  # the wait for a worker thread is part of the request's time
         explainer = self.explainer
         if explainer is None:  # KServe answers 503 for a model not ready before it calls this
             raise InferenceError("the explainer is not loaded")
         try:
             request = read_request(payload, self.limits)
-            return await asyncio.to_thread(explain_instances, explainer, request, self.limits)
+            return await asyncio.to_thread(
+                explain_instances, explainer, request, self.limits, arrived=arrived, stops=self.stops
+            )
         except RequestError as exc:
             raise InvalidInput(exc.text) from None
         except CounterplanError as exc:  # the model failed during the search: the predictor's fault
@@ -91,15 +101,18 @@ class KServeRuntime:
     """Explainers served over KServe's REST protocol on ``host:port``.
 
     ``run()`` blocks until the server stops: on the main thread, at SIGTERM or SIGINT (uvicorn's
-    handlers, which finish the requests in flight within ``grace_seconds``); on any thread, at
-    :meth:`stop`. The SDK's FastAPI app is module-global and takes its routes and middleware once:
-    one runtime per process (it may serve several models, added before or while it runs).
+    handlers, which wait for the requests in flight within ``grace_seconds``); on any thread, at
+    :meth:`stop`. Either way the running searches are told to stop first, so those requests answer
+    their best so far rather than being cut by the grace. The SDK's FastAPI app is module-global
+    and takes its routes and middleware once: one runtime per process (it may serve several
+    models, added before or while it runs).
     """
 
     def __init__(
         self, models: Sequence[CounterplanExplainer], port: int, host: str = "0.0.0.0", grace_seconds: int = 30
     ) -> None:
         self.server = ModelServer(http_port=port, enable_grpc=False, workers=1, grace_period=grace_seconds)
+        self.models: list[CounterplanExplainer] = []
         self.names: list[str] = []
         for model in models:
             self.add(model)
@@ -111,11 +124,23 @@ class KServeRuntime:
             grace_period=grace_seconds,
         )
         self._rest.config.host = host
+        serving = self._rest._server
+        shutdown = serving.shutdown
+
+        async def stop_searches_first(sockets: Any = None) -> None:
+            """uvicorn's shutdown (a signal's or :meth:`stop`'s), the running searches told to stop
+            first: the requests in flight answer their best so far within the grace."""
+            for model in self.models:
+                model.stops.stop()
+            await shutdown(sockets)
+
+        serving.shutdown = stop_searches_first
 
     def add(self, model: CounterplanExplainer) -> None:
         """Load ``model`` (build its explainer) and serve it under its name."""
         model.load()
         self.server.register_model(model)
+        self.models.append(model)
         self.names.append(model.name)
 
     def run(self) -> None:
@@ -145,8 +170,13 @@ class KServeRuntime:
 
 
 class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hints: its RESTServer is Any
-    """The SDK's REST server, refusing a bad request in one log line: the SDK's own handler logs
-    each 400 with its traceback, and a client sending bad input would fill the log."""
+    """The SDK's REST server, refusing a bad request in one log line (the SDK's own handler logs
+    each 400 with its traceback, and a client sending bad input would fill the log), and a body
+    over :data:`MAX_BODY_BYTES` before it is read whole."""
+
+    def _add_middlewares(self, app: Any) -> None:
+        super()._add_middlewares(app)
+        app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)  # the last added runs first
 
     def _add_exception_handlers(self, app: Any) -> None:
         super()._add_exception_handlers(app)
@@ -159,6 +189,54 @@ async def _refused(request: Any, exc: InvalidInput) -> Any:
 
     log.info("explain request refused", path=request.url.path, error=str(exc))
     return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+class _BodyTooLargeError(Exception):
+    """A body grew past the limit while the app read it (a chunked body declares no length)."""
+
+
+class _BodyLimit:
+    """ASGI middleware: HTTP 413 for a body over ``limit`` bytes, by its declared length before a
+    byte is read, else (chunked) as soon as the bytes read pass it."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, send, f"given {int(declared):,}")
+            return
+        read = 0
+
+        async def counted() -> Any:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.limit:
+                raise _BodyTooLargeError
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLargeError:
+            await self._refuse(scope, send, "given more")
+
+    async def _refuse(self, scope: Any, send: Any, given: str) -> None:
+        from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+        error = f"body: at most {self.limit:,} bytes per request, {given}"
+        log.info("explain request refused", path=scope.get("path"), error=error)
+        await JSONResponse(status_code=413, content={"error": error})(scope, _no_body, send)
+
+
+async def _no_body() -> dict[str, Any]:
+    """An ASGI ``receive`` with nothing more to read (the refusal does not read the body)."""
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 def _stopped(sig: int, frame: Any) -> None:

@@ -27,6 +27,7 @@ from counterplan.planning import (
     adapt_sklearn,
 )
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.planning.profile import InstanceError
 
 
 def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
@@ -201,3 +202,23 @@ def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFr
     regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])
     with pytest.raises(GoalError, match="give a goal"):
         default_goals(regressor)
+
+
+def test_a_boolean_feature_takes_a_boolean_or_0_or_1_never_a_texts_truth() -> None:
+    """JSON's ``"false"`` (an instance from ``--instance`` or a KServe request) was read by its
+    Python truth, True, and another row was explained; it is refused naming the feature."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.normal(0, 1, 60), "flag": rng.random(60) > 0.5})
+    data["y"] = (data["x"] + data["flag"] > 0.8).astype(int)
+    model = LogisticRegression().fit(data[["x", "flag"]], data["y"])
+
+    def problem(flag: Any) -> CounterfactualProblem:
+        return CounterfactualProblem.from_dataframe(
+            data, {"x": 0.0, "flag": flag}, model, [ClassGoal(target=1)], target="y"
+        )
+
+    for given, read in [(True, True), (np.bool_(False), False), (0, False), (1.0, True)]:
+        assert problem(given).space.features[1].value is read
+    for given in ["false", "no", 2, 0.5, [1]]:
+        with pytest.raises(InstanceError, match=r"flag.*boolean feature given .*; give true or false"):
+            problem(given)

@@ -36,6 +36,8 @@ def test_help_loads_neither_kserve_nor_an_http_client() -> None:
         (("--max-instances", "0"), "--max-instances: Input should be greater than or equal to 1 (given 0)"),
         (("--max-instance-seconds", "-1"), "--max-instance-seconds: Input should be greater than 0"),
         (("--request-seconds", "0"), "--request-seconds: Input should be greater than 0"),
+        (("--request-seconds", "nan"), "--request-seconds: Input should be a finite number (given nan)"),
+        (("--max-instance-seconds", "inf"), "--max-instance-seconds: Input should be a finite number (given inf)"),
         (("--max-counterfactuals", "101"), "--max-counterfactuals: Input should be less than or equal to 100"),
         (("--data", "train.csv"), "give --predictor-host, --data and --target"),
         (("--data", "train.csv", "--target", "y", "--http-port", "70000"), "--http-port must be from 0 to 65535"),

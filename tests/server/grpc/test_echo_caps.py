@@ -122,3 +122,44 @@ def test_field_violations_cut_names_and_descriptions(client: CounterplanClient, 
     violations = field_violations(error)
     assert violations and all(len(f) <= ECHO_CHARS and len(d) <= TEXT_CHARS for f, d in violations)
     assert any("1,0" in f + d and "characters)" in f + d for f, d in violations), violations
+
+
+def _with_request_id(request: Any, request_id: str) -> Any:
+    request.request_id = request_id
+    return request
+
+
+REQUEST_ID_CALLS: dict[str, Callable[[CounterplanClient, str], Any]] = {
+    "Explain": lambda c, rid: c.explain(_with_request_id(_explain("loan-demo"), rid), timeout=60),
+    "ExplainStream": lambda c, rid: list(c.explain_stream(_with_request_id(_explain("loan-demo"), rid), timeout=60)),
+    "Plan": lambda c, rid: c.plan(_with_request_id(_plan("loan-demo"), rid), timeout=60),
+    "Audit": lambda c, rid: list(
+        c.audit(pb.AuditRequest(model_id="loan-demo", selection="0:2", request_id=rid), timeout=60)
+    ),
+}
+
+
+@pytest.mark.parametrize("method", list(REQUEST_ID_CALLS))
+def test_a_long_request_id_is_refused_not_echoed(client: CounterplanClient, method: str) -> None:
+    """A request id comes back whole in the answer (and in an INTERNAL status and the log): a
+    1 MB one came back as a 1 MB response field; it is refused naming ``request_id``."""
+    if method == "Plan":
+        pytest.importorskip("pymoo")
+    with pytest.raises(grpc.RpcError) as info:
+        REQUEST_ID_CALLS[method](client, "r" * 1_000_000)
+    error: Any = info.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.code(), error.details()[:200])
+    assert ("request_id", "at most 256 characters, given 1,000,000") in field_violations(error)
+    answer = client.explain(_with_request_id(_explain("loan-demo"), "r" * 256), timeout=60)
+    assert answer.request_id == "r" * 256
+
+
+def test_an_unknown_override_name_is_quoted_cut(client: CounterplanClient) -> None:
+    request = _explain("loan-demo")
+    request.overrides.add(name="n" * 1_000_000)
+    with pytest.raises(grpc.RpcError) as info:
+        client.explain(request, timeout=60)
+    (field, description), *_ = field_violations(info.value)
+    assert field == "overrides[0].name"
+    assert description.startswith("unknown feature 'nnn") and len(description) <= len("unknown feature ''") + ECHO_CHARS
+    assert description.endswith("… (1,000,000 characters)'")

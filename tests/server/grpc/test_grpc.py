@@ -275,6 +275,9 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     # a number in allowed_values names a category by its code (as --allowed writes it): 1 is none of education's
     ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides.education.allowed"),
     ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),
+    # NaN was named as pydantic's union tried it: "overrides[0].allowed.0.float, allowed.0.str, ..."
+    ("NaN allowed value", lambda: _with_allowed("income", [5e4, float("nan")]), "overrides[0].allowed_values[1]"),
+    ("NaN forbidden value", lambda: _with_forbidden("income", float("nan")), "overrides[0].forbidden[0]"),
     (
         "too many features",
         lambda: _instance(**{f"extra_{i}": pb.FeatureValue(number_value=1.0) for i in range(60)}),
@@ -299,6 +302,12 @@ def _with_cost(name: str, cost: float) -> pb.ExplainRequest:
 def _with_allowed(name: str, values: list[float]) -> pb.ExplainRequest:
     request = _demo_request()
     request.overrides.add(name=name, allowed_values=values)
+    return request
+
+
+def _with_forbidden(name: str, value: float) -> pb.ExplainRequest:
+    request = _demo_request()
+    request.overrides.add(name=name, allowed_values=[5e4], forbidden=[pb.FeatureValue(number_value=value)])
     return request
 
 

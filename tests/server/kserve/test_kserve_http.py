@@ -7,6 +7,7 @@ the JSON.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -126,3 +127,99 @@ def test_a_model_failing_during_the_search_is_500_in_one_line(
     assert response.status_code == 500, response.text
     text = response.json()["error"]
     assert "the model broke" in text and "\n" not in text and "Traceback" not in text
+
+
+def test_the_time_a_request_waits_for_a_thread_counts_against_its_request_seconds(
+    kserve_runtime: tuple[KServeRuntime, str], explainer: Explainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests past the worker threads wait in the event loop's queue: one whose thread starts
+    after its whole ``request_seconds`` gives each instance a millisecond (answering at once), not
+    the whole time again (24 concurrent requests of 1 s each once took up to 3.9 s)."""
+    import asyncio
+    import time
+
+    from counterplan.server.kserve import explaining, runtime
+
+    seen: list[float] = []
+    real_capped = explaining.capped
+
+    def spy(config: Any, seconds: float) -> Any:
+        seen.append(seconds)
+        return real_capped(config, seconds)
+
+    async def late_thread(function: Any, *args: Any, **kwargs: Any) -> Any:
+        """The worker thread runs the solves 100 s after the request arrived."""
+        return function(*args, clock=lambda: time.monotonic() + 100.0, **kwargs)
+
+    monkeypatch.setattr(explaining, "capped", spy)
+    monkeypatch.setattr(runtime.asyncio, "to_thread", late_thread)
+    model = runtime.CounterplanExplainer("credit-queued", lambda: explainer, ExplainLimits(request_seconds=5))
+    model.load()
+    answer = asyncio.run(model.explain({"instances": ROWS, "parameters": {"seed": 5}}))
+    assert seen == [1e-3, 1e-3]
+    assert len(answer["explanations"]) == 2
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_read(client: httpx.Client) -> None:
+    """uvicorn and the SDK read any body whole (a 200 MB one took 800 MB to refuse): one over
+    16 MB is refused by its declared length, and a chunked one (no length) once its bytes pass it."""
+    from counterplan.server.kserve.runtime import MAX_BODY_BYTES
+
+    headers = {"content-type": "application/json"}
+    declared = client.post(f"/v1/models/{NAME}:explain", content=b" " * (MAX_BODY_BYTES + 1), headers=headers)
+    assert declared.status_code == 413
+    assert declared.json() == {
+        "error": f"body: at most {MAX_BODY_BYTES:,} bytes per request, given {MAX_BODY_BYTES + 1:,}"
+    }
+
+    def chunks() -> Any:
+        for _ in range(MAX_BODY_BYTES // 2**20 + 1):
+            yield b" " * 2**20
+
+    chunked = client.post(f"/v1/models/{NAME}:explain", content=chunks(), headers=headers)
+    assert chunked.status_code == 413 and chunked.json()["error"].endswith("per request, given more")
+    small = client.post(f"/v1/models/{NAME}:explain", content=json.dumps({"instances": ROWS}).encode(), headers=headers)
+    assert small.status_code == 200, small.text
+
+
+def test_shutdown_stops_the_running_searches_and_answers_their_best_so_far(
+    kserve_runtime: tuple[KServeRuntime, str], credit_data: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    """uvicorn's shutdown waits for requests in flight only for its grace, then cancels them: a
+    search longer than the grace (a minute's, under the default 30 s grace) gave its client a bare
+    "Internal Server Error". Shutdown now stops the searches first: the request answers its best
+    so far, marked stopped early."""
+    import asyncio
+    import threading
+
+    from counterplan.server.kserve.runtime import CounterplanExplainer, KServeRuntime
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig
+    from tests.server.kserve.conftest import free_port
+
+    endless = SolverConfig(termination=TerminationConfig(spent_limit_seconds=600.0), phases=({"type": "local_search"},))  # type: ignore[arg-type]
+    calls = threading.Semaphore(0)
+
+    class Counted(_Broken):  # the pipeline's answers, each call counted
+        def predict_proba(self, rows: Any) -> Any:
+            calls.release()
+            return credit_model.predict_proba(rows)
+
+    explainer = Explainer(Counted(credit_model), credit_data, target=TARGET, config=endless, check=False)
+    model = CounterplanExplainer("credit-endless", lambda: explainer, ExplainLimits(max_instance_seconds=600))
+    runtime = KServeRuntime([model], free_port(), host="127.0.0.1")  # not started: only its shutdown runs
+    body = {
+        "instances": ROWS[:1],
+        "parameters": {"spec": {"goals": [{"kind": "class", "target": "good", "confidence": 1}]}},
+    }
+    answers: list[dict[str, Any]] = []
+    request = threading.Thread(target=lambda: answers.append(asyncio.run(model.explain(body))), daemon=True)
+    request.start()
+    for _ in range(5):  # the search is under way
+        assert calls.acquire(timeout=60)
+    serving = runtime._rest._server
+    serving.servers, serving.force_exit = [], True  # no sockets, connections or lifespan to end
+    asyncio.run(serving.shutdown())
+    request.join(60)
+    assert not request.is_alive()
+    (answer,) = answers[0]["explanations"]
+    assert answer["stopped_early"] and answer["statistics"]["termination_reason"] == "terminated early"

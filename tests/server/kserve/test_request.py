@@ -24,6 +24,11 @@ ROW = {"income": 40.0, "age": 30, "housing": "rent"}
 LIMITS = ExplainLimits(max_instances=3, max_counterfactuals=2)
 
 
+def _goal(goal: Any) -> dict[str, Any]:
+    """A request asking ``goal`` in its spec."""
+    return {"instances": [ROW], "parameters": {"spec": {"goals": [goal]}}}
+
+
 @pytest.fixture(scope="module")
 def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
     return Explainer(credit_model, credit_data, target=TARGET)
@@ -41,10 +46,32 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         ({"instances": [ROW], "parameters": {"seed": -1}}, "parameters.seed", "greater than or equal to 0"),
         ({"instances": [ROW], "parameters": {"seed": "7"}}, "parameters.seed", "valid integer"),
         ({"instances": [ROW], "parameters": {"time_limit": 0}}, "parameters.time_limit", "greater than 0"),
+        ({"instances": [ROW], "parameters": {"time_limit": True}}, "parameters.time_limit", "valid number"),
+        ({"instances": [ROW], "parameters": {"time_limit": "5"}}, "parameters.time_limit", "valid number"),
         ({"instances": [ROW], "parameters": {"num_counterfactuals": 3}}, "parameters.num_counterfactuals", "at most 2"),
         ({"instances": [ROW], "parameters": {"answers": 3}}, "parameters.answers", "Extra inputs"),
         ({"instances": [ROW], "parameters": {"spec": {"margin": 2}}}, "parameters.spec.margin", "0.5"),
         ({"instances": [ROW], "extra": 1}, "extra", "Extra inputs"),
+        # a goal was named as pydantic's union tried each kind: "goals[0].ClassGoal.goal.confidence, ..."
+        (
+            _goal({"kind": "class", "target": "good", "confidence": 2}),
+            "parameters.spec.goals[0].confidence",
+            "less than or equal to 1",
+        ),
+        (_goal({"target": "good", "margin": 0.9}), "parameters.spec.goals[0].margin", "less than or equal to 0.5"),
+        (_goal({"kind": "range", "low": 3, "high": 1}), "parameters.spec.goals[0].low", "inverted range"),
+        (_goal({"kind": "value", "value": "x"}), "parameters.spec.goals[0].value", "valid number"),
+        (_goal({"kind": "odds"}), "parameters.spec.goals[0].kind", "unknown goal kind 'odds'; one of class, value"),
+        (_goal(5), "parameters.spec.goals[0]", "expected a goal"),
+        # a relation's "model" was text, and the search failed on it: HTTP 500, a traceback in the log
+        (
+            {
+                "instances": [ROW],
+                "parameters": {"spec": {"relations": [{"target": "age", "inputs": ["income"], "model": "x"}]}},
+            },
+            "parameters.spec.relations",
+            "learned constraints are fitted models",
+        ),
     ],
 )
 def test_a_bad_request_is_refused_naming_its_field(body: Any, field: str, words: str) -> None:
@@ -101,6 +128,10 @@ def test_a_request_spec_is_laid_over_the_runtimes(explainer: Explainer) -> None:
         ({**ROW, "income": "lots"}, "instances[1].income", "numeric column given the text 'lots'"),
         ({"income": 40.0, "housing": "rent"}, "instances[1].age", "no value"),
         ({**ROW, "housing": "castle"}, "instances[1].housing", "not one of its categories"),
+        ({**ROW, "income": [40, 50]}, "instances[1].income", "numeric column given list [40, 50]"),
+        ({**ROW, "income": {"low": 40}}, "instances[1].income", "numeric column given dict"),
+        ({**ROW, "age": True}, "instances[1].age", "numeric column given bool True"),
+        ({**ROW, "housing": "c" * 100_000}, "instances[1].housing", "… (100,000 characters)' is not one of"),
     ],
 )
 def test_a_bad_instance_is_refused_before_any_search(
