@@ -20,7 +20,9 @@ Errors of one instance (a bad field, an unknown model, a model failing on it, no
 are that instance's result; the stream goes on. A message that cannot be answered on its own
 ends the call with INVALID_ARGUMENT: a row id that is empty, too long or repeated (its result
 could not be matched to it, and going on would hide the client's bug), or one instance more
-than ``batch_max_instances``. Ending the call (done, failed, cancelled, past its deadline)
+than ``batch_max_instances``. Nothing after it is read, and the rows read before it are
+answered first (their solves run on as they would), so the client knows which rows were
+explained. Ending the call (done, failed, cancelled, past its deadline)
 terminates every running solve of the stream; each gives its slot back within one model call.
 On shutdown the reader stops, instances waiting for a slot get UNAVAILABLE, running solves
 answer with their best so far (at shutdown's cut, a solve still inside a model call is not waited
@@ -164,19 +166,17 @@ class BatchStream:
         """Each answer as it comes, until every instance read is answered; ``outcome["status"]``
         says how the call ends (set before the call is ended with it)."""
         all_read = False
+        refusal: Refusal | None = None  # the call must end so, once the rows read are answered
         while True:
             with self._lock:
-                if (all_read or self._closing.is_set()) and self._unanswered == 0:
+                if (all_read or refusal is not None or self._closing.is_set()) and self._unanswered == 0:
                     break
             item = self._out.get()
             if self._ended.is_set():  # cancelled or past the deadline: no one to answer
                 outcome["status"] = "CANCELLED"
                 return
             if isinstance(item, _ReaderDone):
-                if item.refusal is not None:
-                    outcome["status"] = item.refusal.code.name
-                    item.refusal.abort(self._context)
-                all_read = item.all_read
+                refusal, all_read = item.refusal, item.all_read
             elif isinstance(item, _Solved | _Refused):
                 response = self._answer(item)
                 yield response
@@ -184,6 +184,9 @@ class BatchStream:
                 with self._lock:
                     self._unanswered -= 1
                 self._room.release()
+        if refusal is not None:
+            outcome["status"] = refusal.code.name
+            refusal.abort(self._context)
         if not all_read:  # shutting down: the instances not read are not explained
             outcome["status"] = "UNAVAILABLE"
             refused(

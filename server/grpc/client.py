@@ -129,7 +129,8 @@ class CounterplanClient:
         ------
         grpc.RpcError
             When the call itself ends badly (a repeated or empty row id, too many rows, the
-            server shutting down: the rows without a result were not explained). Stopping the
+            server shutting down: the rows without a result were not explained; a bad row id or
+            one row too many comes after the results of the rows sent before it). Stopping the
             iteration early (``close()``, or leaving a ``for`` loop that drops it) cancels the
             call, and the server stops the remaining solves.
         """

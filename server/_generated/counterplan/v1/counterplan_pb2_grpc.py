@@ -111,7 +111,7 @@ class CounterfactualServiceServicer:
         naming the fields of its `request`, NOT_FOUND, INTERNAL, DEADLINE_EXCEEDED) and the stream goes
         on. A message that cannot be answered on its own ends the call with INVALID_ARGUMENT: an
         empty, over-long or repeated row id (its result could not be matched), or more instances than
-        the server's batch_max_instances. More streams open at once than the server's
+        the server's batch_max_instances; the rows read before it get their results first. More streams open at once than the server's
         max_batch_streams are refused with RESOURCE_EXHAUSTED. Cancelling the call (or its
         deadline) stops every running solve. On server shutdown, running solves stop and their best
         so far is sent; instances not yet started get UNAVAILABLE, and the call ends with
