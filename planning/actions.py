@@ -31,7 +31,6 @@ from typing import Annotated, Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -44,6 +43,7 @@ from pydantic import (
 from counterplan.planning._pydantic import describe, excerpt
 from counterplan.planning.errors import InvalidInputError, one_line
 from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
+from counterplan.planning.features import Bound, within_magnitude
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
@@ -51,9 +51,6 @@ BoolArray = npt.NDArray[np.bool_]
 MAX_ACTIONS = 32
 MAX_VALUES = 1000
 MAX_EDGES = 256
-SAFE_INTEGER = 2**53
-"""Bounds and set values are held to +-2^53: every whole number up to it is exact in a float64,
-and a delta near float64's limit makes a cost (its sum over steps) overflow to infinity."""
 MESSAGE_CHARS = 600
 """An error with many bad fields is one line of at most this many characters (the command line);
 each field stays whole in ``violations``."""
@@ -292,13 +289,6 @@ def _number_as_text(value: Any) -> Any:
     return value
 
 
-def _safe_number(value: float) -> float:
-    """A bound within +-2^53 (see :data:`SAFE_INTEGER`)."""
-    if abs(value) > SAFE_INTEGER:
-        raise ValueError(f"must be between -2^53 and 2^53 ({SAFE_INTEGER:,}), given {excerpt(value)}")
-    return value
-
-
 def _set_value(value: Any) -> str | float | bool:
     """A ``set`` action's value: a text, a boolean or a finite number within +-2^53, checked in one
     step so that a bad one gets one message (a union would give one per member)."""
@@ -308,13 +298,12 @@ def _set_value(value: Any) -> str | float | bool:
         number = float(value)
         if not math.isfinite(number):
             raise ValueError(f"a value must be a text or a finite number, given {excerpt(value)}")
-        return _safe_number(number)
+        return within_magnitude(number)
     raise ValueError(f"a value must be a text, a boolean or a number, given {excerpt(value)}")
 
 
 FormulaText = Annotated[str, BeforeValidator(_number_as_text)]
 """A formula of the expression language (a number is one too), at most 500 characters."""
-Bound = Annotated[float, AfterValidator(_safe_number)]
 SetValue = Annotated[str | float | bool, PlainValidator(_set_value)]
 
 

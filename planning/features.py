@@ -23,18 +23,30 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from counterplan.planning._pydantic import reraise
+from counterplan.planning._pydantic import excerpt, reraise
 from counterplan.planning.errors import FeatureError
 
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
 Monotone = Literal["increase", "decrease"]
 CategoryType = Literal["text", "integer", "number"]
 MAX_MAGNITUDE = 2**53
-"""Numbers a feature may hold at most, in magnitude: float64 carries every whole number up to it."""
+"""Numbers a feature may hold at most, in magnitude: float64 carries every whole number up to it
+(and a delta near float64's limit would make a cost, its sum over steps, overflow to infinity)."""
 MAX_PRECISION = 12
 """Decimals a float feature's grid may have at most (float64 holds about 15 significant digits)."""
+
+
+def within_magnitude(value: float) -> float:
+    """A number a caller gives as a bound or a value, held to +-2^53 (:data:`MAX_MAGNITUDE`)."""
+    if abs(value) > MAX_MAGNITUDE:
+        raise ValueError(f"must be between -2^53 and 2^53 ({MAX_MAGNITUDE:,}), given {excerpt(value)}")
+    return value
+
+
+Bound = Annotated[float, AfterValidator(within_magnitude)]
+"""A bound a caller gives (a feature's, an action's): a float within +-2^53."""
 
 
 def is_missing(value: Any) -> bool:

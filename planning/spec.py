@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import GoalError, InvalidInputError, echo
-from counterplan.planning.features import FeatureKind, Monotone, category_text
+from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.relations import LearnedConstraint
@@ -65,8 +65,8 @@ class FeatureRule(_Spec):
 
     kind: FeatureKind | None = None
     """Read the column as this kind (``categorical`` for codes stored as numbers)."""
-    low: float | None = None
-    high: float | None = None
+    low: Bound | None = None
+    high: Bound | None = None
     categories: tuple[str, ...] | None = None
     """A categorical feature's whole domain (its categories, in their order)."""
     precision: Annotated[int, Field(ge=-9, le=12)] | None = None
@@ -87,9 +87,9 @@ class FeatureRule(_Spec):
     @model_validator(mode="after")
     def _check(self) -> Self:
         if (self.low is None) != (self.high is None):
-            raise ValueError("give both low and high, or neither")
+            raise SpecError("low" if self.low is None else "high", "give both low and high, or neither")
         if self.low is not None and self.high is not None and self.low > self.high:
-            raise ValueError(f"empty domain: low {self.low} > high {self.high}")
+            raise SpecError("high", f"empty domain: low {self.low} > high {self.high}")
         return self
 
     def over(self, below: FeatureRule) -> FeatureRule:

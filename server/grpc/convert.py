@@ -14,6 +14,7 @@ from typing import Any
 from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, echo, one_line
+from counterplan.planning.features import MAX_MAGNITUDE
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
@@ -460,6 +461,8 @@ def _numeric_domain(domain: pb.FeatureDomain, spec: FeatureSpec, field: str, out
             out.append((f"{field}.domain", "bounds must be finite"))
         elif domain.low > domain.high:
             out.append((f"{field}.domain", f"empty domain: low {domain.low} > high {domain.high}"))
+        elif max(abs(domain.low), abs(domain.high)) > MAX_MAGNITUDE:
+            out.append((f"{field}.domain", f"bounds must be within +-2^53 ({MAX_MAGNITUDE:,})"))
         else:
             return {"low": domain.low, "high": domain.high}
     return {}

@@ -226,6 +226,8 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("override unknown feature", lambda: _with_override("height", low=1.0, high=2.0), "overrides[0].name"),
     ("override empty domain", lambda: _with_override("income", low=5.0, high=1.0), "overrides[0].domain"),
     ("override half domain", lambda: _with_override("income", low=5.0), "overrides[0].domain"),
+    # it was blamed on the instance: "instance[income]: high is beyond +-2^53"
+    ("override domain beyond 2^53", lambda: _with_override("income", low=0.0, high=1e300), "overrides[0].domain"),
     (
         "override no categories",
         lambda: _with_override("education", constrained=False) if False else _empty_categories(),

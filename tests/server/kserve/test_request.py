@@ -29,6 +29,11 @@ def _goal(goal: Any) -> dict[str, Any]:
     return {"instances": [ROW], "parameters": {"spec": {"goals": [goal]}}}
 
 
+def _features(rules: dict[str, Any]) -> dict[str, Any]:
+    """A request whose spec sets ``rules`` for its features."""
+    return {"instances": [ROW], "parameters": {"spec": {"features": rules}}}
+
+
 @pytest.fixture(scope="module")
 def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
     return Explainer(credit_model, credit_data, target=TARGET)
@@ -63,6 +68,10 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         (_goal({"kind": "value", "value": "x"}), "parameters.spec.goals[0].value", "valid number"),
         (_goal({"kind": "odds"}), "parameters.spec.goals[0].kind", "unknown goal kind 'odds'; one of class, value"),
         (_goal(5), "parameters.spec.goals[0]", "expected a goal"),
+        # a feature's bounds were named "features.income.value", or (beyond 2^53) blamed on the instance
+        (_features({"income": {"low": 100, "high": 1}}), "parameters.spec.features.income.high", "empty domain"),
+        (_features({"income": {"low": 0, "high": 1e300}}), "parameters.spec.features.income.high", "2^53"),
+        (_features({"income": {"low": 0}}), "parameters.spec.features.income.high", "give both low and high"),
         # a relation's "model" was text, and the search failed on it: HTTP 500, a traceback in the log
         (
             {
