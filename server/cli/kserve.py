@@ -31,6 +31,7 @@ LIMIT_FLAGS = {
     "max_instance_seconds": "--max-instance-seconds",
     "request_seconds": "--request-seconds",
     "max_counterfactuals": "--max-counterfactuals",
+    "max_requests": "--max-requests",
 }
 """Each request bound's flag (:class:`~counterplan.server.kserve.request.ExplainLimits`)."""
 
@@ -81,6 +82,11 @@ def add_parser(commands: Any) -> None:
         "--request-seconds", type=float, help="a request's time at most, shared among its instances (default 60)"
     )
     server.add_argument("--max-counterfactuals", type=int, help="answers per instance a request may ask (default 10)")
+    server.add_argument(
+        "--max-requests",
+        type=int,
+        help="requests in the server at once, searching or waiting; one more is HTTP 503 (default 64)",
+    )
     add_problem_flags(kserve)
     add_search_flags(kserve, leave_out=("--time-limit", "--threads", "--no-progress"))
 

@@ -49,6 +49,9 @@ class ExplainLimits(BaseModel):
     """The whole request's time at most: each instance gets its share of what is left."""
     max_counterfactuals: Annotated[int, Field(ge=1, le=100)] = 10
     """Answers per instance at most (``parameters.num_counterfactuals``)."""
+    max_requests: Annotated[int, Field(ge=1, le=10_000)] = 64
+    """A model's requests in the server at once, searching or waiting for a worker thread; one
+    more is HTTP 503 (retry later): the SDK queues requests without a bound, each with its body."""
 
 
 class ExplainParameters(BaseModel):

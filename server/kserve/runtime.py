@@ -69,6 +69,9 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         self.explainer: Explainer | None = None
         self.stops = SolveStops()
         """Its running searches, stopped when the server shuts down (each answers its best so far)."""
+        self._open = 0
+        """Its requests in the server now (``limits.max_requests`` at most; guarded by ``_lock``)."""
+        self._lock = threading.Lock()
 
     def load(self) -> bool:
         """Build the explainer; the model is ready once it is."""
@@ -83,6 +86,12 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         explainer = self.explainer
         if explainer is None:  # KServe answers 503 for a model not ready before it calls this
             raise InferenceError("the explainer is not loaded")
+        with self._lock:
+            busy = self._open >= self.limits.max_requests
+            self._open += 0 if busy else 1
+        if busy:
+            log.info("explain request refused", model=self.name, error="busy", open=self.limits.max_requests)
+            raise BusyError(f"{self.limits.max_requests} requests of {self.name!r} are in the server; retry later")
         try:
             request = read_request(payload, self.limits)
             return await asyncio.to_thread(
@@ -95,6 +104,13 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         except Exception as exc:  # never a traceback in an answer; the log has the details
             log.exception("explain failed", model=self.name)
             raise InferenceError(one_line(f"{type(exc).__name__}: {exc}", TEXT_CHARS)) from None
+        finally:
+            with self._lock:
+                self._open -= 1
+
+
+class BusyError(Exception):
+    """A model has ``max_requests`` requests in the server: HTTP 503 with ``Retry-After``."""
 
 
 class KServeRuntime:
@@ -181,6 +197,7 @@ class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hin
     def _add_exception_handlers(self, app: Any) -> None:
         super()._add_exception_handlers(app)
         app.add_exception_handler(InvalidInput, _refused)
+        app.add_exception_handler(BusyError, _busy)
 
 
 async def _refused(request: Any, exc: InvalidInput) -> Any:
@@ -189,6 +206,13 @@ async def _refused(request: Any, exc: InvalidInput) -> Any:
 
     log.info("explain request refused", path=request.url.path, error=str(exc))
     return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+async def _busy(request: Any, exc: BusyError) -> Any:
+    """HTTP 503 with ``{"error": "..."}`` and ``Retry-After: 1``: the client backs off and retries."""
+    from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+    return JSONResponse(status_code=503, content={"error": str(exc)}, headers={"Retry-After": "1"})
 
 
 class _BodyTooLargeError(Exception):

@@ -223,3 +223,38 @@ def test_shutdown_stops_the_running_searches_and_answers_their_best_so_far(
     assert not request.is_alive()
     (answer,) = answers[0]["explanations"]
     assert answer["stopped_early"] and answer["statistics"]["termination_reason"] == "terminated early"
+
+
+def test_a_request_past_the_models_max_requests_is_503_and_the_next_one_is_taken(
+    kserve_runtime: tuple[KServeRuntime, str], client: httpx.Client, credit_data: pd.DataFrame, credit_model: Pipeline
+) -> None:
+    """The SDK queued every request without a bound, each holding its body: past ``max_requests``
+    (searching or waiting for a thread) a request is 503 with Retry-After, and its place frees
+    when a request ends."""
+    import threading
+
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+
+    calling, go = threading.Event(), threading.Event()
+
+    class Held(_Broken):  # the pipeline's answers, once the test lets the first call through
+        def predict_proba(self, rows: Any) -> Any:
+            calling.set()
+            assert go.wait(60)
+            return credit_model.predict_proba(rows)
+
+    held = Explainer(Held(credit_model), credit_data, target=TARGET, check=False)
+    kserve_runtime[0].add(CounterplanExplainer("credit-held", lambda: held, ExplainLimits(max_requests=1)))
+    first: list[httpx.Response] = []
+    request = threading.Thread(target=lambda: first.append(explain(client, {"instances": ROWS[:1]}, "credit-held")))
+    request.start()
+    try:
+        assert calling.wait(60)  # the first request is searching
+        busy = explain(client, {"instances": ROWS[:1]}, "credit-held")
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert busy.json() == {"error": "1 requests of 'credit-held' are in the server; retry later"}
+    finally:
+        go.set()
+        request.join(60)
+    assert first[0].status_code == 200, first[0].text
+    assert explain(client, {"instances": ROWS[:1]}, "credit-held").status_code == 200
