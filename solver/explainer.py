@@ -28,6 +28,7 @@ from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.batch.rows import probe_row
 from counterplan.solver.batch.run import explain_batch
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
@@ -126,7 +127,7 @@ class Explainer:
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
         if check and self.data is not None:  # bad settings fail here, before any row is explained
-            probe = self.problem(0, trust_region=False)
+            probe = self.problem(probe_row(self), trust_region=False)
             CounterfactualSolver(probe, self.config, seed, num_counterfactuals, engine)
 
     @property
