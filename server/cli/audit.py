@@ -149,6 +149,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     explainer = local_explainer(args, spec, config, engine=args.engine, data=data)
     with flag_errors(instance_flag="--data"):
         explainer.problem(probe_row(explainer))  # a bad flag or a model that cannot read the data: refused now
+        explainer.check()  # and an engine that cannot take the model
     rows: str | list[int] = [int(p) for p in args.rows.split(",")] if _POSITIONS.match(args.rows) else args.rows
     err = Console(stderr=True)
     with _flag_errors(usage), _progress(err, enabled=not args.no_progress and err.is_terminal) as progress:

@@ -162,6 +162,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     explainer = local_explainer(args, spec, config, engine=args.engine, data=data)  # every row asked the same
     with flag_errors(instance_flag="--data"):
         first = explainer.problem(probe_row(explainer))  # a bad flag or a model that cannot read the data: refused now
+        explainer.check()  # and an engine that cannot take the model
     features = [f.name for f in first.space.features]
     dtypes = record_dtypes(data, features)
     columns = list(dtypes)
