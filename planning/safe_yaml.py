@@ -54,9 +54,12 @@ def load_config_text(text: str | bytes, max_bytes: int = MAX_CONFIG_BYTES) -> An
     size = len(text.encode("utf-8") if isinstance(text, str) else text)
     if size > max_bytes:
         raise ConfigTextError(f"{size:,} bytes; at most {max_bytes:,} are accepted")
-    loader = _LimitedLoader(text)
+    loader: _LimitedLoader | None = None
     try:
+        loader = _LimitedLoader(text)  # reads the text already: a NUL byte or bad UTF-8 fails here
         return loader.get_single_data()
+    except yaml.reader.ReaderError as exc:
+        raise ConfigTextError(f"not valid YAML or JSON at character {exc.position + 1}: {exc.reason}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -66,4 +69,5 @@ def load_config_text(text: str | bytes, max_bytes: int = MAX_CONFIG_BYTES) -> An
     except RecursionError:
         raise ConfigTextError(f"nested deeper than {MAX_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

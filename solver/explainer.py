@@ -28,6 +28,7 @@ from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.batch.rows import probe_row
 from counterplan.solver.batch.run import explain_batch
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver, Listener
@@ -125,9 +126,16 @@ class Explainer:
         self._cache: dict[Any, Any] = {}
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
-        if check and self.data is not None:  # bad settings fail here, before any row is explained
-            probe = self.problem(0, trust_region=False)
-            CounterfactualSolver(probe, self.config, seed, num_counterfactuals, engine)
+        if check:  # bad settings fail here, before any row is explained
+            self.check()
+
+    def check(self) -> None:
+        """Check the settings on the data's first readable row (:func:`~counterplan.solver.batch.rows.probe_row`):
+        its problem and a solver for it are built (an engine that cannot take the model is
+        refused here), so a batch fails before any work starts. Nothing to check without data."""
+        if self.data is not None:
+            probe = self.problem(probe_row(self), trust_region=False)
+            CounterfactualSolver(probe, self.config, self.seed, self.num_counterfactuals, self.engine)
 
     @property
     def profile(self) -> FeatureSource:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, cut, one_line
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.counterfactual import explain
@@ -440,14 +440,24 @@ def _open_study(
     seed: int,
 ) -> optuna.Study:
     """The study ``study_name`` in ``storage``, new or resumed, marked as made for the problem with
-    this fingerprint; a study of another problem raises :class:`StudyMismatchError`."""
-    study = optuna.create_study(
-        study_name=study_name,
-        storage=storage,
-        direction="minimize",
-        load_if_exists=True,
-        pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-    )
+    this fingerprint; a study of another problem raises :class:`StudyMismatchError`, a storage
+    that cannot be opened (a bare path, a missing directory, an unknown database) an
+    :class:`InvalidInputError` naming it (it was SQLAlchemy's traceback)."""
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
+
+    try:
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            direction="minimize",
+            load_if_exists=True,
+            pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+        )
+    except (SQLAlchemyError, ImportError) as exc:
+        why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
+        raise InvalidInputError(
+            "tuning", "storage", f"cannot open {cut(storage)!r} (an optuna storage URL: sqlite:///FILE): {why}"
+        ) from None
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
     if made_for is None and study.trials:
         raise StudyMismatchError(

@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
     from counterplan.solver.audit.runner import AuditOptions, run_audit  # noqa: PLC0415
+    from counterplan.solver.batch.rows import probe_row  # noqa: PLC0415
 
     if args.server is not None:  # the served model card's data, audited by the server's Audit call
         from counterplan.server.cli.audit_remote import remote_audit  # noqa: PLC0415
@@ -147,7 +148,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     data = load_table(args.data)
     explainer = local_explainer(args, spec, config, engine=args.engine, data=data)
     with flag_errors(instance_flag="--data"):
-        explainer.problem(0)  # a bad flag or a model that cannot read the data: refused now
+        explainer.problem(probe_row(explainer))  # a bad flag or a model that cannot read the data: refused now
+        explainer.check()  # and an engine that cannot take the model
     rows: str | list[int] = [int(p) for p in args.rows.split(",")] if _POSITIONS.match(args.rows) else args.rows
     err = Console(stderr=True)
     with _flag_errors(usage), _progress(err, enabled=not args.no_progress and err.is_terminal) as progress:

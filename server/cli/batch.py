@@ -147,7 +147,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     """Every check, in the order a user fixes them: flags, paths, the question, data, rows, model."""
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
-    from counterplan.solver.batch.rows import RowSelection, meeting_the_goal  # noqa: PLC0415
+    from counterplan.solver.batch.rows import RowSelection, meeting_the_goal, probe_row  # noqa: PLC0415
     from counterplan.solver.batch.torn_line import drop_torn_line  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
 
@@ -161,7 +161,8 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     selection, only_rejected = _selection(args.rows, len(data))
     explainer = local_explainer(args, spec, config, engine=args.engine, data=data)  # every row asked the same
     with flag_errors(instance_flag="--data"):
-        first = explainer.problem(0)  # a bad flag or a model that cannot read the data: refused now
+        first = explainer.problem(probe_row(explainer))  # a bad flag or a model that cannot read the data: refused now
+        explainer.check()  # and an engine that cannot take the model
     features = [f.name for f in first.space.features]
     dtypes = record_dtypes(data, features)
     columns = list(dtypes)

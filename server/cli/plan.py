@@ -127,6 +127,8 @@ def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Except
         text = Path(args.actions).read_text(encoding="utf-8")
     except OSError as exc:
         raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
+        raise usage(f"--actions: {args.actions!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         return ActionSet.from_data(load_config_text(text))
     except ConfigTextError as exc:

@@ -102,7 +102,8 @@ def exact_line(exact: ExactStatistics) -> str:
     proof = "proven optimal" if exact.proven and exact.status == "optimal" else exact.status
     if exact.status == "infeasible":
         proof = "proven: no counterfactual exists"
-    parts = [f"Exact engine ({exact.model}): {proof}"]
+    named = f" ({exact.model})" if exact.model else ""  # no model described before its program was built
+    parts = [f"Exact engine{named}: {proof}"]
     if exact.gap is not None and exact.status != "infeasible":
         parts.append(f"gap {exact.gap:.2g}")
     parts.append(f"{exact.nodes:,} nodes, {exact.variables:,} variables, {exact.seconds:.2f} s")

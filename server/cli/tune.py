@@ -58,6 +58,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec  # noqa: PLC0415
+    from counterplan.solver.batch.rows import probe_row  # noqa: PLC0415
 
     try:
         import optuna  # noqa: PLC0415 - optional: only tuning needs it
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     explainer = local_explainer(args, spec)
     seed = args.seed if args.seed is not None else 0
     with flag_errors(instance_flag="--data"):
-        first = explainer.problem(0)  # the question every row is asked, checked once
+        first = explainer.problem(probe_row(explainer))  # the question every row is asked, checked once
         missed = _rows_missing_the_goal(explainer, first, usage=usage)
         rng = np.random.default_rng(seed)
         chosen = rng.permutation(missed)[: args.rows + args.heldout]

@@ -129,6 +129,8 @@ def load_instance(text: str) -> dict[str, Any]:
             text = Path(text[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise LoadError(text[1:], f"cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
+            raise LoadError(text[1:], f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

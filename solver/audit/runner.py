@@ -61,7 +61,7 @@ from counterplan.solver.audit.stats import (
     group_figures,
 )
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
-from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, row_seed
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
     no_records,
@@ -283,7 +283,7 @@ def run_audit(
     frame, only_rejected, rows_text = _selected(explainer, rows)
     _check_groups(options.groups, frame)
     folder = _out_folder(out)
-    features = [f.name for f in explainer.problem(0, trust_region=False).space.features]
+    features = [f.name for f in explainer.problem(probe_row(explainer), trust_region=False).space.features]
     skipped = 0
     if only_rejected:  # one model call: a row that meets the goal costs no search
         met = meeting_the_goal(explainer, frame)
@@ -318,7 +318,7 @@ def run_audit(
     settings = AuditSettings(
         engine=explainer.engine,
         seed=options.seed,
-        goal=explainer.problem(0, trust_region=False).goal_text,
+        goal=explainer.problem(probe_row(explainer), trust_region=False).goal_text,
         rows=rows_text,
         groups=list(options.groups),
         bootstrap=options.bootstrap,
@@ -569,7 +569,7 @@ def _screening(explainer: Explainer, frame: pd.DataFrame, options: AuditOptions)
         return False
     if options.screen is None and options.ray is not None:
         return False
-    first = {str(k): v for k, v in model_rows(explainer, frame.iloc[:1]).iloc[0].items()}
+    first = {str(k): v for k, v in model_rows(explainer, frame).iloc[probe_row(explainer, frame)].items()}
     why = not_encodable(explainer.problem(first), exact_backend(explainer.config))
     if why is not None and options.screen:
         raise ProblemError("screen", f"the exact engine cannot encode this model: {why}")

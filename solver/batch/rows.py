@@ -75,6 +75,19 @@ class RowSelection:
         return data if self.positions is None else data.iloc[list(self.positions)]
 
 
+def probe_row(explainer: RowExplainer, frame: pd.DataFrame | None = None) -> int:
+    """The position of the row of ``frame`` (default: the explainer's data) a batch's settings
+    are checked on and its features read from: the first with no infinite value among the
+    features (0 without data). A row's own bad value (an ``inf`` in a CSV) is that row's error
+    record; checked on it, the settings check refused the whole batch, whichever rows it selected."""
+    data = explainer.data if frame is None else frame
+    if data is None:
+        return 0
+    numbers = data[[c for c in explainer.columns if c in data.columns]].select_dtypes("number")
+    finite = ~numbers.isin([np.inf, -np.inf]).any(axis=1).to_numpy()
+    return int(np.argmax(finite)) if finite.any() else 0
+
+
 def model_rows(explainer: RowExplainer, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with only the columns the model reads (the explainer's ``columns``), in its
     order: a row's problem refuses a key that is no feature, and a batch's rows often hold

@@ -28,7 +28,7 @@ from counterplan.solver.batch.block import Item, Record, run_blocks
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
-from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows
+from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
@@ -195,7 +195,7 @@ def _window(window: int | None) -> int:
 
 
 def _features(explainer: RowExplainer) -> list[str]:
-    return [f.name for f in explainer.problem(0, trust_region=False).space.features]
+    return [f.name for f in explainer.problem(probe_row(explainer), trust_region=False).space.features]
 
 
 _WORKER: RowExplainer | None = None

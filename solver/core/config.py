@@ -261,4 +261,6 @@ class SolverConfig(ConfigModel):
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(str(path), f"cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
+            raise ConfigError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         return cls.from_yaml(text)

@@ -190,8 +190,14 @@ class PhaseScope:
         return Verdict(False, gradient, "")
 
     def must_stop(self) -> bool:
-        """The verdict alone, for a phase that leaves the reason to the phases after it."""
-        return self.verdict().done
+        """The verdict alone, for a phase that leaves its own limit's reason to the phases after
+        it. The solve's end (its limits, a stop request) is recorded: a last phase that stops for
+        it (the polish, the exact engine) has no phase after it to say so, and the answer read as
+        the search's own end, not its best so far (``stopped_early``)."""
+        verdict = self.verdict()
+        if verdict.done and not verdict.reason.startswith("phase "):
+            self.end(verdict)
+        return verdict.done
 
     def end(self, verdict: Verdict) -> None:
         """Record why the phase ended (the solver stops unless the phase's own limit ended it)."""

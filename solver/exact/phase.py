@@ -128,6 +128,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 status="no solution", proven=False, seconds=time.perf_counter() - started, reason=reason
             )
             phase_scope.report("exact", stopped)
+            phase_scope.must_stop()  # records the solve's end, when it was its clock or a stop request
             return
         formulation, report = run.formulation, run.report
         drop_needless_changes(scope, phase_scope.counters, should_stop)
@@ -163,6 +164,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         phase_scope.report("exact", statistics)
         if scope.answers > 1 and self.config.answer_set != "pool" and not scope.terminate_flag.is_set():
             self._answer_set(phase_scope, statistics, started)
+        phase_scope.must_stop()  # a program the solve's clock cut: the answer is its best so far
 
     def _proof(self, phase_scope: PhaseScope, started: float) -> _Proof:
         """Build and solve the program, with wider margins after an answer the model rejects.

@@ -246,8 +246,10 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                 best_distance=-float(scope.best_score[3]),
                 max_rows=self.config.combo_rows,
             )
-            beam = bool(self.config.beam_width) and not _predicted_to_reach(
-                C, singles, space.original, -float(origin[0])
+            beam = (
+                bool(self.config.beam_width)
+                and not _predicted_to_reach(C, singles, space.original, -float(origin[0]))
+                and not phase_scope.must_stop()  # the beam's pairs cost a second on a 300-tree forest
             )
             if beam:
                 B = beam_candidates(

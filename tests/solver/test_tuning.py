@@ -8,6 +8,7 @@ import optuna
 import pytest
 
 from counterplan.planning import CounterfactualProblem
+from counterplan.planning.errors import InvalidInputError
 from counterplan.solver import SolverConfig, TerminationConfig, explain
 from counterplan.solver.tuning import row_cost, suggest_config, tune
 
@@ -94,3 +95,14 @@ def test_a_study_of_another_problem_is_refused_and_each_problem_gets_its_own(
     again = tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
     assert again.study.study_name == linear.study.study_name and len(again.study.trials) == 2  # resumed
     assert first.study.study_name == "mine"
+
+
+@pytest.mark.parametrize("storage", ["/nowhere/study.db", "sqlite:////nowhere/study.db", "nodb://host/study"])
+def test_a_storage_that_cannot_be_opened_is_refused_naming_it(
+    linear_problem: CounterfactualProblem, storage: str
+) -> None:
+    """A bare path, a missing directory or an unknown database was SQLAlchemy's traceback on the
+    command line (exit 1); it is a bad input naming the storage (exit 2, one line)."""
+    with pytest.raises(InvalidInputError, match="storage") as caught:
+        tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
+    assert caught.value.field == "storage" and storage in caught.value.problem

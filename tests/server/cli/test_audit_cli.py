@@ -114,3 +114,19 @@ def test_screen_flags(capsys: pytest.CaptureFixture[str], files: dict[str, Path]
     assert reports["default"]["no_recourse_proven"] == reports["off"]["no_recourse_proven"] != []
     code, _, err = run_cli(capsys, *_argv(files, tmp_path / "refused", "--screen", "--no-proof"))
     assert code == 2 and "--screen" in err
+
+
+def test_an_infinite_value_in_the_first_row_is_that_rows_error_not_the_audits(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The settings are checked (and the screen's encoding asked) on a row that can be read: an
+    ``inf`` in the data's first row, the one they were checked on, refused the whole audit."""
+    data = pd.read_csv(files["data"]).astype({"a": float})
+    data.loc[0, "a"] = np.inf
+    bad = {**files, "data": tmp_path / "inf.csv"}
+    data.to_csv(bad["data"], index=False)
+    code, _, err = run_cli(capsys, *_argv(bad, tmp_path / "out", "--rows", "0:12"))
+    assert code == 0, err
+    rows = pd.read_parquet(tmp_path / "out" / "rows.parquet").set_index("row_id")
+    assert rows.loc[0, "status"] == "error" and "finite" in rows.loc[0, "error"]
+    assert (rows.drop(index=0)["status"] != "error").all()

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import joblib
+import numpy as np
 import pandas as pd
 import pytest
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import TARGET
@@ -376,3 +378,41 @@ def test_batch_engine_chooses_the_vectorised_engine_by_default_or_the_threads_pa
     assert code == 0, err
     assert asked == [vectorised]
     assert pd.read_csv(output)["valid"].all()
+
+
+def test_an_infinite_value_in_the_first_row_is_that_rows_error_not_the_batchs(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], loan_data: pd.DataFrame, tmp_path: Path
+) -> None:
+    """The settings are checked on a row that can be read: an ``inf`` in the data's first row (a
+    row the selection need not even hold) refused the whole batch, while one in any other row is
+    that row's error record."""
+    data = loan_data.iloc[:SMALL_ROWS].astype({"income": float})
+    data.loc[0, "income"] = np.inf
+    path = tmp_path / "inf.csv"
+    data.to_csv(path, index=False)
+    for rows in ("0:4", "2:4"):
+        output = tmp_path / f"out-{rows.replace(':', '-')}.csv"
+        flags = {**_flags(files, output), "--data": str(path), "--rows": rows}
+        code, _, err = _run(capsys, *_argv(flags), "--no-progress")
+        assert code == 0, err
+        records = pd.read_csv(output).set_index("row_id")
+        assert (records.drop(index=0, errors="ignore")["status"] != "error").all()
+    assert records.index.tolist() == [2, 3]
+    first = pd.read_csv(tmp_path / "out-0-4.csv").set_index("row_id")
+    assert first.loc[0, "status"] == "error" and "income" in first.loc[0, "error"]
+
+
+def test_an_engine_that_cannot_take_the_model_is_refused_before_any_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--engine exact`` with a model the exact engine cannot read was an error record for every
+    row and exit 0; the batch's settings check built each row's problem but no solver for it."""
+    data = pd.DataFrame({"a": [float(i % 7) for i in range(40)], "b": [float(i % 5) for i in range(40)]})
+    data["y"] = (data.a + data.b > 6).astype(int)
+    joblib.dump(KNeighborsClassifier().fit(data[["a", "b"]], data.y), tmp_path / "knn.joblib")
+    data.to_csv(tmp_path / "data.csv", index=False)
+    output = tmp_path / "out.csv"
+    argv = ["--model", str(tmp_path / "knn.joblib"), "--data", str(tmp_path / "data.csv"), "--target", "y"]
+    code, _, err = _run(capsys, *argv, "--engine", "exact", "--output", str(output), "--no-progress")
+    assert code == 2 and "exact engine cannot take" in err and len(err.strip().splitlines()) == 1, err
+    assert not output.exists()

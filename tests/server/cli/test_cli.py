@@ -15,6 +15,8 @@ import pytest
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.server.cli.render import exact_line
+from counterplan.solver.exact.report import ExactStatistics
 from tests.cli import run_cli as _run
 
 
@@ -656,3 +658,12 @@ def test_the_auto_budget_flag_sets_the_choice_and_a_bad_one_is_refused_naming_it
         assert code == 2 and "--auto-budget must be a finite number of seconds above 0 and at most 3600" in err
     code, _, err = _run(capsys, "explain", "--engine", "auto", "--auto-improve", "0", "--no-progress")
     assert code == 2 and "--auto-improve must be" in err
+
+
+def test_an_exact_phase_stopped_before_its_program_was_built_names_no_empty_model() -> None:
+    """A program the clock stopped while it was built has no model description: the line read
+    "Exact engine (): no solution"."""
+    stopped = ExactStatistics(status="no solution", proven=False, reason="the time limit came while it was built")
+    assert exact_line(stopped).startswith("Exact engine: no solution; ")
+    built = ExactStatistics(status="feasible", proven=False, model="RandomForestClassifier (300 trees)")
+    assert exact_line(built).startswith("Exact engine (RandomForestClassifier (300 trees)): feasible")

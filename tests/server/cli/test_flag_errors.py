@@ -188,3 +188,25 @@ def test_a_rule_between_serves_settings_names_them_as_the_user_sets_them(
     code, _, err = run_cli(capsys, "serve", *argv)
     assert code == 2 and err.strip().startswith(f"counterplan: error: {expected}"), err
     assert no_server == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "content", "argv"),
+    [
+        ("solver config", b"phases: \x00", ["explain", "--config"]),  # PyYAML's reader refuses it as it starts
+        ("solver config", b"seed: \xff\xfe", ["explain", "--config"]),
+        ("file", b'{"income": "\xff"}', ["explain", "--instance"]),
+        ("--actions", b"actions: \xff", ["plan", "--actions"]),
+    ],
+)
+def test_a_binary_file_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, content: bytes, argv: list[str]
+) -> None:
+    """A file that is no text (a NUL byte, bytes that are not UTF-8) was a traceback (exit 1):
+    UnicodeDecodeError is a ValueError, not the OSError its reader caught, and PyYAML's reader
+    checks the text while the loader is made, before the parse its errors were caught around."""
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(content)
+    given = f"@{path}" if argv[-1] == "--instance" else str(path)
+    line = _refused(capsys, flag, *argv, given)
+    assert "not UTF-8 text" in line or "special characters are not allowed" in line

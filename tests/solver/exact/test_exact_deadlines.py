@@ -5,6 +5,7 @@ proof of the scored problem, the answer's needless changes dropped through the r
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
 from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.core.config import SolverConfig
-from counterplan.solver.counterfactual import explain
+from counterplan.solver.counterfactual import CounterfactualSolver, explain
+from counterplan.solver.exact import phase as exact_phase
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.milp import Milp, MilpResult
 from tests.exact_cases import (
@@ -157,3 +159,22 @@ def test_a_search_that_checks_no_clock_is_abandoned_soon_after_its_time() -> Non
     milp = Milp()
     milp.minimise({milp.var("a", 0.0, 1.0): 1.0})
     assert progress.result(milp, 1.0).status == "no solution"
+
+
+def test_a_program_cut_short_by_a_stop_says_the_answer_is_the_best_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact engine is the solve's last phase: when its clock or a stop request cuts it (here,
+    a stop while the program is built), no phase after it says so, and the answer read as the
+    search's own end (``stopped_early`` false, the warm start's reason)."""
+    problem = _forest_problem()
+    solver = CounterfactualSolver(problem, SolverConfig(), seed=0, engine="exact")
+    real_build = exact_phase.build
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        solver.terminate_early()  # the stop comes as the program is built
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(exact_phase, "build", build)
+    result = solver.solve()
+    exact = result.statistics.exact
+    assert exact is not None and exact.status == "no solution" and not exact.proven
+    assert result.stopped_early, result.statistics.termination_reason

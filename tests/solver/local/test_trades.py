@@ -15,6 +15,7 @@ from counterplan.planning.space import FloatMatrix
 from counterplan.solver import SolverConfig, TerminationConfig, explain
 from counterplan.solver.core.phase import PhaseScope
 from counterplan.solver.core.trade import pricer_for, recreate_candidates, trade_candidates
+from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.local import polish
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 from counterplan.solver.local.scan import FeatureScanPhase
@@ -365,3 +366,32 @@ def test_a_recreate_rounds_rebuilt_rows_are_bisected_together(monkeypatch: pytes
         assert explain(problem, seed=0).valid
     assert counts["together"] > 0
     assert counts["calls"] < counts["iterations"]
+
+
+def test_the_beam_is_not_built_once_the_solve_must_stop(
+    together_problem: CounterfactualProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The beam's pairs are pure computation (a second on a 300-tree forest of 30 features, past
+    a time limit): the polish asks the clock before building them, as before every model call."""
+    config = SolverConfig(phases=(FeatureScanPhaseConfig(), BoundaryPolishPhaseConfig(trade_rounds=0)))
+    beams: list[bool] = []
+    real_combos, real_beam = polish.combo_candidates, polish.beam_candidates
+
+    def beam(*args: Any, **kwargs: Any) -> FloatMatrix:
+        beams.append(True)
+        return real_beam(*args, **kwargs)
+
+    monkeypatch.setattr(polish, "beam_candidates", beam)
+    explain(together_problem, config, seed=0)
+    assert beams  # the beam runs on this problem
+
+    beams.clear()
+    solver = CounterfactualSolver(together_problem, config, seed=0)
+
+    def combos(*args: Any, **kwargs: Any) -> FloatMatrix:
+        solver.terminate_early()  # the time is up while the combinations are built
+        return real_combos(*args, **kwargs)
+
+    monkeypatch.setattr(polish, "combo_candidates", combos)
+    result = solver.solve()
+    assert not beams and result.stopped_early
