@@ -70,6 +70,18 @@ class ValueGoal(_Goal):
     value: float
     tolerance: Annotated[float, Field(ge=0.0)] = 0.0
 
+    @model_validator(mode="after")
+    def _relative(self) -> Self:
+        """A relative tolerance of 1 or more meets every output of the value's sign: an absolute
+        one was meant (``value:60000~100`` read as 10,000% said "already meets the goal")."""
+        if self.value != 0.0 and self.tolerance >= 1.0:
+            raise GoalError(
+                "tolerance",
+                f"is relative (0.05: within 5% of the value) and below 1, given {self.tolerance!r}; "
+                f"for a band in the output's own units give a range goal",
+            )
+        return self
+
 
 class RangeGoal(_Goal):
     """A numeric output must land in the inclusive interval ``[low, high]``; one end may be

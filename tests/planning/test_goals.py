@@ -135,6 +135,16 @@ def test_invalid_goal_fields_raise_goal_error() -> None:
         parse_goal({"kind": "shape", "output": "y"})
 
 
+@pytest.mark.parametrize("tolerance", [1.0, 100.0])
+def test_a_relative_tolerance_of_one_or_more_is_refused_as_an_absolute_one_meant(tolerance: float) -> None:
+    """``value:60000~100`` was read as 10,000% and every positive output met it."""
+    with pytest.raises(GoalError, match="relative") as info:
+        ValueGoal(value=60_000.0, tolerance=tolerance)
+    assert info.value.field.endswith("tolerance")
+    assert ValueGoal(value=0.0, tolerance=tolerance).tolerance == tolerance  # at 0 it is absolute: |p| < t
+    assert ValueGoal(value=60_000.0, tolerance=0.99).tolerance == 0.99
+
+
 def test_a_label_written_as_text_names_a_numeric_class() -> None:
     floats = OutputSpec("risk", (0.0, 1.0))
     assert bind_goals([ClassGoal(target="1")], (floats,))[0].class_index == 1
