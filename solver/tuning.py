@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import InvalidInputError, echo, one_line
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.counterfactual import explain
@@ -440,14 +440,21 @@ def _open_study(
     seed: int,
 ) -> optuna.Study:
     """The study ``study_name`` in ``storage``, new or resumed, marked as made for the problem with
-    this fingerprint; a study of another problem raises :class:`StudyMismatchError`."""
-    study = optuna.create_study(
-        study_name=study_name,
-        storage=storage,
-        direction="minimize",
-        load_if_exists=True,
-        pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-    )
+    this fingerprint; a study of another problem raises :class:`StudyMismatchError`, a storage
+    that cannot be opened an :class:`InvalidInputError` on ``storage``."""
+    try:
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            direction="minimize",
+            load_if_exists=True,
+            pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+        )
+    except Exception as exc:  # SQLAlchemy's errors (a URL it cannot parse, an unknown dialect or
+        # driver, a database it cannot open) share no base with optuna's: one line naming the URL
+        raise InvalidInputError(
+            "tuning", "storage", f"cannot open {echo(storage)}: {type(exc).__name__}: {one_line(str(exc), 300)}"
+        ) from None
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
     if made_for is None and study.trials:
         raise StudyMismatchError(

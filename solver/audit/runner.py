@@ -64,6 +64,7 @@ from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, re
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
+    exists,
     no_records,
     open_records,
     read_existing,
@@ -428,7 +429,7 @@ def _out_folder(out: str | Path | None) -> Path | None:
     if out is None:
         return None
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
+    if exists("out", folder) and not folder.is_dir():
         raise ProblemError("out", f"{str(folder)!r} exists and is not a directory")
     if not folder.exists():
         check_writable_directory("out", folder)
