@@ -70,7 +70,7 @@ from counterplan.solver.batch.writer import (
     read_existing,
     record_dtypes,
 )
-from counterplan.solver.core.config import MAX_SEED
+from counterplan.solver.core.config import check_seed
 from counterplan.solver.engines import EngineChoice, not_encodable
 from counterplan.solver.explainer import Explainer
 
@@ -149,8 +149,7 @@ class AuditOptions:
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
         seed, bootstrap, retrain = self.seed, self.bootstrap, self.retrain
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-            raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed!r}")
+        check_seed(seed)
         if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not 0 <= bootstrap <= MAX_BOOTSTRAP:
             raise ProblemError("bootstrap", f"must be from 0 to {MAX_BOOTSTRAP}, given {bootstrap!r}")
         if not 0.0 < self.confidence < 1.0:

@@ -198,6 +198,16 @@ def test_the_threads_path_where_the_vectorised_engine_cannot_go(
 def test_bad_input_is_refused(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
     with pytest.raises(ProblemError, match="window"):
         explain_batch(loan_explainer, rejected, window=0, vectorised=True)
+    # a seed a row's seed would hash as other text than the whole number's ("1.0", "True", "-1")
+    for seed in (1.0, True, -1, 2**63, float("nan"), "1"):
+        with pytest.raises(ProblemError, match="seed") as caught:
+            explain_batch(loan_explainer, rejected.iloc[:1], seed=seed)  # type: ignore[arg-type]
+        assert caught.value.field == "seed"
+    one = rejected.iloc[:1]
+    pd.testing.assert_frame_equal(
+        explain_batch(loan_explainer, one, seed=np.int64(1))[COLUMNS],  # type: ignore[arg-type]
+        explain_batch(loan_explainer, one, seed=1)[COLUMNS],
+    )
     bad = rejected.iloc[:3].astype(object)
     bad.iloc[1, 0] = "not a number"
     frame = explain_batch(loan_explainer, bad, seed=1, vectorised=True)
