@@ -261,6 +261,35 @@ def test_an_instance_the_model_fails_on_costs_the_others_nothing(
     pd.testing.assert_frame_equal(others[COLUMNS].reset_index(drop=True), without[COLUMNS].reset_index(drop=True))
 
 
+def test_a_row_the_model_fails_on_gets_the_same_error_record_from_either_engine(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    """The records have one form whichever engine ran: the error names the same error type."""
+    rows = rejected.iloc[:3]
+    bad = float(rows["age"].iloc[1])
+
+    class NanOnOne:
+        """The loan model, but NaN for the second row's age (its original and every candidate)."""
+
+        classes_ = loan_model.classes_
+        feature_names_in_ = loan_model.feature_names_in_
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            out = np.array(loan_model.predict_proba(X), dtype=float)
+            out[np.asarray(X["age"], dtype=float) == bad] = np.nan
+            return out
+
+        def predict(self, X: pd.DataFrame) -> np.ndarray:
+            return np.asarray(loan_model.predict(X))
+
+    explainer = Explainer(NanOnOne(), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    vector = explain_batch(explainer, rows, seed=0, vectorised=True)
+    threads = explain_batch(explainer, rows, seed=0, vectorised=False)
+    assert vector["status"].tolist()[1] == threads["status"].tolist()[1] == "error"
+    assert vector["error"].tolist()[1] == threads["error"].tolist()[1]
+    assert vector["error"].tolist()[1].startswith("ModelFailureError: the model fails on the original instance")
+
+
 def test_rows_of_other_domains_share_the_block_s_program_and_keep_their_own_answers(
     loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
