@@ -356,9 +356,7 @@ class BooleanFeature(_Feature):
         """Encode ``False``/``True`` as 0/1."""
         if is_missing(value):
             return self._encode_missing()
-        if isinstance(value, bool | int | float) and value in (0, 1):
-            return float(bool(value))
-        if type(value).__name__ == "bool_":
+        if is_boolean(value) or (isinstance(value, int | float) and value in (0, 1)):
             return float(bool(value))
         raise FeatureError(self.name, f"boolean feature given {value!r}; expected true or false")
 
@@ -389,9 +387,17 @@ def parse_feature(data: Any) -> IntegerFeature | FloatFeature | CategoricalFeatu
         reraise(exc, owner, FeatureError)
 
 
+def is_boolean(value: Any) -> bool:
+    """Python's or numpy's boolean: what a pandas column of booleans yields (``np.True_`` from
+    a nullable ``boolean`` column, as a batch's records read back hold; numpy 2 names its type
+    ``bool``, numpy 1 ``bool_``). Read by name: this module loads no numpy (``--help`` stays fast)."""
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in {"bool", "bool_"})
+
+
 def category_text(value: Any) -> str:
     """A category's text: numbers as written (``3``, not ``3.0``; ``2.5``)."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if is_boolean(value):
         return str(bool(value))
     if isinstance(value, int | float) or hasattr(value, "dtype"):
         number = float(value)

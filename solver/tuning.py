@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, cut, one_line
+from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, echo, one_line
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.counterfactual import explain
@@ -453,10 +453,11 @@ def _open_study(
             load_if_exists=True,
             pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
         )
-    except (SQLAlchemyError, ImportError) as exc:
+    except (SQLAlchemyError, ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown
+        # dialect or driver, a database it cannot open: one line naming the URL
         why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
         raise InvalidInputError(
-            "tuning", "storage", f"cannot open {cut(storage)!r} (an optuna storage URL: sqlite:///FILE): {why}"
+            "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
         ) from None
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
     if made_for is None and study.trials:

@@ -240,13 +240,12 @@ def load_table(text: str) -> pd.DataFrame:
     """The data file (CSV, or Parquet by its suffix), indexed by position: row ids are positions."""
     import pandas as pd  # noqa: PLC0415
 
-    from counterplan.server.registry.loading import LoadError, load_csv  # noqa: PLC0415
+    from counterplan.server.registry.loading import LoadError, existing_file, load_csv  # noqa: PLC0415
 
     path = Path(text)
     if path.suffix.lower() != ".parquet":
         return load_csv(path).reset_index(drop=True)
-    if not path.is_file():
-        raise LoadError(str(path), "no such file")
+    existing_file(path)
     try:
         data = pd.read_parquet(path)
     except ImportError:

@@ -203,7 +203,9 @@ def _speed(slowdown: float) -> str:
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
     (the budget and the seed as the solver configuration they feed bounds them)."""
+    from counterplan.planning.errors import ProblemError  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
+    from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
 
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
@@ -213,8 +215,11 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
         raise usage(f"--trials must be at least 1, given {args.trials}")
     check_seconds("--budget", args.budget, usage)
     check_seed("--seed", args.seed, usage)
-    if args.output is not None and not Path(args.output).parent.is_dir():  # checked before minutes of trials
-        raise usage(f"--output: no directory {str(Path(args.output).parent)[:200]!r} to write the configuration in")
+    if args.output is not None:  # checked before minutes of trials
+        try:
+            check_writable_directory("output", Path(args.output))
+        except ProblemError as exc:
+            raise usage(f"--output: {exc.problem}") from None
 
 
 def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:

@@ -52,9 +52,7 @@ def load_model(
         What a refusal of untrusted types tells the user to do, where they are: a command's
         ``--trust-model`` (:data:`COMMAND_TRUST`), a card's ``trusted_types`` (:data:`CARD_TRUST`).
     """
-    file = Path(path)
-    if not file.is_file():
-        raise LoadError(str(file), "no such file")
+    file = existing_file(path)
     suffix = file.suffix.lower()
     try:
         if suffix == ".skops":
@@ -108,11 +106,22 @@ def missing_library(exc: ImportError) -> str:
     return f"the model needs a library that is not installed here: {one_line(str(exc), 200)}"
 
 
+def existing_file(path: str | Path) -> Path:
+    """``path`` as a file that exists; else a :class:`LoadError` naming it, also for a name the
+    file system refuses (a part longer than its limit), which ``is_file`` raises on."""
+    file = Path(path)
+    try:
+        found = file.is_file()
+    except OSError as exc:
+        raise LoadError(str(file), f"cannot read: {exc.strerror or exc}") from None
+    if not found:
+        raise LoadError(str(file), "no such file")
+    return file
+
+
 def load_csv(path: str | Path) -> pd.DataFrame:
     """Read a CSV of training data."""
-    file = Path(path)
-    if not file.is_file():
-        raise LoadError(str(file), "no such file")
+    file = existing_file(path)
     try:
         data = pd.read_csv(file, skipinitialspace=True)
     except Exception as exc:

@@ -64,12 +64,13 @@ from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, re
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
 from counterplan.solver.batch.writer import (
     check_writable_directory,
+    exists,
     no_records,
     open_records,
     read_existing,
     record_dtypes,
 )
-from counterplan.solver.core.config import MAX_SEED
+from counterplan.solver.core.config import check_seed
 from counterplan.solver.engines import EngineChoice, not_encodable
 from counterplan.solver.explainer import Explainer
 
@@ -148,8 +149,7 @@ class AuditOptions:
     def checked(self) -> AuditOptions:
         """The options, each refused naming its field when out of range."""
         seed, bootstrap, retrain = self.seed, self.bootstrap, self.retrain
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-            raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed!r}")
+        check_seed(seed)
         if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not 0 <= bootstrap <= MAX_BOOTSTRAP:
             raise ProblemError("bootstrap", f"must be from 0 to {MAX_BOOTSTRAP}, given {bootstrap!r}")
         if not 0.0 < self.confidence < 1.0:
@@ -428,7 +428,7 @@ def _out_folder(out: str | Path | None) -> Path | None:
     if out is None:
         return None
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
+    if exists("out", folder) and not folder.is_dir():
         raise ProblemError("out", f"{str(folder)!r} exists and is not a directory")
     if not folder.exists():
         check_writable_directory("out", folder)

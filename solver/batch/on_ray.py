@@ -341,6 +341,10 @@ def _host_port(address: str) -> tuple[str, int]:
         raise ProblemError("ray", f"{address!r} is not host:port ({exc})") from exc
     if not host or parts.path not in {"", "/"}:
         raise ProblemError("ray", f"give 'auto', ray://host:port or host:port, given {address!r}")
+    try:  # a name no resolver takes (an empty or 64-character label) fails the probe's lookup with a UnicodeError
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise ProblemError("ray", f"{address!r} is not host:port (the host name is invalid: {exc})") from exc
     return host, port if port is not None else (CLIENT_PORT if client else GCS_PORT)
 
 

@@ -29,6 +29,7 @@ from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row
+from counterplan.solver.core.config import check_seed
 
 DEFAULT_WINDOW = 64
 """Rows solved at once in one process: enough that a model call serves many solves, few enough
@@ -103,7 +104,9 @@ def explain_batch(
         (``already_met`` only without ``only_rejected``: such a row's record is its own solve's,
         with the original's score).
     """
-    base = seed if seed is not None else (explainer.seed if explainer.seed is not None else 0)
+    if seed is not None:
+        check_seed(seed)
+    base = int(seed) if seed is not None else (explainer.seed if explainer.seed is not None else 0)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
     if ray is not None:

@@ -24,7 +24,7 @@ import numpy as np
 import structlog
 
 from counterplan.planning.calculator import Evaluation, GivenCalls, ScoreCalculator
-from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.errors import ModelAdapterError, ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
@@ -171,7 +171,7 @@ def _solve(
     for i, (evaluation, builder) in enumerate(zip(checked, builders, strict=True)):
         (row_id, _), own = items[i], seeds[i]
         if evaluation.failures[0] is not None:
-            error = RuntimeError(f"the model fails on the original instance: {evaluation.failures[0]}")
+            error = ModelFailureError(f"the model fails on the original instance: {evaluation.failures[0]}")
             on_record(error_record(row_id, error, own, time.perf_counter() - started))
             active[i] = False
         elif _valid(builder, originals[i], evaluation):

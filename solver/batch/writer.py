@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ProblemError, echo
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
 
 SUFFIXES = (".csv", ".parquet")
@@ -111,19 +111,29 @@ def check_output(path: Path, *, resume: bool) -> None:
     if path.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
         raise ProblemError("output", "writing Parquet needs pyarrow: pip install 'counterplan[parquet]'")
     check_writable_directory("output", path)
-    if path.is_dir():
-        raise ProblemError("output", f"{str(path)!r} is a directory")
     if not resume and _exists(path):
         raise ProblemError("output", f"{str(path)!r} exists; pass --resume to continue it or remove it")
 
 
 def check_writable_directory(field: str, path: Path) -> None:
-    """Refuse a file path whose directory does not exist or cannot be written to."""
+    """Refuse a file path whose directory does not exist or cannot be written to, that is a
+    directory itself, or whose name the file system refuses: before the work, not after it."""
     folder = path.parent if str(path.parent) else Path()
-    if not folder.is_dir():
+    if not exists(field, folder) or not folder.is_dir():
         raise ProblemError(field, f"the directory {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ProblemError(field, f"the directory {str(folder)!r} is not writable")
+    if exists(field, path) and path.is_dir():
+        raise ProblemError(field, f"{echo(str(path))} is a directory")
+
+
+def exists(field: str, path: Path) -> bool:
+    """Whether ``path`` exists. A name the file system refuses (a part longer than its limit)
+    raises here, naming ``field``, rather than when the file is written after the work."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise ProblemError(field, f"cannot use {echo(str(path))}: {exc.strerror or exc}") from None
 
 
 def _exists(path: Path) -> bool:

@@ -11,6 +11,7 @@ saved with :meth:`SolverConfig.to_yaml` and served as is.
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -28,7 +29,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from counterplan.planning._pydantic import reraise
-from counterplan.planning.errors import InvalidInputError, ScoreFormatError
+from counterplan.planning.errors import InvalidInputError, ProblemError, ScoreFormatError, echo
 from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import MAX_MODEL_THREADS
@@ -40,6 +41,14 @@ class ConfigError(InvalidInputError):
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__("solver config", field, problem)
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a seed that is not a whole number from 0 to :data:`MAX_SEED` (``ProblemError`` on
+    ``seed``). A batch's rows hash its text with their ids (``row_seed``): ``1.0``, ``True`` or
+    ``-1`` would be another batch than ``1``'s, silently. numpy's integers are whole numbers."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
+        raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {echo(seed)}")
 
 
 class ConfigModel(BaseModel):

@@ -48,6 +48,18 @@ def test_boolean_is_mutable_unless_constrained() -> None:
     assert not BooleanFeature(name="b", value=False, constrained=True).mutable
 
 
+def test_numpy_booleans_are_booleans() -> None:
+    """A pandas column of booleans yields numpy's (``np.True_`` from a nullable ``boolean``
+    column, as a batch's records read back hold); numpy 2 names their type ``bool``."""
+    import numpy as np
+
+    from counterplan.planning.features import category_text
+
+    flag = BooleanFeature(name="flag", value=False)
+    assert flag.encode(np.True_) == 1.0 and flag.encode(np.False_) == 0.0
+    assert category_text(np.True_) == "True" and category_text(np.False_) == "False"  # not "1" / "0"
+
+
 def test_nan_or_none_is_a_missing_value_that_stays_missing_by_default() -> None:
     for value in (math.nan, None):
         feature = FloatFeature(name="income", value=value, low=0.0, high=1.0)

@@ -101,6 +101,14 @@ def test_bad_flags_are_refused_naming_the_flag(
     assert not (tmp_path / "out" / "audit.json").exists()
 
 
+def test_an_out_name_the_file_system_refuses_is_one_line_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    code, printed, err = run_cli(capsys, *_argv(files, tmp_path / ("a" * 300)))  # over NAME_MAX
+    assert code == 2 and err.count("\n") == 1 and "error: --out: cannot use" in err
+    assert "Traceback" not in printed + err
+
+
 def test_screen_flags(capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path) -> None:
     """The screen is on by default for a tree (the exact engine encodes it), off with
     --no-screen, and the proven rows are the same; --screen with --no-proof is refused naming it."""

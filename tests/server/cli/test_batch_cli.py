@@ -287,6 +287,12 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
         ({"--output": "results.json"}, "--output: must end in .parquet or .csv"),
         ({"--plot": "missing/shares.png"}, "--plot: the directory"),
         ({"--plot": "shares.svg"}, "--plot: must end in .png"),
+        ({"--output": "r" * 300 + ".csv"}, "--output: cannot use"),  # a name over the file system's limit
+        ({"--output": "r" * 300 + "/results.csv"}, "--output: cannot use"),
+        ({"--plot": "p" * 300 + ".png"}, "--plot: cannot use"),  # refused before the run, not after it
+        ({"--data": "d" * 300 + ".csv"}, "cannot read"),
+        ({"--data": "d" * 300 + ".parquet"}, "cannot read"),
+        ({"--model": "m" * 300 + ".joblib"}, "cannot read"),
         ({"--workers": "0"}, "--workers must be at least 1"),
         ({"--window": "0"}, "--window: must be from 1"),
         ({"--batch-engine": "gpu"}, "--batch-engine: give vector or threads, given 'gpu'"),

@@ -586,6 +586,10 @@ def test_tune_checks_its_flags_and_labels_as_explain_does(
         (("--target", "ok", "--budget", "inf"), "--budget must be a finite number"),
         (("--target", "ok", "--goal", "class:7"), "class 7 is not one of [0.0, 1.0]"),
         (("--target", "ok", "--goal", "range:0..1"), "--goal: output 'ok' is a classifier's; use a class goal"),
+        (("--target", "ok", "--storage", "nosuchdialect://x"), "'storage': cannot open 'nosuchdialect://x'"),
+        (("--target", "ok", "--storage", "not a url"), "'storage': cannot open 'not a url'"),
+        (("--target", "ok", "--output", str(tmp_path)), "is a directory"),  # a directory: refused before the trials
+        (("--target", "ok", "--output", str(tmp_path / ("t" * 300 + ".yaml"))), "--output: cannot use"),
     ):
         code, out, err = _run(capsys, *base, *quick, *storage, *flags)
         assert code == 2 and fragment in err and err.count("\n") == 1 and "Traceback" not in err + out, err

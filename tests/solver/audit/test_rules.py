@@ -168,6 +168,24 @@ def test_rows_meeting_the_goal_or_failing_are_left_out(credit: Any, audited: Any
     assert all(r.rows_covered == needing for r in everyone)
 
 
+def test_records_read_back_with_nullable_columns_give_the_same_rules() -> None:
+    """A resumed audit reads its earlier records back from Parquet or CSV with nullable dtypes
+    (``boolean``, ``Int64``: :func:`~counterplan.solver.batch.writer.record_dtypes`); its rules are
+    the rules of the records a single run holds. Before, a ``boolean`` answer column read as no
+    answer at all, so a resumed audit reported no rules."""
+    rng = np.random.default_rng(5)
+    data = pd.DataFrame({"income": rng.integers(10, 101, 200), "guarantor": rng.random(200) < 0.3})
+    label = (data["guarantor"] | (data["income"] >= 80)).astype(int)
+    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(data, label)
+    explainer = Explainer(model, data.assign(approved=label), target="approved", seed=0)
+    records = explainer.explain_batch("rejected")
+    rows = data.loc[records["row_id"]]
+    read_back = records.astype({"cf_guarantor": "boolean", "cf_income": "Int64"})
+    found = global_rules(explainer, rows, records)
+    assert found and any(a.feature == "guarantor" for rule in found for a in rule.action)
+    assert global_rules(explainer, rows, read_back) == found
+
+
 def test_no_action_breaks_a_monotone_rule(credit: Any, audited: Any) -> None:
     """With income allowed only to fall, answers that raise it give no action at all."""
     explainer, data, pipeline = credit

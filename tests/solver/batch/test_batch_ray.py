@@ -200,6 +200,8 @@ def test_a_failing_join_names_the_address_and_ray_s_reason(
         ("http://head:8265", "give 'auto'"),
         ("head:port", "not host:port"),
         ("head:99999", "not host:port"),
+        ("head..cluster:10001", "host name is invalid"),  # an empty label
+        (f"ray://{'a' * 64}.example:10001", "host name is invalid"),  # a label over 63 characters
     ],
 )
 def test_malformed_addresses_are_refused(fake_ray: FakeRay, address: str, reason: str) -> None:

@@ -198,6 +198,16 @@ def test_the_threads_path_where_the_vectorised_engine_cannot_go(
 def test_bad_input_is_refused(loan_explainer: Explainer, rejected: pd.DataFrame) -> None:
     with pytest.raises(ProblemError, match="window"):
         explain_batch(loan_explainer, rejected, window=0, vectorised=True)
+    # a seed a row's seed would hash as other text than the whole number's ("1.0", "True", "-1")
+    for seed in (1.0, True, -1, 2**63, float("nan"), "1"):
+        with pytest.raises(ProblemError, match="seed") as caught:
+            explain_batch(loan_explainer, rejected.iloc[:1], seed=seed)  # type: ignore[arg-type]
+        assert caught.value.field == "seed"
+    one = rejected.iloc[:1]
+    pd.testing.assert_frame_equal(
+        explain_batch(loan_explainer, one, seed=np.int64(1))[COLUMNS],  # type: ignore[arg-type]
+        explain_batch(loan_explainer, one, seed=1)[COLUMNS],
+    )
     bad = rejected.iloc[:3].astype(object)
     bad.iloc[1, 0] = "not a number"
     frame = explain_batch(loan_explainer, bad, seed=1, vectorised=True)
@@ -249,6 +259,35 @@ def test_an_instance_the_model_fails_on_costs_the_others_nothing(
     plain = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
     without = explain_batch(plain, rows.drop(index=rows.index[2]), seed=0, vectorised=True)
     pd.testing.assert_frame_equal(others[COLUMNS].reset_index(drop=True), without[COLUMNS].reset_index(drop=True))
+
+
+def test_a_row_the_model_fails_on_gets_the_same_error_record_from_either_engine(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    """The records have one form whichever engine ran: the error names the same error type."""
+    rows = rejected.iloc[:3]
+    bad = float(rows["age"].iloc[1])
+
+    class NanOnOne:
+        """The loan model, but NaN for the second row's age (its original and every candidate)."""
+
+        classes_ = loan_model.classes_
+        feature_names_in_ = loan_model.feature_names_in_
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            out = np.array(loan_model.predict_proba(X), dtype=float)
+            out[np.asarray(X["age"], dtype=float) == bad] = np.nan
+            return out
+
+        def predict(self, X: pd.DataFrame) -> np.ndarray:
+            return np.asarray(loan_model.predict(X))
+
+    explainer = Explainer(NanOnOne(), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    vector = explain_batch(explainer, rows, seed=0, vectorised=True)
+    threads = explain_batch(explainer, rows, seed=0, vectorised=False)
+    assert vector["status"].tolist()[1] == threads["status"].tolist()[1] == "error"
+    assert vector["error"].tolist()[1] == threads["error"].tolist()[1]
+    assert vector["error"].tolist()[1].startswith("ModelFailureError: the model fails on the original instance")
 
 
 def test_rows_of_other_domains_share_the_block_s_program_and_keep_their_own_answers(
