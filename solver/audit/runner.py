@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import structlog
 
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ProblemError, echo
 from counterplan.solver.audit.html import write_report
 from counterplan.solver.audit.proofs import (
     SCREEN,
@@ -108,6 +108,11 @@ PROOFS_FILE = "proofs.jsonl"
 MAX_BOOTSTRAP = 100_000
 MAX_RETRAIN = 1_000
 MAX_RULES = 50
+MAX_GROUP_VALUES = 1_000
+"""Distinct values of one group column among the audited rows at most: the report has figures,
+bootstrap intervals and burden ratios per value (an id column as a group, 4,000 values, took
+minutes and an 11 MB report of one-row groups). A gRPC server's own limit is lower
+(``max_audit_group_values``)."""
 REASON_COLUMN = "audit_reason"
 """The column of the audit's rows that says why a row without recourse has no proof."""
 
@@ -383,6 +388,14 @@ def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
     taken = [g for g in groups if g in (*RECORD_COLUMNS, STATUS, REASON_COLUMN) or g.startswith(PROPOSED_PREFIX)]
     if taken:
         raise ProblemError("groups", f"{taken[0]!r} is the name of a column of the audit's rows: rename it in the data")
+    for g in groups:
+        count = int(frame[g].nunique(dropna=False))
+        if count > MAX_GROUP_VALUES:
+            raise ProblemError(
+                "groups",
+                f"column {echo(g)} has {count:,} distinct values among the rows; at most {MAX_GROUP_VALUES:,} "
+                "(figures are per value: bin a numeric column, or group by a coarser one)",
+            )
 
 
 def _selected(explainer: Explainer, rows: Rows) -> tuple[pd.DataFrame, bool, str]:

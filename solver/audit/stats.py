@@ -59,6 +59,10 @@ def rngs(seed: int, *names: str) -> Callable[[str], np.random.Generator]:
     return rng_of
 
 
+MIN_BOOTSTRAP_ROWS = 2
+"""A sample has an interval from this many values on."""
+
+
 def bootstrap_interval(
     samples: Sequence[FloatArray],
     statistic: Callable[[Sequence[FloatArray]], FloatArray],
@@ -71,8 +75,10 @@ def bootstrap_interval(
     Each array of ``samples`` (a group's values) is resampled with replacement on its own, to its
     own size; ``statistic`` takes the resampled arrays, each of shape ``(chunk, n_i)``, and returns
     one figure per draw (NaN draws, such as a ratio over 0, are left out). ``(None, None)`` when
-    a sample is empty or no draw gives a number."""
-    if draws <= 0 or any(len(s) == 0 for s in samples):
+    a sample has fewer than :data:`MIN_BOOTSTRAP_ROWS` values (one row resampled is that row
+    again: a zero-width interval that claims a certainty one row cannot give) or no draw gives
+    a number."""
+    if draws <= 0 or any(len(s) < MIN_BOOTSTRAP_ROWS for s in samples):
         return (None, None)
     width = max(len(s) for s in samples) * len(samples)
     chunk = max(1, DRAWS_PER_CHUNK // max(width, 1))

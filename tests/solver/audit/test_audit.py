@@ -283,6 +283,31 @@ def test_bad_settings_are_refused_naming_their_field(
     assert caught.value.field == field
 
 
+def test_a_group_column_of_too_many_values_is_refused_before_any_search(
+    grid_explainer: Explainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id column as a group (4,000 values) took minutes and wrote an 11 MB report of one-row
+    groups: more values than MAX_GROUP_VALUES among the rows is refused, naming the column."""
+    from counterplan.solver.audit import runner
+
+    monkeypatch.setattr(runner, "MAX_GROUP_VALUES", 4)
+    with pytest.raises(ProblemError) as caught:
+        audit(grid_explainer, "rejected", groups=["kind", "a"])  # kind: 3 values; a: 5
+    assert caught.value.field == "groups"
+    assert "'a' has 5 distinct values among the rows; at most 4" in caught.value.problem
+
+
+def test_a_one_row_sample_has_no_bootstrap_interval() -> None:
+    """One row resampled is that row again: its interval had zero width, a certainty one row
+    cannot give. Two rows have one."""
+    from counterplan.solver.audit.stats import mean_interval
+
+    rng = np.random.default_rng(0)
+    assert mean_interval(np.array([731.7]), rng, 200, 0.95) == (None, None)
+    low, high = mean_interval(np.array([1.0, 3.0]), rng, 200, 0.95)
+    assert low is not None and high is not None and low < high
+
+
 def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
     """``out``: audit.json with the issue's keys and rows.parquet with every row's status and group;
     a second run over the same directory resumes: nothing is searched or proved again."""
