@@ -21,7 +21,7 @@ from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import NativeThreadLimit
 from counterplan.solver.answers.phase import AnswersPhase
 from counterplan.solver.core.budget import check_budget, one_hot_width
-from counterplan.solver.core.config import MAX_SEED, SolverConfig
+from counterplan.solver.core.config import SolverConfig, check_seed
 from counterplan.solver.core.events import BestSolutionChanged
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.scope import no_time_for_a_call
@@ -75,9 +75,8 @@ class CounterfactualSolver:
         plan = plan_engine(problem, config or SolverConfig(), engine)
         config = plan.config
         if seed is not None:
-            if not 0 <= seed <= MAX_SEED:
-                raise ProblemError("seed", f"must be a whole number from 0 to {MAX_SEED}, given {seed}")
-            config = config.model_copy(update={"random_seed": seed})
+            check_seed(seed)  # model_copy does not validate: 1.5 or True became the config's seed
+            config = config.model_copy(update={"random_seed": int(seed)})
         space = problem.space
         check_budget(config, space.n_features, int(space.mutable.sum()), one_hot_width(space.features))
         if num_counterfactuals < 1:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from counterplan.solver import (
@@ -174,6 +175,11 @@ def test_a_step_that_would_not_fit_in_memory_is_refused_before_solving() -> None
         CounterfactualSolver(wide, greedy)
     with pytest.raises(ValueError, match="seed"):
         CounterfactualSolver(wide, SolverConfig(), seed=-1)
+    for seed in (1.5, True, "3"):  # model_copy does not validate: each became the config's seed
+        with pytest.raises(ValueError, match="seed"):
+            CounterfactualSolver(wide, SolverConfig(), seed=seed)  # type: ignore[arg-type]
+    narrow = CounterfactualProblem(wide.space.features[:2], [ClassGoal(target=1)], wide.model)
+    assert CounterfactualSolver(narrow, SolverConfig(), seed=np.int64(3)).config.random_seed == 3
 
 
 def test_error_messages_show_a_bad_value_by_a_short_excerpt() -> None:
