@@ -1,7 +1,7 @@
 """Ctrl-C on the command line: the first one stops the search, which answers with what it has.
 
 A user who presses Ctrl-C during a search wants it to end now, and to see what it found, not a
-stack trace. :func:`stop_on_interrupt` turns the first SIGINT inside its block into a stop
+stack trace. :func:`stop_on_interrupt` turns the first SIGINT (or SIGTERM) inside its block into a stop
 request (a solver's ``terminate_early``, a plan search's stop check): the search ends at its
 next step and its result comes back as usual; the command then raises :class:`Interrupted`
 with one line, which ``main`` prints before exiting with :data:`EXIT_INTERRUPTED`. A second
@@ -27,7 +27,13 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 EXIT_INTERRUPTED = 130
-"""The exit code of a command stopped with Ctrl-C (128 + SIGINT, as shells report it)."""
+"""The exit code of a command stopped with Ctrl-C (128 + SIGINT, as shells report it); one
+stopped by SIGTERM exits 143 (128 + SIGTERM)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C, and a container's or a scheduler's stop (``kill``, Kubernetes, Slurm): both stop the
+search and keep what it has; SIGTERM's default would kill the process with its last records."""
+_received: list[int] = []
+"""The stop signals this command heard, in order (the first sets the exit code)."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -59,12 +65,13 @@ class Interrupt:
         return self.requested
 
     def hear(self, signum: int) -> None:
-        """A signal's wakeup byte (any thread): a SIGINT stops the search; nothing else is counted."""
-        if signum == signal.SIGINT:
+        """A signal's wakeup byte (any thread): a stop signal stops the search; nothing else is counted."""
+        if signum in STOP_SIGNALS:
             self._stop()
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        """The SIGINT handler (main thread): the first stops the search, a second raises."""
+        """The stop signals' handler (main thread): the first stops the search, a second raises."""
+        _received.append(signum)
         self.count += 1
         self._stop()
         if self.count > 1:
@@ -85,12 +92,35 @@ def stop_on_interrupt(*stops: Callable[[], None]) -> Iterator[Interrupt]:
     if threading.current_thread() is not threading.main_thread():
         yield interrupt
         return
-    previous = signal.signal(signal.SIGINT, interrupt.handle)
+    previous = {signum: signal.signal(signum, interrupt.handle) for signum in STOP_SIGNALS}
     try:
         with _wakeup(interrupt):
             yield interrupt
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block (a whole command), SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does, so
+    a command that keeps what it has on Ctrl-C (a batch's records, an audit's, a tuning study's
+    trials) does so on SIGTERM too, and exits 143; a :func:`stop_on_interrupt` block inside takes
+    both signals its own way. Outside the main thread the block runs as it is."""
+    _received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -130,7 +160,12 @@ def _listen(read: int, interrupt: Interrupt) -> None:
 
 
 def report(error: KeyboardInterrupt) -> int:
-    """Print the one line of an interrupted command on stderr; the exit code."""
+    """Print the one line of an interrupted command on stderr; the exit code (128 + the first
+    stop signal heard: 130 for Ctrl-C, 143 for SIGTERM)."""
     detail = error.line if isinstance(error, Interrupted) else ""
-    print(f"counterplan: interrupted{'; ' + detail if detail else ''}", file=sys.stderr)
-    return EXIT_INTERRUPTED
+    terminated = bool(_received) and _received[0] == signal.SIGTERM
+    print(
+        f"counterplan: {'terminated' if terminated else 'interrupted'}{'; ' + detail if detail else ''}",
+        file=sys.stderr,
+    )
+    return 128 + signal.SIGTERM if terminated else EXIT_INTERRUPTED

@@ -44,20 +44,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_console_logs()
     try:
-        if args.command == "explain":
-            return explain.run(args)
-        if args.command == "serve":
+        if args.command == "serve":  # the servers stop on SIGTERM their own way (a grace)
             return serve.run(args)
-        if args.command == "tune":
-            return tune.run(args, UsageError)
-        if args.command == "batch":
-            return batch.run(args, UsageError)
-        if args.command == "audit":
-            return audit.run(args, UsageError)
-        if args.command == "plan":
-            return plan.run(args, UsageError)
         if args.command == "kserve":
             return kserve.run(args)
+        with interrupt.terminate_as_interrupt():  # SIGTERM keeps what the command has, as Ctrl-C
+            if args.command == "explain":
+                return explain.run(args)
+            if args.command == "tune":
+                return tune.run(args, UsageError)
+            if args.command == "batch":
+                return batch.run(args, UsageError)
+            if args.command == "audit":
+                return audit.run(args, UsageError)
+            if args.command == "plan":
+                return plan.run(args, UsageError)
     except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes
         code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")

@@ -88,6 +88,7 @@ def _interrupt(
     delay: float = 1.0,
     ready: Callable[[], bool] | None = None,
     group: bool = False,
+    signum: int = signal.SIGINT,
 ) -> Stopped:
     """Run ``counterplan argv`` with ``target`` (``module:attribute``) announcing the search;
     ``delay`` seconds after the marker (and once ``ready()``), send SIGINT (to the whole process
@@ -119,9 +120,9 @@ def _interrupt(
     time.sleep(delay)
     sent = time.monotonic()
     if group:
-        os.killpg(process.pid, signal.SIGINT)
+        os.killpg(process.pid, signum)
     else:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
     err = process.stderr.read()
     code = process.wait(timeout=180)
     seconds = time.monotonic() - sent
@@ -129,14 +130,14 @@ def _interrupt(
     return Stopped(code, "".join(out), [line for line in err.splitlines() if line.strip()], seconds)
 
 
-def _one_line(stopped: Stopped, progress: str | None = None) -> str:
+def _one_line(stopped: Stopped, progress: str | None = None, *, code: int = 130, word: str = "interrupted") -> str:
     """The one line a Ctrl-C prints, checked: exit 130, nothing else on stderr (but the command's
-    own ``progress`` lines before it)."""
-    assert stopped.code == 130, (stopped.code, stopped.err[-30:])
+    own ``progress`` lines before it); a SIGTERM's: exit 143, "terminated"."""
+    assert stopped.code == code, (stopped.code, stopped.err[-30:])
     err = [line for line in stopped.err if progress is None or not line.startswith(progress)]
     assert len(err) == 1, stopped.err[-30:]
     (line,) = err
-    assert line.startswith("counterplan: interrupted"), line
+    assert line.startswith(f"counterplan: {word}"), line
     return line
 
 
@@ -158,6 +159,20 @@ def test_ctrl_c_during_explain_prints_the_best_so_far_in_one_line(slow_config: P
     assert "best so far" in line and "score [" in line and " -> " in line, line
     assert stopped.out == ""
     assert stopped.seconds < 60, "the five-minute search was stopped at once"
+
+
+def test_sigterm_during_explain_prints_the_best_so_far_and_exits_143(slow_config: Path, tmp_path: Path) -> None:
+    """A container's or a scheduler's stop: as Ctrl-C, not a silent death (its default)."""
+    stopped = _interrupt(
+        "counterplan.solver.counterfactual:CounterfactualSolver.solve",
+        ["explain", "--no-progress", "--config", str(slow_config)],
+        tmp_path,
+        delay=2.0,
+        signum=signal.SIGTERM,
+    )
+    line = _one_line(stopped, code=143, word="terminated")
+    assert "best so far" in line and "score [" in line, line
+    assert stopped.seconds < 60
 
 
 def test_ctrl_c_during_explain_json_prints_no_partial_json(slow_config: Path, tmp_path: Path) -> None:
@@ -293,6 +308,26 @@ def test_ctrl_c_during_batch_with_workers_keeps_the_records_and_ends_at_once(
     kept = _records(output)
     assert kept >= 8 and f"{kept} new rows kept" in line and "--resume" in line, line
     assert stopped.seconds < 30, "the queued blocks were not waited for"
+
+
+def test_sigterm_during_batch_keeps_the_records_and_exits_143(batch_files: dict[str, str], tmp_path: Path) -> None:
+    """SIGTERM to the command alone (as Kubernetes stops a job's process): it killed the process
+    with the records of its last second unwritten; now it keeps them as Ctrl-C does."""
+    output = tmp_path / "out.csv"
+    argv = ["batch", "--model", batch_files["model"], "--data", batch_files["data"], "--target", TARGET]
+    argv += ["--rows", "all", "--config", batch_files["config"], "--time-limit", "1", "--window", "8"]
+    argv += ["--no-progress", "--output", str(output)]
+    stopped = _interrupt(
+        "counterplan.solver.batch.run:explain_batch",
+        argv,
+        tmp_path,
+        delay=0.5,
+        ready=lambda: _records(output) >= 8,
+        signum=signal.SIGTERM,
+    )
+    line = _one_line(stopped, code=143, word="terminated")
+    kept = _records(output)
+    assert kept >= 8 and f"{kept} new rows kept" in line and "--resume" in line, line
 
 
 def test_the_first_interrupt_stops_the_search_and_a_second_raises() -> None:
