@@ -52,11 +52,24 @@ def record_of(row_id: Any, result: CounterfactualResult, seed: int, seconds: flo
         "seconds": seconds,
         "model_calls": result.statistics.model_call_count,
         "seed": seed,
-        "error": result.failure if not result.valid and result.failure else None,
+        "error": _why_none(result),
     }
     for name, value in result.proposed.items():
         record[PROPOSED_PREFIX + name] = value
     return record
+
+
+def _why_none(result: CounterfactualResult) -> str | None:
+    """A ``not_found`` row's note: the model's failure, or that the search was stopped (a time
+    limit or a stop request) before it found an answer, so such a row does not read as a proof
+    that none exists; None for an answer or a search that ended by itself."""
+    if result.valid or result.already_met:
+        return None
+    if result.failure:
+        return result.failure
+    if result.stopped_early:
+        return one_line(f"stopped before a valid answer was found ({result.statistics.termination_reason})")
+    return None
 
 
 def error_record(row_id: Any, error: BaseException, seed: int, seconds: float) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.registry import default_phases
 from counterplan.solver.core.scope import no_time_for_a_call
-from counterplan.solver.core.termination import wall_limit
+from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, wall_limit
 from counterplan.solver.engines import EnginePlan
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.result_builder import ResultBuilder, Spent
@@ -162,9 +162,14 @@ def _solve(
     limit = wall_limit(explainer.config.termination)
     scorer = BlockScorer(problems, model)
 
+    cut: list[str] = []  # why the block stopped, in a solve's own words (its rows say they were cut)
+
     def should_stop() -> bool:  # a deadline is a promise: no call that would end after it
-        late = no_time_for_a_call(time.perf_counter() - started, limit, _call_seconds(scorer, started))
-        return late or (stop is not None and stop())
+        if no_time_for_a_call(time.perf_counter() - started, limit, _call_seconds(scorer, started)):
+            cut.append(TIME_LIMIT)
+        elif stop is not None and stop():
+            cut.append(TERMINATED_EARLY)
+        return bool(cut)
 
     scorer.stop = should_stop
     active = np.ones(len(problems), dtype=bool)
@@ -184,7 +189,7 @@ def _solve(
     idx = np.flatnonzero(active)
     finals = _checked([problems[i] for i in idx], outcome.best[idx], model)
     seconds = time.perf_counter() - started
-    reason = "the block's time limit or stop" if outcome.stopped else "the vectorised search ended"
+    reason = (cut[0] if cut else TERMINATED_EARLY) if outcome.stopped else "the vectorised search ended"
     for evaluation, i in zip(finals, idx.tolist(), strict=True):
         row_id = items[i][0]
         spent = Spent(int(scorer.rows_per_instance[i]), int(scorer.calls_per_instance[i]), seconds)

@@ -161,6 +161,10 @@ def test_a_time_limit_is_kept(loan_data: pd.DataFrame, loan_model: Pipeline, rej
     frame = explain_batch(explainer, rejected.iloc[:4], seed=1, vectorised=True)
     assert adapter.calls == 0  # no search call could end before the limit
     assert len(frame) == 4 and not frame["valid"].any() and (frame["status"] == "not_found").all()
+    # the rows say they were cut short: no answer in time is no sign that none exists
+    assert (frame["error"] == "stopped before a valid answer was found (spent time limit)").all()
+    threads = explain_batch(explainer, rejected.iloc[:2], seed=1, vectorised=False)
+    assert (threads["error"] == "stopped before a valid answer was found (spent time limit)").all()
 
 
 def test_the_threads_path_where_the_vectorised_engine_cannot_go(
