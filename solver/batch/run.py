@@ -17,6 +17,7 @@ explainer's ``explain_batch`` calls this module, never the other way round.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
@@ -207,6 +208,9 @@ _WORKER: RowExplainer | None = None
 def _start_worker(explainer: RowExplainer) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = explainer
+    # a forked worker inherits the command line's SIGTERM handler, which raises KeyboardInterrupt:
+    # the pool would take that as its block's error and go on to the next; its parent ends it so
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool) -> list[Record]:
@@ -238,8 +242,20 @@ def _run_processes(
                 for record in future.result():
                     on_record(record)
     except BaseException:
-        # Ctrl-C (or a failure): the queued blocks are dropped, not run first (a pool's ``with``
-        # would wait for every one of them, hours of a large job)
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Ctrl-C, SIGTERM (or a failure): the queued blocks are dropped, not run first (a pool's
+        # ``with`` would wait for every one of them, hours of a large job), and the running ones
+        # stopped: a SIGTERM reaches this process alone, and its exit would wait for the workers'
+        # blocks (a terminal's Ctrl-C reaches them too, and they end by themselves)
+        _stop_workers(pool)
         raise
     pool.shutdown()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Drop ``pool``'s queued work and end its worker processes now (found in the pool's own
+    table of its processes: no public call does it before Python 3.14's ``terminate_workers``)."""
+    workers = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        if process.is_alive():
+            process.terminate()

@@ -330,6 +330,23 @@ def test_sigterm_during_batch_keeps_the_records_and_exits_143(batch_files: dict[
     assert kept >= 8 and f"{kept} new rows kept" in line and "--resume" in line, line
 
 
+@pytest.mark.slow
+def test_sigterm_to_a_batch_with_workers_stops_them_and_ends_at_once(
+    batch_files: dict[str, str], tmp_path: Path
+) -> None:
+    """SIGTERM reaches the command's own process only (a container's PID 1), not its workers: the
+    command waited for the blocks they were solving (a block's time limit, here a minute) before
+    it exited; it stops them now."""
+    output = tmp_path / "out.csv"
+    argv = ["batch", "--model", batch_files["model"], "--data", batch_files["data"], "--target", TARGET]
+    argv += ["--rows", "all", "--config", batch_files["config"], "--time-limit", "60", "--window", "4"]
+    argv += ["--workers", "2", "--no-progress", "--output", str(output)]
+    stopped = _interrupt("counterplan.solver.batch.run:explain_batch", argv, tmp_path, delay=3.0, signum=signal.SIGTERM)
+    line = _one_line(stopped, code=143, word="terminated")
+    assert "new rows kept" in line, line
+    assert stopped.seconds < 30, "the workers' blocks were not waited for"
+
+
 def test_the_first_interrupt_stops_the_search_and_a_second_raises() -> None:
     stops: list[str] = []
     with pytest.raises(KeyboardInterrupt), stop_on_interrupt(lambda: stops.append("stop")) as interrupt:
