@@ -79,15 +79,18 @@ def not_encodable(
     problem: CounterfactualProblem, backend: Literal["auto", "highs", "ortools", "cpsat"] = "auto"
 ) -> str | None:
     """Why the exact engine cannot take ``problem`` (or has no MILP solver: ``backend``, see
-    :mod:`counterplan.solver.exact.backend`), or None when it can."""
+    :mod:`counterplan.solver.exact.backend`), or None when it can. The encoder's check
+    (:func:`counterplan.solver.exact.formulation.check`), not the whole program: it runs before
+    the solve's clock starts, and the exact phase builds its own program (narrowed to its warm
+    start) within the time limit; a refusal only the trees' splits raise is reported there."""
     try:
         from counterplan.planning.structure.errors import NotEncodableError  # noqa: PLC0415
         from counterplan.solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
-        from counterplan.solver.exact.formulation import build  # noqa: PLC0415
+        from counterplan.solver.exact.formulation import check  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - the formulation itself needs no extra
         return str(exc)
     try:
-        build(problem)
+        check(problem)  # not the whole program: this runs before the solve's clock starts
     except NotEncodableError as exc:
         return str(exc)
     return available(backend)

@@ -62,6 +62,7 @@ def build(
     interval_distance: bool = True,
     reach: float | None = None,
     leaf_bounds: bool = True,
+    structure_only: bool = False,
 ) -> Formulation:
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
@@ -72,7 +73,8 @@ def build(
     ensemble's distance cuts one row per threshold, as before the interval rows (a benchmark's
     comparison: :attr:`~counterplan.solver.exact.program.Formulation.interval_distance`);
     ``leaf_bounds`` False keeps the leaves beyond ``reach`` (the same benchmark's comparison:
-    :attr:`~counterplan.solver.exact.program.Formulation.leaf_bounds`).
+    :attr:`~counterplan.solver.exact.program.Formulation.leaf_bounds`). ``structure_only``
+    writes no tree of a tree ensemble (:func:`check`).
 
     ``reach``, an objective some answer is known to reach (the warm start's distance), narrows
     every feature to the values it can take in a solution at most that far: a feature whose
@@ -109,6 +111,7 @@ def build(
     formulation.reach = reach
     formulation.interval_distance = interval_distance
     formulation.leaf_bounds = leaf_bounds
+    formulation.structure_only = structure_only
     formulation.check_stop()
     formulation.output = encode_model(formulation)
     formulation.check_stop()
@@ -118,6 +121,19 @@ def build(
         encode_relations(formulation)
     milp.minimise(formulation.distance)  # an encoding may replace the distance (the scorecard metric)
     return formulation
+
+
+def check(problem: CounterfactualProblem) -> None:
+    """Raise :class:`NotEncodableError` saying why ``problem`` cannot be encoded, as :func:`build`
+    would, without writing a tree ensemble's trees: the check before a solve (``engine="exact"``
+    and ``auto``), which runs before the solve's clock starts, so it must cost a fraction of the
+    program (a 300-tree depth-8 forest's program takes over a second to write, its check a few
+    hundredths once the trees are read). Everything else is built as :func:`build` builds it:
+    the features, the model's inputs checked at the original, the trees read (the reader's
+    refusals), the goal, the trust region and the relations. A refusal only a tree's split can
+    raise (a split whose column mixes features, a domain inside a threshold's margin) comes from
+    the phase's own build, which reports it as ``not encodable``."""
+    build(problem, structure_only=True)
 
 
 def check_problem(problem: CounterfactualProblem) -> None:

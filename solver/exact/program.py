@@ -175,6 +175,10 @@ class Formulation:
     force (the interval row's right side: the distance to the far side of the farthest threshold
     crossed), exact at every integral point; the CP-SAT backend's distance
     (:mod:`counterplan.solver.exact.cpsat`)."""
+    structure_only: bool = False
+    """The check before a solve (:func:`counterplan.solver.exact.formulation.check`): a tree
+    ensemble's trees are read (the tree reader's refusals) but not written, and its output is a
+    placeholder of the right link and classes, so the goal's refusals still come."""
     should_stop: Callable[[], bool] | None = None
     """The phase's stop check (its time limit, a stop request), asked between the costly parts of
     the building (each tree, each layer); see :meth:`check_stop`."""

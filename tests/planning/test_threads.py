@@ -172,3 +172,72 @@ def test_a_pool_that_refuses_leaves_no_limit_held_and_the_others_restored() -> N
     with pytest.raises(OSError):
         guard.acquire([fine, refusing], 2)  # refuses the limit: the solve holds nothing
     assert guard.holders == 0 and fine.history[-2:] == [2, 6]
+
+
+def test_a_limit_already_applied_asks_nothing_of_the_pools() -> None:
+    """Each solve's start and end asked every process-wide pool its size under the guard's lock;
+    a native call lets go of the GIL, so with a batch window's 64 solves starting and ending
+    together every such call queued the others behind its wait for the GIL, on their clocks."""
+
+    class Counting(FakePool):
+        asked = 0
+
+        def get_num_threads(self) -> int:
+            self.asked += 1
+            return super().get_num_threads()
+
+    guard = SharedPoolLimit()
+    blas = Counting("libblas.so", 8)
+    guard.acquire([blas], 1)
+    asked = blas.asked
+    for _ in range(3):
+        guard.acquire([blas], 1)
+    for _ in range(3):
+        guard.release(1)
+    assert blas.asked == asked and blas.size == 1 and guard.holders == 1
+    guard.acquire([blas], 2)  # a larger limit changes nothing: the smaller one holds
+    guard.release(2)
+    assert blas.asked == asked
+    guard.release(1)
+    assert blas.size == 8 and blas.history == [8, 1, 8]
+
+
+def test_a_solve_starting_while_another_thread_rescans_the_pools_does_not_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module imported since the last scan makes the next solve rescan the loaded libraries;
+    every other solve starting meanwhile waited for it (a batch window's rows, their clocks
+    running). Only the first scan is waited for; the others take the last scan's pools."""
+    import sys
+
+    import threadpoolctl
+
+    from counterplan.planning import threads
+
+    first, second = FakePool("first.so", 4), FakePool("second.so", 4)
+    scanning, release = threading.Event(), threading.Event()
+
+    class Controller:
+        def __init__(self) -> None:
+            if loaded._modules >= 0:  # a rescan: held until the test lets it go
+                scanning.set()
+                release.wait(30)
+            self.lib_controllers = [first] if loaded._modules < 0 else [first, second]
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Controller)
+    loaded = threads._LoadedPools()
+    assert loaded.current() == [first]
+    monkeypatch.setitem(sys.modules, "counterplan_test_new_module", sys.modules[__name__])
+    rescan = threading.Thread(target=loaded.current)
+    rescan.start()
+    try:
+        assert scanning.wait(30)
+        seen: list[list[Any]] = []
+        other = threading.Thread(target=lambda: seen.append(loaded.current()))
+        other.start()
+        other.join(30)
+        assert seen == [[first]], "a solve waited for another thread's rescan"
+    finally:
+        release.set()
+        rescan.join(30)
+    assert loaded.current() == [first, second]

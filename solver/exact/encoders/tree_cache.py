@@ -1,11 +1,12 @@
 """A tree ensemble's structure as arrays, read once per fitted model, for the exact engine's builds.
 
-The exact engine builds one program per row (and more: the check before the solve, the narrowed
-program, the retries). What a tree program holds depends on the row: a split on an immutable
-feature, or one outside the row's domains (narrowed to local search's distance), is decided while
-building and its subtree dropped. What does not depend on the row is the trees' shape, and that is
-what is kept here, per fitted estimator (:data:`~counterplan.planning.structure.cache.MEMO`, so a
-refit drops it; a batch's worker process or Ray actor reads it once from its copy of the model):
+The exact engine builds one program per row (and more: the narrowed program, the whole one, the
+retries; the check before the solve reads these arrays and writes no tree). What a tree program
+holds depends on the row: a split on an immutable feature, or one outside the row's domains
+(narrowed to local search's distance), is decided while building and its subtree dropped. What
+does not depend on the row is the trees' shape, and that is what is kept here, per fitted
+estimator (:data:`~counterplan.planning.structure.cache.MEMO`, so a refit drops it; a batch's
+worker process or Ray actor reads it once from its copy of the model):
 
 * every split as one of the ensemble's distinct ``(column, threshold)`` keys, so a row decides
   each key once (a forest's hundreds of trees share most of their thresholds), not each node;

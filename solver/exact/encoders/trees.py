@@ -53,8 +53,13 @@ distance from the original to the threshold's far side)."""
 def encode_trees(formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray) -> Output:
     """A tree ensemble's output, from its trees read once per fitted model
     (:func:`~counterplan.solver.exact.encoders.tree_cache.ensemble_arrays`); its leaves beyond the
-    formulation's reach fixed at 0 unless ``leaf_bounds`` is off."""
+    formulation's reach fixed at 0 unless ``leaf_bounds`` is off. For the check before a solve
+    (``structure_only``) the trees are read, not written: a placeholder output."""
     arrays = ensemble_arrays(estimator)
+    if formulation.structure_only:  # the check before a solve: read, not written
+        ensemble = arrays.ensemble
+        classes: list[Lin] | None = [({}, 0.0)] * ensemble.outputs if ensemble.outputs > 1 else None
+        return Output(({}, 0.0), ensemble.link, ensemble.description, classes=classes)
     return encode_ensemble(
         formulation, arrays.ensemble, inputs, original, arrays=arrays, leaf_bounds=formulation.leaf_bounds
     )
