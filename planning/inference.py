@@ -19,6 +19,16 @@ Values are inferred as the data has them:
 * a missing instance value stays missing unless the column is listed in ``fill_missing``.
 
 Codes stored as numbers (0..k) stay numeric unless an override says ``kind: categorical``.
+
+A column pandas could not type as numbers is categorical, unless all but a few of its values
+(at least 95% of those present) are numbers (finite numbers, or text that reads as one) and not
+all of them are text: such a column is a column of numbers with a stray value (``"lots"`` in one
+row of an income column read from a CSV; numbers held as objects in a DataFrame), and searched
+as categories it would move income from one value seen in the data to another. It is refused,
+naming the column, how many values are not numbers and the first one; fix the data, or say
+``kind: categorical`` for a column that really holds categories. A column whose every value is
+the text of a number (codes kept as text, such as ``"02134"``) stays categorical, and so does one
+with more text than a few strays (``"0"``, ``"1"``, ``"2"``, ``"3+"``, the last one row in ten).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.distance import FeatureStatistics
-from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError, echo
+from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError, cut, echo
 from counterplan.planning.features import (
     MAX_PRECISION,
     CategoricalFeature,
@@ -54,6 +64,9 @@ MAX_ARTIFACTS = 3
 """At most this many distinct values with excess decimals are ignored as imputation artifacts..."""
 ARTIFACT_SHARE = 0.25
 """...and only while they are at most this share of the column's distinct values."""
+NUMBERS_SHARE = 0.95
+"""A column pandas did not type as numbers, at least this share of whose values are numbers, is
+a column of numbers with stray values: refused unless declared categorical (module docstring)."""
 
 
 def infer_features(
@@ -200,6 +213,46 @@ class ColumnFacts:
         self.whole = infer_precision(_numbers(column)) == 0 if self.numeric else False
         self.unique_numbers = np.unique(self.numbers) if self.numeric else np.empty(0)
         self.texts: frozenset[str] = frozenset() if self.numeric else frozenset(observed.astype(str).unique().tolist())
+        self.strays = None if self.numeric or self.is_bool else _strays(observed)
+        """For a column of numbers pandas could not type: (values that are not numbers, values, the
+        first of them); None for any other column."""
+
+
+def _strays(observed: pd.Series) -> tuple[int, int, object] | None:
+    """The values of a column that are not numbers, when at least :data:`NUMBERS_SHARE` of its
+    values are numbers and not all are text (see the module docstring); None otherwise. Values
+    are read in growing blocks until too many are not numbers, so a column of text stops after a
+    twentieth of its rows."""
+    values = observed.to_numpy(dtype=object)
+    most = (1.0 - NUMBERS_SHARE) * values.size
+    number = np.zeros(values.size, dtype=bool)
+    start, size, wrong = 0, 1024, 0
+    while start < values.size:
+        part = slice(start, start + size)
+        number[part] = _are_numbers(values[part])
+        wrong += int((~number[part]).sum())
+        if wrong > most:
+            return None
+        start, size = start + size, 2 * size
+    if wrong == 0 and all(isinstance(v, str) for v in values):  # codes kept as text
+        return None
+    strays = values[~number]
+    return wrong, int(values.size), (strays[0] if strays.size else None)
+
+
+def _are_numbers(values: npt.NDArray[np.object_]) -> npt.NDArray[np.bool_]:
+    """Per value: a finite number, or text that reads as one (as :func:`pandas.to_numeric` reads it)."""
+    text = np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=values.size)
+    number = np.zeros(values.size, dtype=bool)
+    parsed = pd.to_numeric(pd.Series(values[text], dtype=object), errors="coerce")
+    number[text] = np.isfinite(parsed.to_numpy(dtype=np.float64, na_value=np.nan))
+    number[~text] = [_is_number(v) for v in values[~text]]
+    return number
+
+
+def _is_number(value: object) -> bool:
+    """A finite real number (not a boolean)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and math.isfinite(value)
 
 
 class DataProfile:
@@ -260,6 +313,8 @@ class DataProfile:
                 if check_categories:
                     _check_category(name, facts, fields, rule)
                 features.append(parse_feature(apply_rule(fields, rule, name)))
+            except ColumnKindError:  # the data's fault, whichever row is explained
+                raise
             except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
                 problems.append((exc.field if exc.field.startswith("features.") else name, exc.problem))
         if problems:
@@ -292,6 +347,7 @@ def _infer_one(name: str, facts: ColumnFacts, value: Any, kind: str | None, prec
     if not missing and isinstance(value, float) and not math.isfinite(value):
         raise FeatureError(name, f"the instance's value must be finite or missing, given {value!r}")
     if kind is None:
+        _refuse_strays(name, facts)
         kind = _inferred_kind(facts, value, precision_given)
     if kind == "boolean":
         return {"kind": "boolean", "name": name, "value": None if missing else _boolean(name, value)}
@@ -309,6 +365,32 @@ def _boolean(name: str, value: Any) -> bool:
     if isinstance(value, numbers.Real) and value in (0, 1):
         return bool(value)
     raise FeatureError(name, f"boolean feature given {echo(value)}; give true or false")
+
+
+class ColumnKindError(ProblemError):
+    """A training column holds numbers with a few values that are not: no kind fits it until the
+    data is fixed or the column is declared categorical. A fault of the data, not of the row being
+    explained (never collected into an :class:`InstanceError`)."""
+
+
+def _refuse_strays(name: str, facts: ColumnFacts) -> None:
+    """A column of numbers with values that are not numbers is no column of categories: refused,
+    saying how many values, the first, and what to do."""
+    if facts.strays is None:
+        return
+    wrong, total, first = facts.strays
+    if wrong == 0:
+        found = f"holds only numbers ({total:,}), but as objects, not a numeric type"
+        fix = "convert it to numbers (astype(float))"
+    else:
+        verb = "is" if wrong == 1 else "are"
+        found = f"holds numbers, but {wrong:,} of its {total:,} values {verb} not a number (first: {echo(first)})"
+        fix = "fix the data"
+    raise ColumnKindError(
+        name,
+        f"the training data's column {found}; {fix}, or declare the column categorical if it holds "
+        f"categories (kind: categorical; on the command line --categorical {cut(name, 60)})",
+    )
 
 
 def _inferred_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str:

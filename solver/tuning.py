@@ -73,6 +73,10 @@ configuration is better than the default. A valid answer costs less than 1.1, so
 1% of it: every held-out row's cost 0.01 lower, or one row in twelve 0.12 lower. Less is within
 the noise of solves cut by a time budget, whose answers depend on how fast the machine is; a row
 made valid gains 10 divided by the rows, far beyond it."""
+MAX_TRIALS = 10_000
+"""Trials one run may be asked for: each solves every tuning row within its budget, so more is a
+typo that would run for days (optuna's sampler also slows with the trials it has); a study
+resumed by running the command again continues where it stopped."""
 SAMPLER_SEEDS = 2**32
 """Seeds optuna's sampler takes (numpy's legacy generator): 0 to 2**32 - 1."""
 SPARSITY_WEIGHT = 0.1
@@ -341,7 +345,7 @@ def tune(
     heldout_problems:
         Rows for the final comparison of the tuned configuration with the default.
     n_trials:
-        Trials to run now (a resumed study keeps its earlier ones).
+        Trials to run now (a resumed study keeps its earlier ones), at most :data:`MAX_TRIALS`.
     budget_seconds:
         Time budget per row and solve.
     storage:
@@ -365,8 +369,8 @@ def tune(
     """
     if not tuning_problems:
         raise ValueError("tuning needs at least one row")
-    if n_trials < 0 or budget_seconds <= 0:
-        raise ValueError("n_trials must be >= 0 and budget_seconds > 0")
+    if not 0 <= n_trials <= MAX_TRIALS or budget_seconds <= 0:
+        raise ValueError(f"n_trials must be from 0 to {MAX_TRIALS:,} and budget_seconds > 0")
     fingerprint = problem_fingerprint(tuning_problems)  # held-out rows do not score trials
     if engine is not None and engine != "local":
         fingerprint = hashlib.sha256(f"{fingerprint}/engine={engine}".encode()).hexdigest()

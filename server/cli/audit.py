@@ -122,7 +122,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
     """Check the flags, run the audit, print its summary; returns the exit code."""
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.server.cli.batch import load_table  # noqa: PLC0415
+    from counterplan.server.cli.batch import check_some_row_ran, load_table  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
     from counterplan.solver.audit.runner import AuditOptions, run_audit  # noqa: PLC0415
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
             rule_validity=args.rule_validity,
         )
         try:
-            report, _ = run_audit(explainer, rows, options, out=args.out)
+            report, audited = run_audit(explainer, rows, options, out=args.out)
         except KeyboardInterrupt:
             raise Interrupted(
                 f"the rows done are kept in {args.out}; run the same command with --resume to continue"
@@ -180,6 +180,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], Exception]) -> int:
         print(report.to_json())
     else:
         print_summary(report, Path(args.out), Console())
+    check_some_row_ran(audited, args.out)
     return 0
 
 

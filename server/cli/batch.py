@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from counterplan.planning.errors import CounterplanError, ProblemError
+from counterplan.planning.errors import CounterplanError, ProblemError, one_line
 from counterplan.server.cli.interrupt import Interrupted
 from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
@@ -45,6 +45,24 @@ _POSITIONS = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
 
 class OutputError(CounterplanError):
     """The output cannot be written while the job runs (a full disk, a removed directory)."""
+
+
+class EveryRowFailedError(CounterplanError):
+    """Every row a run solved is an error record (exit 1, as ``explain`` on one of them): the model
+    or its input fails on all of them (an ONNX model of another width, a model that raises), so
+    the run answered nothing, however complete its records look."""
+
+
+def check_some_row_ran(records: pd.DataFrame, where: str) -> None:
+    """Raise :class:`EveryRowFailedError` when ``records`` (a run's, with ``status``, ``row_id`` and
+    ``error``) are all errors, quoting the first; the records stay written in ``where``."""
+    if len(records) == 0 or not (records["status"].astype(str) == "error").all():
+        return
+    first = records.sort_values("row_id").iloc[0]
+    raise EveryRowFailedError(
+        f"every row failed ({len(records):,} error records, kept in {where}); "
+        f"the first, row {first['row_id']}: {one_line(str(first['error']))}"
+    )
 
 
 def add_parser(commands: Any) -> None:
@@ -312,6 +330,9 @@ def execute(job: Job, args: argparse.Namespace) -> int:
         writer.stop()
         raise
     _report(job, args, frame, tally)
+    check_some_row_ran(
+        frame[(frame["status"] != "already_met").to_numpy()] if job.only_rejected else frame, str(job.output)
+    )
     return 0
 
 

@@ -206,13 +206,14 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     from counterplan.planning.errors import ProblemError  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
+    from counterplan.solver.tuning import MAX_TRIALS  # noqa: PLC0415 - after the check that optuna loads
 
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
     if args.heldout < 0:
         raise usage(f"--heldout must be at least 0, given {args.heldout}")
-    if args.trials < 1:
-        raise usage(f"--trials must be at least 1, given {args.trials}")
+    if not 1 <= args.trials <= MAX_TRIALS:
+        raise usage(f"--trials must be from 1 to {MAX_TRIALS:,}, given {args.trials:,}")
     check_seconds("--budget", args.budget, usage)
     check_seed("--seed", args.seed, usage)
     if args.output is not None:  # checked before minutes of trials

@@ -180,6 +180,9 @@ def _search(
             out.append((f"search.{name}", f"must be a finite number, given {given[name]}"))
             return None
     generations = given.pop("generations", DEFAULT_GENERATIONS)
+    if generations > max_generations:  # the server's cap, at most the search's own: one refusal
+        out.append(("search.generations", f"at most {max_generations:,} on this server, given {generations:,}"))
+        generations = DEFAULT_GENERATIONS
     termination = _termination(generations, given.pop("time_limit_seconds", None), out)
     settings = {_CONFIG_NAMES.get(name, name): value for name, value in given.items()}
     try:
@@ -189,8 +192,6 @@ def _search(
         return None
     if config.population > max_population:
         out.append(("search.population", f"at most {max_population:,} on this server, given {config.population:,}"))
-    if generations > max_generations:
-        out.append(("search.generations", f"at most {max_generations:,} on this server, given {generations:,}"))
     return config
 
 

@@ -75,6 +75,10 @@ DISTANCE_DECIMALS = 2
 ARCHIVE_MAX = 2000
 DEFAULT_GENERATIONS = 150
 """The paper's released code's generation count: the default termination."""
+MAX_GENERATIONS = 10_000
+"""Generations a search may be given at most (a server's ``max_plan_generations`` is no higher):
+each is a model call over the population (at most 20,000 genomes), so a count that is a typo for
+a time limit would run for days; a longer search is run again from its front."""
 GAVE_UP = "the model failed on batch after batch"
 
 _SHORT_NAMES = {
@@ -96,7 +100,10 @@ def plan_termination(
     generation), or after ``unimproved_generations`` generations in a row that left the front as
     it was, whichever comes first; None leaves a limit out. Errors name these parameters, not the
     :class:`TerminationConfig` fields they fill. Any other ``TerminationConfig`` works as well.
+    ``generations`` is at most :data:`MAX_GENERATIONS`.
     """
+    if generations is not None and generations > MAX_GENERATIONS:
+        raise ConfigError("generations", f"at most {MAX_GENERATIONS:,}, given {generations:,}")
     try:
         return TerminationConfig(
             step_count_limit=generations,

@@ -252,3 +252,59 @@ def test_plausibility_finds_its_reference_rows_in_labels_read_as_floats_and_rows
     assert gaps > 0
     # every approved row is a reference, those with a gap too (capped by max_reference_rows)
     assert problem.plausibility.reference_rows == min(approved, settings.max_reference_rows)
+
+
+def _with_stray(credit_csv: Path, folder: Path, value: str) -> Path:
+    """The credit CSV with ``value`` in one row of MonthlyIncome, as a hand-edited file has it."""
+    lines = credit_csv.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[5].split(",")
+    cells[header.index("MonthlyIncome")] = value
+    lines[5] = ",".join(cells)
+    path = folder / "stray.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_column_of_numbers_with_a_stray_text_is_refused_not_read_as_categories(
+    credit_csv: Path, tmp_path: Path
+) -> None:
+    """pandas reads the whole column as text; searched as ~2,000 categories, income moved from one
+    seen value to another and the answer was called valid. Refused, naming the column, the count
+    and the first stray; declared categorical, it is searched as categories as the user asked."""
+    from counterplan.planning.inference import ColumnKindError
+
+    stray = pd.read_csv(_with_stray(credit_csv, tmp_path, "lots"))
+    assert stray["MonthlyIncome"].dtype == object
+    row = {str(k): v for k, v in stray.iloc[0].items()}
+    columns = [c for c in stray.columns if c != TARGET]
+    with pytest.raises(ColumnKindError) as caught:
+        infer_features(stray, row, columns)
+    assert caught.value.field == "MonthlyIncome"
+    present = int(stray["MonthlyIncome"].notna().sum())
+    assert f"1 of its {present:,} values is not a number (first: 'lots')" in caught.value.problem
+    assert "fix the data" in caught.value.problem and "--categorical MonthlyIncome" in caught.value.problem
+    huge = pd.read_csv(_with_stray(credit_csv, tmp_path, "x" * 100_000))  # the stray is quoted cut
+    with pytest.raises(ColumnKindError, match="x… ") as cut_short:
+        infer_features(huge, row, columns)
+    assert len(str(cut_short.value)) < 1000
+    objects = stray.assign(MonthlyIncome=pd.to_numeric(stray["MonthlyIncome"], errors="coerce").astype(object))
+    with pytest.raises(ColumnKindError, match="holds only numbers"):  # a DataFrame's numbers held as objects
+        infer_features(objects, row, columns)
+    declared = infer_features(stray, row, columns, overrides={"MonthlyIncome": {"kind": "categorical"}})
+    assert isinstance(declared[columns.index("MonthlyIncome")], CategoricalFeature)
+
+
+def test_columns_of_text_stay_categorical() -> None:
+    """Codes kept as text ("02134") and text with a good share of non-numbers ("3+" in a row of ten)
+    are categories, as before."""
+    n = 40
+    frame = pd.DataFrame(
+        {
+            "zip": [f"0{i % 7}134" for i in range(n)],
+            "dependents": ["3+" if i % 10 == 0 else str(i % 3) for i in range(n)],
+            "home": ["rent", "own"] * (n // 2),
+        }
+    )
+    features = infer_features(frame, frame.iloc[1].to_dict(), list(frame.columns))
+    assert all(isinstance(f, CategoricalFeature) for f in features)

@@ -106,3 +106,15 @@ def test_a_storage_that_cannot_be_opened_is_refused_naming_it(
     with pytest.raises(InvalidInputError, match="storage") as caught:
         tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.05, storage=storage)
     assert caught.value.field == "storage" and storage in caught.value.problem
+
+
+def test_a_trial_count_past_the_bound_is_refused_before_any_trial(
+    linear_problem: CounterfactualProblem, tmp_path: Path
+) -> None:
+    """100,000,000 trials ran until killed; the count is bounded as the solver's counts are."""
+    from counterplan.solver.tuning import MAX_TRIALS
+
+    storage = f"sqlite:///{tmp_path / 'bounded.db'}"
+    with pytest.raises(ValueError, match=f"n_trials must be from 0 to {MAX_TRIALS:,}"):
+        tune(_rows(linear_problem, 2), [], n_trials=MAX_TRIALS + 1, budget_seconds=0.05, storage=storage)
+    assert not (tmp_path / "bounded.db").exists()  # no study was opened

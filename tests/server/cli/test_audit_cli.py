@@ -138,3 +138,21 @@ def test_an_infinite_value_in_the_first_row_is_that_rows_error_not_the_audits(
     rows = pd.read_parquet(tmp_path / "out" / "rows.parquet").set_index("row_id")
     assert rows.loc[0, "status"] == "error" and "finite" in rows.loc[0, "error"]
     assert (rows.drop(index=0)["status"] != "error").all()
+
+
+def test_an_audit_whose_every_row_fails_exits_1_quoting_the_first_error(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """Every audited row an error (an ``inf`` in each) exited 0 with a recourse rate of 0%: the
+    rows stay written, the summary printed, and one line says every row failed (exit 1). Without
+    proofs: the screen's check of the first row refuses such a selection before any search."""
+    data = pd.read_csv(files["data"]).astype({"a": float})
+    data.loc[:3, "a"] = np.inf
+    bad = {**files, "data": tmp_path / "inf.csv"}
+    data.to_csv(bad["data"], index=False)
+    code, _, err = run_cli(capsys, *_argv(bad, tmp_path / "out", "--rows", "0:4", "--no-proof"))
+    assert code == 1, err
+    assert err.count("\n") == 1 and err.startswith("counterplan: error: every row failed (4 error records, kept in")
+    assert "the first, row 0: " in err and "finite" in err
+    rows = pd.read_parquet(tmp_path / "out" / "rows.parquet")
+    assert rows["status"].tolist() == ["error"] * 4

@@ -408,6 +408,29 @@ def test_an_infinite_value_in_the_first_row_is_that_rows_error_not_the_batchs(
     assert first.loc[0, "status"] == "error" and "income" in first.loc[0, "error"]
 
 
+def test_a_batch_whose_every_row_fails_exits_1_quoting_the_first_error(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], loan_data: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Every selected row an error record (here an ``inf`` in each; a model that raises on every
+    row, an ONNX model of another width) exited 0 where ``explain`` on any of them exits 1; the
+    records stay written, and one failing row among good ones is still exit 0."""
+    data = loan_data.iloc[:SMALL_ROWS].astype({"income": float})
+    data.loc[:3, "income"] = np.inf
+    path = tmp_path / "inf.csv"
+    data.to_csv(path, index=False)
+    output = tmp_path / "out.csv"
+    flags = {**_flags(files, output), "--data": str(path), "--rows": "0:4"}
+    code, out, err = _run(capsys, *_argv(flags), "--no-progress", "--json")
+    assert code == 1, err
+    assert err.count("\n") == 1 and err.startswith("counterplan: error: every row failed (4 error records, kept in")
+    assert "the first, row 0: " in err and "finite" in err
+    assert json.loads(out)["errors"] == 4  # the summary is printed as usual
+    assert pd.read_csv(output)["status"].tolist() == ["error"] * 4
+    flags = {**flags, "--rows": "2:6", "--output": str(tmp_path / "some.csv")}
+    code, _, err = _run(capsys, *_argv(flags), "--no-progress")
+    assert code == 0, err
+
+
 def test_an_engine_that_cannot_take_the_model_is_refused_before_any_row(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -441,6 +441,29 @@ def test_a_csv_missing_the_models_columns_is_a_one_line_error(
     assert code == 2 and "ratio" in err and "missing" in err and err.count("\n") == 1
 
 
+def test_a_column_of_numbers_with_a_stray_text_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], credit_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """One row's income reads "lots": explain and batch refuse the column (they searched it as
+    categories and answered, exit 0); declared categorical, explain runs as asked."""
+    data = pd.read_csv(credit_files["csv"])
+    stray = tmp_path / "stray.csv"
+    data.astype({"income": object}).assign(income=["lots", *data["income"].iloc[1:]]).to_csv(stray, index=False)
+    base = ("--model", str(credit_files["model"]), "--data", str(stray), "--target", "ok", "--no-progress")
+    present = int(data["income"].notna().sum()) + int(pd.isna(data["income"].iloc[0]))
+    expected = f"problem 'income': the training data's column holds numbers, but 1 of its {present:,} values"
+    for argv in (
+        ("explain", *base, "--row", "1"),
+        ("batch", *base, "--rows", "1:3", "--output", str(tmp_path / "o.csv")),
+    ):
+        code, out, err = _run(capsys, *argv)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert expected in err and "(first: 'lots')" in err and "--categorical income" in err
+    assert not (tmp_path / "o.csv").exists()
+    code, _, err = _run(capsys, "explain", *base, "--row", "1", "--categorical", "income", "--json")
+    assert code in (0, 3), err
+
+
 def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.CaptureFixture[str]) -> None:
     # every feature but age (immutable) held fixed: no approval is reachable
     frozen = "income,years_employed,credit_cards,debt,loan_amount,education,home_ownership,purpose,has_guarantor"

@@ -104,6 +104,7 @@ def test_batchs_flags_are_refused_by_name(
         ("--seed", ["--seed", "-1"]),
         ("--seed", ["--seed", str(2**64)]),
         ("--trials", ["--trials", "0"]),
+        ("--trials", ["--trials", "100000000"]),  # ran until killed
         ("--rows", ["--rows", "0"]),
         ("--heldout", ["--heldout", "-1"]),
     ],
@@ -129,6 +130,7 @@ def test_a_large_tune_seed_within_the_bound_runs(capsys: pytest.CaptureFixture[s
     [
         ("--population", ["--population", "1"]),
         ("--generations", ["--generations", "0"]),
+        ("--generations", ["--generations", "100000000"]),  # as --population, bounded
         ("--seed", ["--seed", "-1"]),
         ("--time-limit", ["--time-limit", "1e12"]),
     ],

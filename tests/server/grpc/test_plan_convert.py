@@ -52,6 +52,7 @@ def test_the_wire_names_map_onto_the_solvers() -> None:
         ({"seed": -1}, "search.seed"),
         ({"generations": 0}, "search.generations"),
         ({"generations": 1001}, "search.generations"),
+        ({"generations": 20_000}, "search.generations"),  # past the search's own bound too: named once
         ({"time_limit_seconds": -1.0}, "search.time_limit_seconds"),
         ({"time_limit_seconds": float("nan")}, "search.time_limit_seconds"),
     ],

@@ -14,7 +14,7 @@ from counterplan.planning.actions import ActionSet
 from counterplan.solver.core.config import ConfigError, TerminationConfig
 from counterplan.solver.core.events import BestSolutionChanged
 from counterplan.solver.plans.planner import PlanSolver, plan
-from counterplan.solver.plans.search import PlanConfig, PlanSearch, plan_termination
+from counterplan.solver.plans.search import MAX_GENERATIONS, PlanConfig, PlanSearch, plan_termination
 from tests.toy_person import TOY, toy_space
 
 pytest.importorskip("pymoo")
@@ -154,6 +154,10 @@ def test_a_plan_config_speaks_the_solvers_names_and_refuses_what_a_front_cannot_
     with pytest.raises(ConfigError) as info:
         plan_termination(0)
     assert info.value.field == "generations"
+    assert plan_termination(MAX_GENERATIONS).step_count_limit == MAX_GENERATIONS
+    with pytest.raises(ConfigError) as info:  # was bounded only by the solver's 10**9 steps
+        plan_termination(MAX_GENERATIONS + 1)
+    assert info.value.field == "generations" and f"at most {MAX_GENERATIONS:,}" in info.value.problem
     with pytest.raises(ConfigError) as info:
         plan_termination(10, time_limit_seconds=-1.0)
     assert info.value.field == "time_limit_seconds"
