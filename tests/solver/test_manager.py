@@ -78,10 +78,10 @@ def test_a_plan_search_is_a_job_like_a_solve(linear_problem: CounterfactualProbl
     pytest.importorskip("pymoo")
     from counterplan.planning.actions import ActionSet
     from counterplan.planning.score import BendableScore
-    from counterplan.solver.plans.search import PlanConfig, plan_termination
+    from counterplan.solver.plans.search import MAX_GENERATIONS, PlanConfig, plan_termination
     from tests.toy_person import TOY
 
-    endless = PlanConfig(population=40, termination=plan_termination(100_000))
+    endless = PlanConfig(population=40, termination=plan_termination(MAX_GENERATIONS))  # 20 ms a call: minutes
     heard = threading.Event()
     with SolverManager(max_workers=2) as manager:
         solve = manager.submit(linear_problem, SolverConfig(termination=TerminationConfig(step_count_limit=15)))
@@ -95,7 +95,7 @@ def test_a_plan_search_is_a_job_like_a_solve(linear_problem: CounterfactualProbl
         assert summary.best_score is not None and BendableScore.parse(summary.best_score).soft[0] == -10.0
         manager.terminate_early(job.job_id)
         result = job.result(timeout=30)
-        assert result.stopped_early and 1 <= result.generations < 100_000
+        assert result.stopped_early and 1 <= result.generations < MAX_GENERATIONS
         assert result.cheapest is not None and result.cheapest.total_cost == pytest.approx(10.0)
         assert job.status is SolveStatus.DONE and manager.get(job.job_id).summary().status is SolveStatus.DONE
         assert solve.result(timeout=60).valid and manager.get(solve.job_id).summary().kind == "explain"
