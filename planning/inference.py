@@ -355,6 +355,13 @@ def _infer_one(name: str, facts: ColumnFacts, value: Any, kind: str | None, prec
         return _categorical(name, facts, value)
     if kind not in ("integer", "float"):
         raise FeatureError(f"{name}.kind", f"unknown kind {kind!r}; one of integer, float, categorical, boolean")
+    if not facts.numeric and not facts.is_bool and facts.texts:  # declared a number: no column of numbers
+        _refuse_strays(name, facts)
+        raise ColumnKindError(
+            name,
+            f"declared {kind}, but the training data's column holds text (such as {echo(min(facts.texts))}): "
+            "a number has no domain there; declare it categorical, or fix the data",
+        )
     return _numeric(name, facts, value, kind)
 
 

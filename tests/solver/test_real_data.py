@@ -295,6 +295,23 @@ def test_a_column_of_numbers_with_a_stray_text_is_refused_not_read_as_categories
     assert isinstance(declared[columns.index("MonthlyIncome")], CategoricalFeature)
 
 
+def test_a_text_column_declared_a_number_is_refused_not_left_without_a_domain(credit_csv: Path, tmp_path: Path) -> None:
+    """``kind: float`` on a column pandas read as text gave the feature no domain: it was never
+    moved, silently. Refused, naming the column: its strays, or its text."""
+    from counterplan.planning.inference import ColumnKindError
+
+    stray = pd.read_csv(_with_stray(credit_csv, tmp_path, "lots"))
+    row = {str(k): v for k, v in stray.iloc[0].items()}
+    row["MonthlyIncome"] = 5000.0
+    columns = [c for c in stray.columns if c != TARGET]
+    with pytest.raises(ColumnKindError, match=r"1 of its [\d,]+ values is not a number") as caught:
+        infer_features(stray, row, columns, overrides={"MonthlyIncome": {"kind": "float"}})
+    assert caught.value.field == "MonthlyIncome"
+    homes = pd.DataFrame({"home": ["rent", "own"] * 20, "age": range(40)})
+    with pytest.raises(ColumnKindError, match="declared integer, but the training data's column holds text"):
+        infer_features(homes, {"home": 3, "age": 30}, ["home", "age"], overrides={"home": {"kind": "integer"}})
+
+
 def test_columns_of_text_stay_categorical() -> None:
     """Codes kept as text ("02134") and text with a good share of non-numbers ("3+" in a row of ten)
     are categories, as before."""
