@@ -75,6 +75,12 @@ class ModelFailureError(ModelCallError):
     """The model fails on the original instance itself: there is nothing to search from (an
     explanation and a plan both refuse it)."""
 
+    @classmethod
+    def on_original(cls, failure: object) -> ModelFailureError:
+        """The error of an original instance the model failed on (``failure``: why), in the one
+        wording every engine gives it."""
+        return cls(f"the model fails on the original instance: {failure}")
+
 
 class InvalidInputError(CounterplanError, ValueError):
     """A value given to counterplan breaks a rule; names where and what.

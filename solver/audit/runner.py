@@ -288,7 +288,8 @@ def run_audit(
     frame, only_rejected, rows_text = _selected(explainer, rows)
     _check_groups(options.groups, frame)
     folder = _out_folder(out)
-    features = [f.name for f in explainer.problem(probe_row(explainer), trust_region=False).space.features]
+    probe = explainer.problem(probe_row(explainer), trust_region=False)  # its features, and the goal asked
+    features = [f.name for f in probe.space.features]
     skipped = 0
     if only_rejected:  # one model call: a row that meets the goal costs no search
         met = meeting_the_goal(explainer, frame)
@@ -323,7 +324,7 @@ def run_audit(
     settings = AuditSettings(
         engine=explainer.engine,
         seed=options.seed,
-        goal=explainer.problem(probe_row(explainer), trust_region=False).goal_text,
+        goal=probe.goal_text,
         rows=rows_text,
         groups=list(options.groups),
         bootstrap=options.bootstrap,

@@ -165,6 +165,8 @@ def _solve(
     cut: list[str] = []  # why the block stopped, in a solve's own words (its rows say they were cut)
 
     def should_stop() -> bool:  # a deadline is a promise: no call that would end after it
+        if cut:
+            return True
         if no_time_for_a_call(time.perf_counter() - started, limit, _call_seconds(scorer, started)):
             cut.append(TIME_LIMIT)
         elif stop is not None and stop():
@@ -176,7 +178,7 @@ def _solve(
     for i, (evaluation, builder) in enumerate(zip(checked, builders, strict=True)):
         (row_id, _), own = items[i], seeds[i]
         if evaluation.failures[0] is not None:
-            error = ModelFailureError(f"the model fails on the original instance: {evaluation.failures[0]}")
+            error = ModelFailureError.on_original(evaluation.failures[0])
             on_record(error_record(row_id, error, own, time.perf_counter() - started))
             active[i] = False
         elif _valid(builder, originals[i], evaluation):

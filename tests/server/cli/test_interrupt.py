@@ -148,31 +148,26 @@ def slow_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_ctrl_c_during_explain_prints_the_best_so_far_in_one_line(slow_config: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stop_signal_during_explain_prints_the_best_so_far_in_one_line(
+    slow_config: Path, tmp_path: Path, signum: int, code: int, word: str
+) -> None:
+    """Ctrl-C, and SIGTERM (a container's or a scheduler's stop, whose default was a silent death)."""
     stopped = _interrupt(
         "counterplan.solver.counterfactual:CounterfactualSolver.solve",
         ["explain", "--no-progress", "--config", str(slow_config)],
         tmp_path,
         delay=2.0,
+        signum=signum,
     )
-    line = _one_line(stopped)
+    line = _one_line(stopped, code=code, word=word)
     assert "best so far" in line and "score [" in line and " -> " in line, line
     assert stopped.out == ""
     assert stopped.seconds < 60, "the five-minute search was stopped at once"
-
-
-def test_sigterm_during_explain_prints_the_best_so_far_and_exits_143(slow_config: Path, tmp_path: Path) -> None:
-    """A container's or a scheduler's stop: as Ctrl-C, not a silent death (its default)."""
-    stopped = _interrupt(
-        "counterplan.solver.counterfactual:CounterfactualSolver.solve",
-        ["explain", "--no-progress", "--config", str(slow_config)],
-        tmp_path,
-        delay=2.0,
-        signum=signal.SIGTERM,
-    )
-    line = _one_line(stopped, code=143, word="terminated")
-    assert "best so far" in line and "score [" in line, line
-    assert stopped.seconds < 60
 
 
 def test_ctrl_c_during_explain_json_prints_no_partial_json(slow_config: Path, tmp_path: Path) -> None:
