@@ -248,6 +248,7 @@ class Explainer:
         skip: Iterable[Any] = (),
         ray: str | None = None,
         vectorised: bool | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> pd.DataFrame:
         """Explain many rows together, one model call per step for all of them: by default
         with the vectorised engine where it can go, ``vectorised=False`` on the threads path.
@@ -265,6 +266,7 @@ class Explainer:
             skip=skip,
             ray=ray,
             vectorised=vectorised,
+            stop=stop,
         )
 
 

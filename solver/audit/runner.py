@@ -82,8 +82,11 @@ engine before their search, :attr:`AuditOptions.screen`), ``search`` (the bulk e
 then ``prove`` (the rows put to the exact engine)."""
 Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
 Stop = Callable[[], bool]
-"""Asked between rows (after each bulk record, after each proof): True stops the audit, which
-then reports the rows done so far, marked ``partial`` (a server's deadline, cancel or shutdown)."""
+"""Asked between rows (after each bulk record, after each proof) and, in this process (one
+worker, no Ray), before every model call of a block of rows searched together: True stops the
+audit, which then reports the rows done so far, marked ``partial`` (a server's deadline, cancel
+or shutdown). A block's rows share their time limits (each row has its own), so a block may run
+longer than one row's limit: a deadline for the whole audit is this check."""
 Outcome = Callable[[str, str], None]
 """Told ``(stage, outcome)`` as each row is done: a search record's status (``ok``,
 ``not_found``, ...) in stage ``search``, a proof's outcome (``proven``, ``found``, ``unproven``)
@@ -513,6 +516,7 @@ def _search(
                 window=options.window,
                 on_record=on_record,
                 vectorised=options.vectorised,
+                stop=options.stop if options.workers == 1 and options.ray is None else None,
             )
         if writer is not None:
             writer.finish()

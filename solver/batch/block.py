@@ -8,10 +8,14 @@ the threads path is asked for, take the threads path (:func:`run_block`): up to 
 solved at once, each in its own thread, all sharing one
 :class:`~counterplan.solver.batch.shared_calls.SharedCalls`, so every step of every running solve is
 scored in one model call and a row that finishes makes room for the next (continuous batching).
+Under a time limit the threads path runs at most one row per core at once (:func:`rows_at_once`),
+and a vectorised block's rows share its time fairly
+(:mod:`counterplan.solver.batch.fair_share`): either way a time limit is each row's own.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -43,7 +47,9 @@ Item = tuple[Any, dict[str, Any]]
 def run_block(
     explainer: RowExplainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
 ) -> None:
-    """Solve ``items`` in this process, ``window`` at a time, sharing model calls."""
+    """Solve ``items`` in this process, ``window`` at a time (fewer under a time limit:
+    :func:`rows_at_once`), sharing model calls."""
+    window = rows_at_once(explainer, window)
     calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
     pending: set[Future[Record]] = set()
     threads = max(1, min(window, len(items)))
@@ -81,6 +87,25 @@ def solve_row(
     return record_of(row_id, result, own, time.perf_counter() - started)
 
 
+def rows_at_once(explainer: RowExplainer, window: int) -> int:
+    """How many rows the threads path solves at once: ``window``, or, when a time limit may cut
+    a row's solve short (:meth:`~counterplan.solver.core.config.SolverConfig.reads_the_clock`),
+    at most one per core this process may run on. Each row then has about a core for its time
+    limit, as ``explainer.explain`` has; run ``window`` at a time, the rows would share the
+    process's CPU within their limits (64 exact rows of a 100-tree forest under a 0.3 s limit:
+    all 98 not found, where each alone finds an answer). Without a time limit a row's answer
+    does not depend on how many run at once, and the window stays."""
+    if not explainer.config.reads_the_clock(explainer.engine):
+        return window
+    return max(1, min(window, usable_cores()))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _max_wait(explainer: RowExplainer) -> float:
     """How long a model call waits for the other solves of its block."""
     return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS
@@ -94,11 +119,14 @@ def run_blocks(
     on_record: Callable[[Record], None],
     *,
     vectorised: bool = True,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Solve ``items`` in this process: with ``vectorised`` (the default), ``window`` rows at a
     time through the vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can
     go, the rest (and every row, when it cannot run this explainer at all) on the threads path
-    (:func:`run_block`); without it, every row on the threads path."""
+    (:func:`run_block`); without it, every row on the threads path. ``stop`` is asked before
+    every model call of a vectorised block (the threads path's rows, one at a time under a time
+    limit, each end within their own)."""
     refusal = vector_refusal(explainer) if vectorised else "the threads path was asked for"
     if refusal is not None:
         if vectorised:
@@ -111,5 +139,6 @@ def run_blocks(
             items[start : start + window],
             seed,
             on_record,
+            stop=stop,
             fallback=lambda rest: run_block(explainer, rest, seed, window, on_record),
         )

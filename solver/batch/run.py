@@ -54,6 +54,7 @@ def explain_batch(
     skip: Iterable[Any] = (),
     ray: str | None = None,
     vectorised: bool | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> pd.DataFrame:
     """Explain many rows of ``explainer``'s model; one record per row.
 
@@ -95,6 +96,13 @@ def explain_batch(
         workers and on Ray alike; rows it cannot search keep the threads path
         (:func:`counterplan.solver.batch.vectorised.vector_refusal` says why). False: every row
         on the threads path, each row's answer then that of ``Explainer.explain`` with its seed.
+    stop:
+        A deadline's check, asked before every model call of a block searched together (in this
+        process only: ``workers`` 1, no Ray): once True, the block's rows answer with their best
+        so far, cut as a stop request cuts a solve. A time limit in the configuration is each
+        row's own (a block's rows share it fairly: :mod:`counterplan.solver.batch.fair_share`),
+        so a caller with a deadline for the whole batch gives it here; ``on_record`` may raise to
+        end the batch between rows.
 
     Returns
     -------
@@ -110,6 +118,8 @@ def explain_batch(
     base = int(seed) if seed is not None else (explainer.seed if explainer.seed is not None else 0)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
+    if stop is not None and (workers != 1 or ray is not None):
+        raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
@@ -128,7 +138,7 @@ def explain_batch(
     if ray is not None:
         run_on_ray(explainer, items, base, window=size, on_record=keep, vectorised=vector)
     elif workers == 1:
-        run_blocks(explainer, items, base, size, keep, vectorised=vector)
+        run_blocks(explainer, items, base, size, keep, vectorised=vector, stop=stop)
     else:
         _run_processes(explainer, items, base, window=size, workers=workers, on_record=keep, vectorised=vector)
     order = {id_text(item[0]): i for i, item in enumerate(items)}

@@ -26,6 +26,7 @@ import structlog
 from counterplan.planning.calculator import Evaluation, GivenCalls, ScoreCalculator
 from counterplan.planning.errors import ModelAdapterError, ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import row_seed
@@ -154,6 +155,7 @@ def _solve(
     settings: VectorSettings,
     started: float,
 ) -> None:
+    clock = FairShare(len(problems))  # a row's time limit: its share of the time its block takes
     seeds = [row_seed(seed, row_id) for row_id, _ in items]
     builders = [ResultBuilder(p, EnginePlan(explainer.config, ENGINE_NAME, ENGINE_REASON), 1) for p in problems]
     model = explainer.adapter
@@ -167,7 +169,8 @@ def _solve(
     def should_stop() -> bool:  # a deadline is a promise: no call that would end after it
         if cut:
             return True
-        if no_time_for_a_call(time.perf_counter() - started, limit, _call_seconds(scorer, started)):
+        spent = clock.charge(scorer.calling)
+        if no_time_for_a_call(spent, limit, _call_seconds(scorer, spent)):
             cut.append(TIME_LIMIT)
         elif stop is not None and stop():
             cut.append(TERMINATED_EARLY)
@@ -210,11 +213,11 @@ def _valid(builder: ResultBuilder, row: FloatMatrix, evaluation: Evaluation) -> 
     return builder.counterfactual(row, evaluation, evaluation.score(0), fine=evaluation.failures[0] is None).valid
 
 
-def _call_seconds(scorer: BlockScorer, started: float) -> float:
-    """The expected seconds of the next model call: the block's mean so far."""
+def _call_seconds(scorer: BlockScorer, spent: float) -> float:
+    """The expected seconds the next model call charges each row: the mean so far."""
     if scorer.model_calls == 0:
         return 0.0
-    return (time.perf_counter() - started) / scorer.model_calls
+    return spent / scorer.model_calls
 
 
 def _settings(config: SolverConfig) -> VectorSettings:

@@ -125,6 +125,13 @@ class TerminationConfig(ConfigModel):
         own = self.model_dump(exclude={"composition", "children"}, exclude_none=True)
         return not own and all(child.is_empty for child in self.children)
 
+    @property
+    def reads_the_clock(self) -> bool:
+        """True when a limit anywhere in this tree is a time (a spent or an unimproved spent
+        limit): then how far a solve gets depends on the CPU it is given."""
+        own = self.spent_limit_seconds is not None or self.unimproved_spent_limit_seconds is not None
+        return own or any(child.reads_the_clock for child in self.children)
+
 
 class PhaseConfig(ConfigModel):
     """The pure-data config of one phase. Each phase type subclasses it with its own fields and a
@@ -142,6 +149,13 @@ class PhaseConfig(ConfigModel):
         """The phase's own termination, when it has one."""
         termination = getattr(self, "termination", None)
         return termination if isinstance(termination, TerminationConfig) else None
+
+    @property
+    def reads_the_clock(self) -> bool:
+        """True when a limit of the phase's own is a time (a phase with a time limit of another
+        kind says so too)."""
+        own = self.own_termination
+        return own is not None and own.reads_the_clock
 
 
 def _phase_type(value: Any) -> str:
@@ -239,6 +253,15 @@ class SolverConfig(ConfigModel):
         if self.termination.is_empty and any(p.own_termination is None or p.own_termination.is_empty for p in endless):
             raise ConfigError("termination", "the solver or every phase needs a termination, or the solve never ends")
         return self
+
+    def reads_the_clock(self, engine: str | None = None) -> bool:
+        """True when a time limit may cut a solve with ``engine`` short (the solver's or a
+        phase's; ``auto``'s budgeted exact improvement): such a solve gets as far as the CPU it
+        is given allows, so a batch gives each such row the time alone
+        (:mod:`counterplan.solver.batch.block`)."""
+        if self.termination.reads_the_clock or any(phase.reads_the_clock for phase in self.phases):
+            return True
+        return engine == "auto" and self.auto.exact_improvement_seconds is not None
 
     def to_yaml(self) -> str:
         """The configuration as YAML."""

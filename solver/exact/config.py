@@ -60,3 +60,8 @@ class ExactPhaseConfig(PhaseConfig):
     categories or allowed values."""
     diversity_weight: Annotated[float, Field(ge=0.0, le=1e6)] = 0.0
     """``copies``: subtracted per pairwise difference (of feature sets and values) from the summed distance."""
+
+    @property
+    def reads_the_clock(self) -> bool:
+        """The phase's own time limit (``time_limit_seconds``) reads the clock too."""
+        return self.time_limit_seconds is not None or super().reads_the_clock

@@ -77,6 +77,9 @@ class BlockScorer:
         self.rows_scored = 0
         self.rows_remembered = 0
         self.calls_per_instance = np.zeros(len(problems), dtype=np.int64)
+        self.calling = len(problems)
+        """The instances whose rows the model call about to start scores (set before ``stop``
+        is asked, so a clock can share the call's time among them)."""
         self.rows_per_instance = np.zeros(len(problems), dtype=np.int64)
         self._memory: list[tuple[npt.NDArray[np.uint64], FloatMatrix]] = []
         """Sorted runs of the scored rows' keys and their scores, each at least twice the next
@@ -142,6 +145,7 @@ class BlockScorer:
         )
 
     def _fresh(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
+        self.calling = int(np.unique(owner).size)
         if self.stop is not None and self.stop():
             raise SearchStoppedError
         problem = self.problem

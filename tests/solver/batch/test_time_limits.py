@@ -1,0 +1,185 @@
+"""A time limit in a batch is each row's own: a vectorised block's rows share its time fairly
+(:mod:`counterplan.solver.batch.fair_share`), the threads path runs at most a core's worth of
+rows at once under a limit (:func:`counterplan.solver.batch.block.rows_at_once`), and a deadline
+for the whole batch is a stop check asked before every model call of a block (an audit's)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from counterplan.planning import ClassGoal
+from counterplan.planning.demo import IMMUTABLE, TARGET
+from counterplan.planning.errors import ProblemError
+from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.solver.audit.runner import AuditOptions, run_audit
+from counterplan.solver.batch.block import rows_at_once, usable_cores
+from counterplan.solver.batch.fair_share import FairShare
+from counterplan.solver.batch.run import explain_batch
+from counterplan.solver.core.config import AutoConfig, SolverConfig, TerminationConfig
+from counterplan.solver.counterfactual import CounterfactualSolver
+from counterplan.solver.exact.config import ExactPhaseConfig
+from counterplan.solver.explainer import Explainer
+from counterplan.solver.local.config import LocalSearchPhaseConfig
+
+GOAL = [ClassGoal(target=1, confidence=0.7)]
+CUT = "stopped before a valid answer was found (spent time limit)"
+SECONDS_A_ROW = 2e-4
+"""The slow model's wall time per scored row: its calls sleep, so the time a search takes is
+the rows it scores, whatever else the machine is doing."""
+
+
+class SlowModel(SklearnClassifierAdapter):
+    """The real model, as slow as a large one: every search call sleeps in proportion to its rows."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, TARGET)
+        self.calls = 0
+
+    def predict(self, X: Any, space: Any) -> Any:
+        self.calls += 1
+        time.sleep(SECONDS_A_ROW * len(X))
+        return super().predict(X, space)
+
+
+def _limited(seconds: float) -> SolverConfig:
+    default = SolverConfig().termination
+    return SolverConfig(termination=TerminationConfig(spent_limit_seconds=seconds, children=(default,)))
+
+
+def _answers(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[["row_id", "status", "distance"] + [c for c in frame.columns if c.startswith("cf_")]]
+
+
+def test_a_row_is_charged_its_share_of_the_time_it_shares() -> None:
+    now = [10.0]
+    clock = FairShare(4, clock=lambda: now[0])
+    now[0] = 12.0  # 2 s among 4 rows
+    assert clock.charge(4) == pytest.approx(0.5)
+    now[0] = 14.0  # 2 s more among the same 4, then 2 of them finish
+    assert clock.charge(2) == pytest.approx(1.0)
+    now[0] = 15.0  # 1 s between the 2 left
+    assert clock.charge(1) == pytest.approx(1.5)
+    now[0] = 16.0  # 1 s of the last row's own
+    assert clock.charge(0) == pytest.approx(2.5)
+
+
+def test_each_row_of_a_vectorised_block_has_the_time_limit(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """Eight rows whose searches take about 0.3 s each alone take about 2.5 s as one block. Under
+    a limit of 1.5 s a row they are not cut: each has the answer it has without a limit. (The
+    block's limit was the block's wall time: every row was cut.)"""
+    rows = rejected_loans.iloc[:8]
+    free = Explainer(SlowModel(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    started = time.perf_counter()
+    unlimited = explain_batch(free, rows, seed=1)
+    took = time.perf_counter() - started
+    assert took > 1.5, "the block takes longer than one row's limit"
+    slow = SlowModel(loan_model)
+    limited = Explainer(slow, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(1.5))
+    kept = explain_batch(limited, rows, seed=1)
+    assert (kept["status"] == "ok").all() and kept["error"].isna().all()
+    pd.testing.assert_frame_equal(_answers(kept), _answers(unlimited))
+    # a limit below a row's share still holds: every row is cut, and says so
+    short = Explainer(SlowModel(loan_model), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(0.02))
+    cut = explain_batch(short, rows, seed=1)
+    assert (cut["status"] == "not_found").all() and (cut["error"] == CUT).all()
+
+
+def test_the_threads_path_runs_a_core_s_worth_of_rows_under_a_time_limit() -> None:
+    """Rows that read the clock run at most one per core at once; the window holds otherwise."""
+    clock_free = [
+        SolverConfig(),
+        SolverConfig(auto=AutoConfig(exact_improvement_seconds=5.0)),  # read by `auto` only
+    ]
+    for config in clock_free:
+        assert rows_at_once(_Stub(config, "local"), 64) == 64
+    cores = usable_cores()
+    reading = [
+        (_limited(30.0), "local"),
+        (SolverConfig(termination=TerminationConfig(unimproved_spent_limit_seconds=3.0)), None),
+        (SolverConfig(phases=(LocalSearchPhaseConfig(termination=TerminationConfig(spent_limit_seconds=9.0)),)), None),
+        (SolverConfig(phases=(ExactPhaseConfig(time_limit_seconds=1.0),)), "exact"),
+        (SolverConfig(auto=AutoConfig(exact_improvement_seconds=5.0)), "auto"),
+    ]
+    for config, engine in reading:
+        assert rows_at_once(_Stub(config, engine), 64) == min(64, cores), (config, engine)
+        assert rows_at_once(_Stub(config, engine), 1) == 1
+
+
+class _Stub:
+    """What :func:`rows_at_once` reads of an explainer."""
+
+    def __init__(self, config: SolverConfig, engine: str | None) -> None:
+        self.config = config
+        self.engine = engine
+
+
+class _Watched(Explainer):
+    """An explainer that counts the solves running at once."""
+
+    lock = threading.Lock()
+    running = 0
+    most = 0
+
+    def solver(self, row: Any, **kwargs: Any) -> CounterfactualSolver:
+        solver = super().solver(row, **kwargs)
+        solve = solver.solve
+
+        def watched() -> Any:
+            with _Watched.lock:
+                _Watched.running += 1
+                _Watched.most = max(_Watched.most, _Watched.running)
+            try:
+                return solve()
+            finally:
+                with _Watched.lock:
+                    _Watched.running -= 1
+
+        solver.solve = watched  # type: ignore[method-assign]
+        return solver
+
+
+def test_rows_on_the_threads_path_under_a_time_limit_do_not_share_a_core(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    rows = rejected_loans.iloc[:12]
+    explainer = _Watched(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(60.0))
+    _Watched.most = 0
+    limited = explain_batch(explainer, rows, seed=2, vectorised=False, window=64)
+    assert 1 <= _Watched.most <= min(usable_cores(), len(rows) - 1)
+    # the rows' answers are each row's own solve's, as they were side by side
+    alone = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(60.0))
+    pd.testing.assert_frame_equal(_answers(limited), _answers(explain_batch(alone, rows, seed=2, vectorised=False)))
+
+
+def test_a_stop_check_cuts_a_block_before_its_next_model_call(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    model = SlowModel(loan_model)
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    frame = explain_batch(explainer, rejected_loans.iloc[:8], seed=1, stop=lambda: model.calls >= 3)
+    assert model.calls == 3
+    assert len(frame) == 8 and (frame["error"].isna() | frame["error"].str.contains("terminated early")).all()
+    with pytest.raises(ProblemError) as refused:
+        explain_batch(explainer, rejected_loans.iloc[:2], workers=2, stop=lambda: False)
+    assert refused.value.field == "stop"
+
+
+def test_an_audit_s_stop_is_asked_within_a_block(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """A server's deadline reaches an audit as its stop check: a block of 16 rows must not run to
+    its end (rows' limits are their own: the block may run for 16 of them) before it is asked."""
+    model = SlowModel(loan_model)
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    options = AuditOptions(bootstrap=0, prove=False, rules=0, stop=lambda: model.calls >= 3)
+    report, _ = run_audit(explainer, rejected_loans.iloc[:16], options)
+    assert report.partial
+    assert model.calls == 3
