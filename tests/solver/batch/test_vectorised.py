@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
@@ -128,6 +129,24 @@ def test_answers_are_as_near_as_the_per_row_engines(loan_explainer: Explainer, r
     theirs = np.array([-s.score_levels[3] for s in singles])
     assert all(s.valid for s in singles) and ours["valid"].all()
     assert ours["distance"].mean() <= 1.02 * theirs.mean()
+
+
+def test_on_a_forest_answers_stay_near_the_per_row_engines(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """A 100-tree forest's cells are many and small: with 128 combination and rebuild rows per
+    instance the vectorised engine's answers were 9.9% farther in all than the per-row engine's on
+    these 64 rows (on adult's forest, 6.5 times: one row bought capital-loss 0 -> 1,814); with 512,
+    6.4%. The engine still searches a forest less well than the per-row engine
+    (``docs/benchmarks/speed.md``), so the bar here is 8%; on boosting it is 2% (above)."""
+    features = loan_data.drop(columns=[TARGET])
+    forest = RandomForestClassifier(n_estimators=100, max_depth=6, random_state=0)
+    pipe = Pipeline([("encode", loan_model.steps[0][1]), ("model", forest)]).fit(features, loan_data[TARGET])
+    rows = features[pipe.predict(features) == 0].iloc[:64]
+    explainer = Explainer(pipe, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    ours = explain_batch(explainer, rows, seed=0, vectorised=True)
+    singles = [explainer.explain(row, seed=row_seed(0, row_id)) for row_id, row in rows.iterrows()]
+    theirs = np.array([-s.score_levels[3] for s in singles])
+    assert all(s.valid for s in singles) and ours["valid"].all()
+    assert ours["distance"].sum() <= 1.08 * theirs.sum()
 
 
 def test_a_stop_ends_the_search_before_its_next_model_call(
