@@ -679,7 +679,7 @@ class VectorSearch:
                 V = trades.values(best, self.originals[idx], idx)
                 slots = np.broadcast_to(trades.feature, V.shape)
                 front = np.isin(_value_keys(np.broadcast_to(idx[:, None], V.shape), slots, V), fronts)
-            X, inst = trades.candidates(
+            X, place = trades.candidates(
                 best,
                 -outcome.scores[idx, 3],
                 self.originals[idx],
@@ -688,8 +688,9 @@ class VectorSearch:
                 rows=s.trade_rows,
                 round_number=round_number,
             )
-            if inst.size == 0:
+            if place.size == 0:
                 return
+            inst = idx[place]
             scores = self.scorer.score(X, inst)
             outcome.steps[idx] += 1
             improved = self._offer(outcome, X, inst, scores)
@@ -768,7 +769,37 @@ class VectorSearch:
         done = feasible(found.scores)
         if done.any():
             self._polish(found, done, chain_inst)
+            self._trade_routes(found, done, chain_inst)
             self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
+
+    def _trade_routes(self, found: Outcome, done: BoolArray, chain_inst: IntArray) -> None:
+        """Trade rounds from each rebuilt chain's best feasible row (the per-row polish trades a
+        rebuild's answer before it is compared with the best): a chain that gave back its
+        priciest change ends farther than the best more often than not, and a trade (give one
+        change back, buy another) is what brings it nearer."""
+        s = self.settings
+        trades = self.trades()
+        running = done.copy()
+        for round_number in range(s.trade_rounds):
+            c = np.flatnonzero(running)
+            if c.size == 0:
+                return
+            inst = chain_inst[c]
+            X, place = trades.candidates(
+                found.best[c],
+                -found.scores[c, 3],
+                self.originals[inst],
+                inst,
+                front=None,
+                rows=s.trade_rows,
+                round_number=round_number,
+            )
+            if place.size == 0:
+                return
+            scores = self.scorer.score(X, inst[place])
+            improved = self._offer(found, X, c[place], scores)
+            self._polish(found, improved, chain_inst)
+            running &= improved
 
     def _chain_steps(
         self,

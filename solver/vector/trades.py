@@ -152,7 +152,7 @@ class BlockTrades:
     ) -> tuple[FloatMatrix, IntArray]:
         """One trade round's rows for instances ``idx`` (their ``best`` rows at ``distance``), at
         most ``rows`` per instance (see the module); ``front`` marks, per instance and slot, the
-        values on its singles' fronts. The rows and their instances."""
+        values on its singles' fronts. The rows and, for each, its place in ``idx`` (its route)."""
         slots = self.feature.size
         f = self.feature
         V = self.values(best, original, idx)
@@ -207,7 +207,7 @@ class BlockTrades:
         r = np.arange(pi.size)
         X[r, f[gs]] = V[pi, gs]
         X[r, f[bs]] = V[pi, bs]
-        return X, idx[pi]
+        return X, pi
 
     def _sample(
         self,
