@@ -97,12 +97,12 @@ def explain_batch(
         (:func:`counterplan.solver.batch.vectorised.vector_refusal` says why). False: every row
         on the threads path, each row's answer then that of ``Explainer.explain`` with its seed.
     stop:
-        A deadline's check, asked before every model call of a block searched together (in this
-        process only: ``workers`` 1, no Ray): once True, the block's rows answer with their best
-        so far, cut as a stop request cuts a solve. A time limit in the configuration is each
-        row's own (a block's rows share it fairly: :mod:`counterplan.solver.batch.fair_share`),
-        so a caller with a deadline for the whole batch gives it here; ``on_record`` may raise to
-        end the batch between rows.
+        A deadline's check (a function of no arguments), asked before every model call of a
+        block searched together (in this process only: ``workers`` 1, no Ray): once True, the
+        block's rows answer with their best so far, cut as a stop request cuts a solve. A time
+        limit in the configuration is each row's own (a block's rows share it fairly:
+        :mod:`counterplan.solver.batch.fair_share`), so a caller with a deadline for the whole
+        batch gives it here; ``on_record`` may raise to end the batch between rows.
 
     Returns
     -------
@@ -118,6 +118,9 @@ def explain_batch(
     base = int(seed) if seed is not None else (explainer.seed if explainer.seed is not None else 0)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
+    if stop is not None and not callable(stop):
+        given = type(stop).__name__
+        raise ProblemError("stop", f"must be a function of no arguments that returns True to stop (given a {given})")
     if stop is not None and (workers != 1 or ray is not None):
         raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
     if ray is not None:

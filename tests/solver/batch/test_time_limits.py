@@ -183,3 +183,16 @@ def test_an_audit_s_stop_is_asked_within_a_block(
     report, _ = run_audit(explainer, rejected_loans.iloc[:16], options)
     assert report.partial
     assert model.calls == 3
+
+
+@pytest.mark.parametrize("stop", [5, "deadline"])
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_a_stop_check_must_be_a_function(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame, stop: Any, vectorised: bool
+) -> None:
+    """A stop that is no function is refused on the field, before any work (it failed with a
+    TypeError from inside a vectorised block, and was taken without a word on the threads path)."""
+    explainer = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    with pytest.raises(ProblemError) as refused:
+        explain_batch(explainer, rejected_loans.iloc[:2], stop=stop, vectorised=vectorised)
+    assert refused.value.field == "stop" and type(stop).__name__ in str(refused.value)
