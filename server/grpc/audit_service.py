@@ -6,9 +6,11 @@ proofs and figures, is the solver's): the request is checked at the boundary
 bounded), admitted as one solve (a slot with room for its estimated memory, RESOURCE_EXHAUSTED
 beyond them), and run in a thread of its own within the server's maximum solve time and the
 client's deadline (:meth:`Admission.time_limit`: each row's search and each proof is capped by it
-too). The audit asks its stop check between rows (after each bulk record, before each proof) and
-before every model call of a block of rows searched together: the time limit passing, the call
-ending (cancel, deadline) or the server shutting down stop it there, and the FINAL message then
+too). The audit asks its stop check between rows (after each bulk record, before each proof),
+before every model call of a block of rows searched together, and every
+:data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` while rows of the threads path run
+(each row's time limit is the audit's, so a row started late must be stopped): the time limit
+passing, the call ending (cancel, deadline) or the server shutting down stop it there, and the FINAL message then
 carries the report over the rows done, ``partial``, as a solve stopped early answers with its best
 so far. Only when not even that is ready by the call's :meth:`Admission.answer_by` (a row or a
 model call longer than the time left) does the call end with DEADLINE_EXCEEDED (UNAVAILABLE at
@@ -96,11 +98,11 @@ class _AuditRun:
     _longest: float = 0.0
 
     def stop(self) -> bool:
-        """The audit's stop check, asked between rows and before every model call of a block of
-        rows searched together: the call ended, the server is shutting down, or the next stretch
-        of work (as long as the longest since the last check: a model call, a row, or a proof)
-        would end past the time limit. A deadline is a
-        promise: no work starts that could not end before it."""
+        """The audit's stop check, asked between rows, before every model call of a block of
+        rows searched together, and now and then while rows of the threads path run: the call
+        ended, the server is shutting down, or the next stretch of work (as long as the longest
+        since the last check: a model call, a row, or a proof) would end past the time limit. A
+        deadline is a promise: no work starts that could not end before it."""
         now = time.monotonic()
         self._longest = max(self._longest, now - (self._last if self._last is not None else self.started))
         self._last = now

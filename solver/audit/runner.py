@@ -83,7 +83,9 @@ then ``prove`` (the rows put to the exact engine)."""
 Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
 Stop = Callable[[], bool]
 """Asked between rows (after each bulk record, after each proof) and, in this process (one
-worker, no Ray), before every model call of a block of rows searched together: True stops the
+worker, no Ray), before every model call of a block of rows searched together and every
+:data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` while rows of the threads path run
+(which it stops at their next step): True stops the
 audit, which then reports the rows done so far, marked ``partial`` (a server's deadline, cancel
 or shutdown). A block's rows share their time limits (each row has its own), so a block may run
 longer than one row's limit: a deadline for the whole audit is this check."""

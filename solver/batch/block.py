@@ -16,14 +16,16 @@ and a vectorised block's rows share its time fairly
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import structlog
 
-from counterplan.solver.batch.protocol import RowExplainer
+from counterplan.solver.batch.protocol import RowExplainer, RowSolve
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import id_text, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -40,36 +42,105 @@ EXACT_MAX_WAIT_SECONDS = 0.005
 """...except when solves may spend seconds in a MIP without calling the model (the exact engine
 makes few model calls, and the others must not wait on its program)."""
 
+STOP_POLL_SECONDS = 0.05
+"""How often the threads path asks a batch's stop check while its rows run (a row's own steps
+cannot ask it: its solve runs in a thread of its own)."""
+
 Record = dict[str, Any]
 Item = tuple[Any, dict[str, Any]]
 
 
 def run_block(
-    explainer: RowExplainer, items: Sequence[Item], seed: int, window: int, on_record: Callable[[Record], None]
+    explainer: RowExplainer,
+    items: Sequence[Item],
+    seed: int,
+    window: int,
+    on_record: Callable[[Record], None],
+    *,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Solve ``items`` in this process, ``window`` at a time (fewer under a time limit:
-    :func:`rows_at_once`), sharing model calls."""
+    :func:`rows_at_once`), sharing model calls. ``stop`` (a deadline for the whole batch) is
+    asked before each row starts and every :data:`STOP_POLL_SECONDS` while rows run: once it
+    says stop, the rows in flight and every later row answer with their best so far, cut as a
+    stop request cuts a solve. A row started late keeps its own time limit (:func:`rows_at_once`
+    runs them one per core), so without this a deadline would hold only between rows. Rows in
+    flight are stopped too when the batch ends early (``on_record`` raising, Ctrl-C), rather
+    than run to their own ends while the caller waits."""
     window = rows_at_once(explainer, window)
     calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
+    running = _Running()
+    poll = STOP_POLL_SECONDS if stop is not None else None
+
+    def asked() -> None:
+        if stop is not None and not running.stopped and stop():
+            running.stop()
+
+    def settle(pending: set[Future[Record]], *, every: bool) -> set[Future[Record]]:
+        """Hand on the rows that finish (all of them with ``every``, else at least one)."""
+        while pending:
+            finished, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
+            asked()
+            for future in finished:
+                on_record(future.result())
+            if finished and not every:
+                break
+        return pending
+
     pending: set[Future[Record]] = set()
     threads = max(1, min(window, len(items)))
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
-        for row_id, row in items:
-            if len(pending) >= window:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    on_record(future.result())
-            pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls))
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                on_record(future.result())
+        try:
+            for row_id, row in items:
+                if len(pending) >= window:
+                    pending = settle(pending, every=False)
+                asked()
+                pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls, running=running))
+            settle(pending, every=True)
+        except BaseException:  # the batch ends here: the rows in flight stop at their next step
+            running.stop()
+            raise
+
+
+class _Running:
+    """The solves of the rows in flight, so a stop ends them; one that starts after is stopped
+    as it starts (it answers with what it has then: nothing searched)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._solvers: set[RowSolve] = set()
+        self.stopped = False
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            for solver in self._solvers:
+                solver.terminate_early()
+
+    @contextmanager
+    def member(self, solver: RowSolve) -> Iterator[None]:
+        with self._lock:
+            self._solvers.add(solver)
+            if self.stopped:
+                solver.terminate_early()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._solvers.discard(solver)
 
 
 def solve_row(
-    explainer: RowExplainer, row_id: Any, row: dict[str, Any], seed: int, calls: SharedCalls | None
+    explainer: RowExplainer,
+    row_id: Any,
+    row: dict[str, Any],
+    seed: int,
+    calls: SharedCalls | None,
+    *,
+    running: _Running | None = None,
 ) -> Record:
-    """One row's record: its solve, or the reason it has none (never an exception)."""
+    """One row's record: its solve, or the reason it has none (never an exception); a member of
+    ``running`` while it solves, so the batch can stop it."""
     own = row_seed(seed, row_id)
     started = time.perf_counter()
     try:
@@ -77,11 +148,9 @@ def solve_row(
         if explainer.engine == "auto":  # auto chooses per row (its estimate reads the row's program size)
             engine, reason = getattr(solver, "engine", None), getattr(solver, "engine_reason", "")
             _log.info("batch.auto_engine", row_id=id_text(row_id), engine=engine, reason=reason)
-        if calls is None:
+        member = running.member(solver) if running is not None else nullcontext()
+        with member, calls.member() if calls is not None else nullcontext():
             result = solver.solve()
-        else:
-            with calls.member():
-                result = solver.solve()
     except Exception as exc:  # a bad row or a failing model: an error row, the job goes on
         return error_record(row_id, exc, own, time.perf_counter() - started)
     return record_of(row_id, result, own, time.perf_counter() - started)
@@ -125,13 +194,12 @@ def run_blocks(
     time through the vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can
     go, the rest (and every row, when it cannot run this explainer at all) on the threads path
     (:func:`run_block`); without it, every row on the threads path. ``stop`` is asked before
-    every model call of a vectorised block (the threads path's rows, one at a time under a time
-    limit, each end within their own)."""
+    every model call of a vectorised block, and by :func:`run_block` while its rows run."""
     refusal = vector_refusal(explainer) if vectorised else "the threads path was asked for"
     if refusal is not None:
         if vectorised:
             _log.info("batch.threads_path", reason=refusal)
-        run_block(explainer, items, seed, window, on_record)
+        run_block(explainer, items, seed, window, on_record, stop=stop)
         return
     for start in range(0, len(items), window):
         run_vector_block(
@@ -140,5 +208,5 @@ def run_blocks(
             seed,
             on_record,
             stop=stop,
-            fallback=lambda rest: run_block(explainer, rest, seed, window, on_record),
+            fallback=lambda rest: run_block(explainer, rest, seed, window, on_record, stop=stop),
         )

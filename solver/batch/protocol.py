@@ -27,6 +27,10 @@ class RowSolve(Protocol):
         """Run the search; the row's result."""
         ...
 
+    def terminate_early(self) -> None:
+        """Stop the running search at its next step (from any thread); the best so far comes back."""
+        ...
+
 
 class RowExplainer(Protocol):
     """A model, its training data and settings, read once, that gives a solver for any row

@@ -98,9 +98,11 @@ def explain_batch(
         on the threads path, each row's answer then that of ``Explainer.explain`` with its seed.
     stop:
         A deadline's check (a function of no arguments), asked before every model call of a
-        block searched together (in this process only: ``workers`` 1, no Ray): once True, the
-        block's rows answer with their best so far, cut as a stop request cuts a solve. A time
-        limit in the configuration is each row's own (a block's rows share it fairly:
+        block searched together, and before each row and every
+        :data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` on the threads path (in this
+        process only: ``workers`` 1, no Ray): once True, the rows searching and every later one
+        answer with their best so far, cut as a stop request cuts a solve. A time limit in the
+        configuration is each row's own (a block's rows share it fairly:
         :mod:`counterplan.solver.batch.fair_share`), so a caller with a deadline for the whole
         batch gives it here; ``on_record`` may raise to end the batch between rows.
 

@@ -59,9 +59,9 @@ def _solved_rows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     solved: list[Any] = []
     solve_row, run_vector_block = block.solve_row, block.run_vector_block
 
-    def counting(explainer: Any, row_id: Any, *args: Any) -> Any:
+    def counting(explainer: Any, row_id: Any, *args: Any, **kwargs: Any) -> Any:
         solved.append(row_id)
-        return solve_row(explainer, row_id, *args)
+        return solve_row(explainer, row_id, *args, **kwargs)
 
     def counting_block(explainer: Any, items: Any, *args: Any, **kwargs: Any) -> Any:
         solved.extend(item[0] for item in items)

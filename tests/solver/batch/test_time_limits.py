@@ -185,6 +185,61 @@ def test_an_audit_s_stop_is_asked_within_a_block(
     assert model.calls == 3
 
 
+class GatedModel(SklearnClassifierAdapter):
+    """The real model, whose calls after the ``free``-th wait until the stop check has said stop:
+    a row in flight then cannot finish before the batch's stop reaches it (a row of a large model
+    whose own time limit is far off). A call that waits in vain (the stop never reached it) lets
+    the rest through and says so in ``late``."""
+
+    def __init__(self, model: Any, free: int) -> None:
+        super().__init__(model, TARGET)
+        self.free = free
+        self.calls = 0
+        self.stopped = threading.Event()
+        self.late = False
+
+    def stop(self) -> bool:
+        if self.calls >= self.free:
+            self.stopped.set()
+        return self.stopped.is_set()
+
+    def predict(self, X: Any, space: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.free and not self.late:
+            self.late = not self.stopped.wait(timeout=20.0)
+        return super().predict(X, space)
+
+
+def test_a_stop_check_reaches_the_rows_of_the_threads_path(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """A deadline for the whole batch holds on the threads path too (``vectorised=False``, an
+    engine of its own, rows the vectorised engine refuses): the rows in flight stop at their
+    next step and the later ones start stopped. (It was never asked there: every row ran to its
+    own end, one core's worth at a time under a time limit, so a deadline passed by a row's limit.)"""
+    model = GatedModel(loan_model, free=3)
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(60.0))
+    frame = explain_batch(explainer, rejected_loans.iloc[:6], seed=1, stop=model.stop, vectorised=False, window=1)
+    assert not model.late, "the row in flight was not stopped"
+    # the first row stopped with its best so far (valid or not), the later ones before a search
+    assert len(frame) == 6 and (frame["error"].isna() | frame["error"].str.contains("terminated early")).all()
+    assert (frame["status"].iloc[1:] == "not_found").all()
+
+
+def test_an_audit_s_stop_reaches_the_rows_of_the_threads_path(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """The server's audit sets each row's time limit to the audit's own; its rows on the threads
+    path start one core's worth at a time, so a row started late would end past the audit's
+    deadline unless the stop check reaches it while it runs."""
+    model = GatedModel(loan_model, free=3)
+    explainer = Explainer(model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(60.0))
+    options = AuditOptions(bootstrap=0, prove=False, rules=0, stop=model.stop, vectorised=False)
+    report, _ = run_audit(explainer, rejected_loans.iloc[:6], options)
+    assert not model.late, "the rows in flight were not stopped"
+    assert report.partial
+
+
 @pytest.mark.parametrize("stop", [5, "deadline"])
 @pytest.mark.parametrize("vectorised", [True, False])
 def test_a_stop_check_must_be_a_function(
