@@ -706,6 +706,9 @@ def _prove_all(
     keep = _Keeper(proofs, path, options, "prove", len(todo))
     workers = options.workers if options.ray is None else 1  # on Ray, the proofs run here
     config = proof_config(explainer.config, options.prove_seconds)
+    # the stop is asked after each proof, so before the first one here: a proof may take the whole limit
+    if todo and options.stop is not None and options.stop():
+        return proofs, 0, True
     try:
         prove_rows(explainer, items, config, workers=workers, on_proof=keep)
     except _StoppedError:

@@ -348,3 +348,20 @@ def test_a_row_the_proof_finds_an_answer_for_counts_as_recourse(grid: pd.DataFra
     blocked = int(grid.index[(grid.c == 0) & (grid.a == 4)][0])
     row = {str(k): v for k, v in grid.loc[blocked, [*FEATURES, TARGET]].items()}
     assert prove_row(grid_explainer, blocked, row, 0, proof_config(grid_explainer.config, None)).outcome == "proven"
+
+
+def test_a_stop_is_asked_before_the_first_proof(grid: pd.DataFrame, grid_explainer: Explainer) -> None:
+    """The stop check is asked after each proof, and before the first: a proof may take the whole
+    time limit, so one started unasked after the search ran past the audit's deadline (a server's
+    audit, cancelled or shutting down while the search ended, still proved a row)."""
+    stage: list[str] = []
+    options = AuditOptions(
+        bootstrap=0,
+        screen=False,
+        progress=lambda name, done, total: stage.append(name),
+        stop=lambda: stage[-1:] == ["prove"],  # every row searched, then the time is up
+    )
+    without = grid[(grid[TARGET] == 0) & (grid.c == 0)].iloc[:3]  # no recourse: each goes to a proof
+    report, rows = run_audit(grid_explainer, without, options)
+    assert report.partial and report.timing.rows_proved == 0 and report.no_recourse_proven == []
+    assert (rows["audit_status"] == "no_recourse_unproven").all()
