@@ -34,7 +34,7 @@ from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.registry import default_phases
 from counterplan.solver.core.scope import no_time_for_a_call
-from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, wall_limit
+from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, step_limits, wall_limit
 from counterplan.solver.engines import EnginePlan
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.result_builder import ResultBuilder, Spent
@@ -224,11 +224,11 @@ def _settings(config: SolverConfig) -> VectorSettings:
     """The search's limits from the solve's termination (a user's step caps hold), and whether to
     combine, trade and rebuild, the beam's sizes, the trade rounds and the rebuilds' share and
     slack from its polish phase (the default solve's: :func:`_default_search`)."""
-    termination = config.termination
+    steps, unimproved = step_limits(config.termination)
     base = VectorSettings()
     settings = VectorSettings(
-        step_limit=termination.step_count_limit or base.step_limit,
-        unimproved_step_limit=termination.unimproved_step_count_limit or base.unimproved_step_limit,
+        step_limit=steps or base.step_limit,
+        unimproved_step_limit=unimproved or base.unimproved_step_limit,
     )
     polish = next((p for p in config.phases if isinstance(p, BoundaryPolishPhaseConfig)), None)
     if polish is None:

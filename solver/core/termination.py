@@ -125,3 +125,22 @@ def wall_limit(config: TerminationConfig) -> float | None:
     limits = [config.spent_limit_seconds] if config.spent_limit_seconds is not None else []
     limits += [limit for child in config.children if (limit := wall_limit(child)) is not None]
     return min(limits) if limits else None
+
+
+def step_limits(config: TerminationConfig) -> tuple[int | None, int | None]:
+    """The step count and the unimproved step count after which ``config`` ends a solve whatever
+    else happens, if any, found as :func:`wall_limit` finds the time: an OR tree's smallest at any
+    depth (a time limit from ``--time-limit`` or a server wraps the configuration's own
+    termination as a child), none for an AND tree."""
+    if config.composition == "and":
+        return None, None
+    total, unimproved = [config.step_count_limit], [config.unimproved_step_count_limit]
+    for child in config.children:
+        child_total, child_unimproved = step_limits(child)
+        total.append(child_total)
+        unimproved.append(child_unimproved)
+    return _least(total), _least(unimproved)
+
+
+def _least(limits: list[int | None]) -> int | None:
+    return min((limit for limit in limits if limit is not None), default=None)

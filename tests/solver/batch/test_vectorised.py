@@ -187,6 +187,22 @@ def test_a_time_limit_is_kept(loan_data: pd.DataFrame, loan_model: Pipeline, rej
     assert (threads["error"] == "stopped before a valid answer was found (spent time limit)").all()
 
 
+def test_a_step_cap_holds_under_a_time_limit(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    """A time limit (``--time-limit``, a server's) wraps the configuration's termination as a
+    child; the vectorised engine's step caps are still the configuration's (they were read from
+    the top of the tree only, so under a limit the search ran to the engine's own caps)."""
+    caps = TerminationConfig(step_count_limit=3, unimproved_step_count_limit=2)
+    rows = rejected.iloc[:6]
+    answers = []
+    for termination in (caps, TerminationConfig(spent_limit_seconds=3600.0, children=(caps,))):
+        config = SolverConfig(termination=termination)
+        explainer = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config)
+        answers.append(explain_batch(explainer, rows, seed=1).drop(columns=["seconds"]))
+    pd.testing.assert_frame_equal(answers[1], answers[0])
+
+
 def test_the_threads_path_where_the_vectorised_engine_cannot_go(
     loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
