@@ -162,7 +162,7 @@ def rows_at_once(explainer: RowExplainer, window: int) -> int:
     at most one per core this process may run on. Each row then has about a core for its time
     limit, as ``explainer.explain`` has; run ``window`` at a time, the rows would share the
     process's CPU within their limits (64 exact rows of a 100-tree forest under a 0.3 s limit:
-    all 98 not found, where each alone finds an answer). Without a time limit a row's answer
+    61 of the 63 rows to solve not found, where each alone finds an answer). Without a time limit a row's answer
     does not depend on how many run at once, and the window stays."""
     if not explainer.config.reads_the_clock(explainer.engine):
         return window
