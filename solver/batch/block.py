@@ -58,6 +58,7 @@ def run_block(
     on_record: Callable[[Record], None],
     *,
     stop: Callable[[], bool] | None = None,
+    cores: int | None = None,
 ) -> None:
     """Solve ``items`` in this process, ``window`` at a time (fewer under a time limit:
     :func:`rows_at_once`), sharing model calls. ``stop`` (a deadline for the whole batch) is
@@ -67,7 +68,7 @@ def run_block(
     runs them one per core), so without this a deadline would hold only between rows. Rows in
     flight are stopped too when the batch ends early (``on_record`` raising, Ctrl-C), rather
     than run to their own ends while the caller waits."""
-    window = rows_at_once(explainer, window)
+    window = rows_at_once(explainer, window, cores)
     calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
     running = _Running()
     poll = STOP_POLL_SECONDS if stop is not None else None
@@ -156,17 +157,18 @@ def solve_row(
     return record_of(row_id, result, own, time.perf_counter() - started)
 
 
-def rows_at_once(explainer: RowExplainer, window: int) -> int:
+def rows_at_once(explainer: RowExplainer, window: int, cores: int | None = None) -> int:
     """How many rows the threads path solves at once: ``window``, or, when a time limit may cut
     a row's solve short (:meth:`~counterplan.solver.core.config.SolverConfig.reads_the_clock`),
-    at most one per core this process may run on. Each row then has about a core for its time
+    at most one per core this process may use (``cores``: its share when it is one of several
+    workers; default every core it may run on). Each row then has about a core for its time
     limit, as ``explainer.explain`` has; run ``window`` at a time, the rows would share the
     process's CPU within their limits (64 exact rows of a 100-tree forest under a 0.3 s limit:
-    61 of the 63 rows to solve not found, where each alone finds an answer). Without a time limit a row's answer
-    does not depend on how many run at once, and the window stays."""
+    61 of the 63 rows to solve not found, where each alone finds an answer). Without a time
+    limit a row's answer does not depend on how many run at once, and the window stays."""
     if not explainer.config.reads_the_clock(explainer.engine):
         return window
-    return max(1, min(window, usable_cores()))
+    return max(1, min(window, usable_cores() if cores is None else cores))
 
 
 def usable_cores() -> int:
@@ -189,17 +191,19 @@ def run_blocks(
     *,
     vectorised: bool = True,
     stop: Callable[[], bool] | None = None,
+    cores: int | None = None,
 ) -> None:
     """Solve ``items`` in this process: with ``vectorised`` (the default), ``window`` rows at a
     time through the vectorised engine (:mod:`counterplan.solver.batch.vectorised`) where it can
     go, the rest (and every row, when it cannot run this explainer at all) on the threads path
     (:func:`run_block`); without it, every row on the threads path. ``stop`` is asked before
-    every model call of a vectorised block, and by :func:`run_block` while its rows run."""
+    every model call of a vectorised block, and by :func:`run_block` while its rows run;
+    ``cores``: this process's share of the cores (:func:`rows_at_once`)."""
     refusal = vector_refusal(explainer) if vectorised else "the threads path was asked for"
     if refusal is not None:
         if vectorised:
             _log.info("batch.threads_path", reason=refusal)
-        run_block(explainer, items, seed, window, on_record, stop=stop)
+        run_block(explainer, items, seed, window, on_record, stop=stop, cores=cores)
         return
     for start in range(0, len(items), window):
         run_vector_block(
@@ -208,5 +212,5 @@ def run_blocks(
             seed,
             on_record,
             stop=stop,
-            fallback=lambda rest: run_block(explainer, rest, seed, window, on_record, stop=stop),
+            fallback=lambda rest: run_block(explainer, rest, seed, window, on_record, stop=stop, cores=cores),
         )

@@ -284,7 +284,8 @@ class BlockSolver:
         pa = importlib.import_module("pyarrow")
         items: list[Item] = [pickle.loads(blob) for blob in batch.column(ITEM_COLUMN).to_pylist()]
         records: list[Record] = []
-        run_blocks(self.explainer, items, self.seed, self.window, records.append, vectorised=self.vectorised)
+        # the actor holds one CPU of the cluster (num_cpus=1): rows under a time limit, one at a time
+        run_blocks(self.explainer, items, self.seed, self.window, records.append, vectorised=self.vectorised, cores=1)
         return pa.table({RECORD_COLUMN: pa.array([pickle.dumps(r) for r in records], pa.binary())})
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from counterplan.planning.errors import ProblemError
-from counterplan.solver.batch.block import Item, Record, run_blocks
+from counterplan.solver.batch.block import Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import records_frame
@@ -228,10 +228,10 @@ def _start_worker(explainer: RowExplainer) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool) -> list[Record]:
+def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool, cores: int) -> list[Record]:
     assert _WORKER is not None
     out: list[Record] = []
-    run_blocks(_WORKER, items, seed, window, out.append, vectorised=vectorised)
+    run_blocks(_WORKER, items, seed, window, out.append, vectorised=vectorised, cores=cores)
     return out
 
 
@@ -249,7 +249,8 @@ def _run_processes(
     blocks = [items[i : i + window] for i in range(0, len(items), window)]
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer,))
     try:
-        futures = [pool.submit(_worker_block, block, seed, window, vectorised) for block in blocks]
+        cores = max(1, usable_cores() // workers)  # each worker's share (rows under a time limit: one a core)
+        futures = [pool.submit(_worker_block, block, seed, window, vectorised, cores) for block in blocks]
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)

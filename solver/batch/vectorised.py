@@ -30,7 +30,7 @@ from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import row_seed
-from counterplan.solver.core.config import SolverConfig
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.registry import default_phases
 from counterplan.solver.core.scope import no_time_for_a_call
@@ -57,7 +57,27 @@ def vector_refusal(explainer: RowExplainer) -> str | None:
         return f"the {explainer.engine!r} engine runs its own phases"
     if not _default_search(explainer.config):
         return "custom phases (the vectorised engine runs the default scan, local search and polish)"
+    return _clock_it_cannot_keep(explainer.config)
+
+
+def _clock_it_cannot_keep(config: SolverConfig) -> str | None:
+    """A time limit the vectorised engine would not keep: it keeps the solve's own (an OR tree's
+    smallest spent limit, :func:`~counterplan.solver.core.termination.wall_limit`), not a phase's,
+    an unimproved time limit, or a spent limit in an AND tree; such rows take the threads path,
+    where every limit holds as in a single solve."""
+    if any(phase.reads_the_clock for phase in config.phases):
+        return "a phase's own time limit (the vectorised engine keeps the solve's only)"
+    if _idle_clock(config.termination):
+        return "an unimproved time limit (the vectorised engine keeps the solve's time limit only)"
+    if config.termination.reads_the_clock and wall_limit(config.termination) is None:
+        return "a time limit joined by 'and' (the vectorised engine keeps the solve's time limit only)"
     return None
+
+
+def _idle_clock(termination: TerminationConfig) -> bool:
+    """Whether an unimproved time limit is set anywhere in ``termination``'s tree."""
+    own = termination.unimproved_spent_limit_seconds is not None
+    return own or any(_idle_clock(child) for child in termination.children)
 
 
 def _default_search(config: SolverConfig) -> bool:

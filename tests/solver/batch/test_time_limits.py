@@ -21,6 +21,7 @@ from counterplan.solver.audit.runner import AuditOptions, run_audit
 from counterplan.solver.batch.block import rows_at_once, usable_cores
 from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.run import explain_batch
+from counterplan.solver.batch.vectorised import vector_refusal
 from counterplan.solver.core.config import AutoConfig, SolverConfig, TerminationConfig
 from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.exact.config import ExactPhaseConfig
@@ -111,6 +112,53 @@ def test_the_threads_path_runs_a_core_s_worth_of_rows_under_a_time_limit() -> No
     for config, engine in reading:
         assert rows_at_once(_Stub(config, engine), 64) == min(64, cores), (config, engine)
         assert rows_at_once(_Stub(config, engine), 1) == 1
+        # a worker process's share of the cores (workers, a Ray actor's one CPU)
+        assert rows_at_once(_Stub(config, engine), 64, cores=1) == 1
+        assert rows_at_once(_Stub(config, engine), 64, cores=3) == 3
+    assert rows_at_once(_Stub(SolverConfig(), None), 64, cores=1) == 64
+
+
+def test_a_time_limit_the_vectorised_engine_cannot_keep_takes_the_threads_path(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """The vectorised engine keeps the solve's time limit only: an unimproved time limit, a
+    phase's own or one joined by 'and' would be ignored there (every row searched to its end), so
+    those rows go to the threads path, where each holds as in a single solve."""
+    default = SolverConfig()
+    local = default.phases[1]
+    refused = {
+        "unimproved time limit": default.model_copy(
+            update={
+                "termination": TerminationConfig(unimproved_spent_limit_seconds=1e-6, children=(default.termination,))
+            }
+        ),
+        "phase's own time limit": default.model_copy(
+            update={
+                "phases": (
+                    default.phases[0],
+                    local.model_copy(update={"termination": TerminationConfig(spent_limit_seconds=1e-6)}),
+                    default.phases[2],
+                )
+            }
+        ),
+        "joined by 'and'": default.model_copy(
+            update={
+                "termination": TerminationConfig(
+                    composition="and", spent_limit_seconds=1e-6, children=(default.termination,)
+                )
+            }
+        ),
+    }
+    rows = rejected_loans.iloc[:3]
+    for words, config in refused.items():
+        explainer = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config)
+        assert words in (vector_refusal(explainer) or ""), words
+        asked = explain_batch(explainer, rows, seed=3)
+        pd.testing.assert_frame_equal(
+            _answers(asked), _answers(explain_batch(explainer, rows, seed=3, vectorised=False))
+        )
+    plain = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=_limited(1e-6))
+    assert vector_refusal(plain) is None  # the solve's own time limit: the vectorised engine keeps it
 
 
 class _Stub:
