@@ -179,6 +179,11 @@ class Formulation:
     """The check before a solve (:func:`counterplan.solver.exact.formulation.check`): a tree
     ensemble's trees are read (the tree reader's refusals) but not written, and its output is a
     placeholder of the right link and classes, so the goal's refusals still come."""
+    tighten_bounds: bool = True
+    """A network's hidden units after the first layer get linear-program bounds (two LPs a unit:
+    1.3 s for a (100, 100) network of 20 features); False keeps their interval bounds, looser and
+    still sound, so as many units or more count as unstable (the check's first pass:
+    :func:`counterplan.solver.exact.formulation.check`)."""
     should_stop: Callable[[], bool] | None = None
     """The phase's stop check (its time limit, a stop request), asked between the costly parts of
     the building (each tree, each layer); see :meth:`check_stop`."""

@@ -160,6 +160,11 @@ def check_network(estimator: Any) -> None:
         raise NotEncodableError(f"{kind} has {hidden} hidden units; the exact engine reads at most {MAX_HIDDEN_UNITS}")
 
 
+class TooManyUnstableUnitsError(NotEncodableError):
+    """More hidden units switch on and off over the domains than the engine takes: a count that
+    tighter bounds can lower (:attr:`~counterplan.solver.exact.program.Formulation.tighten_bounds`)."""
+
+
 def encode_network(
     formulation: Formulation, estimator: Any, inputs: ModelInputs, original: FloatArray
 ) -> NetworkOutput:
@@ -203,12 +208,13 @@ def _network(
             continue
         values = np.maximum(values, 0.0)
         free = np.flatnonzero((lower < 0.0) & (upper > 0.0))
-        if unstable and 0 < free.size <= MAX_TIGHTENED_UNITS:  # after a layer of binaries: LP bounds
+        tighten = formulation.tighten_bounds and unstable and 0 < free.size <= MAX_TIGHTENED_UNITS
+        if tighten:  # after a layer of binaries: LP bounds
             _tighten(milp, space, pre, pre_constant, free, lower, upper, check_stop=formulation.check_stop)
             free = np.flatnonzero((lower < 0.0) & (upper > 0.0))
         unstable += free.size
         if unstable > MAX_UNSTABLE_UNITS:
-            raise NotEncodableError(
+            raise TooManyUnstableUnitsError(
                 f"{kind} is too large for the exact engine: more than {MAX_UNSTABLE_UNITS} of its hidden units "
                 f"switch on and off over the domains, each a binary ({unstable} by hidden layer {layer + 1})"
             )
