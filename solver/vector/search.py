@@ -659,7 +659,6 @@ class VectorSearch:
         """Trade rounds (:mod:`~counterplan.solver.vector.trades`) from every feasible best, one
         call a round for the block; an instance whose best a round improved is polished and
         trades again, the others stop (as the per-row polish's trades)."""
-        s = self.settings
         trades = self.trades()
         if not _fits(self.count, trades.feature.size):
             return
@@ -668,33 +667,44 @@ class VectorSearch:
             group = singles.inst * self.space.n_features + singles.feature
             chosen = pareto_fronts(group, singles.cost, singles.gain)
             fronts = _value_keys(singles.inst[chosen], singles.feature[chosen], singles.value[chosen])
-        running = active & feasible(outcome.scores)
+        self._trade_rounds(outcome, active & feasible(outcome.scores), np.arange(self.count), fronts)
+
+    def _trade_rounds(
+        self, outcome: Outcome, running: BoolArray, instances: IntArray, fronts: npt.NDArray[np.uint64] | None
+    ) -> None:
+        """Trade rounds from the bests of ``outcome``'s rows where ``running`` holds (row ``r`` is
+        instance ``instances[r]``'s: the block's instances, or the routes of :meth:`_recreate`),
+        one call a round; a row a round improved is polished and trades again. ``fronts``: the
+        keys of the values on the instances' singles' fronts, bought first."""
+        s = self.settings
+        trades = self.trades()
+        running = running.copy()
         for round_number in range(s.trade_rounds):
-            idx = np.flatnonzero(running)
-            if idx.size == 0:
+            rows = np.flatnonzero(running)
+            if rows.size == 0:
                 return
-            best = outcome.best[idx]
+            inst = instances[rows]
+            best = outcome.best[rows]
             front = None
             if fronts is not None:
-                V = trades.values(best, self.originals[idx], idx)
+                V = trades.values(best, self.originals[inst], inst)
                 slots = np.broadcast_to(trades.feature, V.shape)
-                front = np.isin(_value_keys(np.broadcast_to(idx[:, None], V.shape), slots, V), fronts)
+                front = np.isin(_value_keys(np.broadcast_to(inst[:, None], V.shape), slots, V), fronts)
             X, place = trades.candidates(
                 best,
-                -outcome.scores[idx, 3],
-                self.originals[idx],
-                idx,
+                -outcome.scores[rows, 3],
+                self.originals[inst],
+                inst,
                 front=front,
                 rows=s.trade_rows,
                 round_number=round_number,
             )
             if place.size == 0:
                 return
-            inst = idx[place]
-            scores = self.scorer.score(X, inst)
-            outcome.steps[idx] += 1
-            improved = self._offer(outcome, X, inst, scores)
-            self._polish(outcome, improved)
+            scores = self.scorer.score(X, inst[place])
+            outcome.steps[rows] += 1
+            improved = self._offer(outcome, X, rows[place], scores)
+            self._polish(outcome, improved, instances)
             running &= improved
 
     # ---- ruin and recreate -----------------------------------------------------------------
@@ -769,37 +779,8 @@ class VectorSearch:
         done = feasible(found.scores)
         if done.any():
             self._polish(found, done, chain_inst)
-            self._trade_routes(found, done, chain_inst)
+            self._trade_rounds(found, done, chain_inst, None)  # as the per-row polish trades a rebuild's answer
             self._offer(outcome, found.best[done], chain_inst[done], found.scores[done])
-
-    def _trade_routes(self, found: Outcome, done: BoolArray, chain_inst: IntArray) -> None:
-        """Trade rounds from each rebuilt chain's best feasible row (the per-row polish trades a
-        rebuild's answer before it is compared with the best): a chain that gave back its
-        priciest change ends farther than the best more often than not, and a trade (give one
-        change back, buy another) is what brings it nearer."""
-        s = self.settings
-        trades = self.trades()
-        running = done.copy()
-        for round_number in range(s.trade_rounds):
-            c = np.flatnonzero(running)
-            if c.size == 0:
-                return
-            inst = chain_inst[c]
-            X, place = trades.candidates(
-                found.best[c],
-                -found.scores[c, 3],
-                self.originals[inst],
-                inst,
-                front=None,
-                rows=s.trade_rows,
-                round_number=round_number,
-            )
-            if place.size == 0:
-                return
-            scores = self.scorer.score(X, inst[place])
-            improved = self._offer(found, X, c[place], scores)
-            self._polish(found, improved, chain_inst)
-            running &= improved
 
     def _chain_steps(
         self,
