@@ -13,9 +13,11 @@ appended to ``proofs.jsonl`` as it arrives, so an interrupted audit does not pro
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,18 +103,28 @@ def prove_row(
     config: SolverConfig,
     *,
     stage: str = PROVE,
+    stop: Callable[[], bool] | None = None,
 ) -> Proof:
     """Put one row to the exact engine, under the same problem its search had (the row's own,
     with its trust region): ``proven`` only when the engine reports the program infeasible and
     proven so. With ``stage`` :data:`SCREEN` a valid point is ``feasible`` (its answer is not
-    kept: the row's answer is its search's) and a proven row carries its record."""
+    kept: the row's answer is its search's) and a proven row carries its record. ``stop`` (a
+    deadline's check) is asked every :data:`STOP_POLL_SECONDS` while the proof runs: once it
+    says stop, the proof ends at its solver's next step and :class:`ProofStoppedError` is
+    raised (a proof cut short is no verdict to keep)."""
     started = time.perf_counter()
     try:
         problem = explainer.problem(row)
         why = not_encodable(problem, exact_backend(config))
         if why is not None:
             return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200], stage=stage)
-        result = CounterfactualSolver(problem, config, seed, 1).solve()
+        solver = CounterfactualSolver(problem, config, seed, 1)
+        with _watched(solver, stop) as stopped:
+            result = solver.solve()
+        if stopped.is_set():
+            raise ProofStoppedError(row_id)
+    except ProofStoppedError:
+        raise
     except Exception as exc:  # a failing model or program: no proof, the audit goes on
         return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300], stage=stage)
     record = record_of(row_id, result, seed, time.perf_counter() - started)
@@ -121,6 +133,40 @@ def prove_row(
     outcome, reason = _verdict(result)
     keep = record if stage == SCREEN and outcome == "proven" else None
     return Proof(row_id, outcome, reason, keep, stage)
+
+
+STOP_POLL_SECONDS = 0.05
+"""How often a running proof asks its audit's stop check (the proof's solver runs in this thread)."""
+
+
+class ProofStoppedError(Exception):
+    """A proof was cut by its audit's stop check (a deadline, a cancel, a shutdown): no verdict."""
+
+
+@contextmanager
+def _watched(solver: CounterfactualSolver, stop: Callable[[], bool] | None) -> Iterator[threading.Event]:
+    """While the block runs, a helper thread asks ``stop`` and ends ``solver`` early once it says
+    stop; the event is set then."""
+    stopped = threading.Event()
+    if stop is None:
+        yield stopped
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STOP_POLL_SECONDS):
+            if stop():
+                stopped.set()
+                solver.terminate_early()
+                return
+
+    watcher = threading.Thread(target=watch, name="counterplan-proof-stop", daemon=True)
+    watcher.start()
+    try:
+        yield stopped
+    finally:
+        done.set()
+        watcher.join()
 
 
 def exact_backend(config: SolverConfig) -> Any:
@@ -188,12 +234,14 @@ def prove_rows(
     workers: int = 1,
     on_proof: Callable[[Proof], None],
     stage: str = PROVE,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Prove ``items`` (in this process, or on ``workers`` processes); each verdict goes to
-    ``on_proof`` as it arrives (in this thread). ``stage``: as for :func:`prove_row`."""
+    ``on_proof`` as it arrives (in this thread). ``stage`` and ``stop`` (in this process only):
+    as for :func:`prove_row`."""
     if workers <= 1 or len(items) <= 1:
         for row_id, row, seed in items:
-            on_proof(prove_row(explainer, row_id, row, seed, config, stage=stage))
+            on_proof(prove_row(explainer, row_id, row, seed, config, stage=stage, stop=stop))
         return
     tasks = [(list(items[i : i + ROWS_PER_TASK]), stage) for i in range(0, len(items), ROWS_PER_TASK)]
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer, config))

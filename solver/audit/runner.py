@@ -41,6 +41,7 @@ from counterplan.solver.audit.html import write_report
 from counterplan.solver.audit.proofs import (
     SCREEN,
     Proof,
+    ProofStoppedError,
     append_proof,
     exact_backend,
     plain,
@@ -84,10 +85,10 @@ Rows = pd.DataFrame | RowSelection | str | slice | Sequence[int] | None
 Stop = Callable[[], bool]
 """Asked between rows (after each bulk record, after each proof) and, in this process (one
 worker, no Ray), before every model call of a block of rows searched together and every
-:data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` while rows of the threads path run
-(which it stops at their next step): True stops the
-audit, which then reports the rows done so far, marked ``partial`` (a server's deadline, cancel
-or shutdown). A block's rows share their time limits (each row has its own), so a block may run
+:data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` while rows of the threads path or a
+proof run (which it stops at their next step; a proof cut short keeps no verdict): True stops
+the audit, which then reports the rows done so far, marked ``partial`` (a server's deadline,
+cancel or shutdown). A block's rows share their time limits (each row has its own), so a block may run
 longer than one row's limit: a deadline for the whole audit is this check."""
 Outcome = Callable[[str, str], None]
 """Told ``(stage, outcome)`` as each row is done: a search record's status (``ok``,
@@ -616,12 +617,13 @@ def _screen(
     earlier = sum(p.stage == SCREEN for p in proofs.values())
     first = max(0, SCREEN_PROBE - earlier) if options.screen is None else len(items)
     try:
-        prove_rows(explainer, items[:first], config, workers=workers, on_proof=keep, stage=SCREEN)
+        stop = options.stop
+        prove_rows(explainer, items[:first], config, workers=workers, on_proof=keep, stage=SCREEN, stop=stop)
         if first < len(items) and any(p.stage == SCREEN and p.outcome == "proven" for p in proofs.values()):
-            prove_rows(explainer, items[first:], config, workers=workers, on_proof=keep, stage=SCREEN)
+            prove_rows(explainer, items[first:], config, workers=workers, on_proof=keep, stage=SCREEN, stop=stop)
         elif keep.done < len(items) and options.progress is not None:
             options.progress("screen", keep.done, keep.done)  # the probe found none: the screen ends here
-    except _StoppedError:
+    except (_StoppedError, ProofStoppedError):
         return _Screened(rows=keep.done, seconds=time.perf_counter() - started, stopped=True)
     return _Screened(rows=keep.done, seconds=time.perf_counter() - started)
 
@@ -709,9 +711,9 @@ def _prove_all(
     # the stop is asked after each proof, so before the first one here: a proof may take the whole limit
     if todo and options.stop is not None and options.stop():
         return proofs, 0, True
-    try:
-        prove_rows(explainer, items, config, workers=workers, on_proof=keep)
-    except _StoppedError:
+    try:  # in this process, a proof under way is cut by the stop check too: a deadline is a promise
+        prove_rows(explainer, items, config, workers=workers, on_proof=keep, stop=options.stop)
+    except (_StoppedError, ProofStoppedError):
         return proofs, keep.done, True
     return proofs, len(todo), False
 
