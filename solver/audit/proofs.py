@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning.errors import one_line
+from counterplan.solver.batch.block import STOP_POLL_SECONDS
 from counterplan.solver.batch.records import record_of
 from counterplan.solver.batch.rows import id_text
 from counterplan.solver.core.config import SolverConfig
@@ -109,7 +110,8 @@ def prove_row(
     with its trust region): ``proven`` only when the engine reports the program infeasible and
     proven so. With ``stage`` :data:`SCREEN` a valid point is ``feasible`` (its answer is not
     kept: the row's answer is its search's) and a proven row carries its record. ``stop`` (a
-    deadline's check) is asked every :data:`STOP_POLL_SECONDS` while the proof runs: once it
+    deadline's check) is asked every :data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS`
+    (as the batch's threads path asks it) while the proof runs: once it
     says stop, the proof ends at its solver's next step and :class:`ProofStoppedError` is
     raised (a proof cut short is no verdict to keep)."""
     started = time.perf_counter()
@@ -133,10 +135,6 @@ def prove_row(
     outcome, reason = _verdict(result)
     keep = record if stage == SCREEN and outcome == "proven" else None
     return Proof(row_id, outcome, reason, keep, stage)
-
-
-STOP_POLL_SECONDS = 0.05
-"""How often a running proof asks its audit's stop check (the proof's solver runs in this thread)."""
 
 
 class ProofStoppedError(Exception):

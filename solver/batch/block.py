@@ -44,7 +44,8 @@ makes few model calls, and the others must not wait on its program)."""
 
 STOP_POLL_SECONDS = 0.05
 """How often the threads path asks a batch's stop check while its rows run (a row's own steps
-cannot ask it: its solve runs in a thread of its own)."""
+cannot ask it: its solve runs in a thread of its own), and an audit's proof under way asks its
+own (:func:`counterplan.solver.audit.proofs.prove_row`)."""
 
 Record = dict[str, Any]
 Item = tuple[Any, dict[str, Any]]

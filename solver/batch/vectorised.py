@@ -30,11 +30,17 @@ from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import row_seed
-from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.registry import default_phases
 from counterplan.solver.core.scope import no_time_for_a_call
-from counterplan.solver.core.termination import TERMINATED_EARLY, TIME_LIMIT, step_limits, wall_limit
+from counterplan.solver.core.termination import (
+    TERMINATED_EARLY,
+    TIME_LIMIT,
+    idle_time_limit,
+    step_limits,
+    wall_limit,
+)
 from counterplan.solver.engines import EnginePlan
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.result_builder import ResultBuilder, Spent
@@ -67,17 +73,11 @@ def _clock_it_cannot_keep(config: SolverConfig) -> str | None:
     where every limit holds as in a single solve."""
     if any(phase.reads_the_clock for phase in config.phases):
         return "a phase's own time limit (the vectorised engine keeps the solve's only)"
-    if _idle_clock(config.termination):
+    if idle_time_limit(config.termination):
         return "an unimproved time limit (the vectorised engine keeps the solve's time limit only)"
     if config.termination.reads_the_clock and wall_limit(config.termination) is None:
         return "a time limit joined by 'and' (the vectorised engine keeps the solve's time limit only)"
     return None
-
-
-def _idle_clock(termination: TerminationConfig) -> bool:
-    """Whether an unimproved time limit is set anywhere in ``termination``'s tree."""
-    own = termination.unimproved_spent_limit_seconds is not None
-    return own or any(_idle_clock(child) for child in termination.children)
 
 
 def _default_search(config: SolverConfig) -> bool:

@@ -144,3 +144,10 @@ def step_limits(config: TerminationConfig) -> tuple[int | None, int | None]:
 
 def _least(limits: list[int | None]) -> int | None:
     return min((limit for limit in limits if limit is not None), default=None)
+
+
+def idle_time_limit(config: TerminationConfig) -> bool:
+    """Whether an unimproved time limit is set anywhere in ``config``'s tree (beside
+    :func:`wall_limit` and :func:`step_limits`: what an engine that keeps only those would miss)."""
+    own = config.unimproved_spent_limit_seconds is not None
+    return own or any(idle_time_limit(child) for child in config.children)
