@@ -12,7 +12,8 @@ search. Each instance's solve is capped by its share of the request's time
 (:func:`~counterplan.server.kserve.request.instance_seconds`): the request answers by its deadline.
 Instances run one after another on the calling thread (the runtime runs this off the event loop);
 the answers are the same as ``Explainer.explain(row, seed=...)`` gives, whatever else the server
-is doing, unless a time limit cuts a search short.
+is doing, unless a time limit, the server's shutdown or the request's own stop (its client left)
+cuts a search short.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def explain_instances(
     *,
     arrived: float | None = None,
     stops: SolveStops | None = None,
+    cancelled: SolveStops | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """``{"explanations": [result, ...]}``, one result per instance in order.
@@ -47,7 +49,10 @@ def explain_instances(
     ``arrived`` is when the request came in, by ``clock`` (default: now): the time it waited for
     a worker thread, busy with other requests, counts against ``request_seconds``, so a request
     that waited answers with what is left of its time rather than its whole time again. With
-    ``stops``, shutdown stops each search at its next step: it answers its best so far.
+    ``stops``, shutdown stops each search at its next step: it answers its best so far. With
+    ``cancelled``, this request's own stop (its client left, no one reads the answer), its search
+    stops at its next step and no later instance starts: the answer has the instances explained
+    so far.
 
     Raises :class:`RequestError` (the caller's fault, naming the field) before any solve when an
     instance or the request's spec does not fit the model; a model that fails during the search
@@ -60,18 +65,24 @@ def explain_instances(
     engine = explainer.engine
     explanations = []
     for i, problem in enumerate(problems):
+        if cancelled is not None and cancelled.stopped:
+            break
         left = limits.request_seconds - (clock() - started)
         config = capped(explainer.config, instance_seconds(parameters, limits, left, len(problems) - i))
         solver = CounterfactualSolver(problem, config, seed, parameters.num_counterfactuals, engine)
-        with stops.running(solver) if stops is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as running:
+            for each in (stops, cancelled):
+                if each is not None:
+                    running.enter_context(each.running(solver))
             explanations.append(solver.solve().model_dump(mode="json"))
     return {"explanations": explanations}
 
 
 class SolveStops:
-    """The searches running for a server's requests, stopped together when it shuts down: each
-    answers its best so far by the server's grace, instead of the client getting an error when
-    the grace cuts the request (an instance that starts after the stop stops at once)."""
+    """Running searches, stopped together: a server's, when it shuts down (each answers its best
+    so far by the server's grace, instead of the client getting an error when the grace cuts the
+    request), or one request's, when its client leaves. An instance that starts after the stop
+    stops at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -90,6 +101,12 @@ class SolveStops:
         finally:
             with self._lock:
                 self._running.discard(solver)
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called."""
+        with self._lock:
+            return self._stopped
 
     def stop(self) -> None:
         """Stop every running search at its next step, and every later one at once."""

@@ -6,6 +6,10 @@ reads the request (:mod:`~counterplan.server.kserve.request`), solves it off the
 block every other request) and answers the results as ``counterplan explain --json`` prints them.
 The explainer (the data's profile, the model adapter, the rules) is built once, at ``load``.
 
+A client that leaves (closes its connection) before its answer stops its request's searches at
+their next step, and its later instances never start (:class:`_ClientWatch`): no worker thread
+and core searches on for nobody.
+
 Errors: a request that breaks its form, its limits or the model's schema is KServe's
 ``InvalidInput`` (HTTP 400, ``{"error": "instances[0].income: ..."}``); a model that fails while
 the search runs is ``InferenceError`` (HTTP 500), one line either way, never a traceback.
@@ -25,6 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -46,6 +51,10 @@ with 800 MB of memory."""
 FASTAPI_APP = "kserve.model_server:app"
 """The SDK's one FastAPI app (module-global): one runtime per process."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_REQUEST_STOPS: ContextVar[SolveStops | None] = ContextVar("counterplan_kserve_request_stops", default=None)
+"""The searches of the explain request served in this context, stopped when its client leaves:
+set by :class:`_ClientWatch`, read by :meth:`CounterplanExplainer.explain` (``None`` outside a
+served request, as when a test calls it)."""
 
 
 class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type hints: its Model is Any
@@ -92,10 +101,17 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         if busy:
             log.info("explain request refused", model=self.name, error="busy", open=self.limits.max_requests)
             raise BusyError(f"{self.limits.max_requests} requests of {self.name!r} are in the server; retry later")
+        cancelled = _REQUEST_STOPS.get()
         try:
             request = read_request(payload, self.limits)
-            return await asyncio.to_thread(
-                explain_instances, explainer, request, self.limits, arrived=arrived, stops=self.stops
+            answer = await asyncio.to_thread(
+                explain_instances,
+                explainer,
+                request,
+                self.limits,
+                arrived=arrived,
+                stops=self.stops,
+                cancelled=cancelled,
             )
         except RequestError as exc:
             raise InvalidInput(exc.text) from None
@@ -107,6 +123,10 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         finally:
             with self._lock:
                 self._open -= 1
+        if cancelled is not None and cancelled.stopped:  # the answer goes nowhere: said in the log
+            done = len(answer["explanations"])
+            log.info("explain request abandoned", model=self.name, explained=done, instances=len(request.instances))
+        return answer
 
 
 class BusyError(Exception):
@@ -193,6 +213,7 @@ class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hin
     def _add_middlewares(self, app: Any) -> None:
         super()._add_middlewares(app)
         app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)  # the last added runs first
+        app.add_middleware(_ClientWatch)  # first: it sees the body's last bytes as the server gives them
 
     def _add_exception_handlers(self, app: Any) -> None:
         super()._add_exception_handlers(app)
@@ -256,6 +277,49 @@ class _BodyLimit:
         error = f"body: at most {self.limit:,} bytes per request, {given}"
         log.info("explain request refused", path=scope.get("path"), error=error)
         await JSONResponse(status_code=413, content={"error": error})(scope, _no_body, send)
+
+
+class _ClientWatch:
+    """ASGI middleware: an explain request's searches stopped when its client leaves.
+
+    uvicorn tells an app that its client left only through ``receive`` (``http.disconnect``), and
+    neither it nor Starlette cancels a handler that does not read (only a streaming answer listens):
+    the searches of a client that gave up ran on to their time limit, a worker thread and a core
+    held for nobody. Once the app has read the whole body, this reads on for it (the ASGI spec:
+    after the body, ``receive`` waits for the disconnect) and on a disconnect stops the request's
+    :class:`SolveStops`, handed to :meth:`CounterplanExplainer.explain` in a context variable
+    (the SDK calls it in the request's own task). A client that stays sees no change.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope.get("path", "").endswith(":explain"):
+            await self.app(scope, receive, send)
+            return
+        stops = SolveStops()
+        watch: asyncio.Task[None] | None = None
+
+        async def until_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            stops.stop()
+
+        async def read() -> Any:
+            nonlocal watch
+            message = await receive()
+            if watch is None and message["type"] == "http.request" and not message.get("more_body", False):
+                watch = asyncio.create_task(until_gone())
+            return message
+
+        token = _REQUEST_STOPS.set(stops)
+        try:
+            await self.app(scope, read, send)
+        finally:
+            _REQUEST_STOPS.reset(token)
+            if watch is not None:
+                watch.cancel()
 
 
 async def _no_body() -> dict[str, Any]:

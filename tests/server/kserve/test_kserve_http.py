@@ -258,3 +258,76 @@ def test_a_request_past_the_models_max_requests_is_503_and_the_next_one_is_taken
         request.join(60)
     assert first[0].status_code == 200, first[0].text
     assert explain(client, {"instances": ROWS[:1]}, "credit-held").status_code == 200
+
+
+def test_a_client_that_leaves_stops_its_search_and_its_later_instances_not_another_requests(
+    kserve_runtime: tuple[KServeRuntime, str],
+    client: httpx.Client,
+    credit_data: pd.DataFrame,
+    credit_model: Pipeline,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uvicorn and Starlette do not cancel a handler whose client closed its connection (only a
+    streaming answer listens): the search of a client that gave up ran on to its time limit, a
+    worker thread and a core held for nobody. Its search now stops at its next step, its later
+    instances never start, and a request whose client stays answers as before."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from counterplan.server.kserve import explaining
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig
+
+    endless = SolverConfig(termination=TerminationConfig(spent_limit_seconds=600.0), phases=({"type": "local_search"},))
+    calls = threading.Semaphore(0)
+    searches: list[float] = []  # one time limit per instance whose search started
+    real_capped = explaining.capped
+
+    def counted_capped(config: Any, seconds: float) -> Any:
+        searches.append(seconds)
+        return real_capped(config, seconds)
+
+    class Counted(_Broken):  # the pipeline's answers, each call counted
+        def predict_proba(self, rows: Any) -> Any:
+            calls.release()
+            return credit_model.predict_proba(rows)
+
+    ended = threading.Event()
+
+    class Watched(CounterplanExplainer):
+        async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+            try:
+                return await super().explain(payload, headers)
+            finally:
+                if payload["parameters"].get("time_limit") is None:
+                    ended.set()
+
+    monkeypatch.setattr(explaining, "capped", counted_capped)
+    explainer = Explainer(Counted(credit_model), credit_data, target=TARGET, config=endless, check=False)
+    limits = ExplainLimits(max_instance_seconds=600, request_seconds=1200)
+    kserve_runtime[0].add(Watched("credit-left", lambda: explainer, limits))
+    never = {"spec": {"goals": [{"kind": "class", "target": "good", "confidence": 1}]}}
+    stays: list[httpx.Response] = []
+    kept = {"instances": ROWS[:1], "parameters": {**never, "time_limit": 4}}
+    staying = threading.Thread(target=lambda: stays.append(explain(client, kept, "credit-left")), daemon=True)
+    staying.start()
+    body = json.dumps({"instances": ROWS, "parameters": never}).encode()
+    address = urlsplit(str(client.base_url))
+    head = (
+        f"POST /v1/models/credit-left:explain HTTP/1.1\r\nHost: {address.netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((address.hostname, address.port), timeout=60) as leaving:
+        leaving.sendall(head + body)
+        while len(searches) < 2:  # both requests' searches are under way
+            assert calls.acquire(timeout=60)
+        for _ in range(20):
+            assert calls.acquire(timeout=60)
+    # the client has gone: its search ends at its next step (it would run 600 s, then another 600 s)
+    assert ended.wait(60), "the search of a client that left ran on"
+    assert len(searches) == 2, "an instance of a client that left was started"
+    staying.join(60)
+    (kept_answer,) = stays[0].json()["explanations"]
+    assert stays[0].status_code == 200
+    assert kept_answer["statistics"]["termination_reason"] != "terminated early"

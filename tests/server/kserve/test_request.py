@@ -182,3 +182,18 @@ def test_every_search_ends_by_the_requests_deadline(explainer: Explainer, monkey
     answer = explain_instances(explainer, request, limits, clock=lambda: next(ticks))
     assert seen == [1e-3, 1e-3]
     assert len(answer["explanations"]) == 2
+
+
+def test_a_request_stopped_before_its_thread_starts_runs_no_search(
+    explainer: Explainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client left while the request waited for a worker thread: no instance is searched."""
+
+    def no_search(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a search ran")
+
+    monkeypatch.setattr(explaining, "CounterfactualSolver", no_search)
+    cancelled = explaining.SolveStops()
+    cancelled.stop()
+    request = read_request({"instances": [ROW, ROW]}, LIMITS)
+    assert explain_instances(explainer, request, LIMITS, cancelled=cancelled) == {"explanations": []}
