@@ -17,6 +17,7 @@ from counterplan.planning.errors import one_line
 from counterplan.planning.remote import oip_grpc
 from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
 from counterplan.planning.remote.transport import (
+    MAX_MESSAGE,
     CallTimeoutError,
     ModelRaisedError,
     NotFoundError,
@@ -27,9 +28,6 @@ from counterplan.planning.remote.url import ModelAddress
 
 if TYPE_CHECKING:
     import grpc
-
-MAX_MESSAGE = 256 * 1024 * 1024
-"""The largest message sent or received (gRPC's default receive limit is 4 MB)."""
 
 
 class GrpcTransport:

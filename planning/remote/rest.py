@@ -4,7 +4,11 @@ One keep-alive client per transport, opened on the first call and never pickled 
 a batch worker or a Ray task opens its own, and so does a forked worker); httpx's client is safe
 to share between threads.
 Every call has a connect and a read timeout: a server that accepts and never answers fails
-after the read timeout, never hangs.
+after the read timeout, never hangs. Every answer is streamed and read within a size limit
+(:data:`~counterplan.planning.remote.transport.MAX_MESSAGE`, as gRPC's; an error body within
+:data:`~counterplan.planning.remote.transport.ERROR_BODY_BYTES`): a larger or endless body fails
+the call once the limit is passed (or at once, by its ``Content-Length``), and the response is
+closed without reading the rest, so a broken or hostile server cannot exhaust the client's memory.
 
 What a call costs is mostly the server's (decoding the inputs, the model); the client keeps its
 own share small. It asks for answers uncompressed (``Accept-Encoding: identity``): MLServer's
@@ -32,6 +36,8 @@ from counterplan.planning.remote.oip import (
     request_json,
 )
 from counterplan.planning.remote.transport import (
+    ERROR_BODY_BYTES,
+    MAX_MESSAGE,
     CallTimeoutError,
     ModelRaisedError,
     NotFoundError,
@@ -131,16 +137,51 @@ class RestTransport:
         return outputs_from_json(self._call("POST", self.address.model_path + "/infer", request_json(request)))
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """The JSON of a 200 answer; any other status, or a body over its limit, as a transport error."""
+        status, raw, charset = self._exchange(method, path, body)
+        if status == 200:
+            if raw is None:
+                raise RefusedError(
+                    f"the answer is larger than {MAX_MESSAGE:,} bytes ({MAX_MESSAGE >> 20} MiB), the limit of an answer"
+                )
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise ProtocolFormError("the answer is not JSON") from None
+            except RecursionError:  # "[[[[...": the decoder recurses per level
+                raise ProtocolFormError("the answer's JSON is nested too deep") from None
+        if raw is None:
+            line = f"(an error body over {ERROR_BODY_BYTES:,} bytes ({ERROR_BODY_BYTES >> 20} MiB), not read)"
+        else:
+            line = body_line(decoded(raw, charset))
+        if status == 404:
+            raise NotFoundError(f"HTTP 404: {line}")
+        if status in TRANSIENT_STATUS:
+            raise TransientError(f"HTTP {status}: {line}")
+        if status == 500:
+            raise ModelRaisedError(f"HTTP 500: {line}")
+        raise RefusedError(f"HTTP {status}: {line}")
+
+    def _exchange(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, bytes | None, str | None]:
+        """One request: the answer's status, its body (None when over its limit: :func:`read_within`)
+        and its charset; httpx's failures as transport errors."""
         import httpx  # noqa: PLC0415
 
         client, post_headers = self._opened()
         try:
             if body is None:
-                response = client.request(method, path)
+                request = client.build_request(method, path)
             else:  # built here, not by client.request: its URL and header merging cost more than the JSON
                 content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
                 url = self._urls.get(path) or self._urls.setdefault(path, client.build_request(method, path).url)
-                response = client.send(httpx.Request(method, url, headers=post_headers, content=content))
+                request = httpx.Request(method, url, headers=post_headers, content=content)
+            response = client.send(request, stream=True)
+            try:  # closed however the read ends: an unread rest closes the connection, never drained
+                status = response.status_code
+                raw = read_within(response, MAX_MESSAGE if status == 200 else ERROR_BODY_BYTES)
+                return status, raw, response.charset_encoding
+            finally:
+                response.close()
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
             limit = self.connect_timeout if kind == "connect" else self.timeout
@@ -149,20 +190,31 @@ class RestTransport:
             raise TransientError(f"cannot reach the server: {one_line(str(exc) or type(exc).__name__)}") from None
         except httpx.HTTPError as exc:
             raise RefusedError(one_line(f"{type(exc).__name__}: {exc}")) from None
-        status = response.status_code
-        if status == 200:
-            try:
-                return response.json()
-            except ValueError:
-                raise ProtocolFormError("the answer is not JSON") from None
-        line = body_line(response.text)
-        if status == 404:
-            raise NotFoundError(f"HTTP 404: {line}")
-        if status in TRANSIENT_STATUS:
-            raise TransientError(f"HTTP {status}: {line}")
-        if status == 500:
-            raise ModelRaisedError(f"HTTP 500: {line}")
-        raise RefusedError(f"HTTP {status}: {line}")
+
+
+def read_within(response: httpx.Response, limit: int) -> bytes | None:
+    """The body of a streamed ``response`` (decoded, as httpx gives it), or None once it is over
+    ``limit`` bytes: by its declared ``Content-Length`` before reading any, else as soon as the
+    bytes read pass the limit (a lying or missing length, an endless body), the rest unread."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit and "Content-Encoding" not in response.headers:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decoded(raw: bytes, charset: str | None) -> str:
+    """``raw`` as text in ``charset`` (UTF-8 when there is none or it is unknown), bad bytes replaced."""
+    try:
+        return raw.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return raw.decode("utf-8", errors="replace")
 
 
 __all__ = ["RestTransport"]

@@ -21,8 +21,18 @@ from counterplan.planning.errors import one_line
 from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
 
 T = TypeVar("T")
+MAX_MESSAGE = 256 * 1024 * 1024
+"""The largest message sent to or read from a served model, over either protocol: gRPC's own
+default receive limit (4 MB) is too small for answers of many rows or classes, and 256 MiB is
+about 1,700 times the JSON answer of 4,096 rows of two classes (160 KB). A larger answer from a
+broken or hostile server fails the call (gRPC RESOURCE_EXHAUSTED; over REST, a
+:class:`RefusedError` once the body passes it, the rest never read), so it cannot make the client
+hold more."""
 BODY_CHARS = 65_536
 """An error body is read by at most its last this many characters."""
+ERROR_BODY_BYTES = 1024 * 1024
+"""An error body (REST) longer than this is not read to its end: the error gives its status alone
+(a longer traceback's last line, what :func:`body_line` shows, is past where reading stops)."""
 
 
 class TransportError(Exception):
@@ -107,7 +117,7 @@ def body_line(text: str) -> str:
         text = text[-BODY_CHARS:]
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep for the decoder
         body = None
     if isinstance(body, dict):
         for key in ("error", "detail", "message"):
@@ -119,6 +129,8 @@ def body_line(text: str) -> str:
 
 
 __all__ = [
+    "ERROR_BODY_BYTES",
+    "MAX_MESSAGE",
     "CallTimeoutError",
     "ModelRaisedError",
     "NotFoundError",

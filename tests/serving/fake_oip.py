@@ -1,15 +1,18 @@
-"""Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, and a socket that
-accepts connections and never answers."""
+"""Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, answers that never
+end, and a socket that accepts connections and never answers."""
 
 from __future__ import annotations
 
 import json
 import socket
 import threading
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from io import BufferedIOBase
+from typing import Any, Literal
 
 METADATA = {"name": "m", "versions": [], "platform": "", "inputs": [], "outputs": [], "parameters": {}}
 
@@ -72,6 +75,106 @@ def scripted_server(script: Script) -> Iterator[str]:
             self._send(status, answer(rows) if reply is None else reply)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Flood:
+    """An answer that goes on: ``status`` and a body of ``chunk``s framed by ``framing`` (no
+    length, ended by closing the connection; chunked; a declared ``Content-Length`` of 1 TB; or
+    gzip-compressed with no length, which the client decodes as it reads), sent to every POST
+    (and GET too when ``metadata``) until the client hangs up or ``cap`` bytes of body are sent,
+    so that a client which reads it all ends too. ``sent`` counts each answer's body bytes
+    written, before compression (what the client's socket took: at most its kernel buffers more
+    than it read), and ``ends`` how each ended: "hung up" (the client closed the connection),
+    "cap" or "stalled" (a write blocked for 10 s: the client neither read nor closed)."""
+
+    cap: int
+    status: int = 200
+    framing: Literal["close", "chunked", "declared", "gzip"] = "close"
+    metadata: bool = False
+    chunk: bytes = b"0.25," * 13_107
+    sent: list[int] = field(default_factory=list)
+    ends: list[str] = field(default_factory=list)
+
+    def headers(self) -> dict[str, str]:
+        """The answer's headers of its framing."""
+        return {
+            "close": {},
+            "chunked": {"Transfer-Encoding": "chunked"},
+            "declared": {"Content-Length": str(10**12)},
+            "gzip": {"Content-Encoding": "gzip"},
+        }[self.framing]
+
+    def framer(self) -> Callable[[bytes], bytes]:
+        """What one answer writes for each chunk of its body (a new compressor per answer)."""
+        if self.framing == "chunked":
+            return lambda chunk: b"%x\r\n%s\r\n" % (len(chunk), chunk)
+        if self.framing == "gzip":
+            return zlib.compressobj(1, zlib.DEFLATED, 31).compress
+        return lambda chunk: chunk
+
+
+def pour(out: BufferedIOBase, chunk: bytes, frame: Callable[[bytes], bytes], cap: int) -> tuple[int, str]:
+    """Write ``frame(chunk)`` to ``out`` again and again until ``cap`` bytes of ``chunk`` are sent
+    or a write fails: the body's bytes sent and why it ended (see :class:`Flood`)."""
+    sent = 0
+    try:
+        while sent < cap:
+            out.write(frame(chunk))
+            sent += len(chunk)
+    except TimeoutError:
+        return sent, "stalled"
+    except OSError:
+        return sent, "hung up"
+    return sent, "cap"
+
+
+@contextmanager
+def flooding_server(flood: Flood) -> Iterator[str]:
+    """An HTTP server answering as ``flood`` says (GET otherwise with :data:`METADATA`); yields its
+    base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        timeout = 10.0  # a write blocked this long ends the answer (as "stalled")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if flood.metadata:
+                self._flood()
+                return
+            raw = json.dumps(METADATA).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self._flood()
+
+        def _flood(self) -> None:
+            self.protocol_version = "HTTP/1.1" if flood.framing == "chunked" else "HTTP/1.0"
+            self.send_response(flood.status)
+            self.send_header("Content-Type", "application/json")
+            for name, value in flood.headers().items():
+                self.send_header(name, value)
+            self.end_headers()
+            sent, end = pour(self.wfile, flood.chunk, flood.framer(), flood.cap)
+            flood.sent.append(sent)
+            flood.ends.append(end)
+            self.close_connection = True
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = False  # closing the server waits for its answers: their counts are complete
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

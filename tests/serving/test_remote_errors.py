@@ -12,14 +12,25 @@ import pytest
 from counterplan import CallableAdapter, Explainer, OutputSpec
 from counterplan.planning.errors import RemoteInferenceError, RemoteModelError
 from counterplan.planning.remote import RemoteModel
-from counterplan.planning.remote.transport import RetryPolicy
-from tests.serving.fake_oip import Script, answer, closed_port, scripted_server, silent_socket
+from counterplan.planning.remote.transport import ERROR_BODY_BYTES, MAX_MESSAGE, RetryPolicy
+from tests.serving.fake_oip import (
+    Flood,
+    Script,
+    answer,
+    closed_port,
+    flooding_server,
+    scripted_server,
+    silent_socket,
+)
 
 pytestmark = pytest.mark.integration
 
 QUICK_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_wait=0.02)
 NEVER = 30.0
 """A call that does not fail within this many seconds counts as hanging (the timeouts are 0.5 s)."""
+SLACK = 64 * 1024 * 1024
+"""What a flood may send past what the client read: the loopback socket's kernel buffers (a few MB
+by Linux's defaults; more where they are raised)."""
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +156,74 @@ def test_a_rest_request_asks_for_an_uncompressed_answer_in_compact_json(
     assert theirs["accept-encoding"] == "gzip"  # the caller's own header wins, whatever its case
     assert b", " not in script.raw_bodies[0] and b'": ' not in script.raw_bodies[0]
     assert script.bodies[0]["inputs"][0]["shape"] == [5, 2]
+
+
+@pytest.mark.parametrize(
+    ("framing", "metadata"), [("close", False), ("chunked", False), ("chunked", True)], ids=["close", "chunked", "get"]
+)
+def test_an_endless_answer_fails_at_the_limit_unread(
+    space_and_rows: tuple[object, np.ndarray], framing: str, metadata: bool
+) -> None:
+    """An answer with no length (ended by the server's close) or chunked, that never ends, to the
+    infer POST or to the metadata GET: the call fails once the answer passes the limit, with the
+    limit in the error, not the body, and hangs up without reading on (the server counts what it
+    could send; it stops 256 MiB past the limit, so a client that reads it all ends too)."""
+    space, X = space_and_rows
+    flood = Flood(cap=MAX_MESSAGE + 4 * SLACK, framing=framing, metadata=metadata)  # type: ignore[arg-type]
+    started = time.monotonic()
+    with flooding_server(flood) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert time.monotonic() - started < NEVER
+    message = str(info.value)
+    assert f"the answer is larger than {MAX_MESSAGE:,} bytes (256 MiB), the limit of an answer" in message
+    assert "0.25" not in message and len(message) < 300
+    assert flood.ends == ["hung up"] and flood.sent[0] < MAX_MESSAGE + SLACK  # not retried, the rest unread
+
+
+def test_an_answer_declared_over_the_limit_is_not_read(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A ``Content-Length`` over the limit fails the call before any of the body is read."""
+    space, X = space_and_rows
+    flood = Flood(cap=4 * SLACK, framing="declared")
+    with flooding_server(flood) as base, pytest.raises(RemoteModelError, match=f"larger than {MAX_MESSAGE:,} bytes"):
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert flood.ends == ["hung up"] and flood.sent[0] < SLACK
+
+
+def test_a_compressed_answer_counts_at_its_decoded_size(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A gzip answer of a few MB that decodes to more than the limit (what its bytes on the wire,
+    or a ``Content-Length`` of them, would never show): the call fails at the limit, counted on
+    what the client decodes."""
+    space, X = space_and_rows
+    flood = Flood(cap=MAX_MESSAGE + 4 * SLACK, framing="gzip")
+    started = time.monotonic()
+    with flooding_server(flood) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert time.monotonic() - started < NEVER
+    assert f"the answer is larger than {MAX_MESSAGE:,} bytes (256 MiB), the limit of an answer" in str(info.value)
+    assert len(flood.ends) == 1  # not retried
+
+
+def test_an_endless_error_body_gives_a_short_line(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """An HTTP 500 whose body never ends (a traceback looping on): the status, told in one short
+    line that says the body was too long, after reading no more than the error body's limit."""
+    space, X = space_and_rows
+    flood = Flood(cap=4 * SLACK, status=500, chunk=b"  File 'x.py', line 1\nValueError: again\n" * 1600)
+    with flooding_server(flood) as base, pytest.raises(RemoteInferenceError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert f"HTTP 500: (an error body over {ERROR_BODY_BYTES:,} bytes (1 MiB), not read)" in message
+    assert "ValueError" not in message and len(message) < 300
+    assert flood.ends == ["hung up"] and flood.sent[0] < ERROR_BODY_BYTES + SLACK
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_an_answer_nested_too_deep_is_a_one_line_error(space_and_rows: tuple[object, np.ndarray], status: int) -> None:
+    """A short body of 100,000 ``[``: JSON's decoder recurses per level, so it raises RecursionError,
+    which is no ValueError: a wrong answer (200) or the status's error (500), never a stack trace."""
+    space, X = space_and_rows
+    error = RemoteModelError if status == 200 else RemoteInferenceError
+    with scripted_server(Script([(status, "[" * 100_000)])) as base, pytest.raises(error) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert ("wrong answer: the answer's JSON is nested too deep" if status == 200 else "HTTP 500: [[[") in message
+    assert len(message) < 1100
