@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.distance import SUMMED_METRICS, FeaturePricer
+from counterplan.solver.core.combinations import beam_pairs, combinations, smallest
 from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
 
 if TYPE_CHECKING:
@@ -56,42 +57,6 @@ FRONT_PER_FEATURE = 16
 """Entries of each feature's Pareto front a combination may take (evenly along it)."""
 MAX_PAIRS = 4_000_000
 """Give-back and buy pairs one trade round weighs (each a few float64 matrices of that size)."""
-
-
-def smallest(values: FloatMatrix, k: int) -> IntArray:
-    """``np.argsort(values, kind="stable")[:k]`` (the ``k`` smallest, ties in index order) without
-    sorting all of ``values``: a partition finds the ``k``-th value, and only the values up to it
-    are sorted. The combinations' states and pairs run to hundreds of thousands, of which a few
-    thousand are kept."""
-    n = values.size
-    if k <= 0:
-        return np.empty(0, dtype=np.intp)
-    if 4 * k >= n:
-        return np.argsort(values, kind="stable")[:k]
-    kth = np.partition(values, k - 1)[k - 1]
-    if np.isnan(kth):
-        return np.argsort(values, kind="stable")[:k]
-    index = np.flatnonzero(values <= kth)
-    return index[np.argsort(values[index], kind="stable")[:k]]
-
-
-def _smallest_where(values: FloatMatrix, k: int, where: BoolArray) -> IntArray:
-    """``pick[where[pick]]`` for ``pick = smallest(values, k)`` (all of ``values`` when at most
-    ``k``, in index order): only the chosen entries where ``where`` holds are sorted (the
-    combinations' last level keeps the few that reach the goal of up to 20,000 states)."""
-    if values.size <= k:
-        return np.flatnonzero(where)
-    if k <= 0:
-        return np.empty(0, dtype=np.intp)
-    kth = np.partition(values, k - 1)[k - 1]
-    if np.isnan(kth) or np.isnan(values).any():
-        pick = smallest(values, k)
-        return pick[where[pick]]
-    chosen = values < kth
-    ties = np.flatnonzero(values == kth)  # the first of them by index, as a stable sort takes
-    chosen[ties[: k - int(np.count_nonzero(chosen))]] = True
-    index = np.flatnonzero(chosen & where)
-    return index[np.argsort(values[index], kind="stable")]
 
 
 def pricer_for(problem: CounterfactualProblem | None) -> FeaturePricer | None:
@@ -739,56 +704,22 @@ def combo_candidates(
     nearer than ``best_distance``, cheapest first (:data:`COMBO_SLACK`: why the slack).
     :mod:`counterplan.solver.vector.combos` is the same rule for a block's instances at once."""
     e = _thinned(pareto_front(owner, cost, gain), owner, per_feature)
-    if e.size == 0:
+    e = e[np.argsort(owner[e], kind="stable")]
+    _, chosen, _ = combinations(
+        np.zeros(e.size, dtype=np.intp),
+        owner[e],
+        cost[e],
+        gain[e],
+        deficit=np.array([deficit]),
+        best=np.array([best_distance]),
+        max_features=max_features,
+        slack=slack,
+        max_rows=max_rows,
+        max_states=max_states,
+    )
+    if chosen.shape[0] == 0:
         return np.empty((0, X.shape[1]))
-    order = np.argsort(owner[e], kind="stable")
-    e = e[order]
-    ef, ec, eg = owner[e], cost[e], gain[e]
-    state = np.arange(e.size).reshape(-1, 1)
-    s_cost, s_gain = ec.copy(), eg.copy()
-    found_rows: list[IntArray] = []
-    found_cost: list[FloatMatrix] = []
-    later = np.searchsorted(ef, ef, side="right")  # entry i: where the entries of later features begin
-    for level in range(max_features - 1):
-        si, ei = _suffix_pairs(later[state[:, -1]], e.size)  # a state, an entry of a later feature
-        c = s_cost[si] + ec[ei]
-        ok = c < best_distance * (1.0 - 1e-9)
-        si, ei, c = si[ok], ei[ok], c[ok]
-        if level == max_features - 2:  # the last: only the states that reach are kept
-            pick = _smallest_where(c, max_states, s_gain[si] + eg[ei] >= slack * deficit)
-            if pick.size:
-                found_rows.append(np.hstack([state[si[pick]], ei[pick].reshape(-1, 1)]))
-                found_cost.append(c[pick])
-            break
-        if si.size > max_states:
-            pick = smallest(c, max_states)
-            si, ei, c = si[pick], ei[pick], c[pick]
-        g = s_gain[si] + eg[ei]
-        state = np.hstack([state[si], ei.reshape(-1, 1)])
-        s_cost, s_gain = c, g
-        reach = g >= slack * deficit
-        if reach.any():
-            found_rows.append(state[reach])
-            found_cost.append(c[reach])
-        if state.shape[0] == 0:
-            break
-    if not found_rows:
-        return np.empty((0, X.shape[1]))
-    width = max(r.shape[1] for r in found_rows)
-    combos = np.vstack([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=-1) for r in found_rows])
-    pick = smallest(np.concatenate(found_cost), max_rows)
-    combos = combos[pick]
-    return _combo_rows(original, X, owner, e[np.maximum(combos, 0)], combos >= 0)
-
-
-def _suffix_pairs(begin: IntArray, end: int) -> tuple[IntArray, IntArray]:
-    """Each ``i`` with each index of ``begin[i]:end``, by ``i`` then index: ``np.nonzero`` of the
-    matrix ``arange(end) >= begin[:, None]`` without building it."""
-    counts = end - begin
-    si = np.repeat(np.arange(begin.size), counts)
-    ends = np.cumsum(counts)
-    ei = np.arange(si.size) - np.repeat(ends - counts - begin, counts)
-    return si, ei
+    return _combo_rows(original, X, owner, e[np.maximum(chosen, 0)], chosen >= 0)
 
 
 def _thinned(front: IntArray, owner: IntArray, per_feature: int) -> IntArray:
@@ -862,25 +793,16 @@ def beam_candidates(
     only together (a tree's interaction: the demo's income 69,587 with debt 22,457, or adult GB's
     fnlwgt 300,970 with education-num 16, each alone gaining no more than a cheaper value of
     it, so on no front) are found here."""
-    if owner.size == 0:
-        return np.empty((0, X.shape[1]))
-    top_gain = np.full(owner.max() + 1, -np.inf)
-    np.maximum.at(top_gain, owner, gain)
-    leaders = np.argsort(-top_gain, kind="stable")[:width]
-    leaders = leaders[top_gain[leaders] > 0]
-    lead = np.flatnonzero(np.isin(owner, leaders))
-    if lead.size == 0:
-        return np.empty((0, X.shape[1]))
-    is_leader = np.isin(owner, leaders)
-    # each pair once: a leader with a later feature, or with an earlier one that leads not
-    pair = (owner[lead].reshape(-1, 1) < owner.reshape(1, -1)) | (
-        (owner[lead].reshape(-1, 1) > owner.reshape(1, -1)) & ~is_leader.reshape(1, -1)
+    a, b = beam_pairs(
+        np.zeros(owner.size, dtype=np.intp),
+        owner,
+        cost,
+        gain,
+        best=np.array([best_distance]),
+        width=width,
+        max_rows=max_rows,
     )
-    pair &= (cost[lead].reshape(-1, 1) + cost.reshape(1, -1)) < best_distance * (1.0 - 1e-9)
-    li, ei = np.nonzero(pair)
-    g = gain[lead[li]] + gain[ei]
-    pick = smallest(-g, max_rows)
-    entries = np.stack([lead[li[pick]], ei[pick]], axis=1)
+    entries = np.stack([a, b], axis=1)
     return _combo_rows(original, X, owner, entries, np.ones(entries.shape, dtype=bool))
 
 

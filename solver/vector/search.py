@@ -39,6 +39,7 @@ from counterplan.planning.score import LEVELS, compare_to
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.splits import MAX_PER_FEATURE, PAIR_TOLERANCE, paired_split_values
 from counterplan.solver.core.budget import MAX_CELLS_PER_STEP
+from counterplan.solver.core.combinations import segmented_smallest
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.core.trade import COMBO_FEATURES, COMBO_SLACK, COMBO_STATES, FRONT_PER_FEATURE
 from counterplan.solver.vector.combos import (
@@ -50,7 +51,6 @@ from counterplan.solver.vector.combos import (
     extend_rows,
     pair_rows,
     pareto_fronts,
-    segmented_smallest,
     thinned,
 )
 from counterplan.solver.vector.draws import key, uniforms
@@ -598,7 +598,6 @@ class VectorSearch:
         inst, chosen, gained = combinations(
             singles,
             entries,
-            n_features=d,
             deficit=deficit,
             best=-outcome.scores[:, 3],
             max_features=COMBO_FEATURES,
@@ -613,7 +612,6 @@ class VectorSearch:
         a, b = beam_pairs(
             beamed,
             count=self.count,
-            n_features=d,
             best=-outcome.scores[:, 3],
             width=s.beam_width,
             max_rows=s.combo_rows,

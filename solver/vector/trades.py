@@ -23,9 +23,10 @@ import numpy.typing as npt
 
 from counterplan.planning.distance import FeaturePricer, feature_costs
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.core.combinations import segmented_smallest
 from counterplan.solver.core.protocol import BoolArray, FloatMatrix
 from counterplan.solver.core.trade import FINE_STEPS, LOCAL_VALUES, local_values
-from counterplan.solver.vector.combos import cheaper_ranges, segmented_smallest
+from counterplan.solver.vector.combos import cheaper_ranges
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.layouts import Layouts
 

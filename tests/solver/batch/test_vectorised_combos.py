@@ -18,6 +18,7 @@ from counterplan.planning import ClassGoal
 from counterplan.planning.demo import IMMUTABLE, TARGET
 from counterplan.planning.models import SklearnClassifierAdapter
 from counterplan.solver.batch.vectorised import run_vector_block
+from counterplan.solver.core.combinations import segmented_smallest
 from counterplan.solver.core.trade import (
     COMBO_FEATURES,
     COMBO_SLACK,
@@ -38,7 +39,6 @@ from counterplan.solver.vector.combos import (
     extend_rows,
     pair_rows,
     pareto_fronts,
-    segmented_smallest,
     thinned,
 )
 from counterplan.solver.vector.scoring import BlockScorer
@@ -105,7 +105,6 @@ def test_each_instance_of_a_block_gets_the_per_row_rules_rows(seed: int) -> None
     inst, chosen, _ = combinations(
         singles,
         entries,
-        n_features=D,
         deficit=deficit,
         best=best,
         max_features=COMBO_FEATURES,
@@ -114,7 +113,7 @@ def test_each_instance_of_a_block_gets_the_per_row_rules_rows(seed: int) -> None
         max_states=40,
     )
     combos = combination_rows(originals, singles, inst, chosen)
-    a, b = beam_pairs(singles, count=count, n_features=D, best=best, width=2, max_rows=10)
+    a, b = beam_pairs(singles, count=count, best=best, width=2, max_rows=10)
     pairs = pair_rows(originals, singles, a, b)
     pair_inst = singles.inst[a]
     row_cost = np.abs(pairs - originals[pair_inst]).sum(axis=1) * 0.1
@@ -178,9 +177,9 @@ def test_an_instance_gets_the_same_rows_alone_as_in_its_block() -> None:
         group = s.inst * D + s.feature
         entries = thinned(pareto_fronts(group, s.cost, s.gain), group, 16)
         inst, chosen, _ = combinations(
-            s, entries, n_features=D, deficit=f, best=b, max_features=4, slack=0.5, max_rows=9, max_states=30
+            s, entries, deficit=f, best=b, max_features=4, slack=0.5, max_rows=9, max_states=30
         )
-        a, c = beam_pairs(s, count=n, n_features=D, best=b, width=3, max_rows=8)
+        a, c = beam_pairs(s, count=n, best=b, width=3, max_rows=8)
         return combination_rows(o, s, inst, chosen), inst, pair_rows(o, s, a, c), s.inst[a]
 
     together = rows(originals, singles, count, best, deficit)

@@ -12,16 +12,15 @@ from sklearn.ensemble import GradientBoostingClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.space import FloatMatrix
+from counterplan.solver.core.combinations import smallest
 from counterplan.solver.core.trade import (
     SplitCells,
     TradeValues,
     _linspaces,
-    _smallest_where,
     one_per_cell,
     pricer_for,
     recreate_candidates,
     single_rows,
-    smallest,
     trade_candidates,
     trade_values,
     undominated,
@@ -192,18 +191,6 @@ def test_linspaces_are_numpys_rows() -> None:
         table = _linspaces(low, high, num)
         for i in range(low.size):
             assert _same(table[i].copy(), np.linspace(low[i], high[i], num))
-
-
-def test_smallest_where_is_the_smallest_then_filtered() -> None:
-    rng = np.random.default_rng(7)
-    for trial in range(400):
-        n, k = int(rng.integers(0, 120)), int(rng.integers(0, 60))
-        values = rng.integers(0, 5, n).astype(float) if trial % 2 else rng.normal(size=n)
-        if trial % 5 == 0 and n:
-            values[rng.integers(0, n, n // 4)] = np.nan
-        where = rng.random(n) < 0.4
-        pick = smallest(values, k) if n > k else np.arange(n)
-        assert np.array_equal(_smallest_where(values, k, where), pick[where[pick]])
 
 
 def test_undominated_with_the_memos_cells_is_the_same(tree_problem: CounterfactualProblem) -> None:
