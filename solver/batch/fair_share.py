@@ -14,24 +14,34 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
+import numpy.typing as npt
+
 
 class FairShare:
     """Each searched row's spent seconds: the time that passed, each stretch divided by the rows
     searched in it. Every row of a block starts with it and is charged alike while it searches,
-    so one number serves them all; a row that finished is no longer charged."""
+    so one number (:attr:`spent`) serves the time limit; a row that finished is no longer
+    charged, and :attr:`each` keeps what every row was charged (its ``seconds`` in the records,
+    not the block's wall time)."""
 
     def __init__(self, rows: int, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._last = clock()
-        self._sharing = max(1, rows)
+        self._sharing: npt.NDArray[np.intp] = np.arange(rows, dtype=np.intp)
         self.spent = 0.0
         """Seconds charged to each row that is still searching."""
+        self.each = np.zeros(rows)
+        """Seconds charged to each row so far."""
 
-    def charge(self, sharing: int) -> float:
-        """Charge the time since the last charge to the rows that shared it, and let ``sharing``
-        rows share the time from now on; the seconds each searching row has spent."""
+    def charge(self, sharing: npt.NDArray[np.intp]) -> float:
+        """Charge the time since the last charge to the rows that shared it, and let the rows
+        ``sharing`` (their indices) share the time from now on; the seconds each searching row
+        has spent."""
         now = self._clock()
-        self.spent += (now - self._last) / self._sharing
+        share = (now - self._last) / max(1, self._sharing.size)
+        self.spent += share
+        self.each[self._sharing] += share
         self._last = now
-        self._sharing = max(1, sharing)
+        self._sharing = np.asarray(sharing, dtype=np.intp)
         return self.spent

@@ -212,11 +212,12 @@ def _solve(
     search = VectorSearch(scorer, np.asarray(seeds, dtype=np.uint64), settings)
     outcome = search.run(active)
     idx = np.flatnonzero(active)
+    clock.charge(idx)  # the final check is every searched row's
     finals = _checked([problems[i] for i in idx], outcome.best[idx], model)
-    seconds = time.perf_counter() - started
+    clock.charge(np.empty(0, dtype=np.intp))
     reason = (cut[0] if cut else TERMINATED_EARLY) if outcome.stopped else "the vectorised search ended"
     for evaluation, i in zip(finals, idx.tolist(), strict=True):
-        row_id = items[i][0]
+        row_id, seconds = items[i][0], float(clock.each[i])  # its share of the block's time
         spent = Spent(int(scorer.rows_per_instance[i]), int(scorer.calls_per_instance[i]), seconds)
         result = builders[i].so_far(
             (outcome.best[i], evaluation),

@@ -77,7 +77,7 @@ class BlockScorer:
         self.rows_scored = 0
         self.rows_remembered = 0
         self.calls_per_instance = np.zeros(len(problems), dtype=np.int64)
-        self.calling = len(problems)
+        self.calling: IntArray = np.arange(len(problems), dtype=np.intp)
         """The instances whose rows the model call about to start scores (set before ``stop``
         is asked, so a clock can share the call's time among them)."""
         self.rows_per_instance = np.zeros(len(problems), dtype=np.int64)
@@ -145,7 +145,7 @@ class BlockScorer:
         )
 
     def _fresh(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
-        self.calling = int(np.unique(owner).size)
+        self.calling = np.unique(owner).astype(np.intp)  # the instances this call serves
         if self.stop is not None and self.stop():
             raise SearchStoppedError
         problem = self.problem

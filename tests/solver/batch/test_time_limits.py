@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
@@ -61,13 +62,30 @@ def test_a_row_is_charged_its_share_of_the_time_it_shares() -> None:
     now = [10.0]
     clock = FairShare(4, clock=lambda: now[0])
     now[0] = 12.0  # 2 s among 4 rows
-    assert clock.charge(4) == pytest.approx(0.5)
+    assert clock.charge(np.arange(4)) == pytest.approx(0.5)
     now[0] = 14.0  # 2 s more among the same 4, then 2 of them finish
-    assert clock.charge(2) == pytest.approx(1.0)
+    assert clock.charge(np.array([1, 3])) == pytest.approx(1.0)
     now[0] = 15.0  # 1 s between the 2 left
-    assert clock.charge(1) == pytest.approx(1.5)
+    assert clock.charge(np.array([3])) == pytest.approx(1.5)
     now[0] = 16.0  # 1 s of the last row's own
-    assert clock.charge(0) == pytest.approx(2.5)
+    assert clock.charge(np.array([], dtype=np.intp)) == pytest.approx(2.5)
+    # each row's own: what it shared, not the block's 6 s
+    np.testing.assert_allclose(clock.each, [1.0, 1.5, 1.0, 2.5])
+    assert clock.each.sum() == pytest.approx(6.0)
+
+
+def test_a_vectorised_row_s_seconds_are_its_share_of_the_block_s_time(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected_loans: pd.DataFrame
+) -> None:
+    """A row's ``seconds`` is the time charged to it (the time limit's own measure), so a block's
+    rows add up to no more than the block's wall time; each row said the whole block's time."""
+    explainer = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    started = time.perf_counter()
+    frame = explain_batch(explainer, rejected_loans.iloc[:8], seed=0, vectorised=True)
+    wall = time.perf_counter() - started
+    assert (frame["status"] == "ok").all() and len(frame) == 8
+    assert (frame["seconds"] > 0.0).all()
+    assert frame["seconds"].sum() <= wall
 
 
 def test_each_row_of_a_vectorised_block_has_the_time_limit(
