@@ -139,11 +139,14 @@ def cheap_ends(costs: FloatMatrix, low: IntArray, high: IntArray, base: FloatMat
     high = np.asarray(high, dtype=np.intp)
     if costs.size == 0 or low.size == 0:
         return low.copy()
-    run = np.cumsum(np.r_[0, np.diff(costs) < 0])
-    lift = float(np.ptp(costs)) * 2.0 + 1.0
-    key = run * lift + costs
+    run = np.cumsum(np.r_[0, costs[1:] < costs[:-1]])
+    finite = costs[np.isfinite(costs)]
+    low_cost, high_cost = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    lift = (high_cost - low_cost) * 2.0 + 3.0  # an infinite cost is keyed one past the largest
+    key = run * lift + np.clip(costs, low_cost - 1.0, high_cost + 1.0)
     at = np.minimum(low, costs.size - 1)
-    ends = np.searchsorted(key, run[at] * lift + (limit - base), side="left").astype(np.intp)
+    wanted = np.clip(limit - base, low_cost - 1.0, high_cost + 1.0)
+    ends = np.searchsorted(key, run[at] * lift + wanted, side="left").astype(np.intp)
     ends = np.clip(ends, low, high)
     last = costs.size - 1
     while True:  # back while the entry before is too dear, on while this one is cheap enough
