@@ -1,11 +1,12 @@
 """Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, answers that never
-end, and a socket that accepts connections and never answers."""
+end or trickle, and a socket that accepts connections and never answers."""
 
 from __future__ import annotations
 
 import json
 import socket
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,16 +91,21 @@ class Flood:
     length, ended by closing the connection; chunked; a declared ``Content-Length`` of 1 TB; or
     gzip-compressed with no length, which the client decodes as it reads), sent to every POST
     (and GET too when ``metadata``) until the client hangs up or ``cap`` bytes of body are sent,
-    so that a client which reads it all ends too. ``sent`` counts each answer's body bytes
-    written, before compression (what the client's socket took: at most its kernel buffers more
-    than it read), and ``ends`` how each ended: "hung up" (the client closed the connection),
-    "cap" or "stalled" (a write blocked for 10 s: the client neither read nor closed)."""
+    so that a client which reads it all ends too; then ``tail`` (with the close framing, whitespace
+    chunks and a JSON ``tail`` are a whole answer). A ``pause`` between chunks makes it a trickle:
+    each chunk comes well within the client's read timeout, the whole never does. ``sent`` counts
+    each answer's body bytes written, before compression (what the client's socket took: at most
+    its kernel buffers more than it read), and ``ends`` how each ended: "hung up" (the client
+    closed the connection), "cap" or "stalled" (a write blocked for 10 s: the client neither read
+    nor closed)."""
 
     cap: int
     status: int = 200
     framing: Literal["close", "chunked", "declared", "gzip"] = "close"
     metadata: bool = False
     chunk: bytes = b"0.25," * 13_107
+    pause: float = 0.0
+    tail: bytes = b""
     sent: list[int] = field(default_factory=list)
     ends: list[str] = field(default_factory=list)
 
@@ -121,14 +127,27 @@ class Flood:
         return lambda chunk: chunk
 
 
-def pour(out: BufferedIOBase, chunk: bytes, frame: Callable[[bytes], bytes], cap: int) -> tuple[int, str]:
-    """Write ``frame(chunk)`` to ``out`` again and again until ``cap`` bytes of ``chunk`` are sent
-    or a write fails: the body's bytes sent and why it ended (see :class:`Flood`)."""
+def pour(
+    out: BufferedIOBase,
+    chunk: bytes,
+    frame: Callable[[bytes], bytes],
+    cap: int,
+    pause: float = 0.0,
+    tail: bytes = b"",
+) -> tuple[int, str]:
+    """Write ``frame(chunk)`` to ``out`` again and again (``pause`` seconds apart) until ``cap``
+    bytes of ``chunk`` are sent, then ``frame(tail)``, or until a write fails: the body's bytes
+    sent and why it ended (see :class:`Flood`)."""
     sent = 0
     try:
         while sent < cap:
+            if pause and sent:
+                time.sleep(pause)
             out.write(frame(chunk))
             sent += len(chunk)
+        if tail:
+            out.write(frame(tail))
+            sent += len(tail)
     except TimeoutError:
         return sent, "stalled"
     except OSError:
@@ -168,7 +187,7 @@ def flooding_server(flood: Flood) -> Iterator[str]:
             for name, value in flood.headers().items():
                 self.send_header(name, value)
             self.end_headers()
-            sent, end = pour(self.wfile, flood.chunk, flood.framer(), flood.cap)
+            sent, end = pour(self.wfile, flood.chunk, flood.framer(), flood.cap, flood.pause, flood.tail)
             flood.sent.append(sent)
             flood.ends.append(end)
             self.close_connection = True

@@ -3,6 +3,7 @@ on transient failures, never a hang."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -227,3 +228,36 @@ def test_an_answer_nested_too_deep_is_a_one_line_error(space_and_rows: tuple[obj
     message = str(info.value)
     assert ("wrong answer: the answer's JSON is nested too deep" if status == 200 else "HTTP 500: [[[") in message
     assert len(message) < 1100
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_trickled_answer_fails_once_the_timeout_is_past(
+    space_and_rows: tuple[object, np.ndarray], status: int
+) -> None:
+    """An answer whose bytes come 0.4 s apart, each within the 0.5 s read timeout (httpx's bounds
+    each read, not the answer; the whole would take 16 s): the call fails as too slow once the
+    answer is not whole 0.5 s after the request was sent, naming the timeout, not retried (a
+    timeout never is), the rest unread. An error body (500) is read by the same deadline."""
+    space, X = space_and_rows
+    body = json.dumps(answer(5) if status == 200 else {"error": "ValueError: again"}).encode()
+    flood = Flood(cap=40, status=status, chunk=b" ", pause=0.4, tail=body)
+    with flooding_server(flood) as base:
+        started = time.monotonic()
+        with pytest.raises(RemoteModelError) as info:
+            model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+        elapsed = time.monotonic() - started
+    assert 0.5 <= elapsed < 8.0  # about the timeout, and one read's wait: 0.8 s on an idle machine
+    assert "too slow: the answer did not arrive within the read timeout of 0.5 s (the rest not read)" in str(info.value)
+    assert flood.ends == ["hung up"] and flood.sent[0] < 40
+
+
+def test_an_answer_in_pieces_within_the_timeout_is_read_whole(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """The deadline costs a normal answer nothing: one that comes in pieces (0.1 s apart) well
+    within the timeout is read whole."""
+    space, X = space_and_rows
+    flood = Flood(cap=4, chunk=b" ", pause=0.1, tail=json.dumps(answer(5)).encode())
+    with flooding_server(flood) as base:
+        remote = RemoteModel(f"{base}/v2/models/m", classes=[0, 1], retry=QUICK_RETRY, timeout=10.0)
+        got = remote.predict(X, space)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(got["prediction"], [[0.75, 0.25]] * 5)
+    assert flood.ends == ["cap"]
