@@ -36,8 +36,14 @@ def echo(value: object, limit: int = ECHO_CHARS) -> str:
     """A caller's value as a message quotes it: its ``repr`` (escapes keep the message on one
     line); a string's text cut by :func:`cut` inside its quotes, so a long id reads
     ``'mmm… (1,000,000 characters)'`` (``limit`` characters and the quotes; a text cut once is
-    not cut again)."""
-    shown = repr(value)
+    not cut again). A list or object nested too deep for ``repr`` (JSON a caller sent: orjson,
+    KServe's decoder, reads 1,024 levels) is shown by its brackets alone, ``[…] (nested too deep
+    to show)``: repr recurses per level, and its RecursionError would be a stack trace."""
+    try:
+        shown = repr(value)
+    except RecursionError:
+        brackets = "{…}" if isinstance(value, dict | set | frozenset) else "(…)" if isinstance(value, tuple) else "[…]"
+        return f"{brackets} (nested too deep to show)"
     if not isinstance(value, str):
         return cut(shown, limit)
     return shown if len(shown) <= limit + 2 else shown[0] + cut(shown[1:-1], limit) + shown[-1]

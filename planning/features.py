@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from counterplan.planning._pydantic import excerpt, reraise
-from counterplan.planning.errors import FeatureError
+from counterplan.planning.errors import FeatureError, echo
 
 FeatureKind = Literal["integer", "float", "categorical", "boolean"]
 Monotone = Literal["increase", "decrease"]
@@ -396,7 +396,8 @@ def is_boolean(value: Any) -> bool:
 
 
 def category_text(value: Any) -> str:
-    """A category's text: numbers as written (``3``, not ``3.0``; ``2.5``)."""
+    """A category's text: numbers as written (``3``, not ``3.0``; ``2.5``); anything else as
+    :func:`value_text` writes it (a list a caller sent is no category, and is refused as one)."""
     if is_boolean(value):
         return str(bool(value))
     if isinstance(value, int | float) or hasattr(value, "dtype"):
@@ -404,7 +405,18 @@ def category_text(value: Any) -> str:
         if math.isfinite(number) and number.is_integer():
             return str(int(number))
         return repr(number) if isinstance(value, float) else str(value)
-    return str(value)
+    return value_text(value)
+
+
+def value_text(value: Any) -> str:
+    """``str(value)`` of a caller's value; a list or object nested too deep for it (``str``
+    recurses per level, and KServe's decoder reads JSON 1,024 levels deep) as
+    :func:`~counterplan.planning.errors.echo` shows it, ``[…] (nested too deep to show)``, never
+    a RecursionError."""
+    try:
+        return str(value)
+    except RecursionError:
+        return echo(value)
 
 
 def _finite_number(name: str, value: Any) -> float:

@@ -52,6 +52,7 @@ from counterplan.planning.features import (
     category_text,
     is_missing,
     parse_feature,
+    value_text,
 )
 from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names
 from counterplan.planning.space import AnyFeature
@@ -453,7 +454,7 @@ def _categorical(name: str, facts: ColumnFacts, value: Any) -> dict[str, Any]:
         return spec
     categories = set(facts.texts)
     if not missing:
-        categories.add(str(value))
+        categories.add(value_text(value))
     spec["categories"] = sorted(categories)
     return spec
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from counterplan.planning.distance import FeatureStatistics
 from counterplan.planning.errors import FeatureError, InvalidInputError, ProblemError, cut, echo
-from counterplan.planning.features import category_text, is_missing, parse_feature
+from counterplan.planning.features import category_text, is_missing, parse_feature, value_text
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import FeatureRule, ProblemSpec, allowed_numbers, restrict_categories
 
@@ -322,8 +322,8 @@ def _held_domain(spec: FeatureSpec, kind: str, value: Any) -> dict[str, Any]:
         return {"low": low, "high": high}
     if spec.kind == "categorical" and spec.categories is not None:
         categories = list(spec.categories)
-        if value is not None and str(value) not in categories:
-            categories.append(str(value))
+        if value is not None and value_text(value) not in categories:
+            categories.append(value_text(value))
         return {"categories": categories}
     return {}
 

@@ -144,6 +144,8 @@ def load_instance(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LoadError("instance", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:  # "[[[[...": the decoder recurses per level, and this is no ValueError
+        raise LoadError("instance", "not valid JSON: nested too deep") from None
     if not isinstance(value, dict):
         raise LoadError("instance", "expected a JSON object of feature values")
     return value

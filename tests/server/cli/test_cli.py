@@ -146,6 +146,7 @@ def test_skops_files_load_only_trusted_types_unless_told(
         (["--goal", "class:7"], "not one of"),
         (["--immutable", "height"], "not a feature column"),
         (["--instance", "{not json"], "not valid JSON"),
+        (["--instance", "[" * 100_000], "'instance': not valid JSON: nested too deep"),  # RecursionError, no ValueError
         (["--instance", json.dumps({"age": 30})], "no value"),
         (["--config", "missing.yaml"], "cannot read"),
         (["--time-limit", "-1"], "--time-limit"),

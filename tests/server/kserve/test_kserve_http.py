@@ -331,3 +331,39 @@ def test_a_client_that_leaves_stops_its_search_and_its_later_instances_not_anoth
     (kept_answer,) = stays[0].json()["explanations"]
     assert stays[0].status_code == 200
     assert kept_answer["statistics"]["termination_reason"] != "terminated early"
+
+
+DEEP = "[" * 1020 + "]" * 1020
+"""A list nested 1,020 levels: KServe's decoder (orjson) reads JSON up to 1,024 levels deep."""
+
+
+@pytest.mark.parametrize(
+    ("place", "error"),
+    [
+        ("age", "instances[0].age: numeric column given list […] (nested too deep to show)"),
+        ("housing", "instances[0].housing: '[…] (nested too deep to show)' is not one of its categories"),
+        ("spec", "parameters.spec.immutable[0]: Input should be a valid string"),
+    ],
+)
+def test_a_value_nested_as_deep_as_json_allows_is_400_naming_its_field(
+    client: httpx.Client, place: str, error: str
+) -> None:
+    """A value nested as deep as the SDK's decoder allows is refused as any value of the wrong kind,
+    naming its field: a number's quote (repr) and a category's text (str), which recurse per
+    level, raised RecursionError, and its logged traceback (structlog's default rendering) held
+    the server's event loop past the client's 30 s. A spec's value is pydantic's to check: that
+    case is a guard that it stays so."""
+    if place == "spec":
+        body = json.dumps({"instances": ROWS[:1], "parameters": {"spec": {"immutable": "DEEP"}}})
+    else:
+        body = json.dumps({"instances": [{**ROWS[0], place: "DEEP"}]})
+    response = client.post(
+        f"/v1/models/{NAME}:explain",
+        content=body.replace('"DEEP"', DEEP),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 400, response.text[:300]
+    text = response.json()["error"]
+    assert text.startswith(error), text[:300]
+    assert "\n" not in text and "Traceback" not in text and len(text) < 300
