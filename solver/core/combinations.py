@@ -224,6 +224,7 @@ def combinations(
     e_inst, e_feature, e_cost, e_gain = inst[ranked], feature[ranked], cost[ranked], gain[ranked]
     inst_end = np.searchsorted(e_inst, e_inst, side="right").astype(np.intp)
     need = slack * deficit
+    loose = need - 1e-9 * (1.0 + np.abs(need))  # the bounds' sums round apart from the rule's
     limit = best * (1.0 - TOLERANCE)
     table = sparse_max(e_gain)
     after = np.maximum(range_max(table, np.arange(1, e_inst.size + 1), inst_end), 0.0)  # gain ranked after
@@ -236,7 +237,7 @@ def combinations(
         last = state[:, -1]
         ends = cheap_ends(e_cost, last + 1, inst_end[last], s_cost, limit[s_inst])
         left = max_features - size + 1  # places a state may still fill
-        hopeful = s_gain + left * range_max(table, last + 1, ends) >= need[s_inst]
+        hopeful = s_gain + left * range_max(table, last + 1, ends) >= loose[s_inst]
         state, used, last, ends = state[hopeful], used[hopeful], last[hopeful], ends[hopeful]
         s_inst, s_cost, s_gain = s_inst[hopeful], s_cost[hopeful], s_gain[hopeful]
         if size == max_features and int(np.maximum(ends - last - 1, 0).sum()) > PAIR_LOT:
@@ -260,7 +261,7 @@ def combinations(
             reach = pair_gain >= need[pair_inst]
             pick = np.flatnonzero(reach)[segmented_smallest(pair_cost[reach], pair_inst[reach], max_rows)]
         else:
-            still = pair_gain + (left - 1) * after[ei] >= need[pair_inst]
+            still = pair_gain + (left - 1) * after[ei] >= loose[pair_inst]
             pick = np.flatnonzero(still)[segmented_smallest(pair_cost[still], pair_inst[still], max_states)]
         state = np.hstack([state[si[pick]], ei[pick].reshape(-1, 1)])
         used = bits.add(used[si[pick]], ei[pick])
@@ -332,6 +333,7 @@ def _last_pairs(
     ``max_rows``-th cheapest of all, so each state lists only the entries from its first that
     reaches up to that bound."""
     want = need[s_inst] - s_gain
+    want -= 1e-9 * (1.0 + np.abs(want))  # a superset: the sums themselves decide below
     first = first_reaching(table, last + 1, ends, want)
     clash = np.flatnonzero(first < ends)
     while clash.size:  # an entry of a feature the state has: the next one that reaches
@@ -339,6 +341,7 @@ def _last_pairs(
         first[clash] = first_reaching(table, first[clash] + 1, ends[clash], want[clash])
         clash = clash[first[clash] < ends[clash]]
     has = np.flatnonzero(first < ends)
+    has = has[s_gain[has] + table[0][first[has]] >= need[s_inst[has]]]  # heads that reach, by the rule's sum
     bound = np.full(need.size, np.inf)
     heads = s_cost[has] + e_cost[first[has]]
     pick = segmented_smallest(heads, s_inst[has], max_rows)
