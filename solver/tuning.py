@@ -258,6 +258,12 @@ SUMMARY_ATTR = "problem_summary"
 """A readable line about the problem a study was made for, so a refusal can name both problems."""
 
 
+class TuningStoppedError(KeyboardInterrupt):
+    """``tune``'s ``stop`` said stop: the study keeps its finished trials (the one running when
+    it was asked is marked failed, as a Ctrl-C's), and running the same study again resumes it. A
+    ``KeyboardInterrupt``, as the Ctrl-C it stands for."""
+
+
 class StudyMismatchError(InvalidInputError):
     """A named study in the storage was made for another problem; resuming it would mix their trials."""
 
@@ -335,6 +341,7 @@ def tune(
     pruner: optuna.pruners.BasePruner | None = None,
     on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
     engine: EngineChoice | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> TuningReport:
     """Run (or resume) a study; return the best configuration and the held-out comparison.
 
@@ -366,6 +373,11 @@ def tune(
         ``swarm``: the trials tune the particle swarm's own settings
         (:func:`suggest_swarm_config`), compared on held-out rows with the default swarm. A study
         belongs to one engine.
+    stop:
+        Asked before every row's solve and after every trial; once it says stop, the study ends
+        with :class:`TuningStoppedError`. The command line's Ctrl-C sets it: a ``KeyboardInterrupt``
+        raised by the signal itself is lost when it lands in a weak reference's callback
+        (SQLAlchemy's, under optuna's storage), and the study then ran all its trials.
     """
     if not tuning_problems:
         raise ValueError("tuning needs at least one row")
@@ -388,9 +400,17 @@ def tune(
         pruner=pruner,
         seed=seed,
     )
-    objective = _objective(tuning_problems, budget_seconds, seed, swarm=engine == "swarm", with_engine=with_engine)
+
+    def ask_stop(*_: Any) -> None:
+        if stop is not None and stop():
+            raise TuningStoppedError("the tuning was stopped; its finished trials are kept")
+
+    objective = _objective(
+        tuning_problems, budget_seconds, seed, swarm=engine == "swarm", with_engine=with_engine, ask_stop=ask_stop
+    )
     callbacks = [on_trial] if on_trial is not None else []
-    study.optimize(objective, n_trials=n_trials, callbacks=callbacks)
+    study.optimize(objective, n_trials=n_trials, callbacks=[*callbacks, ask_stop])
+    ask_stop()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise ValueError("no trial completed; run more trials")
@@ -412,6 +432,7 @@ def _objective(
     *,
     swarm: bool,
     with_engine: Callable[[SolverConfig], SolverConfig],
+    ask_stop: Callable[[], None],
 ) -> Callable[[optuna.Trial], float]:
     """A trial's score: the mean row cost of its configuration over ``problems`` (reported row by
     row, so a poor trial is pruned early); the configuration is kept with the trial."""
@@ -424,6 +445,7 @@ def _objective(
             config = with_engine(suggest_config(trial, budget_seconds, seed))
         costs = []
         for step, problem in enumerate(problems):
+            ask_stop()
             costs.append(row_cost(explain(problem, config)))
             trial.report(statistics.fmean(costs), step)
             if trial.should_prune():

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec  # noqa: PLC0415
     from counterplan.solver.batch.rows import probe_row  # noqa: PLC0415
@@ -95,22 +95,27 @@ def run(args: argparse.Namespace, usage: Any) -> int:
             best = "-"
         err.print(f"trial {trial.number}: {state}  (best {best})")
 
-    try:
-        report = tune(
-            problems[: args.rows],
-            problems[args.rows :],
-            n_trials=args.trials,
-            budget_seconds=args.budget,
-            storage=args.storage,
-            study_name=args.study_name,
-            seed=seed,
-            on_trial=progress,
-            engine=args.engine,
-        )
+    stopped = Interrupted(
+        "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
+    )
+    try:  # Ctrl-C asks the study to stop (a KeyboardInterrupt of its own could be lost, see tune's stop)
+        with stop_on_interrupt() as interrupt:
+            report = tune(
+                problems[: args.rows],
+                problems[args.rows :],
+                n_trials=args.trials,
+                budget_seconds=args.budget,
+                storage=args.storage,
+                study_name=args.study_name,
+                seed=seed,
+                on_trial=progress,
+                engine=args.engine,
+                stop=interrupt,
+            )
     except KeyboardInterrupt:  # the study keeps its finished trials: running again resumes it
-        raise Interrupted(
-            "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
-        ) from None
+        raise stopped from None
+    if interrupt.requested:  # during the held-out comparison, after the last trial
+        raise stopped
     if args.output is not None:
         Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
     _print_report(report, args, first, Console())

@@ -10,7 +10,7 @@ import pytest
 from counterplan.planning import CounterfactualProblem
 from counterplan.planning.errors import InvalidInputError
 from counterplan.solver import SolverConfig, TerminationConfig, explain
-from counterplan.solver.tuning import row_cost, suggest_config, tune
+from counterplan.solver.tuning import TuningStoppedError, row_cost, suggest_config, tune
 
 
 def _rows(problem: CounterfactualProblem, count: int) -> list[CounterfactualProblem]:
@@ -118,3 +118,25 @@ def test_a_trial_count_past_the_bound_is_refused_before_any_trial(
     with pytest.raises(ValueError, match=f"n_trials must be from 0 to {MAX_TRIALS:,}"):
         tune(_rows(linear_problem, 2), [], n_trials=MAX_TRIALS + 1, budget_seconds=0.05, storage=storage)
     assert not (tmp_path / "bounded.db").exists()  # no study was opened
+
+
+def test_a_stop_ends_the_study_within_a_row_and_keeps_its_finished_trials(
+    linear_problem: CounterfactualProblem, tmp_path: Path
+) -> None:
+    """The command line's Ctrl-C is a stop check: asked before every row's solve (and after every
+    trial), it ends the study there; a Ctrl-C's own KeyboardInterrupt could be lost in a weak
+    reference's callback, and the study ran on."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    asked = {"n": 0}
+
+    def stop() -> bool:
+        asked["n"] += 1
+        return asked["n"] > 5  # two trials of two rows (each asked twice and once after), then stop
+
+    with pytest.raises(TuningStoppedError):
+        tune(_rows(linear_problem, 2), [], n_trials=50, budget_seconds=0.05, storage=storage, study_name="s", stop=stop)
+    study = optuna.load_study(study_name="s", storage=storage)
+    states = [t.state for t in study.trials]
+    assert states[:1] == [optuna.trial.TrialState.COMPLETE] and len(states) <= 3
+    again = tune(_rows(linear_problem, 2), [], n_trials=1, budget_seconds=0.05, storage=storage, study_name="s")
+    assert len(again.study.trials) == len(states) + 1  # resumed
