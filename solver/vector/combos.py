@@ -160,14 +160,12 @@ def combination_rows(originals: FloatMatrix, singles: Singles, inst: IntArray, c
     return out
 
 
-def beam_pairs(
-    singles: Singles, *, count: int, best: FloatMatrix, width: int, max_rows: int
-) -> tuple[IntArray, IntArray]:
+def beam_pairs(singles: Singles, *, best: FloatMatrix, width: int, max_rows: int) -> tuple[IntArray, IntArray]:
     """:func:`~counterplan.solver.core.trade.beam_candidates` for every instance of ``singles``
-    (grouped by instance; ``count`` instances):
+    (grouped by instance; ``best`` indexed by instance):
     :func:`~counterplan.solver.core.combinations.beam_pairs`. The pairs' two single rows."""
     return core_beam_pairs(
-        singles.inst, singles.feature, singles.cost, singles.gain, best=best[:count], width=width, max_rows=max_rows
+        singles.inst, singles.feature, singles.cost, singles.gain, best=best, width=width, max_rows=max_rows
     )
 
 

@@ -611,7 +611,6 @@ class VectorSearch:
         beamed = singles.take(~predicted[singles.inst])
         a, b = beam_pairs(
             beamed,
-            count=self.count,
             best=-outcome.scores[:, 3],
             width=s.beam_width,
             max_rows=s.combo_rows,

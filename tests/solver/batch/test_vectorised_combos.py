@@ -113,7 +113,7 @@ def test_each_instance_of_a_block_gets_the_per_row_rules_rows(seed: int) -> None
         max_states=40,
     )
     combos = combination_rows(originals, singles, inst, chosen)
-    a, b = beam_pairs(singles, count=count, best=best, width=2, max_rows=10)
+    a, b = beam_pairs(singles, best=best, width=2, max_rows=10)
     pairs = pair_rows(originals, singles, a, b)
     pair_inst = singles.inst[a]
     row_cost = np.abs(pairs - originals[pair_inst]).sum(axis=1) * 0.1
@@ -179,7 +179,7 @@ def test_an_instance_gets_the_same_rows_alone_as_in_its_block() -> None:
         inst, chosen, _ = combinations(
             s, entries, deficit=f, best=b, max_features=4, slack=0.5, max_rows=9, max_states=30
         )
-        a, c = beam_pairs(s, count=n, best=b, width=3, max_rows=8)
+        a, c = beam_pairs(s, best=b, width=3, max_rows=8)
         return combination_rows(o, s, inst, chosen), inst, pair_rows(o, s, a, c), s.inst[a]
 
     together = rows(originals, singles, count, best, deficit)
