@@ -10,6 +10,10 @@ first ``--rows`` (default 30) test rows the model rejects are explained with the
 * ``build ms``: the median time to get a row's problem (``CounterfactualProblem.from_dataframe``,
   or with ``--explainer`` the explainer's ``problem(row)``; the explainer itself is made once);
 * ``solve ms``: the median time of the solve alone, and the same in 256-row calls;
+* ``calculator ms``: the median time a solve spends inside the score calculator (the rows
+  through the fast path, the memory of scored rows, the score levels, and the real pipeline's
+  check of the answer), and the same in 256-row calls: the solve's floor for the rows it scores,
+  whatever the search does between its calls (the rest of ``solve ms`` is the search's own work);
 * ``calls``: the median number of model calls of a solve; ``model rows``: the median number of
   rows a solve sends to the model (the fast path's and the real pipeline's, counted where the
   calculator reaches the model), and the median rows of a call; ``valid %`` and ``mean
@@ -61,6 +65,10 @@ from counterplan.solver import explain  # noqa: E402
 GOAL = [ClassGoal(target=1, confidence=0.7)]
 _SENT: list[int] = []
 """Rows of each model call of the current solve (both paths)."""
+_INSIDE: list[float] = []
+"""Time of each score calculation of the current solve."""
+_COUNTING: list[bool] = []
+"""Not empty once the process counts its model calls and times its calculations."""
 
 
 def count_model_calls(on_call: Callable[[int], None]) -> None:
@@ -80,6 +88,21 @@ def count_model_calls(on_call: Callable[[int], None]) -> None:
             setattr(self, name, counted)
 
     calculator.DirectCalls.__init__ = counting  # type: ignore[method-assign]
+
+
+def time_calculations(now: Callable[[], float], on_calculation: Callable[[float], None]) -> None:
+    """Report the time of every :meth:`ScoreCalculator.calculate` (the answer's check included,
+    which calls it) to ``on_calculation``, by ``now``."""
+    calculate = calculator.ScoreCalculator.calculate
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = now()
+        try:
+            return calculate(self, *args, **kwargs)
+        finally:
+            on_calculation(now() - started)
+
+    calculator.ScoreCalculator.calculate = timed  # type: ignore[method-assign]
 
 
 def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: str = "wall") -> dict[str, float]:
@@ -103,8 +126,11 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         from counterplan.solver.explainer import Explainer
 
         explainer = Explainer(model, data.train, GOAL, target=data.spec.target, immutable=data.spec.immutable)
-    count_model_calls(_SENT.append)
-    builds, solves, counts, valid, distances, rows, per_call = [], [], [], [], [], [], []
+    if not _COUNTING:  # once a process: another data set's measure would count every call twice
+        count_model_calls(_SENT.append)
+        time_calculations(now, _INSIDE.append)
+        _COUNTING.append(True)
+    builds, solves, inside, counts, valid, distances, rows, per_call = [], [], [], [], [], [], [], []
     for _, row in rejected.iterrows():
         started = now()
         if explainer is not None:
@@ -115,8 +141,10 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
             )
         built = now()
         _SENT.clear()
+        _INSIDE.clear()
         result = explain(problem, seed=0)
         solves.append(now() - built)
+        inside.append(sum(_INSIDE))
         builds.append(built - started)
         counts.append(result.statistics.model_call_count)
         rows.append(sum(_SENT))
@@ -125,11 +153,14 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         if result.valid:
             distances.append(-result.score_levels[3])
     solve = statistics.median(solves)
+    calculating = statistics.median(inside)
     return {
         "call": call * 1e3,
         "build": statistics.median(builds) * 1e3,
         "solve": solve * 1e3,
         "in_calls": solve / call,
+        "calculator": calculating * 1e3,
+        "calculator_in_calls": calculating / call,
         "calls": float(statistics.median(counts)),
         "rows": float(statistics.median(rows)),
         "per_call": float(statistics.median(per_call)),
@@ -139,15 +170,17 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
 
 
 HEADER = (
-    "| data set | code | 256-row call ms | build ms | solve ms | solve in 256-row calls | model calls | model rows "
-    "| rows a call | valid % | mean distance |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| data set | code | 256-row call ms | build ms | solve ms | solve in 256-row calls | calculator ms "
+    "| calculator in 256-row calls | model calls | model rows | rows a call | valid % | mean distance |"
+    "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
 def _line(name: str, code: str, m: dict[str, float]) -> str:
     return (
         f"| {name} | {code} | {m['call']:.1f} | {m['build']:.1f} | {m['solve']:.1f} | {m['in_calls']:.1f} | "
-        f"{m['calls']:.0f} | {m['rows']:.0f} | {m['per_call']:.0f} | {m['valid']:.0f} | {m['distance']:.4f} |"
+        f"{m['calculator']:.1f} | {m['calculator_in_calls']:.1f} | {m['calls']:.0f} | {m['rows']:.0f} | "
+        f"{m['per_call']:.0f} | {m['valid']:.0f} | {m['distance']:.4f} |"
     )
 
 
