@@ -130,7 +130,7 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         count_model_calls(_SENT.append)
         time_calculations(now, _INSIDE.append)
         _COUNTING.append(True)
-    builds, solves, inside, counts, valid, distances, rows, per_call = [], [], [], [], [], [], [], []
+    builds, solves, inside, counts, valid, distances, sent, per_call = [], [], [], [], [], [], [], []
     for _, row in rejected.iterrows():
         started = now()
         if explainer is not None:
@@ -147,7 +147,7 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         inside.append(sum(_INSIDE))
         builds.append(built - started)
         counts.append(result.statistics.model_call_count)
-        rows.append(sum(_SENT))
+        sent.append(sum(_SENT))
         per_call.extend(_SENT)
         valid.append(result.valid)
         if result.valid:
@@ -162,7 +162,7 @@ def measure(name: str, rows: int, use_explainer: bool, data_dir: Path, clock: st
         "calculator": calculating * 1e3,
         "calculator_in_calls": calculating / call,
         "calls": float(statistics.median(counts)),
-        "rows": float(statistics.median(rows)),
+        "rows": float(statistics.median(sent)),
         "per_call": float(statistics.median(per_call)),
         "valid": 100.0 * float(np.mean(valid)),
         "distance": float(np.mean(distances)) if distances else float("nan"),
