@@ -73,7 +73,8 @@ class RemoteModel:
     model_name, version, protocol:
         Complete the address (or must agree with it): ``protocol`` is ``"rest"`` or ``"grpc"``.
     timeout:
-        Seconds each call may wait for its answer (gRPC: the call's deadline); ``connect_timeout``
+        Seconds each call may wait for its whole answer (gRPC: the call's deadline; REST: the
+        answer's head and body, each wait for their bytes ending by then); ``connect_timeout``
         for the connection (REST; default the smaller of ``timeout`` and 5 s).
     headers:
         Sent with every call (REST headers, gRPC metadata): an ``Authorization`` token, a

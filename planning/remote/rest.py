@@ -5,12 +5,13 @@ a batch worker or a Ray task opens its own, and so does a forked worker); httpx'
 to share between threads.
 Every call has a connect and a read timeout: a server that accepts and never answers fails
 after the read timeout, never hangs. httpx's read timeout bounds each wait for bytes, not the
-answer, so the body is also read by a deadline: it must have arrived whole within ``timeout`` of
-sending the request (the whole call's bound, as gRPC's deadline is, and what ``--predictor-timeout``
-promises), else the call fails as a timeout, the rest unread; a server that trickles its body a
-byte at a time cannot hold a call, and the KServe or gRPC request and worker thread behind it,
-much longer. (The response's head is bounded by httpx alone: each wait, and httpcore's 100 KiB
-head.) Every answer is streamed and read within a size limit
+answer, so the whole answer, its head (status line and headers) and its body, is also read by a
+deadline: it must have arrived within ``timeout`` of sending the request (the whole call's bound,
+as gRPC's deadline is, and what ``--predictor-timeout`` promises), else the call fails as a
+timeout, the rest unread and that connection closed; every wait for bytes ends by the deadline
+(:mod:`~counterplan.planning.remote.rest_deadline`), so a server that trickles its head or its
+body a byte at a time cannot hold a call, and the KServe or gRPC request and worker thread behind
+it, past its timeout. Every answer is streamed and read within a size limit
 (:data:`~counterplan.planning.remote.transport.MAX_MESSAGE`, as gRPC's; an error body within
 :data:`~counterplan.planning.remote.transport.ERROR_BODY_BYTES`): a larger or endless body fails
 the call once the limit is passed (or at once, by its ``Content-Length``), and the response is
@@ -115,13 +116,21 @@ class RestTransport:
                     ) from None
                 headers = httpx.Headers(DEFAULT_HEADERS)
                 headers.update(self.headers)  # the caller's win, whatever their case
-                self._client = httpx.Client(
+                from counterplan.planning.remote.rest_deadline import bind_deadlines  # noqa: PLC0415 - needs httpx
+
+                client = httpx.Client(
                     base_url=self.address.base_url,
                     headers=headers,
                     timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
                     verify=self.verify,
                     follow_redirects=False,
                 )
+                try:
+                    bind_deadlines(client)
+                except ModelAdapterError:
+                    client.close()
+                    raise
+                self._client = client
                 self._post_headers = httpx.Headers(self._client.headers)
                 self._post_headers["Content-Type"] = "application/json"
                 self._urls = {}
@@ -172,9 +181,12 @@ class RestTransport:
 
     def _exchange(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, bytes | None, str | None]:
         """One request: the answer's status, its body (None when over its limit: :func:`read_within`)
-        and its charset; httpx's failures as transport errors, and so a body not whole ``timeout``
-        seconds after the request was sent (:class:`CallTimeoutError`, as a read timeout)."""
+        and its charset; httpx's failures as transport errors, and so an answer, head or body, not
+        whole ``timeout`` seconds after the request was sent (:class:`CallTimeoutError`, as a read
+        timeout: every wait for its bytes ends by then, :mod:`~counterplan.planning.remote.rest_deadline`)."""
         import httpx  # noqa: PLC0415
+
+        from counterplan.planning.remote.rest_deadline import CALL  # noqa: PLC0415 - needs httpx
 
         client, post_headers = self._opened()
         try:
@@ -184,13 +196,13 @@ class RestTransport:
                 content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
                 url = self._urls.get(path) or self._urls.setdefault(path, client.build_request(method, path).url)
                 request = httpx.Request(method, url, headers=post_headers, content=content)
-            deadline = time.monotonic() + self.timeout  # the whole call's, as gRPC's: see read_within
+            CALL.at = time.monotonic() + self.timeout  # the whole call's, as gRPC's deadline
             response = client.send(request, stream=True)
             try:  # closed however the read ends: an unread rest closes the connection, never drained
                 status = response.status_code
-                raw = read_within(response, MAX_MESSAGE if status == 200 else ERROR_BODY_BYTES, deadline)
+                raw = read_within(response, MAX_MESSAGE if status == 200 else ERROR_BODY_BYTES)
                 return status, raw, response.charset_encoding
-            except AnswerTooSlowError:
+            except httpx.TimeoutException:  # a wait for the body's bytes, cut short by the deadline
                 raise CallTimeoutError(
                     f"the answer did not arrive within the read timeout of {self.timeout:g} s (the rest not read)"
                 ) from None
@@ -204,34 +216,28 @@ class RestTransport:
             raise TransientError(f"cannot reach the server: {one_line(str(exc) or type(exc).__name__)}") from None
         except httpx.HTTPError as exc:
             raise RefusedError(one_line(f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            CALL.at = math.inf
 
 
-class AnswerTooSlowError(Exception):
-    """The body was still arriving at its deadline (:func:`read_within`)."""
-
-
-def read_within(response: httpx.Response, limit: int, deadline: float = math.inf) -> bytes | None:
+def read_within(response: httpx.Response, limit: int) -> bytes | None:
     """The body of a streamed ``response`` (decoded, as httpx gives it), or None once it is over
     ``limit`` bytes: by its declared ``Content-Length`` before reading any, else as soon as the
     bytes read pass the limit (a lying or missing length, an endless body), the rest unread.
 
-    Past ``deadline`` (``time.monotonic()``'s) the read stops with :class:`AnswerTooSlowError`,
-    the rest unread: httpx's read timeout bounds each wait for bytes, so a body trickled a byte
-    at a time, each under it, would otherwise be read for as long as the server likes. The clock
-    is read once per chunk httpx gives (up to 64 KiB; no system call); a read that waits is
-    still bounded by httpx's read timeout, so the call ends by ``deadline`` plus one such wait."""
+    Its time is the call's: every wait for bytes ends by the call's deadline (httpx's read
+    timeout bounds each wait, not the body, so a body trickled a byte at a time, each within
+    it, would otherwise be read for as long as the server likes), and a wait past it raises
+    httpx's read timeout (:mod:`~counterplan.planning.remote.rest_deadline`)."""
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit and "Content-Encoding" not in response.headers:
         return None
     chunks: list[bytes] = []
     size = 0
-    clock = time.monotonic
     for chunk in response.iter_bytes():
         size += len(chunk)
         if size > limit:
             return None
-        if clock() > deadline:
-            raise AnswerTooSlowError
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -323,3 +323,26 @@ def test_a_remote_model_pickles_without_a_connection_and_binds_a_target() -> Non
         RemoteModel("grpc://h:1/m", classes=["a", "a"])
     with pytest.raises(ModelAdapterError, match="timeout"):
         RemoteModel("grpc://h:1/m", timeout=0)
+
+
+def test_every_pool_of_a_rest_client_waits_by_the_call_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline is set on the client's own pool and on its proxies' (here from the
+    environment's HTTP_PROXY); a client whose pools are not where httpx keeps them (a mock
+    transport stands for a future httpx) is refused with a clear error, never left unbounded."""
+    import httpx
+
+    from counterplan.planning.remote.rest_deadline import DeadlineBackend, bind_deadlines
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    with httpx.Client() as client:
+        bind_deadlines(client)
+        bind_deadlines(client)  # twice: wrapped once
+        transports = [client._transport, *(t for t in client._mounts.values() if t is not None)]
+        backends = [t._pool._network_backend for t in transports]  # type: ignore[attr-defined]
+    assert len(backends) == 2 and all(isinstance(b, DeadlineBackend) for b in backends)
+    assert not any(isinstance(b._backend, DeadlineBackend) for b in backends)
+    with (
+        httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200))) as mocked,
+        pytest.raises(ModelAdapterError, match=r"cannot bound a call's whole time .*pip install 'httpx>=0.27,<0.29'"),
+    ):
+        bind_deadlines(mocked)

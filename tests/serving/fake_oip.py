@@ -1,10 +1,11 @@
 """Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, answers that never
-end or trickle, and a socket that accepts connections and never answers."""
+end or trickle (their body or their head), and a socket that accepts connections and never answers."""
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 import zlib
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
+from pathlib import Path
 from typing import Any, Literal
 
 METADATA = {"name": "m", "versions": [], "platform": "", "inputs": [], "outputs": [], "parameters": {}}
@@ -199,6 +201,104 @@ def flooding_server(flood: Flood) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class SlowHead:
+    """Answers whose head (status line and headers) trickles: one byte every ``pause`` seconds
+    for its first ``trickled`` bytes (each wait well within the client's read timeout, the whole
+    never), then the rest of the head and a whole answer at once, so that a client which waits
+    for it all ends too. Slow are the infer POSTs of ``slow_rows`` rows (and the metadata GET
+    when ``metadata``); every other request is answered at once, over HTTP/1.1 keep-alive.
+    ``sent`` counts each slow answer's bytes written, ``ends`` how each ended ("hung up": the
+    client closed the connection; "whole"; leaving the server waits for them), ``started`` the slow
+    answers begun, ``connections`` the connections accepted and ``normal`` the requests answered at
+    once."""
+
+    trickled: int = 100
+    pause: float = 0.2
+    slow_rows: int = 5
+    metadata: bool = False
+    sent: list[int] = field(default_factory=list)
+    ends: list[str] = field(default_factory=list)
+    started: int = 0
+    connections: int = 0
+    normal: int = 0
+
+
+def trickle(out: BufferedIOBase, answer: bytes, trickled: int, pause: float) -> tuple[int, str]:
+    """Write ``answer``'s first ``trickled`` bytes one at a time, ``pause`` seconds apart, then
+    the rest at once: the bytes written and how it ended ("whole", or "hung up" when a write
+    failed)."""
+    sent = 0
+    try:
+        for byte in answer[:trickled]:
+            if sent:
+                time.sleep(pause)
+            out.write(bytes([byte]))
+            sent += 1
+        out.write(answer[trickled:])
+    except OSError:
+        return sent, "hung up"
+    return len(answer), "whole"
+
+
+@contextmanager
+def slow_head_server(slow: SlowHead, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """An HTTP/1.1 keep-alive server answering as ``slow`` says (infer with :func:`answer`, GET
+    with :data:`METADATA`), over TLS with ``tls``'s certificate and key (for "localhost"); yields
+    its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 30.0  # an idle keep-alive connection is dropped after this long
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def setup(self) -> None:
+            super().setup()
+            slow.connections += 1
+
+        def do_GET(self) -> None:
+            self._answer(METADATA, slow.metadata)
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            rows = body["inputs"][0]["shape"][0]
+            self._answer(answer(rows), rows == slow.slow_rows)
+
+        def _answer(self, reply: dict[str, Any], slowly: bool) -> None:
+            raw = json.dumps(reply).encode()
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            head += b"X-Slow: " + b"." * slow.trickled + b"\r\n"
+            whole = head + b"Content-Length: %d\r\n\r\n" % len(raw) + raw
+            if not slowly:
+                slow.normal += 1
+                self.wfile.write(whole)
+                return
+            slow.started += 1
+            sent, end = trickle(self.wfile, whole, slow.trickled, slow.pause)
+            self.close_connection = end == "hung up"
+            slow.sent.append(sent)
+            slow.ends.append(end)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)  # its threads are daemons: keep-alive ones idle
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        yield f"https://localhost:{port}" if tls is not None else f"http://127.0.0.1:{port}"
+    finally:
+        ends = time.monotonic() + slow.trickled * slow.pause + 10.0
+        while len(slow.ends) < slow.started and time.monotonic() < ends:  # the slow answers' counts complete
+            time.sleep(0.05)
         server.shutdown()
         server.server_close()
 

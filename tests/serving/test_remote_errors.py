@@ -4,7 +4,9 @@ on transient failures, never a hang."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,12 +19,15 @@ from counterplan.planning.remote.transport import ERROR_BODY_BYTES, MAX_MESSAGE,
 from tests.serving.fake_oip import (
     Flood,
     Script,
+    SlowHead,
     answer,
     closed_port,
     flooding_server,
     scripted_server,
     silent_socket,
+    slow_head_server,
 )
+from tests.tls import self_signed
 
 pytestmark = pytest.mark.integration
 
@@ -261,3 +266,70 @@ def test_an_answer_in_pieces_within_the_timeout_is_read_whole(space_and_rows: tu
         got = remote.predict(X, space)  # type: ignore[arg-type]
     np.testing.assert_array_equal(got["prediction"], [[0.75, 0.25]] * 5)
     assert flood.ends == ["cap"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "tls"), [(False, False), (True, False), (False, True)], ids=["infer", "metadata", "tls"]
+)
+def test_a_trickled_head_fails_once_the_timeout_is_past(
+    space_and_rows: tuple[object, np.ndarray], tmp_path: Path, metadata: bool, tls: bool
+) -> None:
+    """An answer whose status line and headers come a byte every 0.2 s, each well within the 1 s
+    read timeout (httpx's bounds each wait for bytes, and httpcore reads a head of up to 100 KiB:
+    this one would take 20 s): the call fails as too slow once the timeout is past, its head
+    unfinished, not retried, the connection closed; over TLS too, after a whole answer."""
+    space, X = space_and_rows
+    slow = SlowHead(trickled=100, pause=0.2, metadata=metadata)
+    certificate = self_signed(tmp_path) if tls else None
+    with slow_head_server(slow, certificate) as base:
+        verify = str(certificate[0]) if certificate else True
+        remote = RemoteModel(f"{base}/v2/models/m", classes=[0, 1], retry=QUICK_RETRY, timeout=1.0, verify=verify)
+        if tls:  # a whole answer first: the handshake, and the connection the slow call reuses
+            np.testing.assert_array_equal(remote.predict(X[:2], space)["prediction"], [[0.75, 0.25]] * 2)  # type: ignore[arg-type]
+        started = time.monotonic()
+        with pytest.raises(RemoteModelError) as info:
+            remote.metadata() if metadata else remote.predict(X, space)  # type: ignore[arg-type]
+        elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 8.0  # about the timeout: 1.0 s on an idle machine; 20 s without the deadline
+    assert "too slow: no answer within the read timeout of 1 s" in str(info.value)
+    assert slow.ends == ["hung up"] and slow.sent[0] < 50  # not retried, the head cut short
+
+
+def test_a_trickled_head_leaves_the_other_connections_of_its_client_working(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """The client is shared between threads: while one thread's call waits on a trickled head,
+    the other's calls on the same client go on, and when it fails at its timeout only its own
+    connection is closed; the client's keep-alive connection serves the calls after it."""
+    space, X = space_and_rows
+    slow = SlowHead(trickled=100, pause=0.2, slow_rows=5)
+    failures: list[BaseException] = []
+    with slow_head_server(slow) as base:
+        remote = RemoteModel(f"{base}/v2/models/m", classes=[0, 1], retry=QUICK_RETRY, timeout=1.0)
+        remote.predict(X[:2], space)  # type: ignore[arg-type]  # a keep-alive connection, idle
+        timing: list[float] = []
+
+        def slow_call() -> None:
+            started = time.monotonic()
+            try:
+                remote.predict(X, space)  # type: ignore[arg-type]
+            except RemoteModelError as exc:
+                failures.append(exc)
+            timing.append(time.monotonic() - started)
+
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        during = 0
+        while caller.is_alive() and during < 1_000:  # the other thread's calls, on the same client
+            remote.predict(X[:2], space)  # type: ignore[arg-type]
+            during += 1
+            time.sleep(0.01)
+        caller.join(30.0)
+        opened = slow.connections
+        after = [remote.predict(X[:3], space)["prediction"] for _ in range(20)]  # type: ignore[arg-type]
+        remote.transport.close()
+    assert timing[0] < 8.0 and during > 0 and slow.ends == ["hung up"]  # 20 s without the deadline
+    assert len(failures) == 1 and "too slow: no answer within the read timeout of 1 s" in str(failures[0])
+    assert slow.connections == opened <= 2  # the calls after reuse a connection the failure left open
+    assert slow.normal == 2 + during + 20  # the metadata, the first call, the others': all answered
+    np.testing.assert_array_equal(after[-1], [[0.75, 0.25]] * 3)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from counterplan.server.grpc.client import CounterplanClient, class_goal, range_
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import DEMO_ID, FeatureSpec, ModelRegistry, RegisteredModel, demo_model
 from counterplan.solver.core.config import SolverConfig, TerminationConfig
+from tests.tls import self_signed
 
 pytestmark = pytest.mark.integration  # a real server on a loopback port (or a local Ray cluster)
 
@@ -514,37 +514,8 @@ def test_idle_reflection_streams_cannot_take_every_worker(demo: RegisteredModel)
         running.stop(0)
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = folder / "server.crt", folder / "server.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file
-
-
 def test_tls(demo: RegisteredModel, tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     running = start_server(
         ServerSettings(address="localhost", port=0, tls_cert=cert, tls_key=key), ModelRegistry([demo])
     )
