@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import ssl
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -122,7 +123,7 @@ class RestTransport:
                     base_url=self.address.base_url,
                     headers=headers,
                     timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
-                    verify=self.verify,
+                    verify=tls_verify(self.verify),
                     follow_redirects=False,
                 )
                 try:
@@ -218,6 +219,16 @@ class RestTransport:
             raise RefusedError(one_line(f"{type(exc).__name__}: {exc}")) from None
         finally:
             CALL.at = math.inf
+
+
+def tls_verify(verify: bool | str) -> bool | ssl.SSLContext:
+    """httpx's ``verify`` for ours: a CA bundle's path (a file, or a directory of certificates)
+    as an SSL context of it, as httpx itself read a path before 0.28 deprecated passing one."""
+    if not isinstance(verify, str):
+        return verify
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
 
 
 def read_within(response: httpx.Response, limit: int) -> bytes | None:
