@@ -333,6 +333,123 @@ def test_a_client_that_leaves_stops_its_search_and_its_later_instances_not_anoth
     assert kept_answer["statistics"]["termination_reason"] != "terminated early"
 
 
+def raw_explain(netloc: str, name: str, body: Any) -> bytes:
+    """One explain request as a client writes it on its socket (HTTP/1.1, kept alive)."""
+    content = json.dumps(body).encode()
+    head = (
+        f"POST /v1/models/{name}:explain HTTP/1.1\r\nHost: {netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(content)}\r\n\r\n"
+    )
+    return head.encode() + content
+
+
+def read_answer(stream: Any) -> tuple[int, Any]:
+    """The status and JSON body of the next answer on ``stream`` (a socket's file; a body with a
+    Content-Length, as the SDK answers)."""
+    status = int(stream.readline().split()[1])
+    length = 0
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return status, json.loads(stream.read(length))
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["in-one-write", "while-the-first-searches"])
+def test_a_client_that_pipelines_and_leaves_stops_its_running_search(
+    kserve_runtime: tuple[KServeRuntime, str],
+    client: httpx.Client,
+    credit_data: pd.DataFrame,
+    credit_model: Pipeline,
+    together: bool,
+) -> None:
+    """HTTP/1.1 pipelining: a client sends its next request on the connection before the answer,
+    then closes it. uvicorn's httptools parser made the queued request the connection's current
+    one and told only it that the client left: the running request's search ran on to its time
+    limit (600 s here), a worker thread and a core held for nobody. Now it stops at its next step
+    whether the next request came in the same write or while the first searched (uvicorn then
+    stops reading the connection, the close unread), the queued request never starts, and a
+    request on another connection answers as before."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+    from counterplan.solver.core.config import SolverConfig, TerminationConfig
+
+    endless = SolverConfig(termination=TerminationConfig(spent_limit_seconds=600.0), phases=({"type": "local_search"},))
+    calls = threading.Semaphore(0)
+
+    class Counted(_Broken):  # the pipeline's answers, each call counted
+        def predict_proba(self, rows: Any) -> Any:
+            calls.release()
+            return credit_model.predict_proba(rows)
+
+    searching, ended = threading.Event(), threading.Event()
+    endless_started: list[int] = []  # one per request without a time limit that reached the model
+
+    class Watched(CounterplanExplainer):
+        async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+            timed = payload["parameters"].get("time_limit") is not None
+            if not timed:
+                endless_started.append(1)
+                searching.set()
+            try:
+                return await super().explain(payload, headers)
+            finally:
+                if not timed:
+                    ended.set()
+
+    name = f"credit-piped-{together}".lower()
+    explainer = Explainer(Counted(credit_model), credit_data, target=TARGET, config=endless, check=False)
+    limits = ExplainLimits(max_instance_seconds=600, request_seconds=1200)
+    kserve_runtime[0].add(Watched(name, lambda: explainer, limits))
+    never = {"spec": {"goals": [{"kind": "class", "target": "good", "confidence": 1}]}}
+    stays: list[httpx.Response] = []
+    kept = {"instances": ROWS[:1], "parameters": {**never, "time_limit": 4}}
+    staying = threading.Thread(target=lambda: stays.append(explain(client, kept, name)), daemon=True)
+    staying.start()
+    address = urlsplit(str(client.base_url))
+    request = raw_explain(address.netloc, name, {"instances": ROWS[:1], "parameters": never})
+    with socket.create_connection((address.hostname, address.port), timeout=60) as leaving:
+        leaving.sendall(request * 2 if together else request)
+        assert searching.wait(60)
+        for _ in range(10):
+            assert calls.acquire(timeout=60)
+        if not together:
+            leaving.sendall(request)  # the next request, while the first searches
+        for _ in range(10):
+            assert calls.acquire(timeout=60)
+    # the client has gone: the first search ends at its next step (it would run 600 s)
+    assert ended.wait(60), "the search of a pipelining client that left ran on"
+    staying.join(60)
+    (kept_answer,) = stays[0].json()["explanations"]
+    assert stays[0].status_code == 200
+    assert kept_answer["statistics"]["termination_reason"] != "terminated early"
+    quick = explain(client, {"instances": ROWS[:1], "parameters": {"time_limit": 0.2}}, name)
+    assert quick.status_code == 200, quick.text  # a queued request would have started by its answer
+    assert len(endless_started) == 1, "the queued request of a client that left was started"
+
+
+def test_a_client_that_pipelines_and_stays_has_its_answers_in_order(
+    kserve_runtime: tuple[KServeRuntime, str], client: httpx.Client
+) -> None:
+    """The server parses HTTP with h11 (for the client that pipelines and leaves, above): a client
+    that pipelines and waits has every answer, in the order it asked."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(str(client.base_url))
+    requests = [raw_explain(address.netloc, NAME, {"instances": [row], "parameters": {"seed": 5}}) for row in ROWS]
+    with socket.create_connection((address.hostname, address.port), timeout=60) as pipelining:
+        pipelining.sendall(b"".join(requests))
+        stream = pipelining.makefile("rb")
+        answers = [read_answer(stream) for _ in ROWS]
+    for row, (status, answer) in zip(ROWS, answers, strict=True):
+        assert status == 200, answer
+        assert answer["explanations"][0]["original"] == row
+
+
 DEEP = "[" * 1020 + "]" * 1020
 """A list nested 1,020 levels: KServe's decoder (orjson) reads JSON up to 1,024 levels deep."""
 
