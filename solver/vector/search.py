@@ -177,7 +177,10 @@ def greedy_picks(scores: FloatMatrix, base: FloatMatrix, owner: IntArray) -> Int
     """Per owner, its row with the best goal gain (hard 0) per unit of distance added (soft 0)
     over its base score (``base``, per row), the first among equals; none for an owner no row
     gains for: the feature scan's greedy rule (:func:`counterplan.solver.local.scan.most_efficient`)
-    for every owner at once."""
+    for every owner at once (no rows: no picks; a chain's step can drop every row it drew, as
+    farther than its instance's feasible best)."""
+    if owner.size == 0:
+        return np.empty(0, dtype=np.intp)
     gain = scores[:, 0] - base[:, 0]
     cost = np.maximum(base[:, 3] - scores[:, 3], 1e-12)
     ratio = np.where(gain > 0.0, gain / cost, -np.inf)

@@ -30,7 +30,7 @@ from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.explainer import Explainer
 from counterplan.solver.vector.draws import key, uniforms
 from counterplan.solver.vector.scoring import BlockScorer
-from counterplan.solver.vector.search import VectorSearch, best_per_owner, split_cells
+from counterplan.solver.vector.search import VectorSearch, best_per_owner, greedy_picks, split_cells
 
 pytestmark = pytest.mark.unit
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -268,6 +268,21 @@ def test_the_best_of_each_owner_is_lexicographic_and_first_among_equals() -> Non
     owner = np.array([0, 0, 0, 0, 2])
     np.testing.assert_array_equal(best_per_owner(scores.astype(float), owner, 3), [1, -1, 4])
     np.testing.assert_array_equal(best_per_owner(scores[::-1].astype(float), owner[::-1], 3), [1, -1, 0])
+
+
+def test_a_greedy_step_that_keeps_no_row_ends_its_chain() -> None:
+    """The scan's greedy chain drops the rows farther than an instance's feasible best; when it
+    drops every row of a step, no row is picked (it raised IndexError on the empty step, and the
+    whole batch with it)."""
+    assert greedy_picks(np.empty((0, 5)), np.empty((0, 5)), np.empty(0, dtype=np.intp)).size == 0
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame(rng.normal(size=(3000, 6)).round(2), columns=[f"f{j}" for j in range(6)])
+    z = data.to_numpy() @ rng.normal(size=6)
+    data["y"] = (z + rng.normal(0.0, 1.0, z.size) > np.median(z)).astype(int)
+    model = LogisticRegression(max_iter=2000).fit(data.drop(columns="y"), data["y"])
+    explainer = Explainer(model, data, target="y")
+    frame = explain_batch(explainer, [805], seed=0)  # its chain's fifth step keeps no row
+    assert frame["status"].tolist() == ["ok"]
 
 
 def test_an_instance_the_model_fails_on_costs_the_others_nothing(
