@@ -31,6 +31,8 @@ The beam's pairs (:func:`beam_pairs`) are weighed as tables a lot at a time, see
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -39,6 +41,12 @@ from counterplan.solver.core.protocol import FloatMatrix
 IntArray = npt.NDArray[np.intp]
 TOLERANCE = 1e-9
 """A sum of costs must be this share below the best's distance."""
+COMBINATION_LOT = 256
+"""Entries :func:`combinations` takes at once (whole instances, at least one): a block's
+instances all at once made arrays that grew faster than the block (64 rows of a 100-tree
+forest on 60 features: 13-18 s for their combinations, 2.6-3.9 s by lots, with no stop check
+asked in between), and a lot's work is short enough to ask a deadline's stop check between
+lots (about 0.1 s there; the demo's 206 rows take 0.02 s either way)."""
 PAIR_LOT = 1 << 20
 """Pairs weighed at once (a few arrays of this size: bounded memory, whatever the block): the
 beam's lots, and the size past which a combination's last size lists only the pairs that can be
@@ -208,6 +216,7 @@ def combinations(
     slack: float,
     max_rows: int,
     max_states: int,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[IntArray, IntArray, FloatMatrix]:
     """Combinations of the entries ``inst``, ``feature``, ``cost``, ``gain`` (grouped by
     instance, gains positive): per instance (``deficit`` and ``best`` indexed by instance), sets
@@ -216,7 +225,74 @@ def combinations(
     ``max_rows`` cheapest (ties: the order they are built in). Between sizes an instance keeps
     its ``max_states`` cheapest partial sets that can still reach. Returns each combination's
     instance, its entries (indices into the given arrays, ``-1`` padded to ``max_features``)
-    and its gains added, grouped by instance."""
+    and its gains added, grouped by instance.
+
+    The instances are taken a lot at a time (:data:`COMBINATION_LOT`), and ``should_stop`` (a
+    deadline's stop check) is asked before each lot and each size: once it says stop, what was
+    found comes back and the instances not reached have none (the caller stops before its next
+    model call). An instance's combinations are its own, so the lots change nothing else."""
+    empty = (np.empty(0, dtype=np.intp), np.empty((0, max_features), dtype=np.intp), np.empty(0))
+    found: list[tuple[IntArray, IntArray, FloatMatrix]] = []
+    for start, end in _instance_lots(inst, COMBINATION_LOT):
+        if should_stop is not None and should_stop():
+            break
+        got_inst, chosen, gained = _lot_combinations(
+            inst[start:end],
+            feature[start:end],
+            cost[start:end],
+            gain[start:end],
+            deficit=deficit,
+            best=best,
+            max_features=max_features,
+            slack=slack,
+            max_rows=max_rows,
+            max_states=max_states,
+            should_stop=should_stop,
+        )
+        found.append((got_inst, np.where(chosen >= 0, chosen + start, -1), gained))
+    if not found:
+        return empty
+    return (
+        np.concatenate([f[0] for f in found]),
+        np.vstack([f[1] for f in found]),
+        np.concatenate([f[2] for f in found]),
+    )
+
+
+def _instance_lots(inst: IntArray, size: int) -> list[tuple[int, int]]:
+    """``inst`` (grouped by instance) cut at instance boundaries into ranges of about ``size``
+    entries (an instance larger than that is a range of its own); one range when it is not
+    grouped (an instance must not span two)."""
+    n = inst.size
+    if n == 0:
+        return []
+    if (np.diff(inst) < 0).any():
+        return [(0, n)]
+    starts = [*group_starts(inst).tolist(), n]
+    lots: list[tuple[int, int]] = []
+    begin = 0
+    for at in starts[1:]:
+        if at - begin >= size or at == n:
+            lots.append((begin, at))
+            begin = at
+    return lots
+
+
+def _lot_combinations(
+    inst: IntArray,
+    feature: IntArray,
+    cost: FloatMatrix,
+    gain: FloatMatrix,
+    *,
+    deficit: FloatMatrix,
+    best: FloatMatrix,
+    max_features: int,
+    slack: float,
+    max_rows: int,
+    max_states: int,
+    should_stop: Callable[[], bool] | None,
+) -> tuple[IntArray, IntArray, FloatMatrix]:
+    """:func:`combinations` of one lot of instances (``should_stop`` asked before each size)."""
     empty = (np.empty(0, dtype=np.intp), np.empty((0, max_features), dtype=np.intp), np.empty(0))
     if inst.size == 0:
         return empty
@@ -234,6 +310,8 @@ def combinations(
     s_inst, s_cost, s_gain = e_inst, e_cost, e_gain
     found: list[tuple[IntArray, IntArray, FloatMatrix, FloatMatrix]] = []
     for size in range(2, max_features + 1):
+        if size > 2 and should_stop is not None and should_stop():
+            break
         last = state[:, -1]
         ends = cheap_ends(e_cost, last + 1, inst_end[last], s_cost, limit[s_inst])
         left = max_features - size + 1  # places a state may still fill
@@ -363,6 +441,7 @@ def beam_pairs(
     best: FloatMatrix,
     width: int,
     max_rows: int,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[IntArray, IntArray]:
     """The beam's pairs of single rows ``inst``, ``feature``, ``cost``, ``gain`` (grouped by
     instance; ``best`` indexed by instance): every single row of an instance's ``width``
@@ -376,7 +455,8 @@ def beam_pairs(
     only those reaching their instance's
     ``max_rows``-th largest sum (one partition a lot) are listed and ranked: 64 rows of the demo's
     forest have 31 million pairs, which listed one by one took most of a block's time and
-    gigabytes of memory."""
+    gigabytes of memory. ``should_stop`` (a deadline's stop check) is asked before each lot: once
+    it says stop, the pairs weighed come back and the instances not reached have none."""
     none = (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp))
     if inst.size == 0 or width <= 0 or max_rows <= 0:
         return none
@@ -406,6 +486,8 @@ def beam_pairs(
     row_size = cheap_ends(cost[by_cost], row_start, row_start + row_size, finite, limit) - row_start
     kept: list[tuple[IntArray, IntArray]] = []
     for mine in _lots(np.flatnonzero((lead_size > 0) & (row_size > 0)), lead_size, row_size):
+        if should_stop is not None and should_stop():
+            break
         a_at, a_in = _table(lead_start[mine], lead_size[mine])
         b_at, b_in = _table(row_start[mine], row_size[mine])
         a_of, b_of = lead[a_at][:, :, None], by_cost[b_at][:, None, :]

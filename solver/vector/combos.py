@@ -21,6 +21,7 @@ trees), which the block has scored already.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,11 +130,12 @@ def combinations(
     slack: float,
     max_rows: int,
     max_states: int,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[IntArray, IntArray, FloatMatrix]:
     """:func:`~counterplan.solver.core.trade.combo_candidates` for every instance: the
     :func:`~counterplan.solver.core.combinations.combinations` of each instance's ``entries``
-    (its thinned fronts, grouped by instance and feature). Returns each combination's instance,
-    its single rows (``-1`` padded) and gains added."""
+    (its thinned fronts, grouped by instance and feature), ``should_stop`` asked between its lots.
+    Returns each combination's instance, its single rows (``-1`` padded) and gains added."""
     inst, chosen, gained = core_combinations(
         singles.inst[entries],
         singles.feature[entries],
@@ -145,6 +147,7 @@ def combinations(
         slack=slack,
         max_rows=max_rows,
         max_states=max_states,
+        should_stop=should_stop,
     )
     return inst, np.where(chosen >= 0, entries[np.maximum(chosen, 0)], -1), gained
 
@@ -160,12 +163,27 @@ def combination_rows(originals: FloatMatrix, singles: Singles, inst: IntArray, c
     return out
 
 
-def beam_pairs(singles: Singles, *, best: FloatMatrix, width: int, max_rows: int) -> tuple[IntArray, IntArray]:
+def beam_pairs(
+    singles: Singles,
+    *,
+    best: FloatMatrix,
+    width: int,
+    max_rows: int,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[IntArray, IntArray]:
     """:func:`~counterplan.solver.core.trade.beam_candidates` for every instance of ``singles``
     (grouped by instance; ``best`` indexed by instance):
-    :func:`~counterplan.solver.core.combinations.beam_pairs`. The pairs' two single rows."""
+    :func:`~counterplan.solver.core.combinations.beam_pairs`, ``should_stop`` asked between its
+    lots. The pairs' two single rows."""
     return core_beam_pairs(
-        singles.inst, singles.feature, singles.cost, singles.gain, best=best, width=width, max_rows=max_rows
+        singles.inst,
+        singles.feature,
+        singles.cost,
+        singles.gain,
+        best=best,
+        width=width,
+        max_rows=max_rows,
+        should_stop=should_stop,
     )
 
 

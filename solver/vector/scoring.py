@@ -40,8 +40,9 @@ class BlockScorer:
     :func:`~counterplan.solver.vector.capability.same_program`; their domains may differ,
     :class:`~counterplan.solver.vector.layouts.Layouts`).
 
-    ``stop`` is asked before every model call; once it says stop, :class:`SearchStoppedError` is raised
-    and no call is made.
+    ``stop`` is asked before every model call (and by the search between lots of its longest work
+    that calls no model, :meth:`check_stop`); once it says stop, :class:`SearchStoppedError` is
+    raised and no call is made.
     """
 
     def __init__(
@@ -144,10 +145,19 @@ class BlockScorer:
             change_penalty=problem.distance.change_penalty,
         )
 
+    def stopping(self) -> bool:
+        """Whether the block's stop check says stop: asked before every model call, and between
+        the lots of long work that calls no model (a block's combinations and beam pairs)."""
+        return self.stop is not None and self.stop()
+
+    def check_stop(self) -> None:
+        """Raise :class:`SearchStoppedError` when the block's stop check says stop."""
+        if self.stopping():
+            raise SearchStoppedError
+
     def _fresh(self, X: FloatMatrix, owner: IntArray) -> FloatMatrix:
         self.calling = np.unique(owner).astype(np.intp)  # the instances this call serves
-        if self.stop is not None and self.stop():
-            raise SearchStoppedError
+        self.check_stop()
         problem = self.problem
         n = X.shape[0]
         self.rows_scored += n

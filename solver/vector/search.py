@@ -607,6 +607,7 @@ class VectorSearch:
             slack=COMBO_SLACK,
             max_rows=s.combo_rows,
             max_states=s.combo_states,
+            should_stop=self.scorer.stopping,  # a block's combinations take seconds: a deadline holds
         )
         # the beam, for instances no combination is predicted to take all the way
         predicted = np.zeros(self.count, dtype=bool)
@@ -617,7 +618,9 @@ class VectorSearch:
             best=-outcome.scores[:, 3],
             width=s.beam_width,
             max_rows=s.combo_rows,
+            should_stop=self.scorer.stopping,
         )
+        self.scorer.check_stop()  # cut short: the rows left out are not scored
         level = np.vstack(
             [combination_rows(self.originals, singles, inst, chosen), pair_rows(self.originals, beamed, a, b)]
         )
