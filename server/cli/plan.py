@@ -267,7 +267,7 @@ def _so_far(result: Any) -> str:
 
     steps = " -> ".join(s.action for s in cheapest.steps)
     return one_line(
-        f"best so far after {result.generations} generations: {len(result.plans)} plans on the front, "
+        f"best so far after {result.generations} generations: {result.front_size} plans on the front, "
         f"the cheapest (cost {cheapest.total_cost:.2f}): {steps}"
     )
 
@@ -300,6 +300,13 @@ def _print(result: Any, label: str) -> None:
     for i, p in enumerate(result.plans, 1):
         table.add_row(str(i), " -> ".join(s.action for s in p.steps), f"{p.total_cost:.2f}", f"{p.distance:.3f}")
     console.print(table)
+    if result.front_size > len(result.plans):  # stopped with a front too large to lay out in time
+        console.print(
+            f"Stopped: the cheapest {len(result.plans)} of the {result.front_size} plans on the front are laid out, "
+            "the rest are not.",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print(GOWER_NOTE.format(features=len(result.original)), markup=False)
     console.print(f"Before any action: the {label} is {result.original_prediction:.3f}.", markup=False)
     for i, p in enumerate(result.plans[:PLANS_SHOWN], 1):

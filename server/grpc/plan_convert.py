@@ -232,7 +232,7 @@ def plan_message(
             model_calls=result.model_calls,
             time_spent_seconds=result.seconds,
             feature_names=names,
-            front_size=len(result.plans),
+            front_size=result.front_size,
             already_met=result.already_met,
             failure="; ".join(text for text in (result.failure, result.cost_failure) if text),
         )
@@ -345,6 +345,7 @@ def plan_result(response: pb.PlanResponse) -> PlanResult:
         original=ordered(response.original),
         original_prediction=response.original_prediction,
         plans=plans,
+        front_size=response.front_size,
         cheapest=plans[response.cheapest] if response.HasField("cheapest") else None,
         short=plans[response.short_plan] if response.HasField("short_plan") else None,
         already_met=response.already_met,

@@ -288,7 +288,7 @@ class PlanCalls:
                 stage=pb.STAGE_FINAL,
                 generation=max(result.generations - 1, 0),
                 front=final_front(result),
-                front_size=len(result.plans),
+                front_size=result.front_size,
                 time_spent_seconds=result.seconds,
                 result=call.message(result),
             )

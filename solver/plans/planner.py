@@ -17,26 +17,30 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from counterplan.planning.actions import Action, ActionSet, CostGraph
 from counterplan.planning.calculator import Evaluation
 from counterplan.planning.distance import gower
 from counterplan.planning.errors import ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.space import FloatMatrix
+from counterplan.planning.space import FeatureSpace, FloatMatrix
 from counterplan.planning.threads import NativeThreadLimit
 from counterplan.solver.core.events import BestSolutionListener, ParetoFront
 from counterplan.solver.plans.genome import Decoded, decode
 from counterplan.solver.plans.search import PlanConfig, PlanSearch
-from counterplan.solver.plans.unroll import Unrolled, unroll
+from counterplan.solver.plans.unroll import Interrupted, Unrolled, unroll
 
 SHORT_PLAN = 2
 """The short plan the result names: the cheapest of at most this many actions."""
+LAY_OUT_SECONDS = 0.05
+"""How long a search that must end (a stop request, its time limit or its deadline passed) may
+still lay its front out, cheapest plan first (at least that one): the rest is counted in
+``front_size``, not laid out. A deadline is a promise, and the lay-out calls no model."""
 
 
 class PlanStep(BaseModel):
@@ -84,6 +88,10 @@ class PlanResult(BaseModel):
     original: dict[str, Any]
     original_prediction: float
     plans: list[ActionPlan]
+    front_size: int
+    """The plans on the search's front: more than ``plans`` holds when a stop, the time limit or
+    the deadline ended the search with a front too large to lay out in time (the cheapest are
+    laid out, :data:`LAY_OUT_SECONDS`). Left out: as many as ``plans``."""
     cheapest: ActionPlan | None
     short: ActionPlan | None
     """The cheapest plan of at most two actions, when the front has one."""
@@ -104,6 +112,14 @@ class PlanResult(BaseModel):
     then, and another run may find more."""
     model_calls: int
     seconds: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_front(cls, data: Any) -> Any:
+        """A result given no ``front_size`` holds its whole front."""
+        if isinstance(data, dict) and data.get("front_size") is None:
+            return {**data, "front_size": len(data.get("plans") or ())}
+        return data
 
 
 class PlanSolver:
@@ -168,19 +184,20 @@ class PlanSolver:
         (the last its listeners heard; None: none yet) laid out by replaying each plan (no model
         call). Its states are not checked through the model: each step's prediction is NaN, and
         the last step of each plan meets the goal, as the search's scoring of its final state
-        found (the front holds only such plans), so each plan is valid as it was scored."""
-        problem, search = self.problem, self.search
-        space = problem.space
+        found (the front holds only such plans), so each plan is valid as it was scored. The
+        search is over, so its plans are laid out cheapest first for at most
+        :data:`LAY_OUT_SECONDS` (``front_size`` counts the rest)."""
+        search = self.search
         original = self._original
         if original is None:
             return None
         plans: list[ActionPlan] = []
-        if front is not None and front.rows.shape[0]:
-            decoded = decode(front.rows, search.actions, space)
-            settle = None if problem.relations is None else problem.relations.apply
-            played = unroll(decoded, search.actions, search.graph, space, space.original, settle=settle)
-            plans = _plans(search, decoded, played, front.objectives, None)
-        return self._result(original, plans, self._started, stopped_early=True)
+        size = 0 if front is None else int(front.rows.shape[0])
+        if front is not None and size:
+            should_stop = _lay_out_stop(search)
+            objectives, decoded, played = _replayed(search, front.rows, front.objectives, should_stop)
+            plans = _plans(search, decoded, played, objectives, None, should_stop=should_stop)
+        return self._result(original, plans, self._started, front_size=size, stopped_early=True)
 
     def solve(self) -> PlanResult:
         """Search (native thread pools limited to ``model_threads``) and lay out the front."""
@@ -195,6 +212,7 @@ class PlanSolver:
             already_met = bool((original.scores[0, :3] == 0.0).all())
             keys, objectives = search.run() if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
             plans = _lay_out(search, keys, objectives) if keys.shape[0] and not self._abandoned.is_set() else []
+            front_size = int(keys.shape[0])
         failure = None
         if calculator.gave_up is not None:
             failure = f"{calculator.gave_up}; the last: {calculator.last_failure}"
@@ -213,6 +231,7 @@ class PlanSolver:
             plans,
             started,
             already_met=already_met,
+            front_size=front_size,
             failure=failure,
             cost_failure=cost_failure,
             stopped_early=search.stopped_early,
@@ -263,26 +282,80 @@ def plan(
 
 
 def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> list[ActionPlan]:
-    """Each front plan step by step, every state checked through the real model in one call."""
-    actions, space = search.actions, search.problem.space
-    decoded = decode(keys, actions, space)
-    played = unroll(decoded, actions, search.graph, space, space.original, settle=search.settle)  # no model call
+    """Each front plan step by step, every state checked through the real model in one call;
+    cheapest first, and once a stop or the clock ended the search, for at most
+    :data:`LAY_OUT_SECONDS` (:func:`_lay_out_stop`)."""
+    should_stop = _lay_out_stop(search)
+    objectives, decoded, played = _replayed(search, keys, objectives, should_stop)
     lengths = decoded.lengths
-    rows = [played.states[i, 1 : lengths[i] + 1] for i in range(keys.shape[0])]
+    rows = [played.states[i, 1 : lengths[i] + 1] for i in range(objectives.shape[0])]
     checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None
-    return _plans(search, decoded, played, objectives, checked)
+    return _plans(search, decoded, played, objectives, checked, should_stop=should_stop)
+
+
+def _replayed(
+    search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix, should_stop: Callable[[], bool]
+) -> tuple[FloatMatrix, Decoded, Unrolled]:
+    """A front's plans played out from the original (no model call), cheapest first (ties in
+    their order: a lay-out cut short keeps the cheapest, and one laid out whole is sorted as
+    before, as :meth:`PlanSolver._result` sorts stably by cost first); their objectives, genomes
+    decoded and states. When ``should_stop`` stops the replay (a large front of many actions
+    takes seconds), the cheapest plan alone."""
+    actions, space = search.actions, search.problem.space
+    order = np.argsort(objectives[:, 0], kind="stable")
+    keys, objectives = keys[order], objectives[order]
+    decoded = decode(keys, actions, space)
+    try:
+        played = unroll(
+            decoded, actions, search.graph, space, space.original, settle=search.settle, should_stop=should_stop
+        )
+    except Interrupted:
+        keys, objectives = keys[:1], objectives[:1]
+        decoded = decode(keys, actions, space)
+        played = unroll(decoded, actions, search.graph, space, space.original, settle=search.settle)
+    return objectives, decoded, played
+
+
+def _lay_out_stop(search: PlanSearch) -> Callable[[], bool]:
+    """The lay-out's stop check, asked between plans: a search that a stop request, its time
+    limit or its deadline ended (:meth:`PlanSearch.past_its_time`) has its plans laid out for at
+    most :data:`LAY_OUT_SECONDS` after its first (a front of 1,820 plans of 150 steps took 33 s;
+    a small front is whole within it)."""
+    began: list[float] = []
+
+    def should_stop() -> bool:
+        now = time.perf_counter()
+        began[:] = began or [now]
+        return now - began[0] > LAY_OUT_SECONDS and search.past_its_time()
+
+    return should_stop
 
 
 def _plans(
-    search: PlanSearch, decoded: Decoded, played: Unrolled, objectives: FloatMatrix, checked: Evaluation | None
+    search: PlanSearch,
+    decoded: Decoded,
+    played: Unrolled,
+    objectives: FloatMatrix,
+    checked: Evaluation | None,
+    *,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[ActionPlan]:
-    """The plans laid out from their unrolled states; ``checked`` holds every step's state
-    checked through the model, in order (None: unchecked, see :meth:`PlanSolver.so_far`)."""
+    """The plans laid out from their unrolled states, in the order given; ``checked`` holds every
+    step's state checked through the model, in order (None: unchecked, see
+    :meth:`PlanSolver.so_far`). ``should_stop`` is asked before each plan but the first: once it
+    says stop, the plans laid out come back (a front of 2,000 plans of 150 steps each takes
+    seconds to lay out: a deadline must hold there too)."""
     problem, actions, space = search.problem, search.actions, search.problem.space
     lengths = decoded.lengths
-    out = []
+    out: list[ActionPlan] = []
     offset = 0
+    start: tuple[bytes, dict[str, Any]] | None = None
     for i in range(objectives.shape[0]):
+        if out and should_stop is not None and should_stop():
+            break
+        if start is None or start[0] != played.states[i, 0].tobytes():
+            start = (played.states[i, 0].tobytes(), space.decode(played.states[i, 0]))
+        state = start[1]
         steps = []
         for t in range(int(lengths[i])):
             a = int(decoded.order[i, t])
@@ -290,22 +363,20 @@ def _plans(
             j = space.index[action.feature]
             before, after = played.states[i, t], played.states[i, t + 1]
             row = offset + t
+            state, previous = _next_state(space, state, before, after), state
             steps.append(
                 PlanStep(
                     action=action.name,
                     feature=action.feature,
-                    before=space.features[j].decode(float(before[j])),
-                    after=space.features[j].decode(float(after[j])),
+                    before=previous[action.feature],
+                    after=state[action.feature],
                     cost=float(played.step_costs[i, t]),
                     consequences={
-                        space.names[k]: (
-                            space.features[k].decode(float(before[k])),
-                            space.features[k].decode(float(after[k])),
-                        )
+                        space.names[k]: (previous[space.names[k]], state[space.names[k]])
                         for k in np.flatnonzero(before != after)
                         if k != j
                     },
-                    state=space.decode(after),
+                    state=state,
                     prediction=math.nan if checked is None else _prediction(problem, checked, row),
                     goal_met=bool(t == lengths[i] - 1) if checked is None else _goal_met(checked, row),
                 )
@@ -324,6 +395,19 @@ def _plans(
             )
         )
     return out
+
+
+def _next_state(space: FeatureSpace, state: dict[str, Any], before: FloatMatrix, after: FloatMatrix) -> dict[str, Any]:
+    """``space.decode(after)``, from ``state`` (``space.decode(before)``): a step changes a few
+    features, so only those are decoded again (a state of 150 features decoded whole at every
+    step of every plan of a front was most of its lay-out). Compared by their bits, so every
+    value is decoded from the very code ``space.decode`` would see."""
+    bits = np.asarray(before, dtype=np.float64).view(np.uint64) != np.asarray(after, dtype=np.float64).view(np.uint64)
+    changed = np.flatnonzero(bits)
+    if changed.size == 0:
+        return dict(state)
+    features = space.features
+    return {**state, **{features[k].name: features[k].decode(float(after[k])) for k in changed.tolist()}}
 
 
 def _goal_met(checked: Evaluation, row: int) -> bool:

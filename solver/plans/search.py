@@ -258,6 +258,14 @@ class PlanSearch:
             return True
         return self.generations_run > 0 and no_time_for_a_call(spent, self._wall_limit, call)
 
+    def past_its_time(self) -> bool:
+        """A stop was requested, or the time limit or the deadline has passed (or will have
+        within :data:`~counterplan.solver.core.scope.CALL_MARGIN_SECONDS`): what the work after
+        the search asks, which calls no model (the front's lay-out)."""
+        spent = time.perf_counter() - self.started
+        late = any(no_time_for_a_call(spent, limit, 0.0) for limit in (self.deadline_seconds, self._wall_limit))
+        return self._terminate.is_set() or late
+
     @property
     def terminate_requested(self) -> bool:
         """True once :meth:`terminate_early` was called."""

@@ -217,3 +217,28 @@ def test_a_bad_search_flag_is_refused_naming_the_flag(
     code, _, err = run_cli(capsys, "plan", *flags)
     assert code == 2 and fragment in err, err
     assert "step_count_limit" not in err and "spent_limit_seconds" not in err and "random_seed" not in err
+
+
+def test_a_front_laid_out_in_part_says_how_many_plans_it_left_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """A search that a stop or its time limit ended lays out its cheapest plans only
+    (``PlanResult.front_size`` counts them all): the table and the interrupted line say so."""
+    from counterplan.server.cli.plan import _print, _so_far
+    from counterplan.solver.plans.planner import ActionPlan, PlanResult, PlanStep
+
+    step = PlanStep(
+        action="a", feature="x", before=0.0, after=1.0, cost=1.0, state={"x": 1.0}, prediction=0.9, goal_met=True
+    )
+    cheapest = ActionPlan(steps=[step], total_cost=1.0, distance=0.1, valid=True)
+    fields = {"original": {"x": 0.0}, "original_prediction": 0.1, "generations": 3, "model_calls": 4, "seconds": 1.0}
+    part = PlanResult(
+        plans=[cheapest], front_size=1820, cheapest=cheapest, short=cheapest, stopped_early=True, **fields
+    )
+    _print(part, "probability")
+    assert "Stopped: the cheapest 1 of the 1820 plans on the front are laid out, the rest are not." in (
+        capsys.readouterr().out
+    )
+    assert "1820 plans on the front" in _so_far(part)
+    whole = PlanResult(plans=[cheapest], cheapest=cheapest, short=cheapest, **fields)  # front_size: all of them
+    assert whole.front_size == 1
+    _print(whole, "probability")
+    assert "Stopped" not in capsys.readouterr().out

@@ -405,3 +405,48 @@ def test_an_unpriced_step_is_a_violation_of_its_plan_in_the_population() -> None
     job_plans = (decoded.order == 0).any(axis=1)
     assert played.unpriced.any(axis=1).tolist() == job_plans.tolist()
     assert (played.violations[job_plans] > 0).all()
+
+
+def test_a_stopped_search_lays_out_its_cheapest_plans_in_time() -> None:
+    """A front of 2,000 plans of about 50 steps over 300 features: laid out whole after a stop
+    (every step's state decoded feature by feature) it took 12 s, and so did the server's answer
+    at its deadline (:meth:`PlanSolver.so_far`). A search that must end now lays out its cheapest
+    plans for at most ``LAY_OUT_SECONDS``; ``front_size`` counts the rest."""
+    pytest.importorskip("pymoo")
+    import time
+
+    from counterplan.planning import CallableAdapter, ClassGoal, FloatFeature, OutputSpec
+    from counterplan.planning.actions import Action
+    from counterplan.solver.core.events import BestSolutionChanged
+    from counterplan.solver.plans.planner import PlanSolver
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
+
+    stopped: list[float] = []
+
+    def model(X: np.ndarray) -> np.ndarray:
+        """Approves when the first 100 features add up past 5; stops the search at its first
+        generation's call, as a cancel, a shutdown or Ctrl-C would (from another thread)."""
+        if len(X) > 1 and not stopped:
+            solver.terminate_early()
+            stopped.append(time.perf_counter())
+        p = 1.0 / (1.0 + np.exp(-(X[:, :100].sum(axis=1) - 5.0)))
+        return np.column_stack([1.0 - p, p])
+
+    features = [FloatFeature(name=f"x{j}", value=0.0, low=-100.0, high=100.0) for j in range(300)]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))]))
+    actions = [Action(name=f"raise x{j}", feature=f"x{j}", kind="add", low=0.5, high=2.0) for j in range(100)]
+    config = PlanConfig(population=2000, termination=plan_termination(10))
+    fronts: list[BestSolutionChanged] = []
+    solver = PlanSolver(problem, actions, config=config, listeners=[fronts.append])
+    result = solver.solve()
+    assert time.perf_counter() - stopped[0] < 3.0
+    assert result.stopped_early and result.generations == 1
+    (event,) = fronts
+    assert event.front is not None
+    size = event.front.rows.shape[0]
+    assert result.front_size == size > 1000 and 1 <= len(result.plans) < size
+    assert result.plans[0].total_cost == event.front.objectives[:, 0].min() and result.cheapest is result.plans[0]
+    started = time.perf_counter()
+    answered = solver.so_far(event.front)  # what a server answers by its deadline
+    assert time.perf_counter() - started < 3.0
+    assert answered is not None and answered.front_size == size and 1 <= len(answered.plans) < size
