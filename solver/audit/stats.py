@@ -31,7 +31,7 @@ from counterplan.solver.audit.report import (
     GroupFigures,
     Interval,
 )
-from counterplan.solver.batch.summary import feature_changes
+from counterplan.solver.batch.summary import changed_flags, feature_changes
 
 FloatArray = npt.NDArray[np.float64]
 STATUS = "audit_status"
@@ -253,15 +253,17 @@ def feature_figures(rows: pd.DataFrame, originals: pd.DataFrame, groups: Sequenc
     valid = rows[(_statuses(rows) == "with_recourse")]
     overall = feature_changes(valid, originals)
     by_group: dict[str, dict[str, dict[str, float | None]]] = {name: {} for name in overall["feature"]}
+    names, flags = changed_flags(valid, originals)  # each answer's changes, counted per group value below
     for column in groups:
-        labels = group_labels(valid[column])
+        labels = group_labels(valid[column]).to_numpy()
         for columns in by_group.values():
             columns[column] = {}
         for value in sorted(group_labels(rows[column]).unique()):
-            part = feature_changes(valid[(labels == value).to_numpy()], originals)
-            shares = dict(zip(part["feature"], part["share"], strict=True))
-            for name, columns in by_group.items():
-                columns[column][value] = _figure(float(shares.get(name, math.nan)))
+            mine = labels == value
+            n = int(mine.sum())
+            counts = flags[mine].sum(axis=0)
+            for name, count in zip(names, counts.tolist(), strict=True):
+                by_group[name][column][value] = _figure(count / n if n else math.nan)
     return {
         str(row["feature"]): FeatureFigures(
             changed=int(row["changed"]), share=_figure(float(row["share"])), by_group=by_group[row["feature"]]

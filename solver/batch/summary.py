@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from counterplan.solver.batch.records import PROPOSED_PREFIX
@@ -108,8 +109,7 @@ def summarize(records: pd.DataFrame, originals: pd.DataFrame) -> BatchSummary:
 
 def feature_changes(valid: pd.DataFrame, originals: pd.DataFrame) -> pd.DataFrame:
     """Per feature, how often the ``valid`` answers change it and how (see :class:`BatchSummary`)."""
-    names = [c[len(PROPOSED_PREFIX) :] for c in valid.columns if str(c).startswith(PROPOSED_PREFIX)]
-    names = [n for n in names if n in originals.columns]
+    names = _compared(valid, originals)
     before = originals.reindex(valid["row_id"].to_numpy())
     rows = [_one_feature(name, valid[PROPOSED_PREFIX + name], before[name], len(valid)) for name in names]
     frame = pd.DataFrame(rows, columns=list(FEATURE_COLUMNS))
@@ -122,11 +122,39 @@ def feature_changes(valid: pd.DataFrame, originals: pd.DataFrame) -> pd.DataFram
     return frame.reset_index(drop=True)
 
 
+def changed_flags(valid: pd.DataFrame, originals: pd.DataFrame) -> tuple[list[str], npt.NDArray[np.bool_]]:
+    """The features compared, and per ``valid`` answer (a row, in order) and feature (a column),
+    whether the answer changes it: what :func:`feature_changes` counts, for a caller that counts
+    it over many subsets of the answers (an audit's group values: one :func:`feature_changes` per
+    value took 8 s for 800 values of 40 features)."""
+    names = _compared(valid, originals)
+    before = originals.reindex(valid["row_id"].to_numpy())
+    flags = np.zeros((len(valid), len(names)), dtype=bool)
+    for j, name in enumerate(names):
+        flags[:, j] = _changed(valid[PROPOSED_PREFIX + name], before[name]).to_numpy()
+    return names, flags
+
+
+def _compared(valid: pd.DataFrame, originals: pd.DataFrame) -> list[str]:
+    """The features the answers propose values for and the originals hold, in the records' order."""
+    names = [c[len(PROPOSED_PREFIX) :] for c in valid.columns if str(c).startswith(PROPOSED_PREFIX)]
+    return [n for n in names if n in originals.columns]
+
+
+def _changed(proposed: pd.Series, original: pd.Series) -> pd.Series:
+    """Which answers change a feature (both reset to positions): numbers beyond a tolerance,
+    categories and booleans as text."""
+    proposed = proposed.reset_index(drop=True)
+    original = original.reset_index(drop=True)
+    numeric = _is_number(proposed) and _is_number(original)
+    return _changed_numbers(proposed, original) if numeric else _changed_values(proposed, original)
+
+
 def _one_feature(name: str, proposed: pd.Series, original: pd.Series, n_valid: int) -> dict[str, Any]:
     proposed = proposed.reset_index(drop=True)
     original = original.reset_index(drop=True)
     numeric = _is_number(proposed) and _is_number(original)
-    changed = _changed_numbers(proposed, original) if numeric else _changed_values(proposed, original)
+    changed = _changed(proposed, original)
     count = int(changed.sum())
     row: dict[str, Any] = {
         "feature": name,

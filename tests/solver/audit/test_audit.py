@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -365,3 +366,38 @@ def test_a_stop_is_asked_before_the_first_proof(grid: pd.DataFrame, grid_explain
     report, rows = run_audit(grid_explainer, without, options)
     assert report.partial and report.timing.rows_proved == 0 and report.no_recourse_proven == []
     assert (rows["audit_status"] == "no_recourse_unproven").all()
+
+
+def test_the_changes_by_group_are_counted_once_per_answer() -> None:
+    """Each group value's share of answers changing each feature, from the answers' changes found
+    once: finding them again for each value (one batch summary per value) took 8 s for 8 group
+    columns of 100 values over 40 features, after a stopped audit's deadline. The same figures."""
+    from counterplan.solver.audit.stats import feature_figures
+    from counterplan.solver.batch.summary import feature_changes
+
+    rng = np.random.default_rng(3)
+    n, names = 3000, [f"f{j}" for j in range(40)]
+    originals = pd.DataFrame(rng.normal(size=(n, 40)).round(2), columns=names, index=[f"r{i}" for i in range(n)])
+    originals["color"] = rng.choice(["red", "green", "blue"], n)
+    proposed = originals.to_numpy(dtype=object).copy()
+    moved = rng.random((n, 41)) < 0.1
+    proposed[:, :40][moved[:, :40]] = (originals[names].to_numpy() + 1.0)[moved[:, :40]]
+    proposed[:, 40][moved[:, 40]] = "gold"
+    rows = pd.DataFrame(proposed, columns=[f"cf_{c}" for c in originals.columns])
+    for c in names:
+        rows[f"cf_{c}"] = rows[f"cf_{c}"].astype("float64")
+    rows.insert(0, "row_id", originals.index)
+    rows["audit_status"] = rng.choice(["with_recourse", "no_recourse_unproven"], n, p=[0.8, 0.2])
+    groups = [f"g{k}" for k in range(8)]
+    for g in groups:
+        rows[g] = rng.integers(0, 100, n).astype(str)
+    rows.loc[::9, "g0"] = None  # a gap: the value "missing"
+    started = time.perf_counter()
+    figures = feature_figures(rows, originals, groups)
+    assert time.perf_counter() - started < 3.0
+    valid = rows[rows["audit_status"] == "with_recourse"]
+    for value in ("7", "42", "missing"):  # the batch summary's own figures, value by value
+        mine = valid[(valid["g0"].fillna("missing") == value).to_numpy()]
+        shares = feature_changes(mine, originals).set_index("feature")["share"]
+        assert {name: f.by_group["g0"][value] for name, f in figures.items()} == shares.to_dict()
+    assert set(figures) == {*names, "color"} and figures["color"].changed > 0
