@@ -28,6 +28,33 @@ FloatMatrix = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+GRID_TOLERANCE = 1e-9
+"""How far past a grid value, in grid steps, a bound may lie and still end on it: float noise
+(``0.29 * 100`` is ``28.999999999999996``)."""
+
+
+def _grid_ends(lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix) -> tuple[FloatMatrix, FloatMatrix]:
+    """Per column: the first grid value at or above ``lower`` and the last at or below ``upper``,
+    each within :data:`GRID_TOLERANCE` of a step (``scale``: grid values per unit, 0 for a float
+    without a grid, whose ends are then meaningless)."""
+    divisor = np.where(scale > 0, scale, 1.0)
+    low: FloatMatrix = np.ceil(lower * scale - GRID_TOLERANCE) / divisor + 0.0
+    high: FloatMatrix = np.floor(upper * scale + GRID_TOLERANCE) / divisor + 0.0
+    return low, high
+
+
+def _with_grid_ends(
+    lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix, on_grid: BoolArray
+) -> tuple[FloatMatrix, FloatMatrix]:
+    """The domain ``[lower, upper]`` widened, in the ``on_grid`` columns, to the grid values its
+    bounds stand for. A bound a hair past a grid value (data computed in floats: ``-0.14 - 1.0``
+    is ``-1.1400000000000001``) ends the grid on that value, which then lies outside the domain
+    by an ulp: the search proposed it and the candidate check refused it, a ``CandidateError``
+    out of every engine on valid input."""
+    low, high = _grid_ends(lower, upper, scale)
+    return np.where(on_grid, np.minimum(lower, low), lower), np.where(on_grid, np.maximum(upper, high), upper)
+
+
 def _refuse_duplicate_names(features: tuple[AnyFeature, ...]) -> None:
     seen: set[str] = set()
     for feature in features:
@@ -81,25 +108,9 @@ class FeatureSpace:
         self.names: tuple[str, ...] = tuple(f.name for f in self.features)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         bounds = np.array([f.bounds for f in self.features], dtype=np.float64)
-        self.domain_lower: FloatMatrix = bounds[:, 0].copy()
-        """Inclusive encoded domain bounds: what a candidate may hold at all."""
-        self.domain_upper: FloatMatrix = bounds[:, 1].copy()
-        self.monotone: FloatMatrix = np.array(
-            [{"increase": 1.0, "decrease": -1.0}.get(f.monotone or "", 0.0) for f in self.features]
-        )
-        """+1 where a feature may only increase, -1 only decrease, 0 either way."""
-        self.costs: FloatMatrix = np.array([f.cost for f in self.features], dtype=np.float64)
         self.mutable: BoolArray = np.array([f.mutable for f in self.features], dtype=bool)
-        self.nominal: BoolArray = np.array(
-            [isinstance(f, CategoricalFeature | BooleanFeature) for f in self.features], dtype=bool
-        )
-        self.integral: BoolArray = np.array([not isinstance(f, FloatFeature) for f in self.features], dtype=bool)
-        self.original: FloatMatrix = np.array([f.encode(f.value) for f in self.features], dtype=np.float64)
         self.missing: BoolArray = np.array([f.missing for f in self.features], dtype=bool)
         """Columns whose original value is missing (encoded by the feature's missing code)."""
-        self.graded: BoolArray = ~self.nominal & ~self.missing
-        """Numbers with a numeric original: a move can go part of the way back. Elsewhere a
-        change is all or nothing, and counts 1 in the distance (a category, a filled value)."""
         self.step: FloatMatrix = np.array(
             [f.step if isinstance(f, IntegerFeature | FloatFeature) else 1.0 for f in self.features], dtype=np.float64
         )
@@ -112,11 +123,30 @@ class FeatureSpace:
             ],
             dtype=np.float64,
         )
+        on_grid = self._scale > 0
+        self.domain_lower: FloatMatrix
+        """Inclusive encoded domain bounds: what a candidate may hold at all."""
+        self.domain_upper: FloatMatrix
+        self.domain_lower, self.domain_upper = _with_grid_ends(
+            bounds[:, 0], bounds[:, 1], self._scale, on_grid & self.mutable
+        )
+        self.monotone: FloatMatrix = np.array(
+            [{"increase": 1.0, "decrease": -1.0}.get(f.monotone or "", 0.0) for f in self.features]
+        )
+        """+1 where a feature may only increase, -1 only decrease, 0 either way."""
+        self.costs: FloatMatrix = np.array([f.cost for f in self.features], dtype=np.float64)
+        self.nominal: BoolArray = np.array(
+            [isinstance(f, CategoricalFeature | BooleanFeature) for f in self.features], dtype=bool
+        )
+        self.integral: BoolArray = np.array([not isinstance(f, FloatFeature) for f in self.features], dtype=bool)
+        self.original: FloatMatrix = np.array([f.encode(f.value) for f in self.features], dtype=np.float64)
+        self.graded: BoolArray = ~self.nominal & ~self.missing
+        """Numbers with a numeric original: a move can go part of the way back. Elsewhere a
+        change is all or nothing, and counts 1 in the distance (a category, a filled value)."""
         # The search moves within these: the domain, narrowed by monotone rules, so no move
         # breaks one; candidates from elsewhere that break one are counted on hard level 1.
         self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
         self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
-        on_grid = self._scale > 0
         self._gridded: BoolArray = on_grid
         self._divisor: FloatMatrix = np.where(on_grid, self._scale, 1.0)
         self._all_gridded = bool(on_grid.all())
@@ -143,9 +173,7 @@ class FeatureSpace:
     def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
         """The search bounds moved inwards onto each column's grid; a column whose grid holds no
         value between them keeps its original."""
-        tolerance = 1e-9
-        grid_low = np.ceil(self.lower * self._scale - tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
-        grid_high = np.floor(self.upper * self._scale + tolerance) / np.where(on_grid, self._scale, 1.0) + 0.0
+        grid_low, grid_high = _grid_ends(self.lower, self.upper, self._scale)
         empty = on_grid & (grid_low > grid_high)
         lower = np.where(on_grid & ~empty, grid_low, np.where(empty, self.original, self.lower))
         upper = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
@@ -325,3 +326,24 @@ def test_columns_of_text_stay_categorical() -> None:
     )
     features = infer_features(frame, frame.iloc[1].to_dict(), list(frame.columns))
     assert all(isinstance(f, CategoricalFeature) for f in features)
+
+
+@pytest.mark.parametrize("engine", ["local", "exact", "swarm", "auto"])
+def test_a_column_whose_extreme_is_float_noise_is_searched_to_its_end(engine: str) -> None:
+    """A column computed in floats (``-x - 1.0``) has its maximum at ``-1.1400000000000001``, read
+    as two decimals: the grid ends on -1.14, an ulp past the domain's bound, and every engine
+    raised CandidateError on that candidate (found by fuzzing). The answer the goal needs is that
+    very end, and every engine finds it, checked by the real model."""
+    if engine in ("exact", "auto"):
+        pytest.importorskip("highspy")
+    frame = pd.DataFrame({"x": -np.round(np.linspace(0.14, 10.0, 50), 2) - 1.0})
+    assert frame.x.max() == -1.1400000000000001
+    label = (frame.x > -1.2).astype(int)
+    model = LogisticRegression().fit(frame, label)
+    model.coef_, model.intercept_ = np.array([[100.0]]), np.array([115.0])  # p(x = -1.14) = 0.73
+    problem = CounterfactualProblem.from_dataframe(
+        frame.assign(**{TARGET: label}), {"x": -8.0}, model, [ClassGoal(target=1, confidence=0.7)], target=TARGET
+    )
+    result = explain(problem, seed=0, engine=engine)
+    assert result.valid and result.proposed == {"x": -1.14}
+    assert model.predict_proba(pd.DataFrame([result.proposed]))[0, 1] >= 0.705
