@@ -147,6 +147,8 @@ def _reachable_leaves(problem: CounterfactualProblem, arrays: EnsembleArrays) ->
     (immutable, or a one-value domain), only the original's side; elsewhere both. All trees walk
     together, one level per step (:meth:`EnsembleArrays.reached`)."""
     leaf = arrays.node_column < 0
+    if arrays.key_threshold.size == 0:  # no split in any tree (a constant label or column): every leaf is reached
+        return int(leaf.sum())
     fixed = _fixed_columns(problem)
     if fixed is None:
         return int(leaf.sum())

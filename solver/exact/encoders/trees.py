@@ -202,7 +202,9 @@ class _TreeEncoder:
         node_decision[split] = decision[arrays.key[split]]
         node_call = np.zeros(len(arrays.key), dtype=bool)
         node_call[split] = call[arrays.key[split]]
-        missing = split & fixed[np.maximum(arrays.key, 0)] & np.isnan(self.original[np.maximum(arrays.node_column, 0)])
+        at = np.flatnonzero(split)  # indexed by the splits alone: an ensemble of single leaves has no key
+        missing = np.zeros(len(arrays.key), dtype=bool)
+        missing[at] = fixed[arrays.key[at]] & np.isnan(self.original[arrays.node_column[at]])
         node_decision[missing] = np.where(arrays.missing_left[missing], LEFT, RIGHT)  # a missing value's own way
         return _Reach(node_decision.tolist(), node_call.tolist(), arrays.reached(node_decision).tolist())
 

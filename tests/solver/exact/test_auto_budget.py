@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier
+from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
@@ -207,3 +207,17 @@ def test_the_size_of_a_batchs_rows_reads_the_model_once_and_runs_no_preprocessin
         assert fixed is not None
         real = model[:-1].transform(frame.iloc[[int(rejected[k])]])
         assert np.array_equal(fixed[1], np.asarray(real, dtype=np.float64).reshape(-1))
+
+
+def test_a_forest_of_single_leaves_is_sized_and_goes_to_the_exact_engine(data: tuple[pd.DataFrame, pd.Series]) -> None:
+    """A forest with no split at all (fitted where no column varies: depth-1 trees on a constant
+    column) holds no split key; sizing its reachable leaves indexed the keys' thresholds and
+    ``auto`` raised IndexError (found by fuzzing). Every leaf is reachable, and the program is tiny."""
+    frame, label = data
+    model = RandomForestClassifier(n_estimators=3, max_depth=1, random_state=0).fit(frame * 0.0 + 1.0, label)
+    problem = CounterfactualProblem.from_dataframe(
+        frame, 0, model, [ClassGoal(target=1, confidence=0.9)], immutable=["x0"]
+    )
+    size = program_size(problem)
+    assert (size.trees, size.leaves, size.reachable, size.thresholds) == (3, 3, 3, 0)
+    assert choose(problem, SolverConfig(), "auto").name == "exact"

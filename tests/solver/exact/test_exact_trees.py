@@ -353,3 +353,24 @@ def test_threshold_rows_raise_the_lp_bound(monkeypatch: pytest.MonkeyPatch) -> N
         assert [r.status for r in optima] == ["optimal", "optimal"]
         assert optima[1].objective == pytest.approx(optima[0].objective, rel=1e-7, abs=1e-9)
     assert raised > 0
+
+
+def test_a_forest_of_single_leaves_is_encoded_and_proven_infeasible() -> None:
+    """A forest fitted where no column varies has no split at all: its arrays hold no split key,
+    and the row's reach indexed their keys and raised IndexError out of the exact engine (found by
+    fuzzing: a constant training column, depth-1 trees). Now the program is the leaves alone: the
+    goal above the leaves' averaged probability is proven out of reach."""
+    frame, label = _data()
+    constant = pd.DataFrame({name: np.full(len(frame), 1.0) for name in NUMBERS})
+    model = RandomForestClassifier(n_estimators=3, max_depth=1, random_state=0).fit(constant, label)
+    assert all(tree.tree_.node_count == 1 for tree in model.estimators_)
+    features = [
+        FloatFeature(name="income", value=2.0, low=0.0, high=10.0, precision=1),
+        IntegerFeature(name="tenure", value=3, low=0, high=14),
+        FloatFeature(name="debt", value=3.0, low=0.0, high=5.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], adapt_sklearn(model, "ok"))
+    result = explain(problem, seed=0, engine="exact")
+    assert not result.valid
+    assert result.statistics.exact is not None
+    assert result.statistics.exact.status == "infeasible" and result.statistics.exact.proven
