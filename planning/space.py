@@ -46,8 +46,9 @@ def _grid_ends(lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix) -> tu
 def _with_grid_ends(
     lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix, on_grid: BoolArray
 ) -> tuple[FloatMatrix, FloatMatrix]:
-    """The domain ``[lower, upper]`` widened, in the ``on_grid`` columns, to the grid values its
-    bounds stand for. A bound a hair past a grid value (data computed in floats: ``-0.14 - 1.0``
+    """The domain ``[lower, upper]`` widened, in the ``on_grid`` columns (those with a grid and a
+    domain to search: a mutable feature's, or a held one's the diagnosis scans), to the grid values
+    its bounds stand for. A bound a hair past a grid value (data computed in floats: ``-0.14 - 1.0``
     is ``-1.1400000000000001``) ends the grid on that value, which then lies outside the domain
     by an ulp: the search proposed it and the candidate check refused it, a ``CandidateError``
     out of every engine on valid input."""
@@ -127,8 +128,10 @@ class FeatureSpace:
         self.domain_lower: FloatMatrix
         """Inclusive encoded domain bounds: what a candidate may hold at all."""
         self.domain_upper: FloatMatrix
+        # a held feature's domain too, when it has one: the diagnosis scans it (solver/diagnosis.py)
+        ranged = self.mutable | (bounds[:, 1] > bounds[:, 0])
         self.domain_lower, self.domain_upper = _with_grid_ends(
-            bounds[:, 0], bounds[:, 1], self._scale, on_grid & self.mutable
+            bounds[:, 0], bounds[:, 1], self._scale, on_grid & ranged
         )
         self.monotone: FloatMatrix = np.array(
             [{"increase": 1.0, "decrease": -1.0}.get(f.monotone or "", 0.0) for f in self.features]

@@ -149,9 +149,14 @@ def test_a_bound_a_hair_past_its_grid_value_admits_that_value(low: float, high: 
     of two decimals ends on -1.14 there, an ulp outside the bound, and every engine's first
     candidate at that end was refused by the candidate check (a ``CandidateError`` out of the
     solve, found by fuzzing). The domain admits the grid value its bound stands for."""
-    space = FeatureSpace([FloatFeature(name="x", value=-8.0 if high < 0 else 8.0, low=low, high=high, precision=2)])
-    ends = space.to_grid(np.array([[-100.0], [100.0]]), slice(None))
-    assert ends[:, 0].tolist() == [round(low, 2), round(high, 2)]
-    space.check_candidates(ends)  # raised CandidateError: -1.14 outside [-11.0, -1.1400000000000001]
-    space.check_candidates(np.array([[low], [high]]))  # the bounds as given stay inside
-    assert space.off_grid(ends).tolist() == [0, 0]
+    value = -8.0 if high < 0 else 8.0
+    for held in (False, True):  # a held feature's domain too: the diagnosis scans it
+        feature = FloatFeature(name="x", value=value, low=low, high=high, precision=2, constrained=held)
+        space = FeatureSpace([feature])
+        ends = space.to_grid(np.array([[-100.0], [100.0]]), slice(None))
+        assert ends[:, 0].tolist() == [round(low, 2), round(high, 2)]
+        space.check_candidates(ends)  # raised CandidateError: -1.14 outside [-11.0, -1.1400000000000001]
+        space.check_candidates(np.array([[low], [high]]))  # the bounds as given stay inside
+        assert space.off_grid(ends).tolist() == [0, 0]
+    held_without_domain = FeatureSpace([FloatFeature(name="x", value=high, precision=2, constrained=True)])
+    assert held_without_domain.domain_lower.tolist() == held_without_domain.domain_upper.tolist() == [high]

@@ -347,3 +347,23 @@ def test_a_column_whose_extreme_is_float_noise_is_searched_to_its_end(engine: st
     result = explain(problem, seed=0, engine=engine)
     assert result.valid and result.proposed == {"x": -1.14}
     assert model.predict_proba(pd.DataFrame([result.proposed]))[0, 1] >= 0.705
+
+
+def test_the_diagnosis_scans_a_held_column_whose_extreme_is_float_noise() -> None:
+    """The same column held fixed, the goal out of the other feature's reach: the diagnosis scans
+    the held column's domain to its grid end, -1.14, and raised CandidateError there (found by
+    fuzzing); now it names the column as the one that would reach the goal."""
+    frame = pd.DataFrame({"x": -np.round(np.linspace(0.14, 10.0, 50), 2) - 1.0, "z": np.linspace(0.0, 1.0, 50)})
+    label = (frame.x > -1.2).astype(int)
+    model = LogisticRegression().fit(frame, label)
+    model.coef_, model.intercept_ = np.array([[100.0, 0.0]]), np.array([115.0])  # only x = -1.14 reaches 0.7
+    problem = CounterfactualProblem.from_dataframe(
+        frame.assign(**{TARGET: label}),
+        {"x": -8.0, "z": 0.5},
+        model,
+        [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET,
+        immutable=["x"],
+    )
+    result = explain(problem, seed=0)
+    assert not result.valid and result.blocked_by == ["x"] and result.reaches
