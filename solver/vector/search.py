@@ -580,7 +580,8 @@ class VectorSearch:
         was = X[r, j]
         moved = self.layouts.to_grid(was + 10.0 ** (-2.0 * draws[2, r]) * (target - was), own, j)
         step = space.step[j]
-        moved = np.where((step > 0) & (moved == was), was + np.sign(target - was) * step, moved)
+        stuck = (step > 0) & (moved == was)  # a step that rounded to nothing: one grid step, on the grid
+        moved = np.where(stuck, self.layouts.to_grid(was + np.sign(target - was) * step, own, j), moved)
         X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
 
     # ---- combinations and beam -------------------------------------------------------------
