@@ -580,8 +580,10 @@ class VectorSearch:
         was = X[r, j]
         moved = self.layouts.to_grid(was + 10.0 ** (-2.0 * draws[2, r]) * (target - was), own, j)
         step = space.step[j]
-        stuck = (step > 0) & (moved == was)  # a step that rounded to nothing: one grid step, on the grid
-        moved = np.where(stuck, self.layouts.to_grid(was + np.sign(target - was) * step, own, j), moved)
+        stuck = np.flatnonzero((step > 0) & (moved == was))  # rounded to nothing: one grid step, on the grid
+        if stuck.size:
+            ahead = was[stuck] + np.sign(target[stuck] - was[stuck]) * step[stuck]
+            moved[stuck] = self.layouts.to_grid(ahead, own[stuck], j[stuck])
         X[r, j] = np.where((moved - target) * (was - target) < 0, target, moved)
 
     # ---- combinations and beam -------------------------------------------------------------
