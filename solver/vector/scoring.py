@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.calculator import FAILED_PREDICTION
+from counterplan.planning.calculator import FAILED_PREDICTION, MAX_BISECTION_DEPTH, MAX_FAILED_MODEL_CALLS
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
@@ -78,6 +78,9 @@ class BlockScorer:
         self.rows_scored = 0
         self.rows_remembered = 0
         self.calls_per_instance = np.zeros(len(problems), dtype=np.int64)
+        self.failed_calls_per_instance = np.zeros(len(problems), dtype=np.int64)
+        """Per instance: the model calls on its rows alone that raised (its bisection's budget,
+        :data:`~counterplan.planning.calculator.MAX_FAILED_MODEL_CALLS`, as a solve's)."""
         self.calling: IntArray = np.arange(len(problems), dtype=np.intp)
         """The instances whose rows the model call about to start scores (set before ``stop``
         is asked, so a clock can share the call's time among them)."""
@@ -96,7 +99,8 @@ class BlockScorer:
             return out
         # each distinct row once (several walkers may draw one row in a step), looked up by its
         # key in sorted order (a search of sorted keys walks each run of the memory once)
-        keys, first, inverse = np.unique(_row_keys(X, owner), return_index=True, return_inverse=True)
+        contents = _row_contents(X)
+        keys, first, inverse = np.unique(key(owner, contents.view(np.int64)), return_index=True, return_inverse=True)
         scores = np.empty((keys.size, LEVELS))
         known = np.zeros(keys.size, dtype=bool)
         for run_keys, run_scores in self._memory:
@@ -110,7 +114,10 @@ class BlockScorer:
         fresh = np.flatnonzero(~known)
         if fresh.size:
             rows = first[fresh]
-            order = np.argsort(owner[rows], kind="stable")  # grouped by instance, for a failing model
+            # grouped by instance, each instance's rows in an order of their own (by their values'
+            # hash, not their key: the key holds the instance's place in the block), so a failing
+            # model's bisection of an instance's rows is the same in any block
+            order = np.lexsort((contents[rows], owner[rows]))
             new = np.empty((rows.size, LEVELS))
             new[order] = self._fresh(X[rows[order]], owner[rows[order]])
             scores[fresh] = new
@@ -209,12 +216,16 @@ class BlockScorer:
     def _predict(self, X: FloatMatrix, owner: IntArray) -> list[tuple[slice, Predictions | None]]:
         """The model's predictions of ``X`` by runs of rows: one call when it answers; when it
         raises, the rows are halved at an instance's boundary until the instances it fails on are
-        found (their rows count as failed), so one failing instance costs the others nothing and
-        an instance's scores are the same in any block."""
+        found, so one failing instance costs the others nothing; then an instance's own rows are
+        halved as a solve's calculator halves a batch (at most
+        :data:`~counterplan.planning.calculator.MAX_BISECTION_DEPTH` times, while the instance's
+        budget of failed calls lasts), so the rows the model answers keep their predictions and
+        only the rest count as failed. Both depend on the instance's own rows only: its scores
+        are the same in any block."""
         out: list[tuple[slice, Predictions | None]] = []
-        pending = [(0, X.shape[0])]
+        pending = [(0, X.shape[0], 0)]
         while pending:
-            start, stop = pending.pop()
+            start, stop, depth = pending.pop()
             self.model_calls += 1
             predictions: Predictions | None
             try:
@@ -227,10 +238,17 @@ class BlockScorer:
                 out.append((slice(start, stop), predictions))
                 continue
             cut = _instance_cut(owner, start, stop)
-            if cut is None:
+            if cut is not None:
+                pending += [(cut, stop, 0), (start, cut, 0)]
+                continue
+            instance = owner[start]
+            self.failed_calls_per_instance[instance] += 1
+            spent = self.failed_calls_per_instance[instance] >= MAX_FAILED_MODEL_CALLS
+            if stop - start == 1 or depth >= MAX_BISECTION_DEPTH or spent:
                 out.append((slice(start, stop), None))
             else:
-                pending += [(cut, stop), (start, cut)]
+                half = (start + stop) // 2
+                pending += [(half, stop, depth + 1), (start, half, depth + 1)]
         return out
 
 
@@ -243,14 +261,13 @@ def _instance_cut(owner: IntArray, start: int, stop: int) -> int | None:
     return int(boundaries[np.argmin(np.abs(boundaries - middle))])
 
 
-def _row_keys(X: FloatMatrix, owner: IntArray) -> npt.NDArray[np.uint64]:
-    """A 64-bit key per (instance, row): every value's bits hashed with its column at once, the
-    columns' hashes summed with odd weights, then hashed with the owner (a few whole-matrix
-    operations, whatever the number of columns)."""
+def _row_contents(X: FloatMatrix) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each row's values: every value's bits hashed with its column at once, the
+    columns' hashes summed with odd weights (a few whole-matrix operations, whatever the number of
+    columns). A row's key is this hashed with its instance."""
     bits = np.ascontiguousarray(X + 0.0).view(np.uint64)
     d = bits.shape[1]
     with np.errstate(over="ignore"):
         columns = mix(np.arange(1, d + 1, dtype=np.uint64)) | np.uint64(1)
         hashed = mix(bits ^ columns.reshape(1, -1)) * columns.reshape(1, -1)
-        total = np.add.reduce(hashed, axis=1, dtype=np.uint64)
-    return key(owner, total.view(np.int64))
+        return np.asarray(np.add.reduce(hashed, axis=1, dtype=np.uint64), dtype=np.uint64)

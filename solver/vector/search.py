@@ -11,7 +11,8 @@ The phases are those of the default solve (:func:`counterplan.solver.local.confi
   leaving out the rows farther than the instance's best feasible row (no model call needed);
 * **local search**: ``walkers`` walkers per instance, started from the scan's best rows, each
   drawing ``moves`` moves per step (numeric steps on a log scale, jumps to split values, category
-  changes, reverts, steps toward the original, all changed numbers shrunk together); a walker
+  changes, pairs of changes, reverts, steps toward the original, all changed numbers shrunk
+  together); a walker
   takes its best move whose features are not tabu (or that beats its instance's best);
 * **polish**: every changed number bisected between a bracket (a value known not to reach the
   goal, first the original) and the best, all changed numbers shrunk together, each change
@@ -60,6 +61,16 @@ from counterplan.solver.vector.trades import BlockTrades
 IntArray = npt.NDArray[np.intp]
 _SCAN, _LOCAL, _POLISH = 1, 2, 3
 """Phase numbers in the random keys."""
+_CHANGE, _PAIR, _REVERT, _TOWARD, _SHRINK = range(5)
+MOVE_SHARES = np.array([0.4, 0.5, 0.65, 0.85])
+"""Where each move kind's share of a walker's moves ends (a uniform draw below 0.4 is a change,
+then a pair of changes, a revert, a step toward the original, a shrink): the per-row engine's
+default weights' pair share (1 in 9) taken from the changes."""
+MOVE_DRAWS = 18
+"""Uniform draws per move: the first ten for the move, the last eight for a pair's second change
+(draws are counters: asking for more leaves the first ones as they were)."""
+_SECOND = np.r_[0, 10:18, 9]
+"""The draws a pair's second change reads in the places of the first's (``u[1]`` to ``u[8]``)."""
 
 
 @dataclass(frozen=True)
@@ -465,7 +476,7 @@ class VectorSearch:
             owner_walker = np.repeat(walkers, s.moves)
             slot = np.tile(np.arange(s.moves), walkers.size)
             inst = walker_owner[owner_walker]
-            draws = uniforms(key(self.seeds[inst], _LOCAL, steps[inst], owner_walker % w, slot), 10)
+            draws = uniforms(key(self.seeds[inst], _LOCAL, steps[inst], owner_walker % w, slot), MOVE_DRAWS)
             base = current[owner_walker]
             X = self._moves(base, inst, draws)
             touched = base != X
@@ -492,9 +503,12 @@ class VectorSearch:
             tabu_until[moved_walkers] = stamp
 
     def _moves(self, base: FloatMatrix, inst: IntArray, u: FloatMatrix) -> FloatMatrix:
-        """One move from each row of ``base`` (of instance ``inst``), drawn with ``u`` ``(10, n)``:
-        a change (half of them), a revert, a step toward the original, or a shrink of every
-        changed number; a move that needs a changed feature the row lacks becomes a change."""
+        """One move from each row of ``base`` (of instance ``inst``), drawn with ``u``
+        ``(MOVE_DRAWS, n)``: a change, a pair of changes of two features (the per-row engine's
+        ``pair_change``: where only two changes together move a forest's vote, one at a time
+        gains nothing and a walker never takes the first), a revert, a step toward the original,
+        or a shrink of every changed number; a move that needs a changed feature the row lacks
+        becomes a change, a pair with one mutable feature a change."""
         space = self.space
         X = base.copy()
         original = self.originals[inst]
@@ -502,15 +516,26 @@ class VectorSearch:
         numeric = changed & space.graded
         n_changed = changed.sum(axis=1)
         n_numeric = numeric.sum(axis=1)
-        kind = np.searchsorted(np.array([0.5, 0.65, 0.85]), u[0], side="right")  # change, revert, toward, shrink
-        kind = np.where((kind == 1) & (n_changed == 0), 0, kind)
-        kind = np.where((kind >= 2) & (n_numeric == 0), 0, kind)
-        self._change(X, np.flatnonzero(kind == 0), inst, u)
-        for k, mask_of in ((1, changed), (2, numeric)):
+        kind = np.searchsorted(MOVE_SHARES, u[0], side="right")  # change, pair, revert, toward, shrink
+        kind = np.where((kind == _PAIR) & (self.mutable_columns.size < 2), _CHANGE, kind)
+        kind = np.where((kind == _REVERT) & (n_changed == 0), _CHANGE, kind)
+        kind = np.where((kind >= _TOWARD) & (n_numeric == 0), _CHANGE, kind)
+        size_m = self.mutable_columns.size
+        first = np.minimum((u[1] * size_m).astype(np.intp), size_m - 1)
+        single = np.flatnonzero(kind == _CHANGE)
+        self._change(X, single, inst, u, self.mutable_columns[first[single]])
+        pair = np.flatnonzero(kind == _PAIR)
+        if pair.size:
+            self._change(X, pair, inst, u, self.mutable_columns[first[pair]])
+            second_draws = u[_SECOND]  # the second change's own draws, its column another one
+            other = np.minimum((second_draws[1, pair] * (size_m - 1)).astype(np.intp), size_m - 2)
+            second = self.mutable_columns[(first[pair] + 1 + other) % size_m]
+            self._change(X, pair, inst, second_draws, second)
+        for k, mask_of in ((_REVERT, changed), (_TOWARD, numeric)):
             r = np.flatnonzero(kind == k)
             if r.size:
-                self._back(X, r, mask_of[r], original[r], u, own=inst[r], revert=k == 1)
-        r = np.flatnonzero(kind == 3)
+                self._back(X, r, mask_of[r], original[r], u, own=inst[r], revert=k == _REVERT)
+        r = np.flatnonzero(kind == _SHRINK)
         if r.size:
             fraction = (0.02 + 0.58 * u[2, r])[:, None]
             now_rows = X[r]
@@ -520,14 +545,12 @@ class VectorSearch:
             X[r] = np.where(numeric[r], shrunk, now_rows)
         return X
 
-    def _change(self, X: FloatMatrix, r: IntArray, inst: IntArray, draws: FloatMatrix) -> None:
-        """Each of rows ``r`` with one mutable column set to another value: a number by a step on a
-        log scale, a uniform draw or a jump to a split value; a category to any other."""
+    def _change(self, X: FloatMatrix, r: IntArray, inst: IntArray, draws: FloatMatrix, col: IntArray) -> None:
+        """Each of rows ``r`` with its column of ``col`` set to another value: a number by a step on
+        a log scale, a uniform draw or a jump to a split value; a category to any other."""
         s = self.settings
         space = self.space
         u = draws[:, r]
-        size_m = self.mutable_columns.size
-        col = self.mutable_columns[np.minimum((u[1] * size_m).astype(np.intp), size_m - 1)]
         now = X[r, col]
         own = inst[r]
         layout = self.layout[own]
