@@ -23,14 +23,16 @@ The model sees each row once a solve (:mod:`counterplan.planning.scored_rows`): 
 repeated rows, and rows an earlier batch of the solve had predicted, take the prediction kept
 then; only new rows go to the model. A model predicts row by row, so the scores are those of
 calling it on every row. The final check of answers (:meth:`ScoreCalculator.check`, the
-reference path) asks the real model every time and keeps nothing.
+reference path) asks the real model every time and keeps nothing, about each row as it is
+reported: the row its decoded values stand for (:meth:`FeatureSpace.as_reported`), not a float a
+hair off its grid that the report would show rounded.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -138,6 +140,10 @@ class Evaluation:
     """Per output name: ``(n, n_classes)`` probabilities or ``(n,)`` values; NaN where failed."""
     failures: list[str | None] = field(default_factory=list)
     """Per row: why its prediction failed, or None."""
+    rows: FloatMatrix | None = None
+    """The rows scored (not a copy), computed features set; from :meth:`ScoreCalculator.check`, the rows as
+    reported (:meth:`~counterplan.planning.space.FeatureSpace.as_reported`): an answer's result
+    is built from these, never from the rows given, so the valid flag is the reported row's."""
 
     @property
     def feasible(self) -> npt.NDArray[np.bool_]:
@@ -252,7 +258,7 @@ class ScoreCalculator:
             X = problem.relations.apply(X)
         n = X.shape[0]
         if n == 0:
-            return Evaluation(np.zeros((0, LEVELS), dtype=np.float64), _empty_predictions(problem, 0), [])
+            return Evaluation(np.zeros((0, LEVELS), dtype=np.float64), _empty_predictions(problem, 0), [], X)
         # Whole columns at a time; where nothing failed, no Python runs per row. Every level is
         # computed as the plain formulas would (same operations on the same values), bit for bit.
         scores = np.empty((n, LEVELS), dtype=np.float64)
@@ -296,7 +302,7 @@ class ScoreCalculator:
                 scores[~hopeful, 0] = PRUNED
         scores += 0.0  # fold -0.0 into 0.0
         self.calculation_count += n
-        evaluation = Evaluation(scores, predictions, failures.reasons)
+        evaluation = Evaluation(scores, predictions, failures.reasons, X)
         if self.assert_mode and hopeful is None:
             self._assert_matches_reference(X, evaluation)
         self._remember(X, evaluation, failures)
@@ -357,20 +363,31 @@ class ScoreCalculator:
             objective = objective + penalty * (changed * space.costs).sum(axis=1)
         return np.asarray(objective, dtype=np.float64)
 
-    def check(self, rows: FloatMatrix, *, reference: bool = True) -> Evaluation:
+    def check(self, rows: FloatMatrix, *, reference: bool = True, originals: FloatMatrix | None = None) -> Evaluation:
         """Rows (one row, or a matrix) scored by a model call of their own, whatever ``stop`` and
         :attr:`gave_up` say; through the real model (the reference path, never a fast path)
-        unless ``reference`` is False: the final check of the answers."""
+        unless ``reference`` is False: the final check of the answers.
+
+        Every row is checked as it is reported: replaced first by the row its decoded values
+        stand for (:meth:`~counterplan.planning.space.FeatureSpace.as_reported`), which the
+        evaluation's :attr:`~Evaluation.rows` hold. ``originals``: each row's own original (rows
+        of many instances judged in one problem's space), else the problem's."""
+        space = self.problem.space
+        reported = space.as_reported(np.asarray(rows, dtype=np.float64).reshape(-1, space.n_features), originals)
         stop, gave_up = self.stop, self.gave_up
         self.stop, self.gave_up, self._reference = None, None, reference
         try:
-            return self.calculate(rows.reshape(-1, self.problem.space.n_features))
+            return self.calculate(reported)
         finally:
             self.stop, self.gave_up, self._reference = stop, gave_up, False
 
     def evaluation_of(self, row: FloatMatrix) -> Evaluation | None:
-        """The kept evaluation of ``row`` when it is the best row scored so far, else None."""
-        if self.best is None or not np.array_equal(self.best[0], row.reshape(-1)):
+        """The kept evaluation of ``row`` as reported (:meth:`check`) when that is the best row
+        scored so far, else None: a row a hair off its grid was scored as held, not as shown."""
+        if self.best is None:
+            return None
+        reported = self.problem.space.as_reported(row.reshape(1, -1))
+        if not np.array_equal(self.best[0], reported[0]):
             return None
         return self.best[1]
 
@@ -394,12 +411,14 @@ class ScoreCalculator:
             top = int(rows[top])
         if self.best is not None and tuple(scores[top].tolist()) <= tuple(self.best[1].scores[0].tolist()):
             return
+        row = X[top].copy()
         one = Evaluation(
             scores[top : top + 1].copy(),
             {k: v[top : top + 1].copy() for k, v in evaluation.predictions.items()},
             [None],
+            row.reshape(1, -1),
         )
-        self.best = (X[top].copy(), one)
+        self.best = (row, one)
 
     def _broken_rules(self, X: FloatMatrix, changed: npt.NDArray[np.bool_], counts: FloatMatrix) -> FloatMatrix:
         """Actionability rules each row breaks: immutables changed, monotone rules, too many changes.
@@ -737,6 +756,40 @@ def _reference_rules(problem: CounterfactualProblem, row: FloatMatrix, hard1: fl
     return hard1
 
 
+def check_shared(problems: Sequence[CounterfactualProblem], candidates: FloatMatrix, model: Any) -> list[Evaluation]:
+    """Each problem's rows checked as :meth:`ScoreCalculator.check` checks them, from one call
+    of ``model``'s reference path for all: ``candidates[i]`` (a row, or a matrix of rows) are
+    ``problems[i]``'s, and every problem decodes a candidate matrix for the model alike (a batch
+    block's rows of one layout, an audit's rows of one encoding).
+
+    The rows are put as reported first, each with its own problem's original, in one pass when
+    the problems report alike (:meth:`FeatureSpace.reports_like`), so the shared call predicts
+    the rows each calculator then checks (from that call's predictions: :class:`GivenCalls`).
+    A call that raises (not the adapter's own error) leaves each problem's calculator to find
+    its failing rows with calls of its own."""
+    m, d = len(problems), problems[0].space.n_features
+    per_problem = np.asarray(candidates, dtype=np.float64).reshape(m, -1, d)
+    k = per_problem.shape[1]
+    flat = per_problem.reshape(m * k, d)
+    first = problems[0].space
+    if all(p.space.reports_like(first) for p in problems):
+        originals = np.repeat(np.stack([p.space.original for p in problems]), k, axis=0)
+        flat = first.as_reported(flat, originals)
+    else:
+        flat = np.vstack([p.space.as_reported(per_problem[i]) for i, p in enumerate(problems)])
+    try:
+        predictions = getattr(model, "predict_reference", model.predict)(flat, first)
+    except ModelAdapterError:
+        raise
+    except Exception:  # the model fails on some row: each problem's own calculator finds which
+        return [ScoreCalculator(p, remember_bytes=0).check(flat[i * k : (i + 1) * k]) for i, p in enumerate(problems)]
+    out = []
+    for i, problem in enumerate(problems):
+        mine = {name: np.asarray(values)[i * k : (i + 1) * k] for name, values in predictions.items()}
+        out.append(ScoreCalculator(problem, calls=GivenCalls(mine), remember_bytes=0).check(flat[i * k : (i + 1) * k]))
+    return out
+
+
 def _empty_predictions(problem: CounterfactualProblem, n: int) -> Predictions:
     out: Predictions = {}
     for spec in problem.model.outputs:
@@ -756,5 +809,6 @@ __all__ = [
     "ScoreCalculator",
     "ScoreMismatchError",
     "SolveAbandoned",
+    "check_shared",
     "reference_score",
 ]

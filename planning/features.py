@@ -241,10 +241,14 @@ class FloatFeature(_NumericFeature):
         return _finite_number(self.name, value)
 
     def decode(self, code: float) -> float | None:
-        """Decode one encoded value back to a ``float``, rounded to the precision (None when missing)."""
+        """Decode one encoded value back to a ``float``, rounded to the precision (None when missing).
+
+        The original and an allowed value are shown as they are: an allowed value wins over the
+        decimals (the search proposes it, the model is asked about it), so ``12.25`` among the
+        allowed values of a 1-decimal feature is reported as ``12.25``, not ``12.2``."""
         if self.missing and code == self.missing_code:
             return None
-        if self.precision is not None and code != self.value:
+        if self.precision is not None and code != self.value and (self.allowed is None or code not in self.allowed):
             return round(float(code), self.precision)
         return float(code)
 

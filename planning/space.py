@@ -6,7 +6,9 @@ and model calls all work on whole matrices ``X`` of shape ``(n_candidates, n_fea
 
 Every number lives on a grid: integers on whole numbers, floats with a precision on multiples
 of ``10 ** -precision``. :meth:`FeatureSpace.snap` puts candidates on it, so every score is the
-score of the values a user will see; the original value is always kept as it is. A missing
+score of the values a user will see; the original value is always kept as it is. An answer's
+final check goes through :meth:`FeatureSpace.as_reported` first, the rows its report stands for,
+so that a value a hair off its grid is never checked as held and shown rounded. A missing
 original value is encoded by its feature's ``missing_code``; the model gets NaN there.
 """
 
@@ -22,6 +24,7 @@ import pandas as pd
 
 from counterplan.planning.errors import CandidateError, FeatureError
 from counterplan.planning.features import BooleanFeature, CategoricalFeature, FloatFeature, IntegerFeature
+from counterplan.planning.reported import ReportedValues
 
 AnyFeature = IntegerFeature | FloatFeature | CategoricalFeature | BooleanFeature
 FloatMatrix = npt.NDArray[np.float64]
@@ -172,6 +175,7 @@ class FeatureSpace:
         self._decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable & ~listed)
         """The mutable floats with a precision and no allowed values: :meth:`off_grid` checks their decimals."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
+        self._reported = ReportedValues(self.features)
 
     def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
         """The search bounds moved inwards onto each column's grid; a column whose grid holds no
@@ -330,6 +334,23 @@ class FeatureSpace:
             nearer_left = np.abs(values - grid[left]) <= np.abs(grid[right] - values)
             X[:, column] = np.where(nearer_left, grid[left], grid[right])
         return X
+
+    def as_reported(self, X: FloatMatrix, original: FloatMatrix | None = None) -> FloatMatrix:
+        """The rows ``X`` (a matrix) as their reports stand for them: ``encode(decode(row))`` of
+        every row, a new matrix (:mod:`counterplan.planning.reported`).
+
+        An answer's final check goes through this first, so the model checks what the user is
+        told: a float a hair off its grid becomes the value :meth:`decode` shows (a value equal to
+        the original, or one of a feature's allowed values, is shown as it is), a whole number or
+        a category code its rounded value. ``original``: each row's own original row, when the
+        rows are not all this space's instance's (the rows of a batch), else this one's.
+        """
+        return self._reported.rows(X, self.original if original is None else original)
+
+    def reports_like(self, other: FeatureSpace) -> bool:
+        """Whether ``other``'s rows are reported as this space's are (given each row's original):
+        rows of both may then go through :meth:`as_reported` of either at once."""
+        return self._reported.key == other._reported.key
 
     def off_grid(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
         """Per row: how many columns hold a value off their grid or their allowed values.

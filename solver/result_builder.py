@@ -110,14 +110,17 @@ class ResultBuilder:
         invalid answer (a :class:`~counterplan.solver.diagnosis.Diagnosis`, or None to skip)."""
         final = _evaluation(chosen.best_check)
         alternatives = self.answers(chosen)
-        best = self.counterfactual(
-            chosen.best_row, final, BendableScore.of(outcome.best_score), fine=final.failures[0] is None
-        )
+        # the best's score as checked: its row as reported, through the real model (the search
+        # scored the row it held, which for a row a hair off its grid is another row); the
+        # search's when the check failed (the answer is not valid either way)
+        fine = final.failures[0] is None
+        score = final.scores[0] if fine else outcome.best_score
+        best = self.counterfactual(chosen.best_row, final, BendableScore.of(score), fine=fine)
         found_at = (outcome.best_step_index, outcome.best_time)
-        if alternatives and is_better(np.array(alternatives[0].score_levels), outcome.best_score):
+        if alternatives and is_better(np.array(alternatives[0].score_levels), score):
             best, failure = alternatives[0], None  # refining the pool beat the search's own best
             found_at = (outcome.step_count, spent.seconds)
-        diagnosis = diagnose(chosen.best_row, outcome.best_score) if not best.valid else None
+        diagnosis = diagnose(chosen.best_row, score) if not best.valid else None
         diagnosis = diagnosis if diagnosis is not None else Diagnosis([], False, [])
         return CounterfactualResult(
             goal=self.problem.goal_text,
@@ -165,10 +168,13 @@ class ResultBuilder:
         """The answer of a solve that must end at once, its thread still inside a model call (a
         server whose grace is running out): ``best`` is the best row the score calculator kept
         and its prediction from the batch it was scored in, so no model call is made. It is
-        valid only if it met every goal when it was scored; ``found_at`` is the step and the
-        seconds of the last best solution heard, ``reason`` the termination reason."""
-        row, evaluation = best
-        answer = self.counterfactual(row, evaluation, evaluation.score(0), fine=evaluation.failures[0] is None)
+        valid only if it met every goal when it was scored, as it is reported (a row a hair off
+        its grid was scored as held, not as its record shows it); ``found_at`` is the step and
+        the seconds of the last best solution heard, ``reason`` the termination reason."""
+        scored, evaluation = best
+        row = self.problem.space.as_reported(scored.reshape(1, -1))[0]
+        fine = evaluation.failures[0] is None and bool(np.array_equal(row, scored))
+        answer = self.counterfactual(row, evaluation, evaluation.score(0), fine=fine)
         return CounterfactualResult(
             goal=self.problem.goal_text,
             goal_default=self.problem.goals_default,

@@ -50,18 +50,20 @@ class CalculatorScorer:
         return self.calculator.call_seconds
 
     def score_final(self, X: FloatMatrix) -> FloatMatrix:
-        """Score a batch with one model call even when the solve is stopping (final answers)."""
+        """Score a batch with one model call even when the solve is stopping (final answers), each
+        row as it is reported (:meth:`ScoreCalculator.check`)."""
         return self.calculator.check(X).scores
 
     def check(self, X: FloatMatrix) -> Evaluation:
-        """Every row checked through the real model in one call, even when the solve is stopping."""
+        """Every row checked through the real model in one call, even when the solve is stopping,
+        as it is reported: the evaluation's ``rows`` are the rows checked."""
         return self.calculator.check(X)
 
     def check_best(self, row: FloatMatrix, *, stopping: bool) -> Evaluation:
-        """The best row re-checked through the model on its own. A solve that is stopping (its time
-        is up, it was cancelled, the model keeps failing) keeps the model's prediction of the row
-        from the batch it was found in, so it ends within one model call of its limit; only a row
-        the calculator did not keep costs one more call."""
+        """The best row re-checked through the model on its own, as it is reported. A solve that is
+        stopping (its time is up, it was cancelled, the model keeps failing) keeps the model's
+        prediction of the row from the batch it was found in, so it ends within one model call of
+        its limit; only a row the calculator did not keep as reported costs one more call."""
         calculator = self.calculator
         kept = calculator.evaluation_of(row) if stopping or calculator.gave_up is not None else None
         return kept if kept is not None else calculator.check(row)

@@ -9,8 +9,10 @@ then, when several answers are asked for, chooses them by what the search left:
   pick, the others refined, topped up from the pool when refined picks fell onto one another;
 * otherwise the pool of feasible rows the search scored (:func:`~.choose.from_pool`).
 
-Every chosen row is checked through the real model in one call. What it leaves
-(:attr:`AnswersPhase.chosen`) is read by whoever built the phase, which decodes the result.
+Every chosen row is checked through the real model in one call, as it is reported: a row is
+replaced by the row its decoded values stand for before the model sees it, and the answers are
+those rows. What it leaves (:attr:`AnswersPhase.chosen`) is read by whoever built the phase,
+which decodes the result.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ class ChosenAnswers:
     """What the answers phase chose."""
 
     best_row: FloatMatrix
-    """The search's best row, with the features computed from others set."""
+    """The search's best row, with the features computed from others set, as it is reported
+    (the row :attr:`best_check` checked)."""
     best_check: Checked
     """The best row checked through the real model (or its prediction kept, when stopping)."""
     best_check_cost: tuple[int, int]
     """The score calculations and model calls that check cost (not the search's own)."""
     rows: FloatMatrix
-    """The answers, best first by the search's choice (empty when the best is not feasible)."""
+    """The answers as they are reported (the rows :attr:`checked` checked), best first by the
+    search's choice (empty when the best is not feasible)."""
     checked: Checked | None
     """``rows`` checked through the real model (None when there are none)."""
 
@@ -85,6 +89,7 @@ class AnswersPhase:
         best = scorer.complete(scope.best_row.reshape(1, -1))[0]
         before = (scorer.calculation_count, scorer.model_call_count)
         best_check = scorer.check_best(best, stopping=scope.stop_requested())
+        best = _as_checked(best_check)[0]
         cost = (scorer.calculation_count - before[0], scorer.model_call_count - before[1])
         rows, checked = self._answers(scope, best, best_check)
         self.chosen = ChosenAnswers(best, best_check, cost, rows, checked)
@@ -124,7 +129,8 @@ class AnswersPhase:
             rows = from_pool(answering, pool, best, final_score)
         if rows.shape[0] == 0:
             return none, None
-        return rows, self.scorer.check(rows)  # every answer checked, even when the time is up
+        checked = self.scorer.check(rows)  # every answer checked, even when the time is up
+        return _as_checked(checked), checked
 
     def _pool(self, scope: SolverScope) -> tuple[FloatMatrix, FloatMatrix] | None:
         """The distinct feasible rows scored (the original too, when feasible), as the problem
@@ -135,3 +141,10 @@ class AnswersPhase:
         start_score = scope.original_score if scope.original_score is not None else scope.best_score
         rows, scores = scope.pool.merged(start, start_score)
         return self.scorer.complete(rows), scores
+
+
+def _as_checked(checked: Checked) -> FloatMatrix:
+    """The rows a check checked: the rows given as their reports stand for them, which the
+    answers are then built from (never a valid flag on a row other than the one reported)."""
+    assert checked.rows is not None  # a check keeps its rows
+    return checked.rows

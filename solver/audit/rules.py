@@ -60,8 +60,7 @@ import numpy.typing as npt
 import pandas as pd
 import structlog
 
-from counterplan.planning.calculator import Evaluation, GivenCalls, ScoreCalculator
-from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.calculator import Evaluation, check_shared
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import FeatureSpace, FloatMatrix
@@ -404,21 +403,9 @@ def _applied(problem: CounterfactualProblem, original: FloatMatrix, actions: Seq
 
 
 def _scored(problems: Sequence[CounterfactualProblem], candidates: npt.NDArray[np.float64]) -> list[Evaluation]:
-    """Each row's candidates scored by its own calculator, from one reference call for all rows."""
-    m, k, d = candidates.shape
-    flat = candidates.reshape(m * k, d)
-    model = problems[0].model
-    try:
-        predictions = model.predict_reference(flat, problems[0].space)  # type: ignore[attr-defined]
-    except ModelAdapterError:
-        raise
-    except Exception:
-        return [ScoreCalculator(p, remember_bytes=0).check(candidates[i]) for i, p in enumerate(problems)]
-    out = []
-    for i, problem in enumerate(problems):
-        mine = {name: np.asarray(values)[i * k : (i + 1) * k] for name, values in predictions.items()}
-        out.append(ScoreCalculator(problem, calls=GivenCalls(mine), remember_bytes=0).check(candidates[i]))
-    return out
+    """Each row's candidates scored by its own calculator, from one reference call for all rows,
+    each candidate as it is reported (:func:`~counterplan.planning.calculator.check_shared`)."""
+    return check_shared(problems, candidates, problems[0].model)
 
 
 def _condition_matrix(space: FeatureSpace, original: FloatMatrix) -> tuple[FloatMatrix, list[tuple[int, Any]]]:

@@ -148,7 +148,8 @@ def meeting_the_goal(explainer: RowExplainer, frame: pd.DataFrame) -> npt.NDArra
             judge = _judge(problem, base.space, codes[rows])
             if judge is None:
                 continue
-            evaluation = ScoreCalculator(judge).check(codes[rows])
+            originals = codes[rows]  # each row is its own instance's original: reported as it is
+            evaluation = ScoreCalculator(judge).check(originals, originals=originals)
         except Exception:  # the model cannot be asked: these rows' own solves say what it does
             continue
         fine = np.array([failure is None for failure in evaluation.failures], dtype=bool)

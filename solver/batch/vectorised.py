@@ -7,10 +7,12 @@ takes each row it can search (:func:`~counterplan.solver.vector.capability.probl
 of one program are searched together, each with its own domains) and hands the rest to the threads-sharing-calls path
 (:func:`counterplan.solver.batch.block.run_block`) with the reason logged.
 
-Every answer is checked through the real model: the block's originals and its bests each take
-one reference call per layout, and each row's own :class:`~counterplan.planning.calculator.ScoreCalculator`
-scores its row from that call's predictions, so a row's score, validity and result are built by
-the same code as a single solve's (:class:`~counterplan.solver.result_builder.ResultBuilder`).
+Every answer is checked through the real model as it is reported: the block's originals and its
+bests each take one reference call per layout (:func:`~counterplan.planning.calculator.check_shared`:
+each best put first on the values its record shows), and each row's own
+:class:`~counterplan.planning.calculator.ScoreCalculator` scores its row from that call's
+predictions, so a row's score, validity and result are built by the same code as a single
+solve's (:class:`~counterplan.solver.result_builder.ResultBuilder`), from the row checked.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from typing import Any
 import numpy as np
 import structlog
 
-from counterplan.planning.calculator import Evaluation, GivenCalls, ScoreCalculator
-from counterplan.planning.errors import ModelAdapterError, ModelFailureError
+from counterplan.planning.calculator import Evaluation, check_shared
+from counterplan.planning.errors import ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
@@ -107,18 +109,9 @@ def _checked(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model
 
 
 def _checked_alike(problems: Sequence[CounterfactualProblem], rows: FloatMatrix, model: Any) -> list[Evaluation]:
-    """:func:`_checked` for rows of one layout: one real-model call for all of them."""
-    try:
-        predictions = model.predict_reference(rows, problems[0].space)
-    except ModelAdapterError:
-        raise
-    except Exception:  # the model fails on some row: each row's own calculator finds which
-        return [ScoreCalculator(p).check(rows[i]) for i, p in enumerate(problems)]
-    out = []
-    for i, problem in enumerate(problems):
-        mine = {name: np.asarray(values)[i : i + 1] for name, values in predictions.items()}
-        out.append(ScoreCalculator(problem, calls=GivenCalls(mine)).check(rows[i]))
-    return out
+    """:func:`_checked` for rows of one layout: one real-model call for all of them, each row as
+    it is reported (:func:`~counterplan.planning.calculator.check_shared`)."""
+    return check_shared(problems, rows, model)
 
 
 def run_vector_block(
@@ -220,13 +213,19 @@ def _solve(
         row_id, seconds = items[i][0], float(clock.each[i])  # its share of the block's time
         spent = Spent(int(scorer.rows_per_instance[i]), int(scorer.calls_per_instance[i]), seconds)
         result = builders[i].so_far(
-            (outcome.best[i], evaluation),
+            (_checked_row(evaluation), evaluation),
             original=checked[i],
             spent=spent,
             found_at=(int(outcome.steps[i]), seconds),
             reason=reason if feasible(evaluation.scores)[0] or outcome.stopped else "no valid answer found",
         )
         on_record(record_of(row_id, result, seeds[i], seconds))
+
+
+def _checked_row(evaluation: Evaluation) -> FloatMatrix:
+    """The row a final check checked: the search's best as it is reported, which the result shows."""
+    assert evaluation.rows is not None  # a check keeps its rows
+    return np.asarray(evaluation.rows[0], dtype=np.float64)
 
 
 def _valid(builder: ResultBuilder, row: FloatMatrix, evaluation: Evaluation) -> bool:

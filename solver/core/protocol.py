@@ -86,17 +86,19 @@ class BatchScorer(Protocol):
 
     def score_final(self, X: FloatMatrix) -> FloatMatrix:
         """Like :meth:`score`, even when the solve is stopping: an engine's final answers are
-        checked through the model however they ended (one call, the last)."""
+        checked through the model however they ended (one call, the last), each row as it is
+        reported (as :meth:`check`)."""
         ...
 
     def check(self, X: FloatMatrix) -> Checked:
         """Every row checked through the real model in one call, even when the solve is stopping
-        (the answers a solve returns)."""
+        (the answers a solve returns), as it is reported: the check's :attr:`Checked.rows`."""
         ...
 
     def check_best(self, row: FloatMatrix, *, stopping: bool) -> Checked:
-        """The search's best row checked through the real model on its own; when the solve is
-        ``stopping``, the prediction kept from the batch it was found in (no further call)."""
+        """The search's best row checked through the real model on its own, as it is reported;
+        when the solve is ``stopping``, the prediction kept from the batch it was found in (no
+        further call) if that batch held the row as reported."""
         ...
 
     def complete(self, X: FloatMatrix) -> FloatMatrix:
@@ -106,12 +108,18 @@ class BatchScorer(Protocol):
 
 
 class Checked(Protocol):
-    """Rows checked through the real model: their score rows. The scorer that made them may keep
-    more (the predictions) for whoever builds the result; the engines read only the scores."""
+    """Rows checked through the real model: the rows as checked and their score rows. The scorer
+    that made them may keep more (the predictions) for whoever builds the result."""
 
     @property
     def scores(self) -> FloatMatrix:
         """``(n, 5)`` bendable levels."""
+        ...
+
+    @property
+    def rows(self) -> FloatMatrix | None:
+        """The rows checked: the rows given as their reports stand for them (a float a hair off
+        its grid is checked as the value a report shows), which an answer is built from."""
         ...
 
 

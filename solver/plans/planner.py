@@ -18,9 +18,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from counterplan.planning.actions import Action, ActionSet, CostGraph
@@ -290,7 +292,22 @@ def _lay_out(search: PlanSearch, keys: FloatMatrix, objectives: FloatMatrix) -> 
     lengths = decoded.lengths
     rows = [played.states[i, 1 : lengths[i] + 1] for i in range(objectives.shape[0])]
     checked = search.calculator.check(np.vstack(rows)) if any(r.shape[0] for r in rows) else None
+    if checked is not None:
+        played = _as_checked(played, lengths, checked)
     return _plans(search, decoded, played, objectives, checked, should_stop=should_stop)
+
+
+def _as_checked(played: Unrolled, lengths: npt.NDArray[np.intp], checked: Evaluation) -> Unrolled:
+    """``played`` with every step's state as its check checked it, as it is reported (a state a
+    hair off its grid is checked, and laid out, as the value its plan shows); a plan's states
+    past its end keep its last."""
+    assert checked.rows is not None  # a check keeps its rows
+    states = played.states.copy()
+    steps = states.shape[1] - 1
+    taken = np.arange(steps) < lengths.reshape(-1, 1)  # (plans, steps), row-major as ``rows`` were stacked
+    states[:, 1:][taken] = checked.rows
+    last = np.minimum(np.arange(steps + 1), lengths.reshape(-1, 1))
+    return replace(played, states=states[np.arange(states.shape[0]).reshape(-1, 1), last])
 
 
 def _replayed(
