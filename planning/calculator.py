@@ -154,6 +154,17 @@ class Evaluation:
         """The score of one row as a :class:`BendableScore`."""
         return BendableScore.of(self.scores[row])
 
+    @classmethod
+    def joined(cls, parts: Sequence[Evaluation]) -> Evaluation:
+        """The evaluations of consecutive batches as one, rows in order (at least one part)."""
+        rows = [part.rows for part in parts]
+        return cls(
+            np.vstack([part.scores for part in parts]),
+            {name: np.concatenate([part.predictions[name] for part in parts]) for name in parts[0].predictions},
+            [reason for part in parts for reason in part.failures],
+            None if any(r is None for r in rows) else np.vstack([r for r in rows if r is not None]),
+        )
+
 
 class ScoreCalculator:
     """Scores candidate matrices of one problem; counts what it spends.

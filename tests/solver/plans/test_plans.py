@@ -450,3 +450,54 @@ def test_a_stopped_search_lays_out_its_cheapest_plans_in_time() -> None:
     answered = solver.so_far(event.front)  # what a server answers by its deadline
     assert time.perf_counter() - started < 3.0
     assert answered is not None and answered.front_size == size and 1 <= len(answered.plans) < size
+
+
+def test_a_front_is_checked_in_lots_of_whole_plans_and_a_stop_ends_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front's states go to the real model in calls of at most ``CHECK_LOT_ROWS`` rows of whole
+    plans (a front of 1,820 plans of 150 steps over 150 features was one call of 273,000 rows),
+    with the same plans as one call; a stop arriving while they are checked ends the check after
+    the lot in flight: the plans checked are laid out, ``front_size`` counts the rest."""
+    pytest.importorskip("pymoo")
+    import time
+
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
+    from counterplan.planning.actions import ActionSet
+    from counterplan.solver.plans import planner
+    from counterplan.solver.plans.planner import PlanResult, PlanSolver
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
+
+    monkeypatch.setattr(scored_rows, "MAX_REMEMBERED_BYTES", 0)  # every generation asks the model
+    sizes: list[int] = []
+    stop_at_check: list[bool] = []
+
+    def model(X: np.ndarray) -> np.ndarray:
+        sizes.append(len(X))
+        if stop_at_check and len(X) == 2:  # a lot of the front's check (a generation asks about 60 rows)
+            solver.terminate_early()
+            time.sleep(2 * planner.LAY_OUT_SECONDS)
+        return _toy_model(X)
+
+    space = toy_space()
+    adapter = CallableAdapter(model, [OutputSpec("ok", (0, 1))])
+    problem = CounterfactualProblem(space.features, [ClassGoal(target=1)], adapter)
+    config = PlanConfig(population=60, termination=plan_termination(15))
+
+    def layout(result: PlanResult) -> list[tuple[object, ...]]:
+        return [(p.total_cost, p.valid, [(s.action, s.after, s.prediction) for s in p.steps]) for p in result.plans]
+
+    solver = PlanSolver(problem, ActionSet.from_data(TOY), config=config)
+    whole = solver.solve()
+    assert len(whole.plans) == whole.front_size >= 2 and all(p.valid for p in whole.plans)
+    longest = max(len(p.steps) for p in whole.plans)
+    monkeypatch.setattr(planner, "CHECK_LOT_ROWS", 2)  # a lot a plan
+    sizes.clear()
+    solver = PlanSolver(problem, ActionSet.from_data(TOY), config=config)
+    in_lots = solver.solve()
+    assert layout(in_lots) == layout(whole)
+    lots = sizes[-(len(sizes) - 16) :]  # after the original's check and the 15 generations
+    assert len(lots) == whole.front_size and max(lots) <= max(2, longest)
+    stop_at_check.append(True)
+    solver = PlanSolver(problem, ActionSet.from_data(TOY), config=config)
+    stopped = solver.solve()
+    assert stopped.front_size == whole.front_size and 1 <= len(stopped.plans) < whole.front_size
+    assert layout(stopped) == layout(whole)[: len(stopped.plans)]  # the cheapest, as checked
