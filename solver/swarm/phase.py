@@ -110,7 +110,8 @@ class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
         score rows: they are offered), the searched columns and how they were ranked."""
         config = self.config
         scope = phase_scope.solver_scope
-        full = SwarmPositions.of(scope.space, candidates, config.box_ratio, config.snap_tolerance)
+        most = getattr(scope.problem, "max_changed_features", None)
+        full = SwarmPositions.of(scope.space, candidates, config.box_ratio, config.snap_tolerance, most)
         top = candidates.size if config.top_features == "all" else config.top_features
         columns, ranking, scored = rank(
             scope.space,
@@ -125,7 +126,8 @@ class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
             scope.announce()
         if columns.size == candidates.size:
             return full, columns, ranking
-        return SwarmPositions.of(scope.space, columns, config.box_ratio, config.snap_tolerance), columns, ranking
+        positions = SwarmPositions.of(scope.space, columns, config.box_ratio, config.snap_tolerance, most)
+        return positions, columns, ranking
 
     def _fly(self, phase_scope: PhaseScope, flight: _Flight) -> str:
         """Iterate, one model call each, until the iterations or a termination end it; why it ended."""

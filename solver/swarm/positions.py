@@ -72,6 +72,9 @@ class SwarmPositions:
     bounds: tuple[FloatMatrix, FloatMatrix]
     """Per coordinate: the search bounds the box lies in (the whole domain, narrowed by a
     monotone rule), which :meth:`widened` opens the box to."""
+    most_changes: int | None = None
+    """The problem's ``max_changed_features``: a decoded row keeps at most this many changes
+    (:meth:`decode`); None: no cap."""
 
     @property
     def dimensions(self) -> int:
@@ -84,8 +87,16 @@ class SwarmPositions:
         return np.concatenate([self.numbers, self.groups])
 
     @classmethod
-    def of(cls, space: EncodedSpace, columns: IntArray, box_ratio: float, tolerance: float) -> SwarmPositions:
-        """The positions of ``columns`` (a subset of :func:`searchable`) with box half-width ``box_ratio``."""
+    def of(
+        cls,
+        space: EncodedSpace,
+        columns: IntArray,
+        box_ratio: float,
+        tolerance: float,
+        most_changes: int | None = None,
+    ) -> SwarmPositions:
+        """The positions of ``columns`` (a subset of :func:`searchable`) with box half-width
+        ``box_ratio``; ``most_changes``: the problem's cap on changed features."""
         columns = np.sort(np.asarray(columns, dtype=np.intp))
         nominal = space.nominal[columns]
         numbers, groups = columns[~nominal], columns[nominal]
@@ -131,6 +142,7 @@ class SwarmPositions:
             start=np.concatenate([z, one_hot]),
             tolerance=tolerance,
             bounds=bounds,
+            most_changes=most_changes,
         )
 
     def widened(self) -> SwarmPositions:
@@ -151,22 +163,57 @@ class SwarmPositions:
 
     def decode(self, positions: FloatMatrix) -> FloatMatrix:
         """Candidate rows for ``positions``: numbers unscaled, snapped back within the tolerance
-        and put on their grids; each one-hot group's argmax category; the rest original."""
+        and put on their grids; each one-hot group's argmax category; the rest original. Under a
+        cap on changed features (:attr:`most_changes`), a row keeps the changes its position
+        commits to most (:meth:`_capped`)."""
         space = self.space
         rows = np.repeat(space.original.reshape(1, -1), positions.shape[0], axis=0)
         n = self.numbers.size
+        commitment = np.zeros((positions.shape[0], n + self.groups.size))
         if n:
             scaled = positions[:, :n]
             values = self.origin + scaled * self.width
-            near = np.abs(scaled - self.start[:n]) < self.tolerance
+            commitment[:, :n] = np.abs(scaled - self.start[:n])
+            near = commitment[:, :n] < self.tolerance
             rows[:, self.numbers] = np.where(near, space.original[self.numbers], values)
         offset = n
         for g, j in enumerate(self.groups.tolist()):
             size = self.codes[g].size
             block = positions[:, offset : offset + size]
             rows[:, j] = self.codes[g][np.argmax(block, axis=1)]
+            home = self.start[offset : offset + size] > 0.0  # the original's category (none: missing)
+            kept = block[:, home].max(axis=1) if home.any() else np.zeros(block.shape[0])
+            commitment[:, n + g] = block.max(axis=1) - kept
             offset += size
-        return space.snap(rows)
+        rows = space.snap(rows)
+        if self.most_changes is not None:
+            rows = self._capped(rows, commitment)
+        return rows
+
+    def _capped(self, rows: FloatMatrix, commitment: FloatMatrix) -> FloatMatrix:
+        """``rows`` with at most :attr:`most_changes` changed features each: a row with more keeps
+        those its position commits to most (a number's move in domain widths, a category's lead
+        of its chosen one-hot coordinate over the original's), the first of equals by column,
+        and the others go back to the original: the particle's row projected onto the rows the
+        problem allows (hard thresholding). Only the score penalised a row over the cap, so with
+        a cap of one the swarm often ended with every particle changing several features and no
+        feasible answer where local search found one."""
+        assert self.most_changes is not None
+        columns = np.concatenate([self.numbers, self.groups])
+        original = self.space.original[columns]
+        changed = rows[:, columns] != original
+        over = changed.sum(axis=1) > self.most_changes
+        if not over.any():
+            return rows
+        weight = np.where(changed[over], commitment[over], -np.inf)
+        order = np.argsort(-weight, axis=1, kind="stable")  # most committed first, then by column
+        dropped = np.zeros(weight.shape, dtype=bool)
+        np.put_along_axis(dropped, order[:, self.most_changes :], True, axis=1)
+        block = rows[over][:, columns]
+        block[dropped] = np.broadcast_to(original, block.shape)[dropped]
+        out = rows.copy()
+        out[np.ix_(np.flatnonzero(over), columns)] = block
+        return out
 
     def encode(self, rows: FloatMatrix) -> FloatMatrix:
         """Positions of candidate rows (a warm start), clipped into the box."""
