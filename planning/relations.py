@@ -118,12 +118,9 @@ class LearnedRelations:
         if j in space.allowed:
             grid = np.asarray(space.allowed[j], dtype=np.float64)
             return np.asarray(grid[np.abs(values[:, None] - grid[None, :]).argmin(axis=1)], dtype=np.float64)
-        per_unit = float(space.grid_scale[j])
-        if per_unit > 0:
-            values = np.rint(values * per_unit) / per_unit
-            low = np.ceil(float(space.grid_lower[j]) * per_unit - 1e-9) / per_unit
-            high = np.floor(float(space.grid_upper[j]) * per_unit + 1e-9) / per_unit
-            return np.clip(values, low, high)
+        if space.grid.gridded[j]:
+            low, high = space.grid.ends(space.grid_lower[j], space.grid_upper[j], j)
+            return np.clip(space.grid.round(values, j), low, high)
         return np.clip(values, space.lower[j], space.upper[j])
 
     def broken(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
@@ -144,7 +141,7 @@ class LearnedRelations:
     def tolerance(self, j: int) -> float:
         """How far the dependent feature may sit from the relation's value: half a grid step
         (rounding), or 1e-9 of its range for a continuous feature."""
-        per_unit = float(self.space.grid_scale[j])
-        if per_unit > 0:
-            return 0.5 / per_unit
+        grid = self.space.grid
+        if grid.gridded[j]:
+            return float(grid.values(0.5, j))
         return 1e-9 * max(float(self.space.upper[j] - self.space.lower[j]), 1.0)

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.features import BooleanFeature, CategoricalFeature, FloatFeature, IntegerFeature
+from counterplan.planning.grid import Grid
 
 FloatMatrix = npt.NDArray[np.float64]
 
@@ -37,9 +38,8 @@ class ReportedValues:
         floats = {i: f for i, f in enumerate(features) if isinstance(f, FloatFeature) and f.precision is not None}
         self._decimal = np.array(list(floats), dtype=np.intp)
         self._places = [int(f.precision or 0) for f in floats.values()]
-        # 10 ** places as a product or a quotient of exact powers of ten (10.0 ** -3 is not exact)
-        self._up = np.array([10.0 ** max(p, 0) for p in self._places], dtype=np.float64)
-        self._down = np.array([10.0 ** max(-p, 0) for p in self._places], dtype=np.float64)
+        self._grid = Grid(self._places)
+        """The decimal columns' grids: 10 ** places as exact powers of ten (10.0 ** -3 is not exact)."""
         self._listed = {
             k: np.array(sorted(f.allowed), dtype=np.float64)
             for k, f in enumerate(floats.values())
@@ -86,11 +86,9 @@ class ReportedValues:
         exact power of ten, scaled back (the float nearest the rounded decimal, as ``round``
         gives), with ``round`` itself deciding the rare value whose scaled float lies within two
         ulps of a half, where the float product may have crossed it; allowed values as they are."""
-        scaled = block * self._up
-        scaled /= self._down
+        scaled = self._grid.steps(block)
         steps = np.rint(scaled)
-        rounded: FloatMatrix = steps / self._up
-        rounded *= self._down
+        rounded = self._grid.values(steps)
         with np.errstate(invalid="ignore"):  # infinities: inf - inf
             size = np.abs(scaled)
             near = np.abs(np.abs(scaled - steps) - 0.5) <= 2.0 * np.spacing(size)

@@ -5,8 +5,9 @@ which are nominal (categories, booleans), which may move, and the original row. 
 and model calls all work on whole matrices ``X`` of shape ``(n_candidates, n_features)``.
 
 Every number lives on a grid: integers on whole numbers, floats with a precision on multiples
-of ``10 ** -precision``. :meth:`FeatureSpace.snap` puts candidates on it, so every score is the
-score of the values a user will see; the original value is always kept as it is. An answer's
+of ``10 ** -precision``, each the float decoding shows (:mod:`counterplan.planning.grid`, exact
+for a negative precision too). :meth:`FeatureSpace.snap` puts candidates on it, so every score is
+the score of the values a user will see; the original value is always kept as it is. An answer's
 final check goes through :meth:`FeatureSpace.as_reported` first, the rows its report stands for,
 so that a value a hair off its grid is never checked as held and shown rounded. A missing
 original value is encoded by its feature's ``missing_code``; the model gets NaN there.
@@ -24,6 +25,7 @@ import pandas as pd
 
 from counterplan.planning.errors import CandidateError, FeatureError
 from counterplan.planning.features import BooleanFeature, CategoricalFeature, FloatFeature, IntegerFeature
+from counterplan.planning.grid import Grid
 from counterplan.planning.reported import ReportedValues
 
 AnyFeature = IntegerFeature | FloatFeature | CategoricalFeature | BooleanFeature
@@ -31,23 +33,8 @@ FloatMatrix = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-GRID_TOLERANCE = 1e-9
-"""How far past a grid value, in grid steps, a bound may lie and still end on it: float noise
-(``0.29 * 100`` is ``28.999999999999996``)."""
-
-
-def _grid_ends(lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix) -> tuple[FloatMatrix, FloatMatrix]:
-    """Per column: the first grid value at or above ``lower`` and the last at or below ``upper``,
-    each within :data:`GRID_TOLERANCE` of a step (``scale``: grid values per unit, 0 for a float
-    without a grid, whose ends are then meaningless)."""
-    divisor = np.where(scale > 0, scale, 1.0)
-    low: FloatMatrix = np.ceil(lower * scale - GRID_TOLERANCE) / divisor + 0.0
-    high: FloatMatrix = np.floor(upper * scale + GRID_TOLERANCE) / divisor + 0.0
-    return low, high
-
-
 def _with_grid_ends(
-    lower: FloatMatrix, upper: FloatMatrix, scale: FloatMatrix, on_grid: BoolArray
+    lower: FloatMatrix, upper: FloatMatrix, grid: Grid, on_grid: BoolArray
 ) -> tuple[FloatMatrix, FloatMatrix]:
     """The domain ``[lower, upper]`` widened, in the ``on_grid`` columns (those with a grid and a
     domain to search: a mutable feature's, or a held one's the diagnosis scans), to the grid values
@@ -55,7 +42,7 @@ def _with_grid_ends(
     is ``-1.1400000000000001``) ends the grid on that value, which then lies outside the domain
     by an ulp: the search proposed it and the candidate check refused it, a ``CandidateError``
     out of every engine on valid input."""
-    low, high = _grid_ends(lower, upper, scale)
+    low, high = grid.ends(lower, upper)
     return np.where(on_grid, np.minimum(lower, low), lower), np.where(on_grid, np.maximum(upper, high), upper)
 
 
@@ -119,23 +106,21 @@ class FeatureSpace:
             [f.step if isinstance(f, IntegerFeature | FloatFeature) else 1.0 for f in self.features], dtype=np.float64
         )
         """Grid spacing per column: 1 for whole numbers, ``10 ** -precision``, 0 for any float."""
-        # Values per unit: 10 ** precision (exact, unlike 1 / step), 1 for whole numbers, 0 for any float.
-        self._scale = np.array(
+        self.grid = Grid(
             [
-                10.0**p if (p := getattr(f, "precision", None)) is not None else float(s > 0)
+                p if (p := getattr(f, "precision", None)) is not None else (0 if s > 0 else None)
                 for f, s in zip(self.features, self.step, strict=True)
-            ],
-            dtype=np.float64,
+            ]
         )
-        on_grid = self._scale > 0
+        """Per column, its grid's arithmetic: every value put on a grid is the float decode shows
+        (:mod:`counterplan.planning.grid`; a negative precision's values are exact multiples)."""
+        on_grid = self.grid.gridded
         self.domain_lower: FloatMatrix
         """Inclusive encoded domain bounds: what a candidate may hold at all."""
         self.domain_upper: FloatMatrix
         # a held feature's domain too, when it has one: the diagnosis scans it (solver/diagnosis.py)
         ranged = self.mutable | (bounds[:, 1] > bounds[:, 0])
-        self.domain_lower, self.domain_upper = _with_grid_ends(
-            bounds[:, 0], bounds[:, 1], self._scale, on_grid & ranged
-        )
+        self.domain_lower, self.domain_upper = _with_grid_ends(bounds[:, 0], bounds[:, 1], self.grid, on_grid & ranged)
         self.monotone: FloatMatrix = np.array(
             [{"increase": 1.0, "decrease": -1.0}.get(f.monotone or "", 0.0) for f in self.features]
         )
@@ -154,7 +139,6 @@ class FeatureSpace:
         self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
         self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
         self._gridded: BoolArray = on_grid
-        self._divisor: FloatMatrix = np.where(on_grid, self._scale, 1.0)
         self._all_gridded = bool(on_grid.all())
         self.grid_lower, self.grid_upper = self._grid_bounds(on_grid)
         """The search bounds moved inwards onto the grid (what a snapped value may hold)."""
@@ -172,7 +156,7 @@ class FeatureSpace:
         self.allowed: dict[int, FloatMatrix] = self._allowed_values()
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
-        self._decimals = np.flatnonzero((self._scale > 0) & ~self.integral & self.mutable & ~listed)
+        self._decimals = np.flatnonzero(self._gridded & ~self.integral & self.mutable & ~listed)
         """The mutable floats with a precision and no allowed values: :meth:`off_grid` checks their decimals."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
         self._reported = ReportedValues(self.features)
@@ -180,7 +164,7 @@ class FeatureSpace:
     def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
         """The search bounds moved inwards onto each column's grid; a column whose grid holds no
         value between them keeps its original."""
-        grid_low, grid_high = _grid_ends(self.lower, self.upper, self._scale)
+        grid_low, grid_high = self.grid.ends(self.lower, self.upper)
         empty = on_grid & (grid_low > grid_high)
         lower = np.where(on_grid & ~empty, grid_low, np.where(empty, self.original, self.lower))
         upper = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))
@@ -205,13 +189,15 @@ class FeatureSpace:
 
     @property
     def grid_scale(self) -> FloatMatrix:
-        """Per column: grid values per unit (``10 ** precision``, 1 for whole numbers), 0 for any float."""
-        return self._scale
+        """Per column: grid values per unit (``10 ** precision``, 1 for whole numbers), 0 for any
+        float. A description (which grid a column has): grid values come from :attr:`grid`, whose
+        arithmetic is exact for a negative precision (``1e-5`` is not)."""
+        return self.grid.per_unit
 
     @property
     def checks_grid(self) -> bool:
         """True when some column has allowed values or a float precision to keep."""
-        return bool(self.allowed) or bool(((self._scale > 0) & ~self.integral & self.mutable).any())
+        return bool(self.allowed) or bool((self._gridded & ~self.integral & self.mutable).any())
 
     def with_split_values(self, split_values: dict[int, FloatMatrix]) -> FeatureSpace:
         """This space knowing ``split_values``: a shallow copy (the arrays are shared, read only),
@@ -309,8 +295,7 @@ class FeatureSpace:
         # The move sampler calls this a few times per step on every walker's moves at once, so
         # it keeps to plain ufuncs with their outputs reused (np.clip's wrapper costs as much as
         # the arithmetic on a few hundred values).
-        rounded: FloatMatrix = np.rint(values * self._scale[columns])
-        rounded /= self._divisor[columns]
+        rounded = self.grid.round(values, columns)
         np.maximum(rounded, self.grid_lower[columns], out=rounded)
         np.minimum(rounded, self.grid_upper[columns], out=rounded)
         if not self._all_gridded:  # floats without a precision pass through
@@ -363,8 +348,7 @@ class FeatureSpace:
         decimals = self._decimals
         if decimals.size:
             block = X[:, decimals]
-            scale = self._scale[decimals]
-            rounded = np.rint(block * scale) / scale
+            rounded = self.grid.round(block, decimals)
             # np.isclose(rounded, block, rtol=1e-12, atol=0.0) written out, the same booleans (its
             # wrapper costs more than the arithmetic): its finiteness test of ``block`` matters only
             # for an infinite ``block``, and then ``rounded`` is that same infinity, equal to it

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.grid import GRID_TOLERANCE, Grid
 from counterplan.planning.space import FeatureSpace, SplitValues
 from counterplan.planning.structure.cache import MEMO
 from counterplan.planning.structure.columns import EstimatorColumn, NumberColumn
@@ -132,7 +133,7 @@ def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSp
     with _LOCK:
         found = splits.readings.get(reading)
     if found is None:
-        found = _values(splits, owner_of, slope, shift, space.grid_scale)
+        found = _values(splits, owner_of, slope, shift, space.grid)
         with _LOCK:
             while len(splits.readings) >= MAX_KEPT_READINGS:
                 splits.readings.pop(next(iter(splits.readings)))
@@ -177,7 +178,7 @@ def _values(
     owner_of: npt.NDArray[np.intp],
     slope: FloatArray,
     shift: FloatArray,
-    grid_scale: FloatArray,
+    grid: Grid,
 ) -> SplitValues:
     """Per feature: the sorted values on each side of its thresholds, before the problem's bounds,
     and its cuts where every threshold's pair is sure (:func:`_sure_sides`)."""
@@ -199,13 +200,12 @@ def _values(
         float32[finite],
         strict[finite],
     )
-    per_unit = grid_scale[owners]
-    gridded = per_unit > 0
-    units = np.where(gridded, per_unit, 1.0)
+    gridded = grid.gridded[owners]
+    units = (grid, owners)  # a column without a grid counts in units of 1
     relative = np.where(float32, FLOAT32_MARGIN, FLOAT64_MARGIN)
     margin = 2.0 * np.maximum(np.abs(values), 1.0) * relative / np.abs(slope[columns])
-    steps = np.floor(raw * units + 1e-9)
-    below, above = steps / units, (steps + 1.0) / units  # the grid values either side, as the grid has them
+    steps = np.floor(grid.steps(raw, owners) + GRID_TOLERANCE)
+    below, above = grid.values(steps, owners), grid.values(steps + 1.0, owners)  # either side, as the grid has them
     below, above = _float32_sides(below, above, values, slope[columns], shift[columns], float32 & gridded, units)
     low_side = np.where(gridded, below, raw - margin)
     high_side = np.where(gridded, above, raw + margin)
@@ -274,7 +274,7 @@ def _float32_sides(  # noqa: PLR0917 - the sides and what they are measured by, 
     slope: FloatArray,
     shift: FloatArray,
     float32: npt.NDArray[np.bool_],
-    units: FloatArray,
+    units: tuple[Grid, npt.NDArray[np.intp]],
 ) -> tuple[FloatArray, FloatArray]:
     """The grid values either side of each threshold as a model comparing float32 inputs sees
     them: a grid value rounds onto the threshold's float32 (the demo's income 69,587.05 is
@@ -299,10 +299,11 @@ def _float32_sides(  # noqa: PLR0917 - the sides and what they are measured by, 
     return below, above
 
 
-def _grid_step(values: FloatArray, units: FloatArray, steps: float) -> FloatArray:
-    """``values`` (on the grid of ``units`` values per unit) moved ``steps`` grid steps, written as
-    the grid writes its values (a whole count of steps over ``units``: no sum's rounding error)."""
-    return np.asarray((np.round(values * units) + steps) / units)
+def _grid_step(values: FloatArray, units: tuple[Grid, npt.NDArray[np.intp]], steps: float) -> FloatArray:
+    """``values`` (on the grid of ``units``: a grid and each value's column) moved ``steps`` grid
+    steps, written as the grid writes its values (a whole count of steps: no sum's rounding error)."""
+    grid, columns = units
+    return grid.values(np.round(grid.steps(values, columns)) + steps, columns)
 
 
 def _within_bounds(found: SplitValues, space: FeatureSpace, other_routes: set[int]) -> SplitValues:

@@ -149,7 +149,7 @@ def _moved(formulation: Formulation, f: FeatureVars) -> int | None:
         return f.changed
     space = problem.space
     o, low, high = float(space.original[f.index]), float(space.lower[f.index]), float(space.upper[f.index])
-    step = 1.0 / float(space.grid_scale[f.index]) if space.grid_scale[f.index] > 0 else 1e-6 * (high - low)
+    step = f.grid[1].value(1.0) if f.grid is not None else 1e-6 * (high - low)
     terms, constant = f.value
     up, down = milp.binary(f"up[{name}]"), milp.binary(f"down[{name}]")
     milp.row({up: 1.0, down: 1.0, f.changed: -1.0}, 0.0, 0.0)

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.grid import GridUnit
 from counterplan.solver.exact.milp import Expr, Milp, MilpResult, or_the_start
 from counterplan.solver.exact.ortools_backend import ortools_module, ortools_version
 from counterplan.solver.exact.program import Formulation, Lin
@@ -98,6 +99,8 @@ Without a start the search must find answers first, which its own rules do bette
 1096's whole program: 10.02 after 30 deterministic seconds against 39.96)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
+_NO_GRID = GridUnit(1.0, 1.0)
+"""A number without a grid: its variable is its value (steps of 1, unrounded)."""
 
 
 class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not an error
@@ -120,8 +123,8 @@ class _Number:
 
     var: int
     """Its value variable (the value itself, or its count of grid steps)."""
-    per_unit: float | None
-    """Grid steps per unit, for a number on a grid."""
+    unit: GridUnit | None
+    """For a number on a grid, the grid's arithmetic (its variable counts steps)."""
     original: float
     """The original, in the variable's units."""
     low: float
@@ -207,9 +210,9 @@ def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number
             numbers[f.index] = _off_grid_number(formulation, f.index)
             continue
         (var,) = f.value[0]
-        per_unit = f.grid[1] if f.grid is not None else None
-        home = o * per_unit if per_unit is not None else o
-        number = _Number(var, per_unit, home, milp.lower[var], milp.upper[var], distance=f.distance, changed=f.changed)
+        unit = f.grid[1] if f.grid is not None else None
+        home = unit.steps(o) if unit is not None else o
+        number = _Number(var, unit, home, milp.lower[var], milp.upper[var], distance=f.distance, changed=f.changed)
         if not number.low - 1e-9 <= home <= number.high + 1e-9:
             raise Unsupported(f"feature {f.index}: its original lies outside its domain")
         numbers[f.index] = number
@@ -225,12 +228,11 @@ def _off_grid_number(formulation: Formulation, j: int) -> _Number:
     """A number whose original lies off its grid: its grid steps, within the grid's domain."""
     f = formulation.features[j]
     assert f.grid is not None and f.distance is not None
-    steps, per_unit = f.grid
+    steps, unit = f.grid
     domain = formulation.domain
-    low = math.ceil(float(domain.grid_lower[j]) * per_unit - 1e-9)
-    high = math.floor(float(domain.grid_upper[j]) * per_unit + 1e-9)
-    home = float(formulation.problem.space.original[j]) * per_unit
-    return _Number(steps, per_unit, home, low, high, distance=f.distance, changed=f.changed, stay=f.stay)
+    low, high = unit.step_ends(float(domain.grid_lower[j]), float(domain.grid_upper[j]))
+    home = unit.steps(float(formulation.problem.space.original[j]))
+    return _Number(steps, unit, home, low, high, distance=f.distance, changed=f.changed, stay=f.stay)
 
 
 def _off_grid(formulation: Formulation, number: _Number, substitutes: dict[int, Lin]) -> Alone:
@@ -240,12 +242,12 @@ def _off_grid(formulation: Formulation, number: _Number, substitutes: dict[int, 
     integral point the sum is then the distance to the interval's nearest grid value (exactly,
     unless a threshold lies between the original and its nearer grid value: then a lower bound,
     and the final check's gap says so)."""
-    assert number.stay is not None and number.distance is not None and number.per_unit is not None
+    assert number.stay is not None and number.distance is not None and number.unit is not None
     nearest = min(max(number.original, number.low), number.high)
     candidates = [k for k in (math.floor(nearest), math.ceil(nearest)) if number.low <= k <= number.high]
-    least = min((abs(k - number.original) for k in candidates), default=0.0) / number.per_unit
+    least = number.unit.value(min((abs(k - number.original) for k in candidates), default=0.0))
     sides = formulation.original_sides
-    o = number.original / number.per_unit
+    o = number.unit.value(number.original)
     crossed = [(var, not sides.get(var, o > (below + above) / 2.0)) for var, below, above in number.bands]
     index = formulation.milp.n_vars + number.distance  # past the MILP's variables, one per number
     terms, constant = substitutes[number.distance]
@@ -432,7 +434,7 @@ def decode(program: Program, formulation: Formulation, value: Callable[[Any], in
 def _place(n: _Number, x: FloatArray) -> bool:
     """Put number ``n`` at the point of its interval (its threshold binaries' in ``x``) nearest
     its original, with its distance and "changed"; False when the interval is empty."""
-    unit = n.per_unit or 1.0
+    unit = n.unit or _NO_GRID
     if n.stay is not None and x[n.stay] > 0.5:  # the original kept, off its grid
         x[n.var] = 0.0
         if n.distance is not None:
@@ -441,10 +443,10 @@ def _place(n: _Number, x: FloatArray) -> bool:
     low, high = n.low, n.high
     for var, below, above in n.bands:
         if x[var] > 0.5:
-            low = max(low, above * unit)
+            low = max(low, unit.steps(above))
         else:
-            high = min(high, below * unit)
-    if n.per_unit is not None:
+            high = min(high, unit.steps(below))
+    if n.unit is not None:
         low, high = math.ceil(low - 1e-9), math.floor(high + 1e-9)
     if low > high + 1e-9:
         return False
@@ -453,7 +455,7 @@ def _place(n: _Number, x: FloatArray) -> bool:
         at = float(min((k for k in (math.floor(at), math.ceil(at)) if low <= k <= high), key=lambda k: abs(k - at)))
     x[n.var] = at
     if n.distance is not None:
-        x[n.distance] = abs(at - n.original) / unit
+        x[n.distance] = unit.value(abs(at - n.original))
     if n.changed is not None:
         x[n.changed] = float(at != n.original)
     return True

@@ -222,28 +222,28 @@ def _feature(milp: Milp, problem: CounterfactualProblem, j: int, domains: Domain
     distance = milp.var(f"distance[{name}]", 0.0, max(high - o, o - low, 0.0))
     if j in space.allowed:
         return _allowed_values(milp, problem, j, (low, high), (changed, distance))
-    per_unit = float(space.grid_scale[j])
-    if per_unit > 0:
-        lo_steps = math.ceil(float(domains.grid_lower[j]) * per_unit - 1e-9)
-        hi_steps = math.floor(float(domains.grid_upper[j]) * per_unit + 1e-9)
-        on_grid = abs(round(o * per_unit) - o * per_unit) < 1e-9
+    if space.grid.gridded[j]:
+        unit = space.grid.unit(j)  # a value is steps / up * down: the float decode shows
+        lo_steps, hi_steps = unit.step_ends(float(domains.grid_lower[j]), float(domains.grid_upper[j]))
+        home = unit.steps(o)
+        on_grid = abs(round(home) - home) < 1e-9
         if not on_grid and lo_steps > hi_steps:  # no grid value within reach: the original stays
             return _constant(problem, j)
         if on_grid:
             steps = milp.var(f"{name}/step", lo_steps, hi_steps, integer=True)
-            value = ({steps: 1.0 / per_unit}, 0.0)
+            value = ({steps: unit.value(1.0)}, 0.0)
             _changed_rows(milp, value, o, low, high, changed)
             _distance_rows(milp, value, o, distance)
-            return FeatureVars(j, value, changed=changed, distance=distance, grid=(steps, per_unit))
+            return FeatureVars(j, value, changed=changed, distance=distance, grid=(steps, unit))
         # the original is off the grid: it may stay, or move onto the grid
         stay = milp.binary(f"stay[{name}]")
         steps = milp.var(f"{name}/step", min(lo_steps, 0), max(hi_steps, 0), integer=True)
         milp.row({steps: 1.0, stay: float(lo_steps)}, float(lo_steps), INF)
         milp.row({steps: 1.0, stay: float(hi_steps)}, -INF, float(hi_steps))
         milp.row({changed: 1.0, stay: 1.0}, 1.0, 1.0)
-        value = ({steps: 1.0 / per_unit, stay: o}, 0.0)
+        value = ({steps: unit.value(1.0), stay: o}, 0.0)
         _distance_rows(milp, value, o, distance)
-        return FeatureVars(j, value, changed=changed, distance=distance, grid=(steps, per_unit), stay=stay)
+        return FeatureVars(j, value, changed=changed, distance=distance, grid=(steps, unit), stay=stay)
     x = milp.var(name, low, high)
     value = ({x: 1.0}, 0.0)
     _changed_rows(milp, value, o, low, high, changed)

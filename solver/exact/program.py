@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.grid import GridUnit
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.structure.trees import Tree
 from counterplan.solver.exact.milp import Expr, Milp
@@ -91,8 +92,9 @@ class FeatureVars:
     """For a category or a boolean: the model's value of each category and its indicator."""
     changed: int | None = None
     distance: int | None = None
-    grid: tuple[int, float] | None = None
-    """For a number on a grid: the integer variable counting steps, and the values per unit."""
+    grid: tuple[int, GridUnit] | None = None
+    """For a number on a grid: the integer variable counting steps, and the grid's arithmetic
+    (a value is a count of steps as :class:`~counterplan.planning.grid.GridUnit` writes it)."""
     allowed: tuple[list[int], FloatArray] | None = None
     stay: int | None = None
     """For a number whose original lies off its grid: 1 keeps the original."""
@@ -216,8 +218,8 @@ class Formulation:
             elif f.grid is not None:
                 if f.stay is not None and x[f.stay] > 0.5:
                     continue
-                steps, per_unit = f.grid
-                row[j] = float(np.rint(x[steps])) / per_unit + 0.0
+                steps, unit = f.grid
+                row[j] = unit.value(float(np.rint(x[steps]))) + 0.0
             else:
                 row[j] = float(np.clip(evaluate(f.value, x), space.lower[j], space.upper[j]))
         return row
@@ -284,12 +286,12 @@ def _assign_feature(x: FloatArray, f: FeatureVars, value: float, original: float
 def _assign_grid(x: FloatArray, f: FeatureVars, value: float, moved: bool) -> None:
     """A number on a grid: its count of grid steps (and whether it stays at an off-grid original)."""
     assert f.grid is not None
-    steps, per_unit = f.grid
+    steps, unit = f.grid
     if f.stay is not None:
         x[f.stay] = float(not moved)
-        x[steps] = round(value * per_unit) if moved else 0.0
+        x[steps] = round(unit.steps(value)) if moved else 0.0
     else:
-        x[steps] = round(value * per_unit)
+        x[steps] = round(unit.steps(value))
 
 
 def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: FloatArray) -> Any:

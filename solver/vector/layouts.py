@@ -48,9 +48,9 @@ class Layouts:
         self.grid_upper: FloatMatrix = np.vstack([s.grid_upper for s in spaces])
         self.integral: npt.NDArray[np.bool_] = np.vstack([s.integral for s in spaces])
         first = spaces[0]
-        self.scale: FloatMatrix = first.grid_scale
-        self._gridded = self.scale > 0
-        self._divisor = np.where(self._gridded, self.scale, 1.0)
+        self.grid = first.grid
+        """The columns' grids (one program's instances share them: ``same_program``)."""
+        self._gridded = self.grid.gridded
         self._all_gridded = bool(self._gridded.all())
         self.model_space: FeatureSpace = _model_space(spaces)
 
@@ -64,8 +64,7 @@ class Layouts:
         and into each instance's grid bounds: :meth:`FeatureSpace.to_grid` with the instance's own
         bounds (the same arithmetic, so the same numbers)."""
         layout = self.layout[instances]
-        rounded: FloatMatrix = np.rint(values * self.scale[columns])
-        rounded /= self._divisor[columns]
+        rounded = self.grid.round(values, columns)
         np.maximum(rounded, self.grid_lower[layout, columns], out=rounded)
         np.minimum(rounded, self.grid_upper[layout, columns], out=rounded)
         if not self._all_gridded:

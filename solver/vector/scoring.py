@@ -73,7 +73,6 @@ class BlockScorer:
         )
         self.decimals = np.flatnonzero(decimal.any(axis=0)).astype(np.intp)
         self.decimal_mask = decimal[:, self.decimals]
-        self.decimal_scale = self.layouts.scale[self.decimals]
         self.model_calls = 0
         self.rows_scored = 0
         self.rows_remembered = 0
@@ -192,7 +191,7 @@ class BlockScorer:
         broken = (changed & self.frozen).sum(axis=1).astype(np.float64)
         if self.decimals.size:
             block = X[:, self.decimals]
-            rounded = np.rint(block * self.decimal_scale) / self.decimal_scale
+            rounded = self.layouts.grid.round(block, self.decimals)
             off = ~np.isclose(rounded, block, rtol=1e-12, atol=0.0) & (block != original[:, self.decimals])
             off &= self.decimal_mask[self.layout[owner]]
             broken += off.sum(axis=1)

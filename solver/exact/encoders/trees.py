@@ -412,16 +412,16 @@ class _TreeEncoder:
         comparison (float32 for scikit-learn); None when the turn is not found next to the
         threshold. It depends on the model and the pipeline, not the row: kept across rows."""
         assert f.grid is not None
-        per_unit = f.grid[1]
+        unit = f.grid[1]
         a, b = affine
         threshold = float(tree.threshold[node])
-        key = (threshold, float(tree.strict), float(tree.float32), a, b, per_unit)
+        key = (threshold, float(tree.strict), float(tree.float32), a, b, unit.up, unit.down)
         if key in self.turns:
             return self.turns[key]
         t = (threshold - b) / a
-        centre = math.floor(t * per_unit)
+        centre = math.floor(unit.steps(t))
         window = range(centre - 3, centre + 4)
-        rights = [not tree.goes_left(node, a * (k / per_unit) + b) for k in window]
+        rights = [not tree.goes_left(node, a * unit.value(k) + b) for k in window]
         turn = None
         if not (rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights))):
             turn = window[rights.index(True) - 1]
@@ -431,11 +431,8 @@ class _TreeEncoder:
     def _grid_steps(self, f: FeatureVars) -> tuple[int, int]:
         """The first and last grid step of ``f``'s domain."""
         assert f.grid is not None
-        per_unit = f.grid[1]
         domain = self.formulation.domain
-        low = math.ceil(float(domain.grid_lower[f.index]) * per_unit - 1e-9)
-        high = math.floor(float(domain.grid_upper[f.index]) * per_unit + 1e-9)
-        return low, high
+        return f.grid[1].step_ends(float(domain.grid_lower[f.index]), float(domain.grid_upper[f.index]))
 
     def _grid_side(self, f: FeatureVars, last_left: int) -> bool | None:
         """The side a grid split always takes in ``f``'s domain (True: right), or None."""
@@ -457,13 +454,13 @@ class _TreeEncoder:
         side = self._grid_side(f, last_left)
         if side is not None:
             return side
-        per_unit = f.grid[1]
+        unit = f.grid[1]
         a, b = affine
         low, high = self._grid_steps(f)
         original_right = not tree.goes_left(node, a * float(self.space.original[f.index]) + b)
-        key = (last_left + 0.5) / per_unit  # between the last grid value on the left and the first on the right
+        key = unit.value(last_left + 0.5)  # between the last grid value on the left and the first on the right
         if f.stay is not None:  # two thresholds in one grid step may put the original on either side
-            key += (-1e-6 if original_right else 1e-6) / per_unit
+            key += unit.value(-1e-6 if original_right else 1e-6)
         existing = self.raw.setdefault(f.index, {})
         if key not in existing:
             existing[key] = self._grid_var(f, key, (last_left, low, high), original_right)
@@ -472,7 +469,7 @@ class _TreeEncoder:
     def _grid_var(self, f: FeatureVars, key: float, steps_at: tuple[int, int, int], original_right: bool) -> int:
         """The binary of a grid split: 1 from grid step ``last_left + 1`` on, 0 up to ``last_left``."""
         assert f.grid is not None
-        steps, per_unit = f.grid
+        steps, unit = f.grid
         last_left, low, high = steps_at
         milp = self.milp
         var = milp.binary(f"{self.space.features[f.index].name}>{key:.6g}")
@@ -488,7 +485,7 @@ class _TreeEncoder:
                 *((0.0, INF) if original_right else (-INF, 1.0)),
             )
         self.thresholds.append((var, f.index, key))
-        self.formulation.bands[var] = (last_left / per_unit, (last_left + 1) / per_unit)
+        self.formulation.bands[var] = (unit.value(last_left), unit.value(last_left + 1))
         if f.stay is not None:
             self.formulation.original_sides[var] = original_right
         return var
