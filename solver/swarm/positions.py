@@ -169,28 +169,38 @@ class SwarmPositions:
         space = self.space
         rows = np.repeat(space.original.reshape(1, -1), positions.shape[0], axis=0)
         n = self.numbers.size
-        commitment = np.zeros((positions.shape[0], n + self.groups.size))
         if n:
             scaled = positions[:, :n]
             values = self.origin + scaled * self.width
-            commitment[:, :n] = np.abs(scaled - self.start[:n])
-            near = commitment[:, :n] < self.tolerance
+            near = np.abs(scaled - self.start[:n]) < self.tolerance
             rows[:, self.numbers] = np.where(near, space.original[self.numbers], values)
         offset = n
         for g, j in enumerate(self.groups.tolist()):
             size = self.codes[g].size
             block = positions[:, offset : offset + size]
             rows[:, j] = self.codes[g][np.argmax(block, axis=1)]
-            home = self.start[offset : offset + size] > 0.0  # the original's category (none: missing)
-            kept = block[:, home].max(axis=1) if home.any() else np.zeros(block.shape[0])
-            commitment[:, n + g] = block.max(axis=1) - kept
             offset += size
         rows = space.snap(rows)
-        if self.most_changes is not None:
-            rows = self._capped(rows, commitment)
-        return rows
+        return rows if self.most_changes is None else self._capped(rows, positions)
 
-    def _capped(self, rows: FloatMatrix, commitment: FloatMatrix) -> FloatMatrix:
+    def _commitment(self, positions: FloatMatrix) -> FloatMatrix:
+        """Per position and searched column (:attr:`columns`' order): how far the position moved
+        it, a number in domain widths, a category as its chosen one-hot coordinate's lead over
+        the original's (none: a missing original)."""
+        n = self.numbers.size
+        out = np.empty((positions.shape[0], n + self.groups.size))
+        out[:, :n] = np.abs(positions[:, :n] - self.start[:n])
+        offset = n
+        for g in range(self.groups.size):
+            size = self.codes[g].size
+            block = positions[:, offset : offset + size]
+            home = self.start[offset : offset + size] > 0.0
+            kept = block[:, home].max(axis=1) if home.any() else np.zeros(block.shape[0])
+            out[:, n + g] = block.max(axis=1) - kept
+            offset += size
+        return out
+
+    def _capped(self, rows: FloatMatrix, positions: FloatMatrix) -> FloatMatrix:
         """``rows`` with at most :attr:`most_changes` changed features each: a row with more keeps
         those its position commits to most (a number's move in domain widths, a category's lead
         of its chosen one-hot coordinate over the original's), the first of equals by column,
@@ -199,13 +209,13 @@ class SwarmPositions:
         a cap of one the swarm often ended with every particle changing several features and no
         feasible answer where local search found one."""
         assert self.most_changes is not None
-        columns = np.concatenate([self.numbers, self.groups])
+        columns = self.columns
         original = self.space.original[columns]
         changed = rows[:, columns] != original
         over = changed.sum(axis=1) > self.most_changes
         if not over.any():
             return rows
-        weight = np.where(changed[over], commitment[over], -np.inf)
+        weight = np.where(changed[over], self._commitment(positions[over]), -np.inf)
         order = np.argsort(-weight, axis=1, kind="stable")  # most committed first, then by column
         dropped = np.zeros(weight.shape, dtype=bool)
         np.put_along_axis(dropped, order[:, self.most_changes :], True, axis=1)
