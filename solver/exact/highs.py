@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import CounterplanError
-from counterplan.solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.milp import Milp, MilpResult, lifted
 from counterplan.solver.exact.watched import run_watched
 
 
@@ -188,7 +188,8 @@ def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None,
 
 
 def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
-    """The program's variables, integrality, objective and rows, into ``h``."""
+    """The program's variables, integrality, objective and rows, into ``h`` (a row with a term HiGHS
+    would take for zero multiplied up first: :func:`~counterplan.solver.exact.milp.lifted`)."""
     n = milp.n_vars
     inf = highspy.kHighsInf
     lower = np.array([max(v, -inf) for v in milp.lower], dtype=np.float64)
@@ -210,7 +211,7 @@ def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
     values: list[float] = []
     lows: list[float] = []
     ups: list[float] = []
-    for terms, low, up in milp.rows:
+    for terms, low, up in (lifted(*row) for row in milp.rows):  # no term below HiGHS's zero
         starts.append(len(indices))
         indices.extend(terms.keys())
         values.extend(terms.values())

@@ -8,6 +8,7 @@ issue brings with optbinning) take the same formulation, and lets tests inspect 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,6 +16,11 @@ import numpy as np
 import numpy.typing as npt
 
 INF = float("inf")
+ZERO_TOLERANCE = 1e-9
+"""The size below which SCIP (``numerics/epsilon``) and HiGHS (``small_matrix_value``) take a
+coefficient for zero and drop it from its row."""
+LIFTED_SMALLEST = 1e-6
+"""What :func:`lifted` brings a row's smallest coefficient up to (a thousand times the zero tolerance)."""
 
 Expr = dict[int, float]
 """A linear expression: variable index -> coefficient (a constant travels beside it)."""
@@ -139,6 +145,26 @@ def proof_bound(milp: Milp, result: MilpResult) -> tuple[float, float]:
     if not np.isfinite(bound) or result.objective == 0.0:
         return bound, INF
     return bound, abs(result.objective - bound) / abs(result.objective)
+
+
+def lifted(terms: Expr, lower: float, upper: float) -> tuple[Expr, float, float]:
+    """The row ``lower <= terms <= upper`` as a solver should be given it: multiplied by a power of
+    two (exact in floating point, and the same solutions) when a coefficient lies below
+    :data:`ZERO_TOLERANCE`, so that its smallest is at least :data:`LIFTED_SMALLEST`; unchanged
+    otherwise.
+
+    A number whose whole range is tiny (a feature near 1e-6 gets a grid of 1e-12) enters its
+    distance rows at 1e-12 per grid step beside the distance's 1. A solver dropped that term: the
+    distance no longer followed the number, which went wherever the other rows let it (fuzzing:
+    sets of answers on stump forests whose tiny feature went to the end of its domain, several
+    times the distance of the answer at its split)."""
+    if not terms:
+        return terms, lower, upper
+    smallest = min(abs(c) for c in terms.values())
+    if smallest >= ZERO_TOLERANCE:
+        return terms, lower, upper
+    factor = 2.0 ** math.ceil(math.log2(LIFTED_SMALLEST / smallest))
+    return {i: c * factor for i, c in terms.items()}, lower * factor, upper * factor
 
 
 def add(a: Mapping[int, float], b: Mapping[int, float], scale: float = 1.0) -> Expr:

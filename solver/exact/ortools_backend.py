@@ -25,7 +25,13 @@ output                  none                      a banner on the C stdout  none
 So SCIP comes first: it is the one that honours every argument; it runs without cutting planes,
 which made it seven to ten times faster on these tree programs. pywraplp has no incumbent
 callback: ``on_incumbent`` is called once, after the solve, with the final solution (when there
-is one). One thread and fixed random seeds: the same program gives the same answer every run.
+is one). One thread, fixed random seeds and no presolve (:data:`SCIP_PRESOLVE_ROUNDS`): the same
+program gives the same answer every run. pywraplp hands SCIP each row's terms in the order of a
+hash map keyed by the variables' addresses, which changes from one solve to the next; SCIP's LP
+sorts a row's terms by column, but its presolve reads them in the order given, and its choices
+followed that order (with the linear rows' dual presolve off, the answer was the same in every
+order too). OR-Tools' HiGHS takes its rows from pywraplp's export, in variable order; it and CBC
+gave the same answer every run on the programs SCIP did not.
 SCIP does not catch Ctrl-C (``misc/catchctrlc``): it would end the solve as though it had
 finished, and the command would never know it was interrupted; left to Python, the signal stops
 the solve through ``should_stop`` like any stop request.
@@ -46,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
-from counterplan.solver.exact.milp import Milp, MilpResult, or_the_start
+from counterplan.solver.exact.milp import Milp, MilpResult, lifted, or_the_start
 from counterplan.solver.exact.watched import run_watched
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
@@ -58,6 +64,22 @@ NAMES = {"HIGHS": "HiGHS", "SCIP": "SCIP", "CBC": "CBC"}
 INVALID = frozenset({5, 85})
 """Solve statuses of a program or parameters OR-Tools refuses (``MPSOLVER_MODEL_INVALID``,
 ``MPSOLVER_MODEL_INVALID_SOLVER_PARAMETERS``): a bug here, raised rather than called no solution."""
+
+SCIP_PRESOLVE_ROUNDS = 0
+"""SCIP's presolve rounds (``presolving/maxrounds``): none, so that its answer does not depend on
+the order of each row's terms, which pywraplp does not keep (see the module docstring). With its
+presolve, the same program gave different answers run to run: a fuzzed set of three answers on a
+five-stump forest with features near 1e-6 came back at 9.5604 or 9.5656, both called optimal,
+and a set of three on adult's 100-tree boosting four ways in four orders of its terms, one of
+them 8.17 called optimal where the optimum is 7.57. Without it, every program of a corpus (tree
+programs, sets of answers and tie-breaks on heloc's and adult's forests and boosting, the tests'
+scorecards and sets) gave one answer whatever the order of its rows' terms (three random orders
+each, through OR-Tools' proto path, which keeps the order it is given), and the corpus took 61 s
+instead of 76 s (one set program 10.2 s instead of 1.0 s, another 22 s instead of 36 s). One set
+of five answers on adult was called optimal at 15.46 where the optimum is 14.96, every run: a
+tree ensemble's sets go to HiGHS when highspy loads
+(:func:`~counterplan.solver.exact.answer_set.set_backend`), and ``docs/benchmarks/engines.md``
+has the measurements."""
 
 HIGHS_VERSIONS = {"9.15": "1.12.0"}
 """The HiGHS bundled with an OR-Tools release (its pywraplp reports no version of its own)."""
@@ -227,13 +249,15 @@ def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Call
 
 
 def _load(solver: Any, milp: Milp) -> list[Any]:
-    """The variables, rows and objective, through the solver's row/coefficient API."""
+    """The variables, rows and objective, through the solver's row/coefficient API; a row with a
+    coefficient the solver would take for zero is multiplied up first
+    (:func:`~counterplan.solver.exact.milp.lifted`)."""
     inf = solver.infinity()
     variables = [
         solver.Var(max(low, -inf), min(up, inf), integer, "")
         for low, up, integer in zip(milp.lower, milp.upper, milp.integer, strict=True)
     ]
-    for terms, low, up in milp.rows:
+    for terms, low, up in (lifted(*row) for row in milp.rows):  # no term below the solver's zero
         row = solver.RowConstraint(max(low, -inf), min(up, inf), "")
         coefficient = row.SetCoefficient
         for i, c in terms.items():
@@ -273,6 +297,7 @@ def _parameters(
         # more, SCIP took 95 s with its defaults and 9.4 s without cuts (highspy: 13.9 s)
         specific = ["randomization/randomseedshift = 0", "limits/absgap = 1e-9"]
         specific += ["separating/maxrounds = 0", "separating/maxroundsroot = 0"]
+        specific.append(f"presolving/maxrounds = {SCIP_PRESOLVE_ROUNDS}")  # the same answer every run
         specific.append("misc/catchctrlc = FALSE")  # Ctrl-C is Python's (see the module docstring)
         if node_limit is not None:
             specific.append(f"limits/nodes = {int(node_limit)}")
