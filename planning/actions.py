@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -365,7 +365,7 @@ class ActionSet(_Data):
         categories = _categories(space)
         booleans = frozenset(f.name for f in space.features if f.kind == "boolean")
         vocabulary = Vocabulary(space.names, categories, ("delta", "value"), booleans)
-        plain = Vocabulary(space.names, categories, booleans=booleans)
+        plain = Vocabulary(space.names, categories, booleans=booleans, states=())  # a tau reads the state before
         errors: list[Violation] = []
         errors += _duplicate_names(self.actions)
         actions = [
@@ -502,7 +502,9 @@ def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any,
 def _consequences(
     spec: ActionSpec, space: FeatureSpace, vocabulary: Vocabulary, where: str, errors: list[Violation]
 ) -> dict[str, Expression]:
-    """An action's consequences compiled, each on a mutable feature (bad ones added to ``errors``)."""
+    """An action's consequences compiled, each on a mutable feature (bad ones added to ``errors``).
+    A consequence computes the state after the action, so it reads the state before alone."""
+    vocabulary = replace(vocabulary, states=("before",))
     consequences = {}
     for name, text in spec.consequences.items():
         compiled = _attempt(errors, partial(_consequence, name, text, space, vocabulary, where))

@@ -124,6 +124,11 @@ class Vocabulary:
     booleans: frozenset[str] = frozenset()
     """Features among ``categories`` that are booleans: compared with ``True``/``False`` or 1/0
     and counted like numbers, where a category is only compared with its names."""
+    states: tuple[str, ...] = STATES
+    """The states a formula may name as ``state.x`` (of :data:`STATES`): what its caller hands
+    it. A formula read where its state does not exist yet (an action's consequence computes the
+    state after; a cost graph's tau reads the state before by the features' own names) is
+    refused here, naming its field, rather than failing when a plan is scored."""
 
     def category(self, name: str) -> str | None:
         """The categorical (not boolean) feature ``name`` resolves to, or None."""
@@ -253,6 +258,14 @@ class _Checker:
     def _attribute(self, node: ast.Attribute) -> ast.expr:
         if not isinstance(node.value, ast.Name) or node.value.id not in STATES:
             raise self.refuse("an attribute other than before.<feature> or after.<feature>")
+        if node.value.id not in self.vocabulary.states:
+            name = _excerpt(node.attr, 40)[1:-1]
+            written = " or ".join([name, *(f"{state}.{name}" for state in self.vocabulary.states)])
+            raise ExpressionError(
+                self.field,
+                f"{node.value.id}.{name} is not available here: this formula reads the state before the action "
+                f"(write {written})",
+            )
         return self._feature(node.attr, f"{node.value.id}.{node.attr}")
 
     def _binary(self, node: ast.BinOp) -> ast.expr:

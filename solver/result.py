@@ -115,14 +115,34 @@ class CounterfactualResult(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def note(self) -> str | None:
-        """What a reader should know: the goal was already met, not reached, or fewer answers came back."""
+        """What a reader should know: the goal was already met, not reached, reached only by
+        breaking a rule, or fewer answers came back."""
         if self.already_met:
             return "the instance already meets the goal: nothing to change"
         if not self.valid:
             return self._not_reached()
+        if not self.feasible:
+            return self._rules_broken()
         if self.requested > 1 and len(self.counterfactuals) < self.requested:
             return self._fewer_answers()
         return None
+
+    def _rules_broken(self) -> str:
+        """A valid answer that breaks a rule (hard level 1, actionability, below 0: the only hard
+        level a valid answer can miss): how many, and that no answer keeping every rule was found.
+        The score counts the broken rules but does not say which; the rules are listed once, in
+        :mod:`counterplan.planning.score` and the guide's actionability table."""
+        broken = round(-self.score_levels[1])
+        rules = "an actionability rule" if broken == 1 else f"{broken} actionability rules"
+        kinds = (
+            "an immutable feature, a monotone direction, allowed or forbidden values, precision, the "
+            "most features allowed to change, a relation, the trust region or plausibility"
+        )
+        found = "no answer keeping every rule was found"
+        if self.requested > 1:
+            came = len(self.counterfactuals)
+            found += f", and {'none' if came == 0 else came} of the {self.requested} answers asked for came back"
+        return f"the answer reaches the goal but breaks {rules} (hard level 1: {kinds}); {found}"
 
     def _not_reached(self) -> str:
         """Why no valid answer came back: proven infeasible, a failing model, or the immutables."""

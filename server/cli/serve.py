@@ -49,7 +49,14 @@ def _add_serve_parser(commands: Any) -> None:
         help="how long a solve's model call waits to share one call with the model's other solves; 0: off (default 5)",
     )
     serve.add_argument("--batch-max-instances", type=int, help="instances one ExplainBatch stream may send")
-    serve.add_argument("--batch-max-in-flight", type=int, help="instances of one ExplainBatch stream solved at once")
+    serve.add_argument(
+        "--batch-max-in-flight", type=int, help="instances of one ExplainBatch stream read and not yet answered"
+    )
+    serve.add_argument(
+        "--max-batch-solves",
+        type=int,
+        help="solve slots ExplainBatch instances hold at once, every stream together (default: half the slots)",
+    )
     serve.add_argument("--max-batch-streams", type=int, help="ExplainBatch streams open at once")
     serve.add_argument("--max-plan-population", type=int, help="a Plan request's population at most (default 2000)")
     serve.add_argument("--max-plan-generations", type=int, help="a Plan request's generations at most (default 1000)")
@@ -101,6 +108,7 @@ FLAGGED = (
     "dynamic_batching_max_wait_ms",
     "batch_max_instances",
     "batch_max_in_flight",
+    "max_batch_solves",
     "max_batch_streams",
     "max_plan_population",
     "max_plan_generations",

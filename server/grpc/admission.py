@@ -3,12 +3,14 @@
 Explain, ExplainStream, each ExplainBatch instance, Plan and PlanStream all solve under the same
 rules: a solve slot (``max_concurrent_solves``) with room for the solve's estimated memory beside
 the running ones (``max_solve_memory_mb``; RESOURCE_EXHAUSTED with a retry hint beyond them, or a
-wait for a batch instance), a time limit from the server's maximum and the client's deadline, and
-nothing new once shutdown has begun. When shutdown's grace is nearly up (the *cut*), every call
-still waiting for its solve answers at once with the solve's best so far, and the solve is
-abandoned: one inside a model call cannot stop before the call ends, and the grace is a promise.
-One :class:`Admission` per server holds that state, and each method's module is handed it: the
-servicer modules then share it without importing each other.
+wait for a batch instance), batch instances holding at most ``max_batch_solves`` of the slots
+together (so an interactive call is not refused because a batch took every slot), a time limit
+from the server's maximum and the client's deadline, and nothing new once shutdown has begun.
+When shutdown's grace is nearly up (the *cut*), every call still waiting for its solve answers at
+once with the solve's best so far, and the solve is abandoned: one inside a model call cannot
+stop before the call ends, and the grace is a promise. One :class:`Admission` per server holds
+that state, and each method's module is handed it: the servicer modules then share it without
+importing each other.
 """
 
 from __future__ import annotations
@@ -58,10 +60,12 @@ at once; this only bounds how late it sees the call end or the server shut down)
 
 @dataclass(frozen=True)
 class _Admitted:
-    """A running solve's share: its estimated memory, and when its time limit ends it at the latest."""
+    """A running solve's share: its estimated memory, when its time limit ends it at the latest,
+    and whether a batch instance holds it (those count against ``max_batch_solves``)."""
 
     estimate: int
     ends_at: float
+    batch: bool = False
 
 
 def shutting_down() -> Refusal:
@@ -94,11 +98,13 @@ class Admission:
         return ticket
 
     def wait_for_slot(self, estimate: int, give_up: Callable[[], Refusal | None]) -> int:
-        """A solve slot's ticket, waiting for one to come free (a batch instance queues where a
-        unary call is refused); raises what ``give_up`` returns once it returns a refusal."""
+        """A batch instance's solve slot's ticket, waiting for one to come free (a batch instance
+        queues where an interactive call is refused) and for the batch instances to hold fewer
+        than ``max_batch_solves`` (:attr:`ServerSettings.batch_solves`); raises what ``give_up``
+        returns once it returns a refusal."""
         with self._idle:
             while True:
-                ticket, _, _ = self._take_slot(estimate)
+                ticket, _, _ = self._take_slot(estimate, batch=True)
                 if ticket is not None:
                     return ticket
                 refusal = give_up()
@@ -117,14 +123,17 @@ class Admission:
         with self._idle:
             return self._idle.wait_for(lambda: not self._running, timeout=timeout)
 
-    def _take_slot(self, estimate: int) -> tuple[int | None, str, float]:
-        """A ticket when a solve slot is free and ``estimate`` bytes fit beside the running solves;
-        else why not and, as a retry hint, when the first running solve must end."""
+    def _take_slot(self, estimate: int, batch: bool = False) -> tuple[int | None, str, float]:
+        """A ticket when a solve slot is free and ``estimate`` bytes fit beside the running solves
+        (for a ``batch`` instance, also when the batch instances hold fewer than their share of the
+        slots); else why not and, as a retry hint, when the first running solve must end."""
         settings = self.settings
         now = time.monotonic()
         with self._idle:
             running = list(self._running.values())
             full = len(running) >= settings.max_concurrent_solves
+            if batch and sum(a.batch for a in running) >= settings.batch_solves:
+                return None, f"batch instances hold {settings.batch_solves} solve slots", 0.0
             used = sum(a.estimate for a in running)
             if full or used + estimate > settings.max_solve_memory_mb * MB:
                 why = (
@@ -135,7 +144,7 @@ class Admission:
                 first_end = min((a.ends_at for a in running), default=now + 1.0)
                 return None, why, min(max(first_end - now, _MIN_RETRY_SECONDS), settings.max_solve_seconds)
             ticket = next(self._tickets)
-            self._running[ticket] = _Admitted(estimate, now + settings.max_solve_seconds)
+            self._running[ticket] = _Admitted(estimate, now + settings.max_solve_seconds, batch)
             return ticket, "", 0.0
 
     # -- time -----------------------------------------------------------------------------------

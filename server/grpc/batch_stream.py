@@ -10,8 +10,10 @@ other:
   and starts its solve. While it waits, it reads nothing, so gRPC's flow control holds a fast
   client back and the stream keeps at most ``batch_max_in_flight`` requests and results in memory;
 * the **solves** run on the server's solver manager, within ``max_concurrent_solves`` and the
-  memory budget, sharing their model's calls with every other running solve of that model
-  (dynamic batching); each finished job is handed to the out-queue;
+  memory budget, and every stream's together within ``max_batch_solves`` of those slots (the rest
+  stay for interactive callers, who are refused rather than queued), sharing their model's calls
+  with every other running solve of that model (dynamic batching); each finished job is handed to
+  the out-queue;
 * the **call's own thread** (gRPC's) turns each finished job or refusal into its
   ``ExplainBatchResponse``, tagged with the caller's row id, sends it, and only then frees the
   instance's place in flight.

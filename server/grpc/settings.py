@@ -84,9 +84,19 @@ class ServerSettings(BaseSettings):
     batch_max_in_flight: Annotated[int, Field(ge=1, le=256)] = 8
     """Instances of one ExplainBatch stream read and not yet answered, at most: the server reads
     the next one only when one is answered, so a stream holds at most this many requests and
-    results in memory. They still solve within ``max_concurrent_solves`` (an instance waits
-    for a free slot instead of being refused): keep that above this to leave room for other
-    callers."""
+    results in memory. How many of them solve at once is ``max_batch_solves``'s (an instance
+    waits for a free slot instead of being refused)."""
+    max_batch_solves: Annotated[int | None, Field(ge=1)] = None
+    """Solve slots that ExplainBatch instances may hold at once, across every stream, at most
+    (:attr:`batch_solves`); at most ``max_concurrent_solves``. A batch instance waits for a slot
+    while an interactive call (Explain, ExplainStream, Plan, PlanStream, Audit) is refused when
+    none is free, so batches holding every slot would turn every interactive caller away for as
+    long as a batch runs. Unset, it is half the slots, rounded down (``max_concurrent_solves //
+    2``, at least 1): interactive callers keep at least half, since a refusal costs them the call
+    while a batch instance only waits, and a batch's solves of one model share their model calls
+    (dynamic batching), so fewer of them at once lose little throughput. With a single slot
+    nothing can be kept back: the batch gets it when it is free. Interactive calls are not
+    capped: with no batch running they may take every slot."""
     max_audit_rows: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     """Rows one Audit call may audit: sent inline, or selected from a model card's training data
     (for ``rejected``, the card's rows before the ones meeting the goal are left out). The whole
@@ -114,7 +124,20 @@ class ServerSettings(BaseSettings):
                 f"({self.max_reflection_streams}) must be below workers ({self.workers}): "
                 "open ExplainBatch and reflection streams would hold every worker thread"
             )
+        if self.max_batch_solves is not None and self.max_batch_solves > self.max_concurrent_solves:
+            raise ValueError(
+                f"max_batch_solves ({self.max_batch_solves}) must be at most max_concurrent_solves "
+                f"({self.max_concurrent_solves}): batch instances solve within the server's solve slots"
+            )
         return self
+
+    @property
+    def batch_solves(self) -> int:
+        """Solve slots ExplainBatch instances may hold at once: ``max_batch_solves``, or unset,
+        half of ``max_concurrent_solves`` (at least 1)."""
+        if self.max_batch_solves is not None:
+            return self.max_batch_solves
+        return max(1, self.max_concurrent_solves // 2)
 
     @property
     def dynamic_batching_max_wait(self) -> float | None:

@@ -309,6 +309,33 @@ def test_fewer_counterfactuals_than_asked_are_said_and_never_padded() -> None:
         explain(problem, num_counterfactuals=0)
 
 
+def test_a_valid_answer_that_breaks_a_rule_says_so() -> None:
+    """A logistic regression approves when x + y is above about 14: from (1, 1) one feature alone
+    reaches 11 at most, so with one change allowed every valid answer breaks that rule. The note
+    said "found 0 distinct valid counterfactuals of the 3 asked for" beside ``valid: true``, and
+    nothing at all for a single answer."""
+    from sklearn.linear_model import LogisticRegression
+
+    from counterplan.planning import FloatFeature
+    from counterplan.planning.models import adapt_sklearn
+
+    X = np.random.default_rng(0).uniform(0.0, 10.0, size=(400, 2))
+    model = LogisticRegression().fit(X, (X.sum(axis=1) > 14).astype(int))
+    features = [FloatFeature(name=name, value=1.0, low=0.0, high=10.0) for name in ("x", "y")]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "ok"), max_changed_features=1)
+    broken = (
+        "the answer reaches the goal but breaks an actionability rule (hard level 1: an immutable feature, a "
+        "monotone direction, allowed or forbidden values, precision, the most features allowed to change, a "
+        "relation, the trust region or plausibility); no answer keeping every rule was found"
+    )
+    single = explain(problem, seed=0)
+    assert single.valid and not single.feasible and single.score_levels[1] == -1.0 and len(single.changes) == 2
+    assert single.note == broken
+    several = explain(problem, seed=0, num_counterfactuals=3)
+    assert several.valid and not several.feasible and several.counterfactuals == []
+    assert several.note == f"{broken}, and none of the 3 answers asked for came back"
+
+
 def _spread_or_single(penalty: float) -> CounterfactualProblem:
     """Valid when sqrt(a) + sqrt(b) >= 1: a = b = 0.25 costs 0.05 (range-scaled), a = 1 alone 0.1."""
     from counterplan.planning import DistanceSettings, FloatFeature

@@ -62,6 +62,24 @@ def test_a_waiting_instance_gets_the_slot_that_comes_free_or_gives_up() -> None:
     admission.release_slot(held)
 
 
+def test_batch_instances_hold_at_most_their_share_of_the_slots() -> None:
+    admission = _admission(max_concurrent_solves=4)  # batches get 2 of the 4
+    batch = [admission.wait_for_slot(MB, lambda: None) for _ in range(2)]
+    gone = refused(grpc.StatusCode.CANCELLED, "the call ended")
+    with pytest.raises(Refusal) as info:  # two slots are free, but not for a batch instance
+        admission.wait_for_slot(MB, lambda: gone)
+    assert info.value is gone
+    interactive = [admission.take_slot(MB) for _ in range(2)]  # the rest stay for interactive calls
+    admission.release_slot(interactive[0])
+    with pytest.raises(Refusal):  # a free slot, and still the batch's share is full
+        admission.wait_for_slot(MB, lambda: gone)
+    threading.Timer(0.05, admission.release_slot, args=(batch[0],)).start()
+    batch[0] = admission.wait_for_slot(MB, lambda: None)  # a batch slot coming back is the batch's again
+    for ticket in [*batch, interactive[1]]:
+        admission.release_slot(ticket)
+    assert admission.wait_idle(0.01)
+
+
 def test_the_time_limit_is_the_servers_maximum_capped_by_the_deadline() -> None:
     admission = _admission(max_solve_seconds=30.0)
     assert admission.time_limit(None, "solve") == 30.0

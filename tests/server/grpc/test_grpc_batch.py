@@ -258,6 +258,56 @@ def test_idle_streams_cannot_take_every_worker(client: CounterplanClient, server
     assert result.response.valid
 
 
+def test_batches_leave_solve_slots_for_interactive_callers(demo: RegisteredModel) -> None:
+    """The default settings (4 slots, 8 instances in flight per stream, 2 streams): two streams
+    of endless rows hold at most half the slots together, and an Explain is admitted beside them
+    (it was refused, "4 solves are running", when the batch rows took every slot)."""
+    settings = ServerSettings(port=0, grace_seconds=0.5)
+    assert (settings.max_concurrent_solves, settings.batch_max_in_flight, settings.batch_solves) == (4, 8, 2)
+    running = start_server(settings, ModelRegistry([demo, _toy("endless", SlowModel(), ENDLESS)]))
+    release = threading.Event()
+
+    def rows(stream: int) -> Iterator[pb.ExplainBatchRequest]:
+        for i in range(4):
+            request = _toy_request("endless", x=1.0 + i / 10)
+            request.request_id = f"batch-{stream}-{i}"
+            yield pb.ExplainBatchRequest(row_id=f"r{i}", request=request)
+        release.wait(60)  # a client with more to send, later
+
+    def batch_solving() -> int:
+        jobs = running.service.manager.list_jobs()
+        return sum(job.status.value == "solving" and job.job_id.startswith("batch-") for job in jobs)
+
+    most = [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            most[0] = max(most[0], batch_solving())
+            time.sleep(0.005)
+
+    client = CounterplanClient(running.target)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    calls = [client.stub.ExplainBatch(rows(stream), timeout=60) for stream in range(2)]
+    try:
+        deadline = time.monotonic() + 20
+        while most[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # room for more rows to start, were they allowed to
+        assert client.explain(_demo(0), timeout=60).valid  # admitted, not RESOURCE_EXHAUSTED
+        assert most[0] == settings.batch_solves  # the batch rows reached their share, never more
+    finally:
+        done.set()
+        watcher.join()
+        release.set()
+        for call in calls:
+            call.cancel()
+        assert running.service.wait_idle(10), "the cancelled rows gave their slots back"
+        client.close()
+        running.stop(0)
+
+
 def test_the_deadline_caps_every_solve(client: CounterplanClient) -> None:
     rows = [("a", _toy_request("endless")), ("b", _toy_request("endless", x=2.0))]
     started = time.perf_counter()
@@ -363,3 +413,12 @@ def test_dynamic_batching_settings() -> None:
     with pytest.raises(ValidationError, match="max_batch_streams"):  # together they would hold every worker
         ServerSettings(workers=4, max_reflection_streams=2, max_batch_streams=2)
     assert ServerSettings(workers=5, max_reflection_streams=2, max_batch_streams=2).max_batch_streams == 2
+
+
+def test_the_batch_share_of_the_solve_slots() -> None:
+    assert [ServerSettings(max_concurrent_solves=n).batch_solves for n in (1, 2, 3, 4, 9)] == [1, 1, 1, 2, 4]
+    assert ServerSettings(max_concurrent_solves=4, max_batch_solves=4).batch_solves == 4  # the operator's choice
+    with pytest.raises(ValidationError, match=r"max_batch_solves \(5\) must be at most max_concurrent_solves \(4\)"):
+        ServerSettings(max_concurrent_solves=4, max_batch_solves=5)
+    with pytest.raises(ValidationError, match="max_batch_solves"):
+        ServerSettings(max_batch_solves=0)

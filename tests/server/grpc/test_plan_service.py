@@ -479,3 +479,34 @@ def test_a_category_is_compared_only_with_its_names_over_grpc(running: RunningSe
     request.actions[0].pre = 'education == "BSc" or age > 40'
     with CounterplanClient(running.target) as client:
         assert client.plan(request).front_size > 0  # a category's names are fine
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "named", "written"),
+    [
+        ("actions[1].consequences.age", "after.age + 4", "after.age", "age or before.age"),
+        ("graph[0].tau", '1 if after.location == "US" else 0.5', "after.location", "location"),
+        ("graph[0].tau", '1 if before.location == "US" else 0.5', "before.location", "location"),
+    ],
+)
+def test_a_formula_naming_a_state_it_is_not_given_is_refused(
+    running: RunningServer, where: str, text: str, named: str, written: str
+) -> None:
+    """Found by fuzzing the service: a consequence computes the state after its action and a tau
+    reads the state before by the features' names, yet both accepted ``after.x`` (and a tau
+    ``before.x``), and the first plan that took the action failed on the missing name: INTERNAL.
+    Now refused up front, naming the field and what to write."""
+    request = _request()
+    if where.startswith("graph"):
+        request.graph[0].tau = text
+    else:
+        request.actions[1].consequences["age"] = text
+    violations = field_violations(_refused(running, request))
+    reads = "this formula reads the state before the action"
+    assert violations == [(where, f"{named} is not available here: {reads} (write {written})")]
+    request = _request()
+    request.actions[1].consequences["age"] = "before.age + 4"  # the state before, by either name
+    request.actions[1].effort = "5 if after.age > before.age else 6"  # an effort reads both states
+    request.actions[2].post = "after.location != before.location"
+    with CounterplanClient(running.target) as client:
+        assert client.plan(request).front_size > 0
