@@ -14,6 +14,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig
@@ -94,3 +95,43 @@ def test_a_variable_outside_the_cost_range_is_handed_over_rescaled_by_a_power_of
     x = normal.var("x", 0.0, 1.0)
     normal.minimise({x: 0.5})
     assert column_scales(normal) is None
+
+
+def _tree_on_huge_numbers(seed: int) -> CounterfactualProblem:
+    """A depth-3 decision tree on ``a`` (hundredths) and ``h``, ``g`` (whole numbers near 1e9)."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    frame = pd.DataFrame(
+        {
+            "a": np.round(rng.normal(0, 1, n), 2),
+            "h": np.round(rng.normal(0, 1e9, n), 0),
+            "g": np.round(rng.normal(0, 1e9, n), 0),
+        }
+    )
+    score = sum(rng.normal() * (frame[c] - frame[c].mean()) / frame[c].std() for c in frame) + rng.normal(0, 0.5, n)
+    label = (score > np.median(score)).astype(int)
+    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(frame, label)
+    row = int(np.flatnonzero(model.predict_proba(frame)[:, 1] < 0.5)[0])
+    goal = ClassGoal(target=1)
+    return CounterfactualProblem.from_dataframe(frame.assign(label=label), row, model, [goal], target="label")
+
+
+@pytest.mark.parametrize(("seed", "repeated"), [(9, False), (13, True)])
+def test_a_set_of_answers_never_repeats_a_set_of_changed_features(seed: int, repeated: bool) -> None:
+    """The set program tells a move from staying put with 0/1 variables tied to the number by a
+    big-M as wide as its range (6e9 grid steps here): the solvers' integrality tolerance let a
+    copy "move" a number it left as it was, and two answers changing the same feature came back
+    as an optimal set (seed 9 before the rescaling of the distance, 13 after it). An answer
+    repeating a better one's set of changed features is dropped, the others are found one at a
+    time, and the set is not called optimal."""
+    problem = _tree_on_huge_numbers(seed)
+    for backend in ("highs", "cpsat"):
+        config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))  # the program alone
+        result = explain(problem, config, seed=0, num_counterfactuals=2)
+        exact = result.statistics.exact
+        assert exact is not None and len(result.counterfactuals) == 2
+        changed = [frozenset(change.feature for change in answer.changes) for answer in result.counterfactuals]
+        assert len(set(changed)) == 2, (backend, changed)
+        assert all(answer.valid and answer.feasible for answer in result.counterfactuals)
+        assert ("repeated" in exact.answer_set_reason) == repeated, exact
+        assert exact.answer_set == ("feasible" if repeated else "optimal"), exact
