@@ -205,7 +205,7 @@ def no_good_cuts(formulation: Formulation, rows: list[npt.NDArray[np.float64]]) 
     space = formulation.problem.space
     moved = [(f, _moved(formulation, f)) for f in formulation.features]
     for row in rows:
-        changed_here = _changed_set(formulation, row)
+        changed_here = _changed_set(formulation.problem, row)
         terms: Expr = {}
         count = 0
         for f, var in moved:
@@ -219,9 +219,8 @@ def no_good_cuts(formulation: Formulation, rows: list[npt.NDArray[np.float64]]) 
         formulation.milp.row(terms, 1.0 - count, INF)
 
 
-def _changed_set(formulation: Formulation, row: npt.NDArray[np.float64]) -> set[str]:
+def _changed_set(problem: CounterfactualProblem, row: npt.NDArray[np.float64]) -> set[str]:
     """The features ``row`` changes (for a scorecard variable: moves out of its bin)."""
-    problem = formulation.problem
     space = problem.space
     changed = {space.names[j] for j in np.flatnonzero(row != space.original)}
     model = problem.model
@@ -291,7 +290,7 @@ def solve_set(
                     break
             else:
                 candidates, status = _by_no_good(
-                    problem, scope.best_row, k, margins=margins, run=run, should_stop=should_stop
+                    problem, [scope.best_row], k, margins=margins, run=run, should_stop=should_stop
                 )
         except BuildStopped:  # out of time while building: the answers verified so far stand
             status = "no solution"
@@ -299,6 +298,7 @@ def solve_set(
         rows = _verified(scope, candidates)
         if len(rows) == candidates.shape[0] or should_stop():
             break
+    rows, status, repeated = _kept_distinct(scope, (rows, status), config, run, should_stop)
     if not rows:
         reason = describe_infeasible(problem, k, config.distinct_values and config.answer_set == "copies")
         if status != "infeasible":
@@ -307,7 +307,84 @@ def solve_set(
     reason = ""
     if len(rows) < k:
         reason = describe_infeasible(problem, k, False) if status == "infeasible" else f"{len(rows)} of {k} found"
-    return np.vstack(rows), status, reason
+    return np.vstack(rows), status, _with_repeated(reason, repeated)
+
+
+def _with_repeated(reason: str, repeated: bool) -> str:
+    """``reason``, and :data:`REPEATED` after it when the program's answers repeated a set."""
+    if not repeated:
+        return reason
+    return f"{reason}: {REPEATED}" if reason else REPEATED
+
+
+REPEATED = (
+    "the set program's answers repeated a set of changed features (a number whose grid is too fine for "
+    "its range to be told from staying put): each kept once, the others found one at a time, each "
+    "excluding the sets before it"
+)
+"""Why a set is not its program's optimum (the program's answers were not distinct)."""
+
+
+def _kept_distinct(
+    scope: SolverScope,
+    found: tuple[list[npt.NDArray[np.float64]], str],
+    config: ExactPhaseConfig,
+    run: Callable[[Milp], MilpResult],
+    should_stop: Callable[[], bool],
+) -> tuple[list[npt.NDArray[np.float64]], str, bool]:
+    """The rows (best first) and status ``found``, each row with a set of changed features of its
+    own, topped up one answer at a time when some repeated one (:func:`_topped_up`), and whether
+    some did: the program's promise broken by its numerics, its optimum is not the set's (an
+    ``optimal`` status becomes ``feasible``). Only when the answers must differ in their features
+    (``distinct_features``, or ``no_good``)."""
+    assert scope.problem is not None
+    rows, status = found
+    if not (config.distinct_features or config.answer_set == "no_good"):
+        return rows, status, False
+    distinct = _distinct(scope.problem, rows)
+    if len(distinct) == len(rows):
+        return rows, status, False
+    if len(distinct) < scope.answers and not should_stop():
+        distinct = _topped_up(scope, distinct, config, run, should_stop)
+    return distinct, ("feasible" if status == "optimal" else status), True
+
+
+def _topped_up(
+    scope: SolverScope,
+    rows: list[npt.NDArray[np.float64]],
+    config: ExactPhaseConfig,
+    run: Callable[[Milp], MilpResult],
+    should_stop: Callable[[], bool],
+) -> list[npt.NDArray[np.float64]]:
+    """``rows`` and more answers, each excluding the sets of changed features found before it
+    (``no_good``'s programs), until ``scope.answers``: verified, distinct, best first."""
+    assert scope.problem is not None
+    margins = (config.goal_epsilon, 1.0, False)
+    try:
+        candidates, _ = _by_no_good(
+            scope.problem, rows, scope.answers, margins=margins, run=run, should_stop=should_stop
+        )
+    except BuildStopped:
+        return rows
+    return _distinct(scope.problem, _verified(scope, candidates))
+
+
+def _distinct(problem: CounterfactualProblem, rows: list[npt.NDArray[np.float64]]) -> list[npt.NDArray[np.float64]]:
+    """``rows`` (best first) without those whose set of changed features a better one has.
+
+    The program keeps two answers apart with 0/1 variables tied to each number by a big-M as
+    wide as its range: on a grid of 1 over a range of 6e9 (a feature near 1e9) the solvers'
+    integrality tolerance (1e-6) is thousands of grid steps, so a program "moved" a number it
+    left where it was, and a set of two identical answers was called optimal (fuzzing: a depth-3
+    decision tree, HiGHS and CP-SAT's fallback alike)."""
+    seen: set[frozenset[str]] = set()
+    kept = []
+    for row in rows:
+        changed = frozenset(_changed_set(problem, row))
+        if changed not in seen:
+            seen.add(changed)
+            kept.append(row)
+    return kept
 
 
 Margins = tuple[float, float, bool]
@@ -342,17 +419,17 @@ def _by_copies(
 
 def _by_no_good(
     problem: CounterfactualProblem,
-    best: npt.NDArray[np.float64],
+    found: list[npt.NDArray[np.float64]],
     k: int,
     *,
     margins: Margins,
     run: Callable[[Milp], MilpResult],
     should_stop: Callable[[], bool],
 ) -> tuple[npt.NDArray[np.float64], str]:
-    """``no_good``: the best answer, then the next best with another set of features, k - 1
-    times (fewer when a program has no answer); the worst status seen."""
+    """``no_good``: the answers ``found`` (the best one), then the next best with another set of
+    features, until k (fewer when a program has no answer); the worst status seen."""
     epsilon, scale, widened = margins
-    found = [best.copy()]
+    found = [row.copy() for row in found]
     status = "optimal"
     while len(found) < k and not should_stop():
         single = build(problem, epsilon, epsilon if widened else 0.0, scale, should_stop=should_stop)

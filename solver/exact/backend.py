@@ -10,6 +10,7 @@ the same program and give the same result; :func:`solve` also says which one ran
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy.typing as npt
 
 from counterplan.solver.exact import highs, ortools_backend
 from counterplan.solver.exact.highs import MissingSolverError
-from counterplan.solver.exact.milp import Milp, MilpResult
+from counterplan.solver.exact.milp import Milp, MilpResult, column_scales, in_scaled_columns
 
 if TYPE_CHECKING:
     from counterplan.solver.exact.program import Formulation
@@ -106,6 +107,39 @@ def solve(
         use_highs = available("highs") is None
         if not use_highs and ortools_backend.available() is not None:
             raise MissingSolverError(NEITHER)
+    return _solve_milp(
+        milp,
+        use_highs,
+        time_limit=time_limit,
+        relative_gap=relative_gap,
+        start=start,
+        on_incumbent=on_incumbent,
+        should_stop=should_stop,
+        node_limit=node_limit,
+        threads=threads,
+    )
+
+
+def _solve_milp(
+    milp: Milp,
+    use_highs: bool,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
+    should_stop: Callable[[], bool] | None,
+    node_limit: int | None,
+    threads: int,
+) -> tuple[MilpResult, str]:
+    """:func:`solve` on HiGHS (``use_highs``) or OR-Tools' SCIP, the variables whose objective
+    coefficient is far from 1 rescaled (:func:`~counterplan.solver.exact.milp.column_scales`);
+    the solution in the program's own units."""
+    scales = column_scales(milp)
+    if scales is not None:  # the solver sees x / scales: every objective coefficient near 1
+        milp = in_scaled_columns(milp, scales)
+        start = None if start is None else np.asarray(start, dtype=np.float64) / scales
+        on_incumbent = _unscaled(on_incumbent, scales)
     if use_highs:
         description = _highs_description()
         result = highs.solve(
@@ -118,14 +152,27 @@ def solve(
             node_limit=node_limit,
             threads=threads,
         )
-        return result, description
-    return ortools_backend.solve_described(
-        milp,
-        time_limit=time_limit,
-        relative_gap=relative_gap,
-        start=start,
-        on_incumbent=on_incumbent,
-        should_stop=should_stop,
-        node_limit=node_limit,
-        threads=threads,
-    )
+    else:
+        result, description = ortools_backend.solve_described(
+            milp,
+            time_limit=time_limit,
+            relative_gap=relative_gap,
+            start=start,
+            on_incumbent=on_incumbent,
+            should_stop=should_stop,
+            node_limit=node_limit,
+            threads=threads,
+        )
+    if scales is not None and result.x is not None:
+        result = replace(result, x=result.x * scales)
+    return result, description
+
+
+def _unscaled(
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None, scales: npt.NDArray[np.float64]
+) -> Callable[[npt.NDArray[np.float64], float], None] | None:
+    """``on_incumbent`` told the solution in the program's own variables."""
+    if on_incumbent is None:
+        return None
+    report = on_incumbent
+    return lambda x, objective: report(x * scales, objective)

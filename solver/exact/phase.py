@@ -54,6 +54,15 @@ SCORED_NOT_PROVEN = (
     "was found (its needless changes dropped) and is not proven optimal for the scored problem"
 )
 """Why a program's optimum is not called proven when the solve found a better valid answer."""
+LOOSENED_UNSOLVED = (
+    "the program is infeasible with every goal kept goal_epsilon inside its threshold; the time ran "
+    "out before the program with them goal_epsilon outside was solved"
+)
+LOOSENED_REJECTED = (
+    "the program is infeasible with every goal kept goal_epsilon inside its threshold; with them "
+    "goal_epsilon outside it has an answer, which the real model rejects"
+)
+"""Why a program's infeasibility is not proven of the scored problem (the margin it leaves out)."""
 DISTANCE_LEVEL = 3
 """The score's level of the distance (soft level 0, after the three hard levels)."""
 TIE_BREAK_FLOOR_DETERMINISTIC = 1.0
@@ -139,18 +148,20 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         enlarged = region.note if region is not None and region.note else ""
         proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and run.verified))
         proof = (first.objective if first.x is not None else None, report.bound, report.gap)
-        scored = ""
-        if proven and report.score is not None and is_better(scope.best_score, report.score):
+        status, scored = first.status, ""
+        if proven and first.status == "infeasible":
+            status, proof, proven, scored = self._infeasible_proof(phase_scope, started, proof, report.trivial)
+        elif proven and report.score is not None and is_better(scope.best_score, report.score):
             # the solve found a better valid answer than the program's optimum (dropped changes):
             # that optimum was of the tightened goal; the scored problem's needs its own proof
             proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
             scored = "" if proven else SCORED_NOT_PROVEN
         statistics = ExactStatistics(
-            status=first.status,
+            status=status,
             proven=proven,
             model=formulation.output.description,
             objective=proof[0],
-            bound=proof[1] if first.status != "infeasible" else None,
+            bound=proof[1] if status != "infeasible" else None,
             gap=proof[2] if proof[0] is not None else None,
             nodes=report.nodes,
             seconds=time.perf_counter() - started,
@@ -219,6 +230,50 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         if isinstance(scope.problem.model, ScorecardAdapter):
             return None
         return float(-scope.best_score[DISTANCE_LEVEL])
+
+    def _infeasible_proof(
+        self, phase_scope: PhaseScope, started: float, proof: tuple[float | None, float, float], trivial: float
+    ) -> tuple[str, tuple[float | None, float, float], bool, str]:
+        """The program, its goals kept ``goal_epsilon`` inside their thresholds, has no answer:
+        the scored problem has none only when the program with them ``goal_epsilon`` outside
+        (a relaxation) has none either. An answer of that program the real model confirms is
+        offered to the solve; with a valid answer known (local search's, or that one), its
+        optimality is proven as :meth:`_loosened_proof` does. Returns the status, the proof
+        (objective, bound, gap), whether it is proven, and why not.
+
+        Fuzzing: a boosted regressor whose best output lay 3e-7 above a range goal's low end (a
+        valid answer local search found) was proven infeasible by every backend; with local
+        search's answer as the warm start, the report said ``infeasible``, proven, beside it."""
+        scope = phase_scope.solver_scope
+        assert scope.problem is not None
+        if not is_feasible(scope.best_score):
+            remaining, should_stop = self._clock(scope, started)
+            epsilon = -self.config.goal_epsilon
+            try:
+                loose = build(scope.problem, epsilon, probability_epsilon=epsilon, should_stop=should_stop)
+            except BuildStopped:
+                return "infeasible", proof, False, LOOSENED_UNSOLVED
+            result, _ = solve(
+                loose.milp,
+                self.config.backend,
+                time_limit=remaining(),
+                relative_gap=self.config.relative_gap,
+                should_stop=should_stop,
+                node_limit=self.config.node_limit,
+                formulation=loose,
+            )
+            if result.status == "infeasible":
+                return "infeasible", proof, True, ""
+            if result.x is None:
+                return "infeasible", proof, False, LOOSENED_UNSOLVED
+            row = loose.decode(result.x).reshape(1, -1)
+            scores = scope.scorer.score_final(row)
+            if scope.offer(row, scores, phase_scope.counters):
+                scope.announce()
+            if not is_feasible(scope.best_score):
+                return "infeasible", proof, False, LOOSENED_REJECTED
+        loosened, proven = self._loosened_proof(phase_scope, started, trivial)
+        return ("optimal" if proven else "feasible"), loosened, proven, ("" if proven else SCORED_NOT_PROVEN)
 
     def _loosened_proof(
         self, phase_scope: PhaseScope, started: float, trivial: float
