@@ -247,21 +247,10 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         scope = phase_scope.solver_scope
         assert scope.problem is not None
         if not is_feasible(scope.best_score):
-            remaining, should_stop = self._clock(scope, started)
-            epsilon = -self.config.goal_epsilon
-            try:
-                loose = build(scope.problem, epsilon, probability_epsilon=epsilon, should_stop=should_stop)
-            except BuildStopped:
+            solved = self._solve_loosened(scope, started, start_from_best=False)
+            if solved is None:
                 return "infeasible", proof, False, LOOSENED_UNSOLVED
-            result, _ = solve(
-                loose.milp,
-                self.config.backend,
-                time_limit=remaining(),
-                relative_gap=self.config.relative_gap,
-                should_stop=should_stop,
-                node_limit=self.config.node_limit,
-                formulation=loose,
-            )
+            loose, result = solved
             if result.status == "infeasible":
                 return "infeasible", proof, True, ""
             if result.x is None:
@@ -284,31 +273,43 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         of that program's bound. Returns (objective, bound, gap) and whether it is proven;
         ``trivial`` is the bound when the time is up before that program is built."""
         scope = phase_scope.solver_scope
-        assert scope.problem is not None
-        remaining, should_stop = self._clock(scope, started)
-        epsilon = -self.config.goal_epsilon
-        try:
-            loose = build(scope.problem, epsilon, probability_epsilon=epsilon, should_stop=should_stop)
-        except BuildStopped:
+        solved = self._solve_loosened(scope, started, start_from_best=True)
+        if solved is None:
             return (None, trivial, INF), False
+        loose, result = solved
         start = loose.assignment(scope.best_row.reshape(-1))
         objective = evaluate((loose.milp.objective, loose.milp.objective_offset), start)
-        result, _ = solve(
-            loose.milp,
-            self.config.backend,
-            time_limit=remaining(),
-            relative_gap=self.config.relative_gap,
-            start=start,
-            should_stop=should_stop,
-            node_limit=self.config.node_limit,
-            formulation=loose,
-        )
         bound, _ = proof_bound(loose.milp, result)
         tolerance = self.config.relative_gap * abs(objective) + 1e-9
         proven = result.status != "infeasible" and objective <= bound + tolerance
         bound = min(bound, objective)
         gap = abs(objective - bound) / abs(objective) if objective != 0.0 else (0.0 if bound == 0.0 else INF)
         return (objective, bound, gap), proven
+
+    def _solve_loosened(
+        self, scope: SolverScope, started: float, *, start_from_best: bool
+    ) -> tuple[Formulation, MilpResult] | None:
+        """The program with every goal kept ``goal_epsilon`` outside its threshold (a relaxation
+        of the scored goal), built and solved within the phase's time (from the best answer when
+        ``start_from_best``); None when the time ran out while it was built."""
+        assert scope.problem is not None
+        remaining, should_stop = self._clock(scope, started)
+        epsilon = -self.config.goal_epsilon
+        try:
+            loose = build(scope.problem, epsilon, probability_epsilon=epsilon, should_stop=should_stop)
+        except BuildStopped:
+            return None
+        result, _ = solve(
+            loose.milp,
+            self.config.backend,
+            time_limit=remaining(),
+            relative_gap=self.config.relative_gap,
+            start=loose.assignment(scope.best_row.reshape(-1)) if start_from_best else None,
+            should_stop=should_stop,
+            node_limit=self.config.node_limit,
+            formulation=loose,
+        )
+        return loose, result
 
     def _clock(self, scope: SolverScope, started: float) -> tuple[Callable[[], float | None], Callable[[], bool]]:
         """The seconds the phase has left (None: no limit), and whether it must stop now."""
