@@ -1,9 +1,9 @@
 """The OR-Tools backend (``ortools``' pywraplp): solves a :class:`~counterplan.solver.exact.milp.Milp` where
 highspy cannot be loaded, e.g. beside optbinning (the ``scorecard`` extra), which brings OR-Tools.
 
-:func:`solve` has :func:`counterplan.solver.exact.highs.solve`'s signature and result. The MIP solver is the
-first of :data:`SOLVERS` that OR-Tools can create. What each one does with the arguments
-through pywraplp (OR-Tools 9.15, measured):
+:func:`solve_described` has :func:`counterplan.solver.exact.highs.solve`'s signature and result,
+and says which solver ran. The MIP solver is the first of :data:`SOLVERS` that OR-Tools can
+create. What each one does with the arguments through pywraplp (OR-Tools 9.15, measured):
 
 ======================  ========================  ========================  ====================
                         SCIP 10 ("SCIP")          HiGHS 1.12 ("HIGHS")      CBC 2.10 ("CBC")
@@ -158,33 +158,6 @@ def _highs_banner() -> Iterator[None]:
             _highs_version = found.group(1).decode()
 
 
-def solve(
-    milp: Milp,
-    *,
-    time_limit: float | None,
-    relative_gap: float,
-    start: npt.NDArray[np.float64] | None = None,
-    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    node_limit: int | None = None,
-    threads: int = 1,
-) -> MilpResult:
-    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat).
-
-    As :func:`counterplan.solver.exact.highs.solve`, with what the solver behind pywraplp allows (see the
-    module's table): ``on_incumbent`` is called once, with the final solution."""
-    return solve_described(
-        milp,
-        time_limit=time_limit,
-        relative_gap=relative_gap,
-        start=start,
-        on_incumbent=on_incumbent,
-        should_stop=should_stop,
-        node_limit=node_limit,
-        threads=threads,
-    )[0]
-
-
 def solve_described(
     milp: Milp,
     *,
@@ -196,7 +169,11 @@ def solve_described(
     node_limit: int | None = None,
     threads: int = 1,
 ) -> tuple[MilpResult, str]:
-    """:func:`solve`, and the description of the solver that ran (``SCIP 10.0.0 (OR-Tools 9.15)``).
+    """Minimise ``milp``; ``start`` is a feasible warm start (the incumbent to beat). Returns the
+    result and the description of the solver that ran (``SCIP 10.0.0 (OR-Tools 9.15)``).
+
+    As :func:`counterplan.solver.exact.highs.solve`, with what the solver behind pywraplp allows
+    (see the module's table): ``on_incumbent`` is called once, with the final solution.
     ``time_limit`` counts from this call: loading the program is part of it."""
     entered = time.perf_counter()
     pywraplp = _pywraplp()
