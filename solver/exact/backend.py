@@ -4,7 +4,10 @@ extra) or OR-Tools (which the ``scorecard`` extra brings with optbinning).
 ``auto`` takes highspy when it imports and OR-Tools otherwise: highspy may be missing, or an
 older highspy (1.15) may clash with an OR-Tools already loaded in the process (an
 undefined-symbol ImportError; highspy 1.16 and OR-Tools 9.15 load together). Both backends take
-the same program and give the same result; :func:`solve` also says which one ran.
+the same program and give the same result; :func:`solve` also says which one ran. A tree
+ensemble's program with a number of more than :data:`~counterplan.solver.exact.intervals.WIDE_STEPS`
+grid steps goes to HiGHS and SCIP without its values (:mod:`~counterplan.solver.exact.intervals`),
+where its big-M rows would be wider than their tolerances.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.solver.exact import highs, ortools_backend
+from counterplan.solver.exact import highs, intervals, ortools_backend
 from counterplan.solver.exact.highs import MissingSolverError
 from counterplan.solver.exact.milp import Milp, MilpResult, column_scales, in_scaled_columns
 
@@ -107,6 +110,20 @@ def solve(
         use_highs = available("highs") is None
         if not use_highs and ortools_backend.available() is not None:
             raise MissingSolverError(NEITHER)
+    if formulation is not None and formulation.milp is milp and intervals.wide(formulation):
+        solved = _solve_without_values(
+            formulation,
+            use_highs,
+            time_limit=time_limit,
+            relative_gap=relative_gap,
+            start=start,
+            on_incumbent=on_incumbent,
+            should_stop=should_stop,
+            node_limit=node_limit,
+            threads=threads,
+        )
+        if solved is not None:
+            return solved
     return _solve_milp(
         milp,
         use_highs,
@@ -166,6 +183,59 @@ def _solve_milp(
     if scales is not None and result.x is not None:
         result = replace(result, x=result.x * scales)
     return result, description
+
+
+def _solve_without_values(
+    formulation: Formulation,
+    use_highs: bool,
+    *,
+    time_limit: float | None,
+    relative_gap: float,
+    start: npt.NDArray[np.float64] | None,
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
+    should_stop: Callable[[], bool] | None,
+    node_limit: int | None,
+    threads: int,
+) -> tuple[MilpResult, str] | None:
+    """:func:`_solve_milp` on the program without its values
+    (:func:`~counterplan.solver.exact.intervals.interval_program`), its solutions those of the full
+    program; None when it does not state the program, was stopped while it was built, or its final
+    solution fails a row of the full program: then the full program is solved."""
+    try:
+        program = intervals.interval_program(formulation, should_stop)
+    except intervals.Unsupported:
+        return None
+    if program is None:
+        return None
+    milp = formulation.milp
+
+    def report(y: npt.NDArray[np.float64], _objective: float) -> None:
+        x = program.full(y)
+        if x is not None and on_incumbent is not None:
+            on_incumbent(x, milp.value(milp.objective, x))
+
+    result, description = _solve_milp(
+        program.milp,
+        use_highs,
+        time_limit=time_limit,
+        relative_gap=relative_gap,
+        start=program.start(start),
+        on_incumbent=report,
+        should_stop=should_stop,
+        node_limit=node_limit,
+        threads=threads,
+    )
+    if result.x is None:
+        return result, description
+    x = program.full(result.x)
+    if x is None:
+        return None
+    objective = milp.value(milp.objective, x, milp.objective_offset)
+    bound = min(result.bound, objective)
+    gap = 0.0 if objective == bound else (abs(objective - bound) / abs(objective) if objective else float("inf"))
+    proven = result.status == "optimal" and objective - bound <= relative_gap * abs(objective) + 1e-9
+    status = "optimal" if proven else "feasible"
+    return replace(result, status=status, x=x, objective=objective, bound=bound, gap=gap), description
 
 
 def _unscaled(

@@ -1,13 +1,9 @@
 """CP-SAT (OR-Tools' ``cp_model``) on a tree ensemble's program, as a pure-integer model.
 
-A tree ensemble's program is integral but for each number's value and distance: the threshold
-binaries (ordered: above a higher threshold implies above a lower one) put the number in one
-interval between its thresholds, and every other variable (leaves, categories, allowed values,
-"changed") is 0/1 already. Within an interval the distance is least at the interval's end
-nearest the original, so the distance of an interval is a constant: the interval row's right
-side (:attr:`~counterplan.solver.exact.program.Formulation.interval_lower`; for a number of
-allowed values, ``sum |v - o| pick_v``). This module drops the numbers' values and distances,
-puts those expressions in their place, and hands CP-SAT the rest, scaled to integers:
+A tree ensemble's program is integral but for each number's value and distance; without them
+(:mod:`~counterplan.solver.exact.intervals`: the threshold binaries put each number in an
+interval, the distances become the interval rows' right sides) every variable is 0/1, and this
+module hands CP-SAT that program scaled to integers:
 
 * the objective's coefficients are scaled by ``S`` and rounded towards zero's side that makes
   the integer objective at most ``S`` times the real one (down, for the non-negative variables
@@ -28,10 +24,10 @@ proved the integer optimum and the real objective lies within ``relative_gap`` (
 the rounding of at most a thousand terms at ``S`` >= 1e9) of the bound; otherwise ``feasible``
 with its gap. The phase then checks the answer through the real model, as every backend's.
 
-Not supported (``Unsupported``, the caller falls back): relations and trust regions (rows over
-the numbers' values), the encoding without the interval rows, any other continuous variable. A
-number whose original lies off its grid keeps its ``stay`` boolean, and moving it onto the grid
-without crossing a threshold costs the way to the nearest grid value (:func:`_off_grid`).
+Not supported (``Unsupported``, the caller falls back): what the values-free program does not
+state, and any other continuous variable. A number whose original lies off its grid keeps its
+``stay`` boolean, and moving it onto the grid without crossing a threshold costs the way to the
+nearest grid value.
 
 One worker by default (``threads``), seed 0: CP-SAT with one worker is deterministic; with more,
 ``interleave_search`` runs them in one thread in a fixed order, deterministic as well
@@ -49,11 +45,8 @@ of the distance's program decides first which features change, "unchanged" first
 
 from __future__ import annotations
 
-import importlib
 import math
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,10 +54,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.grid import GridUnit
+from counterplan.solver.exact.intervals import (
+    ROWS_PER_CHECK,
+    Alone,
+    Reduction,
+    Unsupported,
+    place_numbers,
+    reduction,
+    substituted,
+)
 from counterplan.solver.exact.milp import Expr, Milp, MilpResult, or_the_start
 from counterplan.solver.exact.ortools_backend import ortools_module, ortools_version
-from counterplan.solver.exact.program import Formulation, Lin
+from counterplan.solver.exact.program import Formulation
 from counterplan.solver.exact.watched import run_watched
 
 FloatArray = npt.NDArray[np.float64]
@@ -75,8 +76,6 @@ ROW_SCALE = 1e9
 """A row with fractional coefficients is scaled so that its largest is about this."""
 LARGEST = 2**52
 """No scaled coefficient or bound beyond this (CP-SAT's integers are 64-bit; sums stay far from it)."""
-TOLERANCE = 1e-6
-"""A decoded solution must meet every row of the MILP to this (HiGHS's primal tolerance)."""
 PRESOLVE_ITERATIONS = 1
 """CP-SAT's presolve rounds (``max_presolve_iterations``, 3 by default). On heloc's 100-tree
 forest each round's probing and clique merging cost about 2 deterministic seconds (12 s of a busy
@@ -97,14 +96,6 @@ the tie-break: its default search. On heloc's 100-tree forest the two slowest ro
 deterministic seconds to the proof against 15-40 or more (``docs/benchmarks/engines.md``).
 Without a start the search must find answers first, which its own rules do better (heloc row
 1096's whole program: 10.02 after 30 deterministic seconds against 39.96)."""
-ROWS_PER_CHECK = 2000
-"""Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
-_NO_GRID = GridUnit(1.0, 1.0)
-"""A number without a grid: its variable is its value (steps of 1, unrounded)."""
-
-
-class Unsupported(Exception):  # noqa: N818 - a signal to fall back, not an error
-    """The program is not one this backend states exactly; another backend solves it."""
 
 
 def cp_model() -> Any:
@@ -118,37 +109,18 @@ def describe() -> str:
 
 
 @dataclass
-class _Number:
-    """A number whose value and distance are dropped: where its value lies, decided at decoding."""
-
-    var: int
-    """Its value variable (the value itself, or its count of grid steps)."""
-    unit: GridUnit | None
-    """For a number on a grid, the grid's arithmetic (its variable counts steps)."""
-    original: float
-    """The original, in the variable's units."""
-    low: float
-    high: float
-    bands: list[tuple[int, float, float]] = field(default_factory=list)
-    """(threshold binary, the value's largest below it, its least above it), in value units."""
-    distance: int | None = None
-    changed: int | None = None
-    stay: int | None = None
-    """For a number whose original lies off its grid: 1 keeps the original."""
-
-
-@dataclass
 class Program:
     """The integer program, and how its solutions map back to the MILP's variables."""
 
     model: Any
     kept: dict[int, Any]
-    numbers: list[_Number]
+    reduced: Reduction
+    """The program without its values it states (:func:`~counterplan.solver.exact.intervals.reduction`)."""
     scale: float
     offset: float
     """The objective's constant (real units), from the distances' expressions."""
     alone: list[tuple[Any, Alone]] = field(default_factory=list)
-    """The booleans of the numbers off their grid (:func:`_off_grid`), each with its ``Alone``."""
+    """The booleans of the numbers off their grid, each with its ``Alone``."""
     decisions: list[Any] = field(default_factory=list)
     """The booleans CP-SAT branches on first, in order (:func:`_changes_first`), once
     :meth:`branch_first` is called; none: its own search."""
@@ -174,104 +146,30 @@ class Program:
             self.model.AddHint(var, int(round(float(start[stay])) == 0 and crossings == 0))
 
 
-def check(formulation: Formulation) -> None:
-    """Raise :class:`Unsupported` saying why this backend does not take the program."""
-    problem = formulation.problem
-    if not formulation.leaves:
-        raise Unsupported("CP-SAT states tree ensembles only")
-    if not formulation.interval_distance:
-        raise Unsupported("CP-SAT needs the interval rows")
-    if problem.relations is not None or problem.trust_region is not None:
-        raise Unsupported("relations and trust regions are rows over the numbers' values")
-
-
-Alone = tuple[int, int, list[tuple[int, bool]]]
-"""A number off its grid that moves without crossing a threshold: (its boolean's index, past the
-MILP's variables; its ``stay``; its thresholds, each with True when 1 means crossed)."""
-
-
-def _substitutes(formulation: Formulation) -> tuple[dict[int, Lin], list[_Number], list[Alone]]:
-    """The distance variables' expressions, the numbers whose values are dropped, and the
-    booleans of the numbers off their grid (see :func:`_off_grid`)."""
-    milp = formulation.milp
-    space = formulation.problem.space
-    substitutes: dict[int, Lin] = {}
-    numbers: dict[int, _Number] = {}
-    for f in formulation.features:
-        if f.distance is None:
-            continue
-        o = float(space.original[f.index])
-        if f.allowed is not None:
-            picks, values = f.allowed
-            substitutes[f.distance] = ({p: abs(float(v) - o) for p, v in zip(picks, values, strict=True)}, 0.0)
-            continue
-        substitutes[f.distance] = formulation.interval_lower.get(f.distance, ({}, 0.0))
-        if f.stay is not None:
-            numbers[f.index] = _off_grid_number(formulation, f.index)
-            continue
-        (var,) = f.value[0]
-        unit = f.grid[1] if f.grid is not None else None
-        home = unit.steps(o) if unit is not None else o
-        number = _Number(var, unit, home, milp.lower[var], milp.upper[var], distance=f.distance, changed=f.changed)
-        if not number.low - 1e-9 <= home <= number.high + 1e-9:
-            raise Unsupported(f"feature {f.index}: its original lies outside its domain")
-        numbers[f.index] = number
-    for var, j, _ in formulation.thresholds:
-        if j in numbers:
-            below, above = formulation.bands[var]
-            numbers[j].bands.append((var, below, above))
-    alone = [_off_grid(formulation, numbers[j], substitutes) for j in numbers if numbers[j].stay is not None]
-    return substitutes, list(numbers.values()), alone
-
-
-def _off_grid_number(formulation: Formulation, j: int) -> _Number:
-    """A number whose original lies off its grid: its grid steps, within the grid's domain."""
-    f = formulation.features[j]
-    assert f.grid is not None and f.distance is not None
-    steps, unit = f.grid
-    domain = formulation.domain
-    low, high = unit.step_ends(float(domain.grid_lower[j]), float(domain.grid_upper[j]))
-    home = unit.steps(float(formulation.problem.space.original[j]))
-    return _Number(steps, unit, home, low, high, distance=f.distance, changed=f.changed, stay=f.stay)
-
-
-def _off_grid(formulation: Formulation, number: _Number, substitutes: dict[int, Lin]) -> Alone:
-    """Leaving an original off its grid costs at least the way to the nearest grid value even
-    when no threshold is crossed (the interval row's sum is 0 there): a boolean, at least
-    ``1 - stay - sum(crossed)``, adds that least distance to the number's distance. At every
-    integral point the sum is then the distance to the interval's nearest grid value (exactly,
-    unless a threshold lies between the original and its nearer grid value: then a lower bound,
-    and the final check's gap says so)."""
-    assert number.stay is not None and number.distance is not None and number.unit is not None
-    nearest = min(max(number.original, number.low), number.high)
-    candidates = [k for k in (math.floor(nearest), math.ceil(nearest)) if number.low <= k <= number.high]
-    least = number.unit.value(min((abs(k - number.original) for k in candidates), default=0.0))
-    sides = formulation.original_sides
-    o = number.unit.value(number.original)
-    crossed = [(var, not sides.get(var, o > (below + above) / 2.0)) for var, below, above in number.bands]
-    index = formulation.milp.n_vars + number.distance  # past the MILP's variables, one per number
-    terms, constant = substitutes[number.distance]
-    substitutes[number.distance] = ({**terms, index: least}, constant)
-    return index, number.stay, crossed
-
-
 def build(formulation: Formulation, should_stop: Callable[[], bool] | None = None) -> Program | None:
-    """The integer program of ``formulation``'s MILP (its current rows and objective); None when
-    ``should_stop`` says stop while it is built (asked every :data:`ROWS_PER_CHECK` rows)."""
-    check(formulation)
+    """The integer program of ``formulation``'s MILP (its current rows and objective) without its
+    values (:mod:`~counterplan.solver.exact.intervals`); None when ``should_stop`` says stop while
+    it is built (asked every :data:`~counterplan.solver.exact.intervals.ROWS_PER_CHECK` rows)."""
+    reduced = reduction(formulation, should_stop)
+    if reduced is None:
+        return None
     milp = formulation.milp
-    substitutes, numbers, alone = _substitutes(formulation)
     model = cp_model().CpModel()
-    kept = _variables(model, formulation, dropped={n.var for n in numbers} | set(substitutes))
+    kept = _variables(model, formulation, dropped=reduced.dropped)
     extras: dict[int, Any] = {}
-    for index, stay, crossed in alone:  # b + stay + sum(crossed) >= 1
+    for index, stay, crossed in reduced.alone:  # b + stay + sum(crossed) >= 1
         extras[index] = model.NewBoolVar("")
         ones = [kept[v] if one else 1 - kept[v] for v, one in crossed]
         model.Add(extras[index] + kept[stay] + sum(ones) >= 1)
     variables = {**kept, **extras}
-    if not _rows(model, variables, milp, (substitutes, numbers), should_stop):
-        return None
-    objective, offset = _substituted(milp.objective, substitutes)
+    for k, (expr, low, high) in enumerate(reduced.rows):
+        if should_stop is not None and k % ROWS_PER_CHECK == 0 and should_stop():
+            return None
+        if expr:
+            _row(model, variables, milp, expr, low, high)
+        else:
+            model.AddBoolOr([])  # a constant row that fails: infeasible
+    objective, offset = substituted(milp.objective, reduced.substitutes)
     scale = _objective_scale(objective)
     coefficients = []
     for i, c in objective.items():
@@ -282,8 +180,8 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
         if rounded != 0:
             coefficients.append((variables[i], rounded))
     model.Minimize(sum(v * c for v, c in coefficients))
-    program = Program(model, kept, numbers, scale, offset + milp.objective_offset)
-    program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in alone]
+    program = Program(model, kept, reduced, scale, offset + milp.objective_offset)
+    program.alone = [(extras[index], (index, stay, crossed)) for index, stay, crossed in reduced.alone]
     return program
 
 
@@ -337,57 +235,6 @@ def _variables(model: Any, formulation: Formulation, dropped: set[int]) -> dict[
     return kept
 
 
-def _rows(
-    model: Any,
-    kept: dict[int, Any],
-    milp: Milp,
-    dropping: tuple[dict[int, Lin], list[_Number]],
-    should_stop: Callable[[], bool] | None,
-) -> bool:
-    """The MILP's rows over the kept variables (the distances substituted); a row of a number's
-    value is its bookkeeping, met by the decoding (a row of that value alone bounds it). False
-    when ``should_stop`` said stop."""
-    substitutes, numbers = dropping
-    dropped = {n.var for n in numbers}
-    for k, (terms, low, high) in enumerate(milp.rows):
-        if should_stop is not None and k % ROWS_PER_CHECK == 0 and should_stop():
-            return False
-        if dropped.intersection(terms):
-            if len(terms) == 1:
-                _tighten(numbers, terms, low, high)
-            continue
-        expr, constant = _substituted(terms, substitutes)
-        if expr:
-            _row(model, kept, milp, expr, low - constant, high - constant)
-        elif not low - 1e-9 <= constant <= high + 1e-9:
-            model.AddBoolOr([])  # a constant row that fails: infeasible
-    return True
-
-
-def _tighten(numbers: list[_Number], terms: Expr, low: float, high: float) -> None:
-    """A row on one value variable alone bounds it (a threshold's side held out of its margin)."""
-    ((var, c),) = terms.items()
-    for n in numbers:
-        if n.var == var:
-            lo, hi = (low / c, high / c) if c > 0 else (high / c, low / c)
-            n.low, n.high = max(n.low, lo), min(n.high, hi)
-
-
-def _substituted(terms: Expr, substitutes: dict[int, Lin]) -> Lin:
-    """``terms`` with each distance variable replaced by its expression."""
-    out: Expr = {}
-    constant = 0.0
-    for i, c in terms.items():
-        if i in substitutes:
-            sub, sub_constant = substitutes[i]
-            constant += c * sub_constant
-            for k, v in sub.items():
-                out[k] = out.get(k, 0.0) + c * v
-        else:
-            out[i] = out.get(i, 0.0) + c
-    return {k: v for k, v in out.items() if v != 0.0}, constant
-
-
 def _objective_scale(objective: Expr) -> float:
     total = sum(abs(c) for c in objective.values()) or 1.0
     return min(OBJECTIVE_SCALE, LARGEST / 64 / total)
@@ -416,107 +263,10 @@ def _row(model: Any, kept: dict[int, Any], milp: Milp, expr: Expr, low: float, h
 def decode(program: Program, formulation: Formulation, value: Callable[[Any], int]) -> FloatArray | None:
     """The MILP's variables of a CP-SAT solution (``value`` reads a variable): each number at its
     interval's point nearest the original; None when that fails a row of the MILP."""
-    milp = formulation.milp
-    x = np.zeros(milp.n_vars)
+    x = np.zeros(formulation.milp.n_vars)
     for i, var in program.kept.items():
         x[i] = float(value(var))
-    for n in program.numbers:
-        if not _place(n, x):
-            return None
-    for f in formulation.features:  # a number of allowed values: its distance from its pick
-        if f.allowed is not None and f.distance is not None:
-            picks, values = f.allowed
-            chosen = float(sum(float(v) * x[p] for p, v in zip(picks, values, strict=True)))
-            x[f.distance] = abs(chosen - float(formulation.problem.space.original[f.index]))
-    return x if meets_rows(milp, x) else None
-
-
-def _place(n: _Number, x: FloatArray) -> bool:
-    """Put number ``n`` at the point of its interval (its threshold binaries' in ``x``) nearest
-    its original, with its distance and "changed"; False when the interval is empty."""
-    unit = n.unit or _NO_GRID
-    if n.stay is not None and x[n.stay] > 0.5:  # the original kept, off its grid
-        x[n.var] = 0.0
-        if n.distance is not None:
-            x[n.distance] = 0.0
-        return True
-    low, high = n.low, n.high
-    for var, below, above in n.bands:
-        if x[var] > 0.5:
-            low = max(low, unit.steps(above))
-        else:
-            high = min(high, unit.steps(below))
-    if n.unit is not None:
-        low, high = math.ceil(low - 1e-9), math.floor(high + 1e-9)
-    if low > high + 1e-9:
-        return False
-    at = float(min(max(n.original, low), high))
-    if n.stay is not None:  # onto the grid: the nearer of the grid values around the original
-        at = float(min((k for k in (math.floor(at), math.ceil(at)) if low <= k <= high), key=lambda k: abs(k - at)))
-    x[n.var] = at
-    if n.distance is not None:
-        x[n.distance] = unit.value(abs(at - n.original))
-    if n.changed is not None:
-        x[n.changed] = float(at != n.original)
-    return True
-
-
-def meets_rows(milp: Milp, x: FloatArray) -> bool:
-    """Every row and bound of ``milp`` holds at ``x`` (to :data:`TOLERANCE`): one sparse product
-    (the matrix built once per program and number of rows: the callback checks every answer,
-    under the GIL the batch's other rows need)."""
-    lower = np.asarray(milp.lower)
-    upper = np.asarray(milp.upper)
-    if np.any(x < lower - TOLERANCE) or np.any(x > upper + TOLERANCE):
-        return False
-    matrix, low, high = _matrix(milp)
-    total = matrix @ x
-    pad = TOLERANCE * np.maximum(1.0, np.abs(total))
-    return bool(np.all(total >= low - pad) and np.all(total <= high + pad))
-
-
-@dataclass
-class _Rows:
-    """A program's rows as a CSR matrix and their bounds, for as many rows as it had."""
-
-    count: int
-    matrix: Any
-    low: FloatArray
-    high: FloatArray
-
-
-_matrices: dict[int, tuple[weakref.ref[Milp], _Rows]] = {}
-_matrices_lock = threading.Lock()
-
-
-def _matrix(milp: Milp) -> tuple[Any, FloatArray, FloatArray]:
-    """``milp``'s rows as a CSR matrix and their bounds (rebuilt when rows were added); kept
-    while the program lives (a program is a mutable dataclass: keyed by its identity)."""
-    with _matrices_lock:
-        cached = _matrices.get(id(milp))
-        if cached is not None and cached[0]() is milp and cached[1].count == len(milp.rows):
-            rows = cached[1]
-            return rows.matrix, rows.low, rows.high
-    sparse = importlib.import_module("scipy.sparse")
-    pointers = [0]
-    columns: list[int] = []
-    values: list[float] = []
-    for terms, _, _ in milp.rows:
-        columns.extend(terms)
-        values.extend(terms.values())
-        pointers.append(len(columns))
-    matrix = sparse.csr_matrix((values, columns, pointers), shape=(len(milp.rows), milp.n_vars))
-    low = np.array([row[1] for row in milp.rows], dtype=np.float64)
-    high = np.array([row[2] for row in milp.rows], dtype=np.float64)
-    key = id(milp)
-
-    def forget(_: object) -> None:
-        with _matrices_lock:
-            _matrices.pop(key, None)
-
-    with _matrices_lock:
-        _matrices[key] = (weakref.ref(milp, forget), _Rows(len(milp.rows), matrix, low, high))
-    return matrix, low, high
+    return place_numbers(program.reduced, formulation, x)
 
 
 def solve(
@@ -673,4 +423,4 @@ def _result(  # noqa: PLR0917
     return MilpResult("optimal" if proven else "feasible", x, objective, bound, gap, branches, seconds)
 
 
-__all__ = ["Program", "Unsupported", "build", "check", "decode", "describe", "meets_rows", "solve"]
+__all__ = ["Program", "Unsupported", "build", "decode", "describe", "solve"]

@@ -27,7 +27,7 @@ from tests.solver.exact.test_exact_trees import MODELS, _cells, _data, _problem
 pytest.importorskip("highspy")
 pytest.importorskip("ortools")
 
-from counterplan.solver.exact import cpsat
+from counterplan.solver.exact import cpsat, intervals
 
 
 def _cpsat_config(**settings: Any) -> SolverConfig:
@@ -65,7 +65,7 @@ def test_cpsat_proves_highs_optimum_on_the_same_program_with_a_valid_answer(name
     assert by_highs.status == by_cpsat.status == "optimal"
     assert by_cpsat.objective == pytest.approx(by_highs.objective, rel=1e-7, abs=1e-9)
     assert by_cpsat.bound <= by_highs.objective + 1e-9
-    assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
+    assert by_cpsat.x is not None and intervals.meets_rows(formulation.milp, by_cpsat.x)
     row = formulation.decode(by_cpsat.x).reshape(1, -1)
     assert (ScoreCalculator(problem).calculate(row).scores[0, :3] >= 0.0).all()
 
@@ -92,7 +92,7 @@ def test_a_number_off_its_grid_is_stated_and_proves_highs_optimum(name: str, inc
     assert description.startswith("CP-SAT")
     assert by_highs.status == by_cpsat.status == "optimal"
     assert by_cpsat.objective == pytest.approx(by_highs.objective, rel=1e-7, abs=1e-9)
-    assert by_cpsat.x is not None and cpsat.meets_rows(formulation.milp, by_cpsat.x)
+    assert by_cpsat.x is not None and intervals.meets_rows(formulation.milp, by_cpsat.x)
 
 
 def test_every_incumbent_is_streamed_decoded_and_improving() -> None:
@@ -101,7 +101,7 @@ def test_every_incumbent_is_streamed_decoded_and_improving() -> None:
     seen: list[float] = []
 
     def incumbent(x: np.ndarray, objective: float) -> None:
-        assert cpsat.meets_rows(formulation.milp, x)
+        assert intervals.meets_rows(formulation.milp, x)
         seen.append(objective)
 
     result = cpsat.solve(formulation, time_limit=None, relative_gap=1e-9, on_incumbent=incumbent)
@@ -194,7 +194,7 @@ def test_a_program_cpsat_does_not_state_goes_to_scip(monkeypatch: pytest.MonkeyP
     _, description = solve(linear.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=linear)
     assert description.startswith("SCIP")
     trees = build(_problem(MODELS["random forest"]()))
-    monkeypatch.setattr(cpsat, "meets_rows", lambda milp, x: False)
+    monkeypatch.setattr(intervals, "meets_rows", lambda milp, x: False)
     result, description = solve(trees.milp, "cpsat", time_limit=None, relative_gap=1e-9, formulation=trees)
     assert description.startswith("SCIP") and result.status == "optimal"
 
