@@ -13,8 +13,8 @@ where its big-M rows would be wider than their tolerances.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -110,104 +110,72 @@ def solve(
         use_highs = available("highs") is None
         if not use_highs and ortools_backend.available() is not None:
             raise MissingSolverError(NEITHER)
+    call = _Call(time_limit, relative_gap, start, on_incumbent, should_stop, node_limit, threads)
     if formulation is not None and formulation.milp is milp and intervals.wide(formulation):
-        solved = _solve_without_values(
-            formulation,
-            use_highs,
-            time_limit=time_limit,
-            relative_gap=relative_gap,
-            start=start,
-            on_incumbent=on_incumbent,
-            should_stop=should_stop,
-            node_limit=node_limit,
-            threads=threads,
-        )
+        solved = _solve_without_values(formulation, use_highs, call)
         if solved is not None:
             return solved
-    return _solve_milp(
-        milp,
-        use_highs,
-        time_limit=time_limit,
-        relative_gap=relative_gap,
-        start=start,
-        on_incumbent=on_incumbent,
-        should_stop=should_stop,
-        node_limit=node_limit,
-        threads=threads,
-    )
+    return _solve_milp(milp, use_highs, call)
 
 
-def _solve_milp(
-    milp: Milp,
-    use_highs: bool,
-    *,
-    time_limit: float | None,
-    relative_gap: float,
-    start: npt.NDArray[np.float64] | None,
-    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
-    should_stop: Callable[[], bool] | None,
-    node_limit: int | None,
-    threads: int,
-) -> tuple[MilpResult, str]:
+@dataclass(frozen=True)
+class _Call:
+    """What one solve is given besides its program: the arguments of :func:`solve` that HiGHS and
+    SCIP take."""
+
+    time_limit: float | None
+    relative_gap: float
+    start: npt.NDArray[np.float64] | None
+    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None
+    should_stop: Callable[[], bool] | None
+    node_limit: int | None
+    threads: int
+
+
+def _solve_milp(milp: Milp, use_highs: bool, call: _Call) -> tuple[MilpResult, str]:
     """:func:`solve` on HiGHS (``use_highs``) or OR-Tools' SCIP, the variables whose objective
     coefficient is far from 1 rescaled (:func:`~counterplan.solver.exact.milp.column_scales`);
     the solution in the program's own units."""
     scales = column_scales(milp)
     if scales is not None:  # the solver sees x / scales: every objective coefficient near 1
         milp = in_scaled_columns(milp, scales)
-        start = None if start is None else np.asarray(start, dtype=np.float64) / scales
-        on_incumbent = _unscaled(on_incumbent, scales)
+        start = None if call.start is None else np.asarray(call.start, dtype=np.float64) / scales
+        call = replace(call, start=start, on_incumbent=_unscaled(call.on_incumbent, scales))
+    run: Callable[..., tuple[MilpResult, str]] = ortools_backend.solve_described
     if use_highs:
         description = _highs_description()
-        result = highs.solve(
-            milp,
-            time_limit=time_limit,
-            relative_gap=relative_gap,
-            start=start,
-            on_incumbent=on_incumbent,
-            should_stop=should_stop,
-            node_limit=node_limit,
-            threads=threads,
-        )
-    else:
-        result, description = ortools_backend.solve_described(
-            milp,
-            time_limit=time_limit,
-            relative_gap=relative_gap,
-            start=start,
-            on_incumbent=on_incumbent,
-            should_stop=should_stop,
-            node_limit=node_limit,
-            threads=threads,
-        )
+
+        def run(program: Milp, **arguments: Any) -> tuple[MilpResult, str]:
+            return highs.solve(program, **arguments), description
+
+    result, description = run(
+        milp,
+        time_limit=call.time_limit,
+        relative_gap=call.relative_gap,
+        start=call.start,
+        on_incumbent=call.on_incumbent,
+        should_stop=call.should_stop,
+        node_limit=call.node_limit,
+        threads=call.threads,
+    )
     if scales is not None and result.x is not None:
         result = replace(result, x=result.x * scales)
     return result, description
 
 
-def _solve_without_values(
-    formulation: Formulation,
-    use_highs: bool,
-    *,
-    time_limit: float | None,
-    relative_gap: float,
-    start: npt.NDArray[np.float64] | None,
-    on_incumbent: Callable[[npt.NDArray[np.float64], float], None] | None,
-    should_stop: Callable[[], bool] | None,
-    node_limit: int | None,
-    threads: int,
-) -> tuple[MilpResult, str] | None:
+def _solve_without_values(formulation: Formulation, use_highs: bool, call: _Call) -> tuple[MilpResult, str] | None:
     """:func:`_solve_milp` on the program without its values
     (:func:`~counterplan.solver.exact.intervals.interval_program`), its solutions those of the full
     program; None when it does not state the program, was stopped while it was built, or its final
     solution fails a row of the full program: then the full program is solved."""
     try:
-        program = intervals.interval_program(formulation, should_stop)
+        program = intervals.interval_program(formulation, call.should_stop)
     except intervals.Unsupported:
         return None
     if program is None:
         return None
     milp = formulation.milp
+    on_incumbent = call.on_incumbent
 
     def report(y: npt.NDArray[np.float64], _objective: float) -> None:
         x = program.full(y)
@@ -215,15 +183,7 @@ def _solve_without_values(
             on_incumbent(x, milp.value(milp.objective, x))
 
     result, description = _solve_milp(
-        program.milp,
-        use_highs,
-        time_limit=time_limit,
-        relative_gap=relative_gap,
-        start=program.start(start),
-        on_incumbent=report,
-        should_stop=should_stop,
-        node_limit=node_limit,
-        threads=threads,
+        program.milp, use_highs, replace(call, start=program.start(call.start), on_incumbent=report)
     )
     if result.x is None:
         return result, description
@@ -233,7 +193,7 @@ def _solve_without_values(
     objective = milp.value(milp.objective, x, milp.objective_offset)
     bound = min(result.bound, objective)
     gap = 0.0 if objective == bound else (abs(objective - bound) / abs(objective) if objective else float("inf"))
-    proven = result.status == "optimal" and objective - bound <= relative_gap * abs(objective) + 1e-9
+    proven = result.status == "optimal" and objective - bound <= call.relative_gap * abs(objective) + 1e-9
     status = "optimal" if proven else "feasible"
     return replace(result, status=status, x=x, objective=objective, bound=bound, gap=gap), description
 

@@ -101,23 +101,23 @@ def test_a_variable_outside_the_cost_range_is_handed_over_rescaled_by_a_power_of
     assert column_scales(normal) is None
 
 
-def _tree_on_huge_numbers(seed: int) -> CounterfactualProblem:
-    """A depth-3 decision tree on ``a`` (hundredths) and ``h``, ``g`` (whole numbers near 1e9)."""
+def _depth3_tree(seed: int, columns: dict[str, tuple[float, int]]) -> CounterfactualProblem:
+    """A depth-3 decision tree on ``columns``, each drawn from a normal of the given scale and
+    rounded to the given decimals; the question: the first row it rejects, to class 1."""
     rng = np.random.default_rng(seed)
     n = 200
-    frame = pd.DataFrame(
-        {
-            "a": np.round(rng.normal(0, 1, n), 2),
-            "h": np.round(rng.normal(0, 1e9, n), 0),
-            "g": np.round(rng.normal(0, 1e9, n), 0),
-        }
-    )
+    frame = pd.DataFrame({c: np.round(rng.normal(0, scale, n), decimals) for c, (scale, decimals) in columns.items()})
     score = sum(rng.normal() * (frame[c] - frame[c].mean()) / frame[c].std() for c in frame) + rng.normal(0, 0.5, n)
     label = (score > np.median(score)).astype(int)
     model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(frame, label)
     row = int(np.flatnonzero(model.predict_proba(frame)[:, 1] < 0.5)[0])
     goal = ClassGoal(target=1)
     return CounterfactualProblem.from_dataframe(frame.assign(label=label), row, model, [goal], target="label")
+
+
+def _tree_on_huge_numbers(seed: int) -> CounterfactualProblem:
+    """A depth-3 decision tree on ``a`` (hundredths) and ``h``, ``g`` (whole numbers near 1e9)."""
+    return _depth3_tree(seed, {"a": (1.0, 2), "h": (1e9, 0), "g": (1e9, 0)})
 
 
 @pytest.mark.parametrize(("seed", "repeated"), [(9, False), (13, True)])
@@ -146,17 +146,8 @@ def test_a_set_of_answers_never_repeats_a_set_of_changed_features(seed: int, rep
 
 def _tree_on_amounts(seed: int) -> CounterfactualProblem:
     """A depth-3 decision tree on ``a`` (hundredths) and ``h``, ``g``: amounts near 1e3 with the
-    six decimals of floating-point data (a grid of 1e-6: about 6e9 steps)."""
-    rng = np.random.default_rng(seed)
-    n = 200
-    frame = pd.DataFrame({c: np.round(rng.normal(0, s, n), 9) for c, s in (("a", 1.0), ("h", 1e3), ("g", 1e3))})
-    frame["a"] = frame["a"].round(2)
-    score = sum(rng.normal() * (frame[c] - frame[c].mean()) / frame[c].std() for c in frame) + rng.normal(0, 0.5, n)
-    label = (score > np.median(score)).astype(int)
-    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(frame, label)
-    row = int(np.flatnonzero(model.predict_proba(frame)[:, 1] < 0.5)[0])
-    goal = ClassGoal(target=1)
-    return CounterfactualProblem.from_dataframe(frame.assign(label=label), row, model, [goal], target="label")
+    decimals of floating-point data (a grid of 1e-6, the finest inferred: about 6e9 steps)."""
+    return _depth3_tree(seed, {"a": (1.0, 2), "h": (1e3, 9), "g": (1e3, 9)})
 
 
 @pytest.mark.parametrize(
