@@ -35,7 +35,7 @@ from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.exact import intervals
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.formulation import build
-from counterplan.solver.exact.milp import INF, Expr, Milp, MilpResult, add
+from counterplan.solver.exact.milp import INF, WIDE_STEPS, Expr, Milp, MilpResult, add
 from counterplan.solver.exact.program import BuildStopped, FeatureVars, Formulation
 
 if TYPE_CHECKING:
@@ -448,7 +448,7 @@ def _by_no_good(
 
 def _unprovable(status: str, formulation: Formulation) -> tuple[str, bool]:
     """A tree ensemble's set program, solved by HiGHS or SCIP (:func:`set_backend`), is not proven
-    over a number of more than :data:`~counterplan.solver.exact.intervals.WIDE_STEPS` grid steps:
+    over a number of more than :data:`~counterplan.solver.exact.milp.WIDE_STEPS` grid steps:
     the big-M rows of its splits are wider than the solvers' tolerances
     (:mod:`~counterplan.solver.exact.intervals`, which a set's rows over the numbers' values keep
     out). On 25 fuzzed depth-3 trees over numbers near 1e9, HiGHS and SCIP both called their sets
@@ -462,7 +462,7 @@ def _unprovable(status: str, formulation: Formulation) -> tuple[str, bool]:
 
 WIDE = (
     "a number spans more grid steps than HiGHS's and SCIP's tolerances can tell apart "
-    f"(over {intervals.WIDE_STEPS:.0e}): the set is not proven optimal"
+    f"(over {WIDE_STEPS:.0e}): the set is not proven optimal"
 )
 """Why a set found in full is not called optimal (:func:`_unprovable`)."""
 

@@ -5,7 +5,7 @@ extra) or OR-Tools (which the ``scorecard`` extra brings with optbinning).
 older highspy (1.15) may clash with an OR-Tools already loaded in the process (an
 undefined-symbol ImportError; highspy 1.16 and OR-Tools 9.15 load together). Both backends take
 the same program and give the same result; :func:`solve` also says which one ran. A tree
-ensemble's program with a number of more than :data:`~counterplan.solver.exact.intervals.WIDE_STEPS`
+ensemble's program with a number of more than :data:`~counterplan.solver.exact.milp.WIDE_STEPS`
 grid steps goes to HiGHS and SCIP without its values (:mod:`~counterplan.solver.exact.intervals`),
 where its big-M rows would be wider than their tolerances.
 """

@@ -1,8 +1,9 @@
 """The counterfactual problem as a mixed-integer linear program: same domains, same rules, same
 score as every other engine.
 
-Variables per mutable feature: a number on its grid (an integer count of grid steps), a
-continuous number, one of its allowed values, or one category (an indicator each); a binary
+Variables per mutable feature: a number on its grid (an integer count of grid steps; beyond
+:data:`~counterplan.solver.exact.milp.WIDE_STEPS` steps a continuous one, rounded onto the grid
+when decoded), a continuous number, one of its allowed values, or one category (an indicator each); a binary
 "changed" and, for numbers, the absolute change. Immutable features are constants. The
 objective is the soft score's level 0 (the distance: range- or MAD-scaled L1 per feature, 1 per
 changed category, the change penalty); level 1 (the number of changed features) is the
@@ -38,7 +39,7 @@ from counterplan.solver.exact.encoders.network import TooManyUnstableUnitsError
 from counterplan.solver.exact.encoders.relations import encode_relations
 from counterplan.solver.exact.encoders.trust_region import check_trust_region, encode_trust_region
 from counterplan.solver.exact.inputs import model_inputs
-from counterplan.solver.exact.milp import INF, Expr, Milp, add
+from counterplan.solver.exact.milp import INF, WIDE_STEPS, Expr, Milp, add
 from counterplan.solver.exact.program import (
     Domains,
     FeatureVars,
@@ -230,14 +231,15 @@ def _feature(milp: Milp, problem: CounterfactualProblem, j: int, domains: Domain
         if not on_grid and lo_steps > hi_steps:  # no grid value within reach: the original stays
             return _constant(problem, j)
         if on_grid:
-            steps = milp.var(f"{name}/step", lo_steps, hi_steps, integer=True)
+            steps = milp.var(f"{name}/step", lo_steps, hi_steps, integer=hi_steps - lo_steps <= WIDE_STEPS)
             value = ({steps: unit.value(1.0)}, 0.0)
             _changed_rows(milp, value, o, low, high, changed)
             _distance_rows(milp, value, o, distance)
             return FeatureVars(j, value, changed=changed, distance=distance, grid=(steps, unit))
         # the original is off the grid: it may stay, or move onto the grid
         stay = milp.binary(f"stay[{name}]")
-        steps = milp.var(f"{name}/step", min(lo_steps, 0), max(hi_steps, 0), integer=True)
+        whole = max(hi_steps, 0) - min(lo_steps, 0) <= WIDE_STEPS
+        steps = milp.var(f"{name}/step", min(lo_steps, 0), max(hi_steps, 0), integer=whole)
         milp.row({steps: 1.0, stay: float(lo_steps)}, float(lo_steps), INF)
         milp.row({steps: 1.0, stay: float(hi_steps)}, -INF, float(hi_steps))
         milp.row({changed: 1.0, stay: 1.0}, 1.0, 1.0)

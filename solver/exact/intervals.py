@@ -12,7 +12,8 @@ the distances leaves a program of 0/1 variables with the model's own coefficient
 Two backends solve it:
 
 * CP-SAT always (:mod:`counterplan.solver.exact.cpsat`), scaled to integers;
-* HiGHS and SCIP (:func:`interval_program`) when a number spans more than :data:`WIDE_STEPS`
+* HiGHS and SCIP (:func:`interval_program`) when a number spans more than
+  :data:`~counterplan.solver.exact.milp.WIDE_STEPS`
   grid steps. There the big-M rows are as wide as the number's range in steps, and the solvers'
   tolerances (about 1e-6, relative) let a binary at ``1 - 1e-9`` leave hundreds of steps
   unaccounted for; their bounds went wrong with it. Fuzzed trees on numbers of a billion grid
@@ -39,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.grid import GridUnit
-from counterplan.solver.exact.milp import INF, Expr, Milp
+from counterplan.solver.exact.milp import INF, WIDE_STEPS, Expr, Milp
 from counterplan.solver.exact.program import Formulation, Lin
 
 FloatArray = npt.NDArray[np.float64]
@@ -48,12 +49,6 @@ TOLERANCE = 1e-6
 """A decoded solution must meet every row of the full program to this (HiGHS's primal tolerance)."""
 ROWS_PER_CHECK = 2000
 """Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
-WIDE_STEPS = 1e7
-"""A number spanning more grid steps than this sends a tree ensemble's program to HiGHS and SCIP
-without its values (:func:`wide`). Fuzzed depth-3 trees, 30-40 problems each: SCIP proved worse
-answers optimal on 9 to 16 of them at 6e8 to 6e9 steps, and on none at 6e7 steps or fewer
-(HiGHS: 2 of 40 at 6e9); the limit keeps a factor of six below the widest that never failed.
-The demo's income (cents up to about 2e5) spans about 2e7 steps."""
 _NO_GRID = GridUnit(1.0, 1.0)
 """A number without a grid: its variable is its value (steps of 1, unrounded)."""
 
@@ -296,7 +291,8 @@ def _place(n: Number, x: FloatArray) -> bool:
 
 
 def wide(formulation: Formulation) -> bool:
-    """Whether a number of the program spans more than :data:`WIDE_STEPS` grid steps (a number
+    """Whether a number of the program spans more than
+    :data:`~counterplan.solver.exact.milp.WIDE_STEPS` grid steps (a number
     without a grid: its range over its smallest threshold band, the margin a split keeps)."""
     bands: dict[int, float] = {}
     for var, j, _ in formulation.thresholds:
@@ -430,7 +426,6 @@ def _matrix(milp: Milp) -> tuple[object, FloatArray, FloatArray]:
 
 
 __all__ = [
-    "WIDE_STEPS",
     "IntervalProgram",
     "Number",
     "Reduction",
