@@ -12,6 +12,7 @@ where its big-M rows would be wider than their tolerances.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -167,13 +168,17 @@ def _solve_without_values(formulation: Formulation, use_highs: bool, call: _Call
     """:func:`_solve_milp` on the program without its values
     (:func:`~counterplan.solver.exact.intervals.interval_program`), its solutions those of the full
     program; None when it does not state the program, was stopped while it was built, or its final
-    solution fails a row of the full program: then the full program is solved."""
+    solution fails a row of the full program: then the full program is solved. The time limit
+    counts from this call: building the program is part of it."""
+    entered = time.perf_counter()
     try:
         program = intervals.interval_program(formulation, call.should_stop)
     except intervals.Unsupported:
         return None
     if program is None:
         return None
+    if call.time_limit is not None:  # what is left of it after building the program
+        call = replace(call, time_limit=max(call.time_limit - (time.perf_counter() - entered), 0.0))
     milp = formulation.milp
     on_incumbent = call.on_incumbent
 
