@@ -220,16 +220,21 @@ def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[str, int
 
 
 def print_summary(report: AuditReport, out: Path, console: Console) -> None:
-    """The overall figures, each group's rate, cost and burden, the global rules, and the files written."""
+    """The overall figures, each group's rate, cost and burden, the global rules, and the files written.
+
+    Every text from the data (group columns and values, the rows asked, rules, reasons) is escaped:
+    rich reads ``[...]`` in a cell as markup, so a value ``[/]`` ended the command with a stack trace
+    after the audit, and ``[red]p`` was shown as ``p``."""
+    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     from counterplan.solver.audit.runner import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
 
     console.print(f"goal: {report.settings.goal}", markup=False, soft_wrap=True)
-    overall = Table(title=f"Recourse audit: {report.n_rows:,} rows ({report.settings.rows})")
+    overall = Table(title=f"Recourse audit: {report.n_rows:,} rows ({escape(report.settings.rows)})")
     overall.add_column("figure")
     overall.add_column("value", justify="right")
-    reasons = ", ".join(f"{k}: {v:,}" for k, v in report.unproven_reasons.items())
+    reasons = ", ".join(f"{escape(k)}: {v:,}" for k, v in report.unproven_reasons.items())
     timing = report.timing
     for name, value in (
         ("recourse rate", _percent(report.recourse_rate) + _ci(report.recourse_rate_ci, report.confidence)),
@@ -256,14 +261,14 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     console.print(overall)
     for column, values in report.groups.items():
         burden = report.burden.get(column)
-        table = Table(title=f"By {column}")
+        table = Table(title=f"By {escape(column)}")
         level = f"{report.confidence:.0%} CI"
         for name in ("value", "n", "recourse rate", level, "cost mean", "cost ratio", "no-recourse ratio"):
             table.add_column(name, justify="left" if name == "value" else "right")
         for value, figures in values.items():
             ratios = burden.values.get(value) if burden is not None else None
             table.add_row(
-                value,
+                escape(value),
                 f"{figures.n:,}",
                 _percent(figures.recourse_rate),
                 _interval(figures.recourse_rate_ci, percent=True),
@@ -279,8 +284,8 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
         for i, rule in enumerate(report.rules, start=1):
             rules.add_row(
                 f"R{i}",
-                rule.condition_text(),
-                rule.action_text(),
+                escape(rule.condition_text()),
+                escape(rule.action_text()),
                 f"{rule.rows_covered:,}",
                 _percent(rule.coverage),
                 _percent(rule.validity),

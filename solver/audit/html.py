@@ -268,7 +268,12 @@ def _errors(values: list[float], intervals: Sequence[Interval], scale: float) ->
 
 
 def _short(label: str, limit: int = 30) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
+    """A label from the data as a plot shows it: cut to ``limit`` characters, and each ``$``
+    escaped, since matplotlib reads the text between two ``$`` as mathtext: a group value
+    ``$\\alpha^$`` made the page's drawing raise after the whole audit had run, and ``cost $5 to $6``
+    was drawn as a formula."""
+    cut = label if len(label) <= limit else label[: limit - 1] + "…"
+    return cut.replace("$", r"\$")
 
 
 def _cost_figure(report: AuditReport, rows: pd.DataFrame | None) -> Figure:

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 import structlog
 
-from counterplan.planning.errors import ProblemError, echo
+from counterplan.planning.errors import InvalidInputError, ProblemError, echo
+from counterplan.planning.score import BendableScore
 from counterplan.solver.audit.html import write_report
 from counterplan.solver.audit.proofs import (
     SCREEN,
@@ -115,10 +116,11 @@ MAX_BOOTSTRAP = 100_000
 MAX_RETRAIN = 1_000
 MAX_RULES = 50
 MAX_GROUP_VALUES = 1_000
-"""Distinct values of one group column among the audited rows at most: the report has figures,
-bootstrap intervals and burden ratios per value (an id column as a group, 4,000 values, took
-minutes and an 11 MB report of one-row groups). A gRPC server's own limit is lower
-(``max_audit_group_values``)."""
+"""Distinct values of one group column, and of all the group columns together, among the audited
+rows at most: the report has figures, bootstrap intervals and burden ratios per value (an id
+column as a group, 4,000 values, took minutes and an 11 MB report of one-row groups; three
+columns of 1,000 values each, an 18 MB page drawn in a minute). A gRPC server's own limits are
+lower (``max_audit_groups``, ``max_audit_group_values``)."""
 REASON_COLUMN = "audit_reason"
 """The column of the audit's rows that says why a row without recourse has no proof."""
 
@@ -395,6 +397,7 @@ def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
     taken = [g for g in groups if g in (*RECORD_COLUMNS, STATUS, REASON_COLUMN) or g.startswith(PROPOSED_PREFIX)]
     if taken:
         raise ProblemError("groups", f"{taken[0]!r} is the name of a column of the audit's rows: rename it in the data")
+    total = 0
     for g in groups:
         count = int(frame[g].nunique(dropna=False))
         if count > MAX_GROUP_VALUES:
@@ -403,6 +406,13 @@ def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
                 f"column {echo(g)} has {count:,} distinct values among the rows; at most {MAX_GROUP_VALUES:,} "
                 "(figures are per value: bin a numeric column, or group by a coarser one)",
             )
+        total += count
+    if total > MAX_GROUP_VALUES:  # the report has a row, a bar and a box per value of every column
+        raise ProblemError(
+            "groups",
+            f"the group columns have {total:,} distinct values together among the rows; at most "
+            f"{MAX_GROUP_VALUES:,} (figures are per value: fewer columns, or coarser ones)",
+        )
 
 
 def _selected(explainer: Explainer, rows: Rows) -> tuple[pd.DataFrame, bool, str]:
@@ -503,7 +513,8 @@ def _search(
         got.append(record)
         if writer is not None:
             writer.write(record)
-        _tell(options, "search", str(record["status"]), counted, total)
+        status = str(record["status"])
+        _tell(options, "search", "not_found" if breaks_a_rule(status, record["score"]) else status, counted, total)
 
     if progress is not None:
         progress("search", 0, total)
@@ -583,7 +594,8 @@ def _to_search(
 def _screening(explainer: Explainer, frame: pd.DataFrame, options: AuditOptions) -> bool:
     """Whether to screen the rows (:attr:`AuditOptions.screen`): asked, or by default when the
     proofs are on, the rows are not on Ray (whose workers search; the screen would run here) and
-    the exact engine can encode the first row's problem."""
+    the exact engine can encode the first row's problem (the data's first row's when that row's
+    own values cannot make one: the row gets its error record, as without the screen)."""
     if options.screen and not options.prove:
         raise ProblemError("screen", "the screen proves rows infeasible: it needs prove=True")
     if options.screen is False or not options.prove or frame.empty:
@@ -591,7 +603,11 @@ def _screening(explainer: Explainer, frame: pd.DataFrame, options: AuditOptions)
     if options.screen is None and options.ray is not None:
         return False
     first = {str(k): v for k, v in model_rows(explainer, frame).iloc[probe_row(explainer, frame)].items()}
-    why = not_encodable(explainer.problem(first), exact_backend(explainer.config))
+    try:
+        problem = explainer.problem(first)
+    except InvalidInputError:  # that row's own bad value (an unseen category): its error record, not the audit's
+        problem = explainer.problem(probe_row(explainer))
+    why = not_encodable(problem, exact_backend(explainer.config))
     if why is not None and options.screen:
         raise ProblemError("screen", f"the exact engine cannot encode this model: {why}")
     return why is None
@@ -691,11 +707,16 @@ def _prove_all(
     known: dict[str, Proof],
 ) -> tuple[dict[str, Proof], int, bool]:
     """The exact engine's word on each row the search left without an answer (status
-    ``not_found``), by row id text, how many rows this run put to it, and whether
+    ``not_found``, or ``ok`` with an answer that breaks a rule: :func:`breaks_a_rule`), by row
+    id text, how many rows this run put to it, and whether
     :attr:`AuditOptions.stop` stopped the proofs before the last. ``known``: the verdicts
     already there (an earlier run's, from ``proofs.jsonl``, and this run's screen); a screen's
     verdict other than ``proven`` does not count as a row's proof."""
-    wanted = [r for r, s in zip(records["row_id"], records["status"].astype(str), strict=True) if s == "not_found"]
+    wanted = [
+        r
+        for r, s, score in zip(records["row_id"], records["status"].astype(str), records["score"], strict=True)
+        if s == "not_found" or breaks_a_rule(s, score)
+    ]
     progress = options.progress
     if not options.prove:
         return {id_text(r): Proof(r, "skipped", "not asked: prove=False") for r in wanted}, 0, False
@@ -736,6 +757,16 @@ def _final(proofs: dict[str, Proof]) -> dict[str, Proof]:
 AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
 
 
+def breaks_a_rule(status: str, score: Any) -> bool:
+    """Whether a record of ``status`` ``ok`` holds an answer that reaches the goal only by breaking
+    a rule (an immutable feature, the most features allowed to change, a monotone direction...:
+    its score's hard levels are not all 0). The search returns such an answer when it finds none
+    within the rules, and the batch counts it ``ok`` (the goal is met); the audit does not: its
+    recourse is an answer within the problem's rules, so the row goes to the exact engine as one
+    without an answer (which may prove that none exists within them)."""
+    return status == "ok" and isinstance(score, str) and not BendableScore.parse(score).is_feasible
+
+
 def _audit_rows(
     records: pd.DataFrame,
     proofs: dict[str, Proof],
@@ -757,12 +788,13 @@ def _audit_rows(
                     rows.loc[position[key], column] = value
     status: list[str] = []
     reasons: list[str | None] = []
-    for row_id, record_status, error in zip(rows["row_id"], rows["status"].astype(str), rows["error"], strict=True):
+    columns = (rows["row_id"], rows["status"].astype(str), rows["score"], rows["error"])
+    for row_id, record_status, score, error in zip(*columns, strict=True):
         proof = proofs.get(id_text(row_id))
-        if record_status in AUDIT_STATUS_OF:
+        if record_status in AUDIT_STATUS_OF and not breaks_a_rule(record_status, score):
             status.append(AUDIT_STATUS_OF[record_status])
             reasons.append(str(error) if record_status == "error" else None)
-        elif proof is None:  # not_found and never put to the engine
+        elif proof is None:  # not_found (or an answer breaking a rule) and never put to the engine
             status.append("no_recourse_unproven")
             reasons.append("not asked" if not options.prove else STOPPED_REASON if stopped else "no proof")
         else:

@@ -156,3 +156,20 @@ def test_an_audit_whose_every_row_fails_exits_1_quoting_the_first_error(
     assert "the first, row 0: " in err and "finite" in err
     rows = pd.read_parquet(tmp_path / "out" / "rows.parquet")
     assert rows["status"].tolist() == ["error"] * 4
+
+
+def test_group_values_that_look_like_markup_are_printed_as_they_are(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The summary's tables are rich tables, which read ``[...]`` as markup: a group value
+    ``[/]`` ended the command with a stack trace after the audit was written, and ``[red]p``
+    was shown as ``p``. Every text from the data is printed as it is."""
+    data = pd.read_csv(files["data"])
+    data["[b]team"] = np.where(np.arange(len(data)) % 2 == 0, "[/]", "[red]p")
+    marked = {**files, "data": tmp_path / "marked.csv"}
+    data.to_csv(marked["data"], index=False)
+    code, printed, err = run_cli(capsys, *_argv(marked, tmp_path / "out", "--rows", "0:40", "--group", "[b]team"))
+    assert code == 0, err
+    assert "Traceback" not in printed + err
+    for words in ("By [b]team", "[/]", "[red]p"):
+        assert words in printed

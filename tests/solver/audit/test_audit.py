@@ -298,6 +298,21 @@ def test_a_group_column_of_too_many_values_is_refused_before_any_search(
     assert "'a' has 5 distinct values among the rows; at most 4" in caught.value.problem
 
 
+def test_group_columns_of_too_many_values_together_are_refused(
+    grid_explainer: Explainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit holds for the group columns together too: each within it, three columns of
+    1,000 values drew an 18 MB page in a minute (a row, a bar and a box per value of each)."""
+    from counterplan.solver.audit import runner
+
+    monkeypatch.setattr(runner, "MAX_GROUP_VALUES", 7)
+    with pytest.raises(ProblemError) as caught:
+        audit(grid_explainer, "rejected", groups=["kind", "a"])  # kind: 3 values; a: 5; together 8
+    assert caught.value.field == "groups"
+    assert "have 8 distinct values together among the rows; at most 7" in caught.value.problem
+    assert audit(grid_explainer, "0:30", groups=["kind", "cgroup"], bootstrap=0, rules=0).groups["kind"]  # 3 + 2
+
+
 def test_a_one_row_sample_has_no_bootstrap_interval() -> None:
     """One row resampled is that row again: its interval had zero width, a certainty one row
     cannot give. Two rows have one."""
@@ -334,6 +349,26 @@ def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
     with pytest.raises(ProblemError) as caught:
         audit(grid_explainer, "0:60", out=tmp_path, resume=False)
     assert caught.value.field == "out"
+
+
+def test_an_answer_that_breaks_a_rule_is_no_recourse(grid: pd.DataFrame) -> None:
+    """At most one feature may change: from a = b = 0 the goal (a + b >= 5) needs two, so no
+    answer exists within the rules. The search then returns its best answer that breaks the rule
+    (valid, changing a and b) and the batch counts it ``ok``; the audit counted it a row with
+    recourse unless the screen had proved it infeasible first. Now such a row goes to the proof:
+    proven without recourse, with the screen or without, and never asked: unproven."""
+    explainer = Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c"], max_changed_features=1)
+    rows = grid[(grid.c == 1) & (grid.kind == "x") & (grid.a + grid.b <= 4)]
+    blocked = sorted(int(i) for i in rows.index[(rows.a == 0) & (rows.b == 0)])
+    options = AuditOptions(bootstrap=0, rules=0, screen=False)
+    report, audited = run_audit(explainer, rows, options)
+    assert report.no_recourse_proven == blocked
+    assert sorted(report.with_recourse) == sorted(int(i) for i in rows.index if int(i) not in blocked)
+    assert (audited.loc[audited["audit_status"] == "with_recourse", "changed"] == 1).all()
+    screened, _ = run_audit(explainer, rows, dataclasses.replace(options, screen=True))
+    assert _comparable(screened) == {**_comparable(report), "settings": _comparable(screened)["settings"]}
+    unasked = audit(explainer, rows, prove=False, screen=False, bootstrap=0, rules=0)
+    assert unasked.no_recourse_unproven == blocked and unasked.unproven_reasons == {"not asked": len(blocked)}
 
 
 def test_a_row_the_proof_finds_an_answer_for_counts_as_recourse(grid: pd.DataFrame, grid_explainer: Explainer) -> None:

@@ -188,6 +188,22 @@ def test_the_page_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert render(_report(), _rows()) == text  # the same report, the same page
 
 
+def test_labels_with_dollar_signs_are_drawn_as_text() -> None:
+    """matplotlib reads the text between two ``$`` as a formula: a group value or feature name
+    holding ``$\\alpha^$`` made the drawing raise once the audit had run (its report.html never
+    written), ``cost $5 to $6`` was drawn as one. Every label from the data is drawn as text."""
+    from counterplan.solver.audit.html import _short
+
+    report = _report()
+    groups = {"$x$ band": {"$\\alpha^$": _group(40, 0.5, 1.0), "cost $5 to $6": _group(60, 0.7, 1.2)}}
+    features = {"$\\beta^$": report.features["income"].model_copy(update={"by_group": {}})}
+    odd = report.model_copy(update={"groups": groups, "burden": {}, "features": features})
+    rows = _rows().rename(columns={"sex": "$x$ band"})
+    rows["$x$ band"] = np.where(rows.index % 2 == 0, "$\\alpha^$", "cost $5 to $6")
+    assert all(page_count == 1 for page_count in (render(odd, rows).count(f'id="{p}"') for p in PLOT_IDS))
+    assert _short("cost $5 to $6") == r"cost \$5 to \$6"
+
+
 def test_cost_falls_back_to_means_without_rows() -> None:
     assert render(_report(), None).count('id="plot-cost"') == 1
     empty = _report().model_copy(update={"groups": {}, "rules": [], "features": {}, "burden": {}})

@@ -165,3 +165,19 @@ def test_the_default_screen_stops_when_its_probe_finds_no_row_without_recourse(
     assert told[("screen", "feasible")] == SCREEN_PROBE and _searched(told) == len(rows) == 135
     assert forced.timing.rows_screened == len(rows) and len(auto.with_recourse) == 135
     assert _comparable(auto) == _comparable(forced)
+
+
+def test_a_first_row_with_an_unseen_category_is_its_own_error_not_the_audits(
+    grid: pd.DataFrame, grid_explainer: Explainer
+) -> None:
+    """The default screen asks whether the exact engine can encode the model on the first row's
+    problem: a first row holding a category the data has never seen made no problem, and its
+    refusal ended the whole audit before any search (without the screen, that row is an error
+    record and the others are audited). Now the row is its own error, with the screen or without."""
+    rows = grid[(grid[TARGET] == 0)].iloc[:12].copy()
+    rows.loc[rows.index[0], "kind"] = "never seen"
+    report, audited, _ = _run(grid_explainer, rows, AuditOptions(bootstrap=0, rules=0))
+    assert report.settings.screen and report.errors == [int(rows.index[0])]
+    assert "never seen" in str(audited.loc[audited["row_id"] == rows.index[0], "error"].iloc[0])
+    without, _, _ = _run(grid_explainer, rows, AuditOptions(bootstrap=0, rules=0, screen=False))
+    _same(report, without)
