@@ -420,13 +420,15 @@ def _report(job: Job, args: argparse.Namespace, frame: pd.DataFrame, tally: Tall
 
 
 def print_summary(summary: BatchSummary, figures: dict[str, Any], only_rejected: bool, console: Console) -> None:
-    """The overall figures and the per-feature table, as rich tables."""
+    """The overall figures and the per-feature table, as rich tables (the data's own text, and the
+    output's path, escaped: rich reads ``[...]`` as markup)."""
+    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     from counterplan.server.cli.render import goal_line  # noqa: PLC0415
 
     console.print(goal_line(figures["goal"], figures["goal_default"]), markup=False, soft_wrap=True)
-    overall = Table(title=f"Batch summary: {figures['output']}")
+    overall = Table(title=f"Batch summary: {escape(str(figures['output']))}")
     overall.add_column("figure")
     overall.add_column("value", justify="right")
     for name, value in _overall_rows(summary, figures, only_rejected):
@@ -436,7 +438,8 @@ def print_summary(summary: BatchSummary, figures: dict[str, Any], only_rejected:
     for name in ("feature", "changed", "share", "median change"):
         table.add_column(name, justify="left" if name == "feature" else "right")
     for row in summary.features.to_dict(orient="records"):
-        table.add_row(str(row["feature"]), f"{row['changed']:,}", _percent(float(row["share"])), _change_text(row))
+        cells = (str(row["feature"]), f"{row['changed']:,}", _percent(float(row["share"])), _change_text(row))
+        table.add_row(*map(escape, cells))
     console.print(table)
 
 

@@ -276,6 +276,7 @@ def _print(result: Any, label: str) -> None:
     """The front as a table, then each plan as numbered steps; ``label`` names the prediction each
     step reports (``probability of approved = 1``)."""
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     from counterplan.server.cli.render import GOWER_NOTE, format_value, goal_line  # noqa: PLC0415
@@ -298,7 +299,8 @@ def _print(result: Any, label: str) -> None:
     for column in ("#", "actions in order", "cost", "distance (Gower)"):
         table.add_column(column, justify="left" if column == "actions in order" else "right")
     for i, p in enumerate(result.plans, 1):
-        table.add_row(str(i), " -> ".join(s.action for s in p.steps), f"{p.total_cost:.2f}", f"{p.distance:.3f}")
+        actions = escape(" -> ".join(s.action for s in p.steps))  # names from the caller's actions
+        table.add_row(str(i), actions, f"{p.total_cost:.2f}", f"{p.distance:.3f}")
     console.print(table)
     if result.front_size > len(result.plans):  # stopped with a front too large to lay out in time
         console.print(

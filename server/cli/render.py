@@ -53,14 +53,15 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         console.print("No change found that improves on the original instance.")
     kept = [name for name, value in result.original.items() if value is None and result.proposed.get(name) is None]
     if kept:
-        console.print(f"Missing in the instance, kept missing: {', '.join(kept)}")
+        console.print(f"Missing in the instance, kept missing: {', '.join(kept)}", markup=False)
     verdict = "[green]valid[/green]" if result.valid else "[red]not valid: the goal is not reached[/red]"
-    console.print(f"Prediction before: {_fmt_predictions(result.original_predictions)}")
-    console.print(f"Prediction after:  {_fmt_predictions(result.predictions)}  {verdict}")
+    console.print(f"Prediction before: {escape(_fmt_predictions(result.original_predictions))}")
+    console.print(f"Prediction after:  {escape(_fmt_predictions(result.predictions))}  {verdict}")
     console.print(f"Score: {display_score(result.score_levels)}")
     for i, option in enumerate(result.counterfactuals[1:], start=2):
         console.print(
-            f"Alternative {i}: {display_score(option.score_levels)}  ({_fmt_predictions(option.predictions)})"
+            f"Alternative {i}: {display_score(option.score_levels)}  ({_fmt_predictions(option.predictions)})",
+            markup=False,
         )
         console.print(_changes_table(option.changes))
     if result.note and not result.already_met:  # already met: said in the first line
@@ -137,7 +138,7 @@ def _changes_table(changes: list[Change]) -> Table:
     if binned:  # a scorecard: the bins say what the change means
         table.add_column("bin", justify="left")
     for change in changes:
-        cells = [change.feature, format_value(change.original), format_value(change.proposed)]
+        cells = [escape(change.feature), escape(format_value(change.original)), escape(format_value(change.proposed))]
         if binned:
             cells.append(escape(f"{change.original_bin or '?'} -> {change.proposed_bin or '?'}"))
         table.add_row(*cells)

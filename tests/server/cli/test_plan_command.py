@@ -242,3 +242,21 @@ def test_a_front_laid_out_in_part_says_how_many_plans_it_left_out(capsys: pytest
     assert whole.front_size == 1
     _print(whole, "probability")
     assert "Stopped" not in capsys.readouterr().out
+
+
+def test_action_names_that_look_like_markup_are_printed_as_they_are(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The front's table is a rich table, which reads ``[...]`` as markup: an action named ``[/]``
+    ended the command with a stack trace, ``[red]invest`` was shown as ``invest``."""
+    names = ["[/]", "[red]invest", "change occupation"]
+    marked = {**ACTIONS, "actions": [{**a, "name": n} for a, n in zip(ACTIONS["actions"], names, strict=True)]}
+    actions = tmp_path / "marked.yaml"
+    actions.write_text(yaml.safe_dump(marked))
+    args = _args(files)
+    args[args.index("--actions") + 1] = str(actions)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "Traceback" not in out + err
+    table = out.split("Plan 1:")[0]
+    assert any(name in table for name in names[:2]), table
