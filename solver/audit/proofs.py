@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from counterplan.planning.errors import one_line
 from counterplan.solver.batch.block import STOP_POLL_SECONDS
 from counterplan.solver.batch.records import record_of
 from counterplan.solver.batch.rows import id_text
+from counterplan.solver.batch.run import gather
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.engines import not_encodable
@@ -235,25 +236,22 @@ def prove_rows(
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Prove ``items`` (in this process, or on ``workers`` processes); each verdict goes to
-    ``on_proof`` as it arrives (in this thread). ``stage`` and ``stop`` (in this process only):
-    as for :func:`prove_row`."""
+    ``on_proof`` as it arrives (in this thread). ``stage`` and ``stop``: as for :func:`prove_row`;
+    on the workers, a stop ends them and the proofs they run
+    (:func:`~counterplan.solver.batch.run.gather`), and :class:`ProofStoppedError` is raised."""
     if workers <= 1 or len(items) <= 1:
         for row_id, row, seed in items:
             on_proof(prove_row(explainer, row_id, row, seed, config, stage=stage, stop=stop))
         return
     tasks = [(list(items[i : i + ROWS_PER_TASK]), stage) for i in range(0, len(items), ROWS_PER_TASK)]
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(explainer, config))
-    try:
-        pending = {pool.submit(_prove_task, *task) for task in tasks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                for proof in future.result():
-                    on_proof(proof)
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: the queued rows are dropped, not run first
-        raise
-    pool.shutdown()
+
+    def each(proofs: list[Proof]) -> None:
+        for proof in proofs:
+            on_proof(proof)
+
+    if gather(pool, [pool.submit(_prove_task, *task) for task in tasks], each, stop):
+        raise ProofStoppedError("the stop check said stop: the workers' proofs under way were ended")
 
 
 _WORKER: tuple[Explainer, SolverConfig] | None = None
