@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import CounterplanError
-from counterplan.solver.exact.milp import Milp, MilpResult, lifted
+from counterplan.solver.exact.milp import Milp, MilpResult, lifted, sizes
 from counterplan.solver.exact.watched import run_watched
 
 
@@ -211,7 +211,8 @@ def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
     values: list[float] = []
     lows: list[float] = []
     ups: list[float] = []
-    for terms, low, up in (lifted(*row) for row in milp.rows):  # no term below HiGHS's zero
+    reach = sizes(milp)
+    for terms, low, up in (lifted(*row, reach) for row in milp.rows):  # no term below HiGHS's zero
         starts.append(len(indices))
         indices.extend(terms.keys())
         values.extend(terms.values())

@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
-from counterplan.solver.exact.milp import Milp, MilpResult, lifted, or_the_start
+from counterplan.solver.exact.milp import Milp, MilpResult, lifted, or_the_start, sizes
 from counterplan.solver.exact.watched import run_watched
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
@@ -234,7 +234,8 @@ def _load(solver: Any, milp: Milp) -> list[Any]:
         solver.Var(max(low, -inf), min(up, inf), integer, "")
         for low, up, integer in zip(milp.lower, milp.upper, milp.integer, strict=True)
     ]
-    for terms, low, up in (lifted(*row) for row in milp.rows):  # no term below the solver's zero
+    reach = sizes(milp)
+    for terms, low, up in (lifted(*row, reach) for row in milp.rows):  # no term below the solver's zero
         row = solver.RowConstraint(max(low, -inf), min(up, inf), "")
         coefficient = row.SetCoefficient
         for i, c in terms.items():

@@ -5,8 +5,8 @@ addresses, which changes from one solve to the next; SCIP's presolve read them i
 the same set of answers came back different from run to run (fuzzing: a five-stump forest with
 features near 1e-6, whose set of answers CP-SAT does not state and SCIP solved). SCIP now runs
 without its presolve, and a tree ensemble's set goes to HiGHS when highspy loads. A row with a
-term below the solvers' zero (a grid of 1e-12) is handed over multiplied up, so that the term is
-not dropped."""
+term at or below the solvers' zero (a grid of 1e-12, or of nine decimals: 1e-9 itself) is handed
+over multiplied up, so that the term is not dropped."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LinearRegression
 
-from counterplan.planning import ClassGoal, CounterfactualProblem
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, RangeGoal
+from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
@@ -138,6 +140,55 @@ def test_a_row_is_lifted_by_a_power_of_two_only_when_a_term_is_below_the_solvers
     assert LIFTED_SMALLEST <= lifted_terms[0] < 2 * LIFTED_SMALLEST
     assert lifted_terms == {i: c * factor for i, c in terms.items()}
     assert (low, up) == (-INF, 2.0 * factor)
-    normal = {0: ZERO_TOLERANCE, 1: -1.0}
+    at_zero, _, _ = lifted({0: ZERO_TOLERANCE, 1: -1.0}, 0.0, 1.0)  # the solvers drop it too (<=)
+    assert LIFTED_SMALLEST <= at_zero[0] < 2 * LIFTED_SMALLEST
+    normal = {0: 2 * ZERO_TOLERANCE, 1: -1.0}
     assert lifted(normal, 0.0, 1.0) == (normal, 0.0, 1.0)
     assert lifted({}, 1.0, INF) == ({}, 1.0, INF)
+
+
+@pytest.mark.parametrize("backend", ["ortools", "highs"])
+def test_a_term_at_the_solvers_zero_still_counts(backend: Backend) -> None:
+    """A grid of nine decimals enters a distance row at exactly 1e-9 per step: HiGHS and SCIP
+    dropped it as they drop what is below their zero, the distance no longer followed the number,
+    and the program's optimum was called 0.7465 (the distance of the number's whole way to 0)
+    where the goal's bound, 31 steps off, is 0.7434."""
+    if backend == "highs":
+        pytest.importorskip("highspy")
+    o = 7.465e-6
+    milp = Milp()
+    k = milp.var("k", 0, 10000, integer=True)
+    d = milp.var("d", 0.0, o)
+    milp.row({k: 1e-9, d: -1.0}, -INF, o)
+    milp.row({k: 1e-9, d: 1.0}, o, INF)
+    milp.row({k: 1.0}, -INF, 31)
+    milp.minimise({d: 1e5})
+    result, _ = solve(milp, backend, time_limit=30.0, relative_gap=0.0)
+    assert result.status == "optimal" and result.x is not None
+    assert result.x[k] == 31, "the number stops at the goal's bound"
+    assert result.objective == pytest.approx(1e5 * (o - 31e-9), rel=1e-9)
+
+
+def test_a_linear_models_optimum_on_a_grid_of_nine_decimals_is_the_same_from_every_warm_start() -> None:
+    """A number near 1e-5 with nine decimals beside one in tenths, a linear regression: every
+    seed (local search's warm start) proved a different distance optimal, from 0.8143 (the
+    optimum, by enumerating the grid) to 0.8150, before the term at the solvers' zero was lifted."""
+    pytest.importorskip("highspy")
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.round(rng.uniform(0, 1e-5, 200), 9), np.round(rng.uniform(0, 10, 200), 1)])
+    model = LinearRegression().fit(X, 5e5 * X[:, 0] + 0.4 * X[:, 1] + rng.normal(0, 0.1, 200))
+    original = [7.465e-6, 3.4]
+    high = float(model.predict(np.array([original]))[0]) - 4.0
+    features = [
+        FloatFeature(name="tiny", value=original[0], low=0.0, high=1e-5, precision=9),
+        FloatFeature(name="one", value=original[1], low=0.0, high=10.0, precision=1),
+    ]
+    problem = CounterfactualProblem(features, [RangeGoal(low=-INF, high=high)], adapt_sklearn(model, "y"))
+    tiny, one = (grid.ravel() for grid in np.meshgrid(np.arange(10001) / 1e9, np.arange(101) / 10))
+    reached = model.predict(np.column_stack([tiny, one])) <= high
+    optimum = float((np.abs(tiny - original[0]) / 1e-5 + np.abs(one - original[1]) / 10)[reached].min())
+    for seed in range(8):
+        result = explain(problem, engine="exact", seed=seed)
+        exact = result.statistics.exact
+        assert exact is not None and exact.proven and result.valid, (seed, exact)
+        assert -result.score_levels[3] == pytest.approx(optimum, rel=1e-6), seed
