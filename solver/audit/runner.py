@@ -61,6 +61,7 @@ from counterplan.solver.audit.stats import (
     figure_rng,
     figures_of,
     group_figures,
+    group_labels,
 )
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
@@ -407,12 +408,30 @@ def _check_groups(groups: Sequence[str], frame: pd.DataFrame) -> None:
                 "(figures are per value: bin a numeric column, or group by a coarser one)",
             )
         total += count
+        _distinct_labels(g, frame[g])
     if total > MAX_GROUP_VALUES:  # the report has a row, a bar and a box per value of every column
         raise ProblemError(
             "groups",
             f"the group columns have {total:,} distinct values together among the rows; at most "
             f"{MAX_GROUP_VALUES:,} (figures are per value: fewer columns, or coarser ones)",
         )
+
+
+def _distinct_labels(name: str, column: pd.Series) -> None:
+    """Refuse a group column two of whose values the report would key alike
+    (:func:`~counterplan.solver.audit.stats.group_labels`): a gap and the text ``missing``, or the
+    number 5 and the text ``5``, were counted as one group, their rows' figures merged."""
+    values = column.astype(object)
+    labels = group_labels(column)
+    for label, raw in values.groupby(labels.to_numpy(), dropna=False, sort=True):
+        distinct = pd.unique(raw.to_numpy())
+        if len(distinct) > 1:
+            first, second = (echo(v) for v in distinct[:2])
+            raise ProblemError(
+                "groups",
+                f"column {echo(name)}: the values {first} and {second} would both be reported as "
+                f"{echo(str(label))}; make them one value, or two that read differently, in the data",
+            )
 
 
 def _selected(explainer: Explainer, rows: Rows) -> tuple[pd.DataFrame, bool, str]:

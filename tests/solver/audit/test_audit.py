@@ -436,3 +436,24 @@ def test_the_changes_by_group_are_counted_once_per_answer() -> None:
         shares = feature_changes(mine, originals).set_index("feature")["share"]
         assert {name: f.by_group["g0"][value] for name, f in figures.items()} == shares.to_dict()
     assert set(figures) == {*names, "color"} and figures["color"].changed > 0
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        (["missing", None], "the values 'missing' and None would both be reported as 'missing'"),
+        ([5, "5"], "the values 5 and '5' would both be reported as '5'"),
+    ],
+)
+def test_group_values_the_report_would_key_alike_are_refused(
+    grid_explainer: Explainer, values: list[object], words: str
+) -> None:
+    """The report keys a group by its text (``missing`` for a gap, ``5`` for 5.0): a gap and the
+    text ``missing``, or the number 5 and the text ``5``, were one group, their figures merged."""
+    rows = grid_explainer.data.iloc[:30].copy()  # type: ignore[union-attr]
+    rows["team"] = pd.Series([values[i % 2] for i in range(len(rows))], index=rows.index, dtype=object)
+    with pytest.raises(ProblemError) as caught:
+        audit(grid_explainer, rows, groups=["team"], bootstrap=0, rules=0)
+    assert caught.value.field == "groups" and words in caught.value.problem, caught.value.problem
+    rows["team"] = pd.Series([["x", "y"][i % 2] for i in range(len(rows))], index=rows.index, dtype=object)
+    assert set(audit(grid_explainer, rows, groups=["team"], bootstrap=0, rules=0).groups["team"]) == {"x", "y"}
