@@ -16,6 +16,8 @@ caps (a 20 KB message reached it as RESOURCE_EXHAUSTED "Stream removed"); a term
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 ECHO_CHARS = 100
 """An id or a value the caller gave is echoed by at most this many characters."""
 TEXT_CHARS = 1024
@@ -79,13 +81,30 @@ class ModelCallError(CounterplanError):
 
 class ModelFailureError(ModelCallError):
     """The model fails on the original instance itself: there is nothing to search from (an
-    explanation and a plan both refuse it)."""
+    explanation and a plan both refuse it).
+
+    ``missing``: the features the instance leaves missing. A model that fails on an instance
+    with gaps most likely takes no missing values, and the gaps are the caller's to fill: the
+    service answers INVALID_ARGUMENT (HTTP 400) naming them, not INTERNAL (500), the model's
+    fault, as for an instance without any."""
+
+    missing: tuple[str, ...] = ()
 
     @classmethod
-    def on_original(cls, failure: object) -> ModelFailureError:
+    def on_original(cls, failure: object, missing: Sequence[str] = ()) -> ModelFailureError:
         """The error of an original instance the model failed on (``failure``: why), in the one
-        wording every engine gives it."""
-        return cls(f"the model fails on the original instance: {failure}")
+        wording every engine gives it; ``missing``: the features the instance leaves missing."""
+        gaps = f" (the instance leaves {', '.join(missing)} missing)" if missing else ""
+        error = cls(f"the model fails on the original instance{gaps}: {failure}")
+        error.missing = tuple(missing)
+        return error
+
+
+MISSING_THE_MODEL_FAILS_ON = (
+    "missing in the instance, and the model fails on it: it takes no missing values; give a value"
+)
+"""What a service says of each feature an instance leaves missing when the model fails on that
+instance (:class:`ModelFailureError`'s ``missing``)."""
 
 
 class InvalidInputError(CounterplanError, ValueError):

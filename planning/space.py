@@ -218,6 +218,11 @@ class FeatureSpace:
             raise FeatureError(name, f"unknown feature; known: {list(self.names)}") from None
 
     @property
+    def missing_names(self) -> list[str]:
+        """The features whose original value is missing (:attr:`missing`), by name."""
+        return [name for name, gap in zip(self.names, self.missing, strict=True) if gap]
+
+    @property
     def n_features(self) -> int:
         """Number of columns of a candidate matrix."""
         return len(self.features)

@@ -151,7 +151,7 @@ class CounterfactualSolver:
         if original.failures[0] is not None or best_valid(original):
             original = calculator.check(problem.original_row())
         if original.failures[0] is not None:
-            raise ModelFailureError.on_original(original.failures[0])
+            raise ModelFailureError.on_original(original.failures[0], problem.space.missing_names)
         if best_valid(original):
             return self._result.already_met(original, time.perf_counter() - started)
         self._searching = (original, started)

@@ -24,10 +24,12 @@ from grpc_status import rpc_status
 
 from counterplan.planning.calculator import SolveAbandoned
 from counterplan.planning.errors import (
+    MISSING_THE_MODEL_FAILS_ON,
     TEXT_CHARS,
     InvalidInputError,
     ModelAdapterError,
     ModelCallError,
+    ModelFailureError,
     cut,
     echo,
     one_line,
@@ -118,10 +120,15 @@ def solve_failure(error: BaseException, request_id: str, what: str = "request") 
     """How a solve that ended in ``error`` is told to its caller, the same for every method that
     awaits one (Explain's steps, Plan, Audit): a refusal as it is; the model's failure as INTERNAL
     with its text in the server log only (a model's message may quote data); bad input as
-    INVALID_ARGUMENT naming the field; an abandoned solve as CANCELLED; anything else as INTERNAL.
+    INVALID_ARGUMENT naming the field (a model failing on an instance with gaps too: the gaps are
+    named); an abandoned solve as CANCELLED; anything else as INTERNAL.
     Call it inside the ``except`` block, so an unexpected error is logged with its traceback."""
     if isinstance(error, Refusal):  # no answer by the deadline or at shutdown: said as it is
         return error
+    if isinstance(error, ModelFailureError) and error.missing:  # the caller's gaps, not the model's fault
+        _log.info("model failed on an instance with gaps", request_id=request_id, error=one_line(str(error)))
+        gaps = [(f"instance[{name}]", MISSING_THE_MODEL_FAILS_ON) for name in error.missing]
+        return bad_request(BadRequestError(gaps))
     if isinstance(error, ModelCallError | ModelAdapterError):
         _log.warning("model failed", request_id=request_id, error=one_line(str(error)))
         return refused(

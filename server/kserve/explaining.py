@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import MISSING_THE_MODEL_FAILS_ON, InvalidInputError, ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.profile import InstanceError
 from counterplan.planning.spec import ProblemSpec
@@ -56,7 +56,9 @@ def explain_instances(
 
     Raises :class:`RequestError` (the caller's fault, naming the field) before any solve when an
     instance or the request's spec does not fit the model; a model that fails during the search
-    raises its own error (the predictor's fault, not the request's).
+    raises its own error (the predictor's fault, not the request's), unless the instance it fails
+    on leaves features missing: then :class:`RequestError` names the first of them (the model takes
+    no missing values, and the caller's gaps are the request's fault).
     """
     started = clock() if arrived is None else arrived
     parameters = request.parameters
@@ -74,7 +76,13 @@ def explain_instances(
             for each in (stops, cancelled):
                 if each is not None:
                     running.enter_context(each.running(solver))
-            explanations.append(solver.solve().model_dump(mode="json"))
+            try:
+                explanations.append(solver.solve().model_dump(mode="json"))
+            except ModelFailureError as exc:
+                if not exc.missing:  # the predictor's fault: its own error (500)
+                    raise
+                more = f" (and {len(exc.missing) - 1} more)" if len(exc.missing) > 1 else ""
+                raise RequestError(f"instances[{i}].{exc.missing[0]}", MISSING_THE_MODEL_FAILS_ON + more) from None
     return {"explanations": explanations}
 
 

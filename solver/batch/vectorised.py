@@ -194,7 +194,7 @@ def _solve(
     for i, (evaluation, builder) in enumerate(zip(checked, builders, strict=True)):
         (row_id, _), own = items[i], seeds[i]
         if evaluation.failures[0] is not None:
-            error = ModelFailureError.on_original(evaluation.failures[0])
+            error = ModelFailureError.on_original(evaluation.failures[0], problems[i].space.missing_names)
             on_record(error_record(row_id, error, own, time.perf_counter() - started))
             active[i] = False
         elif _valid(builder, originals[i], evaluation):

@@ -214,7 +214,7 @@ class PlanSolver:
         with NativeThreadLimit(self.config.model_threads):
             original = self._original = calculator.check(problem.original_row())
             if original.failures[0] is not None:
-                raise ModelFailureError.on_original(original.failures[0])
+                raise ModelFailureError.on_original(original.failures[0], problem.space.missing_names)
             already_met = bool((original.scores[0, :3] == 0.0).all())
             keys, objectives = search.run() if not already_met else (np.empty((0, 0)), np.empty((0, 0)))
             plans = _lay_out(search, keys, objectives) if keys.shape[0] and not self._abandoned.is_set() else []
