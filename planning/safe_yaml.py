@@ -5,6 +5,7 @@ names and from model cards. YAML can make a kilobyte expand into gigabytes ("bil
 aliases of aliases), and deep nesting exhausts the stack. So configuration text is data with
 limits: at most :data:`MAX_CONFIG_BYTES`, anchors may be declared but an alias (``*name``) is
 refused, and nesting deeper than :data:`MAX_DEPTH` is refused, before anything is built from it.
+A key given twice in one mapping is refused too (YAML readers keep the last, silently).
 JSON is YAML, so both read the same way.
 
 It lives in the domain layer because the domain reads such text too (points tables, action
@@ -47,6 +48,25 @@ class _LimitedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A mapping whose keys are each written once: PyYAML (and JSON readers) keep the last of a
+        repeated key, so ``id: a`` then ``id: b`` would silently be ``b``."""
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    repeated = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if repeated:
+                    mark = key_node.start_mark
+                    raise ConfigTextError(
+                        f"key {str(key)[:100]!r} is given twice (line {mark.line + 1}): keep one"
+                    )
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_config_text(text: str | bytes, max_bytes: int = MAX_CONFIG_BYTES) -> Any:

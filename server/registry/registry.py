@@ -66,7 +66,7 @@ class ModelCard(BaseModel):
     called over the Open Inference Protocol (:class:`~counterplan.planning.remote.RemoteModel`)."""
     remote: ServedModelOptions | None = None
     """With ``model_url``: how to call it (timeout, headers, protocol, classes, layout...)."""
-    outputs: list[str] = Field(default_factory=lambda: ["prediction"])
+    outputs: list[str] = Field(default_factory=lambda: ["prediction"], min_length=1)
     features: list[FeatureSpec] | None = None
     training_data: str | None = None
     target: str | None = None
@@ -203,7 +203,8 @@ class ModelRegistry:
         ids = [m.id for m in models]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
-            raise RegistryError(duplicate, "two model cards use this id")
+            names = ", ".join(card.name for card, m in zip(cards, models, strict=True) if m.id == duplicate)
+            raise RegistryError(f"{duplicate}", f"two model cards use this id: {names}")
         return cls(models)
 
 
@@ -221,7 +222,10 @@ def _inside(card: Path, field: str, name: str) -> Path:
     """``name``, relative to the card, must stay inside the card's directory (no ``..``, no
     absolute path, no link out): a card names files the server reads, and nothing else."""
     folder = card.parent.resolve()
-    target = (folder / name).resolve()
+    try:
+        target = (folder / name).resolve()
+    except (ValueError, OSError) as exc:  # a NUL byte in the name, a link loop
+        raise RegistryError(f"{card.name}:{field}", f"not a usable path: {exc}") from None
     if not target.is_relative_to(folder):
         raise RegistryError(f"{card.name}:{field}", f"{name!r} is outside the models directory")
     return target
@@ -229,7 +233,20 @@ def _inside(card: Path, field: str, name: str) -> Path:
 
 def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
     """Load one model card and the model it names; its explainer reads the card's training data
-    (as a local explain reads ``--data``) or, without any, the card's feature schema."""
+    (as a local explain reads ``--data``) or, without any, the card's feature schema.
+
+    Every refusal names the card: in a directory of many cards, an error from the layers below
+    (a classifier's ``outputs``, a ``target`` not in the data) would not say which card it is."""
+    try:
+        return _load_card(path, trust_pickle)
+    except RegistryError:
+        raise
+    except InvalidInputError as exc:
+        raise RegistryError(f"{path.name}:{exc.field}", exc.problem) from None
+
+
+def _load_card(path: Path, trust_pickle: bool) -> RegisteredModel:
+    """:func:`load_card`'s work, its errors not yet naming the card."""
     card = _read_card(path)
     # every path checked before anything loads
     model_path = _inside(path, "model_file", card.model_file) if card.model_file is not None else None
@@ -243,7 +260,7 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         names = card.outputs if len(card.outputs) > 1 else card.outputs[0]
         adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
     spec = _card_spec(path, card)
-    training = load_csv(data_path) if data_path is not None else None
+    training = _training_data(path, data_path) if data_path is not None else None
     if model_path is None:  # a served model learns its class names from the training target
         model = adapter = _served_model(path, card, training)
     config = _card_config(path, card)
@@ -254,6 +271,9 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
     else:
         columns = model_columns(model, training, card.target) or model_columns_of(adapter, training, card.target)
+        absent = [c for c in columns if c not in training.columns]
+        if absent:  # the model reads columns the data lacks: its schema cannot be inferred
+            raise RegistryError(f"{path.name}:training_data", f"lacks the model's columns {', '.join(absent)}")
         features, inferred = _card_schema(path, training, columns, spec)
         statistics = {**inferred, **card.statistics}
         explainer = Explainer(
@@ -274,6 +294,14 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
         spec=spec,
         explainer=explainer,
     )
+
+
+def _training_data(path: Path, data_path: Path) -> pd.DataFrame:
+    """The CSV the card's ``training_data`` names, a refusal naming the card's field and the file."""
+    try:
+        return load_csv(data_path)
+    except LoadError as exc:
+        raise RegistryError(f"{path.name}:training_data", f"{exc.field}: {exc.problem}") from None
 
 
 def _model_file(path: Path, card: ModelCard, model_path: Path, trust_pickle: bool) -> Any:
@@ -320,6 +348,10 @@ def _read_card(path: Path) -> ModelCard:
     try:
         data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
         return ModelCard.model_validate(data)
+    except OSError as exc:  # a directory named like a card, a dangling link
+        raise RegistryError(path.name, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a binary or UTF-16 file: a ValueError, not an OSError
+        raise RegistryError(path.name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except ConfigTextError as exc:
         raise RegistryError(path.name, exc.problem) from None
     except ValidationError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import joblib
@@ -166,3 +167,77 @@ def test_model_card_paths_stay_inside_the_models_directory(tmp_path: Path) -> No
         card.write_text("\n".join(f"{k}: {v}" for k, v in lines.items()) + "\n")
         with pytest.raises(RegistryError, match="outside the models directory"):
             load_card(card)
+
+
+def _broken_card(folder: Path, case: str) -> None:
+    """One broken card in ``folder`` (which holds ``m.skops`` and ``train.csv``)."""
+    card: dict[str, object] = {
+        "id": "m",
+        "model_file": "m.skops",
+        "outputs": [TARGET],
+        "training_data": "train.csv",
+        "target": TARGET,
+        "trusted_types": sio.get_untrusted_types(file=folder / "m.skops"),
+    }
+    text = yaml.safe_dump(card)
+    path = folder / "m.yaml"
+    pd.DataFrame({"age": [30, 40], TARGET: [0, 1]}).to_csv(folder / "small.csv", index=False)
+    writes: dict[str, Callable[[], object]] = {
+        "not UTF-8": lambda: path.write_bytes(text.encode() + b"description: \xff\xfe\n"),
+        "UTF-16": lambda: path.write_bytes(text.encode("utf-16")),
+        "a directory": path.mkdir,
+        "a dangling link": lambda: path.symlink_to(folder / "gone.yaml"),
+        "a key twice": lambda: path.write_text(text + "id: other\n"),
+        "no outputs": lambda: path.write_text(yaml.safe_dump({**card, "outputs": []})),
+        "a NUL in a path": lambda: path.write_text(yaml.safe_dump({**card, "model_file": "m\x00.skops"})),
+        "data lacks the model's columns": lambda: path.write_text(
+            yaml.safe_dump({**card, "training_data": "small.csv"})
+        ),
+        "no such data": lambda: path.write_text(yaml.safe_dump({**card, "training_data": "gone.csv"})),
+        "target not in the data": lambda: path.write_text(yaml.safe_dump({**card, "target": "nope"})),
+    }
+    writes[case]()
+
+
+@pytest.mark.parametrize(
+    ("case", "fragment"),
+    [
+        ("not UTF-8", "'m.yaml': not UTF-8 text"),
+        ("UTF-16", "'m.yaml': not UTF-8 text"),
+        ("a directory", "'m.yaml': cannot read"),
+        ("a dangling link", "'m.yaml': cannot read"),
+        ("a key twice", "'m.yaml': key 'id' is given twice"),
+        ("no outputs", "'m.yaml:outputs'"),
+        ("a NUL in a path", "'m.yaml:model_file': not a usable path"),
+        ("data lacks the model's columns", "'m.yaml:training_data': lacks the model's columns income"),
+        ("no such data", "'m.yaml:training_data': .*gone.csv: no such file"),
+        ("target not in the data", "'m.yaml:target': no column 'nope'"),
+    ],
+)
+def test_a_broken_card_is_one_error_naming_the_card_and_field(
+    tmp_path: Path, loan_data: pd.DataFrame, loan_model: Pipeline, case: str, fragment: str
+) -> None:
+    """Found fuzzing the registry: these raised UnicodeDecodeError, IsADirectoryError,
+    FileNotFoundError, IndexError, ValueError or KeyError with a traceback (so ``serve`` died
+    with one), or a one-line error that did not say which card (a directory may hold many);
+    a repeated key was silently its last value."""
+    sio.dump(loan_model, tmp_path / "m.skops")
+    loan_data.to_csv(tmp_path / "train.csv", index=False)
+    _broken_card(tmp_path, case)
+    with pytest.raises(RegistryError, match=fragment):
+        ModelRegistry.from_directory(tmp_path)
+
+
+def test_duplicate_ids_name_both_cards(tmp_path: Path, loan_model: Pipeline) -> None:
+    sio.dump(loan_model, tmp_path / "m.skops")
+    card = {
+        "id": "m",
+        "model_file": "m.skops",
+        "outputs": [TARGET],
+        "features": [{"name": "income", "kind": "float"}],
+        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
+    }
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(card))
+    (tmp_path / "b.json").write_text(json.dumps(card))
+    with pytest.raises(RegistryError, match=r"two model cards use this id: a\.yaml, b\.json"):
+        ModelRegistry.from_directory(tmp_path)

@@ -191,3 +191,13 @@ def test_error_messages_show_a_bad_value_by_a_short_excerpt() -> None:
     with pytest.raises(ConfigError) as info:
         SolverConfig.from_dict({"random_seed": "y" * 100_000})
     assert len(str(info.value)) < 400
+
+
+def test_a_key_given_twice_is_refused_not_silently_the_last() -> None:
+    """YAML and JSON readers keep the last of a repeated key: ``id: a`` then ``id: b`` would be ``b``."""
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
+
+    for text in ("random_seed: 1\nrandom_seed: 2\n", "a: {c: 1, c: 2}\n", '{"a": 1, "a": 2}'):
+        with pytest.raises(ConfigTextError, match="given twice"):
+            load_config_text(text)
+    assert load_config_text("- {k: 1}\n- {k: 2}\n") == [{"k": 1}, {"k": 2}]  # one key in each mapping
