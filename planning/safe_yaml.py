@@ -63,9 +63,7 @@ class _LimitedLoader(yaml.SafeLoader):
                     break
                 if repeated:
                     mark = key_node.start_mark
-                    raise ConfigTextError(
-                        f"key {str(key)[:100]!r} is given twice (line {mark.line + 1}): keep one"
-                    )
+                    raise ConfigTextError(f"key {str(key)[:100]!r} is given twice (line {mark.line + 1}): keep one")
         return super().construct_mapping(node, deep=deep)
 
 

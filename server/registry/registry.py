@@ -9,6 +9,7 @@ demo loan model is served, so a server works out of the box.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,28 @@ class ModelCard(BaseModel):
 
             parse_model_address(value)  # the one parser: its error names the address and the forms
         return value
+
+    @field_validator("features")
+    @classmethod
+    def _usable_schema(cls, features: list[FeatureSpec] | None) -> list[FeatureSpec] | None:
+        """A schema every request could be read by: such a card used to load and then have every
+        request refused as if the request were wrong (``instance[income]: given nan``)."""
+        if features is None:
+            return None
+        names = [f.name for f in features]
+        for i, spec in enumerate(features):
+            where = f"features[{i}] ({spec.name!r})"
+            if not spec.name:
+                raise ValueError(f"features[{i}]: a feature needs a name")
+            if spec.name in names[:i]:
+                raise ValueError(f"{where}: the name is given twice")
+            if any(b is not None and not math.isfinite(b) for b in (spec.low, spec.high)):
+                raise ValueError(f"{where}: low and high must be finite numbers")
+            if spec.low is not None and spec.high is not None and spec.low > spec.high:
+                raise ValueError(f"{where}: empty domain, low {spec.low:g} > high {spec.high:g}")
+            if spec.kind == "categorical" and spec.categories is not None and not spec.categories:
+                raise ValueError(f"{where}: a categorical feature needs at least one category")
+        return features
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelCard:
@@ -266,6 +289,7 @@ def _load_card(path: Path, trust_pickle: bool) -> RegisteredModel:
     config = _card_config(path, card)
     explainer: Explainer | None = None
     if card.features is not None:
+        _covers_the_model(path, card.features, model)
         features, statistics = card.features, dict(card.statistics)
     elif training is None:
         raise RegistryError(f"{path.name}:features", "give features or training_data to infer them from")
@@ -294,6 +318,15 @@ def _load_card(path: Path, trust_pickle: bool) -> RegisteredModel:
         spec=spec,
         explainer=explainer,
     )
+
+
+def _covers_the_model(path: Path, features: list[FeatureSpec], model: Any) -> None:
+    """A card's schema names every column its model reads (when the model says which, as one
+    fitted on a DataFrame does): else every request would be refused as naming unknown features."""
+    columns = model_columns(model, pd.DataFrame(), None) or []
+    absent = [c for c in columns if c not in {f.name for f in features}]
+    if absent:
+        raise RegistryError(f"{path.name}:features", f"lacks the model's columns {', '.join(absent)}")
 
 
 def _training_data(path: Path, data_path: Path) -> pd.DataFrame:

@@ -19,6 +19,25 @@ from counterplan.server.grpc.client import CounterplanClient, class_goal
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegistryError
 
+LOAN_SCHEMA = [
+    {"name": "age", "kind": "integer", "low": 18, "high": 90, "immutable": True},
+    {"name": "income", "kind": "float", "low": 0, "high": 200000},
+    {"name": "years_employed", "kind": "integer", "low": 0, "high": 40},
+    {"name": "credit_cards", "kind": "integer", "low": 0, "high": 10},
+    {"name": "debt", "kind": "float", "low": 0, "high": 150000},
+    {"name": "loan_amount", "kind": "float", "low": 1000, "high": 60000},
+    {"name": "education", "kind": "categorical", "categories": ["high-school", "bachelor", "master", "doctorate"]},
+    {"name": "home_ownership", "kind": "categorical", "categories": ["rent", "mortgage", "own"]},
+    {
+        "name": "purpose",
+        "kind": "categorical",
+        "categories": ["car", "home-improvement", "debt-consolidation", "education"],
+    },
+    {"name": "has_prior_default", "kind": "boolean", "immutable": True},
+    {"name": "has_guarantor", "kind": "boolean"},
+]
+"""The loan model's full feature schema, as a card writes it."""
+
 
 @pytest.fixture(scope="module")
 def card_dir(tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline) -> Path:
@@ -63,23 +82,7 @@ def test_a_directory_of_cards_is_served(card_dir: Path) -> None:
 
 def test_explicit_feature_schema_and_json_cards(tmp_path: Path, loan_model: Pipeline) -> None:
     sio.dump(loan_model, tmp_path / "m.skops")
-    features = [
-        {"name": "age", "kind": "integer", "low": 18, "high": 90, "immutable": True},
-        {"name": "income", "kind": "float", "low": 0, "high": 200000},
-        {"name": "years_employed", "kind": "integer", "low": 0, "high": 40},
-        {"name": "credit_cards", "kind": "integer", "low": 0, "high": 10},
-        {"name": "debt", "kind": "float", "low": 0, "high": 150000},
-        {"name": "loan_amount", "kind": "float", "low": 1000, "high": 60000},
-        {"name": "education", "kind": "categorical", "categories": ["high-school", "bachelor", "master", "doctorate"]},
-        {"name": "home_ownership", "kind": "categorical", "categories": ["rent", "mortgage", "own"]},
-        {
-            "name": "purpose",
-            "kind": "categorical",
-            "categories": ["car", "home-improvement", "debt-consolidation", "education"],
-        },
-        {"name": "has_prior_default", "kind": "boolean", "immutable": True},
-        {"name": "has_guarantor", "kind": "boolean"},
-    ]
+    features = LOAN_SCHEMA
     card: dict[str, object] = {"id": "m", "model_file": "m.skops", "outputs": [TARGET], "features": features}
     (tmp_path / "m.json").write_text(json.dumps(card))
     with pytest.raises(RegistryError, match="trusted_types"):  # skops loads only trusted types
@@ -130,7 +133,7 @@ def test_a_card_can_name_a_tuned_configuration_file(tmp_path: Path, loan_model: 
         "id": "m",
         "model_file": "m.skops",
         "outputs": [TARGET],
-        "features": [{"name": "income", "kind": "float"}],
+        "features": LOAN_SCHEMA,
         "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
         "default_solver_config": "configs/tuned-solver.yaml",
     }
@@ -234,10 +237,42 @@ def test_duplicate_ids_name_both_cards(tmp_path: Path, loan_model: Pipeline) -> 
         "id": "m",
         "model_file": "m.skops",
         "outputs": [TARGET],
-        "features": [{"name": "income", "kind": "float"}],
+        "features": LOAN_SCHEMA,
         "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
     }
     (tmp_path / "a.yaml").write_text(yaml.safe_dump(card))
     (tmp_path / "b.json").write_text(json.dumps(card))
     with pytest.raises(RegistryError, match=r"two model cards use this id: a\.yaml, b\.json"):
+        ModelRegistry.from_directory(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("schema", "fragment"),
+    [
+        ([], "'m.json:features': lacks the model's columns age, income"),
+        (LOAN_SCHEMA[:3], "'m.json:features': lacks the model's columns credit_cards"),
+        ([{**LOAN_SCHEMA[0], "name": ""}, *LOAN_SCHEMA[1:]], r"features\[0\]: a feature needs a name"),
+        ([*LOAN_SCHEMA, LOAN_SCHEMA[1]], r"features\[11\] \('income'\): the name is given twice"),
+        ([{**LOAN_SCHEMA[0], "low": 90, "high": 18}, *LOAN_SCHEMA[1:]], "empty domain, low 90 > high 18"),
+        ([{**LOAN_SCHEMA[1], "low": float("nan")}, LOAN_SCHEMA[0], *LOAN_SCHEMA[2:]], "must be finite"),
+        ([{**LOAN_SCHEMA[1], "high": float("inf")}, LOAN_SCHEMA[0], *LOAN_SCHEMA[2:]], "must be finite"),
+        ([*LOAN_SCHEMA[:6], {**LOAN_SCHEMA[6], "categories": []}, *LOAN_SCHEMA[7:]], "at least one category"),
+    ],
+)
+def test_a_card_schema_no_request_could_use_is_refused_when_loaded(
+    tmp_path: Path, loan_model: Pipeline, schema: list[dict[str, object]], fragment: str
+) -> None:
+    """Found fuzzing the registry: each of these cards loaded, and then every Explain was refused
+    as if the request were wrong (``instance[age]: unknown feature``, ``instance[income]: given
+    nan``, ``'high-school' is not one of its categories []``), or an empty domain was served."""
+    sio.dump(loan_model, tmp_path / "m.skops")
+    card = {
+        "id": "m",
+        "model_file": "m.skops",
+        "outputs": [TARGET],
+        "features": schema,
+        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
+    }
+    (tmp_path / "m.json").write_text(json.dumps(card))  # JSON: NaN and Infinity written as such, no YAML anchors
+    with pytest.raises(RegistryError, match=fragment):
         ModelRegistry.from_directory(tmp_path)
