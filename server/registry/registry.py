@@ -234,6 +234,8 @@ class ModelRegistry:
 def _names_a_table(path: Path) -> bool:
     """True for a points table (a YAML/JSON file whose top level has ``variables``), which a card
     names as its ``model_file``; cards have ``model_file`` or ``model_url``."""
+    if not path.is_file():  # a named pipe would block the read forever: read as a card, refused
+        return False
     try:
         data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
     except (ConfigTextError, OSError, UnicodeDecodeError):
@@ -377,7 +379,10 @@ def _card_spec(path: Path, card: ModelCard) -> ProblemSpec:
 
 
 def _read_card(path: Path) -> ModelCard:
-    """The card at ``path``, read within the configuration text's limits and checked."""
+    """The card at ``path``, read within the configuration text's limits and checked (only a
+    regular file: reading a named pipe would hang the server's start)."""
+    if not path.is_file():
+        raise RegistryError(path.name, "cannot read: not a regular file")
     try:
         data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
         return ModelCard.model_validate(data)

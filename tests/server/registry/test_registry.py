@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -190,6 +191,7 @@ def _broken_card(folder: Path, case: str) -> None:
         "UTF-16": lambda: path.write_bytes(text.encode("utf-16")),
         "a directory": path.mkdir,
         "a dangling link": lambda: path.symlink_to(folder / "gone.yaml"),
+        "a named pipe": lambda: os.mkfifo(path),
         "a key twice": lambda: path.write_text(text + "id: other\n"),
         "no outputs": lambda: path.write_text(yaml.safe_dump({**card, "outputs": []})),
         "a NUL in a path": lambda: path.write_text(yaml.safe_dump({**card, "model_file": "m\x00.skops"})),
@@ -209,6 +211,7 @@ def _broken_card(folder: Path, case: str) -> None:
         ("UTF-16", "'m.yaml': not UTF-8 text"),
         ("a directory", "'m.yaml': cannot read"),
         ("a dangling link", "'m.yaml': cannot read"),
+        ("a named pipe", "'m.yaml': cannot read: not a regular file"),
         ("a key twice", "'m.yaml': key 'id' is given twice"),
         ("no outputs", "'m.yaml:outputs'"),
         ("a NUL in a path", "'m.yaml:model_file': not a usable path"),
@@ -220,7 +223,7 @@ def _broken_card(folder: Path, case: str) -> None:
 def test_a_broken_card_is_one_error_naming_the_card_and_field(
     tmp_path: Path, loan_data: pd.DataFrame, loan_model: Pipeline, case: str, fragment: str
 ) -> None:
-    """Found fuzzing the registry: these raised UnicodeDecodeError, IsADirectoryError,
+    """Found fuzzing the registry: these hung (a named pipe), raised UnicodeDecodeError, IsADirectoryError,
     FileNotFoundError, IndexError, ValueError or KeyError with a traceback (so ``serve`` died
     with one), or a one-line error that did not say which card (a directory may hold many);
     a repeated key was silently its last value."""
