@@ -126,18 +126,10 @@ def test_a_card_can_name_a_tuned_configuration_file(tmp_path: Path, loan_model: 
     from counterplan.solver.core.config import SolverConfig
     from counterplan.solver.local.config import LateAcceptanceAcceptorConfig, LocalSearchPhaseConfig
 
-    sio.dump(loan_model, tmp_path / "m.skops")
     tuned = SolverConfig(phases=(LocalSearchPhaseConfig(acceptor=LateAcceptanceAcceptorConfig()),), random_seed=9)
     (tmp_path / "configs").mkdir()  # every *.yaml at the top level is a model card
     (tmp_path / "configs" / "tuned-solver.yaml").write_text(tuned.to_yaml())
-    card = {
-        "id": "m",
-        "model_file": "m.skops",
-        "outputs": [TARGET],
-        "features": LOAN_SCHEMA,
-        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
-        "default_solver_config": "configs/tuned-solver.yaml",
-    }
+    card = _skops_card(tmp_path, loan_model, features=LOAN_SCHEMA, default_solver_config="configs/tuned-solver.yaml")
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(card))
     model = ModelRegistry.from_directory(tmp_path).get("m")
     assert model is not None and model.default_config == tuned
@@ -171,6 +163,13 @@ def test_model_card_paths_stay_inside_the_models_directory(tmp_path: Path) -> No
         card.write_text("\n".join(f"{k}: {v}" for k, v in lines.items()) + "\n")
         with pytest.raises(RegistryError, match="outside the models directory"):
             load_card(card)
+
+
+def _skops_card(folder: Path, model: Pipeline, **fields: object) -> dict[str, object]:
+    """A card of ``model`` saved as ``m.skops`` in ``folder`` (its types trusted), with ``fields``."""
+    sio.dump(model, folder / "m.skops")
+    card: dict[str, object] = {"id": "m", "model_file": "m.skops", "outputs": [TARGET]}
+    return {**card, **fields, "trusted_types": sio.get_untrusted_types(file=folder / "m.skops")}
 
 
 def _broken_card(folder: Path, case: str) -> None:
@@ -235,14 +234,7 @@ def test_a_broken_card_is_one_error_naming_the_card_and_field(
 
 
 def test_duplicate_ids_name_both_cards(tmp_path: Path, loan_model: Pipeline) -> None:
-    sio.dump(loan_model, tmp_path / "m.skops")
-    card = {
-        "id": "m",
-        "model_file": "m.skops",
-        "outputs": [TARGET],
-        "features": LOAN_SCHEMA,
-        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
-    }
+    card = _skops_card(tmp_path, loan_model, features=LOAN_SCHEMA)
     (tmp_path / "a.yaml").write_text(yaml.safe_dump(card))
     (tmp_path / "b.json").write_text(json.dumps(card))
     with pytest.raises(RegistryError, match=r"two model cards use this id: a\.yaml, b\.json"):
@@ -268,14 +260,7 @@ def test_a_card_schema_no_request_could_use_is_refused_when_loaded(
     """Found fuzzing the registry: each of these cards loaded, and then every Explain was refused
     as if the request were wrong (``instance[age]: unknown feature``, ``instance[income]: given
     nan``, ``'high-school' is not one of its categories []``), or an empty domain was served."""
-    sio.dump(loan_model, tmp_path / "m.skops")
-    card = {
-        "id": "m",
-        "model_file": "m.skops",
-        "outputs": [TARGET],
-        "features": schema,
-        "trusted_types": sio.get_untrusted_types(file=tmp_path / "m.skops"),
-    }
+    card = _skops_card(tmp_path, loan_model, features=schema)
     (tmp_path / "m.json").write_text(json.dumps(card))  # JSON: NaN and Infinity written as such, no YAML anchors
     with pytest.raises(RegistryError, match=fragment):
         ModelRegistry.from_directory(tmp_path)
