@@ -157,10 +157,8 @@ def build(formulation: Formulation, should_stop: Callable[[], bool] | None = Non
     model = cp_model().CpModel()
     kept = _variables(model, formulation, dropped=reduced.dropped)
     extras: dict[int, Any] = {}
-    for index, stay, crossed in reduced.alone:  # b + stay + sum(crossed) >= 1
+    for index, _, _ in reduced.alone:  # its row, b + stay + sum(crossed) >= 1, leads the rows
         extras[index] = model.NewBoolVar("")
-        ones = [kept[v] if one else 1 - kept[v] for v, one in crossed]
-        model.Add(extras[index] + kept[stay] + sum(ones) >= 1)
     variables = {**kept, **extras}
     for k, (expr, low, high) in enumerate(reduced.rows):
         if should_stop is not None and k % ROWS_PER_CHECK == 0 and should_stop():

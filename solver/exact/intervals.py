@@ -91,8 +91,8 @@ class Reduction:
     numbers: list[Number]
     alone: list[Alone]
     rows: list[tuple[Expr, float, float]] = field(default_factory=list)
-    """The full program's rows without the values, the distances substituted (a row whose
-    expression is empty is a constant that fails: infeasible)."""
+    """The off-grid numbers' rows, then the full program's rows without the values, the
+    distances substituted (a row whose expression is empty is a constant that fails: infeasible)."""
 
     @property
     def dropped(self) -> set[int]:
@@ -156,7 +156,7 @@ def _substitutes(formulation: Formulation) -> Reduction:
     for number in numbers.values():
         if number.stay is not None:
             alone.append(_off_grid(formulation, number, substitutes, milp.n_vars + len(alone)))
-    return Reduction(substitutes, list(numbers.values()), alone)
+    return Reduction(substitutes, list(numbers.values()), alone, rows=[_alone_row(a) for a in alone])
 
 
 def _off_grid_number(formulation: Formulation, j: int) -> Number:
@@ -189,16 +189,16 @@ def _off_grid(formulation: Formulation, number: Number, substitutes: dict[int, L
     return index, number.stay, crossed
 
 
-def alone_row(alone: Alone) -> tuple[Expr, float]:
-    """An off-grid number's boolean ``b``: ``b + stay + sum(crossed) >= 1`` as terms and a lower
-    bound (a crossing that 0 means is ``1 - var``)."""
+def _alone_row(alone: Alone) -> tuple[Expr, float, float]:
+    """An off-grid number's boolean ``b``: ``b + stay + sum(crossed) >= 1``, a row of the reduced
+    program (a crossing that 0 means is ``1 - var``)."""
     index, stay, crossed = alone
     terms: Expr = {index: 1.0, stay: 1.0}
     lower = 1.0
     for var, one in crossed:
         terms[var] = terms.get(var, 0.0) + (1.0 if one else -1.0)
         lower -= 0.0 if one else 1.0
-    return terms, lower
+    return terms, lower, INF
 
 
 def _translate(milp: Milp, reduced: Reduction, should_stop: Callable[[], bool] | None) -> bool:
@@ -357,9 +357,6 @@ def interval_program(formulation: Formulation, should_stop: Callable[[], bool] |
         milp.integer[i] = False
     for index, _, _ in reduced.alone:
         assert milp.binary(f"leaves-off-grid[{index}]") == index
-    for alone in reduced.alone:
-        terms, lower = alone_row(alone)
-        milp.row(terms, lower, INF)
     for expr, low, high in reduced.rows:
         milp.row(expr, low, high)
     objective, offset = substituted(full.objective, reduced.substitutes)
