@@ -29,6 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
+from counterplan.server.grpc.decoding import DecodeRequests
 from counterplan.server.grpc.service import CounterfactualService
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry
@@ -180,7 +181,11 @@ def start_server(settings: ServerSettings, registry: ModelRegistry | None = None
             if settings.models_dir is not None
             else ModelRegistry.demo()
         )
-    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [ReflectionStreamLimit(settings.max_reflection_streams)]
+    # the first wraps the others: the token is checked before anything is decoded
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+        ReflectionStreamLimit(settings.max_reflection_streams),
+        DecodeRequests(),
+    ]
     if settings.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(settings.auth_token))
     options = [

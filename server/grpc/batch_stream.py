@@ -52,6 +52,7 @@ from counterplan.planning.errors import echo
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, result_message
+from counterplan.server.grpc.decoding import UndecodableRequest
 from counterplan.server.grpc.explain_steps import ExplainSteps
 from counterplan.server.grpc.refusal import Refusal, bad_request, refused
 from counterplan.server.grpc.request_log import log_request
@@ -250,6 +251,8 @@ class BatchStream:
             done = self._read_all()
         except grpc.RpcError:  # the call was cancelled while reading: _call_ended stops the rest
             done = _ReaderDone(all_read=False)
+        except UndecodableRequest as error:  # the instances read before it are still answered
+            done = _ReaderDone(all_read=False, refusal=error.refusal())
         except Exception:
             log.exception("internal error", stream_id=self.stream_id)
             message = f"internal error (stream {self.stream_id}); see the server log"

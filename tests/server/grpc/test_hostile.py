@@ -122,3 +122,71 @@ def test_floods_of_bad_fields_fit_the_error_details(client: CounterplanClient, r
     assert _refused(client, capped)[0] == ["overrides[0].allowed_values"]
     assert max(len(f) for f in fields) <= 100 and max(len(d) for d in descriptions) <= 300
     assert _healthy(running)
+
+
+_SERVICE = "/counterplan.v1.CounterfactualService"
+_NOT_A_MESSAGE = b"\xff\xff\xff\xff\x0f"  # a varint that never ends: no protobuf message decodes from it
+
+
+def _undecodable(error: Any, message_type: str) -> str:
+    """The one field violation of a request whose bytes do not decode: INVALID_ARGUMENT naming the type."""
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.code(), error.details())
+    violations = field_violations(error)
+    assert len(violations) == 1 and f"not a valid counterplan.v1.{message_type} message" in violations[0][1]
+    return violations[0][0]
+
+
+@pytest.mark.parametrize(
+    ("method", "message_type", "streams"),
+    [
+        ("Explain", "ExplainRequest", False),
+        ("ExplainStream", "ExplainRequest", True),
+        ("ListModels", "ListModelsRequest", False),
+        ("Audit", "AuditRequest", True),
+    ],
+)
+def test_bytes_that_are_not_the_request_message_are_the_clients_invalid_argument(
+    running: RunningServer, method: str, message_type: str, streams: bool
+) -> None:
+    """grpcio answered INTERNAL "Exception deserializing request!" for them (and logged a stack
+    trace): the server's fault, where the bytes are the client's."""
+    with grpc.insecure_channel(running.target) as channel, pytest.raises(grpc.RpcError) as info:
+        if streams:
+            list(channel.unary_stream(f"{_SERVICE}/{method}")(_NOT_A_MESSAGE, timeout=30))
+        else:
+            channel.unary_unary(f"{_SERVICE}/{method}")(_NOT_A_MESSAGE, timeout=30)
+    assert _undecodable(info.value, message_type) == "request"
+    assert _healthy(running)
+
+
+def test_an_undecodable_message_in_a_batch_stream_ends_it_after_the_rows_before_it(running: RunningServer) -> None:
+    """The rows read before the bad message are answered; then the stream ends with
+    INVALID_ARGUMENT naming the message's place (it was INTERNAL, with no answers)."""
+    first = pb.ExplainBatchRequest(row_id="first", request=_request()).SerializeToString()
+    with grpc.insecure_channel(running.target) as channel:
+        batch = channel.stream_stream(
+            f"{_SERVICE}/ExplainBatch", response_deserializer=pb.ExplainBatchResponse.FromString
+        )
+        responses = batch(iter([first, _NOT_A_MESSAGE]), timeout=60)
+        answered = []
+        with pytest.raises(grpc.RpcError) as info:
+            for response in responses:
+                answered.append(response)
+    assert [r.row_id for r in answered] == ["first"] and answered[0].response.valid
+    assert _undecodable(info.value, "ExplainBatchRequest") == "request (message 2 of the stream)"
+    assert _healthy(running)
+
+
+def test_the_token_is_checked_before_the_bytes_are_decoded() -> None:
+    """A caller without the token learns nothing about the service, not even that its bytes are wrong."""
+    server = start_server(ServerSettings(port=0, auth_token="s3cret"), ModelRegistry([demo_model()]))
+    try:
+        with grpc.insecure_channel(server.target) as channel, pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary(f"{_SERVICE}/Explain")(_NOT_A_MESSAGE, timeout=30)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with grpc.insecure_channel(server.target) as channel, pytest.raises(grpc.RpcError) as info:
+            metadata = (("authorization", "Bearer s3cret"),)
+            channel.unary_unary(f"{_SERVICE}/Explain")(_NOT_A_MESSAGE, timeout=30, metadata=metadata)
+        assert _undecodable(info.value, "ExplainRequest") == "request"
+    finally:
+        server.stop(grace=0)
