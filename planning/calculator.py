@@ -43,6 +43,7 @@ from counterplan.planning import scored_rows
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
 from counterplan.planning.goals import BoundGoal
+from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS, PRUNED, BendableScore, better, last_best_row
@@ -508,7 +509,7 @@ class ScoreCalculator:
         n = X.shape[0]
         predictions = _empty_predictions(self.problem, n)
         failures = _Failures(n)
-        self._predict_into(X, 0, predictions, failures)
+        self._predict_into(X, predictions, failures)
         for name, array in predictions.items():
             implausible = _implausible_rows(array)
             if implausible is None:
@@ -520,47 +521,53 @@ class ScoreCalculator:
             self._batch_failed = not (modelled & ~failures.failed).any()
         return predictions, failures
 
-    def _predict_into(self, X: FloatMatrix, offset: int, out: Predictions, failures: _Failures, depth: int = 0) -> None:
+    def _predict_into(self, X: FloatMatrix, out: Predictions, failures: _Failures) -> None:
+        """Every row's prediction into ``out``; a call the model raises on is halved
+        (:func:`~counterplan.planning.halving.call_in_halves`) to find the rows it fails on, at most
+        :data:`MAX_BISECTION_DEPTH` times while the solve's budget of failed calls lasts."""
+        calls = call_in_halves(X.shape[0], lambda run: self._call(X, run, out), self._split_failed)
+        for run, result in calls:
+            if isinstance(result, Exception):  # a run left unresolved counts as failed
+                failures.mark(run.start, run.stop, _failure_reason(result))
+
+    def _call(self, X: FloatMatrix, run: Run, out: Predictions) -> None:
+        """One model call on ``run``'s rows, its outputs written into ``out``; raises
+        :class:`_NotCalled` when the solve stops or the budget of failed calls is spent."""
         if self.gave_up is not None or (self.stop is not None and self.stop()):
-            failures.mark(offset, offset + X.shape[0], NOT_SCORED)
-            return
-        if depth > 0 and self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS:
-            # the rest of a failing batch: not bisected further
-            failures.mark(offset, offset + X.shape[0], self._bisect_reason)
-            return
+            raise _NotCalled(NOT_SCORED)
+        if run.depth > 0 and self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS:
+            raise _NotCalled(self._bisect_reason)  # the rest of a failing batch: not bisected further
         self.model_call_count += 1
-        self.model_row_count += X.shape[0]
+        self.model_row_count += run.size
         called = time.perf_counter()
         try:
             call = self.calls.predict_reference if self._reference else self.calls.predict
-            result = call(X, self.problem.space)
+            result = call(X[run.rows], self.problem.space)
+        finally:
             self._timed(time.perf_counter() - called)
-        except ModelAdapterError:
-            raise
-        except Exception as exc:  # the model's own failure: find the rows that cause it
-            self._timed(time.perf_counter() - called)
-            self.failed_model_call_count += 1
-            spent = self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS
-            reason = one_line(f"model raised {type(exc).__name__}: {exc}")
-            self._bisect_reason = reason
-            if X.shape[0] == 1 or depth >= MAX_BISECTION_DEPTH or spent:
-                failures.mark(offset, offset + X.shape[0], reason)  # a block left unresolved counts as failed
-                return
-            half = X.shape[0] // 2
-            self._predict_into(X[:half], offset, out, failures, depth + 1)
-            self._predict_into(X[half:], offset + half, out, failures, depth + 1)
-            return
         for spec in self.problem.model.outputs:
             if spec.name not in result:
                 raise ModelAdapterError("outputs", f"the model returned no output {spec.name!r}")
             values = np.asarray(result[spec.name], dtype=np.float64)
-            target = out[spec.name][offset : offset + X.shape[0]]
+            target = out[spec.name][run.rows]
             if values.shape != target.shape:
                 raise ModelAdapterError(
                     f"outputs.{spec.name}",
                     f"the model returned shape {values.shape}; expected {target.shape}",
                 )
             target[...] = values
+
+    def _split_failed(self, run: Run, error: Exception) -> tuple[Run, Run] | None:
+        """Where a failed call's rows are called again: its halves, unless it is one row, deep
+        enough or the budget is spent (the model's own failure; a run not called stays so)."""
+        if isinstance(error, _NotCalled):
+            return None
+        self.failed_model_call_count += 1
+        self._bisect_reason = _failure_reason(error)
+        spent = self.failed_model_call_count >= MAX_FAILED_MODEL_CALLS
+        if run.size == 1 or run.depth >= MAX_BISECTION_DEPTH or spent:
+            return None
+        return run.halves()
 
     def _assert_matches_reference(self, X: FloatMatrix, evaluation: Evaluation) -> None:
         for i in range(X.shape[0]):
@@ -573,6 +580,16 @@ class ScoreCalculator:
 
 PROBABILITY_TOLERANCE = 1e-6
 """Class probabilities must lie in [0, 1] and sum to 1 within this (float rounding, not more)."""
+
+
+class _NotCalled(Exception):  # noqa: N818 - a run the calculator chose not to call
+    """A run not sent to the model (the solve is stopping, or the failed calls' budget is
+    spent); its message is the rows' failure reason."""
+
+
+def _failure_reason(error: Exception) -> str:
+    """Why a run's rows failed: the model's exception, or why the run was not called."""
+    return str(error) if isinstance(error, _NotCalled) else one_line(f"model raised {type(error).__name__}: {error}")
 
 
 class _Failures:

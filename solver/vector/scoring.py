@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from counterplan.planning.calculator import FAILED_PREDICTION, MAX_BISECTION_DEPTH, MAX_FAILED_MODEL_CALLS
 from counterplan.planning.distance import feature_distance
-from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS
@@ -221,34 +221,26 @@ class BlockScorer:
         budget of failed calls lasts), so the rows the model answers keep their predictions and
         only the rest count as failed. Both depend on the instance's own rows only: its scores
         are the same in any block."""
-        out: list[tuple[slice, Predictions | None]] = []
-        pending = [(0, X.shape[0], 0)]
-        while pending:
-            start, stop, depth = pending.pop()
+
+        def call(run: Run) -> Predictions:
             self.model_calls += 1
-            predictions: Predictions | None
-            try:
-                predictions = self.model.predict(X[start:stop], self.layouts.model_space)
-            except ModelAdapterError:
-                raise
-            except Exception:  # the model's own failure: find the instances it fails on
-                predictions = None
-            if predictions is not None:
-                out.append((slice(start, stop), predictions))
-                continue
-            cut = _instance_cut(owner, start, stop)
-            if cut is not None:
-                pending += [(cut, stop, 0), (start, cut, 0)]
-                continue
-            instance = owner[start]
+            return self.model.predict(X[run.rows], self.layouts.model_space)
+
+        def split(run: Run, _: Exception) -> tuple[Run, Run] | None:
+            cut = _instance_cut(owner, run.start, run.stop)
+            if cut is not None:  # the instances it fails on first: each starts its own halving
+                return Run(run.start, cut), Run(cut, run.stop)
+            instance = owner[run.start]
             self.failed_calls_per_instance[instance] += 1
             spent = self.failed_calls_per_instance[instance] >= MAX_FAILED_MODEL_CALLS
-            if stop - start == 1 or depth >= MAX_BISECTION_DEPTH or spent:
-                out.append((slice(start, stop), None))
-            else:
-                half = (start + stop) // 2
-                pending += [(half, stop, depth + 1), (start, half, depth + 1)]
-        return out
+            if run.size == 1 or run.depth >= MAX_BISECTION_DEPTH or spent:
+                return None
+            return run.halves()
+
+        return [
+            (run.rows, None if isinstance(result, Exception) else result)
+            for run, result in call_in_halves(X.shape[0], call, split)
+        ]
 
 
 def _instance_cut(owner: IntArray, start: int, stop: int) -> int | None:
