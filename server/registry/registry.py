@@ -30,7 +30,7 @@ from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
 from counterplan.planning.profile import FeatureSpec, SchemaProfile
 from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
-from counterplan.planning.scorecard import ScorecardAdapter
+from counterplan.planning.scorecard import PointsTable, ScorecardAdapter
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import ProblemSpec, feature_rule
 from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
@@ -231,16 +231,20 @@ class ModelRegistry:
         return cls(models)
 
 
+_TABLE_KEYS = frozenset(PointsTable.model_fields)
+
+
 def _names_a_table(path: Path) -> bool:
-    """True for a points table (a YAML/JSON file whose top level has ``variables``), which a card
-    names as its ``model_file``; cards have ``model_file`` or ``model_url``."""
+    """True for a points table (a YAML/JSON file whose top level has ``variables`` and only a
+    table's keys), which a card names as its ``model_file``. A file with any other key is read as
+    a card, so a card that says ``variables`` by mistake is refused naming the key, not skipped."""
     if not path.is_file():  # a named pipe would block the read forever: read as a card, refused
         return False
     try:
         data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
     except (ConfigTextError, OSError, UnicodeDecodeError):
         return False  # read again as a card, which reports the problem
-    return isinstance(data, dict) and "variables" in data and "model_file" not in data and "model_url" not in data
+    return isinstance(data, dict) and "variables" in data and set(data) <= _TABLE_KEYS
 
 
 def _inside(card: Path, field: str, name: str) -> Path:
@@ -273,6 +277,8 @@ def load_card(path: Path, trust_pickle: bool = False) -> RegisteredModel:
 def _load_card(path: Path, trust_pickle: bool) -> RegisteredModel:
     """:func:`load_card`'s work, its errors not yet naming the card."""
     card = _read_card(path)
+    if card.target is not None and card.training_data is None:  # it names a column of that data
+        raise RegistryError(f"{path.name}:target", "names a column of the training data: give training_data too")
     # every path checked before anything loads
     model_path = _inside(path, "model_file", card.model_file) if card.model_file is not None else None
     data_path = _inside(path, "training_data", card.training_data) if card.training_data is not None else None

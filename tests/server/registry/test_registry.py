@@ -111,6 +111,10 @@ def test_pickle_needs_a_trusted_directory(tmp_path: Path, loan_data: pd.DataFram
         ({"id": "m"}, "model_file"),
         ({"id": "m", "model_file": "missing.skops", "features": []}, "no such file"),
         ({"id": "m", "model_file": "m.skops", "unknown": 1}, "unknown"),
+        # found fuzzing: the first was taken for a scorecard's points table and skipped
+        # silently; the second's target was ignored
+        ({"id": "m", "variables": [{"name": "age"}]}, "variables"),
+        ({"id": "m", "model_file": "m.skops", "features": [], "target": "approved"}, "'m.yaml:target'.*training_data"),
     ],
 )
 def test_bad_cards_name_the_problem(
