@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,11 +76,13 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     with flag_errors(instance_flag="--data"):
         first = explainer.problem(probe_row(explainer))  # the question every row is asked, checked once
         missed = _rows_missing_the_goal(explainer, first, usage=usage)
-        rng = np.random.default_rng(seed)
-        chosen = rng.permutation(missed)[: args.rows + args.heldout]
-        if len(chosen) < args.rows + (1 if args.heldout else 0):
-            raise usage(f"only {len(missed)} rows miss the goal; ask for fewer --rows/--heldout")
-        problems = [explainer.problem(int(i)) for i in chosen]
+    rng = np.random.default_rng(seed)
+    problems, unfit = _solvable_rows(explainer, rng.permutation(missed), args.rows + args.heldout)
+    if len(problems) < args.rows + (1 if args.heldout else 0):
+        skipped = f" ({unfit.count} more skipped: the model fails on them or they meet it; {unfit.first})"
+        raise usage(
+            f"only {len(problems)} rows miss the goal{skipped if unfit.count else ''}; ask for fewer --rows/--heldout"
+        )
     err = Console(stderr=True)
     # a failed trial's warning (with its traceback) repeats what the command reports in one line:
     # the error, or Ctrl-C
@@ -208,10 +211,10 @@ def _speed(slowdown: float) -> str:
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
     (the budget and the seed as the solver configuration they feed bounds them)."""
-    from counterplan.planning.errors import ProblemError  # noqa: PLC0415
+    from counterplan.planning.errors import InvalidInputError, ProblemError  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
-    from counterplan.solver.tuning import MAX_TRIALS  # noqa: PLC0415 - after the check that optuna loads
+    from counterplan.solver.tuning import MAX_TRIALS, check_row_budget  # noqa: PLC0415 - after the check that optuna loads
 
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
@@ -220,12 +223,63 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     if not 1 <= args.trials <= MAX_TRIALS:
         raise usage(f"--trials must be from 1 to {MAX_TRIALS:,}, given {args.trials:,}")
     check_seconds("--budget", args.budget, usage)
+    try:
+        check_row_budget(args.budget)
+    except InvalidInputError as exc:
+        raise usage(f"--budget {exc.problem}") from None
     check_seed("--seed", args.seed, usage)
     if args.output is not None:  # checked before minutes of trials
         try:
             check_writable_directory("output", Path(args.output))
         except ProblemError as exc:
             raise usage(f"--output: {exc.problem}") from None
+
+
+MAX_UNFIT_ROWS = 100
+"""Rows the selection (:func:`_solvable_rows`) tries before it stops looking when none of them
+could be used: a model that fails on every row would otherwise be asked about each row of a
+large table, one call a row."""
+
+
+@dataclass
+class _Unfit:
+    """The rows :func:`_solvable_rows` skipped: how many, and why the first was."""
+
+    count: int = 0
+    first: str = ""
+
+    def skip(self, why: str) -> None:
+        self.count += 1
+        self.first = self.first or why
+
+
+def _solvable_rows(explainer: Any, candidates: np.ndarray, wanted: int) -> tuple[list[Any], _Unfit]:
+    """The problems of the first ``wanted`` candidate rows a solve can score, in order: a row whose
+    problem cannot be built (an infinite value), whose original the model fails on (it raises, or
+    gives no finite prediction: :func:`~counterplan.solver.tuning.checked_original`) or that meets
+    the goal after all (a gap the selection could not judge) is skipped. Such a row stopped the
+    whole run, with the model's traceback, in the first trial; which rows were chosen depends on
+    ``--seed``, so the run failed or not by chance."""
+    from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
+    from counterplan.solver.counterfactual import best_valid  # noqa: PLC0415
+    from counterplan.solver.tuning import checked_original  # noqa: PLC0415
+
+    problems: list[Any] = []
+    unfit = _Unfit()
+    for row in candidates:
+        if len(problems) == wanted or (unfit.count >= MAX_UNFIT_ROWS and not problems):
+            break
+        try:
+            problem = explainer.problem(int(row))
+            met = best_valid(checked_original(problem))
+        except CounterplanError as exc:
+            unfit.skip(f"row {int(row)}: {exc}")
+            continue
+        if met:
+            unfit.skip(f"row {int(row)} meets the goal")  # a gap the selection could not judge
+        else:
+            problems.append(problem)
+    return problems, unfit
 
 
 def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:

@@ -16,7 +16,7 @@ from counterplan.solver import tuning
 from counterplan.solver.tuning import MEANINGFUL_GAIN, Evaluation, TuningReport
 from tests.cli import run_cli
 
-QUICK = ("--rows", "1", "--heldout", "1", "--trials", "1", "--budget", "0.05")
+QUICK = ("--rows", "1", "--heldout", "1", "--trials", "1", "--budget", "0.1")
 
 
 def _evaluation(cost: float, seconds: float) -> Evaluation:
