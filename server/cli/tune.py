@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     if interrupt.requested:  # during the held-out comparison, after the last trial
         raise stopped
     if args.output is not None:
-        Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
+        _write_output(Path(args.output), report.best_config.to_yaml())
     _print_report(report, args, first, Console())
     return 0
 
@@ -233,6 +233,39 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
             check_writable_directory("output", Path(args.output))
         except ProblemError as exc:
             raise usage(f"--output: {exc.problem}") from None
+        if _is_storage_file(Path(args.output), args.storage):
+            raise usage(f"--output: {args.output!r} is the --storage's database: writing it would destroy the study")
+
+
+def _is_storage_file(output: Path, storage: str) -> bool:
+    """Whether ``output`` names the SQLite file of the ``storage`` URL: the configuration written
+    over it after the trials destroyed the study they were kept in (and the write failed with
+    optuna's traceback)."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - optuna's RDB storage brings it
+    from sqlalchemy.exc import ArgumentError  # noqa: PLC0415
+
+    try:
+        url = make_url(storage)
+    except (ArgumentError, ValueError):  # the storage's own check names it
+        return False
+    database = url.database if url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        return False
+    return Path(database).resolve() == output.resolve()
+
+
+def _write_output(path: Path, text: str) -> None:
+    """Write the best configuration; a file system that refuses it (a full disk, a removed
+    directory) is one line, not a traceback after the trials: they are kept in the study."""
+    from counterplan.server.cli.batch import OutputError  # noqa: PLC0415
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(
+            f"--output: cannot write {str(path)!r}: {exc.strerror or exc}; the trials are kept in the study: "
+            "run the same command with another --output to write its best configuration"
+        ) from None
 
 
 MAX_UNFIT_ROWS = 100
