@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import stop_on_interrupt  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec  # noqa: PLC0415
     from counterplan.solver.batch.rows import probe_row  # noqa: PLC0415
@@ -88,19 +89,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     # the error, or Ctrl-C
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
-    def progress(study: Any, trial: Any) -> None:
-        if args.no_progress:
-            return
-        state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
-        try:
-            best = f"{study.best_value:.4f}"
-        except ValueError:
-            best = "-"
-        err.print(f"trial {trial.number}: {state}  (best {best})")
-
-    stopped = Interrupted(
-        "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
-    )
+    progress = _Progress(err, shown=not args.no_progress)
     try:  # Ctrl-C asks the study to stop (a KeyboardInterrupt of its own could be lost, see tune's stop)
         with stop_on_interrupt() as interrupt:
             report = tune(
@@ -116,13 +105,39 @@ def run(args: argparse.Namespace, usage: Any) -> int:
                 stop=interrupt,
             )
     except KeyboardInterrupt:  # the study keeps its finished trials: running again resumes it
-        raise stopped from None
+        raise progress.stopped() from None
     if interrupt.requested:  # during the held-out comparison, after the last trial
-        raise stopped
+        raise progress.stopped()
     if args.output is not None:
         _write_output(Path(args.output), report.best_config.to_yaml())
     _print_report(report, args, first, Console())
     return 0
+
+
+class _Progress:
+    """The line of each trial on stderr (unless ``--no-progress``), and the study's best trial so
+    far for the line a Ctrl-C prints."""
+
+    def __init__(self, console: Console, *, shown: bool) -> None:
+        self.console, self.shown, self.best = console, shown, ""
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        with suppress(ValueError):  # no trial completed yet
+            self.best = f"trial {study.best_trial.number}, objective {study.best_value:.4f}"
+        if self.shown:
+            state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
+            best = f"{study.best_value:.4f}" if self.best else "-"
+            self.console.print(f"trial {trial.number}: {state}  (best {best})")
+
+    def stopped(self) -> KeyboardInterrupt:
+        """What a Ctrl-C (or SIGTERM) says: the trials are kept, the best of them, and how to resume."""
+        from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
+
+        so_far = f" (the best: {self.best})" if self.best else ""
+        return Interrupted(
+            f"the finished trials{so_far} are kept in the study's --storage; run the same command to resume it; "
+            "nothing written"
+        )
 
 
 def _print_report(report: Any, args: argparse.Namespace, problem: Any, console: Console) -> None:
