@@ -546,22 +546,7 @@ def _open_study(
     configurations, or a trial's report fails), raises :class:`StudyMismatchError`, a storage
     that cannot be opened (a bare path, a missing directory, an unknown database) an
     :class:`InvalidInputError` naming it (it was SQLAlchemy's traceback)."""
-    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
-
-    try:
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            direction="minimize",
-            load_if_exists=True,
-            pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-        )
-    except (SQLAlchemyError, ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown
-        # dialect or driver, a database it cannot open: one line naming the URL
-        why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
-        raise InvalidInputError(
-            "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
-        ) from None
+    study = _create_study(study_name, storage, pruner)
     if study.directions != [optuna.study.StudyDirection.MINIMIZE]:  # a study optuna made for something else
         goal = "has several objectives" if len(study.directions) > 1 else "maximizes its objective"
         raise StudyMismatchError(
@@ -586,6 +571,48 @@ def _open_study(
     # seeds below 2**32, a solver's seed goes to 2**63 - 1: the sum is taken modulo 2**32.
     study.sampler = optuna.samplers.TPESampler(seed=(seed + len(study.trials)) % SAMPLER_SEEDS)
     return study
+
+
+OPEN_RETRIES = (0.1, 0.3, 0.9, 2.7)
+"""Seconds waited before each new attempt to open a storage another process is creating: optuna
+creates a new database's tables unguarded, so of several ``tune`` runs started at once on one
+new SQLite file (optuna's way to tune in parallel) all but one failed ("table studies already
+exists", "UNIQUE constraint failed: alembic_version")."""
+
+
+def _create_study(study_name: str, storage: str, pruner: optuna.pruners.BasePruner | None) -> optuna.Study:
+    """``optuna.create_study`` of the study, loaded if it exists, retried while another process
+    creates the storage's tables (:data:`OPEN_RETRIES`); a storage that cannot be opened raises an
+    :class:`InvalidInputError` naming it."""
+    from sqlalchemy.exc import IntegrityError, SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
+
+    for wait in (*OPEN_RETRIES, None):
+        try:
+            return optuna.create_study(
+                study_name=study_name,
+                storage=storage,
+                direction="minimize",
+                load_if_exists=True,
+                pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+            )
+        except SQLAlchemyError as exc:
+            racing = isinstance(exc, IntegrityError) or any(
+                words in str(exc) for words in ("already exists", "database is locked")
+            )
+            if not racing or wait is None:
+                raise _unopened(storage, exc) from None
+            time.sleep(wait)
+        except (ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown dialect or driver
+            raise _unopened(storage, exc) from None
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _unopened(storage: str, exc: Exception) -> InvalidInputError:
+    """One line naming the storage that could not be opened, and why (it was SQLAlchemy's traceback)."""
+    why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
+    return InvalidInputError(
+        "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
+    )
 
 
 def _importances(study: optuna.Study) -> dict[str, float]:

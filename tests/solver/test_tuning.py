@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import optuna
@@ -221,3 +222,29 @@ def test_a_row_the_model_fails_on_is_refused_naming_it(linear_problem: Counterfa
             tune(tuning, heldout, n_trials=1, budget_seconds=0.1, storage=storage)
         assert caught.value.field == field and "fails on the original instance" in caught.value.problem
     assert not optuna.get_all_study_names(storage)  # refused before a study was opened
+
+
+def test_studies_opened_at_once_on_a_new_storage_all_open(tmp_path: Path) -> None:
+    """optuna creates a new database's tables unguarded: of several tune runs started at once on
+    one new SQLite file (optuna's way to tune in parallel), all but one failed with 'cannot open
+    ...: table studies already exists' (or a UNIQUE constraint of alembic_version)."""
+    from counterplan.solver import tuning
+
+    storage = f"sqlite:///{tmp_path / 'parallel.db'}"
+    together = threading.Barrier(4)
+    errors: list[Exception] = []
+
+    def open_it() -> None:
+        together.wait()
+        try:
+            tuning._open_study("s", storage, "f" * 64, "a problem", pruner=None, seed=0)
+        except Exception as exc:  # every failure is the test's to report
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert optuna.get_all_study_names(storage) == ["s"]
