@@ -37,9 +37,11 @@ from typing import Any
 import numpy as np
 import optuna
 
-from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, echo, one_line
+from counterplan.planning.calculator import Evaluation as RowEvaluation, ScoreCalculator
+from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, ModelFailureError, echo, one_line
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
+from counterplan.solver.core.scope import CALL_MARGIN_SECONDS
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import EngineChoice, choose
 from counterplan.solver.local.config import (
@@ -77,6 +79,11 @@ MAX_TRIALS = 10_000
 """Trials one run may be asked for: each solves every tuning row within its budget, so more is a
 typo that would run for days (optuna's sampler also slows with the trials it has); a study
 resumed by running the command again continues where it stopped."""
+MIN_BUDGET_SECONDS = CALL_MARGIN_SECONDS
+"""A budget per row must be longer than this: a solve starts no model call within
+:data:`~counterplan.solver.core.scope.CALL_MARGIN_SECONDS` of its time limit (a deadline is a
+promise), so with a budget of at most that no row is searched, every trial scores the same
+(every answer invalid) and the study tunes nothing."""
 SAMPLER_SEEDS = 2**32
 """Seeds optuna's sampler takes (numpy's legacy generator): 0 to 2**32 - 1."""
 SPARSITY_WEIGHT = 0.1
@@ -176,6 +183,19 @@ def suggest_swarm_config(
         termination=TerminationConfig(spent_limit_seconds=budget_seconds, unimproved_step_count_limit=400),
         random_seed=seed,
     )
+
+
+def check_row_budget(budget_seconds: float) -> None:
+    """Refuse a budget per row in which no row can be searched (:data:`MIN_BUDGET_SECONDS`): such
+    a study ran every trial and reported a configuration chosen among answers that all were
+    the original row."""
+    if not budget_seconds > MIN_BUDGET_SECONDS:
+        raise InvalidInputError(
+            "tuning",
+            "budget_seconds",
+            f"must be more than {MIN_BUDGET_SECONDS:g} s per row (a solve starts no model call within "
+            f"{CALL_MARGIN_SECONDS:g} s of its time limit: no row would be searched), given {budget_seconds:g}",
+        )
 
 
 def with_budget(config: SolverConfig, budget_seconds: float) -> SolverConfig:
@@ -285,10 +305,37 @@ def problem_fingerprint(problems: Sequence[CounterfactualProblem]) -> str:
         digest.update(repr(problem.distance.model_dump(mode="json")).encode())
         digest.update(np.asarray(problem.scales, dtype=np.float64).tobytes())
         digest.update(repr([(spec.name, spec.classes) for spec in problem.model.outputs]).encode())
-        predictions = problem.model.predict(problem.original_row(), space)
+        predictions = checked_original(problem).predictions
         for name in sorted(predictions):
             digest.update(np.round(np.asarray(predictions[name], dtype=np.float64), 9).tobytes())
     return digest.hexdigest()
+
+
+def checked_original(problem: CounterfactualProblem) -> RowEvaluation:
+    """``problem``'s original row scored as a solve scores it first: through the real model (the
+    reference path), by the problem's score calculator.
+
+    Raises
+    ------
+    ModelFailureError
+        The model fails on the original (it raises, or gives no finite prediction): every solve
+        of the row raises so, and so would every trial scored on it.
+    """
+    evaluation = ScoreCalculator(problem).check(problem.original_row())
+    if evaluation.failures[0] is not None:
+        raise ModelFailureError.on_original(evaluation.failures[0], problem.space.missing_names)
+    return evaluation
+
+
+def _check_rows(field: str, problems: Sequence[CounterfactualProblem]) -> None:
+    """Refuse, naming the row, a problem whose original the model fails on (:func:`checked_original`),
+    before a study is opened: the first trial stopped the run with the model's own exception (the
+    fingerprint's call), or the held-out comparison after every trial."""
+    for index, problem in enumerate(problems):
+        try:
+            checked_original(problem)
+        except ModelFailureError as exc:
+            raise InvalidInputError("tuning", f"{field}[{index}]", str(exc)) from None
 
 
 def _model_name(problem: CounterfactualProblem) -> str:
@@ -324,9 +371,35 @@ def _goal_text(goal: Any, output: str) -> str:
     return f"{output}=range:{goal.low:g}..{goal.high:g}"
 
 
-def default_study_name(problems: Sequence[CounterfactualProblem]) -> str:
-    """``counterplan-`` and 12 hex digits of the problem's fingerprint: one study per problem."""
-    return f"counterplan-{problem_fingerprint(problems)[:12]}"
+def study_fingerprint(
+    problems: Sequence[CounterfactualProblem], budget_seconds: float, engine: EngineChoice | None = None
+) -> str:
+    """What a study's trial values are comparable on: the problem (:func:`problem_fingerprint`),
+    the time budget every row is solved within and the engine. A trial scored with 3 s per row is
+    no rival of one scored with 0.1 s (the longer budget finds more), and the best trial's
+    configuration keeps the budget it was scored with: mixed in one study, a resumed run with
+    another ``--budget`` reported, wrote and compared with the default a configuration of the
+    earlier budget."""
+    key = f"{problem_fingerprint(problems)}/budget={float(budget_seconds)!r}"
+    if engine is not None and engine != "local":
+        key += f"/engine={engine}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def study_summary(
+    problems: Sequence[CounterfactualProblem], budget_seconds: float, engine: EngineChoice | None = None
+) -> str:
+    """:func:`problem_summary` with the budget and the engine: what :func:`study_fingerprint` hashes, readable."""
+    with_engine = f", engine {engine}" if engine is not None and engine != "local" else ""
+    return f"{problem_summary(problems)}, {budget_seconds:g} s per row{with_engine}"
+
+
+def default_study_name(
+    problems: Sequence[CounterfactualProblem], budget_seconds: float, engine: EngineChoice | None = None
+) -> str:
+    """``counterplan-`` and 12 hex digits of the study's fingerprint (:func:`study_fingerprint`):
+    one study per problem, budget and engine."""
+    return f"counterplan-{study_fingerprint(problems, budget_seconds, engine)[:12]}"
 
 
 def tune(
@@ -354,14 +427,15 @@ def tune(
     n_trials:
         Trials to run now (a resumed study keeps its earlier ones), at most :data:`MAX_TRIALS`.
     budget_seconds:
-        Time budget per row and solve.
+        Time budget per row and solve, more than :data:`MIN_BUDGET_SECONDS`.
     storage:
         An optuna storage URL (SQLite by default; any RDB URL).
     study_name:
         Resumed when it exists in ``storage`` and was made for the same problem (the same
-        tuning rows, model, goals and distance: :func:`problem_fingerprint`);
-        a study of another problem raises :class:`StudyMismatchError`. Default:
-        :func:`default_study_name`, one study per problem.
+        tuning rows, model, goals and distance: :func:`problem_fingerprint`), budget and engine
+        (:func:`study_fingerprint`); a study of another problem, budget or engine, or one that
+        does not minimize one objective, raises :class:`StudyMismatchError`. Default:
+        :func:`default_study_name`, one study per problem, budget and engine.
     pruner:
         Default: ``MedianPruner(n_startup_trials=3, n_warmup_steps=1)``.
     on_trial:
@@ -381,11 +455,12 @@ def tune(
     """
     if not tuning_problems:
         raise ValueError("tuning needs at least one row")
-    if not 0 <= n_trials <= MAX_TRIALS or budget_seconds <= 0:
-        raise ValueError(f"n_trials must be from 0 to {MAX_TRIALS:,} and budget_seconds > 0")
-    fingerprint = problem_fingerprint(tuning_problems)  # held-out rows do not score trials
-    if engine is not None and engine != "local":
-        fingerprint = hashlib.sha256(f"{fingerprint}/engine={engine}".encode()).hexdigest()
+    if not 0 <= n_trials <= MAX_TRIALS:
+        raise ValueError(f"n_trials must be from 0 to {MAX_TRIALS:,}, given {n_trials:,}")
+    check_row_budget(budget_seconds)
+    _check_rows("tuning_problems", tuning_problems)
+    _check_rows("heldout_problems", heldout_problems)
+    fingerprint = study_fingerprint(tuning_problems, budget_seconds, engine)  # held-out rows do not score trials
 
     def with_engine(config: SolverConfig) -> SolverConfig:
         return config if engine is None else choose(tuning_problems[0], config, engine)[0]
@@ -393,10 +468,10 @@ def tune(
     with_engine(SolverConfig())  # an engine that cannot take the problem is refused before any trial
 
     study = _open_study(
-        study_name or f"counterplan-{fingerprint[:12]}",
+        study_name or f"counterplan-{fingerprint[:12]}",  # default_study_name's
         storage,
         fingerprint,
-        problem_summary(tuning_problems),
+        study_summary(tuning_problems, budget_seconds, engine),
         pruner=pruner,
         seed=seed,
     )
@@ -466,25 +541,17 @@ def _open_study(
     seed: int,
 ) -> optuna.Study:
     """The study ``study_name`` in ``storage``, new or resumed, marked as made for the problem with
-    this fingerprint; a study of another problem raises :class:`StudyMismatchError`, a storage
+    this fingerprint; a study of another problem, or one that does not minimize one objective
+    (made by optuna for something else: its sampler and pruner would seek the worst
+    configurations, or a trial's report fails), raises :class:`StudyMismatchError`, a storage
     that cannot be opened (a bare path, a missing directory, an unknown database) an
     :class:`InvalidInputError` naming it (it was SQLAlchemy's traceback)."""
-    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
-
-    try:
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            direction="minimize",
-            load_if_exists=True,
-            pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+    study = _create_study(study_name, storage, pruner)
+    if study.directions != [optuna.study.StudyDirection.MINIMIZE]:  # a study optuna made for something else
+        goal = "has several objectives" if len(study.directions) > 1 else "maximizes its objective"
+        raise StudyMismatchError(
+            "study_name", f"study {study_name!r} {goal}; a tuning study minimizes one: name another study"
         )
-    except (SQLAlchemyError, ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown
-        # dialect or driver, a database it cannot open: one line naming the URL
-        why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
-        raise InvalidInputError(
-            "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
-        ) from None
     made_for = study.user_attrs.get(FINGERPRINT_ATTR)
     if made_for is None and study.trials:
         raise StudyMismatchError(
@@ -496,7 +563,7 @@ def _open_study(
             "study_name",
             f"study {study_name!r} was made for another problem: {theirs} (fingerprint {made_for[:12]}); "
             f"this one is {summary} (fingerprint {fingerprint[:12]}); name another study, or leave the "
-            "name out for one per problem",
+            "name out for one per problem, budget and engine",
         )
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     study.set_user_attr(SUMMARY_ATTR, summary)
@@ -504,6 +571,48 @@ def _open_study(
     # seeds below 2**32, a solver's seed goes to 2**63 - 1: the sum is taken modulo 2**32.
     study.sampler = optuna.samplers.TPESampler(seed=(seed + len(study.trials)) % SAMPLER_SEEDS)
     return study
+
+
+OPEN_RETRIES = (0.1, 0.3, 0.9, 2.7)
+"""Seconds waited before each new attempt to open a storage another process is creating: optuna
+creates a new database's tables unguarded, so of several ``tune`` runs started at once on one
+new SQLite file (optuna's way to tune in parallel) all but one failed ("table studies already
+exists", "UNIQUE constraint failed: alembic_version")."""
+
+
+def _create_study(study_name: str, storage: str, pruner: optuna.pruners.BasePruner | None) -> optuna.Study:
+    """``optuna.create_study`` of the study, loaded if it exists, retried while another process
+    creates the storage's tables (:data:`OPEN_RETRIES`); a storage that cannot be opened raises an
+    :class:`InvalidInputError` naming it."""
+    from sqlalchemy.exc import IntegrityError, SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
+
+    for wait in (*OPEN_RETRIES, None):
+        try:
+            return optuna.create_study(
+                study_name=study_name,
+                storage=storage,
+                direction="minimize",
+                load_if_exists=True,
+                pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+            )
+        except SQLAlchemyError as exc:
+            racing = isinstance(exc, IntegrityError) or any(
+                words in str(exc) for words in ("already exists", "database is locked")
+            )
+            if not racing or wait is None:
+                raise _unopened(storage, exc) from None
+            time.sleep(wait)
+        except (ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown dialect or driver
+            raise _unopened(storage, exc) from None
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _unopened(storage: str, exc: Exception) -> InvalidInputError:
+    """One line naming the storage that could not be opened, and why (it was SQLAlchemy's traceback)."""
+    why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
+    return InvalidInputError(
+        "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
+    )
 
 
 def _importances(study: optuna.Study) -> dict[str, float]:

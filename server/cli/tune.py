@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     import numpy as np  # noqa: PLC0415 - this module is imported for its flags, which must load fast
     from rich.console import Console  # noqa: PLC0415
 
-    from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt  # noqa: PLC0415
+    from counterplan.server.cli.interrupt import stop_on_interrupt  # noqa: PLC0415
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec  # noqa: PLC0415
     from counterplan.solver.batch.rows import probe_row  # noqa: PLC0415
@@ -75,29 +77,19 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     with flag_errors(instance_flag="--data"):
         first = explainer.problem(probe_row(explainer))  # the question every row is asked, checked once
         missed = _rows_missing_the_goal(explainer, first, usage=usage)
-        rng = np.random.default_rng(seed)
-        chosen = rng.permutation(missed)[: args.rows + args.heldout]
-        if len(chosen) < args.rows + (1 if args.heldout else 0):
-            raise usage(f"only {len(missed)} rows miss the goal; ask for fewer --rows/--heldout")
-        problems = [explainer.problem(int(i)) for i in chosen]
+    rng = np.random.default_rng(seed)
+    problems, unfit = _solvable_rows(explainer, rng.permutation(missed), args.rows + args.heldout)
+    if len(problems) < args.rows + (1 if args.heldout else 0):
+        skipped = f" ({unfit.count} more skipped: the model fails on them or they meet it; {unfit.first})"
+        raise usage(
+            f"only {len(problems)} rows miss the goal{skipped if unfit.count else ''}; ask for fewer --rows/--heldout"
+        )
     err = Console(stderr=True)
     # a failed trial's warning (with its traceback) repeats what the command reports in one line:
     # the error, or Ctrl-C
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
-    def progress(study: Any, trial: Any) -> None:
-        if args.no_progress:
-            return
-        state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
-        try:
-            best = f"{study.best_value:.4f}"
-        except ValueError:
-            best = "-"
-        err.print(f"trial {trial.number}: {state}  (best {best})")
-
-    stopped = Interrupted(
-        "the finished trials are kept in the study's --storage; run the same command to resume it; nothing written"
-    )
+    progress = _Progress(err, shown=not args.no_progress)
     try:  # Ctrl-C asks the study to stop (a KeyboardInterrupt of its own could be lost, see tune's stop)
         with stop_on_interrupt() as interrupt:
             report = tune(
@@ -113,13 +105,39 @@ def run(args: argparse.Namespace, usage: Any) -> int:
                 stop=interrupt,
             )
     except KeyboardInterrupt:  # the study keeps its finished trials: running again resumes it
-        raise stopped from None
+        raise progress.stopped() from None
     if interrupt.requested:  # during the held-out comparison, after the last trial
-        raise stopped
+        raise progress.stopped()
     if args.output is not None:
-        Path(args.output).write_text(report.best_config.to_yaml(), encoding="utf-8")
+        _write_output(Path(args.output), report.best_config.to_yaml())
     _print_report(report, args, first, Console())
     return 0
+
+
+class _Progress:
+    """The line of each trial on stderr (unless ``--no-progress``), and the study's best trial so
+    far for the line a Ctrl-C prints."""
+
+    def __init__(self, console: Console, *, shown: bool) -> None:
+        self.console, self.shown, self.best = console, shown, ""
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        with suppress(ValueError):  # no trial completed yet
+            self.best = f"trial {study.best_trial.number}, objective {study.best_value:.4f}"
+        if self.shown:
+            state = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
+            best = f"{study.best_value:.4f}" if self.best else "-"
+            self.console.print(f"trial {trial.number}: {state}  (best {best})")
+
+    def stopped(self) -> KeyboardInterrupt:
+        """What a Ctrl-C (or SIGTERM) says: the trials are kept, the best of them, and how to resume."""
+        from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
+
+        so_far = f" (the best: {self.best})" if self.best else ""
+        return Interrupted(
+            f"the finished trials{so_far} are kept in the study's --storage; run the same command to resume it; "
+            "nothing written"
+        )
 
 
 def _print_report(report: Any, args: argparse.Namespace, problem: Any, console: Console) -> None:
@@ -208,10 +226,10 @@ def _speed(slowdown: float) -> str:
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
     (the budget and the seed as the solver configuration they feed bounds them)."""
-    from counterplan.planning.errors import ProblemError  # noqa: PLC0415
+    from counterplan.planning.errors import InvalidInputError, ProblemError  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
-    from counterplan.solver.tuning import MAX_TRIALS  # noqa: PLC0415 - after the check that optuna loads
+    from counterplan.solver.tuning import MAX_TRIALS, check_row_budget  # noqa: PLC0415 - after the check that optuna loads
 
     if args.rows < 1:
         raise usage(f"--rows must be at least 1, given {args.rows}")
@@ -220,12 +238,96 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     if not 1 <= args.trials <= MAX_TRIALS:
         raise usage(f"--trials must be from 1 to {MAX_TRIALS:,}, given {args.trials:,}")
     check_seconds("--budget", args.budget, usage)
+    try:
+        check_row_budget(args.budget)
+    except InvalidInputError as exc:
+        raise usage(f"--budget {exc.problem}") from None
     check_seed("--seed", args.seed, usage)
     if args.output is not None:  # checked before minutes of trials
         try:
             check_writable_directory("output", Path(args.output))
         except ProblemError as exc:
             raise usage(f"--output: {exc.problem}") from None
+        if _is_storage_file(Path(args.output), args.storage):
+            raise usage(f"--output: {args.output!r} is the --storage's database: writing it would destroy the study")
+
+
+def _is_storage_file(output: Path, storage: str) -> bool:
+    """Whether ``output`` names the SQLite file of the ``storage`` URL: the configuration written
+    over it after the trials destroyed the study they were kept in (and the write failed with
+    optuna's traceback)."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - optuna's RDB storage brings it
+    from sqlalchemy.exc import ArgumentError  # noqa: PLC0415
+
+    try:
+        url = make_url(storage)
+    except (ArgumentError, ValueError):  # the storage's own check names it
+        return False
+    database = url.database if url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        return False
+    return Path(database).resolve() == output.resolve()
+
+
+def _write_output(path: Path, text: str) -> None:
+    """Write the best configuration; a file system that refuses it (a full disk, a removed
+    directory) is one line, not a traceback after the trials: they are kept in the study."""
+    from counterplan.server.cli.batch import OutputError  # noqa: PLC0415
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(
+            f"--output: cannot write {str(path)!r}: {exc.strerror or exc}; the trials are kept in the study: "
+            "run the same command with another --output to write its best configuration"
+        ) from None
+
+
+MAX_UNFIT_ROWS = 100
+"""Rows the selection (:func:`_solvable_rows`) tries before it stops looking when none of them
+could be used: a model that fails on every row would otherwise be asked about each row of a
+large table, one call a row."""
+
+
+@dataclass
+class _Unfit:
+    """The rows :func:`_solvable_rows` skipped: how many, and why the first was."""
+
+    count: int = 0
+    first: str = ""
+
+    def skip(self, why: str) -> None:
+        self.count += 1
+        self.first = self.first or why
+
+
+def _solvable_rows(explainer: Any, candidates: np.ndarray, wanted: int) -> tuple[list[Any], _Unfit]:
+    """The problems of the first ``wanted`` candidate rows a solve can score, in order: a row whose
+    problem cannot be built (an infinite value), whose original the model fails on (it raises, or
+    gives no finite prediction: :func:`~counterplan.solver.tuning.checked_original`) or that meets
+    the goal after all (a gap the selection could not judge) is skipped. Such a row stopped the
+    whole run, with the model's traceback, in the first trial; which rows were chosen depends on
+    ``--seed``, so the run failed or not by chance."""
+    from counterplan.planning.errors import CounterplanError  # noqa: PLC0415
+    from counterplan.solver.counterfactual import best_valid  # noqa: PLC0415
+    from counterplan.solver.tuning import checked_original  # noqa: PLC0415
+
+    problems: list[Any] = []
+    unfit = _Unfit()
+    for row in candidates:
+        if len(problems) == wanted or (unfit.count >= MAX_UNFIT_ROWS and not problems):
+            break
+        try:
+            problem = explainer.problem(int(row))
+            met = best_valid(checked_original(problem))
+        except CounterplanError as exc:
+            unfit.skip(f"row {int(row)}: {exc}")
+            continue
+        if met:
+            unfit.skip(f"row {int(row)} meets the goal")  # a gap the selection could not judge
+        else:
+            problems.append(problem)
+    return problems, unfit
 
 
 def _rows_missing_the_goal(explainer: Any, problem: Any, *, usage: Any) -> np.ndarray:

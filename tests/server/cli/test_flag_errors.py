@@ -101,6 +101,7 @@ def test_batchs_flags_are_refused_by_name(
     [
         ("--budget", ["--budget", "1e12"]),
         ("--budget", ["--budget", "nan"]),
+        ("--budget", ["--budget", "0.05"]),  # no row could be searched: every trial scored the same
         ("--seed", ["--seed", "-1"]),
         ("--seed", ["--seed", str(2**64)]),
         ("--trials", ["--trials", "0"]),
@@ -120,7 +121,7 @@ def test_a_large_tune_seed_within_the_bound_runs(capsys: pytest.CaptureFixture[s
     """A seed past 2**32 (optuna's sampler's own bound) is one a solver takes: tuning runs with it."""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     output = tmp_path / "tuned.yaml"
-    argv = ["tune", "--trials", "1", "--rows", "2", "--heldout", "0", "--budget", "0.05"]
+    argv = ["tune", "--trials", "1", "--rows", "2", "--heldout", "0", "--budget", "0.1"]
     code, _, err = run_cli(capsys, *argv, "--storage", storage, "--seed", str(2**62), "--output", str(output))
     assert code == 0, err[-2000:]
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,6 +234,22 @@ def test_ctrl_c_during_plan_prints_one_line(tmp_path: Path) -> None:
     assert stopped.out == ""
 
 
+def _a_trial_completed(database: Path) -> Callable[[], bool]:
+    """Whether the optuna study in the SQLite file ``database`` has a complete trial."""
+
+    def ready() -> bool:
+        if not database.exists():
+            return False
+        try:
+            with closing(sqlite3.connect(database, timeout=1)) as connection:
+                query = "SELECT count(*) FROM trials WHERE state = 'COMPLETE'"
+                return bool(connection.execute(query).fetchone()[0])
+        except sqlite3.Error:  # the tables are not made yet, or the file is busy
+            return False
+
+    return ready
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_tune_prints_one_line_and_writes_nothing(tmp_path: Path) -> None:
     stopped = _interrupt(
@@ -239,9 +257,11 @@ def test_ctrl_c_during_tune_prints_one_line_and_writes_nothing(tmp_path: Path) -
         ["tune", "--trials", "200", "--rows", "4", "--heldout", "2", "--storage", "sqlite:///study.db"],
         tmp_path,
         delay=3.0,
+        ready=_a_trial_completed(tmp_path / "study.db"),
     )
     line = _one_line(stopped, progress="trial ")
     assert stopped.err[-1] == line and "resume" in line, line
+    assert "(the best: trial " in line, line  # what was found so far is said, not only kept
     assert not list(tmp_path.glob("*.yaml"))
 
 

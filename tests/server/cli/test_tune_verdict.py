@@ -7,6 +7,7 @@ speed, a time budget per row), so each verdict is tested as it is decided.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from counterplan.solver import tuning
 from counterplan.solver.tuning import MEANINGFUL_GAIN, Evaluation, TuningReport
 from tests.cli import run_cli
 
-QUICK = ("--rows", "1", "--heldout", "1", "--trials", "1", "--budget", "0.05")
+QUICK = ("--rows", "1", "--heldout", "1", "--trials", "1", "--budget", "0.1")
 
 
 def _evaluation(cost: float, seconds: float) -> Evaluation:
@@ -108,3 +109,56 @@ def test_an_output_that_cannot_be_written_is_refused_before_tuning(
     code, _, err = run_cli(capsys, "tune", *QUICK, "--output", str(tmp_path / "missing" / "tuned.yaml"))
     assert code == 2 and err.startswith("counterplan: error: --output:"), err
     assert "trial" not in err, "refused before any trial ran"
+
+
+def test_an_output_naming_the_storage_is_refused_before_tuning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written over the study's SQLite file after the trials, the configuration destroyed the
+    study they were kept in, and the report's read of it ended in optuna's traceback."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "tune", *QUICK)  # the default storage, sqlite:///counterplan-tuning.db
+    assert code == 0, err
+    for output in ("counterplan-tuning.db", str(tmp_path / "counterplan-tuning.db")):
+        code, _, err = run_cli(capsys, "tune", *QUICK, "--output", output)
+        assert code == 2 and err.count("\n") == 1 and "is the --storage's database" in err, err
+    code, out, err = run_cli(capsys, "tune", *QUICK)
+    assert code == 0 and "2 trials" in " ".join(out.split()), err  # the study is whole: it resumed
+
+
+def test_an_output_that_is_a_named_pipe_is_refused_before_tuning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write after the trials blocked until a reader came: forever. (The pipe has a reader
+    here, so a run that writes into it ends: its text fits the pipe's buffer.)"""
+    monkeypatch.chdir(tmp_path)
+    pipe = tmp_path / "tuned.yaml"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        code, _, err = run_cli(capsys, "tune", *QUICK, "--output", str(pipe))
+    finally:
+        os.close(reader)
+    assert code == 2 and err.count("\n") == 1 and "is not a regular file" in err, err
+    assert "trial" not in err, "refused before any trial ran"
+
+
+def test_an_output_the_file_system_refuses_after_the_trials_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory checked before the trials is gone when the configuration is written: the
+    write's OSError was a traceback after the whole run."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    results = iter([_evaluation(0.4, 0.1), _evaluation(0.4, 0.36)])
+
+    def evaluate(problems: Any, config: Any) -> Evaluation:
+        if folder.exists():
+            folder.rmdir()  # removed while the held-out rows are solved
+        return next(results)
+
+    monkeypatch.setattr(tuning, "evaluate_config", evaluate)
+    code, _, err = run_cli(capsys, "tune", *QUICK, "--no-progress", "--output", str(folder / "tuned.yaml"))
+    assert code == 1 and err.count("\n") == 1 and "--output: cannot write" in err, err
+    assert "the trials are kept in the study" in err, err
