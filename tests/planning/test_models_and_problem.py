@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pytest
 from sklearn.datasets import make_regression
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
 
@@ -28,6 +30,7 @@ from counterplan.planning import (
 )
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
 from counterplan.planning.profile import InstanceError
+from counterplan.solver import explain
 
 
 def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
@@ -64,6 +67,40 @@ def test_bare_estimator_gets_the_encoded_array() -> None:
     problem = CounterfactualProblem.from_dataframe(data, 0, adapter, [ClassGoal(target=1)])
     evaluation = ScoreCalculator(problem).calculate(X[:5])
     np.testing.assert_allclose(evaluation.predictions["label"], model.predict_proba(X[:5]))
+
+
+def _gaps_and_codes() -> tuple[pd.DataFrame, npt.NDArray[np.float64]]:
+    """Training data whose matrix a model is fitted on: income with gaps (a gap means approved),
+    and a grade stored as the codes 1, 5 and 9 (9 means approved)."""
+    rng = np.random.default_rng(0)
+    income = rng.normal(50.0, 15.0, 400).round(1)
+    grade = rng.choice([1, 5, 9], 400)
+    gap = rng.random(400) < 0.3
+    income[gap] = np.nan
+    data = pd.DataFrame({"income": income, "grade": grade})
+    data["approved"] = (gap | (income > 55.0) | (grade == 9)).astype(int)
+    return data, data[["income", "grade"]].to_numpy(dtype=np.float64)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_model_fitted_on_an_array_gets_nan_for_a_gap_and_the_numbers_of_codes(fast: bool) -> None:
+    """A model fitted without column names is asked on the array it was trained on: a gap is NaN
+    (not the feature's missing code, a number below the domain) and a category stored as numbers
+    is its number (not its code, its position among the categories), in the fast path and the
+    real one alike; so an instance the model approves is not explained as rejected."""
+    data, matrix = _gaps_and_codes()
+    model = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(matrix, data["approved"])
+    adapter = adapt_sklearn(model, "approved", fast=fast)
+    row = int(np.flatnonzero(np.isnan(matrix[:, 0]) & (matrix[:, 1] != 9))[0])
+    overrides = {"grade": {"kind": "categorical"}}
+    problem = CounterfactualProblem.from_dataframe(data, row, adapter, target="approved", overrides=overrides)
+    grades = np.repeat(problem.original_row(), 3, axis=0)
+    grades[:, 1] = [0.0, 1.0, 2.0]  # the codes of grades 1, 5 and 9
+    asked = np.repeat(matrix[[row]], 3, axis=0)
+    asked[:, 1] = [1.0, 5.0, 9.0]
+    got = ScoreCalculator(problem, remember_bytes=0).calculate(grades).predictions["approved"]
+    np.testing.assert_allclose(got, model.predict_proba(asked))
+    assert explain(problem, seed=0).already_met  # the model approves a gap
 
 
 def test_single_and_multi_output_regressors() -> None:

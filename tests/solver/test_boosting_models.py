@@ -49,3 +49,16 @@ def test_boosted_trees_explain_a_row_with_a_gap(make: Any) -> None:
     shown = pd.DataFrame([{k: (np.nan if v is None else v) for k, v in result.proposed.items()}])
     p = model.predict_proba(shown[list(features.columns)])[0, 1]
     assert p == pytest.approx(result.predictions["ok"]["1"], rel=1e-6)  # the model agrees, as displayed
+
+
+@pytest.mark.parametrize("make", [_xgboost, _lightgbm], ids=["xgboost", "lightgbm"])
+def test_boosted_trees_fitted_on_an_array_get_nan_for_a_gap(make: Any) -> None:
+    """Fitted on ``features.to_numpy()``, the model reads a gap as NaN: it gets NaN, not the
+    feature's missing code (a number below the domain, which it would read as a low income)."""
+    data = credit_with_gaps()
+    matrix = data[["income", "late", "ratio"]].to_numpy()
+    model = make().fit(matrix, data["ok"])
+    row = int(np.flatnonzero(np.isnan(matrix[:, 0]))[0])
+    problem = CounterfactualProblem.from_dataframe(data.drop(columns=["home"]), row, model, target="ok")
+    got = problem.model.predict(problem.original_row(), problem.space)["ok"]
+    np.testing.assert_allclose(got, model.predict_proba(matrix[[row]]), rtol=1e-6)
