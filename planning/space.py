@@ -272,9 +272,14 @@ class FeatureSpace:
         Categories come back as their strings (or the numbers they stand for), integers as
         ``int64``, booleans as ``bool``: what a scikit-learn pipeline fitted on the training
         DataFrame expects. A missing value is NaN (None in a text column), the way pandas
-        reads a CSV with gaps: a column that can hold one is float64 (object for text).
+        reads a CSV with gaps: a column that can hold one is float64 (object for text). A feature
+        whose training column was a pandas ``category`` is one (``category_dtype``).
         """
-        return pd.DataFrame(self.to_columns(X), copy=False)  # dict order is column order; columns= would reindex
+        columns: dict[str, Any] = self.to_columns(X)
+        for i, feature in enumerate(self.features):
+            if isinstance(feature, CategoricalFeature) and feature.category_dtype:  # the data's own dtype
+                columns[feature.name] = pd.Categorical(columns[feature.name], categories=self._categories[i])
+        return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
 
     def to_columns(self, X: FloatMatrix) -> dict[str, npt.NDArray[Any]]:
         """:meth:`to_frame`'s columns, by name in feature order, without building the DataFrame
