@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -190,6 +191,23 @@ def decimals_needed(values: npt.NDArray[np.float64], cap: int) -> npt.NDArray[np
 def _numbers(column: pd.Series) -> npt.NDArray[np.float64]:
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     return np.asarray(values[np.isfinite(values)], dtype=np.float64)
+
+
+def training_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with its columns named as features are everywhere (a flag, a card, a request and a
+    result name them by text): ``data`` itself when they are, else a copy naming column ``0``
+    ``"0"``. Two columns of one name (``age`` twice after a concat, or ``0`` and ``"0"``) are
+    refused naming it, where reading the one name would give both columns at once."""
+    names = [str(c) for c in data.columns]
+    counts = Counter(names)
+    twice = next((name for name in names if counts[name] > 1), None)
+    if twice is not None:
+        raise ProblemError(
+            "data", f"the column {echo(twice)} appears {counts[twice]} times; give each column its own name"
+        )
+    if all(isinstance(c, str) for c in data.columns):
+        return data
+    return data.set_axis(names, axis=1)
 
 
 class ColumnFacts:

@@ -31,6 +31,7 @@ from counterplan.planning import (
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
 from counterplan.planning.profile import InstanceError
 from counterplan.solver import explain
+from counterplan.solver.explainer import Explainer
 
 
 def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
@@ -101,6 +102,68 @@ def test_a_model_fitted_on_an_array_gets_nan_for_a_gap_and_the_numbers_of_codes(
     got = ScoreCalculator(problem, remember_bytes=0).calculate(grades).predictions["approved"]
     np.testing.assert_allclose(got, model.predict_proba(asked))
     assert explain(problem, seed=0).already_met  # the model approves a gap
+
+
+def _numbers_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"income": rng.normal(50.0, 15.0, 200).round(1), "age": rng.integers(18, 70, 200)})
+    return data.assign(approved=(data["income"] > 55.0).astype(int))
+
+
+def test_columns_named_by_numbers_are_the_features_of_their_text() -> None:
+    """A DataFrame whose columns are named 0 and 1 (``pd.DataFrame(matrix)``) has the features
+    "0" and "1", as every flag, card and result names features; the label column may be named
+    by a number too. It was refused as "column missing from the training data"."""
+    data = _numbers_frame().set_axis([0, 1, 2], axis=1)
+    model = LogisticRegression().fit(data[[0, 1]], data[2])  # no feature_names_in_: numbers are no names
+    for problem in (
+        CounterfactualProblem.from_dataframe(data, 0, model, target=2),  # type: ignore[arg-type]
+        Explainer(model, data, target=2).problem(0),  # type: ignore[arg-type]
+    ):
+        assert problem.space.names == ("0", "1")
+        np.testing.assert_allclose(
+            problem.model.predict(problem.original_row(), problem.space)["2"],
+            model.predict_proba(data[[0, 1]].iloc[[0]].to_numpy()),
+        )
+
+
+def test_two_columns_of_one_name_are_refused_naming_it() -> None:
+    data = _numbers_frame()
+    twice = pd.concat([data[["income", "age"]], data[["age", "approved"]]], axis=1)
+    model = LogisticRegression().fit(twice.iloc[:, :3].to_numpy(), twice["approved"])
+    for build in (
+        lambda: CounterfactualProblem.from_dataframe(twice, 0, model, target="approved"),
+        lambda: Explainer(model, twice, target="approved"),
+    ):
+        with pytest.raises(ProblemError, match="the column 'age' appears 2 times; give each column its own name"):
+            build()
+
+
+def test_a_one_row_dataframe_is_the_row_and_more_rows_are_refused() -> None:
+    data = _numbers_frame()
+    model = LogisticRegression().fit(data[["income", "age"]], data["approved"])
+    one = data[["income", "age"]].iloc[[3]]
+    problem = CounterfactualProblem.from_dataframe(data, one, model, target="approved")
+    assert problem.space.decode(problem.space.original) == {"income": data["income"][3], "age": data["age"][3]}
+    other = Explainer(model, data, target="approved").problem(one)
+    assert other.space.decode(other.space.original) == problem.space.decode(problem.space.original)
+    with pytest.raises(ProblemError, match="a DataFrame of 2 rows; give one row"):
+        CounterfactualProblem.from_dataframe(data, data.iloc[:2], model, target="approved")
+
+
+def test_a_model_fitted_on_fewer_columns_than_the_data_gives_is_refused_naming_them() -> None:
+    """A model fitted on an array reads its columns by position: the label column left among the
+    features (no target named) is refused up front, naming the columns, not left to fail on the
+    instance as though its gaps were the cause."""
+    data = _numbers_frame()
+    model = LogisticRegression().fit(data[["income", "age"]].to_numpy(), data["approved"])
+    with pytest.raises(
+        ProblemError, match=r"fitted on 2 columns, the data gives 3: income, age, approved \(is the label"
+    ):
+        CounterfactualProblem.from_dataframe(data, 0, model)
+    with pytest.raises(ProblemError, match="fitted on 2 columns, the data gives 3"):
+        Explainer(model, data)
+    assert CounterfactualProblem.from_dataframe(data, 0, model, target="approved").space.names == ("income", "age")
 
 
 def test_single_and_multi_output_regressors() -> None:
