@@ -300,8 +300,11 @@ def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFr
     again = problem.with_goals([ClassGoal(target=1, confidence=0.9)])
     assert again.goals[0].goal.confidence == 0.9 and again.space is not problem.space  # type: ignore[union-attr]
     regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])
-    with pytest.raises(GoalError, match="give a goal"):
+    with pytest.raises(GoalError, match=r"give a goal: .*; output 'price' is a number \(give a value or a range\)$"):
         default_goals(regressor)
+    three = CallableAdapter(lambda X: X, [OutputSpec("grade", ("low", "mid", "high"))])
+    with pytest.raises(GoalError, match=r"; output 'grade' has 3 classes \['low', 'mid', 'high'\]$"):
+        default_goals(three)  # it named the outputs only: "...needs a binary classifier; ['grade']"
 
 
 def test_a_boolean_feature_takes_a_boolean_or_0_or_1_never_a_texts_truth() -> None:
