@@ -23,8 +23,22 @@ def default_goals(model: ModelAdapter) -> list[ClassGoal]:
     outputs = model.outputs
     classifying = [o for o in outputs if o.classes is not None]
     if len(classifying) != 1 or classifying[0].classes is None or len(classifying[0].classes) != 2:
-        names = [o.name for o in outputs]
-        raise GoalError("goals", f"give a goal: the default (the second class) needs a binary classifier; {names}")
+        raise GoalError(
+            "goals", f"give a goal: the default (the second class) needs a binary classifier; {_outputs(model)}"
+        )
     spec = classifying[0]
     assert spec.classes is not None
     return [ClassGoal(output=spec.name, target=spec.classes[1])]
+
+
+def _outputs(model: ModelAdapter) -> str:
+    """What the model answers, for the refusal: each output with its classes, or numeric."""
+    told = []
+    for output in model.outputs:
+        if output.classes is None:
+            told.append(f"output {output.name!r} is a number (give a value or a range)")
+        else:
+            count = len(output.classes)
+            shown = ", ".join(repr(c) for c in output.classes[:12]) + (", ..." if count > 12 else "")
+            told.append(f"output {output.name!r} has {count} class{'' if count == 1 else 'es'} [{shown}]")
+    return "; ".join(told)

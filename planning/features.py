@@ -262,6 +262,9 @@ class CategoricalFeature(_Feature):
     category_type: CategoryType = "text"
     """What the model takes: the category strings (``text``), or codes stored as numbers
     (``integer``, ``number``: a column of 0..k codes the user marked categorical)."""
+    category_dtype: bool = False
+    """The training column was a pandas ``category``: a model given a DataFrame gets one (its
+    categories this feature's), as LightGBM and XGBoost fitted on one require."""
 
     @model_validator(mode="before")
     @classmethod

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,7 +53,6 @@ from counterplan.planning.features import (
     category_text,
     is_missing,
     parse_feature,
-    value_text,
 )
 from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names
 from counterplan.planning.space import AnyFeature
@@ -193,6 +193,23 @@ def _numbers(column: pd.Series) -> npt.NDArray[np.float64]:
     return np.asarray(values[np.isfinite(values)], dtype=np.float64)
 
 
+def training_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with its columns named as features are everywhere (a flag, a card, a request and a
+    result name them by text): ``data`` itself when they are, else a copy naming column ``0``
+    ``"0"``. Two columns of one name (``age`` twice after a concat, or ``0`` and ``"0"``) are
+    refused naming it, where reading the one name would give both columns at once."""
+    names = [str(c) for c in data.columns]
+    counts = Counter(names)
+    twice = next((name for name in names if counts[name] > 1), None)
+    if twice is not None:
+        raise ProblemError(
+            "data", f"the column {echo(twice)} appears {counts[twice]} times; give each column its own name"
+        )
+    if all(isinstance(c, str) for c in data.columns):
+        return data
+    return data.set_axis(names, axis=1)
+
+
 class ColumnFacts:
     """What inference reads off one training column, computed once.
 
@@ -203,9 +220,13 @@ class ColumnFacts:
     """
 
     def __init__(self, column: pd.Series) -> None:
-        self.is_bool = bool(pd.api.types.is_bool_dtype(column))
-        self.is_integer_dtype = bool(pd.api.types.is_integer_dtype(column))
-        self.numeric = bool(pd.api.types.is_numeric_dtype(column)) and not self.is_bool
+        self.is_bool = bool(pd.api.types.is_bool_dtype(column)) or _object_booleans(column)
+        self.declared_categorical = isinstance(column.dtype, pd.CategoricalDtype)
+        """A pandas ``category`` column: categorical whatever its categories are (numbers too)."""
+        kind = column.dtype.categories.dtype if isinstance(column.dtype, pd.CategoricalDtype) else column.dtype
+        self.is_integer_dtype = bool(pd.api.types.is_integer_dtype(kind))
+        self.numeric = bool(pd.api.types.is_numeric_dtype(kind)) and not pd.api.types.is_bool_dtype(kind)
+        """Numbers (a ``category`` column's categories may be numbers too: the model takes those)."""
         observed = column.dropna()
         self.numbers = _numbers(observed) if self.numeric else np.empty(0)
         self.low = float(self.numbers.min()) if self.numbers.size else None
@@ -214,9 +235,16 @@ class ColumnFacts:
         self.whole = infer_precision(_numbers(column)) == 0 if self.numeric else False
         self.unique_numbers = np.unique(self.numbers) if self.numeric else np.empty(0)
         self.texts: frozenset[str] = frozenset() if self.numeric else frozenset(observed.astype(str).unique().tolist())
-        self.strays = None if self.numeric or self.is_bool else _strays(observed)
+        self.strays = None if self.numeric or self.is_bool or self.declared_categorical else _strays(observed)
         """For a column of numbers pandas could not type: (values that are not numbers, values, the
         first of them); None for any other column."""
+
+
+def _object_booleans(column: pd.Series) -> bool:
+    """A column of objects holding only booleans and gaps (``True``, ``False``, ``None``: what a
+    concat with gaps or a JSON file leaves): a boolean column, not the categories "True" and
+    "False", which a model fitted on it (it read them as 1 and 0) cannot take."""
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) == "boolean"
 
 
 def _strays(observed: pd.Series) -> tuple[int, int, object] | None:
@@ -405,6 +433,8 @@ def _inferred_kind(facts: ColumnFacts, value: Any, precision_given: bool) -> str
     """The kind of a column no one named: boolean, a number's kind, or categorical."""
     if facts.is_bool:
         return "boolean"
+    if facts.declared_categorical:
+        return "categorical"
     if facts.numeric:
         return _numeric_kind(facts, value, precision_given)
     return "categorical"
@@ -445,6 +475,8 @@ def _categorical(name: str, facts: ColumnFacts, value: Any) -> dict[str, Any]:
     """Categories as text; codes stored as numbers keep their numeric type for the model."""
     missing = is_missing(value)
     spec: dict[str, Any] = {"kind": "categorical", "name": name, "value": None if missing else category_text(value)}
+    if facts.declared_categorical:
+        spec["category_dtype"] = True
     if facts.numeric:
         numbers = facts.unique_numbers
         if not missing:
@@ -454,7 +486,7 @@ def _categorical(name: str, facts: ColumnFacts, value: Any) -> dict[str, Any]:
         return spec
     categories = set(facts.texts)
     if not missing:
-        categories.add(value_text(value))
+        categories.add(spec["value"])  # as the value reads (5.0 is "5", as the check reads it)
     spec["categories"] = sorted(categories)
     return spec
 

@@ -1,8 +1,9 @@
 """Model adapters: one batched model call for a whole matrix of candidates.
 
 An adapter turns an encoded candidate matrix into what the model takes (a DataFrame with the
-original column names and category strings for a pipeline fitted on a DataFrame; the plain
-encoded array for a bare estimator) and the model's answer into named outputs: an
+original column names and category strings for a pipeline fitted on a DataFrame; for a model
+fitted on an array, the array it was trained on: the encoded matrix with NaN for a gap and codes
+stored as numbers as their numbers, :func:`model_input`) and the model's answer into named outputs: an
 ``(n, n_classes)`` probability matrix per classification output, an ``(n,)`` vector per
 numeric output. It is called once per batch, never once per row.
 
@@ -40,8 +41,11 @@ CHECK_FAST_ENV = "COUNTERPLAN_CHECK_FAST"
 """Set to 1 to run every fast-path call through the real pipeline too and compare (debugging)."""
 
 
-def _model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
-    return space.to_frame(X) if kind == "dataframe" else X
+def model_input(X: FloatMatrix, space: FeatureSpace, kind: InputKind) -> Any:
+    """What a scikit-learn model takes for the candidates ``X``: the decoded DataFrame (a model
+    fitted on one), else the array a model fitted on an array was trained on, NaN for a gap and
+    codes stored as numbers as their numbers (:meth:`~counterplan.planning.space.FeatureSpace.to_array`)."""
+    return space.to_frame(X) if kind == "dataframe" else space.to_array(X)
 
 
 class _FastCalls:
@@ -115,7 +119,7 @@ class _FastCalls:
     def predict_reference(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """The real model on its real input (the decoded DataFrame or the matrix): what answers are
         finally checked with, whatever the fast path does."""
-        return self._predictions(self._call(_model_input(X, space, self.input_kind)), X.shape[0])
+        return self._predictions(self._call(model_input(X, space, self.input_kind)), X.shape[0])
 
     def _call(self, data: Any) -> Any:
         raise NotImplementedError
@@ -139,7 +143,8 @@ class SklearnClassifierAdapter(_FastCalls):
         Name of the output (the target column's name is a good choice).
     input_kind:
         ``"dataframe"`` to pass decoded columns with their names and category strings,
-        ``"array"`` to pass the encoded matrix. Default: a DataFrame when the model was fitted
+        ``"array"`` to pass the values as an array (:func:`model_input`: the encoded matrix, NaN
+        for a gap, codes stored as numbers as their numbers). Default: a DataFrame when the model was fitted
         on one (it has ``feature_names_in_``), else the array.
     fast:
         Compile the pipeline's preprocessing (and a boosted forest) into numpy operations on the
@@ -272,7 +277,7 @@ class CallableAdapter:
 
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """Call the function once on the whole batch and name its outputs."""
-        raw = self.function(_model_input(X, space, self.input_kind))
+        raw = self.function(space.to_frame(X) if self.input_kind == "dataframe" else X)
         if isinstance(raw, dict):
             missing = [spec.name for spec in self._outputs if spec.name not in raw]
             if missing:

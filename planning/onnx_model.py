@@ -132,7 +132,7 @@ class OnnxModel:
         """The graph's inputs for the candidate rows ``X``."""
         if self.input_kind == "array":
             name, dtype, _ = self._inputs[0]
-            return {name: np.ascontiguousarray(X, dtype=dtype)}
+            return {name: np.ascontiguousarray(space.to_array(X), dtype=dtype)}
         return self._column_feeds(space.to_frame(X), space.names)
 
     def _column_feeds(self, frame: Any, names: Sequence[str]) -> dict[str, Any]:

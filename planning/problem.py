@@ -26,7 +26,7 @@ from counterplan.planning.goals import (
     bind_goals,
     describe_goals,
 )
-from counterplan.planning.inference import DataProfile
+from counterplan.planning.inference import DataProfile, training_frame
 from counterplan.planning.model_protocol import SplitReader, bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
@@ -121,7 +121,7 @@ class CounterfactualProblem:
     def from_dataframe(
         cls,
         data: pd.DataFrame,
-        instance: Mapping[str, Any] | pd.Series | int,
+        instance: Mapping[str, Any] | pd.Series | pd.DataFrame | int,
         model: ModelAdapter | Any,
         goals: Sequence[AnyGoal] | None = None,
         *,
@@ -143,9 +143,11 @@ class CounterfactualProblem:
         Parameters
         ----------
         data:
-            Training DataFrame; domains and statistics are inferred from it.
+            Training DataFrame; domains and statistics are inferred from it. Its columns are
+            named by text (a column ``0`` is the feature ``"0"``), each name once.
         instance:
-            The row to explain: a mapping, a Series, or a positional row index into ``data``.
+            The row to explain: a mapping, a Series, a one-row DataFrame, or a positional row
+            index into ``data``.
         model:
             As in the constructor. A bare scikit-learn model gets its output named ``target``.
         goals:
@@ -183,9 +185,11 @@ class CounterfactualProblem:
             A cache of plausibility models by their features' domains, kept between builds for
             the same reason (rows whose domains agree share one).
         """
+        data = training_frame(data)
+        target = None if target is None else str(target)  # named by text, as the columns are
         if target is not None and target not in data.columns:
             raise ProblemError("target", f"no column {target!r} in the data; columns: {_listed(data.columns)}")
-        row = _instance_row(data, instance)
+        row = instance_row(data, instance)
         model = bind_target(model, data, target)
         if columns is None:
             columns = model_columns_of(model, data, target)
@@ -267,12 +271,23 @@ def _scorecard_variables(model: Any) -> list[str] | None:
     return None
 
 
-def _instance_row(data: pd.DataFrame, instance: Mapping[str, Any] | pd.Series | int) -> Mapping[str, Any]:
-    """The row to explain as a mapping: given so, a Series, or the data's row at that position."""
+def instance_row(
+    data: pd.DataFrame | None, instance: Mapping[str, Any] | pd.Series | pd.DataFrame | int
+) -> Mapping[str, Any]:
+    """The row to explain as a mapping: given so, a Series, a one-row DataFrame, or the row of
+    ``data`` at that position (refused when there is no data, or no such row)."""
     if isinstance(instance, int | np.integer):
+        if data is None:
+            raise ProblemError("row", "a row by position needs the training data: give the row's values")
         if not 0 <= int(instance) < len(data):
             raise ProblemError("instance", f"row {instance} is outside the data's {len(data)} rows")
         return {str(k): v for k, v in data.iloc[int(instance)].items()}
+    if isinstance(instance, pd.DataFrame):
+        if len(instance) != 1:
+            raise ProblemError(
+                "instance", f"a DataFrame of {len(instance)} rows; give one row (explain_batch explains many)"
+            )
+        instance = instance.iloc[0]
     if isinstance(instance, pd.Series):
         return {str(k): v for k, v in instance.items()}
     return instance
@@ -429,6 +444,7 @@ def build_problem(
     features = source.features(instance, columns, spec)
     if not isinstance(model, ModelAdapter):
         model = adapt_sklearn(model, target or "prediction")
+    _check_width(model, columns, target)
     statistics = source.statistics_of(features)
     goals: Sequence[AnyGoal] = spec.goals if spec.goals is not None else default_goals(model)
     goals = spec.goals_with_margin(goals)
@@ -454,6 +470,21 @@ def build_problem(
     if target is not None and isinstance(source, DataProfile):
         problem.relevance = _relevance(source.data, source, features, goals, target)
     return problem
+
+
+def _check_width(model: ModelAdapter, columns: Sequence[str], target: str | None) -> None:
+    """A scikit-learn model fitted on an array takes its columns by position: as many features as
+    it was fitted on (``n_features_in_``), or it fails on every row, which would read as the
+    instance's fault. The label column left among the features is the usual cause."""
+    fitted: Any = getattr(model, "model", None)
+    width = getattr(fitted, "n_features_in_", None)
+    if getattr(model, "input_kind", None) != "array" or not isinstance(width, int) or width == len(columns):
+        return
+    hint = "" if target is not None else " (is the label column among them? name it as the target)"
+    raise ProblemError(
+        "columns",
+        f"the model was fitted on {width} columns, the data gives {len(columns)}: {_listed(columns)}{hint}",
+    )
 
 
 def _data_rules(

@@ -65,6 +65,19 @@ def _model_categories(features: tuple[AnyFeature, ...]) -> dict[int, npt.NDArray
     return categories
 
 
+def _array_columns(
+    features: tuple[AnyFeature, ...], missing: BoolArray
+) -> tuple[dict[int, FloatMatrix], npt.NDArray[np.intp]]:
+    """Per category column stored as numbers (``category_type`` integer or number): the number each
+    code stands for; and the columns whose original is missing (see ``FeatureSpace.to_array``)."""
+    coded = {
+        i: np.array(f.model_values(), dtype=np.float64)
+        for i, f in enumerate(features)
+        if isinstance(f, CategoricalFeature) and f.category_type != "text" and f.domain
+    }
+    return coded, np.flatnonzero(missing)
+
+
 class SplitValues(dict[int, FloatMatrix]):
     """Per column, the values just on each side of a tree model's split thresholds
     (:func:`counterplan.planning.structure.splits.split_points`), with their ``cuts``.
@@ -159,6 +172,9 @@ class FeatureSpace:
         self._decimals = np.flatnonzero(self._gridded & ~self.integral & self.mutable & ~listed)
         """The mutable floats with a precision and no allowed values: :meth:`off_grid` checks their decimals."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
+        self._coded, self._gap_columns = _array_columns(self.features, self.missing)
+        """What :meth:`to_array` changes: per category column stored as numbers, the number each
+        code stands for; the columns whose original is missing (NaN for their code)."""
         self._reported = ReportedValues(self.features)
 
     def _grid_bounds(self, on_grid: BoolArray) -> tuple[FloatMatrix, FloatMatrix]:
@@ -256,9 +272,14 @@ class FeatureSpace:
         Categories come back as their strings (or the numbers they stand for), integers as
         ``int64``, booleans as ``bool``: what a scikit-learn pipeline fitted on the training
         DataFrame expects. A missing value is NaN (None in a text column), the way pandas
-        reads a CSV with gaps: a column that can hold one is float64 (object for text).
+        reads a CSV with gaps: a column that can hold one is float64 (object for text). A feature
+        whose training column was a pandas ``category`` is one (``category_dtype``).
         """
-        return pd.DataFrame(self.to_columns(X), copy=False)  # dict order is column order; columns= would reindex
+        columns: dict[str, Any] = self.to_columns(X)
+        for i, feature in enumerate(self.features):
+            if isinstance(feature, CategoricalFeature) and feature.category_dtype:  # the data's own dtype
+                columns[feature.name] = pd.Categorical(columns[feature.name], categories=self._categories[i])
+        return pd.DataFrame(columns, copy=False)  # dict order is column order; columns= would reindex
 
     def to_columns(self, X: FloatMatrix) -> dict[str, npt.NDArray[Any]]:
         """:meth:`to_frame`'s columns, by name in feature order, without building the DataFrame
@@ -290,6 +311,29 @@ class FeatureSpace:
             else:
                 columns[feature.name] = column
         return columns
+
+    def to_array(self, X: FloatMatrix) -> FloatMatrix:
+        """The candidates as a model fitted on an array (no column names) takes them: the data's
+        values in feature order, as the training matrix held them (``data.to_numpy()``).
+
+        Numbers, booleans (0/1) and text categories (their codes: a float matrix holds no text)
+        are as encoded; a gap is NaN, not its feature's missing code (a number below the domain,
+        which a model would read as a value); a category stored as numbers (``category_type``
+        integer or number) is the number it stands for, not its code. ``X`` itself when no
+        column needs either.
+        """
+        gaps = self._gap_columns
+        if not self._coded and not gaps.size:
+            return X
+        out = np.array(X, dtype=np.float64, copy=True)
+        for i, numbers in self._coded.items():
+            codes = np.clip(np.rint(X[:, i]), 0, numbers.size - 1).astype(np.intp)  # a gap's -1: NaN below
+            out[:, i] = numbers[codes]
+        if gaps.size:
+            block = out[:, gaps]
+            block[X[:, gaps] == self.missing_code[gaps]] = np.nan
+            out[:, gaps] = block
+        return out
 
     def to_grid(self, values: FloatMatrix, columns: Any) -> FloatMatrix:
         """``values`` of ``columns`` rounded onto their grids and into the grid bounds.

@@ -19,11 +19,11 @@ import pandas as pd
 
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import ProblemError
-from counterplan.planning.inference import DataProfile
+from counterplan.planning.inference import DataProfile, training_frame
 from counterplan.planning.model_protocol import bind_target
 from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilitySettings
-from counterplan.planning.problem import AnyGoal, CounterfactualProblem, build_problem, model_columns_of
+from counterplan.planning.problem import AnyGoal, CounterfactualProblem, build_problem, instance_row, model_columns_of
 from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.spec import ProblemSpec
@@ -38,6 +38,9 @@ from counterplan.solver.result import CounterfactualResult
 if TYPE_CHECKING:
     from counterplan.planning.calculator import ModelCalls
     from counterplan.solver.batch.rows import RowSelection
+
+Row = Mapping[str, Any] | pd.Series | pd.DataFrame | int
+"""A row to explain: a mapping, a Series, a one-row DataFrame, or a position in the data."""
 
 
 class Explainer:
@@ -97,6 +100,7 @@ class Explainer:
         check: bool = True,
     ) -> None:
         self.source, self.data = _source(data, profile)
+        target = None if target is None else str(target)  # named by text, as the data's columns are
         self.model = model = bind_target(model, self.data, target)  # a served model learns its class names
         self.adapter: ModelAdapter = (
             model if isinstance(model, ModelAdapter) else adapt_sklearn(model, target or "prediction")
@@ -157,15 +161,16 @@ class Explainer:
 
     def problem(
         self,
-        row: Mapping[str, Any] | pd.Series | int,
+        row: Row,
         goals: Sequence[AnyGoal] | None = None,
         *,
         spec: ProblemSpec | None = None,
         trust_region: bool = True,
     ) -> CounterfactualProblem:
-        """The counterfactual problem of ``row`` (a mapping, a Series, or a position in ``data``),
-        under the explainer's spec (``spec``: a request's options over it; ``goals`` replace
-        its goals); ``trust_region=False`` leaves the trust region out (checking settings only)."""
+        """The counterfactual problem of ``row`` (a mapping, a Series, a one-row DataFrame, or a
+        position in ``data``), under the explainer's spec (``spec``: a request's options over it;
+        ``goals`` replace its goals); ``trust_region=False`` leaves the trust region out (checking
+        settings only)."""
         asked = self.spec if spec is None else spec.over(self.spec)
         if goals is not None:
             asked = asked.asking(goals)
@@ -175,27 +180,16 @@ class Explainer:
             asked,
             self.source,
             self.adapter,
-            self._row(row),
+            instance_row(self.data, row),
             columns=self.columns,
             target=self.target,
             cache=self._cache,
-            check_instance=not isinstance(row, int | pd.Series),
+            check_instance=not isinstance(row, int | pd.Series | pd.DataFrame),
         )
-
-    def _row(self, row: Mapping[str, Any] | pd.Series | int) -> Mapping[str, Any]:
-        if isinstance(row, int):
-            if self.data is None:
-                raise ProblemError("row", "a row by position needs the training data: give the row's values")
-            if not 0 <= row < len(self.data):
-                raise ProblemError("instance", f"row {row} is outside the data's {len(self.data)} rows")
-            return {str(k): v for k, v in self.data.iloc[row].items()}
-        if isinstance(row, pd.Series):
-            return {str(k): v for k, v in row.items()}
-        return row
 
     def solver(
         self,
-        row: Mapping[str, Any] | pd.Series | int,
+        row: Row,
         *,
         seed: int | None = None,
         goals: Sequence[AnyGoal] | None = None,
@@ -217,7 +211,7 @@ class Explainer:
 
     def explain(
         self,
-        row: Mapping[str, Any] | pd.Series | int,
+        row: Row,
         *,
         seed: int | None = None,
         goals: Sequence[AnyGoal] | None = None,
@@ -293,7 +287,8 @@ def _source(data: pd.DataFrame | None, profile: FeatureSource | None) -> tuple[F
         return profile, reference
     if not isinstance(data, pd.DataFrame) or data.empty:
         raise ProblemError("data", "give the training data as a DataFrame with at least one row")
-    return DataProfile(data), data
+    frame = training_frame(data)
+    return DataProfile(frame), frame
 
 
 def _listed(columns: Iterable[Any], most: int = 30) -> str:

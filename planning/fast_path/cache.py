@@ -34,7 +34,7 @@ def space_signature(space: FeatureSpace) -> Signature:
     parts: list[tuple[Any, ...]] = []
     for feature in space.features:
         if isinstance(feature, CategoricalFeature):
-            parts.append((feature.name, feature.kind, feature.category_type, feature.domain))
+            parts.append((feature.name, feature.kind, feature.category_type, feature.category_dtype, feature.domain))
         else:
             parts.append((feature.name, feature.kind))
     return tuple(parts)

@@ -134,9 +134,9 @@ class FastInputs:
                 block = np.rint(block)
             elif self.raw_integral.size:
                 block[:, self.raw_integral] = np.rint(block[:, self.raw_integral])
-            codes = missing_code[self.raw_sources]
-            if not np.isnan(codes).all():
-                block = np.where(block == codes, np.nan, block)
+        codes = missing_code[self.raw_sources]  # a gap is NaN in a frame and in an array alike
+        if not np.isnan(codes).all():
+            block = np.where(block == codes, np.nan, block)
         for stage in self.stages:
             if stage.columns is None:
                 block = run_layer(block, stage.ops, stage.constants)

@@ -39,7 +39,7 @@ UNKNOWN: Any = object()
 
 @dataclass(frozen=True)
 class FastPath:
-    """Compiled preprocessing (None: the estimator takes the matrix as it is) and how the final
+    """Compiled preprocessing (None: the estimator takes the array, ``FeatureSpace.to_array``) and how the final
     estimator is called: a compiled forest, or its own ``method`` on the compiled input.
 
     It holds no reference to the model (the model is given at every call), so a cache of paths
@@ -52,7 +52,7 @@ class FastPath:
 
     def __call__(self, X: FloatMatrix, space: FeatureSpace, model: Any) -> Any:
         """The final estimator's answer for the encoded candidates ``X``."""
-        data = X if self.inputs is None else self.inputs.transform(X, space.missing_code)
+        data = space.to_array(X) if self.inputs is None else self.inputs.transform(X, space.missing_code)
         if isinstance(self.trees, BaggedTrees):
             return self.trees.predict(data, final_estimator(model))
         if self.trees is not None:
@@ -70,10 +70,10 @@ def compile_fast_path(
     """The fast path of ``model.<method>`` for candidates of ``space``, checked, or None.
 
     ``input_kind`` is what the real path gives the model (``"dataframe"``: decoded columns,
-    ``"array"``: the encoded matrix); ``trees``, when given, is the final estimator's compiled
-    forest. The path must reproduce the real pipeline on probe rows (every category, bounds,
-    missing values where the space has them): its preprocessing exactly, its predictions within
-    ``rtol=1e-9, atol=1e-12``; anything else gives None.
+    ``"array"``: :meth:`~counterplan.planning.space.FeatureSpace.to_array`); ``trees``, when
+    given, is the final estimator's compiled forest. The path must reproduce the real pipeline on
+    probe rows (every category, bounds, missing values where the space has them): its
+    preprocessing exactly, its predictions within ``rtol=1e-9, atol=1e-12``; anything else gives None.
     """
     estimator = final_estimator(model)
     decoded = input_kind == "dataframe"
@@ -120,7 +120,7 @@ def agrees(path: FastPath, model: Any, space: FeatureSpace, input_kind: str) -> 
     probe = probe_rows(space)
     steps = getattr(model, "steps", None)
     try:
-        data = space.to_frame(probe) if input_kind == "dataframe" else probe
+        data = space.to_frame(probe) if input_kind == "dataframe" else space.to_array(probe)
         real_inputs = model[:-1].transform(data) if steps and len(steps) > 1 else data
         expected = getattr(final_estimator(model), path.method)(real_inputs)
         if path.inputs is not None:

@@ -51,9 +51,11 @@ def build_request(
     metadata: ModelMetadata,
     outputs: tuple[str, ...],
 ) -> InferRequest:
-    """The request asking ``outputs`` for every row of the encoded matrix ``X``."""
+    """The request asking ``outputs`` for every row of the encoded matrix ``X``: one tensor, the
+    array a model fitted on one takes (a gap NaN, codes stored as numbers their numbers:
+    :meth:`~counterplan.planning.space.FeatureSpace.to_array`), or one input per column."""
     if layout == "tensor":
-        return InferRequest((_matrix(X, metadata),), outputs)
+        return InferRequest((_matrix(space.to_array(X), metadata),), outputs)
     columns = space.to_columns(X)
     declared = {m.name: m for m in metadata.inputs}
     names = [m.name for m in metadata.inputs] if declared else list(columns)

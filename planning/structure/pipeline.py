@@ -66,17 +66,17 @@ class _Walk:
 def entry_columns(space: FeatureSpace, decoded: bool) -> list[Column]:
     """One column per feature of ``space``, as a pipeline's first step sees it: decoded into a
     DataFrame (``decoded``: numbers, booleans, categories as the model's values, missing as None or
-    NaN) or as the encoded matrix itself (category codes as numbers, the missing code -1)."""
+    NaN) or as the array a model fitted on one gets
+    (:meth:`~counterplan.planning.space.FeatureSpace.to_array`: the same, but a text category as
+    its code, a float matrix holding no text)."""
     columns: list[Column] = []
     for j, feature in enumerate(space.features):
-        nominal = isinstance(feature, CategoricalFeature | BooleanFeature)
-        if decoded and isinstance(feature, CategoricalFeature):
-            columns.append(CategoryColumn(j, (MISSING, *feature.model_values())))
-        elif decoded or not nominal:
+        if isinstance(feature, CategoricalFeature):
+            codes = not decoded and feature.category_type == "text"
+            values = tuple(float(k) for k in range(len(feature.domain))) if codes else feature.model_values()
+            columns.append(CategoryColumn(j, (MISSING, *values)))
+        else:
             columns.append(NumberColumn(j, boolean=isinstance(feature, BooleanFeature)))
-        else:  # codes in a matrix: slot k holds code k - 1, the missing code -1 in slot 0
-            count = len(feature.domain) if isinstance(feature, CategoricalFeature) else 2
-            columns.append(CategoryColumn(j, tuple(float(k) for k in range(-1, count))))
     return columns
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import joblib
 import pandas as pd
 
-from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.errors import InvalidInputError, cut, one_line
 
 
 class LoadError(InvalidInputError):
@@ -131,6 +131,14 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     return data
 
 
+def _names_a_file(text: str) -> bool:
+    """Whether ``text`` (no JSON) is the path of a file: an instance file given without its ``@``."""
+    try:
+        return len(text) < 4096 and Path(text).is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
 def load_instance(text: str) -> dict[str, Any]:
     """Parse an instance given as a JSON object, or as ``@file.json``."""
     if text.startswith("@"):
@@ -143,7 +151,8 @@ def load_instance(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LoadError("instance", f"not valid JSON: {exc.msg}") from None
+        hint = f"; to read the file, give @{cut(text, 200)}" if _names_a_file(text) else ""
+        raise LoadError("instance", f"not valid JSON: {exc.msg}{hint}") from None
     except RecursionError:  # "[[[[...": the decoder recurses per level, and this is no ValueError
         raise LoadError("instance", "not valid JSON: nested too deep") from None
     if not isinstance(value, dict):

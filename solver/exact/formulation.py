@@ -28,7 +28,7 @@ import numpy as np
 
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
-from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter
+from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter, model_input
 from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.scorecard import ScorecardAdapter
@@ -350,7 +350,7 @@ def _check_columns(formulation: Formulation, inputs: ModelInputs, original: Any,
 def _sparse_output(problem: CounterfactualProblem, inputs: ModelInputs) -> bool:
     adapter: Any = problem.model
     row = problem.space.original.reshape(1, -1)
-    data = problem.space.to_frame(row) if adapter.input_kind == "dataframe" else row
+    data = model_input(row, problem.space, adapter.input_kind)
     return hasattr(inputs.preprocess.transform(data), "toarray")
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.grid import GridUnit
+from counterplan.planning.models import model_input
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.structure.trees import Tree
 from counterplan.solver.exact.milp import Expr, Milp
@@ -297,7 +298,7 @@ def _assign_grid(x: FloatArray, f: FeatureVars, value: float, moved: bool) -> No
 def model_input_row(problem: CounterfactualProblem, inputs: ModelInputs, row: FloatArray) -> Any:
     """What the final estimator reads for ``row``, computed by the real preprocessing."""
     adapter: Any = problem.model
-    data: Any = problem.space.to_frame(row.reshape(1, -1)) if adapter.input_kind == "dataframe" else row.reshape(1, -1)
+    data: Any = model_input(row.reshape(1, -1), problem.space, adapter.input_kind)
     if inputs.preprocess is not None:
         data = inputs.preprocess.transform(data)
     if hasattr(data, "toarray"):

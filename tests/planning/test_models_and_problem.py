@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pytest
 from sklearn.datasets import make_regression
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
 
@@ -28,6 +30,8 @@ from counterplan.planning import (
 )
 from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
 from counterplan.planning.profile import InstanceError
+from counterplan.solver import explain
+from counterplan.solver.explainer import Explainer
 
 
 def test_pipeline_fitted_on_a_dataframe_gets_names_and_category_strings(
@@ -64,6 +68,102 @@ def test_bare_estimator_gets_the_encoded_array() -> None:
     problem = CounterfactualProblem.from_dataframe(data, 0, adapter, [ClassGoal(target=1)])
     evaluation = ScoreCalculator(problem).calculate(X[:5])
     np.testing.assert_allclose(evaluation.predictions["label"], model.predict_proba(X[:5]))
+
+
+def _gaps_and_codes() -> tuple[pd.DataFrame, npt.NDArray[np.float64]]:
+    """Training data whose matrix a model is fitted on: income with gaps (a gap means approved),
+    and a grade stored as the codes 1, 5 and 9 (9 means approved)."""
+    rng = np.random.default_rng(0)
+    income = rng.normal(50.0, 15.0, 400).round(1)
+    grade = rng.choice([1, 5, 9], 400)
+    gap = rng.random(400) < 0.3
+    income[gap] = np.nan
+    data = pd.DataFrame({"income": income, "grade": grade})
+    data["approved"] = (gap | (income > 55.0) | (grade == 9)).astype(int)
+    return data, data[["income", "grade"]].to_numpy(dtype=np.float64)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_model_fitted_on_an_array_gets_nan_for_a_gap_and_the_numbers_of_codes(fast: bool) -> None:
+    """A model fitted without column names is asked on the array it was trained on: a gap is NaN
+    (not the feature's missing code, a number below the domain) and a category stored as numbers
+    is its number (not its code, its position among the categories), in the fast path and the
+    real one alike; so an instance the model approves is not explained as rejected."""
+    data, matrix = _gaps_and_codes()
+    model = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(matrix, data["approved"])
+    adapter = adapt_sklearn(model, "approved", fast=fast)
+    row = int(np.flatnonzero(np.isnan(matrix[:, 0]) & (matrix[:, 1] != 9))[0])
+    overrides = {"grade": {"kind": "categorical"}}
+    problem = CounterfactualProblem.from_dataframe(data, row, adapter, target="approved", overrides=overrides)
+    grades = np.repeat(problem.original_row(), 3, axis=0)
+    grades[:, 1] = [0.0, 1.0, 2.0]  # the codes of grades 1, 5 and 9
+    asked = np.repeat(matrix[[row]], 3, axis=0)
+    asked[:, 1] = [1.0, 5.0, 9.0]
+    got = ScoreCalculator(problem, remember_bytes=0).calculate(grades).predictions["approved"]
+    np.testing.assert_allclose(got, model.predict_proba(asked))
+    assert explain(problem, seed=0).already_met  # the model approves a gap
+
+
+def _numbers_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"income": rng.normal(50.0, 15.0, 200).round(1), "age": rng.integers(18, 70, 200)})
+    return data.assign(approved=(data["income"] > 55.0).astype(int))
+
+
+def test_columns_named_by_numbers_are_the_features_of_their_text() -> None:
+    """A DataFrame whose columns are named 0 and 1 (``pd.DataFrame(matrix)``) has the features
+    "0" and "1", as every flag, card and result names features; the label column may be named
+    by a number too. It was refused as "column missing from the training data"."""
+    data = _numbers_frame().set_axis([0, 1, 2], axis=1)
+    model = LogisticRegression().fit(data[[0, 1]], data[2])  # no feature_names_in_: numbers are no names
+    for problem in (
+        CounterfactualProblem.from_dataframe(data, 0, model, target=2),  # type: ignore[arg-type]
+        Explainer(model, data, target=2).problem(0),  # type: ignore[arg-type]
+    ):
+        assert problem.space.names == ("0", "1")
+        np.testing.assert_allclose(
+            problem.model.predict(problem.original_row(), problem.space)["2"],
+            model.predict_proba(data[[0, 1]].iloc[[0]].to_numpy()),
+        )
+
+
+def test_two_columns_of_one_name_are_refused_naming_it() -> None:
+    data = _numbers_frame()
+    twice = pd.concat([data[["income", "age"]], data[["age", "approved"]]], axis=1)
+    model = LogisticRegression().fit(twice.iloc[:, :3].to_numpy(), twice["approved"])
+    for build in (
+        lambda: CounterfactualProblem.from_dataframe(twice, 0, model, target="approved"),
+        lambda: Explainer(model, twice, target="approved"),
+    ):
+        with pytest.raises(ProblemError, match="the column 'age' appears 2 times; give each column its own name"):
+            build()
+
+
+def test_a_one_row_dataframe_is_the_row_and_more_rows_are_refused() -> None:
+    data = _numbers_frame()
+    model = LogisticRegression().fit(data[["income", "age"]], data["approved"])
+    one = data[["income", "age"]].iloc[[3]]
+    problem = CounterfactualProblem.from_dataframe(data, one, model, target="approved")
+    assert problem.space.decode(problem.space.original) == {"income": data["income"][3], "age": data["age"][3]}
+    other = Explainer(model, data, target="approved").problem(one)
+    assert other.space.decode(other.space.original) == problem.space.decode(problem.space.original)
+    with pytest.raises(ProblemError, match="a DataFrame of 2 rows; give one row"):
+        CounterfactualProblem.from_dataframe(data, data.iloc[:2], model, target="approved")
+
+
+def test_a_model_fitted_on_fewer_columns_than_the_data_gives_is_refused_naming_them() -> None:
+    """A model fitted on an array reads its columns by position: the label column left among the
+    features (no target named) is refused up front, naming the columns, not left to fail on the
+    instance as though its gaps were the cause."""
+    data = _numbers_frame()
+    model = LogisticRegression().fit(data[["income", "age"]].to_numpy(), data["approved"])
+    with pytest.raises(
+        ProblemError, match=r"fitted on 2 columns, the data gives 3: income, age, approved \(is the label"
+    ):
+        CounterfactualProblem.from_dataframe(data, 0, model)
+    with pytest.raises(ProblemError, match="fitted on 2 columns, the data gives 3"):
+        Explainer(model, data)
+    assert CounterfactualProblem.from_dataframe(data, 0, model, target="approved").space.names == ("income", "age")
 
 
 def test_single_and_multi_output_regressors() -> None:
@@ -200,8 +300,11 @@ def test_no_goal_asks_for_a_binary_classifiers_second_class(loan_data: pd.DataFr
     again = problem.with_goals([ClassGoal(target=1, confidence=0.9)])
     assert again.goals[0].goal.confidence == 0.9 and again.space is not problem.space  # type: ignore[union-attr]
     regressor = CallableAdapter(lambda X: X[:, 0], [OutputSpec("price")])
-    with pytest.raises(GoalError, match="give a goal"):
+    with pytest.raises(GoalError, match=r"give a goal: .*; output 'price' is a number \(give a value or a range\)$"):
         default_goals(regressor)
+    three = CallableAdapter(lambda X: X, [OutputSpec("grade", ("low", "mid", "high"))])
+    with pytest.raises(GoalError, match=r"; output 'grade' has 3 classes \['low', 'mid', 'high'\]$"):
+        default_goals(three)  # it named the outputs only: "...needs a binary classifier; ['grade']"
 
 
 def test_a_boolean_feature_takes_a_boolean_or_0_or_1_never_a_texts_truth() -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
@@ -325,3 +326,20 @@ def test_a_three_class_tree_graph_is_read_with_its_softmax_or_averaged_probabili
     result = explain(CounterfactualProblem(_features(), goal, onnx_model), engine="exact", seed=0)
     assert result.valid and result.score_levels[3] == pytest.approx(optimum.score_levels[3], rel=1e-9, abs=1e-9)
     assert int(np.argmax(_proba_by_hand(onnx_model, result.proposed, NUMBERS))) == 2
+
+
+def test_a_graph_of_one_tensor_gets_nan_for_a_gap() -> None:
+    """A graph whose one input is the feature matrix (a model fitted on an array) gets NaN where
+    the instance has a gap, as the model it was converted from was trained on, not the feature's
+    missing code: here the imputer fills a gap with 200, which the model approves."""
+    frame, labels, _ = _data()
+    frame.loc[frame.index % 4 == 0, "income"] = np.nan
+    labels = (labels.astype(bool) | frame.income.isna()).astype(int)
+    matrix = frame.to_numpy(dtype=np.float32)
+    model = Pipeline([("fill", SimpleImputer(strategy="constant", fill_value=200.0)), ("lr", LogisticRegression())])
+    model.fit(matrix, labels)
+    graph = OnnxModel(skl2onnx.to_onnx(model, matrix[:1]).SerializeToString(), "approved")
+    problem = CounterfactualProblem.from_dataframe(frame.assign(approved=labels), 0, graph, target="approved")
+    got = graph.predict(problem.original_row(), problem.space)["approved"]
+    np.testing.assert_allclose(got, model.predict_proba(matrix[[0]]), atol=1e-5)
+    assert explain(problem, seed=0).already_met

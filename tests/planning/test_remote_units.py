@@ -153,6 +153,18 @@ def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
         build_request(X, space, "tensor", narrow, ())  # type: ignore[arg-type]
 
 
+def test_the_tensor_layout_sends_a_gap_as_null_and_codes_as_their_numbers() -> None:
+    """The one tensor is the array a model fitted on one was trained on: a gap is NaN (null over
+    REST), not the feature's missing code, and a category stored as numbers is its number."""
+    data = pd.DataFrame({"income": [10.0, np.nan, 30.0], "grade": [1, 5, 9], "y": [0, 1, 0]})
+    never_called = CallableAdapter(lambda X: X, [OutputSpec("y", (0, 1))])
+    explainer = Explainer(never_called, data, target="y", check=False, overrides={"grade": {"kind": "categorical"}})
+    space = explainer.problem(1).space
+    X = np.array([[space.missing_code[0], 2.0], [20.0, 0.0]])
+    request = build_request(X, space, "tensor", ModelMetadata("m"), ())
+    assert request_json(request)["inputs"][0]["data"] == [None, 9.0, 20.0, 1.0]
+
+
 def test_text_inputs_are_each_value_as_python_writes_it(space: object) -> None:
     """BYTES inputs turn each distinct value once; the values are what ``str`` makes of each one,
     a gap included (as the value-by-value loop wrote them), and the columns are the frame's."""

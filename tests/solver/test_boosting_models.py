@@ -49,3 +49,43 @@ def test_boosted_trees_explain_a_row_with_a_gap(make: Any) -> None:
     shown = pd.DataFrame([{k: (np.nan if v is None else v) for k, v in result.proposed.items()}])
     p = model.predict_proba(shown[list(features.columns)])[0, 1]
     assert p == pytest.approx(result.predictions["ok"]["1"], rel=1e-6)  # the model agrees, as displayed
+
+
+def _xgboost_categorical() -> Any:
+    xgboost = pytest.importorskip("xgboost")
+    return xgboost.XGBClassifier(n_estimators=30, max_depth=3, random_state=0, n_jobs=2, enable_categorical=True)
+
+
+@pytest.mark.parametrize("make", [_xgboost_categorical, _lightgbm], ids=["xgboost", "lightgbm"])
+def test_boosted_trees_fitted_on_a_category_column_get_one(make: Any) -> None:
+    """Fitted on a pandas ``category`` column, both refuse a column of text: the model gets the
+    column as a category, with the unused category of the training data left out, and the answer
+    moving it is valid through the real model on the training data's dtype."""
+    data = credit_with_gaps().dropna()
+    data["ok"] = ((data["home"] == "own") | (data["ok"] == 1)).astype(int)  # owning a home is approved
+    data["home"] = pd.Categorical(data["home"], categories=["own", "rent", "boat"])
+    features = data.drop(columns=["ok"])
+    model = make().fit(features, data["ok"])
+    proba = model.predict_proba(features)[:, 1]
+    row = int(np.flatnonzero((proba < 0.45) & (data["home"] == "rent").to_numpy())[0])
+    immutable = ["income", "late", "ratio"]
+    problem = CounterfactualProblem.from_dataframe(
+        data, row, model, [ClassGoal(target=1)], target="ok", immutable=immutable
+    )
+    result = explain(problem, seed=0)
+    assert result.valid and result.proposed["home"] == "own"
+    shown = features.iloc[[row]].assign(home=pd.Categorical(["own"], categories=["own", "rent", "boat"]))
+    assert model.predict_proba(shown)[0, 1] == pytest.approx(result.predictions["ok"]["1"], rel=1e-6)
+
+
+@pytest.mark.parametrize("make", [_xgboost, _lightgbm], ids=["xgboost", "lightgbm"])
+def test_boosted_trees_fitted_on_an_array_get_nan_for_a_gap(make: Any) -> None:
+    """Fitted on ``features.to_numpy()``, the model reads a gap as NaN: it gets NaN, not the
+    feature's missing code (a number below the domain, which it would read as a low income)."""
+    data = credit_with_gaps()
+    matrix = data[["income", "late", "ratio"]].to_numpy()
+    model = make().fit(matrix, data["ok"])
+    row = int(np.flatnonzero(np.isnan(matrix[:, 0]))[0])
+    problem = CounterfactualProblem.from_dataframe(data.drop(columns=["home"]), row, model, target="ok")
+    got = problem.model.predict(problem.original_row(), problem.space)["ok"]
+    np.testing.assert_allclose(got, model.predict_proba(matrix[[row]]), rtol=1e-6)

@@ -20,6 +20,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
 from counterplan.planning import (
+    BooleanFeature,
     CategoricalFeature,
     ClassGoal,
     CounterfactualProblem,
@@ -326,6 +327,57 @@ def test_columns_of_text_stay_categorical() -> None:
     )
     features = infer_features(frame, frame.iloc[1].to_dict(), list(frame.columns))
     assert all(isinstance(f, CategoricalFeature) for f in features)
+
+
+def test_a_number_given_for_a_text_category_adds_no_category_of_its_own() -> None:
+    """An instance giving 5.0 for the category "5" reads as "5" (as the check of unseen categories
+    reads it), and the domain gains no "5.0", a category the model never saw that the search could
+    propose."""
+    frame = pd.DataFrame({"code": ["5", "7", "x"] * 10, "income": np.arange(30.0)})
+    (code, _) = infer_features(frame, {"code": 5.0, "income": 3.0}, ["code", "income"])
+    assert isinstance(code, CategoricalFeature) and code.value == "5" and code.domain == ("5", "7", "x")
+
+
+def test_a_column_of_objects_holding_booleans_is_a_boolean() -> None:
+    """True, False and gaps held as objects (a concat with gaps, a JSON file) are a boolean
+    feature: as the categories "True" and "False" the model, which read them as 1 and 0 when it
+    was fitted, failed on the instance's text."""
+    rng = np.random.default_rng(0)
+    flag = rng.random(300) < 0.5
+    frame = pd.DataFrame({"income": rng.normal(50.0, 15.0, 300).round(1), "guarantor": flag.astype(object)})
+    frame["approved"] = (flag | (frame["income"] > 70.0)).astype(int)
+    frame.loc[0, "guarantor"] = None
+    model = HistGradientBoostingClassifier(max_iter=20, random_state=0)
+    model.fit(frame[["income", "guarantor"]].astype({"guarantor": float}), frame["approved"])
+    row = int(np.flatnonzero(~flag & (frame["income"] < 50.0).to_numpy())[1])
+    problem = CounterfactualProblem.from_dataframe(frame, row, model, target="approved", immutable=["income"])
+    assert isinstance(problem.space["guarantor"], BooleanFeature)
+    result = explain(problem, seed=0)
+    assert result.valid and result.proposed["guarantor"] is True
+
+
+def test_a_pandas_category_column_of_numbers_is_categorical_and_the_model_gets_its_numbers() -> None:
+    """A pandas ``category`` column is categorical whatever its categories are: codes 1, 5 and 9
+    kept as a category are neither refused as numbers held as objects nor sent to the model as the
+    text "9", which a model fitted on the category column does not know (it decides it as
+    missing); the model gets the numbers, and the answer moving to code 9 is valid through it."""
+    rng = np.random.default_rng(0)
+    income = rng.normal(50.0, 15.0, 400).round(1)
+    grade = rng.choice([1, 5, 9], 400)
+    frame = pd.DataFrame({"income": income, "grade": pd.Categorical(grade, categories=[1, 5, 9, 100])})
+    frame["approved"] = ((income > 60.0) | (grade == 9)).astype(int)
+    features = frame[["income", "grade"]]
+    model = HistGradientBoostingClassifier(max_iter=30, random_state=0, categorical_features="from_dtype")
+    model.fit(features, frame["approved"])
+    row = int(np.flatnonzero((grade == 5) & (income < 45.0))[0])
+    problem = CounterfactualProblem.from_dataframe(frame, row, model, target="approved", immutable=["income"])
+    feature = problem.space["grade"]
+    assert isinstance(feature, CategoricalFeature) and feature.category_type == "integer"
+    assert feature.domain == ("1", "5", "9") and feature.value == "5"  # the categories seen, as numbers read
+    result = explain(problem, seed=0)
+    assert result.valid and result.proposed["grade"] == "9"
+    asked = features.iloc[[row]].assign(grade=pd.Categorical([9], categories=[1, 5, 9, 100]))
+    assert model.predict_proba(asked)[0, 1] == pytest.approx(result.predictions["approved"]["1"])
 
 
 @pytest.mark.parametrize("engine", ["local", "exact", "swarm", "auto"])

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.models import model_input
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
 from counterplan.solver.exact.encoders.leaf_costs import Path, crossing, leaf_rows
@@ -630,7 +631,7 @@ def _model_output(problem: Any, inputs: ModelInputs | None, link: str, outputs: 
     adapter: Any = problem.model
     model = adapter.model
     original = problem.space.original.reshape(1, -1)
-    data = problem.space.to_frame(original) if adapter.input_kind == "dataframe" else original
+    data = model_input(original, problem.space, adapter.input_kind)
     final = model.steps[-1][1] if hasattr(model, "steps") else model
     if (
         inputs is not None

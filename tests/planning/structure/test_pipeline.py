@@ -312,9 +312,9 @@ def test_entry_columns_decoded_and_as_codes(frame: pd.DataFrame) -> None:
     city = space.index["city"]
     assert decoded[city] == CategoryColumn(city, (MISSING, *space.features[city].model_values()))
     assert decoded[space.index["flag"]] == NumberColumn(space.index["flag"], boolean=True)
-    codes = entry_columns(space, decoded=False)
-    assert codes[city] == CategoryColumn(city, (-1.0, 0.0, 1.0, 2.0))  # slot 0: the missing code -1
-    assert codes[space.index["flag"]] == CategoryColumn(space.index["flag"], (-1.0, 0.0, 1.0))
+    codes = entry_columns(space, decoded=False)  # the array a model fitted on one gets (FeatureSpace.to_array)
+    assert codes[city] == CategoryColumn(city, (MISSING, 0.0, 1.0, 2.0))  # a text category as its code, a gap NaN
+    assert codes[space.index["flag"]] == NumberColumn(space.index["flag"], boolean=True)  # 0 or 1, a gap NaN
     assert codes[0] == NumberColumn(0)
 
 

@@ -162,6 +162,16 @@ def test_bad_arguments_give_one_line_and_exit_2(
     assert "Traceback" not in err + out
 
 
+def test_an_instance_file_given_without_its_at_is_refused_saying_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    instance = tmp_path / "instance.json"
+    instance.write_text(json.dumps({"age": 30}), encoding="utf-8")
+    code, _, err = _run(capsys, "explain", "--no-progress", "--instance", str(instance))
+    assert code == 2 and err.count("\n") == 1
+    assert f"not valid JSON: Expecting value; to read the file, give @{instance}" in err
+
+
 def test_files_that_do_not_load_are_reported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, model_files: dict[str, Path]
 ) -> None:
