@@ -224,6 +224,36 @@ def test_answers_are_reshaped_and_checked() -> None:
         outputs_from_json({"outputs": []})
 
 
+@pytest.mark.parametrize(
+    ("datatype", "data", "problem"),
+    [
+        ("INT64", [0.3, 0.7], "not INT64: a value is not a whole number"),  # numpy read it as [0, 0]
+        ("UINT8", [-1, 1], "not UINT8: Python integer -1 out of bounds"),  # numpy's OverflowError
+        ("INT64", [10**30, 1], "not INT64: Python int too large"),
+        ("FP64", ["a", 1], "not FP64: could not convert"),
+    ],
+)
+def test_answer_values_not_of_their_datatype_are_refused(datatype: str, data: list[object], problem: str) -> None:
+    body = {"outputs": [{"name": "p", "datatype": datatype, "shape": [1, 2], "data": data}]}
+    with pytest.raises(ProtocolFormError, match=f"output 'p' has data that is {problem}"):
+        outputs_from_json(body)
+
+
+def test_grpc_answer_values_not_of_their_datatype_are_refused() -> None:
+    _, parse = oip_grpc.codecs("ModelInfer")
+    typed = parse(b"")
+    typed.outputs.add(name="p", datatype="INT8", shape=[1, 2]).contents.int_contents.extend([1000, 0])
+    with pytest.raises(ProtocolFormError, match="output 'p' has data that is not INT8"):
+        oip_grpc.read_outputs(typed)
+    raw = parse(b"")
+    raw.outputs.add(name="p", datatype="FP64", shape=[1, 1])
+    raw.raw_output_contents.append(b"\0" * 7)
+    with pytest.raises(ProtocolFormError, match="7 raw bytes are no whole number of FP64 values"):
+        oip_grpc.read_outputs(raw)
+    with pytest.raises(ProtocolFormError, match="not a ModelInferResponse message"):
+        oip_grpc.parse_answer("ModelInfer", b"\xff\xff\xff\xff\x0f")
+
+
 def test_metadata_is_read_from_json() -> None:
     metadata = metadata_from_json(
         {

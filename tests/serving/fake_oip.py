@@ -1,5 +1,6 @@
 """Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, answers that never
-end or trickle (their body or their head), and a socket that accepts connections and never answers."""
+end or trickle (their body or their head), a gRPC server answering what a test gives, and a
+socket that accepts connections and never answers."""
 
 from __future__ import annotations
 
@@ -301,6 +302,47 @@ def slow_head_server(slow: SlowHead, tls: tuple[Path, Path] | None = None) -> It
             time.sleep(0.05)
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def grpc_server(infer: Callable[[Any], Any]) -> Iterator[str]:
+    """A gRPC OIP server on loopback: ``ModelMetadata`` declares nothing, ``ModelInfer`` answers
+    ``infer(request)``, a ``ModelInferResponse`` or raw bytes sent as they are (an answer that is
+    no message). Yields the server's ``HOST:PORT``."""
+    from concurrent import futures
+
+    import grpc
+
+    from counterplan.planning.remote.oip_grpc import _messages
+
+    messages = _messages()
+
+    def metadata(request: Any, context: Any) -> Any:
+        return messages["ModelMetadataResponse"](name=request.name)
+
+    def serialize(answer: Any) -> bytes:
+        return answer if isinstance(answer, bytes) else bytes(answer.SerializeToString())
+
+    methods = {
+        "ModelMetadata": grpc.unary_unary_rpc_method_handler(
+            metadata,
+            request_deserializer=messages["ModelMetadataRequest"].FromString,
+            response_serializer=serialize,
+        ),
+        "ModelInfer": grpc.unary_unary_rpc_method_handler(
+            lambda request, context: infer(request),
+            request_deserializer=messages["ModelInferRequest"].FromString,
+            response_serializer=serialize,
+        ),
+    }
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("inference.GRPCInferenceService", methods),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(0)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from tests.serving.fake_oip import (
     answer,
     closed_port,
     flooding_server,
+    grpc_server,
     scripted_server,
     silent_socket,
     slow_head_server,
@@ -109,6 +110,23 @@ def test_a_wrong_number_of_rows_is_refused(space_and_rows: tuple[object, np.ndar
     space, X = space_and_rows
     with scripted_server(Script([(200, answer(4))])) as base, pytest.raises(RemoteModelError, match="for 5 rows"):
         model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+
+
+def test_a_grpc_answer_that_is_no_message_is_a_wrong_answer_not_the_models_failure(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """grpc reports an answer its deserializer cannot parse as INTERNAL, which read as the model
+    raising: the calculator bisected the batch, and the rows counted as the model's failures."""
+    space, X = space_and_rows
+    calls: list[int] = []
+
+    def infer(request: object) -> bytes:
+        calls.append(1)
+        return b"\xff\xff\xff\xff\x0f"
+
+    with grpc_server(infer) as target, pytest.raises(RemoteModelError, match="wrong answer: the answer is not a"):
+        model(f"grpc://{target}/m").predict(X, space)  # type: ignore[arg-type]
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("scheme", ["http", "grpc"])
