@@ -168,11 +168,15 @@ class RemoteModelError(ModelAdapterError):
 
     A :class:`ModelAdapterError`, so the score calculator stops the solve at once instead of
     bisecting the batch (every smaller call would fail the same way). ``address`` is the model's
-    address as the user gave it.
+    address as the user gave it. ``unavailable``: the server could not be reached or answered too
+    slowly (worth another try later), not a wrong answer or a refusal; a service telling its
+    caller tells the two apart (gRPC UNAVAILABLE or FAILED_PRECONDITION, never the caller's
+    INVALID_ARGUMENT).
     """
 
-    def __init__(self, address: str, problem: str) -> None:
+    def __init__(self, address: str, problem: str, *, unavailable: bool = False) -> None:
         super().__init__(address, problem)
+        self.unavailable = unavailable
 
 
 class RemoteInferenceError(ModelCallError):

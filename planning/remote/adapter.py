@@ -335,8 +335,10 @@ class RemoteModel:
                 where, f"the server does not know model {self.address.model_name!r}{version} ({exc})"
             ) from None
         except CallTimeoutError as exc:
-            raise RemoteModelError(where, f"too slow: {exc}") from None
-        except (TransientError, RefusedError) as exc:
+            raise RemoteModelError(where, f"too slow: {exc}", unavailable=True) from None
+        except TransientError as exc:
+            raise RemoteModelError(where, str(exc), unavailable=True) from None
+        except RefusedError as exc:
             raise RemoteModelError(where, str(exc)) from None
         except ProtocolFormError as exc:
             raise RemoteModelError(where, f"wrong answer: {exc}") from None
