@@ -278,10 +278,15 @@ class RemoteModel:
             asked = InferRequest(request.inputs, (served, LABEL_OUTPUT), request.parameters)
             try:
                 outputs = self._infer(asked)
-            except (RemoteModelError, RemoteInferenceError):
-                # no `predict` output to check with (MLServer's gRPC cannot even send text labels)
-                self._labels_checked = True
+            except (RemoteModelError, RemoteInferenceError) as exc:
+                if isinstance(exc, RemoteModelError) and exc.unavailable:
+                    raise  # the server, not the output asked for: asking without it would fail alike
+                # no `predict` output to check with (MLServer's gRPC cannot even send text labels),
+                # if the same rows are answered without it: a model that raises on them leaves the
+                # check to the next call
                 outputs = self._infer(request)
+                self._labels_checked = True
+                check = False
         else:
             outputs = self._infer(request)
         try:
@@ -299,11 +304,14 @@ class RemoteModel:
         """The class of each row's largest probability is the label the server predicts (rows
         without a clear largest are skipped); else the class names are in another order."""
         labels = next((t for t in outputs if t.name == LABEL_OUTPUT), None)
-        self._labels_checked = True
         if labels is None or labels.data.size != proba.shape[0]:
+            self._labels_checked = True  # the server sends no labels: nothing to check with
             return
         ordered = np.sort(proba, axis=1)
         clear = ordered[:, -1] - ordered[:, -2] > 1e-9
+        if not clear.any():
+            return  # no row whose class is clear (ties, NaN): the next call checks
+        self._labels_checked = True
         named = np.array([str(c) for c in classes], dtype=object)[np.argmax(proba, axis=1)]
         said = np.array([str(v.item() if isinstance(v, np.generic) else v) for v in labels.data], dtype=object)
         wrong = np.flatnonzero(clear & (named != said))

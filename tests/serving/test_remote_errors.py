@@ -129,6 +129,26 @@ def test_a_grpc_answer_that_is_no_message_is_a_wrong_answer_not_the_models_failu
     assert calls == [1]
 
 
+def test_a_batch_the_model_raises_on_leaves_the_class_order_check_to_the_next_call(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """The class names from the training target are checked once against the server's labels.
+    A first batch the model raised on (both with and without ``predict``) counted as checked,
+    and class names in the wrong order went on unnoticed: every probability read for the
+    wrong class."""
+    space, X = space_and_rows
+    swapped = answer(5, 0.1)  # the largest probability is column 0's ...
+    swapped["outputs"].append({"name": "predict", "datatype": "INT64", "shape": [5], "data": [1] * 5})  # ... class 1
+    script = Script([(500, "ValueError: bad rows"), (500, "ValueError: bad rows"), (200, swapped)])
+    with scripted_server(script) as base:
+        bound = RemoteModel(f"{base}/v2/models/m", retry=QUICK_RETRY, timeout=0.5).for_target("y", [0, 1])
+        with pytest.raises(RemoteInferenceError):
+            bound.predict(X, space)  # type: ignore[arg-type]
+        with pytest.raises(RemoteModelError, match="the model predicts '1' where its largest probability is"):
+            bound.predict(X, space)  # type: ignore[arg-type]
+    assert [len(body.get("outputs", [])) for body in script.bodies] == [2, 1, 2]
+
+
 @pytest.mark.parametrize("scheme", ["http", "grpc"])
 def test_a_server_that_is_down_fails_at_once(space_and_rows: tuple[object, np.ndarray], scheme: str) -> None:
     space, X = space_and_rows
