@@ -355,6 +355,37 @@ def test_a_remote_model_pickles_without_a_connection_and_binds_a_target() -> Non
         RemoteModel("grpc://h:1/m", timeout=0)
 
 
+@pytest.mark.parametrize(
+    ("url", "option", "field"),
+    [
+        ("http://h:1/v2/models/m", {"timeout": float("inf")}, "timeout"),  # REST: an OverflowError at the call
+        ("grpc://h:1/m", {"timeout": "5"}, "timeout"),
+        ("http://h:1/v2/models/m", {"connect_timeout": 0}, "connect_timeout"),  # was named 'timeout', given 10
+        ("http://h:1/v2/models/m", {"max_bytes": float("nan")}, "max_bytes"),  # a ValueError at the split
+        ("http://h:1/v2/models/m", {"max_rows": "5"}, "max_rows"),
+        ("grpc://h:1/m", {"headers": {"x-caller": "caf\u00e9"}}, "headers.x-caller"),  # gRPC INTERNAL: the model's?
+        ("grpc://h:1/m", {"headers": {"token": "a\nb"}}, "headers.token"),
+        ("http://h:1/v2/models/m", {"headers": {"a\n": "b"}}, "headers"),
+        ("http://h:1/v2/models/m", {"headers": {"n": 1}}, "headers.n"),  # httpx's TypeError at the call
+        ("grpc://h:1/m", {"headers": {"trace-bin": "x"}}, "headers.trace-bin"),
+        ("https://h:1/v2/models/m", {"verify": "/no/such/ca.pem"}, "verify"),  # FileNotFoundError at the call
+        ("grpcs://h:1/m", {"verify": False}, "verify"),  # was ignored: gRPC verified anyway
+        ("http://h:1/v2/models/m", {"retry": {"attempts": 2}}, "retry"),  # AttributeError at the call
+        ("http://h:1/v2/models/m", {"classes": [[0], [1]]}, "classes"),  # TypeError: unhashable
+    ],
+)
+def test_bad_options_are_refused_naming_them(url: str, option: dict[str, object], field: str) -> None:
+    with pytest.raises(ModelAdapterError) as info:
+        RemoteModel(url, **option)  # type: ignore[arg-type]
+    assert info.value.field == field
+
+
+def test_a_ca_bundle_that_is_no_certificate_is_refused_when_the_model_is_built(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    with pytest.raises(ModelAdapterError, match="cannot read the CA bundle"):
+        RemoteModel("https://h:1/v2/models/m", verify=str(tmp_path / "ca.pem"))
+
+
 def test_every_pool_of_a_rest_client_waits_by_the_call_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The deadline is set on the client's own pool and on its proxies' (here from the
     environment's HTTP_PROXY); a client whose pools are not where httpx keeps them (a mock

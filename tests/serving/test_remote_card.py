@@ -105,6 +105,7 @@ def test_the_server_explains_a_served_model_as_the_models_file(client: Counterpl
         ({"model_url": "http://127.0.0.1:1/v2/models/pipe", "trusted_types": ["x"]}, "trusted_types: only with"),
         ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"protocol": "rest"}}, "protocol 'rest' was asked"),
         ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"classes": ["a"]}}, r"remote\.classes.*two distinct"),
+        ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"headers": {"x": "caf\u00e9"}}}, r"remote\.headers\.x"),
     ],
     ids=[
         "both",
@@ -116,6 +117,7 @@ def test_the_server_explains_a_served_model_as_the_models_file(client: Counterpl
         "trusted-types",
         "protocol",
         "classes",
+        "header",
     ],
 )
 def test_a_card_names_its_model_once_and_readably(tmp_path: Path, fields: dict[str, Any], fragment: str) -> None:
