@@ -53,6 +53,9 @@ ROOT = Path(__file__).resolve().parents[2]
         ("grpc://127.0.0.1:8081/pipe", "grpc", "127.0.0.1:8081", "pipe", None),
         ("grpcs://h:443/m.x/versions/3", "grpc", "h:443", "m.x", "3"),
         ("http://[::1]:9000/v2/models/m", "rest", "http://[::1]:9000", "m", None),
+        ("http://gw:80/v2/models/v2", "rest", "http://gw:80", "v2", None),
+        ("http://gw:80/v2/p/v2/models/m", "rest", "http://gw:80/v2/p", "m", None),  # a prefix with a v2 step
+        ("http://[fe80::1%25eth0]:80/v2/models/m", "rest", "http://[fe80::1%25eth0]:80", "m", None),
     ],
 )
 def test_addresses_are_read(url: str, protocol: str, base: str, name: str, version: str | None) -> None:
@@ -81,6 +84,14 @@ def test_a_bare_host_takes_the_model_name_apart() -> None:
         ("grpc://h:1/a/b", "bad gRPC path"),
         ("http://h:1/v2/models/m%20x", "bad model name"),
         ("", "give the served model's address"),
+        ("http://h:1/v2/models/..", "bad model name '..'"),  # the request went to /v2/infer
+        ("http://h:1/v2/models/m/versions/..", "bad version '..'"),  # to /v2/models/m/infer: no version
+        ("grpc://h:1/.", "bad model name '.'"),
+        ("http://h:1/v2models/m", "has no /v2/models/NAME"),  # was read as /v2/models/m
+        ("http://h\x00:1/v2/models/m", "bad host"),  # httpx's InvalidURL at the first call
+        ("http://\uff48:1/v2/models/m", "bad host"),  # a fullwidth h: httpx's InvalidURL (IDNA)
+        ("grpc://h x:1/m", "bad host"),
+        ("http://h:0/v2/models/m", "port 0"),
     ],
 )
 def test_bad_addresses_are_refused_in_one_line(url: str, problem: str) -> None:
