@@ -98,6 +98,17 @@ def test_refusals_are_not_retried(space_and_rows: tuple[object, np.ndarray], sta
     assert f"HTTP {status}" in str(info.value) and len(str(info.value)) < 1100
 
 
+def test_an_error_body_cannot_act_on_the_terminal(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A server's error text reaches the command line's stderr and the logs: its escape sequences
+    (clear the screen, set the window's title) and bidirectional overrides went there as they were."""
+    space, X = space_and_rows
+    script = Script([(400, {"error": "bad \x1b[2J\x1b]0;owned\x07 \u202eevil"})])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert message.isprintable() and "HTTP 400: bad \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil" in message
+
+
 def test_a_nan_answer_comes_back_as_nan(space_and_rows: tuple[object, np.ndarray]) -> None:
     """The calculator counts a row with a non-finite output as failed, as for a local model."""
     space, X = space_and_rows
