@@ -159,7 +159,10 @@ def _rows(tensor: Tensor, start: int, stop: int) -> npt.NDArray[Any]:
 
 def read_output(outputs: tuple[Tensor, ...], name: str | None, rows: int) -> npt.NDArray[Any]:
     """The answer's output ``name`` (None or absent when only one came back: that one) as an
-    array with ``rows`` rows. Raises :class:`LayoutError` for a missing output or wrong rows."""
+    array with ``rows`` rows. Raises :class:`LayoutError` for a missing output, one given twice
+    (which of two answers is the model's?) or wrong rows."""
+    if sum(t.name == name for t in outputs) > 1:
+        raise LayoutError(f"the answer has output {name!r} more than once")
     chosen = next((t for t in outputs if t.name == name), None)
     if chosen is None:
         if name is not None and len(outputs) > 1:

@@ -226,6 +226,8 @@ def test_answers_are_reshaped_and_checked() -> None:
         read_output(outputs, "predict_proba", 3)
     with pytest.raises(LayoutError, match="no output 'x'"):
         read_output(outputs, "x", 2)
+    with pytest.raises(LayoutError, match="output 'predict_proba' more than once"):  # the first was taken
+        read_output((*outputs, outputs[1]), "predict_proba", 2)
     with pytest.raises(LayoutError, match="not probabilities"):
         probabilities(read_output(outputs, "predict", 2), 2, "predict")
     bad = {"outputs": [{"name": "p", "datatype": "FP64", "shape": [2, 2], "data": [0.1, 0.9, 0.8]}]}
