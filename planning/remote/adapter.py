@@ -66,6 +66,9 @@ LABEL_OUTPUT = "predict"
 class RemoteModel:
     """A model served over the Open Inference Protocol v2 (REST or gRPC).
 
+    Each option is checked when the model is built (:mod:`~counterplan.planning.remote.options`),
+    a bad one refused with a :class:`~counterplan.planning.errors.ModelAdapterError` naming it.
+
     Parameters
     ----------
     url:
@@ -106,9 +109,6 @@ class RemoteModel:
     verify:
         TLS: verify the server's certificate (or a CA bundle's path, a file or a directory; REST
         only: a gRPC channel verifies with gRPC's roots, ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``).
-
-    Each option is checked here (:mod:`~counterplan.planning.remote.options`), a bad one refused
-    with a :class:`~counterplan.planning.errors.ModelAdapterError` naming it.
     """
 
     def __init__(
