@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -151,6 +152,43 @@ def test_declared_inputs_set_the_order_datatypes_and_shapes(space: object) -> No
     unknown = ModelMetadata("m", inputs=(TensorMeta("nope", "FP64", (-1,)), TensorMeta("age", "FP64", (-1,))))
     with pytest.raises(LayoutError, match=r"declares inputs \['nope'\]"):
         build_request(X, space, "columns", unknown, ())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("declared", "row", "problem"),
+    [
+        (("age", "INT8"), [10.5, 300.0, 0.0, 1.0], "input 'age' is INT8, which cannot carry the value 300"),  # sent 44
+        (("age", "UINT8"), [10.5, -1.0, 0.0, 1.0], "input 'age' is UINT8, which cannot carry the value -1"),  # 255
+        (("income", "INT64"), [10.5, 30.0, 0.0, 1.0], "input 'income' is INT64, which cannot carry the value 10.5"),
+        (("income", "INT64"), [np.nan, 30.0, 0.0, 1.0], "input 'income' is INT64, which cannot carry the value nan"),
+        (("income", "FP16"), [1e6, 30.0, 0.0, 1.0], "input 'income' is FP16, which cannot carry the value 1000000.0"),
+        (("home", "BOOL"), [10.5, 30.0, 0.0, 1.0], "input 'home' is BOOL, and the feature's values are text"),  # True
+        (("home", "FP64"), [10.5, 30.0, 0.0, 1.0], "input 'home' is FP64, and the feature's values are text"),
+    ],
+)
+def test_values_a_declared_input_cannot_carry_are_refused(
+    space: object, declared: tuple[str, str], row: list[float], problem: str
+) -> None:
+    """numpy's casts are silent: the model would answer about values no candidate has."""
+    metadata = ModelMetadata("m", inputs=(TensorMeta(*declared, (-1,)),), parameters={"content_type": "pd"})
+    with pytest.raises(LayoutError, match=re.escape(problem)):
+        build_request(np.array([row]), space, "columns", metadata, ())  # type: ignore[arg-type]
+
+
+def test_a_declared_narrower_type_takes_the_values_it_can_carry(space: object) -> None:
+    metadata = ModelMetadata(
+        "m",
+        inputs=(
+            TensorMeta("age", "INT8", (-1,)),
+            TensorMeta("income", "FP16", (-1,)),
+            TensorMeta("flag", "INT8", (-1,)),
+        ),
+        parameters={"content_type": "pd"},
+    )
+    request = build_request(np.array([[10.5, 30.0, 0.0, 1.0]]), space, "columns", metadata, ())  # type: ignore[arg-type]
+    assert [t.data.tolist() for t in request.inputs] == [[30], [10.5], [1]]
+    nan = build_request(np.array([[np.nan, 30.0, 0.0, 1.0]]), space, "columns", ModelMetadata("m"), ())  # type: ignore[arg-type]
+    assert request_json(nan)["inputs"][0]["data"] == [None]  # a missing number in a float input: null
 
 
 def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
