@@ -33,9 +33,9 @@ def answer(rows: int, proba: float | str = 0.25) -> dict[str, Any]:
 
 
 class Script:
-    """The statuses (and bodies) the infer route answers, in order; the last repeats."""
+    """The statuses (and bodies, and headers) the infer route answers, in order; the last repeats."""
 
-    def __init__(self, replies: list[tuple[int, Any]]) -> None:
+    def __init__(self, replies: list[tuple[int, Any]] | list[tuple[int, Any, dict[str, str]]]) -> None:
         self.replies = replies
         self.infer_calls = 0
         self.bodies: list[Any] = []
@@ -53,11 +53,13 @@ def scripted_server(script: Script) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _send(self, status: int, body: Any) -> None:
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             text = body if isinstance(body, str) else json.dumps(body)
             raw = text.encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json" if not isinstance(body, str) else "text/plain")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
             self.wfile.write(raw)
@@ -74,9 +76,9 @@ def scripted_server(script: Script) -> Iterator[str]:
             script.headers.append({k.lower(): v for k, v in self.headers.items()})
             i = min(script.infer_calls, len(script.replies) - 1)
             script.infer_calls += 1
-            status, reply = script.replies[i]
+            status, reply, *headers = script.replies[i]
             rows = body["inputs"][0]["shape"][0]
-            self._send(status, answer(rows) if reply is None else reply)
+            self._send(status, answer(rows) if reply is None else reply, *headers)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

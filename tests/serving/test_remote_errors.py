@@ -109,6 +109,18 @@ def test_an_error_body_cannot_act_on_the_terminal(space_and_rows: tuple[object, 
     assert message.isprintable() and "HTTP 400: bad \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil" in message
 
 
+def test_a_redirect_is_said_with_where_it_points_not_followed(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A gateway answering http with 308 to https read 'HTTP 308: (empty body)'."""
+    space, X = space_and_rows
+    script = Script([(308, "", {"Location": "https://gw.example/v2/models/m/infer"})])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert "HTTP 308: redirected to 'https://gw.example/v2/models/m/infer'; redirects are not followed" in str(
+        info.value
+    )
+    assert script.infer_calls == 1
+
+
 def test_a_nan_answer_comes_back_as_nan(space_and_rows: tuple[object, np.ndarray]) -> None:
     """The calculator counts a row with a non-finite output as failed, as for a local model."""
     space, X = space_and_rows
