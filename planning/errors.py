@@ -16,6 +16,7 @@ caps (a 20 KB message reached it as RESOURCE_EXHAUSTED "Stream removed"); a term
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 ECHO_CHARS = 100
@@ -168,11 +169,15 @@ class RemoteModelError(ModelAdapterError):
 
     A :class:`ModelAdapterError`, so the score calculator stops the solve at once instead of
     bisecting the batch (every smaller call would fail the same way). ``address`` is the model's
-    address as the user gave it.
+    address as the user gave it. ``unavailable``: the server could not be reached or answered too
+    slowly (worth another try later), not a wrong answer or a refusal; a service telling its
+    caller tells the two apart (gRPC UNAVAILABLE or FAILED_PRECONDITION, never the caller's
+    INVALID_ARGUMENT).
     """
 
-    def __init__(self, address: str, problem: str) -> None:
+    def __init__(self, address: str, problem: str, *, unavailable: bool = False) -> None:
         super().__init__(address, problem)
+        self.unavailable = unavailable
 
 
 class RemoteInferenceError(ModelCallError):
@@ -192,7 +197,14 @@ MESSAGE_LIMIT = 300
 """A model's error message is cut to this many characters: it may quote a whole input."""
 
 
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
+"""Characters a terminal acts on rather than shows: control characters (ESC starts a terminal's
+escape sequence) and the invisible format ones (bidirectional overrides, zero-width)."""
+
+
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """``text`` on one line, cut by :func:`cut` to ``limit`` characters (a model's message may
-    span many)."""
-    return cut(" ".join(text.split()), limit)
+    span many), each control or invisible format character written as its escape (``\\x1b``):
+    the text may be a served model's server's, shown on a terminal or in a log."""
+    flat = " ".join(text.split())
+    return cut(_UNSHOWN.sub(lambda m: repr(m.group())[1:-1], flat), limit)

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from counterplan.planning.errors import ModelAdapterError, RemoteInferenceError, RemoteModelError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
+from counterplan.planning.remote import options
 from counterplan.planning.remote.oip import InferRequest, ModelMetadata, ProtocolFormError, Tensor
 from counterplan.planning.remote.tensors import (
     Layout,
@@ -65,6 +66,9 @@ LABEL_OUTPUT = "predict"
 class RemoteModel:
     """A model served over the Open Inference Protocol v2 (REST or gRPC).
 
+    Each option is checked when the model is built (:mod:`~counterplan.planning.remote.options`),
+    a bad one refused with a :class:`~counterplan.planning.errors.ModelAdapterError` naming it.
+
     Parameters
     ----------
     url:
@@ -73,7 +77,7 @@ class RemoteModel:
     model_name, version, protocol:
         Complete the address (or must agree with it): ``protocol`` is ``"rest"`` or ``"grpc"``.
     timeout:
-        Seconds each call may wait for its whole answer (gRPC: the call's deadline; REST: the
+        Seconds (above 0, at most an hour) each call may wait for its whole answer (gRPC: the call's deadline; REST: the
         answer's head and body, each wait for their bytes ending by then); ``connect_timeout``
         for the connection (REST; default the smaller of ``timeout`` and 5 s).
     headers:
@@ -103,7 +107,8 @@ class RemoteModel:
     retry:
         How transient failures are retried (:class:`~counterplan.planning.remote.transport.RetryPolicy`).
     verify:
-        TLS: verify the server's certificate (or a CA bundle's path; REST only).
+        TLS: verify the server's certificate (or a CA bundle's path, a file or a directory; REST
+        only: a gRPC channel verifies with gRPC's roots, ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``).
     """
 
     def __init__(
@@ -127,28 +132,31 @@ class RemoteModel:
         verify: bool | str = True,
     ) -> None:
         self.address: ModelAddress = parse_model_address(url, model_name, version, protocol)
-        if not timeout > 0 or (connect_timeout is not None and not connect_timeout > 0):
-            raise ModelAdapterError("timeout", f"must be positive seconds, given {timeout}")
         if layout not in (None, "tensor", "columns"):
             raise ModelAdapterError("layout", f"give 'tensor' or 'columns', given {layout!r}")
         if task not in ("classification", "regression"):
             raise ModelAdapterError("task", f"give 'classification' or 'regression', given {task!r}")
-        if max_rows < 1 or max_bytes < 1:
-            raise ModelAdapterError("max_rows", "max_rows and max_bytes must be at least 1")
-        if classes is not None and (task != "classification" or len(classes) < 2 or len(set(classes)) != len(classes)):
-            raise ModelAdapterError("classes", f"a classifier needs two distinct class names or more, given {classes}")
-        self.timeout = float(timeout)
-        self.connect_timeout = float(connect_timeout) if connect_timeout is not None else min(self.timeout, 5.0)
-        self.headers = dict(headers or {})
+        if classes is not None and task != "classification":
+            raise ModelAdapterError("classes", "only a classifier has class names")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ModelAdapterError("retry", f"give a RetryPolicy, given {type(retry).__name__}")
+        rest = self.address.protocol == "rest"
+        self.timeout = options.seconds("timeout", timeout)
+        self.connect_timeout = (
+            options.seconds("connect_timeout", connect_timeout)
+            if connect_timeout is not None
+            else min(self.timeout, 5.0)
+        )
+        self.headers = options.headers(headers, grpc=not rest)
         self.layout: Layout | None = layout
         self.task: Task = task
-        self.classes: tuple[Any, ...] | None = tuple(classes) if classes is not None else None
+        self.classes: tuple[Any, ...] | None = options.classes(classes) if classes is not None else None
         self.output = output
         self.served_output = served_output
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
+        self.max_rows = options.count("max_rows", max_rows)
+        self.max_bytes = options.count("max_bytes", max_bytes)
         self.retry = retry or RetryPolicy()
-        self.verify = verify
+        self.verify = options.verify(verify, rest)
         self.transport: Transport = self._transport()
         self._metadata: ModelMetadata | None = None
         self._labels_checked = classes is not None
@@ -278,10 +286,15 @@ class RemoteModel:
             asked = InferRequest(request.inputs, (served, LABEL_OUTPUT), request.parameters)
             try:
                 outputs = self._infer(asked)
-            except (RemoteModelError, RemoteInferenceError):
-                # no `predict` output to check with (MLServer's gRPC cannot even send text labels)
-                self._labels_checked = True
+            except (RemoteModelError, RemoteInferenceError) as exc:
+                if isinstance(exc, RemoteModelError) and exc.unavailable:
+                    raise  # the server, not the output asked for: asking without it would fail alike
+                # no `predict` output to check with (MLServer's gRPC cannot even send text labels),
+                # if the same rows are answered without it: a model that raises on them leaves the
+                # check to the next call
                 outputs = self._infer(request)
+                self._labels_checked = True
+                check = False
         else:
             outputs = self._infer(request)
         try:
@@ -299,11 +312,14 @@ class RemoteModel:
         """The class of each row's largest probability is the label the server predicts (rows
         without a clear largest are skipped); else the class names are in another order."""
         labels = next((t for t in outputs if t.name == LABEL_OUTPUT), None)
-        self._labels_checked = True
         if labels is None or labels.data.size != proba.shape[0]:
+            self._labels_checked = True  # the server sends no labels: nothing to check with
             return
         ordered = np.sort(proba, axis=1)
         clear = ordered[:, -1] - ordered[:, -2] > 1e-9
+        if not clear.any():
+            return  # no row whose class is clear (ties, NaN): the next call checks
+        self._labels_checked = True
         named = np.array([str(c) for c in classes], dtype=object)[np.argmax(proba, axis=1)]
         said = np.array([str(v.item() if isinstance(v, np.generic) else v) for v in labels.data], dtype=object)
         wrong = np.flatnonzero(clear & (named != said))
@@ -335,8 +351,10 @@ class RemoteModel:
                 where, f"the server does not know model {self.address.model_name!r}{version} ({exc})"
             ) from None
         except CallTimeoutError as exc:
-            raise RemoteModelError(where, f"too slow: {exc}") from None
-        except (TransientError, RefusedError) as exc:
+            raise RemoteModelError(where, f"too slow: {exc}", unavailable=True) from None
+        except TransientError as exc:
+            raise RemoteModelError(where, str(exc), unavailable=True) from None
+        except RefusedError as exc:
             raise RemoteModelError(where, str(exc)) from None
         except ProtocolFormError as exc:
             raise RemoteModelError(where, f"wrong answer: {exc}") from None

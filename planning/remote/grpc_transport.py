@@ -72,10 +72,10 @@ class GrpcTransport:
                     else grpc.insecure_channel(target, options)
                 )
                 self._pid = os.getpid()
-            if method not in self._calls:
-                serialize, parse = oip_grpc.codecs(method)
+            if method not in self._calls:  # the answer comes as bytes: parsed by _send, not by grpc
+                serialize, _ = oip_grpc.codecs(method)
                 self._calls[method] = self._channel.unary_unary(
-                    oip_grpc.SERVICE + method, request_serializer=serialize, response_deserializer=parse
+                    oip_grpc.SERVICE + method, request_serializer=serialize, response_deserializer=None
                 )
             return self._calls[method]
 
@@ -97,11 +97,13 @@ class GrpcTransport:
         return oip_grpc.read_outputs(self._send("ModelInfer", message))
 
     def _send(self, method: str, message: Any) -> Any:
+        """The answer to ``message``, parsed here: grpc would report an answer that does not
+        parse as the server's INTERNAL error, which reads as the model's own failure."""
         import grpc  # noqa: PLC0415
 
         call = self._call(method)
         try:
-            return call(message, timeout=self.timeout, metadata=self.headers or None)
+            answer = call(message, timeout=self.timeout, metadata=self.headers or None)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = one_line((exc.details() if isinstance(exc, grpc.Call) else None) or str(code))
@@ -115,6 +117,7 @@ class GrpcTransport:
             if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 raise ModelRaisedError(line) from None
             raise RefusedError(line) from None
+        return oip_grpc.parse_answer(method, answer)
 
 
 __all__ = ["GrpcTransport"]

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.errors import one_line
+
 DTYPES: dict[str, npt.DTypeLike] = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
@@ -157,14 +159,27 @@ def outputs_from_json(body: Any) -> tuple[Tensor, ...]:
         shape = item.get("shape")
         if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
             raise ProtocolFormError(f"output {item['name']!r} has a bad shape")
-        try:
-            data = np.asarray(item.get("data", []), dtype=DTYPES[datatype]).ravel()
-        except (TypeError, ValueError) as exc:
-            raise ProtocolFormError(f"output {item['name']!r} has data that is not {datatype}: {exc}") from None
+        data = output_data(item.get("data", []), datatype, item["name"])
         out.append(Tensor(item["name"], datatype, tuple(shape), data, _parameters(item.get("parameters"))))
     if not out:
         raise ProtocolFormError("the answer has no outputs")
     return tuple(out)
+
+
+def output_data(values: Any, datatype: str, name: str) -> npt.NDArray[Any]:
+    """An output's ``values`` (a JSON list, a gRPC message's contents) as a flat array of
+    ``datatype``'s numpy type. Values that are not of that type raise :class:`ProtocolFormError`
+    naming the output: text in a number, and in an integer type a fraction or a number out of
+    its range, which numpy would truncate silently (``0.7`` read as INT64 is ``0``) or refuse with
+    an ``OverflowError``, no ``ValueError``."""
+    dtype = np.dtype(DTYPES[datatype])
+    try:
+        data = np.asarray(values, dtype=dtype).ravel()
+        if dtype.kind in "iu" and not np.array_equal(data, np.asarray(values, dtype=np.float64).ravel()):
+            raise ValueError("a value is not a whole number")
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ProtocolFormError(f"output {name!r} has data that is not {datatype}: {one_line(str(exc))}") from None
+    return data
 
 
 def _list(body: dict[str, Any], key: str) -> list[Any]:
@@ -190,6 +205,7 @@ __all__ = [
     "Tensor",
     "TensorMeta",
     "metadata_from_json",
+    "output_data",
     "outputs_from_json",
     "request_json",
 ]

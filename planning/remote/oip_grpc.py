@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from counterplan.planning.remote.oip import DTYPES, InferRequest, ModelMetadata, ProtocolFormError, Tensor, TensorMeta
+from counterplan.planning.remote.oip import (
+    DTYPES,
+    InferRequest,
+    ModelMetadata,
+    ProtocolFormError,
+    Tensor,
+    TensorMeta,
+    output_data,
+)
 
 SERVICE = "/inference.GRPCInferenceService/"
 _CONTENTS = {
@@ -54,6 +62,17 @@ def codecs(method: str) -> tuple[Any, Any]:
     """The request serializer and response deserializer of ``ModelInfer`` or ``ModelMetadata``."""
     messages = _messages()
     return messages[f"{method}Request"].SerializeToString, messages[f"{method}Response"].FromString
+
+
+def parse_answer(method: str, raw: bytes) -> Any:
+    """The ``ModelInfer`` or ``ModelMetadata`` answer in ``raw``; bytes that are no such message
+    raise :class:`ProtocolFormError`."""
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
+
+    try:
+        return _messages()[f"{method}Response"].FromString(raw)
+    except DecodeError:
+        raise ProtocolFormError(f"the answer is not a {method}Response message") from None
 
 
 def metadata_request(name: str, version: str | None) -> Any:
@@ -102,12 +121,12 @@ def read_outputs(message: Any) -> tuple[Tensor, ...]:
             raise ProtocolFormError(f"output {item.name!r} has datatype {datatype!r}")
         shape = tuple(int(d) for d in item.shape)
         if i < len(raw) and raw[i]:
-            data = _raw(raw[i], datatype)
+            data = _raw(raw[i], datatype, str(item.name))
         elif datatype in _CONTENTS:
             values = list(getattr(item.contents, _CONTENTS[datatype]))
             if datatype == "BYTES":
                 values = [v.decode("utf-8", errors="replace") for v in values]
-            data = np.asarray(values, dtype=DTYPES[datatype])
+            data = output_data(values, datatype, str(item.name))
         else:
             raise ProtocolFormError(f"output {item.name!r}: {datatype} comes only raw")
         parameters = {k: v.string_param for k, v in item.parameters.items() if v.HasField("string_param")}
@@ -117,10 +136,15 @@ def read_outputs(message: Any) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
-def _raw(buffer: bytes, datatype: str) -> Any:
+def _raw(buffer: bytes, datatype: str, name: str) -> Any:
     """Raw contents: little-endian numbers, or BYTES elements each after a 4-byte length."""
     if datatype != "BYTES":
-        return np.frombuffer(buffer, dtype=np.dtype(DTYPES[datatype]).newbyteorder("<")).astype(DTYPES[datatype])
+        dtype = np.dtype(DTYPES[datatype])
+        if len(buffer) % dtype.itemsize:
+            raise ProtocolFormError(
+                f"output {name!r}: {len(buffer)} raw bytes are no whole number of {datatype} values"
+            )
+        return np.frombuffer(buffer, dtype=dtype.newbyteorder("<")).astype(dtype)
     values, at = [], 0
     while at + 4 <= len(buffer):
         (size,) = struct.unpack_from("<I", buffer, at)
@@ -131,4 +155,4 @@ def _raw(buffer: bytes, datatype: str) -> Any:
     return np.asarray(values, dtype=object)
 
 
-__all__ = ["SERVICE", "codecs", "infer_request", "metadata_request", "read_metadata", "read_outputs"]
+__all__ = ["SERVICE", "codecs", "infer_request", "metadata_request", "parse_answer", "read_metadata", "read_outputs"]

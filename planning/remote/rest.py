@@ -35,7 +35,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from counterplan.planning.errors import ModelAdapterError, one_line
+from counterplan.planning.errors import ModelAdapterError, echo, one_line
 from counterplan.planning.remote.oip import (
     InferRequest,
     ModelMetadata,
@@ -156,7 +156,7 @@ class RestTransport:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """The JSON of a 200 answer; any other status, or a body over its limit, as a transport error."""
-        status, raw, charset = self._exchange(method, path, body)
+        status, raw, charset, location = self._exchange(method, path, body)
         if status == 200:
             if raw is None:
                 raise RefusedError(
@@ -172,6 +172,9 @@ class RestTransport:
             line = f"(an error body over {ERROR_BODY_BYTES:,} bytes ({ERROR_BODY_BYTES >> 20} MiB), not read)"
         else:
             line = body_line(decoded(raw, charset))
+        if 300 <= status < 400:  # a gateway sending http to https, a moved route: said, not followed
+            where = f" to {echo(location)}" if location else ""
+            raise RefusedError(f"HTTP {status}: redirected{where}; redirects are not followed: give the address")
         if status == 404:
             raise NotFoundError(f"HTTP 404: {line}")
         if status in TRANSIENT_STATUS:
@@ -180,9 +183,11 @@ class RestTransport:
             raise ModelRaisedError(f"HTTP 500: {line}")
         raise RefusedError(f"HTTP {status}: {line}")
 
-    def _exchange(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, bytes | None, str | None]:
-        """One request: the answer's status, its body (None when over its limit: :func:`read_within`)
-        and its charset; httpx's failures as transport errors, and so an answer, head or body, not
+    def _exchange(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[int, bytes | None, str | None, str | None]:
+        """One request: the answer's status, its body (None when over its limit: :func:`read_within`),
+        its charset and its ``Location``; httpx's failures as transport errors, and so an answer, head or body, not
         whole ``timeout`` seconds after the request was sent (:class:`CallTimeoutError`, as a read
         timeout: every wait for its bytes ends by then, :mod:`~counterplan.planning.remote.rest_deadline`)."""
         import httpx  # noqa: PLC0415
@@ -202,7 +207,7 @@ class RestTransport:
             try:  # closed however the read ends: an unread rest closes the connection, never drained
                 status = response.status_code
                 raw = read_within(response, MAX_MESSAGE if status == 200 else ERROR_BODY_BYTES)
-                return status, raw, response.charset_encoding
+                return status, raw, response.charset_encoding, response.headers.get("Location")
             except httpx.TimeoutException:  # a wait for the body's bytes, cut short by the deadline
                 raise CallTimeoutError(
                     f"the answer did not arrive within the read timeout of {self.timeout:g} s (the rest not read)"

@@ -74,14 +74,14 @@ def _matrix(X: FloatMatrix, metadata: ModelMetadata) -> Tensor:
             f"the model's input {meta.name!r} has {meta.shape[1]} columns; there are {X.shape[1]} features"
         )
     name = meta.name if meta is not None else TENSOR_INPUT
-    return Tensor(name, datatype, (X.shape[0], X.shape[1]), _cast(X.ravel(), datatype))
+    return Tensor(name, datatype, (X.shape[0], X.shape[1]), _cast(X.ravel(), datatype, name))
 
 
 def _column(name: str, values: npt.NDArray[Any], meta: TensorMeta | None) -> Tensor:
     datatype = meta.datatype if meta is not None and meta.datatype in DTYPES else _datatype(values)
     shape: tuple[int, ...] = (values.shape[0], 1) if meta is not None and len(meta.shape) == 2 else (values.shape[0],)
     parameters = {"content_type": "str"} if datatype == "BYTES" else {}
-    return Tensor(name, datatype, shape, _cast(values, datatype), parameters)
+    return Tensor(name, datatype, shape, _cast(values, datatype, name), parameters)
 
 
 def _datatype(values: npt.NDArray[Any]) -> str:
@@ -95,14 +95,43 @@ def _datatype(values: npt.NDArray[Any]) -> str:
     return "BYTES"
 
 
-def _cast(values: npt.NDArray[Any], datatype: str) -> npt.NDArray[Any]:
+def _cast(values: npt.NDArray[Any], datatype: str, name: str) -> npt.NDArray[Any]:
+    """``values`` as input ``name``'s ``datatype``. Values it cannot carry raise
+    :class:`LayoutError`: text for a number or a boolean, and for an integer type a fraction, a
+    missing value or a number out of its range; for a float type a number past its largest. numpy
+    casts all of them silently (300 to 44 in INT8, -1 to 255 in UINT8, NaN to any integer, 0.4
+    to 0, 1e5 to FP16's inf, any text to True): the model would answer about values no candidate
+    has, and its answer would be taken for theirs."""
     if datatype == "BYTES":
         return _texts(values)
-    if datatype != "BOOL" and values.dtype == np.bool_:
-        values = values.astype(np.int64)
-    if np.issubdtype(np.dtype(DTYPES[datatype]), np.integer) and np.issubdtype(values.dtype, np.floating):
-        values = np.rint(values)
-    return np.asarray(values, dtype=DTYPES[datatype])
+    if values.dtype.kind in "OUS":  # a text column declared a number: only numbers in text pass
+        try:
+            values = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise LayoutError(f"input {name!r} is {datatype}, and the feature's values are text") from None
+    if values.dtype == np.bool_:
+        values = values.astype(np.int64) if datatype != "BOOL" else values
+    target = np.dtype(DTYPES[datatype])
+    given = values
+    with np.errstate(all="ignore"):  # what the cast loses is found below, not warned about
+        if target.kind in "iub" and values.dtype.kind == "f":
+            whole = np.rint(values)
+            lost = ~np.isfinite(values) | (np.abs(values - whole) > 1e-9 * np.maximum(1.0, np.abs(values)))
+            values = whole
+        else:
+            lost = np.zeros(values.shape, dtype=bool)
+        if target.kind in "iu":
+            info = np.iinfo(target)
+            lost |= (values < info.min) | (values > info.max)
+        elif target.kind == "b":
+            lost |= (values != 0) & (values != 1)
+        cast = np.asarray(values, dtype=target)
+        if target.kind == "f":
+            lost |= np.isfinite(values) & ~np.isfinite(cast)
+    if lost.any():
+        value = given[np.flatnonzero(lost)[0]]
+        raise LayoutError(f"input {name!r} is {datatype}, which cannot carry the value {value}")
+    return cast
 
 
 FEW_TEXTS = 512
@@ -161,7 +190,10 @@ def _rows(tensor: Tensor, start: int, stop: int) -> npt.NDArray[Any]:
 
 def read_output(outputs: tuple[Tensor, ...], name: str | None, rows: int) -> npt.NDArray[Any]:
     """The answer's output ``name`` (None or absent when only one came back: that one) as an
-    array with ``rows`` rows. Raises :class:`LayoutError` for a missing output or wrong rows."""
+    array with ``rows`` rows. Raises :class:`LayoutError` for a missing output, one given twice
+    (which of two answers is the model's?) or wrong rows."""
+    if sum(t.name == name for t in outputs) > 1:
+        raise LayoutError(f"the answer has output {name!r} more than once")
     chosen = next((t for t in outputs if t.name == name), None)
     if chosen is None:
         if name is not None and len(outputs) > 1:

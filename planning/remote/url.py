@@ -23,7 +23,10 @@ from counterplan.planning.errors import ModelAdapterError, echo
 
 Protocol = Literal["rest", "grpc"]
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_HOST = re.compile(r"[A-Za-z0-9_.\-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.\-]+)?")
+"""A host name or IPv4 address (ASCII: an international name in its ``xn--`` form), or an IPv6
+address (urlsplit gives it without its brackets), with a zone."""
 _SCHEMES: dict[str, tuple[Protocol, bool]] = {
     "http": ("rest", False),
     "https": ("rest", True),
@@ -118,8 +121,10 @@ def parse_model_address(
         raise ModelAddressError(text, "no model name (give it in the address or as model_name)")
     found_version = _agree(text, "version", found_version, version)
     for label, value in (("model name", name), ("version", found_version)):
-        if value is not None and not _NAME.match(value):
+        if value is not None and not _NAME.fullmatch(value):
             raise ModelAddressError(text, f"bad {label} {echo(value)}: letters, digits, '_', '.', '-' only")
+        if value is not None and not value.strip("."):  # a path's dot segment: '..' would name the parent
+            raise ModelAddressError(text, f"bad {label} {echo(value)}: '.' and '..' are a path's steps, not names")
     return ModelAddress(
         protocol=kind,
         tls=tls,
@@ -136,6 +141,10 @@ def _checked_port(text: str, scheme: str, host: str | None, port: int | None, ex
     fragment or credentials."""
     if not host:
         raise ModelAddressError(text, "no host")
+    if not _HOST.fullmatch(host):
+        raise ModelAddressError(text, f"bad host {echo(host)}: an ASCII name (xn--... if international) or address")
+    if port == 0:
+        raise ModelAddressError(text, "port 0 is no server's port")
     if extra:
         raise ModelAddressError(text, "no query, fragment or credentials are allowed (give headers apart)")
     if port is None:
@@ -157,12 +166,14 @@ def _path(text: str, kind: Protocol, path: str) -> tuple[str, str | None, str | 
         if len(segments) == 3 and segments[1] == "versions":
             return "", segments[0], segments[2]
         raise ModelAddressError(text, f"bad gRPC path {echo(path)}")
-    if "/v2" not in path + "/":
-        if path:
+    parts = [s for s in path.split("/") if s]
+    at = next((i for i, s in enumerate(parts) if s == "v2" and parts[i + 1 : i + 2] in ([], ["models"])), None)
+    if at is None:  # whole segments: '/v2models/m' is no '/v2/models/m'
+        if parts:
             raise ModelAddressError(text, f"the path {echo(path)} has no /v2/models/NAME")
         return "", None, None
-    prefix, _, rest = path.partition("/v2")
-    segments = [s for s in rest.split("/") if s]
+    prefix = "".join("/" + s for s in parts[:at])
+    segments = parts[at + 1 :]
     if not segments:
         return prefix, None, None
     if segments[0] == "models" and len(segments) == 2:

@@ -168,11 +168,12 @@ def _card_build(args: argparse.Namespace) -> Callable[[], Explainer]:
 def _predictor(args: argparse.Namespace) -> RemoteModel:
     """The predictor's model (no call yet), its host refused naming the flag."""
     from counterplan.planning.errors import InvalidInputError  # noqa: PLC0415
+    from counterplan.planning.remote.options import MAX_CALL_SECONDS  # noqa: PLC0415
     from counterplan.planning.remote.url import FORMS  # noqa: PLC0415
+    from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
     from counterplan.server.kserve.predictor import predictor_model  # noqa: PLC0415
 
-    if not args.predictor_timeout > 0:
-        raise UsageError(f"--predictor-timeout must be above 0 seconds, given {args.predictor_timeout:g}")
+    check_seconds("--predictor-timeout", args.predictor_timeout, UsageError, MAX_CALL_SECONDS)
     try:
         return predictor_model(
             args.predictor_host, args.predictor_protocol, args.model_name, timeout=args.predictor_timeout

@@ -106,6 +106,7 @@ def _model(args: argparse.Namespace) -> Any:
         if given := served_flags_given(args):
             raise UsageError(f"{', '.join(given)}: only for a served --model (http://... or grpc://...)")
         return load_model(args.model, trust=args.trust_model)
+    from counterplan.planning.errors import ModelAdapterError  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds  # noqa: PLC0415
     from counterplan.server.registry.served import MAX_CALL_SECONDS, ServedModelOptions, load_served_model  # noqa: PLC0415
 
@@ -114,7 +115,13 @@ def _model(args: argparse.Namespace) -> Any:
     timeout = getattr(args, "model_timeout", None)
     check_seconds("--model-timeout", timeout, UsageError, MAX_CALL_SECONDS)
     headers = header_pairs(getattr(args, "model_header", None), "--model-header")
-    return load_served_model(args.model, ServedModelOptions(timeout=timeout, headers=headers))
+    try:
+        return load_served_model(args.model, ServedModelOptions(timeout=timeout, headers=headers))
+    except ModelAdapterError as exc:  # a header the adapter refuses (gRPC metadata takes ASCII text only)
+        if exc.field.partition(".")[0] != "headers":
+            raise
+        name = exc.field.partition(".")[2]
+        raise UsageError(f"--model-header{f' {name}' if name else ''}: {exc.problem}") from None
 
 
 def header_pairs(texts: list[str] | None, flag: str) -> dict[str, str]:

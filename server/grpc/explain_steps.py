@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import structlog
 
-from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.errors import InvalidInputError, RemoteModelError, one_line
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
 from counterplan.server.grpc.admission import MB, Admission, shutting_down
 from counterplan.server.grpc.convert import BadRequestError, CheckedRequest, check_request
@@ -178,6 +178,8 @@ class ExplainSteps:
             if not self.admission.wait_done(job.future, job.answer_by):
                 return self.admission.answer_now(job, request_id)
             result = job.result()
+        except RemoteModelError as exc:  # the card's served model failed: not the caller's input
+            raise solve_failure(exc, request_id) from None
         except InvalidInputError as exc:  # said in the message, as Explain always has
             raise refused(grpc.StatusCode.INVALID_ARGUMENT, one_line(str(exc))) from None
         except Exception as exc:

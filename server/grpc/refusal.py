@@ -30,6 +30,7 @@ from counterplan.planning.errors import (
     ModelAdapterError,
     ModelCallError,
     ModelFailureError,
+    RemoteModelError,
     cut,
     echo,
     one_line,
@@ -116,10 +117,27 @@ def retry_later(message: str, retry_after: float) -> Refusal:
     )
 
 
+def served_model_failure(error: RemoteModelError, request_id: str, what: str = "request") -> Refusal:
+    """A card's served model failing during a solve: not the caller's bad input. UNAVAILABLE
+    when its server could not be reached or was too slow (a later try may work), else
+    FAILED_PRECONDITION (it answered wrongly or refused: its operator must fix it); its text,
+    which names the server and may quote what it said, in the server log only."""
+    _log.warning("served model failed", request_id=request_id, error=one_line(str(error)))
+    code = grpc.StatusCode.UNAVAILABLE if error.unavailable else grpc.StatusCode.FAILED_PRECONDITION
+    problem = (
+        "could not be reached, or answered too slowly,"
+        if error.unavailable
+        else "refused its calls, or answered in a form that cannot be read,"
+    )
+    where = f"during this {what} (request id {request_id}); its message is in the server log"
+    return refused(code, f"the served model {problem} {where}")
+
+
 def solve_failure(error: BaseException, request_id: str, what: str = "request") -> Refusal:
     """How a solve that ended in ``error`` is told to its caller, the same for every method that
     awaits one (Explain's steps, Plan, Audit): a refusal as it is; the model's failure as INTERNAL
-    with its text in the server log only (a model's message may quote data); bad input as
+    with its text in the server log only (a model's message may quote data), a served model's
+    failure as :func:`served_model_failure` says; bad input as
     INVALID_ARGUMENT naming the field (a model failing on an instance with gaps too: the gaps are
     named); an abandoned solve as CANCELLED; anything else as INTERNAL.
     Call it inside the ``except`` block, so an unexpected error is logged with its traceback."""
@@ -129,6 +147,8 @@ def solve_failure(error: BaseException, request_id: str, what: str = "request") 
         _log.info("model failed on an instance with gaps", request_id=request_id, error=one_line(str(error)))
         gaps = [(f"instance[{name}]", MISSING_THE_MODEL_FAILS_ON) for name in error.missing]
         return bad_request(BadRequestError(gaps))
+    if isinstance(error, RemoteModelError):
+        return served_model_failure(error, request_id, what)
     if isinstance(error, ModelCallError | ModelAdapterError):
         _log.warning("model failed", request_id=request_id, error=one_line(str(error)))
         return refused(

@@ -13,8 +13,10 @@ on the connection before the answer) too, which is why the server parses HTTP wi
 ``h11`` implementation, not ``httptools`` (see :class:`_ClientWatch`).
 
 Errors: a request that breaks its form, its limits or the model's schema is KServe's
-``InvalidInput`` (HTTP 400, ``{"error": "instances[0].income: ..."}``); a model that fails while
-the search runs is ``InferenceError`` (HTTP 500), one line either way, never a traceback.
+``InvalidInput`` (HTTP 400, ``{"error": "instances[0].income: ..."}``); a predictor that cannot be
+reached or is too slow is HTTP 503, one that refuses or answers wrongly 502
+(:class:`PredictorError`, a gateway's statuses); another failure of the model while the search
+runs is ``InferenceError`` (HTTP 500); one line each, never a traceback.
 
 :class:`KServeRuntime` serves one such model with the SDK's ``ModelServer`` (its model repository
 and data plane) and ``RESTServer`` on a chosen host: ``ModelServer.start`` binds ``0.0.0.0``
@@ -40,7 +42,7 @@ from kserve import Model, ModelServer
 from kserve.errors import InferenceError, InvalidInput
 from kserve.protocol.rest.server import RESTServer
 
-from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, one_line
 from counterplan.server.kserve.explaining import SolveStops, explain_instances
 from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
 from counterplan.solver.explainer import Explainer
@@ -127,6 +129,9 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
             )
         except RequestError as exc:
             raise InvalidInput(exc.text) from None
+        except RemoteModelError as exc:  # the predictor down, too slow, or answering wrongly: a gateway's status
+            log.warning("predictor failed", model=self.name, error=one_line(str(exc)))
+            raise PredictorError(one_line(str(exc), TEXT_CHARS), unavailable=exc.unavailable) from None
         except CounterplanError as exc:  # the model failed during the search: the predictor's fault
             raise InferenceError(one_line(str(exc), TEXT_CHARS)) from None
         except Exception as exc:  # never a traceback in an answer; the log has the details
@@ -143,6 +148,17 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
 
 class BusyError(Exception):
     """A model has ``max_requests`` requests in the server: HTTP 503 with ``Retry-After``."""
+
+
+class PredictorError(Exception):
+    """The predictor failed the explainer's calls as a gateway's upstream does: HTTP 503 when it
+    could not be reached or answered too slowly (``unavailable``), 502 when it refused or
+    answered in a form that cannot be read; its one-line error either way. (The model raising
+    on the candidates is not this: the search counts those rows as failed.)"""
+
+    def __init__(self, text: str, *, unavailable: bool) -> None:
+        super().__init__(text)
+        self.unavailable = unavailable
 
 
 class KServeRuntime:
@@ -232,6 +248,7 @@ class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hin
         super()._add_exception_handlers(app)
         app.add_exception_handler(InvalidInput, _refused)
         app.add_exception_handler(BusyError, _busy)
+        app.add_exception_handler(PredictorError, _predictor_failed)
 
 
 async def _refused(request: Any, exc: InvalidInput) -> Any:
@@ -247,6 +264,14 @@ async def _busy(request: Any, exc: BusyError) -> Any:
     from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
 
     return JSONResponse(status_code=503, content={"error": str(exc)}, headers={"Retry-After": "1"})
+
+
+async def _predictor_failed(request: Any, exc: PredictorError) -> Any:
+    """HTTP 503 (the predictor unavailable: retry later) or 502 (it answered wrongly), with
+    ``{"error": "..."}``."""
+    from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+    return JSONResponse(status_code=503 if exc.unavailable else 502, content={"error": str(exc)})
 
 
 class _BodyTooLargeError(Exception):

@@ -370,7 +370,8 @@ def _served_model(path: Path, card: ModelCard, training: pd.DataFrame | None) ->
         model = load_served_model(card.model_url, card.remote, output=card.outputs[0])
         return cast(ModelAdapter, bind_target(model, training, card.target))
     except InvalidInputError as exc:  # an option the adapter refuses is named in the remote block
-        field = f"remote.{exc.field}" if exc.field in ServedModelOptions.model_fields else "model_url"
+        option = exc.field.partition(".")[0]  # headers.NAME: the header's
+        field = f"remote.{exc.field}" if option in ServedModelOptions.model_fields else "model_url"
         raise RegistryError(f"{path.name}:{field}", exc.problem) from None
 
 

@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from counterplan.planning.remote.options import MAX_CALL_SECONDS
+
 if TYPE_CHECKING:
     from counterplan.planning.remote import RemoteModel
-
-MAX_CALL_SECONDS = 3600.0
-"""The longest a served model's call may be given to answer (a card's ``remote.timeout``,
-``--model-timeout``): an hour is already no interactive search."""
 
 
 class ServedModelOptions(BaseModel):

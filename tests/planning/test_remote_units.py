@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -53,6 +54,9 @@ ROOT = Path(__file__).resolve().parents[2]
         ("grpc://127.0.0.1:8081/pipe", "grpc", "127.0.0.1:8081", "pipe", None),
         ("grpcs://h:443/m.x/versions/3", "grpc", "h:443", "m.x", "3"),
         ("http://[::1]:9000/v2/models/m", "rest", "http://[::1]:9000", "m", None),
+        ("http://gw:80/v2/models/v2", "rest", "http://gw:80", "v2", None),
+        ("http://gw:80/v2/p/v2/models/m", "rest", "http://gw:80/v2/p", "m", None),  # a prefix with a v2 step
+        ("http://[fe80::1%25eth0]:80/v2/models/m", "rest", "http://[fe80::1%25eth0]:80", "m", None),
     ],
 )
 def test_addresses_are_read(url: str, protocol: str, base: str, name: str, version: str | None) -> None:
@@ -81,6 +85,14 @@ def test_a_bare_host_takes_the_model_name_apart() -> None:
         ("grpc://h:1/a/b", "bad gRPC path"),
         ("http://h:1/v2/models/m%20x", "bad model name"),
         ("", "give the served model's address"),
+        ("http://h:1/v2/models/..", "bad model name '..'"),  # the request went to /v2/infer
+        ("http://h:1/v2/models/m/versions/..", "bad version '..'"),  # to /v2/models/m/infer: no version
+        ("grpc://h:1/.", "bad model name '.'"),
+        ("http://h:1/v2models/m", "has no /v2/models/NAME"),  # was read as /v2/models/m
+        ("http://h\x00:1/v2/models/m", "bad host"),  # httpx's InvalidURL at the first call
+        ("http://\uff48:1/v2/models/m", "bad host"),  # a fullwidth h: httpx's InvalidURL (IDNA)
+        ("grpc://h x:1/m", "bad host"),
+        ("http://h:0/v2/models/m", "port 0"),
     ],
 )
 def test_bad_addresses_are_refused_in_one_line(url: str, problem: str) -> None:
@@ -140,6 +152,43 @@ def test_declared_inputs_set_the_order_datatypes_and_shapes(space: object) -> No
     unknown = ModelMetadata("m", inputs=(TensorMeta("nope", "FP64", (-1,)), TensorMeta("age", "FP64", (-1,))))
     with pytest.raises(LayoutError, match=r"declares inputs \['nope'\]"):
         build_request(X, space, "columns", unknown, ())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("declared", "row", "problem"),
+    [
+        (("age", "INT8"), [10.5, 300.0, 0.0, 1.0], "input 'age' is INT8, which cannot carry the value 300"),  # sent 44
+        (("age", "UINT8"), [10.5, -1.0, 0.0, 1.0], "input 'age' is UINT8, which cannot carry the value -1"),  # 255
+        (("income", "INT64"), [10.5, 30.0, 0.0, 1.0], "input 'income' is INT64, which cannot carry the value 10.5"),
+        (("income", "INT64"), [np.nan, 30.0, 0.0, 1.0], "input 'income' is INT64, which cannot carry the value nan"),
+        (("income", "FP16"), [1e6, 30.0, 0.0, 1.0], "input 'income' is FP16, which cannot carry the value 1000000.0"),
+        (("home", "BOOL"), [10.5, 30.0, 0.0, 1.0], "input 'home' is BOOL, and the feature's values are text"),  # True
+        (("home", "FP64"), [10.5, 30.0, 0.0, 1.0], "input 'home' is FP64, and the feature's values are text"),
+    ],
+)
+def test_values_a_declared_input_cannot_carry_are_refused(
+    space: object, declared: tuple[str, str], row: list[float], problem: str
+) -> None:
+    """numpy's casts are silent: the model would answer about values no candidate has."""
+    metadata = ModelMetadata("m", inputs=(TensorMeta(*declared, (-1,)),), parameters={"content_type": "pd"})
+    with pytest.raises(LayoutError, match=re.escape(problem)):
+        build_request(np.array([row]), space, "columns", metadata, ())  # type: ignore[arg-type]
+
+
+def test_a_declared_narrower_type_takes_the_values_it_can_carry(space: object) -> None:
+    metadata = ModelMetadata(
+        "m",
+        inputs=(
+            TensorMeta("age", "INT8", (-1,)),
+            TensorMeta("income", "FP16", (-1,)),
+            TensorMeta("flag", "INT8", (-1,)),
+        ),
+        parameters={"content_type": "pd"},
+    )
+    request = build_request(np.array([[10.5, 30.0, 0.0, 1.0]]), space, "columns", metadata, ())  # type: ignore[arg-type]
+    assert [t.data.tolist() for t in request.inputs] == [[30], [10.5], [1]]
+    nan = build_request(np.array([[np.nan, 30.0, 0.0, 1.0]]), space, "columns", ModelMetadata("m"), ())  # type: ignore[arg-type]
+    assert request_json(nan)["inputs"][0]["data"] == [None]  # a missing number in a float input: null
 
 
 def test_the_tensor_layout_sends_the_encoded_matrix(space: object) -> None:
@@ -227,6 +276,8 @@ def test_answers_are_reshaped_and_checked() -> None:
         read_output(outputs, "predict_proba", 3)
     with pytest.raises(LayoutError, match="no output 'x'"):
         read_output(outputs, "x", 2)
+    with pytest.raises(LayoutError, match="output 'predict_proba' more than once"):  # the first was taken
+        read_output((*outputs, outputs[1]), "predict_proba", 2)
     with pytest.raises(LayoutError, match="not probabilities"):
         probabilities(read_output(outputs, "predict", 2), 2, "predict")
     bad = {"outputs": [{"name": "p", "datatype": "FP64", "shape": [2, 2], "data": [0.1, 0.9, 0.8]}]}
@@ -234,6 +285,36 @@ def test_answers_are_reshaped_and_checked() -> None:
         outputs_from_json(bad)[0].array()
     with pytest.raises(ProtocolFormError, match="no outputs"):
         outputs_from_json({"outputs": []})
+
+
+@pytest.mark.parametrize(
+    ("datatype", "data", "problem"),
+    [
+        ("INT64", [0.3, 0.7], "not INT64: a value is not a whole number"),  # numpy read it as [0, 0]
+        ("UINT8", [-1, 1], "not UINT8: Python integer -1 out of bounds"),  # numpy's OverflowError
+        ("INT64", [10**30, 1], "not INT64: Python int too large"),
+        ("FP64", ["a", 1], "not FP64: could not convert"),
+    ],
+)
+def test_answer_values_not_of_their_datatype_are_refused(datatype: str, data: list[object], problem: str) -> None:
+    body = {"outputs": [{"name": "p", "datatype": datatype, "shape": [1, 2], "data": data}]}
+    with pytest.raises(ProtocolFormError, match=f"output 'p' has data that is {problem}"):
+        outputs_from_json(body)
+
+
+def test_grpc_answer_values_not_of_their_datatype_are_refused() -> None:
+    _, parse = oip_grpc.codecs("ModelInfer")
+    typed = parse(b"")
+    typed.outputs.add(name="p", datatype="INT8", shape=[1, 2]).contents.int_contents.extend([1000, 0])
+    with pytest.raises(ProtocolFormError, match="output 'p' has data that is not INT8"):
+        oip_grpc.read_outputs(typed)
+    raw = parse(b"")
+    raw.outputs.add(name="p", datatype="FP64", shape=[1, 1])
+    raw.raw_output_contents.append(b"\0" * 7)
+    with pytest.raises(ProtocolFormError, match="7 raw bytes are no whole number of FP64 values"):
+        oip_grpc.read_outputs(raw)
+    with pytest.raises(ProtocolFormError, match="not a ModelInferResponse message"):
+        oip_grpc.parse_answer("ModelInfer", b"\xff\xff\xff\xff\x0f")
 
 
 def test_metadata_is_read_from_json() -> None:
@@ -335,6 +416,37 @@ def test_a_remote_model_pickles_without_a_connection_and_binds_a_target() -> Non
         RemoteModel("grpc://h:1/m", classes=["a", "a"])
     with pytest.raises(ModelAdapterError, match="timeout"):
         RemoteModel("grpc://h:1/m", timeout=0)
+
+
+@pytest.mark.parametrize(
+    ("url", "option", "field"),
+    [
+        ("http://h:1/v2/models/m", {"timeout": float("inf")}, "timeout"),  # REST: an OverflowError at the call
+        ("grpc://h:1/m", {"timeout": "5"}, "timeout"),
+        ("http://h:1/v2/models/m", {"connect_timeout": 0}, "connect_timeout"),  # was named 'timeout', given 10
+        ("http://h:1/v2/models/m", {"max_bytes": float("nan")}, "max_bytes"),  # a ValueError at the split
+        ("http://h:1/v2/models/m", {"max_rows": "5"}, "max_rows"),
+        ("grpc://h:1/m", {"headers": {"x-caller": "caf\u00e9"}}, "headers.x-caller"),  # gRPC INTERNAL: the model's?
+        ("grpc://h:1/m", {"headers": {"token": "a\nb"}}, "headers.token"),
+        ("http://h:1/v2/models/m", {"headers": {"a\n": "b"}}, "headers"),
+        ("http://h:1/v2/models/m", {"headers": {"n": 1}}, "headers.n"),  # httpx's TypeError at the call
+        ("grpc://h:1/m", {"headers": {"trace-bin": "x"}}, "headers.trace-bin"),
+        ("https://h:1/v2/models/m", {"verify": "/no/such/ca.pem"}, "verify"),  # FileNotFoundError at the call
+        ("grpcs://h:1/m", {"verify": False}, "verify"),  # was ignored: gRPC verified anyway
+        ("http://h:1/v2/models/m", {"retry": {"attempts": 2}}, "retry"),  # AttributeError at the call
+        ("http://h:1/v2/models/m", {"classes": [[0], [1]]}, "classes"),  # TypeError: unhashable
+    ],
+)
+def test_bad_options_are_refused_naming_them(url: str, option: dict[str, object], field: str) -> None:
+    with pytest.raises(ModelAdapterError) as info:
+        RemoteModel(url, **option)  # type: ignore[arg-type]
+    assert info.value.field == field
+
+
+def test_a_ca_bundle_that_is_no_certificate_is_refused_when_the_model_is_built(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    with pytest.raises(ModelAdapterError, match="cannot read the CA bundle"):
+        RemoteModel("https://h:1/v2/models/m", verify=str(tmp_path / "ca.pem"))
 
 
 def test_every_pool_of_a_rest_client_waits_by_the_call_deadline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """Tiny loopback servers that misbehave on purpose: scripted HTTP statuses, answers that never
-end or trickle (their body or their head), and a socket that accepts connections and never answers."""
+end or trickle (their body or their head), a gRPC server answering what a test gives, and a
+socket that accepts connections and never answers."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def answer(rows: int, proba: float | str = 0.25) -> dict[str, Any]:
 
 
 class Script:
-    """The statuses (and bodies) the infer route answers, in order; the last repeats."""
+    """The statuses (and bodies, and headers) the infer route answers, in order; the last repeats."""
 
-    def __init__(self, replies: list[tuple[int, Any]]) -> None:
+    def __init__(self, replies: list[tuple[int, Any]] | list[tuple[int, Any, dict[str, str]]]) -> None:
         self.replies = replies
         self.infer_calls = 0
         self.bodies: list[Any] = []
@@ -52,11 +53,13 @@ def scripted_server(script: Script) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _send(self, status: int, body: Any) -> None:
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             text = body if isinstance(body, str) else json.dumps(body)
             raw = text.encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json" if not isinstance(body, str) else "text/plain")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
             self.wfile.write(raw)
@@ -73,9 +76,9 @@ def scripted_server(script: Script) -> Iterator[str]:
             script.headers.append({k.lower(): v for k, v in self.headers.items()})
             i = min(script.infer_calls, len(script.replies) - 1)
             script.infer_calls += 1
-            status, reply = script.replies[i]
+            status, reply, *headers = script.replies[i]
             rows = body["inputs"][0]["shape"][0]
-            self._send(status, answer(rows) if reply is None else reply)
+            self._send(status, answer(rows) if reply is None else reply, *headers)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -301,6 +304,47 @@ def slow_head_server(slow: SlowHead, tls: tuple[Path, Path] | None = None) -> It
             time.sleep(0.05)
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def grpc_server(infer: Callable[[Any], Any]) -> Iterator[str]:
+    """A gRPC OIP server on loopback: ``ModelMetadata`` declares nothing, ``ModelInfer`` answers
+    ``infer(request)``, a ``ModelInferResponse`` or raw bytes sent as they are (an answer that is
+    no message). Yields the server's ``HOST:PORT``."""
+    from concurrent import futures
+
+    import grpc
+
+    from counterplan.planning.remote.oip_grpc import _messages
+
+    messages = _messages()
+
+    def metadata(request: Any, context: Any) -> Any:
+        return messages["ModelMetadataResponse"](name=request.name)
+
+    def serialize(answer: Any) -> bytes:
+        return answer if isinstance(answer, bytes) else bytes(answer.SerializeToString())
+
+    methods = {
+        "ModelMetadata": grpc.unary_unary_rpc_method_handler(
+            metadata,
+            request_deserializer=messages["ModelMetadataRequest"].FromString,
+            response_serializer=serialize,
+        ),
+        "ModelInfer": grpc.unary_unary_rpc_method_handler(
+            lambda request, context: infer(request),
+            request_deserializer=messages["ModelInferRequest"].FromString,
+            response_serializer=serialize,
+        ),
+    }
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("inference.GRPCInferenceService", methods),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(0)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import joblib
 import pytest
 import yaml
@@ -21,6 +22,7 @@ from counterplan.server.grpc.convert import plain_value
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import RegistryError, load_card
 from tests.serving.conftest import Served, loan_table
+from tests.serving.fake_oip import Script, scripted_server
 
 QUICK = {"termination": {"step_count_limit": 40}}
 
@@ -103,6 +105,7 @@ def test_the_server_explains_a_served_model_as_the_models_file(client: Counterpl
         ({"model_url": "http://127.0.0.1:1/v2/models/pipe", "trusted_types": ["x"]}, "trusted_types: only with"),
         ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"protocol": "rest"}}, "protocol 'rest' was asked"),
         ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"classes": ["a"]}}, r"remote\.classes.*two distinct"),
+        ({"model_url": "grpc://127.0.0.1:1/pipe", "remote": {"headers": {"x": "caf\u00e9"}}}, r"remote\.headers\.x"),
     ],
     ids=[
         "both",
@@ -114,6 +117,7 @@ def test_the_server_explains_a_served_model_as_the_models_file(client: Counterpl
         "trusted-types",
         "protocol",
         "classes",
+        "header",
     ],
 )
 def test_a_card_names_its_model_once_and_readably(tmp_path: Path, fields: dict[str, Any], fragment: str) -> None:
@@ -134,3 +138,35 @@ def test_a_served_model_that_does_not_answer_is_refused_when_the_card_loads(tmp_
     with pytest.raises(RegistryError, match=r"m\.yaml:model_url.*cannot reach the server") as info:
         load_card(tmp_path / "m.yaml")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.integration  # our gRPC server and a scripted OIP server on loopback
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ((503, {"error": "loading"}), grpc.StatusCode.UNAVAILABLE),
+        ((200, {"outputs": []}), grpc.StatusCode.FAILED_PRECONDITION),
+    ],
+    ids=["unreachable", "wrong-answer"],
+)
+def test_a_served_model_failing_in_a_solve_is_not_the_callers_bad_request(
+    tmp_path: Path, reply: tuple[int, Any], code: grpc.StatusCode
+) -> None:
+    """A card's served model that goes down, or answers wrongly, after the card loaded: the
+    caller's request is fine, so not INVALID_ARGUMENT (it was, with the server's address and
+    answer in the message): UNAVAILABLE or FAILED_PRECONDITION, the details in the server log."""
+    loan_table().to_csv(tmp_path / "train.csv", index=False)
+    script = Script([(200, None)])
+    with scripted_server(script) as base:
+        url = f"{base}/v2/models/m"
+        fields = card("m", model_url=url, remote={"timeout": 5, "layout": "columns", "classes": ["no", "yes"]})
+        (tmp_path / "m.yaml").write_text(yaml.safe_dump(fields))
+        running = start_server(ServerSettings(port=0, models_dir=tmp_path, max_solve_seconds=30))
+        try:
+            script.replies = [reply]
+            with CounterplanClient(running.target) as c, pytest.raises(grpc.RpcError) as info:
+                c.explain(c.request("m", instance=rejected_applicant(), goals=[class_goal("yes", 0.7)]), timeout=60)
+        finally:
+            running.stop(grace=0)
+    assert info.value.code() == code
+    assert "request id" in str(info.value.details()) and base not in str(info.value.details())

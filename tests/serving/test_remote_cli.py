@@ -187,6 +187,8 @@ def test_an_unknown_served_model_and_misplaced_flags_are_refused(
     assert code == 2 and "--model-timeout: only for a served --model" in err
     code, _, err = explain(capsys, files, address(served, "rest"), "--model-header", "no-equals")
     assert code == 2 and "--model-header: give KEY=VALUE" in err
+    code, _, err = explain(capsys, files, address(served, "grpc"), "--model-header", "x-caller=caf\u00e9")
+    assert code == 2 and "--model-header x-caller: give printable ASCII text, given 'caf\u00e9'" in err
     code, _, err = explain(capsys, files, address(served, "rest"), "--model-timeout", "0")
     assert code == 2 and "--model-timeout must be a finite number of seconds above 0 and at most 3600" in err
     code, _, err = explain(capsys, files, address(served, "rest"), "--trust-model")

@@ -23,6 +23,7 @@ from tests.serving.fake_oip import (
     answer,
     closed_port,
     flooding_server,
+    grpc_server,
     scripted_server,
     silent_socket,
     slow_head_server,
@@ -97,6 +98,29 @@ def test_refusals_are_not_retried(space_and_rows: tuple[object, np.ndarray], sta
     assert f"HTTP {status}" in str(info.value) and len(str(info.value)) < 1100
 
 
+def test_an_error_body_cannot_act_on_the_terminal(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A server's error text reaches the command line's stderr and the logs: its escape sequences
+    (clear the screen, set the window's title) and bidirectional overrides went there as they were."""
+    space, X = space_and_rows
+    script = Script([(400, {"error": "bad \x1b[2J\x1b]0;owned\x07 \u202eevil"})])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert message.isprintable() and "HTTP 400: bad \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil" in message
+
+
+def test_a_redirect_is_said_with_where_it_points_not_followed(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A gateway answering http with 308 to https read 'HTTP 308: (empty body)'."""
+    space, X = space_and_rows
+    script = Script([(308, "", {"Location": "https://gw.example/v2/models/m/infer"})])
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+    assert "HTTP 308: redirected to 'https://gw.example/v2/models/m/infer'; redirects are not followed" in str(
+        info.value
+    )
+    assert script.infer_calls == 1
+
+
 def test_a_nan_answer_comes_back_as_nan(space_and_rows: tuple[object, np.ndarray]) -> None:
     """The calculator counts a row with a non-finite output as failed, as for a local model."""
     space, X = space_and_rows
@@ -109,6 +133,43 @@ def test_a_wrong_number_of_rows_is_refused(space_and_rows: tuple[object, np.ndar
     space, X = space_and_rows
     with scripted_server(Script([(200, answer(4))])) as base, pytest.raises(RemoteModelError, match="for 5 rows"):
         model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
+
+
+def test_a_grpc_answer_that_is_no_message_is_a_wrong_answer_not_the_models_failure(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """grpc reports an answer its deserializer cannot parse as INTERNAL, which read as the model
+    raising: the calculator bisected the batch, and the rows counted as the model's failures."""
+    space, X = space_and_rows
+    calls: list[int] = []
+
+    def infer(request: object) -> bytes:
+        calls.append(1)
+        return b"\xff\xff\xff\xff\x0f"
+
+    with grpc_server(infer) as target, pytest.raises(RemoteModelError, match="wrong answer: the answer is not a"):
+        model(f"grpc://{target}/m").predict(X, space)  # type: ignore[arg-type]
+    assert calls == [1]
+
+
+def test_a_batch_the_model_raises_on_leaves_the_class_order_check_to_the_next_call(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """The class names from the training target are checked once against the server's labels.
+    A first batch the model raised on (both with and without ``predict``) counted as checked,
+    and class names in the wrong order went on unnoticed: every probability read for the
+    wrong class."""
+    space, X = space_and_rows
+    swapped = answer(5, 0.1)  # the largest probability is column 0's ...
+    swapped["outputs"].append({"name": "predict", "datatype": "INT64", "shape": [5], "data": [1] * 5})  # ... class 1
+    script = Script([(500, "ValueError: bad rows"), (500, "ValueError: bad rows"), (200, swapped)])
+    with scripted_server(script) as base:
+        bound = RemoteModel(f"{base}/v2/models/m", retry=QUICK_RETRY, timeout=0.5).for_target("y", [0, 1])
+        with pytest.raises(RemoteInferenceError):
+            bound.predict(X, space)  # type: ignore[arg-type]
+        with pytest.raises(RemoteModelError, match="the model predicts '1' where its largest probability is"):
+            bound.predict(X, space)  # type: ignore[arg-type]
+    assert [len(body.get("outputs", [])) for body in script.bodies] == [2, 1, 2]
 
 
 @pytest.mark.parametrize("scheme", ["http", "grpc"])

@@ -63,7 +63,9 @@ def test_a_bad_flag_is_refused_naming_it(capsys: pytest.CaptureFixture[str], arg
             "--predictor-host: a gRPC address needs its port\n",
         ),
         (("--predictor-host", "p", "--model-name", "a b"), "--model-name: bad model name 'a b'"),
-        (("--predictor-host", "p:80", "--predictor-timeout", "0"), "--predictor-timeout must be above 0 seconds"),
+        (("--predictor-host", "p:80", "--predictor-timeout", "0"), "--predictor-timeout must be a finite number"),
+        (("--predictor-host", "p:80", "--predictor-timeout", "7200"), "--predictor-timeout must be a finite number"),
+        (("--predictor-host", "p:80", "--predictor-timeout", "inf"), "--predictor-timeout must be a finite number"),
     ],
 )
 def test_a_predictor_is_a_host_and_port_not_a_url(

@@ -131,6 +131,37 @@ def test_a_model_failing_during_the_search_is_500_in_one_line(
     assert "the model broke" in text and "\n" not in text and "Traceback" not in text
 
 
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [((503, {"error": "loading"}), 503), ((200, {"outputs": []}), 502)],
+    ids=["unavailable", "wrong-answer"],
+)
+def test_a_predictor_failing_during_the_search_is_a_gateways_status(
+    kserve_runtime: tuple[KServeRuntime, str],
+    client: httpx.Client,
+    credit_data: pd.DataFrame,
+    reply: tuple[int, Any],
+    status: int,
+) -> None:
+    """A predictor that is down, or answers wrongly, was 500, as a model raising: the explainer
+    is a gateway to it, so 503 (retry later) or 502, with the one-line error."""
+    from counterplan.planning.remote import RemoteModel
+    from counterplan.planning.remote.transport import RetryPolicy
+    from counterplan.server.kserve.runtime import CounterplanExplainer
+    from tests.serving.fake_oip import Script, scripted_server
+
+    script = Script([reply])
+    with scripted_server(script) as base:
+        predictor = RemoteModel(f"{base}/v2/models/p", layout="columns", retry=RetryPolicy(attempts=1), timeout=5)
+        served = Explainer(predictor, credit_data, target=TARGET, check=False)
+        name = f"credit-predictor-{status}"
+        kserve_runtime[0].add(CounterplanExplainer(name, lambda: served))
+        response = explain(client, {"instances": ROWS[:1]}, name=name)
+    assert response.status_code == status, response.text
+    text = response.json()["error"]
+    assert text.startswith(f"model '{base}/v2/models/p': ") and "\n" not in text
+
+
 def test_the_time_a_request_waits_for_a_thread_counts_against_its_request_seconds(
     kserve_runtime: tuple[KServeRuntime, str], explainer: Explainer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
