@@ -11,8 +11,9 @@ as gRPC's deadline is, and what ``--predictor-timeout`` promises), else the call
 timeout, the rest unread and that connection closed; every wait for bytes ends by the deadline
 (:mod:`~counterplan.planning.remote.rest_deadline`), so a server that trickles its head or its
 body a byte at a time cannot hold a call, and the KServe or gRPC request and worker thread behind
-it, past its timeout. Every answer is streamed and read within a size limit
-(:data:`~counterplan.planning.remote.transport.MAX_MESSAGE`, as gRPC's; an error body within
+it, past its timeout. Every answer is streamed and read within a size limit (an inference
+answer's grows with the rows asked, :func:`~counterplan.planning.remote.transport.answer_limit`;
+the metadata's is :data:`~counterplan.planning.remote.transport.METADATA_BYTES`; an error body's
 :data:`~counterplan.planning.remote.transport.ERROR_BODY_BYTES`): a larger or endless body fails
 the call once the limit is passed (or at once, by its ``Content-Length``), and the response is
 closed without reading the rest, so a broken or hostile server cannot exhaust the client's memory.
@@ -47,12 +48,13 @@ from counterplan.planning.remote.oip import (
 )
 from counterplan.planning.remote.transport import (
     ERROR_BODY_BYTES,
-    MAX_MESSAGE,
+    METADATA_BYTES,
     CallTimeoutError,
     ModelRaisedError,
     NotFoundError,
     RefusedError,
     TransientError,
+    answer_limit,
     body_line,
 )
 from counterplan.planning.remote.url import ModelAddress
@@ -148,19 +150,23 @@ class RestTransport:
 
     def metadata(self) -> ModelMetadata:
         """``GET /v2/models/NAME[/versions/V]``."""
-        return metadata_from_json(self._call("GET", self.address.model_path, None))
+        return metadata_from_json(self._call("GET", self.address.model_path, None, METADATA_BYTES, "the metadata"))
 
     def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
         """``POST .../infer``."""
-        return outputs_from_json(self._call("POST", self.address.model_path + "/infer", request_json(request)))
+        limit, what = answer_limit(request.rows), f"an answer to {request.rows:,} rows"
+        return outputs_from_json(
+            self._call("POST", self.address.model_path + "/infer", request_json(request), limit, what)
+        )
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        """The JSON of a 200 answer; any other status, or a body over its limit, as a transport error."""
-        status, raw, charset, location = self._exchange(method, path, body)
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, limit: int, what: str) -> Any:
+        """The JSON of a 200 answer; any other status, or a body over ``limit`` bytes (the limit of
+        ``what``), as a transport error."""
+        status, raw, charset, location = self._exchange(method, path, body, limit)
         if status == 200:
             if raw is None:
                 raise RefusedError(
-                    f"the answer is larger than {MAX_MESSAGE:,} bytes ({MAX_MESSAGE >> 20} MiB), the limit of an answer"
+                    f"the answer is larger than {limit:,} bytes ({limit / 2**20:.3g} MiB), the limit of {what}"
                 )
             try:
                 return json.loads(raw)
@@ -184,9 +190,9 @@ class RestTransport:
         raise RefusedError(f"HTTP {status}: {line}")
 
     def _exchange(
-        self, method: str, path: str, body: dict[str, Any] | None
+        self, method: str, path: str, body: dict[str, Any] | None, limit: int
     ) -> tuple[int, bytes | None, str | None, str | None]:
-        """One request: the answer's status, its body (None when over its limit: :func:`read_within`),
+        """One request: the answer's status, its body (None when over ``limit``: :func:`read_within`),
         its charset and its ``Location``; httpx's failures as transport errors, and so an answer, head or body, not
         whole ``timeout`` seconds after the request was sent (:class:`CallTimeoutError`, as a read
         timeout: every wait for its bytes ends by then, :mod:`~counterplan.planning.remote.rest_deadline`)."""
@@ -206,7 +212,7 @@ class RestTransport:
             response = client.send(request, stream=True)
             try:  # closed however the read ends: an unread rest closes the connection, never drained
                 status = response.status_code
-                raw = read_within(response, MAX_MESSAGE if status == 200 else ERROR_BODY_BYTES)
+                raw = read_within(response, limit if status == 200 else ERROR_BODY_BYTES)
                 return status, raw, response.charset_encoding, response.headers.get("Location")
             except httpx.TimeoutException:  # a wait for the body's bytes, cut short by the deadline
                 raise CallTimeoutError(
@@ -216,8 +222,8 @@ class RestTransport:
                 response.close()
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
-            limit = self.connect_timeout if kind == "connect" else self.timeout
-            raise CallTimeoutError(f"no answer within the {kind} timeout of {limit:g} s") from None
+            waited = self.connect_timeout if kind == "connect" else self.timeout
+            raise CallTimeoutError(f"no answer within the {kind} timeout of {waited:g} s") from None
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise TransientError(f"cannot reach the server: {one_line(str(exc) or type(exc).__name__)}") from None
         except httpx.HTTPError as exc:

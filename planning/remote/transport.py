@@ -22,12 +22,31 @@ from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
 
 T = TypeVar("T")
 MAX_MESSAGE = 256 * 1024 * 1024
-"""The largest message sent to or read from a served model, over either protocol: gRPC's own
-default receive limit (4 MB) is too small for answers of many rows or classes, and 256 MiB is
-about 1,700 times the JSON answer of 4,096 rows of two classes (160 KB). A larger answer from a
-broken or hostile server fails the call (gRPC RESOURCE_EXHAUSTED; over REST, a
-:class:`RefusedError` once the body passes it, the rest never read), so it cannot make the client
-hold more."""
+"""The largest message sent to or read from a served model over gRPC, and the ceiling of a REST
+answer's limit (:func:`answer_limit`): gRPC's own default receive limit (4 MB) is too small for
+answers of many rows or classes, and 256 MiB is about 1,700 times the JSON answer of 4,096 rows
+of two classes (160 KB). A larger answer from a broken or hostile server fails the call (gRPC
+RESOURCE_EXHAUSTED; over REST, a :class:`RefusedError` once the body passes its limit, the rest
+never read), so it cannot make the client hold more."""
+ANSWER_BYTES = 1024 * 1024
+"""What a REST answer may take whatever its rows (:func:`answer_limit`)."""
+ANSWER_BYTES_PER_ROW = 8 * 1024
+"""What a REST answer may take more per row asked: about 400 numbers a row in JSON, where a
+row's probabilities of two classes take about 40 bytes."""
+METADATA_BYTES = 16 * 1024 * 1024
+"""The largest REST metadata answer read: 300,000 inputs' names, datatypes and shapes."""
+
+
+def answer_limit(rows: int) -> int:
+    """The largest REST answer read for a request of ``rows`` rows.
+
+    Decoding JSON takes about eight times the answer's size (a 32 MiB answer of numbers took 257 MiB
+    more), so :data:`MAX_MESSAGE` alone let a hostile server make each call in flight hold 2 GiB or
+    more. A limit that grows with the rows asked keeps an answer to what the request could need:
+    1 MiB and 8 KiB a row (3 MiB for 256 rows, 33 MiB for 4,096), never past :data:`MAX_MESSAGE`."""
+    return min(MAX_MESSAGE, ANSWER_BYTES + ANSWER_BYTES_PER_ROW * max(rows, 0))
+
+
 BODY_CHARS = 65_536
 """An error body is read by at most its last this many characters."""
 ERROR_BODY_BYTES = 1024 * 1024
@@ -130,7 +149,11 @@ def body_line(text: str) -> str:
 
 __all__ = [
     "ERROR_BODY_BYTES",
+    "ANSWER_BYTES",
+    "ANSWER_BYTES_PER_ROW",
     "MAX_MESSAGE",
+    "METADATA_BYTES",
+    "answer_limit",
     "CallTimeoutError",
     "ModelRaisedError",
     "NotFoundError",

@@ -15,7 +15,13 @@ import pytest
 from counterplan import CallableAdapter, Explainer, OutputSpec
 from counterplan.planning.errors import RemoteInferenceError, RemoteModelError
 from counterplan.planning.remote import RemoteModel
-from counterplan.planning.remote.transport import ERROR_BODY_BYTES, MAX_MESSAGE, RetryPolicy
+from counterplan.planning.remote.transport import (
+    ERROR_BODY_BYTES,
+    MAX_MESSAGE,
+    METADATA_BYTES,
+    RetryPolicy,
+    answer_limit,
+)
 from tests.serving.fake_oip import (
     Flood,
     Script,
@@ -50,8 +56,8 @@ def space_and_rows() -> tuple[object, np.ndarray]:
 
 
 FLOOD_TIMEOUT = 10.0
-"""The timeout of a call that reads 256 MiB before its size limit stops it: the whole answer is
-under the call's deadline, and 256 MiB (or their gzip decoding) may take over 0.5 s on a busy
+"""The timeout of a call that reads up to its size limit before the limit stops it (16 MiB for the
+metadata): the whole answer is under the call's deadline, and that (or its gzip decoding) may take over 0.5 s on a busy
 machine; the size limit, not the deadline, is what such a test checks."""
 
 
@@ -240,24 +246,30 @@ def test_an_endless_answer_fails_at_the_limit_unread(
     """An answer with no length (ended by the server's close) or chunked, that never ends, to the
     infer POST or to the metadata GET: the call fails once the answer passes the limit, with the
     limit in the error, not the body, and hangs up without reading on (the server counts what it
-    could send; it stops 256 MiB past the limit, so a client that reads it all ends too)."""
+    could send; it stops 256 MiB past the limit, so a client that reads it all ends too). The
+    limit is the request's: 1 MiB and 8 KiB a row for an answer, where 256 MiB once let each call
+    in flight hold gigabytes while its JSON was decoded."""
     space, X = space_and_rows
-    flood = Flood(cap=MAX_MESSAGE + 4 * SLACK, framing=framing, metadata=metadata)  # type: ignore[arg-type]
+    limit, what = (METADATA_BYTES, "the metadata") if metadata else (answer_limit(len(X)), "an answer to 5 rows")
+    flood = Flood(cap=limit + 4 * SLACK, framing=framing, metadata=metadata)  # type: ignore[arg-type]
     started = time.monotonic()
     with flooding_server(flood) as base, pytest.raises(RemoteModelError) as info:
         model(f"{base}/v2/models/m", timeout=FLOOD_TIMEOUT).predict(X, space)  # type: ignore[arg-type]
     assert time.monotonic() - started < NEVER
     message = str(info.value)
-    assert f"the answer is larger than {MAX_MESSAGE:,} bytes (256 MiB), the limit of an answer" in message
+    assert f"the answer is larger than {limit:,} bytes ({limit / 2**20:.3g} MiB), the limit of {what}" in message
     assert "0.25" not in message and len(message) < 300
-    assert flood.ends == ["hung up"] and flood.sent[0] < MAX_MESSAGE + SLACK  # not retried, the rest unread
+    assert flood.ends == ["hung up"] and flood.sent[0] < limit + SLACK  # not retried, the rest unread
 
 
 def test_an_answer_declared_over_the_limit_is_not_read(space_and_rows: tuple[object, np.ndarray]) -> None:
     """A ``Content-Length`` over the limit fails the call before any of the body is read."""
     space, X = space_and_rows
     flood = Flood(cap=4 * SLACK, framing="declared")
-    with flooding_server(flood) as base, pytest.raises(RemoteModelError, match=f"larger than {MAX_MESSAGE:,} bytes"):
+    with (
+        flooding_server(flood) as base,
+        pytest.raises(RemoteModelError, match=f"larger than {answer_limit(5):,} bytes"),
+    ):
         model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
     assert flood.ends == ["hung up"] and flood.sent[0] < SLACK
 
@@ -267,12 +279,13 @@ def test_a_compressed_answer_counts_at_its_decoded_size(space_and_rows: tuple[ob
     or a ``Content-Length`` of them, would never show): the call fails at the limit, counted on
     what the client decodes."""
     space, X = space_and_rows
-    flood = Flood(cap=MAX_MESSAGE + 4 * SLACK, framing="gzip")
+    limit = answer_limit(len(X))
+    flood = Flood(cap=limit + 4 * SLACK, framing="gzip")
     started = time.monotonic()
     with flooding_server(flood) as base, pytest.raises(RemoteModelError) as info:
         model(f"{base}/v2/models/m", timeout=FLOOD_TIMEOUT).predict(X, space)  # type: ignore[arg-type]
     assert time.monotonic() - started < NEVER
-    assert f"the answer is larger than {MAX_MESSAGE:,} bytes (256 MiB), the limit of an answer" in str(info.value)
+    assert f"the answer is larger than {limit:,} bytes (1.04 MiB), the limit of an answer to 5 rows" in str(info.value)
     assert len(flood.ends) == 1  # not retried
 
 
@@ -400,3 +413,14 @@ def test_a_trickled_head_leaves_the_other_connections_of_its_client_working(
     assert slow.connections == opened <= 2  # the calls after reuse a connection the failure left open
     assert slow.normal == 2 + during + 20  # the metadata, the first call, the others': all answered
     np.testing.assert_array_equal(after[-1], [[0.75, 0.25]] * 3)
+
+
+def test_an_honest_answer_of_many_rows_and_classes_fits_its_limit() -> None:
+    """The limit grows with the rows asked: 4,096 rows of 200 classes' probabilities, written as
+    a server writes them (17 significant digits), fit; the limit never passes gRPC's 256 MiB."""
+    rng = np.random.default_rng(0)
+    rows, classes = 4096, 200
+    outputs = {"name": "predict_proba", "datatype": "FP64", "shape": [rows, classes]}
+    body = json.dumps({"model_name": "m", "outputs": [{**outputs, "data": rng.random(rows * classes).tolist()}]})
+    assert len(body.encode()) < answer_limit(rows) < MAX_MESSAGE
+    assert answer_limit(10**9) == MAX_MESSAGE
