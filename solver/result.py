@@ -152,6 +152,12 @@ class CounterfactualResult(BaseModel):
         if self.failure is not None and not self.feasible:
             return f"no valid counterfactual: {self.failure}"
         if not self.held_fixed and not self.blocked_by:
+            if self.stopped_early:  # not "none exists": the clock or a stop cut the search
+                steps, reason = self.statistics.steps, self.statistics.termination_reason
+                return (
+                    f"no valid counterfactual found before the search was stopped ({reason}, "
+                    f"after {steps:,} step{'' if steps == 1 else 's'}): more time may find one"
+                )
             return "no valid counterfactual found within the domains and rules"
         held = _names(self.held_fixed, "and") if self.held_fixed else "the immutable features"
         if not self.blocked_by:

@@ -171,3 +171,17 @@ def test_the_pool_of_feasible_rows_is_capped_without_changing_what_answers_are_c
     full = rows[best_per_change_set(rows, scores, space.original, 128)]
     compact = kept_rows[best_per_change_set(kept_rows, kept_scores, space.original, 128)]
     assert np.array_equal(full, compact)
+
+
+def test_a_search_stopped_before_any_answer_says_so_not_that_none_exists(
+    linear_problem: CounterfactualProblem,
+) -> None:
+    """The note read "no valid counterfactual found within the domains and rules" for a search the
+    time limit cut after scoring only the original (``explain --time-limit 0.05``): as if none
+    existed. It now says the search was stopped, and that more time may find one."""
+    result = explain(_slow_problem(linear_problem, SlowModel()), _long_config(0.2), seed=0)
+    assert not result.valid and result.stopped_early
+    assert result.note is not None and result.note.startswith(
+        "no valid counterfactual found before the search was stopped (spent time limit, after 0 steps)"
+    ), result.note
+    assert "more time may find one" in result.note
