@@ -342,8 +342,10 @@ class RemoteModel:
         try:
             return with_retries(call, self.retry)
         except ModelRaisedError as exc:
+            # the hint before the server's text: a model's message is cut at MESSAGE_LIMIT
+            # characters where it is shown, and a long one (every missing column) would cut it off
             raise RemoteInferenceError(
-                f"served model {self.address.model_name!r} raised: {exc}{self._hint()}"
+                f"served model {self.address.model_name!r} raised{self._hint()}: {exc}"
             ) from None
         except NotFoundError as exc:
             version = f" version {self.address.version!r}" if self.address.version else ""

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from counterplan import CallableAdapter, Explainer, OutputSpec
-from counterplan.planning.errors import RemoteInferenceError, RemoteModelError
+from counterplan.planning.errors import ModelFailureError, RemoteInferenceError, RemoteModelError
 from counterplan.planning.remote import RemoteModel
 from counterplan.planning.remote.transport import (
     ERROR_BODY_BYTES,
@@ -90,8 +90,23 @@ def test_a_model_exception_is_not_retried_and_reads_as_one_line(space_and_rows: 
         model(f"{base}/v2/models/m").predict(X, space)  # type: ignore[arg-type]
     assert script.infer_calls == 1
     message = str(info.value)
-    assert "\n" not in message and "HTTP 500: ValueError: X has 3 features (no inputs declared" in message
+    assert "\n" not in message and "HTTP 500: ValueError: X has 3 features" in message
+    assert "raised (no inputs declared, so one tensor was sent: give layout='columns'" in message
     assert len(message) < 500
+
+
+def test_the_layout_hint_survives_a_long_message_of_the_model() -> None:
+    """A pipeline served without declared inputs gets one tensor and names every column it misses
+    (MLServer: "columns are missing: {...}"); the hint to give layout='columns' is what the caller
+    needs, and the line the caller sees (the model's message cut at MESSAGE_LIMIT characters) keeps it."""
+    columns = ", ".join(f"'feature_number_{i}'" for i in range(40))
+    script = Script([(500, f"ValueError: columns are missing: {{{columns}}}")])
+    data = pd.DataFrame({"x": np.linspace(0.0, 1.0, 20), "y": [0, 1] * 10})
+    with scripted_server(script) as base:
+        explainer = Explainer(model(f"{base}/v2/models/m"), data, target="y", check=False)
+        with pytest.raises(ModelFailureError) as info:
+            explainer.explain(0)
+    assert "give layout='columns' if the model reads named columns" in str(info.value)
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
