@@ -103,6 +103,13 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
         log.info("kserve explainer loaded", model=self.name, features=len(self.explainer.columns))
         return True
 
+    def validate(self, payload: Any) -> Any:
+        """The body as it came: :func:`~counterplan.server.kserve.request.read_request` checks it in
+        :meth:`explain`, naming the field. The SDK's own check, which follows the predictor protocol
+        its argument parser defaults to (v1, whatever ``--predictor-protocol`` says), would answer
+        ``{"instances": {...}}`` first with its own ``Expected "instances" to be a list``."""
+        return payload
+
     async def explain(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
         """KServe's explain verb: ``{"explanations": [...]}`` for ``{"instances": [...]}``."""
         arrived = time.monotonic()  # the wait for a worker thread is part of the request's time

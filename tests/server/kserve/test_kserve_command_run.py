@@ -58,6 +58,12 @@ def test_the_command_answers_an_explain_request_and_stops_on_sigterm(
         too_many = httpx.post(f"{base}/v1/models/{REST_NAME}:explain", json={"instances": [body["instances"][0]] * 3})
         assert too_many.status_code == 400
         assert too_many.json() == {"error": "instances: at most 2 instances per request, given 3"}
+        # the command's SDK context (its predictor protocol, v1 by the SDK's defaults) is the one a
+        # request meets: the body is still checked by counterplan, naming the field (not the SDK's
+        # 'Expected "instances" to be a list', which a runtime started on another thread never meets)
+        not_a_list = httpx.post(f"{base}/v1/models/{REST_NAME}:explain", json={"instances": body["instances"][0]})
+        assert not_a_list.status_code == 400
+        assert not_a_list.json() == {"error": "instances: expected a list of instances, given an object"}
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log.read_text()
     finally:
