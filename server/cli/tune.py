@@ -31,15 +31,25 @@ def add_parser(commands: Any) -> None:
     add_served_model_flags(group)
     group.add_argument("--data", help="CSV of training data (with the label column)")
     group.add_argument("--target", help="label column of --data")
-    group.add_argument("--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle)")
-    group.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison")
+    group.add_argument(
+        "--rows", type=int, default=12, help="rows to tune on (rows that miss the goal, seeded shuffle; default: 12)"
+    )
+    group.add_argument("--heldout", type=int, default=12, help="further rows for the held-out comparison (default: 12)")
     add_problem_flags(tune)
     search = add_search_flags(
         tune, leave_out=("--config", "--time-limit", "--threads", "--auto-budget", "--auto-improve")
     )
-    search.add_argument("--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own)")
-    search.add_argument("--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row")
-    search.add_argument("--storage", default="sqlite:///counterplan-tuning.db", help="optuna storage URL")
+    search.add_argument(
+        "--trials", type=int, default=30, help="trials to run now (a resumed study keeps its own; default: 30)"
+    )
+    search.add_argument(
+        "--budget", type=float, default=0.25, metavar="SECONDS", help="time budget per row (default: 0.25)"
+    )
+    search.add_argument(
+        "--storage",
+        default="sqlite:///counterplan-tuning.db",
+        help="optuna storage URL (default: sqlite:///counterplan-tuning.db)",
+    )
     search.add_argument(
         "--study-name",
         help="resumed when it exists and was made for the same problem (default: one name per problem)",
