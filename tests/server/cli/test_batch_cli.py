@@ -283,6 +283,7 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
         ({"--rows": "0:5000"}, "--rows: 0:5000 is not a range"),
         ({"--rows": "first"}, "--rows: give all, rejected"),
         ({"--rows": "3,1500"}, "--rows: position 1500 is outside"),
+        ({"--rows": "3,8,3"}, "--rows: position 3 is given twice"),  # not "the rows' index has duplicate labels"
         ({"--output": "missing/results.csv"}, "--output: the directory"),
         ({"--output": "results.json"}, "--output: must end in .parquet or .csv"),
         ({"--plot": "missing/shares.png"}, "--plot: the directory"),

@@ -145,7 +145,17 @@ def test_rejected_rows_only_skip_and_seed(explainer: Explainer, loan_data: pd.Da
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("0:5000", "not a range of positions"), ("7000", "give all, rejected"), ([3, 1500], "position 1500 is outside")],
+    [
+        ("0:5000", "not a range of positions"),
+        ("7000", "give all, rejected"),
+        ([3, 1500], "position 1500 is outside"),
+        ([3, 8, 3], "position 3 is given twice"),  # was "the rows' index has duplicate labels"
+        ([3.7], "a position is a whole number, given 3.7"),  # was row 3
+        ([True], "a position is a whole number, given True"),  # was row 1
+        (["a"], "a position is a whole number, given 'a'"),  # was a bare ValueError
+        ([None], "a position is a whole number, given None"),  # was a TypeError
+        (5, "list of positions; given the int 5"),  # was a TypeError
+    ],
 )
 def test_a_bad_row_selection_is_refused_naming_the_field(text: Any, problem: str) -> None:
     with pytest.raises(ProblemError, match=problem) as caught:
