@@ -104,14 +104,23 @@ def check_output(path: Path, *, resume: bool) -> None:
     ------
     ProblemError
         Field ``output``: the suffix is not ``.csv``/``.parquet`` (or Parquet without pyarrow), the
-        directory does not exist or is not writable, or the output exists and ``resume`` is not set.
+        directory does not exist or is not writable, a Parquet output's parts directory
+        (:func:`parts_directory`) is a file, or the output exists and ``resume`` is not set.
     """
     if path.suffix.lower() not in SUFFIXES:
         raise ProblemError("output", f"must end in .parquet or .csv, given {str(path)!r}")
     if path.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
         raise ProblemError("output", "writing Parquet needs pyarrow: pip install 'counterplan[parquet]'")
     check_writable_directory("output", path)
+    parts = parts_directory(path)
+    if path.suffix.lower() == ".parquet" and exists("output", parts) and not parts.is_dir():
+        raise ProblemError("output", f"{echo(str(parts))} is not a directory: the output's parts go there; remove it")
     if not resume and _exists(path):
+        if not path.exists():  # only an interrupted job's parts: say so, not that the file exists
+            raise ProblemError(
+                "output",
+                f"{str(parts)!r} exists; pass --resume to continue the interrupted job it holds or remove it",
+            )
         raise ProblemError("output", f"{str(path)!r} exists; pass --resume to continue it or remove it")
 
 

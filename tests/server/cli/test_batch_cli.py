@@ -338,6 +338,32 @@ def test_a_read_only_output_directory_is_refused(
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_file_where_a_parquet_outputs_parts_go_is_refused_before_any_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], resume: bool
+) -> None:
+    """``results.parquet.parts`` a file: the job ran every row and then failed writing the first
+    part (exit 1, ``File exists``), or said ``results.parquet`` exists when it did not."""
+    output = tmp_path / "results.parquet"
+    writer.parts_directory(output).write_text("not a directory")
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4", *(["--resume"] if resume else [])))
+    assert code == 2, err
+    assert "--output: " in err and "results.parquet.parts' is not a directory" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet.parts"]
+
+
+def test_an_interrupted_parquet_jobs_parts_are_named_when_the_output_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
+) -> None:
+    """Only ``results.parquet.parts/`` exists (a stopped job): the refusal said ``results.parquet``
+    exists, which a user looking for it could not find."""
+    output = tmp_path / "results.parquet"
+    writer.parts_directory(output).mkdir()
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4"))
+    assert code == 2, err
+    assert "results.parquet.parts' exists; pass --resume to continue the interrupted job it holds" in err
+
+
 def test_plot_without_matplotlib_names_the_extra(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
