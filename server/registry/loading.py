@@ -14,7 +14,7 @@ from typing import Any
 import joblib
 import pandas as pd
 
-from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.errors import InvalidInputError, echo, one_line
 
 
 class LoadError(InvalidInputError):
@@ -128,7 +128,26 @@ def load_csv(path: str | Path) -> pd.DataFrame:
         raise LoadError(str(file), f"cannot read CSV: {exc}") from None
     if data.empty:
         raise LoadError(str(file), "the CSV has no rows")
+    repeated = _repeated_name(file)
+    if repeated is not None:
+        raise LoadError(str(file), f"the header names two columns {echo(repeated)}: give each column one name")
     return data
+
+
+def _repeated_name(file: Path) -> str | None:
+    """A name the CSV's header gives to two columns, or None. pandas reads the second as
+    ``income.1``, so a model reading ``income`` would get the first without a word, and a
+    required column the user meant to rename would be reported missing."""
+    try:
+        header = pd.read_csv(file, header=None, nrows=1, dtype=str, skipinitialspace=True, keep_default_na=False)
+    except Exception:  # the data was read: whatever this fails on, the header is not the problem
+        return None
+    seen: set[str] = set()
+    for name in header.iloc[0].tolist():
+        if name in seen and name != "":  # an unnamed column (a written index) has no name to repeat
+            return str(name)
+        seen.add(name)
+    return None
 
 
 def load_instance(text: str) -> dict[str, Any]:

@@ -322,6 +322,21 @@ def test_a_bad_input_is_one_line_naming_it_and_nothing_is_written(
     assert sorted(os.listdir(tmp_path)) == []
 
 
+def test_a_data_file_that_names_a_column_twice_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], loan_data: pd.DataFrame
+) -> None:
+    """pandas reads a repeated header name as ``income.1``: the model got the first ``income``
+    without a word (or, with ``debt`` renamed ``income`` by mistake, ``debt`` was said missing)."""
+    data = tmp_path / "loans.csv"
+    loan_data.iloc[:20].assign(spare=0.0).rename(columns={"spare": "income"}).to_csv(data, index=False)
+    output = tmp_path / "results.csv"
+    code, out, err = _run(capsys, *_argv({**_flags(files, output), "--data": str(data)}), "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error:") and err.count("\n") == 1
+    assert "the header names two columns 'income'" in err and "Traceback" not in err + out
+    assert not output.exists()
+
+
 def test_a_read_only_output_directory_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
