@@ -186,7 +186,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     columns = list(dtypes)
     if args.resume:  # a line a crash tore is cut off (and its row solved again), never read as a record
         drop_torn_line(output, columns, dtypes, rows=len(data))
-    existing = read_existing(output, columns, dtypes) if args.resume else no_records(columns, dtypes)
+    existing = read_existing(output, columns, dtypes, rows=len(data)) if args.resume else no_records(columns, dtypes)
     done = {int(i) for i in existing["row_id"]}
     ids = [i for i in (range(len(data)) if selection.positions is None else selection.positions) if i not in done]
     started = time.perf_counter()

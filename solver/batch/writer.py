@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from counterplan.planning.errors import ProblemError, echo
@@ -149,14 +150,20 @@ def _exists(path: Path) -> bool:
     return path.exists() or (path.suffix.lower() == ".parquet" and parts_directory(path).exists())
 
 
-def read_existing(path: Path, columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
+def read_existing(
+    path: Path, columns: Sequence[str], dtypes: Mapping[str, str], *, rows: int | None = None
+) -> pd.DataFrame:
     """The records an earlier run of the job wrote to ``path`` (none: an empty frame). A CSV's torn
     last line is cut off before (:func:`counterplan.solver.batch.torn_line.drop_torn_line`).
+    ``rows``, when given, is the number of rows in the data (a batch's row ids are positions):
+    the records must then be one job's, each a position of the data, once.
 
     Raises
     ------
     ProblemError
-        Field ``output``: the file cannot be read, or holds another job's columns.
+        Field ``output``: the file cannot be read, holds another job's columns, or (``rows``
+        given) is no output of one job: a row id that is no position of the data (a header in
+        the middle: two outputs joined) or a row twice.
     """
     try:
         frames = _read_csv(path) if path.suffix.lower() == ".csv" else _read_parquet(path)
@@ -169,7 +176,33 @@ def read_existing(path: Path, columns: Sequence[str], dtypes: Mapping[str, str])
             )
     if not frames:
         return no_records(columns, dtypes)
-    return pd.concat([conform(f, dtypes) for f in frames], ignore_index=True)
+    records = pd.concat([conform(f, dtypes) for f in frames], ignore_index=True)
+    if rows is not None:
+        _check_row_ids(path, records["row_id"], rows)
+    return records
+
+
+def _check_row_ids(path: Path, ids: pd.Series, rows: int) -> None:
+    """Refuse records that are no output of one job over ``rows`` positions: a resume skips every
+    row id they hold, so an id that is not a whole number (a second header: two outputs joined),
+    one beyond the data, or one held twice would end the job on a bare ``int()`` error or count a
+    row twice."""
+    numbers = pd.to_numeric(ids, errors="coerce")
+    outside = numbers.isna() | (numbers < 0) | (numbers % 1 != 0) | (numbers >= rows)
+    if outside.any():
+        value = ids[outside].iloc[0]
+        shown = echo(value.item() if isinstance(value, np.generic) else value)
+        raise ProblemError(
+            "output",
+            f"{str(path)!r} holds the row id {shown}, no position of the data's {rows:,} rows "
+            "(two outputs joined, or another data file's); write to a new file",
+        )
+    twice = numbers[numbers.duplicated()]
+    if len(twice):
+        raise ProblemError(
+            "output",
+            f"{str(path)!r} holds row {int(twice.iloc[0])} twice: it is no output of one job; write to a new file",
+        )
 
 
 def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:

@@ -232,6 +232,34 @@ def test_resume_restarts_a_file_whose_header_a_crash_cut_short(
     pd.testing.assert_frame_equal(_without_seconds(pd.read_csv(output)), before)
 
 
+@pytest.mark.parametrize(
+    ("join", "fragment"),
+    [
+        (lambda lines: lines + lines[:1] + lines[1:3], "holds the row id 'row_id', no position"),  # two outputs joined
+        (lambda lines: lines + lines[2:3], "holds row "),  # a record twice
+        (lambda lines: lines[:2] + ["1500" + lines[2][lines[2].index(",") :]] + lines[3:], "holds the row id 1500"),
+    ],
+    ids=["a second header", "a row twice", "a row beyond the data"],
+)
+def test_resume_refuses_an_output_that_is_no_output_of_one_job(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    eight_done: bytes,
+    join: Callable[[list[str]], list[str]],
+    fragment: str,
+) -> None:
+    """``cat a.csv b.csv > out.csv`` then ``--resume``: a stack trace (``int('row_id')``); a row
+    held twice, or one the data does not have, was counted in the summary as a record."""
+    output = tmp_path / "results.csv"
+    output.write_text("".join(join(eight_done.decode().splitlines(keepends=True))), encoding="utf-8")
+    before = output.read_bytes()
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:8", "--resume"))
+    assert code == 2, err
+    assert err.startswith("counterplan: error: --output: ") and err.count("\n") == 1 and fragment in err
+    assert "Traceback" not in err + out and output.read_bytes() == before
+
+
 def test_resume_keeps_a_whole_last_record(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
 ) -> None:
