@@ -294,6 +294,7 @@ def _print(result: Any, label: str) -> None:
         console.print("No plan reaches the goal with these actions.", style="yellow")
         if result.failure:
             console.print(f"The model failed: {result.failure}", markup=False)
+        _print_unpriced(result, console)  # why the front is empty may be the actions' costs, not the model
         return
     table = Table(title=f"{len(result.plans)} plans on the Pareto front (cheapest first)")
     for column in ("#", "actions in order", "cost", "distance (Gower)"):
@@ -309,6 +310,7 @@ def _print(result: Any, label: str) -> None:
             markup=False,
             soft_wrap=True,
         )
+    _print_unpriced(result, console)
     console.print(GOWER_NOTE.format(features=len(result.original)), markup=False)
     console.print(f"Before any action: the {label} is {result.original_prediction:.3f}.", markup=False)
     for i, p in enumerate(result.plans[:PLANS_SHOWN], 1):
@@ -326,3 +328,12 @@ def _print(result: Any, label: str) -> None:
             )
     if result.short is not None:
         console.print(f"\nCheapest plan of at most two actions: cost {result.short.total_cost:.2f}", markup=False)
+
+
+def _print_unpriced(result: Any, console: Any) -> None:
+    """The result's ``cost_failure``, when candidate plans had no price (an effort that is
+    negative, infinite or NaN): they are infeasible, so it may be why the front is small or empty.
+    A server's result carries it in its ``failure``."""
+    unpriced = getattr(result, "cost_failure", None)
+    if unpriced:
+        console.print(f"Without a price: {unpriced}.", markup=False, soft_wrap=True)
