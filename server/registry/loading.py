@@ -15,6 +15,7 @@ import joblib
 import pandas as pd
 
 from counterplan.planning.errors import InvalidInputError, echo, one_line
+from counterplan.planning.inference import repeated_name
 
 
 class LoadError(InvalidInputError):
@@ -142,12 +143,7 @@ def _repeated_name(file: Path) -> str | None:
         header = pd.read_csv(file, header=None, nrows=1, dtype=str, skipinitialspace=True, keep_default_na=False)
     except Exception:  # the data was read: whatever this fails on, the header is not the problem
         return None
-    seen: set[str] = set()
-    for name in header.iloc[0].tolist():
-        if name in seen and name != "":  # an unnamed column (a written index) has no name to repeat
-            return str(name)
-        seen.add(name)
-    return None
+    return repeated_name(name for name in header.iloc[0].tolist() if name != "")  # unnamed: a written index
 
 
 def load_instance(text: str) -> dict[str, Any]:

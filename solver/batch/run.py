@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ProblemError, echo
+from counterplan.planning.inference import repeated_name
 from counterplan.solver.batch.block import STOP_POLL_SECONDS, Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
@@ -168,7 +169,11 @@ def _frame(
         frame = selection.apply(explainer.data)
     if frame.index.has_duplicates:
         raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
-    return model_rows(explainer, frame), only_rejected
+    frame = model_rows(explainer, frame)
+    repeated = repeated_name(frame.columns)
+    if repeated is not None:  # a row's record would keep one of them without a word
+        raise ProblemError("rows", f"the rows have two columns {echo(repeated)}: give each column one name")
+    return frame, only_rejected
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
