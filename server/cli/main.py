@@ -9,6 +9,8 @@ of this package (``add_parser`` and ``run``); this one only parses and dispatche
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -63,8 +65,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
-        return interrupt.report(exc)
+        code = interrupt.report(exc)
+        _exit_without_abandoned_threads(code)
+        return code
     return EXIT_USAGE
+
+
+def _exit_without_abandoned_threads(code: int) -> None:
+    """End the process now, with ``code``, when a stopped command left threads it could not stop
+    (:mod:`counterplan.solver.core.abandoned`: a batch row inside a model call that never returns):
+    the interpreter's exit would wait for them for good, a thread pool joining its threads. What
+    the command had is written and reported by then; only the output streams are flushed."""
+    from counterplan.solver.core.abandoned import still_running  # noqa: PLC0415 - only after a stop
+
+    if still_running():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":
