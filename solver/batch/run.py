@@ -70,8 +70,9 @@ def explain_batch(
         Only the columns the model reads are read (``explainer.columns``): an id or a group
         column in the rows is left out.
     seed:
-        The batch's seed (default the explainer's, else 0); each row's own comes from it and
-        the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
+        The batch's seed (default :func:`batch_seed`: the explainer's, else its configuration's
+        ``random_seed``, 0 unless set); each row's own comes from it and the row's id
+        (:func:`counterplan.solver.batch.rows.row_seed`).
     only_rejected:
         Leave out rows that already meet the goal (``rows="rejected"`` sets it). They are found
         before any solve with one call of the real model per group of rows whose problems read
@@ -118,7 +119,7 @@ def explain_batch(
     """
     if seed is not None:
         check_seed(seed)
-    base = int(seed) if seed is not None else (explainer.seed if explainer.seed is not None else 0)
+    base = int(seed) if seed is not None else batch_seed(explainer)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
     if stop is not None and not callable(stop):
@@ -152,6 +153,13 @@ def explain_batch(
     result = records_frame(records, _features(explainer))
     result.attrs[SKIPPED] = skipped
     return result
+
+
+def batch_seed(explainer: RowExplainer) -> int:
+    """A batch's seed when none is given: the explainer's, else its configuration's ``random_seed``
+    (``counterplan batch --config`` with ``random_seed: 5`` and no ``--seed``), as one solve takes
+    it. The configuration's was left out: such a batch ran with seed 0 whatever it said."""
+    return explainer.seed if explainer.seed is not None else explainer.config.random_seed
 
 
 def _frame(

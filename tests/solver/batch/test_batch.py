@@ -17,6 +17,7 @@ from counterplan.planning.models import SklearnClassifierAdapter
 from counterplan.solver import explain
 from counterplan.solver.batch.rows import RowSelection, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.explainer import Explainer
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -141,6 +142,19 @@ def test_rejected_rows_only_skip_and_seed(explainer: Explainer, loan_data: pd.Da
     rest = explainer.explain_batch("0:20", only_rejected=True, seed=0, skip=frame["row_id"].tolist()[:3])
     assert rest["row_id"].tolist() == frame["row_id"].tolist()[3:]
     assert row_seed(0, 5) == row_seed(0, np.int64(5)) == row_seed(0, 5.0) != row_seed(1, 5)
+
+
+def test_a_batch_without_a_seed_takes_the_configurations(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """``counterplan batch --config`` with ``random_seed: 5`` and no ``--seed`` ran with seed 0, as
+    if the configuration said nothing (``explain`` takes it); the rows now get seed 5's."""
+    config = SolverConfig(random_seed=5)
+    seeded = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config)
+    frame = seeded.explain_batch("0:6")
+    assert frame["seed"].tolist() == [row_seed(5, i) for i in range(6)]
+    given = seeded.explain_batch("0:6", seed=5)
+    pd.testing.assert_frame_equal(frame.drop(columns="seconds"), given.drop(columns="seconds"))
+    own = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config, seed=2)
+    assert own.explain_batch("0:2")["seed"].tolist() == [row_seed(2, i) for i in range(2)]  # the explainer's first
 
 
 @pytest.mark.parametrize(
