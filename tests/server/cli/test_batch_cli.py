@@ -237,7 +237,7 @@ def test_resume_restarts_a_file_whose_header_a_crash_cut_short(
     [
         (lambda lines: lines + lines[:1] + lines[1:3], "holds the row id 'row_id', no position"),  # two outputs joined
         (lambda lines: lines + lines[2:3], "holds row "),  # a record twice
-        (lambda lines: lines[:2] + ["1500" + lines[2][lines[2].index(",") :]] + lines[3:], "holds the row id 1500"),
+        (lambda lines: [*lines[:2], "1500" + lines[2][lines[2].index(",") :], *lines[3:]], "holds the row id 1500"),
     ],
     ids=["a second header", "a row twice", "a row beyond the data"],
 )
@@ -258,6 +258,20 @@ def test_resume_refuses_an_output_that_is_no_output_of_one_job(
     assert code == 2, err
     assert err.startswith("counterplan: error: --output: ") and err.count("\n") == 1 and fragment in err
     assert "Traceback" not in err + out and output.read_bytes() == before
+
+
+def test_resume_refuses_an_output_another_seed_explained(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """The job of rows 0:8 ran with ``--seed 3``; resumed with ``--seed 4`` it appended the rest
+    with seed 4's answers, an output no run gives, without a word."""
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done)
+    flags = {**_flags(files, output), "--seed": "4"}
+    code, _, err = _run(capsys, *_argv(flags), "--rows", "0:12", "--resume", "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error: --output: ") and "explained with another seed than this run's 4" in err
+    assert err.count("\n") == 1 and output.read_bytes() == eight_done
 
 
 def test_resume_keeps_a_whole_last_record(
