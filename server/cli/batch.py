@@ -221,10 +221,13 @@ def _check_same_seed(existing: pd.DataFrame, seed: int, output: Path) -> None:
     seed (:func:`~counterplan.solver.batch.rows.row_seed` of the batch's seed and its id), and an
     output of two seeds' answers is the answer of no run (a ``--resume`` given another ``--seed``,
     or the configuration's ``random_seed`` changed, was taken without a word)."""
+    import pandas as pd  # noqa: PLC0415
+
     from counterplan.solver.batch.rows import row_seed  # noqa: PLC0415
 
-    for row_id, held in zip(existing["row_id"].tolist(), existing["seed"].tolist(), strict=True):
-        if int(held) != row_seed(seed, int(row_id)):
+    seeds = pd.to_numeric(existing["seed"], errors="coerce")  # an edited file's text is no seed either
+    for row_id, held in zip(existing["row_id"].tolist(), seeds.tolist(), strict=True):
+        if held != row_seed(seed, int(row_id)):
             raise ProblemError(
                 "output",
                 f"{str(output)!r} holds row {int(row_id)} explained with another seed than this run's {seed} "
