@@ -87,7 +87,7 @@ def conform(frame: pd.DataFrame, dtypes: Mapping[str, str]) -> pd.DataFrame:
             continue
         try:
             out[name] = out[name].astype(dtype)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity where whole numbers go
             if dtype in ("Int64", "boolean"):
                 out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
     return out

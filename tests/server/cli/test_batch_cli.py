@@ -274,6 +274,24 @@ def test_resume_refuses_an_output_another_seed_explained(
     assert err.count("\n") == 1 and output.read_bytes() == eight_done
 
 
+def test_resume_reads_an_infinity_where_whole_numbers_go(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """An earlier record (edited, or another tool's) proposing ``inf`` for a whole-number feature:
+    reading the output to resume it ended on an ``OverflowError`` (a stack trace); that column is
+    kept as decimals instead, as any value a whole-number column cannot hold."""
+    lines = eight_done.decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    fields = lines[1].rstrip("\n").split(",")
+    assert len(fields) == len(header)  # no quoted commas in this record
+    fields[header.index("cf_age")] = "inf"
+    output = tmp_path / "results.csv"
+    output.write_text("".join([lines[0], ",".join(fields) + "\n", *lines[2:]]), encoding="utf-8")
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:10", "--resume", "--json"))
+    assert code == 0, err
+    assert "Traceback" not in err + out and json.loads(out)["rows_this_run"] == 2
+
+
 def test_resume_keeps_a_whole_last_record(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
 ) -> None:
