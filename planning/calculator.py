@@ -807,6 +807,12 @@ def check_shared(problems: Sequence[CounterfactualProblem], candidates: FloatMat
         raise
     except Exception:  # the model fails on some row: each problem's own calculator finds which
         return [ScoreCalculator(p, remember_bytes=0).check(flat[i * k : (i + 1) * k]) for i, p in enumerate(problems)]
+    for name, values in predictions.items():  # else the last problems' slices are short, and blamed
+        shape = np.shape(values)
+        if not shape or shape[0] != m * k:
+            raise ModelAdapterError(
+                f"outputs.{name}", f"the model returned shape {shape}; expected ({m * k}, ...) for {m * k} rows"
+            )
     out = []
     for i, problem in enumerate(problems):
         mine = {name: np.asarray(values)[i * k : (i + 1) * k] for name, values in predictions.items()}

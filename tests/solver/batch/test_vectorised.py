@@ -430,6 +430,34 @@ def test_an_output_that_is_no_probability_distribution_fails_in_the_search_as_in
     pd.testing.assert_frame_equal(records[COLUMNS], explain_batch(failing, rows, seed=0, vectorised=True)[COLUMNS])
 
 
+def test_a_model_answering_a_call_with_too_few_rows_gives_error_records_not_an_exception(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    """A model that answers a call of more than three rows with one row fewer (a broken batching
+    layer): the block's shared check sliced its answer per row, so the last row got none and the
+    whole batch ended on ``ModelAdapterError: ... returned shape (0, 2); expected (1, 2)``, where
+    the threads path gives each row its error record. Now the rows get error records that name
+    the shape the model returned, and the batch goes on."""
+
+    class Short:
+        classes_ = loan_model.classes_
+        feature_names_in_ = loan_model.feature_names_in_
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            out = np.asarray(loan_model.predict_proba(X), dtype=float)
+            return out[:-1] if len(out) > 3 else out
+
+        def predict(self, X: pd.DataFrame) -> np.ndarray:
+            return np.asarray(loan_model.predict(X))
+
+    explainer = Explainer(Short(), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    rows = rejected.iloc[:6]
+    frame = explain_batch(explainer, rows, seed=0, vectorised=True)
+    assert frame["row_id"].tolist() == rows.index.tolist()
+    assert (frame["status"] == "error").all() and not frame["valid"].any()
+    assert frame["error"].str.contains(r"returned shape \(5, 2\); expected \(6, \.\.\.\) for 6 rows").all()
+
+
 def test_a_row_the_model_fails_on_gets_the_same_error_record_from_either_engine(
     loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
 ) -> None:
