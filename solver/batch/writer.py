@@ -127,7 +127,9 @@ def check_output(path: Path, *, resume: bool) -> None:
 
 def check_writable_directory(field: str, path: Path) -> None:
     """Refuse a file path whose directory does not exist or cannot be written to, that is a
-    directory itself, or whose name the file system refuses: before the work, not after it."""
+    directory itself or another file than a regular one (a named pipe: ``--resume`` read it, and
+    waited for a writer for good), or whose name the file system refuses: before the work, not
+    after it."""
     folder = path.parent if str(path.parent) else Path()
     if not exists(field, folder) or not folder.is_dir():
         raise ProblemError(field, f"the directory {str(folder)!r} does not exist")
@@ -135,6 +137,8 @@ def check_writable_directory(field: str, path: Path) -> None:
         raise ProblemError(field, f"the directory {str(folder)!r} is not writable")
     if exists(field, path) and path.is_dir():
         raise ProblemError(field, f"{echo(str(path))} is a directory")
+    if exists(field, path) and not path.is_file():  # a named pipe: reading or writing it waits for good
+        raise ProblemError(field, f"{echo(str(path))} is not a regular file (a named pipe, a device)")
 
 
 def exists(field: str, path: Path) -> bool:

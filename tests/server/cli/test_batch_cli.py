@@ -427,6 +427,22 @@ def test_a_file_where_a_parquet_outputs_parts_go_is_refused_before_any_row(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet.parts"]
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("flag", ["--output", "--plot"])
+def test_a_named_pipe_as_the_output_or_plot_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], flag: str
+) -> None:
+    """``--output results.csv --resume`` where results.csv is a named pipe read it, waiting for a
+    writer for good (fuzzing: killed after 30 s); a plot saved to one would wait the same way."""
+    pipe = tmp_path / ("results.csv" if flag == "--output" else "shares.png")
+    os.mkfifo(pipe)
+    output = pipe if flag == "--output" else tmp_path / "results.csv"
+    extra = ["--resume"] if flag == "--output" else ["--plot", str(pipe)]
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4", *extra))
+    assert code == 2, err
+    assert f"{flag}: " in err and "is not a regular file" in err and err.count("\n") == 1
+
+
 def test_an_interrupted_parquet_jobs_parts_are_named_when_the_output_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
 ) -> None:
