@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import importlib.util
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from counterplan.server.cli.explain import add_input_flags, add_server_flags
@@ -115,7 +114,7 @@ def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
     from counterplan.planning.actions import ActionSet  # noqa: PLC0415
-    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, read_config_file  # noqa: PLC0415
 
     if args.actions is None:
         if not demo:
@@ -124,7 +123,9 @@ def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Except
 
         return ActionSet.from_data(DEMO_ACTIONS)
     try:
-        text = Path(args.actions).read_text(encoding="utf-8")
+        text = read_config_file(args.actions)
+    except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
+        raise usage(f"--actions: {args.actions!r}: {exc.problem}") from None
     except OSError as exc:
         raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import joblib
@@ -262,6 +263,20 @@ def test_an_action_without_a_price_is_named_under_the_front(
     _, out, err = run_cli(capsys, *args)
     assert "Traceback" not in out + err
     assert "Without a price: " in out and "had no finite cost (the first: action 'invest'" in out, out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_an_actions_file_that_is_a_named_pipe_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``--actions`` on a named pipe waited for a writer for good (fuzzing: killed after 20 s)."""
+    pipe = tmp_path / "actions.yaml"
+    os.mkfifo(pipe)
+    args = _args(files)
+    args[args.index("--actions") + 1] = str(pipe)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2, err
+    assert "--actions: " in err and "not a regular file" in err and "Traceback" not in out + err
 
 
 def test_action_names_that_look_like_markup_are_printed_as_they_are(
