@@ -16,6 +16,7 @@ import pandas as pd
 
 from counterplan.planning.errors import InvalidInputError, echo, one_line
 from counterplan.planning.inference import repeated_name
+from counterplan.planning.safe_yaml import ConfigTextError, read_config_file
 
 
 class LoadError(InvalidInputError):
@@ -146,11 +147,18 @@ def _repeated_name(file: Path) -> str | None:
     return repeated_name(name for name in header.iloc[0].tolist() if name != "")  # unnamed: a written index
 
 
+MAX_INSTANCE_BYTES = 1024 * 1024
+"""An ``@file.json`` instance is one row's values: a megabyte holds thousands of features."""
+
+
 def load_instance(text: str) -> dict[str, Any]:
-    """Parse an instance given as a JSON object, or as ``@file.json``."""
+    """Parse an instance given as a JSON object, or as ``@file.json`` (a regular file of at most
+    :data:`MAX_INSTANCE_BYTES`: a named pipe waited for a writer for good)."""
     if text.startswith("@"):
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
+            text = read_config_file(text[1:], max_bytes=MAX_INSTANCE_BYTES)
+        except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
+            raise LoadError(text[1:], exc.problem) from None
         except OSError as exc:
             raise LoadError(text[1:], f"cannot read: {exc.strerror}") from None
         except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
