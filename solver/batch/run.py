@@ -177,6 +177,9 @@ def _frame(
         frame = selection.apply(explainer.data)
     if frame.index.has_duplicates:
         raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
+    texts = {id_text(label) for label in frame.index}  # 5 and "5" get one seed and read alike in the records
+    if len(texts) != len(frame):
+        raise ProblemError("rows", "the rows' index has labels that read alike (5 and '5'): row ids must be unique")
     frame = model_rows(explainer, frame)
     repeated = repeated_name(frame.columns)
     if repeated is not None:  # a row's record would keep one of them without a word

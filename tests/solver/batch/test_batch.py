@@ -157,6 +157,16 @@ def test_a_batch_without_a_seed_takes_the_configurations(loan_data: pd.DataFrame
     assert own.explain_batch("0:2")["seed"].tolist() == [row_seed(2, i) for i in range(2)]  # the explainer's first
 
 
+def test_row_ids_that_read_alike_are_refused(explainer: Explainer, rejected: pd.DataFrame) -> None:
+    """Labels 5 and "5" are two labels to pandas but one row id to a batch (its seed, its records,
+    a resume's skip): both rows ran with one seed and came back as two records of row 5."""
+    rows = rejected.iloc[:2].copy()
+    rows.index = pd.Index([5, "5"], dtype=object)
+    with pytest.raises(ProblemError, match="labels that read alike") as caught:
+        explainer.explain_batch(rows, seed=0)
+    assert caught.value.field == "rows"
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
