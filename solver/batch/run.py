@@ -212,13 +212,22 @@ def _rows_to_explain(
     the rows a resumed job did (``skip``) go first, then (``only_rejected``) those that meet the
     goal already, found with model calls over the rows, not a solve per approved row."""
     frame, only_rejected = _frame(explainer, rows, only_rejected)
-    done = {id_text(s) for s in skip}
+    done = _done(skip)
     if done:
         frame = frame[[id_text(label) not in done for label in frame.index]]
     if not only_rejected:
         return frame, False, 0
     met = meeting_the_goal(explainer, frame)
     return frame[~met], True, int(met.sum())
+
+
+def _done(skip: Iterable[Any]) -> set[str]:
+    """The row ids ``skip`` names, as text. A string is refused: it is iterable, so ``skip="12"``
+    skipped rows 1 and 2; and so is anything that is not a collection of ids (``5``, ``None``)."""
+    if isinstance(skip, str | bytes) or not isinstance(skip, Iterable):
+        given = f"the {type(skip).__name__} {echo(skip)}"
+        raise ProblemError("skip", f"give the row ids already done as a list or set, given {given}")
+    return {id_text(s) for s in skip}
 
 
 def _window(window: int | None) -> int:

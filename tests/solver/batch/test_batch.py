@@ -157,6 +157,15 @@ def test_a_batch_without_a_seed_takes_the_configurations(loan_data: pd.DataFrame
     assert own.explain_batch("0:2")["seed"].tolist() == [row_seed(2, i) for i in range(2)]  # the explainer's first
 
 
+@pytest.mark.parametrize("skip", ["12", 5, None], ids=["a string", "a number", "none"])
+def test_a_skip_that_is_no_collection_of_row_ids_is_refused(explainer: Explainer, skip: Any) -> None:
+    """``skip="12"`` skipped rows 1 and 2 (a string is iterable), and ``5`` or ``None`` raised a
+    bare ``TypeError``."""
+    with pytest.raises(ProblemError, match="give the row ids already done as a list or set") as caught:
+        explainer.explain_batch("0:14", seed=0, skip=skip)
+    assert caught.value.field == "skip"
+
+
 def test_row_ids_that_read_alike_are_refused(explainer: Explainer, rejected: pd.DataFrame) -> None:
     """Labels 5 and "5" are two labels to pandas but one row id to a batch (its seed, its records,
     a resume's skip): both rows ran with one seed and came back as two records of row 5."""
