@@ -122,11 +122,7 @@ def explain_batch(
     base = int(seed) if seed is not None else batch_seed(explainer)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
-    if stop is not None and not callable(stop):
-        given = type(stop).__name__
-        raise ProblemError("stop", f"must be a function of no arguments that returns True to stop (given a {given})")
-    if stop is not None and (workers != 1 or ray is not None):
-        raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
+    _check_callbacks(on_record, stop, in_process=workers == 1 and ray is None)
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
@@ -219,6 +215,20 @@ def _rows_to_explain(
         return frame, False, 0
     met = meeting_the_goal(explainer, frame)
     return frame[~met], True, int(met.sum())
+
+
+def _check_callbacks(on_record: Any, stop: Any, *, in_process: bool) -> None:
+    """Refuse an ``on_record`` or ``stop`` that is no function (``on_record`` was only called once
+    the first row was solved: a bare ``TypeError`` after the work), and a stop check for rows run
+    in other processes."""
+    if on_record is not None and not callable(on_record):
+        given = type(on_record).__name__
+        raise ProblemError("on_record", f"must be a function that takes each row's record (given a {given})")
+    if stop is not None and not callable(stop):
+        given = type(stop).__name__
+        raise ProblemError("stop", f"must be a function of no arguments that returns True to stop (given a {given})")
+    if stop is not None and not in_process:
+        raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
 
 
 def _done(skip: Iterable[Any]) -> set[str]:

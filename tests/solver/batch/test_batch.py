@@ -166,6 +166,13 @@ def test_a_skip_that_is_no_collection_of_row_ids_is_refused(explainer: Explainer
     assert caught.value.field == "skip"
 
 
+def test_an_on_record_that_is_no_function_is_refused_before_any_row(explainer: Explainer) -> None:
+    """``on_record="out.csv"`` raised a bare ``TypeError`` once the first row was solved."""
+    with pytest.raises(ProblemError, match="must be a function that takes each row's record") as caught:
+        explainer.explain_batch("0:4", seed=0, on_record="out.csv")  # type: ignore[arg-type]
+    assert caught.value.field == "on_record"
+
+
 def test_row_ids_that_read_alike_are_refused(explainer: Explainer, rejected: pd.DataFrame) -> None:
     """Labels 5 and "5" are two labels to pandas but one row id to a batch (its seed, its records,
     a resume's skip): both rows ran with one seed and came back as two records of row 5."""
