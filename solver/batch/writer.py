@@ -127,18 +127,17 @@ def check_output(path: Path, *, resume: bool) -> None:
 
 def check_writable_directory(field: str, path: Path) -> None:
     """Refuse a file path whose directory does not exist or cannot be written to, that is a
-    directory itself or another file than a regular one (a named pipe: ``--resume`` read it, and
-    waited for a writer for good), or whose name the file system refuses: before the work, not
-    after it."""
+    directory itself or no regular file (a named pipe blocks the write after the work until a
+    reader comes, forever; a device is no file to keep), or whose name the file system refuses:
+    before the work, not after it."""
     folder = path.parent if str(path.parent) else Path()
     if not exists(field, folder) or not folder.is_dir():
         raise ProblemError(field, f"the directory {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ProblemError(field, f"the directory {str(folder)!r} is not writable")
-    if exists(field, path) and path.is_dir():
-        raise ProblemError(field, f"{echo(str(path))} is a directory")
-    if exists(field, path) and not path.is_file():  # a named pipe: reading or writing it waits for good
-        raise ProblemError(field, f"{echo(str(path))} is not a regular file (a named pipe, a device)")
+    if exists(field, path) and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file (a pipe, a socket or a device)"
+        raise ProblemError(field, f"{echo(str(path))} is {kind}")
 
 
 def exists(field: str, path: Path) -> bool:
