@@ -211,8 +211,9 @@ class StepResult:
     ok: BoolArray
     """The action kept its conditions, stayed in the domains, changed something and has a price."""
     priced: BoolArray
-    """The step's cost is a finite number (its effort and every tau it reads are). A step
-    without a price is not ``ok`` either: an infinite or NaN cost never ranks a plan."""
+    """The step's cost is a finite number (its effort is one, at least 0, and every tau it reads
+    is finite). A step without a price is not ``ok`` either: an infinite or NaN cost never ranks a
+    plan, and a negative effort (``delta / 5000`` on a delta that is negative) is no free step."""
 
 
 def apply(
@@ -256,7 +257,8 @@ def apply(
         effort = np.abs(scope["delta"]) if action.kind == "add" else np.ones(n)
     else:
         effort = np.broadcast_to(np.asarray(effort_formula(scope), dtype=np.float64), (n,))
-    effort = np.where(np.isfinite(effort), np.maximum(effort, 0.0), np.nan)
+    with np.errstate(invalid="ignore"):  # a negative effort is no price, as NaN is: it was made 0, a free step
+        effort = np.where(np.isfinite(effort) & (effort >= 0.0), effort + 0.0, np.nan)
     changed = {space.names[j]: changed_columns[:, j] for j in np.flatnonzero(changed_columns.any(axis=0))}
     cost = effort * graph.discount(before, changed, n)
     priced = np.isfinite(cost)
@@ -565,7 +567,8 @@ def total_cost(
         if not result.priced[0]:
             raise ActionError(
                 f"steps[{position}]",
-                f"action {actions[index].name!r} has no finite cost here (an effort or tau that is infinite or NaN)",
+                f"action {actions[index].name!r} has no finite cost here "
+                "(an effort that is negative, or an effort or tau that is infinite or NaN)",
             )
         if not result.ok[0]:
             raise ActionError(f"steps[{position}]", f"action {actions[index].name!r} cannot run here")

@@ -671,6 +671,19 @@ def _implausible_rows(array: FloatMatrix) -> tuple[npt.NDArray[np.bool_], npt.ND
     return ~finite_rows, finite_rows & (outside | unsummed)
 
 
+def implausible_predictions(predictions: Predictions, n: int) -> npt.NDArray[np.bool_]:
+    """Per row of ``n``: some output of ``predictions`` is implausible (not finite; class
+    probabilities outside [0, 1] or not summing to 1), so the calculator counts the row as a failed
+    prediction. A search that scores rows its own way (the vectorised engine) marks the same rows,
+    or it would chase a row the final check then refuses."""
+    failed = np.zeros(n, dtype=bool)
+    for array in predictions.values():
+        masks = _implausible_rows(np.asarray(array, dtype=np.float64))
+        if masks is not None:
+            failed |= masks[0] | masks[1]
+    return failed
+
+
 def _implausible_outputs(name: str, array: FloatMatrix) -> list[tuple[int, str]]:
     """Rows whose output cannot be what the model's kind promises: not finite, or for class
     probabilities outside [0, 1] or not summing to 1. Such a row is never a valid answer."""
@@ -811,6 +824,12 @@ def check_shared(problems: Sequence[CounterfactualProblem], candidates: FloatMat
         raise
     except Exception:  # the model fails on some row: each problem's own calculator finds which
         return [ScoreCalculator(p, remember_bytes=0).check(flat[i * k : (i + 1) * k]) for i, p in enumerate(problems)]
+    for name, values in predictions.items():  # else the last problems' slices are short, and blamed
+        shape = np.shape(values)
+        if not shape or shape[0] != m * k:
+            raise ModelAdapterError(
+                f"outputs.{name}", f"the model returned shape {shape}; expected ({m * k}, ...) for {m * k} rows"
+            )
     out = []
     for i, problem in enumerate(problems):
         mine = {name: np.asarray(values)[i * k : (i + 1) * k] for name, values in predictions.items()}
@@ -838,5 +857,6 @@ __all__ = [
     "ScoreMismatchError",
     "SolveAbandoned",
     "check_shared",
+    "implausible_predictions",
     "reference_score",
 ]

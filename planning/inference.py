@@ -284,10 +284,26 @@ def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and math.isfinite(value)
 
 
+def repeated_name(names: Iterable[Any]) -> str | None:
+    """A name ``names`` hold twice, or None. pandas allows a frame two columns of one name: read by
+    name, such a column is a frame of both (a stack trace deep in the profile), and a row made a
+    record keeps one of them without a word."""
+    seen: set[str] = set()
+    for name in names:
+        text = str(name)
+        if text in seen:
+            return text
+        seen.add(text)
+    return None
+
+
 class DataProfile:
     """The :class:`ColumnFacts` of a training DataFrame's columns, each computed on first use."""
 
     def __init__(self, data: pd.DataFrame) -> None:
+        repeated = repeated_name(data.columns)
+        if repeated is not None:  # a column read by name would be a frame of both: no error said why
+            raise ProblemError("data", f"the training data has two columns {echo(repeated)}: give each column one name")
         self.data = data
         self._facts: dict[str, ColumnFacts] = {}
         self._statistics: dict[str, FeatureStatistics | None] = {}

@@ -15,6 +15,8 @@ here.
 
 from __future__ import annotations
 
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -65,6 +67,33 @@ class _LimitedLoader(yaml.SafeLoader):
                     mark = key_node.start_mark
                     raise ConfigTextError(f"key {str(key)[:100]!r} is given twice (line {mark.line + 1}): keep one")
         return super().construct_mapping(node, deep=deep)
+
+
+def read_config_file(path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """The text of a configuration file named on the command line (``--config``, ``--actions``),
+    read within :func:`load_config_text`'s cap: a larger file is refused by its size, and a path
+    that is no regular file is not read at all (a named pipe waits for a writer for good, and
+    ``/dev/zero`` never ends: both hung the command).
+
+    Raises
+    ------
+    OSError
+        The file cannot be read.
+    UnicodeDecodeError
+        It is not UTF-8 text.
+    ConfigTextError
+        It is no regular file, or holds more than ``max_bytes``.
+    """
+    file = Path(path)
+    found = file.stat()
+    if not stat.S_ISREG(found.st_mode):
+        raise ConfigTextError("not a regular file (a named pipe, a device): give a file")
+    with file.open("rb") as handle:
+        data = handle.read(max_bytes + 1)  # a file that grew since its size was read stops here too
+    size = max(found.st_size, len(data))
+    if size > max_bytes:
+        raise ConfigTextError(f"{size:,} bytes; at most {max_bytes:,} are accepted")
+    return data.decode("utf-8")
 
 
 def load_config_text(text: str | bytes, max_bytes: int = MAX_CONFIG_BYTES) -> Any:

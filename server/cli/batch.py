@@ -166,6 +166,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
     from counterplan.solver.batch.rows import RowSelection, meeting_the_goal, probe_row  # noqa: PLC0415
+    from counterplan.solver.batch.run import batch_seed  # noqa: PLC0415
     from counterplan.solver.batch.torn_line import drop_torn_line  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
 
@@ -186,7 +187,8 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     columns = list(dtypes)
     if args.resume:  # a line a crash tore is cut off (and its row solved again), never read as a record
         drop_torn_line(output, columns, dtypes, rows=len(data))
-    existing = read_existing(output, columns, dtypes) if args.resume else no_records(columns, dtypes)
+    existing = read_existing(output, columns, dtypes, rows=len(data)) if args.resume else no_records(columns, dtypes)
+    _check_same_seed(existing, args.seed if args.seed is not None else batch_seed(explainer), output)
     done = {int(i) for i in existing["row_id"]}
     ids = [i for i in (range(len(data)) if selection.positions is None else selection.positions) if i not in done]
     started = time.perf_counter()
@@ -212,6 +214,26 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
         skipped,
         time.perf_counter() - started,
     )
+
+
+def _check_same_seed(existing: pd.DataFrame, seed: int, output: Path) -> None:
+    """Refuse to resume an output whose rows another seed explained: each record holds its row's
+    seed (:func:`~counterplan.solver.batch.rows.row_seed` of the batch's seed and its id), and an
+    output of two seeds' answers is the answer of no run (a ``--resume`` given another ``--seed``,
+    or the configuration's ``random_seed`` changed, was taken without a word)."""
+    import pandas as pd  # noqa: PLC0415
+
+    from counterplan.solver.batch.rows import row_seed  # noqa: PLC0415
+
+    seeds = pd.to_numeric(existing["seed"], errors="coerce")  # an edited file's text is no seed either
+    for row_id, held in zip(existing["row_id"].tolist(), seeds.tolist(), strict=True):
+        if held != row_seed(seed, int(row_id)):
+            raise ProblemError(
+                "output",
+                f"{str(output)!r} holds row {int(row_id)} explained with another seed than this run's {seed} "
+                "(--seed, or the configuration's random_seed): resume with the seed it was started with, "
+                "or write to a new file",
+            )
 
 
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:

@@ -9,7 +9,10 @@ of this package (``add_parser`` and ``run``); this one only parses and dispatche
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import threading
 from collections.abc import Sequence
 
 # Only light modules at the top: --help and argument errors must answer at once. Each command
@@ -43,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
 
     configure_console_logs()
+    from counterplan.solver.core.abandoned import alive  # noqa: PLC0415 - after parsing, as the logs
+
+    left_before = set(alive())  # threads an earlier command in this process left (a test's) are not this one's
     try:
         if args.command == "serve":  # the servers stop on SIGTERM their own way (a grace)
             return serve.run(args)
@@ -63,8 +69,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
-        return interrupt.report(exc)
+        code = interrupt.report(exc)
+        _exit_past_threads_left(code, left_before)
+        return code
     return EXIT_USAGE
+
+
+def _exit_past_threads_left(code: int, left_before: set[threading.Thread]) -> None:
+    """End the process now, with ``code``, when the stopped command left threads it could not stop
+    (:mod:`counterplan.solver.core.abandoned`: a batch row inside a model call that never returns;
+    ``left_before``: those an earlier command in this process left): the interpreter's exit would
+    wait for them for good, a thread pool joining its threads. What the command had is written
+    and reported by then; only the output streams are flushed."""
+    from counterplan.solver.core.abandoned import alive  # noqa: PLC0415
+
+    if not set(alive()) - left_before:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

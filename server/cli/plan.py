@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import importlib.util
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from counterplan.server.cli.explain import add_input_flags, add_server_flags
@@ -115,7 +114,7 @@ def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
     from counterplan.planning.actions import ActionSet  # noqa: PLC0415
-    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text  # noqa: PLC0415
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, read_config_file  # noqa: PLC0415
 
     if args.actions is None:
         if not demo:
@@ -124,7 +123,9 @@ def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Except
 
         return ActionSet.from_data(DEMO_ACTIONS)
     try:
-        text = Path(args.actions).read_text(encoding="utf-8")
+        text = read_config_file(args.actions)
+    except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
+        raise usage(f"--actions: {args.actions!r}: {exc.problem}") from None
     except OSError as exc:
         raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
@@ -294,6 +295,7 @@ def _print(result: Any, label: str) -> None:
         console.print("No plan reaches the goal with these actions.", style="yellow")
         if result.failure:
             console.print(f"The model failed: {result.failure}", markup=False)
+        _print_unpriced(result, console)  # why the front is empty may be the actions' costs, not the model
         return
     table = Table(title=f"{len(result.plans)} plans on the Pareto front (cheapest first)")
     for column in ("#", "actions in order", "cost", "distance (Gower)"):
@@ -309,6 +311,7 @@ def _print(result: Any, label: str) -> None:
             markup=False,
             soft_wrap=True,
         )
+    _print_unpriced(result, console)
     console.print(GOWER_NOTE.format(features=len(result.original)), markup=False)
     console.print(f"Before any action: the {label} is {result.original_prediction:.3f}.", markup=False)
     for i, p in enumerate(result.plans[:PLANS_SHOWN], 1):
@@ -326,3 +329,12 @@ def _print(result: Any, label: str) -> None:
             )
     if result.short is not None:
         console.print(f"\nCheapest plan of at most two actions: cost {result.short.total_cost:.2f}", markup=False)
+
+
+def _print_unpriced(result: Any, console: Any) -> None:
+    """The result's ``cost_failure``, when candidate plans had no price (an effort that is
+    negative, infinite or NaN): they are infeasible, so it may be why the front is small or empty.
+    A server's result carries it in its ``failure``."""
+    unpriced = getattr(result, "cost_failure", None)
+    if unpriced:
+        console.print(f"Without a price: {unpriced}.", markup=False, soft_wrap=True)

@@ -28,6 +28,9 @@ COMMAND_TRUST = "pass --trust-model to load them (only for a file you made)"
 """How a command (explain, batch, plan, tune) trusts a skops file's types: its own flag."""
 CARD_TRUST = "list them as trusted_types in the model card"
 """How a model card trusts them (``serve`` has no flag for it: the card is where trust is written)."""
+MAX_INSTANCE_BYTES = 1024 * 1024
+"""An ``@file.json`` instance (a regular file: a named pipe waited for a writer for good) is one
+row's values: a megabyte holds thousands of features."""
 
 
 def load_model(
@@ -119,6 +122,19 @@ def existing_file(path: str | Path) -> Path:
     return file
 
 
+def _repeated_name(file: Path) -> str | None:
+    """A name the CSV's header gives to two columns, or None. pandas reads the second as
+    ``income.1``, so a model reading ``income`` would get the first without a word, and a
+    required column the user meant to rename would be reported missing."""
+    from counterplan.planning.inference import repeated_name  # noqa: PLC0415 - the profile's own rule
+
+    try:
+        header = pd.read_csv(file, header=None, nrows=1, dtype=str, skipinitialspace=True, keep_default_na=False)
+    except Exception:  # the data was read: whatever this fails on, the header is not the problem
+        return None
+    return repeated_name(name for name in header.iloc[0].tolist() if name != "")  # unnamed: a written index
+
+
 def load_csv(path: str | Path) -> pd.DataFrame:
     """Read a CSV of training data."""
     file = existing_file(path)
@@ -128,6 +144,11 @@ def load_csv(path: str | Path) -> pd.DataFrame:
         raise LoadError(str(file), f"cannot read CSV: {exc}") from None
     if data.empty:
         raise LoadError(str(file), "the CSV has no rows")
+    repeated = _repeated_name(file)
+    if repeated is not None:
+        raise LoadError(
+            str(file), f"the header names two columns {one_line(repr(repeated), 100)}: give each column one name"
+        )
     return data
 
 
@@ -142,8 +163,12 @@ def _names_a_file(text: str) -> bool:
 def load_instance(text: str) -> dict[str, Any]:
     """Parse an instance given as a JSON object, or as ``@file.json``."""
     if text.startswith("@"):
+        from counterplan.planning.safe_yaml import ConfigTextError, read_config_file  # noqa: PLC0415
+
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
+            text = read_config_file(text[1:], max_bytes=MAX_INSTANCE_BYTES)
+        except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
+            raise LoadError(text[1:], exc.problem) from None
         except OSError as exc:
             raise LoadError(text[1:], f"cannot read: {exc.strerror}") from None
         except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError

@@ -30,6 +30,7 @@ from counterplan.solver.batch.records import error_record, record_of
 from counterplan.solver.batch.rows import id_text, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.batch.vectorised import run_vector_block, vector_refusal
+from counterplan.solver.core.abandoned import abandon
 from counterplan.solver.engines import runs_exact
 
 _log = structlog.get_logger(__name__)
@@ -46,6 +47,10 @@ STOP_POLL_SECONDS = 0.05
 """How often the threads path asks a batch's stop check while its rows run (a row's own steps
 cannot ask it: its solve runs in a thread of its own), and an audit's proof under way asks its
 own (:func:`counterplan.solver.audit.proofs.prove_row`)."""
+
+ABANDON_SECONDS = 2.0
+"""How long a batch that ends early (Ctrl-C, SIGTERM, ``on_record`` raising) waits for the rows
+in flight on the threads path to stop at their next step before it lets their threads go."""
 
 Record = dict[str, Any]
 Item = tuple[Any, dict[str, Any]]
@@ -70,7 +75,7 @@ def run_block(
     flight are stopped too when the batch ends early (``on_record`` raising, Ctrl-C), rather
     than run to their own ends while the caller waits."""
     window = rows_at_once(explainer, window, cores)
-    calls = SharedCalls(explainer.adapter, max_wait=_max_wait(explainer))
+    calls = SharedCalls(explainer.adapter, max_wait=shared_wait(explainer))
     running = _Running()
     poll = STOP_POLL_SECONDS if stop is not None else None
 
@@ -91,17 +96,32 @@ def run_block(
 
     pending: set[Future[Record]] = set()
     threads = max(1, min(window, len(items)))
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch") as pool:
-        try:
-            for row_id, row in items:
-                if len(pending) >= window:
-                    pending = settle(pending, every=False)
-                asked()
-                pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls, running=running))
-            settle(pending, every=True)
-        except BaseException:  # the batch ends here: the rows in flight stop at their next step
-            running.stop()
-            raise
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="counterplan-batch")
+    try:
+        for row_id, row in items:
+            if len(pending) >= window:
+                pending = settle(pending, every=False)
+            asked()
+            pending.add(pool.submit(solve_row, explainer, row_id, row, seed, calls, running=running))
+        settle(pending, every=True)
+    except BaseException:  # the batch ends here: the rows in flight stop at their next step
+        running.stop()
+        _let_go(pool, pending, running)
+        raise
+    pool.shutdown()
+
+
+def _let_go(pool: ThreadPoolExecutor, pending: set[Future[Record]], running: _Running) -> None:
+    """End ``pool`` after a stop: its rows in flight (at most one a thread) have
+    :data:`ABANDON_SECONDS` to stop at their next step; a row still running then is inside a model
+    call that does not return (a hung remote model), and waiting for it (a pool's ``with``) hung
+    Ctrl-C and SIGTERM for good. Its thread is abandoned (:mod:`counterplan.solver.core.abandoned`):
+    the caller goes on, and the command line ends the process without it."""
+    _, stuck = wait(pending, timeout=ABANDON_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    if stuck:
+        for thread in running.threads():
+            abandon(thread)
 
 
 class _Running:
@@ -110,7 +130,7 @@ class _Running:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._solvers: set[RowSolve] = set()
+        self._solvers: dict[RowSolve, threading.Thread] = {}
         self.stopped = False
 
     def stop(self) -> None:
@@ -119,17 +139,22 @@ class _Running:
             for solver in self._solvers:
                 solver.terminate_early()
 
+    def threads(self) -> list[threading.Thread]:
+        """The threads of the solves still running."""
+        with self._lock:
+            return list(self._solvers.values())
+
     @contextmanager
     def member(self, solver: RowSolve) -> Iterator[None]:
         with self._lock:
-            self._solvers.add(solver)
+            self._solvers[solver] = threading.current_thread()
             if self.stopped:
                 solver.terminate_early()
         try:
             yield
         finally:
             with self._lock:
-                self._solvers.discard(solver)
+                self._solvers.pop(solver, None)
 
 
 def solve_row(
@@ -178,9 +203,15 @@ def usable_cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-def _max_wait(explainer: RowExplainer) -> float:
-    """How long a model call waits for the other solves of its block."""
-    return EXACT_MAX_WAIT_SECONDS if runs_exact(explainer.config, explainer.engine) else BATCH_MAX_WAIT_SECONDS
+def shared_wait(explainer: RowExplainer) -> float:
+    """How long a model call waits for the other solves of its block: briefly when a solve may
+    spend long without calling the model (the exact engine's programs), or when a time limit may
+    cut it (:func:`rows_at_once` runs one row a core then, and a wait for the other rows' calls is
+    time charged to the row's own limit: with a model taking 0.4 s a call under a 1 s limit, 8 of
+    20 rows stopped after one call where each alone finds its answer in two)."""
+    if runs_exact(explainer.config, explainer.engine) or explainer.config.reads_the_clock(explainer.engine):
+        return EXACT_MAX_WAIT_SECONDS
+    return BATCH_MAX_WAIT_SECONDS
 
 
 def run_blocks(

@@ -16,6 +16,7 @@ import copy
 import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.calculator import ScoreCalculator
-from counterplan.planning.errors import CounterplanError, ProblemError
+from counterplan.planning.errors import CounterplanError, ProblemError, echo
 from counterplan.planning.features import (
     MAX_MAGNITUDE,
     CategoricalFeature,
@@ -64,15 +65,30 @@ class RowSelection:
             if not 0 <= start < stop <= n_rows:
                 raise ProblemError("rows", f"{start}:{stop} is not a range of positions in the data's {n_rows} rows")
             return cls(tuple(range(start, stop)))
-        positions = [int(p) for p in text]
+        try:
+            positions = [_position(p) for p in text]
+        except TypeError:  # not a list of anything: 5, a float
+            given = f"given the {type(text).__name__} {echo(text)}"
+            raise ProblemError("rows", f"give all, rejected, START:STOP or a list of positions; {given}") from None
         bad = [p for p in positions if not 0 <= p < n_rows]
         if bad:
             raise ProblemError("rows", f"position {bad[0]} is outside the data's {n_rows} rows")
+        twice = [p for p, n in Counter(positions).items() if n > 1]
+        if twice:
+            raise ProblemError("rows", f"position {twice[0]} is given twice: each row is explained once")
         return cls(tuple(positions))
 
     def apply(self, data: pd.DataFrame) -> pd.DataFrame:
         """The selected rows of ``data``."""
         return data if self.positions is None else data.iloc[list(self.positions)]
+
+
+def _position(value: Any) -> int:
+    """A position of a row: a whole number (a numpy integer is one; ``3.7``, ``"3"``, ``True`` or
+    ``None`` is refused, not read as another row or raised as a bare ``ValueError``)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise ProblemError("rows", f"a position is a whole number, given {echo(value)}")
+    return int(value)
 
 
 def probe_row(explainer: RowExplainer, frame: pd.DataFrame | None = None) -> int:

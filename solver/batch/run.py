@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ProblemError, echo
+from counterplan.planning.inference import repeated_name
 from counterplan.solver.batch.block import STOP_POLL_SECONDS, Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
@@ -69,8 +70,9 @@ def explain_batch(
         Only the columns the model reads are read (``explainer.columns``): an id or a group
         column in the rows is left out.
     seed:
-        The batch's seed (default the explainer's, else 0); each row's own comes from it and
-        the row's id (:func:`counterplan.solver.batch.rows.row_seed`).
+        The batch's seed (default :func:`batch_seed`: the explainer's, else its configuration's
+        ``random_seed``, 0 unless set); each row's own comes from it and the row's id
+        (:func:`counterplan.solver.batch.rows.row_seed`).
     only_rejected:
         Leave out rows that already meet the goal (``rows="rejected"`` sets it). They are found
         before any solve with one call of the real model per group of rows whose problems read
@@ -117,14 +119,10 @@ def explain_batch(
     """
     if seed is not None:
         check_seed(seed)
-    base = int(seed) if seed is not None else (explainer.seed if explainer.seed is not None else 0)
+    base = int(seed) if seed is not None else batch_seed(explainer)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
-    if stop is not None and not callable(stop):
-        given = type(stop).__name__
-        raise ProblemError("stop", f"must be a function of no arguments that returns True to stop (given a {given})")
-    if stop is not None and (workers != 1 or ray is not None):
-        raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
+    _check_callbacks(on_record, stop, in_process=workers == 1 and ray is None)
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
@@ -153,6 +151,13 @@ def explain_batch(
     return result
 
 
+def batch_seed(explainer: RowExplainer) -> int:
+    """A batch's seed when none is given: the explainer's, else its configuration's ``random_seed``
+    (``counterplan batch --config`` with ``random_seed: 5`` and no ``--seed``), as one solve takes
+    it. The configuration's was left out: such a batch ran with seed 0 whatever it said."""
+    return explainer.seed if explainer.seed is not None else explainer.config.random_seed
+
+
 def _frame(
     explainer: RowExplainer, rows: pd.DataFrame | RowSelection | str | Sequence[int] | None, only_rejected: bool
 ) -> tuple[pd.DataFrame, bool]:
@@ -168,7 +173,14 @@ def _frame(
         frame = selection.apply(explainer.data)
     if frame.index.has_duplicates:
         raise ProblemError("rows", "the rows' index has duplicate labels: row ids must be unique")
-    return model_rows(explainer, frame), only_rejected
+    texts = {id_text(label) for label in frame.index}  # 5 and "5" get one seed and read alike in the records
+    if len(texts) != len(frame):
+        raise ProblemError("rows", "the rows' index has labels that read alike (5 and '5'): row ids must be unique")
+    frame = model_rows(explainer, frame)
+    repeated = repeated_name(frame.columns)
+    if repeated is not None:  # a row's record would keep one of them without a word
+        raise ProblemError("rows", f"the rows have two columns {echo(repeated)}: give each column one name")
+    return frame, only_rejected
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
@@ -196,13 +208,36 @@ def _rows_to_explain(
     the rows a resumed job did (``skip``) go first, then (``only_rejected``) those that meet the
     goal already, found with model calls over the rows, not a solve per approved row."""
     frame, only_rejected = _frame(explainer, rows, only_rejected)
-    done = {id_text(s) for s in skip}
+    done = _done(skip)
     if done:
         frame = frame[[id_text(label) not in done for label in frame.index]]
     if not only_rejected:
         return frame, False, 0
     met = meeting_the_goal(explainer, frame)
     return frame[~met], True, int(met.sum())
+
+
+def _check_callbacks(on_record: Any, stop: Any, *, in_process: bool) -> None:
+    """Refuse an ``on_record`` or ``stop`` that is no function (``on_record`` was only called once
+    the first row was solved: a bare ``TypeError`` after the work), and a stop check for rows run
+    in other processes."""
+    if on_record is not None and not callable(on_record):
+        given = type(on_record).__name__
+        raise ProblemError("on_record", f"must be a function that takes each row's record (given a {given})")
+    if stop is not None and not callable(stop):
+        given = type(stop).__name__
+        raise ProblemError("stop", f"must be a function of no arguments that returns True to stop (given a {given})")
+    if stop is not None and not in_process:
+        raise ProblemError("stop", "a stop check runs in this process only: give workers=1 and no ray")
+
+
+def _done(skip: Iterable[Any]) -> set[str]:
+    """The row ids ``skip`` names, as text. A string is refused: it is iterable, so ``skip="12"``
+    skipped rows 1 and 2; and so is anything that is not a collection of ids (``5``, ``None``)."""
+    if isinstance(skip, str | bytes) or not isinstance(skip, Iterable):
+        given = f"the {type(skip).__name__} {echo(skip)}"
+        raise ProblemError("skip", f"give the row ids already done as a list or set, given {given}")
+    return {id_text(s) for s in skip}
 
 
 def _window(window: int | None) -> int:

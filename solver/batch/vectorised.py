@@ -26,12 +26,12 @@ import numpy as np
 import structlog
 
 from counterplan.planning.calculator import Evaluation, check_shared
-from counterplan.planning.errors import ModelFailureError
+from counterplan.planning.errors import ModelAdapterError, ModelFailureError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
-from counterplan.solver.batch.rows import row_seed
+from counterplan.solver.batch.rows import id_text, row_seed
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.core.registry import default_phases
@@ -124,7 +124,10 @@ def run_vector_block(
     fallback: Callable[[Sequence[Item]], None] | None = None,
     settings: VectorSettings | None = None,
 ) -> None:
-    """Solve ``items`` together; the rows the engine cannot search go to ``fallback``."""
+    """Solve ``items`` together; the rows the engine cannot search go to ``fallback``. A model call
+    whose answer breaks the model's contract (:class:`~counterplan.planning.errors.ModelAdapterError`:
+    an output of the wrong shape) ends the rows of its program with error records, as each row's
+    solve on the threads path ends, not the whole batch on an exception."""
     started = time.perf_counter()
     settings = settings or _settings(explainer.config)
     groups: list[tuple[list[CounterfactualProblem], list[Item]]] = []
@@ -154,7 +157,34 @@ def run_vector_block(
             raise ValueError("rows the vectorised engine cannot search need a fallback")
         fallback(refused)
     for problems, kept in groups:
-        _solve(explainer, kept, problems, seed, on_record, stop=stop, settings=settings, started=started)
+        _solve_or_fail(explainer, kept, problems, seed, on_record, stop=stop, settings=settings, started=started)
+
+
+def _solve_or_fail(
+    explainer: RowExplainer,
+    items: Sequence[Item],
+    problems: list[CounterfactualProblem],
+    seed: int,
+    on_record: Callable[[Record], None],
+    *,
+    stop: Callable[[], bool] | None,
+    settings: VectorSettings,
+    started: float,
+) -> None:
+    """:func:`_solve`; when a call's answer breaks the model's contract (an output of the wrong
+    shape), each row not answered yet gets the error record its solve on the threads path gives."""
+    done: set[str] = set()
+
+    def answered(record: Record) -> None:
+        done.add(id_text(record["row_id"]))
+        on_record(record)
+
+    try:
+        _solve(explainer, items, problems, seed, answered, stop=stop, settings=settings, started=started)
+    except ModelAdapterError as exc:
+        for row_id, _ in items:
+            if id_text(row_id) not in done:
+                on_record(error_record(row_id, exc, row_seed(seed, row_id), time.perf_counter() - started))
 
 
 def _solve(

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from counterplan.planning.errors import ProblemError, echo
@@ -86,7 +87,7 @@ def conform(frame: pd.DataFrame, dtypes: Mapping[str, str]) -> pd.DataFrame:
             continue
         try:
             out[name] = out[name].astype(dtype)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity where whole numbers go
             if dtype in ("Int64", "boolean"):
                 out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
     return out
@@ -104,14 +105,23 @@ def check_output(path: Path, *, resume: bool) -> None:
     ------
     ProblemError
         Field ``output``: the suffix is not ``.csv``/``.parquet`` (or Parquet without pyarrow), the
-        directory does not exist or is not writable, or the output exists and ``resume`` is not set.
+        directory does not exist or is not writable, a Parquet output's parts directory
+        (:func:`parts_directory`) is a file, or the output exists and ``resume`` is not set.
     """
     if path.suffix.lower() not in SUFFIXES:
         raise ProblemError("output", f"must end in .parquet or .csv, given {str(path)!r}")
     if path.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
         raise ProblemError("output", "writing Parquet needs pyarrow: pip install 'counterplan[parquet]'")
     check_writable_directory("output", path)
+    parts = parts_directory(path)
+    if path.suffix.lower() == ".parquet" and exists("output", parts) and not parts.is_dir():
+        raise ProblemError("output", f"{echo(str(parts))} is not a directory: the output's parts go there; remove it")
     if not resume and _exists(path):
+        if not path.exists():  # only an interrupted job's parts: say so, not that the file exists
+            raise ProblemError(
+                "output",
+                f"{str(parts)!r} exists; pass --resume to continue the interrupted job it holds or remove it",
+            )
         raise ProblemError("output", f"{str(path)!r} exists; pass --resume to continue it or remove it")
 
 
@@ -143,14 +153,20 @@ def _exists(path: Path) -> bool:
     return path.exists() or (path.suffix.lower() == ".parquet" and parts_directory(path).exists())
 
 
-def read_existing(path: Path, columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
+def read_existing(
+    path: Path, columns: Sequence[str], dtypes: Mapping[str, str], *, rows: int | None = None
+) -> pd.DataFrame:
     """The records an earlier run of the job wrote to ``path`` (none: an empty frame). A CSV's torn
     last line is cut off before (:func:`counterplan.solver.batch.torn_line.drop_torn_line`).
+    ``rows``, when given, is the number of rows in the data (a batch's row ids are positions):
+    the records must then be one job's, each a position of the data, once.
 
     Raises
     ------
     ProblemError
-        Field ``output``: the file cannot be read, or holds another job's columns.
+        Field ``output``: the file cannot be read, holds another job's columns, or (``rows``
+        given) is no output of one job: a row id that is no position of the data (a header in
+        the middle: two outputs joined) or a row twice.
     """
     try:
         frames = _read_csv(path) if path.suffix.lower() == ".csv" else _read_parquet(path)
@@ -163,7 +179,33 @@ def read_existing(path: Path, columns: Sequence[str], dtypes: Mapping[str, str])
             )
     if not frames:
         return no_records(columns, dtypes)
-    return pd.concat([conform(f, dtypes) for f in frames], ignore_index=True)
+    records = pd.concat([conform(f, dtypes) for f in frames], ignore_index=True)
+    if rows is not None:
+        _check_row_ids(path, records["row_id"], rows)
+    return records
+
+
+def _check_row_ids(path: Path, ids: pd.Series, rows: int) -> None:
+    """Refuse records that are no output of one job over ``rows`` positions: a resume skips every
+    row id they hold, so an id that is not a whole number (a second header: two outputs joined),
+    one beyond the data, or one held twice would end the job on a bare ``int()`` error or count a
+    row twice."""
+    numbers = pd.to_numeric(ids, errors="coerce")
+    outside = numbers.isna() | (numbers < 0) | (numbers % 1 != 0) | (numbers >= rows)
+    if outside.any():
+        value = ids[outside].iloc[0]
+        shown = echo(value.item() if isinstance(value, np.generic) else value)
+        raise ProblemError(
+            "output",
+            f"{str(path)!r} holds the row id {shown}, no position of the data's {rows:,} rows "
+            "(two outputs joined, or another data file's); write to a new file",
+        )
+    twice = numbers[numbers.duplicated()]
+    if len(twice):
+        raise ProblemError(
+            "output",
+            f"{str(path)!r} holds row {int(twice.iloc[0])} twice: it is no output of one job; write to a new file",
+        )
 
 
 def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:

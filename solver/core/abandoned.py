@@ -33,8 +33,14 @@ def abandon(thread: threading.Thread) -> None:
 
 def still_running() -> int:
     """How many abandoned threads have not ended yet."""
+    return len(alive())
+
+
+def alive() -> list[threading.Thread]:
+    """The abandoned threads that have not ended yet (a command compares them before and after it
+    runs: only the ones it left end its process at once)."""
     with _lock:
-        return sum(t.is_alive() for t in _threads)
+        return [t for t in _threads if t.is_alive()]
 
 
 @atexit.register
@@ -47,4 +53,4 @@ def _join_at_exit() -> None:
         thread.join(max(end - time.perf_counter(), 0.0))
 
 
-__all__ = ["EXIT_WAIT", "abandon", "still_running"]
+__all__ = ["EXIT_WAIT", "abandon", "alive", "still_running"]

@@ -30,7 +30,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import InvalidInputError, ProblemError, ScoreFormatError, echo
-from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, read_config_file
 from counterplan.planning.score import BendableScore
 from counterplan.planning.threads import MAX_MODEL_THREADS
 from counterplan.solver.core.registry import default_phases, phase_type, phase_type_names
@@ -290,9 +290,11 @@ class SolverConfig(ConfigModel):
     def load(cls, path: str | Path) -> SolverConfig:
         """Read a ``.yaml``/``.yml``/``.json`` file."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_config_file(path)
         except OSError as exc:
             raise ConfigError(str(path), f"cannot read: {exc.strerror}") from None
         except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
             raise ConfigError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
+            raise ConfigError(str(path), exc.problem) from None
         return cls.from_yaml(text)

@@ -230,7 +230,8 @@ class PlanSolver:
         if search.unpriced_plans:
             cost_failure = (
                 f"{search.unpriced_plans:,} candidate plans had no finite cost (the first: {search.first_unpriced}, "
-                "an effort or tau that is infinite or not a number): they are infeasible, never on the front"
+                "an effort that is negative, or an effort or tau that is infinite or not a number): they are "
+                "infeasible, never on the front"
             )
         return self._result(
             original,

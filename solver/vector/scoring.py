@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.calculator import FAILED_PREDICTION, MAX_BISECTION_DEPTH, MAX_FAILED_MODEL_CALLS
+from counterplan.planning.calculator import (
+    FAILED_PREDICTION,
+    MAX_BISECTION_DEPTH,
+    MAX_FAILED_MODEL_CALLS,
+    implausible_predictions,
+)
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
@@ -174,11 +179,10 @@ class BlockScorer:
             if predictions is None:
                 failed[rows] = True
                 continue
+            failed[rows] |= implausible_predictions(predictions, rows.stop - rows.start)  # as the final check
             with np.errstate(invalid="ignore"):
                 for bound in problem.goals:
                     column = np.asarray(predictions[bound.output.name], dtype=np.float64)
-                    finite = np.isfinite(column) if column.ndim == 1 else np.isfinite(column).all(axis=1)
-                    failed[rows] |= ~finite
                     goal[rows] += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
                     if getattr(bound.goal, "confidence", None) is not None:
                         scores[rows, 2] -= bound.below_confidence(column)

@@ -166,6 +166,29 @@ def test_an_infinite_or_nan_effort_or_tau_leaves_a_step_without_a_price() -> Non
         )
 
 
+def test_a_negative_effort_leaves_a_step_without_a_price_not_free() -> None:
+    """``effort: delta / 5000`` on an action whose delta is negative (paying down debt), or
+    ``effort: -3``: the effort was made 0, so the step was free and its plans looked cheapest
+    (fuzzing: the demo's fronts were the same with ``effort: -3`` as with ``effort: 0``). It has
+    no price now, as a NaN effort has: its plans are infeasible, and the result says why."""
+    space = toy_space()
+    states = np.repeat(space.original.reshape(1, -1), 3, axis=0)
+    for effort in ("-3", "0 - abs(delta)"):
+        actions, graph = ActionSet.from_data({"actions": [{**TOY["actions"][0], "effort": effort}]}).compile(space)
+        result = apply(actions[0], graph, space, states, np.ones(3))
+        assert not result.priced.any() and not result.ok.any(), effort
+    actions, graph = ActionSet.from_data({"actions": [{**TOY["actions"][0], "effort": "0"}]}).compile(space)
+    free = apply(actions[0], graph, space, states, np.ones(3))
+    assert free.priced.all() and (free.cost == 0.0).all() and not np.signbit(free.cost).any()  # 0 is a price
+    with pytest.raises(ActionError, match="an effort that is negative"):
+        total_cost(
+            *ActionSet.from_data({"actions": [{**TOY["actions"][0], "effort": "-3"}]}).compile(space),
+            space,
+            space.original,
+            [(0, 1.0)],
+        )
+
+
 @pytest.mark.parametrize(
     ("change", "fields"),
     [

@@ -232,6 +232,66 @@ def test_resume_restarts_a_file_whose_header_a_crash_cut_short(
     pd.testing.assert_frame_equal(_without_seconds(pd.read_csv(output)), before)
 
 
+@pytest.mark.parametrize(
+    ("join", "fragment"),
+    [
+        (lambda lines: lines + lines[:1] + lines[1:3], "holds the row id 'row_id', no position"),  # two outputs joined
+        (lambda lines: lines + lines[2:3], "holds row "),  # a record twice
+        (lambda lines: [*lines[:2], "1500" + lines[2][lines[2].index(",") :], *lines[3:]], "holds the row id 1500"),
+    ],
+    ids=["a second header", "a row twice", "a row beyond the data"],
+)
+def test_resume_refuses_an_output_that_is_no_output_of_one_job(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    eight_done: bytes,
+    join: Callable[[list[str]], list[str]],
+    fragment: str,
+) -> None:
+    """``cat a.csv b.csv > out.csv`` then ``--resume``: a stack trace (``int('row_id')``); a row
+    held twice, or one the data does not have, was counted in the summary as a record."""
+    output = tmp_path / "results.csv"
+    output.write_text("".join(join(eight_done.decode().splitlines(keepends=True))), encoding="utf-8")
+    before = output.read_bytes()
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:8", "--resume"))
+    assert code == 2, err
+    assert err.startswith("counterplan: error: --output: ") and err.count("\n") == 1 and fragment in err
+    assert "Traceback" not in err + out and output.read_bytes() == before
+
+
+def test_resume_refuses_an_output_another_seed_explained(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """The job of rows 0:8 ran with ``--seed 3``; resumed with ``--seed 4`` it appended the rest
+    with seed 4's answers, an output no run gives, without a word."""
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done)
+    flags = {**_flags(files, output), "--seed": "4"}
+    code, _, err = _run(capsys, *_argv(flags), "--rows", "0:12", "--resume", "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error: --output: ") and "explained with another seed than this run's 4" in err
+    assert err.count("\n") == 1 and output.read_bytes() == eight_done
+
+
+def test_resume_reads_an_infinity_where_whole_numbers_go(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """An earlier record (edited, or another tool's) proposing ``inf`` for a whole-number feature:
+    reading the output to resume it ended on an ``OverflowError`` (a stack trace); that column is
+    kept as decimals instead, as any value a whole-number column cannot hold."""
+    lines = eight_done.decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    fields = lines[1].rstrip("\n").split(",")
+    assert len(fields) == len(header)  # no quoted commas in this record
+    fields[header.index("cf_age")] = "inf"
+    output = tmp_path / "results.csv"
+    output.write_text("".join([lines[0], ",".join(fields) + "\n", *lines[2:]]), encoding="utf-8")
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:10", "--resume", "--json"))
+    assert code == 0, err
+    assert "Traceback" not in err + out and json.loads(out)["rows_this_run"] == 2
+
+
 def test_resume_keeps_a_whole_last_record(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
 ) -> None:
@@ -283,6 +343,7 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
         ({"--rows": "0:5000"}, "--rows: 0:5000 is not a range"),
         ({"--rows": "first"}, "--rows: give all, rejected"),
         ({"--rows": "3,1500"}, "--rows: position 1500 is outside"),
+        ({"--rows": "3,8,3"}, "--rows: position 3 is given twice"),  # not "the rows' index has duplicate labels"
         ({"--output": "missing/results.csv"}, "--output: the directory"),
         ({"--output": "results.json"}, "--output: must end in .parquet or .csv"),
         ({"--plot": "missing/shares.png"}, "--plot: the directory"),
@@ -321,6 +382,21 @@ def test_a_bad_input_is_one_line_naming_it_and_nothing_is_written(
     assert sorted(os.listdir(tmp_path)) == []
 
 
+def test_a_data_file_that_names_a_column_twice_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], loan_data: pd.DataFrame
+) -> None:
+    """pandas reads a repeated header name as ``income.1``: the model got the first ``income``
+    without a word (or, with ``debt`` renamed ``income`` by mistake, ``debt`` was said missing)."""
+    data = tmp_path / "loans.csv"
+    loan_data.iloc[:20].assign(spare=0.0).rename(columns={"spare": "income"}).to_csv(data, index=False)
+    output = tmp_path / "results.csv"
+    code, out, err = _run(capsys, *_argv({**_flags(files, output), "--data": str(data)}), "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error:") and err.count("\n") == 1
+    assert "the header names two columns 'income'" in err and "Traceback" not in err + out
+    assert not output.exists()
+
+
 def test_a_read_only_output_directory_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,6 +411,48 @@ def test_a_read_only_output_directory_is_refused(
         folder.chmod(0o700)
     assert code == 2 and "--output: the directory" in err and "not writable" in err
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_file_where_a_parquet_outputs_parts_go_is_refused_before_any_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], resume: bool
+) -> None:
+    """``results.parquet.parts`` a file: the job ran every row and then failed writing the first
+    part (exit 1, ``File exists``), or said ``results.parquet`` exists when it did not."""
+    output = tmp_path / "results.parquet"
+    writer.parts_directory(output).write_text("not a directory")
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4", *(["--resume"] if resume else [])))
+    assert code == 2, err
+    assert "--output: " in err and "results.parquet.parts' is not a directory" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet.parts"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("flag", ["--output", "--plot"])
+def test_a_named_pipe_as_the_output_or_plot_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], flag: str
+) -> None:
+    """``--output results.csv --resume`` where results.csv is a named pipe read it, waiting for a
+    writer for good (fuzzing: killed after 30 s); a plot saved to one would wait the same way."""
+    pipe = tmp_path / ("results.csv" if flag == "--output" else "shares.png")
+    os.mkfifo(pipe)
+    output = pipe if flag == "--output" else tmp_path / "results.csv"
+    extra = ["--resume"] if flag == "--output" else ["--plot", str(pipe)]
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4", *extra))
+    assert code == 2, err
+    assert f"{flag}: " in err and "is not a regular file" in err and err.count("\n") == 1
+
+
+def test_an_interrupted_parquet_jobs_parts_are_named_when_the_output_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path]
+) -> None:
+    """Only ``results.parquet.parts/`` exists (a stopped job): the refusal said ``results.parquet``
+    exists, which a user looking for it could not find."""
+    output = tmp_path / "results.parquet"
+    writer.parts_directory(output).mkdir()
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:4"))
+    assert code == 2, err
+    assert "results.parquet.parts' exists; pass --resume to continue the interrupted job it holds" in err
 
 
 def test_plot_without_matplotlib_names_the_extra(

@@ -7,6 +7,7 @@ plan's and serve's (flag or ``COUNTERPLAN_*`` variable, whichever set it).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,27 @@ def test_a_rule_between_serves_settings_names_them_as_the_user_sets_them(
     code, _, err = run_cli(capsys, "serve", *argv)
     assert code == 2 and err.strip().startswith(f"counterplan: error: {expected}"), err
     assert no_server == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize(
+    ("flag", "argv"),
+    [
+        ("solver config", ["explain", "--config"]),
+        ("file", ["explain", "--instance"]),
+        ("--actions", ["plan", "--actions"]),
+    ],
+)
+def test_a_named_pipe_given_as_a_file_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, argv: list[str]
+) -> None:
+    """A file flag naming a named pipe read it, waiting for a writer for good (fuzzing: plan
+    --actions, batch --config and plan --instance @pipe each hung until killed)."""
+    path = tmp_path / "pipe.yaml"
+    os.mkfifo(path)
+    given = f"@{path}" if argv[-1] == "--instance" else str(path)
+    line = _refused(capsys, flag, *argv, given)
+    assert "not a regular file" in line
 
 
 @pytest.mark.parametrize(

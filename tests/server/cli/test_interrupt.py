@@ -362,6 +362,80 @@ def test_sigterm_to_a_batch_with_workers_stops_them_and_ends_at_once(
     assert stopped.seconds < 30, "the workers' blocks were not waited for"
 
 
+HANGING_MODEL = """
+import pathlib, threading
+import numpy as np
+
+class Hanging:
+    \"\"\"The loan model, but a call holding the row of this debt never returns (a hung remote
+    model); it leaves a file ``hung`` when it starts hanging.\"\"\"
+
+    def __init__(self, model, debt):
+        self.model, self.debt = model, debt
+        self.classes_ = model.classes_
+        self.feature_names_in_ = model.feature_names_in_
+
+    def predict_proba(self, X):
+        if (np.asarray(X["debt"], dtype=float) == self.debt).any():
+            pathlib.Path("hung").touch()
+            threading.Event().wait()
+        return self.model.predict_proba(X)
+
+    def predict(self, X):
+        return self.model.predict(X)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_ends_a_batch_whose_row_hangs_in_a_model_call_on_the_threads_path(
+    loan_data: pd.DataFrame, loan_model: Pipeline, tmp_path: Path, signum: int
+) -> None:
+    """A row's solve runs in a thread of its own there, and the batch waited for its threads after
+    a stop: with a model call that never returns, Ctrl-C and SIGTERM left the process running
+    for good (killed with SIGKILL, fuzzing). The stop now lets such a thread go and the command
+    ends, keeping the records it had."""
+    (tmp_path / "hanging_model.py").write_text(HANGING_MODEL, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from hanging_model import Hanging  # type: ignore[import-not-found]
+
+        joblib.dump(Hanging(loan_model, float(loan_data["debt"].iloc[12])), tmp_path / "model.joblib")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("hanging_model", None)
+    loan_data.iloc[:40].to_csv(tmp_path / "loans.csv", index=False)
+    output = tmp_path / "out.csv"
+    argv = ["batch", "--model", "model.joblib", "--data", "loans.csv", "--target", TARGET, "--rows", "all"]
+    argv += ["--batch-engine", "threads", "--window", "4", "--no-progress", "--output", str(output)]
+    log = tmp_path / "stderr.txt"
+    with log.open("w", encoding="utf-8") as stderr:  # a file: a pipe nobody reads could fill and block it
+        process = subprocess.Popen(
+            [sys.executable, "-c", HARNESS, "counterplan.solver.batch.run:explain_batch", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=tmp_path,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "hung").exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "hung").exists(), f"the model never hung (exit {process.poll()})"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        process.send_signal(signum)
+        code = process.wait(timeout=60)  # hung for good without the fix
+        seconds = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    err = log.read_text(encoding="utf-8")
+    assert code == 128 + signum, err[-2000:]
+    assert seconds < 30, seconds
+    assert "new rows kept" in err.splitlines()[-1], err[-2000:]
+    assert _records(output) >= 1  # the rows before the hung one
+
+
 def test_the_first_interrupt_stops_the_search_and_a_second_raises() -> None:
     stops: list[str] = []
     with pytest.raises(KeyboardInterrupt), stop_on_interrupt(lambda: stops.append("stop")) as interrupt:

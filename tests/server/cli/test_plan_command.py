@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import joblib
@@ -242,6 +243,40 @@ def test_a_front_laid_out_in_part_says_how_many_plans_it_left_out(capsys: pytest
     assert whole.front_size == 1
     _print(whole, "probability")
     assert "Stopped" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("effort", ["10 ** 10 ** 10", "-3"], ids=["infinite", "negative"])
+def test_an_action_without_a_price_is_named_under_the_front(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path, effort: str
+) -> None:
+    """A plan whose step has no price (an effort that is infinite, NaN or negative) is infeasible,
+    and the result's ``cost_failure`` says so; the command printed only "No plan reaches the goal
+    with these actions.", as if the model were the reason."""
+    priced = {
+        **ACTIONS,
+        "actions": [{**a, "effort": effort} if a["name"] == "invest" else a for a in ACTIONS["actions"]],
+    }
+    actions = tmp_path / "unpriced.yaml"
+    actions.write_text(yaml.safe_dump(priced))
+    args = _args(files)
+    args[args.index("--actions") + 1] = str(actions)
+    _, out, err = run_cli(capsys, *args)
+    assert "Traceback" not in out + err
+    assert "Without a price: " in out and "had no finite cost (the first: action 'invest'" in out, out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_an_actions_file_that_is_a_named_pipe_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``--actions`` on a named pipe waited for a writer for good (fuzzing: killed after 20 s)."""
+    pipe = tmp_path / "actions.yaml"
+    os.mkfifo(pipe)
+    args = _args(files)
+    args[args.index("--actions") + 1] = str(pipe)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2, err
+    assert "--actions: " in err and "not a regular file" in err and "Traceback" not in out + err
 
 
 def test_action_names_that_look_like_markup_are_printed_as_they_are(

@@ -17,6 +17,7 @@ from counterplan.planning.models import SklearnClassifierAdapter
 from counterplan.solver import explain
 from counterplan.solver.batch.rows import RowSelection, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
+from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.explainer import Explainer
 
 GOAL = [ClassGoal(target=1, confidence=0.7)]
@@ -143,9 +144,58 @@ def test_rejected_rows_only_skip_and_seed(explainer: Explainer, loan_data: pd.Da
     assert row_seed(0, 5) == row_seed(0, np.int64(5)) == row_seed(0, 5.0) != row_seed(1, 5)
 
 
+def test_a_batch_without_a_seed_takes_the_configurations(loan_data: pd.DataFrame, loan_model: Pipeline) -> None:
+    """``counterplan batch --config`` with ``random_seed: 5`` and no ``--seed`` ran with seed 0, as
+    if the configuration said nothing (``explain`` takes it); the rows now get seed 5's."""
+    config = SolverConfig(random_seed=5)
+    seeded = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config)
+    frame = seeded.explain_batch("0:6")
+    assert frame["seed"].tolist() == [row_seed(5, i) for i in range(6)]
+    given = seeded.explain_batch("0:6", seed=5)
+    pd.testing.assert_frame_equal(frame.drop(columns="seconds"), given.drop(columns="seconds"))
+    own = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config, seed=2)
+    assert own.explain_batch("0:2")["seed"].tolist() == [row_seed(2, i) for i in range(2)]  # the explainer's first
+
+
+@pytest.mark.parametrize("skip", ["12", 5, None], ids=["a string", "a number", "none"])
+def test_a_skip_that_is_no_collection_of_row_ids_is_refused(explainer: Explainer, skip: Any) -> None:
+    """``skip="12"`` skipped rows 1 and 2 (a string is iterable), and ``5`` or ``None`` raised a
+    bare ``TypeError``."""
+    with pytest.raises(ProblemError, match="give the row ids already done as a list or set") as caught:
+        explainer.explain_batch("0:14", seed=0, skip=skip)
+    assert caught.value.field == "skip"
+
+
+def test_an_on_record_that_is_no_function_is_refused_before_any_row(explainer: Explainer) -> None:
+    """``on_record="out.csv"`` raised a bare ``TypeError`` once the first row was solved."""
+    with pytest.raises(ProblemError, match="must be a function that takes each row's record") as caught:
+        explainer.explain_batch("0:4", seed=0, on_record="out.csv")  # type: ignore[arg-type]
+    assert caught.value.field == "on_record"
+
+
+def test_row_ids_that_read_alike_are_refused(explainer: Explainer, rejected: pd.DataFrame) -> None:
+    """Labels 5 and "5" are two labels to pandas but one row id to a batch (its seed, its records,
+    a resume's skip): both rows ran with one seed and came back as two records of row 5."""
+    rows = rejected.iloc[:2].copy()
+    rows.index = pd.Index([5, "5"], dtype=object)
+    with pytest.raises(ProblemError, match="labels that read alike") as caught:
+        explainer.explain_batch(rows, seed=0)
+    assert caught.value.field == "rows"
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("0:5000", "not a range of positions"), ("7000", "give all, rejected"), ([3, 1500], "position 1500 is outside")],
+    [
+        ("0:5000", "not a range of positions"),
+        ("7000", "give all, rejected"),
+        ([3, 1500], "position 1500 is outside"),
+        ([3, 8, 3], "position 3 is given twice"),  # was "the rows' index has duplicate labels"
+        ([3.7], "a position is a whole number, given 3.7"),  # was row 3
+        ([True], "a position is a whole number, given True"),  # was row 1
+        (["a"], "a position is a whole number, given 'a'"),  # was a bare ValueError
+        ([None], "a position is a whole number, given None"),  # was a TypeError
+        (5, "list of positions; given the int 5"),  # was a TypeError
+    ],
 )
 def test_a_bad_row_selection_is_refused_naming_the_field(text: Any, problem: str) -> None:
     with pytest.raises(ProblemError, match=problem) as caught:

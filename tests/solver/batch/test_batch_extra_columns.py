@@ -96,6 +96,25 @@ def test_a_given_frame_with_extra_columns_is_explained(explainer: Explainer, dat
     assert list(ours["row_id"]) == list(rows.index)
 
 
+def test_a_column_named_twice_is_refused_naming_it(explainer: Explainer, data: pd.DataFrame, model: Pipeline) -> None:
+    """pandas allows two columns of one name. In the rows, a record kept one of them without a
+    word (pandas only warned "some columns will be omitted"); in the training data, the profile
+    read the column as a frame of both and ended on an ``AttributeError``."""
+    rows = data.iloc[5:9].copy()
+    rows.insert(0, "a", rows["a"] + 5.0, allow_duplicates=True)
+    with pytest.raises(ProblemError, match="the rows have two columns 'a'") as caught:
+        explainer.explain_batch(rows, seed=4)
+    assert caught.value.field == "rows"
+    spare = data.iloc[5:9].copy()
+    spare.insert(0, "region", "east", allow_duplicates=True)  # twice, but the model does not read it: left out
+    assert explainer.explain_batch(spare, seed=4)["status"].ne("error").all()
+    training = data.copy()
+    training.insert(0, "b", training["b"], allow_duplicates=True)
+    with pytest.raises(ProblemError, match="the training data has two columns 'b'") as caught:
+        Explainer(model, training, GOAL, target="y")
+    assert caught.value.field == "data"
+
+
 def test_a_rule_naming_a_column_the_model_does_not_read_is_still_refused(data: pd.DataFrame, model: Pipeline) -> None:
     with pytest.raises(ProblemError, match=r"immutable.*'region' is not a feature column"):
         Explainer(model, data, GOAL, target="y", immutable=["region"])

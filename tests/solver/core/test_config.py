@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,27 @@ def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
     bomb.write_text("a: &a [1, 1]\nb: &b [*a, *a]\nphases: [*b]\n")
     with pytest.raises(ConfigError, match="aliases"):
         SolverConfig.load(bomb)  # files the command line names are read the same way
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_configuration_file_that_is_no_regular_file_or_too_large_is_not_read(tmp_path: Path) -> None:
+    """``--config`` on a named pipe waited for a writer for good, and on ``/dev/zero`` read without
+    end (fuzzing: both hung the command); a large file was read whole before the cap refused it."""
+    from counterplan.planning.safe_yaml import MAX_CONFIG_BYTES, ConfigTextError, read_config_file
+
+    pipe = tmp_path / "config.yaml"
+    os.mkfifo(pipe)
+    for path in (pipe, Path("/dev/zero")):
+        with pytest.raises(ConfigError, match="not a regular file") as caught:
+            SolverConfig.load(path)
+        assert caught.value.field == str(path)
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * MAX_CONFIG_BYTES)
+    with pytest.raises(ConfigTextError, match=f"{MAX_CONFIG_BYTES + 2:,} bytes; at most"):
+        read_config_file(big)
+    small = tmp_path / "small.yaml"
+    small.write_text("random_seed: 3\n")
+    assert SolverConfig.load(small).random_seed == 3
 
 
 def test_every_size_a_configuration_names_is_bounded() -> None:
