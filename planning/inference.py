@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -198,13 +197,8 @@ def training_frame(data: pd.DataFrame) -> pd.DataFrame:
     result name them by text): ``data`` itself when they are, else a copy naming column ``0``
     ``"0"``. Two columns of one name (``age`` twice after a concat, or ``0`` and ``"0"``) are
     refused naming it, where reading the one name would give both columns at once."""
+    refuse_repeated_columns(data)
     names = [str(c) for c in data.columns]
-    counts = Counter(names)
-    twice = next((name for name in names if counts[name] > 1), None)
-    if twice is not None:
-        raise ProblemError(
-            "data", f"the column {echo(twice)} appears {counts[twice]} times; give each column its own name"
-        )
     if all(isinstance(c, str) for c in data.columns):
         return data
     return data.set_axis(names, axis=1)
@@ -297,13 +291,19 @@ def repeated_name(names: Iterable[Any]) -> str | None:
     return None
 
 
+def refuse_repeated_columns(data: pd.DataFrame) -> None:
+    """Refuse training data with two columns of one name (``age`` twice after a concat, or ``0``
+    and ``"0"``): a column read by name would be a frame of both, and no error said why."""
+    repeated = repeated_name(data.columns)
+    if repeated is not None:
+        raise ProblemError("data", f"the training data has two columns {echo(repeated)}: give each column one name")
+
+
 class DataProfile:
     """The :class:`ColumnFacts` of a training DataFrame's columns, each computed on first use."""
 
     def __init__(self, data: pd.DataFrame) -> None:
-        repeated = repeated_name(data.columns)
-        if repeated is not None:  # a column read by name would be a frame of both: no error said why
-            raise ProblemError("data", f"the training data has two columns {echo(repeated)}: give each column one name")
+        refuse_repeated_columns(data)
         self.data = data
         self._facts: dict[str, ColumnFacts] = {}
         self._statistics: dict[str, FeatureStatistics | None] = {}

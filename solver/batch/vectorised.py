@@ -26,7 +26,7 @@ import numpy as np
 import structlog
 
 from counterplan.planning.calculator import Evaluation, check_shared
-from counterplan.planning.errors import ModelAdapterError, ModelFailureError
+from counterplan.planning.errors import ModelAdapterError, ModelFailureError, RemoteModelError
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
@@ -127,7 +127,9 @@ def run_vector_block(
     """Solve ``items`` together; the rows the engine cannot search go to ``fallback``. A model call
     whose answer breaks the model's contract (:class:`~counterplan.planning.errors.ModelAdapterError`:
     an output of the wrong shape) ends the rows of its program with error records, as each row's
-    solve on the threads path ends, not the whole batch on an exception."""
+    solve on the threads path ends, not the whole batch on an exception; a served model that fails
+    for good (:class:`~counterplan.planning.errors.RemoteModelError`: down, unknown, a wrong answer)
+    still stops the whole job with its one-line error, as the serving guide says."""
     started = time.perf_counter()
     settings = settings or _settings(explainer.config)
     groups: list[tuple[list[CounterfactualProblem], list[Item]]] = []
@@ -181,6 +183,8 @@ def _solve_or_fail(
 
     try:
         _solve(explainer, items, problems, seed, answered, stop=stop, settings=settings, started=started)
+    except RemoteModelError:  # a served model that fails for good stops the whole job (serving.md)
+        raise
     except ModelAdapterError as exc:
         for row_id, _ in items:
             if id_text(row_id) not in done:

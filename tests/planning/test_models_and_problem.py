@@ -135,7 +135,7 @@ def test_two_columns_of_one_name_are_refused_naming_it() -> None:
         lambda: CounterfactualProblem.from_dataframe(twice, 0, model, target="approved"),
         lambda: Explainer(model, twice, target="approved"),
     ):
-        with pytest.raises(ProblemError, match="the column 'age' appears 2 times; give each column its own name"):
+        with pytest.raises(ProblemError, match="the training data has two columns 'age': give each column one name"):
             build()
 
 
