@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -41,7 +42,7 @@ from pydantic import (
 )
 
 from counterplan.planning._pydantic import describe, excerpt
-from counterplan.planning.errors import InvalidInputError, one_line
+from counterplan.planning.errors import InvalidInputError, one_line, unshown
 from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
 from counterplan.planning.features import Bound, within_magnitude
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
@@ -309,10 +310,19 @@ FormulaText = Annotated[str, BeforeValidator(_number_as_text)]
 SetValue = Annotated[str | float | bool, PlainValidator(_set_value)]
 
 
+def _shown_name(name: str) -> str:
+    """An action's name shows as it is in the plans' table and text: no control or invisible
+    format character (a newline split the front's table)."""
+    character = unshown(name)
+    if character is not None:
+        raise ValueError(f"a name is text that shows as it is; it holds {character}")
+    return name
+
+
 class ActionSpec(_Data):
     """An action as data; formulas in the safe expression language (:mod:`counterplan.planning.expressions`)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=100)]
+    name: Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_shown_name)]
     feature: Annotated[str, Field(min_length=1, max_length=200)]
     kind: Literal["add", "set"] = "add"
     low: Bound | None = None

@@ -202,6 +202,14 @@ _UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206
 escape sequence) and the invisible format ones (bidirectional overrides, zero-width)."""
 
 
+def unshown(text: str) -> str | None:
+    """The first character of ``text`` a terminal would act on rather than show (a control or an
+    invisible format character, :data:`_UNSHOWN`) as its escape, or None: a name printed in a
+    table must show as it is (a newline would split the table's row)."""
+    found = _UNSHOWN.search(text)
+    return None if found is None else repr(found.group())[1:-1]
+
+
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """``text`` on one line, cut by :func:`cut` to ``limit`` characters (a model's message may
     span many), each control or invisible format character written as its escape (``\\x1b``):

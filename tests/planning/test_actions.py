@@ -102,6 +102,15 @@ def test_the_graph_and_duplicate_names_are_checked() -> None:
         ActionSet.from_data({"actions": []})
 
 
+@pytest.mark.parametrize("name", ["raise\nincome", "pay\x1b[2Joff", "close\u202ecard"])
+def test_an_action_name_that_would_not_show_as_it_is_is_refused(name: str) -> None:
+    """Found fuzzing plans: a newline in a name split the front's table in two rows; an escape
+    sequence or a bidirectional override would act on the terminal that prints it."""
+    with pytest.raises(ActionError, match=r"actions\[0\]\.name.*a name is text that shows as it is; it holds \\"):
+        ActionSet.from_data({"actions": [{"name": name, "feature": "job", "low": 1, "high": 2}]})
+    assert ActionSet.from_data({"actions": [{"name": "pay off → card", "feature": "job", "low": 1, "high": 2}]})
+
+
 def test_malformed_action_data_names_each_field_with_its_index() -> None:
     data = {
         "actions": [
