@@ -295,9 +295,10 @@ def problem_fingerprint(problems: Sequence[CounterfactualProblem]) -> str:
     """A hash of what a study's trials are scored on: the rows, their features, domains and
     immutables, the goals, the distance and its per-feature scales (from the data's statistics),
     and the model (its type, its outputs and what it predicts for each row), so two problems
-    share a study only when their trials are comparable."""
+    share a study only when their trials are comparable. A row whose original the model fails on
+    is refused naming it (:func:`_checked_row`): its one model call here is the row's check too."""
     digest = hashlib.sha256()
-    for problem in problems:
+    for index, problem in enumerate(problems):
         space = problem.space
         digest.update(_model_name(problem).encode())
         digest.update(repr([f.model_dump(mode="json") for f in space.features]).encode())
@@ -305,7 +306,7 @@ def problem_fingerprint(problems: Sequence[CounterfactualProblem]) -> str:
         digest.update(repr(problem.distance.model_dump(mode="json")).encode())
         digest.update(np.asarray(problem.scales, dtype=np.float64).tobytes())
         digest.update(repr([(spec.name, spec.classes) for spec in problem.model.outputs]).encode())
-        predictions = checked_original(problem).predictions
+        predictions = _checked_row("tuning_problems", index, problem).predictions
         for name in sorted(predictions):
             digest.update(np.round(np.asarray(predictions[name], dtype=np.float64), 9).tobytes())
     return digest.hexdigest()
@@ -327,15 +328,14 @@ def checked_original(problem: CounterfactualProblem) -> RowEvaluation:
     return evaluation
 
 
-def _check_rows(field: str, problems: Sequence[CounterfactualProblem]) -> None:
-    """Refuse, naming the row, a problem whose original the model fails on (:func:`checked_original`),
-    before a study is opened: the first trial stopped the run with the model's own exception (the
-    fingerprint's call), or the held-out comparison after every trial."""
-    for index, problem in enumerate(problems):
-        try:
-            checked_original(problem)
-        except ModelFailureError as exc:
-            raise InvalidInputError("tuning", f"{field}[{index}]", str(exc)) from None
+def _checked_row(field: str, index: int, problem: CounterfactualProblem) -> RowEvaluation:
+    """:func:`checked_original`, a failure refused naming the row (``field[index]``) before a study
+    is opened: the first trial stopped the run with the model's own exception (the fingerprint's
+    call), or the held-out comparison after every trial."""
+    try:
+        return checked_original(problem)
+    except ModelFailureError as exc:
+        raise InvalidInputError("tuning", f"{field}[{index}]", str(exc)) from None
 
 
 def _model_name(problem: CounterfactualProblem) -> str:
@@ -458,9 +458,10 @@ def tune(
     if not 0 <= n_trials <= MAX_TRIALS:
         raise ValueError(f"n_trials must be from 0 to {MAX_TRIALS:,}, given {n_trials:,}")
     check_row_budget(budget_seconds)
-    _check_rows("tuning_problems", tuning_problems)
-    _check_rows("heldout_problems", heldout_problems)
-    fingerprint = study_fingerprint(tuning_problems, budget_seconds, engine)  # held-out rows do not score trials
+    # checks each tuning row's original (held-out rows do not score trials: checked on their own)
+    fingerprint = study_fingerprint(tuning_problems, budget_seconds, engine)
+    for index, problem in enumerate(heldout_problems):
+        _checked_row("heldout_problems", index, problem)
 
     def with_engine(config: SolverConfig) -> SolverConfig:
         return config if engine is None else choose(tuning_problems[0], config, engine)[0]
