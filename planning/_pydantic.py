@@ -18,8 +18,11 @@ from counterplan.planning.errors import InvalidInputError, echo
 def describe(exc: ValidationError) -> list[tuple[str, str]]:
     """Return ``(field path, message)`` for every error in a pydantic ``ValidationError``."""
     out: list[tuple[str, str]] = []
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    for err in errors:
         loc = ".".join(str(part) for part in err["loc"])
+        if err["type"] == "too_short" and _holds_an_error(err["loc"], errors):
+            continue  # a list whose item failed is "too short after validation": the item's error says it
         inner = err.get("ctx", {}).get("error")
         if isinstance(inner, InvalidInputError):  # a nested model's own error: keep its path
             out.append((f"{loc}.{inner.field}" if loc else inner.field, inner.problem))
@@ -31,6 +34,11 @@ def describe(exc: ValidationError) -> list[tuple[str, str]]:
             msg = f"{msg} (given {excerpt(err['input'])})"
         out.append((loc, msg))
     return out
+
+
+def _holds_an_error(loc: tuple[Any, ...], errors: list[Any]) -> bool:
+    """True when another error lies inside ``loc`` (one of its items)."""
+    return any(len(e["loc"]) > len(loc) and tuple(e["loc"][: len(loc)]) == tuple(loc) for e in errors)
 
 
 def excerpt(value: Any) -> str:

@@ -31,9 +31,11 @@ from typing import Annotated, Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import ModelAdapterError
+from counterplan.planning.features import MAX_MAGNITUDE
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
@@ -43,29 +45,43 @@ MAX_BINS = 1000
 MAX_CATEGORIES = 10_000
 
 
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool | np.bool_):
+        raise ValueError(f"must be a number, given {value!r}")  # pydantic would read true as 1
+    return value
+
+
+Real = Annotated[float, BeforeValidator(_not_a_bool), Field(allow_inf_nan=False)]
+"""A finite number of a table (a log-odds, a WoE, the odds scaling): never NaN or infinite
+(``cutoff: .nan`` was a cut-off no score reaches, every answer refused), never a bool (``points:
+true`` was read as 1). Text that reads as a number is taken: the YAML reader gives ``1e5`` as
+text."""
+Number = Annotated[Real, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)]
+"""Points, an edge, the intercept or the cut-off: at most 2^53 in magnitude, as a feature's
+values (1e308 points summed to an infinite score)."""
+
+
 class ScorecardBin(BaseModel):
     """One bin: a half-open interval ``[lower, upper)`` of a number, or a group of categories."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lower: float | None = None
+    lower: Number | None = None
     """Inclusive lower edge; None: minus infinity."""
-    upper: float | None = None
+    upper: Number | None = None
     """Exclusive upper edge; None: infinity."""
-    categories: Annotated[tuple[str, ...], Field(max_length=MAX_CATEGORIES)] | None = None
-    points: float
-    log_odds: float | None = None
+    categories: Annotated[tuple[str, ...], Field(min_length=1, max_length=MAX_CATEGORIES)] | None = None
+    points: Number
+    log_odds: Real | None = None
     """This bin's contribution to the log-odds of the high-score class (optbinning: minus the
     coefficient times the WoE); None: derived from the points and the table's odds scaling."""
-    woe: float | None = None
+    woe: Real | None = None
     """Weight of evidence (optbinning's convention: higher means fewer events), when known."""
 
     @model_validator(mode="after")
     def _kind(self) -> ScorecardBin:
         if self.categories is not None and (self.lower is not None or self.upper is not None):
             raise ValueError("a bin is either an interval (lower/upper) or a group of categories, not both")
-        if not math.isfinite(self.points):
-            raise ValueError("points must be a finite number")
         if self.lower is not None and self.upper is not None and not self.lower < self.upper:
             raise ValueError(f"the interval [{self.lower:g}, {self.upper:g}) is empty")
         return self
@@ -87,11 +103,11 @@ class ScorecardVariable(BaseModel):
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
     bins: Annotated[tuple[ScorecardBin, ...], Field(min_length=1, max_length=MAX_BINS)]
-    missing_points: float | None = None
+    missing_points: Number | None = None
     """Points of a missing value (optbinning's Missing bin); None: a missing value has no score."""
-    missing_log_odds: float | None = None
-    missing_woe: float | None = None
-    points_span: float | None = None
+    missing_log_odds: Real | None = None
+    missing_woe: Real | None = None
+    points_span: Annotated[Real, Field(ge=0.0)] | None = None
     """The range of the variable's unscaled points (coefficient x WoE) over its scorecard table,
     Special and Missing rows included: the scorecard paper's proximity weight is 1 / it (optbinning)."""
 
@@ -163,9 +179,9 @@ class OddsScaling(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    points: float
-    odds: Annotated[float, Field(gt=0.0)]
-    pdo: Annotated[float, Field(gt=0.0)]
+    points: Number
+    odds: Annotated[Real, Field(gt=0.0)]
+    pdo: Annotated[Real, Field(gt=0.0)]
 
     def log_odds(self, score: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The log-odds of the high-score class at each score."""
@@ -179,15 +195,23 @@ class PointsTable(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     variables: Annotated[tuple[ScorecardVariable, ...], Field(min_length=1, max_length=MAX_VARIABLES)]
-    intercept: float = 0.0
+    intercept: Number = 0.0
     """Points every applicant starts with."""
-    cutoff: float | None = None
+    cutoff: Number | None = None
     """Scores at or above it get the high-score class (the decision when no odds are given)."""
     classes: tuple[Any, Any] = (0, 1)
     """The low-score class and the high-score class (say ``("bad", "good")``)."""
     odds: OddsScaling | None = None
-    log_odds_intercept: float = 0.0
+    log_odds_intercept: Real = 0.0
     """With per-bin log-odds (optbinning's), the log-odds of the high-score class before the bins."""
+
+    @field_validator("classes")
+    @classmethod
+    def _scalar_classes(cls, classes: tuple[Any, Any]) -> tuple[Any, Any]:
+        for c in classes:
+            if not isinstance(c, str | int | float) or (isinstance(c, float) and not math.isfinite(c)):
+                raise ValueError(f"a class is a text, a whole number or a finite number, given {c!r:.40}")
+        return classes
 
     @model_validator(mode="after")
     def _check(self) -> PointsTable:
@@ -486,7 +510,11 @@ def load_points_table(path: str | Path) -> PointsTable:
         # the configuration reader's limits (no aliases, bounded nesting) hold for tables too
         from counterplan.planning.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
 
-        return PointsTable.model_validate(load_config_text(text, max_bytes=MAX_TABLE_BYTES))
+        data = load_config_text(text, max_bytes=MAX_TABLE_BYTES)
+        try:
+            return PointsTable.model_validate(data)
+        except ValidationError as exc:  # the field's path and what is wrong, not pydantic's dump
+            reraise(exc, "", ModelAdapterError)
     if suffix == ".csv":
         return points_table_from_csv(text)
     raise ModelAdapterError("model", f"unknown points table file type {suffix!r}; use .yaml, .json or .csv")
@@ -514,15 +542,18 @@ def points_table_from_csv(text: str) -> PointsTable:
             continue
         if not feature:
             raise ModelAdapterError("model", f"CSV line {line}: no feature")
-        woe = float(row["woe"]) if row.get("woe") else None
+        woe = _number(str(row["woe"]), line) if row.get("woe") else None
         if feature not in bins:
             order.append(feature)
             bins[feature] = []
         bins[feature].append(_csv_bin(str(row.get("bin") or ""), points, woe, line))
         if len(order) > MAX_VARIABLES or len(bins[feature]) > MAX_BINS:
             raise ModelAdapterError("model", f"CSV line {line}: too many variables or bins")
-    variables = tuple(ScorecardVariable(name=n, bins=tuple(_ordered(bins[n]))) for n in order)
-    return PointsTable(variables=variables, **extra)
+    try:
+        variables = tuple(ScorecardVariable(name=n, bins=tuple(_ordered(bins[n]))) for n in order)
+        return PointsTable(variables=variables, **extra)
+    except ValidationError as exc:
+        reraise(exc, "", ModelAdapterError)
 
 
 def _csv_bin(text: str, points: float, woe: float | None, line: int) -> ScorecardBin:
@@ -533,11 +564,18 @@ def _csv_bin(text: str, points: float, woe: float | None, line: int) -> Scorecar
         upper = None if high.strip().lower() in {"inf", "+inf", "infinity"} else _number(high, line)
         if (lower is not None and opening != "[") or (upper is not None and closing != ")"):
             raise ModelAdapterError("model", f"CSV line {line}: bins are half-open, [lower, upper)")
-        return ScorecardBin(lower=lower, upper=upper, points=points, woe=woe)
+        return _csv_made(line, lower=lower, upper=upper, points=points, woe=woe)
     categories = tuple(part.strip() for part in text.split("|") if part.strip())
     if not categories:
         raise ModelAdapterError("model", f"CSV line {line}: an empty bin")
-    return ScorecardBin(categories=categories, points=points, woe=woe)
+    return _csv_made(line, categories=categories, points=points, woe=woe)
+
+
+def _csv_made(line: int, **fields: Any) -> ScorecardBin:
+    try:
+        return ScorecardBin(**fields)
+    except ValidationError as exc:  # NaN points, a NaN edge: the line and the field
+        reraise(exc, f"CSV line {line}", ModelAdapterError)
 
 
 def _number(text: str, line: int) -> float:
