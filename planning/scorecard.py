@@ -334,7 +334,8 @@ class ScorecardAdapter:
             assert self.table.cutoff is not None
             high = np.where(np.isfinite(score), (score >= self.table.cutoff).astype(np.float64), np.nan)
         else:
-            high = 1.0 / (1.0 + np.exp(-self.table.log_odds(frame)))
+            # clipped: beyond 700 exp overflows (a warning), and the probability is 0 or 1 long before
+            high = 1.0 / (1.0 + np.exp(-np.clip(self.table.log_odds(frame), -700.0, 700.0)))
         return {self._outputs[0].name: np.column_stack([1.0 - high, high]), self._outputs[1].name: score}
 
     @property

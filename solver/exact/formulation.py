@@ -51,6 +51,7 @@ from counterplan.solver.exact.program import (
     original_input_row,
     reach_limit,
 )
+from counterplan.solver.exact.tighten import tightened_row
 
 
 def build(
@@ -373,7 +374,15 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
     if formulation.output.inclusive and formulation.margin_scale == 1.0:
         epsilon = 0.0  # a scorecard's points: its ends themselves are reachable (retries keep a margin)
     low, high = _numeric_interval(goal, epsilon)
-    formulation.milp.row(terms, low - constant, high - constant)
+    _goal_row(formulation, terms, low - constant, high - constant)
+
+
+def _goal_row(formulation: Formulation, terms: Expr, lower: float, upper: float) -> None:
+    """The goal's row; a scorecard's tightened (its points may span 1e9 and 1)."""
+    if formulation.output.grouped:
+        tightened_row(formulation.milp, [list(leaves.values()) for leaves in formulation.leaves], terms, lower, upper)
+    else:
+        formulation.milp.row(terms, lower, upper)
 
 
 def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, epsilon: float) -> None:
@@ -387,9 +396,9 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
         if target_is_one:
             # at a scorecard's cut-off itself on the first try (retries keep a margin)
             inside = 0.0 if formulation.output.inclusive and formulation.margin_scale == 1.0 else epsilon
-            milp.row(terms, inside - constant, INF)
+            _goal_row(formulation, terms, inside - constant, INF)
         else:
-            milp.row(terms, -INF, -epsilon - constant)
+            _goal_row(formulation, terms, -INF, -epsilon - constant)
         return
     if link == "probability":
         limit = min(p + epsilon, 1.0)
@@ -404,9 +413,9 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
         raise NotEncodableError("a class goal needing probability 1 is out of a logistic model's reach")
     logit = math.log(p / (1.0 - p)) + epsilon
     if target_is_one:
-        milp.row(terms, logit - constant, INF)
+        _goal_row(formulation, terms, logit - constant, INF)
     else:
-        milp.row(terms, -INF, -logit - constant)
+        _goal_row(formulation, terms, -INF, -logit - constant)
 
 
 def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, epsilon: float) -> None:

@@ -83,12 +83,13 @@ def encode_scorecard(formulation: Formulation, adapter: ScorecardAdapter) -> Out
     output = encode_ensemble(formulation, ensemble, inputs, original, real=np.array([real]))
     if problem.scorecard_distance is not None:
         _paper_objective(formulation, problem.scorecard_distance, original)
+    output.grouped = True  # one bin of each variable: the goal row is tightened (exact.tighten)
     if wants_score:
         output.inclusive = True
     if adapter.labels_only and not wants_score:  # a decision-only table: its classes are (low, high)
         assert table.cutoff is not None
         terms, constant = output.lin
-        output = Output((terms, constant - table.cutoff), "label", adapter.description, inclusive=True)
+        output = Output((terms, constant - table.cutoff), "label", adapter.description, inclusive=True, grouped=True)
     return output
 
 
@@ -188,6 +189,13 @@ def _chain(column: int, edges: npt.NDArray[np.float64], values: npt.NDArray[np.f
 def _real(adapter: ScorecardAdapter, space: Any, row: npt.NDArray[np.float64], score: bool, output: str) -> float:
     """The real model's output at the original, in the encoding's units: points, or the log-odds
     of the output's second class (for a decision-only table: points)."""
+    if not score and not adapter.labels_only and adapter.model is None:
+        # a table's own log-odds: its probability rounds to 0 or 1 from 37 on (pdo 1, a score 60
+        # points off the odds' anchor), whose log-odds are then unbounded (fuzzing)
+        log_odds = float(adapter.table.log_odds(space.to_frame(row))[0])
+        if not math.isfinite(log_odds):
+            raise NotEncodableError("the scorecard's log-odds at the original are not finite")
+        return log_odds if adapter.high_is_second else -log_odds
     predictions = adapter.predict(row, space)
     if score or adapter.labels_only:
         return float(predictions[adapter.outputs[1].name][0])
