@@ -218,7 +218,7 @@ def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
         values.extend(terms.values())
         lows.append(max(low, -inf))
         ups.append(min(up, inf))
-    h.addRows(
+    status = h.addRows(
         len(milp.rows),
         np.array(lows),
         np.array(ups),
@@ -227,6 +227,8 @@ def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
         np.array(indices, dtype=np.int32),
         np.array(values, dtype=np.float64),
     )
+    if status == highspy.HighsStatus.kError:  # it kept none of them: the empty program's optimum is no answer
+        raise RuntimeError(f"HiGHS refused the program's {len(milp.rows)} rows (a coefficient beyond its range)")
 
 
 def _warm_start(highspy: Any, h: Any, start: npt.NDArray[np.float64]) -> None:

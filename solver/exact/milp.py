@@ -22,6 +22,10 @@ a coefficient for zero and drop it from its row: a grid of nine decimals enters 
 exactly 1e-9 per step, and both dropped it."""
 LIFTED_SMALLEST = 1e-6
 """What :func:`lifted` brings a row's smallest coefficient up to (a thousand times the zero tolerance)."""
+LIFT_CEILING = 1e12
+"""No coefficient or finite side of a lifted row beyond this: HiGHS refuses a matrix value from
+1e15, and refused the whole program's rows with it (a scorecard's closeness row, its noise terms
+at 1e-32 beside two 1s, lifted by 2^86): it solved a program without rows, "optimal" at 0."""
 NEGLIGIBLE = 1e-12
 """A row's term whose reach (its coefficient times its variable's largest magnitude) is at most
 this fraction of the row's largest term's reach moves the row by less than the solvers can tell:
@@ -200,6 +204,10 @@ def lifted(
     if smallest > ZERO_TOLERANCE:
         return terms, lower, upper
     factor = 2.0 ** math.ceil(math.log2(LIFTED_SMALLEST / smallest))
+    largest = max([*(abs(c) for c in terms.values()), *(abs(b) for b in (lower, upper) if math.isfinite(b))])
+    if largest * factor > LIFT_CEILING:  # at most to the ceiling: a term still at the solvers' zero is dropped
+        factor = max(2.0 ** math.floor(math.log2(LIFT_CEILING / largest)), 1.0)
+        terms = {i: c for i, c in terms.items() if abs(c) * factor > ZERO_TOLERANCE}
     return {i: c * factor for i, c in terms.items()}, lower * factor, upper * factor
 
 
@@ -258,11 +266,17 @@ def sizes(milp: Milp) -> list[float]:
 
 
 def _without_negligible(terms: Expr, magnitudes: Sequence[float]) -> Expr:
-    """``terms`` without those whose reach is at most :data:`NEGLIGIBLE` of the largest reach."""
+    """``terms`` without those whose reach is at most :data:`NEGLIGIBLE` of the largest reach; in a
+    row with an unbounded variable, which has no reach, without those whose coefficient is at most
+    that fraction of the largest (a scorecard's closeness row: rounding noise of 1e-20 in its
+    factor beside its two parts' 1s set a lift of 2^60, and HiGHS failed, "solve error")."""
     reach = {i: abs(c) * magnitudes[i] for i, c in terms.items()}
     largest = max(reach.values(), default=0.0)
-    if not math.isfinite(largest) or largest == 0.0:
+    if largest == 0.0:
         return terms
+    if not math.isfinite(largest):
+        biggest = max(abs(c) for c in terms.values())
+        return {i: c for i, c in terms.items() if abs(c) > NEGLIGIBLE * biggest}
     return {i: c for i, c in terms.items() if reach[i] > NEGLIGIBLE * largest}
 
 

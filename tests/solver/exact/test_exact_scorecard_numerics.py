@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from counterplan.planning import (
@@ -21,11 +23,12 @@ from counterplan.planning import (
     IntegerFeature,
     RangeGoal,
 )
+from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.scorecard import OddsScaling, PointsTable, ScorecardAdapter, ScorecardBin, ScorecardVariable
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.milp import Milp
+from counterplan.solver.exact.milp import INF, LIFT_CEILING, Milp, lifted, sizes
 from counterplan.solver.exact.tighten import tightened_row
 from tests.solver.exact.test_exact import _brute_force
 
@@ -254,3 +257,48 @@ def test_a_probability_goal_from_a_certain_original_is_encoded() -> None:
     assert exact is not None and result.valid and exact.proven, exact
     assert result.predictions["prediction"]["0"] >= 0.9, result.predictions
     assert result.score_levels == pytest.approx(tuple(_brute_force(problem)), abs=1e-9)
+
+
+def test_a_row_with_an_unbounded_part_drops_noise_rather_than_lift_it() -> None:
+    """A closeness row: its two unbounded parts at 1 and rounding noise of 1e-20 from the
+    factor. The noise is dropped, not lifted by 2^60 (HiGHS failed on such rows, or refused the
+    program's rows altogether and solved an empty program, "optimal" at 0); no lift passes
+    :data:`LIFT_CEILING`."""
+    milp = Milp()
+    plus, minus = milp.var("plus", 0.0, INF), milp.var("minus", 0.0, INF)
+    leaf = milp.binary("leaf")
+    terms, low, high = lifted({plus: -1.0, minus: 1.0, leaf: 1e-20}, 4.9e-5, 4.9e-5, sizes(milp))
+    assert terms == {plus: -1.0, minus: 1.0} and low == high == 4.9e-5
+    # a lift the row's largest term would carry past the ceiling stops at it
+    terms, low, high = lifted({leaf: 1e-30, plus: 1.0}, 0.0, 1.0)
+    assert max(abs(c) for c in terms.values()) <= LIFT_CEILING and high <= LIFT_CEILING
+
+
+def test_the_papers_objective_with_a_one_bin_variable_is_solved() -> None:
+    """Two one-bin variables (their WoE constant, their covariance 0): the closeness factor holds
+    rounding noise, which was lifted past HiGHS's range (a "solve error", no answer) while SCIP
+    proved the optimum; both prove brute force's now."""
+    table = PointsTable(
+        variables=(
+            _variable("f0", [], [3e-07]),
+            _variable("f1", [0.5, 10.0, 14.0, 20.0, 21.5], [5.859, -2.512, 19.458, -15.525, 21.436, -3.137]),
+            _variable("f2", [], [49.428]),
+        ),
+        cutoff=68.88600029999999,
+        classes=("bad", "good"),
+    )
+    rng = np.random.default_rng(73)
+    data = pd.DataFrame({"f0": rng.integers(0, 18, 300), "f1": rng.integers(0, 24, 300), "f2": rng.integers(0, 9, 300)})
+    problem = CounterfactualProblem.from_dataframe(
+        data,
+        {"f0": 1, "f1": 19, "f2": 3},
+        ScorecardAdapter(table),
+        [ClassGoal(target="good")],
+        distance=DistanceSettings(metric="scorecard", alpha=0.5, beta=1.0),
+    )
+    best = _brute_force(problem)
+    for backend in ("highs", "ortools"):
+        result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+        exact = result.statistics.exact
+        assert exact is not None and result.valid and exact.proven, (backend, exact)
+        assert result.score_levels[3] == pytest.approx(best[3], abs=1e-9), backend
