@@ -505,7 +505,10 @@ def load_points_table(path: str | Path) -> PointsTable:
     file = Path(path)
     if file.stat().st_size > MAX_TABLE_BYTES:
         raise ModelAdapterError("model", f"{file.name}: a points table over {MAX_TABLE_BYTES // 1024 // 1024} MB")
-    text = file.read_text(encoding="utf-8")
+    try:  # a spreadsheet's CSV starts with a byte-order mark: its first column read "\ufefffeature"
+        text = file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ModelAdapterError("model", f"{file.name}: not UTF-8 text (byte {exc.start})") from None
     suffix = file.suffix.lower()
     if suffix in {".yaml", ".yml", ".json"}:
         # the configuration reader's limits (no aliases, bounded nesting) hold for tables too
@@ -523,10 +526,7 @@ def load_points_table(path: str | Path) -> PointsTable:
 
 def points_table_from_csv(text: str) -> PointsTable:
     """A points table from CSV text (see :func:`load_points_table`)."""
-    reader = csv.DictReader(io.StringIO(text))
-    fields = set(reader.fieldnames or ())
-    if not {"feature", "bin", "points"} <= fields:
-        raise ModelAdapterError("model", "a points table CSV needs the columns feature, bin, points")
+    reader = _csv_reader(text)
     order: list[str] = []
     bins: dict[str, list[ScorecardBin]] = {}
     extra: dict[str, Any] = {}
@@ -539,6 +539,8 @@ def points_table_from_csv(text: str) -> PointsTable:
         if row.get("classes"):
             extra["classes"] = tuple(part.strip() for part in str(row["classes"]).split("|"))
         if feature in {"(intercept)", "(cutoff)"}:
+            if feature.strip("()") in extra:  # the last one silently won
+                raise ModelAdapterError("model", f"CSV line {line}: a second {feature} row")
             extra[feature.strip("()")] = points
             continue
         if not feature:
@@ -555,6 +557,19 @@ def points_table_from_csv(text: str) -> PointsTable:
         return PointsTable(variables=variables, **extra)
     except ValidationError as exc:
         reraise(exc, "", ModelAdapterError)
+
+
+def _csv_reader(text: str) -> csv.DictReader[str]:
+    """The CSV's rows, its column names as written but for spaces around them and their case
+    (``Feature, Bin, Points`` was refused as missing the columns it has)."""
+    reader = csv.DictReader(io.StringIO(text))
+    given = list(reader.fieldnames or ())
+    reader.fieldnames = [name.strip().lower() for name in given]
+    if not {"feature", "bin", "points"} <= set(reader.fieldnames):
+        raise ModelAdapterError(
+            "model", f"a points table CSV needs the columns feature, bin, points; given {given[:10]}"
+        )
+    return reader
 
 
 def _csv_bin(text: str, points: float, woe: float | None, line: int) -> ScorecardBin:

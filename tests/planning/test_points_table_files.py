@@ -106,3 +106,29 @@ def test_a_csv_table_names_the_bad_field(text: str, field: str) -> None:
     with pytest.raises(ModelAdapterError) as caught:
         points_table_from_csv(text)
     assert caught.value.field == field
+
+
+ROWS = 'income,"(-inf, 20)",10\nincome,"[20, inf)",40\n(cutoff),,30\n'
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["\ufefffeature,bin,points", "Feature, Bin, Points"],
+    ids=["a spreadsheet's byte-order mark", "spaces and capitals"],
+)
+def test_a_csv_table_reads_its_columns_as_a_spreadsheet_writes_them(tmp_path: Path, header: str) -> None:
+    path = tmp_path / "table.csv"
+    path.write_text(f"{header}\n{ROWS}", encoding="utf-8")
+    table = load_points_table(path)
+    assert table.cutoff == 30 and [b.points for b in table.variables[0].bins] == [10, 40]
+
+
+def test_a_csv_table_refuses_text_not_utf8_and_a_second_cut_off(tmp_path: Path) -> None:
+    path = tmp_path / "table.csv"
+    path.write_bytes("feature,bin,points\nhome,caf\xe9,10\n(cutoff),,30\n".encode("latin-1"))
+    with pytest.raises(ModelAdapterError, match="not UTF-8 text"):
+        load_points_table(path)
+    with pytest.raises(ModelAdapterError, match=r"CSV line 5: a second \(cutoff\) row"):
+        points_table_from_csv(f"feature,bin,points\n{ROWS}(cutoff),,50\n")
+    with pytest.raises(ModelAdapterError, match=r"needs the columns feature, bin, points; given \['name'"):
+        points_table_from_csv("name,bin,points\n")
