@@ -502,19 +502,25 @@ def load_points_table(path: str | Path) -> PointsTable:
     ``(-inf, 30)`` or ``[50, inf)``, or categories separated by ``|``; rows whose feature is
     ``(intercept)`` or ``(cutoff)`` give those numbers in ``points``. Optional CSV columns:
     ``classes`` (``low|high``, on any row) and ``woe``."""
+    # the configuration reader's limits (a regular file, its size, no aliases, bounded nesting)
+    from counterplan.planning.safe_yaml import (  # noqa: PLC0415 - only for table files
+        ConfigTextError,
+        load_config_text,
+        load_json_text,
+        read_config_file,
+    )
+
     file = Path(path)
-    if file.stat().st_size > MAX_TABLE_BYTES:
-        raise ModelAdapterError("model", f"{file.name}: a points table over {MAX_TABLE_BYTES // 1024 // 1024} MB")
-    try:  # a spreadsheet's CSV starts with a byte-order mark: its first column read "\ufefffeature"
-        text = file.read_text(encoding="utf-8-sig")
+    try:
+        text = read_config_file(file, MAX_TABLE_BYTES).removeprefix("\ufeff")  # a spreadsheet's byte-order mark
+    except ConfigTextError as exc:
+        raise ModelAdapterError("model", f"{file.name}: {exc.problem}") from None
     except UnicodeDecodeError as exc:
         raise ModelAdapterError("model", f"{file.name}: not UTF-8 text (byte {exc.start})") from None
     suffix = file.suffix.lower()
     if suffix in {".yaml", ".yml", ".json"}:
-        # the configuration reader's limits (no aliases, bounded nesting) hold for tables too
-        from counterplan.planning.safe_yaml import load_config_text  # noqa: PLC0415 - only for table files
-
-        data = load_config_text(text, max_bytes=MAX_TABLE_BYTES)
+        read = load_json_text if suffix == ".json" else load_config_text
+        data = read(text, max_bytes=MAX_TABLE_BYTES)
         try:
             return PointsTable.model_validate(data)
         except ValidationError as exc:  # the field's path and what is wrong, not pydantic's dump

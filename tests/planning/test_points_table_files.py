@@ -132,3 +132,47 @@ def test_a_csv_table_refuses_text_not_utf8_and_a_second_cut_off(tmp_path: Path) 
         points_table_from_csv(f"feature,bin,points\n{ROWS}(cutoff),,50\n")
     with pytest.raises(ModelAdapterError, match=r"needs the columns feature, bin, points; given \['name'"):
         points_table_from_csv("name,bin,points\n")
+
+
+def test_a_large_json_table_is_read_by_the_json_reader(tmp_path: Path) -> None:
+    """A 3 MB table of 60,000 bins: PyYAML's pure-Python reader took 45 s over 4 MB (a server
+    loading its models directory waited as long); the json module reads it in about a second."""
+    import time
+
+    edges = range(1, 300)
+    variables = [
+        {
+            "name": f"v{j}",
+            "bins": [{"upper": 1, "points": 1.5}]
+            + [{"lower": e, "upper": e + 1, "points": float(e % 7)} for e in edges[:-1]]
+            + [{"lower": 299, "points": 2.0}],
+        }
+        for j in range(200)
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"variables": variables, "cutoff": 100}))
+    assert path.stat().st_size > 2_500_000
+    started = time.perf_counter()
+    table = load_points_table(path)
+    assert len(table.variables) == 200
+    assert time.perf_counter() - started < 20.0  # 35 s and more before, on any machine
+
+
+def test_a_json_table_keeps_the_readers_limits(tmp_path: Path) -> None:
+    path = tmp_path / "table.json"
+    path.write_text('{"variables": [], "cutoff": 1, "cutoff": 2}')
+    with pytest.raises(ValueError, match="'cutoff' is given twice"):
+        load_points_table(path)
+    path.write_text('{"variables": ' + "[" * 40 + "]" * 40 + "}")
+    with pytest.raises(ValueError, match="nested deeper than 32 levels"):
+        load_points_table(path)
+
+
+def test_a_table_that_is_no_regular_file_is_refused_not_read_for_good(tmp_path: Path) -> None:
+    """A named pipe called ``table.yaml`` waited for a writer for good."""
+    import os
+
+    pipe = tmp_path / "table.yaml"
+    os.mkfifo(pipe)
+    with pytest.raises(ModelAdapterError, match="not a regular file"):
+        load_points_table(pipe)
