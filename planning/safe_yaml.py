@@ -128,8 +128,8 @@ def load_json_text(text: str, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise ConfigTextError(f"{size:,} bytes; at most {max_bytes:,} are accepted")
-    try:
-        data = json.loads(text, object_pairs_hook=_each_key_once)
+    try:  # a byte-order mark, as a spreadsheet or an editor writes it, is no error (json refuses it)
+        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_each_key_once)
     except json.JSONDecodeError as exc:
         raise ConfigTextError(f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
@@ -156,3 +156,10 @@ def _check_depth(data: Any) -> None:
             if depth > MAX_DEPTH:
                 raise ConfigTextError(f"nested deeper than {MAX_DEPTH} levels")
             stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+
+
+def load_file_text(text: str, path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Parse a file's text by its name: a ``.json`` file with :func:`load_json_text` (fast),
+    anything else with :func:`load_config_text`."""
+    read = load_json_text if Path(path).suffix.lower() == ".json" else load_config_text
+    return read(text, max_bytes=max_bytes)

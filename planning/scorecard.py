@@ -505,8 +505,7 @@ def load_points_table(path: str | Path) -> PointsTable:
     # the configuration reader's limits (a regular file, its size, no aliases, bounded nesting)
     from counterplan.planning.safe_yaml import (  # noqa: PLC0415 - only for table files
         ConfigTextError,
-        load_config_text,
-        load_json_text,
+        load_file_text,
         read_config_file,
     )
 
@@ -519,8 +518,7 @@ def load_points_table(path: str | Path) -> PointsTable:
         raise ModelAdapterError("model", f"{file.name}: not UTF-8 text (byte {exc.start})") from None
     suffix = file.suffix.lower()
     if suffix in {".yaml", ".yml", ".json"}:
-        read = load_json_text if suffix == ".json" else load_config_text
-        data = read(text, max_bytes=MAX_TABLE_BYTES)
+        data = load_file_text(text, file, max_bytes=MAX_TABLE_BYTES)
         try:
             return PointsTable.model_validate(data)
         except ValidationError as exc:  # the field's path and what is wrong, not pydantic's dump

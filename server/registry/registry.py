@@ -29,8 +29,8 @@ from counterplan.planning.models import ModelAdapter, adapt_sklearn
 from counterplan.planning.onnx_model import OnnxModel
 from counterplan.planning.problem import CounterfactualProblem, model_columns_of
 from counterplan.planning.profile import FeatureSpec, SchemaProfile
-from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
-from counterplan.planning.scorecard import PointsTable, ScorecardAdapter
+from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, load_file_text
+from counterplan.planning.scorecard import MAX_TABLE_BYTES, PointsTable, ScorecardAdapter
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import ProblemSpec, feature_rule
 from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
@@ -241,7 +241,8 @@ def _names_a_table(path: Path) -> bool:
     if not path.is_file():  # a named pipe would block the read forever: read as a card, refused
         return False
     try:
-        data = load_config_text(path.read_text(encoding="utf-8"), max_bytes=MAX_CARD_BYTES)
+        # a table's own limit, not a card's: a 5 MB table was taken for a card and refused the directory
+        data = load_file_text(path.read_text(encoding="utf-8"), path, max_bytes=MAX_TABLE_BYTES)  # json: fast
     except (ConfigTextError, OSError, UnicodeDecodeError):
         return False  # read again as a card, which reports the problem
     return isinstance(data, dict) and "variables" in data and set(data) <= _TABLE_KEYS
