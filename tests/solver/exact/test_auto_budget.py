@@ -221,3 +221,37 @@ def test_a_forest_of_single_leaves_is_sized_and_goes_to_the_exact_engine(data: t
     size = program_size(problem)
     assert (size.trees, size.leaves, size.reachable, size.thresholds) == (3, 3, 3, 0)
     assert choose(problem, SolverConfig(), "auto").name == "exact"
+
+
+def _card(variables: int, bins: int) -> CounterfactualProblem:
+    """A points table of ``variables`` integer variables of ``bins`` bins each, a goal 40 points up."""
+    from counterplan.planning import IntegerFeature, RangeGoal
+    from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, ScorecardBin, ScorecardVariable
+
+    rng = np.random.default_rng(0)
+    columns, features = [], []
+    for j in range(variables):
+        edges = sorted(float(e) for e in rng.choice(np.arange(1, 5000), bins - 1, replace=False))
+        points = rng.normal(0, 10, bins).round(2)
+        spans = zip([None, *edges], [*edges, None], points, strict=True)
+        bins_ = tuple(ScorecardBin(lower=lo, upper=hi, points=float(p)) for lo, hi, p in spans)
+        columns.append(ScorecardVariable(name=f"v{j}", bins=bins_))
+        features.append(IntegerFeature(name=f"v{j}", value=int(rng.integers(0, 5000)), low=0, high=5000))
+    table = PointsTable(variables=tuple(columns), cutoff=0.0)
+    score = float(table.score(pd.DataFrame([{f.name: f.value for f in features}]))[0])
+    return CounterfactualProblem(
+        features, [RangeGoal(output="score", low=score + 40, high=np.inf)], ScorecardAdapter(table)
+    )
+
+
+def test_auto_counts_a_scorecards_bins() -> None:
+    """A scorecard was estimated at 0.6 s whatever its bins: ``auto`` sent 20 variables of 1,000
+    bins to the exact engine, which took 253 s (SCIP) under the 2 s budget. Its bins count now."""
+    large = choose(_card(20, 1000), SolverConfig(), "auto")
+    assert large.name == "local", large.reason
+    assert "a scorecard, 20000 bins of 20 mutable features" in large.reason
+    small = choose(_card(10, 10), SolverConfig(), "auto")
+    assert small.name == "exact", small.reason
+    size = program_size(_card(3, 1000))
+    assert size.bins == 3000 and estimate_seconds(size, "ortools") < estimate_seconds(size, "highs")
+    assert estimate_seconds(size, "ortools") > 2.0  # measured 16.3 s
