@@ -71,6 +71,8 @@ def test_an_action_applies_its_consequences_and_conditions_to_many_states_at_onc
         ({"feature": "salary"}, "actions[0].feature", "no feature 'salary'"),
         ({"feature": "location"}, "actions[0].feature", "'location' is immutable"),
         ({"kind": "add", "low": 3, "high": 1, "values": None}, "actions[0].low", "low (3) is above high (1)"),
+        ({"kind": "add", "low": True, "high": 4, "values": None}, "actions[0].low", "must be a number, given True"),
+        ({"kind": "add", "low": 1, "high": "5", "values": None}, "actions[0].high", "must be a number, given '5'"),
         ({"values": ["Astronaut"]}, "actions[0].values[0]", "not a value of 'job'"),
         ({"pre": "salary > 2"}, "actions[0].pre", "unknown name 'salary'"),
         ({"effort": "__import__('os')"}, "actions[0].effort", "only these functions may be called"),
@@ -245,7 +247,7 @@ def test_malformed_data_gives_one_precise_error_a_field() -> None:
     with pytest.raises(ActionError) as info:
         ActionSet.from_data(data)
     assert info.value.violations == [
-        ("actions[0].low", "Input should be a valid number, unable to parse string as a number (given 'z')"),
+        ("actions[0].low", "must be a number, given 'z'"),
         ("actions[1].values[1]", "a value must be a text or a finite number, given nan"),
         ("actions[2].effort", "a formula has at most 500 characters, given 801"),
         ("actions[3].consequences.age", "a formula has at most 500 characters, given 801"),
