@@ -1,8 +1,9 @@
-"""A LightGBM model fitted on pandas ``category`` columns, given its data from a CSV.
+"""A LightGBM or XGBoost model fitted on pandas ``category`` columns, given its data from a CSV.
 
 LightGBM keeps the categories of each ``category`` column it was fitted on
 (``booster_.pandas_categorical``) and refuses a DataFrame whose category columns differ from
-them ("train and valid dataset categorical_feature do not match"). A CSV has no dtypes: read
+them ("train and valid dataset categorical_feature do not match"); XGBoost (``enable_categorical``)
+keeps them too (``get_categories``) and refuses text columns. A CSV has no dtypes: read
 from one, those columns are text or numbers, so the command line and a model card could not
 explain such a model at all. :func:`with_fitted_categories` gives those columns back their
 fitted categories; the explainer then hands the model category columns, as it does for data
@@ -27,8 +28,24 @@ class CategoriesError(InvalidInputError):
 
 
 def fitted_categories(model: Any) -> dict[str, list[Any]]:
-    """The category columns a LightGBM model was fitted on, by name, each with its categories in
-    the fitted order; empty for any other model (or one fitted on no category column)."""
+    """The category columns a LightGBM or XGBoost model was fitted on, by name, each with its
+    categories in the fitted order; empty for any other model (or one fitted on no category
+    column)."""
+    return _lightgbm_categories(model) or _xgboost_categories(model)
+
+
+def _xgboost_categories(model: Any) -> dict[str, list[Any]]:
+    """XGBoost (3.1 and later) keeps a model's categories, read through Arrow (pyarrow)."""
+    try:
+        booster = model if hasattr(model, "get_categories") else model.get_booster()
+        pairs = booster.get_categories(export_to_arrow=True).to_arrow()
+    except Exception:  # no XGBoost model, an older XGBoost, no pyarrow: nothing to restore
+        return {}
+    return {str(name): values.to_pylist() for name, values in pairs or () if values is not None}
+
+
+def _lightgbm_categories(model: Any) -> dict[str, list[Any]]:
+    """LightGBM keeps them as ``pandas_categorical``, in the order of its categorical features."""
     booster: Any = model if hasattr(model, "pandas_categorical") else getattr(model, "booster_", None)
     categories = getattr(booster, "pandas_categorical", None)
     if not categories or not hasattr(booster, "dump_model"):
@@ -44,7 +61,7 @@ def fitted_categories(model: Any) -> dict[str, list[Any]]:
 def with_fitted_categories(model: Any, data: pd.DataFrame, field: str) -> pd.DataFrame:
     """``data`` with each column the model was fitted on as a ``category`` column made one again,
     with the model's own categories (a value it does not know is refused, naming ``field``, the
-    column and the value: LightGBM would read it as a gap without a word)."""
+    column and the value: the model would read it as a gap without a word)."""
     wanted = {name: values for name, values in fitted_categories(model).items() if name in data.columns}
     if not wanted or all(isinstance(data[name].dtype, pd.CategoricalDtype) for name in wanted):
         return data

@@ -95,3 +95,24 @@ def test_a_model_card_with_training_data_serves_it(fitted: tuple[Any, pd.DataFra
     (folder / "bad.yaml").write_text(yaml.safe_dump({**card, "training_data": "bad.csv"}))
     with pytest.raises(RegistryError, match=r"bad\.yaml:training_data.*column 'plan' holds 4"):
         load_card(folder / "bad.yaml", trust_pickle=True)
+
+
+def test_an_xgboost_model_fitted_on_category_columns_is_explained_from_a_csv(
+    fitted: tuple[Any, pd.DataFrame, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """XGBoost (``enable_categorical``) refused the CSV's text column ("DataFrame.dtypes for data
+    must be int, float, bool or category"); it keeps its categories (3.1 and later)."""
+    xgboost = pytest.importorskip("xgboost")
+    pytest.importorskip("pyarrow")
+    _, frame, folder = fitted
+    data = pd.read_csv(folder / "train.csv")
+    model = xgboost.XGBClassifier(n_estimators=20, enable_categorical=True, tree_method="hist", random_state=0)
+    model.fit(frame, data["y"])
+    if not fitted_categories(model):
+        pytest.skip("this XGBoost keeps no categories (before 3.1)")
+    assert fitted_categories(model) == {"city": ["east", "north", "south"], "plan": [3, 7, 9]}
+    joblib.dump(model, tmp_path / "x.joblib")
+    rejected = int(np.flatnonzero(model.predict(frame) == 0)[0])
+    files = ["--model", str(tmp_path / "x.joblib"), "--trust-model", "--target", "y", "--row", str(rejected)]
+    code, out, err = run_cli(capsys, "explain", "--data", str(folder / "train.csv"), *files, "--json")
+    assert code == 0 and '"valid": true' in out, err
