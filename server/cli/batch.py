@@ -244,7 +244,7 @@ def _check_same_question(existing: pd.DataFrame, question: str, output: Path) ->
     is the answer of no run (a ``--resume`` given another ``--goal`` or ``--immutable`` was taken
     without a word)."""
     for row_id, held in zip(existing["row_id"].tolist(), existing["question"].tolist(), strict=True):
-        if held != question:
+        if not isinstance(held, str) or held != question:  # an emptied cell reads as a gap (pandas' NA)
             raise ProblemError(
                 "output",
                 f"{str(output)!r} holds row {int(row_id)} answered to another question than this run's (the "

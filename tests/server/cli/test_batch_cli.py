@@ -301,6 +301,13 @@ def test_resume_refuses_an_output_that_answered_another_question(
     assert code == 0, err
     questions = pd.read_csv(output, dtype={"question": str})["question"]
     assert len(questions) == 12 and questions.nunique() == 1 and len(str(questions.iloc[0])) == 16
+    # a record whose question was emptied is no record of this question either (not a traceback)
+    emptied = pd.read_csv(output, dtype={"question": str}).assign(
+        question=lambda f: f["question"].where(f["row_id"] != 2)
+    )
+    emptied.to_csv(output, index=False)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:13", "--resume"))
+    assert code == 2 and "holds row 2 answered to another question" in err and "Traceback" not in err, err
 
 
 def test_resume_reads_an_infinity_where_whole_numbers_go(
