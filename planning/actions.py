@@ -559,7 +559,8 @@ def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabula
             f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
             "such as age, is mutable with a monotone rule)",
         )
-    return _formula(text, vocabulary, f"{where}.consequences.{name}")
+    gives = name if name in vocabulary.categories and name not in vocabulary.booleans else None
+    return _formula(text, replace(vocabulary, gives=gives), f"{where}.consequences.{name}")
 
 
 def formula_size(formula: Formula | None) -> int:

@@ -348,3 +348,21 @@ def test_an_effort_prices_the_change_the_state_holds() -> None:
     actions, graph = _one(space, {"feature": "income", "low": 0, "high": 5})
     result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([0.873]))
     assert result.after[0, 1] == 40.87 and result.cost[0] == pytest.approx(0.87)
+
+
+def test_a_consequence_on_a_category_gives_one_of_its_categories_by_name() -> None:
+    """``job: 1`` set the category second in the model's order (its code), silently, while
+    ``job: "b"`` was refused: a category's code is no number a user means."""
+    space = FeatureSpace(
+        [
+            CategoricalFeature(name="job", value="a", categories=("a", "b", "c")),
+            IntegerFeature(name="n", value=3, low=0, high=9),
+        ]
+    )
+    for formula, job in (('"b"', "b"), ('"c" if n > 3 else "b"', "b"), ('"c" if before.n < 4 else job', "c")):
+        actions, graph = _one(space, {"feature": "n", "low": 1, "high": 2, "consequences": {"job": formula}})
+        result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([1.0]))
+        assert result.ok.tolist() == [True] and space.decode(result.after[0]) == {"job": job, "n": 4}
+    for formula in ("1", "n", "2 if n > 2 else 0", 'job == "a"'):
+        with pytest.raises(ActionError, match=r"consequences.job': job is a category: give one of its categories"):
+            _one(space, {"feature": "n", "low": 1, "high": 2, "consequences": {"job": formula}})
