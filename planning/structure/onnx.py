@@ -327,7 +327,7 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
     initial = {t.name for t in graph.initializer}
     inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in graph.input if i.name not in initial)
     attrs = {a.name: _value(helper.get_attribute_value(a)) for a in node.attribute}
-    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE
+    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE or _through_float32(node.input[0], inputs, steps)
     where = f"ONNX {node.op_type} {node.name!r}"
     try:
         estimator = _estimator(node.op_type, attrs, float32, where)
@@ -403,6 +403,18 @@ def _check_after(nodes: list[Any], node: Any, output: str, constants: dict[str, 
 
 def _ones(value: Any) -> bool:
     return value is not None and bool(np.all(np.asarray(value) == 1))
+
+
+def _through_float32(tensor: str, inputs: tuple[tuple[str, int], ...], steps: tuple[Step, ...]) -> bool:
+    """Whether the node's input ``tensor`` was float32 on its way from the graph's inputs (a
+    ``FLOAT`` input, a ``Cast`` to it, a ``Scaler``), so a double node compares values already
+    rounded to float32: its splits are decided as a float32 model's. Fuzzing: a ``FLOAT`` input
+    cast to ``DOUBLE`` before a tree of double thresholds sent 0.1 (0.100000001 in float32) right
+    of the threshold 0.1, where the reader sent it left, so the exact engine passed over it."""
+    fed = {name for step in steps for name in step.inputs} | {tensor}
+    return any(kind == FLOAT and name in fed for name, kind in inputs) or any(
+        step.op == "Scaler" or (step.op == "Cast" and int(step.attributes.get("to", 0)) == FLOAT) for step in steps
+    )
 
 
 def _elem_type(proto: Any, name: str, onnx: Any) -> int:
@@ -484,10 +496,13 @@ def _trees(
             link: Link = "logit" if post == "LOGISTIC" else "probability"
             if post not in ("LOGISTIC", "NONE") or (post == "NONE" and (values < 0).any()):
                 raise NotEncodableError(f"{where}: a binary model with post_transform {post!r}")
+            if base.size > 1:  # onnxruntime then answers class 0's score and a constant for class 1
+                raise NotEncodableError(f"{where}: a binary model scoring class 0 only, with {base.size} base_values")
             column = np.zeros(n, dtype=np.intp)
             offset = np.array([base[0] if base.size else 0.0])
             keep = np.ones(ids.size, dtype=bool)
         elif n == 2 and post == "NONE" and not base.any():  # both classes scored: class 1's probability
+            _check_complements(attrs, prefix, ids, values, where)
             link, column, offset = "probability", np.array([0, 0]), np.zeros(1)
             keep = ids == 1
         elif n > 2 and post in ("SOFTMAX", "NONE"):
@@ -520,6 +535,42 @@ def _trees(
         for t in tree_ids
     ]
     return Ensemble(trees, weight, link, f"{where} ({len(trees)} trees)", offset=offset), classes
+
+
+def _check_complements(
+    attrs: dict[str, Any], prefix: str, ids: npt.NDArray[np.intp], values: FloatArray, where: str
+) -> None:
+    """A binary model scoring both classes is read as class 1's probability, class 0's its
+    complement: onnxruntime answers the two sums only where some leaf reached scores class 1 (a
+    row without one gets class 0's sum as if only class 0 were scored), and the scorer compares
+    the two columns. So every leaf must score class 1, and in each tree class 0's and class 1's
+    weights must add up to one amount, the amounts of all trees (averaged or summed) to 1.
+    Fuzzing: a hand-built graph whose weights did not was read as ``p0 = 1 - p1``."""
+    tree_of = np.asarray(attrs[f"{prefix}_treeids"], dtype=np.intp)
+    node_of = np.asarray(attrs[f"{prefix}_nodeids"], dtype=np.intp)
+    leaves = {
+        (int(t), int(node))
+        for t, node, mode in zip(attrs["nodes_treeids"], attrs["nodes_nodeids"], attrs["nodes_modes"], strict=True)
+        if _value(mode) == "LEAF"
+    }
+    sums: dict[tuple[int, int], float] = dict.fromkeys(leaves, 0.0)
+    scored: set[tuple[int, int]] = set()
+    for t, node, k, w in zip(tree_of.tolist(), node_of.tolist(), ids.tolist(), values.tolist(), strict=True):
+        sums[(t, node)] = sums.get((t, node), 0.0) + w
+        if k == 1:
+            scored.add((t, node))
+    per_tree: dict[int, set[float]] = {}
+    for (t, _), total in sums.items():
+        per_tree.setdefault(t, set()).add(round(total, 6))
+    trees = sorted({int(t) for t in attrs["nodes_treeids"]})
+    weight = 1.0 / len(trees) if str(attrs.get("aggregate_function", "SUM")) == "AVERAGE" else 1.0
+    complementary = (
+        leaves <= scored
+        and all(len(totals) == 1 for totals in per_tree.values())
+        and abs(weight * sum(next(iter(totals)) for totals in per_tree.values()) - 1.0) <= 1e-5
+    )
+    if not complementary:
+        raise NotEncodableError(f"{where}: a binary model whose class 0 and class 1 scores are not complements")
 
 
 def _floats(attrs: dict[str, Any], name: str) -> FloatArray:

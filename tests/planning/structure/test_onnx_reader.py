@@ -1,0 +1,183 @@
+"""The exact engine's reader of ONNX tree nodes against onnxruntime itself, on hand-built graphs:
+every graph it accepts must answer as onnxruntime does (class probabilities, a regressor's value,
+each split's side at float32 boundaries), and every variant it does not read exactly is refused
+by name. The cases are the ONNX fuzz's findings (graphs converters do not write, but a hand-written
+converter may)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from counterplan.planning.structure.errors import NotEncodableError
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper  # noqa: E402 - after the skip: needs the onnx extra
+
+from counterplan.planning.structure.onnx import read_graph  # noqa: E402
+
+pytestmark = pytest.mark.unit
+
+LEAVES = {"nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"], "nodes_featureids": [0, 0, 0], "nodes_values": [0.5, 0, 0]}
+"""One split on x0 at 0.5: node 1 is the low side's leaf, node 2 the high side's."""
+
+
+def _tree_attributes(mode: str = "BRANCH_LEQ", threshold: float = 0.5, tracks: int = 0) -> dict[str, Any]:
+    return {
+        "nodes_treeids": [0, 0, 0],
+        "nodes_nodeids": [0, 1, 2],
+        "nodes_modes": [mode, "LEAF", "LEAF"],
+        "nodes_featureids": [0, 0, 0],
+        "nodes_values": [threshold, 0.0, 0.0],
+        "nodes_truenodeids": [1, 0, 0],
+        "nodes_falsenodeids": [2, 0, 0],
+        "nodes_missing_value_tracks_true": [tracks, 0, 0],
+    }
+
+
+def _graph(
+    node: Any, outputs: list[Any], input_type: int = TensorProto.FLOAT, before: list[Any] | None = None
+) -> bytes:
+    inputs = [helper.make_tensor_value_info("X", input_type, [None, 2])]
+    graph = helper.make_graph([*(before or []), node], "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _classifier(leaves: list[tuple[int, int, float]], post: str = "NONE", **extra: Any) -> bytes:
+    """A binary classifier of one tree; ``leaves``: (node, class, weight) entries."""
+    node = helper.make_node(
+        "TreeEnsembleClassifier",
+        ["X"],
+        ["label", "probabilities"],
+        domain="ai.onnx.ml",
+        name="T",
+        class_treeids=[0] * len(leaves),
+        class_nodeids=[n for n, _, _ in leaves],
+        class_ids=[k for _, k, _ in leaves],
+        class_weights=[w for _, _, w in leaves],
+        classlabels_int64s=[0, 1],
+        post_transform=post,
+        **{**_tree_attributes(), **extra},
+    )
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]),
+    ]
+    return _graph(node, outputs)
+
+
+def _onnxruntime(data: bytes, output: str, rows: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feed = rows.astype(np.float32 if session.get_inputs()[0].type == "tensor(float)" else np.float64)
+    return np.asarray(session.run([output], {"X": feed})[0], dtype=np.float64)
+
+
+def _read(data: bytes, output: str, rows: np.ndarray) -> np.ndarray:
+    """What the reader's trees say at ``rows``: both class probabilities, or the value."""
+    ensemble = read_graph(data, output).estimator.ensemble  # type: ignore[union-attr]
+    assert ensemble.offset is not None  # an ONNX node states its offset
+    answers = []
+    for row in rows:
+        z = ensemble.offset + ensemble.total(row)
+        if ensemble.link == "value":
+            answers.append([z[0]])
+            continue
+        p = 1.0 / (1.0 + np.exp(-z[0])) if ensemble.link == "logit" else z[0]
+        answers.append([1.0 - p, p])
+    return np.asarray(answers)
+
+
+ROWS = np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 0.0]])
+
+
+def test_a_binary_graph_scoring_class_0_only_with_two_base_values_is_refused() -> None:
+    """onnxruntime answers class 0's logistic score and a constant 0.5 for class 1: no logit."""
+    data = _classifier([(1, 0, -2.0), (2, 0, 2.0)], post="LOGISTIC", base_values=[0.3, -0.2])
+    assert np.allclose(_onnxruntime(data, "probabilities", ROWS)[:, 1], 0.5)
+    with pytest.raises(NotEncodableError, match="class 0 only, with 2 base_values"):
+        read_graph(data, "probabilities")
+    one = _classifier([(1, 0, -2.0), (2, 0, 2.0)], post="LOGISTIC", base_values=[0.3])
+    assert np.allclose(_read(one, "probabilities", ROWS), _onnxruntime(one, "probabilities", ROWS), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "leaves",
+    [
+        [(1, 0, 1.0), (2, 0, 0.3), (2, 1, 0.7)],  # a pure leaf scoring class 0 alone: onnxruntime says class 1
+        [(1, 0, 0.6), (1, 1, 0.6), (2, 0, 0.2), (2, 1, 0.8)],  # scores that add up to 1.2 on the low side
+    ],
+    ids=["a leaf without class 1", "not complements"],
+)
+def test_a_binary_graph_scoring_both_classes_is_read_only_when_they_are_complements(
+    leaves: list[tuple[int, int, float]],
+) -> None:
+    data = _classifier(leaves)
+    with pytest.raises(NotEncodableError, match="not complements"):
+        read_graph(data, "probabilities")
+    forest = _classifier([(1, 0, 0.7), (1, 1, 0.3), (2, 0, 0.0), (2, 1, 1.0)])
+    assert np.allclose(_read(forest, "probabilities", ROWS), _onnxruntime(forest, "probabilities", ROWS), atol=1e-6)
+
+
+def test_a_pure_leaf_scoring_class_0_alone_is_not_class_0_for_onnxruntime() -> None:
+    """Why the check above: where no leaf reached scores class 1, onnxruntime answers class 0's
+    sum as a one-column model's (-s, s), not the two sums (1, 0) the reader would have said."""
+    data = _classifier([(1, 0, 1.0), (2, 0, 0.3), (2, 1, 0.7)])
+    assert _onnxruntime(data, "probabilities", np.array([[0.0, 0.0]]))[0].tolist() == [-1.0, 1.0]
+
+
+@pytest.mark.parametrize("mode", ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT"])
+@pytest.mark.parametrize("tracks", [0, 1])
+def test_every_split_mode_decides_as_onnxruntime_at_float32_boundaries_and_missing_values(
+    mode: str, tracks: int
+) -> None:
+    threshold = float(np.float32(0.1))
+    node = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["X"],
+        ["variable"],
+        domain="ai.onnx.ml",
+        n_targets=1,
+        target_treeids=[0, 0],
+        target_nodeids=[1, 2],
+        target_ids=[0, 0],
+        target_weights=[1.0, 2.0],
+        base_values=[0.25],
+        **_tree_attributes(mode, threshold, tracks),
+    )
+    data = _graph(node, [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])])
+    below, above = np.nextafter(np.array([threshold] * 2, dtype=np.float32), np.array([-1.0, 1.0], dtype=np.float32))
+    values = [threshold, float(below), float(above), 0.1, 0.1 + 1e-9, 0.1 - 1e-9, np.nan]
+    rows = np.array([[v, 0.0] for v in values])
+    assert np.allclose(_read(data, "variable", rows), _onnxruntime(data, "variable", rows), atol=1e-6)
+
+
+def test_a_float_input_cast_to_double_is_compared_as_float32_by_a_tree_of_double_thresholds() -> None:
+    """onnxruntime compares 0.1 rounded to float32 (0.100000001) with the double 0.1: right of it."""
+    thresholds = helper.make_tensor("values", TensorProto.DOUBLE, [3], [0.1, 0.0, 0.0])
+    attributes = {k: v for k, v in _tree_attributes().items() if k != "nodes_values"}
+    node = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["Xd"],
+        ["variable"],
+        domain="ai.onnx.ml",
+        n_targets=1,
+        target_treeids=[0, 0],
+        target_nodeids=[1, 2],
+        target_ids=[0, 0],
+        target_weights=[0.0, 1.0],
+        nodes_values_as_tensor=thresholds,
+        **attributes,
+    )
+    cast = helper.make_node("Cast", ["X"], ["Xd"], to=TensorProto.DOUBLE)
+    data = _graph(node, [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])], before=[cast])
+    rows = np.array([[0.1, 0.0], [0.09999999, 0.0], [0.2, 0.0]])
+    assert _onnxruntime(data, "variable", rows).ravel().tolist() == [1.0, 0.0, 1.0]
+    tree = read_graph(data, "variable").estimator.ensemble.trees[0]  # type: ignore[union-attr]
+    assert [tree.goes_left(0, float(v)) for v in rows[:, 0]] == [False, True, False]
+    assert np.allclose(_read(data, "variable", rows), _onnxruntime(data, "variable", rows))
