@@ -146,6 +146,11 @@ class OnnxGraph:
         found, missing = input_features([name for name, _ in self.inputs], names)
         if missing:
             raise NotEncodableError(f"the ONNX inputs {missing} are not features of the problem")
+        for name, kind in self.inputs:  # the adapter feeds an int64 input the value truncated
+            if kind == INT64 and not _whole(decoded[names.index(found[name])], space):
+                raise NotEncodableError(
+                    f"the ONNX input {name!r} is int64; feature {found[name]!r} is not a whole number"
+                )
         return {name: [decoded[names.index(feature)]] for name, feature in found.items()}
 
 
@@ -203,9 +208,36 @@ def _identity(step: Step, columns: list[Column], data: list[list[Column] | None]
 
 
 def _cast(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
-    if int(step.attributes.get("to", FLOAT)) not in (FLOAT, DOUBLE, INT64):
+    """A cast to a float type changes no value; one to int64 truncates, so it is read only of
+    whole numbers (:func:`_whole`)."""
+    to = int(step.attributes.get("to", FLOAT))
+    if to not in (FLOAT, DOUBLE, INT64):
         raise _refuse(step, "a cast to a non-numeric type")
+    if to == INT64:
+        for column in columns:
+            if not _whole(column, walk.space):
+                name = walk.space.names[column.source]
+                raise _refuse(step, f"a cast to int64 truncates feature {name!r}, which is not a whole number")
     return columns
+
+
+def _whole(column: Column, space: FeatureSpace) -> bool:
+    """Whether every value ``column`` takes is a whole number (an int64 cast or input keeps it):
+    a whole-numbered feature's own value, a lookup of whole numbers, or a category's value (read
+    as before: the graph's own encoding of it). Fuzzing: a ``Cast`` to int64 was read as the
+    identity, so the exact engine's program sent 2.9 right of the threshold 2.5 where the graph,
+    truncating it to 2, sent it left."""
+    if isinstance(column, CategoryColumn):
+        return True
+    if column.layers:
+        return False
+    if isinstance(column, LookupColumn):
+        values = np.asarray(column.values, dtype=np.float64)
+        return bool(np.all(np.isnan(values) | (values == np.round(values))))
+    j = column.source
+    step = float(space.step[j])
+    original = float(space.original[j])
+    return bool(space.integral[j]) or (step >= 1.0 and step.is_integer() and original.is_integer())
 
 
 def _concat(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from counterplan.planning import FloatFeature, IntegerFeature
+from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.errors import NotEncodableError
 
 ort = pytest.importorskip("onnxruntime")
@@ -181,3 +183,61 @@ def test_a_float_input_cast_to_double_is_compared_as_float32_by_a_tree_of_double
     tree = read_graph(data, "variable").estimator.ensemble.trees[0]  # type: ignore[union-attr]
     assert [tree.goes_left(0, float(v)) for v in rows[:, 0]] == [False, True, False]
     assert np.allclose(_read(data, "variable", rows), _onnxruntime(data, "variable", rows))
+
+
+def _truncating_graph(per_column: bool) -> bytes:
+    """A tree on x0 at 2.5 fed x0 as int64: by a ``Cast`` of the float matrix, or an int64 input."""
+    attributes = {**_tree_attributes(threshold=2.5), "nodes_missing_value_tracks_true": [0, 0, 0]}
+    node = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["Xf"],
+        ["variable"],
+        domain="ai.onnx.ml",
+        n_targets=1,
+        target_treeids=[0, 0],
+        target_nodeids=[1, 2],
+        target_ids=[0, 0],
+        target_weights=[0.0, 1.0],
+        **attributes,
+    )
+    output = helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])
+    if per_column:
+        inputs = [
+            helper.make_tensor_value_info("x0", TensorProto.INT64, [None, 1]),
+            helper.make_tensor_value_info("x1", TensorProto.FLOAT, [None, 1]),
+        ]
+        nodes = [
+            helper.make_node("Cast", ["x0"], ["x0f"], to=TensorProto.FLOAT),
+            helper.make_node("Concat", ["x0f", "x1"], ["Xf"], axis=1),
+            node,
+        ]
+    else:
+        inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+        nodes = [
+            helper.make_node("Cast", ["X"], ["Xi"], to=TensorProto.INT64),
+            helper.make_node("Cast", ["Xi"], ["Xf"], to=TensorProto.FLOAT),
+            node,
+        ]
+    graph = helper.make_graph(nodes, "g", inputs, [output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("per_column", [False, True], ids=["a cast to int64", "an int64 input"])
+def test_a_float_feature_truncated_to_int64_is_refused_and_a_whole_number_is_read(per_column: bool) -> None:
+    """onnxruntime truncates 2.9 to 2 (left of 2.5); the reader's identity said right of it."""
+    data = _truncating_graph(per_column)
+    rows = np.array([[2.9, 0.0]])
+    if per_column:
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        value = session.run(None, {"x0": np.array([[2]], np.int64), "x1": np.array([[0.0]], np.float32)})[0]
+    else:
+        value = _onnxruntime(data, "variable", rows)
+    assert float(np.ravel(value)[0]) == 0.0  # the low side's leaf
+    graph = read_graph(data, "variable")
+    other = IntegerFeature(name="x1", value=0, low=0, high=6)
+    with pytest.raises(NotEncodableError, match=r"x0.*not a whole number"):
+        graph.describe(FeatureSpace([FloatFeature(name="x0", value=3.0, low=0.0, high=6.0), other]))
+    columns = graph.describe(FeatureSpace([IntegerFeature(name="x0", value=3, low=0, high=6), other])).columns
+    assert len(columns) == 2
