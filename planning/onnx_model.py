@@ -34,7 +34,7 @@ from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
-from counterplan.planning.structure.onnx import input_features
+from counterplan.planning.structure.onnx import input_features, matrix_input
 
 InputKind = Literal["dataframe", "array"]
 ELEMENT_TYPES = {1: np.float32, 11: np.float64, 7: np.int64, 8: object}
@@ -140,7 +140,8 @@ class OnnxModel:
         found, missing = input_features([name for name, _, _ in self._inputs], list(names))
         if missing:
             raise ModelAdapterError(
-                "inputs", f"the ONNX model's inputs {missing} are not features (features: {list(names)})"
+                "inputs",
+                f"the ONNX model's inputs {missing} are not features, or name several (features: {list(names)})",
             )
         return {name: _column(frame[found[name]], dtype) for name, dtype, _ in self._inputs}
 
@@ -223,11 +224,7 @@ class OnnxModel:
     def _tensor_input(self) -> bool:
         """One float input of more than one column: the encoded matrix (a single ``[N, 1]``
         input is read as a feature's column, by name)."""
-        if len(self._inputs) != 1:
-            return False
-        _, dtype, shape = self._inputs[0]
-        width = shape[1] if len(shape) == 2 else None
-        return dtype in (np.float32, np.float64) and width != 1
+        return matrix_input([(dtype in (np.float32, np.float64), shape) for _, dtype, shape in self._inputs])
 
     def _pick_output(self, session: Any, asked: str | None) -> tuple[str, bool, tuple[Any, ...] | None]:
         """The output to read, whether it is ZipMap's list of maps, and the class labels (None:

@@ -117,6 +117,8 @@ class OnnxGraph:
     steps: tuple[Step, ...]
     constants: dict[str, Any]
     """Initializers and ``Constant`` outputs, by name."""
+    matrix: bool = False
+    """The graph's one input is the encoded matrix (:func:`matrix_input`), not a feature's column."""
 
     def describe(self, space: FeatureSpace) -> ModelColumns:
         """The columns the node reads, each a function of one feature of ``space``; refuses a
@@ -135,13 +137,8 @@ class OnnxGraph:
 
     def _entry(self, space: FeatureSpace) -> dict[str, list[Column]]:
         names = list(space.names)
-        if (
-            len(self.inputs) == 1 and not input_features([self.inputs[0][0]], names)[0]
-        ):  # one tensor: the encoded matrix
-            name, kind = self.inputs[0]
-            if kind not in (FLOAT, DOUBLE):
-                raise NotEncodableError(f"the ONNX input {name!r} is not a float tensor")
-            return {name: list(entry_columns(space, decoded=False))}
+        if self.matrix:  # one tensor: the encoded matrix, as the adapter feeds it
+            return {self.inputs[0][0]: list(entry_columns(space, decoded=False))}
         decoded = entry_columns(space, decoded=True)
         found, missing = input_features([name for name, _ in self.inputs], names)
         if missing:
@@ -154,15 +151,32 @@ class OnnxGraph:
         return {name: [decoded[names.index(feature)]] for name, feature in found.items()}
 
 
+def matrix_input(inputs: Sequence[tuple[bool, Sequence[Any]]]) -> bool:
+    """Whether a graph's inputs are the encoded matrix: one float or double input whose width is
+    not 1 (a single ``[N, 1]`` input is a feature's column, matched by name). ``inputs``: per
+    input, whether it is float or double, and its shape. The adapter feeds by this rule and the
+    exact engine reads by it (fuzzing: a matrix input named after a feature was read as that
+    feature's column, where the adapter fed it the whole matrix)."""
+    if len(inputs) != 1:
+        return False
+    numeric, shape = inputs[0]
+    width = shape[1] if len(shape) == 2 else None
+    return numeric and width != 1
+
+
 def input_features(inputs: Sequence[str], names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Which feature each graph input is: its name, or the name with every character other than a
     letter, digit or underscore written ``_`` (converters rename ``education-num`` to
-    ``education_num``); and the inputs that are no feature."""
-    plain = {re.sub(r"[^0-9A-Za-z_]", "_", name): name for name in names}
+    ``education_num``); and the inputs that are no feature, or whose rewritten name is several
+    features' (``a-b`` and ``a.b``: fuzzing found the last one fed, the other ignored)."""
+    plain: dict[str, list[str]] = {}
+    for name in names:
+        plain.setdefault(re.sub(r"[^0-9A-Za-z_]", "_", name), []).append(name)
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in inputs:
-        feature = name if name in names else plain.get(name)
+        rewritten = plain.get(name, [])
+        feature = name if name in names else rewritten[0] if len(rewritten) == 1 else None
         if feature is None:
             missing.append(name)
         else:
@@ -357,7 +371,10 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
     if output is not None:
         _check_after(nodes, node, output, constants)
     initial = {t.name for t in graph.initializer}
-    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in graph.input if i.name not in initial)
+    fed = [i for i in graph.input if i.name not in initial]
+    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in fed)
+    shapes = [[d.dim_value if d.HasField("dim_value") else None for d in i.type.tensor_type.shape.dim] for i in fed]
+    matrix = matrix_input([(kind in (FLOAT, DOUBLE), shape) for (_, kind), shape in zip(inputs, shapes, strict=True)])
     attrs = {a.name: _value(helper.get_attribute_value(a)) for a in node.attribute}
     float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE or _through_float32(node.input[0], inputs, steps)
     where = f"ONNX {node.op_type} {node.name!r}"
@@ -367,7 +384,7 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise NotEncodableError(f"{where}: its attributes are not understood ({type(exc).__name__}: {exc})") from None
-    return OnnxGraph(estimator, node.input[0], inputs, steps, constants)
+    return OnnxGraph(estimator, node.input[0], inputs, steps, constants, matrix)
 
 
 def _ml_node(nodes: list[Any]) -> Any:
@@ -666,5 +683,6 @@ __all__ = [
     "OnnxTreeEnsemble",
     "input_features",
     "load_proto",
+    "matrix_input",
     "read_graph",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from counterplan.planning import FloatFeature, IntegerFeature
+from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.space import FeatureSpace
 from counterplan.planning.structure.errors import NotEncodableError
 
@@ -20,7 +21,8 @@ onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper  # noqa: E402 - after the skip: needs the onnx extra
 
-from counterplan.planning.structure.onnx import read_graph  # noqa: E402
+from counterplan.planning.onnx_model import OnnxModel  # noqa: E402
+from counterplan.planning.structure.onnx import input_features, read_graph  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
@@ -241,3 +243,45 @@ def test_a_float_feature_truncated_to_int64_is_refused_and_a_whole_number_is_rea
         graph.describe(FeatureSpace([FloatFeature(name="x0", value=3.0, low=0.0, high=6.0), other]))
     columns = graph.describe(FeatureSpace([IntegerFeature(name="x0", value=3, low=0, high=6), other])).columns
     assert len(columns) == 2
+
+
+def _linear(names: list[str], width: int, coefficients: list[float]) -> bytes:
+    """A linear regressor of the inputs ``names`` (each ``[N, width]``), joined."""
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [None, width]) for name in names]
+    nodes = [helper.make_node("Concat", names, ["joined"], axis=1)] if len(names) > 1 else []
+    source = "joined" if len(names) > 1 else names[0]
+    node = helper.make_node(
+        "LinearRegressor", [source], ["variable"], domain="ai.onnx.ml", coefficients=coefficients, intercepts=[0.0]
+    )
+    output = helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])
+    graph = helper.make_graph([*nodes, node], "g", inputs, [output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _space(*names: str) -> FeatureSpace:
+    return FeatureSpace([FloatFeature(name=name, value=float(k), low=-9.0, high=9.0) for k, name in enumerate(names)])
+
+
+def test_a_matrix_input_named_after_a_feature_is_read_as_the_matrix_the_adapter_feeds() -> None:
+    """The graph's one [N, 3] input is called ``x1``; the adapter feeds it the encoded matrix, so
+    the node's column 0 is x0 (the reader took it for x1's column)."""
+    data = _linear(["x1"], 3, [2.0, 0.0, 0.0])
+    space = _space("x0", "x1", "x2")
+    assert OnnxModel(data, "y").input_kind == "array"
+    columns = read_graph(data, "variable").describe(space).columns
+    assert [column.source for column in columns] == [0, 1, 2]
+
+
+def test_an_input_whose_rewritten_name_is_two_features_is_fed_neither() -> None:
+    """``a_b`` is ``a-b`` and ``a.b`` rewritten: the last one was fed, the other ignored."""
+    assert input_features(["a_b"], ["a-b", "a.b"]) == ({}, ["a_b"])
+    assert input_features(["a_b"], ["a-b", "c"]) == ({"a_b": "a-b"}, [])
+    assert input_features(["a_b"], ["a-b", "a_b"]) == ({"a_b": "a_b"}, [])  # its own name first
+    model = OnnxModel(_linear(["a_b"], 1, [1.0]), "y")
+    space = _space("a-b", "a.b")
+    with pytest.raises(ModelAdapterError, match=r"\['a_b'\] are not features, or name several"):
+        model.predict(space.original.reshape(1, -1), space)
+    with pytest.raises(NotEncodableError, match=r"\['a_b'\] are not features"):
+        read_graph(_linear(["a_b"], 1, [1.0]), "variable").describe(space)
