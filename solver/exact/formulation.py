@@ -448,8 +448,14 @@ def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[floa
     if isinstance(goal, RangeGoal):
         if goal.low == goal.high:
             return goal.low, goal.high
-        pad = epsilon * max(1.0, *(abs(end) for end in (goal.low, goal.high) if math.isfinite(end)))
-        return goal.low + pad, goal.high - pad  # an open end stays infinite
+        # each end kept inside by its own magnitude, never past a quarter of the range: one pad
+        # from the larger end (fuzzing: low 50, high 1e9 padded both by 1000) emptied the range
+        width = goal.high - goal.low
+        low_pad, high_pad = (
+            min(epsilon * max(1.0, abs(end)), width / 4.0) if math.isfinite(end) else 0.0  # an open end stays open
+            for end in (goal.low, goal.high)
+        )
+        return goal.low + low_pad, goal.high - high_pad
     g, tol = goal.value, goal.tolerance
     if tol == 0.0:
         return g, g
