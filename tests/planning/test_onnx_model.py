@@ -343,3 +343,39 @@ def test_a_graph_of_one_tensor_gets_nan_for_a_gap() -> None:
     got = graph.predict(problem.original_row(), problem.space)["approved"]
     np.testing.assert_allclose(got, model.predict_proba(matrix[[0]]), atol=1e-5)
     assert explain(problem, seed=0).already_met
+
+
+def _gather_graph() -> bytes:
+    """y = [0, 5, 10][int(x0)]: a graph that raises on a row whose x0 is out of the table."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Slice", ["X", "start", "end", "axis"], ["x0"]),
+        helper.make_node("Cast", ["x0"], ["index"], to=TensorProto.INT64),
+        helper.make_node("Gather", ["table", "index"], ["picked"], axis=0),
+        helper.make_node("Reshape", ["picked", "shape"], ["y"]),
+    ]
+    constants = [
+        helper.make_tensor("start", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("end", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("axis", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("table", TensorProto.FLOAT, [3], [0.0, 5.0, 10.0]),
+        helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 1]),
+    ]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=constants)
+    return bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+
+
+def test_rows_the_graph_raises_on_fail_quietly_and_the_others_are_scored(capfd: pytest.CaptureFixture[str]) -> None:
+    """onnxruntime logged each failing call to stderr (a few hundred lines for one explanation);
+    the exception already says why, and the calculator fails those rows only."""
+    features = [
+        FloatFeature(name="x0", value=0.0, low=-5.0, high=5.0),
+        FloatFeature(name="x1", value=0.0, low=-3.0, high=3.0),
+    ]
+    problem = CounterfactualProblem(features, [RangeGoal(low=4.0, high=6.0)], OnnxModel(_gather_graph(), "y"))
+    result = explain(problem, engine="local", seed=0)
+    assert result.valid and result.predictions["y"] == 5.0
+    assert "onnxruntime" not in capfd.readouterr().err
