@@ -248,6 +248,8 @@ class OnnxModel:
             return chosen.name, False, None
         if labels is None:
             width = chosen.shape[1] if len(chosen.shape) == 2 and isinstance(chosen.shape[1], int) else None
+            if width == 1:  # one number beside an integer output (a value and its rounding): a regressor's
+                return chosen.name, False, None
             if width is None:
                 raise ModelAdapterError("model", "the ONNX classifier names no class labels")
             labels = tuple(range(width))

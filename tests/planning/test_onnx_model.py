@@ -379,3 +379,27 @@ def test_rows_the_graph_raises_on_fail_quietly_and_the_others_are_scored(capfd: 
     result = explain(problem, engine="local", seed=0)
     assert result.valid and result.predictions["y"] == 5.0
     assert "onnxruntime" not in capfd.readouterr().err
+
+
+def test_a_regressor_graph_that_also_outputs_an_integer_is_a_regressor() -> None:
+    """A value and its rounding (an int64 output beside it): the int64 output made the graph a
+    classifier of one class 0, which no goal could use."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(
+        "LinearRegressor", ["X"], ["value"], domain="ai.onnx.ml", coefficients=[1.0, 0.0, 0.0], intercepts=[0.0]
+    )
+    outputs = [
+        helper.make_tensor_value_info("value", TensorProto.FLOAT, [None, 1]),
+        helper.make_tensor_value_info("rounded", TensorProto.INT64, [None, 1]),
+    ]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])]
+    cast = helper.make_node("Cast", ["value"], ["rounded"], to=TensorProto.INT64)
+    graph = helper.make_graph([node, cast], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model = OnnxModel(proto, "score")
+    assert not model.outputs[0].is_classification
+    goal = [RangeGoal(low=6.0, high=8.0)]
+    for engine in ("local", "exact"):
+        result = explain(CounterfactualProblem(_features(), goal, model), engine=engine, seed=0)
+        assert result.valid and 6.0 <= result.predictions["score"] <= 8.0, engine
