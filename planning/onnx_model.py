@@ -305,10 +305,41 @@ def _options() -> Any:
 
 def _session(data: bytes) -> Any:
     ort = _onnxruntime()
+    if _external_data(data):  # refused before onnxruntime sees it: no path the file names is read
+        raise ModelAdapterError(
+            "model",
+            "the ONNX model keeps tensors in external data files, which counterplan does not read "
+            "(a model is loaded from its own bytes, never from paths it names): save it as one file "
+            "(onnx.save_model(model, path, save_as_external_data=False))",
+        )
     try:
         return ort.InferenceSession(data, _options(), providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise ModelAdapterError("model", f"onnxruntime cannot load the model: {type(exc).__name__}: {exc}") from None
+
+
+def _external_data(data: bytes) -> bool:
+    """Whether any tensor of the graph (an initializer, a ``Constant``, a subgraph's) names an
+    external data file. onnxruntime 1.32 refuses them in a model loaded from bytes, with a message
+    about paths and working directories (the ONNX fuzz: ``../../etc/passwd``, ``/etc/passwd``, a
+    file beside the model); counterplan refuses them itself, whatever the version does."""
+    import onnx  # noqa: PLC0415
+
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception:  # not a model at all: onnxruntime's own message says so
+        return False
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attribute in node.attribute:
+                tensors += [attribute.t, *attribute.tensors]
+                graphs += [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+            return True
+    return False
 
 
 def _prefix_session(data: bytes, tensor: str) -> Any:

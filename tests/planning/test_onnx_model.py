@@ -403,3 +403,27 @@ def test_a_regressor_graph_that_also_outputs_an_integer_is_a_regressor() -> None
     for engine in ("local", "exact"):
         result = explain(CounterfactualProblem(_features(), goal, model), engine=engine, seed=0)
         assert result.valid and 6.0 <= result.predictions["score"] <= 8.0, engine
+
+
+@pytest.mark.parametrize("location", ["../../../../etc/passwd", "/etc/passwd", "weights.bin"])
+def test_a_graph_naming_external_data_files_is_refused_before_onnxruntime_reads_any(
+    tmp_path: Path, location: str
+) -> None:
+    """A model is loaded from its own bytes, never from the paths it names: a file beside it, or
+    one outside (a model card's file must not read the server's files)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.ones((3, 1), np.float32), "W")
+    weights.ClearField("raw_data")
+    weights.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": "0", "length": "12"}.items():
+        entry = weights.external_data.add()
+        entry.key, entry.value = key, value
+    (tmp_path / "weights.bin").write_bytes(np.ones(3, np.float32).tobytes())
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"])], "g", inputs, outputs, [weights])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(ValueError, match="keeps tensors in external data files"):
+        OnnxModel(path, "y")
