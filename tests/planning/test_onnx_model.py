@@ -427,3 +427,57 @@ def test_a_graph_naming_external_data_files_is_refused_before_onnxruntime_reads_
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     with pytest.raises(ValueError, match="keeps tensors in external data files"):
         OnnxModel(path, "y")
+
+
+@pytest.mark.parametrize("mode", ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"])
+@pytest.mark.parametrize("scale", [1.0, -1.0])
+def test_an_original_on_a_split_of_every_mode_is_moved_off_it_and_proven(mode: str, scale: float) -> None:
+    """A hand-built split at 1.5 (through a Scaler of either sign) and an original 1.5: the exact
+    engine alone answered 1.5 itself, rejected by the graph, after every retry."""
+    from onnx import TensorProto, helper
+
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.exact.config import ExactPhaseConfig
+
+    scaler = helper.make_node("Scaler", ["X"], ["scaled"], domain="ai.onnx.ml", offset=[0.0, 0.0], scale=[scale, 1.0])
+    split = {
+        "nodes_treeids": [0, 0, 0],
+        "nodes_nodeids": [0, 1, 2],
+        "nodes_modes": [mode, "LEAF", "LEAF"],
+        "nodes_featureids": [0, 0, 0],
+        "nodes_values": [1.5 * scale, 0.0, 0.0],
+        "nodes_truenodeids": [1, 0, 0],
+        "nodes_falsenodeids": [2, 0, 0],
+    }
+    node = helper.make_node(
+        "TreeEnsembleClassifier",
+        ["scaled"],
+        ["label", "probabilities"],
+        domain="ai.onnx.ml",
+        class_treeids=[0, 0],
+        class_nodeids=[1, 2],
+        class_ids=[0, 0],
+        class_weights=[-3.0, 3.0],
+        post_transform="LOGISTIC",
+        classlabels_int64s=[0, 1],
+        **split,
+    )
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]),
+    ]
+    graph = helper.make_graph([scaler, node], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model = OnnxModel(proto, "y")
+    features = [
+        FloatFeature(name="x0", value=1.5, low=0.0, high=3.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], model)
+    target = 1 if model.predict(problem.space.original.reshape(1, -1), problem.space)["y"][0, 1] < 0.5 else 0
+    problem = CounterfactualProblem(features, [ClassGoal(target=target, confidence=0.9)], model)
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and result.valid and exact.proven and exact.retries == 0, exact
+    assert 0.0 < abs(result.proposed["x0"] - 1.5) < 1e-5
