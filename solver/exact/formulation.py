@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from counterplan.planning.calculator import PROBABILITY_TOLERANCE
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter, model_input
@@ -392,6 +393,10 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
             milp.row(terms, -INF, -epsilon - constant)
         return
     if link == "probability":
+        # a probability outside [0, 1] fails the row in the score calculator: an ONNX graph's
+        # summed leaf values can leave it (the ONNX fuzz: the program's answer there was rejected
+        # after every retry); a forest's average never does
+        milp.row(terms, -PROBABILITY_TOLERANCE - constant, 1.0 + PROBABILITY_TOLERANCE - constant)
         limit = min(p + epsilon, 1.0)
         if target_is_one:
             milp.row(terms, limit - constant, INF)

@@ -481,3 +481,89 @@ def test_an_original_on_a_split_of_every_mode_is_moved_off_it_and_proven(mode: s
     exact = result.statistics.exact
     assert exact is not None and result.valid and exact.proven and exact.retries == 0, exact
     assert 0.0 < abs(result.proposed["x0"] - 1.5) < 1e-5
+
+
+def _one_split_classifier(
+    leaves: tuple[float, float], post: str, *, threshold: float = 0.5, offset: float | None = None, base: float = 0.0
+) -> OnnxModel:
+    """A binary graph of one split on x0 (its two leaves score class 0 only, plus ``base``),
+    behind a Scaler subtracting ``offset`` from x0 when given."""
+    from onnx import TensorProto, helper
+
+    nodes = []
+    source = "X"
+    if offset is not None:
+        scaler = helper.make_node(
+            "Scaler", ["X"], ["scaled"], domain="ai.onnx.ml", offset=[offset, 0.0], scale=[1.0, 1.0]
+        )
+        nodes.append(scaler)
+        source = "scaled"
+    split = {
+        "nodes_treeids": [0, 0, 0],
+        "nodes_nodeids": [0, 1, 2],
+        "nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"],
+        "nodes_featureids": [0, 0, 0],
+        "nodes_values": [threshold, 0.0, 0.0],
+        "nodes_truenodeids": [1, 0, 0],
+        "nodes_falsenodeids": [2, 0, 0],
+    }
+    node = helper.make_node(
+        "TreeEnsembleClassifier",
+        [source],
+        ["label", "probabilities"],
+        domain="ai.onnx.ml",
+        class_treeids=[0, 0],
+        class_nodeids=[1, 2],
+        class_ids=[0, 0],
+        class_weights=list(leaves),
+        post_transform=post,
+        classlabels_int64s=[0, 1],
+        base_values=[base],
+        **split,
+    )
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]),
+    ]
+    graph = helper.make_graph([*nodes, node], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    return OnnxModel(proto, "y")
+
+
+def _exact_alone(problem: CounterfactualProblem) -> Any:
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.exact.config import ExactPhaseConfig
+
+    return explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+
+
+def test_a_probability_the_graph_sums_outside_zero_and_one_is_no_answer_of_the_program() -> None:
+    """Class 1's probability is the leaf plus -0.5: -0.4 left of the split (a row the calculator
+    fails), 0.4 right of it. Class 0 at 0.9 is out of reach: proven so, where the program answered
+    the left side and the graph rejected it after every retry."""
+    model = _one_split_classifier((0.1, 0.9), "NONE", base=-0.5)
+    features = [
+        FloatFeature(name="x0", value=1.0, low=0.0, high=2.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=0, confidence=0.9)], model)
+    result = _exact_alone(problem)
+    exact = result.statistics.exact
+    assert exact is not None and not result.valid
+    assert exact.status == "infeasible" and exact.proven, exact
+
+
+def test_an_optimum_the_graph_rejects_after_every_retry_says_so() -> None:
+    """x0 near 1e6 is rounded to float32 (steps of 0.0625) before the Scaler subtracts 999999.5:
+    the margins (relative to the split at 1) are too narrow, and the report said ``optimal``, not
+    proven, with no reason."""
+    model = _one_split_classifier((-3.0, 3.0), "LOGISTIC", threshold=1.0, offset=999999.5)
+    features = [
+        FloatFeature(name="x0", value=1e6, low=999000.0, high=1001000.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    result = _exact_alone(CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], model))
+    exact = result.statistics.exact
+    assert exact is not None and not exact.proven
+    assert "the real model rejected the program's answer" in exact.reason, exact
