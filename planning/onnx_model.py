@@ -79,6 +79,7 @@ class OnnxModel:
         self._prefix: Any = None
         session = self._get_session()
         self._inputs = [(i.name, _element(i.type), i.shape) for i in session.get_inputs()]
+        self._batch = _fixed_batch([shape for _, _, shape in self._inputs])
         self._read, self._zipmap, classes = self._pick_output(session, probabilities)
         names = [output] if isinstance(output, str) else list(output)
         if not names or len(set(names)) != len(names):
@@ -125,7 +126,7 @@ class OnnxModel:
         some rows raises onnxruntime's error (the calculator finds the rows); inputs the graph
         wants that the space does not have are a configuration error (``ModelAdapterError``)."""
         feeds = self.feeds(X, space)
-        raw = self._get_session().run([self._read], feeds)[0]
+        raw = _run(self._get_session(), self._read, feeds, self._batch)
         return self._predictions(raw, X.shape[0])
 
     def feeds(self, X: FloatMatrix, space: FeatureSpace) -> dict[str, Any]:
@@ -211,7 +212,7 @@ class OnnxModel:
             feeds = {name: np.ascontiguousarray(np.asarray(data), dtype=dtype)}
         else:
             feeds = self._column_feeds(data, list(data.columns))
-        return np.asarray(prefix.run([node_input], feeds)[0], dtype=np.float64)
+        return np.asarray(_run(prefix, node_input, feeds, self._batch), dtype=np.float64)
 
     # -- the session -----------------------------------------------------------------------------
 
@@ -267,6 +268,30 @@ class OnnxModel:
 
     def __repr__(self) -> str:
         return f"OnnxModel({len(self._bytes):,} bytes, inputs {[n for n, _, _ in self._inputs]}, read {self._read!r})"
+
+
+def _fixed_batch(shapes: Sequence[Sequence[Any]]) -> int | None:
+    """The batch size the graph's inputs fix (an export's ``[1, F]``), or None when it is free."""
+    sizes = {shape[0] for shape in shapes if len(shape) and isinstance(shape[0], int) and shape[0] > 0}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _run(session: Any, output: str, feeds: dict[str, Any], batch: int | None) -> Any:
+    """``output`` for the rows of ``feeds``; a graph of a fixed batch size gets chunks of that
+    size, the last one filled up with copies of its last row (their answers dropped). Fuzzing: a
+    GradientBoosting graph exported as ``[1, 8]`` failed on every batch the search sent, and the
+    solve stopped without an answer."""
+    n = len(next(iter(feeds.values()))) if feeds else 0
+    if batch is None or n in (0, batch):
+        return session.run([output], feeds)[0]
+    parts = []
+    for start in range(0, n, batch):
+        chunk = {name: values[start : start + batch] for name, values in feeds.items()}
+        size = len(next(iter(chunk.values())))
+        if size < batch:
+            chunk = {name: np.concatenate([v, np.repeat(v[-1:], batch - size, axis=0)]) for name, v in chunk.items()}
+        parts.append(session.run([output], chunk)[0][:size])
+    return [row for part in parts for row in part] if isinstance(parts[0], list) else np.concatenate(parts)
 
 
 def _column(values: Any, dtype: Any) -> Any:

@@ -567,3 +567,23 @@ def test_an_optimum_the_graph_rejects_after_every_retry_says_so() -> None:
     exact = result.statistics.exact
     assert exact is not None and not exact.proven
     assert "the real model rejected the program's answer" in exact.reason, exact
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_graph_of_a_fixed_batch_size_is_run_in_chunks_of_it(batch: int) -> None:
+    """An export's ``[1, F]`` (or ``[3, F]``) input: the graph failed on every batch the search
+    sent, and the solve stopped without an answer."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+
+    frame, label, _ = _data()
+    X = frame.to_numpy()
+    model = GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, label)
+    options = {id(model): {"zipmap": False}}
+    fixed = OnnxModel(convert_sklearn(model, initial_types=[("X", FloatTensorType([batch, 3]))], options=options), "ok")
+    free = OnnxModel(_to_onnx(model, X), "ok")
+    problem = _problem(fixed)
+    rows = X[:7]  # not a multiple of 3: the last chunk is filled up
+    np.testing.assert_array_equal(fixed.predict(rows, problem.space)["ok"], free.predict(rows, problem.space)["ok"])
+    result = explain(problem, engine="local", seed=0)
+    assert result.valid and _proba_by_hand(free, result.proposed, NUMBERS)[1] >= 0.7
