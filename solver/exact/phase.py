@@ -63,6 +63,10 @@ LOOSENED_REJECTED = (
     "goal_epsilon outside it has an answer, which the real model rejects"
 )
 """Why a program's infeasibility is not proven of the scored problem (the margin it leaves out)."""
+MODEL_REJECTED = "the real model rejected the program's answer, also with margins widened {retries} times"
+"""Why an optimum of the program is not proven: no answer of it was valid for the real model (the
+ONNX fuzz: an original on a threshold, a graph whose probabilities leave [0, 1]; the report said
+``optimal``, not proven, with no reason)."""
 DISTANCE_LEVEL = 3
 """The score's level of the distance (soft level 0, after the three hard levels)."""
 TIE_BREAK_FLOOR_DETERMINISTIC = 1.0
@@ -156,6 +160,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             # that optimum was of the tightened goal; the scored problem's needs its own proof
             proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
             scored = "" if proven else SCORED_NOT_PROVEN
+        rejected = MODEL_REJECTED.format(retries=run.retries) if first.x is not None and not run.verified else ""
         statistics = ExactStatistics(
             status=status,
             proven=proven,
@@ -169,7 +174,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             constraints=len(milp.rows),
             verified=run.verified,
             retries=run.retries,
-            reason="; ".join(part for part in (conservative, enlarged, scored) if part),
+            reason="; ".join(part for part in (conservative, enlarged, scored, rejected) if part),
             backend=report.backend,
         )
         phase_scope.report("exact", statistics)
