@@ -122,11 +122,16 @@ class Action:
 
     def value_of(self, key: FloatMatrix, space: FeatureSpace) -> FloatMatrix:
         """The delta (``add``) or the encoded value (``set``) a random key in [0, 1] stands for:
-        interpolated into ``[low, high]`` (rounded for a whole-number feature), or an index into
-        the values."""
+        interpolated into ``[low, high]``, or an index into the values. A feature on a grid (a
+        whole number, a float with a precision) takes the grid's deltas within the bounds: ``low:
+        0.5, high: 3.5`` on a whole number adds 1 to 3, never 4 (rounding the interpolated delta
+        added 4, and 0: a change beyond the action's bounds, or none)."""
         if self.kind == "add":
-            delta = self.low + key * (self.high - self.low)
-            return np.rint(delta) if space.integral[space.index[self.feature]] else delta
+            column = space.index[self.feature]
+            if not space.grid.gridded[column]:
+                return self.low + key * (self.high - self.low)
+            low, high = space.grid.ends(self.low, self.high, column)  # the grid's deltas within the bounds
+            return space.grid.round(low + key * (high - low), column) + 0.0
         choices = self.choices(space)
         return choices[np.minimum((key * choices.size).astype(np.intp), choices.size - 1)]
 
@@ -230,18 +235,20 @@ def apply(
     before = StateColumns(space, states)
     marked = StateColumns(space, states, "before.")
     after_states = states.copy()
-    if action.kind == "add":
-        after_states[:, column] = states[:, column] + values
-        extras = {"delta": values, "value": after_states[:, column].copy()}
-    else:
-        after_states[:, column] = values
-        extras = {"delta": values - states[:, column], "value": values}
+    own = _on_grid(space, states[:, column] + values if action.kind == "add" else values, column)
+    after_states[:, column] = own
+    extras = {"delta": own - states[:, column], "value": own}
+    """The change as the state holds it, on the feature's grid: what the effort prices."""
     scope = Layers(extras, before, marked)
     """What the pre-condition, the consequences and the effort read: the state before."""
     for name, formula in action.consequences.items():
         j = space.index[name]
-        after_states[:, j] = np.broadcast_to(np.asarray(formula(scope), dtype=np.float64), (n,))
-    after_states = space.snap(after_states.copy()) if space.checks_grid else after_states
+        value = np.broadcast_to(np.asarray(formula(scope), dtype=np.float64), (n,))
+        after_states[:, j] = _on_grid(space, value, j)
+    # the domain is checked on the values the formulas gave (on their grids): snapping them would
+    # clip a consequence that leaves the domain into it, a step the plan then reports as it never was
+    inside = ((after_states >= space.domain_lower) & (after_states <= space.domain_upper)) | (after_states == states)
+    after_states = space.onto_allowed(after_states) if space.allowed else after_states
     later = StateColumns(space, after_states, "after.")
     scope.maps.append(later)
     ok = np.ones(n, dtype=bool)
@@ -249,7 +256,6 @@ def apply(
         ok &= _truth(action.pre(scope), n)
     if action.post is not None:
         ok &= _truth(action.post(Layers(extras, StateColumns(space, after_states), marked, later)), n)
-    inside = ((after_states >= space.domain_lower) & (after_states <= space.domain_upper)) | (after_states == states)
     ok &= inside.all(axis=1)
     changed_columns = after_states != states
     ok &= changed_columns.any(axis=1)
@@ -265,6 +271,17 @@ def apply(
     priced = np.isfinite(cost)
     ok &= priced
     return StepResult(after=np.where(ok[:, None], after_states, states), cost=cost, ok=ok, priced=priced)
+
+
+def _on_grid(space: FeatureSpace, values: FloatMatrix, column: int) -> FloatMatrix:
+    """``values`` of ``column`` rounded onto its grid (a whole number, a float's precision), and
+    never clipped: a value outside the domain stays outside, for :func:`apply` to refuse (the
+    space's ``snap`` clips into the search bounds). A value equal to the original (a missing
+    code) is kept, as ``snap`` keeps it."""
+    if not space.grid.gridded[column]:
+        return values
+    rounded = space.grid.round(values, column) + 0.0
+    return np.where(values == space.original[column], values, rounded)
 
 
 def _truth(value: Any, n: int) -> BoolArray:
@@ -490,8 +507,17 @@ def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[fl
         raise ActionError(f"{where}.low", "an 'add' action needs low and high (the delta's bounds)")
     if spec.low > spec.high:
         raise ActionError(f"{where}.low", f"low ({spec.low:g}) is above high ({spec.high:g})")
-    if space.nominal[space.index[spec.feature]]:
+    column = space.index[spec.feature]
+    if space.nominal[column]:
         raise ActionError(f"{where}.kind", f"{spec.feature!r} is categorical: use kind 'set' with values")
+    if space.grid.gridded[column]:  # its deltas are the grid's (Action.value_of): one must fit
+        low, high = space.grid.ends(spec.low, spec.high, column)
+        if low > high:
+            steps = "whole numbers" if space.integral[column] else f"multiples of {space.step[column]:g}"
+            raise ActionError(
+                f"{where}.low",
+                f"no change of {spec.feature!r} ({steps}) lies between low ({spec.low:g}) and high ({spec.high:g})",
+            )
     return spec.low, spec.high
 
 
@@ -533,7 +559,8 @@ def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabula
             f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
             "such as age, is mutable with a monotone rule)",
         )
-    return _formula(text, vocabulary, f"{where}.consequences.{name}")
+    gives = name if name in vocabulary.categories and name not in vocabulary.booleans else None
+    return _formula(text, replace(vocabulary, gives=gives), f"{where}.consequences.{name}")
 
 
 def formula_size(formula: Formula | None) -> int:

@@ -130,6 +130,12 @@ class Vocabulary:
     state after; a cost graph's tau reads the state before by the features' own names) is
     refused here, naming its field, rather than failing when a plan is scored."""
 
+    gives: str | None = None
+    """The categorical feature whose value the formula gives (an action's consequence on it), or
+    None for a number. Its value is then one of that feature's categories by name (``"BSc"``,
+    ``"BSc" if education_num > 12 else "HS"``) or that feature itself: its code is no number a
+    user means, so ``1`` is refused (it set the category second in the model's order)."""
+
     def category(self, name: str) -> str | None:
         """The categorical (not boolean) feature ``name`` resolves to, or None."""
         real = self.resolve(name)
@@ -189,7 +195,8 @@ class Expression:
         if nodes > MAX_NODES:
             raise ExpressionError(field, f"a formula has at most {MAX_NODES} parts, given {nodes}")
         names: set[str] = set()
-        checked = _Checker(vocabulary, field, names).visit(tree.body)
+        checker = _Checker(vocabulary, field, names)
+        checked = checker.visit(tree.body) if vocabulary.gives is None else checker.category_value(tree.body)
         return cls(text, checked, frozenset(names), field, nodes)
 
     def __call__(self, env: Mapping[str, Any]) -> FloatArray:
@@ -226,6 +233,26 @@ class _Checker:
         if category is not None:
             raise self.compare_by_name(category)
         return self.visit_any(node)
+
+    def category_value(self, node: ast.expr) -> ast.expr:
+        """The checked form of ``node`` as a value of the categorical feature ``gives``: one of its
+        categories by name, the feature itself (before the action), or ``a if condition else b``
+        of those."""
+        feature = self.vocabulary.gives
+        assert feature is not None  # the caller asks only then
+        if isinstance(node, ast.IfExp):
+            return ast.IfExp(self.visit(node.test), self.category_value(node.body), self.category_value(node.orelse))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return ast.Constant(self.vocabulary.code(feature, node.value, self.field))
+        if self._categorical(node) is not None and self._same_categories(feature, node):
+            return self.visit_any(node)
+        known = self.vocabulary.categories[feature]
+        shown = repr(list(known[:10]))[:-1] + (", ...]" if len(known) > 10 else "]")
+        raise ExpressionError(
+            self.field,
+            f"{feature[:60]} is a category: give one of its categories {shown} by name "
+            f"(or 'a' if condition else 'b'), not a number",
+        )
 
     def compare_by_name(self, feature: str) -> ExpressionError:
         """A category used as a number, or compared with one."""

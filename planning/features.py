@@ -21,9 +21,19 @@ Two facts of real data shape every feature:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from counterplan.planning._pydantic import excerpt, reraise
 from counterplan.planning.errors import FeatureError, echo
@@ -45,8 +55,17 @@ def within_magnitude(value: float) -> float:
     return value
 
 
-Bound = Annotated[float, AfterValidator(within_magnitude)]
-"""A bound a caller gives (a feature's, an action's): a float within +-2^53."""
+def a_number(value: Any) -> Any:
+    """A bound is a number as written: pydantic's lax floats would read ``true`` as 1 and ``'5'``
+    as 5, and a file's typo would bound a feature or an action without a word."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
+        raise ValueError(f"must be a number, given {excerpt(value)}")
+    return value
+
+
+Bound = Annotated[float, BeforeValidator(a_number), AfterValidator(within_magnitude)]
+"""A bound a caller gives (a feature's, an action's): a number (not a boolean or a text) within
++-2^53."""
 
 
 def is_missing(value: Any) -> bool:

@@ -34,7 +34,7 @@ from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
-from counterplan.planning.structure.onnx import input_features
+from counterplan.planning.structure.onnx import input_features, matrix_input
 
 InputKind = Literal["dataframe", "array"]
 ELEMENT_TYPES = {1: np.float32, 11: np.float64, 7: np.int64, 8: object}
@@ -79,6 +79,7 @@ class OnnxModel:
         self._prefix: Any = None
         session = self._get_session()
         self._inputs = [(i.name, _element(i.type), i.shape) for i in session.get_inputs()]
+        self._batch = _fixed_batch([shape for _, _, shape in self._inputs])
         self._read, self._zipmap, classes = self._pick_output(session, probabilities)
         names = [output] if isinstance(output, str) else list(output)
         if not names or len(set(names)) != len(names):
@@ -125,7 +126,7 @@ class OnnxModel:
         some rows raises onnxruntime's error (the calculator finds the rows); inputs the graph
         wants that the space does not have are a configuration error (``ModelAdapterError``)."""
         feeds = self.feeds(X, space)
-        raw = self._get_session().run([self._read], feeds)[0]
+        raw = _run(self._get_session(), self._read, feeds, self._batch)
         return self._predictions(raw, X.shape[0])
 
     def feeds(self, X: FloatMatrix, space: FeatureSpace) -> dict[str, Any]:
@@ -140,7 +141,8 @@ class OnnxModel:
         found, missing = input_features([name for name, _, _ in self._inputs], list(names))
         if missing:
             raise ModelAdapterError(
-                "inputs", f"the ONNX model's inputs {missing} are not features (features: {list(names)})"
+                "inputs",
+                f"the ONNX model's inputs {missing} are not features, or name several (features: {list(names)})",
             )
         return {name: _column(frame[found[name]], dtype) for name, dtype, _ in self._inputs}
 
@@ -210,7 +212,7 @@ class OnnxModel:
             feeds = {name: np.ascontiguousarray(np.asarray(data), dtype=dtype)}
         else:
             feeds = self._column_feeds(data, list(data.columns))
-        return np.asarray(prefix.run([node_input], feeds)[0], dtype=np.float64)
+        return np.asarray(_run(prefix, node_input, feeds, self._batch), dtype=np.float64)
 
     # -- the session -----------------------------------------------------------------------------
 
@@ -223,11 +225,7 @@ class OnnxModel:
     def _tensor_input(self) -> bool:
         """One float input of more than one column: the encoded matrix (a single ``[N, 1]``
         input is read as a feature's column, by name)."""
-        if len(self._inputs) != 1:
-            return False
-        _, dtype, shape = self._inputs[0]
-        width = shape[1] if len(shape) == 2 else None
-        return dtype in (np.float32, np.float64) and width != 1
+        return matrix_input([(dtype in (np.float32, np.float64), shape) for _, dtype, shape in self._inputs])
 
     def _pick_output(self, session: Any, asked: str | None) -> tuple[str, bool, tuple[Any, ...] | None]:
         """The output to read, whether it is ZipMap's list of maps, and the class labels (None:
@@ -251,6 +249,8 @@ class OnnxModel:
             return chosen.name, False, None
         if labels is None:
             width = chosen.shape[1] if len(chosen.shape) == 2 and isinstance(chosen.shape[1], int) else None
+            if width == 1:  # one number beside an integer output (a value and its rounding): a regressor's
+                return chosen.name, False, None
             if width is None:
                 raise ModelAdapterError("model", "the ONNX classifier names no class labels")
             labels = tuple(range(width))
@@ -268,6 +268,30 @@ class OnnxModel:
 
     def __repr__(self) -> str:
         return f"OnnxModel({len(self._bytes):,} bytes, inputs {[n for n, _, _ in self._inputs]}, read {self._read!r})"
+
+
+def _fixed_batch(shapes: Sequence[Sequence[Any]]) -> int | None:
+    """The batch size the graph's inputs fix (an export's ``[1, F]``), or None when it is free."""
+    sizes = {shape[0] for shape in shapes if len(shape) and isinstance(shape[0], int) and shape[0] > 0}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _run(session: Any, output: str, feeds: dict[str, Any], batch: int | None) -> Any:
+    """``output`` for the rows of ``feeds``; a graph of a fixed batch size gets chunks of that
+    size, the last one filled up with copies of its last row (their answers dropped). Fuzzing: a
+    GradientBoosting graph exported as ``[1, 8]`` failed on every batch the search sent, and the
+    solve stopped without an answer."""
+    n = len(next(iter(feeds.values()))) if feeds else 0
+    if batch is None or n in (0, batch):
+        return session.run([output], feeds)[0]
+    parts = []
+    for start in range(0, n, batch):
+        chunk = {name: values[start : start + batch] for name, values in feeds.items()}
+        size = len(next(iter(chunk.values())))
+        if size < batch:
+            chunk = {name: np.concatenate([v, np.repeat(v[-1:], batch - size, axis=0)]) for name, v in chunk.items()}
+        parts.append(session.run([output], chunk)[0][:size])
+    return [row for part in parts for row in part] if isinstance(parts[0], list) else np.concatenate(parts)
 
 
 def _column(values: Any, dtype: Any) -> Any:
@@ -297,16 +321,50 @@ def _options() -> Any:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # LightGBM's label shape warning, harmless
+    # fatal only: LightGBM's label shape warning is harmless, and a row the graph raises on is an
+    # error the calculator handles (the exception says why), logged to stderr once per failing
+    # call at the default (the ONNX fuzz: a few hundred lines for one explanation)
+    options.log_severity_level = 4
     return options
 
 
 def _session(data: bytes) -> Any:
     ort = _onnxruntime()
+    if _external_data(data):  # refused before onnxruntime sees it: no path the file names is read
+        raise ModelAdapterError(
+            "model",
+            "the ONNX model keeps tensors in external data files, which counterplan does not read "
+            "(a model is loaded from its own bytes, never from paths it names): save it as one file "
+            "(onnx.save_model(model, path, save_as_external_data=False))",
+        )
     try:
         return ort.InferenceSession(data, _options(), providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise ModelAdapterError("model", f"onnxruntime cannot load the model: {type(exc).__name__}: {exc}") from None
+
+
+def _external_data(data: bytes) -> bool:
+    """Whether any tensor of the graph (an initializer, a ``Constant``, a subgraph's) names an
+    external data file. onnxruntime 1.32 refuses them in a model loaded from bytes, with a message
+    about paths and working directories (the ONNX fuzz: ``../../etc/passwd``, ``/etc/passwd``, a
+    file beside the model); counterplan refuses them itself, whatever the version does."""
+    import onnx  # noqa: PLC0415
+
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception:  # not a model at all: onnxruntime's own message says so
+        return False
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attribute in node.attribute:
+                tensors += [attribute.t, *attribute.tensors]
+                graphs += [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+            return True
+    return False
 
 
 def _prefix_session(data: bytes, tensor: str) -> Any:

@@ -31,11 +31,20 @@ from typing import Annotated, Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from counterplan.planning._pydantic import reraise
 from counterplan.planning.errors import ModelAdapterError
-from counterplan.planning.features import MAX_MAGNITUDE
+from counterplan.planning.features import within_magnitude
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.space import FeatureSpace, FloatMatrix
@@ -55,8 +64,8 @@ Real = Annotated[float, BeforeValidator(_not_a_bool), Field(allow_inf_nan=False)
 """A finite number of a table (a log-odds, a WoE, the odds scaling): never NaN or infinite
 (``cutoff: .nan`` was a cut-off no score reaches, every answer refused), never a bool (``points:
 true`` was read as 1). Text that reads as a number is taken: the YAML reader gives ``1e5`` as
-text."""
-Number = Annotated[Real, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)]
+text (a feature's bounds, written by hand, refuse text: a table is more often generated)."""
+Number = Annotated[Real, AfterValidator(within_magnitude)]
 """Points, an edge, the intercept or the cut-off: at most 2^53 in magnitude, as a feature's
 values (1e308 points summed to an infinite score)."""
 

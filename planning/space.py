@@ -358,6 +358,10 @@ class FeatureSpace:
         A value equal to the original (a revert, a missing code) is kept as it is.
         """
         np.copyto(X, self.to_grid(X, slice(None)), where=self.original != X)  # every column
+        return self.onto_allowed(X)
+
+    def onto_allowed(self, X: FloatMatrix) -> FloatMatrix:
+        """Put every value of a column with allowed values onto the nearest of them (in place)."""
         for column, grid in self.allowed.items():
             values = X[:, column]
             right = np.clip(np.searchsorted(grid, values), 1, max(grid.size - 1, 1))

@@ -28,6 +28,7 @@ from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
 from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
+from counterplan.solver.batch.records import question_of
 from counterplan.solver.batch.rows import probe_row
 from counterplan.solver.batch.run import explain_batch
 from counterplan.solver.core.config import SolverConfig
@@ -145,6 +146,14 @@ class Explainer:
     def profile(self) -> FeatureSource:
         """What the features are built from: the training data's profile, or a schema."""
         return self.source
+
+    @property
+    def question(self) -> str:
+        """A fingerprint of what every row is asked: the spec (goals, rules, distance), the solver
+        configuration but its seed (a record holds its own), the engine and the number of answers.
+        Each batch record holds it, so a resumed job can tell an output that answered another
+        question (:func:`counterplan.solver.batch.records.question_of`)."""
+        return question_of(self.spec, self.config, self.engine, self.num_counterfactuals)
 
     @property
     def goals(self) -> list[AnyGoal] | None:

@@ -59,6 +59,7 @@ from counterplan.solver.local.config import (
 )
 from counterplan.solver.result import CounterfactualResult
 from counterplan.solver.swarm.config import SwarmPhaseConfig
+from counterplan.solver.tuning_sampler import TrialSeededSampler
 
 ENGINES = (
     "tabu_search",
@@ -84,8 +85,6 @@ MIN_BUDGET_SECONDS = CALL_MARGIN_SECONDS
 :data:`~counterplan.solver.core.scope.CALL_MARGIN_SECONDS` of its time limit (a deadline is a
 promise), so with a budget of at most that no row is searched, every trial scores the same
 (every answer invalid) and the study tunes nothing."""
-SAMPLER_SEEDS = 2**32
-"""Seeds optuna's sampler takes (numpy's legacy generator): 0 to 2**32 - 1."""
 SPARSITY_WEIGHT = 0.1
 
 
@@ -568,9 +567,9 @@ def _open_study(
         )
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     study.set_user_attr(SUMMARY_ATTR, summary)
-    # A resumed study must not replay the random start-up trials it already ran. The sampler takes
-    # seeds below 2**32, a solver's seed goes to 2**63 - 1: the sum is taken modulo 2**32.
-    study.sampler = optuna.samplers.TPESampler(seed=(seed + len(study.trials)) % SAMPLER_SEEDS)
+    # Each trial's draws come from (seed, trial number): a resumed study does not replay its
+    # start-up trials, and runs in parallel on one storage do not draw the same ones.
+    study.sampler = TrialSeededSampler(seed)
     return study
 
 

@@ -117,6 +117,8 @@ class OnnxGraph:
     steps: tuple[Step, ...]
     constants: dict[str, Any]
     """Initializers and ``Constant`` outputs, by name."""
+    matrix: bool = False
+    """The graph's one input is the encoded matrix (:func:`matrix_input`), not a feature's column."""
 
     def describe(self, space: FeatureSpace) -> ModelColumns:
         """The columns the node reads, each a function of one feature of ``space``; refuses a
@@ -135,29 +137,46 @@ class OnnxGraph:
 
     def _entry(self, space: FeatureSpace) -> dict[str, list[Column]]:
         names = list(space.names)
-        if (
-            len(self.inputs) == 1 and not input_features([self.inputs[0][0]], names)[0]
-        ):  # one tensor: the encoded matrix
-            name, kind = self.inputs[0]
-            if kind not in (FLOAT, DOUBLE):
-                raise NotEncodableError(f"the ONNX input {name!r} is not a float tensor")
-            return {name: list(entry_columns(space, decoded=False))}
+        if self.matrix:  # one tensor: the encoded matrix, as the adapter feeds it
+            return {self.inputs[0][0]: list(entry_columns(space, decoded=False))}
         decoded = entry_columns(space, decoded=True)
         found, missing = input_features([name for name, _ in self.inputs], names)
         if missing:
             raise NotEncodableError(f"the ONNX inputs {missing} are not features of the problem")
+        for name, kind in self.inputs:  # the adapter feeds an int64 input the value truncated
+            if kind == INT64 and not _whole(decoded[names.index(found[name])], space):
+                raise NotEncodableError(
+                    f"the ONNX input {name!r} is int64; feature {found[name]!r} is not a whole number"
+                )
         return {name: [decoded[names.index(feature)]] for name, feature in found.items()}
+
+
+def matrix_input(inputs: Sequence[tuple[bool, Sequence[Any]]]) -> bool:
+    """Whether a graph's inputs are the encoded matrix: one float or double input whose width is
+    not 1 (a single ``[N, 1]`` input is a feature's column, matched by name). ``inputs``: per
+    input, whether it is float or double, and its shape. The adapter feeds by this rule and the
+    exact engine reads by it (fuzzing: a matrix input named after a feature was read as that
+    feature's column, where the adapter fed it the whole matrix)."""
+    if len(inputs) != 1:
+        return False
+    numeric, shape = inputs[0]
+    width = shape[1] if len(shape) == 2 else None
+    return numeric and width != 1
 
 
 def input_features(inputs: Sequence[str], names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Which feature each graph input is: its name, or the name with every character other than a
     letter, digit or underscore written ``_`` (converters rename ``education-num`` to
-    ``education_num``); and the inputs that are no feature."""
-    plain = {re.sub(r"[^0-9A-Za-z_]", "_", name): name for name in names}
+    ``education_num``); and the inputs that are no feature, or whose rewritten name is several
+    features' (``a-b`` and ``a.b``: fuzzing found the last one fed, the other ignored)."""
+    plain: dict[str, list[str]] = {}
+    for name in names:
+        plain.setdefault(re.sub(r"[^0-9A-Za-z_]", "_", name), []).append(name)
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in inputs:
-        feature = name if name in names else plain.get(name)
+        rewritten = plain.get(name, [])
+        feature = name if name in names else rewritten[0] if len(rewritten) == 1 else None
         if feature is None:
             missing.append(name)
         else:
@@ -203,9 +222,36 @@ def _identity(step: Step, columns: list[Column], data: list[list[Column] | None]
 
 
 def _cast(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
-    if int(step.attributes.get("to", FLOAT)) not in (FLOAT, DOUBLE, INT64):
+    """A cast to a float type changes no value; one to int64 truncates, so it is read only of
+    whole numbers (:func:`_whole`)."""
+    to = int(step.attributes.get("to", FLOAT))
+    if to not in (FLOAT, DOUBLE, INT64):
         raise _refuse(step, "a cast to a non-numeric type")
+    if to == INT64:
+        for column in columns:
+            if not _whole(column, walk.space):
+                name = walk.space.names[column.source]
+                raise _refuse(step, f"a cast to int64 truncates feature {name!r}, which is not a whole number")
     return columns
+
+
+def _whole(column: Column, space: FeatureSpace) -> bool:
+    """Whether every value ``column`` takes is a whole number (an int64 cast or input keeps it):
+    a whole-numbered feature's own value, a lookup of whole numbers, or a category's value (read
+    as before: the graph's own encoding of it). Fuzzing: a ``Cast`` to int64 was read as the
+    identity, so the exact engine's program sent 2.9 right of the threshold 2.5 where the graph,
+    truncating it to 2, sent it left."""
+    if isinstance(column, CategoryColumn):
+        return True
+    if column.layers:
+        return False
+    if isinstance(column, LookupColumn):
+        values = np.asarray(column.values, dtype=np.float64)
+        return bool(np.all(np.isnan(values) | (values == np.round(values))))
+    j = column.source
+    step = float(space.step[j])
+    original = float(space.original[j])
+    return bool(space.integral[j]) or (step >= 1.0 and step.is_integer() and original.is_integer())
 
 
 def _concat(step: Step, columns: list[Column], data: list[list[Column] | None], walk: _Walk) -> list[Column]:
@@ -325,9 +371,12 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
     if output is not None:
         _check_after(nodes, node, output, constants)
     initial = {t.name for t in graph.initializer}
-    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in graph.input if i.name not in initial)
+    fed = [i for i in graph.input if i.name not in initial]
+    inputs = tuple((i.name, int(i.type.tensor_type.elem_type)) for i in fed)
+    shapes = [[d.dim_value if d.HasField("dim_value") else None for d in i.type.tensor_type.shape.dim] for i in fed]
+    matrix = matrix_input([(kind in (FLOAT, DOUBLE), shape) for (_, kind), shape in zip(inputs, shapes, strict=True)])
     attrs = {a.name: _value(helper.get_attribute_value(a)) for a in node.attribute}
-    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE
+    float32 = _elem_type(proto, node.input[0], onnx) != DOUBLE or _through_float32(node.input[0], inputs, steps)
     where = f"ONNX {node.op_type} {node.name!r}"
     try:
         estimator = _estimator(node.op_type, attrs, float32, where)
@@ -335,7 +384,7 @@ def read_graph(model: Any, output: str | None = None) -> OnnxGraph:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise NotEncodableError(f"{where}: its attributes are not understood ({type(exc).__name__}: {exc})") from None
-    return OnnxGraph(estimator, node.input[0], inputs, steps, constants)
+    return OnnxGraph(estimator, node.input[0], inputs, steps, constants, matrix)
 
 
 def _ml_node(nodes: list[Any]) -> Any:
@@ -403,6 +452,18 @@ def _check_after(nodes: list[Any], node: Any, output: str, constants: dict[str, 
 
 def _ones(value: Any) -> bool:
     return value is not None and bool(np.all(np.asarray(value) == 1))
+
+
+def _through_float32(tensor: str, inputs: tuple[tuple[str, int], ...], steps: tuple[Step, ...]) -> bool:
+    """Whether the node's input ``tensor`` was float32 on its way from the graph's inputs (a
+    ``FLOAT`` input, a ``Cast`` to it, a ``Scaler``), so a double node compares values already
+    rounded to float32: its splits are decided as a float32 model's. Fuzzing: a ``FLOAT`` input
+    cast to ``DOUBLE`` before a tree of double thresholds sent 0.1 (0.100000001 in float32) right
+    of the threshold 0.1, where the reader sent it left, so the exact engine passed over it."""
+    fed = {name for step in steps for name in step.inputs} | {tensor}
+    return any(kind == FLOAT and name in fed for name, kind in inputs) or any(
+        step.op == "Scaler" or (step.op == "Cast" and int(step.attributes.get("to", 0)) == FLOAT) for step in steps
+    )
 
 
 def _elem_type(proto: Any, name: str, onnx: Any) -> int:
@@ -484,10 +545,13 @@ def _trees(
             link: Link = "logit" if post == "LOGISTIC" else "probability"
             if post not in ("LOGISTIC", "NONE") or (post == "NONE" and (values < 0).any()):
                 raise NotEncodableError(f"{where}: a binary model with post_transform {post!r}")
+            if base.size > 1:  # onnxruntime then answers class 0's score and a constant for class 1
+                raise NotEncodableError(f"{where}: a binary model scoring class 0 only, with {base.size} base_values")
             column = np.zeros(n, dtype=np.intp)
             offset = np.array([base[0] if base.size else 0.0])
             keep = np.ones(ids.size, dtype=bool)
         elif n == 2 and post == "NONE" and not base.any():  # both classes scored: class 1's probability
+            _check_complements(attrs, prefix, ids, values, where)
             link, column, offset = "probability", np.array([0, 0]), np.zeros(1)
             keep = ids == 1
         elif n > 2 and post in ("SOFTMAX", "NONE"):
@@ -520,6 +584,42 @@ def _trees(
         for t in tree_ids
     ]
     return Ensemble(trees, weight, link, f"{where} ({len(trees)} trees)", offset=offset), classes
+
+
+def _check_complements(
+    attrs: dict[str, Any], prefix: str, ids: npt.NDArray[np.intp], values: FloatArray, where: str
+) -> None:
+    """A binary model scoring both classes is read as class 1's probability, class 0's its
+    complement: onnxruntime answers the two sums only where some leaf reached scores class 1 (a
+    row without one gets class 0's sum as if only class 0 were scored), and the scorer compares
+    the two columns. So every leaf must score class 1, and in each tree class 0's and class 1's
+    weights must add up to one amount, the amounts of all trees (averaged or summed) to 1.
+    Fuzzing: a hand-built graph whose weights did not was read as ``p0 = 1 - p1``."""
+    tree_of = np.asarray(attrs[f"{prefix}_treeids"], dtype=np.intp)
+    node_of = np.asarray(attrs[f"{prefix}_nodeids"], dtype=np.intp)
+    leaves = {
+        (int(t), int(node))
+        for t, node, mode in zip(attrs["nodes_treeids"], attrs["nodes_nodeids"], attrs["nodes_modes"], strict=True)
+        if _value(mode) == "LEAF"
+    }
+    sums: dict[tuple[int, int], float] = dict.fromkeys(leaves, 0.0)
+    scored: set[tuple[int, int]] = set()
+    for t, node, k, w in zip(tree_of.tolist(), node_of.tolist(), ids.tolist(), values.tolist(), strict=True):
+        sums[(t, node)] = sums.get((t, node), 0.0) + w
+        if k == 1:
+            scored.add((t, node))
+    per_tree: dict[int, set[float]] = {}
+    for (t, _), total in sums.items():
+        per_tree.setdefault(t, set()).add(round(total, 6))
+    trees = sorted({int(t) for t in attrs["nodes_treeids"]})
+    weight = 1.0 / len(trees) if str(attrs.get("aggregate_function", "SUM")) == "AVERAGE" else 1.0
+    complementary = (
+        leaves <= scored
+        and all(len(totals) == 1 for totals in per_tree.values())
+        and abs(weight * sum(next(iter(totals)) for totals in per_tree.values()) - 1.0) <= 1e-5
+    )
+    if not complementary:
+        raise NotEncodableError(f"{where}: a binary model whose class 0 and class 1 scores are not complements")
 
 
 def _floats(attrs: dict[str, Any], name: str) -> FloatArray:
@@ -583,5 +683,6 @@ __all__ = [
     "OnnxTreeEnsemble",
     "input_features",
     "load_proto",
+    "matrix_input",
     "read_graph",
 ]

@@ -72,6 +72,7 @@ def local_explainer(
     command) with ``--target``, asking ``spec`` (the flags') over the model's own rules; a
     missing or bad file is refused naming its flag."""
     from counterplan.planning.spec import ProblemSpec  # noqa: PLC0415
+    from counterplan.server.registry.fitted_categories import with_fitted_categories  # noqa: PLC0415
     from counterplan.server.registry.loading import load_csv  # noqa: PLC0415
     from counterplan.solver.explainer import Explainer  # noqa: PLC0415
 
@@ -90,6 +91,7 @@ def local_explainer(
         raise UsageError("give both --model and --data (or neither, for the demo)")
     frame = data if data is not None else load_csv(args.data)
     model = _model(args)
+    frame = with_fitted_categories(model, frame, "--data")
     if args.target is not None and args.target not in frame.columns:
         listed = ", ".join(str(c) for c in frame.columns[:30]) + (" ..." if len(frame.columns) > 30 else "")
         raise UsageError(f"--target: no column {args.target!r} in the data; columns: {listed}")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 # Only light modules at the top: --help and argument errors must answer at once. Each command
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
-from counterplan.planning.errors import TEXT_CHARS, CounterplanError, one_line
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, one_line
 from counterplan.server.cli import audit, batch, explain, interrupt, kserve, plan, serve, tune
 from counterplan.server.cli.flags import UsageError
 
@@ -66,13 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "plan":
                 return plan.run(args, UsageError)
     except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes
-        code = EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+        code = EXIT_USAGE if isinstance(exc, ValueError) and not _unavailable(exc) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
         code = interrupt.report(exc)
         _exit_past_threads_left(code, left_before)
         return code
     return EXIT_USAGE
+
+
+def _unavailable(error: CounterplanError) -> bool:
+    """A served model that is down or too slow is a failure to try again (exit 1, as a
+    counterplan server that is down), not a bad argument (2) as a wrong address or model name is."""
+    return isinstance(error, RemoteModelError) and error.unavailable
 
 
 def _exit_past_threads_left(code: int, left_before: set[threading.Thread]) -> None:

@@ -334,7 +334,7 @@ def _print(result: Any, label: str) -> None:
 def _print_unpriced(result: Any, console: Any) -> None:
     """The result's ``cost_failure``, when candidate plans had no price (an effort that is
     negative, infinite or NaN): they are infeasible, so it may be why the front is small or empty.
-    A server's result carries it in its ``failure``."""
+    A server's result carries it in its own field, apart from the model's ``failure``."""
     unpriced = getattr(result, "cost_failure", None)
     if unpriced:
         console.print(f"Without a price: {unpriced}.", markup=False, soft_wrap=True)

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, usage: Any) -> int:
     # the error, or Ctrl-C
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
-    progress = _Progress(err, shown=not args.no_progress)
+    progress = _Progress(err, shown=not args.no_progress, kept=not _in_memory(args.storage))
     try:  # Ctrl-C asks the study to stop (a KeyboardInterrupt of its own could be lost, see tune's stop)
         with stop_on_interrupt() as interrupt:
             report = tune(
@@ -128,8 +128,8 @@ class _Progress:
     """The line of each trial on stderr (unless ``--no-progress``), and the study's best trial so
     far for the line a Ctrl-C prints."""
 
-    def __init__(self, console: Console, *, shown: bool) -> None:
-        self.console, self.shown, self.best = console, shown, ""
+    def __init__(self, console: Console, *, shown: bool, kept: bool = True) -> None:
+        self.console, self.shown, self.best, self.kept = console, shown, "", kept
 
     def __call__(self, study: Any, trial: Any) -> None:
         with suppress(ValueError):  # no trial completed yet
@@ -144,6 +144,11 @@ class _Progress:
         from counterplan.server.cli.interrupt import Interrupted  # noqa: PLC0415
 
         so_far = f" (the best: {self.best})" if self.best else ""
+        if not self.kept:
+            return Interrupted(
+                f"the finished trials{so_far} were in an in-memory --storage and end with the command; nothing "
+                "written; give a database file (sqlite:///tuning.db) to keep them and resume"
+            )
         return Interrupted(
             f"the finished trials{so_far} are kept in the study's --storage; run the same command to resume it; "
             "nothing written"
@@ -201,10 +206,10 @@ def _print_report(report: Any, args: argparse.Namespace, problem: Any, console: 
                 f"{e.median_seconds:.3f}",
             )
         console.print(table)
-    console.print(verdict(report, args.output), markup=False)
+    console.print(verdict(report, args.output, kept=not _in_memory(args.storage)), markup=False)
 
 
-def verdict(report: Any, output: str | None) -> str:
+def verdict(report: Any, output: str | None, *, kept: bool = True) -> str:
     """Whether the tuned configuration is worth using (better than the default on the held-out rows
     beyond :data:`~counterplan.solver.tuning.MEANINGFUL_GAIN`), at what speed, and what was written."""
     from counterplan.solver.tuning import MEANINGFUL_GAIN  # noqa: PLC0415
@@ -217,7 +222,8 @@ def verdict(report: Any, output: str | None) -> str:
         return f"{said} {written if output else 'Nothing written.'}"
     measured = f"Held-out gain over the default: {gain:+.4f} objective{speed}"
     if report.beats_default:
-        then = written if output else "Not written: run again with --output FILE to write it (the study resumes)."
+        resumes = "the study resumes" if kept else "an in-memory --storage keeps no study to resume"
+        then = written if output else f"Not written: run again with --output FILE to write it ({resumes})."
         return f"{measured}: better than the default (beyond {MEANINGFUL_GAIN:g}). {then}"
     judged = "as good" if gain >= -MEANINGFUL_GAIN else "better"
     said = f"{measured}: the default configuration is {judged} (a gain within {MEANINGFUL_GAIN:g} is noise)."
@@ -266,17 +272,32 @@ def _is_storage_file(output: Path, storage: str) -> bool:
     """Whether ``output`` names the SQLite file of the ``storage`` URL: the configuration written
     over it after the trials destroyed the study they were kept in (and the write failed with
     optuna's traceback)."""
+    database = _sqlite_database(storage)
+    if not database or _in_memory(storage):
+        return False
+    return Path(database).resolve() == output.resolve()
+
+
+def _in_memory(storage: str) -> bool:
+    """Whether ``storage`` is an SQLite database in memory (``sqlite://``, ``sqlite:///:memory:``):
+    its study, and the trials, end with the command, so nothing resumes it."""
+    database = _sqlite_database(storage)
+    if database is None:
+        return False
+    return database in {"", ":memory:"} or database.startswith("file::memory:") or "mode=memory" in storage
+
+
+def _sqlite_database(storage: str) -> str | None:
+    """The database of an SQLite ``storage`` URL (``""`` for ``sqlite://``); None for another
+    backend, or a URL that does not parse (the storage's own check names it)."""
     from sqlalchemy.engine import make_url  # noqa: PLC0415 - optuna's RDB storage brings it
     from sqlalchemy.exc import ArgumentError  # noqa: PLC0415
 
     try:
         url = make_url(storage)
-    except (ArgumentError, ValueError):  # the storage's own check names it
-        return False
-    database = url.database if url.get_backend_name() == "sqlite" else None
-    if not database or database == ":memory:":
-        return False
-    return Path(database).resolve() == output.resolve()
+    except (ArgumentError, ValueError):
+        return None
+    return (url.database or "") if url.get_backend_name() == "sqlite" else None
 
 
 def _write_output(path: Path, text: str) -> None:

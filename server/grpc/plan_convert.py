@@ -234,7 +234,8 @@ def plan_message(
             feature_names=names,
             front_size=result.front_size,
             already_met=result.already_met,
-            failure="; ".join(text for text in (result.failure, result.cost_failure) if text),
+            failure=result.failure or "",
+            cost_failure=result.cost_failure or "",
         )
         for field, named in (("cheapest", result.cheapest), ("short_plan", result.short)):
             index = next((i for i, p in enumerate(chosen) if p is named), None)
@@ -350,6 +351,7 @@ def plan_result(response: pb.PlanResponse) -> PlanResult:
         short=plans[response.short_plan] if response.HasField("short_plan") else None,
         already_met=response.already_met,
         failure=response.failure or None,
+        cost_failure=response.cost_failure or None,
         generations=response.generations,
         stopped_early=response.stopped_early,
         model_calls=response.model_calls,

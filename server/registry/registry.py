@@ -33,6 +33,7 @@ from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, lo
 from counterplan.planning.scorecard import MAX_TABLE_BYTES, PointsTable, ScorecardAdapter
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import ProblemSpec, feature_rule
+from counterplan.server.registry.fitted_categories import CategoriesError, with_fitted_categories
 from counterplan.server.registry.loading import CARD_TRUST, LoadError, load_csv, load_model
 from counterplan.server.registry.served import ServedModelOptions, load_served_model
 from counterplan.solver.core.config import SolverConfig
@@ -293,6 +294,11 @@ def _load_card(path: Path, trust_pickle: bool) -> RegisteredModel:
         adapter = model.renamed(names) if isinstance(model, OnnxModel) else adapt_sklearn(model, names)
     spec = _card_spec(path, card)
     training = _training_data(path, data_path) if data_path is not None else None
+    if training is not None and model_path is not None:  # a CSV's columns of a model's fitted categories
+        try:
+            training = with_fitted_categories(model, training, "training_data")
+        except CategoriesError as exc:
+            raise RegistryError(f"{path.name}:training_data", exc.problem) from None
     if model_path is None:  # a served model learns its class names from the training target
         model = adapter = _served_model(path, card, training)
     config = _card_config(path, card)

@@ -130,7 +130,7 @@ def prove_row(
         raise
     except Exception as exc:  # a failing model or program: no proof, the audit goes on
         return Proof(row_id, "unproven", one_line(f"error: {type(exc).__name__}: {exc}")[:300], stage=stage)
-    record = record_of(row_id, result, seed, time.perf_counter() - started)
+    record = {**record_of(row_id, result, seed, time.perf_counter() - started), "question": explainer.question}
     if result.valid and result.feasible:  # an answer that breaks a rule is no recourse
         return Proof(row_id, "feasible", "", stage=stage) if stage == SCREEN else Proof(row_id, "found", "", record)
     outcome, reason = _verdict(result)

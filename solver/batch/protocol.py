@@ -59,6 +59,11 @@ class RowExplainer(Protocol):
         ...
 
     @property
+    def question(self) -> str:
+        """The fingerprint of what every row is asked (each record holds it)."""
+        ...
+
+    @property
     def engine(self) -> EngineChoice | None:
         """The engine choice of every solve."""
         ...

@@ -3,16 +3,19 @@
 A record is what a user filters and joins back to the data: the row id, whether the answer is
 valid, its score, distance and number of changes, the changes in words, the proposed value of
 every feature (columns ``cf_<feature>``), the time and model calls it took, the seed it ran
-with, and, for a row that could not be explained, the reason (``status`` ``error``) instead of
-an exception that would end the whole job.
+with, the question it answered (a fingerprint: :func:`question_of`), and, for a row that could
+not be explained, the reason (``status`` ``error``) instead of an exception that would end the
+whole job.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
 
 from counterplan.planning.errors import one_line
 from counterplan.solver.result import CounterfactualResult
@@ -28,6 +31,7 @@ RECORD_COLUMNS = (
     "seconds",
     "model_calls",
     "seed",
+    "question",
     "error",
 )
 """The columns of every record, before the proposed values (``cf_<feature>``)."""
@@ -37,6 +41,24 @@ PROPOSED_PREFIX = "cf_"
 """Prefix of the proposed-value columns."""
 MAX_ERROR_CHARS = 300
 """An error row's reason is cut to this length (it may quote the model's own message)."""
+
+
+QUESTION_CHARS = 16
+"""Hex characters of a question's fingerprint (64 bits: two questions share one by chance about
+once in 10^19)."""
+
+
+def question_of(spec: BaseModel, config: BaseModel, engine: Any, answers: int) -> str:
+    """The fingerprint of a batch's question: its spec (goals, rules, distance), its solver
+    configuration but the seed (each record holds its row's own), its engine and the number of
+    answers asked. Two runs whose records hold the same one asked every row the same; a resumed
+    job of another (a changed ``--goal``, ``--immutable``, ``--config``) would append answers to
+    another question, an output no run gives."""
+    digest = hashlib.sha256()
+    digest.update(spec.model_dump_json().encode())
+    digest.update(config.model_copy(update={"random_seed": 0}).model_dump_json().encode())
+    digest.update(repr((str(engine), int(answers))).encode())
+    return digest.hexdigest()[:QUESTION_CHARS]
 
 
 def record_of(row_id: Any, result: CounterfactualResult, seed: int, seconds: float) -> dict[str, Any]:

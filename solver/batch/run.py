@@ -112,7 +112,7 @@ def explain_batch(
     -------
     DataFrame
         Columns ``row_id, status, valid, score, distance, changed, changes, seconds,
-        model_calls, seed, error`` and ``cf_<feature>`` per feature, one row per explained row in
+        model_calls, seed, question, error`` and ``cf_<feature>`` per feature, one row per explained row in
         the order of ``rows``. ``status`` is ``ok``, ``not_found``, ``already_met`` or ``error``
         (``already_met`` only without ``only_rejected``: such a row's record is its own solve's,
         with the original's score).
@@ -128,12 +128,14 @@ def explain_batch(
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
     items = _items(frame)
     records: list[Record] = []
+    question = explainer.question
 
     def keep(record: Record) -> None:
         nonlocal skipped
         if only_rejected and record["status"] == "already_met":  # a row the selection could not judge
             skipped += 1
             return
+        record["question"] = question
         records.append(record)
         if on_record is not None:
             on_record(record)

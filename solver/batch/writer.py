@@ -57,6 +57,7 @@ _FIXED_DTYPES: dict[str, str] = {
     "seconds": "float64",
     "model_calls": "int64",
     "seed": "int64",
+    "question": "string",
     "error": "string",
 }
 
@@ -214,10 +215,13 @@ def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFram
 
 
 def _read_csv(path: Path) -> list[pd.DataFrame]:
+    """The CSV's records, the fixed text columns read as text: a question's fingerprint of hex
+    digits alone ("0123...", "12e4...") would be read as a number, and compare unequal to itself."""
     if not path.exists():
         return []
     data = path.read_bytes()
-    return [pd.read_csv(io.BytesIO(data))] if data.strip() else []
+    text = {name: "string" for name, dtype in _FIXED_DTYPES.items() if dtype == "string"}
+    return [pd.read_csv(io.BytesIO(data), dtype=text)] if data.strip() else []
 
 
 def _read_parquet(path: Path) -> list[pd.DataFrame]:

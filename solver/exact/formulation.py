@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from counterplan.planning.calculator import PROBABILITY_TOLERANCE
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.models import SklearnClassifierAdapter, SklearnRegressorAdapter, model_input
@@ -401,6 +402,10 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
             _goal_row(formulation, terms, -INF, -epsilon - constant)
         return
     if link == "probability":
+        # a probability outside [0, 1] fails the row in the score calculator: an ONNX graph's
+        # summed leaf values can leave it (the ONNX fuzz: the program's answer there was rejected
+        # after every retry); a forest's average never does
+        milp.row(terms, -PROBABILITY_TOLERANCE - constant, 1.0 + PROBABILITY_TOLERANCE - constant)
         limit = min(p + epsilon, 1.0)
         if target_is_one:
             milp.row(terms, limit - constant, INF)
@@ -457,8 +462,14 @@ def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[floa
     if isinstance(goal, RangeGoal):
         if goal.low == goal.high:
             return goal.low, goal.high
-        pad = epsilon * max(1.0, *(abs(end) for end in (goal.low, goal.high) if math.isfinite(end)))
-        return goal.low + pad, goal.high - pad  # an open end stays infinite
+        # each end kept inside by its own magnitude, never past a quarter of the range: one pad
+        # from the larger end (fuzzing: low 50, high 1e9 padded both by 1000) emptied the range
+        width = goal.high - goal.low
+        low_pad, high_pad = (
+            min(epsilon * max(1.0, abs(end)), width / 4.0) if math.isfinite(end) else 0.0  # an open end stays open
+            for end in (goal.low, goal.high)
+        )
+        return goal.low + low_pad, goal.high - high_pad
     g, tol = goal.value, goal.tolerance
     if tol == 0.0:
         return g, g

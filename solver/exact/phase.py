@@ -60,11 +60,6 @@ WIDENED_NOT_PROVEN = (
     "the program with the goals goal_epsilon outside them does not prove it"
 )
 """Why a retried program's optimum is not called proven (its margins left answers out)."""
-REJECTED = (
-    "the real model rejected every answer of the program, also with every goal and threshold margin "
-    "wider (the program's numbers may lie beyond the solver's tolerances)"
-)
-"""Why a program called optimal gave no answer."""
 LOOSENED_UNSOLVED = (
     "the program is infeasible with every goal kept goal_epsilon inside its threshold; the time ran "
     "out before the program with them goal_epsilon outside was solved"
@@ -74,6 +69,10 @@ LOOSENED_REJECTED = (
     "goal_epsilon outside it has an answer, which the real model rejects"
 )
 """Why a program's infeasibility is not proven of the scored problem (the margin it leaves out)."""
+MODEL_REJECTED = "the real model rejected the program's answer, also with margins widened {retries} times"
+"""Why an optimum of the program is not proven: no answer of it was valid for the real model (the
+ONNX fuzz: an original on a threshold, a graph whose probabilities leave [0, 1]; the report said
+``optimal``, not proven, with no reason)."""
 DISTANCE_LEVEL = 3
 """The score's level of the distance (soft level 0, after the three hard levels)."""
 TIE_BREAK_FLOOR_DETERMINISTIC = 1.0
@@ -172,8 +171,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             # (a scorecard of 4e9 points kept its range goal 4e5 points inside: fuzzing)
             proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
             scored = "" if proven else WIDENED_NOT_PROVEN
-        elif first.x is not None and not run.verified and not is_feasible(scope.best_score):
-            scored = REJECTED
+        rejected = MODEL_REJECTED.format(retries=run.retries) if first.x is not None and not run.verified else ""
         statistics = ExactStatistics(
             status=status,
             proven=proven,
@@ -187,7 +185,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             constraints=len(milp.rows),
             verified=run.verified,
             retries=run.retries,
-            reason="; ".join(part for part in (conservative, enlarged, scored) if part),
+            reason="; ".join(part for part in (conservative, enlarged, scored, rejected) if part),
             backend=report.backend,
         )
         phase_scope.report("exact", statistics)

@@ -75,6 +75,7 @@ class ActionPlan(BaseModel):
 
     steps: list[PlanStep]
     total_cost: float
+    """The sum of its steps' costs."""
     distance: float
     """Mean Gower distance from the original to the final state."""
     valid: bool
@@ -444,7 +445,7 @@ def _plans(
         out.append(
             ActionPlan(
                 steps=steps,
-                total_cost=float(objectives[i, 0]),
+                total_cost=float(sum(step.cost for step in steps)),  # the steps' own: the search's is rounded
                 distance=distance,
                 valid=bool(steps and steps[-1].goal_met and keeps_rules),
             )

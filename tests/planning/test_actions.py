@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from counterplan.planning import CategoricalFeature, FloatFeature, IntegerFeature
-from counterplan.planning.actions import ActionError, ActionSet, apply, pass_size, total_cost
+from counterplan.planning.actions import Action, ActionError, ActionSet, CostGraph, apply, pass_size, total_cost
 from counterplan.planning.expressions import Expression, Vocabulary
 from counterplan.planning.space import FeatureSpace
 from tests.toy_person import TOY, bad_everywhere, toy_space
@@ -71,6 +71,8 @@ def test_an_action_applies_its_consequences_and_conditions_to_many_states_at_onc
         ({"feature": "salary"}, "actions[0].feature", "no feature 'salary'"),
         ({"feature": "location"}, "actions[0].feature", "'location' is immutable"),
         ({"kind": "add", "low": 3, "high": 1, "values": None}, "actions[0].low", "low (3) is above high (1)"),
+        ({"kind": "add", "low": True, "high": 4, "values": None}, "actions[0].low", "must be a number, given True"),
+        ({"kind": "add", "low": 1, "high": "5", "values": None}, "actions[0].high", "must be a number, given '5'"),
         ({"values": ["Astronaut"]}, "actions[0].values[0]", "not a value of 'job'"),
         ({"pre": "salary > 2"}, "actions[0].pre", "unknown name 'salary'"),
         ({"effort": "__import__('os')"}, "actions[0].effort", "only these functions may be called"),
@@ -245,7 +247,7 @@ def test_malformed_data_gives_one_precise_error_a_field() -> None:
     with pytest.raises(ActionError) as info:
         ActionSet.from_data(data)
     assert info.value.violations == [
-        ("actions[0].low", "Input should be a valid number, unable to parse string as a number (given 'z')"),
+        ("actions[0].low", "must be a number, given 'z'"),
         ("actions[1].values[1]", "a value must be a text or a finite number, given nan"),
         ("actions[2].effort", "a formula has at most 500 characters, given 801"),
         ("actions[3].consequences.age", "a formula has at most 500 characters, given 801"),
@@ -278,3 +280,89 @@ def test_a_pass_counts_each_actions_formula_parts_and_the_edges_into_what_it_cha
     assert parts == 7  # Expression, BinOp, Add, two Names and their two Load contexts
     assert pass_size(actions[:1], graph) == 1 + parts  # no edge into a
     assert pass_size(actions, graph) == (1 + parts) + (1 + parts + parts)  # b's consequence on c pays c's edge
+
+
+def _gridded_space() -> FeatureSpace:
+    """A whole number, a float with two decimals (the space then keeps grids) and an age that
+    may only rise."""
+    return FeatureSpace(
+        [
+            IntegerFeature(name="cards", value=3, low=0, high=4),
+            FloatFeature(name="income", value=40.0, low=0.0, high=100.0, precision=2),
+            IntegerFeature(name="age", value=30, low=18, high=90, monotone="increase"),
+        ]
+    )
+
+
+def _one(space: FeatureSpace, action: dict[str, object]) -> tuple[list[Action], CostGraph]:
+    return ActionSet.from_data({"actions": [{"name": "a", **action}]}).compile(space)
+
+
+def test_an_add_on_a_grid_takes_the_grids_deltas_within_its_bounds() -> None:
+    """``low: 0.5, high: 3.5`` on a whole number added 4 (``rint(3.5)``) and 0: beyond its bounds."""
+    space = _gridded_space()
+    actions, _ = _one(space, {"feature": "cards", "low": -3.5, "high": -0.5})
+    deltas = actions[0].value_of(np.linspace(0.0, 1.0, 101), space)
+    assert set(deltas.tolist()) == {-3.0, -2.0, -1.0}
+    actions, _ = _one(space, {"feature": "income", "low": 0.004, "high": 0.026})
+    assert set(actions[0].value_of(np.linspace(0.0, 1.0, 101), space).tolist()) == {0.01, 0.02}
+    with pytest.raises(ActionError, match=r"no change of 'cards' \(whole numbers\) lies between low \(0.3\)"):
+        _one(space, {"feature": "cards", "low": 0.3, "high": 0.7})
+
+
+def test_a_consequence_that_leaves_the_domain_breaks_its_step_on_a_gridded_space() -> None:
+    """The space's snap clipped ``cards - 10`` into the domain (cards 3 -> 0): a step reported with
+    a consequence its formula never gave, where leaving the domain makes the plan infeasible."""
+    space = _gridded_space()
+    actions, graph = _one(space, {"feature": "income", "low": 1, "high": 5, "consequences": {"cards": "cards - 10"}})
+    result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([2.0]))
+    assert result.ok.tolist() == [False]
+    assert result.after[0].tolist() == space.original.tolist()
+
+
+def test_a_consequence_on_a_grid_is_rounded_onto_it_never_clipped() -> None:
+    """A whole number's consequence is a whole number (``cards + 0.5 * delta`` held 3.5 when no
+    float had a precision) and a decrease of an age that may only rise is kept for the final
+    check (the snap clipped it back to the original: a step shown without its consequence)."""
+    space = _gridded_space()
+    actions, graph = _one(
+        space,
+        {"feature": "income", "low": 1, "high": 5, "consequences": {"cards": "cards - 0.4 * delta", "age": "age - 1"}},
+    )
+    result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([2.0]))
+    assert result.ok.tolist() == [True]
+    assert result.after[0].tolist() == [2.0, 42.0, 29.0]  # 3 - 0.8 is 2.2, on its grid 2
+    plain = FeatureSpace([space["cards"], FloatFeature(name="income", value=40.0, low=0.0, high=100.0)])
+    assert not plain.checks_grid  # nothing was snapped: a model was asked about 2.2 cards
+    actions, graph = _one(
+        plain, {"feature": "income", "low": 1, "high": 5, "consequences": {"cards": "cards - 0.4 * delta"}}
+    )
+    result = apply(actions[0], graph, plain, plain.original.reshape(1, -1), np.array([2.0]))
+    assert result.after[0].tolist() == [2.0, 42.0]
+
+
+def test_an_effort_prices_the_change_the_state_holds() -> None:
+    """The effort read the delta before it was put on the feature's grid: income 40 -> 40.87 was
+    priced 0.873."""
+    space = _gridded_space()
+    actions, graph = _one(space, {"feature": "income", "low": 0, "high": 5})
+    result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([0.873]))
+    assert result.after[0, 1] == 40.87 and result.cost[0] == pytest.approx(0.87)
+
+
+def test_a_consequence_on_a_category_gives_one_of_its_categories_by_name() -> None:
+    """``job: 1`` set the category second in the model's order (its code), silently, while
+    ``job: "b"`` was refused: a category's code is no number a user means."""
+    space = FeatureSpace(
+        [
+            CategoricalFeature(name="job", value="a", categories=("a", "b", "c")),
+            IntegerFeature(name="n", value=3, low=0, high=9),
+        ]
+    )
+    for formula, job in (('"b"', "b"), ('"c" if n > 3 else "b"', "b"), ('"c" if before.n < 4 else job', "c")):
+        actions, graph = _one(space, {"feature": "n", "low": 1, "high": 2, "consequences": {"job": formula}})
+        result = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([1.0]))
+        assert result.ok.tolist() == [True] and space.decode(result.after[0]) == {"job": job, "n": 4}
+    for formula in ("1", "n", "2 if n > 2 else 0", 'job == "a"'):
+        with pytest.raises(ActionError, match=r"consequences.job': job is a category: give one of its categories"):
+            _one(space, {"feature": "n", "low": 1, "high": 2, "consequences": {"job": formula}})

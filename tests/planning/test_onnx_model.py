@@ -343,3 +343,247 @@ def test_a_graph_of_one_tensor_gets_nan_for_a_gap() -> None:
     got = graph.predict(problem.original_row(), problem.space)["approved"]
     np.testing.assert_allclose(got, model.predict_proba(matrix[[0]]), atol=1e-5)
     assert explain(problem, seed=0).already_met
+
+
+def _gather_graph() -> bytes:
+    """y = [0, 5, 10][int(x0)]: a graph that raises on a row whose x0 is out of the table."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Slice", ["X", "start", "end", "axis"], ["x0"]),
+        helper.make_node("Cast", ["x0"], ["index"], to=TensorProto.INT64),
+        helper.make_node("Gather", ["table", "index"], ["picked"], axis=0),
+        helper.make_node("Reshape", ["picked", "shape"], ["y"]),
+    ]
+    constants = [
+        helper.make_tensor("start", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("end", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("axis", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("table", TensorProto.FLOAT, [3], [0.0, 5.0, 10.0]),
+        helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 1]),
+    ]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=constants)
+    return bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+
+
+def test_rows_the_graph_raises_on_fail_quietly_and_the_others_are_scored(capfd: pytest.CaptureFixture[str]) -> None:
+    """onnxruntime logged each failing call to stderr (a few hundred lines for one explanation);
+    the exception already says why, and the calculator fails those rows only."""
+    features = [
+        FloatFeature(name="x0", value=0.0, low=-5.0, high=5.0),
+        FloatFeature(name="x1", value=0.0, low=-3.0, high=3.0),
+    ]
+    problem = CounterfactualProblem(features, [RangeGoal(low=4.0, high=6.0)], OnnxModel(_gather_graph(), "y"))
+    result = explain(problem, engine="local", seed=0)
+    assert result.valid and result.predictions["y"] == 5.0
+    assert "onnxruntime" not in capfd.readouterr().err
+
+
+def test_a_regressor_graph_that_also_outputs_an_integer_is_a_regressor() -> None:
+    """A value and its rounding (an int64 output beside it): the int64 output made the graph a
+    classifier of one class 0, which no goal could use."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(
+        "LinearRegressor", ["X"], ["value"], domain="ai.onnx.ml", coefficients=[1.0, 0.0, 0.0], intercepts=[0.0]
+    )
+    outputs = [
+        helper.make_tensor_value_info("value", TensorProto.FLOAT, [None, 1]),
+        helper.make_tensor_value_info("rounded", TensorProto.INT64, [None, 1]),
+    ]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])]
+    cast = helper.make_node("Cast", ["value"], ["rounded"], to=TensorProto.INT64)
+    graph = helper.make_graph([node, cast], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model = OnnxModel(proto, "score")
+    assert not model.outputs[0].is_classification
+    goal = [RangeGoal(low=6.0, high=8.0)]
+    for engine in ("local", "exact"):
+        result = explain(CounterfactualProblem(_features(), goal, model), engine=engine, seed=0)
+        assert result.valid and 6.0 <= result.predictions["score"] <= 8.0, engine
+
+
+@pytest.mark.parametrize("location", ["../../../../etc/passwd", "/etc/passwd", "weights.bin"])
+def test_a_graph_naming_external_data_files_is_refused_before_onnxruntime_reads_any(
+    tmp_path: Path, location: str
+) -> None:
+    """A model is loaded from its own bytes, never from the paths it names: a file beside it, or
+    one outside (a model card's file must not read the server's files)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.ones((3, 1), np.float32), "W")
+    weights.ClearField("raw_data")
+    weights.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": "0", "length": "12"}.items():
+        entry = weights.external_data.add()
+        entry.key, entry.value = key, value
+    (tmp_path / "weights.bin").write_bytes(np.ones(3, np.float32).tobytes())
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"])], "g", inputs, outputs, [weights])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(ValueError, match="keeps tensors in external data files"):
+        OnnxModel(path, "y")
+
+
+@pytest.mark.parametrize("mode", ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"])
+@pytest.mark.parametrize("scale", [1.0, -1.0])
+def test_an_original_on_a_split_of_every_mode_is_moved_off_it_and_proven(mode: str, scale: float) -> None:
+    """A hand-built split at 1.5 (through a Scaler of either sign) and an original 1.5: the exact
+    engine alone answered 1.5 itself, rejected by the graph, after every retry."""
+    from onnx import TensorProto, helper
+
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.exact.config import ExactPhaseConfig
+
+    scaler = helper.make_node("Scaler", ["X"], ["scaled"], domain="ai.onnx.ml", offset=[0.0, 0.0], scale=[scale, 1.0])
+    split = {
+        "nodes_treeids": [0, 0, 0],
+        "nodes_nodeids": [0, 1, 2],
+        "nodes_modes": [mode, "LEAF", "LEAF"],
+        "nodes_featureids": [0, 0, 0],
+        "nodes_values": [1.5 * scale, 0.0, 0.0],
+        "nodes_truenodeids": [1, 0, 0],
+        "nodes_falsenodeids": [2, 0, 0],
+    }
+    node = helper.make_node(
+        "TreeEnsembleClassifier",
+        ["scaled"],
+        ["label", "probabilities"],
+        domain="ai.onnx.ml",
+        class_treeids=[0, 0],
+        class_nodeids=[1, 2],
+        class_ids=[0, 0],
+        class_weights=[-3.0, 3.0],
+        post_transform="LOGISTIC",
+        classlabels_int64s=[0, 1],
+        **split,
+    )
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]),
+    ]
+    graph = helper.make_graph([scaler, node], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model = OnnxModel(proto, "y")
+    features = [
+        FloatFeature(name="x0", value=1.5, low=0.0, high=3.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], model)
+    target = 1 if model.predict(problem.space.original.reshape(1, -1), problem.space)["y"][0, 1] < 0.5 else 0
+    problem = CounterfactualProblem(features, [ClassGoal(target=target, confidence=0.9)], model)
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and result.valid and exact.proven and exact.retries == 0, exact
+    assert 0.0 < abs(result.proposed["x0"] - 1.5) < 1e-5
+
+
+def _one_split_classifier(
+    leaves: tuple[float, float], post: str, *, threshold: float = 0.5, offset: float | None = None, base: float = 0.0
+) -> OnnxModel:
+    """A binary graph of one split on x0 (its two leaves score class 0 only, plus ``base``),
+    behind a Scaler subtracting ``offset`` from x0 when given."""
+    from onnx import TensorProto, helper
+
+    nodes = []
+    source = "X"
+    if offset is not None:
+        scaler = helper.make_node(
+            "Scaler", ["X"], ["scaled"], domain="ai.onnx.ml", offset=[offset, 0.0], scale=[1.0, 1.0]
+        )
+        nodes.append(scaler)
+        source = "scaled"
+    split = {
+        "nodes_treeids": [0, 0, 0],
+        "nodes_nodeids": [0, 1, 2],
+        "nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"],
+        "nodes_featureids": [0, 0, 0],
+        "nodes_values": [threshold, 0.0, 0.0],
+        "nodes_truenodeids": [1, 0, 0],
+        "nodes_falsenodeids": [2, 0, 0],
+    }
+    node = helper.make_node(
+        "TreeEnsembleClassifier",
+        [source],
+        ["label", "probabilities"],
+        domain="ai.onnx.ml",
+        class_treeids=[0, 0],
+        class_nodeids=[1, 2],
+        class_ids=[0, 0],
+        class_weights=list(leaves),
+        post_transform=post,
+        classlabels_int64s=[0, 1],
+        base_values=[base],
+        **split,
+    )
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])]
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]),
+    ]
+    graph = helper.make_graph([*nodes, node], "g", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    return OnnxModel(proto, "y")
+
+
+def _exact_alone(problem: CounterfactualProblem) -> Any:
+    from counterplan.solver.core.config import SolverConfig
+    from counterplan.solver.exact.config import ExactPhaseConfig
+
+    return explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+
+
+def test_a_probability_the_graph_sums_outside_zero_and_one_is_no_answer_of_the_program() -> None:
+    """Class 1's probability is the leaf plus -0.5: -0.4 left of the split (a row the calculator
+    fails), 0.4 right of it. Class 0 at 0.9 is out of reach: proven so, where the program answered
+    the left side and the graph rejected it after every retry."""
+    model = _one_split_classifier((0.1, 0.9), "NONE", base=-0.5)
+    features = [
+        FloatFeature(name="x0", value=1.0, low=0.0, high=2.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    problem = CounterfactualProblem(features, [ClassGoal(target=0, confidence=0.9)], model)
+    result = _exact_alone(problem)
+    exact = result.statistics.exact
+    assert exact is not None and not result.valid
+    assert exact.status == "infeasible" and exact.proven, exact
+
+
+def test_an_optimum_the_graph_rejects_after_every_retry_says_so() -> None:
+    """x0 near 1e6 is rounded to float32 (steps of 0.0625) before the Scaler subtracts 999999.5:
+    the margins (relative to the split at 1) are too narrow, and the report said ``optimal``, not
+    proven, with no reason."""
+    model = _one_split_classifier((-3.0, 3.0), "LOGISTIC", threshold=1.0, offset=999999.5)
+    features = [
+        FloatFeature(name="x0", value=1e6, low=999000.0, high=1001000.0),
+        FloatFeature(name="x1", value=0.0, low=0.0, high=1.0),
+    ]
+    result = _exact_alone(CounterfactualProblem(features, [ClassGoal(target=1, confidence=0.9)], model))
+    exact = result.statistics.exact
+    assert exact is not None and not exact.proven
+    assert "the real model rejected the program's answer" in exact.reason, exact
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_graph_of_a_fixed_batch_size_is_run_in_chunks_of_it(batch: int) -> None:
+    """An export's ``[1, F]`` (or ``[3, F]``) input: the graph failed on every batch the search
+    sent, and the solve stopped without an answer."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+
+    frame, label, _ = _data()
+    X = frame.to_numpy()
+    model = GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, label)
+    options = {id(model): {"zipmap": False}}
+    fixed = OnnxModel(convert_sklearn(model, initial_types=[("X", FloatTensorType([batch, 3]))], options=options), "ok")
+    free = OnnxModel(_to_onnx(model, X), "ok")
+    problem = _problem(fixed)
+    rows = X[:7]  # not a multiple of 3: the last chunk is filled up
+    np.testing.assert_array_equal(fixed.predict(rows, problem.space)["ok"], free.predict(rows, problem.space)["ok"])
+    result = explain(problem, engine="local", seed=0)
+    assert result.valid and _proba_by_hand(free, result.proposed, NUMBERS)[1] >= 0.7

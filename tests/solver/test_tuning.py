@@ -248,3 +248,23 @@ def test_studies_opened_at_once_on_a_new_storage_all_open(tmp_path: Path) -> Non
         thread.join(timeout=60)
     assert errors == []
     assert optuna.get_all_study_names(storage) == ["s"]
+
+
+def test_runs_in_parallel_on_one_storage_draw_different_trials_and_one_run_the_same(tmp_path: Path) -> None:
+    """Two ``tune`` runs opening one study at once (optuna's way to tune in parallel) each made a
+    sampler seeded alike (the run's seed plus the trials so far: none yet), so their start-up
+    trials were the same configurations measured twice. Each trial's draws now come from the
+    seed and the trial's number, which the storage hands out once."""
+    from counterplan.solver.tuning import _open_study
+
+    def opened(storage: str) -> optuna.Study:
+        return _open_study("s", storage, "fingerprint", "a problem", pruner=None, seed=7)
+
+    storage = f"sqlite:///{tmp_path / 'parallel.db'}"
+    first, second = opened(storage), opened(storage)  # two processes, neither has run a trial
+    a, b = first.ask(), second.ask()  # both running at once
+    drawn_a, drawn_b = suggest_config(a, 0.5).model_dump(), suggest_config(b, 0.5).model_dump()
+    assert (a.number, b.number) == (0, 1) and a.params != b.params and drawn_a != drawn_b
+    # one run alone draws the same trials every time: trial 0 of a new study as the first's
+    again = opened(f"sqlite:///{tmp_path / 'again.db'}").ask()
+    assert suggest_config(again, 0.5).model_dump() == drawn_a and again.params == a.params

@@ -290,8 +290,8 @@ class _TreeEncoder:
             if last_left is not None:
                 side = self._grid_side(f, last_left)
                 return (FREE, True) if side is None else (RIGHT if side else LEFT, False)
-        x_threshold, x_margin = self._x_threshold(tree, node, f, (a, b))
-        case = self._threshold_case(f.index, x_threshold, x_margin, strict=tree.strict)
+        x_threshold, below, above_margin = self._x_threshold(tree, node, f, (a, b))
+        case = self._threshold_case(f.index, x_threshold, (below, above_margin), strict=tree.strict)
         if case in ("free", "inside"):
             return FREE, True
         above = case in ("right", "above")
@@ -340,44 +340,56 @@ class _TreeEncoder:
             exact = self._grid_threshold(f, tree, node, (a, b))
             if exact is not None:
                 return exact
-        x_threshold, x_margin = self._x_threshold(tree, node, f, (a, b))
-        above = self._threshold_var(f.index, x_threshold, x_margin, strict=tree.strict)
+        x_threshold, below, above_margin = self._x_threshold(tree, node, f, (a, b))
+        above = self._threshold_var(f.index, x_threshold, (below, above_margin), strict=tree.strict)
         if isinstance(above, bool):  # the domain lies on one side (beyond the margin)
             return above if a > 0 else not above
         return ({above: 1.0}, 0.0) if a > 0 else ({above: -1.0}, 1.0)
 
-    def _x_threshold(self, tree: Tree, node: int, f: FeatureVars, affine: tuple[float, float]) -> tuple[float, float]:
-        """A split's threshold in the feature's own units, and the margin kept on each side of it
-        (narrower when the original sits inside it: the original stays reachable)."""
+    def _x_threshold(
+        self, tree: Tree, node: int, f: FeatureVars, affine: tuple[float, float]
+    ) -> tuple[float, float, float]:
+        """A split's threshold in the feature's own units, and the margins kept below and above it.
+        An original inside the margin is on the side the model's own comparison puts it: that
+        side's margin ends at the original (values beyond it round no nearer the threshold), the
+        other keeps the whole margin. (Both used to shrink to half the original's distance: an
+        original on the threshold left none, the program put it on either side, and the model
+        rejected every retry's answer: the ONNX fuzz, a hand-built split at 1.4 and an original
+        1.4.)"""
         a, b = affine
         t = float(tree.threshold[node])
         margin = max(abs(t), 1.0) * (FLOAT32_MARGIN if tree.float32 else FLOAT64_MARGIN) * self.formulation.margin_scale
         x_threshold = (t - b) / a  # in the feature's own units
         x_margin = margin / abs(a)
         o = float(self.space.original[f.index])
-        if abs(o - x_threshold) < x_margin:  # the original sits inside the margin: keep it reachable
-            x_margin = abs(o - x_threshold) / 2.0
-        return x_threshold, x_margin
+        if abs(o - x_threshold) >= x_margin:
+            return x_threshold, x_margin, x_margin
+        right = not tree.goes_left(node, float(self.original[int(tree.feature[node])]))
+        if right == (a > 0):  # the original lies on the program's upper side
+            return x_threshold, x_margin, o - x_threshold
+        return x_threshold, x_threshold - o, x_margin
 
-    def _threshold_case(self, j: int, t: float, margin: float, *, strict: bool) -> str:
-        """Where feature ``j``'s domain lies against raw threshold ``t`` and its margin: ``left``
-        or ``right`` (all on one side), ``below`` or ``above`` (one side only beyond the margin:
-        the value is held there by a row), ``inside`` (within the margin: refused), or ``free``."""
+    def _threshold_case(self, j: int, t: float, margins: tuple[float, float], *, strict: bool) -> str:
+        """Where feature ``j``'s domain lies against raw threshold ``t`` and its margins (below,
+        above): ``left`` or ``right`` (all on one side), ``below`` or ``above`` (one side only
+        beyond the margin: the value is held there by a row), ``inside`` (within the margin:
+        refused), or ``free``."""
         domain = self.formulation.domain
         low, high = float(domain.lower[j]), float(domain.upper[j])
+        below, above = margins
         if t > high if strict else t >= high:
             return "left"
         if t <= low if strict else t < low:
             return "right"
-        if t + margin > high and t - margin < low:
+        if t + above > high and t - below < low:
             return "inside"
-        if t + margin > high:
+        if t + above > high:
             return "below"
-        if t - margin < low:
+        if t - below < low:
             return "above"
         return "free"
 
-    def _threshold_var(self, j: int, t: float, margin: float, *, strict: bool) -> int | bool:
+    def _threshold_var(self, j: int, t: float, margins: tuple[float, float], *, strict: bool) -> int | bool:
         """The binary that is 1 when feature ``j`` lies above raw threshold ``t``, each side kept a
         margin away from it; or, when the domain reaches only one side beyond the margin, that side
         (True: above) with the value held out of the margin."""
@@ -385,27 +397,28 @@ class _TreeEncoder:
         milp = self.milp
         low, high = float(self.formulation.domain.lower[j]), float(self.formulation.domain.upper[j])
         terms, constant = self.formulation.features[j].value
-        case = self._threshold_case(j, t, margin, strict=strict)
+        below, above = margins
+        case = self._threshold_case(j, t, margins, strict=strict)
         if case in ("left", "right"):
             return case == "right"
         if case == "inside":
             raise NotEncodableError(f"feature {space.features[j].name!r}: its domain lies inside a threshold's margin")
         if case == "below":  # above cannot keep the margin: stay below
-            milp.row(terms, -INF, t - margin - constant)
+            milp.row(terms, -INF, t - below - constant)
             return False
         if case == "above":
-            milp.row(terms, t + margin - constant, INF)
+            milp.row(terms, t + above - constant, INF)
             return True
         existing = self.raw.setdefault(j, {})
         if t in existing:
             return existing[t]
         var = milp.binary(f"{space.features[j].name}>{t:.6g}")
-        # above: value >= t + margin when var = 1; below: value <= t - margin when var = 0
-        milp.row(add(terms, {var: -(t + margin - low)}), low - constant, INF)
-        milp.row(add(terms, {var: -(high - t + margin)}), -INF, t - margin - constant)
+        # above: value >= t + above when var = 1; below: value <= t - below when var = 0
+        milp.row(add(terms, {var: -(t + above - low)}), low - constant, INF)
+        milp.row(add(terms, {var: -(high - t + below)}), -INF, t - below - constant)
         existing[t] = var
         self.thresholds.append((var, j, t))
-        self.formulation.bands[var] = (t - margin, t + margin)
+        self.formulation.bands[var] = (t - below, t + above)
         return var
 
     def _grid_turn(self, f: FeatureVars, tree: Tree, node: int, affine: tuple[float, float]) -> int | None:

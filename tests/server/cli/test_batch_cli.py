@@ -274,6 +274,42 @@ def test_resume_refuses_an_output_another_seed_explained(
     assert err.count("\n") == 1 and output.read_bytes() == eight_done
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"--immutable": "age"}, {"--goal": "class:1@0.9"}, {"--engine": "swarm"}],
+    ids=["immutable", "goal", "engine"],
+)
+def test_resume_refuses_an_output_that_answered_another_question(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    files: dict[str, Path],
+    eight_done: bytes,
+    change: dict[str, str],
+) -> None:
+    """The job of rows 0:8 held ``age`` and ``has_prior_default`` fixed; resumed with another
+    ``--immutable`` (or goal, or engine) it appended the rest answered to another question, an
+    output no run gives, without a word. Each record holds its question's fingerprint."""
+    output = tmp_path / "results.csv"
+    output.write_bytes(eight_done)
+    flags = {**_flags(files, output), **change}
+    code, _, err = _run(capsys, *_argv(flags), "--rows", "0:12", "--resume", "--no-progress")
+    assert code == 2, err
+    assert err.startswith("counterplan: error: --output: ") and "answered to another question" in err
+    assert err.count("\n") == 1 and output.read_bytes() == eight_done
+    # the same flags resume it, and every record holds the one question
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:12", "--resume"))
+    assert code == 0, err
+    questions = pd.read_csv(output, dtype={"question": str})["question"]
+    assert len(questions) == 12 and questions.nunique() == 1 and len(str(questions.iloc[0])) == 16
+    # a record whose question was emptied is no record of this question either (not a traceback)
+    emptied = pd.read_csv(output, dtype={"question": str}).assign(
+        question=lambda f: f["question"].where(f["row_id"] != 2)
+    )
+    emptied.to_csv(output, index=False)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:13", "--resume"))
+    assert code == 2 and "holds row 2 answered to another question" in err and "Traceback" not in err, err
+
+
 def test_resume_reads_an_infinity_where_whole_numbers_go(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
 ) -> None:

@@ -106,6 +106,7 @@ def test_json_gives_every_plan_with_its_steps_and_states(
     [
         ({"feature": "salary"}, "actions 'actions[0].feature': no feature 'salary'"),
         ({"low": 5, "high": 1}, "actions 'actions[0].low': low (5) is above high (1)"),
+        ({"low": True}, "actions 'actions[0].low': must be a number, given True"),
         ({"effort": "open('x')"}, "actions 'actions[0].effort': only these functions may be called"),
     ],
 )
@@ -168,6 +169,7 @@ def test_the_shipped_demo_actions_file_is_the_demos_own() -> None:
 
 @pytest.mark.integration  # a real server on a loopback port
 def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    from counterplan.planning.demo import DEMO_ACTIONS
     from counterplan.server.grpc.app import start_server
     from counterplan.server.grpc.settings import ServerSettings
 
@@ -183,6 +185,13 @@ def test_a_plan_on_a_server_prints_what_a_local_plan_prints(capsys: pytest.Captu
         bad = {"actions": [{"name": "shrink", "feature": "age", "low": -5, "high": -1}]}
         code, _, err = run_cli(capsys, "plan", "--server", running.target, "--actions", _write(bad), *SMALL)
         assert code == 2 and "INVALID_ARGUMENT" in err and "'age' is immutable" in err
+        # no action with a price: the front is empty for the costs, and the model did not fail
+        unpriced = {"actions": [{**a, "effort": "10 ** 10 ** 10"} for a in DEMO_ACTIONS["actions"]]}
+        code, text, err = run_cli(
+            capsys, "plan", "--server", running.target, "--actions", _write(unpriced), "--generations", "3"
+        )
+        assert code == 3 and "No plan reaches the goal" in text, err  # 3: nothing found
+        assert "Without a price: " in text and "had no finite cost" in text and "The model failed" not in text
     finally:
         running.stop(0)
     code, local_out, err = run_cli(capsys, "plan", *SMALL)

@@ -162,3 +162,25 @@ def test_an_output_the_file_system_refuses_after_the_trials_is_one_line(
     code, _, err = run_cli(capsys, "tune", *QUICK, "--no-progress", "--output", str(folder / "tuned.yaml"))
     assert code == 1 and err.count("\n") == 1 and "--output: cannot write" in err, err
     assert "the trials are kept in the study" in err, err
+
+
+@pytest.mark.parametrize("storage", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_storage_is_not_said_to_resume(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str
+) -> None:
+    """A study in memory ends with the command: "run again ... (the study resumes)" and "the trials
+    are kept in the study's --storage; run the same command to resume it" were untrue for it."""
+    from counterplan.server.cli.tune import _Progress
+
+    monkeypatch.chdir(tmp_path)
+    _held_out(monkeypatch, _evaluation(0.4, 0.1), _evaluation(0.4 - 2 * MEANINGFUL_GAIN, 0.1))
+    code, out, err = run_cli(capsys, "tune", *QUICK, "--storage", storage)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "better than the default" in text and "resumes" not in text, text
+    assert "an in-memory --storage keeps no study to resume" in text, text
+    assert list(tmp_path.iterdir()) == []  # no database file made either
+    line = str(_Progress(None, shown=False, kept=False).stopped())  # type: ignore[arg-type]
+    assert "resume it" not in line and "in-memory --storage" in line and "end with the command" in line
+    kept = str(_Progress(None, shown=False).stopped())  # type: ignore[arg-type]
+    assert "kept in the study's --storage; run the same command to resume it" in kept

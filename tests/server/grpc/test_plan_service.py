@@ -386,17 +386,19 @@ def test_a_plan_without_a_finite_cost_is_infeasible_and_the_response_says_why(ru
     assert all(np.isfinite(p.total_cost) and all(np.isfinite(s.cost) for s in p.steps) for p in response.plans)
     assert not any(s.action == "job" for p in response.plans for s in p.steps)
     assert not response.HasField("cheapest")  # only the unpriced action makes a developer
-    assert "candidate plans had no finite cost (the first: action 'job'" in response.failure
-    assert "infeasible" in response.failure
+    assert "candidate plans had no finite cost (the first: action 'job'" in response.cost_failure
+    assert "infeasible" in response.cost_failure
+    assert not response.failure  # the model did not fail: a client must not say it did
     assert all(np.isfinite(point.cost) for m in [*fronts, final] for point in m.front)
-    assert final.result.failure == response.failure and not final.result.HasField("cheapest")
+    assert final.result.cost_failure == response.cost_failure and not final.result.HasField("cheapest")
     # with a price the same request plans through that action: its cost alone kept it off
     priced = {**unpriced, "actions": [TOY["actions"][0], *TOY["actions"][1:]]}
     request = CounterplanClient.plan_request("toy", PERSON, priced, [class_goal(1, 0.7)], seed=0, population=40)
     request.search.generations = 15
     with CounterplanClient(running.target) as client:
         fine = client.plan(request)
-    assert fine.HasField("cheapest") and np.isfinite(fine.plans[fine.cheapest].total_cost) and not fine.failure
+    assert fine.HasField("cheapest") and np.isfinite(fine.plans[fine.cheapest].total_cost)
+    assert not fine.failure and not fine.cost_failure
 
 
 def test_action_bounds_and_set_values_are_held_to_2_to_the_53(running: RunningServer) -> None:

@@ -43,6 +43,10 @@ class OnlyTheProtocol:
         return self._explainer.seed
 
     @property
+    def question(self) -> str:
+        return self._explainer.question
+
+    @property
     def engine(self) -> EngineChoice | None:
         return self._explainer.engine
 
@@ -65,3 +69,31 @@ def test_a_batch_needs_only_the_row_explainer_protocol(loan_explainer: Explainer
     same = [c for c in theirs.columns if c != "seconds"]  # everything but the time taken
     pd.testing.assert_frame_equal(ours[same], theirs[same])
     assert ours["status"].tolist() == ["ok"] * 4
+
+
+def test_each_record_holds_its_question_and_a_question_is_the_spec_config_and_engine(
+    loan_explainer: Explainer, rejected_loans: pd.DataFrame
+) -> None:
+    """A resumed job tells an output of another question by the fingerprint each record holds:
+    the same settings give the same one, whatever the seed; another goal, rule, configuration,
+    engine or number of answers another."""
+    from counterplan.planning import ClassGoal
+    from counterplan.solver.batch.records import question_of
+    from counterplan.solver.core.config import TerminationConfig
+
+    frame = loan_explainer.explain_batch(rejected_loans.iloc[:2], seed=3)
+    assert frame["question"].tolist() == [loan_explainer.question] * 2
+    spec, config, engine = loan_explainer.spec, loan_explainer.config, loan_explainer.engine
+    asked = question_of(spec, config, engine, 1)
+    assert asked == loan_explainer.question and len(asked) == 16
+    assert question_of(spec, config.model_copy(update={"random_seed": 99}), engine, 1) == asked
+    others = [
+        question_of(spec.asking([ClassGoal(target=1, confidence=0.9)]), config, engine, 1),
+        question_of(spec.model_copy(update={"immutable": ("age",)}), config, engine, 1),
+        question_of(
+            spec, config.model_copy(update={"termination": TerminationConfig(spent_limit_seconds=1.0)}), engine, 1
+        ),
+        question_of(spec, config, "swarm", 1),
+        question_of(spec, config, engine, 3),
+    ]
+    assert asked not in others and len(set(others)) == len(others)

@@ -230,6 +230,8 @@ def test_a_step_cap_holds_under_a_time_limit(
         config = SolverConfig(termination=termination)
         explainer = Explainer(loan_model, loan_data, GOAL, target=TARGET, immutable=IMMUTABLE, config=config)
         answers.append(explain_batch(explainer, rows, seed=1).drop(columns=["seconds"]))
+    asked = [a.pop("question").iloc[0] for a in answers]
+    assert asked[0] != asked[1]  # the two configurations are two questions, with the same answers
     pd.testing.assert_frame_equal(answers[1], answers[0])
 
 

@@ -59,3 +59,22 @@ def test_a_valid_answer_within_goal_epsilon_of_the_goal_is_not_proven_away(backe
     assert result.valid and result.feasible, (result.score, exact)
     assert result.predictions["y"] == pytest.approx(best, abs=1e-12)
     assert exact.status == "optimal" and exact.proven, exact
+
+
+@pytest.mark.parametrize(("low", "high"), [(50.0, 1e9), (-1e12, 50.0)])
+def test_a_range_with_one_far_end_keeps_its_near_end_within_goal_epsilon(low: float, high: float) -> None:
+    """Each end is kept inside by its own magnitude: one pad from the larger end (1e-6 of 1e9 is
+    1000) emptied the range [50, 1e9] of a tree whose leaves are 0 and 100 (the ONNX fuzz: the
+    exact engine said infeasible, local search's answer stood unproven)."""
+    frame = pd.DataFrame({"x": np.round(np.linspace(0.0, 10.0, 101), 2)})
+    y = np.where(frame.x > 5.0, 100.0, 0.0)
+    model = DecisionTreeRegressor(max_depth=1).fit(frame, y)
+    row = 0 if low > 0 else 100  # a row the goal does not hold for
+    problem = CounterfactualProblem.from_dataframe(
+        frame.assign(y=y), row, model, [RangeGoal(low=low, high=high)], target="y"
+    )
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and result.valid, exact
+    assert exact.status == "optimal" and exact.proven, exact
+    assert result.proposed["x"] == (5.1 if low > 0 else 5.0)  # the nearest grid value past the split

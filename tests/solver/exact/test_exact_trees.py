@@ -374,3 +374,21 @@ def test_a_forest_of_single_leaves_is_encoded_and_proven_infeasible() -> None:
     assert not result.valid
     assert result.statistics.exact is not None
     assert result.statistics.exact.status == "infeasible" and result.statistics.exact.proven
+
+
+@pytest.mark.parametrize("offset", [0.0, -1e-9, -1.2e-7], ids=["on it", "1e-9 below", "a float32 step below"])
+def test_an_original_on_a_threshold_or_inside_its_margin_is_where_the_model_puts_it(offset: float) -> None:
+    """The margin on the original's side ends at the original, the other side keeps all of it:
+    both shrank to half the original's distance, none for an original on the threshold, so the
+    program put it on either side and the model rejected every retry's answer (the ONNX fuzz: a
+    hand-built split at 1.4 with an original 1.4; the same here for scikit-learn's 1.5)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    model = DecisionTreeClassifier().fit(np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1]))
+    threshold = float(model.tree_.threshold[0])
+    features = [FloatFeature(name="x", value=threshold + offset, low=0.0, high=3.0)]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "y"))
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and result.valid and exact.proven and exact.retries == 0, exact
+    assert threshold < result.proposed["x"] < threshold + 1e-5

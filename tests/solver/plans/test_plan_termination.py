@@ -14,7 +14,7 @@ from counterplan.planning.actions import ActionSet
 from counterplan.solver.core.config import ConfigError, TerminationConfig
 from counterplan.solver.core.events import BestSolutionChanged
 from counterplan.solver.plans.planner import PlanSolver, plan
-from counterplan.solver.plans.search import MAX_GENERATIONS, PlanConfig, PlanSearch, plan_termination
+from counterplan.solver.plans.search import COST_DECIMALS, MAX_GENERATIONS, PlanConfig, PlanSearch, plan_termination
 from tests.toy_person import TOY, toy_space
 
 pytest.importorskip("pymoo")
@@ -123,7 +123,7 @@ def test_listeners_hear_each_changed_front_with_its_cheapest_plan_as_the_best() 
         assert score.is_feasible and score.soft == (-objectives[cheapest, 0], -objectives[cheapest, 1])
     last = heard[-1].front
     assert last is not None
-    assert sorted(last.objectives[:, 0].tolist()) == sorted(p.total_cost for p in result.plans)
+    assert sorted(last.objectives[:, 0].tolist()) == sorted(round(p.total_cost, COST_DECIMALS) for p in result.plans)
     # the same seed: the same events
     again: list[BestSolutionChanged] = []
     plan(problem, ActionSet.from_data(DEMO_ACTIONS), config=config, listeners=[again.append])

@@ -9,6 +9,7 @@ from counterplan.planning import scored_rows
 from counterplan.planning.actions import ActionSet, total_cost
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.solver.plans.genome import decode
+from counterplan.solver.plans.search import COST_DECIMALS
 from counterplan.solver.plans.unroll import unroll
 from tests.toy_person import TOY, toy_space
 
@@ -155,6 +156,22 @@ def test_plan_lays_out_the_front_step_by_step_checked_through_the_model(monkeypa
     assert result.short is not None and len(result.short.steps) <= 2
     assert result.original_prediction == pytest.approx(0.1)
     assert result.model_calls == 15 + 2  # the generations, the front's check, the original (its replay calls no model)
+
+
+def test_a_plans_total_cost_is_the_sum_of_its_steps_costs() -> None:
+    """The total was the search's objective, rounded to 4 decimals: degree then job, steps of
+    0.8333... and 2.5, said 3.3333."""
+    pytest.importorskip("pymoo")
+    from counterplan.solver.plans.planner import plan
+    from counterplan.solver.plans.search import PlanConfig, plan_termination
+
+    thirds = {**TOY, "actions": [{**a, "effort": f"{a['effort']} / 3"} for a in TOY["actions"]]}
+    result = plan(
+        _toy_problem(), ActionSet.from_data(thirds), config=PlanConfig(population=40, termination=plan_termination(5))
+    )
+    assert result.plans
+    for p in result.plans:
+        assert p.total_cost == sum(step.cost for step in p.steps)
 
 
 def test_the_shipped_adult_actions_compile_and_cost_as_the_paper_says() -> None:
@@ -445,7 +462,8 @@ def test_a_stopped_search_lays_out_its_cheapest_plans_in_time() -> None:
     assert event.front is not None
     size = event.front.rows.shape[0]
     assert result.front_size == size > 1000 and 1 <= len(result.plans) < size
-    assert result.plans[0].total_cost == event.front.objectives[:, 0].min() and result.cheapest is result.plans[0]
+    assert round(result.plans[0].total_cost, COST_DECIMALS) == event.front.objectives[:, 0].min()
+    assert result.cheapest is result.plans[0]
     started = time.perf_counter()
     answered = solver.so_far(event.front)  # what a server answers by its deadline
     assert time.perf_counter() - started < 3.0

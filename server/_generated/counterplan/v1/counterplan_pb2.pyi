@@ -735,7 +735,7 @@ class ActionPlan(_message.Message):
     def __init__(self, steps: _Optional[_Iterable[_Union[PlanStep, _Mapping]]] = ..., total_cost: _Optional[float] = ..., distance: _Optional[float] = ..., valid: _Optional[bool] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("request_id", "model_id", "original", "original_prediction", "plans", "cheapest", "short_plan", "generations", "stopped_early", "model_calls", "time_spent_seconds", "feature_names", "front_size", "already_met", "failure", "goal", "goal_default")
+    __slots__ = ("request_id", "model_id", "original", "original_prediction", "plans", "cheapest", "short_plan", "generations", "stopped_early", "model_calls", "time_spent_seconds", "feature_names", "front_size", "already_met", "failure", "goal", "goal_default", "cost_failure")
     class OriginalEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -760,6 +760,7 @@ class PlanResponse(_message.Message):
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     GOAL_FIELD_NUMBER: _ClassVar[int]
     GOAL_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    COST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model_id: str
     original: _containers.MessageMap[str, FeatureValue]
@@ -777,7 +778,8 @@ class PlanResponse(_message.Message):
     failure: str
     goal: str
     goal_default: str
-    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., original_prediction: _Optional[float] = ..., plans: _Optional[_Iterable[_Union[ActionPlan, _Mapping]]] = ..., cheapest: _Optional[int] = ..., short_plan: _Optional[int] = ..., generations: _Optional[int] = ..., stopped_early: _Optional[bool] = ..., model_calls: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., feature_names: _Optional[_Iterable[str]] = ..., front_size: _Optional[int] = ..., already_met: _Optional[bool] = ..., failure: _Optional[str] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ...) -> None: ...
+    cost_failure: str
+    def __init__(self, request_id: _Optional[str] = ..., model_id: _Optional[str] = ..., original: _Optional[_Mapping[str, FeatureValue]] = ..., original_prediction: _Optional[float] = ..., plans: _Optional[_Iterable[_Union[ActionPlan, _Mapping]]] = ..., cheapest: _Optional[int] = ..., short_plan: _Optional[int] = ..., generations: _Optional[int] = ..., stopped_early: _Optional[bool] = ..., model_calls: _Optional[int] = ..., time_spent_seconds: _Optional[float] = ..., feature_names: _Optional[_Iterable[str]] = ..., front_size: _Optional[int] = ..., already_met: _Optional[bool] = ..., failure: _Optional[str] = ..., goal: _Optional[str] = ..., goal_default: _Optional[str] = ..., cost_failure: _Optional[str] = ...) -> None: ...
 
 class FrontPoint(_message.Message):
     __slots__ = ("cost", "distance", "feature_changes")
