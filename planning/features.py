@@ -217,6 +217,9 @@ class IntegerFeature(_NumericFeature):
     @model_validator(mode="after")
     def _check(self) -> Self:
         self._check_domain(self.value, self.low, self.high)
+        fractional = [v for v in self.allowed or () if not float(v).is_integer()]
+        if fractional:  # else refused later as a candidate "row 0" outside the domain, naming no rule
+            raise ValueError(f"allowed values {fractional} are not whole numbers, as this integer feature's values are")
         return self
 
     def encode(self, value: Any) -> float:

@@ -193,7 +193,10 @@ class FeatureSpace:
             values = getattr(f, "allowed", None)
             if values is not None and f.mutable:
                 grid = np.unique(np.append(np.asarray(values, dtype=np.float64), self.original[i]))
-                allowed[i] = grid[(grid >= self.lower[i]) & (grid <= self.upper[i])]
+                # the original stays, even a gap's missing code below the bounds (a value to be
+                # filled): keeping it was a broken rule, so every engine filled the gap needlessly
+                inside = (grid >= self.lower[i]) & (grid <= self.upper[i])
+                allowed[i] = grid[inside | (grid == self.original[i])]
         return allowed
 
     @property

@@ -182,6 +182,14 @@ class CounterfactualResult(BaseModel):
             if swarm.clusters < self.requested:
                 return f"{asked}: the swarm found only {swarm.clusters} distinct valid rows"
             return f"{asked}: some clusters' answers became the same once their needless changes were dropped"
+        exact = self.statistics.exact
+        if exact is not None and exact.answer_set:  # the exact engine's own set, not a pool's choice
+            asked = f"found {found} distinct valid {noun} of the {self.requested} asked for"
+            reason = exact.answer_set_reason
+            if exact.answer_set == "infeasible":  # the set program proved no such set
+                return f"{asked}: {reason}"
+            collapsed = "the exact engine's other answers were these with changes they do not need"
+            return f"{asked}: {collapsed}" + (f" ({reason})" if reason else "")
         return (
             f"found {found} distinct valid {noun} of the {self.requested} asked for "
             "within ten times the best one's distance"

@@ -4,7 +4,8 @@ It runs even when a termination ended the search (it is a *closing* phase), afte
 phase set aside has competed for the best. It checks the search's best through the real model,
 then, when several answers are asked for, chooses them by what the search left:
 
-* an engine's own final set (the exact engine's, solved as a whole and verified): as it is;
+* an engine's own final set (the exact engine's, solved as a whole and verified): without the
+  changes an answer does not need (:func:`~.choose.from_set`);
 * an engine's picks (the swarm's, one per k-means cluster): the best in place of the nearest
   pick, the others refined, topped up from the pool when refined picks fell onto one another;
 * otherwise the pool of feasible rows the search scored (:func:`~.choose.from_pool`).
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from counterplan.solver.answers.choose import Answering, from_picks, from_pool
+from counterplan.solver.answers.choose import Answering, from_picks, from_pool, from_set
 from counterplan.solver.core.phase import PhaseScope
 from counterplan.solver.core.protocol import BatchScorer, Checked, FloatMatrix
 from counterplan.solver.core.scope import SolverScope
@@ -122,7 +123,7 @@ class AnswersPhase:
                 _, first = np.unique(both, axis=0, return_index=True)
                 rows = both[np.sort(first)][: self.wanted]
         elif found is not None and found.rows.shape[0] > 1:  # a set solved at once (the exact engine's)
-            rows = self.scorer.complete(found.rows)
+            rows = from_set(answering, self.scorer.complete(found.rows))
         elif self.wanted == 1 or pool is None:
             return best.reshape(1, -1), best_check  # already checked: no second model call
         else:

@@ -94,14 +94,22 @@ def _position(value: Any) -> int:
 def probe_row(explainer: RowExplainer, frame: pd.DataFrame | None = None) -> int:
     """The position of the row of ``frame`` (default: the explainer's data) a batch's settings
     are checked on and its features read from: the first with no infinite value among the
-    features (0 without data). A row's own bad value (an ``inf`` in a CSV) is that row's error
-    record; checked on it, the settings check refused the whole batch, whichever rows it selected."""
+    features and every number within the bounds a rule gives it (0 without data, or when no row
+    is). A row's own bad value (an ``inf`` in a CSV, a value outside ``low``/``high``) is that
+    row's error record; checked on it, the settings check refused the whole batch, whichever rows
+    it selected (fuzzing: a rule ``low: 2, high: 20`` on data whose first row holds 21 refused
+    the explainer, and every batch of a checked one)."""
     data = explainer.data if frame is None else frame
     if data is None:
         return 0
     numbers = data[[c for c in explainer.columns if c in data.columns]].select_dtypes("number")
-    finite = ~numbers.isin([np.inf, -np.inf]).any(axis=1).to_numpy()
-    return int(np.argmax(finite)) if finite.any() else 0
+    readable = ~numbers.isin([np.inf, -np.inf]).any(axis=1).to_numpy()
+    spec = getattr(explainer, "spec", None)
+    for name, rule in spec.features.items() if spec is not None else ():
+        if rule.low is not None and rule.high is not None and name in numbers.columns:
+            column = numbers[name]
+            readable &= (column.isna() | column.between(rule.low, rule.high)).to_numpy()
+    return int(np.argmax(readable)) if readable.any() else 0
 
 
 def model_rows(explainer: RowExplainer, frame: pd.DataFrame) -> pd.DataFrame:

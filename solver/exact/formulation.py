@@ -373,7 +373,9 @@ def _goal(formulation: Formulation, epsilon: float) -> None:
     if link != "value":
         raise NotEncodableError("a numeric goal on a classifier")
     if formulation.output.inclusive and formulation.margin_scale == 1.0:
-        epsilon = 0.0  # a scorecard's points: its ends themselves are reachable (retries keep a margin)
+        # a scorecard's points, a tree regressor's leaf sums: its ends themselves are reachable
+        # (retries keep a margin; a relaxation, goal_epsilon outside, stays one)
+        epsilon = min(epsilon, 0.0)
     low, high = _numeric_interval(goal, epsilon)
     _goal_row(formulation, terms, low - constant, high - constant)
 

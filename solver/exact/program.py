@@ -130,7 +130,8 @@ class Output:
     (``logit``: the softmax's inputs)."""
     inclusive: bool = False
     """A scorecard's: for ``label``, 0 itself gives class 1 (a score at the cut-off is accepted);
-    for ``value``, a range's ends are reached exactly (sums of points), kept without a margin."""
+    for ``value``, a range's ends are reached exactly (sums of points, or a tree regressor's sums
+    of leaves), kept without a margin."""
     grouped: bool = False
     """A scorecard's: the expression's terms are the formulation's leaves, one of each tree 1, so
     its goal row is tightened (:mod:`counterplan.solver.exact.tighten`)."""

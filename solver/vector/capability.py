@@ -12,9 +12,13 @@ default phases. Everything else keeps the threads-sharing-calls path
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from counterplan.planning.features import CategoricalFeature
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.space import FeatureSpace
 
 
 def problem_refusal(problem: CounterfactualProblem) -> str | None:
@@ -55,11 +59,23 @@ def same_program(problem: CounterfactualProblem, reference: CounterfactualProble
     for name in ("mutable", "graded", "nominal"):
         if not np.array_equal(getattr(a, name), getattr(b, name)):
             return f"the features' kinds differ ({name})"
+    if _categories(a) != _categories(b):
+        return "the categories differ (a rule on a category keeps each row's own value)"
     if not np.array_equal(problem.scales, reference.scales) or problem.distance != reference.distance:
         return "the distance differs"
     if problem.goal_text != reference.goal_text or problem.max_changed_features != reference.max_changed_features:
         return "the goals differ"
     return None
+
+
+def _categories(space: FeatureSpace) -> list[list[Any]]:
+    """Each categorical column's categories as the model takes them, by code. The block's model
+    calls decode every instance's codes with one space, so instances must agree on what each
+    code means: an allowed or forbidden category keeps each row's own original, and two rows
+    whose originals differ (codes 0-2 as a, c, d for one, b, c, d for the other) were scored as
+    each other's categories (fuzzing: a valid answer reported not found, and another answer in
+    another batch)."""
+    return [list(f.model_values()) for f in space.features if isinstance(f, CategoricalFeature)]
 
 
 def same_layout(problem: CounterfactualProblem, reference: CounterfactualProblem) -> bool:

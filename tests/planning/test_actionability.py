@@ -148,3 +148,24 @@ def test_allowed_values_for_numbers() -> None:
     assert result.proposed["loan"] % 1_000 == 0 or result.proposed["loan"] == 12_345.0
     with pytest.raises(ValueError, match="outside the domain"):
         FloatFeature(name="loan", value=2.0, low=1.0, high=5.0, allowed=(0.0, 3.0))
+
+
+def test_a_gap_that_may_be_filled_with_allowed_values_may_also_stay_a_gap() -> None:
+    """The original always stays possible, a gap too: its missing code lies below the domain, so
+    the allowed values left it out and keeping the gap broke a rule. Every engine then filled it,
+    a change the answer did not need (fuzzing: local search, the swarm, auto and both batch
+    paths, each filling a gap beside the one change that reached the goal)."""
+    features = [
+        IntegerFeature(name="kids", value=None, low=0, high=5, allowed=(0, 1, 2), fill_missing=True),
+        FloatFeature(name="free", value=1.0, low=0.0, high=10.0),
+    ]
+    problem = CounterfactualProblem(
+        features, [ValueGoal(value=8.0, tolerance=0.01)], CallableAdapter(lambda X: X[:, 1], [OutputSpec("y")])
+    )
+    X = np.repeat(problem.original_row(), 2, axis=0)
+    X[1, 1] = 8.0  # the goal met with the gap kept
+    scores = ScoreCalculator(problem, assert_mode=True).calculate(X).scores
+    assert scores[:, 1].tolist() == [0.0, 0.0], "keeping the gap breaks no rule"
+    result = explain(problem, seed=0)
+    assert result.valid and result.feasible
+    assert result.proposed["kids"] is None, result.proposed  # filling it is a needless change

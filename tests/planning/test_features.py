@@ -106,6 +106,7 @@ def test_categories_stored_as_numbers_reach_the_model_as_numbers() -> None:
         (lambda: FloatFeature(name="income", value=math.inf, low=0.0, high=1.0), "finite"),
         (lambda: FloatFeature(name="income", value=1.0, low=0.0, high=math.inf), "finite"),
         (lambda: IntegerFeature(name="age", value=30.5, low=18, high=90), "fractional"),
+        (lambda: IntegerFeature(name="age", value=30, low=18, high=90, allowed=(20, 30.5)), "[30.5] are not whole"),
         (lambda: CategoricalFeature(name="color", value="red", categories=()), "empty domain"),
         (lambda: CategoricalFeature(name="color", value="pink", categories=("red",)), "not one of"),
         (lambda: CategoricalFeature(name="color", value="red", categories=("red", "red")), "twice"),

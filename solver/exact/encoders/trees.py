@@ -113,7 +113,10 @@ def encode_ensemble(
     offsets = _offsets(formulation, ensemble, original, real)
     lins = [(totals[k], float(offsets[k])) for k in range(outputs)]
     if outputs == 1:
-        return Output(lins[0], ensemble.link, ensemble.description)
+        # a regressor's output takes finitely many values (sums of leaves), and a range's end
+        # is often one of them (a quantile of the data's predictions): kept without a margin, as a
+        # scorecard's points are, else the optimum there was excluded and a farther one proven
+        return Output(lins[0], ensemble.link, ensemble.description, inclusive=ensemble.link == "value")
     return Output(lins[0], ensemble.link, ensemble.description, classes=lins)
 
 

@@ -8,12 +8,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.demo import IMMUTABLE, TARGET
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.models import SklearnClassifierAdapter
+from counterplan.planning.spec import FeatureRule, ProblemSpec
 from counterplan.solver import explain
 from counterplan.solver.batch.rows import RowSelection, row_seed
 from counterplan.solver.batch.shared_calls import SharedCalls
@@ -226,3 +228,21 @@ def test_requests_are_merged_only_within_one_encoding(
     expected = adapter.predict(X[:2], space)[TARGET]
     np.testing.assert_array_equal(results[1][TARGET], expected)
     np.testing.assert_array_equal(results[0][TARGET], expected[:1])
+
+
+def test_a_first_row_outside_a_rules_bounds_is_that_rows_error_not_the_explainers() -> None:
+    """The settings are checked on a row the rules can take: ``low: 2, high: 20`` on data whose
+    first row holds 25 refused the explainer itself (and, unchecked, every batch), for a value of
+    one row; that row is now its own error record and the others are explained."""
+    rng = np.random.default_rng(0)
+    n = 200
+    data = pd.DataFrame({"i0": rng.integers(0, 30, n), "f0": np.round(rng.uniform(0, 10, n), 2)})
+    data["y"] = (0.1 * data.i0 - 0.3 * data.f0 + rng.normal(0, 1, n) > 0).astype(int)
+    model = LogisticRegression().fit(data[["i0", "f0"]], data.y)
+    assert not 2 <= data.i0.iloc[0] <= 20, "the first row lies outside the rule"
+    spec = ProblemSpec(features={"i0": FeatureRule(low=2, high=20)})
+    explainer = Explainer(model, data, target="y", spec=spec)
+    inside = [i for i in range(1, n) if 2 <= data.i0.iloc[i] <= 20][:3]
+    frame = explainer.explain_batch([0, *inside], seed=0).set_index("row_id")
+    assert frame.loc[0, "status"] == "error" and "outside its domain [2, 20]" in frame.loc[0, "error"]
+    assert (frame.loc[inside, "status"] != "error").all(), frame.loc[inside].to_dict()

@@ -616,3 +616,29 @@ def test_the_memory_of_scored_rows_keeps_few_runs_and_answers_from_them(
     for X, scores in batches:  # every row again: from the memory, the same scores, no call
         np.testing.assert_array_equal(scorer.score(X, owner), scores)
     assert (scorer.model_calls, scorer.rows_scored) == (calls, rows)
+
+
+def test_rows_whose_categories_differ_under_a_rule_are_not_scored_as_each_others() -> None:
+    """An allowed-category rule keeps each row's own original, so a row at ``a`` has the
+    categories a, c, d and a row at ``b`` has b, c, d: code 0 means another category for each.
+    The block's model calls decode every instance with one space, so the row at ``a`` behind
+    the row at ``b`` was scored as if it were at ``b`` (fuzzing: a valid answer reported
+    not_found, another answer in another batch). Each row's answer is now its own alone."""
+    rng = np.random.default_rng(5)
+    n = 240
+    data = pd.DataFrame({"x": np.round(rng.uniform(0, 10, n), 2), "c": rng.choice(list("abcd"), n)})
+    lift = data["c"].map({"a": 3.0, "b": -3.0, "c": 0.5, "d": 1.0})
+    data["y"] = ((data["x"] - 5.0 + lift + rng.normal(0, 0.5, n)) > 0).astype(int)
+    scaled = ColumnTransformer([("x", StandardScaler(), ["x"]), ("c", OneHotEncoder(), ["c"])])
+    model = Pipeline([("pre", scaled), ("est", LogisticRegression())]).fit(data[["x", "c"]], data["y"])
+    rejected = model.predict(data[["x", "c"]]) == 0
+    at_a = int(np.flatnonzero(rejected & (data["c"] == "a").to_numpy())[0])
+    at_b = int(np.flatnonzero(rejected & (data["c"] == "b").to_numpy())[0])
+    explainer = Explainer(model, data, target="y", overrides={"c": {"allowed": ["c", "d"]}})
+    alone = explain_batch(explainer, [at_a], seed=0).set_index("row_id")
+    together = explain_batch(explainer, [at_b, at_a], seed=0).set_index("row_id")
+    assert together.loc[at_a, "status"] == "ok", together.loc[at_a].to_dict()
+    assert alone.loc[at_a, COLUMNS[1:]].to_dict() == together.loc[at_a, COLUMNS[1:]].to_dict()
+    for row_id, record in together.iterrows():
+        proba = model.predict_proba(pd.DataFrame([{"x": record["cf_x"], "c": record["cf_c"]}]))[0]
+        assert proba[1] - proba[0] >= 0.005, (row_id, record.to_dict())  # ahead by the margin

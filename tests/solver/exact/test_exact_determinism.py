@@ -14,6 +14,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,8 @@ from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
+from counterplan.solver.exact import answer_set
+from counterplan.solver.exact.answer_set import solve_set
 from counterplan.solver.exact.backend import Backend, solve
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.milp import INF, LIFTED_SMALLEST, ZERO_TOLERANCE, Milp, lifted
@@ -59,15 +63,29 @@ def _stumps_problem() -> CounterfactualProblem:
 
 
 def _answers(problem: CounterfactualProblem, backend: Backend = "auto") -> list[dict[str, float]]:
-    """The exact engine's set of three answers, every program on ``backend`` (``auto``: the tree
-    program on CP-SAT, the set on HiGHS)."""
+    """The exact engine's set of three answers as its program gives them, every program on
+    ``backend`` (``auto``: the tree program on CP-SAT, the set on HiGHS). The program's set is
+    read as it comes back (the real ``solve_set``, its result kept): on these stumps its three
+    answers are the optimum plus a change each does not need, which the answers phase drops, so
+    the result holds the optimum alone (checked too)."""
     config = exact_config(SolverConfig())
     phases = (*config.phases[:-1], ExactPhaseConfig(backend=backend))
-    result = explain(problem, config.model_copy(update={"phases": phases}), seed=0, num_counterfactuals=3)
+    programs: list[np.ndarray] = []
+
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        out = solve_set(*args, **kwargs)
+        assert out[0] is not None, "the program has a set"
+        programs.append(out[0])
+        return out
+
+    with patch.object(answer_set, "solve_set", kept):
+        result = explain(problem, config.model_copy(update={"phases": phases}), seed=0, num_counterfactuals=3)
     exact = result.statistics.exact
     assert exact is not None and exact.answer_set == "optimal", exact
     assert backend != "ortools" or str(exact.backend).startswith("SCIP"), exact.backend
-    return [{name: float(value) for name, value in answer.proposed.items()} for answer in result.counterfactuals]
+    assert [answer.proposed for answer in result.counterfactuals] == [result.proposed]
+    names = problem.space.names
+    return [{name: float(value) for name, value in zip(names, row, strict=True)} for row in programs[-1]]
 
 
 IN_A_FRESH_PROCESS = """

@@ -4,13 +4,17 @@ relaxation) has no answer either.
 
 Fuzzing: a boosted regressor whose best output lay 3e-7 above a range goal's low end was proven
 infeasible by HiGHS, SCIP and CP-SAT, while local search found that valid answer (and, with local
-search's answer as the warm start, the report said ``infeasible``, proven, beside it)."""
+search's answer as the warm start, the report said ``infeasible``, proven, beside it). And a
+range whose low end is itself one of the regressor's outputs (a quantile of its predictions): the
+program, that end kept ``goal_epsilon`` inside, proved a farther answer optimal, four times the
+distance of the one reaching the end exactly; a tree regressor's end is now kept as it is."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.tree import DecisionTreeRegressor
 
 from counterplan.planning import CounterfactualProblem, RangeGoal
@@ -78,3 +82,39 @@ def test_a_range_with_one_far_end_keeps_its_near_end_within_goal_epsilon(low: fl
     assert exact is not None and result.valid, exact
     assert exact.status == "optimal" and exact.proven, exact
     assert result.proposed["x"] == (5.1 if low > 0 else 5.0)  # the nearest grid value past the split
+
+
+def _end_reached_exactly() -> tuple[CounterfactualProblem, float]:
+    """Boosted trees on a whole number ``i`` and a fixed ``j``; the goal's low end is the output
+    at the nearest ``i`` that raises the row's output (so nearer values stay below it). Returns
+    the problem and the true optimum: the smallest ``|i - i0| / MAD`` over every valid ``i``."""
+    rng = np.random.default_rng(3)
+    n = 240
+    frame = pd.DataFrame({"i": rng.integers(0, 30, n), "j": rng.integers(-5, 6, n)})
+    y = np.sin(frame.i.to_numpy() / 4.0) + 0.1 * frame.j.to_numpy() + rng.normal(0, 0.2, n)
+    model = GradientBoostingRegressor(n_estimators=15, max_depth=3, random_state=3).fit(frame, y)
+    row = int(np.argmin(model.predict(frame)))
+    here = frame.iloc[[row]]
+    grid = pd.DataFrame({"i": np.arange(30), "j": int(here.j.iloc[0])})
+    outputs = model.predict(grid)
+    start = float(model.predict(here)[0])
+    i0 = int(here.i.iloc[0])
+    nearest = min((i for i in range(30) if outputs[i] > start), key=lambda i: abs(i - i0))
+    low = float(outputs[nearest])
+    mad = float(np.median(np.abs(frame.i - np.median(frame.i))))
+    optimum = min(abs(i - i0) / mad for i in range(30) if outputs[i] >= low)
+    goal = RangeGoal(low=low, high=float("inf"))
+    problem = CounterfactualProblem.from_dataframe(frame.assign(y=y), row, model, [goal], target="y", immutable=["j"])
+    return problem, optimum
+
+
+@pytest.mark.parametrize("backend", ["highs", "ortools", "cpsat"])
+def test_a_range_end_the_regressor_reaches_exactly_is_not_proven_away(backend: str) -> None:
+    """The program alone (no warm start to show it a nearer answer): its proven optimum is the
+    true one, the end reached exactly."""
+    problem, optimum = _end_reached_exactly()
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.status == "optimal" and exact.proven, exact
+    assert result.valid and result.feasible, (result.score, exact)
+    assert -result.score_levels[3] == pytest.approx(optimum, rel=1e-9), (result.proposed, exact)

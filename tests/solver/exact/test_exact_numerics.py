@@ -22,7 +22,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, RangeGoal
+from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.models import adapt_sklearn
+from counterplan.planning.space import FloatMatrix
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact import answer_set
@@ -48,13 +50,44 @@ def _huge_and_small(seed: int) -> CounterfactualProblem:
     return CounterfactualProblem.from_dataframe(frame.assign(label=label), row, model, [goal], target="label")
 
 
-def _solved(problem: CounterfactualProblem, backend: str, count: int) -> tuple[float, float, str, bool]:
-    """The best answer's distance, the set's summed distance, the set's status, and the proof."""
+def _program_sets(monkeypatch: pytest.MonkeyPatch) -> list[FloatMatrix]:
+    """The set programs' own answers, as ``solve_set`` returns them (the real one, its result
+    kept): before the answers phase drops the changes an answer does not need. On these numbers
+    the cheapest second answer is the first with one grid step of another number, so the result
+    holds the first alone; the program's set is what the numerics decide."""
+    kept: list[FloatMatrix] = []
+    real = answer_set.solve_set
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        assert out[0] is not None, "the program has a set"
+        kept.append(out[0])
+        return out
+
+    monkeypatch.setattr(answer_set, "solve_set", keep)
+    return kept
+
+
+def _checked_set(problem: CounterfactualProblem, rows: FloatMatrix) -> list[frozenset[str]]:
+    """The set's changed features per answer, each answer feasible by the problem's calculator."""
+    scores = ScoreCalculator(problem).calculate(rows).scores
+    assert (scores[:, :3] == 0.0).all(), scores
+    names = problem.space.names
+    return [frozenset(names[j] for j in np.flatnonzero(row != problem.space.original)) for row in rows]
+
+
+def _solved(
+    problem: CounterfactualProblem, backend: str, count: int, sets: list[FloatMatrix]
+) -> tuple[float, float, str, bool]:
+    """The best answer's distance, the set program's summed distance, the set's status, and the
+    proof (``sets``: :func:`_program_sets`'s list)."""
     config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))  # the program alone
     result = explain(problem, config, seed=0, num_counterfactuals=count)
     exact = result.statistics.exact
     assert exact is not None and result.valid
-    total = sum(-answer.score_levels[3] for answer in result.counterfactuals)
+    total = -float(ScoreCalculator(problem).calculate(sets[-1]).scores[:, 3].sum()) if count > 1 else 0.0
+    if count > 1:  # the second answer was the first plus a step of h: dropped, the first alone stays
+        assert [answer.proposed for answer in result.counterfactuals] == [result.proposed]
     return -result.score_levels[3], total, exact.answer_set, exact.proven
 
 
@@ -65,13 +98,17 @@ def _solved(problem: CounterfactualProblem, backend: str, count: int) -> tuple[f
         (4, 0.289855, 0.579710),  # before: the single answer proven at 5.581
     ],
 )
-def test_a_feature_near_1e9_beside_one_near_1_gets_its_proven_optimum(seed: int, single: float, pair: float) -> None:
+def test_a_feature_near_1e9_beside_one_near_1_gets_its_proven_optimum(
+    seed: int, single: float, pair: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """HiGHS's proven single answer and set of two equal SCIP's: the optimum, and with it the same
-    answer with ``h`` one step away (1.5e-9 further)."""
+    answer with ``h`` one step away (1.5e-9 further), a change it does not need (so the result
+    holds the optimum alone)."""
     problem = _huge_and_small(seed)
-    best, _, _, proven = _solved(problem, "highs", 1)
+    sets = _program_sets(monkeypatch)
+    best, _, _, proven = _solved(problem, "highs", 1, sets)
     assert proven and best == pytest.approx(single, rel=1e-6)
-    first, total, status, _ = _solved(problem, "highs", 2)
+    first, total, status, _ = _solved(problem, "highs", 2, sets)
     assert status == "optimal"
     assert first == pytest.approx(single, rel=1e-6)
     assert total == pytest.approx(pair, rel=1e-6)
@@ -163,7 +200,9 @@ def _tree_on_huge_numbers(seed: int) -> CounterfactualProblem:
 
 
 @pytest.mark.parametrize("seed", [9, 13])
-def test_a_set_of_answers_over_numbers_of_billions_of_steps_is_distinct_and_not_called_optimal(seed: int) -> None:
+def test_a_set_of_answers_over_numbers_of_billions_of_steps_is_distinct_and_not_called_optimal(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The set program tells a move from staying put with 0/1 variables tied to the number by a
     big-M as wide as its range (6e9 grid steps here): the solvers' integrality tolerance let a
     copy "move" a number it left as it was, and two answers changing the same feature came back
@@ -172,12 +211,13 @@ def test_a_set_of_answers_over_numbers_of_billions_of_steps_is_distinct_and_not_
     such numbers called optimal: its splits' big-M rows are wider than the solvers' tolerances
     (HiGHS and SCIP called different sets of two optimal on 17 of 25 such trees)."""
     problem = _tree_on_huge_numbers(seed)
+    sets = _program_sets(monkeypatch)
     for backend in ("highs", "cpsat"):
         config = SolverConfig(phases=(ExactPhaseConfig(backend=backend),))  # the program alone
         result = explain(problem, config, seed=0, num_counterfactuals=2)
         exact = result.statistics.exact
-        assert exact is not None and len(result.counterfactuals) == 2
-        changed = [frozenset(change.feature for change in answer.changes) for answer in result.counterfactuals]
+        assert exact is not None and len(sets[-1]) == 2
+        changed = _checked_set(problem, sets[-1])
         assert len(set(changed)) == 2, (backend, changed)
         assert all(answer.valid and answer.feasible for answer in result.counterfactuals)
         assert exact.answer_set == "feasible", exact
@@ -199,11 +239,12 @@ def test_a_set_program_whose_answers_repeat_a_set_of_changed_features_is_topped_
         return np.vstack([candidates[0], candidates[0]]), status, wide
 
     monkeypatch.setattr(answer_set, "_by_copies", repeating)
+    sets = _program_sets(monkeypatch)
     config = SolverConfig(phases=(ExactPhaseConfig(backend="highs"),))
     result = explain(problem, config, seed=0, num_counterfactuals=2)
     exact = result.statistics.exact
-    assert exact is not None and len(result.counterfactuals) == 2
-    changed = [frozenset(change.feature for change in answer.changes) for answer in result.counterfactuals]
+    assert exact is not None and len(sets[-1]) == 2
+    changed = _checked_set(problem, sets[-1])
     assert len(set(changed)) == 2, changed
     assert all(answer.valid and answer.feasible for answer in result.counterfactuals)
     assert exact.answer_set == "feasible" and "repeated" in exact.answer_set_reason, exact
