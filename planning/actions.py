@@ -236,9 +236,17 @@ def apply(
     marked = StateColumns(space, states, "before.")
     after_states = states.copy()
     own = _on_grid(space, states[:, column] + values if action.kind == "add" else values, column)
+    own_inside = ((own >= space.domain_lower[column]) & (own <= space.domain_upper[column])) | (
+        own == states[:, column]
+    )
+    if column in space.allowed:  # the nearest allowed value, before the formulas read the change
+        held = states.copy()
+        held[:, column] = own
+        own = space.onto_allowed(held)[:, column]
     after_states[:, column] = own
     extras = {"delta": own - states[:, column], "value": own}
-    """The change as the state holds it, on the feature's grid: what the effort prices."""
+    """The change as the state holds it (on the feature's grid, on an allowed value): what the
+    consequences read and the effort prices."""
     scope = Layers(extras, before, marked)
     """What the pre-condition, the consequences and the effort read: the state before."""
     for name, formula in action.consequences.items():
@@ -248,6 +256,7 @@ def apply(
     # the domain is checked on the values the formulas gave (on their grids): snapping them would
     # clip a consequence that leaves the domain into it, a step the plan then reports as it never was
     inside = ((after_states >= space.domain_lower) & (after_states <= space.domain_upper)) | (after_states == states)
+    inside[:, column] = own_inside  # the action's own value, checked before it was put onto an allowed one
     after_states = space.onto_allowed(after_states) if space.allowed else after_states
     later = StateColumns(space, after_states, "after.")
     scope.maps.append(later)

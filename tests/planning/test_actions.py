@@ -366,3 +366,28 @@ def test_a_consequence_on_a_category_gives_one_of_its_categories_by_name() -> No
     for formula in ("1", "n", "2 if n > 2 else 0", 'job == "a"'):
         with pytest.raises(ActionError, match=r"consequences.job': job is a category: give one of its categories"):
             _one(space, {"feature": "n", "low": 1, "high": 2, "consequences": {"job": formula}})
+
+
+def test_a_step_onto_allowed_values_prices_and_propagates_the_value_it_takes() -> None:
+    """A feature with allowed values takes the nearest of them: ``savings`` of 0 and an add of 7
+    lands on 10. The effort priced 7 and the consequence read a delta of 7 (``bonus`` +14), where
+    the state moved by 10: a step whose cost and consequence were not those of the change it
+    reports."""
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="savings", value=0, low=0, high=40, allowed=(0.0, 10.0, 20.0, 40.0)),
+            IntegerFeature(name="bonus", value=0, low=0, high=100),
+        ]
+    )
+    data = {
+        "actions": [
+            {"name": "save", "feature": "savings", "low": 1, "high": 12, "consequences": {"bonus": "bonus + 2 * delta"}}
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    states = np.array([[0.0, 0.0], [0.0, 0.0], [20.0, 0.0]])
+    study = apply(actions[0], graph, space, states, np.array([7.0, 12.0, 1.0]))
+    # 7 and 12 land on 10; 20 + 1 lands back on 20: no change, so no step
+    assert study.ok.tolist() == [True, True, False]
+    assert study.after.tolist() == [[10.0, 20.0], [10.0, 20.0], [20.0, 0.0]]  # bonus + 2 x the change held
+    assert study.cost[:2] == pytest.approx([10.0, 10.0])  # the effort prices it (|delta| by default)
