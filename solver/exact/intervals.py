@@ -413,8 +413,13 @@ def _matrix(milp: Milp) -> tuple[object, FloatArray, FloatArray]:
     high = np.array([row[2] for row in milp.rows], dtype=np.float64)
     key = id(milp)
 
-    def forget(_: object) -> None:
-        with _matrices_lock:
+    def forget(dead: object) -> None:
+        # Not under the lock: the collector calls this on whichever thread allocates, which may be
+        # one inside the locked blocks here (it waited for its own lock for good: CP-SAT's callback
+        # threads hung a whole solve). A dict's get and pop are atomic under the GIL; a newer
+        # program that took the same id keeps its entry.
+        entry = _matrices.get(key)
+        if entry is not None and entry[0] is dead:
             _matrices.pop(key, None)
 
     with _matrices_lock:
