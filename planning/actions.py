@@ -44,7 +44,7 @@ from pydantic import (
 from counterplan.planning._pydantic import describe, excerpt
 from counterplan.planning.errors import InvalidInputError, one_line, unshown
 from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
-from counterplan.planning.features import Bound, within_magnitude
+from counterplan.planning.features import Bound, FloatFeature, within_magnitude
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
@@ -537,9 +537,15 @@ def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any,
     errors: list[Violation] = []
     for k, value in enumerate(spec.values):
         try:
-            feature.encode(value)
+            code = feature.encode(value)
         except (InvalidInputError, ValueError, TypeError) as exc:
             problem = one_line(f"not a value of {spec.feature!r}: {exc}", 200)
+            errors.append((f"{where}.values[{k}]", problem))
+            continue
+        if not isinstance(feature, FloatFeature) or feature.precision is None or not math.isfinite(code):
+            continue
+        if round(code, feature.precision) != code:  # the step would hold it rounded: a value not listed
+            problem = f"{value!r} is not on {spec.feature!r}'s grid (multiples of {feature.step:g}): give it rounded"
             errors.append((f"{where}.values[{k}]", problem))
     if errors:
         raise ActionError.every(errors)

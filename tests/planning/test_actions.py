@@ -391,3 +391,17 @@ def test_a_step_onto_allowed_values_prices_and_propagates_the_value_it_takes() -
     assert study.ok.tolist() == [True, True, False]
     assert study.after.tolist() == [[10.0, 20.0], [10.0, 20.0], [20.0, 0.0]]  # bonus + 2 x the change held
     assert study.cost[:2] == pytest.approx([10.0, 10.0])  # the effort prices it (|delta| by default)
+
+
+def test_a_set_value_off_its_features_grid_is_refused_naming_it() -> None:
+    """``rate`` holds two decimals: a set value of 1.234 was taken and the step held 1.23, a value
+    the action does not list (the plan fuzz's finding)."""
+    space = FeatureSpace([FloatFeature(name="rate", value=1.0, low=0.0, high=9.0, precision=2)])
+    data = {"actions": [{"name": "r", "feature": "rate", "kind": "set", "values": [1.5, 1.234, 2.25]}]}
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data(data).compile(space)
+    assert info.value.field == "actions[0].values[1]"
+    assert "1.234 is not on 'rate''s grid (multiples of 0.01)" in info.value.problem
+    fine = {"actions": [{"name": "r", "feature": "rate", "kind": "set", "values": [1.5, 1.23, 2.25]}]}
+    actions, _ = ActionSet.from_data(fine).compile(space)
+    assert actions[0].choices(space).tolist() == [1.5, 1.23, 2.25]
