@@ -240,9 +240,7 @@ def apply(
         own == states[:, column]
     )
     if column in space.allowed:  # the nearest allowed value, before the formulas read the change
-        held = states.copy()
-        held[:, column] = own
-        own = space.onto_allowed(held)[:, column]
+        own = space.nearest_allowed(own, column)
     after_states[:, column] = own
     extras = {"delta": own - states[:, column], "value": own}
     """The change as the state holds it (on the feature's grid, on an allowed value): what the

@@ -365,16 +365,19 @@ class FeatureSpace:
 
     def onto_allowed(self, X: FloatMatrix) -> FloatMatrix:
         """Put every value of a column with allowed values onto the nearest of them (in place)."""
-        for column, grid in self.allowed.items():
-            values = X[:, column]
-            right = np.clip(np.searchsorted(grid, values), 1, max(grid.size - 1, 1))
-            left = right - 1
-            if grid.size == 1:
-                X[:, column] = grid[0]
-                continue
-            nearer_left = np.abs(values - grid[left]) <= np.abs(grid[right] - values)
-            X[:, column] = np.where(nearer_left, grid[left], grid[right])
+        for column in self.allowed:
+            X[:, column] = self.nearest_allowed(X[:, column], column)
         return X
+
+    def nearest_allowed(self, values: FloatMatrix, column: int) -> FloatMatrix:
+        """The nearest allowed value of ``column`` to each of ``values`` (a new array)."""
+        grid = self.allowed[column]
+        if grid.size == 1:
+            return np.full(values.shape, grid[0])
+        right = np.clip(np.searchsorted(grid, values), 1, grid.size - 1)
+        left = right - 1
+        nearer_left = np.abs(values - grid[left]) <= np.abs(grid[right] - values)
+        return np.where(nearer_left, grid[left], grid[right])
 
     def as_reported(self, X: FloatMatrix, original: FloatMatrix | None = None) -> FloatMatrix:
         """The rows ``X`` (a matrix) as their reports stand for them: ``encode(decode(row))`` of

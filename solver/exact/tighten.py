@@ -89,17 +89,7 @@ def _at_least(milp: Milp, values: list[dict[int, float]], lower: float, slack: f
 
 
 def _at_most(milp: Milp, values: list[dict[int, float]], upper: float, slack: float) -> None:
-    """``sum <= upper``: each group shifted by its largest contribution (all at most 0), and a
-    coefficient below what the bound needs cut to it (no row when the bound is within ``slack``
-    of every choice)."""
-    most = [max(group.values()) for group in values]
-    high = upper - sum(most)
-    if high >= -slack:
-        return  # every choice left meets the upper bound
-    row: Expr = {}
-    for g, group in enumerate(values):
-        for v, a in group.items():
-            coefficient = max(a - most[g], high)
-            if coefficient != 0.0:
-                row[v] = coefficient
-    milp.row(row, -INF, high)
+    """``sum <= upper``: :func:`_at_least` of the negated contributions, ``sum(-a) >= -upper``
+    (each group shifted by its largest contribution, a coefficient below what the bound needs cut
+    to it; negation is exact, so the row is the mirror's to the bit)."""
+    _at_least(milp, [{v: -a for v, a in group.items()} for group in values], -upper, slack)
