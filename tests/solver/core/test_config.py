@@ -125,7 +125,20 @@ def test_yaml_errors_are_config_errors(tmp_path: Any) -> None:
     assert SolverConfig.load(path) == _rich_config()
 
 
-def test_configuration_text_is_read_within_limits(tmp_path: Path) -> None:
+@pytest.fixture(params=["libyaml", "pure Python"])
+def yaml_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Configuration text read by libyaml (where PyYAML has it) and by PyYAML's own reader (where
+    it does not): the limits hold on both."""
+    from counterplan.planning import safe_yaml
+
+    if request.param == "libyaml" and safe_yaml._C_PARSER is None:
+        pytest.skip("this PyYAML was built without libyaml")
+    if request.param == "pure Python":
+        monkeypatch.setattr(safe_yaml, "_C_PARSER", None)
+    return str(request.param)
+
+
+def test_configuration_text_is_read_within_limits(tmp_path: Path, yaml_reader: str) -> None:
     from counterplan.planning.safe_yaml import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigTextError, load_config_text
 
     assert load_config_text("phases:\n- {type: feature_scan}\n") == {"phases": [{"type": "feature_scan"}]}
@@ -215,7 +228,7 @@ def test_error_messages_show_a_bad_value_by_a_short_excerpt() -> None:
     assert len(str(info.value)) < 400
 
 
-def test_a_key_given_twice_is_refused_not_silently_the_last() -> None:
+def test_a_key_given_twice_is_refused_not_silently_the_last(yaml_reader: str) -> None:
     """YAML and JSON readers keep the last of a repeated key: ``id: a`` then ``id: b`` would be ``b``."""
     from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
 
@@ -223,3 +236,49 @@ def test_a_key_given_twice_is_refused_not_silently_the_last() -> None:
         with pytest.raises(ConfigTextError, match="given twice"):
             load_config_text(text)
     assert load_config_text("- {k: 1}\n- {k: 2}\n") == [{"k": 1}, {"k": 2}]  # one key in each mapping
+
+
+def test_both_yaml_readers_read_alike_and_refuse_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large points tables are read by libyaml (about three times as fast); where PyYAML has no
+    libyaml its own reader reads them. The two give the same data and refuse the same texts, at
+    the nesting limit's edge too (a scalar counts as a level in both)."""
+    from counterplan.planning import safe_yaml
+
+    if safe_yaml._C_PARSER is None:
+        pytest.skip("this PyYAML was built without libyaml")
+    depth = safe_yaml.MAX_DEPTH
+    texts = [
+        "phases:\n- {type: feature_scan, steps: 3}\nrandom_seed: 0x10\nflag: yes\nnone: ~\nx: .inf\n",
+        "variables:\n  - name: age\n    bins:\n      - {upper: 30, points: -1.5e3}\n      - {lower: 30, points: 2}\n",
+        "a: &x 1\n",  # an anchor alone is no alias
+        "a: &x 1\nb: *x\n",
+        "a: 1\nb: {c: 2, c: 3}\n",
+        "a: [1, 2\n",
+        "a: 1\n---\nb: 2\n",
+        "a: '\x07'\n",
+        *("[" * n + inner + "]" * n for n in range(depth - 2, depth + 2) for inner in ("", "1", "{a: 1}")),
+    ]
+
+    def read(text: str) -> object:
+        try:
+            return safe_yaml.load_config_text(text)
+        except safe_yaml.ConfigTextError as exc:
+            return ("refused", exc.problem.split(":")[0].split(" at ")[0])
+
+    fast = [read(text) for text in texts]
+    monkeypatch.setattr(safe_yaml, "_C_PARSER", None)
+    assert [read(text) for text in texts] == fast
+    expected = {"type": "feature_scan", "steps": 3}
+    assert fast[0] == {"phases": [expected], "random_seed": 16, "flag": True, "none": None, "x": float("inf")}
+    assert sum(isinstance(result, tuple) for result in fast) >= 8
+
+
+def test_text_that_is_no_utf8_is_a_config_error_not_a_crash() -> None:
+    """A Python string with a lone surrogate has no UTF-8 form: measuring its size raised
+    UnicodeEncodeError past every caller's handling of configuration errors."""
+    from counterplan.planning.safe_yaml import ConfigTextError, load_config_text
+
+    with pytest.raises(ConfigTextError, match="not UTF-8 text at character 4"):
+        load_config_text("a: \udcff")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        SolverConfig.from_yaml("random_seed: \ud800")
