@@ -67,18 +67,9 @@ class ResultBuilder:
             valid=True,
             feasible=score.is_feasible,
         )
-        return CounterfactualResult(
-            goal=self.problem.goal_text,
-            goal_default=self.problem.goals_default,
-            original=values,
-            proposed=values,
-            changes=[],
-            predictions=answer.predictions,
-            original_predictions=answer.predictions,
-            score=answer.score,
-            score_levels=answer.score_levels,
-            valid=True,
-            feasible=answer.feasible,
+        return self._result(
+            answer,
+            original,
             statistics=SolveStatistics(
                 steps=0,
                 score_calculation_count=1,
@@ -90,7 +81,6 @@ class ResultBuilder:
                 termination_reason="the instance already meets the goal",
             ),
             counterfactuals=[answer],
-            requested=self.requested,
             already_met=True,
         )
 
@@ -122,35 +112,20 @@ class ResultBuilder:
             found_at = (outcome.step_count, spent.seconds)
         diagnosis = diagnose(chosen.best_row, score) if not best.valid else None
         diagnosis = diagnosis if diagnosis is not None else Diagnosis([], False, [])
-        return CounterfactualResult(
-            goal=self.problem.goal_text,
-            goal_default=self.problem.goals_default,
-            original=self.problem.space.decode(self.problem.space.original),
-            proposed=best.proposed,
-            changes=best.changes,
-            predictions=best.predictions,
-            original_predictions=self.predictions(original),
-            score=best.score,
-            score_levels=best.score_levels,
-            valid=best.valid,
-            feasible=best.feasible,
-            statistics=SolveStatistics(
-                steps=outcome.step_count,
-                score_calculation_count=spent.calculations,
-                model_call_count=spent.model_calls,
-                score_calculation_speed=spent.calculations / spent.seconds if spent.seconds > 0 else 0.0,
-                time_spent_seconds=spent.seconds,
-                best_found_at_step=found_at[0],
-                best_found_after_seconds=found_at[1],
-                termination_reason=outcome.termination_reason,
-                engine=self.engine.name,
-                engine_reason=self.engine.reason,
-                exact=_report(outcome, "exact", ExactStatistics),
-                swarm=_report(outcome, "swarm", SwarmStatistics),
-            ),
+        statistics = self._statistics(
+            spent,
+            steps=outcome.step_count,
+            found_at=found_at,
+            reason=outcome.termination_reason,
+            exact=_report(outcome, "exact", ExactStatistics),
+            swarm=_report(outcome, "swarm", SwarmStatistics),
+        )
+        return self._result(
+            best,
+            original,
+            statistics,
             failure=failure,
             counterfactuals=alternatives,
-            requested=self.requested,
             blocked_by=diagnosis.blocked_by,
             reaches=diagnosis.reaches,
             held_fixed=diagnosis.held_fixed,
@@ -175,6 +150,14 @@ class ResultBuilder:
         row = self.problem.space.as_reported(scored.reshape(1, -1))[0]
         fine = evaluation.failures[0] is None and bool(np.array_equal(row, scored))
         answer = self.counterfactual(row, evaluation, evaluation.score(0), fine=fine)
+        statistics = self._statistics(spent, steps=found_at[0], found_at=found_at, reason=reason)
+        return self._result(answer, original, statistics, counterfactuals=[answer] if answer.valid else [])
+
+    def _result(
+        self, answer: Counterfactual, original: Evaluation, statistics: SolveStatistics, **rest: Any
+    ) -> CounterfactualResult:
+        """The result whose answer is ``answer``: the problem's goal and original, the original's
+        predictions, ``statistics`` and the ``rest`` of the result's fields."""
         return CounterfactualResult(
             goal=self.problem.goal_text,
             goal_default=self.problem.goals_default,
@@ -187,20 +170,28 @@ class ResultBuilder:
             score_levels=answer.score_levels,
             valid=answer.valid,
             feasible=answer.feasible,
-            statistics=SolveStatistics(
-                steps=found_at[0],
-                score_calculation_count=spent.calculations,
-                model_call_count=spent.model_calls,
-                score_calculation_speed=spent.calculations / spent.seconds if spent.seconds > 0 else 0.0,
-                time_spent_seconds=spent.seconds,
-                best_found_at_step=found_at[0],
-                best_found_after_seconds=found_at[1],
-                termination_reason=reason,
-                engine=self.engine.name,
-                engine_reason=self.engine.reason,
-            ),
-            counterfactuals=[answer] if answer.valid else [],
+            statistics=statistics,
             requested=self.requested,
+            **rest,
+        )
+
+    def _statistics(
+        self, spent: Spent, *, steps: int, found_at: tuple[int, float], reason: str, **reports: Any
+    ) -> SolveStatistics:
+        """A search's statistics: ``spent``, the steps, when the best was found, why it ended, the
+        engine and the engines' ``reports``."""
+        return SolveStatistics(
+            steps=steps,
+            score_calculation_count=spent.calculations,
+            model_call_count=spent.model_calls,
+            score_calculation_speed=spent.calculations / spent.seconds if spent.seconds > 0 else 0.0,
+            time_spent_seconds=spent.seconds,
+            best_found_at_step=found_at[0],
+            best_found_after_seconds=found_at[1],
+            termination_reason=reason,
+            engine=self.engine.name,
+            engine_reason=self.engine.reason,
+            **reports,
         )
 
     def answers(self, chosen: ChosenAnswers) -> list[Counterfactual]:
