@@ -284,8 +284,10 @@ def _on_grid(space: FeatureSpace, values: FloatMatrix, column: int) -> FloatMatr
     """``values`` of ``column`` rounded onto its grid (a whole number, a float's precision), and
     never clipped: a value outside the domain stays outside, for :func:`apply` to refuse (the
     space's ``snap`` clips into the search bounds). A value equal to the original (a missing
-    code) is kept, as ``snap`` keeps it."""
-    if not space.grid.gridded[column]:
+    code) is kept, as ``snap`` keeps it. A float with allowed values is left to them (the nearest
+    is taken next): a list of values wins over decimals, and 1.25 allowed beside 1.21 on a
+    feature of one decimal was rounded to 1.2 first and held as 1.21."""
+    if not space.grid.gridded[column] or (column in space.allowed and not space.integral[column]):
         return values
     rounded = space.grid.round(values, column) + 0.0
     return np.where(values == space.original[column], values, rounded)

@@ -438,3 +438,26 @@ def test_a_set_value_off_its_features_allowed_values_is_refused_naming_it() -> N
     states = np.array([[16.0, 1.0], [16.0, 2.5]])
     assert apply(actions[0], graph, space, states, actions[0].choices(space)).after[:, 0].tolist() == [19.0, 16.0]
     assert apply(actions[1], graph, space, states, actions[1].choices(space)).after[:, 1].tolist() == [1.25, 1.0]
+
+
+def test_a_float_with_allowed_values_holds_them_whatever_its_decimals() -> None:
+    """``rate`` has one decimal and may take 1.21, 1.25 or 2.5 (a list of values wins over
+    decimals): a step setting 1.25, and a consequence giving 1.25, were rounded to 1.2 first and
+    held as 1.21, a value neither listed nor computed. Found by fuzzing plans under allowed values."""
+    space = FeatureSpace(
+        [
+            FloatFeature(name="rate", value=1.0, low=0.0, high=9.0, precision=1, allowed=(1.21, 1.25, 2.5)),
+            IntegerFeature(name="n", value=0, low=0, high=9),
+        ]
+    )
+    data = {
+        "actions": [
+            {"name": "r", "feature": "rate", "kind": "set", "values": [1.25, 1.21]},
+            {"name": "c", "feature": "n", "low": 1, "high": 1, "consequences": {"rate": "1.25 if n < 1 else 1.3"}},
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    states = np.array([[1.0, 0.0], [1.0, 1.0]])
+    assert apply(actions[0], graph, space, states, actions[0].choices(space)).after[:, 0].tolist() == [1.25, 1.21]
+    # 1.25 is held as given, 1.3 (not allowed) goes onto the nearest allowed value
+    assert apply(actions[1], graph, space, states, np.array([1.0, 1.0])).after.tolist() == [[1.25, 1.0], [1.25, 2.0]]
