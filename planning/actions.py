@@ -44,7 +44,7 @@ from pydantic import (
 from counterplan.planning._pydantic import describe, excerpt
 from counterplan.planning.errors import InvalidInputError, one_line, unshown
 from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
-from counterplan.planning.features import Bound, FloatFeature, within_magnitude
+from counterplan.planning.features import Bound, FloatFeature, IntegerFeature, within_magnitude
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
@@ -284,8 +284,10 @@ def _on_grid(space: FeatureSpace, values: FloatMatrix, column: int) -> FloatMatr
     """``values`` of ``column`` rounded onto its grid (a whole number, a float's precision), and
     never clipped: a value outside the domain stays outside, for :func:`apply` to refuse (the
     space's ``snap`` clips into the search bounds). A value equal to the original (a missing
-    code) is kept, as ``snap`` keeps it."""
-    if not space.grid.gridded[column]:
+    code) is kept, as ``snap`` keeps it. A float with allowed values is left to them (the nearest
+    is taken next): a list of values wins over decimals, and 1.25 allowed beside 1.21 on a
+    feature of one decimal was rounded to 1.2 first and held as 1.21."""
+    if not space.grid.gridded[column] or (column in space.allowed and not space.integral[column]):
         return values
     rounded = space.grid.round(values, column) + 0.0
     return np.where(values == space.original[column], values, rounded)
@@ -529,7 +531,8 @@ def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[fl
 
 
 def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any, ...]:
-    """A 'set' action's values, each one the feature can take (every bad one named)."""
+    """A 'set' action's values, each one the feature can take (every bad one named): a value the
+    step would not hold as listed (rounded onto the grid, moved onto an allowed value) is refused."""
     if not spec.values:
         raise ActionError(f"{where}.values", "a 'set' action needs at least one value")
     errors: list[Violation] = []
@@ -540,14 +543,30 @@ def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any,
             problem = one_line(f"not a value of {spec.feature!r}: {exc}", 200)
             errors.append((f"{where}.values[{k}]", problem))
             continue
-        if not isinstance(feature, FloatFeature) or feature.precision is None or not math.isfinite(code):
-            continue
-        if round(code, feature.precision) != code:  # the step would hold it rounded: a value not listed
-            problem = f"{value!r} is not on {spec.feature!r}'s grid (multiples of {feature.step:g}): give it rounded"
-            errors.append((f"{where}.values[{k}]", problem))
+        held = _not_held(feature, value, code)
+        if held is not None:
+            errors.append((f"{where}.values[{k}]", held))
     if errors:
         raise ActionError.every(errors)
     return spec.values
+
+
+def _not_held(feature: AnyFeature, value: Any, code: float) -> str | None:
+    """Why a step setting ``value`` (encoded ``code``) would hold another value, or None: a float
+    off its precision's grid is rounded (1.234 held as 1.23), and a number off the feature's
+    allowed values is moved onto the nearest one (6 held as 16 with ``allowed: [16, 19]``, a
+    categorical feature's domain is its allowed categories already), so the plan would show a
+    value the action does not list."""
+    if not isinstance(feature, IntegerFeature | FloatFeature) or not math.isfinite(code):
+        return None
+    allowed = feature.allowed
+    if allowed is not None and code != feature.value and code not in allowed:
+        shown = ", ".join(f"{v:.15g}" for v in allowed[:10]) + (" ..." if len(allowed) > 10 else "")
+        return f"{code:.15g} is not one of {feature.name!r}'s allowed values ({shown})"
+    precision = feature.precision if isinstance(feature, FloatFeature) else None
+    if allowed is None and precision is not None and round(code, precision) != code:
+        return f"{value!r} is not on {feature.name!r}'s grid (multiples of {feature.step:g}): give it rounded"
+    return None
 
 
 def _consequences(

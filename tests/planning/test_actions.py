@@ -405,3 +405,59 @@ def test_a_set_value_off_its_features_grid_is_refused_naming_it() -> None:
     fine = {"actions": [{"name": "r", "feature": "rate", "kind": "set", "values": [1.5, 1.23, 2.25]}]}
     actions, _ = ActionSet.from_data(fine).compile(space)
     assert actions[0].choices(space).tolist() == [1.5, 1.23, 2.25]
+
+
+def test_a_set_value_off_its_features_allowed_values_is_refused_naming_it() -> None:
+    """``term`` may only take 16, 19, 22, 57 or 59: a set action listing 6 and 83 was taken, and
+    its steps held 16 and 59, values the action does not list (6 onto the original 16: a step of
+    its consequences alone). Found by fuzzing plans under allowed values; a category's values
+    were refused already (its domain is its allowed categories)."""
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="term", value=16, low=0, high=90, allowed=(16.0, 19.0, 22.0, 57.0, 59.0)),
+            FloatFeature(name="rate", value=1.0, low=0.0, high=9.0, precision=1, allowed=(1.0, 1.25, 2.5)),
+        ]
+    )
+    data = {
+        "actions": [
+            {"name": "t", "feature": "term", "kind": "set", "values": [6, 19, 83, 16]},
+            {"name": "r", "feature": "rate", "kind": "set", "values": [1.25, 2.0]},
+        ]
+    }
+    with pytest.raises(ActionError) as info:
+        ActionSet.from_data(data).compile(space)
+    assert [field for field, _ in info.value.violations] == [
+        "actions[0].values[0]",
+        "actions[0].values[2]",
+        "actions[1].values[1]",
+    ]
+    assert info.value.violations[0][1] == "6 is not one of 'term''s allowed values (16, 19, 22, 57, 59)"
+    # the allowed values (and the original) are held as listed, 1.25 off the precision's grid too
+    fine = {"actions": [{**data["actions"][0], "values": [19, 16]}, {**data["actions"][1], "values": [1.25, 1.0]}]}
+    actions, graph = ActionSet.from_data(fine).compile(space)
+    states = np.array([[16.0, 1.0], [16.0, 2.5]])
+    assert apply(actions[0], graph, space, states, actions[0].choices(space)).after[:, 0].tolist() == [19.0, 16.0]
+    assert apply(actions[1], graph, space, states, actions[1].choices(space)).after[:, 1].tolist() == [1.25, 1.0]
+
+
+def test_a_float_with_allowed_values_holds_them_whatever_its_decimals() -> None:
+    """``rate`` has one decimal and may take 1.21, 1.25 or 2.5 (a list of values wins over
+    decimals): a step setting 1.25, and a consequence giving 1.25, were rounded to 1.2 first and
+    held as 1.21, a value neither listed nor computed. Found by fuzzing plans under allowed values."""
+    space = FeatureSpace(
+        [
+            FloatFeature(name="rate", value=1.0, low=0.0, high=9.0, precision=1, allowed=(1.21, 1.25, 2.5)),
+            IntegerFeature(name="n", value=0, low=0, high=9),
+        ]
+    )
+    data = {
+        "actions": [
+            {"name": "r", "feature": "rate", "kind": "set", "values": [1.25, 1.21]},
+            {"name": "c", "feature": "n", "low": 1, "high": 1, "consequences": {"rate": "1.25 if n < 1 else 1.3"}},
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    states = np.array([[1.0, 0.0], [1.0, 1.0]])
+    assert apply(actions[0], graph, space, states, actions[0].choices(space)).after[:, 0].tolist() == [1.25, 1.21]
+    # 1.25 is held as given, 1.3 (not allowed) goes onto the nearest allowed value
+    assert apply(actions[1], graph, space, states, np.array([1.0, 1.0])).after.tolist() == [[1.25, 1.0], [1.25, 2.0]]
