@@ -68,6 +68,20 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         (_goal({"kind": "value", "value": "x"}), "parameters.spec.goals[0].value", "valid number"),
         (_goal({"kind": "odds"}), "parameters.spec.goals[0].kind", "unknown goal kind 'odds'; one of class, value"),
         (_goal(5), "parameters.spec.goals[0]", "expected a goal"),
+        # a value of the wrong kind was named as pydantic's union tried each kind (found fuzzing):
+        # "goals[0].target.str, goal.target.int, goal.target.float, goal.target.bool: goal.target.str: ..."
+        (_goal({"kind": "class", "target": None}), "parameters.spec.goals[0].target", "text, a number or a boolean"),
+        (
+            _features({"housing": {"allowed": ["own", [1]]}}),
+            "parameters.spec.features.housing.allowed[1]",
+            "given a list",
+        ),
+        (_features({"housing": {"forbidden": [None]}}), "parameters.spec.features.housing.forbidden[0]", "given None"),
+        (
+            {"instances": [ROW], "parameters": {"spec": {"fill_missing": [1]}}},
+            "parameters.spec.fill_missing",
+            "give true, false or a list of feature names",
+        ),
         # a feature's bounds were named "features.income.value", or (beyond 2^53) blamed on the instance
         (_features({"income": {"low": 100, "high": 1}}), "parameters.spec.features.income.high", "empty domain"),
         (_features({"income": {"low": 0, "high": 1e300}}), "parameters.spec.features.income.high", "2^53"),
