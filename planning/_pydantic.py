@@ -49,6 +49,15 @@ def excerpt(value: Any) -> str:
     return echo(value)
 
 
+def a_scalar(value: Any) -> Any:
+    """A value a rule lists or a goal names, checked before its union ``str | int | float | bool``:
+    a list, an object or null (JSON a caller sent) is refused in one message, where pydantic would
+    name each kind it tried as a field (``target.str, target.int, target.float, target.bool: ...``)."""
+    if value is None or isinstance(value, list | tuple | dict | set):
+        raise ValueError(f"must be text, a number or a boolean, given {excerpt(value)}")
+    return value
+
+
 def reraise(
     exc: ValidationError,
     owner: str,

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from counterplan.planning._pydantic import reraise
+from counterplan.planning._pydantic import a_scalar, reraise
 from counterplan.planning.errors import GoalError, echo
 
 FloatArray = npt.NDArray[np.float64]
@@ -54,7 +54,7 @@ class ClassGoal(_Goal):
     """
 
     kind: Literal["class"] = "class"
-    target: str | int | float | bool
+    target: Annotated[str | int | float | bool, BeforeValidator(a_scalar)]
     confidence: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     margin: Annotated[float, Field(ge=0.0, le=0.5)] = DEFAULT_MARGIN
 

@@ -6,8 +6,8 @@ at the boundary, so the hot loop can trust its inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,7 @@ from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySet
 from counterplan.planning.profile import FeatureSource, InstanceError, check_names
 from counterplan.planning.relations import LearnedConstraint, LearnedRelations
 from counterplan.planning.relevance import FeatureRelevance
+from counterplan.planning.shared_builds import SharedBuilds
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegion, TrustRegionSettings
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
     from counterplan.planning.scorecard import ScorecardDistance
 
 AnyGoal = ClassGoal | ValueGoal | RangeGoal
+Shared = SharedBuilds | MutableMapping[Any, Any]
+"""What problems of one data set share between builds: an explainer's bounded kept builds, or a
+caller's own mapping (``from_dataframe``'s ``plausibility_cache``)."""
+T = TypeVar("T")
 
 
 class CounterfactualProblem:
@@ -136,7 +141,7 @@ class CounterfactualProblem:
         trust_region: TrustRegionSettings | None = None,
         relations: Sequence[LearnedConstraint] = (),
         profile: DataProfile | None = None,
-        plausibility_cache: dict[Any, PlausibilityModel] | None = None,
+        plausibility_cache: MutableMapping[Any, Any] | None = None,
     ) -> CounterfactualProblem:
         """Build a problem the way data scientists work: training data plus one row.
 
@@ -306,7 +311,7 @@ def model_columns_of(model: Any, data: pd.DataFrame, target: str | None) -> list
 
 
 def _shared_plausibility(
-    cache: dict[Any, PlausibilityModel],
+    cache: Shared,
     data: pd.DataFrame,
     features: list[AnyFeature],
     goals: Sequence[AnyGoal],
@@ -318,9 +323,18 @@ def _shared_plausibility(
     an earlier row of the data built it (rows whose domains agree share one), else built now."""
     domains = (tuple(f.model_dump_json(exclude={"value"}) for f in features), repr(goals), target)
     key = ("plausibility", domains, settings.model_dump_json())
+    return _shared(cache, key, lambda: plausibility_model(data, features, goals, target, settings))
+
+
+def _shared(cache: Shared, key: Hashable, build: Callable[[], T]) -> T:
+    """What ``cache`` keeps under ``key``, else ``build()``, kept: an explainer's bounded
+    :class:`~counterplan.planning.shared_builds.SharedBuilds`, or a caller's own mapping."""
+    if isinstance(cache, SharedBuilds):
+        return cache.get(key, build)
     if key not in cache:
-        cache[key] = plausibility_model(data, features, goals, target, settings)
-    return cache[key]
+        cache[key] = build()
+    value: T = cache[key]
+    return value
 
 
 def _relevance(
@@ -422,7 +436,7 @@ def build_problem(
     *,
     columns: Sequence[str],
     target: str | None = None,
-    cache: dict[Any, Any] | None = None,
+    cache: Shared | None = None,
     check_instance: bool = True,
 ) -> CounterfactualProblem:
     """The one way a problem is built: a spec, a data profile, a model and one instance.
@@ -449,7 +463,7 @@ def build_problem(
     goals: Sequence[AnyGoal] = spec.goals if spec.goals is not None else default_goals(model)
     goals = spec.goals_with_margin(goals)
     data = source.reference
-    cache = cache if cache is not None else {}
+    cache = cache if cache is not None else SharedBuilds()
     judge, region = _data_rules(spec, data, features, goals, target=target, cache=cache)
     objective = None
     if spec.distance.metric == "scorecard":
@@ -494,7 +508,7 @@ def _data_rules(
     goals: Sequence[AnyGoal],
     *,
     target: str | None,
-    cache: dict[Any, Any],
+    cache: Shared,
 ) -> tuple[PlausibilityModel | None, TrustRegion | None]:
     """The rules that judge a candidate against the data's rows: plausibility (shared by rows whose
     domains agree) and the trust region (it reads the original: never shared)."""
@@ -511,12 +525,9 @@ def _data_rules(
 
 
 def _shared_objective(
-    cache: dict[Any, Any], model: ModelAdapter, data: pd.DataFrame | None, settings: DistanceSettings
+    cache: Shared, model: ModelAdapter, data: pd.DataFrame | None, settings: DistanceSettings
 ) -> ScorecardDistance:
     """The scorecard paper's objective with these weights: its closeness statistics computed once
     per data set (``cache``)."""
     key = ("scorecard", settings.alpha, settings.beta)
-    if key not in cache:
-        cache[key] = _scorecard_distance(model, data, settings)
-    objective: ScorecardDistance = cache[key]
-    return objective
+    return _shared(cache, key, lambda: _scorecard_distance(model, data, settings))

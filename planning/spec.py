@@ -18,9 +18,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from counterplan.planning._pydantic import reraise
+from counterplan.planning._pydantic import a_scalar, excerpt, reraise
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import GoalError, InvalidInputError, echo
 from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text
@@ -33,7 +33,7 @@ AnyGoal = ClassGoal | ValueGoal | RangeGoal
 MAX_LISTED_VALUES = 10_000
 """Allowed or forbidden values per feature at most: a longer list of numbers is a grid (use a precision)."""
 MAX_MARGIN = 0.5
-RuleValue = float | str | bool
+RuleValue = Annotated[float | str | bool, BeforeValidator(a_scalar)]
 
 
 class SpecError(InvalidInputError):
@@ -183,6 +183,17 @@ class ProblemSpec(_Spec):
         if isinstance(value, list | tuple) and all(isinstance(r, LearnedConstraint) for r in value):
             return tuple(value)
         raise ValueError("learned constraints are fitted models: build them in Python, not as data")
+
+    @field_validator("fill_missing", mode="before")
+    @classmethod
+    def _fill_missing(cls, value: Any) -> Any:
+        """True, false or feature names, refused in one message: pydantic's union would name each
+        form it tried (``fill_missing.tuple[str, ...].0, fill_missing.bool``)."""
+        if isinstance(value, bool) or (
+            isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str) for v in value)
+        ):
+            return value
+        raise ValueError(f"give true, false or a list of feature names, given {excerpt(value)}")
 
     @field_validator("goals", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.problem import AnyGoal, CounterfactualProblem, build_problem, instance_row, model_columns_of
 from counterplan.planning.profile import FeatureSource
 from counterplan.planning.relations import LearnedConstraint
+from counterplan.planning.shared_builds import SharedBuilds
 from counterplan.planning.spec import ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.solver.batch.records import question_of
@@ -128,7 +129,8 @@ class Explainer:
         self.engine = engine
         self.num_counterfactuals = num_counterfactuals
         self.seed = seed
-        self._cache: dict[Any, Any] = {}
+        self._cache = SharedBuilds()
+        """What its problems share (plausibility models...), for a bounded number of specs."""
         if num_counterfactuals < 1:
             raise ProblemError("num_counterfactuals", f"must be at least 1, given {num_counterfactuals}")
         if check:  # bad settings fail here, before any row is explained

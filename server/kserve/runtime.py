@@ -30,19 +30,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+import orjson
 import structlog
 from kserve import Model, ModelServer
 from kserve.errors import InferenceError, InvalidInput
 from kserve.protocol.rest.server import RESTServer
 
-from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, one_line
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, echo, one_line
 from counterplan.server.kserve.explaining import SolveStops, explain_instances
 from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
 from counterplan.solver.explainer import Explainer
@@ -65,6 +67,9 @@ WATCH_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
 one for ever: asking lets uvicorn read on a connection it paused (the client pipelined), where
 its close waits; each ask reads at most one chunk of what the client sent on."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+JSON_MEDIA_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json")
+"""The Content-Types read as JSON (RFC 8259's, and RFC 6839's ``+json`` suffix), matched on the
+media type alone, lower-cased: its parameters (``; charset=utf-8``) say nothing a JSON reader needs."""
 _REQUEST_STOPS: ContextVar[SolveStops | None] = ContextVar("counterplan_kserve_request_stops", default=None)
 """The searches of the explain request served in this context, stopped when its client leaves:
 set by :class:`_ClientWatch`, read by :meth:`CounterplanExplainer.explain` (``None`` outside a
@@ -124,7 +129,7 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
             raise BusyError(f"{self.limits.max_requests} requests of {self.name!r} are in the server; retry later")
         cancelled = _REQUEST_STOPS.get()
         try:
-            request = read_request(payload, self.limits)
+            request = read_request(json_body(payload, headers), self.limits)
             answer = await asyncio.to_thread(
                 explain_instances,
                 explainer,
@@ -151,6 +156,29 @@ class CounterplanExplainer(Model):  # type: ignore[misc]  # kserve ships no type
             done = len(answer["explanations"])
             log.info("explain request abandoned", model=self.name, explained=done, instances=len(request.instances))
         return answer
+
+
+def json_body(payload: Any, headers: Mapping[str, str] | None) -> Any:
+    """The body as the SDK decoded it, or decoded here when the SDK left it as bytes.
+
+    The SDK decodes a body only when its Content-Type is one of three exact strings
+    (``application/json``, ...), so ``application/json; charset=utf-8`` (as .NET's and many Java
+    clients send it) or ``Application/JSON`` reached :meth:`CounterplanExplainer.explain` as bytes,
+    and a valid request was refused with ``given bytes``. A JSON media type (:data:`JSON_MEDIA_TYPE`)
+    is decoded here as the SDK decodes (orjson: no NaN, 1,024 levels at most); another is refused
+    naming it (``curl -d`` without a header sends a form).
+    """
+    if not isinstance(payload, bytes | bytearray):
+        return payload
+    given = (headers or {}).get("content-type", "")
+    if not JSON_MEDIA_TYPE.fullmatch(given.partition(";")[0].strip().lower()):
+        raise RequestError(
+            "body", f"Content-Type {echo(given)} is not JSON: send the body as JSON with Content-Type: application/json"
+        )
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError("body", f"not valid JSON: {exc}") from None
 
 
 class BusyError(Exception):

@@ -107,6 +107,44 @@ def test_a_body_that_is_not_json_is_400(client: httpx.Client) -> None:
     assert response.json()["error"].startswith("Unrecognized request format")
 
 
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "Application/JSON", "application/vnd.api+json;charset=UTF-8"]
+)
+def test_a_json_body_is_read_whatever_its_content_types_case_and_parameters(
+    client: httpx.Client, explainer: Explainer, content_type: str
+) -> None:
+    """The SDK decodes a body only for three exact Content-Types: ``application/json;
+    charset=utf-8`` (.NET's, many Java clients') reached the explainer as bytes, and a valid
+    request was 400 ``body: expected a JSON object with 'instances', given bytes``."""
+    body = json.dumps({"instances": ROWS[:1], "parameters": {"seed": 5}}).encode()
+    response = client.post(f"/v1/models/{NAME}:explain", content=body, headers={"content-type": content_type})
+    assert response.status_code == 200, response.text
+    (got,) = response.json()["explanations"]
+    assert got["proposed"] == explainer.explain(ROWS[0], seed=5).model_dump(mode="json")["proposed"]
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "error"),
+    [
+        (
+            json.dumps({"instances": ROWS}).encode(),
+            "application/x-www-form-urlencoded",  # what curl -d sends without -H
+            "body: Content-Type 'application/x-www-form-urlencoded' is not JSON: send the body as JSON with "
+            "Content-Type: application/json",
+        ),
+        (b"{instances", "application/json; charset=utf-8", "body: not valid JSON: "),
+        (b'{"instances": [{"income": NaN}]}', "application/json; charset=utf-8", "body: not valid JSON: "),
+    ],
+    ids=["a-form", "broken-json", "nan"],
+)
+def test_a_body_that_is_not_json_by_its_content_type_is_400_naming_it(
+    client: httpx.Client, content: bytes, content_type: str, error: str
+) -> None:
+    response = client.post(f"/v1/models/{NAME}:explain", content=content, headers={"content-type": content_type})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith(error)
+
+
 class _Broken:
     """The credit model, failing on every call (a predictor that raises)."""
 
