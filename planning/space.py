@@ -151,8 +151,6 @@ class FeatureSpace:
         # breaks one; candidates from elsewhere that break one are counted on hard level 1.
         self.lower: FloatMatrix = np.where(self.monotone > 0, self.original, self.domain_lower)
         self.upper: FloatMatrix = np.where(self.monotone < 0, self.original, self.domain_upper)
-        self._gridded: BoolArray = on_grid
-        self._all_gridded = bool(on_grid.all())
         self.grid_lower, self.grid_upper = self._grid_bounds(on_grid)
         """The search bounds moved inwards onto the grid (what a snapped value may hold)."""
         self.missing_code: FloatMatrix = np.array(
@@ -169,7 +167,12 @@ class FeatureSpace:
         self.allowed: dict[int, FloatMatrix] = self._allowed_values()
         """Per column with allowed values: the sorted values a candidate may take (the original too)."""
         listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
-        self._decimals = np.flatnonzero(self._gridded & ~self.integral & self.mutable & ~listed)
+        self.rounded: BoolArray = on_grid & ~(listed & ~self.integral)
+        """The columns :meth:`to_grid` rounds: those with a grid but a float with allowed values
+        (its values are those, whatever its decimals: ``1.25`` among them on a 1-decimal feature
+        is no ``1.2``)."""
+        self._all_gridded = bool(self.rounded.all())
+        self._decimals = np.flatnonzero(self.rounded & ~self.integral & self.mutable)
         """The mutable floats with a precision and no allowed values: :meth:`off_grid` checks their decimals."""
         self._categories: dict[int, npt.NDArray[np.object_]] = _model_categories(self.features)
         self._coded, self._gap_columns = _array_columns(self.features, self.missing)
@@ -216,7 +219,7 @@ class FeatureSpace:
     @property
     def checks_grid(self) -> bool:
         """True when some column has allowed values or a float precision to keep."""
-        return bool(self.allowed) or bool((self._gridded & ~self.integral & self.mutable).any())
+        return bool(self.allowed) or bool((self.rounded & ~self.integral & self.mutable).any())
 
     def with_split_values(self, split_values: dict[int, FloatMatrix]) -> FeatureSpace:
         """This space knowing ``split_values``: a shallow copy (the arrays are shared, read only),
@@ -350,8 +353,8 @@ class FeatureSpace:
         rounded = self.grid.round(values, columns)
         np.maximum(rounded, self.grid_lower[columns], out=rounded)
         np.minimum(rounded, self.grid_upper[columns], out=rounded)
-        if not self._all_gridded:  # floats without a precision pass through
-            rounded = np.where(self._gridded[columns], rounded, values).astype(np.float64, copy=False)
+        if not self._all_gridded:  # floats without a precision (or with allowed values) pass through
+            rounded = np.where(self.rounded[columns], rounded, values).astype(np.float64, copy=False)
         rounded += 0.0  # no -0.0
         return rounded
 

@@ -56,7 +56,7 @@ def same_program(problem: CounterfactualProblem, reference: CounterfactualProble
     for name in ("costs", "step", "grid_scale"):
         if not np.array_equal(getattr(a, name), getattr(b, name)):
             return f"the domains differ ({name})"
-    for name in ("mutable", "graded", "nominal"):
+    for name in ("mutable", "graded", "nominal", "rounded"):
         if not np.array_equal(getattr(a, name), getattr(b, name)):
             return f"the features' kinds differ ({name})"
     if _categories(a) != _categories(b):

@@ -50,7 +50,7 @@ class Layouts:
         first = spaces[0]
         self.grid = first.grid
         """The columns' grids (one program's instances share them: ``same_program``)."""
-        self._gridded = self.grid.gridded
+        self._gridded = first.rounded  # (alike in every layout: same_program)
         self._all_gridded = bool(self._gridded.all())
         self.model_space: FeatureSpace = _model_space(spaces)
 

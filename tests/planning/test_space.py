@@ -160,3 +160,16 @@ def test_a_bound_a_hair_past_its_grid_value_admits_that_value(low: float, high: 
         assert space.off_grid(ends).tolist() == [0, 0]
     held_without_domain = FeatureSpace([FloatFeature(name="x", value=high, precision=2, constrained=True)])
     assert held_without_domain.domain_lower.tolist() == held_without_domain.domain_upper.tolist() == [high]
+
+
+def test_a_float_with_allowed_values_finer_than_its_decimals_takes_each_of_them() -> None:
+    """A list of values wins over decimals: 1.22 among 1.21, 1.22, 1.23 on a 1-decimal feature was
+    rounded to 1.2 before the allowed values were looked at, and became 1.21 (snap, and every
+    engine's moves through to_grid): no value could ever reach 1.22 (the plan fuzz's finding)."""
+    space = FeatureSpace(
+        [FloatFeature(name="a", value=0.5, low=0.0, high=3.0, precision=1, allowed=(1.21, 1.22, 1.23))]
+    )
+    X = np.array([[1.22], [1.224], [1.2], [1.3], [0.5], [2.9]])
+    assert space.snap(X.copy())[:, 0].tolist() == [1.22, 1.22, 1.21, 1.23, 0.5, 1.23]
+    assert space.to_grid(np.array([1.22, 1.26]), np.zeros(2, dtype=np.intp)).tolist() == [1.22, 1.26]
+    assert space.off_grid(np.array([[1.22], [1.224]])).tolist() == [0, 1]

@@ -494,3 +494,31 @@ def test_several_answers_come_best_first(loan_problem: CounterfactualProblem) ->
     assert len(levels) >= 2
     assert levels == sorted(levels, reverse=True)
     assert result.counterfactuals[0].proposed == result.proposed
+
+
+@pytest.mark.parametrize("engine", ["local", "swarm", "auto"])
+def test_an_allowed_value_finer_than_its_features_decimals_is_reached(engine: str) -> None:
+    """Only 1.22 of the allowed 1.21, 1.22, 1.23 (a 1-decimal feature) meets the goal on ``a``:
+    the swarm's positions were put onto the grid (1.2) before the allowed values (1.21), so it
+    never held 1.22 and answered with b's costlier change (0.70 against 0.24)."""
+    from counterplan.planning import FloatFeature
+    from counterplan.solver.vector.layouts import Layouts
+
+    def band(X: FloatMatrix) -> FloatMatrix:
+        p = (((X[:, 0] > 1.215) & (X[:, 0] < 1.225)) | (X[:, 1] > 2.5)).astype(float)
+        return np.column_stack([1.0 - p, p])
+
+    allowed = (0.5, 1.21, 1.22, 1.23, 2.5)
+    problem = CounterfactualProblem(
+        [
+            FloatFeature(name="a", value=0.5, low=0.0, high=3.0, precision=1, allowed=allowed),
+            FloatFeature(name="b", value=0.5, low=0.0, high=3.0, precision=1),
+        ],
+        [ClassGoal(target=1)],
+        CallableAdapter(band, [OutputSpec("ok", (0, 1))]),
+    )
+    result = explain(problem, seed=0, engine=engine)  # type: ignore[arg-type]
+    assert result.valid and result.proposed == {"a": 1.22, "b": 0.5}
+    values, columns = np.array([1.22, 1.26, 1.26]), np.array([0, 0, 1])
+    vector = Layouts([problem]).to_grid(values, np.zeros(3, dtype=np.intp), columns)  # the batch engine's rounding
+    assert vector.tolist() == problem.space.to_grid(values, columns).tolist() == [1.22, 1.26, 1.3]
