@@ -32,6 +32,7 @@ LIMIT_FLAGS = {
     "request_seconds": "--request-seconds",
     "max_counterfactuals": "--max-counterfactuals",
     "max_requests": "--max-requests",
+    "max_reference_rows": "--max-reference-rows",
 }
 """Each request bound's flag (:class:`~counterplan.server.kserve.request.ExplainLimits`)."""
 
@@ -86,6 +87,12 @@ def add_parser(commands: Any) -> None:
         "--max-requests",
         type=int,
         help="requests in the server at once, searching or waiting; one more is HTTP 503 (default 64)",
+    )
+    server.add_argument(
+        "--max-reference-rows",
+        type=int,
+        help="a request's plausibility.max_reference_rows at most: training rows its plausibility is built from "
+        "(default 5000)",
     )
     add_problem_flags(kserve)
     add_search_flags(kserve, leave_out=("--time-limit", "--threads", "--no-progress"))

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from counterplan.planning._pydantic import describe
 from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.spec import ProblemSpec
 from counterplan.solver.core.config import MAX_SECONDS, MAX_SEED
 
@@ -52,6 +53,10 @@ class ExplainLimits(BaseModel):
     max_requests: Annotated[int, Field(ge=1, le=10_000)] = 64
     """A model's requests in the server at once, searching or waiting for a worker thread; one
     more is HTTP 503 (retry later): the SDK queues requests without a bound, each with its body."""
+    max_reference_rows: Annotated[int, Field(ge=10, le=1_000_000)] = PlausibilitySettings().max_reference_rows
+    """A request's spec's ``plausibility.max_reference_rows`` at most: the plausibility model of
+    each distinct setting is built from up to that many training rows before any search (80,000
+    rows took 3.9 s, more than linearly), so an unbounded one costs what the request chooses."""
 
 
 class ExplainParameters(BaseModel):
@@ -103,6 +108,13 @@ def read_request(payload: Any, limits: ExplainLimits) -> ExplainRequest:
     if asked > limits.max_counterfactuals:
         raise RequestError(
             "parameters.num_counterfactuals", f"at most {limits.max_counterfactuals} per instance, given {asked}"
+        )
+    spec = request.parameters.spec
+    plausibility = spec.plausibility if spec is not None else None
+    if plausibility is not None and plausibility.max_reference_rows > limits.max_reference_rows:
+        raise RequestError(
+            "parameters.spec.plausibility.max_reference_rows",
+            f"at most {limits.max_reference_rows:,} on this runtime, given {plausibility.max_reference_rows:,}",
         )
     return request
 

@@ -225,3 +225,21 @@ def test_a_stream_of_distinct_specs_keeps_a_bounded_number_of_builds(explainer: 
         (got,) = explain_instances(explainer, read_request(body, LIMITS), LIMITS)["explanations"]
         assert got["original"] == ROW
     assert len(explainer._cache) <= SHARED_BUILDS
+
+
+def test_a_requests_plausibility_reference_rows_are_bounded_by_the_runtime() -> None:
+    """Each distinct plausibility setting builds its model from up to ``max_reference_rows``
+    training rows before any search, at a cost more than linear in them (80,000 rows: 3.9 s):
+    a request set it without bound (the KServe fuzz's finding)."""
+
+    def body(rows: int) -> dict[str, Any]:
+        return {"instances": [ROW], "parameters": {"spec": {"plausibility": {"max_reference_rows": rows}}}}
+
+    assert read_request(body(5000), LIMITS).parameters.spec is not None  # the default is taken
+    with pytest.raises(RequestError) as caught:
+        read_request(body(80_000), LIMITS)
+    assert (
+        caught.value.text
+        == "parameters.spec.plausibility.max_reference_rows: at most 5,000 on this runtime, given 80,000"
+    )
+    assert read_request(body(80_000), ExplainLimits(max_reference_rows=100_000)).parameters.spec is not None
