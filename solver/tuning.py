@@ -40,9 +40,10 @@ import optuna
 from counterplan.planning.calculator import Evaluation as RowEvaluation, ScoreCalculator
 from counterplan.planning.errors import ECHO_CHARS, InvalidInputError, ModelFailureError, echo, one_line
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.solver.batch.block import stop_watched
 from counterplan.solver.core.config import SolverConfig, TerminationConfig, stable_termination
 from counterplan.solver.core.scope import CALL_MARGIN_SECONDS
-from counterplan.solver.counterfactual import explain
+from counterplan.solver.counterfactual import CounterfactualSolver, explain
 from counterplan.solver.engines import EngineChoice, choose
 from counterplan.solver.local.config import (
     BoundaryPolishPhaseConfig,
@@ -447,8 +448,10 @@ def tune(
         (:func:`suggest_swarm_config`), compared on held-out rows with the default swarm. A study
         belongs to one engine.
     stop:
-        Asked before every row's solve and after every trial; once it says stop, the study ends
-        with :class:`TuningStoppedError`. The command line's Ctrl-C sets it: a ``KeyboardInterrupt``
+        Asked before every row's solve, every
+        :data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS` while it runs (ending it at its
+        next step) and after every trial; once it says stop, the study ends with
+        :class:`TuningStoppedError`. The command line's Ctrl-C sets it: a ``KeyboardInterrupt``
         raised by the signal itself is lost when it lands in a weak reference's callback
         (SQLAlchemy's, under optuna's storage), and the study then ran all its trials.
     """
@@ -481,7 +484,13 @@ def tune(
             raise TuningStoppedError("the tuning was stopped; its finished trials are kept")
 
     objective = _objective(
-        tuning_problems, budget_seconds, seed, swarm=engine == "swarm", with_engine=with_engine, ask_stop=ask_stop
+        tuning_problems,
+        budget_seconds,
+        seed,
+        swarm=engine == "swarm",
+        with_engine=with_engine,
+        ask_stop=ask_stop,
+        stop=stop,
     )
     callbacks = [on_trial] if on_trial is not None else []
     study.optimize(objective, n_trials=n_trials, callbacks=[*callbacks, ask_stop])
@@ -508,6 +517,7 @@ def _objective(
     swarm: bool,
     with_engine: Callable[[SolverConfig], SolverConfig],
     ask_stop: Callable[[], None],
+    stop: Callable[[], bool] | None,
 ) -> Callable[[optuna.Trial], float]:
     """A trial's score: the mean row cost of its configuration over ``problems`` (reported row by
     row, so a poor trial is pruned early); the configuration is kept with the trial."""
@@ -521,7 +531,11 @@ def _objective(
         costs = []
         for step, problem in enumerate(problems):
             ask_stop()
-            costs.append(row_cost(explain(problem, config)))
+            solver = CounterfactualSolver(problem, config)
+            with stop_watched(solver, stop):  # a stop ends the row's solve at its next step
+                result = solver.solve()
+            ask_stop()  # a row cut short scores no trial
+            costs.append(row_cost(result))
             trial.report(statistics.fmean(costs), step)
             if trial.should_prune():
                 raise optuna.TrialPruned

@@ -13,11 +13,9 @@ appended to ``proofs.jsonl`` as it arrives, so an interrupted audit does not pro
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning.errors import one_line
-from counterplan.solver.batch.block import STOP_POLL_SECONDS
+from counterplan.solver.batch.block import stop_watched
 from counterplan.solver.batch.records import record_of
 from counterplan.solver.batch.rows import id_text
 from counterplan.solver.batch.run import gather
@@ -122,7 +120,7 @@ def prove_row(
         if why is not None:
             return Proof(row_id, "unproven", "not encodable: " + one_line(why)[:200], stage=stage)
         solver = CounterfactualSolver(problem, config, seed, 1)
-        with _watched(solver, stop) as stopped:
+        with stop_watched(solver, stop) as stopped:
             result = solver.solve()
         if stopped.is_set():
             raise ProofStoppedError(row_id)
@@ -140,32 +138,6 @@ def prove_row(
 
 class ProofStoppedError(Exception):
     """A proof was cut by its audit's stop check (a deadline, a cancel, a shutdown): no verdict."""
-
-
-@contextmanager
-def _watched(solver: CounterfactualSolver, stop: Callable[[], bool] | None) -> Iterator[threading.Event]:
-    """While the block runs, a helper thread asks ``stop`` and ends ``solver`` early once it says
-    stop; the event is set then."""
-    stopped = threading.Event()
-    if stop is None:
-        yield stopped
-        return
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(STOP_POLL_SECONDS):
-            if stop():
-                stopped.set()
-                solver.terminate_early()
-                return
-
-    watcher = threading.Thread(target=watch, name="counterplan-proof-stop", daemon=True)
-    watcher.start()
-    try:
-        yield stopped
-    finally:
-        done.set()
-        watcher.join()
 
 
 def exact_backend(config: SolverConfig) -> Any:

@@ -45,8 +45,8 @@ makes few model calls, and the others must not wait on its program)."""
 
 STOP_POLL_SECONDS = 0.05
 """How often the threads path asks a batch's stop check while its rows run (a row's own steps
-cannot ask it: its solve runs in a thread of its own), and an audit's proof under way asks its
-own (:func:`counterplan.solver.audit.proofs.prove_row`)."""
+cannot ask it: its solve runs in a thread of its own), and a solve under :func:`stop_watched`
+asks its caller's (an audit's proof, a tuning trial's row)."""
 
 ABANDON_SECONDS = 2.0
 """How long a batch that ends early (Ctrl-C, SIGTERM, ``on_record`` raising) waits for the rows
@@ -155,6 +155,34 @@ class _Running:
         finally:
             with self._lock:
                 self._solvers.pop(solver, None)
+
+
+@contextmanager
+def stop_watched(solver: RowSolve, stop: Callable[[], bool] | None) -> Iterator[threading.Event]:
+    """While the block runs, a helper thread asks ``stop`` every :data:`STOP_POLL_SECONDS` and
+    ends ``solver`` early once it says stop (at its next step: within one model call); the
+    event is set then. For a caller whose stop check the solve's own loops cannot ask (a
+    deadline's, a Ctrl-C's) and that must not wait out the solve's whole limit."""
+    stopped = threading.Event()
+    if stop is None:
+        yield stopped
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STOP_POLL_SECONDS):
+            if stop():
+                stopped.set()
+                solver.terminate_early()
+                return
+
+    watcher = threading.Thread(target=watch, name="counterplan-solve-stop", daemon=True)
+    watcher.start()
+    try:
+        yield stopped
+    finally:
+        done.set()
+        watcher.join()
 
 
 def solve_row(

@@ -55,7 +55,6 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.intervals import (
-    ROWS_PER_CHECK,
     Alone,
     Reduction,
     Unsupported,
@@ -63,7 +62,7 @@ from counterplan.solver.exact.intervals import (
     reduction,
     substituted,
 )
-from counterplan.solver.exact.milp import Expr, Milp, MilpResult, or_the_start
+from counterplan.solver.exact.milp import ROWS_PER_CHECK, Expr, Milp, MilpResult, or_the_start
 from counterplan.solver.exact.ortools_backend import ortools_module, ortools_version
 from counterplan.solver.exact.program import Formulation
 from counterplan.solver.exact.watched import run_watched
@@ -149,7 +148,7 @@ class Program:
 def build(formulation: Formulation, should_stop: Callable[[], bool] | None = None) -> Program | None:
     """The integer program of ``formulation``'s MILP (its current rows and objective) without its
     values (:mod:`~counterplan.solver.exact.intervals`); None when ``should_stop`` says stop while
-    it is built (asked every :data:`~counterplan.solver.exact.intervals.ROWS_PER_CHECK` rows)."""
+    it is built (asked every :data:`~counterplan.solver.exact.milp.ROWS_PER_CHECK` rows)."""
     reduced = reduction(formulation, should_stop)
     if reduced is None:
         return None

@@ -72,7 +72,7 @@ def build(
     """The program of ``problem``; raises :class:`NotEncodableError` saying why it cannot be built.
     With ``milp``, its variables and rows are added to that program (one copy of several: a set
     of answers solved at once, :mod:`counterplan.solver.exact.answer_set`). ``should_stop`` is
-    asked between trees and layers: when it says stop,
+    asked between trees and layers (and while a forest's splits are decided): when it says stop,
     :class:`~counterplan.solver.exact.program.BuildStopped` is raised (the
     building counts against the phase's time limit). ``interval_distance`` False writes a tree
     ensemble's distance cuts one row per threshold, as before the interval rows (a benchmark's

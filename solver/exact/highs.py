@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import CounterplanError
-from counterplan.solver.exact.milp import Milp, MilpResult, lifted, sizes
+from counterplan.solver.exact.milp import LoadStopped, Milp, MilpResult, lifted_rows, loading_stop, or_the_start
 from counterplan.solver.exact.watched import run_watched
 
 
@@ -132,7 +132,11 @@ def solve(
         h.setOptionValue("presolve_rule_off", NO_PROBING)
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))
-    _load_program(highspy, h, milp)
+    try:
+        _load_program(highspy, h, milp, loading_stop(should_stop, entered, time_limit))
+    except LoadStopped:  # the time (or a stop) came while it was loaded: the start stands
+        stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
+        return or_the_start(stopped, milp, start)
     if start is not None:
         _warm_start(highspy, h, start)
     progress = _Progress()
@@ -187,9 +191,10 @@ def _run(h: Any, deadline: float | None, should_stop: Callable[[], bool] | None,
     ).finished
 
 
-def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
+def _load_program(highspy: Any, h: Any, milp: Milp, stop: Callable[[], bool] | None = None) -> None:
     """The program's variables, integrality, objective and rows, into ``h`` (a row with a term HiGHS
-    would take for zero multiplied up first: :func:`~counterplan.solver.exact.milp.lifted`)."""
+    would take for zero multiplied up first: :func:`~counterplan.solver.exact.milp.lifted`);
+    raises :class:`~counterplan.solver.exact.milp.LoadStopped` when ``stop`` says stop."""
     n = milp.n_vars
     inf = highspy.kHighsInf
     lower = np.array([max(v, -inf) for v in milp.lower], dtype=np.float64)
@@ -211,8 +216,7 @@ def _load_program(highspy: Any, h: Any, milp: Milp) -> None:
     values: list[float] = []
     lows: list[float] = []
     ups: list[float] = []
-    reach = sizes(milp)
-    for terms, low, up in (lifted(*row, reach) for row in milp.rows):  # no term below HiGHS's zero
+    for terms, low, up in lifted_rows(milp, stop):  # no term below HiGHS's zero
         starts.append(len(indices))
         indices.extend(terms.keys())
         values.extend(terms.values())

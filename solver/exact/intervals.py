@@ -40,15 +40,13 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.grid import GridUnit
-from counterplan.solver.exact.milp import INF, WIDE_STEPS, Expr, Milp
+from counterplan.solver.exact.milp import INF, ROWS_PER_CHECK, WIDE_STEPS, Expr, Milp
 from counterplan.solver.exact.program import Formulation, Lin
 
 FloatArray = npt.NDArray[np.float64]
 
 TOLERANCE = 1e-6
 """A decoded solution must meet every row of the full program to this (HiGHS's primal tolerance)."""
-ROWS_PER_CHECK = 2000
-"""Rows translated between two looks at the stop check (a 100-tree forest has about 25,000)."""
 _NO_GRID = GridUnit(1.0, 1.0)
 """A number without a grid: its variable is its value (steps of 1, unrounded)."""
 

@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.solver.exact.highs import MissingSolverError, quiet_stdout
-from counterplan.solver.exact.milp import Milp, MilpResult, lifted, or_the_start, sizes
+from counterplan.solver.exact.milp import LoadStopped, Milp, MilpResult, lifted_rows, loading_stop, or_the_start
 from counterplan.solver.exact.watched import run_watched
 
 SOLVERS: tuple[str, ...] = ("SCIP", "HIGHS", "CBC")
@@ -181,7 +181,11 @@ def solve_described(
     if should_stop is not None and should_stop():  # stopped before it started
         stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
         return or_the_start(stopped, milp, start), describe(name, solver)
-    variables = _load(solver, milp)
+    try:
+        variables = _load(solver, milp, loading_stop(should_stop, entered, time_limit))
+    except LoadStopped:  # the time (or a stop) came while it was loaded: the start stands
+        stopped = MilpResult("no solution", None, float("inf"), -float("inf"), float("inf"), 0, 0.0)
+        return or_the_start(stopped, milp, start), describe(name, solver)
     if time_limit is not None:  # what is left of it after loading the program
         time_limit = max(float(time_limit) - (time.perf_counter() - entered), 0.0)
     params = _parameters(
@@ -225,17 +229,17 @@ def _watched(solver: Any, params: Any, deadline: float | None, should_stop: Call
     return watched.value
 
 
-def _load(solver: Any, milp: Milp) -> list[Any]:
+def _load(solver: Any, milp: Milp, stop: Callable[[], bool] | None = None) -> list[Any]:
     """The variables, rows and objective, through the solver's row/coefficient API; a row with a
     coefficient the solver would take for zero is multiplied up first
-    (:func:`~counterplan.solver.exact.milp.lifted`)."""
+    (:func:`~counterplan.solver.exact.milp.lifted`). Raises
+    :class:`~counterplan.solver.exact.milp.LoadStopped` when ``stop`` says stop."""
     inf = solver.infinity()
     variables = [
         solver.Var(max(low, -inf), min(up, inf), integer, "")
         for low, up, integer in zip(milp.lower, milp.upper, milp.integer, strict=True)
     ]
-    reach = sizes(milp)
-    for terms, low, up in (lifted(*row, reach) for row in milp.rows):  # no term below the solver's zero
+    for terms, low, up in lifted_rows(milp, stop):  # no term below the solver's zero
         row = solver.RowConstraint(max(low, -inf), min(up, inf), "")
         coefficient = row.SetCoefficient
         for i, c in terms.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
@@ -133,23 +134,57 @@ def test_a_trial_count_past_the_bound_is_refused_before_any_trial(
 def test_a_stop_ends_the_study_within_a_row_and_keeps_its_finished_trials(
     linear_problem: CounterfactualProblem, tmp_path: Path
 ) -> None:
-    """The command line's Ctrl-C is a stop check: asked before every row's solve (and after every
-    trial), it ends the study there; a Ctrl-C's own KeyboardInterrupt could be lost in a weak
-    reference's callback, and the study ran on."""
+    """The command line's Ctrl-C is a stop check: asked before every row's solve (and while it
+    runs, and after every trial), it ends the study there; a Ctrl-C's own KeyboardInterrupt could
+    be lost in a weak reference's callback, and the study ran on. (The stop says stop once the
+    first trial is done: it is asked while a row solves too, as often as the solve takes.)"""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    asked = {"n": 0}
+    finished = threading.Event()
 
-    def stop() -> bool:
-        asked["n"] += 1
-        return asked["n"] > 5  # two trials of two rows (each asked twice and once after), then stop
+    def trial_done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        finished.set()
 
     with pytest.raises(TuningStoppedError):
-        tune(_rows(linear_problem, 2), [], n_trials=50, budget_seconds=0.1, storage=storage, study_name="s", stop=stop)
+        tune(
+            _rows(linear_problem, 2),
+            [],
+            n_trials=50,
+            budget_seconds=0.1,
+            storage=storage,
+            study_name="s",
+            on_trial=trial_done,
+            stop=finished.is_set,
+        )
     study = optuna.load_study(study_name="s", storage=storage)
     states = [t.state for t in study.trials]
-    assert states[:1] == [optuna.trial.TrialState.COMPLETE] and len(states) <= 3
+    assert states == [optuna.trial.TrialState.COMPLETE]
     again = tune(_rows(linear_problem, 2), [], n_trials=1, budget_seconds=0.1, storage=storage, study_name="s")
     assert len(again.study.trials) == len(states) + 1  # resumed
+
+
+def test_a_stop_ends_a_rows_solve_within_a_model_call(linear_problem: CounterfactualProblem, tmp_path: Path) -> None:
+    """The stop was asked only before each row's solve, so a Ctrl-C waited for the row's whole
+    search (up to its budget): with a model of 0.1 s a call, a 10 s budget ran out after the stop. A
+    helper thread now asks it while the row solves and ends the solve at its next step."""
+    import time
+
+    calls: list[float] = []
+    said: list[float] = []
+
+    def slow(X: FloatMatrix) -> FloatMatrix:  # never approves: the search runs to its budget
+        calls.append(time.perf_counter())
+        if len(calls) == 8:  # the row's search is under way: Ctrl-C
+            said.append(time.perf_counter())
+        time.sleep(0.1)
+        return np.tile([0.9, 0.1], (len(X), 1))
+
+    slow_model = CallableAdapter(slow, [OutputSpec("approved", (0, 1))])
+    problem = CounterfactualProblem(linear_problem.space.features, [ClassGoal(target=1, margin=0.0)], slow_model)
+    storage = f"sqlite:///{tmp_path / 'slow.db'}"
+    with pytest.raises(TuningStoppedError):
+        tune([problem], [], n_trials=5, budget_seconds=10.0, storage=storage, study_name="s", stop=lambda: bool(said))
+    after = [t for t in calls if t > said[0]]
+    assert len(after) <= 2, len(after)  # the call in flight's successor at most (the poll's 0.05 s)
 
 
 def test_a_study_resumed_with_another_budget_is_another_study(

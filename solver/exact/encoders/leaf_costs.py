@@ -29,6 +29,10 @@ import math
 
 from counterplan.solver.exact.program import Formulation, Lin, reach_limit
 
+LEAVES_PER_CHECK = 1024
+"""Leaves costed between two stop checks (:meth:`~counterplan.solver.exact.program.Formulation.check_stop`):
+a 200-tree depth-10 forest's leaves took 1.5-2 s to cost and bound, past a 3.5 s limit."""
+
 THRESHOLD_ROWS = True
 """Write :func:`threshold_rows` with the leaves' bounds (off: the program before them, for
 ``benchmarks/exact_trees.py``'s comparison)."""
@@ -58,7 +62,9 @@ def leaf_costs(formulation: Formulation, paths: dict[int, Path]) -> dict[int, fl
             weights[f.index] = (formulation.distance.get(f.changed, 0.0), per_unit)
     crossings = _crossings(formulation, set(weights))
     costs: dict[int, float] = {}
-    for leaf, path in paths.items():
+    for done, (leaf, path) in enumerate(paths.items()):
+        if done % LEAVES_PER_CHECK == 0:
+            formulation.check_stop()
         farthest = _farthest(path, crossings)
         costs[leaf] = (
             math.inf
@@ -133,6 +139,7 @@ def threshold_rows(formulation: Formulation, paths: dict[int, Path]) -> int:
     crossings = _crossings(formulation, {f.index for f in formulation.features})
     written = 0
     for leaves in formulation.leaves:
+        formulation.check_stop()  # a tree at a time, as the trees were written
         groups: dict[tuple[int, int], list[tuple[float, int, int]]] = {}
         """(feature, side) -> (distance, threshold binary, leaf) of the leaves that cross it."""
         for leaf in leaves.values():

@@ -46,6 +46,10 @@ from counterplan.solver.exact.program import (
 
 FloatArray = npt.NDArray[np.float64]
 
+SPLITS_PER_CHECK = 256
+"""The distinct splits :meth:`_TreeEncoder.reach` decides between two stop checks: a 500-tree forest
+has hundreds of thousands, seconds of work (a few milliseconds per check interval)."""
+
 Side = tuple[float, int, float]
 """A threshold on one side of a feature's original: (sort key, nearest first; its binary; the
 distance from the original to the threshold's far side)."""
@@ -198,7 +202,9 @@ class _TreeEncoder:
         left = np.where(arrays.key_strict[fixed], value < threshold, value <= threshold)
         decision[fixed] = np.where(left, LEFT, RIGHT)
         call[fixed] = False
-        for k in np.flatnonzero(~fixed).tolist():
+        for done, k in enumerate(np.flatnonzero(~fixed).tolist()):
+            if done % SPLITS_PER_CHECK == 0:
+                self.formulation.check_stop()  # deciding a large forest's splits takes seconds
             t_index, node = arrays.key_node[k]
             decision[k], call[k] = self.side_of(arrays.ensemble.trees[t_index], node)
         split = arrays.key >= 0

@@ -4,6 +4,7 @@ proof of the scored problem, the answer's needless changes dropped through the r
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -214,3 +215,135 @@ def test_choosing_the_exact_engine_writes_no_tree_before_the_clock_starts(monkey
     exact = result.statistics.exact
     assert exact is not None and exact.status == "not encodable" and "mixes several features" in exact.reason
     assert result.valid and written  # the warm start's answer; the phase did build
+
+
+def test_deciding_a_forests_splits_asks_the_stop_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the trees are written, every distinct split of the forest is decided for the row,
+    one :meth:`side_of` each: 2.4 s of a 500-tree depth-14 forest's build asked no stop check,
+    so a 5 s limit ended 2.5 s late. A stop now ends it within
+    :data:`~counterplan.solver.exact.encoders.trees.SPLITS_PER_CHECK` splits."""
+    from counterplan.solver.exact.encoders import trees
+    from counterplan.solver.exact.formulation import build
+    from counterplan.solver.exact.program import BuildStopped
+
+    decided: list[int] = []
+    side_of = trees._TreeEncoder.side_of
+
+    def counted(self: Any, tree: Any, node: int) -> Any:
+        decided.append(node)
+        return side_of(self, tree, node)
+
+    monkeypatch.setattr(trees._TreeEncoder, "side_of", counted)
+    problem = _forest_problem()
+    with pytest.raises(BuildStopped):
+        build(problem, should_stop=lambda: bool(decided))  # stop as soon as the deciding starts
+    assert 0 < len(decided) <= trees.SPLITS_PER_CHECK
+    decided.clear()
+    build(problem)  # without a stop, the forest has far more splits to decide than one interval
+    assert len(decided) > 4 * trees.SPLITS_PER_CHECK
+
+
+def test_costing_a_forests_leaves_asks_the_stop_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrowed to the warm start's reach, every leaf's path is costed and the thresholds' rows
+    written after the last tree: 1.5-2 s of a 200-tree depth-10 forest's build asked no stop
+    check (a 3.5 s limit ended 1.6-2.2 s late). A stop now ends it within
+    :data:`~counterplan.solver.exact.encoders.leaf_costs.LEAVES_PER_CHECK` leaves."""
+    from counterplan.solver.exact.encoders import leaf_costs
+    from counterplan.solver.exact.formulation import build
+    from counterplan.solver.exact.program import BuildStopped
+
+    costed: list[int] = []
+    farthest = leaf_costs._farthest
+
+    def counted(*args: Any) -> Any:
+        costed.append(1)
+        return farthest(*args)
+
+    monkeypatch.setattr(leaf_costs, "_farthest", counted)
+    problem = _forest_problem()
+    with pytest.raises(BuildStopped):
+        build(problem, should_stop=lambda: bool(costed), reach=1e9)  # stop as the costing starts
+    assert 0 < len(costed) <= leaf_costs.LEAVES_PER_CHECK
+    costed.clear()
+    build(problem, reach=1e9)  # without a stop: far more leaves than one interval
+    assert len(costed) > 2 * leaf_costs.LEAVES_PER_CHECK
+
+
+class _CountedRows(list[Any]):
+    """A program's rows that count how many a solver's loading has taken."""
+
+    taken = 0
+
+    def __iter__(self) -> Any:
+        for row in super().__iter__():
+            self.taken += 1
+            yield row
+
+
+def _long_program() -> tuple[Milp, np.ndarray]:
+    """A chain of 0/1 variables, no two neighbours both 1, as many rows as a forest's program
+    loads in seconds; and its feasible start (all 0)."""
+    from counterplan.solver.exact.milp import ROWS_PER_CHECK
+
+    milp = Milp()
+    n = 5 * ROWS_PER_CHECK
+    x = [milp.binary(f"x{i}") for i in range(n)]
+    for a, b in itertools.pairwise(x):
+        milp.row({a: 1.0, b: 1.0}, -np.inf, 1.0)
+    milp.minimise(dict.fromkeys(x, -1.0))
+    milp.rows = _CountedRows(milp.rows)
+    return milp, np.zeros(n)
+
+
+@pytest.mark.parametrize("backend", ["highs", "ortools"])
+@pytest.mark.parametrize("stopped_by", ["stop", "time limit"])
+def test_loading_a_program_into_its_solver_asks_the_stop_check(backend: str, stopped_by: str) -> None:
+    """Loading a 200-tree forest's program into HiGHS (or SCIP) took 1.6 s past a 5.5 s limit with
+    no stop check: its rows are now loaded :data:`~counterplan.solver.exact.milp.ROWS_PER_CHECK` at
+    a time, and a stop (or the time limit) between them ends the solve with its warm start."""
+    from counterplan.solver.exact import backend as backends
+    from counterplan.solver.exact.milp import ROWS_PER_CHECK
+
+    pytest.importorskip("ortools") if backend == "ortools" else None
+    milp, start = _long_program()
+    rows = milp.rows
+    assert isinstance(rows, _CountedRows)
+    result, _ = backends.solve(
+        milp,
+        backend,  # type: ignore[arg-type]
+        time_limit=1e-9 if stopped_by == "time limit" else None,
+        relative_gap=1e-6,
+        start=start,
+        should_stop=(lambda: True) if stopped_by == "stop" else None,
+    )
+    assert rows.taken <= ROWS_PER_CHECK, rows.taken
+    assert result.status == "feasible" and result.x is not None and np.array_equal(result.x, start)
+
+
+def test_rescaling_a_program_counts_against_its_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program whose objective needs its columns rescaled is rewritten before it reaches the
+    solver (0.2-0.4 s for a 200-tree forest's): that time was not taken off the solver's limit."""
+    from counterplan.solver.exact import backend as backends, highs
+
+    rescale = backends.in_scaled_columns
+
+    def slow(*args: Any) -> Any:
+        time.sleep(0.5)
+        return rescale(*args)
+
+    given: list[float | None] = []
+    solve = highs.solve
+
+    def spied(milp: Milp, **kwargs: Any) -> Any:
+        given.append(kwargs["time_limit"])
+        return solve(milp, **kwargs)
+
+    monkeypatch.setattr(backends, "in_scaled_columns", slow)
+    monkeypatch.setattr(highs, "solve", spied)
+    milp = Milp()
+    a = milp.var("a", 0.0, 10.0)
+    milp.row({a: 1.0}, 2.0, np.inf)
+    milp.minimise({a: 1e-5})  # far from 1: rescaled
+    result, _ = backends.solve(milp, "highs", time_limit=30.0, relative_gap=1e-6)
+    assert result.x is not None and result.x[0] == pytest.approx(2.0)
+    assert given and given[0] is not None and given[0] <= 30.0 - 0.5, given
