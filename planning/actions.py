@@ -239,8 +239,8 @@ def apply(
     own_inside = ((own >= space.domain_lower[column]) & (own <= space.domain_upper[column])) | (
         own == states[:, column]
     )
-    if column in space.allowed:  # the nearest allowed value, before the formulas read the change
-        own = space.nearest_allowed(own, column)
+    if column in space.allowed:  # the nearest allowed value, before the formulas read the change (any
+        own = space.nearest_allowed(own, column, domain=True)  # in the domain: monotone holds at the end)
     after_states[:, column] = own
     extras = {"delta": own - states[:, column], "value": own}
     """The change as the state holds it (on the feature's grid, on an allowed value): what the
@@ -255,7 +255,7 @@ def apply(
     # clip a consequence that leaves the domain into it, a step the plan then reports as it never was
     inside = ((after_states >= space.domain_lower) & (after_states <= space.domain_upper)) | (after_states == states)
     inside[:, column] = own_inside  # the action's own value, checked before it was put onto an allowed one
-    after_states = space.onto_allowed(after_states) if space.allowed else after_states
+    after_states = space.onto_allowed(after_states, domain=True) if space.allowed else after_states
     later = StateColumns(space, after_states, "after.")
     scope.maps.append(later)
     ok = np.ones(n, dtype=bool)
@@ -287,7 +287,7 @@ def _on_grid(space: FeatureSpace, values: FloatMatrix, column: int) -> FloatMatr
     code) is kept, as ``snap`` keeps it. A float with allowed values is left to them (the nearest
     is taken next): a list of values wins over decimals, and 1.25 allowed beside 1.21 on a
     feature of one decimal was rounded to 1.2 first and held as 1.21."""
-    if not space.grid.gridded[column] or (column in space.allowed and not space.integral[column]):
+    if not space.rounded[column]:
         return values
     rounded = space.grid.round(values, column) + 0.0
     return np.where(values == space.original[column], values, rounded)

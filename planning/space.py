@@ -104,6 +104,13 @@ class FeatureSpace:
         The features, in model-input order. Names must be unique.
     """
 
+    allowed: dict[int, FloatMatrix]
+    """Per column with allowed values: the sorted values a candidate may take, within the search
+    bounds (the original too)."""
+    domain_allowed: dict[int, FloatMatrix]
+    """Per mutable column with allowed values: those within its domain, and the original (a
+    plan's step may move against a monotone rule on the way: :mod:`counterplan.planning.actions`)."""
+
     def __init__(self, features: Iterable[AnyFeature]) -> None:
         self.features: tuple[AnyFeature, ...] = tuple(features)
         if not self.features:
@@ -164,8 +171,7 @@ class FeatureSpace:
         self.split_cuts: dict[int, FloatMatrix] = {}
         """Per column whose every threshold's sides are known (:class:`SplitValues`): the sorted
         values where a cell starts; the values from one cut up to the next are decided alike."""
-        self.allowed: dict[int, FloatMatrix] = self._allowed_values()
-        """Per column with allowed values: the sorted values a candidate may take (the original too)."""
+        self.domain_allowed, self.allowed = self._allowed_values()
         listed = np.isin(np.arange(self.n_features), list(self.allowed))  # a list of values wins over decimals
         self.rounded: BoolArray = on_grid & ~(listed & ~self.integral)
         """The columns :meth:`to_grid` rounds: those with a grid but a float with allowed values
@@ -189,18 +195,21 @@ class FeatureSpace:
         upper = np.where(on_grid & ~empty, grid_high, np.where(empty, self.original, self.upper))
         return lower, upper
 
-    def _allowed_values(self) -> dict[int, FloatMatrix]:
-        """Per mutable column with allowed values: those within the search bounds, and the original."""
-        allowed: dict[int, FloatMatrix] = {}
+    def _allowed_values(self) -> tuple[dict[int, FloatMatrix], dict[int, FloatMatrix]]:
+        """Per mutable column with allowed values: those within the domain, and those within the
+        search bounds; the original in both."""
+        in_domain: dict[int, FloatMatrix] = {}
+        searched: dict[int, FloatMatrix] = {}
         for i, f in enumerate(self.features):
             values = getattr(f, "allowed", None)
             if values is not None and f.mutable:
                 grid = np.unique(np.append(np.asarray(values, dtype=np.float64), self.original[i]))
                 # the original stays, even a gap's missing code below the bounds (a value to be
                 # filled): keeping it was a broken rule, so every engine filled the gap needlessly
-                inside = (grid >= self.lower[i]) & (grid <= self.upper[i])
-                allowed[i] = grid[inside | (grid == self.original[i])]
-        return allowed
+                original = grid == self.original[i]
+                in_domain[i] = grid[((grid >= self.domain_lower[i]) & (grid <= self.domain_upper[i])) | original]
+                searched[i] = grid[((grid >= self.lower[i]) & (grid <= self.upper[i])) | original]
+        return in_domain, searched
 
     @property
     def domain_width(self) -> FloatMatrix:
@@ -366,15 +375,17 @@ class FeatureSpace:
         np.copyto(X, self.to_grid(X, slice(None)), where=self.original != X)  # every column
         return self.onto_allowed(X)
 
-    def onto_allowed(self, X: FloatMatrix) -> FloatMatrix:
-        """Put every value of a column with allowed values onto the nearest of them (in place)."""
+    def onto_allowed(self, X: FloatMatrix, *, domain: bool = False) -> FloatMatrix:
+        """Put every value of a column with allowed values onto the nearest of them (in place);
+        with ``domain``, of those within the domain (:attr:`domain_allowed`), not the search bounds."""
         for column in self.allowed:
-            X[:, column] = self.nearest_allowed(X[:, column], column)
+            X[:, column] = self.nearest_allowed(X[:, column], column, domain=domain)
         return X
 
-    def nearest_allowed(self, values: FloatMatrix, column: int) -> FloatMatrix:
-        """The nearest allowed value of ``column`` to each of ``values`` (a new array)."""
-        grid = self.allowed[column]
+    def nearest_allowed(self, values: FloatMatrix, column: int, *, domain: bool = False) -> FloatMatrix:
+        """The nearest allowed value of ``column`` to each of ``values`` (a new array); with
+        ``domain``, of those within the domain, not the search bounds."""
+        grid = (self.domain_allowed if domain else self.allowed)[column]
         if grid.size == 1:
             return np.full(values.shape, grid[0])
         right = np.clip(np.searchsorted(grid, values), 1, grid.size - 1)

@@ -461,3 +461,31 @@ def test_a_float_with_allowed_values_holds_them_whatever_its_decimals() -> None:
     assert apply(actions[0], graph, space, states, actions[0].choices(space)).after[:, 0].tolist() == [1.25, 1.21]
     # 1.25 is held as given, 1.3 (not allowed) goes onto the nearest allowed value
     assert apply(actions[1], graph, space, states, np.array([1.0, 1.0])).after.tolist() == [[1.25, 1.0], [1.25, 2.0]]
+
+
+def test_a_step_may_take_an_allowed_value_against_a_monotone_rule_on_the_way() -> None:
+    """A plan's steps may move a monotone feature against its rule (its final state keeps it): with
+    allowed values too, the step went onto the allowed values of the search bounds, which a
+    feature that may only rise cuts below its original, so ``set 10`` or ``add -10`` from 20 held
+    20 and changed nothing (the gRPC/plan fuzz's open finding); without the list the step was taken."""
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="x", value=20, low=0, high=40, monotone="increase", allowed=(10, 20, 30)),
+            IntegerFeature(name="n", value=0, low=0, high=9),
+        ]
+    )
+    assert space.allowed[0].tolist() == [20.0, 30.0]  # the search still never goes below the original
+    data = {
+        "actions": [
+            {"name": "down", "feature": "x", "kind": "set", "values": [10]},
+            {"name": "less", "feature": "x", "low": -10, "high": -10},
+            {"name": "nudge", "feature": "n", "low": 1, "high": 1, "consequences": {"x": "x - 9"}},
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(space)
+    states = np.array([[20.0, 0.0]])
+    for action, value in zip(actions[:2], (10.0, -10.0), strict=True):
+        step = apply(action, graph, space, states, np.array([value]))
+        assert step.ok.tolist() == [True] and step.after.tolist() == [[10.0, 0.0]]
+    step = apply(actions[2], graph, space, states, np.array([1.0]))  # 11 goes onto the nearest allowed, 10
+    assert step.ok.tolist() == [True] and step.after.tolist() == [[10.0, 1.0]]
