@@ -511,7 +511,10 @@ def _changeable(spec: ActionSpec, space: FeatureSpace, where: str) -> AnyFeature
 
 
 def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[float, float]:
-    """An 'add' action's bounds of the delta, on a number."""
+    """An 'add' action's bounds of the delta, on a number (``values`` are a 'set' action's: given
+    here they were ignored without a word)."""
+    if spec.values is not None:
+        raise ActionError(f"{where}.values", "an 'add' action changes by low to high, not to values: use kind 'set'")
     if spec.low is None or spec.high is None:
         raise ActionError(f"{where}.low", "an 'add' action needs low and high (the delta's bounds)")
     if spec.low > spec.high:
@@ -532,7 +535,11 @@ def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[fl
 
 def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any, ...]:
     """A 'set' action's values, each one the feature can take (every bad one named): a value the
-    step would not hold as listed (rounded onto the grid, moved onto an allowed value) is refused."""
+    step would not hold as listed (rounded onto the grid, moved onto an allowed value) is refused;
+    so are ``low``/``high`` (an 'add' action's: given here they were ignored without a word)."""
+    for bound in ("low", "high"):
+        if getattr(spec, bound) is not None:
+            raise ActionError(f"{where}.{bound}", "a 'set' action takes one of its values, not a change within bounds")
     if not spec.values:
         raise ActionError(f"{where}.values", "a 'set' action needs at least one value")
     errors: list[Violation] = []

@@ -489,3 +489,17 @@ def test_a_step_may_take_an_allowed_value_against_a_monotone_rule_on_the_way() -
         assert step.ok.tolist() == [True] and step.after.tolist() == [[10.0, 0.0]]
     step = apply(actions[2], graph, space, states, np.array([1.0]))  # 11 goes onto the nearest allowed, 10
     assert step.ok.tolist() == [True] and step.after.tolist() == [[10.0, 1.0]]
+
+
+def test_an_actions_fields_of_the_other_kind_are_refused_not_ignored() -> None:
+    """``values`` on an 'add' action and ``low``/``high`` on a 'set' one were dropped without a
+    word: the plan then ran a different action from the one written (the plan fuzz's finding)."""
+    space = FeatureSpace([IntegerFeature(name="n", value=0, low=0, high=9)])
+    cases = [
+        ({"name": "a", "feature": "n", "low": 1, "high": 2, "values": [3]}, "actions[0].values", "use kind 'set'"),
+        ({"name": "s", "feature": "n", "kind": "set", "values": [3], "high": 5}, "actions[0].high", "not a change"),
+    ]
+    for action, field, words in cases:
+        with pytest.raises(ActionError) as caught:
+            ActionSet.from_data({"actions": [action]}).compile(space)
+        assert caught.value.field == field and words in caught.value.problem
