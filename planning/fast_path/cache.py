@@ -49,7 +49,8 @@ class FastPathCache:
     (the frame a pipeline gets changes with it: an integer column with a gap is float). A failed
     compile or check is remembered too. Two threads may compile the same path at once; the last
     result is kept. The model's fitted state is checked at every call: refitting it in place
-    drops everything.
+    drops everything. The newest ``size`` paths and plans are kept: a server's requests may each
+    narrow a category to their own allowed values, each a new encoding.
     """
 
     def __init__(self, input_kind: str, method: Method, size: int = 256) -> None:
@@ -98,8 +99,10 @@ class FastPathCache:
         while len(self._paths) >= self.size:
             self._paths.pop(next(iter(self._paths)))
         self._paths[key] = path
-        if path is not None:
-            self._plans.setdefault(key[0], path)
+        if path is not None and key[0] not in self._plans:  # the newest ``size`` plans too: a stream of
+            while len(self._plans) >= self.size:  # specs narrowing categories is a stream of encodings
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key[0]] = path
 
     def _forget(self, state: FittedState) -> None:
         self._state = state

@@ -50,6 +50,7 @@ from counterplan.planning import (
     SklearnRegressorAdapter,
 )
 from counterplan.planning.fast_path import quickscorer
+from counterplan.planning.fast_path.cache import space_signature
 from counterplan.planning.fast_path.inputs import compile_inputs
 from counterplan.planning.fast_path.probe import probe_rows
 from counterplan.planning.fast_path.quickscorer import SMALL_MASK_CELLS
@@ -667,3 +668,23 @@ def test_probe_rows_cover_the_original_every_category_and_missing(gappy: pd.Data
     income = space.index["income"]
     assert space.missing_code[income] in probe[:, income]
     assert space.domain_upper[income] in probe[:, income]
+
+
+def test_the_compiled_plans_kept_per_encoding_are_bounded(data: pd.DataFrame) -> None:
+    """A request's spec may narrow a category to its allowed values, and each narrowing is a new
+    encoding with its own compiled plan: the plans were kept per encoding without a bound (the
+    paths beside them were bounded), so a server's stream of specs grew them without end."""
+    model = logistic(ColumnTransformer([("cats", onehot(), ["city"])], remainder="passthrough"))
+    model.fit(data[FEATURES], data["approved"])
+    cities = ["north", "south", "east", "west"]
+    narrowed = [
+        problem_for(data, model, overrides={**OVERRIDES, "city": {"allowed": [city, other]}})
+        for city, other in zip(cities, cities[1:] + cities[:1], strict=True)
+    ]
+    cache = narrowed[0].model._fast_paths  # type: ignore[attr-defined]
+    cache.size = 2
+    for problem in narrowed:
+        assert problem.model.fast_path(problem.space) is not None  # type: ignore[attr-defined]
+        assert_fast_equals_real(problem)
+    assert len({space_signature(problem.space) for problem in narrowed}) == 4  # four encodings
+    assert len(cache._plans) <= 2 and len(cache._paths) <= 2
