@@ -155,7 +155,9 @@ class Vocabulary:
         known = self.categories[feature]
         if category not in known:
             shown = ", ".join(repr(c) for c in known[:10]) + (" ..." if len(known) > 10 else "")
-            raise ExpressionError(field, f"{feature!r} has no category {_excerpt(category)}; it has {shown}")
+            # "may take": a rule's allowed categories narrow the list, and the data may hold others
+            problem = f"{feature!r} may not take the category {_excerpt(category)}; it may take {shown}"
+            raise ExpressionError(field, problem)
         return float(known.index(category))
 
 
