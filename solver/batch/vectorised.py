@@ -28,6 +28,7 @@ import structlog
 from counterplan.planning.calculator import Evaluation, check_shared
 from counterplan.planning.errors import ModelAdapterError, ModelFailureError, RemoteModelError
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.threads import NativeThreadLimit
 from counterplan.solver.batch.fair_share import FairShare
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.batch.records import error_record, record_of
@@ -182,7 +183,11 @@ def _solve_or_fail(
         on_record(record)
 
     try:
-        _solve(explainer, items, problems, seed, answered, stop=stop, settings=settings, started=started)
+        # native pools limited as a solve limits them (``model_threads``): in a worker process
+        # forked after its parent's OpenMP pool started, a call on more than one OpenMP thread
+        # waits for the parent's threads, which the fork did not copy, for good
+        with NativeThreadLimit(explainer.config.model_threads):
+            _solve(explainer, items, problems, seed, answered, stop=stop, settings=settings, started=started)
     except RemoteModelError:  # a served model that fails for good stops the whole job (serving.md)
         raise
     except ModelAdapterError as exc:

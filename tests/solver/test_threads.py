@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -16,6 +19,7 @@ from threadpoolctl import threadpool_info
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
 from counterplan.planning.threads import SHARED_POOLS, NativeThreadLimit
 from counterplan.solver import SolverConfig, SolverManager, TerminationConfig, explain
+from counterplan.solver.explainer import Explainer
 
 
 def _threads(user_api: str) -> set[int]:
@@ -65,6 +69,72 @@ def test_model_threads_is_configurable_and_none_leaves_the_pools_alone() -> None
     assert all(openmp == untouched for openmp, _ in model.seen)
     assert SolverConfig.from_yaml(SolverConfig(model_threads=4).to_yaml()).model_threads == 4
     assert SolverConfig.from_yaml(SolverConfig(model_threads=None).to_yaml()).model_threads is None
+
+
+def _table(model: RecordingModel, threads: int | None) -> Explainer:
+    """An explainer of ``model`` over a table like its training data, calls on ``threads`` threads."""
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame(rng.uniform(0, 10, (60, 3)), columns=["a", "b", "c"]).assign(y=0)
+    adapter = CallableAdapter(model, [OutputSpec("y", (0, 1))])
+    return Explainer(adapter, data, [ClassGoal(target=1)], target="y", config=SolverConfig(model_threads=threads))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_vectorised_batch_calls_the_model_on_model_threads_too(threads: int) -> None:
+    """The vectorised engine's calls (its search's and the final check's) are limited as a solve's
+    are: they were not, and a worker process forked after its parent's OpenMP pool started then
+    waited in its first call for good (the next test)."""
+    model = RecordingModel()
+    explainer = _table(model, threads)
+    assert explainer.data is not None
+    rows = explainer.data.iloc[:12]
+    model.seen.clear()
+    frame = explainer.explain_batch(rows[rows.a + rows.b < 9], seed=0, vectorised=True)
+    assert (frame["status"] == "ok").all() and model.seen
+    assert [o for o, _ in model.seen] == [{threads}] * len(model.seen)
+    assert SHARED_POOLS.holders == 0
+
+
+_FORKED_WORKERS = textwrap.dedent(
+    """
+    import numpy as np, pandas as pd
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
+    from counterplan.planning import ClassGoal
+    from counterplan.solver.explainer import Explainer
+
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame(rng.normal(size=(400, 2)), columns=["a", "b"])
+    data["y"] = (data.a + data.b > 0).astype(int)
+    with threadpool_limits(2, user_api="openmp"):  # the parent's OpenMP pool starts, as a fit starts it
+        model = HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(data[["a", "b"]], data.y)
+        model.predict_proba(data[["a", "b"]])
+    explainer = Explainer(model, data, [ClassGoal(target=1, confidence=0.6)], target="y")
+    frame = explainer.explain_batch("0:6", seed=0, workers=2, window=3)
+    print(len(frame), sorted(set(frame.status)))
+    """
+)
+
+
+def test_worker_processes_forked_after_openmp_ran_answer() -> None:
+    """A HistGradientBoosting model (OpenMP) on two worker processes: each forked worker's first
+    model call on the vectorised engine waited for OpenMP threads the fork did not copy, for good.
+    In its own session, so a hang is ended whole (the workers too) after a generous bound."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _FORKED_WORKERS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("explain_batch(workers=2) on an OpenMP model hung")
+    assert process.returncode == 0, err
+    assert out.split("\n")[-2].startswith("6 ")
 
 
 def test_a_solver_managers_worker_threads_are_limited_too() -> None:
