@@ -65,6 +65,7 @@ from counterplan.solver.audit.stats import (
 )
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
+from counterplan.solver.batch.run import check_forked_threads
 from counterplan.solver.batch.writer import (
     check_writable_directory,
     exists,
@@ -291,6 +292,7 @@ def run_audit(
     started = time.perf_counter()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     options = options.checked()
+    check_forked_threads(options.workers, explainer.config.model_threads, options.ray)
     if options.engine is not None:
         explainer = copy.copy(explainer)  # the bulk engine for this audit only
         explainer.engine = options.engine

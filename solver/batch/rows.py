@@ -36,6 +36,7 @@ from counterplan.planning.features import (
 )
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
+from counterplan.planning.threads import NativeThreadLimit
 from counterplan.solver.batch.protocol import RowExplainer
 from counterplan.solver.core.config import MAX_SEED
 
@@ -173,7 +174,8 @@ def meeting_the_goal(explainer: RowExplainer, frame: pd.DataFrame) -> npt.NDArra
             if judge is None:
                 continue
             originals = codes[rows]  # each row is its own instance's original: reported as it is
-            evaluation = ScoreCalculator(judge).check(originals, originals=originals)
+            with NativeThreadLimit(explainer.config.model_threads):  # as every solve's calls are
+                evaluation = ScoreCalculator(judge).check(originals, originals=originals)
         except Exception:  # the model cannot be asked: these rows' own solves say what it does
             continue
         fine = np.array([failure is None for failure in evaluation.failures], dtype=bool)

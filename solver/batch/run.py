@@ -122,6 +122,7 @@ def explain_batch(
     base = int(seed) if seed is not None else batch_seed(explainer)
     size = _window(window)
     vector = _checked_engine(workers, vectorised)
+    check_forked_threads(workers, explainer.config.model_threads, ray)
     _check_callbacks(on_record, stop, in_process=workers == 1 and ray is None)
     if ray is not None:
         connect(ray)  # an address that does not answer is refused before any work starts
@@ -198,6 +199,23 @@ def _checked_engine(workers: int, vectorised: bool | None) -> bool:
     if vectorised is not None and not isinstance(vectorised, bool):
         raise ProblemError("vectorised", f"must be true, false or none, given {vectorised!r}")
     return vectorised is not False
+
+
+def check_forked_threads(workers: int, model_threads: int | None, ray: str | None = None) -> None:
+    """Refuse worker processes whose model calls would run on several native threads.
+
+    The workers are forked, and a fork does not copy the parent's OpenMP threads: once the parent
+    has run OpenMP on several threads (fitting a model does), a worker's call of an OpenMP model
+    (HistGradientBoosting, LightGBM, XGBoost) on more than one thread waits for them for good. A
+    batch of ``workers=2`` with ``model_threads`` None or 2 hung so (the determinism fuzz's
+    finding); on one thread a call starts none. Ray's workers are no forks of this process."""
+    if workers > 1 and ray is None and model_threads != 1:
+        raise ProblemError(
+            "model_threads",
+            f"must be 1 with worker processes (workers={workers}), given {model_threads}: a forked worker's "
+            "call of an OpenMP model (HistGradientBoosting, LightGBM, XGBoost) on several threads hangs; "
+            "more workers use more cores",
+        )
 
 
 def _rows_to_explain(

@@ -246,3 +246,23 @@ def test_a_first_row_outside_a_rules_bounds_is_that_rows_error_not_the_explainer
     frame = explainer.explain_batch([0, *inside], seed=0).set_index("row_id")
     assert frame.loc[0, "status"] == "error" and "outside its domain [2, 20]" in frame.loc[0, "error"]
     assert (frame.loc[inside, "status"] != "error").all(), frame.loc[inside].to_dict()
+
+
+@pytest.mark.parametrize("threads", [None, 2])
+def test_worker_processes_with_several_native_threads_are_refused_naming_the_field(
+    loan_model: Pipeline, loan_data: pd.DataFrame, threads: int | None
+) -> None:
+    """A forked worker's call of an OpenMP model on several threads hangs for good once the parent
+    ran OpenMP (the determinism fuzz: ``workers=2`` with ``model_threads`` None or 2 never
+    answered); one thread starts none. So the pair is refused before any work, naming the field;
+    the audit (its batch and its proofs on the workers) refuses it as well."""
+    from counterplan.solver.audit.runner import AuditOptions, run_audit
+
+    config = SolverConfig(model_threads=threads)
+    explainer = Explainer(loan_model, loan_data, target=TARGET, immutable=IMMUTABLE, config=config)
+    with pytest.raises(ProblemError) as caught:
+        explainer.explain_batch(loan_data.iloc[:4], workers=2)
+    assert caught.value.field == "model_threads" and "must be 1 with worker processes" in caught.value.problem
+    with pytest.raises(ProblemError, match="model_threads"):
+        run_audit(explainer, "0:4", AuditOptions(workers=2, bootstrap=10))
+    assert len(explainer.explain_batch(loan_data.iloc[:2], workers=1)) == 2  # in this process: any threads
