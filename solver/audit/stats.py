@@ -3,6 +3,8 @@
 Pure numpy and pandas over the audit's rows (one per audited row: its ``audit_status``, its
 answer's ``distance`` and ``changed``, its ``cf_`` values and its group values), so the figures are
 the same for an audit just run and for one read back from ``rows.parquet``, and tests need no solver.
+Every figure takes the rows in the order of their ids (:func:`in_id_order`), whatever order they
+come in.
 
 The intervals are percentile bootstrap intervals (Efron and Tibshirani, 1993, ch. 13): the rows are
 drawn with replacement ``bootstrap`` times, the figure computed on each draw, and the interval is
@@ -31,6 +33,7 @@ from counterplan.solver.audit.report import (
     GroupFigures,
     Interval,
 )
+from counterplan.solver.batch.rows import id_text
 from counterplan.solver.batch.summary import changed_flags, feature_changes
 
 FloatArray = npt.NDArray[np.float64]
@@ -140,11 +143,22 @@ def costs(rows: pd.DataFrame) -> FloatArray:
     return np.where(_statuses(rows) == "with_recourse", cost, np.nan)
 
 
+def in_id_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` in the order of their ``row_id`` (as text), the order every figure draws from: a
+    bootstrap draws rows by position, so the same rows in another order gave other intervals for
+    one seed (and a mean summed in another order another last bit). Rows without ids as they are."""
+    if "row_id" not in rows.columns:
+        return rows
+    ids = np.array([id_text(r) for r in rows["row_id"]], dtype=object)
+    return rows.iloc[np.argsort(ids, kind="stable")]
+
+
 def figures_of(
     rows: pd.DataFrame, rng_of: Callable[[str], np.random.Generator], draws: int, confidence: float
 ) -> GroupFigures:
     """The figures of ``rows`` (one group value's, or all of them); ``rng_of(name)`` is the
     generator of the figure ``name``."""
+    rows = in_id_order(rows)
     status = _statuses(rows)
     count = {name: int((status == name).sum()) for name in (*NO_RECOURSE, "with_recourse", "already_met")}
     n = len(rows) - count["already_met"]
@@ -173,6 +187,7 @@ def group_figures(
     rows: pd.DataFrame, groups: Sequence[str], seed: int, draws: int, confidence: float
 ) -> dict[str, dict[str, GroupFigures]]:
     """``{column: {value: figures}}`` for every group column, values in sorted order."""
+    rows = in_id_order(rows)
     out: dict[str, dict[str, GroupFigures]] = {}
     for column in groups:
         labels = group_labels(rows[column])
@@ -191,6 +206,7 @@ def burden(
     the lowest mean cost of a value of the column, and of each value's share without recourse to
     the lowest such share; each ratio's interval resamples both values' rows on their own, with the
     reference value held fixed (the one of the full data)."""
+    rows = in_id_order(rows)
     status = _statuses(rows)
     cost = costs(rows)
     needs = status != "already_met"
