@@ -136,6 +136,8 @@ class BatchStream:
         """The call is over (done, failed or cancelled): nothing more is read or started."""
         self._closing = threading.Event()
         """The server is shutting down: nothing more is read; what runs answers with its best."""
+        self._client_done = False
+        """The client's stream has ended: every instance was read (set by the reader only)."""
 
     # -- the call's thread ----------------------------------------------------------------------
     def run(self) -> Iterator[pb.ExplainBatchResponse]:
@@ -290,7 +292,9 @@ class BatchStream:
                     return _ReaderDone(all_read=False)
                 self._unanswered += 1
             self._start_row(message)
-        return _ReaderDone(all_read=not (self._ended.is_set() or self._closing.is_set()))
+        # every instance was read once the client's stream ended, whatever came after: a shutdown
+        # between the end of the stream and here ended an answered stream as UNAVAILABLE
+        return _ReaderDone(all_read=self._client_done)
 
     def _messages(self) -> Iterator[pb.ExplainBatchRequest]:
         """The client's messages, each read only once a place in flight is free."""
@@ -303,6 +307,7 @@ class BatchStream:
                 return
             message = next(iterator, None)
             if message is None:
+                self._client_done = True
                 return
             yield message
 

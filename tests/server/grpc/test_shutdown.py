@@ -218,3 +218,41 @@ def test_stop_returns_within_its_grace_answering_every_kind_of_call_stuck_in_a_m
 def _solve_threads(before: set[threading.Thread]) -> list[str]:
     """Solver manager threads alive now and not ``before`` (a shut-down pool keeps only running solves)."""
     return [t.name for t in threading.enumerate() if t.name.startswith("counterplan-solve") and t not in before]
+
+
+def test_a_shutdown_right_after_the_last_instance_was_read_still_answers_the_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ExplainBatch ends with UNAVAILABLE on shutdown only when some instance was not read.
+    Whether all were was taken from the shutdown flag, not from the client's stream: a shutdown
+    after the stream had ended and before the reader reported it ended an answered batch as
+    UNAVAILABLE (a fresh clone's CI on a busy machine saw it). The shutdown is made to come in
+    that window here, the moment the reader sees the stream end."""
+    from counterplan.server.grpc import batch_stream
+
+    model = Hanging(fast=6, seconds=STUCK_SECONDS)
+    registry = ModelRegistry(
+        [RegisteredModel("batch", "1", "hangs", CallableAdapter(model, [OutputSpec("ok", (0, 1))]), FEATURES)]
+    )
+    running = start_server(ServerSettings(port=0), registry)
+    messages = batch_stream.BatchStream._messages
+
+    def shut_at_the_end(self: Any) -> Iterator[pb.ExplainBatchRequest]:
+        yield from messages(self)
+        if not self._closing.is_set():  # the stream ended: the server's shutdown comes now
+            model.stuck.wait(10)  # (the row's solve is inside a model call)
+            threading.Thread(target=running.stop, args=(2.0,), daemon=True).start()
+            deadline = time.monotonic() + 5
+            while not self._closing.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+    monkeypatch.setattr(batch_stream.BatchStream, "_messages", shut_at_the_end)
+    client = CounterplanClient(running.target)
+    try:
+        request = CounterplanClient.request("batch", PERSON, [class_goal(1, 0.7)], seed=0)
+        (row,) = list(client.explain_batch([("row", request)], timeout=30))
+        assert row.row_id == "row" and row.WhichOneof("outcome") == "response"
+    finally:
+        model.release.set()
+        client.close()
+        running.stop(0)
