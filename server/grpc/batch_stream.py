@@ -65,6 +65,9 @@ MAX_ROW_ID_CHARS = 256
 """A row id is the caller's key, echoed on every result; longer is not a key."""
 _POLL_SECONDS = 0.25
 """The reader, waiting for room, looks this often whether the call has ended or the server is stopping."""
+_READER_WAIT = 0.5
+"""On shutdown, how long the call waits for a reader not heard from to say whether it read the
+client's whole stream (a small part of the shutdown's grace)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,8 @@ class BatchStream:
         if refusal is not None:
             outcome["status"] = refusal.code.name
             refusal.abort(self._context)
+        if not all_read:
+            all_read = self._reader_saw_the_end()
         if not all_read:  # shutting down: the instances not read are not explained
             outcome["status"] = "UNAVAILABLE"
             refused(
@@ -199,6 +204,21 @@ class BatchStream:
                 f"the server is shutting down after answering {self._sent} instances; instances it had "
                 "not read were not explained: send those rows to another instance",
             ).abort(self._context)
+
+    def _reader_saw_the_end(self) -> bool:
+        """Whether the reader, not heard from yet when the server began shutting down, finds the
+        client's stream ended within :data:`_READER_WAIT` seconds: it may have been about to read
+        the end when the shutdown came (a client that sent its last instance has half-closed its
+        stream; the reader, on a busy machine, had not got to it)."""
+        deadline = time.monotonic() + _READER_WAIT
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                item = self._out.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(item, _ReaderDone):
+                return item.all_read
+        return self._client_done
 
     def shutdown(self) -> None:
         """The server is stopping: read no more; the running solves answer with their best so far."""

@@ -256,3 +256,45 @@ def test_a_shutdown_right_after_the_last_instance_was_read_still_answers_the_bat
         model.release.set()
         client.close()
         running.stop(0)
+
+
+def test_a_shutdown_while_the_reader_waits_for_the_streams_end_still_answers_the_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reader may be about to read the end of a client's stream when the shutdown comes (on a
+    busy machine, gRPC had not handed it over yet): the call waits a moment for it (at most
+    ``_READER_WAIT``) before it ends the batch as UNAVAILABLE. Here the end comes 0.2 s after
+    the only row was answered at shutdown."""
+    from counterplan.server.grpc import batch_stream
+
+    model = Hanging(fast=6, seconds=STUCK_SECONDS)
+    registry = ModelRegistry(
+        [RegisteredModel("batch", "1", "hangs", CallableAdapter(model, [OutputSpec("ok", (0, 1))]), FEATURES)]
+    )
+    running = start_server(ServerSettings(port=0), registry)
+    made = batch_stream.BatchStream.__init__
+
+    def late_end(self: Any, steps: Any, admission: Any, settings: Any, requests: Any, context: Any) -> None:
+        def messages() -> Iterator[pb.ExplainBatchRequest]:
+            stream = iter(requests)
+            yield next(stream)
+            model.stuck.wait(10)  # the row's solve is inside a model call: the server shuts down
+            threading.Thread(target=running.stop, args=(2.0,), daemon=True).start()
+            deadline = time.monotonic() + 5
+            while self._sent < 1 and time.monotonic() < deadline:  # its row answered with its best
+                time.sleep(0.01)
+            time.sleep(0.2)
+            yield from stream  # and only now the end of the stream reaches the reader
+
+        made(self, steps, admission, settings, messages(), context)
+
+    monkeypatch.setattr(batch_stream.BatchStream, "__init__", late_end)
+    client = CounterplanClient(running.target)
+    try:
+        request = CounterplanClient.request("batch", PERSON, [class_goal(1, 0.7)], seed=0)
+        (row,) = list(client.explain_batch([("row", request)], timeout=30))
+        assert row.row_id == "row" and row.WhichOneof("outcome") == "response"
+    finally:
+        model.release.set()
+        client.close()
+        running.stop(0)
