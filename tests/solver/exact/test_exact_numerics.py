@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, RangeGoal
 from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.models import adapt_sklearn
 from counterplan.planning.space import FloatMatrix
 from counterplan.solver.core.config import SolverConfig
@@ -30,7 +31,7 @@ from counterplan.solver.counterfactual import explain
 from counterplan.solver.exact import answer_set
 from counterplan.solver.exact.backend import solve
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.milp import INF, Milp, column_scales, in_scaled_columns, lifted, sizes
+from counterplan.solver.exact.milp import INF, SMALL_ROW, Milp, column_scales, in_scaled_columns, lifted, sizes
 
 pytest.importorskip("highspy")
 pytest.importorskip("ortools")
@@ -236,6 +237,7 @@ def test_a_set_program_whose_answers_repeat_a_set_of_changed_features_is_topped_
 
     def repeating(*args: Any, **kwargs: Any) -> Any:
         candidates, status, wide = real(*args, **kwargs)
+        assert candidates is not None
         return np.vstack([candidates[0], candidates[0]]), status, wide
 
     monkeypatch.setattr(answer_set, "_by_copies", repeating)
@@ -312,3 +314,51 @@ def test_a_network_on_numbers_near_1e9_gets_its_optimum_from_highs_and_scip(seed
         found[backend] = -result.score_levels[3]
         assert found[backend] <= searched * (1.0 + 1e-6), (backend, found, searched)
     assert found["highs"] == pytest.approx(found["ortools"], rel=1e-6), found
+
+
+def _tiny_number() -> CounterfactualProblem:
+    """A ridge regression behind a min-max scaler on ``t`` (seven decimals on [0, 1e-6]) and ``k``
+    (a whole number on 0..5); the range goal is met by ``t`` two grid steps down, distance 0.2."""
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame({"t": np.round(rng.uniform(0.0, 1e-6, n), 7), "k": rng.integers(0, 6, n)})
+    value = 3e6 * frame.t - 0.5 * frame.k + rng.normal(0.0, 0.1, n)
+    model = Pipeline([("s", MinMaxScaler()), ("m", Ridge())]).fit(frame, value)
+    features: list[FloatFeature | IntegerFeature] = [
+        FloatFeature(name="t", value=7e-7, low=0.0, high=1e-6, precision=7),
+        IntegerFeature(name="k", value=3, low=0, high=5),
+    ]
+    return CounterfactualProblem(
+        features, [RangeGoal(low=-0.2, high=0.2)], adapt_sklearn(model, "y"), DistanceSettings(metric="range_l1")
+    )
+
+
+@pytest.mark.parametrize("backend", ["highs", "ortools"])
+def test_a_number_on_a_tiny_range_gets_its_optimum_and_its_distance_counted(backend: str) -> None:
+    """``t``'s grid steps enter its change and distance rows at 1e-7 each, sides below 1e-6:
+    within HiGHS's feasibility tolerance (1e-7, absolute), so HiGHS moved ``t`` without counting a
+    change or a distance, an answer the model rejected (no valid answer at all), and SCIP called
+    its optimum 0.134 where the answer's distance is 0.2 (fuzzing). Such a row is now handed over
+    lifted by a power of two (:func:`~counterplan.solver.exact.milp.lifted`)."""
+    problem = _tiny_number()
+    grid = np.array([(t * 1e-7, k) for t in range(11) for k in range(6)])
+    scores = ScoreCalculator(problem).calculate(grid).scores
+    best = float(-scores[(scores[:, :3] >= 0).all(axis=1), 3].max())  # enumeration: 0.2
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+    exact = result.statistics.exact
+    assert exact is not None and exact.status == "optimal" and exact.proven and result.valid, exact
+    assert -result.score_levels[3] == pytest.approx(best, rel=1e-9)
+    assert exact.objective == pytest.approx(best, rel=1e-6)
+
+
+def test_a_row_below_the_solvers_tolerance_is_lifted_to_a_reach_near_1() -> None:
+    """Every term of a row moving it by less than ``SMALL_ROW``, and its sides below it: the row is
+    multiplied by a power of two bringing its reach near 1; a row of ordinary reach is kept."""
+    milp = Milp()
+    steps = milp.var("steps", 0.0, 10.0, integer=True)
+    changed = milp.binary("changed")
+    terms, low, up = lifted({steps: 1e-7, changed: 7e-7}, 7e-7, INF, sizes(milp))
+    factor = terms[steps] / 1e-7
+    assert factor == 2.0 ** round(np.log2(factor)) and factor > 1.0 / SMALL_ROW
+    assert 0.5 <= max(terms[steps] * 10.0, terms[changed], low) <= 2.0 and up == INF
+    assert lifted({steps: 0.1, changed: 1.0}, 1.0, INF, sizes(milp)) == ({steps: 0.1, changed: 1.0}, 1.0, INF)
