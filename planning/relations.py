@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import ProblemError
+from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 RelationForm = Literal["additive", "value"]
@@ -84,15 +85,14 @@ class LearnedRelations:
         self.target_columns = [names.index(r.target) for r in self.relations]
         self.input_columns = [[names.index(i) for i in r.inputs] for r in self.relations]
         self._baseline = [
-            float(np.asarray(r.model.predict(space.original[cols].reshape(1, -1)), dtype=np.float64).reshape(-1)[0])
-            for r, cols in zip(self.relations, self.input_columns, strict=True)
+            _at_original(r, space.original[cols]) for r, cols in zip(self.relations, self.input_columns, strict=True)
         ]
 
     def raw(self, X: FloatMatrix) -> FloatMatrix:
         """``(n, n_relations)``: each relation's value for each row, before its grid."""
         out = np.empty((X.shape[0], len(self.relations)))
         for k, (r, cols, j) in enumerate(zip(self.relations, self.input_columns, self.target_columns, strict=True)):
-            predicted = np.asarray(r.model.predict(X[:, cols]), dtype=np.float64).reshape(-1)
+            predicted = _predicted(r, X[:, cols])
             if r.form == "additive":
                 predicted = float(self.space.original[j]) + predicted - self._baseline[k]
             out[:, k] = predicted
@@ -125,16 +125,18 @@ class LearnedRelations:
 
     def broken(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
         """Per row (already computed by :meth:`apply`), how many relations its domain could not
-        hold: the relation's value lies outside the dependent feature's domain (or grid)."""
+        hold: the relation's value lies outside the dependent feature's domain (or grid), or its
+        model gave none (it raised, or answered NaN)."""
         if X.shape[0] == 0:
             return np.zeros(0, dtype=np.int64)
         values = self.raw(X)
         original = np.all(self.space.original == X, axis=1)
         count = np.zeros(X.shape[0], dtype=np.int64)
         for k, j in enumerate(self.target_columns):
-            far = np.abs(X[:, j] - values[:, k]) > self.tolerance(j) + 1e-9 * max(
+            near = np.abs(X[:, j] - values[:, k]) <= self.tolerance(j) + 1e-9 * max(
                 1.0, abs(float(self.space.original[j]))
             )
+            far = ~near  # a value the relation did not give (NaN: its model failed there) is no value
             count += (far & ~original).astype(np.int64)
         return count
 
@@ -145,3 +147,36 @@ class LearnedRelations:
         if grid.gridded[j]:
             return float(grid.values(0.5, j))
         return 1e-9 * max(float(self.space.upper[j] - self.space.lower[j]), 1.0)
+
+
+def _at_original(relation: LearnedConstraint, inputs: npt.NDArray[np.float64]) -> float:
+    """The relation's value at the original: one finite number, or the relation is refused by
+    name (a model that fails there, or answers NaN or several numbers, computes nothing: every
+    answer would keep the feature as it is and call the relation held)."""
+    where = f"relation of {relation.target!r}"
+    try:
+        value = np.asarray(relation.model.predict(inputs.reshape(1, -1)), dtype=np.float64).reshape(-1)
+    except Exception as error:  # the user's regressor: any failure is its own
+        raise ProblemError("relations", f"{where}: its model failed on the original's inputs: {error}") from None
+    if value.shape != (1,) or not np.isfinite(value[0]):
+        raise ProblemError(
+            "relations",
+            f"{where}: its model must give one finite number per row; at the original: {value[:3].tolist()}",
+        )
+    return float(value[0])
+
+
+def _predicted(relation: LearnedConstraint, inputs: FloatMatrix) -> npt.NDArray[np.float64]:
+    """The relation's model on each row of ``inputs``; NaN where it raised or gave no number
+    (found by halving the call, as the score calculator finds a model's failing rows), which
+    :meth:`LearnedRelations.broken` counts as a broken relation."""
+    out = np.full(inputs.shape[0], np.nan)
+
+    def call(run: Run) -> None:
+        values = np.asarray(relation.model.predict(inputs[run.rows]), dtype=np.float64).reshape(-1)
+        if values.shape != (run.size,):
+            raise ValueError(f"{values.size} numbers for {run.size} rows")
+        out[run.rows] = values
+
+    call_in_halves(inputs.shape[0], call, lambda run, _: None if run.size == 1 else run.halves())
+    return out

@@ -115,3 +115,57 @@ def test_bad_relations_are_refused_by_name() -> None:
             _problem(None).model,
             relations=[LearnedConstraint.of("duration", ["amount"], relation)],
         )
+
+
+class _FailsBelow:
+    """A relation's regressor with no answer for amounts below 24: NaN, or it raises."""
+
+    def __init__(self, fail: str) -> None:
+        self.fail = fail
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        amount = np.asarray(X, dtype=float)[:, 0]
+        if self.fail == "raise" and (amount < 24).any():
+            raise RuntimeError("no duration for that amount")
+        return np.where(amount < 24, np.nan, 6 + 1.5 * amount)
+
+
+@pytest.mark.parametrize("fail", ["nan", "raise"])
+def test_a_relation_without_a_value_for_a_row_breaks_a_rule_there(fail: str) -> None:
+    # found by fuzzing: a NaN was put back to the original duration and counted as held (an answer
+    # called valid that no relation gave), and a raise ended the solve with the regressor's error
+    problem = _problem(_FailsBelow(fail))
+    rows = np.repeat(problem.space.original.reshape(1, -1), 3, axis=0)
+    rows[0, 0], rows[1, 0], rows[2, 2] = 20, 28, 30  # amount down (no value), amount up, income up
+    scores = ScoreCalculator(problem).calculate(rows).scores
+    assert scores[0, 1] <= -1.0
+    assert scores[1, 1] == 0.0 and scores[2, 1] == 0.0
+    result = explain(problem, engine="local", seed=0)
+    assert not result.feasible or result.proposed["amount"] >= 24
+
+
+class _Gives:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def predict(self, X: np.ndarray) -> Any:
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (np.array([np.nan]), "one finite number per row"),
+        (np.array([1.0, 2.0]), "one finite number per row"),
+        (np.array([]), "one finite number per row"),
+        (ValueError("X has 1 features, but it expects 2"), "failed on the original's inputs: X has 1 features"),
+    ],
+)
+def test_a_relation_without_one_number_at_the_original_is_refused_by_name(answer: Any, words: str) -> None:
+    # found by fuzzing: a NaN there kept every answer's duration as it was and called the relation
+    # held; two numbers or none, or a raise, left a stack trace (IndexError, a broadcast error)
+    with pytest.raises(ProblemError, match=f"relation of 'duration': its model .*{words}") as error:
+        _problem(_Gives(answer))
+    assert error.value.field == "relations"
