@@ -46,12 +46,13 @@ class LearnedConstraint:
 
     @classmethod
     def of(cls, target: str, inputs: Sequence[str], model: Any, form: RelationForm = "additive") -> LearnedConstraint:
-        """Checked construction (names are checked against a problem later)."""
+        """Checked construction (names are checked against a problem later); ``inputs`` may be
+        one name (as a text it would be read letter by letter, each letter a feature)."""
         if not hasattr(model, "predict"):
             raise ProblemError("relations.model", f"{type(model).__name__} has no predict: give a fitted regressor")
         if form not in ("additive", "value"):
             raise ProblemError("relations.form", f"must be 'additive' or 'value', given {form!r}")
-        names = tuple(inputs)
+        names = (inputs,) if isinstance(inputs, str) else tuple(inputs)
         if not names or target in names:
             raise ProblemError("relations.inputs", "give the input features, without the target itself")
         return cls(target, names, model, form)

@@ -169,3 +169,9 @@ def test_a_relation_without_one_number_at_the_original_is_refused_by_name(answer
     with pytest.raises(ProblemError, match=f"relation of 'duration': its model .*{words}") as error:
         _problem(_Gives(answer))
     assert error.value.field == "relations"
+
+
+def test_one_input_may_be_given_by_its_name() -> None:
+    # found by fuzzing: "amount" was read as the features 'a', 'm', 'o', ... and refused as "no feature 'a'"
+    relation = LearnedConstraint.of("duration", "amount", _relation_model("linear"))
+    assert relation.inputs == ("amount",)
