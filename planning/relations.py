@@ -70,6 +70,11 @@ class LearnedRelations:
             for name in (r.target, *r.inputs):
                 if name not in names:
                     raise ProblemError("relations", f"relation of {r.target!r}: no feature {name!r}")
+            gaps = [name for name in (r.target, *r.inputs) if _gap(space, names.index(name), r, name)]
+            if gaps:  # its missing code is no value: the relation would compute from a stand-in number
+                raise ProblemError(
+                    "relations", f"relation of {r.target!r}: the instance has no value for {gaps[0]!r} (it is missing)"
+                )
             j = names.index(r.target)
             if space.nominal[j]:
                 raise ProblemError("relations", f"relation of {r.target!r}: the target must be a number")
@@ -148,6 +153,16 @@ class LearnedRelations:
         if grid.gridded[j]:
             return float(grid.values(0.5, j))
         return 1e-9 * max(float(self.space.upper[j] - self.space.lower[j]), 1.0)
+
+
+def _gap(space: FeatureSpace, column: int, relation: LearnedConstraint, name: str) -> bool:
+    """A missing original the relation would read as a number (its missing code): the target's
+    own (the additive form starts from it; filled, it is no longer computed), or an input's that
+    may be filled or that the value form reads. A missing input that stays missing under the
+    additive form is harmless: its code is the same on both sides of ``f(x) - f(x̂)``."""
+    if not space.missing[column]:
+        return False
+    return name == relation.target or relation.form == "value" or bool(space.mutable[column])
 
 
 def _at_original(relation: LearnedConstraint, inputs: npt.NDArray[np.float64]) -> float:

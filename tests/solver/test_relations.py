@@ -175,3 +175,32 @@ def test_one_input_may_be_given_by_its_name() -> None:
     # found by fuzzing: "amount" was read as the features 'a', 'm', 'o', ... and refused as "no feature 'a'"
     relation = LearnedConstraint.of("duration", "amount", _relation_model("linear"))
     assert relation.inputs == ("amount",)
+
+
+def _with_gap(name: str, fill: bool, form: str = "additive") -> CounterfactualProblem:
+    base = _problem(None)
+    features = [
+        IntegerFeature(name=f.name, value=None, low=6, high=60, fill_missing=fill) if f.name == name else f
+        for f in base.space.features
+    ]
+    relation = LearnedConstraint.of("duration", ["amount"], _relation_model("linear"), form=form)  # type: ignore[arg-type]
+    return CounterfactualProblem(features, [ClassGoal(target=1)], base.model, relations=[relation])
+
+
+@pytest.mark.parametrize(
+    ("name", "fill", "form"),
+    [("duration", True, "additive"), ("amount", True, "additive"), ("amount", False, "value")],
+)
+def test_a_relation_reading_a_missing_value_is_refused_by_name(name: str, fill: bool, form: str) -> None:
+    # found by fuzzing: a missing value's code (a number outside the domain) was read as a value:
+    # a filled amount moved the duration by f(filled) - f(code); a missing duration started from the code
+    with pytest.raises(ProblemError, match=f"relation of 'duration': the instance has no value for '{name}'") as error:
+        _with_gap(name, fill, form)
+    assert error.value.field == "relations"
+
+
+def test_a_missing_input_that_stays_missing_leaves_an_additive_relation_as_it_is() -> None:
+    problem = _with_gap("amount", fill=False)  # f(code) - f(code): the duration moves only by itself
+    assert problem.relations is not None
+    row = problem.relations.apply(np.array([[problem.space.original[0], 42.0, 30.0]]))
+    assert row[0, 1] == 42.0
