@@ -106,15 +106,18 @@ class LearnedRelations:
 
     def apply(self, X: FloatMatrix) -> FloatMatrix:
         """``X`` with every dependent feature computed from its inputs, on its grid and in its
-        domain (a new matrix). The original row is left as it is."""
+        domain (a new matrix). The original row is left as it is, and so is the dependent
+        feature's original value where the relation's value holds it (:meth:`_held`):
+        an original off its grid (two decimals on a grid of one) is not moved by rounding alone,
+        as the exact engine, whose row keeps the feature within that tolerance, leaves it."""
         if X.shape[0] == 0:
             return X
         out = np.array(X, dtype=np.float64, copy=True)
         values = self.raw(out)
         original = np.all(out == self.space.original, axis=1)
         for k, j in enumerate(self.target_columns):
-            column = self.snap(j, values[:, k])
-            out[:, j] = np.where(original, self.space.original[j], column)
+            stays = original | (np.abs(values[:, k] - self.space.original[j]) <= self._held(j))
+            out[:, j] = np.where(stays, self.space.original[j], self.snap(j, values[:, k]))
         return out
 
     def snap(self, j: int, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -139,12 +142,15 @@ class LearnedRelations:
         original = np.all(self.space.original == X, axis=1)
         count = np.zeros(X.shape[0], dtype=np.int64)
         for k, j in enumerate(self.target_columns):
-            near = np.abs(X[:, j] - values[:, k]) <= self.tolerance(j) + 1e-9 * max(
-                1.0, abs(float(self.space.original[j]))
-            )
+            near = np.abs(X[:, j] - values[:, k]) <= self._held(j)
             far = ~near  # a value the relation did not give (NaN: its model failed there) is no value
             count += (far & ~original).astype(np.int64)
         return count
+
+    def _held(self, j: int) -> float:
+        """:meth:`tolerance` with a rounding error's room (1e-9 of the original's size): how far
+        the feature may sit from the relation's value and still hold it."""
+        return self.tolerance(j) + 1e-9 * max(1.0, abs(float(self.space.original[j])))
 
     def tolerance(self, j: int) -> float:
         """How far the dependent feature may sit from the relation's value: half a grid step

@@ -13,7 +13,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPRegressor
 
-from counterplan.planning import ClassGoal, CounterfactualProblem, IntegerFeature
+from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
 from counterplan.planning.calculator import ScoreCalculator
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.relations import LearnedConstraint
@@ -204,3 +204,29 @@ def test_a_missing_input_that_stays_missing_leaves_an_additive_relation_as_it_is
     assert problem.relations is not None
     row = problem.relations.apply(np.array([[problem.space.original[0], 42.0, 30.0]]))
     assert row[0, 1] == 42.0
+
+
+def test_a_computed_feature_off_its_grid_stays_where_the_relation_leaves_it_within_half_a_step() -> None:
+    # found by fuzzing: a duration of 42.04 on a grid of 0.1 was rounded to 42.0 (or, rising only,
+    # to 42.1 and broken) when the relation moved it by less than half a step, while the exact
+    # program kept 42.04: the real check rejected its optimum, and the answer was not proven
+    X, y, _ = _loans()
+    nudge = LinearRegression().fit(X[:, :1], 42.0 + 0.005 * X[:, 0])  # f(amount) - f(24) is tiny
+    features = [
+        IntegerFeature(name="amount", value=24, low=1, high=30),
+        FloatFeature(name="duration", value=42.04, low=6.0, high=60.0, precision=1, monotone="increase"),
+        IntegerFeature(name="income", value=22, low=22, high=40),
+    ]
+    problem = CounterfactualProblem(
+        features,
+        [ClassGoal(target=1, confidence=0.6)],
+        LogisticRegression(max_iter=2000).fit(X, y),
+        relations=[LearnedConstraint.of("duration", ["amount"], nudge)],
+    )
+    assert problem.relations is not None
+    row = problem.relations.apply(np.array([[20.0, 0.0, 22.0]]))
+    assert row[0, 1] == 42.04  # 42.04 - 0.02: within half a step of where it was
+    assert ScoreCalculator(problem).calculate(row).scores[0, 1] == 0.0
+    exact = explain(problem, engine="exact", seed=0)
+    assert exact.valid and exact.feasible and exact.proposed["duration"] == 42.04
+    assert exact.statistics.exact is not None and exact.statistics.exact.proven, exact.statistics.exact
