@@ -12,6 +12,8 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature
 from counterplan.planning.calculator import ScoreCalculator
@@ -230,3 +232,20 @@ def test_a_computed_feature_off_its_grid_stays_where_the_relation_leaves_it_with
     exact = explain(problem, engine="exact", seed=0)
     assert exact.valid and exact.feasible and exact.proposed["duration"] == 42.04
     assert exact.statistics.exact is not None and exact.statistics.exact.proven, exact.statistics.exact
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # its fit is beside the point
+@pytest.mark.parametrize(
+    ("regressor", "words"),
+    [
+        (MLPRegressor(hidden_layer_sizes=(3,), activation="tanh", max_iter=50, random_state=0), "activation 'tanh'"),
+        (make_pipeline(PolynomialFeatures(2), LinearRegression()), "PolynomialFeatures"),
+    ],
+)
+def test_a_relation_the_exact_engine_cannot_read_is_named_in_its_refusal(regressor: Any, words: str) -> None:
+    # found by fuzzing: the refusal named a network's activation or a pipeline step, and not that
+    # they were the relation's (the model is a logistic regression the engine reads)
+    X, _, duration = _loans()
+    problem = _problem(regressor.fit(X[:, :1], duration))
+    with pytest.raises(ProblemError, match=f"relation of 'duration': .*{words}"):
+        explain(problem, engine="exact", seed=0)
