@@ -1,10 +1,12 @@
 """Finding the rows a model call fails on by halving the call: one driver for every caller.
 
 A model that raises on a few candidates of a batch fails the whole batch; calling the halves
-again keeps the predictions of the rows it answers. A solve's calculator and the vectorised
-engine's block scoring halve by this one driver, each with its own policy of where to cut and
-when to give a run up (the calculator: a solve's budget of failed calls and the stop check; the
-block: an instance's boundary first, so one instance's failures cost the others nothing).
+again keeps the predictions of the rows it answers. A solve's calculator, the vectorised
+engine's block scoring and a learned relation's regressor (:mod:`counterplan.planning.relations`)
+halve by this one driver, each with its own policy of where to cut and when to give a run up
+(the calculator: a solve's budget of failed calls and the stop check; the block: an instance's
+boundary first, so one instance's failures cost the others nothing; a relation: down to the
+rows it fails on).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.errors import ProblemError
+from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 RelationForm = Literal["additive", "value"]
@@ -45,12 +46,13 @@ class LearnedConstraint:
 
     @classmethod
     def of(cls, target: str, inputs: Sequence[str], model: Any, form: RelationForm = "additive") -> LearnedConstraint:
-        """Checked construction (names are checked against a problem later)."""
+        """Checked construction (names are checked against a problem later); ``inputs`` may be
+        one name (as a text it would be read letter by letter, each letter a feature)."""
         if not hasattr(model, "predict"):
             raise ProblemError("relations.model", f"{type(model).__name__} has no predict: give a fitted regressor")
         if form not in ("additive", "value"):
             raise ProblemError("relations.form", f"must be 'additive' or 'value', given {form!r}")
-        names = tuple(inputs)
+        names = (inputs,) if isinstance(inputs, str) else tuple(inputs)
         if not names or target in names:
             raise ProblemError("relations.inputs", "give the input features, without the target itself")
         return cls(target, names, model, form)
@@ -68,6 +70,11 @@ class LearnedRelations:
             for name in (r.target, *r.inputs):
                 if name not in names:
                     raise ProblemError("relations", f"relation of {r.target!r}: no feature {name!r}")
+            gaps = [name for name in (r.target, *r.inputs) if _gap(space, names.index(name), r, name)]
+            if gaps:  # its missing code is no value: the relation would compute from a stand-in number
+                raise ProblemError(
+                    "relations", f"relation of {r.target!r}: the instance has no value for {gaps[0]!r} (it is missing)"
+                )
             j = names.index(r.target)
             if space.nominal[j]:
                 raise ProblemError("relations", f"relation of {r.target!r}: the target must be a number")
@@ -84,15 +91,14 @@ class LearnedRelations:
         self.target_columns = [names.index(r.target) for r in self.relations]
         self.input_columns = [[names.index(i) for i in r.inputs] for r in self.relations]
         self._baseline = [
-            float(np.asarray(r.model.predict(space.original[cols].reshape(1, -1)), dtype=np.float64).reshape(-1)[0])
-            for r, cols in zip(self.relations, self.input_columns, strict=True)
+            _at_original(r, space.original[cols]) for r, cols in zip(self.relations, self.input_columns, strict=True)
         ]
 
     def raw(self, X: FloatMatrix) -> FloatMatrix:
         """``(n, n_relations)``: each relation's value for each row, before its grid."""
         out = np.empty((X.shape[0], len(self.relations)))
         for k, (r, cols, j) in enumerate(zip(self.relations, self.input_columns, self.target_columns, strict=True)):
-            predicted = np.asarray(r.model.predict(X[:, cols]), dtype=np.float64).reshape(-1)
+            predicted = _predicted(r, X[:, cols])
             if r.form == "additive":
                 predicted = float(self.space.original[j]) + predicted - self._baseline[k]
             out[:, k] = predicted
@@ -100,15 +106,18 @@ class LearnedRelations:
 
     def apply(self, X: FloatMatrix) -> FloatMatrix:
         """``X`` with every dependent feature computed from its inputs, on its grid and in its
-        domain (a new matrix). The original row is left as it is."""
+        domain (a new matrix). The original row is left as it is, and so is the dependent
+        feature's original value where the relation's value holds it (:meth:`_held`):
+        an original off its grid (two decimals on a grid of one) is not moved by rounding alone,
+        as the exact engine, whose row keeps the feature within that tolerance, leaves it."""
         if X.shape[0] == 0:
             return X
         out = np.array(X, dtype=np.float64, copy=True)
         values = self.raw(out)
         original = np.all(out == self.space.original, axis=1)
         for k, j in enumerate(self.target_columns):
-            column = self.snap(j, values[:, k])
-            out[:, j] = np.where(original, self.space.original[j], column)
+            stays = original | (np.abs(values[:, k] - self.space.original[j]) <= self._held(j))
+            out[:, j] = np.where(stays, self.space.original[j], self.snap(j, values[:, k]))
         return out
 
     def snap(self, j: int, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -125,18 +134,23 @@ class LearnedRelations:
 
     def broken(self, X: FloatMatrix) -> npt.NDArray[np.int64]:
         """Per row (already computed by :meth:`apply`), how many relations its domain could not
-        hold: the relation's value lies outside the dependent feature's domain (or grid)."""
+        hold: the relation's value lies outside the dependent feature's domain (or grid), or its
+        model gave none (it raised, or answered NaN)."""
         if X.shape[0] == 0:
             return np.zeros(0, dtype=np.int64)
         values = self.raw(X)
         original = np.all(self.space.original == X, axis=1)
         count = np.zeros(X.shape[0], dtype=np.int64)
         for k, j in enumerate(self.target_columns):
-            far = np.abs(X[:, j] - values[:, k]) > self.tolerance(j) + 1e-9 * max(
-                1.0, abs(float(self.space.original[j]))
-            )
+            near = np.abs(X[:, j] - values[:, k]) <= self._held(j)
+            far = ~near  # a value the relation did not give (NaN: its model failed there) is no value
             count += (far & ~original).astype(np.int64)
         return count
+
+    def _held(self, j: int) -> float:
+        """:meth:`tolerance` with a rounding error's room (1e-9 of the original's size): how far
+        the feature may sit from the relation's value and still hold it."""
+        return self.tolerance(j) + 1e-9 * max(1.0, abs(float(self.space.original[j])))
 
     def tolerance(self, j: int) -> float:
         """How far the dependent feature may sit from the relation's value: half a grid step
@@ -145,3 +159,46 @@ class LearnedRelations:
         if grid.gridded[j]:
             return float(grid.values(0.5, j))
         return 1e-9 * max(float(self.space.upper[j] - self.space.lower[j]), 1.0)
+
+
+def _gap(space: FeatureSpace, column: int, relation: LearnedConstraint, name: str) -> bool:
+    """A missing original the relation would read as a number (its missing code): the target's
+    own (the additive form starts from it; filled, it is no longer computed), or an input's that
+    may be filled or that the value form reads. A missing input that stays missing under the
+    additive form is harmless: its code is the same on both sides of ``f(x) - f(x̂)``."""
+    if not space.missing[column]:
+        return False
+    return name == relation.target or relation.form == "value" or bool(space.mutable[column])
+
+
+def _at_original(relation: LearnedConstraint, inputs: npt.NDArray[np.float64]) -> float:
+    """The relation's value at the original: one finite number, or the relation is refused by
+    name (a model that fails there, or answers NaN or several numbers, computes nothing: every
+    answer would keep the feature as it is and call the relation held)."""
+    where = f"relation of {relation.target!r}"
+    try:
+        value = np.asarray(relation.model.predict(inputs.reshape(1, -1)), dtype=np.float64).reshape(-1)
+    except Exception as error:  # the user's regressor: any failure is its own
+        raise ProblemError("relations", f"{where}: its model failed on the original's inputs: {error}") from None
+    if value.shape != (1,) or not np.isfinite(value[0]):
+        raise ProblemError(
+            "relations",
+            f"{where}: its model must give one finite number per row; at the original: {value[:3].tolist()}",
+        )
+    return float(value[0])
+
+
+def _predicted(relation: LearnedConstraint, inputs: FloatMatrix) -> npt.NDArray[np.float64]:
+    """The relation's model on each row of ``inputs``; NaN where it raised or gave no number
+    (found by halving the call, as the score calculator finds a model's failing rows), which
+    :meth:`LearnedRelations.broken` counts as a broken relation."""
+    out = np.full(inputs.shape[0], np.nan)
+
+    def call(run: Run) -> None:
+        values = np.asarray(relation.model.predict(inputs[run.rows]), dtype=np.float64).reshape(-1)
+        if values.shape != (run.size,):
+            raise ValueError(f"{values.size} numbers for {run.size} rows")
+        out[run.rows] = values
+
+    call_in_halves(inputs.shape[0], call, lambda run, _: None if run.size == 1 else run.halves())
+    return out

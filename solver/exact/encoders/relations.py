@@ -44,12 +44,17 @@ def encode_relations(formulation: Formulation) -> None:
     ):
         if j in space.allowed:
             raise NotEncodableError(f"relation of {relation.target!r}: a computed feature with allowed values")
-        inputs = relation_inputs(formulation, relation.model, columns)
-        raw_original = space.original[columns].reshape(1, -1)
-        model_original = raw_original if inputs.preprocess is None else inputs.preprocess.transform(raw_original)
-        model_original = np.asarray(model_original, dtype=np.float64)[0]
-        baseline = float(np.asarray(relation.model.predict(raw_original), dtype=np.float64).reshape(-1)[0])
-        terms, constant = _regressor(formulation, inputs, (model_original, baseline), columns, k)
+        try:
+            inputs = relation_inputs(formulation, relation.model, columns)
+            raw_original = space.original[columns].reshape(1, -1)
+            model_original = raw_original if inputs.preprocess is None else inputs.preprocess.transform(raw_original)
+            model_original = np.asarray(model_original, dtype=np.float64)[0]
+            baseline = float(np.asarray(relation.model.predict(raw_original), dtype=np.float64).reshape(-1)[0])
+            terms, constant = _regressor(formulation, inputs, (model_original, baseline), columns, k)
+        except NotEncodableError as error:  # the regressor's step or layer, not the model's: say whose
+            if str(error).startswith("relation"):
+                raise
+            raise NotEncodableError(f"relation of {relation.target!r}: {error}") from None
         if relation.form == "additive":  # x_t = x̂_t + f(x) - f(x̂)
             constant += float(space.original[j]) - baseline
         tolerance = relations.tolerance(j)
