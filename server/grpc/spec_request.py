@@ -83,7 +83,11 @@ def plan_fields(request: pb.PlanRequest, spec: ProblemSpec, instance: Mapping[st
 def _question(request: pb.ExplainRequest | pb.PlanRequest, spec: ProblemSpec, instance: Mapping[str, Any]) -> None:
     """The fields an explain and a plan share: the rules, the goals, the margin, the limits."""
     if spec.relations:
-        raise WireError("relations", "learned constraints are fitted models: a model card holds them on a server")
+        raise WireError(
+            "relations",
+            "learned constraints are fitted models, sent by no request: register the model on the server with "
+            "them (RegisteredModel(spec=ProblemSpec(relations=...)) in Python; a YAML card cannot hold them)",
+        )
     request.overrides.extend(override_messages(spec, instance))
     request.goals.extend(goal_message(goal) for goal in spec.goals or ())
     if spec.margin is not None:
