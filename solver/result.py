@@ -129,20 +129,27 @@ class CounterfactualResult(BaseModel):
 
     def _rules_broken(self) -> str:
         """A valid answer that breaks a rule (hard level 1, actionability, below 0: the only hard
-        level a valid answer can miss): how many, and that no answer keeping every rule was found.
-        The score counts the broken rules but does not say which; the rules are listed once, in
+        level a valid answer can miss), and that no answer keeping every rule was found. The score
+        counts the broken rules but does not say which, and it counts each change past the most
+        allowed as one, so a level of -3 is three rules or one cap passed by three: the note gives
+        the level, not a number of rules. The rules are listed once, in
         :mod:`counterplan.planning.score` and the guide's actionability table."""
         broken = round(-self.score_levels[1])
-        rules = "an actionability rule" if broken == 1 else f"{broken} actionability rules"
         kinds = (
             "an immutable feature, a monotone direction, allowed or forbidden values, precision, the "
             "most features allowed to change, a relation, the trust region or plausibility"
+        )
+        counted = "one for each rule broken and each change past the most allowed"
+        rules = (
+            f"an actionability rule (hard level 1: {kinds})"
+            if broken == 1
+            else f"actionability rules (hard level 1 is -{broken}, {counted}: {kinds})"
         )
         found = "no answer keeping every rule was found"
         if self.requested > 1:
             came = len(self.counterfactuals)
             found += f", and {'none' if came == 0 else came} of the {self.requested} answers asked for came back"
-        return f"the answer reaches the goal but breaks {rules} (hard level 1: {kinds}); {found}"
+        return f"the answer reaches the goal but breaks {rules}; {found}"
 
     def _not_reached(self) -> str:
         """Why no valid answer came back: proven infeasible, a failing model, or the immutables."""

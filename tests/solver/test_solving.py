@@ -336,6 +336,29 @@ def test_a_valid_answer_that_breaks_a_rule_says_so() -> None:
     assert several.note == f"{broken}, and none of the 3 answers asked for came back"
 
 
+def test_a_cap_passed_by_several_changes_is_not_called_several_rules() -> None:
+    """Hard level 1 counts each change past ``max_changed_features``: from (1, 1, 1) only all three
+    features together pass x + y + z > 25, so with one change allowed the answer's level is -2 while
+    it breaks one rule. The note said "breaks 2 actionability rules" (the result fuzz's finding)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from counterplan.planning import FloatFeature
+    from counterplan.planning.models import adapt_sklearn
+
+    X = np.random.default_rng(0).uniform(0.0, 10.0, size=(600, 3))
+    model = LogisticRegression().fit(X, (X.sum(axis=1) > 25).astype(int))
+    features = [FloatFeature(name=name, value=1.0, low=0.0, high=10.0) for name in ("x", "y", "z")]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "ok"), max_changed_features=1)
+    result = explain(problem, seed=0)
+    assert result.valid and not result.feasible and len(result.changes) == 3 and result.score_levels[1] == -2.0
+    assert result.note is not None and "2 actionability rules" not in result.note
+    assert result.note.startswith(
+        "the answer reaches the goal but breaks actionability rules (hard level 1 is -2, one for each rule "
+        "broken and each change past the most allowed: an immutable feature, a monotone direction, "
+    )
+    assert result.note.endswith("; no answer keeping every rule was found")
+
+
 def _spread_or_single(penalty: float) -> CounterfactualProblem:
     """Valid when sqrt(a) + sqrt(b) >= 1: a = b = 0.25 costs 0.05 (range-scaled), a = 1 alone 0.1."""
     from counterplan.planning import DistanceSettings, FloatFeature
