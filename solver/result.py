@@ -39,6 +39,9 @@ class SolveStatistics(BaseModel):
     steps: int
     score_calculation_count: int
     model_call_count: int
+    """The model calls the search made (the original's included). Two calls after it are not
+    counted: the answer's own check through the real model, and, without a valid answer, the
+    diagnosis's scan of the immutable features (:mod:`counterplan.solver.diagnosis`)."""
     score_calculation_speed: float
     """Candidate scores per second over the whole solve."""
     time_spent_seconds: float

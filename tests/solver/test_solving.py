@@ -563,3 +563,30 @@ def test_an_allowed_value_finer_than_its_features_decimals_is_reached(engine: st
     values, columns = np.array([1.22, 1.26, 1.26]), np.array([0, 0, 1])
     vector = Layouts([problem]).to_grid(values, np.zeros(3, dtype=np.intp), columns)  # the batch engine's rounding
     assert vector.tolist() == problem.space.to_grid(values, columns).tolist() == [1.22, 1.26, 1.3]
+
+
+@pytest.mark.parametrize("age_immutable", [False, True])
+def test_model_call_count_is_the_searchs_calls(age_immutable: bool) -> None:
+    """``statistics.model_call_count`` counts every call the model receives but two after the
+    search (what ``SolveStatistics`` and the Python guide say): the answer's own check through the
+    real model, and, without a valid answer, the diagnosis's scan of the immutable features."""
+    from counterplan.planning import FloatFeature, IntegerFeature
+
+    calls: list[int] = []
+
+    def age_decides(X: FloatMatrix) -> FloatMatrix:  # p(yes) needs age past 30; x barely helps
+        calls.append(X.shape[0])
+        p = 1.0 / (1.0 + np.exp(-4.0 * ((X[:, 1] - 30.0) + 0.1 * X[:, 0] - 0.5)))
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [
+            FloatFeature(name="x", value=0.0, low=0.0, high=1.0),
+            IntegerFeature(name="age", value=20, low=18, high=90, constrained=age_immutable),
+        ],
+        [ClassGoal(target=1)],
+        CallableAdapter(age_decides, [OutputSpec("ok", (0, 1))]),
+    )
+    result = explain(problem, seed=0)
+    assert result.valid is not age_immutable and result.blocked_by == (["age"] if age_immutable else [])
+    assert result.statistics.model_call_count == len(calls) - (2 if age_immutable else 1)
