@@ -98,9 +98,9 @@ class CounterfactualResult(BaseModel):
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
     the one above, but for the exact engine's set solved as a whole, ``answer_set="copies"``,
-    whose answers need not include the proven optimum above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see
-    :mod:`counterplan.solver.answers.diversity`); never padded."""
+    whose answers need not include the proven optimum above). Fewer than asked when fewer exist
+    within the limits (every answer is at most ten times as far from the original as the best
+    one, see :mod:`counterplan.solver.answers.diversity`); never padded."""
     requested: int = 1
     """How many answers were asked for."""
     blocked_by: list[str] = []
