@@ -39,6 +39,9 @@ class SolveStatistics(BaseModel):
     steps: int
     score_calculation_count: int
     model_call_count: int
+    """The model calls the search made (the original's included). Two calls after it are not
+    counted: the answer's own check through the real model, and, without a valid answer, the
+    diagnosis's scan of the immutable features (:mod:`counterplan.solver.diagnosis`)."""
     score_calculation_speed: float
     """Candidate scores per second over the whole solve."""
     time_spent_seconds: float
@@ -94,9 +97,10 @@ class CounterfactualResult(BaseModel):
     """Why the proposed row's prediction failed, if it did."""
     counterfactuals: list[Counterfactual] = []
     """With ``num_counterfactuals`` above 1: distinct valid answers, best first (the first is
-    the one above). Fewer than asked when fewer exist within the limits (every answer is at
-    most ten times as far from the original as the best one, see
-    :mod:`counterplan.solver.answers.diversity`); never padded."""
+    the one above, but for the exact engine's set solved as a whole, ``answer_set="copies"``,
+    whose answers need not include the proven optimum above). Fewer than asked when fewer exist
+    within the limits (every answer is at most ten times as far from the original as the best
+    one, see :mod:`counterplan.solver.answers.diversity`); never padded."""
     requested: int = 1
     """How many answers were asked for."""
     blocked_by: list[str] = []
@@ -129,20 +133,27 @@ class CounterfactualResult(BaseModel):
 
     def _rules_broken(self) -> str:
         """A valid answer that breaks a rule (hard level 1, actionability, below 0: the only hard
-        level a valid answer can miss): how many, and that no answer keeping every rule was found.
-        The score counts the broken rules but does not say which; the rules are listed once, in
+        level a valid answer can miss), and that no answer keeping every rule was found. The score
+        counts the broken rules but does not say which, and it counts each change past the most
+        allowed as one, so a level of -3 is three rules or one cap passed by three: the note gives
+        the level, not a number of rules. The rules are listed once, in
         :mod:`counterplan.planning.score` and the guide's actionability table."""
         broken = round(-self.score_levels[1])
-        rules = "an actionability rule" if broken == 1 else f"{broken} actionability rules"
         kinds = (
             "an immutable feature, a monotone direction, allowed or forbidden values, precision, the "
             "most features allowed to change, a relation, the trust region or plausibility"
+        )
+        counted = "one for each rule broken and each change past the most allowed"
+        rules = (
+            f"an actionability rule (hard level 1: {kinds})"
+            if broken == 1
+            else f"actionability rules (hard level 1 is -{broken}, {counted}: {kinds})"
         )
         found = "no answer keeping every rule was found"
         if self.requested > 1:
             came = len(self.counterfactuals)
             found += f", and {'none' if came == 0 else came} of the {self.requested} answers asked for came back"
-        return f"the answer reaches the goal but breaks {rules} (hard level 1: {kinds}); {found}"
+        return f"the answer reaches the goal but breaks {rules}; {found}"
 
     def _not_reached(self) -> str:
         """Why no valid answer came back: proven infeasible, a failing model, or the immutables."""

@@ -151,7 +151,8 @@ class ResultBuilder:
         fine = evaluation.failures[0] is None and bool(np.array_equal(row, scored))
         answer = self.counterfactual(row, evaluation, evaluation.score(0), fine=fine)
         statistics = self._statistics(spent, steps=found_at[0], found_at=found_at, reason=reason)
-        return self._result(answer, original, statistics, counterfactuals=[answer] if answer.valid else [])
+        listed = [answer] if answer.valid and answer.feasible else []  # the answers keep every rule
+        return self._result(answer, original, statistics, counterfactuals=listed)
 
     def _result(
         self, answer: Counterfactual, original: Evaluation, statistics: SolveStatistics, **rest: Any

@@ -58,7 +58,10 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
     console.print(f"Prediction before: {escape(_fmt_predictions(result.original_predictions))}")
     console.print(f"Prediction after:  {escape(_fmt_predictions(result.predictions))}  {verdict}")
     console.print(f"Score: {display_score(result.score_levels)}")
-    for i, option in enumerate(result.counterfactuals[1:], start=2):
+    # the answers other than the one shown: the first of them is it, but for the exact engine's set
+    # solved as a whole, which need not hold the proven optimum shown above
+    others = [c for c in result.counterfactuals if c.proposed != result.proposed]
+    for i, option in enumerate(others, start=2):
         console.print(
             f"Alternative {i}: {display_score(option.score_levels)}  ({_fmt_predictions(option.predictions)})",
             markup=False,

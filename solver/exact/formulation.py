@@ -417,7 +417,11 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
     if link != "logit":
         raise NotEncodableError("a class goal on a model without class probabilities")
     if p >= 1.0:
-        raise NotEncodableError("a class goal needing probability 1 is out of a logistic model's reach")
+        # a logistic regression's, a gradient boosting's or a network's sigmoid: never 1
+        raise NotEncodableError(
+            "a class goal needing probability 1 is out of reach: the model's probability is a logistic "
+            "function of its score, below 1 everywhere"
+        )
     logit = math.log(p / (1.0 - p)) + epsilon
     if target_is_one:
         _goal_row(formulation, terms, logit - constant, INF)

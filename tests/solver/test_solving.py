@@ -336,6 +336,47 @@ def test_a_valid_answer_that_breaks_a_rule_says_so() -> None:
     assert several.note == f"{broken}, and none of the 3 answers asked for came back"
 
 
+def _three_changes_past_a_cap_of_one() -> CounterfactualProblem:
+    """From (1, 1, 1) only all three features together pass x + y + z > 25 (a logistic
+    regression), so with one change allowed every valid answer breaks the cap by two."""
+    from sklearn.linear_model import LogisticRegression
+
+    from counterplan.planning import FloatFeature
+    from counterplan.planning.models import adapt_sklearn
+
+    X = np.random.default_rng(0).uniform(0.0, 10.0, size=(600, 3))
+    model = LogisticRegression().fit(X, (X.sum(axis=1) > 25).astype(int))
+    features = [FloatFeature(name=name, value=1.0, low=0.0, high=10.0) for name in ("x", "y", "z")]
+    return CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "ok"), max_changed_features=1)
+
+
+def test_a_cap_passed_by_several_changes_is_not_called_several_rules() -> None:
+    """Hard level 1 counts each change past ``max_changed_features``: the answer's level is -2
+    while it breaks one rule. The note said "breaks 2 actionability rules" (the result fuzz's
+    finding); it gives the level and how it counts instead."""
+    result = explain(_three_changes_past_a_cap_of_one(), seed=0)
+    assert result.valid and not result.feasible and len(result.changes) == 3 and result.score_levels[1] == -2.0
+    assert result.note is not None and "2 actionability rules" not in result.note
+    assert result.note.startswith(
+        "the answer reaches the goal but breaks actionability rules (hard level 1 is -2, one for each rule "
+        "broken and each change past the most allowed: an immutable feature, a monotone direction, "
+    )
+    assert result.note.endswith("; no answer keeping every rule was found")
+
+
+def test_a_best_so_far_that_breaks_a_rule_is_not_listed_among_the_answers() -> None:
+    """``counterfactuals`` holds only answers that keep every rule: a solve's own result lists none
+    here, but the best so far a server answers with by its deadline or shutdown
+    (:meth:`CounterfactualSolver.so_far`) listed its rule-breaking answer, and its note said "1 of
+    the 3 answers asked for came back" (the result fuzz's finding)."""
+    solver = CounterfactualSolver(_three_changes_past_a_cap_of_one(), seed=0, num_counterfactuals=3)
+    result = solver.solve()
+    assert result.valid and not result.feasible and result.counterfactuals == []
+    stopped = solver.so_far("terminated early")
+    assert stopped is not None and stopped.valid and not stopped.feasible and stopped.counterfactuals == []
+    assert stopped.note is not None and stopped.note.endswith("and none of the 3 answers asked for came back")
+
+
 def _spread_or_single(penalty: float) -> CounterfactualProblem:
     """Valid when sqrt(a) + sqrt(b) >= 1: a = b = 0.25 costs 0.05 (range-scaled), a = 1 alone 0.1."""
     from counterplan.planning import DistanceSettings, FloatFeature
@@ -522,3 +563,30 @@ def test_an_allowed_value_finer_than_its_features_decimals_is_reached(engine: st
     values, columns = np.array([1.22, 1.26, 1.26]), np.array([0, 0, 1])
     vector = Layouts([problem]).to_grid(values, np.zeros(3, dtype=np.intp), columns)  # the batch engine's rounding
     assert vector.tolist() == problem.space.to_grid(values, columns).tolist() == [1.22, 1.26, 1.3]
+
+
+@pytest.mark.parametrize("age_immutable", [False, True])
+def test_model_call_count_is_the_searchs_calls(age_immutable: bool) -> None:
+    """``statistics.model_call_count`` counts every call the model receives but two after the
+    search (what ``SolveStatistics`` and the Python guide say): the answer's own check through the
+    real model, and, without a valid answer, the diagnosis's scan of the immutable features."""
+    from counterplan.planning import FloatFeature, IntegerFeature
+
+    calls: list[int] = []
+
+    def age_decides(X: FloatMatrix) -> FloatMatrix:  # p(yes) needs age past 30; x barely helps
+        calls.append(X.shape[0])
+        p = 1.0 / (1.0 + np.exp(-4.0 * ((X[:, 1] - 30.0) + 0.1 * X[:, 0] - 0.5)))
+        return np.column_stack([1.0 - p, p])
+
+    problem = CounterfactualProblem(
+        [
+            FloatFeature(name="x", value=0.0, low=0.0, high=1.0),
+            IntegerFeature(name="age", value=20, low=18, high=90, constrained=age_immutable),
+        ],
+        [ClassGoal(target=1)],
+        CallableAdapter(age_decides, [OutputSpec("ok", (0, 1))]),
+    )
+    result = explain(problem, seed=0)
+    assert result.valid is not age_immutable and result.blocked_by == (["age"] if age_immutable else [])
+    assert result.statistics.model_call_count == len(calls) - (2 if age_immutable else 1)

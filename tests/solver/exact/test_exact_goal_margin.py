@@ -118,3 +118,22 @@ def test_a_range_end_the_regressor_reaches_exactly_is_not_proven_away(backend: s
     assert exact is not None and exact.status == "optimal" and exact.proven, exact
     assert result.valid and result.feasible, (result.score, exact)
     assert -result.score_levels[3] == pytest.approx(optimum, rel=1e-9), (result.proposed, exact)
+
+
+def test_a_goal_needing_probability_1_is_refused_without_calling_a_boosted_model_logistic() -> None:
+    """A confidence whose margin takes it to 1 is out of reach of any model whose probability is a
+    logistic function of its score: a logistic regression's, but also a gradient boosting's or a
+    network's. The refusal called each of them "a logistic model" (the result fuzz: GB, MLP)."""
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    from counterplan.planning import ClassGoal
+    from counterplan.planning.errors import ProblemError
+
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.uniform(0, 10, 300), "b": rng.uniform(0, 10, 300)})
+    data["y"] = (data.a + data.b > 10).astype(int)
+    model = GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0).fit(data[["a", "b"]], data.y)
+    problem = CounterfactualProblem.from_dataframe(data, 0, model, [ClassGoal(target=1, confidence=0.999)], target="y")
+    with pytest.raises(ProblemError, match="logistic function of its score") as refused:
+        explain(problem, engine="exact", seed=0)
+    assert "logistic model" not in str(refused.value)
