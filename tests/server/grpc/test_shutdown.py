@@ -247,15 +247,7 @@ def test_a_shutdown_right_after_the_last_instance_was_read_still_answers_the_bat
                 time.sleep(0.01)
 
     monkeypatch.setattr(batch_stream.BatchStream, "_messages", shut_at_the_end)
-    client = CounterplanClient(running.target)
-    try:
-        request = CounterplanClient.request("batch", PERSON, [class_goal(1, 0.7)], seed=0)
-        (row,) = list(client.explain_batch([("row", request)], timeout=30))
-        assert row.row_id == "row" and row.WhichOneof("outcome") == "response"
-    finally:
-        model.release.set()
-        client.close()
-        running.stop(0)
+    _assert_the_row_is_answered(running, model)
 
 
 def test_a_shutdown_while_the_reader_waits_for_the_streams_end_still_answers_the_batch(
@@ -289,6 +281,11 @@ def test_a_shutdown_while_the_reader_waits_for_the_streams_end_still_answers_the
         made(self, steps, admission, settings, messages(), context)
 
     monkeypatch.setattr(batch_stream.BatchStream, "__init__", late_end)
+    _assert_the_row_is_answered(running, model)
+
+
+def _assert_the_row_is_answered(running: Any, model: Hanging) -> None:
+    """One row sent to the ExplainBatch of ``running``'s model ``batch`` comes back answered."""
     client = CounterplanClient(running.target)
     try:
         request = CounterplanClient.request("batch", PERSON, [class_goal(1, 0.7)], seed=0)
