@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ProblemError, one_line
 from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
@@ -179,7 +179,8 @@ def _at_original(relation: LearnedConstraint, inputs: npt.NDArray[np.float64]) -
     try:
         value = np.asarray(relation.model.predict(inputs.reshape(1, -1)), dtype=np.float64).reshape(-1)
     except Exception as error:  # the user's regressor: any failure is its own
-        raise ProblemError("relations", f"{where}: its model failed on the original's inputs: {error}") from None
+        failed = one_line(str(error), 300)  # the message only, bounded
+        raise ProblemError("relations", f"{where}: its model failed on the original's inputs: {failed}") from None
     if value.shape != (1,) or not np.isfinite(value[0]):
         raise ProblemError(
             "relations",
