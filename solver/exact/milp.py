@@ -219,13 +219,16 @@ def lifted(
     if not terms:
         return terms, lower, upper
     smallest = min(abs(c) for c in terms.values())
-    largest = max([*(abs(c) for c in terms.values()), *(abs(b) for b in (lower, upper) if math.isfinite(b))])
     if smallest > ZERO_TOLERANCE:
-        reach = _reach(terms, lower, upper, magnitudes)
-        if not 0.0 < reach < SMALL_ROW:
+        if _reaches(terms, lower, upper, magnitudes):  # (most rows: answered by their first term)
             return terms, lower, upper
+        reach = _reach(terms, lower, upper, magnitudes)
+        if reach <= 0.0:
+            return terms, lower, upper
+        largest = max([*(abs(c) for c in terms.values()), *(abs(b) for b in (lower, upper) if math.isfinite(b))])
         factor = max(min(2.0 ** round(-math.log2(reach)), 2.0 ** math.floor(math.log2(LIFT_CEILING / largest))), 1.0)
         return {i: c * factor for i, c in terms.items()}, lower * factor, upper * factor
+    largest = max([*(abs(c) for c in terms.values()), *(abs(b) for b in (lower, upper) if math.isfinite(b))])
     factor = 2.0 ** math.ceil(math.log2(LIFTED_SMALLEST / smallest))
     if largest * factor > LIFT_CEILING:  # at most to the ceiling: a term still at the solvers' zero is dropped
         factor = max(2.0 ** math.floor(math.log2(LIFT_CEILING / largest)), 1.0)
@@ -334,6 +337,17 @@ def add(a: Mapping[int, float], b: Mapping[int, float], scale: float = 1.0) -> E
     for k, v in b.items():
         out[k] = out.get(k, 0.0) + scale * v
     return out
+
+
+def _reaches(terms: Expr, lower: float, upper: float, magnitudes: Sequence[float] | None) -> bool:
+    """Whether the row's reach (:func:`_reach`) is at least :data:`SMALL_ROW`, stopping at the
+    first side or term that shows it (the load of a 100-tree forest's 15,000 rows took twice as
+    long computing every row's whole reach)."""
+    if any(math.isfinite(side) and abs(side) >= SMALL_ROW for side in (lower, upper)):
+        return True
+    if magnitudes is None:
+        return any(abs(c) >= SMALL_ROW for c in terms.values())
+    return any(abs(c) * magnitudes[i] >= SMALL_ROW for i, c in terms.items())
 
 
 def _reach(terms: Expr, lower: float, upper: float, magnitudes: Sequence[float] | None) -> float:
