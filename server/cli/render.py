@@ -71,7 +71,8 @@ def print_result(result: CounterfactualResult, console: Console) -> None:
         console.print(result.note, style="yellow", markup=False)
     s = result.statistics
     console.print(
-        f"Search: {s.steps} steps, {s.score_calculation_count:,} candidates scored in {s.model_call_count} model calls "
+        f"Search: {_counted(s.steps, 'step')}, {_counted(s.score_calculation_count, 'candidate')} scored in "
+        f"{_counted(s.model_call_count, 'model call')} "
         f"({s.score_calculation_speed:,.0f}/s), {s.time_spent_seconds * 1e3:.0f} ms; best found at step "
         f"{s.best_found_at_step}; stopped: {s.termination_reason}",
         style="dim",
@@ -197,3 +198,8 @@ def progress_line(event: BestSolutionEvent) -> str:
     state = "feasible" if event.feasible else "searching"
     score = display_score(event.score_levels)
     return f"best {score} ({state}) at step {event.step_index}, {event.time_spent_seconds * 1e3:.0f} ms"
+
+
+def _counted(n: int, thing: str) -> str:
+    """``n`` things, in the singular for one ("1 candidate", "1,500 candidates")."""
+    return f"{n:,} {thing}" if n == 1 else f"{n:,} {thing}s"

@@ -490,6 +490,7 @@ def test_an_unreachable_goal_exits_3_and_says_what_blocks_it(capsys: pytest.Capt
 def test_an_instance_that_meets_the_goal_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "explain", "--no-progress", "--goal", "class:0")
     assert code == 0 and "already meets the goal" in out and "Search: 0 steps" in out
+    assert "1 candidate scored in 1 model call (" in " ".join(out.split())  # one, not "1 candidates"
     assert out.count("nothing to change") == 1  # said once, not again as a note
     assert "No change found" not in out
 
