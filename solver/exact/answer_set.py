@@ -34,7 +34,7 @@ from counterplan.planning.scorecard import ScorecardAdapter
 from counterplan.solver.core.scope import SolverScope
 from counterplan.solver.exact import intervals
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.formulation import RETRIES, build, retry_margins
 from counterplan.solver.exact.milp import INF, WIDE_STEPS, Expr, Milp, MilpResult, add
 from counterplan.solver.exact.program import BuildStopped, FeatureVars, Formulation
 
@@ -259,7 +259,7 @@ def solve_set(
     config: ExactPhaseConfig,
     remaining: Callable[[], float | None],
     should_stop: Callable[[], bool],
-    retries: int = 2,
+    retries: int = RETRIES,
 ) -> tuple[npt.NDArray[np.float64] | None, str, str]:
     """Solve for ``scope.answers`` answers (``config.answer_set``); returns the verified rows best
     first (None when there is no set), the program's status, and why there is no set."""
@@ -284,7 +284,7 @@ def solve_set(
     status = ""
     wide = False
     for retry in range(retries + 1):  # wider margins after an answer the real model rejects
-        margins = (config.goal_epsilon * 100.0**retry, 100.0**retry, retry > 0)
+        margins = retry_margins(retry, config.goal_epsilon)
         try:
             if config.answer_set == "copies":
                 candidates, status, wide = _by_copies(problem, k, config, margins, run, should_stop=should_stop)
@@ -355,7 +355,7 @@ def _topped_up(
     """``rows`` and more answers, each excluding the sets of changed features found before it
     (``no_good``'s programs), until ``scope.answers``: verified, distinct, best first."""
     assert scope.problem is not None
-    margins = (config.goal_epsilon, 1.0, False)
+    margins = retry_margins(0, config.goal_epsilon)
     try:
         candidates, _, _ = _by_no_good(
             scope.problem, rows, scope.answers, margins=margins, run=run, should_stop=should_stop
@@ -383,8 +383,8 @@ def _distinct(problem: CounterfactualProblem, rows: list[npt.NDArray[np.float64]
     return kept
 
 
-Margins = tuple[float, float, bool]
-"""A retry's goal epsilon, margin scale, and whether probabilities get the epsilon too."""
+Margins = tuple[float, float, float]
+"""A retry's goal epsilon, probability epsilon and margin scale (:func:`retry_margins`)."""
 
 
 def _by_copies(
@@ -398,7 +398,7 @@ def _by_copies(
 ) -> tuple[npt.NDArray[np.float64] | None, str, bool]:
     """``copies``: the k answers of one program (None when it has none), its status, and whether
     it is too wide to prove (:func:`_unprovable`)."""
-    epsilon, scale, widened = margins
+    epsilon, probability, scale = margins
     program = build_set(
         problem,
         k,
@@ -406,7 +406,7 @@ def _by_copies(
         config.distinct_values,
         config.diversity_weight,
         epsilon,
-        epsilon if widened else 0.0,
+        probability,
         scale,
         should_stop=should_stop,
     )
@@ -427,12 +427,12 @@ def _by_no_good(
     """``no_good``: the answers ``found`` (the best one), then the next best with another set of
     features, until k (fewer when a program has no answer); the worst status seen, and whether a
     program was too wide to prove (:func:`_unprovable`)."""
-    epsilon, scale, widened = margins
+    epsilon, probability, scale = margins
     found = [row.copy() for row in found]
     status = "optimal"
     wide = False
     while len(found) < k and not should_stop():
-        single = build(problem, epsilon, epsilon if widened else 0.0, scale, should_stop=should_stop)
+        single = build(problem, epsilon, probability, scale, should_stop=should_stop)
         no_good_cuts(single, found)
         result = run(single.milp)
         if result.x is None:

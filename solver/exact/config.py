@@ -25,8 +25,10 @@ class ExactPhaseConfig(PhaseConfig):
     node_limit: Annotated[int, Field(gt=0, le=MAX_STEPS)] = 1_000_000
     time_limit_seconds: PositiveSeconds | None = None
     goal_epsilon: Annotated[float, Field(gt=0.0, le=0.1)] = 1e-6
-    """Each goal bound is kept this far inside (in the model's output units: logit, probability
-    or value), so an answer on the boundary is not lost to rounding."""
+    """A retried program keeps each goal bound this far inside (in the model's output units:
+    logit, probability or value; relative to a bound's size), and the relaxation that proves an
+    answer keeps it this far outside. The first program states each goal at its end
+    (:func:`~counterplan.solver.exact.formulation.retry_margins`)."""
     lexicographic: bool = True
     """Then minimise the number of changed features among the answers at the optimal distance
     (the score's second soft level), as a second program."""

@@ -54,6 +54,30 @@ from counterplan.solver.exact.program import (
 )
 from counterplan.solver.exact.tighten import tightened_row
 
+RETRIES = 3
+"""Programs solved again after an answer the real model rejects, at most (:func:`retry_margins`)."""
+WIDER = 100.0
+"""How much wider each retry's margins are than the one before, from the second retry on."""
+
+
+def retry_margins(retry: int, goal_epsilon: float) -> tuple[float, float, float]:
+    """The margins of a solve's ``retry``-th program (0: the first): the goal's epsilon, the
+    epsilon of a goal on an averaged probability, and the scale of the thresholds' margins
+    (:func:`build`'s arguments).
+
+    The first program states every goal at its end: it holds every answer of the scored goal (a
+    relaxation of it, up to the solver's tolerance), so its optimum, once the real model confirms
+    it, is the scored problem's. Kept ``goal_epsilon`` inside, a goal lost the answers whose
+    output lies on its end, and a farther one was proven optimal (fuzzing: a linear regression
+    whose range began at its own output at x = 5 was proven at x = 6). An answer the real model
+    rejects (an output a rounding short of the end: a network over numbers of six decimals, 3 of
+    25 rows) is solved again with every goal ``goal_epsilon`` inside, then a hundred times more,
+    twice, the thresholds' margins widened alike."""
+    if retry == 0:
+        return 0.0, 0.0, 1.0
+    wider = WIDER ** (retry - 1)
+    return goal_epsilon * wider, goal_epsilon * wider, wider
+
 
 def build(
     problem: CounterfactualProblem,

@@ -1,9 +1,9 @@
 """Drop the needless changes of the exact engine's answer through the real model.
 
-The program proves the optimum of the goal kept ``goal_epsilon`` inside its threshold, over
-values on each feature's grid. An answer of the scored problem may need less: a change that
-only bought that epsilon (an original off its grid moved onto it) is needless, and the answer
-without it is valid and scores better. So before an answer is called optimal, each of its
+A program proves its optimum over values on each feature's grid, and a retried one with the
+goal kept ``goal_epsilon`` inside its threshold. An answer of the scored problem may need less:
+a change that only bought that epsilon (an original off its grid moved onto it) is needless,
+and the answer without it is valid and scores better. So before an answer is called optimal, each of its
 changed features is reverted to the original value, all of them in one model call per round,
 and the best revert that stays valid and scores better (by the score calculator) is kept;
 rounds go on while one does.

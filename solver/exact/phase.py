@@ -13,9 +13,12 @@ optimum at or below it is the whole program's, a bound is capped at it, and when
 program has nothing at or below it the whole program is built and solved
 (:func:`_within_reach`).
 
-An answer the program calls valid but the real model rejects (a borderline rounding) is not
-returned as valid: the programs are solved again with every goal and threshold margin a hundred
-times wider, at most twice; the report says how many such retries there were.
+The first program states every goal at its end, a relaxation of the scored goal
+(:func:`~counterplan.solver.exact.formulation.retry_margins`). An answer the program calls valid
+but the real model rejects (a borderline rounding) is not returned as valid: the programs are
+solved again with every goal ``goal_epsilon`` inside, then with every goal and threshold margin a
+hundred times wider, twice; the report says how many such retries there were, and a retry's
+answer is proven by the first program's bound (:meth:`ExactPhase._retried_proof`).
 
 The phase's time limit counts everything, the building of the program included (it stops
 between trees and layers: :class:`~counterplan.solver.exact.program.BuildStopped`). The bound
@@ -42,11 +45,12 @@ from counterplan.planning.structure.kind import TREE_ENSEMBLES, kind_name, model
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.scope import AnswerSet, SolverScope
 from counterplan.solver.exact.backend import solve
+from counterplan.solver.exact.boundary import toward_the_end
 from counterplan.solver.exact.config import ExactPhaseConfig
-from counterplan.solver.exact.formulation import build
+from counterplan.solver.exact.formulation import RETRIES, build, retry_margins
 from counterplan.solver.exact.milp import INF, MilpResult, proof_bound, trivial_bound
 from counterplan.solver.exact.needless import drop_needless_changes
-from counterplan.solver.exact.program import BuildStopped, Formulation, evaluate, reach_limit
+from counterplan.solver.exact.program import BuildStopped, Formulation, Lin, evaluate, reach_limit
 from counterplan.solver.exact.report import ExactStatistics
 
 SCORED_NOT_PROVEN = (
@@ -81,9 +85,6 @@ first program proven in its presolve leaves the second a budget of almost nothin
 TIE_BREAK_FLOOR_NODES = 1_000
 """The least nodes the tie-break program gets on HiGHS or SCIP (a first program solved at its
 root reports one node)."""
-RETRIES = 2
-"""Wider margins after an answer the real model rejects, at most this many times."""
-WIDER = 100.0
 
 
 class ExactPhase(PhaseBase[ExactPhaseConfig]):
@@ -167,9 +168,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
             proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
             scored = "" if proven else SCORED_NOT_PROVEN
         elif proven and run.retries:
-            # the optimum of margins WIDER^retries times wider: answers within them were left out
-            # (a scorecard of 4e9 points kept its range goal 4e5 points inside: fuzzing)
-            proof, proven = self._loosened_proof(phase_scope, started, report.trivial)
+            # the optimum of a program with margins: answers within them were left out (a
+            # scorecard of 4e9 points kept its range goal 4e5 points inside: fuzzing)
+            proof, proven = self._retried_proof(phase_scope, started, run)
             scored = "" if proven else WIDENED_NOT_PROVEN
         rejected = MODEL_REJECTED.format(retries=run.retries) if first.x is not None and not run.verified else ""
         statistics = ExactStatistics(
@@ -200,19 +201,19 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         scope = phase_scope.solver_scope
         assert scope.problem is not None
         _, should_stop = self._clock(scope, started)
-        epsilon = self.config.goal_epsilon
         retries = 0
         last: _Proof | None = None
+        end: _End | None = None
         reach = self._reach(scope)
         while True:
-            # a forest's averaged probability meets a goal exactly at the threshold (the score
-            # counts it valid): no margin on it, unless the model rejected an answer
+            # every goal at its end first (a relaxation of the scored goal), then margins
+            goal, probability, scale = retry_margins(retries, self.config.goal_epsilon)
             try:
                 formulation = build(
                     scope.problem,
-                    epsilon,
-                    probability_epsilon=epsilon if retries else 0.0,
-                    margin_scale=WIDER**retries,
+                    goal,
+                    probability_epsilon=probability,
+                    margin_scale=scale,
                     should_stop=should_stop,
                     reach=reach if retries == 0 else None,
                 )
@@ -220,7 +221,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 if last is None:
                     raise
                 return last  # out of time rebuilding for a retry: the last program's run stands
-            report, verified = self._run(phase_scope, formulation, started)
+            report, verified = self._run(phase_scope, formulation, started, warm=retries == 0)
             if formulation.reach is not None:
                 narrowed = _within_reach(report, formulation.reach)
                 if narrowed is None:  # nothing within reach: the whole program decides
@@ -229,11 +230,12 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                         raise BuildStopped("the time limit came before the whole program was solved")
                     continue
                 report = narrowed
-            last = _Proof(formulation, report, verified, retries)
+            if retries == 0 and report.first.status in ("optimal", "feasible"):
+                end = _End(formulation, report)
+            last = _Proof(formulation, report, verified, retries, end)
             if verified or report.first.status in ("infeasible", "no solution") or retries >= RETRIES or should_stop():
                 return last
             retries += 1
-            epsilon *= WIDER
 
     def _reach(self, scope: SolverScope) -> float | None:
         """The warm start's distance, which narrows the program (``build``'s ``reach``): every
@@ -280,6 +282,34 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         loosened, proven = self._loosened_proof(phase_scope, started, trivial)
         return ("optimal" if proven else "feasible"), loosened, proven, ("" if proven else SCORED_NOT_PROVEN)
 
+    def _retried_proof(
+        self, phase_scope: PhaseScope, started: float, run: _Proof
+    ) -> tuple[tuple[float | None, float, float], bool]:
+        """Whether the best answer of a retried program (its goals kept inside their ends) is the
+        scored problem's optimum. The segment from it to the first program's rejected answer is
+        searched first (:mod:`~counterplan.solver.exact.boundary`). The first program, every goal
+        at its end, is a relaxation of the scored problem: its bound bounds every valid answer,
+        and proves the best answer when it is within ``relative_gap`` of its objective there.
+        When that program was solved to its optimum and does not prove it, the program with the
+        goals ``goal_epsilon`` outside (whose optimum is at most that one) cannot either, and is
+        not solved (a network's took 12 s to fail, for an answer 3e-5 from the bound); otherwise
+        it is (:meth:`_loosened_proof`).
+        Returns (objective, bound, gap) and whether it is proven."""
+        scope = phase_scope.solver_scope
+        end = run.end
+        if end is None:
+            return self._loosened_proof(phase_scope, started, run.report.trivial)
+        if end.report.first.x is not None:  # its answer, rejected: the optimum lies toward it
+            _, should_stop = self._clock(scope, started)
+            rejected = end.formulation.decode(end.report.first.x)
+            toward_the_end(scope, rejected, phase_scope.counters, should_stop)
+        start = end.formulation.assignment(scope.best_row.reshape(-1))
+        objective = evaluate(end.report.objective, start)
+        proof, proven = _bounded(objective, end.report.bound, self.config.relative_gap)
+        if proven or end.report.first.status == "optimal":
+            return proof, proven
+        return self._loosened_proof(phase_scope, started, run.report.trivial)
+
     def _loosened_proof(
         self, phase_scope: PhaseScope, started: float, trivial: float
     ) -> tuple[tuple[float | None, float, float], bool]:
@@ -296,11 +326,8 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         start = loose.assignment(scope.best_row.reshape(-1))
         objective = evaluate((loose.milp.objective, loose.milp.objective_offset), start)
         bound, _ = proof_bound(loose.milp, result)
-        tolerance = self.config.relative_gap * abs(objective) + 1e-9
-        proven = result.status != "infeasible" and objective <= bound + tolerance
-        bound = min(bound, objective)
-        gap = abs(objective - bound) / abs(objective) if objective != 0.0 else (0.0 if bound == 0.0 else INF)
-        return (objective, bound, gap), proven
+        proof, proven = _bounded(objective, bound, self.config.relative_gap)
+        return proof, proven and result.status != "infeasible"
 
     def _solve_loosened(
         self, scope: SolverScope, started: float, *, start_from_best: bool
@@ -359,7 +386,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         scope.answer_set = AnswerSet(rows if rows is not None else empty, "final")
         phase_scope.report("exact", statistics.model_copy(update={"answer_set": status, "answer_set_reason": reason}))
 
-    def _run(self, phase_scope: PhaseScope, formulation: Formulation, started: float) -> tuple[_Run, bool]:
+    def _run(
+        self, phase_scope: PhaseScope, formulation: Formulation, started: float, *, warm: bool = True
+    ) -> tuple[_Run, bool]:
         config = self.config
         scope = phase_scope.solver_scope
         phase_scope.start()
@@ -386,7 +415,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 verified_scores.append(scores[0])
             return feasible
 
-        start = formulation.assignment(scope.best_row) if is_feasible(scope.best_score) else None
+        # a retry starts cold: HiGHS took 30,002 nodes (7.4 s) from a network's valid answer where,
+        # cold, its root (0.02 s) solved the same program
+        start = formulation.assignment(scope.best_row) if warm and is_feasible(scope.best_score) else None
 
         def incumbent(x: npt.NDArray[np.float64], _objective: float) -> None:
             offer(x)  # each improving incumbent, checked by the model, is a best-solution event
@@ -404,6 +435,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         )
         # before the second program changes the objective
         bound, gap = proof_bound(formulation.milp, first)
+        objective = (dict(formulation.milp.objective), formulation.milp.objective_offset)
         trivial = trivial_bound(formulation.milp)
         nodes = first.nodes
         verified = False
@@ -430,7 +462,16 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
                 if second.x is not None:
                     verified = offer(second.x, final=True) or verified
         score = verified_scores[best_row(np.vstack(verified_scores))] if verified_scores else None
-        return _Run(first, nodes, backend, bound, gap, trivial, score), verified
+        return _Run(first, nodes, backend, bound, gap, trivial, score, objective), verified
+
+
+def _bounded(objective: float, bound: float, relative_gap: float) -> tuple[tuple[float, float, float], bool]:
+    """An answer's objective, a bound of every valid answer's, and the gap between them; and
+    whether the bound proves the answer optimal (within ``relative_gap``)."""
+    proven = objective <= bound + relative_gap * abs(objective) + 1e-9
+    bound = min(bound, objective)
+    gap = abs(objective - bound) / abs(objective) if objective != 0.0 else (0.0 if bound == 0.0 else INF)
+    return (objective, bound, gap), proven
 
 
 def _tie_break_budget(config: ExactPhaseConfig, first: MilpResult) -> tuple[int, float | None]:
@@ -479,6 +520,8 @@ class _Run:
     gap: float
     trivial: float
     score: npt.NDArray[np.float64] | None
+    objective: Lin
+    """The first program's objective (the second's replaces it in the program)."""
 
 
 @dataclass(frozen=True)
@@ -490,3 +533,14 @@ class _Proof:
     report: _Run
     verified: bool
     retries: int
+    end: _End | None = None
+    """The solve's first program (every goal at its end) with its run, when it has a solution or
+    a bound: a relaxation of the scored problem (:meth:`ExactPhase._retried_proof`)."""
+
+
+@dataclass(frozen=True)
+class _End:
+    """A solve's first program, every goal at its end, and its run."""
+
+    formulation: Formulation
+    report: _Run

@@ -89,11 +89,23 @@ def _needless_problem() -> CounterfactualProblem:
     return CounterfactualProblem(features, [goal], adapt_sklearn(needless_model(), "ok"))
 
 
-def test_a_proven_answer_keeps_no_needless_change() -> None:
-    """The program's optimum moves x from 2.25 onto its grid (2.3) to keep its goal 1e-6 inside
-    the threshold; the scored problem does not need it. The answer is y + 1 alone, and it is
-    proven: it is the brute-force optimum of the scored problem (before: x = 2.3 was returned
-    as proven, 0.105 against 0.1)."""
+def _goal_kept_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phase's first program keeps its goal ``goal_epsilon`` inside, as a retry's does (and
+    every first program did before it stated the goal at its end)."""
+    from counterplan.solver.exact import phase
+
+    real = phase.retry_margins
+    monkeypatch.setattr(phase, "retry_margins", lambda retry, eps: real(max(retry, 1), eps))
+
+
+@pytest.mark.parametrize("goal", ["at its end", "kept inside"])
+def test_a_proven_answer_keeps_no_needless_change(goal: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept 1e-6 inside the threshold, the program's optimum moves x from 2.25 onto its grid (2.3);
+    the scored problem does not need it. The answer is y + 1 alone, and it is proven: it is the
+    brute-force optimum of the scored problem (before: x = 2.3 was returned as proven, 0.105
+    against 0.1). Stated at its end, the program's optimum is that answer itself."""
+    if goal == "kept inside":
+        _goal_kept_inside(monkeypatch)
     problem = _needless_problem()
     result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), engine="exact", seed=0)
     exact = result.statistics.exact
@@ -121,6 +133,7 @@ def test_the_needless_change_is_dropped_but_not_called_proven_without_a_proof(mo
         return result, backend
 
     monkeypatch.setattr(phase, "solve", unproven)
+    _goal_kept_inside(monkeypatch)
     problem = _needless_problem()
     result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(),)), engine="exact", seed=0)
     exact = result.statistics.exact

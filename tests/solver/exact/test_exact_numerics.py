@@ -158,7 +158,10 @@ def test_a_linear_models_near_zero_weight_leaves_its_proof_alone() -> None:
     """A regression on a whole number up to 1e10 and a number in tenths that it weighs at -6.5e-21
     (scikit-learn's solver on such columns). The goal row was lifted by 2^51 for that weight, its
     sides near 2e16: HiGHS and SCIP took local search's answer for optimal, a different distance
-    for each seed, none the optimum (0.07698 by enumeration; 0.07700 to 0.07709 were proven)."""
+    for each seed, none the optimum (0.07698 by enumeration; 0.07700 to 0.07709 were proven).
+    Then, with the goal kept 1e-6 inside its end, 7e-6 past the optimum was proven: the program
+    at the goal's end goes 77 steps past it (the solver's tolerance), the real model rejects
+    that, and the segment back to the retry's answer holds the optimum."""
     rng = np.random.default_rng(1)
     X = np.column_stack([rng.integers(0, 10**10, 200).astype(float), np.round(rng.uniform(0, 10, 200), 1)])
     model = LinearRegression().fit(X, -1.3e-9 * X[:, 0] + 0.7 * X[:, 1] + rng.normal(0, 0.1, 200))
@@ -170,14 +173,36 @@ def test_a_linear_models_near_zero_weight_leaves_its_proof_alone() -> None:
         FloatFeature(name="one", value=original[1], low=0.0, high=10.0, precision=1),
     ]
     problem = CounterfactualProblem(features, [RangeGoal(low=-INF, high=high)], adapt_sklearn(model, "y"))
-    # only "big" moves the prediction: its least move to the goal (kept goal_epsilon inside)
-    needed = (high - 1e-6 * max(1.0, abs(high)) - model.intercept_ - model.coef_[1] * original[1]) / model.coef_[0]
-    optimum = (np.ceil(needed) - original[0]) / 1e10
+    # only "big" moves the prediction: its least move to the goal, found through the model itself
+    big = int(np.ceil((high - model.intercept_ - model.coef_[1] * original[1]) / model.coef_[0])) - 100
+    assert model.predict(np.array([[big, original[1]]]))[0] > high, "the search starts short of the goal"
+    while model.predict(np.array([[big, original[1]]]))[0] > high:
+        big += 1
+    optimum = (big - original[0]) / 1e10
     for seed in range(4):
         result = explain(problem, engine="exact", seed=seed)
         exact = result.statistics.exact
         assert exact is not None and exact.proven and result.valid, (seed, exact)
         assert -result.score_levels[3] == pytest.approx(optimum, rel=1e-6), seed
+
+
+@pytest.mark.parametrize("backend", ["highs", "ortools"])
+def test_an_answer_whose_output_is_the_goals_end_itself_is_the_proven_optimum(backend: str) -> None:
+    """A range goal that begins at another row's prediction (the model's own output at x = 5):
+    the program kept the goal 1e-6 inside its end, left x = 5 out, and proved x = 6 optimal
+    on every backend."""
+    x = np.arange(21, dtype=float)
+    model = LinearRegression().fit(x.reshape(-1, 1), 3.0 * x + 2.0 + np.sin(x) / 10)
+    low = float(model.predict(np.array([[5.0]]))[0])
+    problem = CounterfactualProblem(
+        [IntegerFeature(name="x", value=0, low=0, high=20)],
+        [RangeGoal(low=low, high=INF)],
+        adapt_sklearn(model, "y"),
+    )
+    result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+    exact = result.statistics.exact
+    assert result.valid and result.proposed == {"x": 5}, result.proposed
+    assert exact is not None and exact.proven and exact.status == "optimal", exact
 
 
 def _fuzzed(seed: int, columns: dict[str, tuple[float, int]], model: Any = None) -> CounterfactualProblem:

@@ -195,7 +195,7 @@ def test_a_reach_below_the_optimum_sends_the_phase_to_the_whole_program(monkeypa
 
 
 def _run(result: Any) -> Any:
-    return phase._Run(result, result.nodes, "HiGHS", result.bound, result.gap, 0.0, None)
+    return phase._Run(result, result.nodes, "HiGHS", result.bound, result.gap, 0.0, None, ({}, 0.0))
 
 
 @pytest.mark.parametrize(
