@@ -321,9 +321,15 @@ def _shared_plausibility(
 ) -> PlausibilityModel:
     """The plausibility model of these features' domains, goals and settings: from ``cache`` when
     an earlier row of the data built it (rows whose domains agree share one), else built now."""
-    domains = (tuple(f.model_dump_json(exclude={"value"}) for f in features), repr(goals), target)
-    key = ("plausibility", domains, settings.model_dump_json())
+    key = ("plausibility", _domains(features), repr(goals), target, settings.model_dump_json())
     return _shared(cache, key, lambda: plausibility_model(data, features, goals, target, settings))
+
+
+def _domains(features: list[AnyFeature]) -> tuple[Hashable, ...]:
+    """What the data's encoded rows depend on: each feature but its value, and the domain it
+    gives (a feature without a range or categories takes its own value for its domain, so two
+    rows of it differ there)."""
+    return tuple((f.model_dump_json(exclude={"value"}), f.bounds, getattr(f, "domain", None)) for f in features)
 
 
 def _shared(cache: Shared, key: Hashable, build: Callable[[], T]) -> T:
@@ -412,10 +418,14 @@ def trust_region_model(
     goals: Sequence[AnyGoal],
     target: str | None,
     settings: TrustRegionSettings,
+    *,
+    cache: Shared | None = None,
 ) -> TrustRegion:
     """The trust region of the rows of ``data`` with the target outcome: the first class goal's
     class in the ``target`` column; without a class goal, the rows whose label meets the (one)
-    numeric goal."""
+    numeric goal. The region reads the original, so each row builds its own; the encoded rows
+    are shared through ``cache`` by rows whose domains agree (encoding 20,000 rows' categories
+    took 30 of a build's 49 ms: 32 KServe instances built for 1.5 s before their first search)."""
     if target is None or target not in data.columns:
         raise ProblemError("trust_region", "needs the label column given as target")
     select = _outcome_rows(goals, target)
@@ -425,7 +435,14 @@ def trust_region_model(
     if not chosen.any():
         raise ProblemError("trust_region", f"no row of the data has the target outcome in column {target!r}")
     space = FeatureSpace(features)
-    return TrustRegion(space, encode_frame(space, data[chosen]), settings)
+
+    def encoded() -> FloatMatrix:
+        rows = encode_frame(space, data[chosen])
+        rows.setflags(write=False)
+        return rows
+
+    key = ("trust region rows", _domains(features), repr(goals), target)
+    return TrustRegion(space, encoded() if cache is None else _shared(cache, key, encoded), settings)
 
 
 def build_problem(
@@ -511,7 +528,7 @@ def _data_rules(
     cache: Shared,
 ) -> tuple[PlausibilityModel | None, TrustRegion | None]:
     """The rules that judge a candidate against the data's rows: plausibility (shared by rows whose
-    domains agree) and the trust region (it reads the original: never shared)."""
+    domains agree) and the trust region (it reads the original: its encoded rows alone shared)."""
     judge = region = None
     if spec.plausibility is not None:
         if data is None:
@@ -520,7 +537,7 @@ def _data_rules(
     if spec.trust_region is not None:
         if data is None:
             raise ProblemError("trust_region", "needs training data with its label column")
-        region = trust_region_model(data, features, goals, target, spec.trust_region)
+        region = trust_region_model(data, features, goals, target, spec.trust_region, cache=cache)
     return judge, region
 
 

@@ -254,3 +254,36 @@ def test_settings_are_checked_and_subsampling_is_deterministic() -> None:
     assert doubled.reference_rows == 10  # duplicates add nothing to a hull
     with pytest.raises(ProblemError, match="no reference row"):
         TrustRegion(_unit_space(3), rows[:0])
+
+
+def test_rows_of_one_explainer_share_the_encoded_reference_and_get_their_own_region() -> None:
+    """The encoded reference rows are built once per domains (encoding 20,000 rows' categories
+    was most of each row's build); each row's region is the one it builds alone."""
+    from counterplan.planning.problem import _domains
+    from counterplan.planning.shared_builds import SharedBuilds
+    from counterplan.solver.explainer import Explainer
+
+    data = _approval_data()
+    data["city"] = np.random.default_rng(1).choice(["north", "south", "east"], len(data))
+    model = LogisticRegression(max_iter=1000).fit(data[["age", "income", "debt"]], data.ok)
+    columns = ["age", "income", "debt", "city"]
+    explainer = Explainer(
+        model, data, [ClassGoal(target=1)], target="ok", columns=columns, trust_region=TrustRegionSettings(slack=0.1)
+    )
+    instances = [
+        {"age": 40, "income": 3.0, "debt": 3.0, "city": "north"},
+        {"age": 75, "income": 1.0, "debt": 4.5, "city": "east"},
+    ]
+    shared = [explainer.problem(row).trust_region for row in instances]
+    alone = []
+    for row in instances:
+        explainer._cache = SharedBuilds()
+        alone.append(explainer.problem(row).trust_region)
+    for one, other in zip(shared, alone, strict=True):
+        assert one is not None and other is not None
+        assert np.array_equal(one.points, other.points) and one.slack == other.slack and one.note == other.note
+    kept = [key for key in explainer._cache._kept if key[0] == "trust region rows"]
+    assert len(kept) == 1
+    # a feature with no range has its own value for its domain: rows of it share nothing
+    held = [FloatFeature(name="x", value=v, low=None, high=None) for v in (1.0, 2.0)]
+    assert _domains([held[0]]) != _domains([held[1]])
