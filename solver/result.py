@@ -159,7 +159,8 @@ class CounterfactualResult(BaseModel):
         """Why no valid answer came back: proven infeasible, a failing model, or the immutables."""
         exact = self.statistics.exact
         if exact is not None and exact.status == "infeasible" and exact.proven:
-            return "no counterfactual exists within the domains and rules: the exact engine proved it"
+            why = f" ({exact.reason})" if exact.reason else ""
+            return f"no counterfactual exists within the domains and rules: the exact engine proved it{why}"
         if self.failure is not None and not self.feasible:
             return f"no valid counterfactual: {self.failure}"
         if not self.held_fixed and not self.blocked_by:

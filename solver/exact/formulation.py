@@ -442,10 +442,8 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
         raise NotEncodableError("a class goal on a model without class probabilities")
     if p >= 1.0:
         # a logistic regression's, a gradient boosting's or a network's sigmoid: never 1
-        raise NotEncodableError(
-            "a class goal needing probability 1 is out of reach: the model's probability is a logistic "
-            "function of its score, below 1 everywhere"
-        )
+        _out_of_reach(formulation, SIGMOID_BELOW_1)
+        return
     logit = math.log(p / (1.0 - p)) + epsilon
     if target_is_one:
         _goal_row(formulation, terms, logit - constant, INF)
@@ -477,7 +475,8 @@ def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, ep
         return
     p = max((1.0 + goal.margin) / 2.0, needed)
     if p >= 1.0:
-        raise NotEncodableError("a class goal needing probability 1 is out of a softmax's reach")
+        _out_of_reach(formulation, SOFTMAX_BELOW_1)
+        return
     gap = math.log(p * (k - 1) / (1.0 - p)) + epsilon
     for j, (terms, constant) in enumerate(output.classes):
         if j != target:
@@ -486,6 +485,25 @@ def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, ep
         f"a softmax over {k} classes: each other score kept {gap:.3g} below the target's, which guarantees "
         f"probability {p:.3g}; the true optimum may be closer"
     )
+
+
+SIGMOID_BELOW_1 = (
+    "a class goal needing probability 1 is out of reach: the model's probability is a logistic function "
+    "of its score, below 1 everywhere"
+)
+SOFTMAX_BELOW_1 = (
+    "a class goal needing probability 1 is out of reach: the model's probabilities are a softmax of its "
+    "scores, each below 1 everywhere"
+)
+
+
+def _out_of_reach(formulation: Formulation, reason: str) -> None:
+    """A goal no value of the features can meet: the program is infeasible, and that is the proof
+    (:attr:`~counterplan.solver.exact.program.Formulation.unreachable`). It was refused as a
+    problem the engine cannot take (the command line's usage error, exit 2), where local search
+    answered "no valid counterfactual" (exit 3) with a wrong reason: the immutable features."""
+    formulation.unreachable = reason
+    formulation.milp.row({}, 1.0, INF)
 
 
 def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[float, float]:

@@ -120,20 +120,30 @@ def test_a_range_end_the_regressor_reaches_exactly_is_not_proven_away(backend: s
     assert -result.score_levels[3] == pytest.approx(optimum, rel=1e-9), (result.proposed, exact)
 
 
-def test_a_goal_needing_probability_1_is_refused_without_calling_a_boosted_model_logistic() -> None:
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_goal_needing_probability_1_is_proven_out_of_reach_without_calling_a_boosted_model_logistic(
+    classes: int,
+) -> None:
     """A confidence whose margin takes it to 1 is out of reach of any model whose probability is a
-    logistic function of its score: a logistic regression's, but also a gradient boosting's or a
-    network's. The refusal called each of them "a logistic model" (the result fuzz: GB, MLP)."""
+    logistic function of its score (or a softmax of its scores): a logistic regression's, but also
+    a gradient boosting's or a network's. It was refused as a problem the engine cannot take (the
+    command line's exit 2, where local search said exit 3, "no valid counterfactual", blaming the
+    immutables); it is now proven infeasible, the reason given. The refusal also called each of
+    them "a logistic model" (the result fuzz: GB, MLP)."""
     from sklearn.ensemble import GradientBoostingClassifier
 
     from counterplan.planning import ClassGoal
-    from counterplan.planning.errors import ProblemError
 
     rng = np.random.default_rng(0)
     data = pd.DataFrame({"a": rng.uniform(0, 10, 300), "b": rng.uniform(0, 10, 300)})
-    data["y"] = (data.a + data.b > 10).astype(int)
+    data["y"] = np.minimum(((data.a + data.b) / (20 / classes)).astype(int), classes - 1)
     model = GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0).fit(data[["a", "b"]], data.y)
-    problem = CounterfactualProblem.from_dataframe(data, 0, model, [ClassGoal(target=1, confidence=0.999)], target="y")
-    with pytest.raises(ProblemError, match="logistic function of its score") as refused:
-        explain(problem, engine="exact", seed=0)
-    assert "logistic model" not in str(refused.value)
+    row = int(np.flatnonzero(model.predict(data[["a", "b"]]) == 0)[0])
+    goal = ClassGoal(target=1, confidence=0.999)
+    problem = CounterfactualProblem.from_dataframe(data, row, model, [goal], target="y")
+    result = explain(problem, engine="exact", seed=0)
+    exact = result.statistics.exact
+    assert not result.valid and exact is not None and exact.status == "infeasible" and exact.proven, exact
+    word = "logistic function of its score" if classes == 2 else "softmax of its scores"
+    assert word in exact.reason and "logistic model" not in exact.reason, exact.reason
+    assert word in result.note, result.note
