@@ -137,6 +137,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         self.config = self._backend(scope)
         started = time.perf_counter()
         _, should_stop = self._clock(scope, started)
+        self._before = (scope.best_row.copy(), scope.best_score.copy())
         try:
             run = self._proof(phase_scope, started)
         except NotEncodableError as exc:
@@ -388,6 +389,32 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         scope.answer_set = AnswerSet(rows if rows is not None else empty, "final")
         phase_scope.report("exact", statistics.model_copy(update={"answer_set": status, "answer_set_reason": reason}))
 
+    def _final_scores(
+        self, scope: SolverScope, row: npt.NDArray[np.float64], checked: dict[bytes, npt.NDArray[np.float64]]
+    ) -> npt.NDArray[np.float64]:
+        """``row``'s scores through the real model, once per row (``checked``); a best the real
+        model rejects is withdrawn (:meth:`_withdraw`)."""
+        key = row.tobytes()
+        if key not in checked:
+            checked[key] = scope.scorer.score_final(row)
+        scores = checked[key].copy()
+        if not is_feasible(scores[0]) and np.array_equal(scope.best_row.reshape(-1), row.reshape(-1)):
+            self._withdraw(scope, scores[0])
+        return scores
+
+    def _withdraw(self, scope: SolverScope, rejected: npt.NDArray[np.float64]) -> None:
+        """The scope's best is a row the real model rejects: the search's own scoring (a fast
+        path) took it, an output on a goal's end an ulp apart from the model's (fuzzing: a ridge
+        regression's range beginning at its own output at a grid point; the row stayed the best,
+        the result had no answer, and its proof was reported). The best before this phase takes
+        its place when it was feasible; else the row stays, with the real model's score, and any
+        feasible answer beats it."""
+        row, score = self._before
+        if is_feasible(score):
+            scope.best_row, scope.best_score = row.copy(), score.copy()
+        else:
+            scope.best_score = rejected.copy()
+
     def _run(
         self, phase_scope: PhaseScope, formulation: Formulation, started: float, *, warm: bool = True
     ) -> tuple[_Run, bool]:
@@ -403,13 +430,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
 
         def offer(x: npt.NDArray[np.float64], final: bool = False) -> bool:
             row = formulation.decode(x).reshape(1, -1)
-            if final:
-                key = row.tobytes()
-                if key not in checked:
-                    checked[key] = scope.scorer.score_final(row)
-                scores = checked[key].copy()
-            else:
-                scores = scope.scorer.score(row)
+            scores = self._final_scores(scope, row, checked) if final else scope.scorer.score(row)
             if scope.offer(row, scores, counters):
                 scope.announce()
             feasible = bool(is_feasible(scores[0]))
