@@ -412,6 +412,16 @@ def _goal_row(formulation: Formulation, terms: Expr, lower: float, upper: float)
         formulation.milp.row(terms, lower, upper)
 
 
+_ROUNDED_ONE = (
+    "a class goal needing probability 1: the model's probability is {link}, 1 only where floating "
+    "point rounds it up, which the exact engine does not state (local search may find such a point; "
+    "a confidence plus margin below 1 can be proven)"
+)
+"""Why a goal needing probability 1 of a sigmoid or softmax is refused. Not "out of reach": a
+separable logistic regression's probability is 1.0 in float64 from a score of about 37 on, where
+local search found valid answers the refusal had called impossible (the goal fuzz)."""
+
+
 def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, epsilon: float) -> None:
     """A class goal on a binary model: its label, probability or logit past the needed confidence."""
     terms, constant = formulation.output.lin
@@ -441,11 +451,8 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
     if link != "logit":
         raise NotEncodableError("a class goal on a model without class probabilities")
     if p >= 1.0:
-        # a logistic regression's, a gradient boosting's or a network's sigmoid: never 1
-        raise NotEncodableError(
-            "a class goal needing probability 1 is out of reach: the model's probability is a logistic "
-            "function of its score, below 1 everywhere"
-        )
+        # a logistic regression's, a gradient boosting's or a network's sigmoid: 1 only by rounding
+        raise NotEncodableError(_ROUNDED_ONE.format(link="a logistic function of its score"))
     logit = math.log(p / (1.0 - p)) + epsilon
     if target_is_one:
         _goal_row(formulation, terms, logit - constant, INF)
@@ -477,7 +484,7 @@ def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, ep
         return
     p = max((1.0 + goal.margin) / 2.0, needed)
     if p >= 1.0:
-        raise NotEncodableError("a class goal needing probability 1 is out of a softmax's reach")
+        raise NotEncodableError(_ROUNDED_ONE.format(link="a softmax of its scores"))
     gap = math.log(p * (k - 1) / (1.0 - p)) + epsilon
     for j, (terms, constant) in enumerate(output.classes):
         if j != target:

@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeRegressor
 
-from counterplan.planning import CounterfactualProblem, RangeGoal
+from counterplan.planning import ClassGoal, CounterfactualProblem, RangeGoal
+from counterplan.planning.errors import ProblemError
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
@@ -137,3 +139,24 @@ def test_a_goal_needing_probability_1_is_refused_without_calling_a_boosted_model
     with pytest.raises(ProblemError, match="logistic function of its score") as refused:
         explain(problem, engine="exact", seed=0)
     assert "logistic model" not in str(refused.value)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_goal_needing_probability_one_is_refused_without_calling_it_out_of_reach(classes: int) -> None:
+    """A separable logistic regression's probability is 1.0 in float64 from a score of about 37
+    on: local search finds an answer with probability 1, so the exact engine's refusal of such a
+    goal may not say it is out of reach (it said "below 1 everywhere", and ``auto`` repeated it)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.integers(0, 100, 400), "b": rng.integers(0, 5, 400)})
+    frame["y"] = np.digitize(frame.a, [50, 75][: classes - 1])
+    model = LogisticRegression(C=1e6, max_iter=5000).fit(frame[["a", "b"]], frame.y)
+    row = int(np.flatnonzero(model.predict(frame[["a", "b"]]) == 0)[0])
+    goal = ClassGoal(target=1, confidence=0.9, margin=0.1)  # needs 1.0
+    problem = CounterfactualProblem.from_dataframe(frame, row, model, [goal], target="y")
+    local = explain(problem, seed=0, engine="local")
+    assert local.valid and local.predictions["y"]["1"] == 1.0  # reached: float64 rounds it up
+    with pytest.raises(ProblemError, match="probability 1") as refused:
+        explain(problem, seed=0, engine="exact")
+    assert "reach" not in str(refused.value) and "rounds it up" in str(refused.value)
+    auto = explain(problem, seed=0, engine="auto")
+    assert auto.valid and auto.statistics.engine == "local" and "reach" not in auto.statistics.engine_reason
