@@ -7,9 +7,11 @@ Models call :func:`reraise` from ``__init__`` so that a bad feature raises ``Fea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import numpy as np
 from pydantic import ValidationError
 
 from counterplan.planning.errors import InvalidInputError, echo
@@ -51,10 +53,14 @@ def excerpt(value: Any) -> str:
 
 def a_scalar(value: Any) -> Any:
     """A value a rule lists or a goal names, checked before its union ``str | int | float | bool``:
-    a list, an object or null (JSON a caller sent) is refused in one message, where pydantic would
+    a list, an object, null (JSON a caller sent) or a NaN is refused in one message, where pydantic would
     name each kind it tried as a field (``target.str, target.int, target.float, target.bool: ...``)."""
     if value is None or isinstance(value, list | tuple | dict | set):
         raise ValueError(f"must be text, a number or a boolean, given {excerpt(value)}")
+    if isinstance(value, np.generic):  # model.classes_[1]: numpy's True_ would become the number 1.0
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be text, a finite number or a boolean, given {excerpt(value)}")
     return value
 
 

@@ -22,7 +22,9 @@ def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:
     try:
         if kind == "class":
             label, _, confidence = spec.partition("@")
-            target: str | int = int(label) if label.strip().lstrip("-").isdigit() else label.strip()
+            # the label stays text: binding matches it to the model's own label ("1" names the
+            # class 1 or 1.0), and a class whose label is the text "01" is not the class "1"
+            target = label.strip()
             if target == "":
                 raise ValueError("empty class label")
             return ClassGoal(output=output, target=target, confidence=float(confidence) if confidence else None)

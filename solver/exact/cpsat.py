@@ -240,8 +240,11 @@ def _objective_scale(objective: Expr) -> float:
 def _row(model: Any, kept: dict[int, Any], milp: Milp, expr: Expr, low: float, high: float) -> None:  # noqa: PLR0917
     """``low <= expr <= high``, in whole numbers: exactly when it is one already, else scaled and
     relaxed by its rounding (see the module's docstring)."""
-    whole = all(abs(c - round(c)) < 1e-12 for c in expr.values())
-    if whole:  # an integer expression: its bounds rounded inward are the same row
+    # an integer expression within 64 bits (a float past 2**53 is whole too: a regression tree's
+    # leaves of 1e20 were handed to CP-SAT as they are, and OR-Tools raised a TypeError)
+    whole = all(abs(c - round(c)) < 1e-12 and abs(c) <= LARGEST for c in expr.values())
+    if whole and all(abs(bound) <= LARGEST for bound in (low, high) if math.isfinite(bound)):
+        # its bounds rounded inward are the same row
         lower = math.ceil(low - 1e-9) if math.isfinite(low) else -LARGEST
         upper = math.floor(high + 1e-9) if math.isfinite(high) else LARGEST
         model.AddLinearConstraint(sum(kept[i] * round(c) for i, c in expr.items()), lower, upper)

@@ -412,6 +412,22 @@ def _goal_row(formulation: Formulation, terms: Expr, lower: float, upper: float)
         formulation.milp.row(terms, lower, upper)
 
 
+ROUNDS_TO_ONE = 40.0
+"""A score (a sigmoid's, or a softmax's lead over each other class, past ``log(K - 1)``) from which
+the probability is 1.0 in float64 and float32 alike: a sigmoid rounds up to 1 from about 36.7 in
+float64 and 16.6 in float32, and one minus it down to 0 likewise."""
+_ROUNDED_ONE = (
+    "a class goal needing probability 1: the model's probability is {link}, 1 only where floating "
+    "point rounds it up (from a score of about 37 in float64); the program asks a score of 40, which "
+    "is enough, so a closer answer may exist (a confidence plus margin below 1 can be proven)"
+)
+"""Why a program for a goal needing probability 1 of a sigmoid or softmax proves nothing. It was
+refused as out of reach ("below 1 everywhere"); a separable logistic regression's probability is
+1.0 in float64 from a score of about 37 on, where local search found valid answers (the goal
+fuzz). Asked a score that surely rounds up, the program answers, and its answer is checked by the
+real model as any."""
+
+
 def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, epsilon: float) -> None:
     """A class goal on a binary model: its label, probability or logit past the needed confidence."""
     terms, constant = formulation.output.lin
@@ -441,10 +457,9 @@ def _class_goal(formulation: Formulation, target_is_one: bool, goal: ClassGoal, 
     if link != "logit":
         raise NotEncodableError("a class goal on a model without class probabilities")
     if p >= 1.0:
-        # a logistic regression's, a gradient boosting's or a network's sigmoid: never 1
-        _out_of_reach(formulation, SIGMOID_BELOW_1)
-        return
-    logit = math.log(p / (1.0 - p)) + epsilon
+        # a logistic regression's, a gradient boosting's or a network's sigmoid: 1 only by rounding
+        formulation.conservative = _ROUNDED_ONE.format(link="a logistic function of its score")
+    logit = (ROUNDS_TO_ONE if p >= 1.0 else math.log(p / (1.0 - p))) + epsilon
     if target_is_one:
         _goal_row(formulation, terms, logit - constant, INF)
     else:
@@ -475,7 +490,11 @@ def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, ep
         return
     p = max((1.0 + goal.margin) / 2.0, needed)
     if p >= 1.0:
-        _out_of_reach(formulation, SOFTMAX_BELOW_1)
+        gap = ROUNDS_TO_ONE + math.log(k - 1) + epsilon
+        for j, (terms, constant) in enumerate(output.classes):
+            if j != target:
+                milp.row(add(target_terms, terms, -1.0), gap - target_constant + constant, INF)
+        formulation.conservative = _ROUNDED_ONE.format(link="a softmax of its scores")
         return
     gap = math.log(p * (k - 1) / (1.0 - p)) + epsilon
     for j, (terms, constant) in enumerate(output.classes):
@@ -485,25 +504,6 @@ def _multi_class_goal(formulation: Formulation, target: int, goal: ClassGoal, ep
         f"a softmax over {k} classes: each other score kept {gap:.3g} below the target's, which guarantees "
         f"probability {p:.3g}; the true optimum may be closer"
     )
-
-
-SIGMOID_BELOW_1 = (
-    "a class goal needing probability 1 is out of reach: the model's probability is a logistic function "
-    "of its score, below 1 everywhere"
-)
-SOFTMAX_BELOW_1 = (
-    "a class goal needing probability 1 is out of reach: the model's probabilities are a softmax of its "
-    "scores, each below 1 everywhere"
-)
-
-
-def _out_of_reach(formulation: Formulation, reason: str) -> None:
-    """A goal no value of the features can meet: the program is infeasible, and that is the proof
-    (:attr:`~counterplan.solver.exact.program.Formulation.unreachable`). It was refused as a
-    problem the engine cannot take (the command line's usage error, exit 2), where local search
-    answered "no valid counterfactual" (exit 3) with a wrong reason: the immutable features."""
-    formulation.unreachable = reason
-    formulation.milp.row({}, 1.0, INF)
 
 
 def _numeric_interval(goal: ValueGoal | RangeGoal, epsilon: float) -> tuple[float, float]:

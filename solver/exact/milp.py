@@ -218,7 +218,10 @@ def lifted(
         terms = _without_negligible(terms, magnitudes)
     if not terms:
         return terms, lower, upper
-    smallest = min(abs(c) for c in terms.values())
+    sizes_ = [abs(c) for c in terms.values()]
+    smallest = min(sizes_)
+    if max(sizes_) > LIFT_CEILING or any(LIFT_CEILING < abs(b) < INF for b in (lower, upper)):
+        return _lowered(terms, lower, upper)
     if smallest > ZERO_TOLERANCE:
         if _reaches(terms, lower, upper, magnitudes):  # (most rows: answered by their first term)
             return terms, lower, upper
@@ -234,6 +237,18 @@ def lifted(
         factor = max(2.0 ** math.floor(math.log2(LIFT_CEILING / largest)), 1.0)
         terms = {i: c for i, c in terms.items() if abs(c) * factor > ZERO_TOLERANCE}
     return {i: c * factor for i, c in terms.items()}, lower * factor, upper * factor
+
+
+def _lowered(terms: Expr, lower: float, upper: float) -> tuple[Expr, float, float]:
+    """The row multiplied by the power of two that brings its largest coefficient or finite side
+    down to :data:`LIFT_CEILING` (a term then at the solvers' zero dropped, as a lift drops it).
+    HiGHS refuses a matrix value from 1e15 and both solvers take a side from 1e20 for infinite:
+    a linear regression whose outputs reach 1e17 had every row of its program refused ("HiGHS
+    refused the program's 13 rows"), raised through ``engine="auto"`` (the goal fuzz)."""
+    largest = max([*(abs(c) for c in terms.values()), *(abs(b) for b in (lower, upper) if math.isfinite(b))])
+    factor = 2.0 ** math.floor(math.log2(LIFT_CEILING / largest))
+    kept = {i: c * factor for i, c in terms.items() if abs(c) * factor > ZERO_TOLERANCE}
+    return kept, lower * factor, upper * factor
 
 
 def column_scales(milp: Milp) -> npt.NDArray[np.float64] | None:

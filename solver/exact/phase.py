@@ -161,9 +161,7 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         proven = not conservative and (first.status == "infeasible" or (first.status == "optimal" and run.verified))
         proof = (first.objective if first.x is not None else None, report.bound, report.gap)
         status, scored = first.status, ""
-        if proven and first.status == "infeasible" and formulation.unreachable:
-            scored = formulation.unreachable  # by construction: no relaxation could hold an answer
-        elif proven and first.status == "infeasible":
+        if proven and first.status == "infeasible":
             status, proof, proven, scored = self._infeasible_proof(phase_scope, started, proof, report.trivial)
         elif proven and report.score is not None and is_better(scope.best_score, report.score):
             # the solve found a better valid answer than the program's optimum (dropped changes):

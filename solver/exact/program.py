@@ -155,10 +155,6 @@ class Formulation:
     """Threshold margins, as a multiple of the defaults (wider after the model rejected an answer)."""
     conservative: str | None = None
     """Why the program is stricter than the problem (a multi-class softmax), when it is."""
-    unreachable: str | None = None
-    """Why no answer can meet the goal whatever the features (a probability of 1 from a sigmoid or
-    a softmax), when none can: the program is then infeasible by construction, a proof that needs
-    no relaxation."""
     original_sides: dict[int, bool] = field(default_factory=dict)
     """Threshold variables of a number whose original is off its grid: the original's side."""
     leaves: list[dict[int, int]] = field(default_factory=list)

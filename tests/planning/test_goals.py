@@ -157,6 +157,39 @@ def test_a_label_written_as_text_names_a_numeric_class() -> None:
         bind_goals([ClassGoal(target="1")], (flags,))  # a number never names a boolean class
 
 
+def test_a_command_line_label_is_the_models_text_label_before_a_number() -> None:
+    """``--goal class:01`` was read as the number 1 and named the class "1" of ["01", "1", "2.0"]."""
+    from counterplan.server.cli.goal_text import parse_goal_text
+
+    codes = (OutputSpec("code", ("01", "1", "2.0")),)
+    for text, index in (("class:01", 0), ("class:1", 1), ("class:2.0", 2), ("class:2", 2), ("class: 01 @0.6", 0)):
+        (bound,) = bind_goals([parse_goal_text(text)], codes)
+        assert (bound.class_index, bound.goal.target) == (index, codes[0].classes[index])  # type: ignore[index]
+    (bound,) = bind_goals([parse_goal_text("class:-1")], (OutputSpec("y", (-1, 1)),))
+    assert (bound.class_index, bound.goal.target) == (0, -1)
+
+
+def test_a_numpy_label_keeps_its_kind() -> None:
+    """``ClassGoal(target=model.classes_[1])`` of a boolean classifier was the number 1.0 and refused
+    ("class 1.0 is not one of [False, True]"); numpy's integers are whole numbers, as Python's."""
+    from sklearn.linear_model import LogisticRegression
+
+    flags = LogisticRegression().fit(np.arange(6.0).reshape(-1, 1), np.arange(6) > 2).classes_
+    (bound,) = bind_goals([ClassGoal(target=flags[1])], (OutputSpec("flag", tuple(flags)),))
+    assert bound.class_index == 1 and bound.goal.target is True
+    assert ClassGoal(target=np.int64(7)).target == 7 and isinstance(ClassGoal(target=np.int64(7)).target, int)
+    assert ClassGoal(target=np.str_("yes")).target == "yes"
+
+
+@pytest.mark.parametrize("target", [float("nan"), np.nan, np.float32("inf"), -float("inf")])
+def test_a_target_that_is_not_a_number_is_refused_in_one_message(target: float) -> None:
+    """A NaN label was refused by each of the union's kinds in turn ("goal.target.str,
+    goal.target.int, goal.target.float, goal.target.bool: ...")."""
+    with pytest.raises(GoalError, match="finite number") as info:
+        ClassGoal(target=target)
+    assert info.value.field == "goal.target"
+
+
 def test_a_range_may_be_open_at_one_end() -> None:
     import math
 

@@ -619,7 +619,7 @@ def test_tune_checks_its_flags_and_labels_as_explain_does(
         (("--target", "incme"), "no column 'incme' in the data; columns: income, late, ratio, home, ok"),
         (("--target", "ok", "--budget", "nan"), "--budget must be a finite number"),
         (("--target", "ok", "--budget", "inf"), "--budget must be a finite number"),
-        (("--target", "ok", "--goal", "class:7"), "class 7 is not one of [0.0, 1.0]"),
+        (("--target", "ok", "--goal", "class:7"), "class '7' is not one of [0.0, 1.0]"),
         (("--target", "ok", "--goal", "range:0..1"), "--goal: output 'ok' is a classifier's; use a class goal"),
         (("--target", "ok", "--storage", "nosuchdialect://x"), "'storage': cannot open 'nosuchdialect://x'"),
         (("--target", "ok", "--storage", "not a url"), "'storage': cannot open 'not a url'"),

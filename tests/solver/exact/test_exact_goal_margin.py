@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeRegressor
 
-from counterplan.planning import CounterfactualProblem, RangeGoal
+from counterplan.planning import ClassGoal, CounterfactualProblem, RangeGoal
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import explain
 from counterplan.solver.engines import exact_config
@@ -121,15 +122,15 @@ def test_a_range_end_the_regressor_reaches_exactly_is_not_proven_away(backend: s
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_a_goal_needing_probability_1_is_proven_out_of_reach_without_calling_a_boosted_model_logistic(
+def test_a_goal_needing_probability_1_is_not_proven_either_way_without_calling_a_boosted_model_logistic(
     classes: int,
 ) -> None:
-    """A confidence whose margin takes it to 1 is out of reach of any model whose probability is a
-    logistic function of its score (or a softmax of its scores): a logistic regression's, but also
-    a gradient boosting's or a network's. It was refused as a problem the engine cannot take (the
-    command line's exit 2, where local search said exit 3, "no valid counterfactual", blaming the
-    immutables); it is now proven infeasible, the reason given. The refusal also called each of
-    them "a logistic model" (the result fuzz: GB, MLP)."""
+    """A confidence whose margin takes it to 1 of a model whose probability is a logistic function
+    of its score (or a softmax of its scores): a logistic regression's, but also a gradient
+    boosting's or a network's. The probability is 1 only where floating point rounds it up, so
+    the program asks a score that surely does: its infeasibility proves nothing, and the report
+    says why. The refusal it replaced called each of them "a logistic model" (the result fuzz:
+    GB, MLP)."""
     from sklearn.ensemble import GradientBoostingClassifier
 
     from counterplan.planning import ClassGoal
@@ -143,7 +144,29 @@ def test_a_goal_needing_probability_1_is_proven_out_of_reach_without_calling_a_b
     problem = CounterfactualProblem.from_dataframe(data, row, model, [goal], target="y")
     result = explain(problem, engine="exact", seed=0)
     exact = result.statistics.exact
-    assert not result.valid and exact is not None and exact.status == "infeasible" and exact.proven, exact
+    assert not result.valid and exact is not None and exact.status == "infeasible" and not exact.proven, exact
     word = "logistic function of its score" if classes == 2 else "softmax of its scores"
-    assert word in exact.reason and "logistic model" not in exact.reason, exact.reason
-    assert word in result.note, result.note
+    assert word in exact.reason and "rounds it up" in exact.reason and "logistic model" not in exact.reason
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_goal_needing_probability_one_is_met_where_it_rounds_up_and_not_called_out_of_reach(classes: int) -> None:
+    """A separable logistic regression's probability is 1.0 in float64 from a score of about 37
+    on: local search finds an answer with probability 1, so the exact engine may not say such a
+    goal is out of reach (it said "below 1 everywhere", and ``auto`` repeated it): its program asks
+    a score that surely rounds up, answers, and says why its answer is not proven."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.integers(0, 100, 400), "b": rng.integers(0, 5, 400)})
+    frame["y"] = np.digitize(frame.a, [50, 75][: classes - 1])
+    model = LogisticRegression(C=1e6, max_iter=5000).fit(frame[["a", "b"]], frame.y)
+    row = int(np.flatnonzero(model.predict(frame[["a", "b"]]) == 0)[0])
+    goal = ClassGoal(target=1, confidence=0.9, margin=0.1)  # needs 1.0
+    problem = CounterfactualProblem.from_dataframe(frame, row, model, [goal], target="y")
+    local = explain(problem, seed=0, engine="local")
+    assert local.valid and local.predictions["y"]["1"] == 1.0  # reached: float64 rounds it up
+    exact = explain(problem, seed=0, engine="exact")
+    report = exact.statistics.exact
+    assert exact.valid and exact.predictions["y"]["1"] == 1.0 and report is not None, report
+    assert not report.proven and "rounds it up" in report.reason and "reach" not in report.reason, report
+    auto = explain(problem, seed=0, engine="auto")
+    assert auto.valid and "reach" not in auto.statistics.engine_reason

@@ -19,7 +19,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
-from sklearn.tree import DecisionTreeClassifier
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature, IntegerFeature, RangeGoal
 from counterplan.planning.calculator import ScoreCalculator
@@ -412,3 +412,35 @@ def test_a_row_below_the_solvers_tolerance_is_lifted_to_a_reach_near_1() -> None
     assert factor == 2.0 ** round(np.log2(factor)) and factor > 1.0 / SMALL_ROW
     assert 0.5 <= max(terms[steps] * 10.0, terms[changed], low) <= 2.0 and up == INF
     assert lifted({steps: 0.1, changed: 1.0}, 1.0, INF, sizes(milp)) == ({steps: 0.1, changed: 1.0}, 1.0, INF)
+
+
+def _huge_output(kind: str) -> tuple[CounterfactualProblem, float]:
+    """A regression whose outputs reach 1e17 to 1e21 on three whole numbers (a grid of 336 rows),
+    a range goal past its row's output, and the best distance of a valid row of the grid."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.integers(0, 8, 200), "b": rng.integers(0, 6, 200), "c": rng.integers(0, 7, 200)})
+    y = (frame.a * 3.0 - frame.b + 0.5 * frame.c) * (1e17 if kind == "linear" else 1e20) + 7e17
+    model = (LinearRegression() if kind == "linear" else DecisionTreeRegressor(max_depth=4, random_state=0)).fit(
+        frame, y
+    )
+    outputs = model.predict(frame)
+    row = int(np.argmin(outputs))
+    goal = RangeGoal(low=float(np.quantile(outputs, 0.6)), high=float("inf"))
+    problem = CounterfactualProblem.from_dataframe(frame.assign(y=y), row, model, [goal], target="y")
+    grid = np.array(np.meshgrid(np.arange(8.0), np.arange(6.0), np.arange(7.0))).reshape(3, -1).T
+    scores = ScoreCalculator(problem).calculate(grid).scores
+    return problem, float(-scores[scores[:, 0] == 0.0, 3].max())
+
+
+@pytest.mark.parametrize("kind", ["linear", "tree"])
+def test_outputs_beyond_the_solvers_ranges_get_their_proven_optimum(kind: str) -> None:
+    """HiGHS refused every row of a linear model's program whose outputs reach 1e17 ("a coefficient
+    beyond its range"), and CP-SAT was handed a tree's leaves of 1e20 as whole numbers beyond 64
+    bits (OR-Tools' TypeError): both raised through ``engine="exact"`` and ``"auto"``. The goal
+    row is now handed over divided by a power of two; the answer is the grid's best."""
+    problem, best = _huge_output(kind)
+    for engine in ("exact", "auto"):
+        result = explain(problem, seed=0, engine=engine)
+        exact = result.statistics.exact
+        assert result.valid and exact is not None and exact.proven, (engine, exact)
+        assert best > 0.0 and -result.score_levels[3] == pytest.approx(best, rel=1e-6)
