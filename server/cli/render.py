@@ -105,8 +105,8 @@ def exact_line(exact: ExactStatistics) -> str:
     if exact.status == "not encodable":
         return f"Exact engine: not used: {exact.reason}"
     proof = "proven optimal" if exact.proven and exact.status == "optimal" else exact.status
-    if exact.status == "infeasible":
-        proof = "proven: no counterfactual exists"
+    if exact.status == "infeasible":  # not proven: a stricter program than the problem's, or a margin left
+        proof = "proven: no counterfactual exists" if exact.proven else "the program has no answer (no proof)"
     named = f" ({exact.model})" if exact.model else ""  # no model described before its program was built
     parts = [f"Exact engine{named}: {proof}"]
     if exact.gap is not None and exact.status != "infeasible":

@@ -708,6 +708,16 @@ def test_an_exact_phase_stopped_before_its_program_was_built_names_no_empty_mode
     assert exact_line(built).startswith("Exact engine (RandomForestClassifier (300 trees)): feasible")
 
 
+def test_an_infeasible_program_without_a_proof_is_not_said_to_prove_anything() -> None:
+    """A program stricter than the problem (a softmax's sufficient condition, a goal of probability
+    1 asked as a score that surely rounds up) or one whose relaxation ran out of time has no answer
+    and proves nothing: the line read "proven: no counterfactual exists" beside its reason."""
+    unproven = ExactStatistics(status="infeasible", proven=False, model="MLPClassifier", reason="a softmax")
+    assert "proven" not in exact_line(unproven).split(";")[0], exact_line(unproven)
+    proven = ExactStatistics(status="infeasible", proven=True, model="MLPClassifier")
+    assert exact_line(proven).startswith("Exact engine (MLPClassifier): proven: no counterfactual exists")
+
+
 def test_the_text_lists_every_answer_of_a_set_that_leaves_out_the_one_shown() -> None:
     """The text showed ``counterfactuals[1:]`` as the alternatives, taking the first for the answer
     shown; the exact engine's set solved as a whole need not hold that proven optimum (the result
