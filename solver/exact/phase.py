@@ -408,9 +408,9 @@ class ExactPhase(PhaseBase[ExactPhaseConfig]):
         its place when it was feasible; else the row stays, with the real model's score, and any
         feasible answer beats it."""
         row, score = self._before
-        if is_feasible(score):
+        if is_feasible(score) and not np.array_equal(row, scope.best_row):
             scope.best_row, scope.best_score = row.copy(), score.copy()
-        else:
+        else:  # none before, or the warm start itself (the search's own scoring took it too)
             scope.best_score = rejected.copy()
 
     def _run(
