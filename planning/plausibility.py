@@ -9,12 +9,12 @@ own k-th-neighbour distances: as close to the data as typical rows of that class
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Self
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.neighbors import NearestNeighbors
 
 from counterplan.planning.errors import ProblemError
@@ -31,6 +31,15 @@ class PlausibilitySettings(BaseModel):
     quantile: Annotated[float, Field(gt=0.0, le=1.0)] = 0.95
     max_reference_rows: Annotated[int, Field(ge=10)] = 5000
     """Larger reference sets are subsampled (deterministically) to keep each batch fast."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        """Each reference row's own k-th neighbour is among the other rows, so the subsample needs
+        more than k of them: ``k=50`` with ``max_reference_rows=10`` failed in scikit-learn's
+        neighbour search ("Expected n_neighbors <= n_samples_fit"), naming no setting."""
+        if self.max_reference_rows <= self.k:
+            raise ValueError(f"max_reference_rows={self.max_reference_rows} must be more than k={self.k}")
+        return self
 
 
 class PlausibilityModel:

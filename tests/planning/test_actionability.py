@@ -125,6 +125,32 @@ def test_plausibility_against_the_desired_class(loan_data: pd.DataFrame, loan_mo
         )
 
 
+def test_plausibility_refuses_fewer_reference_rows_than_its_neighbours(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    """k=50 over a subsample of 10 rows failed in scikit-learn's neighbour search ("Expected
+    n_neighbors <= n_samples_fit"), naming no setting (the rules fuzz's finding)."""
+    with pytest.raises(ValueError, match="max_reference_rows=10 must be more than k=50"):
+        PlausibilitySettings(k=50, max_reference_rows=10)
+    with pytest.raises(ValueError, match=r"'plausibility': max_reference_rows=10 must be more than k=10"):
+        CounterfactualProblem.from_dataframe(
+            loan_data,
+            rejected_applicant(),
+            loan_model,
+            target=TARGET,
+            immutable=IMMUTABLE,
+            plausibility={"k": 10, "max_reference_rows": 10},  # type: ignore[arg-type]
+        )
+    judge = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        target=TARGET,
+        plausibility=PlausibilitySettings(k=9, max_reference_rows=10),
+    ).plausibility
+    assert judge is not None and judge.reference_rows == 10
+
+
 def test_allowed_values_for_numbers() -> None:
     features = [
         FloatFeature(
