@@ -112,6 +112,12 @@ class FeatureRule(_Spec):
         return fields
 
 
+def name_list(names: Iterable[str] | str) -> tuple[str, ...]:
+    """Feature names a caller gives (``immutable``, ``fill_missing``): a list of them, or one
+    name as a text (read as a list, a text gave each of its letters as a name)."""
+    return (names,) if isinstance(names, str) else tuple(str(n) for n in names)
+
+
 def _rule_values(values: Iterable[Any]) -> tuple[RuleValue, ...]:
     """Listed values as a rule holds them: numbers as floats, the rest as text."""
     out: list[RuleValue] = []
@@ -216,18 +222,21 @@ class ProblemSpec(_Spec):
         margin: float | None = None,
     ) -> ProblemSpec:
         """The spec of the Python keyword arguments (``overrides``: ``{column: {field: value}}``
-        with a feature's field names; ``constrained`` is ``immutable``)."""
+        with a feature's field names; ``constrained`` is ``immutable``). ``immutable`` and
+        ``fill_missing`` may be one name: a text read as a list of names was read letter by
+        letter (``immutable="ab"`` froze ``a`` and ``b``; ``"age"`` was refused as "no feature
+        'a'")."""
         rules = {str(name): feature_rule(fields, str(name)) for name, fields in (overrides or {}).items()}
         return cls(
             features=rules,
-            immutable=tuple(str(n) for n in immutable),
+            immutable=name_list(immutable),
             goals=tuple(goals) if goals is not None else None,
             margin=margin,
             distance=distance or DistanceSettings(),
             max_changed_features=max_changed_features,
             plausibility=plausibility,
             trust_region=trust_region,
-            fill_missing=fill_missing if isinstance(fill_missing, bool) else tuple(str(n) for n in fill_missing),
+            fill_missing=fill_missing if isinstance(fill_missing, bool) else name_list(fill_missing),
             relations=tuple(relations),
         )
 
