@@ -341,7 +341,13 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
             raise SpecError(f"features.{name}.allowed", f"{name} is a number: {value!r} is not a finite number")
         numbers.append(float(value))
     forbidden = {float(v) for v in rule.forbidden or () if not isinstance(v, str)}
-    return tuple(v for v in numbers if v not in forbidden)
+    left = tuple(v for v in numbers if v not in forbidden)
+    if not left:  # else "allowed values: give at least one", of a list the caller gave
+        raise SpecError(
+            f"features.{name}.forbidden",
+            f"forbids every allowed value of {name} ({_few(numbers)}); to keep {name} as it is, make it immutable",
+        )
+    return left
 
 
 _GOALS: dict[str, type[AnyGoal]] = {"class": ClassGoal, "value": ValueGoal, "range": RangeGoal}
