@@ -200,10 +200,10 @@ class _NumericFeature(_Feature):
             raise ValueError(f"original value {value!r} is outside its domain [{low!r}, {high!r}]")
         if self.allowed is not None:
             if not self.allowed:
-                raise ValueError("allowed values: give at least one")
+                raise FeatureError("allowed", "give at least one allowed value")
             outside = [v for v in self.allowed if not low <= v <= high]
             if outside:
-                raise ValueError(f"allowed values {outside} are outside the domain [{low!r}, {high!r}]")
+                raise FeatureError("allowed", f"allowed values {outside} are outside the domain [{low!r}, {high!r}]")
 
 
 class IntegerFeature(_NumericFeature):
@@ -219,7 +219,9 @@ class IntegerFeature(_NumericFeature):
         self._check_domain(self.value, self.low, self.high)
         fractional = [v for v in self.allowed or () if not float(v).is_integer()]
         if fractional:  # else refused later as a candidate "row 0" outside the domain, naming no rule
-            raise ValueError(f"allowed values {fractional} are not whole numbers, as this integer feature's values are")
+            raise FeatureError(
+                "allowed", f"allowed values {fractional} are not whole numbers, as this integer feature's values are"
+            )
         return self
 
     def encode(self, value: Any) -> float:

@@ -53,7 +53,7 @@ from counterplan.planning.features import (
     is_missing,
     parse_feature,
 )
-from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names
+from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names, problem_field
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import FeatureRule, ProblemSpec, name_list
 
@@ -361,7 +361,7 @@ class DataProfile:
             except ColumnKindError:  # the data's fault, whichever row is explained
                 raise
             except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
-                problems.append((exc.field if exc.field.startswith("features.") else name, exc.problem))
+                problems.append((problem_field(name, exc.field), exc.problem))
         if problems:
             raise InstanceError(problems)
         return features
