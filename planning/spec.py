@@ -23,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from counterplan.planning._pydantic import a_scalar, excerpt, reraise
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import GoalError, InvalidInputError, echo
-from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text
+from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text, yaml_number_hint
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.relations import LearnedConstraint
@@ -338,7 +338,10 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
     numbers: list[float] = []
     for value in rule.allowed:
         if isinstance(value, str | bool) or not math.isfinite(float(value)):
-            raise SpecError(f"features.{name}.allowed", f"{name} is a number: {value!r} is not a finite number")
+            raise SpecError(
+                f"features.{name}.allowed",
+                f"{name} is a number: {value!r} is not a finite number{yaml_number_hint(value)}",
+            )
         numbers.append(float(value))
     forbidden = {float(v) for v in rule.forbidden or () if not isinstance(v, str)}
     left = tuple(v for v in numbers if v not in forbidden)

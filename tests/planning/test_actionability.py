@@ -195,3 +195,24 @@ def test_a_gap_that_may_be_filled_with_allowed_values_may_also_stay_a_gap() -> N
     result = explain(problem, seed=0)
     assert result.valid and result.feasible
     assert result.proposed["kids"] is None, result.proposed  # filling it is a needless change
+
+
+def test_a_number_yaml_read_as_text_says_why() -> None:
+    """PyYAML (YAML 1.1) reads ``1e9`` as the text '1e9': a card's ``allowed: [1e9]`` was refused
+    as "'1e9' is not a finite number", an action's ``low: 1e3`` as "must be a number, given '1e3'",
+    without a word of why (the rules fuzz's finding). The refusal stands, and says how to write it."""
+    from counterplan.planning.actions import ActionSet
+    from counterplan.planning.profile import apply_rule
+    from counterplan.planning.safe_yaml import load_config_text
+    from counterplan.planning.spec import ProblemSpec
+
+    spec = ProblemSpec(**load_config_text("features:\n  income: {allowed: [1e9, 2.5e3]}\n"))
+    fields = {"name": "income", "kind": "float", "value": 1.0, "low": 0.0, "high": 10.0}
+    with pytest.raises(ValueError, match=r"'1e9' is not a finite number \(YAML reads 1e9 as text: .*, 1\.0e\+9\)"):
+        apply_rule(fields, spec.features["income"], "income")
+    actions = load_config_text("actions:\n  - {name: earn, feature: income, kind: add, low: 1E-3, high: 2.5e4}\n")
+    with pytest.raises(ValueError, match=r"given '1E-3' \(YAML reads 1E-3 as text: .*, 1\.0e-3\)") as info:
+        ActionSet.model_validate(actions)
+    assert "write a decimal point and the exponent's sign, 2.5e+4" in str(info.value)
+    written = load_config_text("a: [1.0e+9, 2.5e+4, 1.0e-3]")  # the forms the hints give are numbers
+    assert written == {"a": [1.0e9, 2.5e4, 1.0e-3]}
