@@ -89,7 +89,8 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
     """Encode DataFrame rows into the space's matrix, dropping rows outside its domains.
 
     A gap in a numeric column takes that column's median, so training data with gaps keeps its
-    rows; a column missing in the instance itself is left out of the comparison.
+    rows; a gap in a category or a boolean drops the row (no category is made up for it); a
+    column missing in the instance itself is left out of the comparison.
     """
     columns = []
     keep = np.ones(len(data), dtype=bool)
@@ -102,8 +103,10 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
             codes = pd.Categorical(texts, categories=list(feature.domain)).codes.astype(np.float64)
             keep &= codes >= 0
             columns.append(codes)
-        elif isinstance(feature, BooleanFeature):
-            columns.append(np.asarray(column.astype(bool).to_numpy(), dtype=np.float64))
+        elif isinstance(feature, BooleanFeature):  # a gap drops the row, as a category's does
+            known = column.notna()  # astype(bool) read NaN as True, None as False, and raised on pandas' NA
+            keep &= known.to_numpy(dtype=bool)
+            columns.append(np.asarray(column.where(known, False).astype(bool).to_numpy(), dtype=np.float64))
         else:
             values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
             known = np.isfinite(values)  # a gap in a reference row: the column's median, the row kept

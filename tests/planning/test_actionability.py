@@ -216,3 +216,44 @@ def test_a_number_yaml_read_as_text_says_why() -> None:
     assert "write a decimal point and the exponent's sign, 2.5e+4" in str(info.value)
     written = load_config_text("a: [1.0e+9, 2.5e+4, 1.0e-3]")  # the forms the hints give are numbers
     assert written == {"a": [1.0e9, 2.5e4, 1.0e-3]}
+
+
+@pytest.mark.parametrize("dtype", ["boolean", "object"])
+def test_a_gap_in_a_boolean_reference_row_drops_the_row(dtype: str) -> None:
+    """Encoding reference rows read a boolean column with ``astype(bool)``: pandas' NA raised
+    ("cannot convert float NaN to bool", "boolean value of NA is ambiguous") as plausibility or a
+    trust region was built from data with a nullable boolean column, and in a column of objects a
+    NaN was read as True and None as False (the rules fuzz's finding). A gap drops the row, as a
+    category's does."""
+    from counterplan.planning import BooleanFeature
+    from counterplan.planning.plausibility import encode_frame
+    from counterplan.planning.space import FeatureSpace
+    from counterplan.planning.trust_region import TrustRegionSettings
+
+    gap = pd.NA if dtype == "boolean" else float("nan")
+    flags = pd.Series([True, gap, False, None if dtype == "object" else gap, True], dtype=dtype)
+    data = pd.DataFrame({"flag": flags, "n": [1, 2, 3, 4, 5]})
+    space = FeatureSpace([BooleanFeature(name="flag", value=False), IntegerFeature(name="n", value=1, low=1, high=5)])
+    assert encode_frame(space, data).tolist() == [[1.0, 1.0], [0.0, 3.0], [1.0, 5.0]]
+
+    rng = np.random.default_rng(0)
+    n = rng.integers(0, 10, 120)
+    flag = rng.integers(0, 2, 120).astype(bool)
+    train = pd.DataFrame({"flag": pd.array(flag, dtype="boolean"), "n": n, "y": ((n > 5) | flag).astype(int)})
+    train.loc[::7, "flag"] = pd.NA
+
+    def approve(X: FloatMatrix) -> FloatMatrix:
+        p = ((X[:, 1] > 5) | (X[:, 0] > 0.5)).astype(float)
+        return np.column_stack([1.0 - p, p])
+
+    model = CallableAdapter(approve, [OutputSpec("y", classes=(0, 1))])
+    for rules in ({"plausibility": PlausibilitySettings(k=3)}, {"trust_region": TrustRegionSettings()}):
+        problem = CounterfactualProblem.from_dataframe(
+            train, {"flag": False, "n": 2}, model, [ClassGoal(target=1)], target="y", columns=["flag", "n"], **rules
+        )
+        known = int(((train["y"] == 1) & train["flag"].notna()).sum())
+        if problem.plausibility is not None:
+            assert problem.plausibility.reference_rows == known
+        else:
+            assert problem.trust_region is not None and problem.trust_region.reference_rows <= known
+        assert explain(problem, seed=0).feasible
