@@ -444,6 +444,9 @@ class _TreeEncoder:
         if key in self.turns:
             return self.turns[key]
         t = (threshold - b) / a
+        if not math.isfinite(unit.steps(t)):  # a split of the missing values from the rest (scikit-learn's
+            self.turns[key] = None  # threshold inf): no grid value turns it, the margin's case decides it
+            return None
         centre = math.floor(unit.steps(t))
         reach = TURN_STEPS + _rounding_steps(tree, threshold, a, unit)
         if reach > TURN_STEPS:  # float32 rounds the input over several grid steps: the turn lies within them

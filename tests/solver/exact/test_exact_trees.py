@@ -426,3 +426,25 @@ def test_a_grid_finer_than_float32_keeps_the_values_beside_a_split(
         result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
         assert result.statistics.exact is not None and result.statistics.exact.proven, backend
         assert result.valid and result.proposed["x"] == pytest.approx(float(best), abs=1e-9), (backend, result.proposed)
+
+
+def test_a_split_of_the_missing_values_alone_is_decided() -> None:
+    """scikit-learn's trees trained on data with gaps split the missing values from the rest with
+    a threshold of inf: the exact engine looked for its grid step (math.floor of infinity) and
+    the solve ended in an OverflowError (the rules fuzz: a forest on data with gaps). Every value
+    goes left there; the optimum is found."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 10, 300).astype(float)
+    z = rng.integers(0, 10, 300).astype(float)
+    x[rng.random(300) < 0.4] = np.nan
+    label = np.where(np.isnan(x), z > 3, z > 7).astype(int)
+    data = pd.DataFrame({"x": x, "z": z, "y": label})
+    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(data[["x", "z"]], label)
+    assert np.isinf(model.tree_.threshold).any()
+    problem = CounterfactualProblem.from_dataframe(data, {"x": 5.0, "z": 2.0}, model, [ClassGoal(target=1)], target="y")
+    for backend in ("highs", "ortools"):
+        result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+        assert result.statistics.exact is not None and result.statistics.exact.proven, backend
+        assert result.valid and result.proposed == {"x": 5, "z": 8}, (backend, result.proposed)
