@@ -59,8 +59,34 @@ def a_number(value: Any) -> Any:
     """A bound is a number as written: pydantic's lax floats would read ``true`` as 1 and ``'5'``
     as 5, and a file's typo would bound a feature or an action without a word."""
     if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
-        raise ValueError(f"must be a number, given {excerpt(value)}")
+        raise ValueError(f"must be a number, given {excerpt(value)}{yaml_number_hint(value)}")
     return value
+
+
+def yaml_number_hint(value: Any) -> str:
+    """For a text that reads as a number in exponent form (``1e9``): why it is text. YAML 1.1,
+    which PyYAML reads, takes an exponent only after a decimal point and with its sign
+    (``1.0e+9``), so a card's or an action file's ``low: 1e9`` or ``allowed: [2.5e4]`` is a text,
+    refused as no number without a word of why."""
+    if not isinstance(value, str) or "e" not in value.lower():
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    return f" (YAML reads {value} as text: write a decimal point and the exponent's sign, {_yaml_float(value)})"
+
+
+def _yaml_float(text: str) -> str:
+    """``1e9`` -> ``1.0e+9``, ``2.5E-3`` -> ``2.5e-3``: the exponent form YAML 1.1 reads as a number."""
+    mantissa, _, exponent = text.strip().lower().partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[:1] not in ("+", "-"):
+        exponent = "+" + exponent
+    return f"{mantissa}e{exponent}"
 
 
 Bound = Annotated[float, BeforeValidator(a_number), AfterValidator(within_magnitude)]
@@ -200,10 +226,10 @@ class _NumericFeature(_Feature):
             raise ValueError(f"original value {value!r} is outside its domain [{low!r}, {high!r}]")
         if self.allowed is not None:
             if not self.allowed:
-                raise ValueError("allowed values: give at least one")
+                raise FeatureError("allowed", "give at least one allowed value")
             outside = [v for v in self.allowed if not low <= v <= high]
             if outside:
-                raise ValueError(f"allowed values {outside} are outside the domain [{low!r}, {high!r}]")
+                raise FeatureError("allowed", f"allowed values {outside} are outside the domain [{low!r}, {high!r}]")
 
 
 class IntegerFeature(_NumericFeature):
@@ -219,7 +245,9 @@ class IntegerFeature(_NumericFeature):
         self._check_domain(self.value, self.low, self.high)
         fractional = [v for v in self.allowed or () if not float(v).is_integer()]
         if fractional:  # else refused later as a candidate "row 0" outside the domain, naming no rule
-            raise ValueError(f"allowed values {fractional} are not whole numbers, as this integer feature's values are")
+            raise FeatureError(
+                "allowed", f"allowed values {fractional} are not whole numbers, as this integer feature's values are"
+            )
         return self
 
     def encode(self, value: Any) -> float:

@@ -53,9 +53,9 @@ from counterplan.planning.features import (
     is_missing,
     parse_feature,
 )
-from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names
+from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names, problem_field
 from counterplan.planning.space import AnyFeature
-from counterplan.planning.spec import FeatureRule, ProblemSpec
+from counterplan.planning.spec import FeatureRule, ProblemSpec, name_list
 
 MAX_INFERRED_DECIMALS = 6
 """A column whose values need more decimals than this is continuous: its grid is this fine
@@ -104,8 +104,8 @@ def infer_features(
     """
     profile = profile if profile is not None and profile.data is data else DataProfile(data)
     overrides = dict(overrides or {})
-    frozen = set(immutable)
-    fillable = set(columns) if fill_missing is True else set(fill_missing or ())
+    frozen = set(name_list(immutable))
+    fillable = set(columns) if fill_missing is True else set(name_list(fill_missing or ()))
     for name in sorted((frozen | set(overrides) | fillable) - set(columns)):
         raise ProblemError(name, f"not a feature column; columns: {list(columns)}")
     features: list[AnyFeature] = []
@@ -361,7 +361,7 @@ class DataProfile:
             except ColumnKindError:  # the data's fault, whichever row is explained
                 raise
             except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
-                problems.append((exc.field if exc.field.startswith("features.") else name, exc.problem))
+                problems.append((problem_field(name, exc.field), exc.problem))
         if problems:
             raise InstanceError(problems)
         return features

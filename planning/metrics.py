@@ -42,6 +42,8 @@ import numpy as np
 import pandas as pd
 from sklearn.neighbors import NearestNeighbors
 
+from counterplan.planning.spec import name_list
+
 Predict = Callable[[pd.DataFrame], np.ndarray]
 """Class probabilities (n, n_classes) for a DataFrame of feature rows."""
 
@@ -163,7 +165,7 @@ def evaluate(
     out["linf"] = float(scaled.max(axis=1).mean())
     out["redundancy"] = _redundancy(context, cfs, base, changed)
     out["knn_distance"], out["ynn"] = _neighbours(context, cfs)
-    immutable = [f for f in context.immutable if f in context.features]
+    immutable = [f for f in name_list(context.immutable) if f in context.features]
     out["immutable_violations"] = float(_differs(cfs, base, immutable).sum())
     out["monotone_violations"] = float(_monotone_broken(context, cfs, base))
     out["diversity"], out["count_diversity"] = _diversity(context, cfs)

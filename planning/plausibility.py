@@ -9,12 +9,12 @@ own k-th-neighbour distances: as close to the data as typical rows of that class
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Self
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.neighbors import NearestNeighbors
 
 from counterplan.planning.errors import ProblemError
@@ -31,6 +31,15 @@ class PlausibilitySettings(BaseModel):
     quantile: Annotated[float, Field(gt=0.0, le=1.0)] = 0.95
     max_reference_rows: Annotated[int, Field(ge=10)] = 5000
     """Larger reference sets are subsampled (deterministically) to keep each batch fast."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        """Each reference row's own k-th neighbour is among the other rows, so the subsample needs
+        more than k of them: ``k=50`` with ``max_reference_rows=10`` failed in scikit-learn's
+        neighbour search ("Expected n_neighbors <= n_samples_fit"), naming no setting."""
+        if self.max_reference_rows <= self.k:
+            raise ValueError(f"max_reference_rows={self.max_reference_rows} must be more than k={self.k}")
+        return self
 
 
 class PlausibilityModel:
@@ -80,7 +89,8 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
     """Encode DataFrame rows into the space's matrix, dropping rows outside its domains.
 
     A gap in a numeric column takes that column's median, so training data with gaps keeps its
-    rows; a column missing in the instance itself is left out of the comparison.
+    rows; a gap in a category or a boolean drops the row (no category is made up for it); a
+    column missing in the instance itself is left out of the comparison.
     """
     columns = []
     keep = np.ones(len(data), dtype=bool)
@@ -93,8 +103,10 @@ def encode_frame(space: FeatureSpace, data: pd.DataFrame) -> FloatMatrix:
             codes = pd.Categorical(texts, categories=list(feature.domain)).codes.astype(np.float64)
             keep &= codes >= 0
             columns.append(codes)
-        elif isinstance(feature, BooleanFeature):
-            columns.append(np.asarray(column.astype(bool).to_numpy(), dtype=np.float64))
+        elif isinstance(feature, BooleanFeature):  # a gap drops the row, as a category's does
+            known = column.notna()  # astype(bool) read NaN as True, None as False, and raised on pandas' NA
+            keep &= known.to_numpy(dtype=bool)
+            columns.append(np.asarray(column.where(known, False).astype(bool).to_numpy(), dtype=np.float64))
         else:
             values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
             known = np.isfinite(values)  # a gap in a reference row: the column's median, the row kept

@@ -48,6 +48,23 @@ class InstanceError(FeatureError):
         super().__init__(field, shown[0][1] if len(shown) == 1 else text)
 
 
+RULE_FIELDS = ("allowed",)
+"""A feature's own fields that a spec's rule sets as it is (``features.NAME.allowed``)."""
+
+
+def problem_field(name: str, field: str) -> str:
+    """The field an instance's problem with feature ``name`` is named by: a rule's path as it is
+    (``features.NAME.forbidden``), a feature's field a rule sets as the rule's
+    (``NAME.allowed`` -> ``features.NAME.allowed``: the command line's ``--allowed``, not
+    ``--instance``), else the feature."""
+    if field.startswith("features."):
+        return field
+    own = field.startswith(f"{name}.") and field.rsplit(".", 1)[-1]  # NAME.allowed, NAME.float.NAME.allowed
+    if own in RULE_FIELDS:
+        return f"features.{name}.{own}"
+    return name
+
+
 class FeatureSource(Protocol):
     """What builds a problem's features and statistics for an instance."""
 
@@ -223,7 +240,7 @@ class SchemaProfile:
             try:
                 out.append(build_feature(feature, value, rule, frozen=feature.name in frozen, fill=fills))
             except InvalidInputError as exc:  # a rule's problem keeps its path (features.NAME.field)
-                problems.append((exc.field if exc.field.startswith("features.") else feature.name, exc.problem))
+                problems.append((problem_field(feature.name, exc.field), exc.problem))
         if problems:
             raise InstanceError(problems)
         return out

@@ -23,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from counterplan.planning._pydantic import a_scalar, excerpt, reraise
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import GoalError, InvalidInputError, echo
-from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text
+from counterplan.planning.features import Bound, FeatureKind, Monotone, category_text, yaml_number_hint
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.relations import LearnedConstraint
@@ -110,6 +110,12 @@ class FeatureRule(_Spec):
         if self.immutable is not None:
             fields["constrained"] = self.immutable
         return fields
+
+
+def name_list(names: Iterable[str] | str) -> tuple[str, ...]:
+    """Feature names a caller gives (``immutable``, ``fill_missing``): a list of them, or one
+    name as a text (read as a list, a text gave each of its letters as a name)."""
+    return (names,) if isinstance(names, str) else tuple(str(n) for n in names)
 
 
 def _rule_values(values: Iterable[Any]) -> tuple[RuleValue, ...]:
@@ -216,18 +222,21 @@ class ProblemSpec(_Spec):
         margin: float | None = None,
     ) -> ProblemSpec:
         """The spec of the Python keyword arguments (``overrides``: ``{column: {field: value}}``
-        with a feature's field names; ``constrained`` is ``immutable``)."""
+        with a feature's field names; ``constrained`` is ``immutable``). ``immutable`` and
+        ``fill_missing`` may be one name: a text read as a list of names was read letter by
+        letter (``immutable="ab"`` froze ``a`` and ``b``; ``"age"`` was refused as "no feature
+        'a'")."""
         rules = {str(name): feature_rule(fields, str(name)) for name, fields in (overrides or {}).items()}
         return cls(
             features=rules,
-            immutable=tuple(str(n) for n in immutable),
+            immutable=name_list(immutable),
             goals=tuple(goals) if goals is not None else None,
             margin=margin,
             distance=distance or DistanceSettings(),
             max_changed_features=max_changed_features,
             plausibility=plausibility,
             trust_region=trust_region,
-            fill_missing=fill_missing if isinstance(fill_missing, bool) else tuple(str(n) for n in fill_missing),
+            fill_missing=fill_missing if isinstance(fill_missing, bool) else name_list(fill_missing),
             relations=tuple(relations),
         )
 
@@ -329,10 +338,19 @@ def allowed_numbers(rule: FeatureRule | None, name: str) -> tuple[float, ...] | 
     numbers: list[float] = []
     for value in rule.allowed:
         if isinstance(value, str | bool) or not math.isfinite(float(value)):
-            raise SpecError(f"features.{name}.allowed", f"{name} is a number: {value!r} is not a finite number")
+            raise SpecError(
+                f"features.{name}.allowed",
+                f"{name} is a number: {value!r} is not a finite number{yaml_number_hint(value)}",
+            )
         numbers.append(float(value))
     forbidden = {float(v) for v in rule.forbidden or () if not isinstance(v, str)}
-    return tuple(v for v in numbers if v not in forbidden)
+    left = tuple(v for v in numbers if v not in forbidden)
+    if not left:  # else "allowed values: give at least one", of a list the caller gave
+        raise SpecError(
+            f"features.{name}.forbidden",
+            f"forbids every allowed value of {name} ({_few(numbers)}); to keep {name} as it is, make it immutable",
+        )
+    return left
 
 
 _GOALS: dict[str, type[AnyGoal]] = {"class": ClassGoal, "value": ValueGoal, "range": RangeGoal}

@@ -11,7 +11,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from counterplan.planning.actions import ActionSet
-from counterplan.planning.spec import ProblemSpec
+from counterplan.planning.spec import ProblemSpec, name_list
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb, counterplan_pb2_grpc as pb_grpc
 from counterplan.server.grpc.convert import value_message
 from counterplan.server.grpc.spec_request import explain_request, plan_fields
@@ -84,7 +84,7 @@ class CounterplanClient:
         solver = pb.SolverSpec(config_json=config_json)
         if seed is not None:
             solver.seed = seed
-        asked = ProblemSpec(immutable=tuple(immutable)).over(spec or ProblemSpec())
+        asked = ProblemSpec(immutable=name_list(immutable)).over(spec or ProblemSpec())
         request = explain_request(model_id, instance, asked)
         request.goals.extend(goals)
         request.solver.CopyFrom(solver)
@@ -175,7 +175,7 @@ class CounterplanClient:
             search=search,
             request_id=request_id,
         )
-        plan_fields(request, ProblemSpec(immutable=tuple(immutable)).over(spec or ProblemSpec()), instance)
+        plan_fields(request, ProblemSpec(immutable=name_list(immutable)).over(spec or ProblemSpec()), instance)
         return request
 
     def plan(self, request: pb.PlanRequest, timeout: float | None = 60.0) -> pb.PlanResponse:

@@ -14,7 +14,7 @@ from typing import Any
 from counterplan.planning.defaults import default_goals
 from counterplan.planning.distance import MAX_CHANGE_PENALTY, DistanceSettings
 from counterplan.planning.errors import ECHO_CHARS, TEXT_CHARS, InvalidInputError, cut, echo, one_line
-from counterplan.planning.features import MAX_MAGNITUDE
+from counterplan.planning.features import MAX_MAGNITUDE, is_missing
 from counterplan.planning.goals import ClassGoal, OutputSpec, RangeGoal, ValueGoal, bind_goals
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.profile import FeatureSpec, InstanceError
@@ -632,8 +632,9 @@ def _with_termination(config: SolverConfig, t: pb.Termination, out: list[Violati
 
 
 def value_message(value: Any) -> pb.FeatureValue:
-    """A Python feature value as a ``FeatureValue`` (None: missing)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A Python feature value as a ``FeatureValue`` (None, NaN, pandas' NA: missing; pandas' NA
+    was sent as the category ``'<NA>'``)."""
+    if is_missing(value):
         return pb.FeatureValue(missing=True)
     if isinstance(value, bool):
         return pb.FeatureValue(bool_value=value)

@@ -14,11 +14,13 @@ from typing import Any
 
 from counterplan.planning.distance import DistanceSettings
 from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.features import is_missing
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.spec import FeatureRule, ProblemSpec
+from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.grpc.convert import value_message
+from counterplan.server.grpc.convert import MAX_TRUST_REGION_ROWS, value_message
 
 METRICS = {
     "auto": pb.DISTANCE_METRIC_UNSPECIFIED,
@@ -100,6 +102,7 @@ def _question(request: pb.ExplainRequest | pb.PlanRequest, spec: ProblemSpec, in
         request.plausible = True
     region = spec.trust_region
     if region is not None:
+        _check_trust_region(region)
         request.trust_region.SetInParent()
         if region.nearest is not None:
             request.trust_region.nearest = region.nearest
@@ -107,6 +110,20 @@ def _question(request: pb.ExplainRequest | pb.PlanRequest, spec: ProblemSpec, in
             request.trust_region.slack = region.slack
         if not region.enlarge_when_infeasible:
             request.trust_region.enlarge_when_infeasible = False
+
+
+def _check_trust_region(region: TrustRegionSettings) -> None:
+    """A request's trust region carries ``nearest``, ``slack`` and ``enlarge_when_infeasible``; the
+    server builds it from its own number of rows and enlarges it to take in its own number of them
+    (those of a region asked with other numbers were dropped without a word)."""
+    server = TrustRegionSettings(max_reference_rows=MAX_TRUST_REGION_ROWS)
+    for name in ("max_reference_rows", "enlarge_rows"):
+        if getattr(region, name) != getattr(server, name):
+            raise WireError(
+                f"trust_region.{name}",
+                f"a request's trust region has the server's {name} ({getattr(server, name)}), "
+                f"given {getattr(region, name)}",
+            )
 
 
 def override_messages(spec: ProblemSpec, instance: Mapping[str, Any]) -> list[pb.FeatureOverride]:
@@ -117,7 +134,7 @@ def override_messages(spec: ProblemSpec, instance: Mapping[str, Any]) -> list[pb
     for name in spec.immutable:
         rules[name] = FeatureRule(immutable=True).over(rules.get(name, FeatureRule()))
     fill = spec.fill_missing
-    fillable = [k for k, v in instance.items() if v is None] if fill is True else list(fill or ())
+    fillable = [k for k, v in instance.items() if is_missing(v)] if fill is True else list(fill or ())
     for name in fillable:
         rules[name] = FeatureRule(fill_missing=True).over(rules.get(name, FeatureRule()))
     return [_override_message(name, rule) for name, rule in rules.items()]

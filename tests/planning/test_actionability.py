@@ -125,6 +125,32 @@ def test_plausibility_against_the_desired_class(loan_data: pd.DataFrame, loan_mo
         )
 
 
+def test_plausibility_refuses_fewer_reference_rows_than_its_neighbours(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    """k=50 over a subsample of 10 rows failed in scikit-learn's neighbour search ("Expected
+    n_neighbors <= n_samples_fit"), naming no setting (the rules fuzz's finding)."""
+    with pytest.raises(ValueError, match="max_reference_rows=10 must be more than k=50"):
+        PlausibilitySettings(k=50, max_reference_rows=10)
+    with pytest.raises(ValueError, match=r"'plausibility': max_reference_rows=10 must be more than k=10"):
+        CounterfactualProblem.from_dataframe(
+            loan_data,
+            rejected_applicant(),
+            loan_model,
+            target=TARGET,
+            immutable=IMMUTABLE,
+            plausibility={"k": 10, "max_reference_rows": 10},  # type: ignore[arg-type]
+        )
+    judge = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        loan_model,
+        target=TARGET,
+        plausibility=PlausibilitySettings(k=9, max_reference_rows=10),
+    ).plausibility
+    assert judge is not None and judge.reference_rows == 10
+
+
 def test_allowed_values_for_numbers() -> None:
     features = [
         FloatFeature(
@@ -169,3 +195,65 @@ def test_a_gap_that_may_be_filled_with_allowed_values_may_also_stay_a_gap() -> N
     result = explain(problem, seed=0)
     assert result.valid and result.feasible
     assert result.proposed["kids"] is None, result.proposed  # filling it is a needless change
+
+
+def test_a_number_yaml_read_as_text_says_why() -> None:
+    """PyYAML (YAML 1.1) reads ``1e9`` as the text '1e9': a card's ``allowed: [1e9]`` was refused
+    as "'1e9' is not a finite number", an action's ``low: 1e3`` as "must be a number, given '1e3'",
+    without a word of why (the rules fuzz's finding). The refusal stands, and says how to write it."""
+    from counterplan.planning.actions import ActionSet
+    from counterplan.planning.profile import apply_rule
+    from counterplan.planning.safe_yaml import load_config_text
+    from counterplan.planning.spec import ProblemSpec
+
+    spec = ProblemSpec(**load_config_text("features:\n  income: {allowed: [1e9, 2.5e3]}\n"))
+    fields = {"name": "income", "kind": "float", "value": 1.0, "low": 0.0, "high": 10.0}
+    with pytest.raises(ValueError, match=r"'1e9' is not a finite number \(YAML reads 1e9 as text: .*, 1\.0e\+9\)"):
+        apply_rule(fields, spec.features["income"], "income")
+    actions = load_config_text("actions:\n  - {name: earn, feature: income, kind: add, low: 1E-3, high: 2.5e4}\n")
+    with pytest.raises(ValueError, match=r"given '1E-3' \(YAML reads 1E-3 as text: .*, 1\.0e-3\)") as info:
+        ActionSet.model_validate(actions)
+    assert "write a decimal point and the exponent's sign, 2.5e+4" in str(info.value)
+    written = load_config_text("a: [1.0e+9, 2.5e+4, 1.0e-3]")  # the forms the hints give are numbers
+    assert written == {"a": [1.0e9, 2.5e4, 1.0e-3]}
+
+
+@pytest.mark.parametrize("dtype", ["boolean", "object"])
+def test_a_gap_in_a_boolean_reference_row_drops_the_row(dtype: str) -> None:
+    """Encoding reference rows read a boolean column with ``astype(bool)``: pandas' NA raised
+    ("cannot convert float NaN to bool", "boolean value of NA is ambiguous") as plausibility or a
+    trust region was built from data with a nullable boolean column, and in a column of objects a
+    NaN was read as True and None as False (the rules fuzz's finding). A gap drops the row, as a
+    category's does."""
+    from counterplan.planning import BooleanFeature
+    from counterplan.planning.plausibility import encode_frame
+    from counterplan.planning.space import FeatureSpace
+    from counterplan.planning.trust_region import TrustRegionSettings
+
+    gap = pd.NA if dtype == "boolean" else float("nan")
+    flags = pd.Series([True, gap, False, None if dtype == "object" else gap, True], dtype=dtype)
+    data = pd.DataFrame({"flag": flags, "n": [1, 2, 3, 4, 5]})
+    space = FeatureSpace([BooleanFeature(name="flag", value=False), IntegerFeature(name="n", value=1, low=1, high=5)])
+    assert encode_frame(space, data).tolist() == [[1.0, 1.0], [0.0, 3.0], [1.0, 5.0]]
+
+    rng = np.random.default_rng(0)
+    n = rng.integers(0, 10, 120)
+    flag = rng.integers(0, 2, 120).astype(bool)
+    train = pd.DataFrame({"flag": pd.array(flag, dtype="boolean"), "n": n, "y": ((n > 5) | flag).astype(int)})
+    train.loc[::7, "flag"] = pd.NA
+
+    def approve(X: FloatMatrix) -> FloatMatrix:
+        p = ((X[:, 1] > 5) | (X[:, 0] > 0.5)).astype(float)
+        return np.column_stack([1.0 - p, p])
+
+    model = CallableAdapter(approve, [OutputSpec("y", classes=(0, 1))])
+    for rules in ({"plausibility": PlausibilitySettings(k=3)}, {"trust_region": TrustRegionSettings()}):
+        problem = CounterfactualProblem.from_dataframe(
+            train, {"flag": False, "n": 2}, model, [ClassGoal(target=1)], target="y", columns=["flag", "n"], **rules
+        )
+        known = int(((train["y"] == 1) & train["flag"].notna()).sum())
+        if problem.plausibility is not None:
+            assert problem.plausibility.reference_rows == known
+        else:
+            assert problem.trust_region is not None and problem.trust_region.reference_rows <= known
+        assert explain(problem, seed=0).feasible

@@ -325,3 +325,29 @@ def test_a_boolean_feature_takes_a_boolean_or_0_or_1_never_a_texts_truth() -> No
     for given in ["false", "no", 2, 0.5, [1]]:
         with pytest.raises(InstanceError, match=r"flag.*boolean feature given .*; give true or false"):
             problem(given)
+
+
+def test_one_feature_name_given_as_a_text_is_one_name() -> None:
+    """``immutable="ab"`` froze the features ``a`` and ``b``, letter by letter, and a longer name
+    was refused as "'i' is not a feature column" (the rules fuzz's finding): a text is one name,
+    for ``immutable`` and ``fill_missing``, in ``from_dataframe``, the explainer, the feature
+    inference and the gRPC client's request."""
+    from counterplan.planning.inference import infer_features
+    from counterplan.server.grpc.client import CounterplanClient
+
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.integers(0, 10, 80), "b": rng.integers(0, 10, 80), "ab": rng.integers(0, 10, 80)})
+    data["y"] = (data["a"] + data["b"] + data["ab"] > 13).astype(int)
+    model = LogisticRegression().fit(data[["a", "b", "ab"]], data["y"])
+    row = {"a": 1, "b": 2, "ab": float("nan")}
+    problem = CounterfactualProblem.from_dataframe(
+        data, row, model, target="y", immutable="ab", fill_missing="ab", columns=["a", "b", "ab"]
+    )
+    assert dict(zip(problem.space.names, problem.space.mutable, strict=True)) == {"a": True, "b": True, "ab": False}
+    assert problem.space["ab"].fill_missing and not problem.space["a"].fill_missing
+    explainer = Explainer(model, data, target="y", immutable="ab", columns=["a", "b", "ab"])
+    assert list(explainer.problem({"a": 1, "b": 2, "ab": 3}).space.mutable) == [True, True, False]
+    features = infer_features(data, {"a": 1, "b": 2, "ab": 3}, ["a", "b", "ab"], immutable="ab")
+    assert [f.mutable for f in features] == [True, True, False]
+    request = CounterplanClient.request("m", {"a": 1, "b": 2, "ab": 3}, [], immutable="ab")
+    assert [(o.name, o.constrained) for o in request.overrides] == [("ab", True)]

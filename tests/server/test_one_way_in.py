@@ -24,12 +24,14 @@ from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import TARGET, rejected_applicant
 from counterplan.planning.problem import CounterfactualProblem
+from counterplan.planning.spec import ProblemSpec
+from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server.cli.flags import UsageError
 from counterplan.server.cli.local_model import local_explainer
 from counterplan.server.cli.main import build_parser
 from counterplan.server.cli.problem_flags import flag_errors, problem_spec
 from counterplan.server.grpc.convert import BadRequestError, check_request
-from counterplan.server.grpc.spec_request import explain_request
+from counterplan.server.grpc.spec_request import WireError, explain_request
 from counterplan.server.registry.registry import RegisteredModel, load_card
 
 OPTIONS: list[list[str]] = [
@@ -197,3 +199,30 @@ def test_a_misspelt_category_or_an_unknown_key_is_refused_on_both_sides(
     with pytest.raises(BadRequestError) as remote:
         _served(served["card"], args, instance)
     assert field in [where for where, _ in remote.value.violations], remote.value.violations
+
+
+@pytest.mark.parametrize("gap", [None, float("nan"), pd.NA], ids=["None", "NaN", "NA"])
+def test_a_gap_every_feature_may_fill_is_filled_on_both_sides(served: dict[str, Any], gap: Any) -> None:
+    """``fill_missing=True`` sent only the gaps written None as features to fill: a NaN (a pandas
+    row's gap) stayed a gap on the server while the local run filled it, and pandas' NA was sent
+    as the category '<NA>' (the rules fuzz's finding)."""
+    instance = {**rejected_applicant(), "income": gap}
+    spec = ProblemSpec(fill_missing=True)
+    local = local_explainer(_args(served, rejected_applicant(), []), spec).problem(instance)
+    request = explain_request("loan", instance, spec)
+    checked = check_request(request, served["card"], max_features=64)
+    remote = served["card"].problem(checked.instance, checked.spec)
+    assert local.space["income"].missing and local.space["income"].fill_missing
+    assert _facts(local) == _facts(remote)
+
+
+@pytest.mark.parametrize(("name", "value"), [("enlarge_rows", 1), ("max_reference_rows", 50)])
+def test_a_trust_region_setting_no_request_carries_is_refused_by_name(name: str, value: int) -> None:
+    """A request carries a trust region's nearest, slack and enlarge_when_infeasible; the server
+    builds it with its own row numbers, so other numbers were dropped without a word (the rules
+    fuzz's finding), where a plausibility setting of one's own is refused."""
+    spec = ProblemSpec(trust_region=TrustRegionSettings(nearest=40, **{name: value}))
+    with pytest.raises(WireError, match=rf"'trust_region\.{name}': a request's trust region has the server's {name}"):
+        explain_request("loan", rejected_applicant(), spec)
+    carried = explain_request("loan", rejected_applicant(), ProblemSpec(trust_region=TrustRegionSettings(nearest=40)))
+    assert carried.trust_region.nearest == 40

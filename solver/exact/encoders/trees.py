@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.grid import GridUnit
 from counterplan.planning.models import model_input
 from counterplan.planning.structure.errors import NotEncodableError
 from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
@@ -442,8 +444,16 @@ class _TreeEncoder:
         if key in self.turns:
             return self.turns[key]
         t = (threshold - b) / a
+        if not math.isfinite(unit.steps(t)):  # a split of the missing values from the rest (scikit-learn's
+            self.turns[key] = None  # threshold inf): no grid value turns it, the margin's case decides it
+            return None
         centre = math.floor(unit.steps(t))
-        window = range(centre - 3, centre + 4)
+        reach = TURN_STEPS + _rounding_steps(tree, threshold, a, unit)
+        if reach > TURN_STEPS:  # float32 rounds the input over several grid steps: the turn lies within them
+            turn = _bisected_turn(lambda k: not tree.goes_left(node, a * unit.value(k) + b), centre, reach)
+            self.turns[key] = turn
+            return turn
+        window = range(centre - TURN_STEPS, centre + TURN_STEPS + 1)
         rights = [not tree.goes_left(node, a * unit.value(k) + b) for k in window]
         turn = None
         if not (rights[0] or not rights[-1] or any(r and not later for r, later in itertools.pairwise(rights))):
@@ -512,6 +522,43 @@ class _TreeEncoder:
         if f.stay is not None:
             self.formulation.original_sides[var] = original_right
         return var
+
+
+TURN_STEPS = 3
+"""Grid steps on each side of a threshold where a split's turn is looked for, beyond the width of
+the model's rounding of its input there (:func:`_rounding_steps`)."""
+
+
+def _rounding_steps(tree: Tree, threshold: float, a: float, unit: GridUnit) -> int:
+    """How many grid steps of the feature one float32 step of the model's input spans at
+    ``threshold`` (0 for a float64 tree): the model's comparison turns within that many of it.
+
+    A grid finer than float32 (six decimals near 199, where float32 steps by 1.5e-5; cents above
+    half a million) turns up to several steps from the threshold, beyond the 3 looked at: the
+    turn was not found and the split took a margin of 16 float32 steps on each side, which cut
+    the grid values within it out of the program (a float of six decimals near 199 over a range
+    of 9e-4 lost nearly half its domain, and the exact engine proved "infeasible" where local
+    search found an answer: the rules fuzz)."""
+    if not tree.float32:
+        return 0
+    spacing = float(np.spacing(np.float32(abs(threshold))))
+    return math.ceil(abs(unit.steps(spacing / a)))
+
+
+def _bisected_turn(goes_right: Callable[[int], bool], centre: int, reach: int) -> int | None:
+    """The last grid step left of a split's turn within ``reach`` steps of ``centre``, by bisection
+    (the model's comparison of a rounded affine input is monotone in the step); None when the ends
+    do not straddle it."""
+    low, high = centre - reach, centre + reach
+    if goes_right(low) or not goes_right(high):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if goes_right(middle):
+            high = middle
+        else:
+            low = middle
+    return low
 
 
 def _crossing_rows(formulation: Formulation) -> None:

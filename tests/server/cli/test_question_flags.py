@@ -122,6 +122,14 @@ def test_a_listed_category_the_feature_lacks_is_refused_naming_the_flag(
     assert "--allowed savings: ['lots'] is not a category of savings; categories:" in err
     code, _, err = _explain(capsys, savings_files, "--forbid", "income=5")
     assert code == 2 and "--forbid income: " in err, err
+    # every allowed number forbidden: said so, not "allowed values: give at least one" (the rules fuzz)
+    code, _, err = _explain(capsys, savings_files, "--allowed", "income=5,10", "--forbid", "income=10,5")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--forbid income: forbids every allowed value of income ([5.0, 10.0]); to keep income as it is" in err, err
+    # an allowed number the feature cannot take names --allowed, not --instance (the rules fuzz)
+    code, _, err = _explain(capsys, savings_files, "--allowed", "income=1000")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--allowed income: allowed values [1000.0] are outside the domain [" in err, err
 
 
 @pytest.mark.parametrize(

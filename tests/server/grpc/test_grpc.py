@@ -276,7 +276,8 @@ BAD_REQUESTS: list[tuple[str, Any, str]] = [
     ("negative change cost", lambda: _with_cost("income", -1.0), "overrides[0].cost"),
     # a number in allowed_values names a category by its code (as --allowed writes it): 1 is none of education's
     ("allowed values on a category", lambda: _with_allowed("education", [1.0]), "overrides.education.allowed"),
-    ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income"),
+    # named by the rule, as a category's are (it was the feature's, "overrides.income": the rules fuzz)
+    ("allowed values outside the domain", lambda: _with_allowed("income", [1e12]), "overrides.income.allowed"),
     # NaN was named as pydantic's union tried it: "overrides[0].allowed.0.float, allowed.0.str, ..."
     ("NaN allowed value", lambda: _with_allowed("income", [5e4, float("nan")]), "overrides[0].allowed_values[1]"),
     ("NaN forbidden value", lambda: _with_forbidden("income", float("nan")), "overrides[0].forbidden[0]"),

@@ -392,3 +392,59 @@ def test_an_original_on_a_threshold_or_inside_its_margin_is_where_the_model_puts
     exact = result.statistics.exact
     assert exact is not None and result.valid and exact.proven and exact.retries == 0, exact
     assert threshold < result.proposed["x"] < threshold + 1e-5
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "value", "cut", "stride"),
+    [(-74.0015, -73.9985, -74.0012, -74.0000031, 61), (198.975434, 198.976334, 198.976134, 198.9755853, 37)],
+)
+def test_a_grid_finer_than_float32_keeps_the_values_beside_a_split(
+    low: float, high: float, value: float, cut: float, stride: int
+) -> None:
+    """Six decimals near 74 or 199, where float32 steps by 7.6e-6 or 1.5e-5: the turn of a split
+    lay beyond the 3 grid steps looked at around its threshold, so the split took a margin of 16
+    float32 steps on each side and the grid values within it left the program: the proven optimum
+    lay a margin past the real one (-73.999866 where -74.000003 turns the split: 137 grid steps),
+    and on a domain narrower than the margin the program was proven infeasible where local search
+    found an answer (the rules fuzz). The optimum is the enumerated grid's."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    grid = np.round(np.arange(round(low * 1e6), round(high * 1e6) + 1) / 1e6, 6)
+    sample = grid[::stride]  # rows far apart: the threshold, their midpoint, lies anywhere between float32 values
+    model = DecisionTreeClassifier(max_depth=1, random_state=0).fit(
+        pd.DataFrame({"x": sample}), (sample > cut).astype(int)
+    )
+    frame = pd.DataFrame({"x": grid})
+    label = model.predict(frame).astype(int)
+    feature = FloatFeature(name="x", value=value, low=low, high=high, precision=6)
+    problem = CounterfactualProblem(
+        [feature], [ClassGoal(target=int(label[grid == value][0] == 0))], adapt_sklearn(model, "y")
+    )
+    turns = label != label[grid == value][0]
+    best = grid[turns][np.argmin(np.abs(grid[turns] - value))]
+    for backend in ("highs", "ortools"):
+        result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+        assert result.statistics.exact is not None and result.statistics.exact.proven, backend
+        assert result.valid and result.proposed["x"] == pytest.approx(float(best), abs=1e-9), (backend, result.proposed)
+
+
+def test_a_split_of_the_missing_values_alone_is_decided() -> None:
+    """scikit-learn's trees trained on data with gaps split the missing values from the rest with
+    a threshold of inf: the exact engine looked for its grid step (math.floor of infinity) and
+    the solve ended in an OverflowError (the rules fuzz: a forest on data with gaps). Every value
+    goes left there; the optimum is found."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 10, 300).astype(float)
+    z = rng.integers(0, 10, 300).astype(float)
+    x[rng.random(300) < 0.4] = np.nan
+    label = np.where(np.isnan(x), z > 3, z > 7).astype(int)
+    data = pd.DataFrame({"x": x, "z": z, "y": label})
+    model = DecisionTreeClassifier(max_depth=3, random_state=0).fit(data[["x", "z"]], label)
+    assert np.isinf(model.tree_.threshold).any()
+    problem = CounterfactualProblem.from_dataframe(data, {"x": 5.0, "z": 2.0}, model, [ClassGoal(target=1)], target="y")
+    for backend in ("highs", "ortools"):
+        result = explain(problem, SolverConfig(phases=(ExactPhaseConfig(backend=backend),)), seed=0)
+        assert result.statistics.exact is not None and result.statistics.exact.proven, backend
+        assert result.valid and result.proposed == {"x": 5, "z": 8}, (backend, result.proposed)
