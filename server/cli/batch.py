@@ -493,6 +493,7 @@ def _overall_rows(summary: BatchSummary, figures: dict[str, Any], only_rejected:
         ("valid", f"{_percent(summary.valid_share)} ({summary.valid:,})"),
         ("distance (valid): mean / median", f"{_number(summary.mean_distance)} / {_number(summary.median_distance)}"),
         ("changes (valid): mean / median", f"{_number(summary.mean_changes)} / {_number(summary.median_changes)}"),
+        ("reached only by breaking a rule", f"{summary.broke_rules:,}"),
         ("not found", f"{summary.not_found:,}"),
         ("errors", f"{summary.errors:,}"),
         ("already meeting the goal" + (", skipped" if only_rejected else ""), f"{met:,}"),

@@ -37,7 +37,6 @@ import pandas as pd
 import structlog
 
 from counterplan.planning.errors import InvalidInputError, ProblemError, echo
-from counterplan.planning.score import BendableScore
 from counterplan.solver.audit.html import write_report
 from counterplan.solver.audit.proofs import (
     SCREEN,
@@ -63,7 +62,7 @@ from counterplan.solver.audit.stats import (
     group_figures,
     group_labels,
 )
-from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
+from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, breaks_a_rule, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
 from counterplan.solver.batch.run import check_forked_threads
 from counterplan.solver.batch.writer import (
@@ -776,16 +775,6 @@ def _final(proofs: dict[str, Proof]) -> dict[str, Proof]:
 
 
 AUDIT_STATUS_OF = {"ok": "with_recourse", "already_met": "already_met", "error": "error"}
-
-
-def breaks_a_rule(status: str, score: Any) -> bool:
-    """Whether a record of ``status`` ``ok`` holds an answer that reaches the goal only by breaking
-    a rule (an immutable feature, the most features allowed to change, a monotone direction...:
-    its score's hard levels are not all 0). The search returns such an answer when it finds none
-    within the rules, and the batch counts it ``ok`` (the goal is met); the audit does not: its
-    recourse is an answer within the problem's rules, so the row goes to the exact engine as one
-    without an answer (which may prove that none exists within them)."""
-    return status == "ok" and isinstance(score, str) and not BendableScore.parse(score).is_feasible
 
 
 def _audit_rows(

@@ -18,6 +18,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from counterplan.planning.errors import one_line
+from counterplan.planning.score import BendableScore
 from counterplan.solver.result import CounterfactualResult
 
 RECORD_COLUMNS = (
@@ -74,24 +75,38 @@ def record_of(row_id: Any, result: CounterfactualResult, seed: int, seconds: flo
         "seconds": seconds,
         "model_calls": result.statistics.model_call_count,
         "seed": seed,
-        "error": _why_none(result),
+        "error": _note(result),
     }
     for name, value in result.proposed.items():
         record[PROPOSED_PREFIX + name] = value
     return record
 
 
-def _why_none(result: CounterfactualResult) -> str | None:
-    """A ``not_found`` row's note: the model's failure, or that the search was stopped (a time
-    limit or a stop request) before it found an answer, so such a row does not read as a proof
-    that none exists; None for an answer or a search that ended by itself."""
-    if result.valid or result.already_met:
+def _note(result: CounterfactualResult) -> str | None:
+    """A record's note: for an ``ok`` row whose answer reaches the goal only by breaking a rule
+    (:func:`breaks_a_rule`), which rules (it had none: only its score said so); for a
+    ``not_found`` row, the model's failure, or that the search was stopped (a time limit or a
+    stop request) before it found an answer, so such a row does not read as a proof that none
+    exists; None for an answer within the rules or a search that ended by itself."""
+    if result.already_met:
         return None
+    if result.valid:
+        return None if result.feasible or result.note is None else one_line(result.note)
     if result.failure:
         return result.failure
     if result.stopped_early:
         return one_line(f"stopped before a valid answer was found ({result.statistics.termination_reason})")
     return None
+
+
+def breaks_a_rule(status: str, score: Any) -> bool:
+    """Whether a record of ``status`` ``ok`` holds an answer that reaches the goal only by breaking
+    a rule (an immutable feature, the most features allowed to change, a monotone direction...:
+    its score's hard levels are not all 0). The search returns such an answer when it finds none
+    within the rules; its status is ``ok`` (the goal is met), but it is no recourse: the summary
+    counts it apart (:mod:`~counterplan.solver.batch.summary`), and the audit sends its row to the
+    exact engine as one without an answer."""
+    return status == "ok" and isinstance(score, str) and not BendableScore.parse(score).is_feasible
 
 
 def error_record(row_id: Any, error: BaseException, seed: int, seconds: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from counterplan.solver.batch.records import PROPOSED_PREFIX
+from counterplan.solver.batch.records import PROPOSED_PREFIX, breaks_a_rule
 
 FEATURE_COLUMNS = ("feature", "changed", "share", "median_change", "top_change", "top_change_count")
 """The columns of :attr:`BatchSummary.features`."""
@@ -36,7 +36,12 @@ class BatchSummary:
     explained:
         Records of rows that needed an answer (every status but ``already_met``).
     valid:
-        Of those, the rows with a valid answer (status ``ok``).
+        Of those, the rows with a valid answer within the rules (status ``ok``).
+    broke_rules:
+        Rows of status ``ok`` whose answer reaches the goal only by breaking a rule (an
+        immutable feature changed, more changes than allowed: :func:`~counterplan.solver.batch.records.breaks_a_rule`):
+        no recourse, so counted apart from ``valid`` and left out of every figure below (they
+        were counted valid, and their immutable changes listed among the features changed).
     not_found, errors, already_met:
         Records with status ``not_found``, ``error`` and ``already_met``.
     mean_distance, median_distance, mean_changes, median_changes:
@@ -50,6 +55,7 @@ class BatchSummary:
 
     explained: int
     valid: int
+    broke_rules: int
     not_found: int
     errors: int
     already_met: int
@@ -70,6 +76,7 @@ class BatchSummary:
             "explained": self.explained,
             "valid": self.valid,
             "valid_share": self.valid_share,
+            "broke_rules": self.broke_rules,
             "not_found": self.not_found,
             "errors": self.errors,
             "already_met": self.already_met,
@@ -90,12 +97,15 @@ def summarize(records: pd.DataFrame, originals: pd.DataFrame) -> BatchSummary:
     or as read back from its output) against ``originals``, the rows as they were, indexed by
     row id, with one column per feature."""
     status = records["status"].astype(str)
-    valid = records[(status == "ok").to_numpy()]
+    scores = records["score"] if "score" in records.columns else pd.Series(None, index=records.index, dtype=object)
+    broke = np.array([breaks_a_rule(s, score) for s, score in zip(status, scores, strict=True)], dtype=bool)
+    valid = records[((status == "ok").to_numpy()) & ~broke]
     distance = pd.to_numeric(valid["distance"], errors="coerce")
     changes = pd.to_numeric(valid["changed"], errors="coerce")
     return BatchSummary(
         explained=int((status != "already_met").sum()),
         valid=len(valid),
+        broke_rules=int(broke.sum()),
         not_found=int((status == "not_found").sum()),
         errors=int((status == "error").sum()),
         already_met=int((status == "already_met").sum()),

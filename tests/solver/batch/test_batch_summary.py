@@ -98,3 +98,34 @@ def test_a_batch_with_no_valid_answer_has_no_averages_and_json_ready_figures() -
     empty = summarize(records.iloc[:0], ORIGINALS)
     assert empty.explained == 0 and math.isnan(empty.valid_share)
     assert empty.to_dict()["valid_share"] is None
+
+
+def test_an_answer_reaching_the_goal_only_by_breaking_a_rule_is_counted_apart_and_says_why() -> None:
+    """With one change allowed, every answer of this logistic regression needs two: the search
+    returns one breaking the rule. Its record was ``ok``, valid, with no note (only its score
+    said so); the summary counted it valid and listed its changes among the features changed."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from counterplan.planning import ClassGoal, CounterfactualProblem, FloatFeature
+    from counterplan.planning.models import adapt_sklearn
+    from counterplan.solver.batch.records import record_of
+    from counterplan.solver.counterfactual import explain
+
+    X = np.random.default_rng(0).uniform(0.0, 10.0, size=(400, 2))
+    model = LogisticRegression().fit(X, (X.sum(axis=1) > 14).astype(int))
+    features = [FloatFeature(name=name, value=1.0, low=0.0, high=10.0) for name in ("x", "y")]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], adapt_sklearn(model, "ok"), max_changed_features=1)
+    result = explain(problem, seed=0)
+    assert result.valid and not result.feasible
+    record = record_of(7, result, 0, 0.1)
+    assert record["status"] == "ok" and record["error"] is not None and "breaks" in record["error"], record
+    within = _record(10, "ok", 1.0, 2, income=31_000.0, home="own")
+    within["score"] = "[0/0/0]hard/[-1/-2]soft"
+    broken = _record(11, "ok", 0.5, 1, cards=0)
+    broken["score"] = record["score"]
+    summary = summarize(pd.DataFrame([within, broken]), ORIGINALS)
+    assert (summary.valid, summary.broke_rules, summary.explained) == (1, 1, 2)
+    assert summary.mean_distance == pytest.approx(1.0)
+    assert "cards" not in set(summary.features.loc[summary.features.changed > 0, "feature"])
+    assert summary.to_dict()["broke_rules"] == 1
