@@ -345,11 +345,24 @@ def gather(
     return False
 
 
+MANAGER_JOIN_SECONDS = 10.0
+"""How long a stopped pool's manager thread is waited for, at most (it ends once it has seen its
+ended workers: a few milliseconds)."""
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """Drop ``pool``'s queued work and end its worker processes now (found in the pool's own
-    table of its processes: no public call does it before Python 3.14's ``terminate_workers``)."""
-    workers = list(getattr(pool, "_processes", {}).values())
+    table of its processes: no public call does it before Python 3.14's ``terminate_workers``),
+    then wait for the pool's manager thread to close its wakeup pipe. Python 3.11's exit wakes
+    every pool's manager through that pipe without the pool's lock: closed by the manager at that
+    moment, the write printed a traceback after the command's one line (``OSError: [Errno 9] Bad
+    file descriptor``, a fresh clone's CI, Ctrl-C during a batch on two workers). Once the manager
+    has ended, its pipe is marked closed and the exit passes it by."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in workers:
         if process.is_alive():
             process.terminate()
+    if manager is not None:
+        manager.join(MANAGER_JOIN_SECONDS)
