@@ -345,9 +345,11 @@ def gather(
     return False
 
 
-MANAGER_JOIN_SECONDS = 10.0
-"""How long a stopped pool's manager thread is waited for, at most (it ends once it has seen its
-ended workers: a few milliseconds)."""
+MANAGER_JOIN_SECONDS = 1.0
+"""How long a stopped pool's manager thread is waited for, at most: it ends once it has seen its
+ended workers, in a few milliseconds, unless its queue's feeder thread is stuck writing a task no
+worker will read (an audit's proofs: it did not end in 10 s, and the audit's stop, a promise, was
+kept 10 s late)."""
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
