@@ -42,7 +42,7 @@ import numpy.typing as npt
 from counterplan.planning import scored_rows
 from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
-from counterplan.planning.goals import BoundGoal
+from counterplan.planning.goals import BoundGoal, scored_goal_distance
 from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.model_protocol import Predictions
 from counterplan.planning.problem import CounterfactualProblem
@@ -65,7 +65,6 @@ FAILED_PREDICTION = -1.0e15
 """Hard 0 of a candidate whose prediction failed: worse than any real goal distance."""
 PRUNED_REASON = "not scored: it could not beat the best"
 """The failure of a candidate left out so."""
-_MAX_GOAL_DISTANCE = 1.0e14
 _FAR = 1.0e12
 """The scorecard objective of a value in no bin: farther than any real answer."""
 
@@ -298,15 +297,15 @@ class ScoreCalculator:
         predictions, failures = self._predict(X) if hopeful is None else self._predict_hopeful(X, hopeful)
         goal_distance: FloatMatrix | None = None
         scores[:, 2] = 0.0
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             for bound in problem.goals:
                 column = predictions[bound.output.name]
-                distance = np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                distance = bound.distance(column)
                 goal_distance = distance if goal_distance is None else np.add(goal_distance, distance)
                 if getattr(bound.goal, "confidence", None) is not None:
                     scores[:, 2] -= bound.below_confidence(column)
         assert goal_distance is not None  # a problem has at least one goal
-        np.negative(goal_distance, out=scores[:, 0])
+        np.negative(scored_goal_distance(goal_distance), out=scores[:, 0])
         if failures.any:
             scores[failures.failed, 0] = FAILED_PREDICTION
             scores[failures.failed, 2] = -max(self._confidence_goals, 1)
@@ -730,10 +729,10 @@ def _reference_goals(problem: CounterfactualProblem, row: FloatMatrix) -> tuple[
         raise
     except Exception:
         predictions = None
-    hard0 = 0.0
+    total = 0.0
     below = 0
     if predictions is None:
-        return hard0, below, True
+        return 0.0, below, True
     failed = any(
         _implausible_outputs(spec.name, np.asarray(predictions[spec.name], dtype=np.float64)[:1])
         for spec in problem.model.outputs
@@ -742,9 +741,10 @@ def _reference_goals(problem: CounterfactualProblem, row: FloatMatrix) -> tuple[
         if failed:
             break
         value = np.asarray(predictions[bound.output.name], dtype=np.float64)[:1]
-        hard0 -= min(float(bound.distance(value)[0]), _MAX_GOAL_DISTANCE)
+        with np.errstate(over="ignore"):
+            total += float(bound.distance(value)[0])
         below += int(bound.below_confidence(value)[0])
-    return hard0, below, failed
+    return -float(scored_goal_distance(np.array([total]))[0]), below, failed
 
 
 def _reference_changes(problem: CounterfactualProblem, row: FloatMatrix) -> tuple[float, float, float]:

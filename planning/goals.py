@@ -25,6 +25,8 @@ BoolArray = npt.NDArray[np.bool_]
 
 _UNMET_FLOOR = 1e-12
 """Distance of an unmet class goal whose probabilities tie: unmet is never distance 0."""
+GOAL_DISTANCE_KNEE = 1.0e11
+"""Summed goal distances above this are scored on a logarithmic scale (:func:`scored_goal_distance`)."""
 DEFAULT_MARGIN = 0.005
 """A class goal is met only this far past its threshold (confidence 0.7: at 0.705; no
 confidence: the target class ahead of every other by 0.005), so an answer does not sit exactly
@@ -292,6 +294,27 @@ def _class_distance(proba: FloatArray, index: int, confidence: float | None, mar
     if confidence is not None:
         shortfall = np.maximum(shortfall, np.maximum(_needed(confidence, margin) - target, 0.0))
     return shortfall
+
+
+def scored_goal_distance(total: FloatArray) -> FloatArray:
+    """Hard level 0's magnitude for summed goal distances ``total``: the distance itself up to
+    :data:`GOAL_DISTANCE_KNEE`, logarithmic above it (``knee * (1 + ln(total / knee))``).
+
+    Why: hard level 0 must stay finite and above a failed prediction's (-1e15) for every real
+    distance, and a plain cap (it was 1e14) made every candidate of a model whose outputs are
+    1e21 from the goal score the same, so the search had no direction and stopped at the
+    original. The logarithm keeps every distance ordered (strictly increasing and continuous at
+    the knee), keeps relative improvements visible at any size, and tops out below 7e13 even for
+    an infinite sum. NaN stays NaN, for the caller's failure handling.
+    """
+    total = np.asarray(total, dtype=np.float64)
+    far = total > GOAL_DISTANCE_KNEE
+    if not far.any():
+        return total
+    scored = total.copy()
+    top = np.minimum(total[far], np.finfo(np.float64).max)
+    scored[far] = GOAL_DISTANCE_KNEE * (1.0 + np.log(top / GOAL_DISTANCE_KNEE))
+    return scored
 
 
 def describe_goals(goals: Sequence[BoundGoal]) -> str:

@@ -24,6 +24,7 @@ from counterplan.planning.calculator import (
     implausible_predictions,
 )
 from counterplan.planning.distance import feature_distance
+from counterplan.planning.goals import scored_goal_distance
 from counterplan.planning.halving import Run, call_in_halves
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.problem import CounterfactualProblem
@@ -32,7 +33,6 @@ from counterplan.solver.core.protocol import FloatMatrix
 from counterplan.solver.vector.draws import key, mix
 from counterplan.solver.vector.layouts import Layouts
 
-_MAX_GOAL_DISTANCE = 1.0e14
 IntArray = npt.NDArray[np.intp]
 
 
@@ -180,13 +180,13 @@ class BlockScorer:
                 failed[rows] = True
                 continue
             failed[rows] |= implausible_predictions(predictions, rows.stop - rows.start)  # as the final check
-            with np.errstate(invalid="ignore"):
+            with np.errstate(invalid="ignore", over="ignore"):
                 for bound in problem.goals:
                     column = np.asarray(predictions[bound.output.name], dtype=np.float64)
-                    goal[rows] += np.minimum(bound.distance(column), _MAX_GOAL_DISTANCE)
+                    goal[rows] += bound.distance(column)
                     if getattr(bound.goal, "confidence", None) is not None:
                         scores[rows, 2] -= bound.below_confidence(column)
-        scores[:, 0] = -goal
+        scores[:, 0] = -scored_goal_distance(goal)
         scores[failed, 0] = FAILED_PREDICTION
         scores[failed, 2] = -1.0
         original = self.originals[owner]

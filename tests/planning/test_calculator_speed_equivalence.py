@@ -37,7 +37,7 @@ from counterplan.planning.score import last_best_row
 from counterplan.planning.space import AnyFeature, FloatMatrix
 
 _UNMET_FLOOR = 1e-12
-_MAX_GOAL_DISTANCE = 1.0e14
+_GOAL_DISTANCE_KNEE = 1.0e11
 _TOLERANCE = 1e-6
 
 
@@ -109,8 +109,11 @@ def _plain_scores(
     for bound in problem.goals:
         column = predictions[bound.output.name]
         with np.errstate(invalid="ignore"):
-            goal_distance += np.minimum(_plain_goal_distance(bound, column), _MAX_GOAL_DISTANCE)
+            goal_distance += _plain_goal_distance(bound, column)
             below += bound.below_confidence(column)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the summed distance, logarithmic past the knee
+        far = _GOAL_DISTANCE_KNEE * (1.0 + np.log(np.minimum(goal_distance, 1.7e308) / _GOAL_DISTANCE_KNEE))
+    goal_distance = np.where(goal_distance > _GOAL_DISTANCE_KNEE, far, goal_distance)
     scores[:, 0] = np.where(failed, FAILED_PREDICTION, -goal_distance)
     changed = space.original != X
     broken = (changed & ~space.mutable).sum(axis=1).astype(np.float64)

@@ -204,3 +204,20 @@ def test_a_range_may_be_open_at_one_end() -> None:
     for low, high in ((-math.inf, math.inf), (math.inf, math.inf), (0.0, math.nan)):
         with pytest.raises(GoalError):
             RangeGoal(low=low, high=high)
+
+
+def test_huge_goal_distances_stay_ordered_finite_and_above_a_failure() -> None:
+    """A plain cap at 1e14 made every distance past it equal, so a search on a model whose outputs
+    are 1e21 from the goal saw no direction. The scored distance is the distance up to the knee,
+    then logarithmic: strictly increasing, continuous, finite and above a failed prediction's."""
+    from counterplan.planning.calculator import FAILED_PREDICTION
+    from counterplan.planning.goals import GOAL_DISTANCE_KNEE, scored_goal_distance
+
+    small = np.array([0.0, 1e-9, 3.5, GOAL_DISTANCE_KNEE])
+    assert scored_goal_distance(small).tolist() == small.tolist()
+    huge = np.array([GOAL_DISTANCE_KNEE, 1e14, 1e15, 1e21, 1e21 * (1 + 1e-9), 1e100, 1e308, np.inf])
+    scored = scored_goal_distance(huge)
+    assert np.all(np.diff(scored[:-1]) > 0.0) and scored[-1] >= scored[-2]
+    assert np.all(np.isfinite(scored)) and scored.max() < -FAILED_PREDICTION / 10.0
+    assert scored_goal_distance(np.array([GOAL_DISTANCE_KNEE * (1 + 1e-12)]))[0] == pytest.approx(GOAL_DISTANCE_KNEE)
+    assert np.isnan(scored_goal_distance(np.array([np.nan, 1e20]))[0])

@@ -590,3 +590,32 @@ def test_model_call_count_is_the_searchs_calls(age_immutable: bool) -> None:
     result = explain(problem, seed=0)
     assert result.valid is not age_immutable and result.blocked_by == (["age"] if age_immutable else [])
     assert result.statistics.model_call_count == len(calls) - (2 if age_immutable else 1)
+
+
+@pytest.mark.parametrize("engine", ["local", "swarm"])
+def test_a_model_whose_outputs_are_1e21_from_the_goal_is_searched_as_the_same_model_unscaled(engine: str) -> None:
+    """Goal distances were capped at 1e14: on a regression whose outputs are 1e21 apart every
+    candidate short of the goal scored the same, local search settled for a costlier answer
+    (4.75 where the same model with outputs of ones gets 4.69) and the swarm found none. Scored
+    logarithmically past 1e11, huge distances keep their order and the answers agree."""
+    from sklearn.linear_model import LinearRegression
+
+    from counterplan.planning import RangeGoal
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.uniform(0, 10, 200).round(2),
+            "b": rng.integers(0, 20, 200).astype(float),
+            "c": rng.uniform(-5, 5, 200).round(2),
+        }
+    )
+    answers = []
+    for scale in (1.0, 1e21):
+        model = LinearRegression().fit(frame, scale * (3.0 * frame.a - 2.0 * frame.b + frame.c))
+        output = float(model.predict(frame.iloc[[0]])[0])
+        goal = RangeGoal(low=output + 45.0 * scale, high=output + 1000.0 * scale)
+        result = explain(CounterfactualProblem.from_dataframe(frame, 0, model, [goal]), seed=0, engine=engine)  # type: ignore[arg-type]
+        assert result.valid, (scale, result.score_levels)
+        answers.append(result.score_levels[3])
+    assert answers[1] == pytest.approx(answers[0], rel=1e-9)
