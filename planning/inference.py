@@ -53,7 +53,14 @@ from counterplan.planning.features import (
     is_missing,
     parse_feature,
 )
-from counterplan.planning.profile import FeatureSpec, InstanceError, apply_rule, check_spec_names, problem_field
+from counterplan.planning.profile import (
+    FeatureSpec,
+    InstanceError,
+    apply_rule,
+    check_spec_names,
+    gap_rules,
+    problem_field,
+)
 from counterplan.planning.space import AnyFeature
 from counterplan.planning.spec import FeatureRule, ProblemSpec, name_list
 
@@ -139,7 +146,7 @@ def _fields(
     if name in frozen:
         spec["constrained"] = True
     spec.update(override)
-    return spec
+    return gap_rules(spec)
 
 
 def infer_statistics(

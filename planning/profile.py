@@ -117,6 +117,25 @@ def _few_names(columns: Sequence[str], most: int = 30) -> str:
     return f"[{shown}{', ...' if len(columns) > most else ''}]"
 
 
+def gap_rules(fields: dict[str, Any]) -> dict[str, Any]:
+    """A feature's fields with a rule's ``fill_missing`` and ``monotone`` read for its value:
+    ``fill_missing`` only for a gap, and no ``monotone`` for a gap the search may fill.
+
+    A direction is kept from the instance's value, and a gap has none: a gap to fill may take any
+    value of the domain. Why here: a spec's rules (a model card's, an explainer's, a request's
+    overrides) span instances, and refusing every instance missing such a feature ("a missing
+    value has no direction to keep") left a card's user no way to explain it. A single feature
+    built by hand with both is still refused (:class:`~counterplan.planning.features.FloatFeature`).
+    A request's ``fill_missing`` arrives as each feature's rule, and set ``fill_missing`` on a
+    feature with a value where the same spec run locally did not.
+    """
+    if fields.get("value") is not None:
+        return {**fields, "fill_missing": False} if fields.get("fill_missing") else fields
+    if fields.get("fill_missing") and fields.get("monotone") is not None:
+        return {**fields, "monotone": None}
+    return fields
+
+
 def apply_rule(fields: dict[str, Any], rule: FeatureRule | None, name: str) -> dict[str, Any]:
     """A feature's fields with ``rule``'s allowed/forbidden values applied (categories restricted,
     a number's allowed list set); the other rule fields are set by the profile."""
@@ -288,7 +307,7 @@ def build_feature(
     else:
         data = _choice_domain(data, spec, override, rule, value)
     data["constrained"] = constrained or data.get("constrained", False) or (value is None and not data["fill_missing"])
-    return parse_feature(data)
+    return parse_feature(gap_rules(data))
 
 
 def _choice_domain(

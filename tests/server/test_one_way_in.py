@@ -24,7 +24,7 @@ from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import TARGET, rejected_applicant
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.planning.spec import ProblemSpec
+from counterplan.planning.spec import FeatureRule, ProblemSpec
 from counterplan.planning.trust_region import TrustRegionSettings
 from counterplan.server.cli.flags import UsageError
 from counterplan.server.cli.local_model import local_explainer
@@ -213,6 +213,26 @@ def test_a_gap_every_feature_may_fill_is_filled_on_both_sides(served: dict[str, 
     checked = check_request(request, served["card"], max_features=64)
     remote = served["card"].problem(checked.instance, checked.spec)
     assert local.space["income"].missing and local.space["income"].fill_missing
+    assert _facts(local) == _facts(remote)
+
+
+@pytest.mark.parametrize("income", [None, 30_000.0], ids=["gap", "value"])
+def test_a_monotone_rule_on_a_feature_that_may_be_filled_keeps_its_direction_from_a_value_only(
+    served: dict[str, Any], income: float | None
+) -> None:
+    """A card or request with ``fill_missing`` and ``monotone`` on one feature refused, on both
+    sides, every instance missing it ("a missing value has no direction to keep"), and a request
+    could not change the card's rule (the rules fuzz's finding). A direction is kept from the
+    instance's value: a gap to fill may take any value of its domain; a value keeps the rule."""
+    instance = {**rejected_applicant(), "income": income}
+    spec = ProblemSpec(fill_missing=["income"], features={"income": FeatureRule(monotone="increase")})
+    local = local_explainer(_args(served, rejected_applicant(), []), spec).problem(instance)
+    checked = check_request(explain_request("loan", instance, spec), served["card"], max_features=64)
+    remote = served["card"].problem(checked.instance, checked.spec)
+    for problem in (local, remote):
+        feature = problem.space["income"]
+        assert feature.missing == (income is None) and (income is not None or feature.fill_missing)
+        assert feature.monotone == (None if income is None else "increase")
     assert _facts(local) == _facts(remote)
 
 
