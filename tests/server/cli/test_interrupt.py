@@ -362,6 +362,23 @@ def test_sigterm_to_a_batch_with_workers_stops_them_and_ends_at_once(
     assert stopped.seconds < 30, "the workers' blocks were not waited for"
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_during_an_audits_proofs_on_workers_ends_them_at_once(
+    batch_files: dict[str, str], tmp_path: Path, signum: int
+) -> None:
+    """A stop reaching the audit's process alone, while its workers prove rows: the workers were
+    sent SIGTERM, but a forked worker kept the command's own handler, which raises
+    ``KeyboardInterrupt``; the pool took that as the proof's error and the worker went on, and the
+    command's exit waited for its proofs (11 s on the demo, up to ``--prove-seconds`` a row)."""
+    argv = ["audit", "--model", batch_files["model"], "--data", batch_files["data"], "--target", TARGET]
+    argv += ["--workers", "2", "--prove-seconds", "120", "--screen", "--no-progress", "--out", str(tmp_path / "audit")]
+    stopped = _interrupt("counterplan.solver.audit.proofs:_prove_task", argv, tmp_path, delay=2.0, signum=signum)
+    ctrl_c = signum == signal.SIGINT
+    line = _one_line(stopped, MARKER, code=130 if ctrl_c else 143, word="interrupted" if ctrl_c else "terminated")
+    assert "--resume" in line, line
+    assert stopped.seconds < 10, f"the workers' proofs were waited for: {stopped.seconds:.1f} s"
+
+
 HANGING_MODEL = """
 import pathlib, threading
 import numpy as np
