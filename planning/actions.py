@@ -235,14 +235,20 @@ def apply(
     before = StateColumns(space, states)
     marked = StateColumns(space, states, "before.")
     after_states = states.copy()
-    own = _on_grid(space, states[:, column] + values if action.kind == "add" else values, column)
+    start = states[:, column]
+    own = _on_grid(space, start + values if action.kind == "add" else values, column)
     own_inside = ((own >= space.domain_lower[column]) & (own <= space.domain_upper[column])) | (
         own == states[:, column]
     )
     if column in space.allowed:  # the nearest allowed value, before the formulas read the change (any
-        own = space.nearest_allowed(own, column, domain=True)  # in the domain: monotone holds at the end)
+        # in the domain: monotone holds at the end); an add's within its bounds, or none (NaN)
+        if action.kind == "add":
+            own = space.nearest_allowed_between(own, column, start + action.low, start + action.high)
+            own_inside &= ~np.isnan(own)
+        else:
+            own = space.nearest_allowed(own, column, domain=True)
     after_states[:, column] = own
-    extras = {"delta": own - states[:, column], "value": own}
+    extras = {"delta": own - start, "value": own}
     """The change as the state holds it (on the feature's grid, on an allowed value): what the
     consequences read and the effort prices."""
     scope = Layers(extras, before, marked)

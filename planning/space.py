@@ -393,6 +393,23 @@ class FeatureSpace:
         nearer_left = np.abs(values - grid[left]) <= np.abs(grid[right] - values)
         return np.where(nearer_left, grid[left], grid[right])
 
+    def nearest_allowed_between(
+        self, values: FloatMatrix, column: int, low: FloatMatrix, high: FloatMatrix
+    ) -> FloatMatrix:
+        """The nearest allowed value of ``column`` within the domain (:attr:`domain_allowed`) to
+        each of ``values`` among those within ``[low, high]`` (per value, a hair's rounding
+        error wide), NaN where none is: an ``add`` action's step stays within its bounds."""
+        grid = self.domain_allowed[column]
+        slack = 1e-12 * np.maximum(np.abs(low), np.abs(high))  # before + low computed in floats
+        below = np.searchsorted(grid, values, side="right") - 1  # the largest at or below each value
+        above = np.searchsorted(grid, values, side="left")  # the smallest at or above
+        left = grid[np.clip(below, 0, grid.size - 1)]
+        right = grid[np.clip(above, 0, grid.size - 1)]
+        left_ok = (below >= 0) & (left >= low - slack)
+        right_ok = (above < grid.size) & (right <= high + slack)
+        nearer_left = left_ok & (~right_ok | (np.abs(values - left) <= np.abs(right - values)))
+        return np.where(nearer_left, left, np.where(right_ok, right, np.nan))
+
     def as_reported(self, X: FloatMatrix, original: FloatMatrix | None = None) -> FloatMatrix:
         """The rows ``X`` (a matrix) as their reports stand for them: ``encode(decode(row))`` of
         every row, a new matrix (:mod:`counterplan.planning.reported`).

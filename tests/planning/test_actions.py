@@ -503,3 +503,20 @@ def test_an_actions_fields_of_the_other_kind_are_refused_not_ignored() -> None:
         with pytest.raises(ActionError) as caught:
             ActionSet.from_data({"actions": [action]}).compile(space)
         assert caught.value.field == field and words in caught.value.problem
+
+
+def test_an_add_onto_allowed_values_stays_within_its_bounds() -> None:
+    """An add of -11 to 3 from 12, on a feature allowed 0, 4, 7, 17 and 18, took the nearest
+    allowed value whatever the bounds: 12 + 3 = 15 landed on 17 (a change of 5) and 12 - 11 = 1
+    on 0 (a change of -12), steps the action does not allow. It takes the nearest allowed value
+    the bounds reach (the original too: then no change), or runs not at all."""
+    space = FeatureSpace([IntegerFeature(name="n", value=12, low=0, high=19, allowed=(0.0, 4.0, 7.0, 17.0, 18.0))])
+    actions, graph = _one(space, {"feature": "n", "low": -11, "high": 3})
+    states = np.array([[12.0], [12.0], [12.0], [18.0]])
+    step = apply(actions[0], graph, space, states, np.array([3.0, -11.0, -5.0, 1.0]))
+    # 15 -> 12 (within [1, 15]: 4, 7 and the original 12): no change; 1 -> 4; 7 -> 7; from 18,
+    # [19, 21] holds no allowed value
+    assert step.after[:, 0].tolist() == [12.0, 4.0, 7.0, 18.0]
+    assert step.ok.tolist() == [False, True, True, False]
+    assert step.cost[1:3].tolist() == [8.0, 5.0]  # |delta| as held
+
