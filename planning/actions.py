@@ -172,6 +172,7 @@ class StateColumns(Mapping[str, FloatMatrix]):
     and step would cost more than the formulas themselves."""
 
     def __init__(self, space: FeatureSpace, states: FloatMatrix, prefix: str = "") -> None:
+        self._space = space
         self._index = space.index
         self._names = space.names
         self._states = states
@@ -180,7 +181,8 @@ class StateColumns(Mapping[str, FloatMatrix]):
     def __getitem__(self, key: str) -> FloatMatrix:
         if not key.startswith(self._prefix) or key[len(self._prefix) :] not in self._index:
             raise KeyError(key)
-        return self._states[:, self._index[key[len(self._prefix) :]]]
+        column = self._index[key[len(self._prefix) :]]
+        return self._space.gaps_as_nan(self._states[:, column], column)  # a gap reads as NaN
 
     def __iter__(self) -> Iterator[str]:
         return (f"{self._prefix}{name}" for name in self._names)
@@ -218,8 +220,10 @@ class StepResult:
     """The action kept its conditions, stayed in the domains, changed something and has a price."""
     priced: BoolArray
     """The step's cost is a finite number (its effort is one, at least 0, and every tau it reads
-    is finite). A step without a price is not ``ok`` either: an infinite or NaN cost never ranks a
-    plan, and a negative effort (``delta / 5000`` on a delta that is negative) is no free step."""
+    is finite), or it cannot run for another reason (a condition, the domain, no change: its
+    plan is refused for that, not for a price). A step without a price is not ``ok`` either: an
+    infinite or NaN cost never ranks a plan, and a negative effort (``delta / 5000`` on a delta
+    that is negative) is no free step."""
 
 
 def apply(
@@ -235,7 +239,7 @@ def apply(
     before = StateColumns(space, states)
     marked = StateColumns(space, states, "before.")
     after_states = states.copy()
-    start = states[:, column]
+    start = before[action.feature]  # a gap is NaN: nothing to add to (a set fills it)
     own = _on_grid(space, start + values if action.kind == "add" else values, column)
     own_inside = ((own >= space.domain_lower[column]) & (own <= space.domain_upper[column])) | (
         own == states[:, column]
@@ -281,7 +285,7 @@ def apply(
         effort = np.where(np.isfinite(effort) & (effort >= 0.0), effort + 0.0, np.nan)
     changed = {space.names[j]: changed_columns[:, j] for j in np.flatnonzero(changed_columns.any(axis=0))}
     cost = effort * graph.discount(before, changed, n)
-    priced = np.isfinite(cost)
+    priced = np.isfinite(cost) | ~ok  # a step that cannot run anyway (an add on a gap) is refused for that
     ok &= priced
     return StepResult(after=np.where(ok[:, None], after_states, states), cost=cost, ok=ok, priced=priced)
 

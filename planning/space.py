@@ -410,6 +410,14 @@ class FeatureSpace:
         nearer_left = left_ok & (~right_ok | (np.abs(values - left) <= np.abs(right - values)))
         return np.where(nearer_left, left, np.where(right_ok, right, np.nan))
 
+    def gaps_as_nan(self, values: FloatMatrix, column: int) -> FloatMatrix:
+        """``values`` of ``column`` with a gap (its missing code, where the original is missing)
+        as NaN: what a formula reads, as a model does (the code is a number below the domain, and
+        an action's arithmetic on it filled a gap with a value derived from the code)."""
+        if not self.missing[column]:
+            return values
+        return np.where(values == self.missing_code[column], np.nan, values)
+
     def as_reported(self, X: FloatMatrix, original: FloatMatrix | None = None) -> FloatMatrix:
         """The rows ``X`` (a matrix) as their reports stand for them: ``encode(decode(row))`` of
         every row, a new matrix (:mod:`counterplan.planning.reported`).

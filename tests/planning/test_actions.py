@@ -520,3 +520,28 @@ def test_an_add_onto_allowed_values_stays_within_its_bounds() -> None:
     assert step.ok.tolist() == [False, True, True, False]
     assert step.cost[1:3].tolist() == [8.0, 5.0]  # |delta| as held
 
+
+def test_a_formula_reads_a_gap_as_nan_and_an_add_cannot_fill_it() -> None:
+    """A missing value the problem may fill was read by the formulas as its missing code, a
+    number below the domain (-1 here): an add of 1 to 15 filled the gap with 0 to 14 (code plus
+    delta), a consequence ``n + 5`` gave 4 and a condition ``n < 3`` held. A gap is NaN to every
+    formula, as to the model: an add on it or a consequence computed from it cannot run, a
+    condition on it is false, and a set fills it."""
+    space = FeatureSpace(
+        [
+            IntegerFeature(name="n", value=None, low=0, high=20, fill_missing=True),
+            IntegerFeature(name="m", value=3, low=0, high=20),
+        ]
+    )
+    gap = space.original.reshape(1, -1)
+
+    def runs(action: dict[str, object], value: float) -> bool:
+        actions, graph = _one(space, action)
+        return bool(apply(actions[0], graph, space, gap, np.array([value])).ok[0])
+
+    assert not runs({"feature": "n", "low": 1, "high": 15}, 5.0)
+    assert runs({"feature": "n", "kind": "set", "values": [5]}, 5.0)
+    assert not runs({"feature": "m", "low": 1, "high": 2, "consequences": {"n": "n + 5"}}, 1.0)
+    assert runs({"feature": "m", "low": 1, "high": 2, "consequences": {"n": "5"}}, 1.0)
+    assert not runs({"feature": "m", "low": 1, "high": 2, "pre": "n < 3"}, 1.0)
+    assert runs({"feature": "m", "low": 1, "high": 2, "pre": "not n < 3"}, 1.0)
