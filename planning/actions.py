@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +44,7 @@ from pydantic import (
 from counterplan.planning._pydantic import describe, excerpt
 from counterplan.planning.errors import InvalidInputError, one_line, unshown
 from counterplan.planning.expressions import MAX_LENGTH, Expression, ExpressionError, Vocabulary
-from counterplan.planning.features import Bound, FloatFeature, IntegerFeature, within_magnitude
+from counterplan.planning.features import Bound, FloatFeature, IntegerFeature, a_number, within_magnitude
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 
 Formula = Callable[[Mapping[str, Any]], Any]
@@ -511,7 +511,7 @@ def _compile_action(
     )
 
 
-def _changeable(spec: ActionSpec, space: FeatureSpace, where: str) -> AnyFeature:
+def _changeable(spec: _Shape, space: FeatureSpace, where: str) -> AnyFeature:
     """The feature an action changes: known and mutable."""
     _known(space, spec.feature, f"{where}.feature")
     feature = space[spec.feature]
@@ -520,7 +520,20 @@ def _changeable(spec: ActionSpec, space: FeatureSpace, where: str) -> AnyFeature
     return feature
 
 
-def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[float, float]:
+class _Shape(Protocol):
+    """What the shape checks read of an action, declared as data or built in Python."""
+
+    @property
+    def feature(self) -> str: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
+    @property
+    def values(self) -> tuple[Any, ...] | None: ...
+
+
+def _delta_bounds(spec: _Shape, space: FeatureSpace, where: str) -> tuple[float, float]:
     """An 'add' action's bounds of the delta, on a number (``values`` are a 'set' action's: given
     here they were ignored without a word)."""
     if spec.values is not None:
@@ -543,7 +556,7 @@ def _delta_bounds(spec: ActionSpec, space: FeatureSpace, where: str) -> tuple[fl
     return spec.low, spec.high
 
 
-def _set_values(spec: ActionSpec, feature: AnyFeature, where: str) -> tuple[Any, ...]:
+def _set_values(spec: _Shape, feature: AnyFeature, where: str) -> tuple[Any, ...]:
     """A 'set' action's values, each one the feature can take (every bad one named): a value the
     step would not hold as listed (rounded onto the grid, moved onto an allowed value) is refused;
     so are ``low``/``high`` (an 'add' action's: given here they were ignored without a word)."""
@@ -601,6 +614,13 @@ def _consequences(
 
 
 def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabulary, where: str) -> Expression:
+    _settable(space, name, where)
+    gives = name if name in vocabulary.categories and name not in vocabulary.booleans else None
+    return _formula(text, replace(vocabulary, gives=gives), f"{where}.consequences.{name}")
+
+
+def _settable(space: FeatureSpace, name: str, where: str) -> None:
+    """A consequence's feature: known and mutable."""
     _known(space, name, f"{where}.consequences")
     if not space[name].mutable:
         raise ActionError(
@@ -608,8 +628,125 @@ def _consequence(name: str, text: str, space: FeatureSpace, vocabulary: Vocabula
             f"{name!r} is immutable: no consequence may change it (a feature that only rises, "
             "such as age, is mutable with a monotone rule)",
         )
-    gives = name if name in vocabulary.categories and name not in vocabulary.booleans else None
-    return _formula(text, replace(vocabulary, gives=gives), f"{where}.consequences.{name}")
+
+
+@dataclass(frozen=True)
+class _RuntimeShape:
+    """A runtime :class:`Action`'s fields as the shape checks read them: an ``add`` has no
+    values, a ``set`` no bounds (its defaults, 0, mean none)."""
+
+    feature: str
+    low: float | None
+    high: float | None
+    values: tuple[Any, ...] | None
+
+
+def check_runtime(actions: Sequence[Any], graph: Any, space: FeatureSpace) -> None:
+    """Actions and a graph built in Python (:class:`Action`, :class:`CostGraph`, formulas as
+    callables) checked against ``space`` as :meth:`ActionSet.compile` checks data: every bad
+    field at once, in one :class:`ActionError` (an unknown feature was a ``KeyError``, an empty
+    list numpy's 'need at least one array', inverted or NaN bounds a search that found nothing)."""
+    if not isinstance(actions, Sequence) or isinstance(actions, str):
+        raise ActionError("actions", f"expected a list of Action, given {type(actions).__name__}")
+    errors = _runtime_actions(actions, space) + _runtime_graph(graph, space)
+    if errors:
+        raise ActionError.every(errors)
+
+
+def _runtime_actions(actions: Sequence[Any], space: FeatureSpace) -> list[Violation]:
+    """The bad fields of a list of runtime actions: none at all, each action, their names (a
+    file's sizes are no limit in Python: a caller's own objects hold no untrusted input)."""
+    errors: list[Violation] = [] if actions else [("actions", "give at least one action")]
+    for i, action in enumerate(actions):
+        if isinstance(action, Action):
+            errors += _runtime_action(action, space, f"actions[{i}]")
+        else:
+            errors.append((f"actions[{i}]", f"expected an Action, given {type(action).__name__}"))
+    if all(isinstance(a, Action) and isinstance(a.name, str) for a in actions):
+        errors += _duplicate_names(actions)
+    return errors
+
+
+def _runtime_graph(graph: Any, space: FeatureSpace) -> list[Violation]:
+    """The bad fields of a runtime graph: each edge ``(source, target, tau)``."""
+    if not isinstance(graph, CostGraph):
+        return [("graph", f"expected a CostGraph, given {type(graph).__name__}")]
+    errors: list[Violation] = []
+    for k, edge in enumerate(graph.edges):
+        if not isinstance(edge, tuple) or len(edge) != 3:
+            errors.append((f"graph[{k}]", "an edge is (source, target, tau)"))
+            continue
+        for end, name in zip(("source", "target"), edge[:2], strict=True):
+            _attempt(errors, partial(_runtime_known, space, name, f"graph[{k}].{end}"))
+        if not callable(edge[2]):
+            errors.append((f"graph[{k}].tau", "a formula is a callable f(env) -> array"))
+    return errors
+
+
+def _runtime_known(space: FeatureSpace, name: Any, where: str) -> None:
+    """A feature named by a runtime action or edge: a text, one of the space's."""
+    if not isinstance(name, str):
+        raise ActionError(where, f"a feature's name is a text, given {excerpt(name)}")
+    _known(space, name, where)
+
+
+def _runtime_changeable(action: Action, space: FeatureSpace, where: str) -> AnyFeature:
+    """The feature a runtime action changes: named by a text, known and mutable."""
+    if not isinstance(action.feature, str):
+        raise ActionError(f"{where}.feature", f"a feature's name is a text, given {excerpt(action.feature)}")
+    return _changeable(action, space, where)
+
+
+def _runtime_action(action: Action, space: FeatureSpace, where: str) -> list[Violation]:
+    """One runtime action's bad fields: its name, feature, kind and what the kind takes, formulas."""
+    errors: list[Violation] = []
+    if not isinstance(action.name, str) or not 1 <= len(action.name) <= 100:
+        errors.append((f"{where}.name", "a name is a text of 1 to 100 characters"))
+    elif (character := unshown(action.name)) is not None:
+        errors.append((f"{where}.name", f"a name is text that shows as it is; it holds {character}"))
+    feature = _attempt(errors, partial(_runtime_changeable, action, space, where))
+    if action.kind == "add":
+        low = _runtime_bound(action.low, f"{where}.low", errors)
+        high = _runtime_bound(action.high, f"{where}.high", errors)
+        if feature is not None and low is not None and high is not None:
+            shape = _RuntimeShape(action.feature, low, high, action.values or None)
+            _attempt(errors, partial(_delta_bounds, shape, space, where))
+    elif action.kind == "set":
+        if feature is not None:  # bounds are an add's: 0, their default, is none given
+            shape = _RuntimeShape(action.feature, action.low or None, action.high or None, action.values)
+            _attempt(errors, partial(_set_values, shape, feature, where))
+    else:
+        errors.append((f"{where}.kind", f"'add' or 'set', given {excerpt(action.kind)}"))
+    return errors + _runtime_formulas(action, space, where)
+
+
+def _runtime_formulas(action: Action, space: FeatureSpace, where: str) -> list[Violation]:
+    """A runtime action's consequences (each on a known, mutable feature) and formulas: callables."""
+    errors: list[Violation] = []
+    if not isinstance(action.consequences, Mapping):
+        return [(f"{where}.consequences", "a mapping of feature names to formulas")]
+    for name, formula in action.consequences.items():
+        _attempt(errors, partial(_runtime_known, space, name, f"{where}.consequences"))
+        if isinstance(name, str) and name in space.index:
+            _attempt(errors, partial(_settable, space, name, where))
+        if not callable(formula):
+            errors.append((f"{where}.consequences.{name}", "a formula is a callable f(env) -> array"))
+    for name in ("effort", "pre", "post"):
+        if getattr(action, name) is not None and not callable(getattr(action, name)):
+            errors.append((f"{where}.{name}", "a formula is a callable f(env) -> array, or None"))
+    return errors
+
+
+def _runtime_bound(value: Any, where: str, errors: list[Violation]) -> float | None:
+    """An add's bound, as a file's is checked (:data:`Bound`): a finite number within +-2^53."""
+    try:
+        number = float(a_number(value))
+        if not math.isfinite(number):
+            raise ValueError(f"must be a finite number, given {excerpt(value)}")
+        return within_magnitude(number)
+    except ValueError as exc:
+        errors.append((where, str(exc)))
+        return None
 
 
 def formula_size(formula: Formula | None) -> int:

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from counterplan.planning.actions import Action, ActionSet, CostGraph
+from counterplan.planning.actions import Action, ActionError, ActionSet, CostGraph, check_runtime
 from counterplan.planning.calculator import Evaluation
 from counterplan.planning.distance import gower
 from counterplan.planning.errors import ModelFailureError
@@ -152,8 +152,11 @@ class PlanSolver:
         deadline_seconds: float | None = None,
     ) -> None:
         if isinstance(actions, ActionSet):
+            if graph is not None and graph.edges:
+                raise ActionError("graph", "an ActionSet holds its own graph: give its edges there, or Actions")
             compiled, graph = actions.compile(problem.space)
         else:
+            check_runtime(actions, CostGraph() if graph is None else graph, problem.space)
             compiled = list(actions)
         self.problem = problem
         self.config = config or PlanConfig()

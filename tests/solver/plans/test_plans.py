@@ -519,3 +519,41 @@ def test_a_front_is_checked_in_lots_of_whole_plans_and_a_stop_ends_the_check(mon
     stopped = solver.solve()
     assert stopped.front_size == whole.front_size and 1 <= len(stopped.plans) < whole.front_size
     assert layout(stopped) == layout(whole)[: len(stopped.plans)]  # the cheapest, as checked
+
+
+def test_actions_built_in_python_are_checked_naming_every_bad_field() -> None:
+    """Runtime ``Action`` s went unchecked: an unknown feature raised ``KeyError: 'nope'``, an
+    empty list numpy's 'need at least one array to concatenate', a 'set' without values an
+    IndexError, and inverted or NaN bounds or two actions of one name ran a search that found
+    nothing. They are checked as an actions file is, every bad field in one ActionError."""
+    pytest.importorskip("pymoo")
+    import math
+
+    from counterplan.planning.actions import Action, ActionError, CostGraph
+    from counterplan.solver.plans.planner import plan
+
+    problem = _toy_problem()
+    age = Action(name="age", feature="age", kind="add", low=1, high=2)
+    cases = {
+        "actions[0].feature": [Action(name="x", feature="nope", kind="add", low=0, high=1)],
+        "actions[0].low": [Action(name="x", feature="age", kind="add", low=5, high=1)],
+        "actions[0].high": [Action(name="x", feature="age", kind="add", low=0, high=math.nan)],
+        "actions[0].values": [Action(name="x", feature="job", kind="set")],
+        "actions[0].values[0]": [Action(name="x", feature="job", kind="set", values=("Pilot",))],
+        "actions[0].kind": [Action(name="x", feature="age", kind="mul", low=0, high=1)],  # type: ignore[arg-type]
+        "actions[0].consequences": [
+            Action(name="x", feature="age", kind="add", low=1, high=2, consequences={"nope": len})
+        ],
+        "actions[0].effort": [Action(name="x", feature="age", kind="add", low=1, high=2, effort=3)],  # type: ignore[arg-type]
+        "actions": [],
+        "actions[1].name": [age, age],
+        "actions[1]": [age, "study"],
+        "graph[0].target": ([age], CostGraph((("age", "height", len),))),
+    }
+    for field, given in cases.items():
+        actions, graph = given if isinstance(given, tuple) else (given, None)
+        with pytest.raises(ActionError) as caught:
+            plan(problem, actions, graph)
+        assert field in [f for f, _ in caught.value.violations], (field, caught.value.violations)
+    with pytest.raises(ActionError, match="an ActionSet holds its own graph"):
+        plan(problem, ActionSet.from_data(TOY), CostGraph((("age", "age", len),)))
