@@ -291,7 +291,7 @@ class PlanSearch:
         overflow = ~np.isfinite(played.cost)
         self._count_unpriced(played, decoded.order, overflow)
         violation = np.asarray(missed + decoded.empty + played.violations + overflow, dtype=np.float64)
-        cost = np.round(np.where(overflow, np.inf, played.cost), COST_DECIMALS)
+        cost = _rounded_cost(np.where(overflow, np.inf, played.cost))
         distance = np.round(gower(final, space.original, space.nominal, space.domain_width), DISTANCE_DECIMALS)
         objectives = np.column_stack([cost, distance, played.changes[:, self._touched]]).astype(np.float64)
         return Generation(keys=keys, objectives=objectives, violation=violation, played=played)
@@ -422,6 +422,16 @@ class PlanSearch:
         front = sorting.do(all_objectives, only_non_dominated_front=True)  # type: ignore[attr-defined]
         front = np.sort(np.asarray(front, dtype=np.intp))[:ARCHIVE_MAX]
         return all_keys[front], all_objectives[front]
+
+
+def _rounded_cost(cost: FloatMatrix) -> FloatMatrix:
+    """Each plan's cost rounded to :data:`COST_DECIMALS` (its objective). A cost past about 1e304
+    is kept as it is: rounding scales it by 10^4 first, which overflowed to infinity (numpy's
+    overflow warning on stderr, and every such plan the same infinite cost, so a front kept a
+    dearer one of two plans alike but for it); it has no decimals left to round."""
+    with np.errstate(over="ignore"):
+        rounded = np.round(cost, COST_DECIMALS)
+    return np.where(np.isinf(rounded) & np.isfinite(cost), cost, rounded)
 
 
 def _refuse_computed(actions: list[Action], computed: set[str]) -> None:

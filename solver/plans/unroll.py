@@ -59,8 +59,10 @@ class Unrolled:
 
     @property
     def cost(self) -> FloatMatrix:
-        """Each plan's total cost."""
-        return np.asarray(self.step_costs.sum(axis=1))
+        """Each plan's total cost (infinite where the steps' costs add up past the largest float:
+        the search refuses such a plan, and says why, without numpy's overflow warning)."""
+        with np.errstate(over="ignore"):
+            return np.asarray(self.step_costs.sum(axis=1))
 
 
 def unroll(

@@ -557,3 +557,32 @@ def test_actions_built_in_python_are_checked_naming_every_bad_field() -> None:
         assert field in [f for f, _ in caught.value.violations], (field, caught.value.violations)
     with pytest.raises(ActionError, match="an ActionSet holds its own graph"):
         plan(problem, ActionSet.from_data(TOY), CostGraph((("age", "age", len),)))
+
+
+def test_a_huge_finite_cost_keeps_its_value_and_warns_of_nothing() -> None:
+    """Costs past about 1e304 were rounded to 4 decimals by scaling them by 10^4: numpy printed
+    'RuntimeWarning: overflow encountered in multiply' (on the command line's stderr too) and
+    the objective was infinite, so a plan costing 1e305 and one costing 5e305, alike otherwise,
+    were one objective vector and the front kept either; steps adding up past the largest float
+    warned 'overflow encountered in reduce'. The cheaper stays, and nothing is printed."""
+    pytest.importorskip("pymoo")
+    import warnings
+
+    from counterplan.solver.plans.search import PlanConfig, PlanSearch, plan_termination
+
+    problem = _toy_problem()
+    data = {
+        "actions": [
+            {"name": "cheap", "feature": "job", "kind": "set", "values": ["Developer"], "effort": 1.0e305},
+            {"name": "dear", "feature": "job", "kind": "set", "values": ["Developer"], "effort": 5.0e305},
+            {"name": "dearer", "feature": "education", "kind": "set", "values": ["BSc"], "effort": 1.7e308},
+            {"name": "move", "feature": "location", "kind": "set", "values": ["US"], "effort": 1.7e308},
+        ]
+    }
+    actions, graph = ActionSet.from_data(data).compile(problem.space)
+    search = PlanSearch(problem, actions, graph, PlanConfig(population=40, termination=plan_termination(10)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, objectives = search.run()
+    assert len(objectives) and np.isfinite(objectives).all()
+    assert (objectives[:, 0] == 1.7e308 + 1.0e305).all()  # the job the cheap way, then a move or a degree
