@@ -45,7 +45,12 @@ def add_parser(commands: Any) -> None:
     plan.add_argument("--actions", help="the actions and cost graph (YAML or JSON); the demo has its own")
     add_problem_flags(plan, leave_out=NOT_FOR_PLANS)
     group = add_search_flags(plan, leave_out=("--engine", "--config", "--auto-budget", "--auto-improve"))
-    group.add_argument("--population", type=int, default=500, help="genomes per generation (default 500)")
+    group.add_argument(
+        "--population",
+        type=int,
+        default=500,
+        help="genomes per generation (default 500; its elites, at most half as many, come on top)",
+    )
     group.add_argument("--generations", type=int, default=150, help="generations (default 150)")
     plan.add_argument("--json", action="store_true", help="every plan with its steps and the state after each")
     add_server_flags(plan, what="plan")

@@ -63,7 +63,7 @@ def _add_serve_parser(commands: Any) -> None:
     serve.add_argument(
         "--max-plan-generation-work",
         type=int,
-        help="a Plan generation's work at most: population x its actions' formula parts (default 10000000)",
+        help="a Plan generation's work at most: 1.5 x population x its actions' formula parts (default 10000000)",
     )
 
 

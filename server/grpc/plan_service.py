@@ -58,6 +58,7 @@ from counterplan.solver.core.events import BestSolutionListener
 from counterplan.solver.manager import PlanJob, SolverManager
 from counterplan.solver.plans.budget import estimate_bytes
 from counterplan.solver.plans.planner import PlanResult
+from counterplan.solver.plans.search import generation_size
 
 log = structlog.get_logger("counterplan.server")
 
@@ -186,7 +187,7 @@ class PlanCalls:
             actions, graph = checked.actions.compile(problem.space)
         except InvalidInputError as exc:  # actions that do not fit the features (ActionError: every bad field)
             raise bad_request(BadRequestError(action_violations(exc))) from None
-        self._refuse_heavy(config.population, actions, graph)
+        self._refuse_heavy(generation_size(config), actions, graph)
         ticket = self.admission.take_slot(estimate)
         try:
             job = self.manager.submit_plan(
@@ -216,17 +217,18 @@ class PlanCalls:
             self.settings.max_message_bytes,
         )
 
-    def _refuse_heavy(self, population: int, actions: list[Action], graph: CostGraph) -> None:
+    def _refuse_heavy(self, genomes: int, actions: list[Action], graph: CostGraph) -> None:
         """Refuse a search whose one generation is estimated above ``max_plan_generation_work``
-        (population x :func:`pass_size`): a deadline stops it between action passes, but such a
-        search would hold a slot and a core for a long time and end with an empty front."""
+        (its most genomes, :func:`generation_size`, x :func:`pass_size`): a deadline stops it
+        between action passes, but such a search would hold a slot and a core for a long time
+        and end with an empty front."""
         most = self.settings.max_plan_generation_work
-        work = population * pass_size(actions, graph)
+        work = genomes * pass_size(actions, graph)
         if work <= most:
             return
         why = (
-            f"one generation would evaluate about {work:,} formula parts (population x the parts of every "
-            f"action's formulas and edges); the server allows {most:,}"
+            f"one generation would evaluate about {work:,} formula parts (its {genomes:,} genomes, the population "
+            f"and its elites, x the parts of every action's formulas and edges); the server allows {most:,}"
         )
         raise bad_request(
             BadRequestError(

@@ -43,13 +43,14 @@ class ServerSettings(BaseSettings):
     max_plan_generations: Annotated[int, Field(ge=1, le=10_000)] = 1000
     """A Plan request's generations at most (its time is also bounded by ``max_solve_seconds``)."""
     max_plan_generation_work: Annotated[int, Field(ge=1_000, le=10**12)] = 10_000_000
-    """A Plan request's one generation at most, in formula parts evaluated: its population times
-    the parts one plan's pass through every action evaluates
+    """A Plan request's one generation at most, in formula parts evaluated: its genomes (the
+    population and at most half as many elites, :func:`counterplan.solver.plans.search.generation_size`)
+    times the parts one plan's pass through every action evaluates
     (:func:`counterplan.planning.actions.pass_size`: each action's effort, conditions and
     consequences, and the discounts of the graph's edges into what it changes). A search is
     stopped between action passes, but a generation that alone outlasts any deadline is refused
     up front with INVALID_ARGUMENT naming ``search.population`` and ``actions``. The default
-    admits the shipped action sets at the largest population (about 350,000) many times over."""
+    admits the shipped action sets at the largest population (about 520,000) many times over."""
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     tls_cert: Path | None = None
     tls_key: Path | None = None

@@ -15,7 +15,9 @@ Each generation (after Naumann and Ntoutsi's code):
    feasible plans, or, when none is feasible, among those with the least constraint violation;
 5. the next population: the elites, ``offspring`` children each of a random elite and a random
    non-elite by biased uniform crossover (each key from the elite with ``bias``), and ``mutants``
-   fresh random genomes; genomes whose objective vectors repeat an elite's are dropped.
+   fresh random genomes; genomes whose objective vectors repeat an elite's are dropped. The
+   elites are at most :data:`ELITE_SHARE` of the population (a random subset of a larger front:
+   the archive keeps it whole), so a generation holds at most :func:`generation_size` genomes.
 
 Every feasible plan seen is offered to an archive that keeps the non-dominated ones: the Pareto
 front the answer is built from.
@@ -80,6 +82,11 @@ MAX_GENERATIONS = 10_000
 each is a model call over the population (at most 20,000 genomes), so a count that is a typo for
 a time limit would run for days; a longer search is run again from its front."""
 GAVE_UP = "the model failed on batch after batch"
+ELITE_SHARE = 0.5
+"""The elites a generation breeds from, at most, as a share of the population. They come on top
+of its children and mutants (the paper's code), so an uncapped front grew every generation: a
+population of 500 over 32 actions held 12,949 genomes by its 40th generation, far past the
+memory and the work a server admits it by."""
 
 _SHORT_NAMES = {
     "step_count_limit": "generations",
@@ -164,6 +171,15 @@ def _best_score_limit(termination: TerminationConfig, path: str) -> str | None:
 
 NO_PLAN_SCORE = np.array([-1.0] + [0.0] * (LEVELS - 1))
 """The search's best score while its front holds no plan (infeasible: ``best_score_feasible`` waits)."""
+
+
+def generation_size(config: PlanConfig) -> int:
+    """The genomes a generation of ``config``'s search holds at most: its population and elites."""
+    return config.population + _most_elites(config.population)
+
+
+def _most_elites(population: int) -> int:
+    return max(1, int(population * ELITE_SHARE))
 
 
 def front_score(objectives: FloatMatrix) -> tuple[int, FloatMatrix]:
@@ -398,6 +414,9 @@ class PlanSearch:
         front = pool[sorting.do(scored.objectives[pool], only_non_dominated_front=True)]  # type: ignore[attr-defined]
         _, unique = np.unique(scored.objectives[front], axis=0, return_index=True)
         elites = front[np.sort(unique)]
+        most = _most_elites(config.population)
+        if elites.size > most:  # a random share of a large front breeds (the archive holds it all)
+            elites = np.sort(rng.choice(elites, size=most, replace=False))
         others = np.setdiff1d(np.arange(keys.shape[0]), elites)
         if others.size == 0:
             others = elites

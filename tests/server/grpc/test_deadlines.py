@@ -312,8 +312,8 @@ def test_a_cancelled_plan_stops_calling_the_model(running: RunningServer) -> Non
 
 
 def test_a_plan_whose_one_generation_is_too_heavy_is_refused_up_front(running: RunningServer) -> None:
-    """The probe's plan (32 heavy actions, 6 edges, population 2,000): about 43 million formula
-    parts a generation, over the default 10 million; refused before it takes a slot, naming
+    """The probe's plan (32 heavy actions, 6 edges, population 2,000 and at most 1,000 elites):
+    about 64 million formula parts a generation, over the default 10 million; refused before it takes a slot, naming
     the population and the actions (before, it ran and held its slot past its deadline)."""
     with CounterplanClient(running.target) as client, pytest.raises(grpc.RpcError) as caught:
         client.plan(_heavy_request(2000), timeout=10.0)
@@ -326,13 +326,13 @@ def test_a_plan_whose_one_generation_is_too_heavy_is_refused_up_front(running: R
 
 
 def test_a_heavy_plan_that_is_admitted_ends_by_its_deadline(running: RunningServer) -> None:
-    """The same actions with a population of 400 are admitted (about 8.6 million parts). With a
-    2 s deadline the search stops between action passes of its first generation, where the
+    """The same actions with a population of 266 (and at most 133 elites) are admitted (about 8.5
+    million parts, as a population of 400 was before its elites were counted). With a 2 s deadline the search stops between action passes of its first generation, where the
     deadline falls, and answers OK with what it has; the slot is free at once (before, the
     first generation always ran to its end and then the front was laid out: past the deadline)."""
     started = time.perf_counter()
     with capture_logs() as logs, CounterplanClient(running.target) as client:
-        response = client.plan(_heavy_request(400), timeout=2.0)
+        response = client.plan(_heavy_request(266), timeout=2.0)
         took = time.perf_counter() - started
         assert running.service.wait_idle(0.5)
     assert took < 2.0, took

@@ -169,5 +169,35 @@ def test_a_plan_config_speaks_the_solvers_names_and_refuses_what_a_front_cannot_
 def test_the_memory_estimate_is_the_solvers() -> None:
     from counterplan.solver.plans.budget import BYTES_PER_STATE_VALUE, estimate_bytes
 
-    # a generation's states: population x (actions + 1) x features, held about four times over
-    assert estimate_bytes(PlanConfig(population=500), 3, 4) == 500 * 4 * 4 * BYTES_PER_STATE_VALUE == 256_000
+    # a generation's states: its genomes (the population and at most half as many elites) x
+    # (actions + 1) x features, held about four times over
+    assert estimate_bytes(PlanConfig(population=500), 3, 4) == 750 * 4 * 4 * BYTES_PER_STATE_VALUE == 384_000
+
+
+def test_a_generation_holds_the_population_and_at_most_half_as_many_elites() -> None:
+    """The elites (the generation's first front) came on top of the population's children and
+    mutants, uncapped: a front that grew made every generation larger (a population of 40 over
+    16 actions held 170 genomes by its 12th generation; of 500 over 32 actions, 12,949 by its
+    40th), past the memory and the work a server admits a search by."""
+    from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, IntegerFeature, OutputSpec
+    from counterplan.solver.plans.search import Generation
+
+    def model(X: np.ndarray) -> np.ndarray:
+        p = np.where(X.sum(axis=1) > 30, 0.9, 0.1)  # many ways there: a large front
+        return np.column_stack([1.0 - p, p])
+
+    features = [IntegerFeature(name=f"x{i}", value=0, low=0, high=100) for i in range(16)]
+    problem = CounterfactualProblem(features, [ClassGoal(target=1)], CallableAdapter(model, [OutputSpec("ok", (0, 1))]))
+    data = {"actions": [{"name": f"a{i}", "feature": f"x{i}", "low": 1, "high": 20} for i in range(16)]}
+    actions, graph = ActionSet.from_data(data).compile(problem.space)
+    sizes: list[int] = []
+
+    class Counted(PlanSearch):
+        def evaluate(self, keys: np.ndarray) -> Generation:
+            sizes.append(keys.shape[0])
+            return super().evaluate(keys)
+
+    config = PlanConfig(population=40, termination=plan_termination(12))
+    _, objectives = Counted(problem, actions, graph, config).run()
+    assert max(sizes) == 60  # 40 and at most 20 elites (generation_size)
+    assert len(objectives) > 60  # the archive keeps the whole front
