@@ -50,7 +50,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Self
 
@@ -148,25 +148,26 @@ class PlanConfig(ConfigModel):
     def _check(self) -> Self:
         if self.termination.is_empty:
             raise ConfigError("termination", "set a limit (generations, a time limit...), or the search never ends")
-        scored = _best_score_limit(self.termination, "termination")
-        if scored is not None:
-            raise ConfigError(
-                scored,
-                "a plan search keeps a front of plans, not one best score: use best_score_feasible "
-                "(once the front holds a plan), generations or a time limit",
-            )
+        for path, node in _limits(self.termination, "termination"):
+            if node.best_score_limit is not None:
+                raise ConfigError(
+                    f"{path}.best_score_limit",
+                    "a plan search keeps a front of plans, not one best score: use best_score_feasible "
+                    "(once the front holds a plan), generations or a time limit",
+                )
+            if node.step_count_limit is not None and node.step_count_limit > MAX_GENERATIONS:
+                raise ConfigError(  # plan_termination's bound, for a TerminationConfig given whole
+                    f"{path}.step_count_limit",
+                    f"at most {MAX_GENERATIONS:,} generations, given {node.step_count_limit:,}",
+                )
         return self
 
 
-def _best_score_limit(termination: TerminationConfig, path: str) -> str | None:
-    """The path of a ``best_score_limit`` in ``termination``'s tree, if one is set."""
-    if termination.best_score_limit is not None:
-        return f"{path}.best_score_limit"
+def _limits(termination: TerminationConfig, path: str) -> Iterator[tuple[str, TerminationConfig]]:
+    """Every node of ``termination``'s tree, with its path (``termination.children[0]``)."""
+    yield path, termination
     for i, child in enumerate(termination.children):
-        found = _best_score_limit(child, f"{path}.children[{i}]")
-        if found is not None:
-            return found
-    return None
+        yield from _limits(child, f"{path}.children[{i}]")
 
 
 NO_PLAN_SCORE = np.array([-1.0] + [0.0] * (LEVELS - 1))

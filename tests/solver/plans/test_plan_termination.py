@@ -201,3 +201,22 @@ def test_a_generation_holds_the_population_and_at_most_half_as_many_elites() -> 
     _, objectives = Counted(problem, actions, graph, config).run()
     assert max(sizes) == 60  # 40 and at most 20 elites (generation_size)
     assert len(objectives) > 60  # the archive keeps the whole front
+
+
+def test_a_termination_given_whole_keeps_the_generations_bound() -> None:
+    """``plan_termination`` refuses more than 10,000 generations (a count that is a typo for a
+    time limit would run for days), but ``PlanConfig(termination=TerminationConfig(...))`` took
+    a million, anywhere in its tree."""
+    for termination, path in (
+        (TerminationConfig(step_count_limit=10**6), "termination.step_count_limit"),
+        (
+            TerminationConfig(
+                composition="and", children=(plan_termination(10), TerminationConfig(step_count_limit=10**6))
+            ),
+            "termination.children[1].step_count_limit",
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            PlanConfig(termination=termination)
+        assert info.value.field == path and f"at most {MAX_GENERATIONS:,} generations" in info.value.problem
+    assert PlanConfig(termination=TerminationConfig(step_count_limit=MAX_GENERATIONS)).termination.step_count_limit
