@@ -296,10 +296,13 @@ def _on_grid(space: FeatureSpace, values: FloatMatrix, column: int) -> FloatMatr
     space's ``snap`` clips into the search bounds). A value equal to the original (a missing
     code) is kept, as ``snap`` keeps it. A float with allowed values is left to them (the nearest
     is taken next): a list of values wins over decimals, and 1.25 allowed beside 1.21 on a
-    feature of one decimal was rounded to 1.2 first and held as 1.21."""
+    feature of one decimal was rounded to 1.2 first and held as 1.21. A consequence far past any
+    domain (``1e308`` on a float of two decimals) overflows the grid's scaling to infinity, still
+    outside, without numpy's overflow warning on stderr."""
     if not space.rounded[column]:
         return values
-    rounded = space.grid.round(values, column) + 0.0
+    with np.errstate(over="ignore"):
+        rounded = space.grid.round(values, column) + 0.0
     return np.where(values == space.original[column], values, rounded)
 
 

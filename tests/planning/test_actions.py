@@ -545,3 +545,17 @@ def test_a_formula_reads_a_gap_as_nan_and_an_add_cannot_fill_it() -> None:
     assert runs({"feature": "m", "low": 1, "high": 2, "consequences": {"n": "5"}}, 1.0)
     assert not runs({"feature": "m", "low": 1, "high": 2, "pre": "n < 3"}, 1.0)
     assert runs({"feature": "m", "low": 1, "high": 2, "pre": "not n < 3"}, 1.0)
+
+
+def test_a_consequence_far_past_the_domain_is_refused_without_a_warning() -> None:
+    """A consequence of 1e308 on a float of two decimals was scaled by 100 to be rounded: numpy
+    printed 'RuntimeWarning: overflow encountered in multiply' (on the command line's stderr
+    too) before the step was refused as outside the domain."""
+    import warnings
+
+    space = _gridded_space()
+    actions, graph = _one(space, {"feature": "cards", "low": -1, "high": -1, "consequences": {"income": "1e308"}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step = apply(actions[0], graph, space, space.original.reshape(1, -1), np.array([-1.0]))
+    assert not step.ok[0]
