@@ -327,9 +327,10 @@ def test_a_plan_whose_one_generation_is_too_heavy_is_refused_up_front(running: R
 
 def test_a_heavy_plan_that_is_admitted_ends_by_its_deadline(running: RunningServer) -> None:
     """The same actions with a population of 266 (and at most 133 elites) are admitted (about 8.5
-    million parts, as a population of 400 was before its elites were counted). With a 2 s deadline the search stops between action passes of its first generation, where the
-    deadline falls, and answers OK with what it has; the slot is free at once (before, the
-    first generation always ran to its end and then the front was laid out: past the deadline)."""
+    million parts, as a population of 400 was before its elites were counted). With a 2 s
+    deadline the search stops between action passes of its first generation, where the deadline
+    falls, and answers OK with what it has; the slot is free at once (before, the first
+    generation always ran to its end and then the front was laid out: past the deadline)."""
     started = time.perf_counter()
     with capture_logs() as logs, CounterplanClient(running.target) as client:
         response = client.plan(_heavy_request(266), timeout=2.0)
