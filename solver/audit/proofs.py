@@ -26,7 +26,7 @@ from counterplan.planning.errors import one_line
 from counterplan.solver.batch.block import stop_watched
 from counterplan.solver.batch.records import record_of
 from counterplan.solver.batch.rows import id_text
-from counterplan.solver.batch.run import gather
+from counterplan.solver.batch.run import gather, worker_started
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.engines import not_encodable
@@ -232,6 +232,7 @@ _WORKER: tuple[Explainer, SolverConfig] | None = None
 def _start_worker(explainer: Explainer, config: SolverConfig) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = (explainer, config)
+    worker_started()
 
 
 def _prove_task(items: list[Item], stage: str) -> list[Proof]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -272,15 +274,38 @@ def _features(explainer: RowExplainer) -> list[str]:
     return [f.name for f in explainer.problem(probe_row(explainer), trust_region=False).space.features]
 
 
+ORPHAN_POLL_SECONDS = 0.5
+"""How often a worker process asks whether the process that started it is still there."""
+
 _WORKER: RowExplainer | None = None
+
+
+def worker_started() -> None:
+    """What every worker process of a pool (:func:`_run_processes`, the audit's proofs) does first.
+
+    A forked worker inherits the command line's SIGTERM handler, which raises KeyboardInterrupt:
+    the pool would take that as its task's error and go on to the next; its parent ends it, so
+    SIGTERM gets its default back. And a worker ends itself once its parent is gone: a parent
+    killed at once (``kill -9``, the OOM killer) cannot stop its workers, and each waited for its
+    next task for good, holding the model and the data (a batch on two workers killed so left
+    both running, idle, with the job's output pipes open). Whether the parent is there is asked
+    every :data:`ORPHAN_POLL_SECONDS` by a daemon thread: a worker whose parent died is
+    re-parented, so its parent's id changes."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os._exit(1)  # nobody is left to take the task's answer
+
+    threading.Thread(target=watch, name="counterplan-parent-watch", daemon=True).start()
 
 
 def _start_worker(explainer: RowExplainer) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = explainer
-    # a forked worker inherits the command line's SIGTERM handler, which raises KeyboardInterrupt:
-    # the pool would take that as its block's error and go on to the next; its parent ends it so
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    worker_started()
 
 
 def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool, cores: int) -> list[Record]:
