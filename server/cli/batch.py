@@ -165,6 +165,7 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     """Every check, in the order a user fixes them: flags, paths, the question, data, rows, model."""
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
+    from counterplan.solver.batch.records import batch_question  # noqa: PLC0415
     from counterplan.solver.batch.rows import RowSelection, meeting_the_goal, probe_row  # noqa: PLC0415
     from counterplan.solver.batch.run import batch_seed  # noqa: PLC0415
     from counterplan.solver.batch.torn_line import drop_torn_line  # noqa: PLC0415
@@ -189,7 +190,8 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
         drop_torn_line(output, columns, dtypes, rows=len(data))
     existing = read_existing(output, columns, dtypes, rows=len(data)) if args.resume else no_records(columns, dtypes)
     _check_same_seed(existing, args.seed if args.seed is not None else batch_seed(explainer), output)
-    _check_same_question(existing, explainer.question, output)
+    question = batch_question(explainer.question, vectorised=args.batch_engine == "vector")
+    _check_same_question(existing, question, output)
     done = {int(i) for i in existing["row_id"]}
     ids = [i for i in (range(len(data)) if selection.positions is None else selection.positions) if i not in done]
     started = time.perf_counter()
@@ -240,16 +242,17 @@ def _check_same_seed(existing: pd.DataFrame, seed: int, output: Path) -> None:
 def _check_same_question(existing: pd.DataFrame, question: str, output: Path) -> None:
     """Refuse to resume an output whose rows answered another question: each record holds its
     question's fingerprint (:func:`~counterplan.solver.batch.records.question_of`: the goals, the
-    rules, the distance, the configuration, the engine), and an output of two questions' answers
-    is the answer of no run (a ``--resume`` given another ``--goal`` or ``--immutable`` was taken
-    without a word)."""
+    rules, the distance, the configuration, the engine; and the batch engine:
+    :func:`~counterplan.solver.batch.records.batch_question`), and an output of two questions'
+    answers is the answer of no run (a ``--resume`` given another ``--goal``, ``--immutable`` or
+    ``--batch-engine`` was taken without a word)."""
     for row_id, held in zip(existing["row_id"].tolist(), existing["question"].tolist(), strict=True):
         if not isinstance(held, str) or held != question:  # an emptied cell reads as a gap (pandas' NA)
             raise ProblemError(
                 "output",
                 f"{str(output)!r} holds row {int(row_id)} answered to another question than this run's (the "
-                "goal, the rules, the distance, --config or --engine differ): resume with the flags it was "
-                "started with, or write to a new file",
+                "goal, the rules, the distance, --config, --engine or --batch-engine differ): resume with the "
+                "flags it was started with, or write to a new file",
             )
 
 

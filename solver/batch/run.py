@@ -31,7 +31,7 @@ from counterplan.planning.inference import repeated_name
 from counterplan.solver.batch.block import STOP_POLL_SECONDS, Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
-from counterplan.solver.batch.records import records_frame
+from counterplan.solver.batch.records import batch_question, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row
 from counterplan.solver.core.config import check_seed
 
@@ -131,7 +131,7 @@ def explain_batch(
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
     items = _items(frame)
     records: list[Record] = []
-    question = explainer.question
+    question = batch_question(explainer.question, vectorised=vector)
 
     def keep(record: Record) -> None:
         nonlocal skipped

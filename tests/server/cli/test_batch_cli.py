@@ -276,8 +276,8 @@ def test_resume_refuses_an_output_another_seed_explained(
 
 @pytest.mark.parametrize(
     "change",
-    [{"--immutable": "age"}, {"--goal": "class:1@0.9"}, {"--engine": "swarm"}],
-    ids=["immutable", "goal", "engine"],
+    [{"--immutable": "age"}, {"--goal": "class:1@0.9"}, {"--engine": "swarm"}, {"--batch-engine": "threads"}],
+    ids=["immutable", "goal", "engine", "batch engine"],
 )
 def test_resume_refuses_an_output_that_answered_another_question(
     capsys: pytest.CaptureFixture[str],
@@ -287,8 +287,9 @@ def test_resume_refuses_an_output_that_answered_another_question(
     change: dict[str, str],
 ) -> None:
     """The job of rows 0:8 held ``age`` and ``has_prior_default`` fixed; resumed with another
-    ``--immutable`` (or goal, or engine) it appended the rest answered to another question, an
-    output no run gives, without a word. Each record holds its question's fingerprint."""
+    ``--immutable`` (or goal, or engine, or the threads path for the vectorised engine's job) it
+    appended the rest answered to another question, an output no run gives, without a word. Each
+    record holds its question's fingerprint."""
     output = tmp_path / "results.csv"
     output.write_bytes(eight_done)
     flags = {**_flags(files, output), **change}
