@@ -9,7 +9,8 @@ Two formats, chosen by the output's suffix:
 - ``.parquet``: a parquet file cannot be appended to, so records go to part files in a sibling
   directory, ``<output>.parts/part-NNNNN.parquet`` (one per :data:`PART_RECORDS` records or
   :data:`PART_SECONDS` seconds, each written under a temporary name and renamed, so a part is
-  whole or absent), which :meth:`ParquetRecords.finish` combines into ``<output>`` and removes.
+  whole or absent), which :meth:`ParquetRecords.finish` combines into ``<output>`` and removes
+  (a part left by a job stopped between the two is known as merged: its rows are the output's).
 
 Every frame written has one schema, fixed by the training data's column types (see
 :func:`record_dtypes`), so parts, resumed runs and the final file combine without type drift
@@ -225,11 +226,24 @@ def _read_csv(path: Path) -> list[pd.DataFrame]:
 
 
 def _read_parquet(path: Path) -> list[pd.DataFrame]:
-    files = [path] if path.exists() else []
+    """The output's records and its parts', but for the parts merged into it already: a job's end
+    combines its parts into the output, then removes them, and a job stopped in between (Ctrl-C,
+    ``kill -9``) left the output holding every row once and its parts the same rows again, which a
+    resume refused as no output of one job. A part is written whole or not at all, and a resumed
+    job writes only rows the output does not hold, so a part whose rows the output holds, every
+    one, is such a merged part (one holding some of them is still refused, when the rows are
+    checked)."""
+    whole = [pd.read_parquet(path)] if path.exists() else []
     folder = parts_directory(path)
-    if folder.is_dir():
-        files += sorted(folder.glob("part-*.parquet"))
-    return [pd.read_parquet(file) for file in files]
+    parts = [pd.read_parquet(file) for file in sorted(folder.glob("part-*.parquet"))] if folder.is_dir() else []
+    if whole and "row_id" in whole[0].columns:
+        parts = [part for part in parts if not _merged(part, whole[0]["row_id"])]
+    return whole + parts
+
+
+def _merged(part: pd.DataFrame, held: pd.Series) -> bool:
+    """Whether every row of ``part`` is among the row ids ``held`` (an output's)."""
+    return "row_id" in part.columns and len(part) > 0 and bool(part["row_id"].isin(held).all())
 
 
 class _BufferedRecords:

@@ -372,6 +372,38 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
     assert not writer.parts_directory(output).exists()
 
 
+def test_a_parquet_job_stopped_while_it_removed_its_merged_parts_resumes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Parquet job's end combines its parts into the output, then removes them: stopped in
+    between (Ctrl-C, ``kill -9``), its output held every row once, and its parts the same rows
+    again, so ``--resume`` refused it ('holds row 0 twice: it is no output of one job'), and so
+    did every later resume. A part whose rows the output holds, all of them, was merged into it."""
+    output = tmp_path / "results.parquet"
+    monkeypatch.setattr(writer, "PART_RECORDS", 4)
+    remove = writer.shutil.rmtree
+
+    def stopped(path: Any, *args: Any, **kwargs: Any) -> None:
+        for part in sorted(Path(path).glob("part-*.parquet"))[:1]:
+            part.unlink()  # stopped after the first part was removed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.shutil, "rmtree", stopped)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:10"))
+    assert code == 130, err
+    whole = pd.read_parquet(output)
+    assert sorted(whole["row_id"]) == list(range(10)) and len(list(writer.parts_directory(output).iterdir())) == 2
+    monkeypatch.setattr(writer.shutil, "rmtree", remove)
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:14", "--resume", "--json"))
+    assert code == 0, err
+    records = pd.read_parquet(output)
+    assert sorted(records["row_id"]) == list(range(14))
+    figures = json.loads(out)
+    assert figures["rows_this_run"] == 4 and figures["explained"] + figures["already_met"] == 14  # each row once
+    assert not writer.parts_directory(output).exists()
+    pd.testing.assert_frame_equal(_without_seconds(records[records["row_id"] < 10]), _without_seconds(whole))
+
+
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
