@@ -217,12 +217,14 @@ def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFram
 
 def _read_csv(path: Path) -> list[pd.DataFrame]:
     """The CSV's records, the fixed text columns read as text: a question's fingerprint of hex
-    digits alone ("0123...", "12e4...") would be read as a number, and compare unequal to itself."""
+    digits alone ("0123...", "12e4...") would be read as a number, and compare unequal to itself;
+    and the numbers as they were written (pandas' default parser reads a number of 17 digits up
+    to a unit in the last place off: a resumed job's summary differed from the job's own)."""
     if not path.exists():
         return []
     data = path.read_bytes()
     text = {name: "string" for name, dtype in _FIXED_DTYPES.items() if dtype == "string"}
-    return [pd.read_csv(io.BytesIO(data), dtype=text)] if data.strip() else []
+    return [pd.read_csv(io.BytesIO(data), dtype=text, float_precision="round_trip")] if data.strip() else []
 
 
 def _read_parquet(path: Path) -> list[pd.DataFrame]:

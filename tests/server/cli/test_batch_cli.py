@@ -329,6 +329,35 @@ def test_resume_reads_an_infinity_where_whole_numbers_go(
     assert "Traceback" not in err + out and json.loads(out)["rows_this_run"] == 2
 
 
+def test_resume_reads_back_the_numbers_the_records_hold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """pandas' default CSV parser reads a number of 17 digits up to a unit in the last place off
+    (0.0035714285714285713 as 0.0035714285714285): a resumed job's summary of the records it read
+    back, its mean distance in ``--json``, differed from the job's own when it was not
+    interrupted, and so did an audit's records read back from a CSV."""
+    lines = eight_done.decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    written = [0.0035714285714285713, 1.7482014642097883, 0.48098691928969395]
+    answered = [line for line in lines[1:] if line.split(",")[1] == "ok"][: len(written)]
+    edited = [lines[0]]
+    for line, distance in zip(answered, written, strict=True):
+        fields = line.rstrip("\n").split(",")
+        assert len(fields) == len(header)  # no quoted commas in these records
+        fields[header.index("distance")] = repr(distance)
+        edited.append(",".join(fields) + "\n")
+    output = tmp_path / "results.csv"
+    output.write_text("".join(edited), encoding="utf-8")
+    data = pd.read_csv(files["csv"])
+    dtypes = writer.record_dtypes(data, [c[3:] for c in header if c.startswith("cf_")])
+    records = writer.read_existing(output, header, dtypes, rows=len(data))
+    assert records["distance"].tolist() == written
+    rows = ",".join(line.split(",")[0] for line in answered)
+    code, out, err = _run(capsys, *_job(files, output, "--rows", rows, "--resume", "--json"))
+    assert code == 0, err
+    assert json.loads(out)["mean_distance"] == pd.Series(written).mean()
+
+
 def test_resume_keeps_a_whole_last_record(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
 ) -> None:
