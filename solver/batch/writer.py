@@ -33,6 +33,7 @@ import pandas as pd
 
 from counterplan.planning.errors import ProblemError, echo
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
+from counterplan.solver.batch.rows import id_text, row_seed
 
 SUFFIXES = (".csv", ".parquet")
 """Output formats, by suffix."""
@@ -208,6 +209,44 @@ def _check_row_ids(path: Path, ids: pd.Series, rows: int) -> None:
             "output",
             f"{str(path)!r} holds row {int(twice.iloc[0])} twice: it is no output of one job; write to a new file",
         )
+
+
+def check_same_job(
+    existing: pd.DataFrame, *, seed: int, question: str, path: Path, field: str = "output", fresh: str = "a new file"
+) -> None:
+    """Refuse to continue ``existing``, the records an earlier run wrote to ``path``, with another
+    job: an output of two seeds' or two questions' answers is the answer of no run (a ``--resume``
+    given another ``--seed``, ``--goal``, ``--immutable`` or ``--batch-engine`` was taken without
+    a word, and so was an audit's, whose report then mixed them).
+
+    Each record holds its row's seed (:func:`~counterplan.solver.batch.rows.row_seed` of the
+    batch's ``seed`` and its id) and its question's fingerprint (``question``:
+    :func:`~counterplan.solver.batch.records.question_of` of the goals, the rules, the distance,
+    the configuration and the engine, marked by
+    :func:`~counterplan.solver.batch.records.batch_question` for the threads path).
+
+    Raises
+    ------
+    ProblemError
+        Field ``field``, naming the first row of another seed or question; ``fresh`` says where to
+        start afresh instead."""
+    seeds = pd.to_numeric(existing["seed"], errors="coerce")  # an edited file's text is no seed either
+    for row_id, held in zip(existing["row_id"].tolist(), seeds.tolist(), strict=True):
+        if held != row_seed(seed, row_id):
+            raise ProblemError(
+                field,
+                f"{str(path)!r} holds row {id_text(row_id)} explained with another seed than this run's {seed} "
+                f"(--seed, or the configuration's random_seed): resume with the seed it was started with, "
+                f"or write to {fresh}",
+            )
+    for row_id, held in zip(existing["row_id"].tolist(), existing["question"].tolist(), strict=True):
+        if not isinstance(held, str) or held != question:  # an emptied cell reads as a gap (pandas' NA)
+            raise ProblemError(
+                field,
+                f"{str(path)!r} holds row {id_text(row_id)} answered to another question than this run's (the "
+                "goal, the rules, the distance, --config, --engine or --batch-engine differ): resume with the "
+                f"flags it was started with, or write to {fresh}",
+            )
 
 
 def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
