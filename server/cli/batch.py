@@ -305,6 +305,7 @@ def execute(job: Job, args: argparse.Namespace) -> int:
     """Run the checked job: records written as rows finish, then the summary (and the plot)."""
     from rich.console import Console  # noqa: PLC0415
 
+    from counterplan.solver.batch.run import WorkerLostError  # noqa: PLC0415
     from counterplan.solver.batch.writer import open_records  # noqa: PLC0415
 
     writer = open_records(job.output, job.features, job.dtypes)
@@ -336,6 +337,11 @@ def execute(job: Job, args: argparse.Namespace) -> int:
         writer.stop()
         raise Interrupted(
             f"{writer.written} new rows kept in {job.output}; run the same command with --resume to continue"
+        ) from None
+    except WorkerLostError as exc:
+        writer.stop()
+        raise WorkerLostError(
+            f"{exc}; {writer.written} new rows kept in {job.output}: run the same command with --resume to continue"
         ) from None
     except OSError as exc:
         _stop_quietly(writer)

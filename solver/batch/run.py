@@ -22,11 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pandas as pd
 
-from counterplan.planning.errors import ProblemError, echo
+from counterplan.planning.errors import CounterplanError, ProblemError, echo
 from counterplan.planning.inference import repeated_name
 from counterplan.solver.batch.block import STOP_POLL_SECONDS, Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
@@ -43,6 +44,12 @@ MAX_WINDOW = 1024
 SKIPPED = "already_met_skipped"
 """The key of the result's ``attrs`` that counts the rows left out because they meet the goal
 already (``only_rejected``): they have no record."""
+
+
+class WorkerLostError(CounterplanError):
+    """A worker process ended without handing back its rows (killed by a signal, such as the
+    out-of-memory killer's or ``kill -9``, or crashed): the rows it held, and the rows queued,
+    have no records; the records handed back before are kept."""
 
 
 def explain_batch(
@@ -352,7 +359,9 @@ def gather(
     ``on_result``'s, a task's) ends them the same way and is raised: the queued tasks are dropped,
     not run first (a pool's ``with`` would wait for every one of them, hours of a large job), and
     the running ones stopped (a SIGTERM reaches this process alone, and its exit would wait for
-    the workers' tasks; a terminal's Ctrl-C reaches them too, and they end by themselves)."""
+    the workers' tasks; a terminal's Ctrl-C reaches them too, and they end by themselves). A
+    worker that ended abruptly (the OOM killer) raises :class:`WorkerLostError`: the pool's
+    ``BrokenProcessPool`` ended the command with a traceback."""
     pending = set(futures)
     try:
         while pending:
@@ -363,6 +372,12 @@ def gather(
             finished, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
             for future in finished:
                 on_result(future.result())
+    except BrokenProcessPool:  # one line for the user, not the pool's traceback
+        _stop_workers(pool)
+        raise WorkerLostError(
+            "a worker process ended abruptly (killed by a signal, such as the out-of-memory killer's, or "
+            "crashed): the rows it and the others had left have no records"
+        ) from None
     except BaseException:
         _stop_workers(pool)
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 
@@ -661,3 +663,37 @@ def test_an_engine_that_cannot_take_the_model_is_refused_before_any_row(
     code, _, err = _run(capsys, *argv, "--engine", "exact", "--output", str(output), "--no-progress")
     assert code == 2 and "exact engine cannot take" in err and len(err.strip().splitlines()) == 1, err
     assert not output.exists()
+
+
+_PARENT = os.getpid()
+"""This test process: a forked worker inherits the value, not the process."""
+
+
+class _DiesInAWorker(LogisticRegression):
+    """A logistic regression whose process is killed when a worker process calls it (as the
+    out-of-memory killer kills a worker)."""
+
+    def predict_proba(self, X: Any) -> Any:
+        if os.getpid() != _PARENT:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().predict_proba(X)
+
+
+def test_a_worker_killed_mid_batch_ends_it_in_one_line_that_says_to_resume(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A worker process killed outright (the OOM killer, which picks the largest process) ended
+    the batch with the pool's ``BrokenProcessPool`` traceback; now one line says what happened,
+    how many rows were kept and to resume, exit 1."""
+    data = pd.DataFrame({"a": [float(i % 7) for i in range(40)], "b": [float(i % 5) for i in range(40)]})
+    data["y"] = (data.a + data.b > 6).astype(int)
+    joblib.dump(_DiesInAWorker().fit(data[["a", "b"]], data.y), tmp_path / "model.joblib")
+    data.to_csv(tmp_path / "data.csv", index=False)
+    output = tmp_path / "out.csv"
+    argv = ["--model", str(tmp_path / "model.joblib"), "--trust-model", "--data", str(tmp_path / "data.csv")]
+    argv += ["--target", "y", "--rows", "all", "--workers", "2", "--window", "4", "--output", str(output)]
+    code, out, err = _run(capsys, *argv, "--no-progress")
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("counterplan: error: a worker process ended abruptly (killed by a signal")
+    assert err.endswith(f"0 new rows kept in {output}: run the same command with --resume to continue\n")
+    assert "Traceback" not in err + out
