@@ -196,7 +196,10 @@ def _frame(
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
-    records = frame.to_dict(orient="records")
+    """Each row's id and values. A frame of none of the model's columns (an id column alone) gives
+    each row no values, for its problem to refuse as it refuses a missing feature (pandas gives
+    such a frame no records at all: the batch ended on a bare ``ValueError`` of ``zip``)."""
+    records = frame.to_dict(orient="records") if len(frame.columns) else [{} for _ in range(len(frame))]
     return [(label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)]
 
 
