@@ -81,6 +81,9 @@ class OnnxModel:
         self._inputs = [(i.name, _element(i.type), i.shape) for i in session.get_inputs()]
         self._batch = _fixed_batch([shape for _, _, shape in self._inputs])
         self._read, self._zipmap, classes = self._pick_output(session, probabilities)
+        self._numeric = tuple(
+            f"{o.name} {o.shape}" for o in session.get_outputs() if o.type in ("tensor(float)", "tensor(double)")
+        )
         names = [output] if isinstance(output, str) else list(output)
         if not names or len(set(names)) != len(names):
             raise ModelAdapterError("outputs", f"give unique output names, given {names}")
@@ -161,10 +164,29 @@ class OnnxModel:
             return {spec.name: array}
         array = array.reshape(n, -1) if array.size == n * len(self._outputs) else array
         if array.shape != (n, len(self._outputs)):
-            raise ModelAdapterError(
-                "outputs", f"the ONNX model returned shape {array.shape}; expected ({n}, {len(self._outputs)})"
-            )
+            raise ModelAdapterError("outputs", self._width_error(array.shape, n))
         return {o.name: array[:, j] for j, o in enumerate(self._outputs)}
+
+    def _width_error(self, shape: tuple[int, ...], n: int) -> str:
+        """Why a regressor's output does not fit its names: one name per column of the output
+        read, and which numeric outputs the graph has (a graph of two ``[N, 1]`` outputs given two
+        names, or one ``[N, 2]`` output given one, said only 'the ONNX model returned shape (1, 1);
+        expected (1, 2)', naming neither the output nor what to give)."""
+        names = [o.name for o in self._outputs]
+        if n and len(shape) and shape[0] == n:
+            width = int(np.prod(shape[1:], dtype=np.int64))
+            text = (
+                f"the ONNX model's output {self._read!r} returns {width} column{'' if width == 1 else 's'} a row "
+                f"(shape {shape} for {n} rows): give one output name per column, given {names}"
+            )
+        else:
+            text = (
+                f"the ONNX model's output {self._read!r} returned shape {shape} for {n} rows; expected "
+                f"({n}, {len(names)}): one column per output name {names}"
+            )
+        if len(self._numeric) > 1:
+            text += f" (the graph's numeric outputs: {', '.join(self._numeric)}; probabilities= names the one to read)"
+        return text
 
     # -- the exact engine's view ---------------------------------------------------------------
 

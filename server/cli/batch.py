@@ -165,10 +165,17 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     """Every check, in the order a user fixes them: flags, paths, the question, data, rows, model."""
     from counterplan.server.cli.local_model import local_explainer  # noqa: PLC0415
     from counterplan.server.cli.problem_flags import flag_errors, problem_spec, solver_config  # noqa: PLC0415
+    from counterplan.solver.batch.records import batch_question  # noqa: PLC0415
     from counterplan.solver.batch.rows import RowSelection, meeting_the_goal, probe_row  # noqa: PLC0415
     from counterplan.solver.batch.run import batch_seed  # noqa: PLC0415
     from counterplan.solver.batch.torn_line import drop_torn_line  # noqa: PLC0415
-    from counterplan.solver.batch.writer import check_output, no_records, read_existing, record_dtypes  # noqa: PLC0415
+    from counterplan.solver.batch.writer import (  # noqa: PLC0415
+        check_output,
+        check_same_job,
+        no_records,
+        read_existing,
+        record_dtypes,
+    )
 
     _check_flags(args, usage)
     spec, config = problem_spec(args), solver_config(args)
@@ -188,8 +195,12 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
     if args.resume:  # a line a crash tore is cut off (and its row solved again), never read as a record
         drop_torn_line(output, columns, dtypes, rows=len(data))
     existing = read_existing(output, columns, dtypes, rows=len(data)) if args.resume else no_records(columns, dtypes)
-    _check_same_seed(existing, args.seed if args.seed is not None else batch_seed(explainer), output)
-    _check_same_question(existing, explainer.question, output)
+    check_same_job(
+        existing,
+        seed=args.seed if args.seed is not None else batch_seed(explainer),
+        question=batch_question(explainer.question, vectorised=args.batch_engine == "vector"),
+        path=output,
+    )
     done = {int(i) for i in existing["row_id"]}
     ids = [i for i in (range(len(data)) if selection.positions is None else selection.positions) if i not in done]
     started = time.perf_counter()
@@ -215,42 +226,6 @@ def prepare(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Job:
         skipped,
         time.perf_counter() - started,
     )
-
-
-def _check_same_seed(existing: pd.DataFrame, seed: int, output: Path) -> None:
-    """Refuse to resume an output whose rows another seed explained: each record holds its row's
-    seed (:func:`~counterplan.solver.batch.rows.row_seed` of the batch's seed and its id), and an
-    output of two seeds' answers is the answer of no run (a ``--resume`` given another ``--seed``,
-    or the configuration's ``random_seed`` changed, was taken without a word)."""
-    import pandas as pd  # noqa: PLC0415
-
-    from counterplan.solver.batch.rows import row_seed  # noqa: PLC0415
-
-    seeds = pd.to_numeric(existing["seed"], errors="coerce")  # an edited file's text is no seed either
-    for row_id, held in zip(existing["row_id"].tolist(), seeds.tolist(), strict=True):
-        if held != row_seed(seed, int(row_id)):
-            raise ProblemError(
-                "output",
-                f"{str(output)!r} holds row {int(row_id)} explained with another seed than this run's {seed} "
-                "(--seed, or the configuration's random_seed): resume with the seed it was started with, "
-                "or write to a new file",
-            )
-
-
-def _check_same_question(existing: pd.DataFrame, question: str, output: Path) -> None:
-    """Refuse to resume an output whose rows answered another question: each record holds its
-    question's fingerprint (:func:`~counterplan.solver.batch.records.question_of`: the goals, the
-    rules, the distance, the configuration, the engine), and an output of two questions' answers
-    is the answer of no run (a ``--resume`` given another ``--goal`` or ``--immutable`` was taken
-    without a word)."""
-    for row_id, held in zip(existing["row_id"].tolist(), existing["question"].tolist(), strict=True):
-        if not isinstance(held, str) or held != question:  # an emptied cell reads as a gap (pandas' NA)
-            raise ProblemError(
-                "output",
-                f"{str(output)!r} holds row {int(row_id)} answered to another question than this run's (the "
-                "goal, the rules, the distance, --config or --engine differ): resume with the flags it was "
-                "started with, or write to a new file",
-            )
 
 
 def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) -> None:
@@ -330,6 +305,7 @@ def execute(job: Job, args: argparse.Namespace) -> int:
     """Run the checked job: records written as rows finish, then the summary (and the plot)."""
     from rich.console import Console  # noqa: PLC0415
 
+    from counterplan.solver.batch.run import WorkerLostError  # noqa: PLC0415
     from counterplan.solver.batch.writer import open_records  # noqa: PLC0415
 
     writer = open_records(job.output, job.features, job.dtypes)
@@ -361,6 +337,11 @@ def execute(job: Job, args: argparse.Namespace) -> int:
         writer.stop()
         raise Interrupted(
             f"{writer.written} new rows kept in {job.output}; run the same command with --resume to continue"
+        ) from None
+    except WorkerLostError as exc:
+        writer.stop()
+        raise WorkerLostError(
+            f"{exc}; {writer.written} new rows kept in {job.output}: run the same command with --resume to continue"
         ) from None
     except OSError as exc:
         _stop_quietly(writer)

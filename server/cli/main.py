@@ -43,13 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
+    left_before: set[threading.Thread] = set()
+    try:  # from here on a Ctrl-C is one line: the imports below take a few tenths of a second
+        from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
 
-    configure_console_logs()
-    from counterplan.solver.core.abandoned import alive  # noqa: PLC0415 - after parsing, as the logs
+        configure_console_logs()
+        from counterplan.solver.core.abandoned import alive  # noqa: PLC0415 - after parsing, as the logs
 
-    left_before = set(alive())  # threads an earlier command in this process left (a test's) are not this one's
-    try:
+        left_before = set(alive())  # threads an earlier command in this process left (a test's) are not this one's
         if args.command == "serve":  # the servers stop on SIGTERM their own way (a grace)
             return serve.run(args)
         if args.command == "kserve":

@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from counterplan.planning.errors import one_line
 from counterplan.solver.batch.block import stop_watched
 from counterplan.solver.batch.records import record_of
 from counterplan.solver.batch.rows import id_text
-from counterplan.solver.batch.run import end_on_sigterm, gather
+from counterplan.solver.batch.run import gather, worker_started
 from counterplan.solver.core.config import SolverConfig
 from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.engines import not_encodable
@@ -63,6 +63,9 @@ class Proof:
     """:data:`PROVE` or :data:`SCREEN`. A screen's verdict is ``proven``, ``feasible`` (the
     program has a point: the row is searched, and its answer is the search's) or ``unproven``
     (searched too); only its ``proven`` stands in for the row's proof."""
+    question: str | None = None
+    """The fingerprint of the question the row was asked (:attr:`Explainer.question`), so a
+    resumed audit can tell a verdict on another question (None: a line an earlier version wrote)."""
 
     @property
     def final(self) -> bool:
@@ -112,7 +115,21 @@ def prove_row(
     deadline's check) is asked every :data:`~counterplan.solver.batch.block.STOP_POLL_SECONDS`
     (as the batch's threads path asks it) while the proof runs: once it
     says stop, the proof ends at its solver's next step and :class:`ProofStoppedError` is
-    raised (a proof cut short is no verdict to keep)."""
+    raised (a proof cut short is no verdict to keep). The verdict holds the question asked."""
+    proof = _proof(explainer, row_id, row, seed, config, stage=stage, stop=stop)
+    return replace(proof, question=explainer.question)
+
+
+def _proof(
+    explainer: Explainer,
+    row_id: Any,
+    row: dict[str, Any],
+    seed: int,
+    config: SolverConfig,
+    *,
+    stage: str,
+    stop: Callable[[], bool] | None,
+) -> Proof:
     started = time.perf_counter()
     try:
         problem = explainer.problem(row)
@@ -166,6 +183,7 @@ def append_proof(path: Path, proof: Proof) -> None:
             "reason": proof.reason,
             "record": _plain_record(proof.record),
             "stage": proof.stage,
+            "question": proof.question,
         }
     )
     with open(path, "a", encoding="utf-8") as handle:
@@ -182,7 +200,12 @@ def read_proofs(path: Path) -> dict[str, Proof]:
         except json.JSONDecodeError:
             continue
         proofs[id_text(item["row_id"])] = Proof(
-            item["row_id"], item["outcome"], item["reason"], item.get("record"), item.get("stage", PROVE)
+            item["row_id"],
+            item["outcome"],
+            item["reason"],
+            item.get("record"),
+            item.get("stage", PROVE),
+            item.get("question"),
         )
     return proofs
 
@@ -232,7 +255,7 @@ _WORKER: tuple[Explainer, SolverConfig] | None = None
 def _start_worker(explainer: Explainer, config: SolverConfig) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = (explainer, config)
-    end_on_sigterm()
+    worker_started()
 
 
 def _prove_task(items: list[Item], stage: str) -> list[Proof]:

@@ -62,10 +62,17 @@ from counterplan.solver.audit.stats import (
     group_figures,
     group_labels,
 )
-from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, breaks_a_rule, records_frame
+from counterplan.solver.batch.records import (
+    PROPOSED_PREFIX,
+    RECORD_COLUMNS,
+    batch_question,
+    breaks_a_rule,
+    records_frame,
+)
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row, row_seed
 from counterplan.solver.batch.run import check_forked_threads
 from counterplan.solver.batch.writer import (
+    check_same_job,
     check_writable_directory,
     exists,
     no_records,
@@ -307,7 +314,7 @@ def run_audit(
         frame = frame[~met]
     dtypes = record_dtypes(explainer.data if explainer.data is not None else frame, features)
     screening = _screening(explainer, frame, options)
-    known = _earlier_proofs(folder, options)
+    known = _earlier_proofs(folder, options, explainer.question)
     records, searched, stopped, screened = _search(
         explainer,
         frame=frame,
@@ -515,7 +522,7 @@ def _search(
     existing, todo, screened = _to_search(
         explainer,
         frame,
-        _earlier_records(path, frame, dtypes, resume=options.resume),
+        _earlier_records(explainer, path, frame, dtypes, options),
         folder=folder,
         options=options,
         proofs=proofs,
@@ -705,14 +712,20 @@ def _tell(options: AuditOptions, stage: str, outcome: str, done: int, total: int
         raise _StoppedError
 
 
-def _earlier_records(path: Path | None, frame: pd.DataFrame, dtypes: dict[str, str], *, resume: bool) -> pd.DataFrame:
-    """The records an earlier run of the audit kept in ``path``, of the rows of ``frame``."""
+def _earlier_records(
+    explainer: Explainer, path: Path | None, frame: pd.DataFrame, dtypes: dict[str, str], options: AuditOptions
+) -> pd.DataFrame:
+    """The records an earlier run of the audit kept in ``path``, of the rows of ``frame``; refused
+    when they answered another question or another seed's (:func:`check_same_job`): a resumed
+    audit's report mixed them without a word."""
     columns = list(dtypes)
     if path is None or not (path.exists() or path.with_name(path.name + ".parts").exists()):
         return no_records(columns, dtypes)
-    if not resume:
+    if not options.resume:
         raise ProblemError("out", f"{str(path.parent)!r} holds an earlier audit's records; resume it or remove them")
     existing = read_existing(path, columns, dtypes)
+    question = batch_question(explainer.question, vectorised=options.vectorised is not False)
+    check_same_job(existing, seed=options.seed, question=question, path=path, field="out", fresh="another --out")
     wanted = {id_text(i) for i in frame.index}
     return existing[[id_text(i) in wanted for i in existing["row_id"]]]
 
@@ -759,14 +772,25 @@ def _prove_all(
     return proofs, len(todo), False
 
 
-def _earlier_proofs(folder: Path | None, options: AuditOptions) -> dict[str, Proof]:
-    """The verdicts an earlier run wrote to ``proofs.jsonl`` (refused without ``resume``)."""
+def _earlier_proofs(folder: Path | None, options: AuditOptions, question: str) -> dict[str, Proof]:
+    """The verdicts an earlier run wrote to ``proofs.jsonl`` (refused without ``resume``, and when
+    one is a verdict on another ``question`` than this audit's: a resume with another goal or
+    rules took them as this question's)."""
     path = folder / PROOFS_FILE if folder is not None else None
     if not options.prove or path is None or not path.exists():
         return {}
     if not options.resume:
         raise ProblemError("out", f"{str(folder)!r} holds an earlier audit's proofs; resume it or remove them")
-    return read_proofs(path)
+    proofs = read_proofs(path)
+    other = next((p for p in proofs.values() if p.question not in (None, question)), None)
+    if other is not None:
+        raise ProblemError(
+            "out",
+            f"{str(path)!r} holds row {id_text(other.row_id)} proved for another question than this run's (the "
+            "goal, the rules, the distance, --config or --engine differ): resume with the flags it was started "
+            "with, or write to another --out",
+        )
+    return proofs
 
 
 def _final(proofs: dict[str, Proof]) -> dict[str, Proof]:

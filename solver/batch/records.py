@@ -62,6 +62,18 @@ def question_of(spec: BaseModel, config: BaseModel, engine: Any, answers: int) -
     return digest.hexdigest()[:QUESTION_CHARS]
 
 
+def batch_question(question: str, *, vectorised: bool) -> str:
+    """The question a batch's records hold: ``question`` (the explainer's, :func:`question_of`) for
+    a batch searched by the vectorised engine (the default), and for one on the threads path
+    (``vectorised=False``, ``--batch-engine threads``) that question marked with the path. A row's
+    answer differs between them (the vectorised engine searches otherwise), so a job resumed on
+    the other path appended answers of another search to an output, which no run gives, without
+    a word."""
+    if vectorised:
+        return question
+    return hashlib.sha256(f"{question}/threads".encode()).hexdigest()[:QUESTION_CHARS]
+
+
 def record_of(row_id: Any, result: CounterfactualResult, seed: int, seconds: float) -> dict[str, Any]:
     """The record of a solved row."""
     record: dict[str, Any] = {

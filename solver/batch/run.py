@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pandas as pd
 
-from counterplan.planning.errors import ProblemError, echo
+from counterplan.planning.errors import CounterplanError, ProblemError, echo
 from counterplan.planning.inference import repeated_name
 from counterplan.solver.batch.block import STOP_POLL_SECONDS, Item, Record, run_blocks, usable_cores
 from counterplan.solver.batch.on_ray import connect, run_on_ray
 from counterplan.solver.batch.protocol import RowExplainer
-from counterplan.solver.batch.records import records_frame
+from counterplan.solver.batch.records import batch_question, records_frame
 from counterplan.solver.batch.rows import RowSelection, id_text, meeting_the_goal, model_rows, probe_row
 from counterplan.solver.core.config import check_seed
 
@@ -41,6 +44,12 @@ MAX_WINDOW = 1024
 SKIPPED = "already_met_skipped"
 """The key of the result's ``attrs`` that counts the rows left out because they meet the goal
 already (``only_rejected``): they have no record."""
+
+
+class WorkerLostError(CounterplanError):
+    """A worker process ended without handing back its rows (killed by a signal, such as the
+    out-of-memory killer's or ``kill -9``, or crashed): the rows it held, and the rows queued,
+    have no records; the records handed back before are kept."""
 
 
 def explain_batch(
@@ -129,7 +138,7 @@ def explain_batch(
     frame, only_rejected, skipped = _rows_to_explain(explainer, rows, only_rejected, skip)
     items = _items(frame)
     records: list[Record] = []
-    question = explainer.question
+    question = batch_question(explainer.question, vectorised=vector)
 
     def keep(record: Record) -> None:
         nonlocal skipped
@@ -187,7 +196,10 @@ def _frame(
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
-    records = frame.to_dict(orient="records")
+    """Each row's id and values. A frame of none of the model's columns (an id column alone) gives
+    each row no values, for its problem to refuse as it refuses a missing feature (pandas gives
+    such a frame no records at all: the batch ended on a bare ``ValueError`` of ``zip``)."""
+    records = frame.to_dict(orient="records") if len(frame.columns) else [{} for _ in range(len(frame))]
     return [(label, {str(k): v for k, v in record.items()}) for label, record in zip(frame.index, records, strict=True)]
 
 
@@ -272,23 +284,39 @@ def _features(explainer: RowExplainer) -> list[str]:
     return [f.name for f in explainer.problem(probe_row(explainer), trust_region=False).space.features]
 
 
+ORPHAN_POLL_SECONDS = 0.5
+"""How often a worker process asks whether the process that started it is still there."""
+
 _WORKER: RowExplainer | None = None
 
 
-def end_on_sigterm() -> None:
-    """In a pool's worker process: SIGTERM ends it, as :func:`gather`'s stop expects.
+def worker_started() -> None:
+    """What every worker process of a pool (:func:`_run_processes`, the audit's proofs) does first.
 
-    A forked worker inherits the command line's SIGTERM handler, which raises
-    ``KeyboardInterrupt``: the pool takes that for its task's error and the worker goes on to
-    the next (an audit's proof worker did, and a stopped audit's exit waited 18 s for proofs
-    no one would read). Every pool's initializer calls this."""
+    A forked worker inherits the command line's SIGTERM handler, which raises KeyboardInterrupt:
+    the pool would take that as its task's error and go on to the next (an audit's proof worker
+    did, and a stopped audit's exit waited 18-21 s for proofs no one would read); its parent ends
+    it, so SIGTERM gets its default back. And a worker ends itself once its parent is gone: a parent
+    killed at once (``kill -9``, the OOM killer) cannot stop its workers, and each waited for its
+    next task for good, holding the model and the data (a batch on two workers killed so left
+    both running, idle, with the job's output pipes open). Whether the parent is there is asked
+    every :data:`ORPHAN_POLL_SECONDS` by a daemon thread: a worker whose parent died is
+    re-parented, so its parent's id changes."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os._exit(1)  # nobody is left to take the task's answer
+
+    threading.Thread(target=watch, name="counterplan-parent-watch", daemon=True).start()
 
 
 def _start_worker(explainer: RowExplainer) -> None:
     global _WORKER  # noqa: PLW0603 - one explainer per worker process, sent once
     _WORKER = explainer
-    end_on_sigterm()
+    worker_started()
 
 
 def _worker_block(items: list[Item], seed: int, window: int, vectorised: bool, cores: int) -> list[Record]:
@@ -335,7 +363,9 @@ def gather(
     ``on_result``'s, a task's) ends them the same way and is raised: the queued tasks are dropped,
     not run first (a pool's ``with`` would wait for every one of them, hours of a large job), and
     the running ones stopped (a SIGTERM reaches this process alone, and its exit would wait for
-    the workers' tasks; a terminal's Ctrl-C reaches them too, and they end by themselves)."""
+    the workers' tasks; a terminal's Ctrl-C reaches them too, and they end by themselves). A
+    worker that ended abruptly (the OOM killer) raises :class:`WorkerLostError`: the pool's
+    ``BrokenProcessPool`` ended the command with a traceback."""
     pending = set(futures)
     try:
         while pending:
@@ -346,6 +376,12 @@ def gather(
             finished, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
             for future in finished:
                 on_result(future.result())
+    except BrokenProcessPool:  # one line for the user, not the pool's traceback
+        _stop_workers(pool)
+        raise WorkerLostError(
+            "a worker process ended abruptly (killed by a signal, such as the out-of-memory killer's, or "
+            "crashed): the rows it and the others had left have no records"
+        ) from None
     except BaseException:
         _stop_workers(pool)
         raise

@@ -9,7 +9,8 @@ Two formats, chosen by the output's suffix:
 - ``.parquet``: a parquet file cannot be appended to, so records go to part files in a sibling
   directory, ``<output>.parts/part-NNNNN.parquet`` (one per :data:`PART_RECORDS` records or
   :data:`PART_SECONDS` seconds, each written under a temporary name and renamed, so a part is
-  whole or absent), which :meth:`ParquetRecords.finish` combines into ``<output>`` and removes.
+  whole or absent), which :meth:`ParquetRecords.finish` combines into ``<output>`` and removes
+  (a part left by a job stopped between the two is known as merged: its rows are the output's).
 
 Every frame written has one schema, fixed by the training data's column types (see
 :func:`record_dtypes`), so parts, resumed runs and the final file combine without type drift
@@ -32,6 +33,7 @@ import pandas as pd
 
 from counterplan.planning.errors import ProblemError, echo
 from counterplan.solver.batch.records import PROPOSED_PREFIX, RECORD_COLUMNS, records_frame
+from counterplan.solver.batch.rows import id_text, row_seed
 
 SUFFIXES = (".csv", ".parquet")
 """Output formats, by suffix."""
@@ -209,6 +211,44 @@ def _check_row_ids(path: Path, ids: pd.Series, rows: int) -> None:
         )
 
 
+def check_same_job(
+    existing: pd.DataFrame, *, seed: int, question: str, path: Path, field: str = "output", fresh: str = "a new file"
+) -> None:
+    """Refuse to continue ``existing``, the records an earlier run wrote to ``path``, with another
+    job: an output of two seeds' or two questions' answers is the answer of no run (a ``--resume``
+    given another ``--seed``, ``--goal``, ``--immutable`` or ``--batch-engine`` was taken without
+    a word, and so was an audit's, whose report then mixed them).
+
+    Each record holds its row's seed (:func:`~counterplan.solver.batch.rows.row_seed` of the
+    batch's ``seed`` and its id) and its question's fingerprint (``question``:
+    :func:`~counterplan.solver.batch.records.question_of` of the goals, the rules, the distance,
+    the configuration and the engine, marked by
+    :func:`~counterplan.solver.batch.records.batch_question` for the threads path).
+
+    Raises
+    ------
+    ProblemError
+        Field ``field``, naming the first row of another seed or question; ``fresh`` says where to
+        start afresh instead."""
+    seeds = pd.to_numeric(existing["seed"], errors="coerce")  # an edited file's text is no seed either
+    for row_id, held in zip(existing["row_id"].tolist(), seeds.tolist(), strict=True):
+        if held != row_seed(seed, row_id):
+            raise ProblemError(
+                field,
+                f"{str(path)!r} holds row {id_text(row_id)} explained with another seed than this run's {seed} "
+                f"(--seed, or the configuration's random_seed): resume with the seed it was started with, "
+                f"or write to {fresh}",
+            )
+    for row_id, held in zip(existing["row_id"].tolist(), existing["question"].tolist(), strict=True):
+        if not isinstance(held, str) or held != question:  # an emptied cell reads as a gap (pandas' NA)
+            raise ProblemError(
+                field,
+                f"{str(path)!r} holds row {id_text(row_id)} answered to another question than this run's (the "
+                "goal, the rules, the distance, --config, --engine or --batch-engine differ): resume with the "
+                f"flags it was started with, or write to {fresh}",
+            )
+
+
 def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
     """An empty frame of records, with the columns and types of a job's."""
     return conform(pd.DataFrame({name: [] for name in columns}), dtypes)
@@ -216,20 +256,35 @@ def no_records(columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFram
 
 def _read_csv(path: Path) -> list[pd.DataFrame]:
     """The CSV's records, the fixed text columns read as text: a question's fingerprint of hex
-    digits alone ("0123...", "12e4...") would be read as a number, and compare unequal to itself."""
+    digits alone ("0123...", "12e4...") would be read as a number, and compare unequal to itself;
+    and the numbers as they were written (pandas' default parser reads a number of 17 digits up
+    to a unit in the last place off: a resumed job's summary differed from the job's own)."""
     if not path.exists():
         return []
     data = path.read_bytes()
     text = {name: "string" for name, dtype in _FIXED_DTYPES.items() if dtype == "string"}
-    return [pd.read_csv(io.BytesIO(data), dtype=text)] if data.strip() else []
+    return [pd.read_csv(io.BytesIO(data), dtype=text, float_precision="round_trip")] if data.strip() else []
 
 
 def _read_parquet(path: Path) -> list[pd.DataFrame]:
-    files = [path] if path.exists() else []
+    """The output's records and its parts', but for the parts merged into it already: a job's end
+    combines its parts into the output, then removes them, and a job stopped in between (Ctrl-C,
+    ``kill -9``) left the output holding every row once and its parts the same rows again, which a
+    resume refused as no output of one job. A part is written whole or not at all, and a resumed
+    job writes only rows the output does not hold, so a part whose rows the output holds, every
+    one, is such a merged part (one holding some of them is still refused, when the rows are
+    checked)."""
+    whole = [pd.read_parquet(path)] if path.exists() else []
     folder = parts_directory(path)
-    if folder.is_dir():
-        files += sorted(folder.glob("part-*.parquet"))
-    return [pd.read_parquet(file) for file in files]
+    parts = [pd.read_parquet(file) for file in sorted(folder.glob("part-*.parquet"))] if folder.is_dir() else []
+    if whole and "row_id" in whole[0].columns:
+        parts = [part for part in parts if not _merged(part, whole[0]["row_id"])]
+    return whole + parts
+
+
+def _merged(part: pd.DataFrame, held: pd.Series) -> bool:
+    """Whether every row of ``part`` is among the row ids ``held`` (an output's)."""
+    return "row_id" in part.columns and len(part) > 0 and bool(part["row_id"].isin(held).all())
 
 
 class _BufferedRecords:

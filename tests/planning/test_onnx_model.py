@@ -29,6 +29,7 @@ from counterplan.planning import (
     IntegerFeature,
     RangeGoal,
 )
+from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.models import adapt_sklearn
 from counterplan.solver.counterfactual import explain
 from tests.cli import run_cli
@@ -403,6 +404,60 @@ def test_a_regressor_graph_that_also_outputs_an_integer_is_a_regressor() -> None
     for engine in ("local", "exact"):
         result = explain(CounterfactualProblem(_features(), goal, model), engine=engine, seed=0)
         assert result.valid and 6.0 <= result.predictions["score"] <= 8.0, engine
+
+
+def _two_regressions(wide: bool) -> Any:
+    """A graph of two linear regressions of the 3 features: one ``[N, 2]`` output, or two ``[N, 1]``."""
+    from onnx import TensorProto, helper
+
+    weights = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    if wide:
+        nodes = [
+            helper.make_node("LinearRegressor", ["X"], ["both"], domain="ai.onnx.ml", coefficients=weights, targets=2)
+        ]
+        outputs = [helper.make_tensor_value_info("both", TensorProto.FLOAT, [None, 2])]
+    else:
+        nodes = [
+            helper.make_node("LinearRegressor", ["X"], [name], domain="ai.onnx.ml", coefficients=part)
+            for name, part in (("first", weights[:3]), ("second", weights[3:]))
+        ]
+        outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [None, 1]) for name in ("first", "second")]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])]
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+
+
+@pytest.mark.parametrize(
+    ("wide", "names", "fragment"),
+    [
+        (
+            True,
+            ["score"],
+            "output 'both' returns 2 columns a row (shape (1, 2) for 1 rows): give one output name per column",
+        ),
+        (
+            False,
+            ["a", "b"],
+            "output 'first' returns 1 column a row (shape (1, 1) for 1 rows): give one output name per",
+        ),
+    ],
+    ids=["one name for two columns", "two names for one of two outputs"],
+)
+def test_output_names_that_do_not_fit_a_regressors_output_say_what_to_give(
+    wide: bool, names: list[str], fragment: str
+) -> None:
+    """A regressor's output takes one name per column. Given too few or too many, every call said
+    only 'the ONNX model returned shape (1, 2); expected (1, 1)', naming neither the output read,
+    nor its columns, nor the graph's other outputs."""
+    model = OnnxModel(_two_regressions(wide), names)
+    problem = CounterfactualProblem(_features(), [RangeGoal(low=6.0, high=8.0, output=names[0])], model)
+    with pytest.raises(ModelAdapterError) as caught:
+        model.predict(problem.original_row(), problem.space)
+    assert fragment in str(caught.value) and f"given {names}" in str(caught.value)
+    assert ("first [None, 1], second [None, 1]; probabilities= names the one to read" in str(caught.value)) != wide
+    named = OnnxModel(_two_regressions(wide), ["a", "b"] if wide else ["b"], probabilities=None if wide else "second")
+    result = explain(CounterfactualProblem(_features(), [RangeGoal(low=3.0, high=4.0, output="b")], named), seed=0)
+    assert result.valid and 3.0 <= result.predictions["b"] <= 4.0  # tenure: the second regression
 
 
 @pytest.mark.parametrize("location", ["../../../../etc/passwd", "/etc/passwd", "weights.bin"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 
@@ -276,8 +278,8 @@ def test_resume_refuses_an_output_another_seed_explained(
 
 @pytest.mark.parametrize(
     "change",
-    [{"--immutable": "age"}, {"--goal": "class:1@0.9"}, {"--engine": "swarm"}],
-    ids=["immutable", "goal", "engine"],
+    [{"--immutable": "age"}, {"--goal": "class:1@0.9"}, {"--engine": "swarm"}, {"--batch-engine": "threads"}],
+    ids=["immutable", "goal", "engine", "batch engine"],
 )
 def test_resume_refuses_an_output_that_answered_another_question(
     capsys: pytest.CaptureFixture[str],
@@ -287,8 +289,9 @@ def test_resume_refuses_an_output_that_answered_another_question(
     change: dict[str, str],
 ) -> None:
     """The job of rows 0:8 held ``age`` and ``has_prior_default`` fixed; resumed with another
-    ``--immutable`` (or goal, or engine) it appended the rest answered to another question, an
-    output no run gives, without a word. Each record holds its question's fingerprint."""
+    ``--immutable`` (or goal, or engine, or the threads path for the vectorised engine's job) it
+    appended the rest answered to another question, an output no run gives, without a word. Each
+    record holds its question's fingerprint."""
     output = tmp_path / "results.csv"
     output.write_bytes(eight_done)
     flags = {**_flags(files, output), **change}
@@ -326,6 +329,35 @@ def test_resume_reads_an_infinity_where_whole_numbers_go(
     code, out, err = _run(capsys, *_job(files, output, "--rows", "0:10", "--resume", "--json"))
     assert code == 0, err
     assert "Traceback" not in err + out and json.loads(out)["rows_this_run"] == 2
+
+
+def test_resume_reads_back_the_numbers_the_records_hold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], eight_done: bytes
+) -> None:
+    """pandas' default CSV parser reads a number of 17 digits up to a unit in the last place off
+    (0.0035714285714285713 as 0.0035714285714285): a resumed job's summary of the records it read
+    back, its mean distance in ``--json``, differed from the job's own when it was not
+    interrupted, and so did an audit's records read back from a CSV."""
+    lines = eight_done.decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    written = [0.0035714285714285713, 1.7482014642097883, 0.48098691928969395]
+    answered = [line for line in lines[1:] if line.split(",")[1] == "ok"][: len(written)]
+    edited = [lines[0]]
+    for line, distance in zip(answered, written, strict=True):
+        fields = line.rstrip("\n").split(",")
+        assert len(fields) == len(header)  # no quoted commas in these records
+        fields[header.index("distance")] = repr(distance)
+        edited.append(",".join(fields) + "\n")
+    output = tmp_path / "results.csv"
+    output.write_text("".join(edited), encoding="utf-8")
+    data = pd.read_csv(files["csv"])
+    dtypes = writer.record_dtypes(data, [c[3:] for c in header if c.startswith("cf_")])
+    records = writer.read_existing(output, header, dtypes, rows=len(data))
+    assert records["distance"].tolist() == written
+    rows = ",".join(line.split(",")[0] for line in answered)
+    code, out, err = _run(capsys, *_job(files, output, "--rows", rows, "--resume", "--json"))
+    assert code == 0, err
+    assert json.loads(out)["mean_distance"] == pd.Series(written).mean()
 
 
 def test_resume_keeps_a_whole_last_record(
@@ -369,6 +401,38 @@ def test_an_interrupted_parquet_job_keeps_its_parts_and_resumes_to_each_row_once
     assert set(seen) <= set(records["row_id"])
     assert json.loads(out)["rows_this_run"] == 14 - 6
     assert not writer.parts_directory(output).exists()
+
+
+def test_a_parquet_job_stopped_while_it_removed_its_merged_parts_resumes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Parquet job's end combines its parts into the output, then removes them: stopped in
+    between (Ctrl-C, ``kill -9``), its output held every row once, and its parts the same rows
+    again, so ``--resume`` refused it ('holds row 0 twice: it is no output of one job'), and so
+    did every later resume. A part whose rows the output holds, all of them, was merged into it."""
+    output = tmp_path / "results.parquet"
+    monkeypatch.setattr(writer, "PART_RECORDS", 4)
+    remove = writer.shutil.rmtree
+
+    def stopped(path: Any, *args: Any, **kwargs: Any) -> None:
+        for part in sorted(Path(path).glob("part-*.parquet"))[:1]:
+            part.unlink()  # stopped after the first part was removed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.shutil, "rmtree", stopped)
+    code, _, err = _run(capsys, *_job(files, output, "--rows", "0:10"))
+    assert code == 130, err
+    whole = pd.read_parquet(output)
+    assert sorted(whole["row_id"]) == list(range(10)) and len(list(writer.parts_directory(output).iterdir())) == 2
+    monkeypatch.setattr(writer.shutil, "rmtree", remove)
+    code, out, err = _run(capsys, *_job(files, output, "--rows", "0:14", "--resume", "--json"))
+    assert code == 0, err
+    records = pd.read_parquet(output)
+    assert sorted(records["row_id"]) == list(range(14))
+    figures = json.loads(out)
+    assert figures["rows_this_run"] == 4 and figures["explained"] + figures["already_met"] == 14  # each row once
+    assert not writer.parts_directory(output).exists()
+    pd.testing.assert_frame_equal(_without_seconds(records[records["row_id"] < 10]), _without_seconds(whole))
 
 
 @pytest.mark.parametrize(
@@ -599,3 +663,37 @@ def test_an_engine_that_cannot_take_the_model_is_refused_before_any_row(
     code, _, err = _run(capsys, *argv, "--engine", "exact", "--output", str(output), "--no-progress")
     assert code == 2 and "exact engine cannot take" in err and len(err.strip().splitlines()) == 1, err
     assert not output.exists()
+
+
+_PARENT = os.getpid()
+"""This test process: a forked worker inherits the value, not the process."""
+
+
+class _DiesInAWorker(LogisticRegression):
+    """A logistic regression whose process is killed when a worker process calls it (as the
+    out-of-memory killer kills a worker)."""
+
+    def predict_proba(self, X: Any) -> Any:
+        if os.getpid() != _PARENT:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().predict_proba(X)
+
+
+def test_a_worker_killed_mid_batch_ends_it_in_one_line_that_says_to_resume(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A worker process killed outright (the OOM killer, which picks the largest process) ended
+    the batch with the pool's ``BrokenProcessPool`` traceback; now one line says what happened,
+    how many rows were kept and to resume, exit 1."""
+    data = pd.DataFrame({"a": [float(i % 7) for i in range(40)], "b": [float(i % 5) for i in range(40)]})
+    data["y"] = (data.a + data.b > 6).astype(int)
+    joblib.dump(_DiesInAWorker().fit(data[["a", "b"]], data.y), tmp_path / "model.joblib")
+    data.to_csv(tmp_path / "data.csv", index=False)
+    output = tmp_path / "out.csv"
+    argv = ["--model", str(tmp_path / "model.joblib"), "--trust-model", "--data", str(tmp_path / "data.csv")]
+    argv += ["--target", "y", "--rows", "all", "--workers", "2", "--window", "4", "--output", str(output)]
+    code, out, err = _run(capsys, *argv, "--no-progress")
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("counterplan: error: a worker process ended abruptly (killed by a signal")
+    assert err.endswith(f"0 new rows kept in {output}: run the same command with --resume to continue\n")
+    assert "Traceback" not in err + out

@@ -351,6 +351,35 @@ def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
     assert caught.value.field == "out"
 
 
+def test_a_resume_with_another_question_or_seed_is_refused(
+    tmp_path: Any, grid: pd.DataFrame, grid_explainer: Explainer
+) -> None:
+    """An audit resumed with another goal, other rules or another seed took the earlier run's
+    records and proofs as its own, and its report mixed two questions' answers without a word
+    (a batch's resume refuses it). Each record holds its seed and question, and each proof its
+    question, so a resume of another job is refused naming ``out``, before any row is searched."""
+    audit(grid_explainer, "0:12", bootstrap=0, rules=0, out=tmp_path)
+    proofs = (tmp_path / "proofs.jsonl").read_text()
+    assert proofs and all(json.loads(line)["question"] == grid_explainer.question for line in proofs.splitlines())
+    other_rules = Explainer(_tree(grid), grid, target=TARGET, columns=FEATURES, immutable=["c", "b"])
+    other_goal = Explainer(_tree(grid), grid, [ClassGoal(target=1, confidence=0.9)], target=TARGET, columns=FEATURES)
+    asked = [
+        (grid_explainer, {"seed": 5}, "explained with another seed than this run's 5"),
+        (other_rules, {}, "another question"),
+        (other_goal, {}, "another question"),
+        (grid_explainer, {"vectorised": False}, "another question"),
+    ]
+    for explainer, options, fragment in asked:
+        with pytest.raises(ProblemError) as caught:
+            audit(explainer, "0:20", bootstrap=0, rules=0, out=tmp_path, **options)
+        assert caught.value.field == "out" and fragment in str(caught.value)
+    (tmp_path / "records.parquet").unlink()  # the proofs alone, as an audit stopped while it screened leaves them
+    with pytest.raises(ProblemError) as caught:
+        audit(other_rules, "0:20", bootstrap=0, rules=0, out=tmp_path)
+    assert caught.value.field == "out" and "proved for another question" in str(caught.value)
+    assert (tmp_path / "proofs.jsonl").read_text() == proofs  # refused before any row is proved
+
+
 def test_an_answer_that_breaks_a_rule_is_no_recourse(grid: pd.DataFrame) -> None:
     """At most one feature may change: from a = b = 0 the goal (a + b >= 5) needs two, so no
     answer exists within the rules. The search then returns its best answer that breaks the rule

@@ -96,6 +96,21 @@ def test_a_given_frame_with_extra_columns_is_explained(explainer: Explainer, dat
     assert list(ours["row_id"]) == list(rows.index)
 
 
+@pytest.mark.parametrize("vectorised", [True, False], ids=["vector", "threads"])
+def test_a_frame_of_none_of_the_models_columns_gives_each_row_its_error_record(
+    explainer: Explainer, data: pd.DataFrame, vectorised: bool
+) -> None:
+    """Rows holding only columns the model does not read (an id, the label): each row's record
+    says what its problem misses, as for one missing column; the batch ended on a bare
+    ``ValueError: zip() argument 2 is shorter than argument 1`` (pandas gives such a frame no
+    records at all)."""
+    rows = data.iloc[:3][["id", "region", "y"]]
+    for only_rejected in (False, True):
+        frame = explainer.explain_batch(rows, seed=0, vectorised=vectorised, only_rejected=only_rejected)
+        assert frame["row_id"].tolist() == [0, 1, 2] and (frame["status"] == "error").all()
+        assert frame["error"].str.contains("the instance has no value for this feature").all()
+
+
 def test_a_column_named_twice_is_refused_naming_it(explainer: Explainer, data: pd.DataFrame, model: Pipeline) -> None:
     """pandas allows two columns of one name. In the rows, a record kept one of them without a
     word (pandas only warned "some columns will be omitted"); in the training data, the profile
