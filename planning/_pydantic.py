@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 from pydantic import ValidationError
 
-from counterplan.planning.errors import InvalidInputError, echo
+from counterplan.planning.errors import TEXT_CHARS, InvalidInputError, cut, echo
 
 
 def describe(exc: ValidationError) -> list[tuple[str, str]]:
@@ -26,8 +26,8 @@ def describe(exc: ValidationError) -> list[tuple[str, str]]:
         if err["type"] == "too_short" and _holds_an_error(err["loc"], errors):
             continue  # a list whose item failed is "too short after validation": the item's error says it
         inner = err.get("ctx", {}).get("error")
-        if isinstance(inner, InvalidInputError):  # a nested model's own error: keep its path
-            out.append((f"{loc}.{inner.field}" if loc else inner.field, inner.problem))
+        if isinstance(inner, InvalidInputError):  # a nested model's own error: keep its path, each field's
+            out += [(f"{loc}.{field}" if loc else field, problem) for field, problem in inner.parts]
             continue
         msg = err["msg"]
         if msg.startswith("Value error, "):
@@ -74,4 +74,7 @@ def reraise(
     fields = [".".join(part for part in (owner, loc) if part) or "value" for loc, _ in problems]
     field = fields[0] if len(fields) == 1 else ", ".join(fields)
     text = "; ".join(f"{f}: {m}" if len(problems) > 1 else m for f, (_, m) in zip(fields, problems, strict=True))
-    raise make(field, text) from None
+    error = make(field, text)
+    if len(problems) > 1:  # each field on its own, as the joined field and text may be cut
+        error.parts = tuple((cut(f), cut(m, TEXT_CHARS)) for f, (_, m) in zip(fields, problems, strict=True))
+    raise error from None

@@ -125,6 +125,10 @@ class InvalidInputError(CounterplanError, ValueError):
         self.component = component
         self.field = cut(field)
         self.problem = cut(problem, TEXT_CHARS)
+        self.parts: tuple[tuple[str, str], ...] = ((self.field, self.problem),)
+        """Each bad field and its problem: one pair, or one per field of an error that names
+        several (``field`` then joins them, ``a, b``, cut as one text: a caller reporting each
+        field reads them here)."""
         super().__init__(f"{component} {echo(field)}: {self.problem}")
 
 

@@ -159,6 +159,11 @@ class Admission:
             raise refused(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline leaves no time to {doing}")
         return limit
 
+    def left(self, time_remaining: float | None, since: float) -> float | None:
+        """``time_remaining`` (None: no deadline), read at ``since`` (``time.monotonic()``), less
+        the time passed since: what a call did after reading it (building its problem) is spent."""
+        return None if time_remaining is None else time_remaining - (time.monotonic() - since)
+
     def answer_by(self, time_remaining: float | None) -> float | None:
         """When a call answers at the latest, whatever its solve is doing (``time.monotonic()``;
         None without a deadline): :data:`ANSWER_SHARE` of the time left less

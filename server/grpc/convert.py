@@ -75,7 +75,9 @@ _METRICS = {
 
 
 MAX_ALLOWED_VALUES = 10_000
-"""Allowed values per feature at most: a list longer than that is a grid (use a precision)."""
+"""Values an override lists per feature at most (allowed, forbidden, a domain's categories): a list
+of numbers longer than that is a grid (use a precision); every category costs memory in each model
+call of the solve (400,000 of them in a 3.5 MB request held 2.5 GB, the grpc fuzz)."""
 MAX_VIOLATIONS = 20
 """Bad fields reported by name at most; the rest are counted. Details travel in gRPC trailing
 metadata, which clients cap (16 KB by default), so every part of them is bounded."""
@@ -473,9 +475,13 @@ def _categorical_domain(
 ) -> dict[str, Any]:
     if domain.HasField("low") or domain.HasField("high"):
         out.append((f"{field}.domain", f"feature {spec.name!r} is categorical: give categories"))
-    if domain.categories:
+    if len(domain.categories) > MAX_ALLOWED_VALUES:
+        out.append(
+            (f"{field}.domain.categories", f"{len(domain.categories):,} categories; at most {MAX_ALLOWED_VALUES:,}")
+        )
+    elif domain.categories:
         return {"categories": list(domain.categories)}
-    if not domain.HasField("low"):
+    if not domain.HasField("low") and not domain.categories:
         out.append((f"{field}.domain.categories", "empty domain: give at least one category"))
     return {}
 
@@ -530,25 +536,9 @@ def _goals(
     if not request.goals:
         return goals  # the model's default question (see _default_goals)
     for i, goal in enumerate(request.goals):
-        field = f"goals[{i}]"
-        output = goal.output or None
-        kind = goal.WhichOneof("target")
-        try:
-            if kind == "class_target":
-                target = goal.class_target
-                confidence = target.confidence if target.HasField("confidence") else None
-                margin = {"margin": target.margin} if target.HasField("margin") else {}
-                goals.append(ClassGoal(output=output, target=target.label, confidence=confidence, **margin))
-            elif kind == "value_target":
-                goals.append(
-                    ValueGoal(output=output, value=goal.value_target.value, tolerance=goal.value_target.tolerance)
-                )
-            elif kind == "range_target":
-                goals.append(RangeGoal(output=output, low=goal.range_target.low, high=goal.range_target.high))
-            else:
-                out.append((f"{field}.target", "set one of class_target, value_target, range_target"))
-        except InvalidInputError as exc:
-            out.append((f"{field}.{exc.field.split('.')[-1]}", exc.problem))
+        built = _goal(goal, f"goals[{i}]", out)
+        if built is not None:
+            goals.append(built)
     if goals and len(goals) == len(request.goals):
         try:
             bind_goals(goals, outputs)
@@ -557,13 +547,40 @@ def _goals(
     return goals
 
 
+def _goal(goal: pb.Goal, field: str, out: list[Violation]) -> ClassGoal | ValueGoal | RangeGoal | None:
+    """One goal (None, its bad fields named in ``out``, when it is bad). It is checked without its
+    output, so that each bad field is named ``FIELD.NAME`` however the output is named: a goal's
+    error names its fields after the output (``goal[approved].confidence``), and a long name was
+    cut with the field's own name in it (``goals[0].goal[QQQ… (317 characters)``)."""
+    kind = goal.WhichOneof("target")
+    try:
+        if kind == "class_target":
+            target = goal.class_target
+            confidence = target.confidence if target.HasField("confidence") else None
+            margin = {"margin": target.margin} if target.HasField("margin") else {}
+            built: ClassGoal | ValueGoal | RangeGoal = ClassGoal(target=target.label, confidence=confidence, **margin)
+        elif kind == "value_target":
+            built = ValueGoal(value=goal.value_target.value, tolerance=goal.value_target.tolerance)
+        elif kind == "range_target":
+            built = RangeGoal(low=goal.range_target.low, high=goal.range_target.high)
+        else:
+            out.append((f"{field}.target", "set one of class_target, value_target, range_target"))
+            return None
+    except InvalidInputError as exc:  # each bad field of the goal (a confidence and a margin: both)
+        for name, problem in exc.parts:
+            own = name.removeprefix("goal").removeprefix(".")
+            out.append((f"{field}.{own}" if own else field, problem))
+        return None
+    return built.model_copy(update={"output": goal.output}) if goal.output else built
+
+
 def _solver(spec: pb.SolverSpec, default: SolverConfig, out: list[Violation]) -> tuple[SolverConfig, int | None]:
     config = default
     if spec.config_json:
         try:
             config = SolverConfig.from_yaml(spec.config_json)
-        except ConfigError as exc:
-            out.append((f"solver.config_json.{exc.field}", exc.problem))
+        except ConfigError as exc:  # each bad field of the configuration
+            out += [(f"solver.config_json.{field}", problem) for field, problem in exc.parts]
     if spec.engine:
         config = _with_acceptor(config, spec.engine, out)
     if spec.HasField("termination"):

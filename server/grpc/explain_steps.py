@@ -10,6 +10,7 @@ deadline are :class:`~counterplan.server.grpc.admission.Admission`'s.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.budget import estimate_bytes, one_hot_width
-from counterplan.solver.core.config import AutoConfig, TerminationConfig
+from counterplan.solver.core.config import AutoConfig, SolverConfig, TerminationConfig
 from counterplan.solver.core.termination import wall_limit
 from counterplan.solver.manager import SolverJob, SolverManager
 from counterplan.solver.result import CounterfactualResult
@@ -140,27 +141,38 @@ class ExplainSteps:
         """Start the solve of a checked, admitted request; raise :class:`Refusal`.
 
         The solve is capped by the server's maximum and by ``time_remaining`` (the client's
-        deadline), and shares its model's calls with the model's other running solves.
+        deadline, read just before), and shares its model's calls with the model's other running
+        solves. Building the problem is part of the deadline's time: a trust region's linear
+        programs or a plausibility model can take most of a second, and a solve then given the
+        whole deadline answered after it (the client's bare DEADLINE_EXCEEDED, the grpc fuzz).
         """
-        limit = self.admission.time_limit(time_remaining, "solve")
-        termination = TerminationConfig(spent_limit_seconds=limit, children=(request.config.termination,))
-        config = request.config.model_copy(
-            update={
-                "termination": termination,
-                "model_threads": self.settings.threads_for(request.config.model_threads),
-                "auto": capped_auto(request.config.auto, wall_limit(termination) or limit),
-            }
-        )
+        started = time.monotonic()
+        answer_by = self.admission.answer_by(time_remaining)
+        self.admission.time_limit(time_remaining, "solve")  # no time at all: refused before the problem is built
         try:
             problem = model.problem(request.instance, request.spec)
+            config = self._config(request.config, self.admission.left(time_remaining, started))
             job = self._submit(problem, config, request, request_id, listener, calls=self.shared_calls.get(model.id))
         except InvalidInputError as exc:  # the engine choice, checked against the problem
             field = "solver.engine_choice" if exc.field == "engine" else exc.field
             raise bad_request(BadRequestError([(field, one_line(exc.problem))])) from None
-        job.answer_by = self.admission.answer_by(time_remaining)
+        job.answer_by = answer_by
         if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
             job.terminate_early()
         return job
+
+    def _config(self, config: SolverConfig, time_remaining: float | None) -> SolverConfig:
+        """``config`` ended by the solve's time limit (the server's maximum, the ``time_remaining``
+        of the deadline), with the server's native threads and ``auto`` capped at that limit."""
+        limit = self.admission.time_limit(time_remaining, "solve")
+        termination = TerminationConfig(spent_limit_seconds=limit, children=(config.termination,))
+        return config.model_copy(
+            update={
+                "termination": termination,
+                "model_threads": self.settings.threads_for(config.model_threads),
+                "auto": capped_auto(config.auto, wall_limit(termination) or limit),
+            }
+        )
 
     def result_of(self, job: SolverJob, request_id: str) -> CounterfactualResult:
         """The job's result (waiting for it), or a :class:`Refusal` saying honestly why there is

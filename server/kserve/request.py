@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from counterplan.planning._pydantic import describe
 from counterplan.planning.errors import InvalidInputError
 from counterplan.planning.plausibility import PlausibilitySettings
-from counterplan.planning.spec import ProblemSpec
+from counterplan.planning.spec import MAX_LISTED_VALUES, ProblemSpec
 from counterplan.solver.core.config import MAX_SECONDS, MAX_SEED
 
 
@@ -87,7 +87,9 @@ class ExplainRequest(BaseModel):
 
 
 def read_request(payload: Any, limits: ExplainLimits) -> ExplainRequest:
-    """The request a decoded JSON body asks, within ``limits``; refused naming the field.
+    """The request a decoded JSON body asks, within ``limits``; refused naming the field. A spec's
+    feature lists at most :data:`~counterplan.planning.spec.MAX_LISTED_VALUES` categories, as its
+    allowed values: each costs memory in every model call (400,000 held 2.5 GB in a server).
 
     ``{"inputs": [...]}`` is taken as ``instances``: KServe's v2-style clients name the list so.
     """
@@ -110,6 +112,12 @@ def read_request(payload: Any, limits: ExplainLimits) -> ExplainRequest:
             "parameters.num_counterfactuals", f"at most {limits.max_counterfactuals} per instance, given {asked}"
         )
     spec = request.parameters.spec
+    for name, rule in spec.features.items() if spec is not None else ():
+        if rule.categories is not None and len(rule.categories) > MAX_LISTED_VALUES:
+            raise RequestError(
+                f"parameters.spec.features.{name}.categories",
+                f"at most {MAX_LISTED_VALUES:,} categories, given {len(rule.categories):,}",
+            )
     plausibility = spec.plausibility if spec is not None else None
     if plausibility is not None and plausibility.max_reference_rows > limits.max_reference_rows:
         raise RequestError(

@@ -41,10 +41,10 @@ from typing import Any
 import orjson
 import structlog
 from kserve import Model, ModelServer
-from kserve.errors import InferenceError, InvalidInput
+from kserve.errors import InferenceError, InvalidInput, ModelNotFound
 from kserve.protocol.rest.server import RESTServer
 
-from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, echo, one_line
+from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, cut, echo, one_line
 from counterplan.server.kserve.explaining import SolveStops, explain_instances
 from counterplan.server.kserve.request import ExplainLimits, RequestError, read_request
 from counterplan.solver.explainer import Explainer
@@ -282,6 +282,7 @@ class _RESTServer(RESTServer):  # type: ignore[misc]  # kserve ships no type hin
     def _add_exception_handlers(self, app: Any) -> None:
         super()._add_exception_handlers(app)
         app.add_exception_handler(InvalidInput, _refused)
+        app.add_exception_handler(ModelNotFound, _not_found)  # replaces the SDK's
         app.add_exception_handler(BusyError, _busy)
         app.add_exception_handler(PredictorError, _predictor_failed)
 
@@ -292,6 +293,23 @@ async def _refused(request: Any, exc: InvalidInput) -> Any:
 
     log.info("explain request refused", path=request.url.path, error=str(exc))
     return JSONResponse(status_code=400, content={"error": str(exc)})
+
+
+_NOT_FOUND = re.compile(r"Model with name (.*) does not exist\.", re.DOTALL)
+"""The SDK's text of an unknown model (:class:`ModelNotFound` keeps only its text)."""
+
+
+async def _not_found(request: Any, exc: ModelNotFound) -> Any:
+    """HTTP 404 with ``{"error": "Model with name NAME does not exist."}``, as the SDK answers it,
+    the name cut as every echo of a caller's input is (a 5,000-character name in the path was
+    answered whole), and logged in one line (the SDK logs each 404 as an error with its
+    traceback, and the name in it: a client asking for unknown models filled the log)."""
+    from fastapi.responses import JSONResponse  # noqa: PLC0415 - the SDK's web framework
+
+    named = _NOT_FOUND.fullmatch(str(exc))
+    error = f"Model with name {cut(named[1])} does not exist." if named else one_line(str(exc))
+    log.info("model not found", path=cut(request.url.path), error=error)
+    return JSONResponse(status_code=404, content={"error": error})
 
 
 async def _busy(request: Any, exc: BusyError) -> Any:

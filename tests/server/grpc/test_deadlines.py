@@ -41,6 +41,9 @@ CALL_SECONDS = 2.0
 """Each call of the slow models takes this long (the issue's case: 2 s a call, a 5 s deadline)."""
 DEMO_CALL_SECONDS = 0.5
 """Each call of the slow demo (the heavy plans' model) takes this long."""
+BUILD_SECONDS = 1.5
+"""Building each problem of the slow-build model takes this long (a trust region's linear programs
+took 0.8 s in the grpc fuzz)."""
 ORIGINAL = {"x": 1.0, "y": 1.0}
 PERSON = {"job": "Seller", "education": "HS", "location": "Germany", "age": 30}
 
@@ -85,6 +88,14 @@ PERSON_FEATURES = [
     FeatureSpec(name="location", kind="categorical", categories=("Germany", "US")),
     FeatureSpec(name="age", kind="integer", low=18, high=90),
 ]
+
+
+class SlowBuild(RegisteredModel):
+    """A fast model whose every problem takes :data:`BUILD_SECONDS` to build."""
+
+    def problem(self, instance: Any, spec: Any) -> Any:
+        time.sleep(BUILD_SECONDS)
+        return super().problem(instance, spec)
 
 
 def _slow_demo(seconds: float) -> RegisteredModel:
@@ -138,6 +149,14 @@ def _registry() -> ModelRegistry:
                 PERSON_FEATURES,
             ),
             _slow_demo(DEMO_CALL_SECONDS),
+            SlowBuild(
+                "slow-build",
+                "1",
+                "a logistic regression whose problem takes 1.5 s to build",
+                CallableAdapter(SlowModel(0.0).predict_proba, [OutputSpec("label", ("no", "yes"))]),
+                features,
+                default_config=ENDLESS,
+            ),
         ]
     )
 
@@ -226,6 +245,18 @@ def test_explain_with_a_slow_model_answers_its_best_so_far_before_the_deadline(r
     assert response.stopped_early and response.statistics.termination_reason == "spent time limit"
     assert response.statistics.model_call_count >= 1 and response.score.text
     _stopped_early(logs, "Explain")
+
+
+def test_the_problems_build_is_part_of_the_deadline(running: RunningServer) -> None:
+    """1.5 s to build the problem, a 3 s deadline: before, the solve was given 2.25 s from the
+    end of the build and the call answered by 4.1 s, so the client got its own DEADLINE_EXCEEDED
+    at 3 s with nothing; now the build's time comes out of the solve's and the answer's."""
+    request = CounterplanClient.request("slow-build", ORIGINAL, [class_goal("yes")], seed=0)
+    started = time.perf_counter()
+    with CounterplanClient(running.target) as client:
+        response = client.explain(request, timeout=3.0)
+    assert time.perf_counter() - started < 3.0
+    assert response.stopped_early and response.statistics.termination_reason == "spent time limit"
 
 
 def test_explain_stream_with_a_slow_model_ends_with_its_final_message_before_the_deadline(

@@ -339,6 +339,32 @@ def test_every_bad_field_is_named_at_once(client: CounterplanClient) -> None:
     assert {"instance[income]", "instance[height]", "goals[0].target"} <= set(fields)
 
 
+def test_each_bad_field_of_a_goal_or_a_configuration_is_named_on_its_own(client: CounterplanClient) -> None:
+    """A goal with a bad confidence and a bad margin was one violation, named after the margin;
+    one on a long output name was named by neither (``goals[1].goal[ooo… (317 characters)``);
+    three bad fields of a configuration's phase were one violation named by them all
+    (``solver.config_json.phases.0.boundary_polish.grid_size, max_iterations, beam_depth``)."""
+    request = _demo_request()
+    both = class_goal(1, confidence=0.0)
+    both.class_target.margin = 0.9
+    del request.goals[:]
+    request.goals.extend([both, class_goal(1, confidence=2.0, output="o" * 300)])
+    request.solver.config_json = (
+        '{"phases": [{"type": "boundary_polish", "grid_size": 1000, "max_iterations": 1000, "beam_depth": 64}]}'
+    )
+    code, fields = _bad(client, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    polish = "solver.config_json.phases.0.boundary_polish"
+    assert fields == [
+        "goals[0].confidence",
+        "goals[0].margin",
+        "goals[1].confidence",
+        f"{polish}.grid_size",
+        f"{polish}.max_iterations",
+        f"{polish}.beam_depth",
+    ]
+
+
 def test_a_request_without_goals_asks_the_models_default_question(client: CounterplanClient) -> None:
     request = _demo_request()
     del request.goals[:]

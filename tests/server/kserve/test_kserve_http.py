@@ -8,6 +8,7 @@ the JSON.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -69,6 +70,26 @@ def test_an_unknown_model_is_404(client: httpx.Client) -> None:
     response = explain(client, {"instances": ROWS}, name="nope")
     assert response.status_code == 404
     assert response.json() == {"error": "Model with name nope does not exist."}
+
+
+def test_an_unknown_models_long_name_is_cut_in_its_404_and_its_log_has_no_traceback(client: httpx.Client) -> None:
+    """The SDK answered the name whole (5,000 characters here, up to what uvicorn reads of a
+    path) and logged each 404 as an error with its traceback: every echo is cut, and the log
+    line is one."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    sdk_log = logging.getLogger("kserve")  # the SDK's own handlers, which do not propagate
+    sdk_log.addHandler(handler)
+    try:
+        response = explain(client, {"instances": ROWS}, name="n" * 5000)
+    finally:
+        sdk_log.removeHandler(handler)
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error.startswith("Model with name nnn") and error.endswith("(5,000 characters) does not exist.")
+    assert len(error) < 200
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]
 
 
 def test_kserve_has_no_v2_explain_path(client: httpx.Client) -> None:

@@ -86,6 +86,12 @@ def explainer(credit_data: pd.DataFrame, credit_model: Pipeline) -> Explainer:
         (_features({"income": {"low": 100, "high": 1}}), "parameters.spec.features.income.high", "empty domain"),
         (_features({"income": {"low": 0, "high": 1e300}}), "parameters.spec.features.income.high", "2^53"),
         (_features({"income": {"low": 0}}), "parameters.spec.features.income.high", "give both low and high"),
+        # 400,000 categories were taken (each costs memory in every model call: 2.5 GB in a server)
+        (
+            _features({"housing": {"categories": ["own", "rent", "free", *(f"c{i}" for i in range(9_998))]}}),
+            "parameters.spec.features.housing.categories",
+            "at most 10,000 categories, given 10,001",
+        ),
         # a relation's "model" was text, and the search failed on it: HTTP 500, a traceback in the log
         (
             {
