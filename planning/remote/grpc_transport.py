@@ -18,11 +18,14 @@ from counterplan.planning.remote import oip_grpc
 from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
 from counterplan.planning.remote.transport import (
     MAX_MESSAGE,
+    METADATA_BYTES,
     CallTimeoutError,
     ModelRaisedError,
     NotFoundError,
     RefusedError,
     TransientError,
+    answer_bound,
+    too_large,
 )
 from counterplan.planning.remote.url import ModelAddress
 
@@ -89,16 +92,19 @@ class GrpcTransport:
     def metadata(self) -> ModelMetadata:
         """``ModelMetadata``."""
         message = oip_grpc.metadata_request(self.address.model_name, self.address.version)
-        return oip_grpc.read_metadata(self._send("ModelMetadata", message))
+        return oip_grpc.read_metadata(self._send("ModelMetadata", message, METADATA_BYTES, "the metadata"))
 
     def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
         """``ModelInfer``."""
         message = oip_grpc.infer_request(request, self.address.model_name, self.address.version)
-        return oip_grpc.read_outputs(self._send("ModelInfer", message))
+        return oip_grpc.read_outputs(self._send("ModelInfer", message, *answer_bound(request.rows)))
 
-    def _send(self, method: str, message: Any) -> Any:
+    def _send(self, method: str, message: Any, limit: int, what: str) -> Any:
         """The answer to ``message``, parsed here: grpc would report an answer that does not
-        parse as the server's INTERNAL error, which reads as the model's own failure."""
+        parse as the server's INTERNAL error, which reads as the model's own failure. An answer
+        over ``limit`` bytes (the limit of ``what``, as over REST) is refused unparsed: the
+        channel takes messages up to :data:`MAX_MESSAGE` for any call, and decoding one takes
+        many times its size, after the call's deadline."""
         import grpc  # noqa: PLC0415
 
         call = self._call(method)
@@ -117,6 +123,8 @@ class GrpcTransport:
             if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 raise ModelRaisedError(line) from None
             raise RefusedError(line) from None
+        if len(answer) > limit:
+            raise too_large(limit, what)
         return oip_grpc.parse_answer(method, answer)
 
 

@@ -8,6 +8,7 @@ row-major order, of the numpy type its OIP datatype names (``object`` holding ``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,10 +74,25 @@ class Tensor:
 
     def array(self) -> npt.NDArray[Any]:
         """``data`` in its ``shape``; a size that does not fit raises :class:`ProtocolFormError`."""
-        size = int(np.prod(self.shape)) if self.shape else 1
-        if self.data.size != size:
-            raise ProtocolFormError(f"output {self.name!r} has {self.data.size} values for shape {list(self.shape)}")
+        check_size(self.name, self.data.size, self.shape)
         return self.data.reshape(self.shape)
+
+
+def shape_size(name: str, shape: tuple[int, ...]) -> int:
+    """How many values output ``name``'s ``shape`` holds; a negative dimension (gRPC's are signed)
+    raises :class:`ProtocolFormError`. The product is Python's: numpy's wraps at 2^64
+    (``[2**32, 2**32]`` held 0 values, and reshaping to it raised a ValueError that read as the
+    model's failure)."""
+    if any(d < 0 for d in shape):
+        raise ProtocolFormError(f"output {name!r} has a bad shape {list(shape)}")
+    return math.prod(shape)
+
+
+def check_size(name: str, count: int, shape: tuple[int, ...]) -> None:
+    """Output ``name``'s ``count`` values fit its ``shape``, else :class:`ProtocolFormError`; a
+    reader that can count the values before decoding them checks first."""
+    if count != shape_size(name, shape):
+        raise ProtocolFormError(f"output {name!r} has {count} values for shape {list(shape)}")
 
 
 @dataclass(frozen=True)
@@ -204,8 +220,10 @@ __all__ = [
     "ProtocolFormError",
     "Tensor",
     "TensorMeta",
+    "check_size",
     "metadata_from_json",
     "output_data",
     "outputs_from_json",
     "request_json",
+    "shape_size",
 ]

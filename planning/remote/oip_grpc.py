@@ -24,7 +24,9 @@ from counterplan.planning.remote.oip import (
     ProtocolFormError,
     Tensor,
     TensorMeta,
+    check_size,
     output_data,
+    shape_size,
 )
 
 SERVICE = "/inference.GRPCInferenceService/"
@@ -112,7 +114,9 @@ def read_metadata(message: Any) -> ModelMetadata:
 
 def read_outputs(message: Any) -> tuple[Tensor, ...]:
     """The output tensors of a ``ModelInferResponse``: typed ``contents`` or, when the server
-    answers raw (Triton's default, MLServer's to a raw request), ``raw_output_contents``."""
+    answers raw (Triton's default, MLServer's to a raw request), ``raw_output_contents``. Each
+    output's values are counted against its shape before they are decoded (as Python's values,
+    they take up to ten times their bytes)."""
     raw = list(message.raw_output_contents)
     out = []
     for i, item in enumerate(message.outputs):
@@ -121,9 +125,11 @@ def read_outputs(message: Any) -> tuple[Tensor, ...]:
             raise ProtocolFormError(f"output {item.name!r} has datatype {datatype!r}")
         shape = tuple(int(d) for d in item.shape)
         if i < len(raw) and raw[i]:
-            data = _raw(raw[i], datatype, str(item.name))
+            data = _raw(raw[i], datatype, str(item.name), shape)
         elif datatype in _CONTENTS:
-            values = list(getattr(item.contents, _CONTENTS[datatype]))
+            contents = getattr(item.contents, _CONTENTS[datatype])
+            check_size(str(item.name), len(contents), shape)
+            values = list(contents)
             if datatype == "BYTES":
                 values = [v.decode("utf-8", errors="replace") for v in values]
             data = output_data(values, datatype, str(item.name))
@@ -136,22 +142,29 @@ def read_outputs(message: Any) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
-def _raw(buffer: bytes, datatype: str, name: str) -> Any:
-    """Raw contents: little-endian numbers, or BYTES elements each after a 4-byte length."""
+def _raw(buffer: bytes, datatype: str, name: str, shape: tuple[int, ...]) -> Any:
+    """Raw contents: little-endian numbers, or BYTES elements each after a 4-byte length; as many
+    as ``shape`` holds (BYTES read no further than that)."""
     if datatype != "BYTES":
         dtype = np.dtype(DTYPES[datatype])
         if len(buffer) % dtype.itemsize:
             raise ProtocolFormError(
                 f"output {name!r}: {len(buffer)} raw bytes are no whole number of {datatype} values"
             )
+        check_size(name, len(buffer) // dtype.itemsize, shape)
         return np.frombuffer(buffer, dtype=dtype.newbyteorder("<")).astype(dtype)
-    values, at = [], 0
+    wanted = shape_size(name, shape)
+    values: list[str] = []
+    at = 0
     while at + 4 <= len(buffer):
+        if len(values) == wanted:  # the rest is not decoded
+            raise ProtocolFormError(f"output {name!r} has more than {wanted} values for shape {list(shape)}")
         (size,) = struct.unpack_from("<I", buffer, at)
         values.append(buffer[at + 4 : at + 4 + size].decode("utf-8", errors="replace"))
         at += 4 + size
     if at != len(buffer):
         raise ProtocolFormError("raw BYTES contents do not split into elements")
+    check_size(name, len(values), shape)
     return np.asarray(values, dtype=object)
 
 

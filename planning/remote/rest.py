@@ -54,8 +54,9 @@ from counterplan.planning.remote.transport import (
     NotFoundError,
     RefusedError,
     TransientError,
-    answer_limit,
+    answer_bound,
     body_line,
+    too_large,
 )
 from counterplan.planning.remote.url import ModelAddress
 
@@ -154,7 +155,7 @@ class RestTransport:
 
     def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
         """``POST .../infer``."""
-        limit, what = answer_limit(request.rows), f"an answer to {request.rows:,} rows"
+        limit, what = answer_bound(request.rows)
         return outputs_from_json(
             self._call("POST", self.address.model_path + "/infer", request_json(request), limit, what)
         )
@@ -165,9 +166,7 @@ class RestTransport:
         status, raw, charset, location = self._exchange(method, path, body, limit)
         if status == 200:
             if raw is None:
-                raise RefusedError(
-                    f"the answer is larger than {limit:,} bytes ({limit / 2**20:.3g} MiB), the limit of {what}"
-                )
+                raise too_large(limit, what)
             try:
                 return json.loads(raw)
             except ValueError:

@@ -22,29 +22,43 @@ from counterplan.planning.remote.oip import InferRequest, ModelMetadata, Tensor
 
 T = TypeVar("T")
 MAX_MESSAGE = 256 * 1024 * 1024
-"""The largest message sent to or read from a served model over gRPC, and the ceiling of a REST
-answer's limit (:func:`answer_limit`): gRPC's own default receive limit (4 MB) is too small for
-answers of many rows or classes, and 256 MiB is about 1,700 times the JSON answer of 4,096 rows
-of two classes (160 KB). A larger answer from a broken or hostile server fails the call (gRPC
-RESOURCE_EXHAUSTED; over REST, a :class:`RefusedError` once the body passes its limit, the rest
-never read), so it cannot make the client hold more."""
+"""The largest message sent to or read from a served model over gRPC (the channel's limit, one
+for all its calls), and the ceiling of an answer's limit (:func:`answer_limit`): gRPC's own
+default receive limit (4 MB) is too small for answers of many rows or classes, and 256 MiB is
+about 1,700 times the JSON answer of 4,096 rows of two classes (160 KB). A larger answer from a
+broken or hostile server fails the call (gRPC RESOURCE_EXHAUSTED; over REST, a
+:class:`RefusedError` once the body passes its limit, the rest never read), so it cannot make
+the client hold more."""
 ANSWER_BYTES = 1024 * 1024
-"""What a REST answer may take whatever its rows (:func:`answer_limit`)."""
+"""What an answer may take whatever its rows (:func:`answer_limit`)."""
 ANSWER_BYTES_PER_ROW = 8 * 1024
-"""What a REST answer may take more per row asked: about 400 numbers a row in JSON, where a
-row's probabilities of two classes take about 40 bytes."""
+"""What an answer may take more per row asked: about 400 numbers a row in JSON, where a row's
+probabilities of two classes take about 40 bytes (16 in a gRPC message)."""
 METADATA_BYTES = 16 * 1024 * 1024
-"""The largest REST metadata answer read: 300,000 inputs' names, datatypes and shapes."""
+"""The largest metadata answer read: 300,000 inputs' names, datatypes and shapes."""
 
 
 def answer_limit(rows: int) -> int:
-    """The largest REST answer read for a request of ``rows`` rows.
+    """The largest answer read (REST) or decoded (gRPC) for a request of ``rows`` rows.
 
     Decoding JSON takes about eight times the answer's size (a 32 MiB answer of numbers took 257 MiB
-    more), so :data:`MAX_MESSAGE` alone let a hostile server make each call in flight hold 2 GiB or
-    more. A limit that grows with the rows asked keeps an answer to what the request could need:
-    1 MiB and 8 KiB a row (3 MiB for 256 rows, 33 MiB for 4,096), never past :data:`MAX_MESSAGE`."""
+    more), and decoding a gRPC message's values into Python's up to ten times (240 MB of empty
+    texts took 2.6 GB and 16 s, past the call's deadline), so :data:`MAX_MESSAGE` alone let a
+    hostile server make each call in flight hold 2 GiB or more. A limit that grows with the rows
+    asked keeps an answer to what the request could need: 1 MiB and 8 KiB a row (3 MiB for 256
+    rows, 33 MiB for 4,096), never past :data:`MAX_MESSAGE`."""
     return min(MAX_MESSAGE, ANSWER_BYTES + ANSWER_BYTES_PER_ROW * max(rows, 0))
+
+
+def answer_bound(rows: int) -> tuple[int, str]:
+    """The size limit of an answer to ``rows`` rows (:func:`answer_limit`) and what errors call it."""
+    return answer_limit(rows), f"an answer to {rows:,} rows"
+
+
+def too_large(limit: int, what: str) -> RefusedError:
+    """The error of an answer over ``limit`` bytes, the limit of ``what`` (not retried: the server
+    would answer the same)."""
+    return RefusedError(f"the answer is larger than {limit:,} bytes ({limit / 2**20:.3g} MiB), the limit of {what}")
 
 
 BODY_CHARS = 65_536
@@ -153,7 +167,9 @@ __all__ = [
     "ANSWER_BYTES_PER_ROW",
     "MAX_MESSAGE",
     "METADATA_BYTES",
+    "answer_bound",
     "answer_limit",
+    "too_large",
     "CallTimeoutError",
     "ModelRaisedError",
     "NotFoundError",

@@ -317,6 +317,37 @@ def test_grpc_answer_values_not_of_their_datatype_are_refused() -> None:
         oip_grpc.parse_answer("ModelInfer", b"\xff\xff\xff\xff\x0f")
 
 
+def test_a_shape_that_cannot_hold_the_values_is_a_wrong_answer_never_numpys_error() -> None:
+    """numpy's product of [2**32, 2**32] wraps to 0, so no values passed the size check and the
+    reshape raised a plain ValueError, and gRPC's signed dimensions reached the reshape ("can only
+    specify one unknown dimension"): either read as the model raising, and the calculator bisected
+    the batch with more calls to the server, instead of a wrong answer stopping the solve."""
+    body = {"outputs": [{"name": "p", "datatype": "FP64", "shape": [2**32, 2**32], "data": []}]}
+    with pytest.raises(ProtocolFormError, match=r"output 'p' has 0 values for shape \[4294967296, 4294967296\]"):
+        outputs_from_json(body)[0].array()
+    _, parse = oip_grpc.codecs("ModelInfer")
+    for shape in ([-1, -2], [-2, -1]):
+        typed = parse(b"")
+        typed.outputs.add(name="p", datatype="FP64", shape=shape).contents.fp64_contents.extend([0.5, 0.5])
+        with pytest.raises(ProtocolFormError, match=r"output 'p' has a bad shape \[-"):
+            oip_grpc.read_outputs(typed)[0].array()
+
+
+def test_grpc_values_are_counted_against_their_shape_before_they_are_decoded() -> None:
+    """Decoding a message's values into Python's takes up to ten times their bytes: a count the
+    shape does not hold is refused first, and raw texts are read no further than the shape."""
+    _, parse = oip_grpc.codecs("ModelInfer")
+    typed = parse(b"")
+    typed.outputs.add(name="p", datatype="BYTES", shape=[1, 2]).contents.bytes_contents.extend([b"a"] * 3)
+    with pytest.raises(ProtocolFormError, match=r"output 'p' has 3 values for shape \[1, 2\]"):
+        oip_grpc.read_outputs(typed)
+    raw = parse(b"")
+    raw.outputs.add(name="p", datatype="BYTES", shape=[1, 2])
+    raw.raw_output_contents.append(struct.pack("<I", 1) + b"a" + struct.pack("<I", 1) + b"b" + b"\xff" * 10_000)
+    with pytest.raises(ProtocolFormError, match=r"output 'p' has more than 2 values for shape \[1, 2\]"):
+        oip_grpc.read_outputs(raw)
+
+
 def test_metadata_is_read_from_json() -> None:
     metadata = metadata_from_json(
         {

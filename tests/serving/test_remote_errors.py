@@ -317,6 +317,33 @@ def test_an_endless_error_body_gives_a_short_line(space_and_rows: tuple[object, 
     assert flood.ends == ["hung up"] and flood.sent[0] < ERROR_BODY_BYTES + SLACK
 
 
+def test_a_grpc_answer_over_the_rows_limit_is_refused_before_it_is_decoded(
+    space_and_rows: tuple[object, np.ndarray],
+) -> None:
+    """The gRPC channel takes messages up to 256 MiB for any call, and decoding one's values into
+    Python's took many times its size after the call's deadline (240 MB of empty texts for 5 rows:
+    2.6 GB and 16 s under a 5 s timeout): an answer is held to the request's limit, as over REST,
+    and refused unparsed, not retried."""
+    space, X = space_and_rows
+    from counterplan.planning.remote.oip_grpc import _messages
+
+    limit = answer_limit(len(X))
+    flood = _messages()["ModelInferResponse"](model_name="m")
+    flood.outputs.add(name="predict_proba", datatype="BYTES", shape=[5, 2])
+    flood.raw_output_contents.append(b"\0\0\0\0" * (limit // 4 + 1))  # 272,385 empty texts
+    raw = bytes(flood.SerializeToString())
+    calls: list[int] = []
+
+    def infer(request: object) -> bytes:
+        calls.append(1)
+        return raw
+
+    with grpc_server(infer) as target, pytest.raises(RemoteModelError) as info:
+        model(f"grpc://{target}/m").predict(X, space)  # type: ignore[arg-type]
+    assert f"the answer is larger than {limit:,} bytes (1.04 MiB), the limit of an answer to 5 rows" in str(info.value)
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("status", [200, 500])
 def test_an_answer_nested_too_deep_is_a_one_line_error(space_and_rows: tuple[object, np.ndarray], status: int) -> None:
     """A short body of 100,000 ``[``: JSON's decoder recurses per level, so it raises RecursionError,
