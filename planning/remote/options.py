@@ -47,19 +47,35 @@ def count(field: str, value: object) -> int:
 
 def headers(value: object, grpc: bool) -> dict[str, str]:
     """``value`` as headers that go on every call: text names (HTTP tokens) and values (printable
-    ASCII); over gRPC no binary (``-bin``) key, whose value would have to be bytes."""
+    ASCII); over gRPC no binary (``-bin``) key, whose value would have to be bytes. A refusal
+    never shows a header's value, nor a name that is no name (``Authorization: Bearer TOKEN``
+    given as one), only where it breaks the rule (:func:`first_bad`): a header carries secrets,
+    and a refusal goes into logs."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ModelAdapterError("headers", f"give a mapping of names to values, given {echo(value)}")
+        raise ModelAdapterError("headers", f"give a mapping of names to values, given {type(value).__name__}")
     for name, text in value.items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise ModelAdapterError("headers", f"{echo(name)} is no header name (letters, digits and !#$%&'*+-.^_`|~)")
+            raise ModelAdapterError(
+                "headers", f"a header name is letters, digits and !#$%&'*+-.^_`|~; {first_bad(name, _TOKEN)}"
+            )
         if not isinstance(text, str) or not _VALUE.fullmatch(text):
-            raise ModelAdapterError(f"headers.{name}", f"give printable ASCII text, given {echo(text)}")
+            raise ModelAdapterError(f"headers.{name}", f"give printable ASCII text; {first_bad(text, _VALUE)}")
         if grpc and name.lower().endswith("-bin"):
             raise ModelAdapterError(f"headers.{name}", "a gRPC binary header (-bin) is not supported")
     return dict(value)
+
+
+def first_bad(text: object, allowed: re.Pattern[str]) -> str:
+    """Where ``text`` breaks ``allowed`` (a pattern of characters), the text itself unshown: its
+    first bad character and where it is, or its type when it is no text."""
+    if not isinstance(text, str):
+        return f"given {type(text).__name__}, not text"
+    if not text:
+        return "given an empty text"
+    at, char = next(((i, c) for i, c in enumerate(text) if not allowed.fullmatch(c)), (0, text[0]))
+    return f"given {echo(char)} at character {at + 1} of {len(text)} (the text is not shown: it may be a secret)"
 
 
 def verify(value: object, rest: bool) -> bool | str:
@@ -101,4 +117,4 @@ def classes(value: Any) -> tuple[Any, ...]:
     return names
 
 
-__all__ = ["MAX_CALL_SECONDS", "classes", "count", "headers", "seconds", "verify"]
+__all__ = ["MAX_CALL_SECONDS", "classes", "count", "first_bad", "headers", "seconds", "verify"]

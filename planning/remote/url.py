@@ -36,10 +36,28 @@ _SCHEMES: dict[str, tuple[Protocol, bool]] = {
 
 
 class ModelAddressError(ModelAdapterError):
-    """A served model's address cannot be read (names the address and what is wrong)."""
+    """A served model's address cannot be read (names the address, as :func:`shown_address`
+    shows it, and what is wrong)."""
 
     def __init__(self, address: str, problem: str) -> None:
-        super().__init__(address, problem + f"; expected {FORMS}")
+        super().__init__(shown_address(address), problem + f"; expected {FORMS}")
+
+
+def shown_address(address: str) -> str:
+    """``address`` as an error or a log shows it: its credentials (``user:password@``), query and
+    fragment, which may carry a secret (an address is refused with them, and the refusal went into
+    the log), each as ``…``: ``http://…@host:80/v2/models/m?…``."""
+    start = address.find("://")
+    start = start + 3 if start >= 0 else 0
+    ends = [at for at in (address.find(mark, start) for mark in "/?#") if at >= 0]
+    authority_end = min(ends, default=len(address))
+    at = address.rfind("@", start, authority_end)
+    if at >= 0:
+        address = address[:start] + "…" + address[at:]
+    marks = [at for at in (address.find(mark, start) for mark in "?#") if at >= 0]
+    if marks:
+        address = address[: min(marks) + 1] + "…"
+    return address
 
 
 FORMS = "http(s)://HOST:PORT/v2/models/NAME[/versions/V] or grpc(s)://HOST:PORT/NAME[/versions/V]"
@@ -193,4 +211,12 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-__all__ = ["FORMS", "ModelAddress", "ModelAddressError", "Protocol", "is_model_address", "parse_model_address"]
+__all__ = [
+    "FORMS",
+    "ModelAddress",
+    "ModelAddressError",
+    "Protocol",
+    "is_model_address",
+    "parse_model_address",
+    "shown_address",
+]

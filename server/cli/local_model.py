@@ -128,12 +128,13 @@ def _model(args: argparse.Namespace) -> Any:
 
 def header_pairs(texts: list[str] | None, flag: str) -> dict[str, str]:
     """``KEY=VALUE`` texts (a repeated flag) as headers; a text without ``=`` or with an empty
-    key is refused naming ``flag``."""
+    key is refused naming ``flag``, never shown (``Authorization: Bearer TOKEN`` carries a secret)."""
     headers: dict[str, str] = {}
     for text in texts or []:
         key, found, value = text.partition("=")
         if not found or not key.strip():
-            raise UsageError(f"{flag}: give KEY=VALUE, given {text[:100]!r}")
+            given = "a text without '='" if not found else "an empty key"
+            raise UsageError(f"{flag}: give KEY=VALUE, given {given} (the text is not shown: it may be a secret)")
         headers[key.strip()] = value.strip()
     return headers
 

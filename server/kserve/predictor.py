@@ -12,6 +12,7 @@ import re
 
 from counterplan.planning.errors import InvalidInputError, echo
 from counterplan.planning.remote import RemoteModel
+from counterplan.planning.remote.url import shown_address
 from counterplan.server.kserve import PREDICTOR_PROTOCOLS
 
 SCHEMES = dict(zip(PREDICTOR_PROTOCOLS, ("http", "grpc"), strict=True))
@@ -32,5 +33,5 @@ def predictor_model(host: str, protocol: str, model_name: str, *, timeout: float
     if protocol not in SCHEMES:
         raise PredictorError("protocol", f"give one of {', '.join(PREDICTOR_PROTOCOLS)}, given {echo(protocol)}")
     if not _HOST.match(host):
-        raise PredictorError("host", f"give HOST or HOST:PORT (no scheme, no path), given {echo(host)}")
+        raise PredictorError("host", f"give HOST or HOST:PORT (no scheme, no path), given {echo(shown_address(host))}")
     return RemoteModel(f"{SCHEMES[protocol]}://{host}", model_name, timeout=timeout)

@@ -101,6 +101,43 @@ def test_bad_addresses_are_refused_in_one_line(url: str, problem: str) -> None:
     assert "\n" not in str(info.value) and "http(s)://HOST:PORT/v2/models/NAME" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:s3cret@h:80/v2/models/m", "http://…@h:80/v2/models/m"),
+        ("grpc://tok:s3cret@h:81/m", "grpc://…@h:81/m"),
+        ("http://h:80/v2/models/m?token=s3cret", "http://h:80/v2/models/m?…"),
+        ("https://h/v2/models/m#s3cret", "https://h/v2/models/m#…"),
+        ("http://a@s3cret@h:x/v2/models/m", "http://…@h:x/v2/models/m"),  # the bad port's error
+        ("user:s3cret@h:80/v2/models/m", "…@h:80/v2/models/m"),  # no '//': an unknown scheme
+    ],
+)
+def test_an_address_is_refused_without_showing_its_secrets(url: str, shown: str) -> None:
+    """An address with credentials, a query or a fragment is refused, and the refusal (which goes
+    into logs, and a card's error) quoted the address whole: ``http://user:PASSWORD@...``."""
+    with pytest.raises(ModelAddressError) as info:
+        parse_model_address(url)
+    assert "s3cret" not in str(info.value) and info.value.field == shown
+
+
+@pytest.mark.parametrize(
+    ("headers", "field", "problem"),
+    [
+        ({"Authorization": "Bearer s3cret\n"}, "headers.Authorization", r"given '\\n' at character 14 of 14"),
+        ({"Authorization": "Bearer s3cret\u00e9"}, "headers.Authorization", r"given '\u00e9' at character 14 of 14"),
+        ({"Authorization: Bearer s3cret": "x"}, "headers", "given ':' at character 14 of 28"),
+        ({"Authorization": b"Bearer s3cret"}, "headers.Authorization", "given bytes, not text"),
+        ({"": "s3cret"}, "headers", "given an empty text"),
+    ],
+)
+def test_a_refused_header_never_shows_its_text(headers: dict[str, object], field: str, problem: str) -> None:
+    """A header carries secrets (a token): its refusal said ``given 'Bearer TOKEN\\n'``."""
+    with pytest.raises(ModelAdapterError) as info:
+        RemoteModel("grpc://h:1/m", headers=headers)  # type: ignore[arg-type]
+    assert info.value.field == field and re.search(problem, info.value.problem)
+    assert "s3cret" not in str(info.value)
+
+
 def test_given_names_and_protocols_must_agree_with_the_address() -> None:
     with pytest.raises(ModelAddressError, match="names model name 'a', but 'b'"):
         parse_model_address("grpc://h:1/a", model_name="b")

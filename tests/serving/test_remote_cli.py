@@ -187,9 +187,12 @@ def test_an_unknown_served_model_and_misplaced_flags_are_refused(
     code, _, err = explain(capsys, files, files.local, "--model-timeout", "5")
     assert code == 2 and "--model-timeout: only for a served --model" in err
     code, _, err = explain(capsys, files, address(served, "rest"), "--model-header", "no-equals")
-    assert code == 2 and "--model-header: give KEY=VALUE" in err
+    assert code == 2 and "--model-header: give KEY=VALUE, given a text without '='" in err
     code, _, err = explain(capsys, files, address(served, "grpc"), "--model-header", "x-caller=caf\u00e9")
-    assert code == 2 and "--model-header x-caller: give printable ASCII text, given 'caf\u00e9'" in err
+    assert code == 2 and "--model-header x-caller: give printable ASCII text; given '\u00e9' at character 4 of 4" in err
+    for bad in ("Authorization: Bearer s3cret", "Authorization=Bearer s3cret\u00e9", "Authorization: Bearer s3cret=="):
+        code, _, err = explain(capsys, files, address(served, "rest"), "--model-header", bad)
+        assert code == 2 and "--model-header" in err and "s3cret" not in err  # a token is never shown
     code, _, err = explain(capsys, files, address(served, "rest"), "--model-timeout", "0")
     assert code == 2 and "--model-timeout must be a finite number of seconds above 0 and at most 3600" in err
     code, _, err = explain(capsys, files, address(served, "rest"), "--trust-model")

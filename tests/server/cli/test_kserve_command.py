@@ -59,6 +59,10 @@ def test_a_bad_flag_is_refused_naming_it(capsys: pytest.CaptureFixture[str], arg
         (("--predictor-host", "http://p:80/v2"), "--predictor-host: give HOST or HOST:PORT (no scheme, no path), "),
         (("--predictor-host", "p/v2/models/x"), "--predictor-host: give HOST or HOST:PORT"),
         (
+            ("--predictor-host", "user:s3cret@p:80"),
+            "--predictor-host: give HOST or HOST:PORT (no scheme, no path), given '…@p:80'",
+        ),
+        (
             ("--predictor-host", "p", "--predictor-protocol", "grpc-v2"),
             "--predictor-host: a gRPC address needs its port\n",
         ),
