@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from counterplan.planning._pydantic import describe
-from counterplan.planning.errors import InvalidInputError
+from counterplan.planning.errors import TEXT_CHARS, InvalidInputError, one_line
 from counterplan.planning.plausibility import PlausibilitySettings
 from counterplan.planning.spec import MAX_LISTED_VALUES, ProblemSpec
 from counterplan.solver.core.config import MAX_SECONDS, MAX_SEED
@@ -33,8 +33,10 @@ class RequestError(InvalidInputError):
 
     @property
     def text(self) -> str:
-        """The answer's one line: ``field: problem``."""
-        return f"{self.field}: {self.problem}" if self.field else self.problem
+        """The answer's one line: ``field: problem``, a control or invisible character of the field
+        (an instance's key: the caller's) written as its escape (``\\x1b``), as the problem's
+        quoted values are: a client printing the error would act on it."""
+        return f"{one_line(self.field, TEXT_CHARS)}: {self.problem}" if self.field else self.problem
 
 
 class ExplainLimits(BaseModel):

@@ -177,6 +177,15 @@ def test_a_bad_instance_is_refused_before_any_search(
     assert words in caught.value.problem
 
 
+def test_a_field_named_by_the_caller_is_answered_with_its_control_characters_escaped(explainer: Explainer) -> None:
+    """An instance's key is the caller's text: its escape sequence reached the answer's error as
+    it came (``instances[0].h\\x1b[31mousing``), where the value beside it was shown escaped."""
+    request = read_request({"instances": [{**ROW, "h\x1b[31m\u202eousing": 1}]}, LIMITS)
+    with pytest.raises(RequestError) as caught:
+        explain_instances(explainer, request, LIMITS)
+    assert caught.value.text.startswith("instances[0].h\\x1b[31m\\u202eousing: not a feature of the model")
+
+
 def test_a_spec_that_does_not_fit_the_model_names_the_spec(explainer: Explainer) -> None:
     body = {"instances": [ROW], "parameters": {"spec": {"goals": [{"kind": "class", "target": "great"}]}}}
     with pytest.raises(RequestError) as caught:
