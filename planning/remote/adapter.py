@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -334,13 +335,17 @@ class RemoteModel:
     def _infer(self, request: InferRequest) -> tuple[Tensor, ...]:
         with self._lock:
             self.request_count += 1
-        return self._call(lambda: self.transport.infer(request))
+        return self._call(lambda ends: self.transport.infer(request, ends))
 
-    def _call(self, call: Callable[[], T]) -> T:
-        """``call()`` with retries, its failures as counterplan's errors."""
+    def _call(self, call: Callable[[float], T]) -> T:
+        """``call(ends)`` with retries, all of them by ``ends``, ``timeout`` seconds from now (a
+        retry gets what is left of it: a server failing transiently just before the timeout
+        held a call of 10 s for 40, four attempts of 10 s each), its failures as counterplan's
+        errors."""
         where = str(self.address)
+        ends = time.monotonic() + self.timeout
         try:
-            return with_retries(call, self.retry)
+            return with_retries(lambda: call(ends), self.retry, ends=ends)
         except ModelRaisedError as exc:
             # the hint before the server's text: a model's message is cut at MESSAGE_LIMIT
             # characters where it is shown, and a long one (every missing column) would cut it off

@@ -9,8 +9,10 @@ forked child (a batch's worker process), which must not use its parent's.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from counterplan.planning.errors import one_line
@@ -89,27 +91,30 @@ class GrpcTransport:
         if channel is not None:
             channel.close()
 
-    def metadata(self) -> ModelMetadata:
+    def metadata(self, ends: float = math.inf) -> ModelMetadata:
         """``ModelMetadata``."""
         message = oip_grpc.metadata_request(self.address.model_name, self.address.version)
-        return oip_grpc.read_metadata(self._send("ModelMetadata", message, METADATA_BYTES, "the metadata"))
+        return oip_grpc.read_metadata(self._send("ModelMetadata", message, ends, (METADATA_BYTES, "the metadata")))
 
-    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
+    def infer(self, request: InferRequest, ends: float = math.inf) -> tuple[Tensor, ...]:
         """``ModelInfer``."""
         message = oip_grpc.infer_request(request, self.address.model_name, self.address.version)
-        return oip_grpc.read_outputs(self._send("ModelInfer", message, *answer_bound(request.rows)))
+        return oip_grpc.read_outputs(self._send("ModelInfer", message, ends, answer_bound(request.rows)))
 
-    def _send(self, method: str, message: Any, limit: int, what: str) -> Any:
+    def _send(self, method: str, message: Any, ends: float, bound: tuple[int, str]) -> Any:
         """The answer to ``message``, parsed here: grpc would report an answer that does not
         parse as the server's INTERNAL error, which reads as the model's own failure. An answer
-        over ``limit`` bytes (the limit of ``what``, as over REST) is refused unparsed: the
+        over ``bound``'s limit in bytes (of what it names, as over REST) is refused unparsed: the
         channel takes messages up to :data:`MAX_MESSAGE` for any call, and decoding one takes
         many times its size, after the call's deadline."""
         import grpc  # noqa: PLC0415
 
         call = self._call(method)
+        left = min(self.timeout, ends - time.monotonic())  # the deadline: the timeout, or what is left of it
+        if left <= 0:
+            raise CallTimeoutError(f"no answer within the deadline of {self.timeout:g} s")
         try:
-            answer = call(message, timeout=self.timeout, metadata=self.headers or None)
+            answer = call(message, timeout=left, metadata=self.headers or None)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = one_line((exc.details() if isinstance(exc, grpc.Call) else None) or str(code))
@@ -123,8 +128,8 @@ class GrpcTransport:
             if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 raise ModelRaisedError(line) from None
             raise RefusedError(line) from None
-        if len(answer) > limit:
-            raise too_large(limit, what)
+        if len(answer) > bound[0]:
+            raise too_large(*bound)
         return oip_grpc.parse_answer(method, answer)
 
 

@@ -149,21 +149,24 @@ class RestTransport:
         if client is not None:
             client.close()
 
-    def metadata(self) -> ModelMetadata:
+    def metadata(self, ends: float = math.inf) -> ModelMetadata:
         """``GET /v2/models/NAME[/versions/V]``."""
-        return metadata_from_json(self._call("GET", self.address.model_path, None, METADATA_BYTES, "the metadata"))
-
-    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
-        """``POST .../infer``."""
-        limit, what = answer_bound(request.rows)
-        return outputs_from_json(
-            self._call("POST", self.address.model_path + "/infer", request_json(request), limit, what)
+        return metadata_from_json(
+            self._call("GET", self.address.model_path, None, ends, (METADATA_BYTES, "the metadata"))
         )
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None, limit: int, what: str) -> Any:
-        """The JSON of a 200 answer; any other status, or a body over ``limit`` bytes (the limit of
-        ``what``), as a transport error."""
-        status, raw, charset, location = self._exchange(method, path, body, limit)
+    def infer(self, request: InferRequest, ends: float = math.inf) -> tuple[Tensor, ...]:
+        """``POST .../infer``."""
+        body = request_json(request)
+        return outputs_from_json(
+            self._call("POST", self.address.model_path + "/infer", body, ends, answer_bound(request.rows))
+        )
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, ends: float, bound: tuple[int, str]) -> Any:
+        """The JSON of a 200 answer; any other status, or a body over ``bound``'s limit in bytes (of
+        what it names: :func:`~counterplan.planning.remote.transport.answer_bound`), as a transport error."""
+        limit, what = bound
+        status, raw, charset, location = self._exchange(method, path, body, ends, limit)
         if status == 200:
             if raw is None:
                 raise too_large(limit, what)
@@ -189,12 +192,13 @@ class RestTransport:
         raise RefusedError(f"HTTP {status}: {line}")
 
     def _exchange(
-        self, method: str, path: str, body: dict[str, Any] | None, limit: int
+        self, method: str, path: str, body: dict[str, Any] | None, ends: float, limit: int
     ) -> tuple[int, bytes | None, str | None, str | None]:
         """One request: the answer's status, its body (None when over ``limit``: :func:`read_within`),
         its charset and its ``Location``; httpx's failures as transport errors, and so an answer, head or body, not
-        whole ``timeout`` seconds after the request was sent (:class:`CallTimeoutError`, as a read
-        timeout: every wait for its bytes ends by then, :mod:`~counterplan.planning.remote.rest_deadline`)."""
+        whole ``timeout`` seconds after the request was sent, or by ``ends`` when that comes first
+        (:class:`CallTimeoutError`, as a read timeout: every wait for its bytes, and for the
+        connection, ends by then, :mod:`~counterplan.planning.remote.rest_deadline`)."""
         import httpx  # noqa: PLC0415
 
         from counterplan.planning.remote.rest_deadline import CALL  # noqa: PLC0415 - needs httpx
@@ -207,7 +211,7 @@ class RestTransport:
                 content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
                 url = self._urls.get(path) or self._urls.setdefault(path, client.build_request(method, path).url)
                 request = httpx.Request(method, url, headers=post_headers, content=content)
-            CALL.at = time.monotonic() + self.timeout  # the whole call's, as gRPC's deadline
+            CALL.at = min(time.monotonic() + self.timeout, ends)  # the whole call's, as gRPC's deadline
             response = client.send(request, stream=True)
             try:  # closed however the read ends: an unread rest closes the connection, never drained
                 status = response.status_code

@@ -100,12 +100,14 @@ class DeadlineBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        return DeadlineStream(self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
+        wait = time_left(timeout, httpcore.ConnectTimeout)
+        return DeadlineStream(self._backend.connect_tcp(host, port, wait, local_address, socket_options))
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> httpcore.NetworkStream:
-        return DeadlineStream(self._backend.connect_unix_socket(path, timeout, socket_options))
+        wait = time_left(timeout, httpcore.ConnectTimeout)
+        return DeadlineStream(self._backend.connect_unix_socket(path, wait, socket_options))
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)

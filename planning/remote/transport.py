@@ -11,6 +11,7 @@ UNAVAILABLE): a timeout is not (the caller's time is already spent), nor a refus
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -95,12 +96,12 @@ class ModelRaisedError(TransportError):
 class Transport(Protocol):
     """One served model over one protocol."""
 
-    def metadata(self) -> ModelMetadata:
-        """The model's metadata."""
+    def metadata(self, ends: float = math.inf) -> ModelMetadata:
+        """The model's metadata, by ``ends`` (``time.monotonic()``'s) at the latest."""
         ...
 
-    def infer(self, request: InferRequest) -> tuple[Tensor, ...]:
-        """The answer's output tensors."""
+    def infer(self, request: InferRequest, ends: float = math.inf) -> tuple[Tensor, ...]:
+        """The answer's output tensors, by ``ends`` at the latest."""
         ...
 
     def close(self) -> None:
@@ -111,7 +112,8 @@ class Transport(Protocol):
 class RetryPolicy(BaseModel):
     """Retries of transient failures: at most ``attempts`` calls, waiting ``backoff`` seconds
     after the first failure and twice as long after each next (at most ``max_wait``), and no
-    wait that would end after ``budget`` seconds from the first call."""
+    wait that would end after ``budget`` seconds from the first call, nor after the call's
+    timeout (a :class:`~counterplan.planning.remote.RemoteModel`'s attempts share its timeout)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -126,9 +128,11 @@ def with_retries(
     policy: RetryPolicy,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    ends: float = math.inf,
 ) -> T:
-    """``call()``, again after a :class:`TransientError` failure as ``policy`` allows; the last
-    failure says how many attempts were made."""
+    """``call()``, again after a :class:`TransientError` failure as ``policy`` allows, and never
+    once ``ends`` (by ``clock``) has come or would come during the wait: a call's attempts share
+    its time, they do not each get it; the last failure says how many attempts were made."""
     start = clock()
     wait = policy.backoff
     attempt = 1
@@ -136,7 +140,8 @@ def with_retries(
         try:
             return call()
         except TransientError as exc:
-            if attempt >= policy.attempts or clock() - start + wait > policy.budget:
+            now = clock()
+            if attempt >= policy.attempts or now - start + wait > policy.budget or now + wait >= ends:
                 raise TransientError(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from None
         sleep(wait)
         wait = min(wait * 2.0, policy.max_wait)

@@ -467,6 +467,23 @@ def test_retries_wait_longer_each_time_within_the_budget() -> None:
     assert with_retries(flaky, policy, sleep=sleep, clock=lambda: now[0]) == 7
 
 
+def test_no_retry_starts_once_the_calls_time_is_spent() -> None:
+    """A call's attempts share its time (``ends``): each failing after 2 s, a call of 5 s makes
+    three, where the budget alone allowed all ten, each with its whole timeout again."""
+    now = [0.0]
+
+    def slow_failure() -> int:
+        now[0] += 2.0
+        raise TransientError("reset")
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    policy = RetryPolicy(attempts=10, backoff=0.1, max_wait=0.1, budget=3600.0)
+    with pytest.raises(TransientError, match=r"reset \(after 3 attempts\)"):
+        with_retries(slow_failure, policy, sleep=sleep, clock=lambda: now[0], ends=5.0)
+
+
 def test_error_bodies_become_one_line() -> None:
     assert body_line('{"error": "Model nope not found"}') == "Model nope not found"
     assert body_line('{"detail": [{"type": "json_invalid"}]}') == '[{"type": "json_invalid"}]'

@@ -33,10 +33,14 @@ def answer(rows: int, proba: float | str = 0.25) -> dict[str, Any]:
 
 
 class Script:
-    """The statuses (and bodies, and headers) the infer route answers, in order; the last repeats."""
+    """The statuses (and bodies, and headers) the infer route answers, in order; the last repeats;
+    each ``delay`` seconds after the request came."""
 
-    def __init__(self, replies: list[tuple[int, Any]] | list[tuple[int, Any, dict[str, str]]]) -> None:
+    def __init__(
+        self, replies: list[tuple[int, Any]] | list[tuple[int, Any, dict[str, str]]], delay: float = 0.0
+    ) -> None:
         self.replies = replies
+        self.delay = delay
         self.infer_calls = 0
         self.bodies: list[Any] = []
         self.raw_bodies: list[bytes] = []
@@ -78,7 +82,11 @@ def scripted_server(script: Script) -> Iterator[str]:
             script.infer_calls += 1
             status, reply, *headers = script.replies[i]
             rows = body["inputs"][0]["shape"][0]
-            self._send(status, answer(rows) if reply is None else reply, *headers)
+            time.sleep(script.delay)
+            try:
+                self._send(status, answer(rows) if reply is None else reply, *headers)
+            except OSError:  # the client left before the answer
+                self.close_connection = True
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -74,6 +74,22 @@ def test_transient_statuses_are_retried_until_an_answer(space_and_rows: tuple[ob
     np.testing.assert_array_equal(answer_["prediction"], [[0.75, 0.25]] * 5)
 
 
+def test_retries_share_the_calls_timeout(space_and_rows: tuple[object, np.ndarray]) -> None:
+    """A server failing transiently just before the timeout: each retry had the whole timeout
+    again, so a call of 2 s took four attempts of 1.2 s (a call of 10 s, 40, and a KServe request
+    past its deadline by as much); a retry gets what is left of the call's timeout."""
+    space, X = space_and_rows
+    script = Script([(503, "Service Unavailable")], delay=1.2)
+    patient = RetryPolicy(attempts=4, backoff=0.01, max_wait=0.02, budget=60.0)
+    started = time.monotonic()
+    with scripted_server(script) as base, pytest.raises(RemoteModelError) as info:
+        remote = RemoteModel(f"{base}/v2/models/m", classes=[0, 1], retry=patient, timeout=2.0)
+        remote.predict(X, space)  # type: ignore[arg-type]
+    took = time.monotonic() - started
+    assert took < 4.0 and script.infer_calls <= 2  # 4 calls and 4.8 s without it
+    assert "too slow" in str(info.value) or "after 1 attempt" in str(info.value)
+
+
 def test_transient_statuses_give_up_after_the_attempts(space_and_rows: tuple[object, np.ndarray]) -> None:
     space, X = space_and_rows
     script = Script([(502, "Bad Gateway")])
