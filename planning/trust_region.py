@@ -74,6 +74,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.optimize import linprog, nnls
 from scipy.spatial.distance import cdist
 
+from counterplan.planning.distinct_rows import first_of_each
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.space import BoolArray, FeatureSpace, FloatMatrix
 
@@ -227,8 +228,7 @@ class TrustRegion:
         """The distinct reference rows in the scaled space (read-only): the ``nearest`` to the
         original when asked, else at most ``max_reference_rows`` of them (a seeded sample)."""
         points = self.transform(reference)
-        _, first = np.unique(points, axis=0, return_index=True)
-        points = points[np.sort(first)]  # duplicates add nothing to a hull
+        points = points[first_of_each(points)]  # duplicates add nothing to a hull
         origin = self.transform(self.space.original.reshape(1, -1))[0]
         if settings.nearest is not None:
             order = np.argsort(np.abs(points - origin).sum(axis=1), kind="stable")

@@ -40,7 +40,9 @@ SMALL_MASK_CELLS = 2560
 its table rows in one gather and one reduction; larger ones find a reference row first."""
 SMALL_BATCH = 64
 """Up to this many rows the trees' values are summed by one accumulate along each row; above it,
-tree by tree over all rows (the same additions in the same order: the same bits either way)."""
+by one reduction over the trees of the whole block (the same additions in the same order: the same
+bits either way; a reduction is not used for a few rows, whose block numpy could sum along the
+trees as its contiguous axis, pairing terms up)."""
 
 _DE_BRUIJN = {8: (0x1D, 5), 16: (0x09AF, 12), 32: (0x077CB531, 27), 64: (0x03F79D71B4CB0A89, 58)}
 """Multiplier and shift that map a single set bit to a unique index (a de Bruijn sequence)."""
@@ -107,10 +109,12 @@ class TreePredictor:
             steps[:, :, 0] = self.baseline
             steps[:, :, 1:] = values.reshape(-1, self.n_outputs, n).transpose(2, 1, 0)
             return np.asfortranarray(np.add.accumulate(steps, axis=2)[:, :, -1])
-        total = np.repeat(self.baseline[:, None], n, axis=1)
-        for step in values.reshape(-1, self.n_outputs, n):  # tree by tree (a sum of the block could pair them up)
-            total += step
-        return np.asarray(total.T)
+        # The baseline, then tree by tree: a reduction along the first axis of a C-ordered block
+        # adds whole rows in order (numpy pairs up terms only along the contiguous axis).
+        steps = np.empty((values.shape[0] // self.n_outputs + 1, self.n_outputs, n))
+        steps[0] = self.baseline[:, None]
+        steps[1:] = values.reshape(-1, self.n_outputs, n)
+        return np.asarray(np.add.reduce(steps, axis=0).T)
 
     def predict(self, X: FloatMatrix) -> FloatMatrix:
         """The estimator's prediction (``predict_proba`` for a classifier, ``predict`` for a regressor)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from counterplan.planning.distance import gower
+from counterplan.planning.distinct_rows import first_of_each
 from counterplan.planning.score import best_first
 from counterplan.solver.answers.diversity import select_diverse, undominated
 from counterplan.solver.answers.routes import successive_routes
@@ -89,8 +90,7 @@ def from_picks(answering: Answering, picks: FloatMatrix, best: FloatMatrix) -> F
             max_rounds=REFINE_ROUNDS,
         )
     rows = np.vstack([best.reshape(1, -1), others])
-    _, first = np.unique(rows, axis=0, return_index=True)
-    return np.asarray(rows[np.sort(first)][: answering.wanted], dtype=np.float64)
+    return np.asarray(rows[first_of_each(rows)][: answering.wanted], dtype=np.float64)
 
 
 def from_set(answering: Answering, rows: FloatMatrix) -> FloatMatrix:
@@ -119,8 +119,7 @@ def from_set(answering: Answering, rows: FloatMatrix) -> FloatMatrix:
     )
     order = best_first(scores)
     rows = rows[order]
-    _, first = np.unique(rows, axis=0, return_index=True)
-    return np.asarray(rows[np.sort(first)], dtype=np.float64)
+    return np.asarray(rows[first_of_each(rows)], dtype=np.float64)
 
 
 def from_pool(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from counterplan.planning.distinct_rows import first_of_each
 from counterplan.solver.answers.choose import Answering, from_picks, from_pool, from_set
 from counterplan.solver.core.phase import PhaseScope
 from counterplan.solver.core.protocol import BatchScorer, Checked, FloatMatrix
@@ -120,8 +121,7 @@ class AnswersPhase:
                 # refined picks that fell onto one another: the rest as local search would choose them
                 more = from_pool(answering, pool, best, final_score)
                 both = np.vstack([rows, more])
-                _, first = np.unique(both, axis=0, return_index=True)
-                rows = both[np.sort(first)][: self.wanted]
+                rows = both[first_of_each(both)][: self.wanted]
         elif found is not None and found.rows.shape[0] > 1:  # a set solved at once (the exact engine's)
             rows = from_set(answering, self.scorer.complete(found.rows))
         elif self.wanted == 1 or pool is None:

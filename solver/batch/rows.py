@@ -26,6 +26,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from counterplan.planning.calculator import ScoreCalculator
+from counterplan.planning.distinct_rows import distinct_rows
 from counterplan.planning.errors import CounterplanError, ProblemError, echo
 from counterplan.planning.features import (
     MAX_MAGNITUDE,
@@ -268,8 +269,8 @@ def _layouts(space: FeatureSpace, codes: FloatMatrix, readable: npt.NDArray[np.b
         return [rows]
     block = codes[np.ix_(rows, np.asarray(varying, dtype=np.intp))]
     whole = np.rint(block) == block
-    _, inverse, counts = np.unique(whole, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
+    _, inverse = distinct_rows(whole)
+    counts = np.bincount(inverse)
     return [rows[inverse == k] for k in np.argsort(-counts, kind="stable")[:MAX_LAYOUTS]]
 
 

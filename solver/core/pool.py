@@ -8,11 +8,10 @@ order; past half the cap, the best-scored of those.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.distinct_rows import distinct_rows
 from counterplan.planning.score import best_first
 from counterplan.solver.core.protocol import FloatMatrix
 
@@ -20,25 +19,6 @@ IntArray = npt.NDArray[np.intp]
 
 POOL_MAX_VALUES = 4_000_000
 """Values the pool of feasible rows kept for several answers may hold (32 MB)."""
-
-
-def distinct_rows(rows: npt.NDArray[Any]) -> tuple[IntArray, IntArray]:
-    """``np.unique(rows, axis=0, return_index=True, return_inverse=True)``'s index and inverse:
-    the first row of each distinct value, in their lexicographic order, and each row's place
-    among them (a NaN is never equal, -0.0 equals 0.0, as there).
-
-    np.unique sorts the rows as records, holding the GIL for the whole sort: 1.4 s for a full
-    pool of 363,000 rows, during which no other thread of the process ran (a server's call
-    past its deadline could not answer: the grpc fuzz). A lexsort of the columns, stable as
-    np.unique's sort, releases it."""
-    n = rows.shape[0]
-    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
-    ranked = rows[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
-    inverse = np.empty(n, dtype=np.intp)
-    inverse[order] = np.cumsum(new) - 1
-    return order[new], inverse
 
 
 def best_per_change_set(

@@ -61,6 +61,7 @@ from pydantic import Field, model_validator
 from counterplan.planning.actions import Action, ActionError, CostGraph
 from counterplan.planning.calculator import NOT_SCORED, ScoreCalculator
 from counterplan.planning.distance import gower
+from counterplan.planning.distinct_rows import first_of_each
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import HARD_LEVELS, LEVELS
 from counterplan.planning.space import FloatMatrix
@@ -413,8 +414,7 @@ class PlanSearch:
             np.flatnonzero(feasible) if feasible.any() else np.flatnonzero(scored.violation == scored.violation.min())
         )
         front = pool[sorting.do(scored.objectives[pool], only_non_dominated_front=True)]  # type: ignore[attr-defined]
-        _, unique = np.unique(scored.objectives[front], axis=0, return_index=True)
-        elites = front[np.sort(unique)]
+        elites = front[first_of_each(scored.objectives[front])]
         most = _most_elites(config.population)
         if elites.size > most:  # a random share of a large front breeds (the archive holds it all)
             elites = np.sort(rng.choice(elites, size=most, replace=False))
@@ -436,8 +436,7 @@ class PlanSearch:
             return keys, objectives
         all_keys = np.vstack([keys, new_keys])
         all_objectives = np.vstack([objectives, new_objectives])
-        _, unique = np.unique(all_objectives, axis=0, return_index=True)
-        unique = np.sort(unique)
+        unique = first_of_each(all_objectives)
         all_keys, all_objectives = all_keys[unique], all_objectives[unique]
         front = sorting.do(all_objectives, only_non_dominated_front=True)  # type: ignore[attr-defined]
         front = np.sort(np.asarray(front, dtype=np.intp))[:ARCHIVE_MAX]

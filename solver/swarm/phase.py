@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.distance import gower
+from counterplan.planning.distinct_rows import distinct_rows, first_of_each
 from counterplan.planning.score import HARD_LEVELS, best_first, best_row, better
 from counterplan.solver.core.phase import PhaseBase, PhaseScope
 from counterplan.solver.core.protocol import EncodedSpace, FloatMatrix
@@ -172,8 +173,8 @@ class SwarmPhase(PhaseBase[SwarmPhaseConfig]):
         k-means picks one per cluster (unless a proven set stays). Returns the clusters and
         how many held no valid particle."""
         order = best_first(flight.own_scores)
-        _, first = np.unique(flight.own_rows[order], axis=0, return_index=True)
-        scope.starts = [flight.own_rows[order[i]].copy() for i in np.sort(first)[:STARTS_MAX].tolist()]
+        first = first_of_each(flight.own_rows[order])
+        scope.starts = [flight.own_rows[order[i]].copy() for i in first[:STARTS_MAX].tolist()]
         final = scope.answer_set is not None and scope.answer_set.kind == "final"
         if not final:  # a proven set from an earlier exact phase stays
             scope.answer_set = None
@@ -280,7 +281,7 @@ class _Archive:
         if not self._rows:
             return np.empty((0, 0)), np.empty((0, 0))
         rows, scores = np.vstack(self._rows), np.vstack(self._scores)
-        _, first = np.unique(rows, axis=0, return_index=True)
+        first, _ = distinct_rows(rows)
         rows, scores = rows[first], scores[first]
         order = best_first(scores)[:ARCHIVE_MAX]
         return rows[order], scores[order]

@@ -1,4 +1,4 @@
-"""The pool of feasible rows: its distinct rows are np.unique's, found without holding the GIL."""
+"""The pool of feasible rows: its distinct rows are found without holding the GIL."""
 
 from __future__ import annotations
 
@@ -7,22 +7,7 @@ import time
 
 import numpy as np
 
-from counterplan.solver.core.pool import POOL_MAX_VALUES, Pool, distinct_rows
-
-
-def test_distinct_rows_are_np_uniques_index_and_inverse() -> None:
-    """Each distinct row's first occurrence in np.unique's order, and each row's place: NaN never
-    equal, -0.0 equal to 0.0, infinities, booleans, no rows and one column alike."""
-    rng = np.random.default_rng(0)
-    values = np.array([0.0, -0.0, 1.0, np.nan, -1.0, np.inf, -np.inf, 2.5])
-    for case in range(600):
-        rows = rng.choice(values[: rng.integers(2, 9)], size=(int(rng.integers(0, 30)), int(rng.integers(1, 5))))
-        if case % 3 == 0:
-            rows = rows != 0.0
-        _, index, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        first, place = distinct_rows(rows)
-        assert np.array_equal(first, index), rows
-        assert np.array_equal(place, inverse.reshape(-1)), rows
+from counterplan.solver.core.pool import POOL_MAX_VALUES, Pool
 
 
 def test_merging_a_full_pool_lets_the_other_threads_run() -> None:
