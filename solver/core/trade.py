@@ -31,7 +31,6 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.distance import SUMMED_METRICS, FeaturePricer
-from counterplan.planning.distinct_rows import distinct_rows
 from counterplan.solver.core.combinations import beam_pairs, combinations, smallest
 from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
 
@@ -743,11 +742,10 @@ def unique_rows(X: FloatMatrix, original: FloatMatrix) -> FloatMatrix:
     original (below them when the value is lower: the earlier ``j``, the lower; above when
     higher: the earlier, the higher). Two rows then compare as their first differing feature
     does. np.unique's own sort of the whole rows as records took a third of the combinations'
-    time. Rows with NaN or -0.0 (equal but not the same bits) go to
-    :func:`~counterplan.planning.distinct_rows.distinct_rows`."""
+    time. Rows with NaN or -0.0 (equal but not the same bits) go to np.unique."""
     n, m = X.shape
     if n < 2 or np.isnan(X).any() or (np.signbit(X) & (X == 0.0)).any() or np.isnan(original).any():
-        return np.asarray(X[distinct_rows(X)[0]])
+        return np.unique(X, axis=0)
     rows, columns = np.nonzero(original != X)  # row by row, each row's features in order
     count = np.bincount(rows, minlength=n)
     width = int(count.max()) if rows.size else 0
