@@ -19,7 +19,7 @@ from collections.abc import Sequence
 # imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, one_line
 from counterplan.server.cli import audit, batch, explain, interrupt, kserve, plan, serve, tune
-from counterplan.server.cli.flags import UsageError
+from counterplan.server.cli.flags import Parser, UsageError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -27,7 +27,7 @@ EXIT_FAILED = 1
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
+    parser = Parser(prog="counterplan", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     explain.add_parser(commands)
     tune.add_parser(commands)

@@ -61,6 +61,49 @@ def test_a_command_line_error_is_one_line_of_at_most_1_kb(
         _cut_echo(err, length)
 
 
+MEGABYTE = "x" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [MEGABYTE],
+        ["explain", "--seed", MEGABYTE],
+        ["explain", "--engine", MEGABYTE],
+        ["explain", "--no-progress", MEGABYTE, "--" + MEGABYTE],
+        ["tune", "--trials", MEGABYTE],
+        ["batch", "--workers", MEGABYTE],
+        ["audit", "--rules", MEGABYTE],
+        ["plan", "--generations", MEGABYTE],
+        ["serve", "--port", MEGABYTE],
+        ["kserve", "--http-port", MEGABYTE],
+    ],
+    ids=["command", "int", "choice", "unrecognized", "tune", "batch", "audit", "plan", "serve", "kserve"],
+)
+def test_a_flag_value_the_parser_refuses_is_echoed_cut(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """argparse echoed a bad value whole in every command: a megabyte ``--seed`` printed a megabyte
+    line (an invalid int, an invalid choice, an unrecognized argument alike)."""
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        pytest.fail("the parser took a megabyte of x")
+    out, err = capsys.readouterr()
+    line = err.splitlines()[-1]
+    assert out == "" and ": error: " in line and "Traceback" not in err, err[:300]
+    assert len(line) <= len("counterplan kserve: error: ") + TEXT_CHARS, len(line)
+    _cut_echo(line, 1_000_000)
+
+
+def test_a_control_character_in_an_unrecognized_argument_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse prints unrecognized arguments as they are: an escape sequence reached the terminal."""
+    with pytest.raises(SystemExit):
+        main(["explain", "\x1b[2Jwiped"])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "unrecognized arguments: \\x1b[2Jwiped" in err, err
+
+
 def test_python_errors_cap_their_own_text() -> None:
     """Whatever a subclass builds, the message stays bounded: a field by 100 characters, the text by 1 KB."""
     error = InvalidInputError("feature", "f" * 1_000_000, "p" * 1_000_000)
