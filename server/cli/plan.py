@@ -106,14 +106,9 @@ def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
         termination = plan_termination(args.generations, time_limit_seconds=args.time_limit)
         given = {k: v for k, v in fields.items() if v is not None}
         return PlanConfig(population=args.population, termination=termination, **given)
-    except ConfigError as exc:
-        names = exc.field.split(", ")
-        problem = exc.problem
-        for name, flag in SEARCH_FLAGS.items():
-            problem = problem.replace(f"{name}: ", f"{flag}: ")
-        if len(names) > 1:
-            raise usage(problem) from None
-        raise usage(f"{SEARCH_FLAGS.get(names[0], names[0])}: {problem}") from None
+    except ConfigError as exc:  # each bad field by its flag (ConfigError.parts)
+        named = [f"{SEARCH_FLAGS.get(field.rsplit('.', 1)[-1], field)}: {problem}" for field, problem in exc.parts]
+        raise usage("; ".join(named)) from None
 
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
