@@ -616,13 +616,18 @@ def _create_study(study_name: str, storage: str, pruner: optuna.pruners.BasePrun
             if not racing or wait is None:
                 raise _unopened(storage, exc) from None
             time.sleep(wait)
-        except (ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown dialect or driver
+        except optuna.exceptions.StorageInternalError as exc:  # another program's table named as optuna's
+            raise _unopened(storage, exc.__cause__ or exc) from None
+        except (ImportError, ValueError, RuntimeError) as exc:  # a URL it cannot parse, an unknown dialect or
+            # driver (ImportError, ValueError), tables set up by an optuna this one cannot read (RuntimeError)
             raise _unopened(storage, exc) from None
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _unopened(storage: str, exc: Exception) -> InvalidInputError:
-    """One line naming the storage that could not be opened, and why (it was SQLAlchemy's traceback)."""
+def _unopened(storage: str, exc: BaseException) -> InvalidInputError:
+    """One line naming the storage that could not be opened, and why (it was SQLAlchemy's
+    traceback, or optuna's: a database whose ``studies`` table is another program's, or whose
+    tables another version of optuna set up and this one cannot read)."""
     why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
     return InvalidInputError(
         "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
