@@ -30,7 +30,8 @@ import hashlib
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -493,14 +494,15 @@ def tune(
         stop=stop,
     )
     callbacks = [on_trial] if on_trial is not None else []
-    study.optimize(objective, n_trials=n_trials, callbacks=[*callbacks, ask_stop])
-    ask_stop()
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    with _storage_in_use(storage):
+        study.optimize(objective, n_trials=n_trials, callbacks=[*callbacks, ask_stop])
+        ask_stop()
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        importances = _importances(study) if len(complete) >= 2 else {}
     if not complete:
         raise ValueError("no trial completed; run more trials")
     best = min(complete, key=lambda t: t.value if t.value is not None else float("inf"))
     best_config = SolverConfig.from_dict(best.user_attrs["config"])
-    importances = _importances(study) if len(complete) >= 2 else {}
     default_heldout = tuned_heldout = None
     if heldout_problems:
         default_config = with_engine(with_budget(SolverConfig(random_seed=seed), budget_seconds))
@@ -616,17 +618,38 @@ def _create_study(study_name: str, storage: str, pruner: optuna.pruners.BasePrun
             if not racing or wait is None:
                 raise _unopened(storage, exc) from None
             time.sleep(wait)
-        except (ImportError, ValueError) as exc:  # a URL it cannot parse, an unknown dialect or driver
+        except optuna.exceptions.StorageInternalError as exc:  # another program's table named as optuna's
+            raise _unopened(storage, exc.__cause__ or exc) from None
+        except (ImportError, ValueError, RuntimeError) as exc:  # a URL it cannot parse, an unknown dialect or
+            # driver (ImportError, ValueError), tables set up by an optuna this one cannot read (RuntimeError)
             raise _unopened(storage, exc) from None
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _unopened(storage: str, exc: Exception) -> InvalidInputError:
-    """One line naming the storage that could not be opened, and why (it was SQLAlchemy's traceback)."""
+def _unopened(storage: str, exc: BaseException, doing: str = "open") -> InvalidInputError:
+    """One line naming the storage that could not be opened (or used: ``doing``), and why (it was
+    SQLAlchemy's traceback, or optuna's: a database whose ``studies`` table is another program's,
+    or whose tables another version of optuna set up and this one cannot read)."""
     why = one_line(str(exc).split("\n")[0], ECHO_CHARS * 2)
     return InvalidInputError(
-        "tuning", "storage", f"cannot open {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
+        "tuning", "storage", f"cannot {doing} {echo(storage)} (an optuna storage URL: sqlite:///FILE): {why}"
     )
+
+
+@contextmanager
+def _storage_in_use(storage: str) -> Iterator[None]:
+    """A storage that fails once its study is open (a damaged page of its trials' tables: SQLite's
+    "database disk image is malformed" when the sampler first reads them) is refused naming it, as
+    one that cannot be opened: it ended the run with optuna's traceback. The trials finished
+    before are kept, as far as the database keeps them."""
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - optuna's RDB storage brings it
+
+    try:
+        yield
+    except optuna.exceptions.StorageInternalError as exc:  # optuna's wrapper of a failed commit
+        raise _unopened(storage, exc.__cause__ or exc, "use") from None
+    except SQLAlchemyError as exc:
+        raise _unopened(storage, exc, "use") from None
 
 
 def _importances(study: optuna.Study) -> dict[str, float]:

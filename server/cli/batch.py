@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from counterplan.planning.errors import CounterplanError, ProblemError, one_line
+from counterplan.planning.errors import CounterplanError, ProblemError, echo, one_line
 from counterplan.server.cli.interrupt import Interrupted
 from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
@@ -238,7 +238,7 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
     if args.ray is not None and args.workers != 1:
         raise usage("--workers and --ray: give one (Ray places the work itself)")
     if args.batch_engine not in BATCH_ENGINES:
-        raise usage(f"--batch-engine: give vector or threads, given {args.batch_engine!r}")
+        raise usage(f"--batch-engine: give vector or threads, given {echo(args.batch_engine)}")
 
 
 def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | None:
@@ -249,7 +249,7 @@ def _check_plot(text: str | None, usage: Callable[[str], Exception]) -> Path | N
         return None
     path = Path(text)
     if path.suffix.lower() != ".png":
-        raise usage(f"--plot: must end in .png, given {text!r}")
+        raise usage(f"--plot: must end in .png, given {echo(text)}")
     check_writable_directory("plot", path)
     try:
         import matplotlib  # noqa: F401, PLC0415 - optional: only a plot needs it

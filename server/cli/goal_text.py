@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from counterplan.planning.errors import GoalError, cut
+from counterplan.planning.errors import GoalError, cut, echo
 from counterplan.planning.goals import ClassGoal, RangeGoal, ValueGoal
 from counterplan.server.cli.help_text import GOAL_HELP
 
@@ -45,4 +45,4 @@ def parse_goal_text(text: str) -> ClassGoal | ValueGoal | RangeGoal:
         raise
     except ValueError as exc:
         raise GoalError(text, f"{cut(str(exc))}; {GOAL_HELP}") from None  # float() quotes the text whole
-    raise GoalError(text, f"unknown goal kind {kind!r}; {GOAL_HELP}")
+    raise GoalError(text, f"unknown goal kind {echo(kind)}; {GOAL_HELP}")

@@ -199,7 +199,9 @@ def _explainer(args: argparse.Namespace, model: RemoteModel, spec: ProblemSpec, 
 
     data = load_csv(args.data)
     if args.target not in data.columns:
-        raise UsageError(f"--target: no column {args.target!r} in the data")
+        from counterplan.planning.errors import echo  # noqa: PLC0415
+
+        raise UsageError(f"--target: no column {echo(args.target)} in the data")
     with flag_errors():
         return Explainer(model, data, spec=spec, target=args.target, config=config, engine=args.engine, seed=args.seed)
 

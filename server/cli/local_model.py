@@ -94,7 +94,9 @@ def local_explainer(
     frame = with_fitted_categories(model, frame, "--data")
     if args.target is not None and args.target not in frame.columns:
         listed = ", ".join(str(c) for c in frame.columns[:30]) + (" ..." if len(frame.columns) > 30 else "")
-        raise UsageError(f"--target: no column {args.target!r} in the data; columns: {listed}")
+        from counterplan.planning.errors import echo  # noqa: PLC0415
+
+        raise UsageError(f"--target: no column {echo(args.target)} in the data; columns: {listed}")
     return Explainer(model, frame, spec=spec, target=args.target, config=config, engine=engine, check=False)
 
 

@@ -15,11 +15,13 @@ import sys
 import threading
 from collections.abc import Sequence
 
-# Only light modules at the top: --help and argument errors must answer at once. Each command
-# imports what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
+# Only light modules at the top: this module is the console script's entry point, whose import is
+# outside any handler (a Ctrl-C while it loads printed Python's traceback), and --help and argument
+# errors must answer at once. The commands' modules load in main's handler, and each command imports
+# what it needs (scikit-learn, pandas, rich, grpc, optuna) when it runs.
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, RemoteModelError, one_line
-from counterplan.server.cli import audit, batch, explain, interrupt, kserve, plan, serve, tune
-from counterplan.server.cli.flags import UsageError
+from counterplan.server.cli import interrupt
+from counterplan.server.cli.flags import Parser, UsageError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -27,7 +29,9 @@ EXIT_FAILED = 1
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="counterplan", description=__doc__.splitlines()[0])
+    from counterplan.server.cli import audit, batch, explain, kserve, plan, serve, tune  # noqa: PLC0415 - see above
+
+    parser = Parser(prog="counterplan", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     explain.add_parser(commands)
     tune.add_parser(commands)
@@ -40,17 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code. A Ctrl-C is one line from the moment this module
+    has loaded: while the commands' modules load (a tenth of a second), the flags are read, the
+    logging loads (structlog and rich, a few tenths more) or the command runs."""
+    left_before: set[threading.Thread] = set()
+    try:
+        return _run(argv, left_before)
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
+        code = interrupt.report(exc)
+        _exit_past_threads_left(code, left_before)
+        return code
+
+
+def _run(argv: Sequence[str] | None, left_before: set[threading.Thread]) -> int:
+    """Parse the flags and run the command; ``left_before`` gets the threads an earlier command in
+    this process left (a test's): they are not this one's."""
+    from counterplan.server.cli import audit, batch, explain, kserve, plan, serve, tune  # noqa: PLC0415 - see above
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    left_before: set[threading.Thread] = set()
-    try:  # from here on a Ctrl-C is one line: the imports below take a few tenths of a second
+    try:
         from counterplan.server.logs import configure_console_logs  # noqa: PLC0415 - after parsing: --help stays fast
 
         configure_console_logs()
         from counterplan.solver.core.abandoned import alive  # noqa: PLC0415 - after parsing, as the logs
 
-        left_before = set(alive())  # threads an earlier command in this process left (a test's) are not this one's
+        left_before.update(alive())
         if args.command == "serve":  # the servers stop on SIGTERM their own way (a grace)
             return serve.run(args)
         if args.command == "kserve":
@@ -69,10 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CounterplanError as exc:  # one line of at most 1 KB, whatever the input it quotes
         code = EXIT_USAGE if isinstance(exc, ValueError) and not _unavailable(exc) else EXIT_FAILED
         parser.exit(code, f"counterplan: error: {one_line(str(exc), TEXT_CHARS)}\n")
-    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what the command had), never a traceback
-        code = interrupt.report(exc)
-        _exit_past_threads_left(code, left_before)
-        return code
     return EXIT_USAGE
 
 

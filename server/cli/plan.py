@@ -106,19 +106,15 @@ def _config(args: argparse.Namespace, usage: Callable[[str], Exception]) -> Any:
         termination = plan_termination(args.generations, time_limit_seconds=args.time_limit)
         given = {k: v for k, v in fields.items() if v is not None}
         return PlanConfig(population=args.population, termination=termination, **given)
-    except ConfigError as exc:
-        names = exc.field.split(", ")
-        problem = exc.problem
-        for name, flag in SEARCH_FLAGS.items():
-            problem = problem.replace(f"{name}: ", f"{flag}: ")
-        if len(names) > 1:
-            raise usage(problem) from None
-        raise usage(f"{SEARCH_FLAGS.get(names[0], names[0])}: {problem}") from None
+    except ConfigError as exc:  # each bad field by its flag (ConfigError.parts)
+        named = [f"{SEARCH_FLAGS.get(field.rsplit('.', 1)[-1], field)}: {problem}" for field, problem in exc.parts]
+        raise usage("; ".join(named)) from None
 
 
 def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Exception]) -> Any:
     """The ``--actions`` file checked as data, or the demo's own actions."""
     from counterplan.planning.actions import ActionSet  # noqa: PLC0415
+    from counterplan.planning.errors import echo  # noqa: PLC0415
     from counterplan.planning.safe_yaml import ConfigTextError, load_config_text, read_config_file  # noqa: PLC0415
 
     if args.actions is None:
@@ -130,11 +126,11 @@ def _actions(args: argparse.Namespace, demo: bool, usage: Callable[[str], Except
     try:
         text = read_config_file(args.actions)
     except ConfigTextError as exc:  # a named pipe, a device, a file past the cap: not read
-        raise usage(f"--actions: {args.actions!r}: {exc.problem}") from None
+        raise usage(f"--actions: {echo(args.actions)}: {exc.problem}") from None
     except OSError as exc:
-        raise usage(f"--actions: cannot read {args.actions!r}: {exc.strerror}") from None
+        raise usage(f"--actions: cannot read {echo(args.actions)}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:  # a binary file: a ValueError, not an OSError
-        raise usage(f"--actions: {args.actions!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise usage(f"--actions: {echo(args.actions)} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         return ActionSet.from_data(load_config_text(text))
     except ConfigTextError as exc:

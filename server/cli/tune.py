@@ -242,7 +242,7 @@ def _speed(slowdown: float) -> str:
 def _check_counts(args: argparse.Namespace, usage: Any) -> None:
     """``--rows``, ``--heldout``, ``--trials``, ``--budget`` and ``--seed``, each named when it is wrong
     (the budget and the seed as the solver configuration they feed bounds them)."""
-    from counterplan.planning.errors import InvalidInputError, ProblemError  # noqa: PLC0415
+    from counterplan.planning.errors import InvalidInputError, ProblemError, echo  # noqa: PLC0415
     from counterplan.server.cli.bounds import check_seconds, check_seed  # noqa: PLC0415
     from counterplan.solver.batch.writer import check_writable_directory  # noqa: PLC0415
     from counterplan.solver.tuning import MAX_TRIALS, check_row_budget  # noqa: PLC0415 - after the check that optuna loads
@@ -265,7 +265,8 @@ def _check_counts(args: argparse.Namespace, usage: Any) -> None:
         except ProblemError as exc:
             raise usage(f"--output: {exc.problem}") from None
         if _is_storage_file(Path(args.output), args.storage):
-            raise usage(f"--output: {args.output!r} is the --storage's database: writing it would destroy the study")
+            output = echo(args.output)
+            raise usage(f"--output: {output} is the --storage's database: writing it would destroy the study")
 
 
 def _is_storage_file(output: Path, storage: str) -> bool:

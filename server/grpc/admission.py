@@ -59,6 +59,28 @@ at once; this only bounds how late it sees the call end or the server shut down)
 
 
 @dataclass(frozen=True)
+class CallClock:
+    """One call's time, reckoned from its deadline as read when it began (:meth:`Admission.clock`):
+    building its problem is part of it. A trust region's linear programs, a first plausibility
+    model or an action set's compilation can take most of a second, and a solve given its whole
+    time limit from the end of the build, and an answer time reckoned from there, answered after
+    the deadline (the client's bare DEADLINE_EXCEEDED, the grpc fuzz). Explain's solves and Plan's
+    searches take their time here."""
+
+    admission: Admission
+    time_remaining: float | None
+    read_at: float
+    answer_by: float | None
+    """When the call answers at the latest (:meth:`Admission.answer_by` of the deadline as read)."""
+    doing: str
+
+    def limit(self) -> float:
+        """The solve's time limit from what the build left of the deadline (:meth:`Admission.time_limit`
+        of :meth:`Admission.left`): DEADLINE_EXCEEDED when it left none."""
+        return self.admission.time_limit(self.admission.left(self.time_remaining, self.read_at), self.doing)
+
+
+@dataclass(frozen=True)
 class _Admitted:
     """A running solve's share: its estimated memory, when its time limit ends it at the latest,
     and whether a batch instance holds it (those count against ``max_batch_solves``)."""
@@ -163,6 +185,14 @@ class Admission:
         """``time_remaining`` (None: no deadline), read at ``since`` (``time.monotonic()``), less
         the time passed since: what a call did after reading it (building its problem) is spent."""
         return None if time_remaining is None else time_remaining - (time.monotonic() - since)
+
+    def clock(self, time_remaining: float | None, doing: str) -> CallClock:
+        """The time of a call that builds its problem before it solves, from its deadline's
+        ``time_remaining`` as just read: DEADLINE_EXCEEDED ("no time to ``doing``") before the
+        build when the deadline leaves no time at all."""
+        read_at = time.monotonic()
+        self.time_limit(time_remaining, doing)
+        return CallClock(self, time_remaining, read_at, self.answer_by(time_remaining), doing)
 
     def answer_by(self, time_remaining: float | None) -> float | None:
         """When a call answers at the latest, whatever its solve is doing (``time.monotonic()``;

@@ -10,7 +10,6 @@ deadline are :class:`~counterplan.server.grpc.admission.Admission`'s.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -146,25 +145,22 @@ class ExplainSteps:
         programs or a plausibility model can take most of a second, and a solve then given the
         whole deadline answered after it (the client's bare DEADLINE_EXCEEDED, the grpc fuzz).
         """
-        started = time.monotonic()
-        answer_by = self.admission.answer_by(time_remaining)
-        self.admission.time_limit(time_remaining, "solve")  # no time at all: refused before the problem is built
+        clock = self.admission.clock(time_remaining, "solve")  # no time at all: refused before the build
         try:
             problem = model.problem(request.instance, request.spec)
-            config = self._config(request.config, self.admission.left(time_remaining, started))
+            config = self._config(request.config, clock.limit())
             job = self._submit(problem, config, request, request_id, listener, calls=self.shared_calls.get(model.id))
         except InvalidInputError as exc:  # the engine choice, checked against the problem
             field = "solver.engine_choice" if exc.field == "engine" else exc.field
             raise bad_request(BadRequestError([(field, one_line(exc.problem))])) from None
-        job.answer_by = answer_by
+        job.answer_by = clock.answer_by
         if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
             job.terminate_early()
         return job
 
-    def _config(self, config: SolverConfig, time_remaining: float | None) -> SolverConfig:
-        """``config`` ended by the solve's time limit (the server's maximum, the ``time_remaining``
-        of the deadline), with the server's native threads and ``auto`` capped at that limit."""
-        limit = self.admission.time_limit(time_remaining, "solve")
+    def _config(self, config: SolverConfig, limit: float) -> SolverConfig:
+        """``config`` ended by the solve's time ``limit`` (:meth:`CallClock.limit`), with the
+        server's native threads and ``auto`` capped at that limit."""
         termination = TerminationConfig(spent_limit_seconds=limit, children=(config.termination,))
         return config.model_copy(
             update={

@@ -158,17 +158,6 @@ def action_violations(exc: InvalidInputError) -> list[Violation]:
     return [(exc.field, exc.problem)]
 
 
-def _split(exc: InvalidInputError) -> list[Violation]:
-    """One violation per field of an error that names several (``a, b``: ``a: ...; b: ...``)."""
-    fields = exc.field.split(", ")
-    if len(fields) == 1:
-        return [(exc.field, exc.problem)]
-    problems = exc.problem.split("; ")
-    if len(problems) != len(fields):
-        return [(fields[0], exc.problem)]
-    return [(f, p.removeprefix(f"{f}: ")) for f, p in zip(fields, problems, strict=True)]
-
-
 def _search(
     search: pb.PlanSearch, max_population: int, max_generations: int, out: list[Violation]
 ) -> PlanConfig | None:
@@ -201,7 +190,7 @@ def _termination(generations: int, time_limit: float | None, out: list[Violation
     try:
         return plan_termination(generations, time_limit_seconds=time_limit)
     except ConfigError as exc:
-        out += [(f"search.{field}", problem) for field, problem in _split(exc)]
+        out += [(f"search.{field}", problem) for field, problem in exc.parts]  # each bad field on its own
         return plan_termination()
 
 

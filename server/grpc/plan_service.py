@@ -174,19 +174,20 @@ class PlanCalls:
         """Check and admit ``request`` and submit its search to the manager (``listener`` hears
         each change of its front); raise :class:`Refusal`. The caller closes the call."""
         model, checked, estimate = self.check(request)
-        limit = self.admission.time_limit(time_remaining, "plan")
-        config = checked.config.model_copy(
-            update={
-                "termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,)),
-                "model_threads": self.settings.threads_for(None),
-            }
-        )
+        clock = self.admission.clock(time_remaining, "plan")  # no time at all: refused before the build
         plain = checked.request
         try:
             problem = model.problem(plain.instance, plain.spec)
             actions, graph = checked.actions.compile(problem.space)
         except InvalidInputError as exc:  # actions that do not fit the features (ActionError: every bad field)
             raise bad_request(BadRequestError(action_violations(exc))) from None
+        limit = clock.limit()  # building the problem is part of the deadline, as for a solve
+        config = checked.config.model_copy(
+            update={
+                "termination": TerminationConfig(spent_limit_seconds=limit, children=(checked.config.termination,)),
+                "model_threads": self.settings.threads_for(None),
+            }
+        )
         self._refuse_heavy(generation_size(config), actions, graph)
         ticket = self.admission.take_slot(estimate)
         try:
@@ -202,7 +203,7 @@ class PlanCalls:
         except InvalidInputError as exc:  # an action on a computed feature, found as the search is built
             self.admission.release_slot(ticket)
             raise bad_request(BadRequestError([(exc.field, one_line(exc.problem))])) from None
-        job.answer_by = self.admission.answer_by(time_remaining)
+        job.answer_by = clock.answer_by
         if self.admission.closing:  # shutdown began while it started: it too answers with what it finds
             job.terminate_early()
         return PlanCall(

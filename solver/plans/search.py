@@ -118,11 +118,17 @@ def plan_termination(
             spent_limit_seconds=time_limit_seconds,
             unimproved_step_count_limit=unimproved_generations,
         )
-    except ConfigError as exc:
-        field, problem = exc.field, exc.problem
-        for internal, name in _SHORT_NAMES.items():
-            field, problem = field.replace(internal, name), problem.replace(internal, name)
-        raise ConfigError(field, problem) from None
+    except ConfigError as exc:  # each bad field in the search's words, on its own (ConfigError.parts)
+        error = ConfigError(_short(exc.field), _short(exc.problem))
+        error.parts = tuple((_short(field), _short(problem)) for field, problem in exc.parts)
+        raise error from None
+
+
+def _short(text: str) -> str:
+    """``text`` with the :class:`TerminationConfig` fields named in the search's words."""
+    for internal, name in _SHORT_NAMES.items():
+        text = text.replace(internal, name)
+    return text
 
 
 class PlanConfig(ConfigModel):

@@ -119,6 +119,62 @@ def test_a_storage_that_cannot_be_opened_is_refused_naming_it(
     assert caught.value.field == "storage" and storage in caught.value.problem
 
 
+@pytest.mark.parametrize(
+    ("tables", "why"),
+    [
+        (["CREATE TABLE studies (x INTEGER)"], "table studies has no column named study_name"),
+        (
+            ["CREATE TABLE alembic_version (version_num VARCHAR(32))", "INSERT INTO alembic_version VALUES ('v9.9')"],
+            "no longer compatible with the table schema",
+        ),
+    ],
+    ids=["another program's studies table", "another optuna's schema"],
+)
+def test_a_database_optuna_cannot_use_is_refused_naming_it(
+    linear_problem: CounterfactualProblem, tmp_path: Path, tables: list[str], why: str
+) -> None:
+    """A SQLite file of another program with a table named as optuna's, or one whose tables another
+    version of optuna set up, ended the command with optuna's traceback (StorageInternalError,
+    RuntimeError; the cli fuzz)."""
+    import sqlite3
+    from contextlib import closing
+
+    database = tmp_path / "other.db"
+    with closing(sqlite3.connect(database)) as connection:
+        for statement in tables:
+            connection.execute(statement)
+        connection.commit()
+    storage = f"sqlite:///{database}"
+    with pytest.raises(InvalidInputError, match="storage") as caught:
+        tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.1, storage=storage)
+    assert caught.value.field == "storage" and storage in caught.value.problem and why in caught.value.problem
+
+
+@pytest.mark.parametrize("table", ["trials", "trial_params"])
+def test_a_storage_damaged_past_its_study_is_refused_naming_it(
+    linear_problem: CounterfactualProblem, tmp_path: Path, table: str
+) -> None:
+    """A damaged page of a study's trials opens (the study's own tables are whole) and fails when
+    the trials are first read or written: the run ended with optuna's traceback (the cli fuzz: a
+    study file with 4 KB overwritten)."""
+    import sqlite3
+    from contextlib import closing
+
+    database = tmp_path / "study.db"
+    storage = f"sqlite:///{database}"
+    tune(_rows(linear_problem, 1), [], n_trials=2, budget_seconds=0.1, storage=storage)
+    with closing(sqlite3.connect(database)) as connection:
+        (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+        (root,) = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    data = bytearray(database.read_bytes())
+    data[(root - 1) * page_size : root * page_size] = b"\xde\xad" * (page_size // 2)
+    database.write_bytes(bytes(data))
+    with pytest.raises(InvalidInputError, match="storage") as caught:
+        tune(_rows(linear_problem, 1), [], n_trials=1, budget_seconds=0.1, storage=storage)
+    assert caught.value.field == "storage" and storage in caught.value.problem, caught.value.problem
+    assert "malformed" in caught.value.problem, caught.value.problem
+
+
 def test_a_trial_count_past_the_bound_is_refused_before_any_trial(
     linear_problem: CounterfactualProblem, tmp_path: Path
 ) -> None:

@@ -515,3 +515,67 @@ def test_ctrl_c_while_the_command_loads_its_modules_prints_one_line(
     assert code == 130
     out, err = capsys.readouterr()
     assert err == "counterplan: interrupted\n" and out == ""
+
+
+ROOT = Path(__file__).resolve().parents[3]
+PAUSED = "counterplan-test: loading"
+ENTRY_HARNESS = f"""
+import importlib, runpy, signal, sys
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl-C, as HARNESS says
+entry, loading, *argv = sys.argv[1:]
+
+
+class Pause:
+    \"\"\"Holds the import of the module ``loading`` until the test's SIGINT arrives.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name == loading:
+            sys.meta_path.remove(self)
+            print({PAUSED!r}, file=sys.stderr, flush=True)
+            sys.stdin.readline()  # never answered: the SIGINT interrupts it
+        return None
+
+
+sys.meta_path.insert(0, Pause())
+sys.argv = ["counterplan", *argv]
+if entry == "-m":  # python -m counterplan
+    runpy.run_module("counterplan", run_name="__main__", alter_sys=True)
+else:  # what the console script pip writes does: from MODULE import FUNCTION; sys.exit(FUNCTION())
+    module, function = entry.split(":")
+    sys.exit(getattr(importlib.import_module(module), function)())
+"""
+
+
+def _console_script() -> str:
+    """The ``counterplan`` command's entry point as pyproject.toml declares it (``module:function``)."""
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    return str(scripts["counterplan"])
+
+
+@pytest.mark.parametrize("entry", ["script", "-m"])
+@pytest.mark.parametrize(
+    "loading", ["counterplan.server.cli.explain", "counterplan.server.cli.tune", "counterplan.server.cli.problem_flags"]
+)
+def test_ctrl_c_while_the_command_starts_prints_one_line(tmp_path: Path, entry: str, loading: str) -> None:
+    """A Ctrl-C in the first tenth of a second, while the console script imported the command line
+    (every command's module, before main ran), printed Python's traceback: the signal is sent while
+    the import of ``loading`` is held."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", ENTRY_HARNESS, _console_script() if entry == "script" else "-m", loading, "explain"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    assert first.strip() == PAUSED, first + process.stderr.read()[-2000:]
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert "Traceback" not in err, err[-3000:]
+    assert (process.returncode, err, out) == (130, "counterplan: interrupted\n", "")

@@ -6,9 +6,14 @@ key printed a 100 KB line, and a Python exception held the whole input."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
+import joblib
+import pandas as pd
 import pytest
+from sklearn.pipeline import Pipeline
 
 from counterplan.planning.demo import rejected_applicant
 from counterplan.planning.errors import CounterplanError, InvalidInputError
@@ -59,6 +64,92 @@ def test_a_command_line_error_is_one_line_of_at_most_1_kb(
     assert fragment in err and "Traceback" not in out + err
     if length:
         _cut_echo(err, length)
+
+
+MEGABYTE = "x" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [MEGABYTE],
+        ["explain", "--seed", MEGABYTE],
+        ["explain", "--engine", MEGABYTE],
+        ["explain", "--no-progress", MEGABYTE, "--" + MEGABYTE],
+        ["tune", "--trials", MEGABYTE],
+        ["batch", "--workers", MEGABYTE],
+        ["audit", "--rules", MEGABYTE],
+        ["plan", "--generations", MEGABYTE],
+        ["serve", "--port", MEGABYTE],
+        ["kserve", "--http-port", MEGABYTE],
+    ],
+    ids=["command", "int", "choice", "unrecognized", "tune", "batch", "audit", "plan", "serve", "kserve"],
+)
+def test_a_flag_value_the_parser_refuses_is_echoed_cut(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """argparse echoed a bad value whole in every command: a megabyte ``--seed`` printed a megabyte
+    line (an invalid int, an invalid choice, an unrecognized argument alike)."""
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        pytest.fail("the parser took a megabyte of x")
+    out, err = capsys.readouterr()
+    line = err.splitlines()[-1]
+    assert out == "" and ": error: " in line and "Traceback" not in err, err[:300]
+    assert len(line) <= len("counterplan kserve: error: ") + TEXT_CHARS, len(line)
+    _cut_echo(line, 1_000_000)
+
+
+def test_a_control_character_in_an_unrecognized_argument_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse prints unrecognized arguments as they are: an escape sequence reached the terminal."""
+    with pytest.raises(SystemExit):
+        main(["explain", "\x1b[2Jwiped"])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "unrecognized arguments: \\x1b[2Jwiped" in err, err
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory: pytest.TempPathFactory, loan_data: pd.DataFrame, loan_model: Pipeline) -> Path:
+    folder = tmp_path_factory.mktemp("echo-caps")
+    loan_data.iloc[:50].to_csv(folder / "loans.csv", index=False)
+    joblib.dump(loan_model, folder / "model.joblib")
+    return folder
+
+
+BATCH = ["batch", "--model", "{d}/model.joblib", "--data", "{d}/loans.csv", "--target", "approved", "--output", "o.csv"]
+LONG = "x" * 3_000
+NAME = "x" * 200
+"""A file name within the system's 255 bytes, longer than an echo."""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explain", "--no-progress", "--goal", f"{LONG}:1"],
+        ["explain", "--no-progress", "--model", "{d}/model.joblib", "--data", "{d}/loans.csv", "--target", LONG],
+        ["plan", "--no-progress", "--actions", LONG],
+        ["plan", "--no-progress", "--actions", f"{{d}}/{NAME}"],
+        [*BATCH, "--plot", LONG],
+        [*BATCH, "--batch-engine", LONG],
+        ["tune", "--storage", f"sqlite:///{{d}}/{NAME}.db", "--output", f"{{d}}/{NAME}.db"],
+        ["kserve", "--model-name", "m", "--predictor-host", "127.0.0.1:1", "--data", "{d}/loans.csv", "--target", LONG],
+    ],
+    ids=["goal kind", "target", "actions", "missing actions", "plot", "batch engine", "output over storage", "kserve"],
+)
+def test_a_commands_own_error_quotes_a_long_value_cut(
+    capsys: pytest.CaptureFixture[str], model_files: Path, args: list[str]
+) -> None:
+    """These quoted the flag's value whole (repr): a 3,000-character --target or goal kind filled
+    the 1 KB line, where every other error shows 100 characters of it."""
+    try:
+        code = main([arg.replace("{d}", str(model_files)) for arg in args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.startswith(PREFIX) and err.count("\n") == 1, err[:300]
+    longest = max(len(run) for run in re.findall("x+", err))
+    assert longest < ECHO_CHARS, (longest, err[:400])
 
 
 def test_python_errors_cap_their_own_text() -> None:

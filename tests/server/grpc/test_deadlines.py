@@ -259,6 +259,34 @@ def test_the_problems_build_is_part_of_the_deadline(running: RunningServer) -> N
     assert response.stopped_early and response.statistics.termination_reason == "spent time limit"
 
 
+SLOW_BUILD_ACTIONS = {
+    "actions": [
+        {"name": "raise x", "feature": "x", "kind": "add", "low": 0.5, "high": 9.0, "effort": "abs(delta)"},
+        {"name": "raise y", "feature": "y", "kind": "add", "low": 0.5, "high": 9.0, "effort": "abs(delta)"},
+    ]
+}
+
+
+@pytest.mark.parametrize("method", ["Plan", "PlanStream"])
+def test_the_problems_build_is_part_of_a_plans_deadline(running: RunningServer, method: str) -> None:
+    """As for Explain: 1.5 s to build the problem, a 3 s deadline. Before, the search was given
+    2.25 s from the end of the build and the call answered by 4.1 s: the client's own
+    DEADLINE_EXCEEDED at 3 s with nothing."""
+    request = CounterplanClient.plan_request(
+        "slow-build", ORIGINAL, SLOW_BUILD_ACTIONS, [class_goal("yes")], seed=0, population=20, generations=1000
+    )
+    started = time.perf_counter()
+    with CounterplanClient(running.target) as client:
+        if method == "Plan":
+            response = client.plan(request, timeout=3.0)
+        else:
+            *_, final = client.stub.PlanStream(request, timeout=3.0)
+            assert final.stage == pb.STAGE_FINAL
+            response = final.result
+    assert time.perf_counter() - started < 3.0
+    assert response.stopped_early and response.generations >= 1 and response.front_size >= 1
+
+
 def test_explain_stream_with_a_slow_model_ends_with_its_final_message_before_the_deadline(
     running: RunningServer,
 ) -> None:

@@ -67,3 +67,12 @@ def test_a_bad_termination_and_a_bad_setting_are_named_at_once() -> None:
     with pytest.raises(BadRequestError) as info:
         _check(generations=0, bias=0.2)
     assert {f for f, _ in info.value.violations} == {"search.generations", "search.bias"}
+
+
+def test_a_bad_generation_count_and_time_limit_are_named_each() -> None:
+    with pytest.raises(BadRequestError) as info:
+        _check(generations=0, time_limit_seconds=-1.0)
+    assert info.value.violations == [
+        ("search.time_limit_seconds", "Input should be greater than 0 (given -1.0)"),
+        ("search.generations", "Input should be greater than 0 (given 0)"),
+    ]

@@ -166,6 +166,23 @@ def test_a_plan_config_speaks_the_solvers_names_and_refuses_what_a_front_cannot_
     assert info.value.field == "seed"
 
 
+def test_each_bad_limit_of_a_plan_termination_is_named_on_its_own() -> None:
+    """plan_termination renamed the termination's fields in one joined error and dropped its
+    parts, so a caller had to split its text (the gRPC service's _split, the command line's):
+    a value holding "; " made the two bad fields one, named after the first."""
+    with pytest.raises(ConfigError) as info:
+        plan_termination(0, time_limit_seconds=-1.0, unimproved_generations=-2)
+    assert info.value.parts == (
+        ("time_limit_seconds", "Input should be greater than 0 (given -1.0)"),
+        ("generations", "Input should be greater than 0 (given 0)"),
+        ("unimproved_generations", "Input should be greater than 0 (given -2)"),
+    )
+    with pytest.raises(ConfigError) as info:
+        plan_termination(0, time_limit_seconds="1; 2")  # type: ignore[arg-type]
+    assert [field for field, _ in info.value.parts] == ["time_limit_seconds", "generations"]
+    assert "'1; 2'" in info.value.parts[0][1]
+
+
 def test_the_memory_estimate_is_the_solvers() -> None:
     from counterplan.solver.plans.budget import BYTES_PER_STATE_VALUE, estimate_bytes
 
