@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from counterplan.server._generated.counterplan.v1 import counterplan_pb2 as pb
-from counterplan.server.cli.explain import RemoteError
+from counterplan.server.cli.flags import RemoteError, server_refusal
 
 if TYPE_CHECKING:
     from counterplan.solver.audit.report import AuditReport
@@ -101,9 +101,6 @@ def _stream(
                     return message.result
                 if progress is not None:
                     progress(message.progress.stage, message.progress.rows_done, message.progress.rows_total)
-    except grpc.RpcError as exc:  # a refused field is a bad flag (exit 2), as explain --server says it
-        text = f"server said {exc.code().name}: {exc.details()}"
-        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            raise usage(text) from None
-        raise RemoteError(text) from None
+    except grpc.RpcError as exc:
+        raise server_refusal(exc, usage) from None
     raise RemoteError("the server's stream ended without the report")

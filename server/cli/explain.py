@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 # Only light modules at the top: --help and argument errors must answer at once. The command
 # imports what it needs (scikit-learn, pandas, rich, grpc) when it runs.
-from counterplan.planning.errors import CounterplanError
-from counterplan.server.cli.flags import EXIT_NOT_FOUND, UsageError
+from counterplan.server.cli.flags import EXIT_NOT_FOUND, UsageError, server_refusal
 from counterplan.server.cli.local_model import MODEL_HELP, add_served_model_flags, served_flags_given
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
 
@@ -20,10 +19,6 @@ if TYPE_CHECKING:
     from counterplan.planning.spec import ProblemSpec
     from counterplan.solver.core.config import SolverConfig
     from counterplan.solver.counterfactual import CounterfactualSolver
-
-
-class RemoteError(CounterplanError):
-    """The server refused or failed the request (exit code 1)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -131,8 +126,5 @@ def _explain_remote(args: argparse.Namespace) -> int:
     try:
         with CounterplanClient(args.server, token=args.token, root_certificate=args.tls_ca) as client:
             return explain_remote(client, args)
-    except grpc.RpcError as exc:  # a refused field is a bad flag (exit 2), as plan --server says it
-        text = f"server said {exc.code().name}: {exc.details()}"
-        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            raise UsageError(text) from None
-        raise RemoteError(text) from None
+    except grpc.RpcError as exc:
+        raise server_refusal(exc) from None

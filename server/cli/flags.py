@@ -7,7 +7,8 @@ the bounds of the flags that feed solver settings are :mod:`counterplan.server.c
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from counterplan.planning.errors import TEXT_CHARS, CounterplanError, cut, one_line
 
@@ -17,6 +18,19 @@ EXIT_NOT_FOUND = 3
 
 class UsageError(CounterplanError, ValueError):
     """A command-line flag has a bad value (exit code 2)."""
+
+
+class RemoteError(CounterplanError):
+    """The server refused or failed the request (exit code 1)."""
+
+
+def server_refusal(exc: Any, usage: Callable[[str], Exception] = UsageError) -> Exception:
+    """A ``grpc.RpcError`` of a command run with ``--server`` as the command's error, in the
+    server's words: a field the server refused (INVALID_ARGUMENT) is a bad flag (``usage``, exit
+    code 2), any other failure the server's (:class:`RemoteError`, exit code 1)."""
+    code = exc.code()
+    text = f"server said {code.name}: {exc.details()}"
+    return usage(text) if code.name == "INVALID_ARGUMENT" else RemoteError(text)
 
 
 class Parser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from counterplan.server.cli.explain import add_input_flags, add_server_flags
-from counterplan.server.cli.flags import EXIT_NOT_FOUND
+from counterplan.server.cli.flags import EXIT_NOT_FOUND, server_refusal
 from counterplan.server.cli.interrupt import Interrupted, stop_on_interrupt
 from counterplan.server.cli.local_model import served_flags_given
 from counterplan.server.cli.problem_flags import add_problem_flags, add_search_flags
@@ -209,10 +209,7 @@ def _remote(args: argparse.Namespace, spec: Any, config: Any, usage: Callable[[s
     try:
         final = _streamed_result(args, request)
     except grpc.RpcError as exc:
-        text = f"server said {exc.code().name}: {exc.details()}"
-        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            raise usage(text) from None
-        raise CounterplanError(text) from None
+        raise server_refusal(exc, usage) from None
     if final is None:
         raise CounterplanError("the server ended the stream without a result")
     return plan_result(final)
