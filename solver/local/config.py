@@ -209,15 +209,18 @@ class BoundaryPolishPhaseConfig(PhaseConfig):
     combos: bool = True
     """Before the trades, score the original's single-feature rows and the cheapest combinations of
     2-4 of them predicted (gains added) to reach the goal (:func:`counterplan.solver.core.trade.combo_candidates`):
-    a basin of 3-4 changed features the greedy scan never enters. Per-feature-sum distances only."""
+    a basin of 3-4 changed features the greedy scan never enters; for a model without split values
+    (a linear model), after the trades, and their fronts the buys of another round of trades.
+    Per-feature-sum distances only."""
     trade_rounds: Annotated[int, Field(ge=0, le=100)] = 4
     """Rounds of trades (one changed feature given back, another bought, :mod:`counterplan.solver.core.trade`)
     from the best, each winner bisected again; 0: the bisection alone. Per-feature-sum distances only."""
     beam_width: Annotated[int, Field(ge=0, le=64)] = 4
     """With the combinations, the pairs of each of this many features whose single rows gain most
     (at each of their values) with every single-feature value of another, scored for real: two
-    features that reach the goal only together. Only for a model whose split values are known (a
-    tree ensemble): a linear model's gains add up, as the combinations predict. 0: none."""
+    features that reach the goal only together. For a model whose split values are known (a tree
+    ensemble) before the trades; for another (a linear model) after them, with the combinations. 0:
+    none."""
     beam_depth: Annotated[int, Field(ge=2, le=8)] = 4
     """The beam's rows change up to this many features: after the pairs, the ``beam_keep`` rows
     nearest the goal that do not reach it, each with one more feature's single value (one call a
