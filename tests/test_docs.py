@@ -15,6 +15,7 @@ Any other block fails the test, so nothing on the page goes untested by accident
 
 from __future__ import annotations
 
+import argparse
 import os
 import queue
 import re
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from counterplan.server.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -255,3 +258,33 @@ def test_contributing_names_every_package_and_import_contract_layer() -> None:
             checked += 1
             assert f"`{name}`" in _table_rows(text)[row], f"{row}: {name}"
     assert checked >= 20
+
+
+def test_every_flag_the_pages_give_a_command_is_one_of_its_flags() -> None:
+    """Each ``counterplan COMMAND ... --flag`` of the README and the pages (a shell block's line,
+    continued by ``\\``, or inline code) names a flag of that command, spelt as the parser spells
+    it (the benchmark pages' commands that show a refused flag, ``--bogus``, excepted)."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {name: set(sub._option_string_actions) for name, sub in commands.choices.items()}
+    command = re.compile(rf"(?:^|[\s`$(])counterplan\s+({'|'.join(flags)})\b(.*)")
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    wrong, checked = [], 0
+    for page in pages:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            found = command.search(line)
+            if found is None:
+                continue
+            name, rest = found.groups()
+            following = number
+            while rest.rstrip().endswith("\\") and following + 1 < len(lines):
+                following += 1
+                rest += " " + lines[following]
+            if not line.lstrip().startswith(("$", "counterplan")):
+                rest = rest.split("`")[0]  # inline code ends at its backtick
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest):
+                checked += 1
+                if flag not in flags[name] and flag != "--bogus":
+                    wrong.append(f"{page.relative_to(ROOT)}:{number + 1}: counterplan {name} {flag}")
+    assert checked >= 150
+    assert wrong == []
