@@ -15,6 +15,7 @@ Any other block fails the test, so nothing on the page goes untested by accident
 
 from __future__ import annotations
 
+import argparse
 import os
 import queue
 import re
@@ -24,11 +25,14 @@ import socket
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from counterplan.server.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -213,3 +217,74 @@ def test_the_readme_is_short_and_links_to_pages_that_exist() -> None:
     assert links, "the README links to the docs"
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert missing == []
+
+
+def _table_rows(text: str) -> dict[str, str]:
+    """A Markdown table's rows by their first cell."""
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ")]
+    return {cells[1].strip(): "|".join(cells[2:]) for cells in rows if len(cells) > 2}
+
+
+def test_contributing_names_every_package_and_import_contract_layer() -> None:
+    """``docs/contributing.md``'s layout table names every package of the three layers, and its
+    contracts table every module the import contracts of ``pyproject.toml`` name (the vectorised
+    engine, audits and the KServe explainer were missing from both)."""
+    text = (DOCS / "contributing.md").read_text(encoding="utf-8")
+    layout = " ".join(f"{first} {rest}" for first, rest in _table_rows(text).items())
+    packages = sorted(
+        f"{init.parent.parent.name}/{init.parent.name}/"
+        for layer in ("planning", "solver", "server")
+        for init in (ROOT / layer).glob("*/__init__.py")
+        if not init.parent.name.startswith("_")
+    )
+    assert len(packages) >= 12
+    unnamed = [p for p in packages if f"`{p}`" not in layout]
+    assert unnamed == []
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    rows = {  # a contract's name as pyproject.toml starts it: its row of the page
+        "Inside the solver": "inside the solver",
+        "Inside the server": "inside the server",
+        "The solver core imports no engine": "the solver core imports no engine",
+        "The engines do not import each other": "the engines do not import each other",
+    }
+    checked = 0
+    for contract in contracts["contracts"]:
+        row = next((r for name, r in rows.items() if contract["name"].startswith(name)), None)
+        if row is None:
+            continue
+        names = [*contract.get("layers", []), *contract.get("modules", []), *contract.get("forbidden_modules", [])]
+        for name in (n.strip().rsplit(".", 1)[-1] for layer in names for n in layer.split("|")):
+            checked += 1
+            assert f"`{name}`" in _table_rows(text)[row], f"{row}: {name}"
+    assert checked >= 20
+
+
+def test_every_flag_the_pages_give_a_command_is_one_of_its_flags() -> None:
+    """Each ``counterplan COMMAND ... --flag`` of the README and the pages (a shell block's line,
+    continued by ``\\``, or inline code) names a flag of that command, spelt as the parser spells
+    it (the benchmark pages' commands that show a refused flag, ``--bogus``, excepted)."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {name: set(sub._option_string_actions) for name, sub in commands.choices.items()}
+    command = re.compile(rf"(?:^|[\s`$(])counterplan\s+({'|'.join(flags)})\b(.*)")
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    wrong, checked = [], 0
+    for page in pages:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            found = command.search(line)
+            if found is None:
+                continue
+            name, rest = found.groups()
+            following = number
+            while rest.rstrip().endswith("\\") and following + 1 < len(lines):
+                following += 1
+                rest += " " + lines[following]
+            if not line.lstrip().startswith(("$", "counterplan")):
+                rest = rest.split("`")[0]  # inline code ends at its backtick
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest):
+                checked += 1
+                if flag not in flags[name] and flag != "--bogus":
+                    wrong.append(f"{page.relative_to(ROOT)}:{number + 1}: counterplan {name} {flag}")
+    assert checked >= 150
+    assert wrong == []

@@ -88,7 +88,7 @@ def add_parser(commands: Any) -> None:
         type=int,
         default=1000,
         metavar="N",
-        help="resamples of each 95%% interval (default 1000; 0: none)",
+        help="resamples of each interval (default 1000; 0: none)",
     )
     figures.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (default 0.95)")
     figures.add_argument("--no-proof", action="store_true", help="do not ask the exact engine to prove 'no recourse'")

@@ -31,7 +31,12 @@ def add_parser(commands: Any) -> None:
     add_input_flags(explain, what="explain")
     add_problem_flags(explain)
     explain.add_argument(
-        "-k", "--num-counterfactuals", type=int, default=1, metavar="K", help="return K distinct valid answers"
+        "-k",
+        "--num-counterfactuals",
+        type=int,
+        default=1,
+        metavar="K",
+        help="return K distinct valid answers (default 1)",
     )
     add_search_flags(explain)
     explain.add_argument("--json", action="store_true", help="print the result as JSON")

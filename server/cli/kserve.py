@@ -58,10 +58,14 @@ def add_parser(commands: Any) -> None:
         "--predictor-protocol",
         choices=PREDICTOR_PROTOCOLS,
         default="v2",
-        help="Open Inference Protocol over REST or gRPC",
+        help="Open Inference Protocol over REST (v2, the default) or gRPC (grpc-v2)",
     )
     group.add_argument(
-        "--predictor-timeout", type=float, default=10.0, metavar="SECONDS", help="one prediction call at most"
+        "--predictor-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="one prediction call at most, its retries included (default 10)",
     )
     group.add_argument("--data", help="CSV of training data: features, domains and class names come from it")
     group.add_argument("--target", help="label column of --data")

@@ -176,3 +176,22 @@ def test_every_output_states_its_goal(capsys: pytest.CaptureFixture[str], saving
     batch = ["batch", *savings_files["base"].split(" "), "--target", "approved", "--rows", "0:3", "--no-progress"]
     code, out, err = run_cli(capsys, *batch, "--output", str(records), "--time-limit", "2")
     assert code == 0 and out.splitlines()[0].startswith("Goal: approved = 1 with p >= 0.5025 (default:"), err
+
+
+def test_every_flag_with_a_default_says_it_in_its_help() -> None:
+    """``--help`` states each flag's default, as the command-line page does (``-k`` 1,
+    kserve's ``--predictor-protocol`` v2 and ``--predictor-timeout`` 10 did not say theirs), and
+    states an interval's level only at ``--confidence``, which sets it (``--bootstrap`` said 95%)."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [
+        f"{name} {action.option_strings[-1]}"
+        for name, parser in commands.choices.items()
+        for action in parser._actions
+        if action.option_strings
+        and action.help not in (None, argparse.SUPPRESS)
+        and action.default not in (None, False, [], argparse.SUPPRESS)
+        and "default" not in str(action.help)
+    ]
+    assert silent == []
+    audit = commands.choices["audit"].format_help()
+    assert "95%" not in audit and "default 0.95" in audit
