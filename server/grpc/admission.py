@@ -38,6 +38,7 @@ R = TypeVar("R")
 
 MB = 1024 * 1024
 MIN_SOLVE_SECONDS = 0.01
+"""A time limit below this is no time to solve: the call ends with DEADLINE_EXCEEDED."""
 NO_DEADLINE_SECONDS = 86_400.0
 """A time left past a day is no deadline: gRPC's ``time_remaining()`` is about 9e18 s for a call
 without one, a timeout no wait accepts (``OverflowError``)."""
@@ -51,7 +52,6 @@ ANSWER_MARGIN_SECONDS = 0.1
 :meth:`Admission.answer_by`): with a 2 s deadline, at 1.7 s at the latest. The rest is for the
 answer's own work and sending it: in a soak of 64 clients on 2 cores, laying out a heavy plan's
 front and sending it took up to 0.25 s after the backstop at 95 % less 0.1 s, past the deadline."""
-"""A time limit below this is no time to solve: the call ends with DEADLINE_EXCEEDED."""
 _MIN_RETRY_SECONDS = 0.1
 _SLOT_POLL_SECONDS = 0.25
 """A batch instance waiting for a solve slot looks again at least this often (a release wakes it
