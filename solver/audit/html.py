@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from counterplan.solver.audit.report import AuditReport, AuditRule, Interval
+from counterplan.solver.audit.stats import group_labels
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -334,7 +335,9 @@ def _cost_spreads(report: AuditReport, rows: pd.DataFrame | None, items: list[tu
         return [answered["distance"].dropna().to_numpy()]
     if any(column not in answered.columns for column, _ in items):
         return None
-    return [answered.loc[answered[c].astype(str) == v, "distance"].dropna().to_numpy() for c, v in items]
+    # the report's keys (5 for 5.0, missing for a gap): a column's text (5.0, nan) matched none of a
+    # numeric column's values, whose boxes were left empty
+    return [answered.loc[(group_labels(answered[c]) == v).to_numpy(), "distance"].dropna().to_numpy() for c, v in items]
 
 
 def shown_features(report: AuditReport) -> list[str]:

@@ -344,6 +344,31 @@ def test_an_audits_page_with_its_rules_is_drawn(tmp_path: Path) -> None:
     assert drawing_problems(text, tmp_path / "browser") == []
 
 
+@pytest.fixture(scope="module")
+def banded() -> tuple[AuditReport, pd.DataFrame]:
+    """An audit of 60 rows grouped by a column of numbers with gaps (1.0, 2.0, NaN), at 80%."""
+    explainer, data, _ = credit_case()
+    assert explainer.data is not None
+    explainer.data["band"] = np.where(np.arange(len(data)) % 3 == 0, np.nan, 1.0 + np.arange(len(data)) % 2)
+    return run_audit(explainer, "0:60", AuditOptions(groups=("band",), bootstrap=50, confidence=0.8, rules=0))
+
+
+def test_a_numeric_group_column_has_its_costs_drawn(banded: tuple[AuditReport, pd.DataFrame]) -> None:
+    """A group column of numbers with gaps is reported as 1, 2 and missing: the cost plot matched
+    the rows' text (1.0, 2.0, nan) against those keys, found no row for any value and drew no box."""
+    from counterplan.solver.audit.html import _cost_spreads, _group_items
+
+    report, rows = banded
+    items = _group_items(report)
+    assert [value for _, value in items] == ["1", "2", "missing"]
+    spreads = _cost_spreads(report, rows, items)
+    assert spreads is not None
+    for (column, value), spread in zip(items, spreads, strict=True):
+        figures = report.groups[column][value]
+        assert len(spread) == figures.with_recourse > 0
+        assert float(np.mean(spread)) == pytest.approx(figures.cost_mean)
+
+
 def _blank_png() -> str:
     from matplotlib.figure import Figure
 
