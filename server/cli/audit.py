@@ -228,6 +228,7 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
+    from counterplan.solver.audit.report import level_text  # noqa: PLC0415
     from counterplan.solver.audit.runner import AUDIT_FILE, REPORT_FILE, ROWS_CSV, ROWS_FILE  # noqa: PLC0415
 
     console.print(f"goal: {report.settings.goal}", markup=False, soft_wrap=True)
@@ -262,7 +263,7 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
     for column, values in report.groups.items():
         burden = report.burden.get(column)
         table = Table(title=f"By {escape(column)}")
-        level = f"{report.confidence:.0%} CI"
+        level = f"{level_text(report.confidence)} CI"
         for name in ("value", "n", "recourse rate", level, "cost mean", "cost ratio", "no-recourse ratio"):
             table.add_column(name, justify="left" if name == "value" else "right")
         for value, figures in values.items():
@@ -307,8 +308,10 @@ def _number(value: float | None) -> str:
 
 def _ci(interval: tuple[float | None, float | None], confidence: float) -> str:
     """`` (95% CI 50%-63%)``, or nothing without an interval."""
+    from counterplan.solver.audit.report import level_text  # noqa: PLC0415
+
     text = _interval(interval, percent=True)
-    return f" ({confidence:.0%} CI {text})" if text else ""
+    return f" ({level_text(confidence)} CI {text})" if text else ""
 
 
 def _interval(interval: tuple[float | None, float | None], *, percent: bool = False) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from counterplan.solver.audit.report import AuditReport, AuditRule, Interval
+from counterplan.solver.audit.report import AuditReport, AuditRule, Interval, level_text
 from counterplan.solver.audit.stats import group_labels
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def render(report: AuditReport, rows: pd.DataFrame | None = None) -> str:
         f"<title>{title}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{title}</h1>",
         f'<p class="note">Goal: {_e(report.settings.goal)}; rows: {_e(report.settings.rows)}; '
-        f"started {_e(report.settings.started)}.</p>",
+        f"started {_e(report.settings.started)}; intervals: {_levels(report)}.</p>",
         '<h2 id="summary">Summary</h2>',
         _summary_table(report),
         '<h2 id="recourse-rate">Recourse rate by group</h2>',
@@ -95,6 +95,13 @@ def render(report: AuditReport, rows: pd.DataFrame | None = None) -> str:
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _levels(report: AuditReport) -> str:
+    """What the page's intervals are (their level is ``confidence``, 0.95 by default)."""
+    if not report.settings.bootstrap:
+        return "none (no bootstrap)"
+    return f"{level_text(report.confidence)} percentile bootstrap, {report.settings.bootstrap:,} resamples"
 
 
 def _e(value: Any) -> str:
@@ -255,7 +262,7 @@ def _recourse_figure(report: AuditReport) -> Figure:
         axes.legend(loc="lower right")
     axes.set_xlim(0, 105)
     axes.set_xlabel("rows with a valid answer (%)")
-    axes.set_title("Recourse rate by group value (bars: 95% bootstrap interval)")
+    axes.set_title(f"Recourse rate by group value (bars: {level_text(report.confidence)} bootstrap interval)")
     return figure
 
 
@@ -307,7 +314,9 @@ def _cost_figure(report: AuditReport, rows: pd.DataFrame | None) -> Figure:
             means, intervals = [report.cost_mean], [report.cost_mean_ci]
         values = [m if m is not None else 0.0 for m in means]
         axes.barh(positions, values, xerr=_errors(values, intervals, 1.0), color=COST_COLOUR, capsize=3)
-        axes.set_title("Mean cost of the answers by group value (bars: 95% bootstrap interval)")
+        axes.set_title(
+            f"Mean cost of the answers by group value (bars: {level_text(report.confidence)} bootstrap interval)"
+        )
     axes.set_yticks(positions, labels=[_short(label) for label in labels])
     axes.set_xlabel("distance of the answer (the problem's distance)")
     return figure

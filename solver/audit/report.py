@@ -33,6 +33,12 @@ Interval = tuple[float | None, float | None]
 """A bootstrap interval: (low, high); ``(None, None)`` when there is no estimate to resample."""
 
 
+def level_text(confidence: float) -> str:
+    """An interval's level as a person reads it (``95%``, ``99.5%``): the HTML page's plots said
+    95% whatever the level, and the command's summary rounded 0.995 to a ``99%`` or ``100% CI``."""
+    return f"{100 * confidence:.6g}%"
+
+
 def _plain(value: float | None) -> float | None:
     """NaN and infinities as None: JSON has no such numbers."""
     return None if value is None or not math.isfinite(value) else float(value)

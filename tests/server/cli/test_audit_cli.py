@@ -173,3 +173,15 @@ def test_group_values_that_look_like_markup_are_printed_as_they_are(
     assert "Traceback" not in printed + err
     for words in ("By [b]team", "[/]", "[red]p"):
         assert words in printed
+
+
+def test_the_summary_states_the_intervals_level_as_given(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``--confidence 0.995`` was printed as a 99% (or 100%) interval: the level was rounded to a
+    whole percent, another level than the one computed."""
+    argv = _argv(files, tmp_path / "out", "--rows", "0:40", "--group", "region", "--confidence", "0.995")
+    code, printed, err = run_cli(capsys, *argv, "--bootstrap", "100")
+    assert code == 0, err
+    assert "(99.5% CI " in printed and "99.5% CI" in printed.split("By region")[1]
+    assert "99% CI" not in printed and "100% CI" not in printed

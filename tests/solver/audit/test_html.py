@@ -369,6 +369,16 @@ def test_a_numeric_group_column_has_its_costs_drawn(banded: tuple[AuditReport, p
         assert float(np.mean(spread)) == pytest.approx(figures.cost_mean)
 
 
+def test_the_page_states_the_intervals_level(banded: tuple[AuditReport, pd.DataFrame]) -> None:
+    """The plots' titles said 95% whatever the audit's confidence, and the tables did not say it."""
+    from counterplan.solver.audit.html import _cost_figure, _recourse_figure
+
+    report, rows = banded
+    for figure in (_recourse_figure(report), _cost_figure(report, None)):
+        assert "(bars: 80% bootstrap interval)" in figure.axes[0].get_title()
+    assert "intervals: 80% percentile bootstrap, 50 resamples" in render(report, rows)
+
+
 def _blank_png() -> str:
     from matplotlib.figure import Figure
 
