@@ -77,10 +77,14 @@ def bootstrap_interval(
 
     Each array of ``samples`` (a group's values) is resampled with replacement on its own, to its
     own size; ``statistic`` takes the resampled arrays, each of shape ``(chunk, n_i)``, and returns
-    one figure per draw (NaN draws, such as a ratio over 0, are left out). ``(None, None)`` when
-    a sample has fewer than :data:`MIN_BOOTSTRAP_ROWS` values (one row resampled is that row
-    again: a zero-width interval that claims a certainty one row cannot give) or no draw gives
-    a number."""
+    one figure per draw. A draw without a finite figure (a ratio over a reference share resampled
+    to 0) counts above every other draw: its ratio is unbounded. They were left out, so an
+    interval was the draws' that happened to keep the reference's rows without recourse (a third
+    of them for a reference of 5 rows, one without recourse: an upper bound of 4 where the draws
+    have none). ``(None, None)`` when a sample has fewer than :data:`MIN_BOOTSTRAP_ROWS` values
+    (one row resampled is that row again: a zero-width interval that claims a certainty one row
+    cannot give) or when a bound falls among the draws without a figure (the interval has no
+    finite end)."""
     if draws <= 0 or any(len(s) < MIN_BOOTSTRAP_ROWS for s in samples):
         return (None, None)
     width = max(len(s) for s in samples) * len(samples)
@@ -93,10 +97,13 @@ def bootstrap_interval(
         figures.append(np.asarray(statistic(drawn), dtype=np.float64))
         done += size
     values = np.concatenate(figures)
-    values = values[np.isfinite(values)]
-    if not values.size:
+    finite = np.sort(values[np.isfinite(values)])
+    # the quantiles of all the draws, those without a figure ranked last: a bound's position (as
+    # np.quantile's linear method places it) must fall among the finite draws
+    positions = np.array([(1 - confidence) / 2, (1 + confidence) / 2]) * (len(values) - 1)
+    if not finite.size or positions[1] > finite.size - 1:
         return (None, None)
-    low, high = np.quantile(values, [(1 - confidence) / 2, (1 + confidence) / 2])
+    low, high = np.interp(positions, np.arange(finite.size), finite)
     return (float(low), float(high))
 
 

@@ -324,6 +324,32 @@ def test_a_one_row_sample_has_no_bootstrap_interval() -> None:
     assert low is not None and high is not None and low < high
 
 
+def test_a_ratio_whose_reference_often_resamples_to_zero_has_no_interval() -> None:
+    """The reference value (5 rows, 1 without recourse) keeps no row without recourse in a third
+    of the draws, whose ratio is unbounded: they were left out, and the other value's burden of
+    2.5 got the interval [0.5, 4.0], an upper bound the draws do not give. A reference that
+    rarely resamples to 0 still gives an interval about the ratio."""
+    status = ["no_recourse_proven"] + ["with_recourse"] * 4 + ["no_recourse_proven"] * 5 + ["with_recourse"] * 5
+    rows = pd.DataFrame(
+        {
+            "row_id": range(15),
+            "audit_status": status,
+            "distance": [1.0] * 15,
+            "changed": 1,
+            "g": ["small"] * 5 + ["big"] * 10,
+        }
+    )
+    figures = burden(rows, ["g"], seed=0, draws=2000, confidence=0.95)["g"]
+    assert figures.no_recourse_reference == "small"
+    assert figures.values["big"].no_recourse_ratio == pytest.approx(2.5)
+    assert figures.values["big"].no_recourse_ratio_ci == (None, None)
+    assert figures.values["small"].no_recourse_ratio_ci == (None, None)
+    wider = rows.assign(g=["small"] * 10 + ["big"] * 5)  # a reference of 10 rows, 5 without recourse
+    wider["audit_status"] = ["no_recourse_proven"] * 5 + ["with_recourse"] * 5 + ["no_recourse_proven"] * 5
+    low, high = burden(wider, ["g"], seed=0, draws=2000, confidence=0.95)["g"].values["big"].no_recourse_ratio_ci
+    assert low is not None and high is not None and low <= 2.0 <= high
+
+
 def test_outputs_and_resume(tmp_path: Any, grid_explainer: Explainer) -> None:
     """``out``: audit.json with the issue's keys and rows.parquet with every row's status and group;
     a second run over the same directory resumes: nothing is searched or proved again."""
