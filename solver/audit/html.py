@@ -256,6 +256,7 @@ def _recourse_figure(report: AuditReport) -> Figure:
     errors = _errors(values, intervals, scale=100)
     positions = list(range(len(labels)))[::-1]  # the first value on top
     axes.barh(positions, values, xerr=errors, color=RATE_COLOUR, ecolor="#222", capsize=3)
+    _no_figure(axes, positions, rates, "no row needs a change")
     axes.set_yticks(positions, labels=[_short(label) for label in labels])
     if report.recourse_rate is not None:
         axes.axvline(100 * report.recourse_rate, color="#222", linestyle="--", linewidth=1, label="overall")
@@ -264,6 +265,14 @@ def _recourse_figure(report: AuditReport) -> Figure:
     axes.set_xlabel("rows with a valid answer (%)")
     axes.set_title(f"Recourse rate by group value (bars: {level_text(report.confidence)} bootstrap interval)")
     return figure
+
+
+def _no_figure(axes: Axes, positions: Sequence[int], figures: Sequence[float | None], why: str) -> None:
+    """Say ``why`` beside each bar that has no figure: its bar of length 0 read as a rate of 0%
+    (a group whose every row meets the goal already) or a cost of 0 (a group without an answer)."""
+    for position, figure in zip(positions, figures, strict=True):
+        if figure is None:
+            axes.text(0.01, position, why, va="center", color="#555", fontsize=8, transform=axes.get_yaxis_transform())
 
 
 def _errors(values: list[float], intervals: Sequence[Interval], scale: float) -> list[list[float]]:
@@ -314,6 +323,7 @@ def _cost_figure(report: AuditReport, rows: pd.DataFrame | None) -> Figure:
             means, intervals = [report.cost_mean], [report.cost_mean_ci]
         values = [m if m is not None else 0.0 for m in means]
         axes.barh(positions, values, xerr=_errors(values, intervals, 1.0), color=COST_COLOUR, capsize=3)
+        _no_figure(axes, positions, means, "no answer")
         axes.set_title(
             f"Mean cost of the answers by group value (bars: {level_text(report.confidence)} bootstrap interval)"
         )

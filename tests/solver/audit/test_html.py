@@ -379,6 +379,23 @@ def test_the_page_states_the_intervals_level(banded: tuple[AuditReport, pd.DataF
     assert "intervals: 80% percentile bootstrap, 50 resamples" in render(report, rows)
 
 
+def test_a_group_without_a_figure_is_not_drawn_as_zero() -> None:
+    """A group value whose every row meets the goal already has no recourse rate and no cost: its
+    bar was drawn at 0, a rate of 0% and a cost of 0; the plots now say why it has none."""
+    from counterplan.solver.audit.html import _cost_figure, _recourse_figure
+
+    report = _report()
+    met = GroupFigures(
+        n=0, with_recourse=0, no_recourse_proven=0, no_recourse_unproven=0, errors=0, already_met=4, recourse_rate=None
+    )
+    groups = {**report.groups, "sex": {**report.groups["sex"], "other": met}}
+    report = report.model_copy(update={"groups": groups})
+    rate_notes = [t.get_text() for t in _recourse_figure(report).axes[0].texts]
+    cost_notes = [t.get_text() for t in _cost_figure(report, None).axes[0].texts]
+    assert rate_notes == ["no row needs a change"] and cost_notes == ["no answer"]
+    assert [t.get_text() for t in _recourse_figure(_report()).axes[0].texts] == []
+
+
 def _blank_png() -> str:
     from matplotlib.figure import Figure
 
