@@ -243,7 +243,7 @@ def print_summary(report: AuditReport, out: Path, console: Console) -> None:
         ("no recourse, proven", f"{len(report.no_recourse_proven):,}"),
         ("no recourse, unproven", f"{len(report.no_recourse_unproven):,}" + (f" ({reasons})" if reasons else "")),
         ("errors", f"{len(report.errors):,}"),
-        ("already meeting the goal", f"{len(report.already_met) + report.skipped_already_met:,}"),
+        ("already meeting the goal", report.already_met_text()),
         ("cost: mean / median", f"{_number(report.cost_mean)} / {_number(report.cost_median)}"),
         ("changes: mean", _number(report.changed_mean)),
         ("rows/s (search)", _number(timing.rows_per_second)),

@@ -145,7 +145,7 @@ def _summary_table(report: AuditReport) -> str:
         ("With recourse", f"{len(report.with_recourse):,}"),
         ("No recourse, proven", f"{len(report.no_recourse_proven):,}"),
         ("No recourse, not proven", f"{len(report.no_recourse_unproven):,}" + (f" ({reasons})" if reasons else "")),
-        ("Already meet the goal", f"{len(report.already_met):,}"),
+        ("Already meet the goal", report.already_met_text()),
         ("Errors", f"{len(report.errors):,}"),
         ("Mean cost (distance)", _number(report.cost_mean) + _interval(report.cost_mean_ci)),
         ("Median cost", _number(report.cost_median)),

@@ -285,6 +285,13 @@ class AuditReport(_Figures):
     before every row was searched and proved: the figures are over the rows done (``n_rows``),
     and a row left without an answer before its proof is unproven ("stopped before its proof")."""
 
+    def already_met_text(self) -> str:
+        """The rows that meet the goal already, in words: the audited ones and those ``rejected``
+        left out before the search (the page said 0 where the command's summary said 16)."""
+        met = len(self.already_met) + self.skipped_already_met
+        skipped = self.skipped_already_met
+        return f"{met:,}" + (f" ({skipped:,} left out before the search)" if skipped else "")
+
     def to_json(self, indent: int | None = 2) -> str:
         """The report as JSON text (what ``audit.json`` holds)."""
         return self.model_dump_json(indent=indent)

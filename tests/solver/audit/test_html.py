@@ -47,6 +47,7 @@ from counterplan.solver.audit.report import (
 )
 from counterplan.solver.audit.rules import global_rules
 from counterplan.solver.audit.runner import AuditOptions, run_audit
+from counterplan.solver.batch.rows import RowSelection
 from tests.solver.audit.test_rules import credit_case
 
 pytestmark = pytest.mark.unit
@@ -346,11 +347,12 @@ def test_an_audits_page_with_its_rules_is_drawn(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def banded() -> tuple[AuditReport, pd.DataFrame]:
-    """An audit of 60 rows grouped by a column of numbers with gaps (1.0, 2.0, NaN), at 80%."""
+    """An audit of the rejected among 60 rows, grouped by a column of numbers with gaps (1.0, 2.0, NaN), at 80%."""
     explainer, data, _ = credit_case()
     assert explainer.data is not None
     explainer.data["band"] = np.where(np.arange(len(data)) % 3 == 0, np.nan, 1.0 + np.arange(len(data)) % 2)
-    return run_audit(explainer, "0:60", AuditOptions(groups=("band",), bootstrap=50, confidence=0.8, rules=0))
+    rejected = RowSelection(tuple(range(60)), only_rejected=True)  # the first 60 rows' rejected ones
+    return run_audit(explainer, rejected, AuditOptions(groups=("band",), bootstrap=50, confidence=0.8, rules=0))
 
 
 def test_a_numeric_group_column_has_its_costs_drawn(banded: tuple[AuditReport, pd.DataFrame]) -> None:
@@ -394,6 +396,19 @@ def test_a_group_without_a_figure_is_not_drawn_as_zero() -> None:
     cost_notes = [t.get_text() for t in _cost_figure(report, None).axes[0].texts]
     assert rate_notes == ["no row needs a change"] and cost_notes == ["no answer"]
     assert [t.get_text() for t in _recourse_figure(_report()).axes[0].texts] == []
+
+
+def test_the_summary_counts_the_rows_left_out_as_meeting_the_goal(banded: tuple[AuditReport, pd.DataFrame]) -> None:
+    """``rows="rejected"`` leaves out the rows that meet the goal before the search: the page said
+    none meet it (0), where the command's summary of the same report counted them."""
+    report, rows = banded
+    assert report.skipped_already_met > 0 and not report.already_met
+    cell = f'<td>Already meet the goal</td><td class="num">{report.skipped_already_met:,} ('
+    assert cell in render(report, rows)
+    assert (
+        report.already_met_text()
+        == f"{report.skipped_already_met:,} ({report.skipped_already_met:,} left out before the search)"
+    )
 
 
 def _blank_png() -> str:
