@@ -79,6 +79,7 @@ def render(report: AuditReport, rows: pd.DataFrame | None = None) -> str:
         f"<h1>{title}</h1>",
         f'<p class="note">Goal: {_e(report.settings.goal)}; rows: {_e(report.settings.rows)}; '
         f"started {_e(report.settings.started)}; intervals: {_levels(report)}.</p>",
+        _partial_note(report),
         '<h2 id="summary">Summary</h2>',
         _summary_table(report),
         '<h2 id="recourse-rate">Recourse rate by group</h2>',
@@ -95,6 +96,16 @@ def render(report: AuditReport, rows: pd.DataFrame | None = None) -> str:
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _partial_note(report: AuditReport) -> str:
+    """A stopped audit says so (``partial``): its page read as the whole selection's."""
+    if not report.partial:
+        return ""
+    return (
+        '<p class="note" id="partial"><strong>Partial audit</strong>: it was stopped before every row was '
+        f"searched and proved; the figures are over the {report.n_rows:,} rows done.</p>"
+    )
 
 
 def _levels(report: AuditReport) -> str:

@@ -411,6 +411,14 @@ def test_the_summary_counts_the_rows_left_out_as_meeting_the_goal(banded: tuple[
     )
 
 
+def test_a_partial_audits_page_says_so() -> None:
+    """A stopped audit's report covers the rows done (``partial``): its page read as the whole
+    selection's, nowhere saying the audit had stopped."""
+    assert 'id="partial"' not in render(_report(), None)
+    page = render(_report().model_copy(update={"partial": True}), None)
+    assert "<strong>Partial audit</strong>" in page and "over the 103 rows done" in page
+
+
 def _blank_png() -> str:
     from matplotlib.figure import Figure
 
