@@ -54,6 +54,17 @@ def _check_flags(args: argparse.Namespace, usage: Callable[[str], Exception]) ->
     given += [f"--workers {args.workers}"] * (args.workers != 1)
     if given:
         raise usage(f"{', '.join(given)}: with --server, the server's model card holds the model and its data")
+    from counterplan.solver.audit.runner import AuditOptions  # noqa: PLC0415 - the server's audit runs its defaults
+
+    rules, validity = AuditOptions.rules, AuditOptions.rule_validity
+    own = [f"--rules {args.rules}"] * (args.rules != rules)
+    own += [f"--rule-validity {args.rule_validity}"] * (args.rule_validity != validity)
+    own += [] if args.screen is None else ["--screen" if args.screen else "--no-screen"]
+    if own:  # an AuditRequest has no field for them: the server's audit ran its own, the report said nothing
+        raise usage(
+            f"{', '.join(own)}: with --server, the server's audit finds at most {rules} global rules of validity "
+            f"{validity} and screens the rows as it decides; leave them out, or audit locally"
+        )
     if args.out is None:
         raise usage("give --out: the directory for audit.json")
     if "," in args.rows or args.rows.strip().isdigit():

@@ -348,6 +348,10 @@ def test_the_command_line_audits_on_the_server(
         (["--workers", "2"], "--workers 2"),
         (["--rows", "1,2"], "--rows"),
         (["--retrain", "2"], "retrain"),  # the server's refusal, a bad flag too
+        # no field of the request holds them: the server ran 5 rules of 0.8 and its own screen
+        (["--rules", "0"], "--rules 0"),
+        (["--rule-validity", "0.95"], "--rule-validity 0.95"),
+        (["--no-screen"], "--no-screen"),
     ):
         with pytest.raises(SystemExit) as caught:
             main([*remote, *flags])
