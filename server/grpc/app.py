@@ -234,7 +234,8 @@ def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> No
     are flushed (nothing else is left to clean up: the server and the pools are stopped). Only
     then: a shutdown that abandoned nothing exits normally. An exact search abandoned by its own
     time limit (:mod:`counterplan.solver.core.abandoned`) counts too: a normal exit would wait for
-    it, well past the grace.
+    it, well past the grace. Whatever else holds the exit up (a thread a model's library left
+    running), the process ends :data:`EXIT_MARGIN_SECONDS` after the grace (:func:`_exit_by`).
     ``registry``: the models to serve (default: the settings' models directory, or the demo).
     """
     running = start_server(settings, registry)
@@ -248,12 +249,36 @@ def serve(settings: ServerSettings, registry: ModelRegistry | None = None) -> No
     signal.signal(signal.SIGTERM, on_signal)
     print(f"counterplan serving on {running.target}", flush=True)
     stopping.wait()
+    _exit_by(settings.grace_seconds + EXIT_MARGIN_SECONDS)
     running.stop()
     native = still_running()  # an exact search given up on (HiGHS's root cuts look at no clock)
     if running.abandoned or native:
         log.info("exiting without waiting for abandoned solves", abandoned=running.abandoned, searches=native)
         _flush()
         os._exit(0)
+
+
+EXIT_MARGIN_SECONDS = 10.0
+"""How long past the grace a stopped server's exit may take before it is cut short
+(:func:`_exit_by`)."""
+
+
+def _exit_by(seconds: float) -> None:
+    """End the process ``seconds`` from now if it has not ended by then: a shutdown's promise
+    (gone within the grace) held whatever else the process runs. A thread that is not a daemon
+    (one a model's library started and never ends) kept a stopped server's process alive for
+    good, its calls all answered: the interpreter's exit waits for every such thread. The exit
+    is logged with the threads still running, and its code is 0, as an exit past abandoned
+    solves (:func:`serve`)."""
+
+    def cut() -> None:
+        time.sleep(seconds)
+        names = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        log.warning("exit stalled past the grace: ending the process", seconds=round(seconds, 3), threads=names[:20])
+        _flush()
+        os._exit(0)
+
+    threading.Thread(target=cut, name="counterplan-exit-by", daemon=True).start()
 
 
 def _flush() -> None:

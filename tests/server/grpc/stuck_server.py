@@ -5,7 +5,9 @@ serves one model, ``stuck`` (the CSCF paper's toy person, so both Explain and Pl
 whose first ``FAST_CALLS`` calls answer at once and every later one touches ``MARKER`` (the
 test's sign that a call is in flight) and sleeps ``STUCK_SECONDS``, as a model whose backend
 hangs. It prints ``counterplan serving on HOST:PORT`` and runs until SIGTERM, with the given
-grace, exactly as ``counterplan serve`` does (the same :func:`serve`).
+grace, exactly as ``counterplan serve`` does (the same :func:`serve`). With a fifth argument
+``leave-thread``, the model's first call instead starts a thread that is no daemon and never
+ends (as a model's library may leave one), and a stalled exit is cut one second past the grace.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning import CallableAdapter, OutputSpec, scored_rows
+from counterplan.server.grpc import app
 from counterplan.server.grpc.app import serve
 from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.logs import configure_json_logs
@@ -76,9 +79,24 @@ class Hanging:
         return np.column_stack([1.0 - p, p])
 
 
-def main(marker: str, fast: str, stuck_seconds: str, grace: str) -> None:
+class ThreadLeavingModel(StuckModel):
+    """Its first call starts a thread that is no daemon and never ends (give it ``fast`` calls
+    enough never to get stuck as well)."""
+
+    def __call__(self, X: Any) -> Any:
+        if self.calls == 0:
+            threading.Thread(target=threading.Event().wait, name="left-by-the-model", daemon=False).start()
+            self.marker.touch()
+        return super().__call__(X)
+
+
+def main(marker: str, fast: str, stuck_seconds: str, grace: str, mode: str = "") -> None:
     scored_rows.MAX_REMEMBERED_BYTES = 0  # every call asks the model (none remembered): the counted call comes
-    model = StuckModel(Path(marker), int(fast), float(stuck_seconds))
+    kind = StuckModel
+    if mode == "leave-thread":
+        app.EXIT_MARGIN_SECONDS = 1.0
+        kind = ThreadLeavingModel
+    model = kind(Path(marker), int(fast), float(stuck_seconds))
     adapter = CallableAdapter(model, [OutputSpec("ok", (0, 1))])
     registered = RegisteredModel("stuck", "1", "gets stuck", adapter, FEATURES, default_config=ENDLESS)
     configure_json_logs()  # to stderr, as counterplan serve does: stdout says where it serves

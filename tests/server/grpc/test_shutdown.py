@@ -42,10 +42,10 @@ MARGIN = 1.5
 
 
 @contextmanager
-def stuck_server(tmp_path: Path, fast_calls: int) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
+def stuck_server(tmp_path: Path, fast_calls: int, mode: str = "") -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
     """A served model in its own process whose calls after the first ``fast_calls`` hang for
     :data:`STUCK_SECONDS` (each touches the yielded marker as it starts); yields the process and
-    its target."""
+    its target. ``mode``: :mod:`tests.server.grpc.stuck_server`'s fifth argument."""
     marker = tmp_path / "stuck"
     process = subprocess.Popen(
         [
@@ -56,6 +56,7 @@ def stuck_server(tmp_path: Path, fast_calls: int) -> Iterator[tuple[subprocess.P
             str(fast_calls),
             str(STUCK_SECONDS),
             str(GRACE),
+            *([mode] if mode else []),
         ],
         stdout=subprocess.PIPE,
         stderr=(tmp_path / "server.log").open("w"),
@@ -125,6 +126,29 @@ def test_sigterm_answers_an_explain_stuck_in_a_model_call_and_exits_within_the_g
     if response.valid:  # valid only as the model scored it
         (prediction,) = response.predictions
         assert prediction.probabilities["1"] >= 0.7
+
+
+def test_a_thread_a_model_left_running_does_not_keep_a_stopped_server_alive(tmp_path: Path) -> None:
+    """A model whose library starts a thread that is no daemon and never ends: every call was
+    answered, but the interpreter's exit waited for that thread, so SIGTERM left the process up
+    for good (a stopped server's exit stalled once in CI, past the test's 60 s). The process now
+    ends a margin (here 1 s) past the grace, saying which threads held it."""
+    with stuck_server(tmp_path, fast_calls=10**9, mode="leave-thread") as (process, target, marker):
+        with CounterplanClient(target) as client:
+            request = CounterplanClient.request("stuck", PERSON, [class_goal(1, 0.7)], seed=0)
+            request.solver.termination.spent_limit_seconds = 0.5
+            response = client.explain(request, timeout=60)
+        assert response.proposed and marker.exists()  # the model ran, and left its thread
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(GRACE + 1.0 + MARGIN + 10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server's process was still up long past its grace")
+        exited = time.monotonic() - sent
+    assert process.returncode == 0 and exited >= 1.0  # cut by the margin, not by the test's kill
+    log = (tmp_path / "server.log").read_text()
+    assert "exit stalled past the grace" in log and "left-by-the-model" in log
 
 
 def test_sigterm_answers_a_plan_stuck_in_a_model_call_with_its_front_so_far(tmp_path: Path) -> None:
