@@ -8,7 +8,7 @@ the data (group values, feature names, rule conditions, reasons) is escaped, so 
 
 The page holds a summary table, then four plots, each an ``<img>`` with a stable id (a test finds
 them by it): ``plot-recourse-rate`` (the recourse rate of each value of each group column, with its
-bootstrap interval, against the overall rate), ``plot-cost`` (the answers' distance by group
+Wilson score interval, against the overall rate), ``plot-cost`` (the answers' distance by group
 value: box plots from the rows when they are given, else the mean with its interval),
 ``plot-features`` (the share of each value's answers that change each feature, as a heat map of
 the features some answer changes) and
@@ -112,7 +112,11 @@ def _levels(report: AuditReport) -> str:
     """What the page's intervals are (their level is ``confidence``, 0.95 by default)."""
     if not report.settings.bootstrap:
         return "none (no bootstrap)"
-    return f"{level_text(report.confidence)} percentile bootstrap, {report.settings.bootstrap:,} resamples"
+    level = level_text(report.confidence)
+    return (
+        f"{level}: recourse rates Wilson score, other figures percentile bootstrap "
+        f"({report.settings.bootstrap:,} resamples)"
+    )
 
 
 def _e(value: Any) -> str:
@@ -274,7 +278,7 @@ def _recourse_figure(report: AuditReport) -> Figure:
         axes.legend(loc="lower right")
     axes.set_xlim(0, 105)
     axes.set_xlabel("rows with a valid answer (%)")
-    axes.set_title(f"Recourse rate by group value (bars: {level_text(report.confidence)} bootstrap interval)")
+    axes.set_title(f"Recourse rate by group value (bars: {level_text(report.confidence)} Wilson score interval)")
     return figure
 
 

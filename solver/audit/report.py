@@ -30,7 +30,8 @@ without a proof (search failed, the model cannot be encoded, the proof ran out o
 the row meets the goal already; the row could not be explained at all."""
 
 Interval = tuple[float | None, float | None]
-"""A bootstrap interval: (low, high); ``(None, None)`` when there is no estimate to resample."""
+"""An interval at the audit's level: (low, high); ``(None, None)`` when there is none (no rows, or
+``bootstrap=0``)."""
 
 
 def level_text(confidence: float) -> str:
@@ -63,7 +64,8 @@ class GroupFigures(_Figures):
 
     ``cost`` is an answer's distance (the record's ``distance``, in the problem's distance: MAD-
     or range-scaled L1 by default), over the rows with recourse; ``changed`` its number of changed
-    features. Intervals are bootstrap percentile intervals (:mod:`counterplan.solver.audit.stats`).
+    features. The recourse rate's interval is a Wilson score interval, the cost's a bootstrap
+    percentile interval (:mod:`counterplan.solver.audit.stats`).
     """
 
     n: int

@@ -1,6 +1,6 @@
 """Recourse audits (:func:`counterplan.solver.audit.audit`) on real scikit-learn models trained on
 small generated data: the figures on a hand-checkable case, "proven" checked by brute force,
-failed searches never called proven, determinism, bootstrap intervals and refit robustness."""
+failed searches never called proven, determinism, the intervals and refit robustness."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import json
 import time
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -124,6 +125,37 @@ def test_bootstrap_intervals_contain_their_estimates_and_repeat(grid_audit: Any)
     assert burden(rows, columns, 0, 200, 0.95) == report.burden
     other = group_figures(rows, columns, 1, 200, 0.95)  # another seed: other draws
     assert other["kind"]["x"].cost_mean_ci != report.groups["kind"]["x"].cost_mean_ci
+
+
+def test_a_recourse_rate_of_every_row_one_way_has_an_interval_of_the_rows_count(grid_audit: Any) -> None:
+    """A percentile bootstrap of a share resamples only the outcomes seen: the 135 rows of
+    ``positive`` that all have recourse got [1, 1] and the 75 of ``zero`` that have none [0, 0],
+    a certainty no sample gives. The Wilson score interval gives 135 rows of 135 the lower end
+    1 / (1 + z**2 / n), 0.9723 at 95%, and none of 75 the upper end (z**2 / n) / (1 + z**2 / n)."""
+    report, _ = grid_audit
+    z2 = NormalDist().inv_cdf(0.975) ** 2
+    positive, zero = report.groups["cgroup"]["positive"], report.groups["cgroup"]["zero"]
+    assert positive.recourse_rate_ci == (pytest.approx(1 / (1 + z2 / 135)), 1.0)
+    assert zero.recourse_rate_ci == (0.0, pytest.approx(z2 / 75 / (1 + z2 / 75)))
+
+
+def test_the_share_interval_is_wilsons() -> None:
+    """8 of 10 at 95%: [0.4902, 0.9433], the textbook's figures; none with no rows or no bootstrap;
+    the same whatever the order of the rows."""
+    from counterplan.solver.audit.stats import share_interval
+
+    hits = np.array([1.0] * 8 + [0.0] * 2)
+    low, high = share_interval(hits, 1000, 0.95)
+    assert (round(low or 0, 4), round(high or 0, 4)) == (0.4902, 0.9433)
+    assert share_interval(hits[::-1], 1000, 0.95) == (low, high)
+    low99, high99 = share_interval(hits, 1000, 0.99)
+    assert low99 is not None and high99 is not None and low99 < low < high < high99
+    assert share_interval(np.empty(0), 1000, 0.95) == (None, None)
+    assert share_interval(hits, 0, 0.95) == (None, None)
+    assert share_interval(np.array([1.0]), 1000, 0.95) == (
+        pytest.approx(1 / (1 + NormalDist().inv_cdf(0.975) ** 2)),
+        1.0,
+    )
 
 
 def _noisy() -> pd.DataFrame:

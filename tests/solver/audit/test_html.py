@@ -376,9 +376,11 @@ def test_the_page_states_the_intervals_level(banded: tuple[AuditReport, pd.DataF
     from counterplan.solver.audit.html import _cost_figure, _recourse_figure
 
     report, rows = banded
-    for figure in (_recourse_figure(report), _cost_figure(report, None)):
-        assert "(bars: 80% bootstrap interval)" in figure.axes[0].get_title()
-    assert "intervals: 80% percentile bootstrap, 50 resamples" in render(report, rows)
+    assert "(bars: 80% Wilson score interval)" in _recourse_figure(report).axes[0].get_title()
+    assert "(bars: 80% bootstrap interval)" in _cost_figure(report, None).axes[0].get_title()
+    assert "intervals: 80%: recourse rates Wilson score, other figures percentile bootstrap (50 resamples)" in render(
+        report, rows
+    )
 
 
 def test_a_group_without_a_figure_is_not_drawn_as_zero() -> None:
