@@ -402,7 +402,9 @@ def _waits(text: str) -> list[float]:
 def pipeline_model(model: RegisteredModel) -> RegisteredModel:
     """The demo served through its real pipeline on a DataFrame at every call (no fast path)."""
     pipeline = model.adapter.model  # type: ignore[attr-defined]  # the demo's SklearnClassifierAdapter
-    adapter = CallableAdapter(pipeline.predict_proba, list(model.adapter.outputs), input_kind="dataframe")
+    adapter = CallableAdapter(
+        pipeline.predict_proba, list(model.adapter.outputs), input_kind="dataframe", row_by_row=True
+    )
     return dataclasses.replace(model, adapter=adapter)
 
 

@@ -21,8 +21,9 @@ solve calls the model no more.
 
 The model sees each row once a solve (:mod:`counterplan.planning.scored_rows`): a batch's
 repeated rows, and rows an earlier batch of the solve had predicted, take the prediction kept
-then; only new rows go to the model. A model predicts row by row, so the scores are those of
-calling it on every row. The final check of answers (:meth:`ScoreCalculator.check`, the
+then; only new rows go to the model. A tree model predicts row by row, so the scores are those of
+calling it on every row (a matrix product's may differ in the last bits, the first call's kept:
+:mod:`counterplan.planning.scored_rows`). The final check of answers (:meth:`ScoreCalculator.check`, the
 reference path) asks the real model every time and keeps nothing, about each row as it is
 reported: the row its decoded values stand for (:meth:`FeatureSpace.as_reported`), not a float a
 hair off its grid that the report would show rounded.

@@ -105,6 +105,15 @@ class _FastCalls:
         or None when this model keeps the real pipeline."""
         return self._fast_paths.get(self.model, space)
 
+    def predicts_row_by_row(self, space: FeatureSpace) -> bool:
+        """Whether the model predicts ``space``'s candidates row by row
+        (:func:`~counterplan.planning.model_protocol.predicts_row_by_row`): a final estimator of
+        trees behind preprocessing the fast path compiles (scalers and encoders, column by
+        column), on either path; not a linear model or a network (a matrix product), nor a
+        pipeline the fast path does not understand."""
+        path = self.fast_path(space)
+        return path is not None and path.trees is not None
+
     def split_values(self, space: FeatureSpace) -> dict[int, FloatMatrix]:
         """Where the model's decisions change, per mutable number of ``space``: the values just on
         each side of each split threshold of a tree model (none for a linear model, or one the
@@ -254,6 +263,12 @@ class CallableAdapter:
         The output specifications, in column order.
     input_kind:
         ``"array"`` (default) for the encoded float matrix, ``"dataframe"`` for decoded columns.
+    row_by_row:
+        Whether the function computes each row on its own, so that its answer for a row is the
+        same, bit for bit, whatever other rows are in the batch (elementwise numpy, trees); then
+        solves running together (a batch's threads, a server's requests) share its calls. Leave
+        it False for a function with a matrix product (a linear model, a network): its answer
+        for a row may change in the last bits with the rows around it.
     """
 
     def __init__(
@@ -261,6 +276,8 @@ class CallableAdapter:
         function: Callable[[Any], Any],
         outputs: Sequence[OutputSpec],
         input_kind: InputKind = "array",
+        *,
+        row_by_row: bool = False,
     ) -> None:
         if not callable(function):
             raise ModelAdapterError("function", "must be callable")
@@ -269,6 +286,11 @@ class CallableAdapter:
         if not self._outputs:
             raise ModelAdapterError("outputs", "give at least one output")
         self.input_kind: InputKind = input_kind
+        self.row_by_row = bool(row_by_row)
+
+    def predicts_row_by_row(self, space: FeatureSpace) -> bool:
+        """``row_by_row`` as given (:func:`~counterplan.planning.model_protocol.predicts_row_by_row`)."""
+        return self.row_by_row
 
     @property
     def outputs(self) -> tuple[OutputSpec, ...]:

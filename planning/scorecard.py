@@ -347,6 +347,12 @@ class ScorecardAdapter:
             high = 1.0 / (1.0 + np.exp(-np.clip(self.table.log_odds(frame), -700.0, 700.0)))
         return {self._outputs[0].name: np.column_stack([1.0 - high, high]), self._outputs[1].name: score}
 
+    def predicts_row_by_row(self, space: FeatureSpace) -> bool:
+        """A points table adds each row's points column by column: row by row; an optbinning
+        ``Scorecard``'s probabilities come from its logistic regression, a matrix product that is
+        not (:func:`~counterplan.planning.model_protocol.predicts_row_by_row`)."""
+        return self.model is None
+
     @property
     def high_is_second(self) -> bool:
         """True when the class output's second column is the high-score class's probability."""

@@ -1,6 +1,9 @@
 """The rows a solve has had the model predict, so that no row goes to the model twice in a solve.
 
-A model predicts row by row: a row's prediction is the same whatever batch it is in. A local
+A tree model predicts row by row: a row's prediction is the same whatever batch it is in; a
+matrix product's (a linear model's, a network's) may differ in the last bits, and then the one kept
+is that of the row's first call, which depends only on the rows the solve scored (deterministic;
+:func:`~counterplan.planning.model_protocol.predicts_row_by_row`). A local
 search samples the same move more than once in a step (a revert, a move back towards the
 original, a jump to the same split threshold: about a third of its rows on heloc's boosting),
 its walkers meet, and the phases re-score the rows they hand each other (a scan's starting

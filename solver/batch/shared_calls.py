@@ -10,8 +10,12 @@ long). Then one call scores them all, split into chunks of at most ``max_rows`` 
 solve gets its own rows back. Inference servers batch the same way (Triton's dynamic batcher).
 
 Why it keeps answers the same: a solve's predictions are the model's for its own rows, whatever
-else was in the call (the models are row by row), so when and with whom a solve's rows were
-scored changes nothing it decides on. Requests are grouped by the encoding of their feature
+else was in the call, so when and with whom a solve's rows were scored changes nothing it decides
+on. That holds for a model that predicts row by row
+(:func:`~counterplan.planning.model_protocol.predicts_row_by_row`: trees), and only for one: a
+linear model's or a network's matrix product gives a row other last bits among other rows, so
+each request of such a model is called on its own, as its solve alone would call it (the solves
+still step in lockstep, each with its own call). Requests are grouped by the encoding of their feature
 space (two problems whose categories differ decode indices differently) and by path (the
 search's fast path or the real model's, for the final check). When a merged call raises, each
 request of it is called again on its own, so one solve's failing rows never fail another's.
@@ -29,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning.fast_path.cache import space_signature
-from counterplan.planning.model_protocol import ModelAdapter, Predictions
+from counterplan.planning.model_protocol import ModelAdapter, Predictions, predicts_row_by_row
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_ROWS_PER_CALL = 65_536
@@ -148,8 +152,10 @@ class SharedCalls:
         call = self._reference if requests[0].reference else self.model.predict
         space = requests[0].space
         started = time.perf_counter()
-        if len(requests) == 1:
-            self._score_alone(requests[0], call)
+        apart = len(requests) == 1 or not predicts_row_by_row(self.model, space)
+        if apart:  # a row's predictions among other solves' rows would not be its own
+            for request in requests:
+                self._score_alone(request, call)
         else:
             X = np.vstack([r.X for r in requests])
             try:
@@ -166,7 +172,7 @@ class SharedCalls:
                     request.done.set()
         with self._lock:
             stats = self.statistics
-            stats.calls += 1
+            stats.calls += len(requests) if apart else 1
             stats.requests += len(requests)
             stats.rows += sum(r.X.shape[0] for r in requests)
             stats.seconds += time.perf_counter() - started

@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.demo import IMMUTABLE, TARGET
@@ -228,6 +230,50 @@ def test_requests_are_merged_only_within_one_encoding(
     expected = adapter.predict(X[:2], space)[TARGET]
     np.testing.assert_array_equal(results[1][TARGET], expected)
     np.testing.assert_array_equal(results[0][TARGET], expected[:1])
+
+
+def _asked_together(
+    adapter: CountingAdapter, parts: tuple[Any, ...], space: Any, reference: bool
+) -> tuple[list[Any], SharedCalls]:
+    """Each part's predictions asked by its own member of one SharedCalls at the same time."""
+    shared = SharedCalls(adapter, max_wait=5.0)
+    results: list[Any] = [None] * len(parts)
+
+    def ask(i: int) -> None:
+        call = shared.predict_reference if reference else shared.predict
+        results[i] = call(parts[i], space)[TARGET]
+
+    with shared.member(), shared.member():
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(parts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    return results, shared
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_linear_models_solves_get_their_own_predictions_bit_for_bit(
+    loan_model: Pipeline, loan_data: pd.DataFrame, loan_problem: CounterfactualProblem, reference: bool
+) -> None:
+    """A matrix product gives a row other last bits among other rows (BLAS sums a row's terms in
+    an order that depends on the rows around it), so the requests of a logistic regression are
+    not merged: each gets its rows' predictions as its solve alone would (the server's concurrent
+    requests answered 0.04095011139279679 for an original whose probability was
+    0.04095011139279683 alone); a tree model's still are."""
+    features = loan_data.drop(columns=[TARGET])
+    linear = clone(loan_model).set_params(encode__numbers=StandardScaler(), classify=LogisticRegression())
+    space = loan_problem.space
+    X = np.repeat(space.original.reshape(1, -1), 40, axis=0)
+    X[:, space.names.index("income")] = np.linspace(20_000.0, 90_000.0, 40) + 0.37
+    parts = (X[:7], X[7:])
+    for model, merged in ((linear.fit(features, loan_data[TARGET]), False), (loan_model, True)):
+        adapter = CountingAdapter(model)
+        results, shared = _asked_together(adapter, parts, space, reference)
+        alone = adapter.predict_reference if reference else adapter.predict
+        for part, result in zip(parts, results, strict=True):
+            np.testing.assert_array_equal(result, alone(part, space)[TARGET])
+        assert shared.statistics.requests == 2 and shared.statistics.calls == (1 if merged else 2)
 
 
 def test_a_first_row_outside_a_rules_bounds_is_that_rows_error_not_the_explainers() -> None:
