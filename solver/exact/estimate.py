@@ -14,7 +14,11 @@ program: building a large ensemble's program alone takes longer than local searc
 * a network: its hidden units (a binary each);
 * a linear model: its features (a linear program with a few binaries);
 * a scorecard: its mutable variables' bins within their domains (a chain of splits each: a
-  variable of many bins costs more than many variables of few).
+  variable of many bins costs more than many variables of few);
+* whatever the model, a trust region's reference rows (a weight each, in rows over the numbers'
+  values). Such rows, and a relation's, are what CP-SAT's program of a tree ensemble cannot
+  state (:mod:`counterplan.solver.exact.intervals`): its program goes to SCIP or HiGHS instead,
+  and is estimated by their rule.
 
 :func:`estimate_seconds` turns the size into seconds by a rule per family and per solver (a tree
 ensemble's program goes to CP-SAT under the ``auto`` backend, much faster than SCIP or HiGHS on
@@ -28,7 +32,7 @@ the rule reads the program's size, not the row's distance to the boundary).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -87,9 +91,19 @@ class ProgramSize:
     """A scorecard's bins of its mutable variables, within their domains."""
     bin_work: float = 0.0
     """A scorecard's work: the sum over its mutable variables of ``bins ** 1.25``."""
+    hull_rows: int = 0
+    """A trust region's reference rows (a weight each in the program; 0: no trust region)."""
+    value_rows: bool = False
+    """The program has rows over the numbers' values (a trust region, relations): a tree
+    ensemble's goes to SCIP or HiGHS, not CP-SAT (:func:`tree_solver`)."""
 
     def describe(self) -> str:
         """The size in words, for the engine's reason."""
+        region = f", a trust region of {self.hull_rows} rows" if self.hull_rows else ""
+        relations = ", relations" if self.value_rows and not self.hull_rows else ""
+        return self._model() + region + relations
+
+    def _model(self) -> str:
         if self.family == "trees":
             leaves = (
                 f"{self.leaves} leaves"
@@ -108,6 +122,13 @@ class ProgramSize:
 
 def program_size(problem: CounterfactualProblem) -> ProgramSize:
     """The size of ``problem``'s exact program, read from its model and features."""
+    region = problem.trust_region
+    hull = region.reference_rows if region is not None else 0
+    return replace(_model_size(problem), hull_rows=hull, value_rows=region is not None or problem.relations is not None)
+
+
+def _model_size(problem: CounterfactualProblem) -> ProgramSize:
+    """The size of the model's part of the program."""
     from counterplan.planning.scorecard import ScorecardAdapter  # noqa: PLC0415
 
     mutable = int(problem.space.mutable.sum())
@@ -128,7 +149,8 @@ def program_size(problem: CounterfactualProblem) -> ProgramSize:
             thresholds = sum(len(v) for v in values.values()) // 2
             reachable = _reachable_leaves(problem, arrays)
             leaves = int((arrays.node_column < 0).sum())
-            return ProgramSize("trees", mutable, _ensemble(estimator), len(arrays.trees), leaves, reachable, thresholds)
+            kind = _ensemble(estimator)
+            return ProgramSize("trees", mutable, kind, len(arrays.trees), leaves, reachable, thresholds)
     return ProgramSize("other", mutable)
 
 
@@ -239,10 +261,14 @@ def tree_work(size: ProgramSize) -> float:
     return max(size.reachable, 1) * math.log2(2 + size.thresholds)
 
 
-def tree_solver(backend: str = "auto") -> Solver:
+def tree_solver(backend: str = "auto", value_rows: bool = False) -> Solver:
     """What solves a tree ensemble's program under the exact phase's ``backend``: CP-SAT when
     asked for, or under ``auto`` when OR-Tools loads (the choice
-    :meth:`counterplan.solver.exact.phase.ExactPhase._backend` makes); else SCIP or HiGHS."""
+    :meth:`counterplan.solver.exact.phase.ExactPhase._backend` makes); else SCIP or HiGHS, as
+    for a program with ``value_rows`` (a trust region, relations: CP-SAT's program of intervals
+    cannot state them, and hands the MILP on, :mod:`counterplan.solver.exact.intervals`)."""
+    if value_rows:
+        return "milp"
     if backend == "cpsat":
         return "cpsat"
     if backend != "auto":
@@ -265,16 +291,20 @@ def scorecard_solver(backend: str = "auto") -> str:
 def estimate_seconds(size: ProgramSize, backend: str = "auto") -> float:
     """The seconds the exact engine is expected to take at most, warm start included, under the
     exact phase's ``backend`` (see the module's description and the constants below)."""
+    return _model_seconds(size, backend) + TRUST_REGION_SECONDS_PER_ROW * size.hull_rows
+
+
+def _model_seconds(size: ProgramSize, backend: str) -> float:
     if size.family == "linear":
         return LINEAR_BASE_SECONDS + LINEAR_SECONDS_PER_FEATURE * size.mutable
     if size.family == "scorecard":
         factor = SCORECARD_SOLVER_FACTOR[scorecard_solver(backend)]
         return LINEAR_BASE_SECONDS + factor * SCORECARD_SCALE * math.pow(size.bin_work, SCORECARD_EXPONENT)
     if size.family == "trees":
-        return TREE_RULES[tree_solver(backend)].seconds(size)
+        return TREE_RULES[tree_solver(backend, size.value_rows)].seconds(size)
     if size.family == "network":
         effective = size.units + (NETWORK_DEEP_WEIGHT - 1) * size.deep_units
-        return NETWORK_SCALE * math.pow(effective, NETWORK_EXPONENT)
+        return LINEAR_BASE_SECONDS + NETWORK_SCALE * math.pow(effective, NETWORK_EXPONENT)
     return math.inf
 
 
@@ -348,11 +378,28 @@ dump by adult's 20-tree 8-leaf LightGBM (1.96 s at 137 reachable leaves and 20 t
 run, 1.19 s in another; heloc's took 2.05 s at 160), forests by heloc's 20-tree depth-4 forest
 (4.4 s at 314 leaves, proven; 100 trees of depth 6 run past 10 s on both data sets)."""
 TREE_RULES: dict[Solver, TreeRule] = {"cpsat": CPSAT_TREES, "milp": MILP_TREES}
-NETWORK_SCALE = 7.8e-5
+NETWORK_SCALE = 3.0e-4
 NETWORK_EXPONENT = 2.47
 NETWORK_DEEP_WEIGHT = 3.0
-"""A network: ``NETWORK_SCALE * units**NETWORK_EXPONENT`` seconds, the units of later layers
-counted three times. Fitted on :mod:`counterplan.solver.exact.encoders.network`'s table (one
-hidden layer of 25, 50, 100, 200 units: at most 0.12, 1.22, 2.42, 20.5 s; two layers of 50:
-30 s) as the line through the 50-unit point with the slope of the whole table (2.47 in log-log),
-which lies above every measured row: 0.22, 2.3, 6.8, 40 and 40 s."""
+"""A network: ``0.6 + NETWORK_SCALE * units**NETWORK_EXPONENT`` seconds (the linear model's base:
+the warm start and a small program), the units of later layers counted three times. The slope
+(2.47 in log-log) is that of :mod:`counterplan.solver.exact.encoders.network`'s table, measured
+on 4 integer inputs (one hidden layer of 25, 50, 100, 200 units: at most 0.12, 1.22, 2.42,
+20.5 s; two layers of 50: 30 s). The rule was the line through that table's 50-unit point,
+``7.8e-5 * units**2.47`` with no base, and lay far under networks of continuous inputs: on 3, 6
+and 10 numbers of one decimal (``MLPClassifier``, 2,000 rows, a goal of 0.7, three rows each,
+HiGHS, a 2-core machine at load average 4), 40 units took 2.0-7.8 s a row where it said 0.71 s
+(so ``auto`` took the exact engine under the 2 s budget), 20 units 0.6-1.4 s where it said
+0.13 s, 10 units 0.5 s where it said 0.02 s. The scale now lies above the median row of each of
+those networks (20 units: 0.69-0.99 s, 30: 1.01 s, 40: 2.03-3.31 s, 50: 2.55 s; estimates 1.09,
+1.94, 3.3 and 5.3 s); the integer table's rows lie below it."""
+TRUST_REGION_SECONDS_PER_ROW = 0.004
+"""A trust region: this much more per reference row (a weight each; 500 rows by default, 2 s),
+whatever the model; a tree ensemble's program with one also goes to SCIP or HiGHS
+(:func:`tree_solver`). It was left out: a 100-tree depth-3 boosting estimated at 1.15 s took
+6.7 and 25.8 s with the default trust region (SCIP), and ``auto`` took the exact engine under
+the 2 s budget (now 13.1 s: local search). Measured on the same 6 numbers (two rows each, 500
+rows): a logistic regression 1.6-1.9 s (0.3-0.6 s without), a 10-unit network 2.7-3.1 s (0.5
+s), 30 trees of depth 2 2.0-3.2 s (0.3-0.4 s), a 10-tree depth-3 forest 2.1 s (0.3-0.5 s), one
+full-depth tree 2.4-4.4 s (0.2-0.3 s); the estimates with the term: 2.6, 2.7, 2.9, 2.9 and 4.0
+s. With 50 rows a regression took 0.5-1.5 s, 30 trees 0.7-1.0 s."""
