@@ -14,7 +14,10 @@ phase would use (CP-SAT for trees under the ``auto`` backend),
 :mod:`counterplan.solver.exact.estimate`, and is checked first, so a large model costs no program
 build); otherwise local search (with, when ``config.auto.exact_improvement_seconds`` asks for it,
 a time-limited exact improvement of local search's answer), or the swarm when there are many
-features. It says which it chose and why: the estimate and the budget are in the reason.
+features. It says which it chose and why: the estimate and the budget are in the reason. The
+budget and the improvement are capped at the solve's time limit (``--time-limit``, a
+configuration's ``spent_limit_seconds``, a server's share of a deadline: :func:`capped_auto`), so
+a time limit shorter than the estimate means local search on every path.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Literal, NamedTuple
 
 from counterplan.planning.errors import ProblemError
 from counterplan.planning.problem import CounterfactualProblem
-from counterplan.solver.core.config import PhaseConfig, SolverConfig, TerminationConfig, stable_termination
+from counterplan.solver.core.config import AutoConfig, PhaseConfig, SolverConfig, TerminationConfig, stable_termination
+from counterplan.solver.core.termination import wall_limit
 from counterplan.solver.exact.config import ExactPhaseConfig
 from counterplan.solver.exact.estimate import estimate_seconds, program_size
 from counterplan.solver.local.config import AcceptorConfig, BoundaryPolishPhaseConfig, LocalSearchPhaseConfig
@@ -180,7 +184,9 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
     from counterplan.solver.exact.backend import available  # noqa: PLC0415 - the exact engine loads on demand
 
     features = int(problem.space.mutable.sum())
-    budget = config.auto.budget_seconds
+    auto = capped_auto(config.auto, wall_limit(config.termination))
+    budget = auto.budget_seconds
+    held = " (the solve's time limit)" if budget < config.auto.budget_seconds else ""
     size = program_size(problem)
     expected = estimate_seconds(size, phase.backend)  # the solver the exact phase would use
     cost = f"the exact engine's estimate for {size.describe()} is {_seconds(expected)}"
@@ -193,10 +199,10 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
             return EnginePlan(
                 _for(problem, config),
                 "exact",
-                f"auto: the exact engine, because {cost}, within the {_seconds(budget)} budget",
+                f"auto: the exact engine, because {cost}, within the {_seconds(budget)} budget{held}",
             )
     else:
-        reason = f"{cost}, more than the {_seconds(budget)} budget"
+        reason = f"{cost}, more than the {_seconds(budget)} budget{held}"
     if features >= SWARM_FROM_FEATURES:
         return EnginePlan(
             swarm_config(config, then_local=True),
@@ -204,7 +210,7 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
             f"auto: the particle swarm, then local search from its best rows, because {features} mutable "
             f"features is at least {SWARM_FROM_FEATURES} and {reason}",
         )
-    improvement = config.auto.exact_improvement_seconds
+    improvement = auto.exact_improvement_seconds
     # over the budget (not refused by the encoder): the improvement's own phase builds the program
     # within its time limit, and reports "not encodable" should the encoder refuse it there
     if improvement is not None and missing is None and expected > budget and size.family != "other":
@@ -215,6 +221,22 @@ def _auto(problem: CounterfactualProblem, config: SolverConfig, phase: ExactPhas
             f"(asked for), because {reason}",
         )
     return EnginePlan(config, "local", f"auto: local search, because {reason}")
+
+
+def capped_auto(auto: AutoConfig, seconds: float | None) -> AutoConfig:
+    """``auto`` with its budget and exact improvement at most ``seconds``, the solve's own time
+    limit (None: none): a budget past it would let ``auto`` choose a proof the solve is stopped
+    before, and an improvement past it is cut there anyway. Capped, not refused: a server's
+    client cannot know the share of its deadline the server leaves the solve; the engine reason
+    names the budget that held."""
+    if seconds is None:
+        return auto
+    update = {
+        name: seconds
+        for name in ("budget_seconds", "exact_improvement_seconds")
+        if (value := getattr(auto, name)) is not None and value > seconds
+    }
+    return auto.model_copy(update=update) if update else auto
 
 
 def improvement_config(config: SolverConfig, phase: ExactPhaseConfig, seconds: float) -> SolverConfig:

@@ -26,8 +26,7 @@ from counterplan.server.grpc.settings import ServerSettings
 from counterplan.server.registry.registry import ModelRegistry, RegisteredModel
 from counterplan.solver.batch.shared_calls import SharedCalls
 from counterplan.solver.core.budget import estimate_bytes, one_hot_width
-from counterplan.solver.core.config import AutoConfig, SolverConfig, TerminationConfig
-from counterplan.solver.core.termination import wall_limit
+from counterplan.solver.core.config import SolverConfig, TerminationConfig
 from counterplan.solver.manager import SolverJob, SolverManager
 from counterplan.solver.result import CounterfactualResult
 
@@ -52,20 +51,6 @@ def _without_model_text(result: CounterfactualResult, request_id: str) -> Counte
     return result.model_copy(
         update={"failure": f"the model failed (request id {request_id}); its message is in the server log"}
     )
-
-
-def capped_auto(auto: AutoConfig, seconds: float) -> AutoConfig:
-    """``auto`` with its budget and exact improvement at most ``seconds``, the solve's own time
-    limit (the server's maximum, the call's deadline, the request's termination): a budget past
-    it would let ``auto`` choose a proof the solve is stopped before, and an improvement past it
-    is cut there anyway. Capped, not refused: a client cannot know the share of its deadline
-    the server leaves the solve; the engine reason names the budget that held."""
-    update = {
-        name: seconds
-        for name in ("budget_seconds", "exact_improvement_seconds")
-        if (value := getattr(auto, name)) is not None and value > seconds
-    }
-    return auto.model_copy(update=update) if update else auto
 
 
 class ExplainSteps:
@@ -160,13 +145,13 @@ class ExplainSteps:
 
     def _config(self, config: SolverConfig, limit: float) -> SolverConfig:
         """``config`` ended by the solve's time ``limit`` (:meth:`CallClock.limit`), with the
-        server's native threads and ``auto`` capped at that limit."""
+        server's native threads (``auto`` is capped at that limit where it chooses,
+        :func:`counterplan.solver.engines.capped_auto`)."""
         termination = TerminationConfig(spent_limit_seconds=limit, children=(config.termination,))
         return config.model_copy(
             update={
                 "termination": termination,
                 "model_threads": self.settings.threads_for(config.model_threads),
-                "auto": capped_auto(config.auto, wall_limit(termination) or limit),
             }
         )
 

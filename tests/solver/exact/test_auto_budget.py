@@ -299,3 +299,24 @@ def test_a_network_of_continuous_inputs_is_not_estimated_at_a_fraction_of_its_ti
     assert plan.name == "local", plan.reason
     assert "a network of 40 hidden units" in plan.reason and "more than the 2 s budget" in plan.reason
 
+
+def test_the_solves_time_limit_caps_the_budget_and_the_improvement(data: tuple[pd.DataFrame, pd.Series]) -> None:
+    """A time limit shorter than the estimate means local search on every path, not only over
+    gRPC: with ``--time-limit`` (or a configuration's ``spent_limit_seconds``) of 0.1 s, ``auto``
+    took the exact engine 'within the 2 s budget', a proof the solve stopped before it began."""
+    from counterplan.solver.core.config import TerminationConfig
+
+    problem = _small_trees(data)
+    assert choose(problem, SolverConfig(), "auto").name == "exact"
+    capped = TerminationConfig(spent_limit_seconds=0.1, children=(SolverConfig().termination,))
+    plan = choose(problem, SolverConfig(termination=capped), "auto")
+    assert plan.name == "local", plan.reason
+    assert "more than the 0.1 s budget (the solve's time limit)" in plan.reason
+    roomy = TerminationConfig(spent_limit_seconds=60.0, children=(SolverConfig().termination,))
+    assert choose(problem, SolverConfig(termination=roomy), "auto").reason.endswith("within the 2 s budget")
+    improving = SolverConfig(
+        termination=TerminationConfig(spent_limit_seconds=5.0),
+        auto=AutoConfig(budget_seconds=0.001, exact_improvement_seconds=3600.0),
+    )
+    plan = choose(problem, improving, "auto")
+    assert plan.name == "exact" and "for at most 5 s from its answer" in plan.reason, plan.reason
