@@ -45,7 +45,7 @@ from counterplan.planning.distance import feature_distance
 from counterplan.planning.errors import CounterplanError, ModelAdapterError, one_line
 from counterplan.planning.goals import BoundGoal, scored_goal_distance
 from counterplan.planning.halving import Run, call_in_halves
-from counterplan.planning.model_protocol import Predictions
+from counterplan.planning.model_protocol import Predictions, check_rows
 from counterplan.planning.problem import CounterfactualProblem
 from counterplan.planning.score import LEVELS, PRUNED, BendableScore, better, last_best_row
 from counterplan.planning.scored_rows import ScoredRows, Split
@@ -825,12 +825,7 @@ def check_shared(problems: Sequence[CounterfactualProblem], candidates: FloatMat
         raise
     except Exception:  # the model fails on some row: each problem's own calculator finds which
         return [ScoreCalculator(p, remember_bytes=0).check(flat[i * k : (i + 1) * k]) for i, p in enumerate(problems)]
-    for name, values in predictions.items():  # else the last problems' slices are short, and blamed
-        shape = np.shape(values)
-        if not shape or shape[0] != m * k:
-            raise ModelAdapterError(
-                f"outputs.{name}", f"the model returned shape {shape}; expected ({m * k}, ...) for {m * k} rows"
-            )
+    check_rows(predictions, m * k)  # else a problem's slice holds another's rows, or is short and blamed
     out = []
     for i, problem in enumerate(problems):
         mine = {name: np.asarray(values)[i * k : (i + 1) * k] for name, values in predictions.items()}

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from counterplan.planning.errors import ModelAdapterError
 from counterplan.planning.goals import OutputSpec
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
@@ -81,6 +82,20 @@ class TargetBinding(Protocol):
         ...
 
 
+def check_rows(predictions: Predictions, n: int) -> Predictions:
+    """``predictions`` when every output holds one answer per row of the ``n`` asked, else a
+    :class:`~counterplan.planning.errors.ModelAdapterError` naming the output and the shape given.
+    A call made of several callers' rows is cut back into each caller's by position, so a model
+    answering another number of rows would hand one caller's answers to another."""
+    for name, values in predictions.items():
+        shape = np.shape(values)
+        if not shape or shape[0] != n:
+            raise ModelAdapterError(
+                f"outputs.{name}", f"the model returned shape {shape}; expected ({n}, ...) for {n} rows"
+            )
+    return predictions
+
+
 def bind_target(model: Any, data: Any, target: str | None) -> Any:
     """``model`` bound to the training target ``target`` of the DataFrame ``data`` when it is a
     :class:`TargetBinding` and the column is there; else ``model`` itself."""
@@ -96,5 +111,6 @@ __all__ = [
     "SplitReader",
     "TargetBinding",
     "bind_target",
+    "check_rows",
     "predicts_row_by_row",
 ]

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from counterplan.planning.fast_path.cache import space_signature
-from counterplan.planning.model_protocol import ModelAdapter, Predictions, predicts_row_by_row
+from counterplan.planning.model_protocol import ModelAdapter, Predictions, check_rows, predicts_row_by_row
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 
 MAX_ROWS_PER_CALL = 65_536
@@ -138,15 +138,15 @@ class SharedCalls:
         groups: dict[tuple[tuple[Any, ...], bool], list[_Request]] = {}
         for request in batch:
             groups.setdefault((encoding_key(request.space), request.reference), []).append(request)
-        for requests in groups.values():
-            try:
+        try:
+            for requests in groups.values():
                 self._score(requests)
-            except BaseException as exc:  # never leave a waiting solve hanging
-                for request in requests:
-                    if not request.done.is_set():
-                        request.error = exc
-                        request.done.set()
-                raise
+        except BaseException as exc:  # never leave a waiting solve hanging, of any group
+            for request in batch:
+                if not request.done.is_set():
+                    request.error = exc
+                    request.done.set()
+            raise
 
     def _score(self, requests: list[_Request]) -> None:
         call = self._reference if requests[0].reference else self.model.predict
@@ -185,9 +185,14 @@ class SharedCalls:
         request.done.set()
 
     def _chunked(self, call: Any, X: FloatMatrix, space: FeatureSpace) -> Predictions:
+        """``call``'s predictions of ``X``, in calls of at most ``max_rows`` rows, each checked to
+        answer its rows one for one (a merged call is cut back into its requests by position)."""
         if X.shape[0] <= self.max_rows:
-            return dict(call(X, space))
-        parts = [call(X[i : i + self.max_rows], space) for i in range(0, X.shape[0], self.max_rows)]
+            return check_rows(dict(call(X, space)), X.shape[0])
+        parts = [
+            check_rows(dict(call(X[i : i + self.max_rows], space)), X[i : i + self.max_rows].shape[0])
+            for i in range(0, X.shape[0], self.max_rows)
+        ]
         return {name: np.concatenate([np.asarray(p[name]) for p in parts]) for name in parts[0]}
 
 

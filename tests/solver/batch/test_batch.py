@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 
 from counterplan.planning import ClassGoal, CounterfactualProblem
 from counterplan.planning.demo import IMMUTABLE, TARGET
-from counterplan.planning.errors import ProblemError
+from counterplan.planning.errors import ModelAdapterError, ProblemError
 from counterplan.planning.models import SklearnClassifierAdapter
 from counterplan.planning.spec import FeatureRule, ProblemSpec
 from counterplan.solver import explain
@@ -312,3 +312,110 @@ def test_worker_processes_with_several_native_threads_are_refused_naming_the_fie
     with pytest.raises(ProblemError, match="model_threads"):
         run_audit(explainer, "0:4", AuditOptions(workers=2, bootstrap=10))
     assert len(explainer.explain_batch(loan_data.iloc[:2], workers=1)) == 2  # in this process: any threads
+
+
+class _PrependingAdapter(SklearnClassifierAdapter):
+    """The real model, but a call of several rows answers one more: the first row's answer twice."""
+
+    def predict(self, X: Any, space: Any) -> Any:
+        answer = super().predict_reference(X, space)
+        if X.shape[0] == 1:
+            return answer
+        return {name: np.concatenate([values[:1], values]) for name, values in answer.items()}
+
+
+def test_a_merged_call_answering_another_number_of_rows_gives_no_request_anothers_rows(
+    loan_model: Pipeline, loan_problem: CounterfactualProblem
+) -> None:
+    """A merged call's answer is cut back into its requests by position: a model answering one
+    row more than asked handed the second request the first's rows (a silent wrong answer); each
+    request now gets its own rows' answers, or the model's error for them."""
+    adapter = _PrependingAdapter(loan_model, TARGET, fast=False)
+    shared = SharedCalls(adapter, max_wait=5.0)
+    space = loan_problem.space
+    X = np.repeat(space.original.reshape(1, -1), 3, axis=0)
+    X[:, space.index["income"]] = [20_000.0, 60_000.0, 150_000.0]  # three different answers
+    asked = [X[:1], X[1:]]
+    results: list[Any] = [None, None]
+    with shared.member(), shared.member():
+
+        def ask(i: int) -> None:
+            try:
+                results[i] = shared.predict(asked[i], space)[TARGET]
+            except ModelAdapterError as error:
+                results[i] = error
+
+        threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    assert shared.statistics.requests >= 2
+    for rows, result in zip(asked, results, strict=True):
+        if isinstance(result, ModelAdapterError):  # its rows alone: the model answers too many
+            assert rows.shape[0] > 1 and "the model returned shape (3, 2); expected (2, ...)" in str(result)
+        else:
+            np.testing.assert_array_equal(result, adapter.predict_reference(rows, space)[TARGET])
+
+
+def test_a_model_answering_a_scalar_ends_each_row_of_a_threads_batch_in_its_error(
+    loan_data: pd.DataFrame, loan_model: Pipeline, rejected: pd.DataFrame
+) -> None:
+    """A model answering a scalar for any rows: cutting a merged call's answer raised outside the
+    call, which left the other group's requests (the final checks', or the searches') waiting for
+    good: the batch never ended. Each row is now an error record naming the shape, as explain is."""
+
+    class Scalar(SklearnClassifierAdapter):  # the search's calls on the fast path, as they were
+        def predict_reference(self, X: Any, space: Any) -> Any:
+            return {TARGET: np.float64(0.9)}
+
+    explainer = Explainer(Scalar(loan_model, TARGET), loan_data, GOAL, target=TARGET, immutable=IMMUTABLE)
+    frames: list[pd.DataFrame] = []
+    worker = threading.Thread(
+        target=lambda: frames.append(explainer.explain_batch(rejected.iloc[:6], seed=0, vectorised=False)),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(120)  # a few seconds; without the fix, never
+    assert frames, "the batch did not end"
+    assert (frames[0]["status"] == "error").all()
+    assert frames[0]["error"].str.contains("the model returned shape ()", regex=False).all()
+
+
+class _InterruptedAdapter(SklearnClassifierAdapter):
+    """The real model, but its search calls end in a BaseException (not an Exception)."""
+
+    def predict(self, X: Any, space: Any) -> Any:
+        raise KeyboardInterrupt
+
+
+def test_a_merged_call_ending_in_a_base_exception_leaves_no_request_of_another_group_waiting(
+    loan_model: Pipeline, loan_problem: CounterfactualProblem
+) -> None:
+    """A flush scores its requests by group (the search's, the final check's); a group ending
+    in a BaseException left the next groups' requests taken from the queue and never answered:
+    their solves waited forever."""
+    shared = SharedCalls(_InterruptedAdapter(loan_model, TARGET, fast=False), max_wait=60.0)
+    space = loan_problem.space
+    X = space.original.reshape(1, -1)
+    outcome: list[Any] = [None, None, None]
+
+    def ask(i: int, reference: bool) -> None:
+        try:
+            outcome[i] = (shared.predict_reference if reference else shared.predict)(X, space)
+        except BaseException as error:  # the outcome is what the test reads
+            outcome[i] = error
+
+    threads = []
+    with shared.member(), shared.member(), shared.member():
+        # a search's request, a final check's, then a search's, which scores all three: the
+        # searches' group first (its call raises), the final check's group next
+        for i, reference in enumerate([False, True, False]):
+            threads.append(threading.Thread(target=ask, args=(i, reference), daemon=True))
+            threads[-1].start()
+            while i < 2 and len(shared._pending) < i + 1:  # the third's request scores all three
+                threads[-1].join(0.001)
+        for thread in threads:
+            thread.join(20)
+    assert not any(thread.is_alive() for thread in threads)
+    assert all(isinstance(result, KeyboardInterrupt) for result in outcome), outcome
