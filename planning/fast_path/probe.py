@@ -22,7 +22,7 @@ from counterplan.planning.fast_path.trees import BaggedTrees, compile_trees
 from counterplan.planning.features import BooleanFeature, CategoricalFeature
 from counterplan.planning.space import FeatureSpace, FloatMatrix
 from counterplan.planning.structure.errors import NotEncodableError
-from counterplan.planning.structure.kind import final_estimator
+from counterplan.planning.structure.kind import final_estimator, pipeline_steps
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def compile_fast_path(
     estimator = final_estimator(model)
     decoded = input_kind == "dataframe"
     try:
-        inputs = build_inputs(model, space, decoded) if hasattr(model, "steps") or decoded else None
+        inputs = build_inputs(model, space, decoded) if pipeline_steps(model) or decoded else None
     except NotEncodableError as exc:
         logger.debug("fast path: %s", exc)
         return None
@@ -118,7 +118,7 @@ def _category_count(feature: Any) -> int:
 def agrees(path: FastPath, model: Any, space: FeatureSpace, input_kind: str) -> bool:
     """Does ``path`` reproduce the real model on the probe rows?"""
     probe = probe_rows(space)
-    steps = getattr(model, "steps", None)
+    steps = pipeline_steps(model)
     try:
         data = space.to_frame(probe) if input_kind == "dataframe" else space.to_array(probe)
         real_inputs = model[:-1].transform(data) if steps and len(steps) > 1 else data

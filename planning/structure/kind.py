@@ -8,6 +8,7 @@ The families are named by class name, so asking never imports XGBoost or LightGB
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 LINEAR_CLASSIFIERS = (
@@ -65,9 +66,35 @@ def kind_name(estimator: Any) -> str:
     return type(estimator).__name__
 
 
-def final_estimator(model: Any) -> Any:
-    """The last step of a pipeline, or the model itself."""
+PREDICTION_METHODS = ("predict", "predict_proba", "decision_function")
+"""How a model is asked (the adapters call the first two): a pipeline class that writes its own
+is no composition of its steps."""
+LIBRARY_MODULES = ("sklearn.", "imblearn.")
+"""Where the pipeline classes whose predictions are their steps' come from."""
+
+
+def pipeline_steps(model: Any) -> list[Any] | None:
+    """The ``(name, step)`` list of a pipeline whose predictions are its steps': a scikit-learn
+    ``Pipeline``, or a subclass that keeps its prediction methods (:data:`PREDICTION_METHODS`).
+    None for a bare estimator, and for a subclass that writes one of them (a calibration, a rule
+    put over the estimator's answer): the readers would describe its steps, not what it answers,
+    so the fast path and the exact engine would search another model than the one asked."""
     steps = getattr(model, "steps", None)
+    if not steps:
+        return None
+    kind = type(model)
+    stock = next((c for c in kind.__mro__ if c.__module__.startswith(LIBRARY_MODULES)), None)
+    if stock is None or stock is kind:
+        return list(steps)
+    for method in PREDICTION_METHODS:
+        if inspect.getattr_static(kind, method, None) is not inspect.getattr_static(stock, method, None):
+            return None
+    return list(steps)
+
+
+def final_estimator(model: Any) -> Any:
+    """The last step of a pipeline (:func:`pipeline_steps`), or the model itself."""
+    steps = pipeline_steps(model)
     return steps[-1][1] if steps else model
 
 

@@ -37,7 +37,7 @@ from counterplan.planning.structure.columns import (
     same_category,
 )
 from counterplan.planning.structure.errors import NotEncodableError
-from counterplan.planning.structure.kind import final_estimator, kind_name
+from counterplan.planning.structure.kind import final_estimator, kind_name, pipeline_steps
 from counterplan.planning.structure.selection import select
 
 
@@ -105,9 +105,14 @@ _DESCRIBED = "pipeline-described"
 def describe(model: Any, entry: Sequence[Column], names: Sequence[str] | None = None) -> ModelColumns:
     """The columns the final estimator of ``model`` (a ``Pipeline`` or a bare estimator) reads,
     given the columns its first step takes (``names``: the features' names, for messages)."""
+    if getattr(model, "steps", None) and pipeline_steps(model) is None:
+        raise NotEncodableError(
+            f"{kind_name(model)} is a pipeline that writes its own prediction method: what it answers "
+            "is not what its steps give"
+        )
     walk = _Walk(names)
     columns = list(entry)
-    for name, step in getattr(model, "steps", [])[:-1]:
+    for name, step in (pipeline_steps(model) or [])[:-1]:
         columns = _apply(step, columns, f"pipeline step {name!r}", walk)
     reader = kind_name(final_estimator(model))
     return ModelColumns(tuple(_as_number(column, reader, walk) for column in columns), tuple(walk.raises))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,8 @@ import pytest
 from sklearn.pipeline import Pipeline
 
 from counterplan.planning import CallableAdapter, ClassGoal, CounterfactualProblem, OutputSpec
-from counterplan.planning.demo import IMMUTABLE
+from counterplan.planning.demo import IMMUTABLE, TARGET, rejected_applicant
+from counterplan.planning.errors import ProblemError
 from counterplan.planning.space import FloatMatrix
 from counterplan.solver import (
     BestSolutionEvent,
@@ -619,3 +621,35 @@ def test_a_model_whose_outputs_are_1e21_from_the_goal_is_searched_as_the_same_mo
         assert result.valid, (scale, result.score_levels)
         answers.append(result.score_levels[3])
     assert answers[1] == pytest.approx(answers[0], rel=1e-9)
+
+
+class _SquaredPipeline(Pipeline):
+    """A pipeline with a rule over its estimator's answer: the approval's probability squared."""
+
+    def predict_proba(self, X: Any, **params: Any) -> Any:
+        q = super().predict_proba(X, **params)[:, 1] ** 2
+        return np.column_stack([1.0 - q, q])
+
+
+def test_a_pipeline_writing_its_own_predict_proba_is_searched_as_it_answers(
+    loan_data: pd.DataFrame, loan_model: Pipeline
+) -> None:
+    """The fast path and the exact engine read a pipeline's steps: a subclass answering otherwise
+    (its own predict_proba) was searched as its steps (the final check then refused the answer:
+    none valid, the exact engine's 'optimal'), where the same answers from a plain wrapper got a
+    valid one; such a pipeline is now called as it is, and the exact engine refuses it by name."""
+    model = _SquaredPipeline(loan_model.steps)
+    problem = CounterfactualProblem.from_dataframe(
+        loan_data,
+        rejected_applicant(),
+        model,
+        [ClassGoal(target=1, confidence=0.7)],
+        target=TARGET,
+        immutable=IMMUTABLE,
+    )
+    result = explain(problem, seed=0)
+    assert result.valid
+    proposed = pd.DataFrame([result.proposed])[list(loan_model.feature_names_in_)]
+    assert model.predict_proba(proposed)[0, 1] >= 0.7
+    with pytest.raises(ProblemError, match="_SquaredPipeline is a pipeline that writes its own prediction method"):
+        explain(problem, seed=0, engine="exact")

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from counterplan.planning.grid import GridUnit
 from counterplan.planning.models import model_input
 from counterplan.planning.structure.errors import NotEncodableError
+from counterplan.planning.structure.kind import final_estimator
 from counterplan.planning.structure.trees import FLOAT32_MARGIN, FLOAT64_MARGIN, Ensemble, Tree
 from counterplan.solver.exact.encoders.leaf_costs import Path, crossing, leaf_rows
 from counterplan.solver.exact.encoders.tree_cache import FREE, LEFT, RIGHT, EnsembleArrays, ensemble_arrays
@@ -701,7 +702,7 @@ def _model_output(problem: Any, inputs: ModelInputs | None, link: str, outputs: 
     model = adapter.model
     original = problem.space.original.reshape(1, -1)
     data = model_input(original, problem.space, adapter.input_kind)
-    final = model.steps[-1][1] if hasattr(model, "steps") else model
+    final = final_estimator(model)
     if (
         inputs is not None
         and inputs.preprocess is not None
