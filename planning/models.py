@@ -299,7 +299,8 @@ class CallableAdapter:
 
     def predict(self, X: FloatMatrix, space: FeatureSpace) -> Predictions:
         """Call the function once on the whole batch and name its outputs."""
-        raw = self.function(space.to_frame(X) if self.input_kind == "dataframe" else X)
+        # a copy of the matrix: a function may write into what it is given, and X holds the search's rows
+        raw = self.function(space.to_frame(X) if self.input_kind == "dataframe" else X.copy())
         if isinstance(raw, dict):
             missing = [spec.name for spec in self._outputs if spec.name not in raw]
             if missing:

@@ -334,12 +334,13 @@ class FeatureSpace:
         Numbers, booleans (0/1) and text categories (their codes: a float matrix holds no text)
         are as encoded; a gap is NaN, not its feature's missing code (a number below the domain,
         which a model would read as a value); a category stored as numbers (``category_type``
-        integer or number) is the number it stands for, not its code. ``X`` itself when no
-        column needs either.
+        integer or number) is the number it stands for, not its code. Always a new array, never
+        ``X`` itself: a model may write into what it is given (a ``StandardScaler(copy=False)``
+        does), and ``X`` holds the search's candidates.
         """
         gaps = self._gap_columns
         if not self._coded and not gaps.size:
-            return X
+            return np.array(X, dtype=np.float64, copy=True)
         out = np.array(X, dtype=np.float64, copy=True)
         for i, numbers in self._coded.items():
             codes = np.clip(np.rint(X[:, i]), 0, numbers.size - 1).astype(np.intp)  # a gap's -1: NaN below

@@ -12,6 +12,7 @@ from sklearn.datasets import make_regression
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 
 from counterplan.planning import (
     CallableAdapter,
@@ -351,3 +352,34 @@ def test_one_feature_name_given_as_a_text_is_one_name() -> None:
     assert [f.mutable for f in features] == [True, True, False]
     request = CounterplanClient.request("m", {"a": 1, "b": 2, "ab": 3}, [], immutable="ab")
     assert [(o.name, o.constrained) for o in request.overrides] == [("ab", True)]
+
+
+def test_a_model_writing_into_its_input_does_not_change_the_search_s_candidates() -> None:
+    """A pipeline fitted on an array got the search's candidate matrix itself (``to_array`` gave
+    ``X`` when no column needed changing): a ``StandardScaler(copy=False)`` scaled the candidates
+    in place, and every explain ended in a CandidateError on a scaled value ('c': row 0 holds
+    -0.018, outside the domain [0, 4]). The model now gets a copy; so does a callable."""
+    rng = np.random.default_rng(0)
+    n = 600
+    data = pd.DataFrame({"a": rng.uniform(0, 100, n).round(1), "b": rng.uniform(0, 10, n).round(2)})
+    data["c"] = rng.integers(0, 5, n).astype(float)
+    data["y"] = ((data.a / 50 + data.b / 5 - data.c / 3 + rng.normal(0, 0.3, n)) > 2).astype(int)
+    X = data[["a", "b", "c"]].to_numpy()
+    model = Pipeline([("scale", StandardScaler(copy=False)), ("classify", LogisticRegression())]).fit(X.copy(), data.y)
+    row = data[["a", "b", "c"]].iloc[int(np.flatnonzero(model.predict(X.copy()) == 0)[0])]
+    goal = [ClassGoal(target=1, confidence=0.7)]
+    result = explain(CounterfactualProblem.from_dataframe(data, row, model, goal, target="y"), seed=0)
+    assert result.valid
+    assert model.predict_proba(np.array([[result.proposed[k] for k in "abc"]], dtype=float))[0, 1] >= 0.7
+
+    def zeroing(matrix: Any) -> Any:  # answers, then writes into its input
+        answer = model.predict_proba(matrix.copy())
+        matrix[:] = 0.0
+        return answer
+
+    problem = CounterfactualProblem.from_dataframe(
+        data, row, CallableAdapter(zeroing, [OutputSpec("y", (0, 1))]), goal, target="y"
+    )
+    candidates = np.repeat(problem.space.original.reshape(1, -1), 3, axis=0)
+    problem.model.predict(candidates, problem.space)
+    assert (candidates == problem.space.original).all()
