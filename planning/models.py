@@ -20,7 +20,7 @@ for a scorecard) and importable from here too.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +34,7 @@ from counterplan.planning.goals import OutputSpec
 from counterplan.planning.model_protocol import ModelAdapter, Predictions
 from counterplan.planning.scorecard import PointsTable, ScorecardAdapter, adapt_scorecard, is_optbinning_scorecard
 from counterplan.planning.space import FeatureSpace, FloatMatrix
+from counterplan.planning.structure.interactions import PairMoves, pair_moves
 from counterplan.planning.structure.splits import split_points
 
 InputKind = Literal["dataframe", "array"]
@@ -163,6 +164,32 @@ class SklearnClassifierAdapter(_FastCalls):
         Also run every fast call through the real pipeline and raise ``ModelAdapterError`` on
         any difference (debugging; the environment variable ``COUNTERPLAN_CHECK_FAST=1`` too).
     """
+
+    def pair_moves(
+        self,
+        space: FeatureSpace,
+        class_index: int,
+        limit: int,
+        split_values: Mapping[int, FloatMatrix] | None = None,
+    ) -> PairMoves:
+        """Pairs of changes of ``space``'s original that the trees reward only together, toward
+        class number ``class_index``, crossing to ``split_values`` (default: the model's; see
+        :mod:`counterplan.planning.structure.interactions`): for a model whose trees the fast path
+        evaluates, none for another."""
+        path = self.fast_path(space) if self.fast else None
+        if path is None or path.trees is None:
+            return PairMoves.none()
+        row = space.original.reshape(1, -1)
+        inputs = space.to_array(row) if path.inputs is None else path.inputs.transform(row, space.missing_code)
+        return pair_moves(
+            self.model,
+            space,
+            np.asarray(inputs, dtype=np.float64)[0],
+            dataframe=self.input_kind == "dataframe",
+            class_index=class_index,
+            limit=limit,
+            split_values=split_values,
+        )
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from counterplan.planning.goals import (
 )
 from counterplan.planning.inference import DataProfile, training_frame
 from counterplan.planning.model_protocol import SplitReader, bind_target
-from counterplan.planning.models import ModelAdapter, adapt_sklearn
+from counterplan.planning.models import ModelAdapter, SklearnClassifierAdapter, adapt_sklearn
 from counterplan.planning.plausibility import PlausibilityModel, PlausibilitySettings, encode_frame
 from counterplan.planning.profile import FeatureSource, InstanceError, check_names
 from counterplan.planning.relations import LearnedConstraint, LearnedRelations
@@ -36,6 +36,7 @@ from counterplan.planning.relevance import FeatureRelevance
 from counterplan.planning.shared_builds import SharedBuilds
 from counterplan.planning.space import AnyFeature, FeatureSpace, FloatMatrix
 from counterplan.planning.spec import ProblemSpec
+from counterplan.planning.structure.interactions import PairMoves
 from counterplan.planning.trust_region import TrustRegion, TrustRegionSettings
 
 if TYPE_CHECKING:
@@ -245,6 +246,16 @@ class CounterfactualProblem:
         each split threshold of a tree model (what the feature scan tries); none for a model that
         cannot say (a linear model, a callable, a scorecard)."""
         return self.model.split_values(self.space) if isinstance(self.model, SplitReader) else {}
+
+    def pair_moves(self, limit: int, split_values: Mapping[int, FloatMatrix] | None = None) -> PairMoves:
+        """At most ``limit`` pairs of changes of the original that the model's trees reward only
+        together (:mod:`counterplan.planning.structure.interactions`), crossing to ``split_values``
+        (a solve's, as its feature scan searched them; default: the model's): for a scikit-learn
+        classifier with one class goal whose trees can be read, none for another."""
+        goals = self.goals
+        if len(goals) != 1 or goals[0].class_index < 0 or not isinstance(self.model, SklearnClassifierAdapter):
+            return PairMoves.none()
+        return self.model.pair_moves(self.space, goals[0].class_index, limit, split_values)
 
     def original_row(self) -> FloatMatrix:
         """The encoded original instance as a ``(1, n_features)`` matrix."""

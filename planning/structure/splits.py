@@ -41,7 +41,8 @@ MAX_KEPT_READINGS = 64
 """Split values kept per estimator for at most this many ways of reading the features."""
 THRESHOLDS = "split thresholds"
 """The memo key of an estimator's :class:`Thresholds`."""
-_READ_ERRORS = (NotEncodableError, ValueError, KeyError, AttributeError, IndexError, TypeError, OverflowError)
+READ_ERRORS = (NotEncodableError, ValueError, KeyError, AttributeError, IndexError, TypeError, OverflowError)
+"""What reading a model's trees or columns may raise: such a model has no split values (or pairs)."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -54,7 +55,7 @@ def split_points(model: Any, space: FeatureSpace, *, dataframe: bool) -> SplitVa
     (:meth:`counterplan.planning.problem.CounterfactualProblem.split_values`)."""
     try:
         return _split_points(model, space, dataframe)
-    except _READ_ERRORS:
+    except READ_ERRORS:
         return SplitValues()  # a model the readers cannot read: the scan keeps its plain grid
 
 
@@ -89,7 +90,7 @@ def _read_thresholds(estimator: Any) -> Thresholds:
         values = np.concatenate([t.threshold[t.splits] for t in ensemble.trees])
         float32 = np.concatenate([np.full(int(t.splits.sum()), t.float32) for t in ensemble.trees])
         strict = np.concatenate([np.full(int(t.splits.sum()), t.strict) for t in ensemble.trees])
-    except _READ_ERRORS:
+    except READ_ERRORS:
         return Thresholds(unreadable=True)
     return Thresholds(columns, values, float32, strict)
 
@@ -101,7 +102,7 @@ def graph_split_points(graph: Any, space: FeatureSpace) -> SplitValues:
         if is_linear(graph.estimator):
             return SplitValues()
         return _points(graph.estimator, graph.describe(space).columns, space)
-    except _READ_ERRORS:
+    except READ_ERRORS:
         return SplitValues()
 
 
@@ -113,7 +114,7 @@ def _split_points(model: Any, space: FeatureSpace, dataframe: bool) -> SplitValu
 
 
 def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSpace) -> SplitValues:
-    owner_of, slope, shift = _affine_columns(columns, space)
+    owner_of, slope, shift = affine_columns(columns, space)
     splits = thresholds(estimator)
     if splits.unreadable:
         return SplitValues()  # a model the tree reader cannot read, as split_points says
@@ -141,7 +142,7 @@ def _points(estimator: Any, columns: Sequence[EstimatorColumn], space: FeatureSp
     return _within_bounds(found, space, other_routes)
 
 
-def _affine_columns(
+def affine_columns(
     columns: Sequence[EstimatorColumn], space: FeatureSpace
 ) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray]:
     """Per model column: the movable number it is an affine function of (-1: none), and how
@@ -323,7 +324,16 @@ def _within_bounds(found: SplitValues, space: FeatureSpace, other_routes: set[in
     return out
 
 
-__all__ = ["MAX_PER_FEATURE", "THRESHOLDS", "Thresholds", "graph_split_points", "split_points", "thresholds"]
+__all__ = [
+    "MAX_PER_FEATURE",
+    "READ_ERRORS",
+    "THRESHOLDS",
+    "Thresholds",
+    "affine_columns",
+    "graph_split_points",
+    "split_points",
+    "thresholds",
+]
 
 
 PAIR_TOLERANCE = 1e-6

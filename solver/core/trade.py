@@ -31,7 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from counterplan.planning.distance import SUMMED_METRICS, FeaturePricer
-from counterplan.solver.core.combinations import beam_pairs, combinations, smallest
+from counterplan.planning.structure.interactions import PairMoves
+from counterplan.solver.core.combinations import TOLERANCE, beam_pairs, combinations, smallest
 from counterplan.solver.core.protocol import BoolArray, EncodedSpace, FloatMatrix
 
 if TYPE_CHECKING:
@@ -804,6 +805,26 @@ def beam_candidates(
     )
     entries = np.stack([a, b], axis=1)
     return _combo_rows(original, X, owner, entries, np.ones(entries.shape, dtype=bool))
+
+
+def pair_candidates(
+    original: FloatMatrix, moves: PairMoves, pricer: FeaturePricer, *, best_distance: float, max_rows: int
+) -> FloatMatrix:
+    """The original with each pair of ``moves`` (:meth:`~counterplan.planning.problem.CounterfactualProblem.pair_moves`:
+    two changes a tree ensemble rewards only together, which no added gains predict) whose costs
+    added are below ``best_distance``; at most ``max_rows``, the most gain per unit of distance
+    first (ties: the trees' order)."""
+    if len(moves) == 0 or max_rows <= 0:
+        return np.empty((0, original.size))
+    cost = pricer.cost(moves.first_value, moves.first) + pricer.cost(moves.second_value, moves.second)
+    cheap = np.flatnonzero(cost < best_distance * (1.0 - TOLERANCE))
+    rate = moves.gain[cheap] / np.maximum(cost[cheap], np.finfo(np.float64).tiny)
+    pick = cheap[np.lexsort((cheap, -rate))[:max_rows]]
+    rows = np.repeat(original.reshape(1, -1), pick.size, axis=0)
+    at = np.arange(pick.size)
+    rows[at, moves.first[pick]] = moves.first_value[pick]
+    rows[at, moves.second[pick]] = moves.second_value[pick]
+    return rows
 
 
 def extend_candidates(  # noqa: PLR0917 - the rows and the singles, each as the other functions take them

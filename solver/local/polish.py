@@ -45,6 +45,7 @@ from counterplan.solver.core.trade import (
     combo_candidates,
     extend_candidates,
     front_values,
+    pair_candidates,
     pairs_key,
     pareto_front,
     pricer_for,
@@ -56,6 +57,10 @@ from counterplan.solver.core.trade import (
 )
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig
 from counterplan.solver.local.scan import most_efficient
+
+PAIR_MOVES_PER_ROW = 8
+"""The trees' pairs read per pair row kept: the most gain first, before the cost filter and the
+ranking by gain per unit of distance."""
 
 
 class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
@@ -283,6 +288,16 @@ class BoundaryPolishPhase(PhaseBase[BoundaryPolishPhaseConfig]):
                     max_rows=self.config.combo_rows,
                 )
                 C = unique_rows(np.vstack([C, B]), space.original)
+            if self.config.pair_rows and scope.problem is not None and not phase_scope.must_stop():
+                moves = scope.problem.pair_moves(PAIR_MOVES_PER_ROW * self.config.pair_rows, space.split_values)
+                P = pair_candidates(
+                    space.original,
+                    moves,
+                    pricer,
+                    best_distance=-float(scope.best_score[3]),
+                    max_rows=self.config.pair_rows,
+                )
+                C = unique_rows(np.vstack([C, P]), space.original) if P.shape[0] else C
             if C.shape[0]:
                 combined, won = _score(phase_scope, C)
                 other = _other_route(C, combined, scope.best_row, space.original)

@@ -21,6 +21,7 @@ from counterplan.solver.counterfactual import CounterfactualSolver
 from counterplan.solver.local import polish
 from counterplan.solver.local.config import BoundaryPolishPhaseConfig, FeatureScanPhaseConfig
 from counterplan.solver.local.scan import FeatureScanPhase
+from tests.interactions import FEATURES, together_data
 
 
 def _give_back_and_buy() -> CounterfactualProblem:
@@ -118,6 +119,24 @@ def test_combinations_find_two_features_a_tree_needs_together(together_problem: 
     together = explain(together_problem, _scan_and_polish(BoundaryPolishPhaseConfig(trade_rounds=0)), seed=0)
     assert together.valid and sorted(c.feature for c in together.changes) == ["a", "b"]
     assert -together.score_levels[3] < -alone.score_levels[3]
+
+
+def test_the_trees_pairs_find_two_changes_one_of_which_hurts_alone() -> None:
+    """a past 3 alone all but rules approval out, b past 3 alone changes nothing, both approve;
+    c past 9 approves alone at twice the cost. No added gains predict a and b (a's hurt, so it is on
+    no front, and neither leads the beam): local search paid for c, 91% above the exact engine's
+    proven optimum, which changes a and b. The trees' pairs (BoundaryPolishPhaseConfig.pair_rows)
+    hold them, scored in the combinations' call."""
+    data = together_data()
+    model = HistGradientBoostingClassifier(max_iter=60, max_depth=3, random_state=0).fit(data[FEATURES], data.y)
+    problem = CounterfactualProblem.from_dataframe(
+        data, dict.fromkeys(FEATURES, 1.0), model, [ClassGoal(target=1, confidence=0.7)], target="y"
+    )
+    local = explain(problem, seed=0)
+    exact = explain(problem, engine="exact", seed=0)
+    assert exact.valid and exact.statistics.exact is not None and exact.statistics.exact.proven
+    assert local.valid and sorted(c.feature for c in local.changes) == ["a", "b"]
+    assert -local.score_levels[3] <= 1.02 * -exact.score_levels[3]
 
 
 def test_a_linear_models_far_row_is_traded_to_within_two_percent_of_its_optimum() -> None:
